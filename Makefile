@@ -1,0 +1,40 @@
+# gatehouse — build and test entry points. `make test` is what CI runs.
+SHELL := /bin/bash
+GO ?= go
+# Debian packages the tests need: a real ACME server and a real browser.
+DEB_PACKAGES := pebble chromium
+FUZZTIME ?= 8s
+
+.PHONY: test deps vet fmt-check unit fuzz bench build demo
+
+test: deps vet fmt-check unit fuzz
+
+build:
+	$(GO) build ./...
+
+demo:
+	$(GO) run ./cmd/gatehouse demo
+
+# deps installs whatever Debian package the tests need and is missing.
+deps:
+	@./scripts/deps.sh $(DEB_PACKAGES)
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -race -timeout 20m ./...
+
+# fuzz runs every Fuzz target briefly, so the internet-facing parsers are
+# exercised beyond their seed corpus on every CI run.
+fuzz:
+	@FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+# bench runs the Go benchmarks once each so they cannot rot; the load
+# harness against nginx and HAProxy is `go run ./bench` (see bench/README.md).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime=1x ./...

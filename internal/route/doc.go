@@ -1,0 +1,13 @@
+// Package route owns gatehouse's routing table (DESIGN §2 step 3, §10): the
+// zones, apps, custom domains and host pools that every request reads.
+//
+// The table is an immutable snapshot. [Live] publishes it with an atomic
+// pointer swap; a request calls [Live.Load] once and uses that one table for
+// its whole life, without locks. [Builder] is the single writer: the store
+// watcher and host discovery feed it changes, and it publishes a new table
+// after each one.
+//
+// The app settings types ([App], [CORS], [RateLimit], [Auth], [PolicyRule])
+// are the JSON shapes the control API takes and the store keeps: one
+// definition for the wire, the store and the request path.
+package route

@@ -1,0 +1,93 @@
+package route
+
+import (
+	"net/url"
+	"sync/atomic"
+	"time"
+)
+
+// HostState is where a host stands in discovery (DESIGN §4).
+type HostState string
+
+const (
+	HostProvisional HostState = "provisional" // announced, not yet verified: never routed to
+	HostVerified    HostState = "verified"    // routable
+	HostUnhealthy   HostState = "unhealthy"   // missed heartbeats or failed checks: not routed to
+	HostDraining    HostState = "draining"    // sent leave: in-flight requests finish, no new ones
+)
+
+// Host is one backend as a table snapshot sees it. Everything but Health is
+// immutable once published; discovery publishes a new *Host when any of it
+// changes.
+type Host struct {
+	ID     string
+	Apps   []string
+	Addr   string // host:port as announced
+	Scheme string // http, h2c, https or tls
+	// URL is the base URL requests are proxied to; nil for tls hosts.
+	URL   *url.URL
+	State HostState
+	// Health is the passive health shared by every snapshot of this host, so
+	// that a failure seen on one request is seen by the next without a
+	// table rebuild. Never nil in a published table.
+	Health *Health
+}
+
+// Routable reports whether new requests may be sent to h.
+func (h *Host) Routable() bool { return h.State == HostVerified }
+
+// Health is a host's passive health: the data plane marks connect failures
+// and the selector skips a host while it cools down. Safe for concurrent use.
+type Health struct {
+	degradedUntil atomic.Int64 // unix nanos; 0 = not degraded
+	lastFail      atomic.Int64 // unix nanos of the most recent failure
+	fails         atomic.Int32 // consecutive failures, for back-off
+	Inflight      atomic.Int64 // requests and pipes in progress
+}
+
+// Cool-down bounds for a degraded host: it doubles with each consecutive
+// failure so a dead host is retried ever less often, and a restarted one
+// still recovers by itself.
+const (
+	minCoolDown = 1 * time.Second
+	maxCoolDown = 30 * time.Second
+)
+
+// Fail records a connect or transport failure at now and returns how long
+// the host now cools down.
+func (h *Health) Fail(now time.Time) time.Duration {
+	n := h.fails.Add(1)
+	d := minCoolDown
+	for i := int32(1); i < n && d < maxCoolDown; i++ {
+		d *= 2
+	}
+	d = min(d, maxCoolDown)
+	h.lastFail.Store(now.UnixNano())
+	h.degradedUntil.Store(now.Add(d).UnixNano())
+	return d
+}
+
+// OK records a success: the host is no longer degraded.
+func (h *Health) OK() {
+	if h.fails.Load() != 0 {
+		h.fails.Store(0)
+	}
+	if h.degradedUntil.Load() != 0 {
+		h.degradedUntil.Store(0)
+	}
+}
+
+// Degraded reports whether the host is cooling down at now.
+func (h *Health) Degraded(now time.Time) bool {
+	u := h.degradedUntil.Load()
+	return u != 0 && now.UnixNano() < u
+}
+
+// LastFail is the time of the most recent failure, or zero.
+func (h *Health) LastFail() time.Time {
+	n := h.lastFail.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}

@@ -1,0 +1,49 @@
+package route
+
+import (
+	"context"
+	"net/netip"
+	"time"
+)
+
+// Request is what the L7 layers learn about one request, carried in its
+// context from observe down to dispatch. Each layer fills its own fields;
+// a layer below reads what the layers above wrote. Not safe for concurrent
+// writes: one request is handled by one goroutine at a time.
+type Request struct {
+	ID    string    // X-Request-Id, kept from the client or generated (observe)
+	Start time.Time // when observe saw the request
+
+	Table *Table // the one table snapshot this request uses (route)
+	Match Match  // what the Host reached (route)
+
+	// ClientIP is the address limits are charged to and X-Gatehouse-Client-Ip
+	// carries: the peer, or a trusted proxy's X-Forwarded-For, or a verified
+	// peer gateway's signed mark (hygiene).
+	ClientIP netip.Addr
+	// ForwardedBy is the cluster id of the peer gateway that forwarded this
+	// request, once its signature verified; empty otherwise (hygiene).
+	ForwardedBy string
+
+	Subject string   // token subject, after verification (auth)
+	Scopes  []string // token scopes, after verification (auth)
+
+	// Status is the status code written to the client (observe's writer).
+	Status int
+	// FailoverCluster is set by dispatch when a peer cluster served the
+	// response.
+	FailoverCluster string
+}
+
+type requestKey struct{}
+
+// WithRequest returns ctx carrying r.
+func WithRequest(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// RequestFrom returns the request info in ctx, or nil outside the L7 path.
+func RequestFrom(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
+}

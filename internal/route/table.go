@@ -1,0 +1,131 @@
+package route
+
+import (
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// Kind says what a name reached.
+type Kind uint8
+
+const (
+	KindUnknown Kind = iota // no zone app, no verified domain: 404
+	KindApp                 // an app, through {app}.{zone} or a custom domain
+	KindAPI                 // api.{zone}: the gateway's own API
+)
+
+// Match is the result of a table lookup.
+type Match struct {
+	Kind Kind
+	App  *App  // set for KindApp
+	Zone *Zone // the zone the name is under; nil for a custom domain
+	Name string
+}
+
+// names is the part of a table that changes with the store: zones, apps
+// and domains. Host churn does not copy it.
+type names struct {
+	zones   map[string]*Zone
+	apps    map[string]*App
+	domains map[string]*Domain
+}
+
+// Table is an immutable routing snapshot. A nil *Table is not valid; use
+// [Live.Load], which never returns nil.
+type Table struct {
+	n     *names
+	pools map[string][]*Host // app id -> routable hosts, sorted by id
+	hosts []*Host            // every known host in any state, sorted by id
+}
+
+func emptyTable() *Table {
+	return &Table{n: &names{zones: map[string]*Zone{}, apps: map[string]*App{}, domains: map[string]*Domain{}}, pools: map[string][]*Host{}}
+}
+
+// Lookup routes a host name (a Host header or SNI value, normalized here).
+// It allocates nothing for a clean name.
+func (t *Table) Lookup(host string) Match {
+	name, ok := NormalizeHost(host)
+	if !ok {
+		return Match{}
+	}
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		if z := t.n.zones[name[i+1:]]; z != nil {
+			label := name[:i]
+			if label == ReservedLabel {
+				return Match{Kind: KindAPI, Zone: z, Name: name}
+			}
+			if a := t.n.apps[label]; a != nil {
+				return Match{Kind: KindApp, App: a, Zone: z, Name: name}
+			}
+			return Match{Name: name}
+		}
+	}
+	if d := t.n.domains[name]; d != nil && d.Verified {
+		if a := t.n.apps[d.App]; a != nil {
+			return Match{Kind: KindApp, App: a, Name: name}
+		}
+	}
+	return Match{Name: name}
+}
+
+// App returns an app by id, or nil.
+func (t *Table) App(id string) *App { return t.n.apps[id] }
+
+// Zone returns a zone by name, or nil.
+func (t *Table) Zone(name string) *Zone { return t.n.zones[name] }
+
+// Domain returns a custom domain mapping (verified or not), or nil.
+func (t *Table) Domain(name string) *Domain { return t.n.domains[name] }
+
+// Zones returns every zone, sorted by name.
+func (t *Table) Zones() []*Zone {
+	out := make([]*Zone, 0, len(t.n.zones))
+	for _, z := range t.n.zones {
+		out = append(out, z)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Apps returns the number of apps.
+func (t *Table) Apps() int { return len(t.n.apps) }
+
+// Pool returns the routable hosts of an app, sorted by id. The caller must
+// not modify the slice.
+func (t *Table) Pool(app string) []*Host { return t.pools[app] }
+
+// Hosts returns every known host in any state, sorted by id. The caller must
+// not modify the slice.
+func (t *Table) Hosts() []*Host { return t.hosts }
+
+// HasHosts reports whether any host, routable or not, claims app: it tells
+// "no host exists" (503) from "hosts exist but none is reachable" (502).
+func (t *Table) HasHosts(app string) bool {
+	for _, h := range t.hosts {
+		for _, a := range h.Apps {
+			if a == app {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Live holds the current table. The zero value is ready and serves an empty
+// table. Load and Store may be called concurrently.
+type Live struct{ cur atomic.Pointer[Table] }
+
+var empty = emptyTable()
+
+// Load returns the current table; never nil.
+func (l *Live) Load() *Table {
+	if t := l.cur.Load(); t != nil {
+		return t
+	}
+	return empty
+}
+
+// Store publishes t.
+func (l *Live) Store(t *Table) { l.cur.Store(t) }
