@@ -91,3 +91,17 @@ func (h *Health) LastFail() time.Time {
 	}
 	return time.Unix(0, n)
 }
+
+// HostInfo is a host's discovery record as GET /api/v3/hosts shows it.
+type HostInfo struct {
+	HostID        string    `json:"host_id"`
+	Apps          []string  `json:"apps"`
+	Addr          string    `json:"addr"`
+	Scheme        string    `json:"scheme"`
+	State         HostState `json:"state"`
+	Degraded      bool      `json:"degraded"`
+	Inflight      int64     `json:"inflight"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	VerifiedAt    time.Time `json:"verified_at,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+}
