@@ -1,0 +1,179 @@
+package route
+
+import (
+	"testing"
+	"time"
+)
+
+func testTable() *Live {
+	var l Live
+	b := NewBuilder(&l)
+	b.Replace(State{
+		Zones: []*Zone{{Name: "apps.example.com"}, {Name: "localhost"}},
+		Apps:  []*App{{ID: "hello", Status: StatusActive}, {ID: "shop", Status: StatusActive}},
+		Domains: []*Domain{
+			{Domain: "www.shop.test", App: "shop", Verified: true},
+			{Domain: "pending.test", App: "shop", Verified: false},
+			{Domain: "orphan.test", App: "gone", Verified: true},
+		},
+	})
+	return &l
+}
+
+func TestLookup(t *testing.T) {
+	tbl := testTable().Load()
+	tests := []struct {
+		host string
+		kind Kind
+		app  string
+	}{
+		{"hello.apps.example.com", KindApp, "hello"},
+		{"HELLO.Apps.Example.COM", KindApp, "hello"},
+		{"hello.apps.example.com:8443", KindApp, "hello"},
+		{"hello.apps.example.com.", KindApp, "hello"},
+		{"hello.apps.example.com.:443", KindApp, "hello"},
+		{"hello.localhost:8080", KindApp, "hello"},
+		{"api.apps.example.com", KindAPI, ""},
+		{"api.localhost", KindAPI, ""},
+		{"nope.apps.example.com", KindUnknown, ""},
+		{"a.hello.apps.example.com", KindUnknown, ""},
+		{"apps.example.com", KindUnknown, ""},
+		{"www.shop.test", KindApp, "shop"},
+		{"WWW.Shop.Test:80", KindApp, "shop"},
+		{"pending.test", KindUnknown, ""}, // unverified mappings never route
+		{"orphan.test", KindUnknown, ""},  // mapping to a missing app
+		{"", KindUnknown, ""},
+		{"127.0.0.1", KindUnknown, ""},
+		{"[::1]:8080", KindUnknown, ""},
+		{"hello..apps.example.com", KindUnknown, ""},
+		{"-hello.apps.example.com", KindUnknown, ""},
+		{"hel_lo.apps.example.com", KindUnknown, ""},
+		{"hello.apps.example.com:", KindApp, "hello"}, // RFC 3986 allows an empty port
+		{"hello.apps.example.com:x:y", KindUnknown, ""},
+		{"héllo.apps.example.com", KindUnknown, ""}, // valid IDNA, but no such app
+	}
+	for _, tt := range tests {
+		m := tbl.Lookup(tt.host)
+		if m.Kind != tt.kind {
+			t.Errorf("Lookup(%q).Kind = %v, want %v", tt.host, m.Kind, tt.kind)
+			continue
+		}
+		if tt.app != "" && (m.App == nil || m.App.ID != tt.app) {
+			t.Errorf("Lookup(%q).App = %+v, want %s", tt.host, m.App, tt.app)
+		}
+	}
+}
+
+func TestNormalizeHost(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"example.com", "example.com", true},
+		{"Example.COM:443", "example.com", true},
+		{"example.com.", "example.com", true},
+		{"bücher.example", "xn--bcher-kva.example", true},
+		{"BÜCHER.example", "xn--bcher-kva.example", true},
+		{"a b.example", "", false},
+		{"", "", false},
+		{".", "", false},
+		{"exa$mple.com", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := NormalizeHost(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("NormalizeHost(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestLookupCleanNameDoesNotAllocate(t *testing.T) {
+	tbl := testTable().Load()
+	n := testing.AllocsPerRun(100, func() { tbl.Lookup("hello.apps.example.com") })
+	if n != 0 {
+		t.Fatalf("Lookup allocated %v times per run", n)
+	}
+}
+
+func TestBuilderPublishesCopies(t *testing.T) {
+	l := testTable()
+	before := l.Load()
+	b := NewBuilder(l)
+	b.Replace(State{Zones: before.Zones(), Apps: []*App{{ID: "hello"}}})
+	b.PutApp(&App{ID: "new"})
+	if before.Lookup("new.localhost").Kind != KindUnknown {
+		t.Fatal("an old snapshot saw a later change")
+	}
+	if l.Load().Lookup("new.localhost").Kind != KindApp {
+		t.Fatal("the new snapshot misses the change")
+	}
+	b.DeleteApp("new")
+	if l.Load().Lookup("new.localhost").Kind != KindUnknown {
+		t.Fatal("delete not published")
+	}
+}
+
+func TestPools(t *testing.T) {
+	var l Live
+	b := NewBuilder(&l)
+	b.SetHost(&Host{ID: "h2", Apps: []string{"a"}, State: HostVerified})
+	b.SetHost(&Host{ID: "h1", Apps: []string{"a", "b"}, State: HostVerified})
+	b.SetHost(&Host{ID: "h3", Apps: []string{"a"}, State: HostProvisional})
+	tbl := l.Load()
+	if p := tbl.Pool("a"); len(p) != 2 || p[0].ID != "h1" || p[1].ID != "h2" {
+		t.Fatalf("pool a = %v", ids(p))
+	}
+	if !tbl.HasHosts("a") || tbl.HasHosts("zzz") {
+		t.Fatal("HasHosts wrong")
+	}
+	h1 := tbl.Pool("a")[0].Health
+	b.SetHost(&Host{ID: "h1", Apps: []string{"a"}, State: HostDraining})
+	tbl = l.Load()
+	if p := tbl.Pool("a"); len(p) != 1 || p[0].ID != "h2" {
+		t.Fatalf("draining host still routable: %v", ids(p))
+	}
+	if len(tbl.Pool("b")) != 0 {
+		t.Fatal("pool b should be empty")
+	}
+	if tbl.Hosts()[0].Health != h1 {
+		t.Fatal("health not carried over a republish")
+	}
+	b.DeleteHost("h1")
+	if len(l.Load().Hosts()) != 2 {
+		t.Fatal("delete host")
+	}
+}
+
+func ids(hs []*Host) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.ID)
+	}
+	return out
+}
+
+func TestHealthBackoff(t *testing.T) {
+	var h Health
+	now := time.Unix(1000, 0)
+	if h.Degraded(now) {
+		t.Fatal("new host degraded")
+	}
+	d1 := h.Fail(now)
+	d2 := h.Fail(now)
+	if d2 <= d1 || !h.Degraded(now.Add(d1/2)) {
+		t.Fatalf("back-off %v then %v", d1, d2)
+	}
+	if h.Degraded(now.Add(d2 + time.Millisecond)) {
+		t.Fatal("still degraded after cool-down")
+	}
+	for range 20 {
+		h.Fail(now)
+	}
+	if d := h.Fail(now); d != maxCoolDown {
+		t.Fatalf("cool-down %v not capped", d)
+	}
+	h.OK()
+	if h.Degraded(now) {
+		t.Fatal("OK did not clear")
+	}
+}
