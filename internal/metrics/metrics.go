@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Label values for requests that did not reach an app.
+const (
+	AppUnknown = "_unknown" // the Host matched nothing
+	AppAPI     = "_api"     // api.{zone}: the gateway's own API
+	AppNone    = "_none"    // answered before routing (healthz)
+)
+
+// Upstream error reasons, the values of the reason label.
+const (
+	ReasonDial     = "dial"     // could not connect: the host is unreachable
+	ReasonTimeout  = "timeout"  // no response in time
+	ReasonCanceled = "canceled" // the client went away
+	ReasonNoHost   = "no_host"  // no routable host for the app
+	ReasonOther    = "other"    // any other transport error
+)
+
+// Set is the collectors the request path shares. Every field is non-nil in
+// a Set returned by [New]. The collectors are safe for concurrent use.
+type Set struct {
+	// Requests counts answered requests by app, code class ("2xx"...) and
+	// method (folded by [Method]).
+	Requests *prometheus.CounterVec
+	// Duration is the request latency in seconds, by app.
+	Duration *prometheus.HistogramVec
+	// UpstreamErrors counts failed upstream attempts by app and reason.
+	UpstreamErrors *prometheus.CounterVec
+	// ActiveConnections is the number of open client connections; the
+	// listeners (internal/edge) drive it and drain waits for zero.
+	ActiveConnections prometheus.Gauge
+}
+
+// New builds a Set and registers it on reg. A nil reg leaves the
+// collectors unregistered (tests, benchmarks). It fails if reg already
+// holds collectors of the same names.
+func New(reg prometheus.Registerer) (*Set, error) {
+	s := &Set{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "http_requests_total",
+			Help: "Requests answered, by app, status class and method.",
+		}, []string{"app", "code", "method"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "gatehouse", Name: "http_request_duration_seconds",
+			Help:    "Time from the request's arrival to the end of its response, by app.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"app"}),
+		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "upstream_errors_total",
+			Help: "Failed upstream attempts, by app and reason (dial, timeout, canceled, no_host, other).",
+		}, []string{"app", "reason"}),
+		ActiveConnections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "gatehouse", Name: "active_connections",
+			Help: "Open client connections on every listener; drain waits for zero.",
+		}),
+	}
+	if reg == nil {
+		return s, nil
+	}
+	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors, for the management listener's /metrics.
+func NewRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// Class folds a status code to its class label, "1xx" to "5xx"; anything
+// out of range (499 included, which is 4xx) stays bounded.
+func Class(code int) string {
+	switch {
+	case code < 200:
+		return "1xx"
+	case code < 300:
+		return "2xx"
+	case code < 400:
+		return "3xx"
+	case code < 500:
+		return "4xx"
+	default:
+		return "5xx"
+	}
+}
+
+// Method folds a request method to a bounded label: the standard methods
+// keep their name, anything else is "OTHER".
+func Method(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}
