@@ -1,0 +1,220 @@
+package config
+
+import "time"
+
+// Config is the whole gateway configuration, one nested struct per part.
+// The yaml tags are the keys of gatehouse.yaml; docs/config.md is the
+// reference. A Config returned by [Load] is normalized and valid.
+type Config struct {
+	// DataDir holds the embedded bus's JetStream store and any generated
+	// key. Required.
+	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// Zone is seeded into the store at first start (a zone that already
+	// exists is left alone). Empty seeds nothing.
+	Zone string `yaml:"zone" json:"zone"`
+
+	HTTP       HTTP      `yaml:"http" json:"http"`
+	HTTPS      Listener  `yaml:"https" json:"https"`
+	DNS        Listener  `yaml:"dns" json:"dns"`
+	Management Listener  `yaml:"management" json:"management"`
+	Listeners  Listeners `yaml:"listeners" json:"listeners"`
+	Bus        Bus       `yaml:"bus" json:"bus"`
+	Cluster    Cluster   `yaml:"cluster" json:"cluster"`
+	Clusters   []Peer    `yaml:"clusters" json:"clusters"`
+	Control    Control   `yaml:"control" json:"control"`
+	TLS        TLS       `yaml:"tls" json:"tls"`
+	Auth       Auth      `yaml:"auth" json:"auth"`
+	Limits     Limits    `yaml:"limits" json:"limits"`
+	Log        Log       `yaml:"log" json:"log"`
+
+	// TrustedProxies are the peers (CIDR prefixes; a bare IP means one
+	// address) whose Forwarded/X-Forwarded-* headers are believed. Empty
+	// trusts nobody. Normalized to canonical prefixes.
+	TrustedProxies []string `yaml:"trusted_proxies" json:"trusted_proxies"`
+	// DrainTimeout bounds how long in-flight requests and pipes may take to
+	// finish after SIGTERM.
+	DrainTimeout time.Duration `yaml:"drain_timeout" json:"drain_timeout"`
+	// HostTTL removes a host that sent no heartbeat for this long. At least
+	// 3 × HeartbeatInterval.
+	HostTTL time.Duration `yaml:"host_ttl" json:"host_ttl"`
+	// HeartbeatInterval is how often hosts heartbeat; three missed ones
+	// make a host unhealthy.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" json:"heartbeat_interval"`
+	// ReverifyInterval repeats every host's challenge this often.
+	ReverifyInterval time.Duration `yaml:"reverify_interval" json:"reverify_interval"`
+}
+
+// Listener is one listening address; empty means the listener is not
+// started.
+type Listener struct {
+	Addr string `yaml:"addr" json:"addr"`
+}
+
+// HTTP is the plaintext listener (DESIGN §3).
+type HTTP struct {
+	// Addr is where it listens; empty: not started.
+	Addr string `yaml:"addr" json:"addr"`
+	// Mode is what it does with requests that are not ACME challenges:
+	// HTTPModeRedirect (default), HTTPModeACMEOnly or HTTPModeServe.
+	Mode string `yaml:"mode" json:"mode"`
+}
+
+// HTTP modes.
+const (
+	HTTPModeRedirect = "redirect"  // 308 to https
+	HTTPModeACMEOnly = "acme-only" // ACME HTTP-01 challenges, everything else 404
+	HTTPModeServe    = "serve"     // the full L7 path in plaintext
+)
+
+// Listeners are the limits on every HTTP listener (DESIGN §3).
+type Listeners struct {
+	// MaxRequestLine bounds the request line in bytes (longer: 414).
+	MaxRequestLine int `yaml:"max_request_line" json:"max_request_line"`
+	// MaxHeaderBytes bounds the header block in bytes (larger: 431).
+	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+}
+
+// Bus says which NATS to use (DESIGN §10).
+type Bus struct {
+	// URL lists external NATS servers; empty starts an embedded server
+	// with JetStream in DataDir. YAML takes a list or one comma-separated
+	// string.
+	URL StringList `yaml:"url" json:"url"`
+	// Listen is where the embedded server accepts clients (hosts). Unused
+	// with an external bus.
+	Listen string `yaml:"listen" json:"listen"`
+}
+
+// Cluster is this gateway's cluster (DESIGN §5).
+type Cluster struct {
+	// ID is the cluster id, a DNS label.
+	ID string `yaml:"id" json:"id"`
+	// Affinity forwards requests to the app's owner cluster.
+	Affinity bool `yaml:"affinity" json:"affinity"`
+	// Failover tries peer clusters when the local attempt fails.
+	Failover bool `yaml:"failover" json:"failover"`
+	// Deadline covers the local attempt, the owner forward and all peers.
+	Deadline time.Duration `yaml:"deadline" json:"deadline"`
+	// Hash picks the owner function: HashModN (default) or HashRendezvous.
+	// Every cluster must agree.
+	Hash string `yaml:"hash" json:"hash"`
+	// Key is a PKCS#8 PEM Ed25519 private key file (gatehouse keygen) that
+	// signs forwards and cluster announcements. Empty: the assembly
+	// generates one at first start and keeps it in DataDir.
+	Key string `yaml:"key" json:"key"`
+}
+
+// Owner hash functions.
+const (
+	HashModN       = "modn"
+	HashRendezvous = "rendezvous"
+)
+
+// Peer is one statically configured cluster (DESIGN §5.1), probed at
+// {URL}/healthz.
+type Peer struct {
+	ID        string `yaml:"id" json:"id"`
+	URL       string `yaml:"url" json:"url"`
+	PublicKey string `yaml:"public_key" json:"public_key"` // std base64 of the raw 32-byte Ed25519 key
+}
+
+// Control is the static platform credential of the control API (DESIGN
+// §7).
+type Control struct {
+	// Token is the static bearer token; empty: only platform JWTs (if an
+	// issuer is configured) reach the control API.
+	Token string `yaml:"token" json:"token"`
+}
+
+// TLS is certificate and handshake policy (DESIGN §3, §9).
+type TLS struct {
+	// PQOnly refuses clients that cannot do X25519MLKEM768.
+	PQOnly bool `yaml:"pq_only" json:"pq_only"`
+	// CustomDomains is "auto" (on-demand certificates for verified
+	// mappings) or "off" (default).
+	CustomDomains string `yaml:"custom_domains" json:"custom_domains"`
+	ACME          ACME   `yaml:"acme" json:"acme"`
+}
+
+// ACME is the certificate authority to order from.
+type ACME struct {
+	// Directory is the ACME directory URL; empty: no ACME, the bootstrap
+	// certificate only.
+	Directory string `yaml:"directory" json:"directory"`
+	// Email is the ACME account contact; may be empty.
+	Email string `yaml:"email" json:"email"`
+	// CARoot is a PEM file of roots to trust for the ACME server itself
+	// (e.g. Pebble's); empty: the system roots.
+	CARoot string `yaml:"ca_root" json:"ca_root"`
+}
+
+// Auth is edge token verification (DESIGN §6).
+type Auth struct {
+	// Issuers whose EdDSA JWTs are accepted; empty: verification off.
+	Issuers []Issuer `yaml:"issuers" json:"issuers"`
+	// MaxSubjects bounds the per-subject limiter population (LRU).
+	MaxSubjects int `yaml:"max_subjects" json:"max_subjects"`
+}
+
+// Issuer is one trusted token issuer.
+type Issuer struct {
+	Issuer   string `yaml:"issuer" json:"issuer"`
+	KeysFile string `yaml:"keys_file" json:"keys_file"` // JWKS or PEM public keys
+}
+
+// Limits are the default rate limits (DESIGN §2 steps 3 and 6).
+type Limits struct {
+	// Requests per Window per (app, client address), unless the app says
+	// otherwise.
+	Requests int           `yaml:"requests" json:"requests"`
+	Window   time.Duration `yaml:"window" json:"window"`
+	// UnknownRequests per Window per client address for unknown hosts.
+	UnknownRequests int `yaml:"unknown_requests" json:"unknown_requests"`
+	// MaxKeys bounds the number of (app, client) counters kept; the least
+	// recently used are evicted.
+	MaxKeys int `yaml:"max_keys" json:"max_keys"`
+}
+
+// Log is logging.
+type Log struct {
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level" json:"level"`
+}
+
+// Default returns the built-in defaults: the development listeners of
+// DESIGN §3 and the limits of §2.
+func Default() Config {
+	return Config{
+		DataDir:    "gatehouse-data",
+		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect},
+		HTTPS:      Listener{Addr: ":8443"},
+		DNS:        Listener{Addr: ":5353"},
+		Management: Listener{Addr: "127.0.0.1:9180"},
+		Listeners: Listeners{
+			MaxRequestLine:    8 << 10,
+			MaxHeaderBytes:    64 << 10,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       120 * time.Second,
+		},
+		Bus: Bus{Listen: "127.0.0.1:4222"},
+		Cluster: Cluster{
+			ID:       "local",
+			Affinity: true,
+			Failover: true,
+			Deadline: 15 * time.Second,
+			Hash:     HashModN,
+		},
+		TLS:               TLS{CustomDomains: "off"},
+		Auth:              Auth{MaxSubjects: 10000},
+		Limits:            Limits{Requests: 600, Window: 60 * time.Second, UnknownRequests: 100, MaxKeys: 100000},
+		Log:               Log{Level: "info"},
+		DrainTimeout:      30 * time.Second,
+		HostTTL:           60 * time.Second,
+		HeartbeatInterval: 5 * time.Second,
+		ReverifyInterval:  10 * time.Minute,
+	}
+}

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"bytes"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// TestKeysCoverConfig proves that every leaf of Config has exactly one
+// key (so one flag and one variable), and that flags and variables are
+// unique.
+func TestKeysCoverConfig(t *testing.T) {
+	var leaves []string
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if prefix != "" {
+				name = prefix + "." + name
+			}
+			if f.Type.Kind() == reflect.Struct && f.Type.String() != "time.Duration" {
+				walk(name, f.Type)
+				continue
+			}
+			leaves = append(leaves, name)
+		}
+	}
+	walk("", reflect.TypeOf(Config{}))
+	var names []string
+	flags, envs := map[string]bool{}, map[string]bool{}
+	for _, k := range keys {
+		names = append(names, k.name)
+		if flags[k.flag] || envs[k.env()] {
+			t.Errorf("key %s: duplicate flag or variable", k.name)
+		}
+		flags[k.flag], envs[k.env()] = true, true
+		k.field(&Config{}) // must not panic
+	}
+	sort.Strings(leaves)
+	sort.Strings(names)
+	if !reflect.DeepEqual(leaves, names) {
+		t.Errorf("keys and Config leaves differ\nleaves: %v\n  keys: %v", leaves, names)
+	}
+}
+
+func TestUsageListsEveryFlag(t *testing.T) {
+	var b bytes.Buffer
+	Usage(&b)
+	for _, k := range keys {
+		if !strings.Contains(b.String(), "  -"+k.flag+"\n") || !strings.Contains(b.String(), k.env()) {
+			t.Errorf("usage lacks -%s / %s", k.flag, k.env())
+		}
+	}
+}
+
+func TestConfigFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/g.yaml"
+	writeFile(t, path, "zone: apps.test\n")
+	cfg, err := Load(nil, []string{"GATEHOUSE_CONFIG=" + path, "GATEHOUSE_CONTROL_TOKEN=tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Zone != "apps.test" || cfg.Control.Token != "tok" {
+		t.Errorf("got zone %q token %q", cfg.Zone, cfg.Control.Token)
+	}
+	// -config on the command line wins over GATEHOUSE_CONFIG
+	other := dir + "/h.yaml"
+	writeFile(t, other, "zone: other.test\n")
+	cfg, err = Load([]string{"-config", other}, []string{"GATEHOUSE_CONFIG=" + path})
+	if err != nil || cfg.Zone != "other.test" {
+		t.Errorf("got %q, %v; want other.test", cfg.Zone, err)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	if _, err := Load([]string{"-h"}, nil); err != ErrHelp {
+		t.Errorf("got %v, want ErrHelp", err)
+	}
+}

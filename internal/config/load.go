@@ -1,0 +1,362 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// ErrHelp is returned by [Load] when args ask for help (-h, -help); the
+// caller prints [Usage] and exits 0.
+var ErrHelp = flag.ErrHelp
+
+// StringList is a list that YAML may also give as one comma-separated
+// string.
+type StringList []string
+
+// UnmarshalYAML reads a sequence of strings or one comma-separated string.
+func (l *StringList) UnmarshalYAML(b []byte) error {
+	var list []string
+	if err := yaml.Unmarshal(b, &list); err == nil {
+		*l = list
+		return nil
+	}
+	var s string
+	if err := yaml.Unmarshal(b, &s); err != nil {
+		return errors.New("want a list of strings or one comma-separated string")
+	}
+	*l = splitList(s, ",")
+	return nil
+}
+
+// Load builds the configuration from args (the flags after the subcommand,
+// e.g. os.Args[2:]) and env (os.Environ() form, KEY=VALUE): defaults, then
+// the YAML file named by -config or GATEHOUSE_CONFIG, then GATEHOUSE_*
+// variables, then flags. The result is normalized and validated. Every
+// error is one line naming the key, e.g.
+//
+//	config: http.mode: must be one of redirect, acme-only, serve, got "x"
+//
+// Load reads only the config file and stats the key files it names.
+func Load(args []string, env []string) (Config, error) {
+	fs, uses := newFlagSet()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, ErrHelp
+		}
+		return Config{}, fmt.Errorf("config: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("config: unexpected argument %q (flags come as -name value)", fs.Arg(0))
+	}
+	vars, err := environ(env)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Default()
+	path := vars["GATEHOUSE_CONFIG"]
+	if f := fs.Lookup("config"); f.Value.String() != "" {
+		path = f.Value.String()
+	}
+	if path != "" {
+		if err := loadFile(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, k := range keys {
+		if v, ok := vars[k.env()]; ok {
+			if err := k.set(&cfg, v, false); err != nil {
+				return Config{}, fmt.Errorf("config: %s (%s): %v", k.name, k.env(), err)
+			}
+		}
+	}
+	if err := uses.apply(&cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.normalize()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// environ picks the GATEHOUSE_* variables out of env and refuses unknown
+// ones, so a misspelt variable is an error rather than silently ignored.
+func environ(env []string) (map[string]string, error) {
+	known := map[string]bool{"GATEHOUSE_CONFIG": true}
+	for _, k := range keys {
+		known[k.env()] = true
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "GATEHOUSE_") {
+			continue
+		}
+		if !known[name] {
+			return nil, fmt.Errorf("config: unknown environment variable %s", name)
+		}
+		vars[name] = val
+	}
+	return vars, nil
+}
+
+// loadFile applies the YAML file at path over cfg. It walks the document
+// against the key table, so an unknown key, a section that is not a
+// mapping and a value of the wrong type are each one line naming the key.
+func loadFile(cfg *Config, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %v", err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		// goccy's message is "[line:col] detail" and a source excerpt;
+		// keep the first line.
+		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
+		return fmt.Errorf("config: %s: %s", path, msg)
+	}
+	if err := applyTree(cfg, "", doc); err != nil {
+		return fmt.Errorf("config: %s: %v", path, err)
+	}
+	return nil
+}
+
+// keyByName indexes keys by YAML path.
+var keyByName = func() map[string]key {
+	m := map[string]key{}
+	for _, k := range keys {
+		m[k.name] = k
+	}
+	return m
+}()
+
+// isSection reports whether path is a mapping that holds keys.
+func isSection(path string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k.name, path+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func applyTree(cfg *Config, prefix string, m map[string]any) error {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		path := n
+		if prefix != "" {
+			path = prefix + "." + n
+		}
+		v := m[n]
+		if k, ok := keyByName[path]; ok {
+			if err := applyValue(cfg, k, v); err != nil {
+				return fmt.Errorf("%s: %v", path, err)
+			}
+			continue
+		}
+		if !isSection(path) {
+			return fmt.Errorf("unknown key %q", path)
+		}
+		sub, ok := v.(map[string]any)
+		if !ok && v != nil {
+			return fmt.Errorf("%s: must be a mapping of keys", path)
+		}
+		if err := applyTree(cfg, path, sub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyValue sets k from one decoded YAML value.
+func applyValue(cfg *Config, k key, v any) error {
+	switch p := k.field(cfg).(type) {
+	case *[]Peer:
+		return decodeStrict(v, p)
+	case *[]Issuer:
+		return decodeStrict(v, p)
+	case *[]string:
+		switch v := v.(type) {
+		case nil:
+			*p = []string{}
+		case string:
+			return k.set(cfg, v, false)
+		case []any:
+			out := []string{}
+			for _, it := range v {
+				s, ok := scalar(it)
+				if !ok {
+					return errors.New("want a list of strings")
+				}
+				out = append(out, s)
+			}
+			*p = out
+		default:
+			return errors.New("want a list of strings or one comma-separated string")
+		}
+		return nil
+	}
+	s, ok := scalar(v)
+	if !ok {
+		return errors.New("want a single value, got a list or mapping")
+	}
+	return k.set(cfg, s, false)
+}
+
+// scalar renders a decoded YAML scalar as the text a flag would carry.
+func scalar(v any) (string, bool) {
+	switch v := v.(type) {
+	case nil:
+		return "", true
+	case string:
+		return v, true
+	case bool, int, int64, uint64, float64:
+		return fmt.Sprint(v), true
+	}
+	return "", false
+}
+
+// decodeStrict re-encodes v and decodes it into dst, refusing unknown
+// fields.
+func decodeStrict(v any, dst any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalWithOptions(b, dst, yaml.Strict()); err != nil {
+		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
+		// positions refer to the re-encoded value, not the file
+		if i := strings.Index(msg, "] "); strings.HasPrefix(msg, "[") && i > 0 {
+			msg = msg[i+2:]
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// flagUses records flags in the order given, so they are applied after the
+// file and the environment and can name their key in errors.
+type flagUses struct {
+	list []flagUse
+}
+
+type flagUse struct {
+	k   key
+	val string
+}
+
+func (u *flagUses) apply(cfg *Config) error {
+	seen := map[string]bool{}
+	for _, fu := range u.list {
+		appendOne := false
+		if fu.k.isRepeated() {
+			if !seen[fu.k.name] {
+				_ = fu.k.set(cfg, "", false) // the first use replaces the list
+			}
+			appendOne = true
+		}
+		seen[fu.k.name] = true
+		if err := fu.k.set(cfg, fu.val, appendOne); err != nil {
+			return fmt.Errorf("config: %s (-%s): %v", fu.k.name, fu.k.flag, err)
+		}
+	}
+	return nil
+}
+
+// flagValue is the flag.Value of one key: it only records the raw value.
+type flagValue struct {
+	k    key
+	uses *flagUses
+}
+
+func (v flagValue) String() string { return "" }
+func (v flagValue) Set(s string) error {
+	v.uses.list = append(v.uses.list, flagUse{v.k, s})
+	return nil
+}
+func (v flagValue) IsBoolFlag() bool { return v.k.isBool() }
+
+func newFlagSet() (*flag.FlagSet, *flagUses) {
+	fs := flag.NewFlagSet("gatehouse serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	uses := &flagUses{}
+	fs.String("config", "", "YAML configuration file (GATEHOUSE_CONFIG)")
+	for _, k := range keys {
+		fs.Var(flagValue{k, uses}, k.flag, k.usage)
+	}
+	return fs, uses
+}
+
+// Usage writes the flags of serve, with their variables and defaults, to w.
+func Usage(w io.Writer) {
+	def := Default()
+	fmt.Fprintf(w, "  -config FILE\n\tYAML configuration file (GATEHOUSE_CONFIG)\n")
+	for _, k := range keys {
+		d := defaultString(k, &def)
+		if d != "" {
+			d = " (default " + d + ")"
+		}
+		fmt.Fprintf(w, "  -%s\n\t%s; %s, %s%s\n", k.flag, k.usage, k.name, k.env(), d)
+	}
+}
+
+func defaultString(k key, c *Config) string {
+	switch p := k.field(c).(type) {
+	case *string:
+		if *p == "" {
+			return ""
+		}
+		return fmt.Sprintf("%q", *p)
+	case *[]string, *[]Peer, *[]Issuer:
+		return ""
+	case *bool:
+		return fmt.Sprint(*p)
+	case *int:
+		return fmt.Sprint(*p)
+	case *time.Duration:
+		return p.String()
+	}
+	return ""
+}
+
+// normalize trims and canonicalizes what has one canonical form, so
+// Validate and every consumer see one spelling.
+func (c *Config) normalize() {
+	c.Zone = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(c.Zone)), ".")
+	c.HTTP.Mode = strings.ToLower(strings.TrimSpace(c.HTTP.Mode))
+	c.Cluster.Hash = strings.ToLower(strings.TrimSpace(c.Cluster.Hash))
+	c.TLS.CustomDomains = strings.ToLower(strings.TrimSpace(c.TLS.CustomDomains))
+	c.Log.Level = strings.ToLower(strings.TrimSpace(c.Log.Level))
+	for i, p := range c.TrustedProxies {
+		if a, err := netip.ParseAddr(p); err == nil {
+			c.TrustedProxies[i] = netip.PrefixFrom(a, a.BitLen()).String()
+		} else if pfx, err := netip.ParsePrefix(p); err == nil {
+			c.TrustedProxies[i] = pfx.Masked().String()
+		}
+	}
+	if c.Bus.URL == nil {
+		c.Bus.URL = StringList{}
+	}
+	if c.TrustedProxies == nil {
+		c.TrustedProxies = []string{}
+	}
+	if c.Clusters == nil {
+		c.Clusters = []Peer{}
+	}
+	if c.Auth.Issuers == nil {
+		c.Auth.Issuers = []Issuer{}
+	}
+}

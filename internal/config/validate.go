@@ -1,0 +1,279 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// Validate returns the first problem found, as one line naming the key:
+//
+//	config: http.mode: must be one of redirect, acme-only, serve, got "x"
+//
+// It checks that the key files named exist, and nothing else outside c.
+func (c *Config) Validate() error {
+	for _, check := range []func() error{
+		c.validateListeners, c.validateBus, c.validateCluster, c.validatePeers,
+		c.validateTLS, c.validateAuth, c.validateLimits, c.validateTimers,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bad(key, format string, args ...any) error {
+	return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+}
+
+func oneOf(key, got string, allowed ...string) error {
+	for _, a := range allowed {
+		if got == a {
+			return nil
+		}
+	}
+	return bad(key, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+}
+
+func (c *Config) validateListeners() error {
+	if strings.TrimSpace(c.DataDir) == "" {
+		return bad("data_dir", "must not be empty")
+	}
+	if c.Zone != "" {
+		if n, ok := route.NormalizeHost(c.Zone); !ok || n != c.Zone || net.ParseIP(c.Zone) != nil {
+			return bad("zone", "must be a DNS name like apps.example.com, got %q", c.Zone)
+		}
+	}
+	for _, a := range []struct{ key, addr string }{
+		{"http.addr", c.HTTP.Addr}, {"https.addr", c.HTTPS.Addr}, {"dns.addr", c.DNS.Addr},
+	} {
+		if a.addr != "" {
+			if err := checkAddr(a.key, a.addr); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Management.Addr == "" {
+		return bad("management.addr", "must not be empty")
+	}
+	if err := checkAddr("management.addr", c.Management.Addr); err != nil {
+		return err
+	}
+	if err := oneOf("http.mode", c.HTTP.Mode, HTTPModeRedirect, HTTPModeACMEOnly, HTTPModeServe); err != nil {
+		return err
+	}
+	if c.Listeners.MaxRequestLine <= 0 {
+		return bad("listeners.max_request_line", "must be positive, got %d", c.Listeners.MaxRequestLine)
+	}
+	if c.Listeners.MaxHeaderBytes <= 0 {
+		return bad("listeners.max_header_bytes", "must be positive, got %d", c.Listeners.MaxHeaderBytes)
+	}
+	if c.Listeners.ReadHeaderTimeout <= 0 {
+		return bad("listeners.read_header_timeout", "must be positive, got %s", c.Listeners.ReadHeaderTimeout)
+	}
+	if c.Listeners.IdleTimeout <= 0 {
+		return bad("listeners.idle_timeout", "must be positive, got %s", c.Listeners.IdleTimeout)
+	}
+	return nil
+}
+
+// checkAddr accepts host:port with a numeric port 0-65535; the host may be
+// empty (all interfaces), an IP or a name.
+func checkAddr(key, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return bad(key, "must be host:port like 127.0.0.1:8080 or :8080, got %q", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return bad(key, "port must be a number 0-65535, got %q", addr)
+	}
+	if strings.ContainsAny(host, " /") {
+		return bad(key, "bad host in %q", addr)
+	}
+	return nil
+}
+
+func (c *Config) validateBus() error {
+	for _, u := range c.Bus.URL {
+		p, err := url.Parse(u)
+		if err != nil || p.Host == "" {
+			return bad("bus.url", "must be nats://host:port URLs, got %q", u)
+		}
+		if err := oneOf("bus.url", p.Scheme, "nats", "tls", "ws", "wss"); err != nil {
+			return bad("bus.url", "scheme must be one of nats, tls, ws, wss, got %q", u)
+		}
+	}
+	if len(c.Bus.URL) == 0 {
+		if err := checkAddr("bus.listen", c.Bus.Listen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateCluster() error {
+	if !route.ValidLabel(c.Cluster.ID) {
+		return bad("cluster.id", "must be a DNS label (a-z, 0-9, '-'), got %q", c.Cluster.ID)
+	}
+	if c.Cluster.Deadline <= 0 {
+		return bad("cluster.deadline", "must be positive, got %s", c.Cluster.Deadline)
+	}
+	if err := oneOf("cluster.hash", c.Cluster.Hash, HashModN, HashRendezvous); err != nil {
+		return err
+	}
+	return checkFile("cluster.key", c.Cluster.Key)
+}
+
+// checkFile reports a named file that does not exist; empty is fine.
+func checkFile(key, path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err != nil {
+		return bad(key, "%v", err)
+	} else if st.IsDir() {
+		return bad(key, "%s is a directory, want a file", path)
+	}
+	return nil
+}
+
+func (c *Config) validatePeers() error {
+	seen := map[string]bool{}
+	for i, p := range c.Clusters {
+		key := fmt.Sprintf("clusters[%d]", i)
+		if !route.ValidLabel(p.ID) {
+			return bad(key+".id", "must be a DNS label, got %q", p.ID)
+		}
+		if seen[p.ID] {
+			return bad(key+".id", "duplicate cluster %q", p.ID)
+		}
+		seen[p.ID] = true
+		u, err := url.Parse(p.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad(key+".url", "must be an http(s) URL like https://gw.example.com, got %q", p.URL)
+		}
+		if err := checkKey(p.PublicKey); err != nil {
+			return bad(key+".public_key", "%v", err)
+		}
+	}
+	return nil
+}
+
+// checkKey accepts the std base64 of a raw 32-byte Ed25519 public key.
+func checkKey(s string) error {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return fmt.Errorf("must be std base64, got %q", s)
+	}
+	if len(b) != 32 {
+		return fmt.Errorf("must be 32 bytes (an Ed25519 key), got %d", len(b))
+	}
+	return nil
+}
+
+func (c *Config) validateTLS() error {
+	if err := oneOf("tls.custom_domains", c.TLS.CustomDomains, "auto", "off"); err != nil {
+		return err
+	}
+	if d := c.TLS.ACME.Directory; d != "" {
+		u, err := url.Parse(d)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return bad("tls.acme.directory", "must be an https URL, got %q", d)
+		}
+	}
+	if e := c.TLS.ACME.Email; e != "" && !strings.Contains(e, "@") {
+		return bad("tls.acme.email", "must be an email address, got %q", e)
+	}
+	return checkFile("tls.acme.ca_root", c.TLS.ACME.CARoot)
+}
+
+func (c *Config) validateAuth() error {
+	seen := map[string]bool{}
+	for i, is := range c.Auth.Issuers {
+		key := fmt.Sprintf("auth.issuers[%d]", i)
+		if is.Issuer == "" {
+			return bad(key+".issuer", "must not be empty")
+		}
+		if seen[is.Issuer] {
+			return bad(key+".issuer", "duplicate issuer %q", is.Issuer)
+		}
+		seen[is.Issuer] = true
+		if is.KeysFile == "" {
+			return bad(key+".keys_file", "must not be empty")
+		}
+		if err := checkFile(key+".keys_file", is.KeysFile); err != nil {
+			return err
+		}
+	}
+	if c.Auth.MaxSubjects <= 0 {
+		return bad("auth.max_subjects", "must be positive, got %d", c.Auth.MaxSubjects)
+	}
+	if strings.ContainsAny(c.Control.Token, " \t\r\n") {
+		return bad("control.token", "must not contain white space")
+	}
+	return nil
+}
+
+func (c *Config) validateLimits() error {
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"limits.requests", c.Limits.Requests},
+		{"limits.unknown_requests", c.Limits.UnknownRequests},
+		{"limits.max_keys", c.Limits.MaxKeys},
+	} {
+		if n.v <= 0 {
+			return bad(n.key, "must be positive, got %d", n.v)
+		}
+	}
+	if c.Limits.Window <= 0 {
+		return bad("limits.window", "must be positive, got %s", c.Limits.Window)
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			return bad(fmt.Sprintf("trusted_proxies[%d]", i), "must be a CIDR like 10.0.0.0/8 or an IP, got %q", p)
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateTimers() error {
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"drain_timeout", c.DrainTimeout},
+		{"heartbeat_interval", c.HeartbeatInterval},
+		{"host_ttl", c.HostTTL},
+		{"reverify_interval", c.ReverifyInterval},
+	} {
+		if d.v <= 0 {
+			return bad(d.key, "must be positive, got %s", d.v)
+		}
+	}
+	if c.HostTTL < 3*c.HeartbeatInterval {
+		return bad("host_ttl", "must be at least 3 × heartbeat_interval (%s), got %s", 3*c.HeartbeatInterval, c.HostTTL)
+	}
+	return oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+}
+
+// TrustedPrefixes returns TrustedProxies parsed; call it on a valid Config.
+func (c *Config) TrustedPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(c.TrustedProxies))
+	for _, p := range c.TrustedProxies {
+		if pfx, err := netip.ParsePrefix(p); err == nil {
+			out = append(out, pfx)
+		}
+	}
+	return out
+}
