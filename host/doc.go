@@ -1,0 +1,41 @@
+// Package host is the host side of gatehouse discovery (DESIGN §4), and the
+// one definition of its wire protocol: the bus subjects, their JSON bodies,
+// the challenge request and response, and the exact bytes a host signs.
+//
+// An app that embeds it needs a bus connection, its Ed25519 key (enrolled
+// for its host id through the control API) and the address the gateway
+// reaches it at:
+//
+//	h, err := host.New(host.Options{Conn: nc, Cluster: "prod", HostID: "web-1",
+//		Key: key, Apps: []string{"hello"}, Addr: "10.0.0.5:8080"})
+//	srv := &http.Server{Addr: ":8080", Handler: h.Wrap(app)}
+//	go h.Run(ctx) // announce, heartbeat, re-announce on reconnect, leave when ctx ends
+//
+// # Protocol
+//
+// A host publishes, with {c} its cluster id:
+//
+//	gatehouse.{c}.hosts.announce   Announce   on start and on every (re)connect
+//	gatehouse.{c}.hosts.heartbeat  Heartbeat  every heartbeat interval (5 s)
+//	gatehouse.{c}.hosts.leave      Leave      once, when shutting down
+//
+// Every body is JSON of at most [MaxMessageSize] bytes; ts is unix seconds.
+// A heartbeat carries a NATS reply subject: a gateway that does not know
+// the host (it started after the host announced, or it forgot the host
+// after host_ttl) answers on it, and the host announces again. That answer
+// is the only message a gateway sends a host over the bus.
+//
+// A gateway then proves the host holds its key at the address it announced:
+// it POSTs a [ChallengeRequest] to {scheme}://{addr}[ChallengePath] and the
+// host answers a [ChallengeResponse] whose signature is Ed25519 over
+// [ChallengeMessage]. The nonce enters the signed message exactly as the
+// text of the request's "nonce" field: standard base64 with padding, as
+// sent, never decoded and re-encoded. The addr in the message is the
+// address the host itself was configured to announce, never one taken from
+// the request, so a signature obtained at one address proves nothing about
+// another.
+//
+// Keys are PKCS#8 PEM ("PRIVATE KEY"), the format of
+// `openssl genpkey -algorithm ed25519`; public keys travel as standard
+// base64 of the raw 32 bytes ([PublicKeyString]).
+package host

@@ -1,0 +1,257 @@
+package host
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultHeartbeatInterval is DESIGN §4's heartbeat_interval.
+const DefaultHeartbeatInterval = 5 * time.Second
+
+// leaveFlushTimeout bounds how long Run waits for the leave message to
+// reach the bus when it returns.
+const leaveFlushTimeout = 2 * time.Second
+
+// Options configure a [Host]. Conn, Cluster, HostID, Key, Apps and Addr are
+// required.
+type Options struct {
+	// Conn is the bus connection. The caller owns it: Host neither
+	// connects nor closes it. Connect it with reconnects on (for example
+	// nats.MaxReconnects(-1)); Host announces again after each reconnect.
+	Conn *nats.Conn
+	// Cluster is the cluster id (a DNS label).
+	Cluster string
+	// HostID is the id this host is enrolled under.
+	HostID string
+	// Key is the private half of the enrolled key.
+	Key ed25519.PrivateKey
+	// Apps are the apps this host serves; the enrolment must allow each.
+	Apps []string
+	// Addr is host:port where gateways reach this host, announced and
+	// signed into every challenge answer. It must name one machine: not
+	// ":8080", not "0.0.0.0:8080".
+	Addr string
+	// Scheme is how gateways talk to Addr: http, h2c, https or tls.
+	// Empty means http.
+	Scheme string
+	// HeartbeatInterval is how often Run sends a heartbeat. Zero means 5 s;
+	// negative is an error. It must match the gateways' setting.
+	HeartbeatInterval time.Duration
+	// Inflight reports requests in progress, sent with each heartbeat.
+	// Nil reports 0. Called from Run's goroutine.
+	Inflight func() int64
+	// Logger receives protocol events. Nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for message timestamps. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Host runs the host side of discovery for one host id. ChallengeHandler
+// and Wrap may be used before, during and after Run, from any goroutine.
+type Host struct {
+	opts    Options
+	pub     string
+	running atomic.Bool
+}
+
+// New validates opts and returns a Host. It starts nothing.
+func New(opts Options) (*Host, error) {
+	if opts.Scheme == "" {
+		opts.Scheme = SchemeHTTP
+	}
+	if opts.HeartbeatInterval == 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Inflight == nil {
+		opts.Inflight = func() int64 { return 0 }
+	}
+	opts.Apps = slices.Clone(opts.Apps)
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	pub := opts.Key.Public().(ed25519.PublicKey)
+	return &Host{opts: opts, pub: PublicKeyString(pub)}, nil
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Conn == nil:
+		return errors.New("host: Conn is required")
+	case !ValidCluster(o.Cluster):
+		return fmt.Errorf("host: Cluster %q is not a DNS label", o.Cluster)
+	case !ValidHostID(o.HostID):
+		return fmt.Errorf("host: HostID %q invalid (1-128 of A-Z a-z 0-9 . _ -)", o.HostID)
+	case len(o.Key) != ed25519.PrivateKeySize:
+		return errors.New("host: Key must be an ed25519 private key")
+	case o.HeartbeatInterval < 0:
+		return fmt.Errorf("host: HeartbeatInterval %s is negative", o.HeartbeatInterval)
+	case !ValidScheme(o.Scheme):
+		return fmt.Errorf("host: Scheme %q invalid (http, h2c, https or tls)", o.Scheme)
+	}
+	if err := CheckAddr(o.Addr); err != nil {
+		return fmt.Errorf("host: Addr: %v", err)
+	}
+	a := o.announce(time.Unix(1, 0), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("host: %v", err)
+	}
+	return nil
+}
+
+func (o *Options) announce(now time.Time, pub string) Announce {
+	return Announce{HostID: o.HostID, Apps: o.Apps, Addr: o.Addr, Scheme: o.Scheme, PublicKey: pub, TS: now.Unix()}
+}
+
+// PublicKey is the host's public key in enrolment form.
+func (h *Host) PublicKey() string { return h.pub }
+
+// Run announces the host, heartbeats every HeartbeatInterval, announces
+// again after every reconnect (and when a gateway that does not know the
+// host answers a heartbeat), and sends leave when ctx ends. It returns nil
+// once leave is sent (or could not be flushed, which is logged), or an
+// error if the connection is closed under it. Run may be called once.
+func (h *Host) Run(ctx context.Context) error {
+	if !h.running.CompareAndSwap(false, true) {
+		return errors.New("host: Run called twice")
+	}
+	nc := h.opts.Conn
+	status := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(status)
+	replies := make(chan *nats.Msg, 16)
+	inbox := nats.NewInbox()
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return fmt.Errorf("host: subscribe: %w", err)
+	}
+	defer sub.Unsubscribe()
+
+	t := time.NewTicker(h.opts.HeartbeatInterval)
+	defer t.Stop()
+	last := h.announce("start")
+	for {
+		select {
+		case <-ctx.Done():
+			h.leave()
+			return nil
+		case <-status:
+			last = h.announce("reconnect")
+		case <-replies:
+			// Every gateway that lacks us answers; one announce per
+			// interval serves them all.
+			if h.opts.Now().Sub(last) >= h.opts.HeartbeatInterval {
+				last = h.announce("gateway asked")
+			}
+		case <-t.C:
+			if nc.IsClosed() {
+				return errors.New("host: bus connection closed")
+			}
+			h.heartbeat(inbox)
+		}
+	}
+}
+
+func (h *Host) announce(why string) time.Time {
+	now := h.opts.Now()
+	h.publish(&nats.Msg{Subject: AnnounceSubject(h.opts.Cluster)}, h.opts.announce(now, h.pub))
+	h.opts.Logger.Debug("host: announced", "host_id", h.opts.HostID, "addr", h.opts.Addr, "why", why)
+	return now
+}
+
+func (h *Host) heartbeat(inbox string) {
+	hb := Heartbeat{HostID: h.opts.HostID, TS: h.opts.Now().Unix(), Inflight: max(h.opts.Inflight(), 0)}
+	h.publish(&nats.Msg{Subject: HeartbeatSubject(h.opts.Cluster), Reply: inbox}, hb)
+}
+
+func (h *Host) leave() {
+	h.publish(&nats.Msg{Subject: LeaveSubject(h.opts.Cluster)}, Leave{HostID: h.opts.HostID, TS: h.opts.Now().Unix()})
+	if err := h.opts.Conn.FlushTimeout(leaveFlushTimeout); err != nil {
+		h.opts.Logger.Warn("host: leave may not have reached the bus", "host_id", h.opts.HostID, "err", err)
+		return
+	}
+	h.opts.Logger.Info("host: left", "host_id", h.opts.HostID)
+}
+
+func (h *Host) publish(m *nats.Msg, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic(err) // our own fixed types always marshal
+	}
+	m.Data = b
+	if err := h.opts.Conn.PublishMsg(m); err != nil {
+		h.opts.Logger.Warn("host: publish failed", "subject", m.Subject, "err", err)
+	}
+}
+
+// SignChallenge signs the challenge message for hostID at addr and returns
+// the signature in its wire form (std base64).
+func SignChallenge(key ed25519.PrivateKey, hostID, addr, nonce, gateway string) string {
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(key, ChallengeMessage(hostID, addr, nonce, gateway)))
+}
+
+// ChallengeHandler answers POST [ChallengePath]: a valid challenge for this
+// host id gets 200 and a [ChallengeResponse] signed for the configured
+// Addr. It answers 405 for other methods, 413 for a body over
+// [MaxChallengeSize], 400 for a malformed challenge and 404 for one meant
+// for another host id. It does not look at the request path.
+func (h *Host) ChallengeHandler() http.Handler { return http.HandlerFunc(h.serveChallenge) }
+
+func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "host: challenge takes POST", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxChallengeSize))
+	if err != nil {
+		http.Error(w, "host: challenge body too large or unreadable", http.StatusRequestEntityTooLarge)
+		return
+	}
+	var req ChallengeRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, "host: challenge is not JSON", http.StatusBadRequest)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		http.Error(w, "host: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.HostID != h.opts.HostID {
+		http.Error(w, "host: no such host id here", http.StatusNotFound)
+		return
+	}
+	sig := SignChallenge(h.opts.Key, h.opts.HostID, h.opts.Addr, req.Nonce, req.Gateway)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(ChallengeResponse{Signature: sig})
+}
+
+// Wrap returns a handler that answers [ChallengePath] itself and passes
+// every other request to next.
+func (h *Host) Wrap(next http.Handler) http.Handler {
+	ch := h.ChallengeHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ChallengePath {
+			ch.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,107 @@
+package host
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// GenerateKey returns a new Ed25519 key from crypto/rand.
+func GenerateKey() (ed25519.PrivateKey, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("host: generate key: %w", err)
+	}
+	return k, nil
+}
+
+// MarshalPrivateKey encodes k as a PKCS#8 PEM block ("PRIVATE KEY"), the
+// format `openssl genpkey -algorithm ed25519` writes.
+func MarshalPrivateKey(k ed25519.PrivateKey) ([]byte, error) {
+	if len(k) != ed25519.PrivateKeySize {
+		return nil, errors.New("host: not an ed25519 private key")
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, fmt.Errorf("host: marshal key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParsePrivateKey decodes the first PEM block of b, which must be a PKCS#8
+// "PRIVATE KEY" holding an Ed25519 key.
+func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("host: no PEM block in key")
+	}
+	if blk.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("host: PEM block is %q, want PKCS#8 \"PRIVATE KEY\"", blk.Type)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("host: parse key: %v", err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("host: key is %T, want ed25519", k)
+	}
+	return ek, nil
+}
+
+// LoadKey reads a PKCS#8 PEM Ed25519 private key from path.
+func LoadKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("host: read key: %w", err)
+	}
+	k, err := ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return k, nil
+}
+
+// WriteKey writes k to path as PKCS#8 PEM, mode 0600, refusing to replace
+// an existing file.
+func WriteKey(path string, k ed25519.PrivateKey) error {
+	b, err := MarshalPrivateKey(k)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("host: write key: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("host: write key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("host: write key: %w", err)
+	}
+	return nil
+}
+
+// PublicKeyString is the wire and enrolment form of a public key: std
+// base64 of its raw 32 bytes.
+func PublicKeyString(pub ed25519.PublicKey) string {
+	return base64.StdEncoding.EncodeToString(pub)
+}
+
+// ParsePublicKey reverses [PublicKeyString].
+func ParsePublicKey(s string) (ed25519.PublicKey, error) {
+	if len(s) > 64 {
+		return nil, errors.New("public_key too long")
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, errors.New("public_key must be std base64 of 32 bytes")
+	}
+	return ed25519.PublicKey(b), nil
+}

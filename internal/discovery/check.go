@@ -1,0 +1,223 @@
+package discovery
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
+)
+
+// Enrolment failures, checked before any challenge is sent.
+var (
+	errUnenrolled    = errors.New("discovery: no enrolment for host id")
+	errKeyMismatch   = errors.New("discovery: announced key is not the enrolled key")
+	errAppNotAllowed = errors.New("discovery: enrolment does not allow app")
+	errKeysDown      = errors.New("discovery: enrolment lookup failed while the bus is down")
+)
+
+func reason(err error) string {
+	switch {
+	case errors.Is(err, errUnenrolled):
+		return "unenrolled"
+	case errors.Is(err, errKeyMismatch):
+		return "key_mismatch"
+	case errors.Is(err, errAppNotAllowed):
+		return "app_not_allowed"
+	}
+	return verify.Reason(err)
+}
+
+// work runs queued verifications and probes until ctx ends.
+func (d *Discovery) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-d.queue:
+			if j.probe {
+				d.probe(ctx, j.id)
+			} else {
+				d.verifyHost(ctx, j.id)
+			}
+		}
+	}
+}
+
+func (d *Discovery) verifyHost(ctx context.Context, id string) {
+	d.mu.Lock()
+	e := d.hosts[id]
+	if e == nil {
+		d.mu.Unlock()
+		return
+	}
+	e.queued = false
+	ann, pub, gen := e.ann, e.pub, e.gen
+	d.mu.Unlock()
+
+	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
+	err := d.check(vctx, ann, pub)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	now := d.opts.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e = d.hosts[id]; e == nil || e.gen != gen {
+		return // removed, or re-announced: a newer verification is queued
+	}
+	switch {
+	case errors.Is(err, errKeysDown):
+		// Says nothing about the host; keep what we had and try again.
+		e.nextVerify = now.Add(d.opts.HeartbeatInterval)
+		return
+	case err != nil:
+		e.verified = false
+		e.lastErr = err.Error()
+		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
+		d.m.failures.WithLabelValues(reason(err)).Inc()
+		d.opts.Logger.Warn("discovery: host verification failed", "host_id", id, "addr", ann.Addr, "reason", reason(err), "err", err)
+	default:
+		if !e.verified {
+			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
+		}
+		e.verified = true
+		e.verifiedAt = now
+		e.lastErr = ""
+		e.nextVerify = now.Add(d.opts.Reverify)
+		e.health.OK() // the challenge just reached it
+	}
+	d.updateLocked(id, e)
+}
+
+// check verifies the enrolment, then the challenge at the announced addr.
+func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.PublicKey) error {
+	k, err := d.opts.Keys.GetHostKey(ctx, a.HostID)
+	if err != nil || k == nil {
+		if !d.opts.Conn.IsConnected() {
+			return errKeysDown
+		}
+		return fmt.Errorf("%w %q: %v", errUnenrolled, a.HostID, err)
+	}
+	enrolled, err := host.ParsePublicKey(k.PublicKey)
+	if err != nil || !enrolled.Equal(pub) {
+		return fmt.Errorf("%w (host %q)", errKeyMismatch, a.HostID)
+	}
+	for _, app := range a.Apps {
+		if !slices.Contains(k.Apps, app) {
+			return fmt.Errorf("%w %q (host %q)", errAppNotAllowed, app, a.HostID)
+		}
+	}
+	return verify.Host(ctx, d.opts.HTTPClient, verify.Claim{HostID: a.HostID, Addr: a.Addr, Scheme: a.Scheme}, d.opts.GatewayID, enrolled)
+}
+
+// defaultProbeInterval applies to an app health check without interval.
+const defaultProbeInterval = 10 * time.Second
+
+// probeTargets returns the health check paths of apps and the shortest
+// interval among them; false if none has a check.
+func probeTargets(t *route.Table, apps []string) ([]probeTarget, bool) {
+	var out []probeTarget
+	for _, id := range apps {
+		if a := t.App(id); a != nil && a.Health != nil && a.Health.Path != "" {
+			iv := time.Duration(a.Health.Interval)
+			if iv <= 0 {
+				iv = defaultProbeInterval
+			}
+			out = append(out, probeTarget{path: a.Health.Path, every: iv})
+		}
+	}
+	return out, len(out) > 0
+}
+
+type probeTarget struct {
+	path  string
+	every time.Duration
+}
+
+// probe runs a verified host's active health checks: any failure makes it
+// unhealthy until a later probe passes.
+func (d *Discovery) probe(ctx context.Context, id string) {
+	d.mu.Lock()
+	e := d.hosts[id]
+	if e == nil {
+		d.mu.Unlock()
+		return
+	}
+	ann, gen := e.ann, e.gen
+	d.mu.Unlock()
+	targets, ok := probeTargets(d.opts.Builder.Live().Load(), ann.Apps)
+
+	var err error
+	every := defaultProbeInterval
+	for _, t := range targets {
+		every = min(every, t.every)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, min(d.opts.VerifyTimeout, t.every))
+			err = d.get(pctx, ann, t.path)
+			cancel()
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	now := d.opts.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e = d.hosts[id]; e == nil {
+		return
+	}
+	e.probing = false
+	if e.gen != gen {
+		return
+	}
+	if !ok {
+		// The app's check was removed: nothing holds the host back.
+		e.probeFail = false
+		d.updateLocked(id, e)
+		return
+	}
+	e.nextProbe = now.Add(every)
+	if err != nil {
+		if !e.probeFail {
+			d.opts.Logger.Warn("discovery: host failed its health probe", "host_id", id, "err", err)
+		}
+		e.lastErr = err.Error()
+	} else if e.probeFail {
+		e.lastErr = ""
+	}
+	e.probeFail = err != nil
+	d.updateLocked(id, e)
+}
+
+// get fetches path from the host; 2xx and 3xx pass.
+func (d *Discovery) get(ctx context.Context, a host.Announce, path string) error {
+	scheme := "http"
+	if a.Scheme == host.SchemeHTTPS || a.Scheme == host.SchemeTLS {
+		scheme = "https"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+a.Addr+path, nil)
+	if err != nil {
+		return fmt.Errorf("discovery: health probe: %v", err)
+	}
+	c := *d.opts.HTTPClient
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("discovery: health probe: %v", err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("discovery: health probe %s: status %d", path, resp.StatusCode)
+	}
+	return nil
+}

@@ -1,0 +1,437 @@
+package discovery
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
+)
+
+// queueSize bounds pending verifications and probes. A job that does not
+// fit is retried by the sweeper.
+const queueSize = 16384
+
+// Discovery tracks the hosts of one cluster. Its methods may be called
+// concurrently, before, during and after Run.
+type Discovery struct {
+	opts Options
+	m    *metrics
+	ran  atomic.Bool
+
+	queue  chan job      // verifications and probes for the workers
+	flushc chan struct{} // wakes the flusher; capacity 1
+
+	mu      sync.Mutex
+	hosts   map[string]*entry
+	dirty   map[string]struct{} // ids whose published host must be rebuilt or deleted
+	busDown bool                // the sweeper saw the bus disconnected
+}
+
+type job struct {
+	id    string
+	probe bool // an active health probe rather than a verification
+}
+
+// entry is one host's discovery record, guarded by Discovery.mu.
+type entry struct {
+	ann    host.Announce // apps sorted and unique
+	pub    ed25519.PublicKey
+	gen    uint64 // bumped by every announce; a result for an older gen is dropped
+	health *route.Health
+
+	verified   bool // the last verification for this gen passed
+	verifiedAt time.Time
+	lastErr    string
+	nextVerify time.Time
+
+	lastHB    time.Time
+	inflight  int64
+	stale     bool // no heartbeat for MissedHeartbeats intervals
+	draining  bool
+	probeFail bool
+	nextProbe time.Time
+
+	queued, probing bool
+	state           route.HostState // as last computed and counted in metrics
+}
+
+func (e *entry) compute() route.HostState {
+	switch {
+	case e.draining:
+		return route.HostDraining
+	case !e.verified:
+		return route.HostProvisional
+	case e.stale || e.probeFail:
+		return route.HostUnhealthy
+	}
+	return route.HostVerified
+}
+
+// New validates opts and registers the collectors on opts.Registry. It
+// starts nothing.
+func New(opts Options) (*Discovery, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = verify.NewClient()
+	}
+	m, err := newMetrics(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: metrics: %w", err)
+	}
+	return &Discovery{
+		opts:   opts,
+		m:      m,
+		queue:  make(chan job, queueSize),
+		flushc: make(chan struct{}, 1),
+		hosts:  map[string]*entry{},
+		dirty:  map[string]struct{}{},
+	}, nil
+}
+
+// Run subscribes to the cluster's hosts subjects and runs the workers, the
+// flusher and the sweeper until ctx ends. It returns nil then, or an error
+// if it cannot subscribe. Run may be called once.
+func (d *Discovery) Run(ctx context.Context) error {
+	if !d.ran.CompareAndSwap(false, true) {
+		return errors.New("discovery: Run called twice")
+	}
+	sub, err := d.opts.Conn.Subscribe(host.WildcardSubject(d.opts.Cluster), d.handle)
+	if err != nil {
+		return fmt.Errorf("discovery: subscribe: %w", err)
+	}
+	// A fleet reconnecting at once is a burst; keep it rather than drop it.
+	sub.SetPendingLimits(1<<20, 256<<20)
+	defer sub.Unsubscribe()
+
+	var wg sync.WaitGroup
+	for range d.opts.Workers {
+		wg.Go(func() { d.work(ctx) })
+	}
+	wg.Go(func() { d.flusher(ctx) })
+	d.sweeper(ctx)
+	wg.Wait()
+	return nil
+}
+
+// Hosts returns every tracked host, sorted by id.
+func (d *Discovery) Hosts() []route.HostInfo {
+	now := d.opts.Now()
+	d.mu.Lock()
+	out := make([]route.HostInfo, 0, len(d.hosts))
+	for _, e := range d.hosts {
+		out = append(out, e.info(now))
+	}
+	d.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].HostID < out[j].HostID })
+	return out
+}
+
+// Host returns one tracked host.
+func (d *Discovery) Host(id string) (route.HostInfo, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[id]
+	if e == nil {
+		return route.HostInfo{}, false
+	}
+	return e.info(d.opts.Now()), true
+}
+
+// Reverify queues a verification of a tracked host now (the control API's
+// "check again"). It does not wait for the result.
+func (d *Discovery) Reverify(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[id]
+	if e == nil {
+		return fmt.Errorf("discovery: no host %q", id)
+	}
+	e.nextVerify = time.Time{}
+	d.enqueueLocked(id, e)
+	return nil
+}
+
+func (e *entry) info(now time.Time) route.HostInfo {
+	return route.HostInfo{
+		HostID:        e.ann.HostID,
+		Apps:          slices.Clone(e.ann.Apps),
+		Addr:          e.ann.Addr,
+		Scheme:        e.ann.Scheme,
+		State:         e.state,
+		Degraded:      e.health.Degraded(now),
+		Inflight:      e.inflight,
+		LastHeartbeat: e.lastHB,
+		VerifiedAt:    e.verifiedAt,
+		LastError:     e.lastErr,
+	}
+}
+
+// updateLocked recomputes e's state; a change is counted and published.
+func (d *Discovery) updateLocked(id string, e *entry) {
+	s := e.compute()
+	if s == e.state {
+		return
+	}
+	d.m.move(e.state, s)
+	e.state = s
+	d.markLocked(id)
+}
+
+// markLocked schedules id's published host for a rebuild (or delete).
+func (d *Discovery) markLocked(id string) {
+	d.dirty[id] = struct{}{}
+	select {
+	case d.flushc <- struct{}{}:
+	default:
+	}
+}
+
+// enqueueLocked queues a verification unless one is already queued. When
+// the queue is full the sweeper retries at its next tick.
+func (d *Discovery) enqueueLocked(id string, e *entry) {
+	if e.queued {
+		return
+	}
+	select {
+	case d.queue <- job{id: id}:
+		e.queued = true
+	default:
+		e.nextVerify = time.Time{}
+	}
+}
+
+// flusher publishes dirty hosts to the builder in batches.
+func (d *Discovery) flusher(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			d.flush()
+			return
+		case <-d.flushc:
+			d.flush()
+		}
+	}
+}
+
+func (d *Discovery) flush() {
+	d.mu.Lock()
+	var set []*route.Host
+	var del []string
+	for id := range d.dirty {
+		if e := d.hosts[id]; e != nil {
+			set = append(set, e.routeHost())
+		} else {
+			del = append(del, id)
+		}
+	}
+	clear(d.dirty)
+	d.mu.Unlock()
+	// One flusher: batches reach the builder in the order they were taken.
+	d.opts.Builder.ApplyHosts(set, del)
+}
+
+func (e *entry) routeHost() *route.Host {
+	h := &route.Host{
+		ID:     e.ann.HostID,
+		Apps:   e.ann.Apps,
+		Addr:   e.ann.Addr,
+		Scheme: e.ann.Scheme,
+		State:  e.state,
+		Health: e.health,
+	}
+	switch e.ann.Scheme {
+	case host.SchemeHTTP, host.SchemeH2C:
+		h.URL = &url.URL{Scheme: "http", Host: e.ann.Addr}
+	case host.SchemeHTTPS:
+		h.URL = &url.URL{Scheme: "https", Host: e.ann.Addr}
+	}
+	return h
+}
+
+// sweepEvery is the sweeper's period for a heartbeat interval: a quarter
+// of it, so a silent host turns unhealthy within a quarter interval of
+// its third missed heartbeat.
+func sweepEvery(hb time.Duration) time.Duration { return max(hb/4, time.Millisecond) }
+
+func (d *Discovery) sweeper(ctx context.Context) {
+	t := time.NewTicker(sweepEvery(d.opts.HeartbeatInterval))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.sweep(d.opts.Now())
+		}
+	}
+}
+
+// sweep ages every host and queues due verifications and probes.
+func (d *Discovery) sweep(now time.Time) {
+	connected := d.opts.Conn.IsConnected()
+	tbl := d.opts.Builder.Live().Load()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !connected {
+		d.busDown = true
+		return
+	}
+	if d.busDown {
+		// Heartbeats could not reach us; start every host's clock afresh.
+		d.busDown = false
+		for _, e := range d.hosts {
+			e.lastHB = now
+		}
+	}
+	stale := time.Duration(d.opts.MissedHeartbeats) * d.opts.HeartbeatInterval
+	for id, e := range d.hosts {
+		since := now.Sub(e.lastHB)
+		if since > d.opts.HostTTL {
+			d.removeLocked(id, e, "host_ttl passed without heartbeat")
+			continue
+		}
+		e.stale = since > stale
+		d.updateLocked(id, e)
+		if e.draining {
+			continue
+		}
+		if !e.queued && !now.Before(e.nextVerify) {
+			d.enqueueLocked(id, e)
+		}
+		if e.verified && !e.stale && !e.probing && !now.Before(e.nextProbe) {
+			if _, ok := probeTargets(tbl, e.ann.Apps); ok || e.probeFail {
+				select {
+				case d.queue <- job{id: id, probe: true}:
+					e.probing = true
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (d *Discovery) removeLocked(id string, e *entry, why string) {
+	d.m.move(e.state, "")
+	delete(d.hosts, id)
+	d.markLocked(id)
+	d.opts.Logger.Info("discovery: host removed", "host_id", id, "why", why)
+}
+
+// handle is the subscription callback: parse, update, queue; never block.
+func (d *Discovery) handle(m *nats.Msg) {
+	kind := m.Subject[len(host.WildcardSubject(d.opts.Cluster))-1:]
+	if len(m.Data) > host.MaxMessageSize {
+		d.drop("oversized", m.Subject, fmt.Errorf("%d bytes", len(m.Data)))
+		return
+	}
+	switch kind {
+	case host.KindAnnounce:
+		a, err := host.ParseAnnounce(m.Data)
+		if err != nil {
+			d.drop("malformed", m.Subject, err)
+			return
+		}
+		d.announce(a)
+	case host.KindHeartbeat:
+		hb, err := host.ParseHeartbeat(m.Data)
+		if err != nil {
+			d.drop("malformed", m.Subject, err)
+			return
+		}
+		if !d.heartbeat(hb) && m.Reply != "" {
+			// We do not know this host: ask it to announce.
+			d.opts.Conn.Publish(m.Reply, []byte("announce"))
+		}
+	case host.KindLeave:
+		l, err := host.ParseLeave(m.Data)
+		if err != nil {
+			d.drop("malformed", m.Subject, err)
+			return
+		}
+		d.leave(l)
+	default:
+		d.drop("unknown_subject", m.Subject, errors.New("not announce, heartbeat or leave"))
+	}
+}
+
+func (d *Discovery) drop(reason, subject string, err error) {
+	d.m.dropped.WithLabelValues(reason).Inc()
+	d.opts.Logger.Warn("discovery: dropped bus message", "reason", reason, "subject", subject, "err", err)
+}
+
+func (d *Discovery) announce(a host.Announce) {
+	pub, _ := host.ParsePublicKey(a.PublicKey) // validated by ParseAnnounce
+	slices.Sort(a.Apps)
+	a.Apps = slices.Compact(a.Apps)
+	now := d.opts.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[a.HostID]
+	if e == nil {
+		if len(d.hosts) >= d.opts.MaxHosts {
+			d.m.dropped.WithLabelValues("too_many_hosts").Inc()
+			d.opts.Logger.Warn("discovery: dropped announce: host limit reached", "host_id", a.HostID, "max_hosts", d.opts.MaxHosts)
+			return
+		}
+		e = &entry{health: new(route.Health)}
+		d.hosts[a.HostID] = e
+		d.opts.Logger.Info("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
+	}
+	if !sameClaims(e.ann, a) {
+		e.verified = false
+		d.markLocked(a.HostID)
+	}
+	e.ann, e.pub = a, pub
+	e.gen++
+	e.lastHB = now
+	e.stale, e.draining, e.probeFail = false, false, false
+	e.nextProbe = time.Time{}
+	d.enqueueLocked(a.HostID, e)
+	d.updateLocked(a.HostID, e)
+}
+
+func sameClaims(old, a host.Announce) bool {
+	return old.Addr == a.Addr && old.Scheme == a.Scheme && old.PublicKey == a.PublicKey && slices.Equal(old.Apps, a.Apps)
+}
+
+// heartbeat reports whether the host is known.
+func (d *Discovery) heartbeat(hb host.Heartbeat) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[hb.HostID]
+	if e == nil {
+		return false
+	}
+	e.lastHB = d.opts.Now()
+	e.inflight = hb.Inflight
+	e.stale = false
+	d.updateLocked(hb.HostID, e)
+	return true
+}
+
+func (d *Discovery) leave(l host.Leave) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[l.HostID]
+	if e == nil {
+		return
+	}
+	e.draining = true
+	d.updateLocked(l.HostID, e)
+	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
+}

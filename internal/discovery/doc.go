@@ -1,0 +1,35 @@
+// Package discovery is the gateway side of host discovery (DESIGN §4). It
+// listens on gatehouse.{cluster}.hosts.announce|heartbeat|leave, keeps each
+// host's state, has every announced host verified by internal/verify, and
+// publishes hosts to the route builder, which alone decides what requests
+// see: only a verified host is routable.
+//
+// States, as [route.HostState]:
+//
+//	announce (new or changed claims) -> provisional (published, never routed)
+//	verification passes               -> verified (routable)
+//	verification fails               -> provisional with LastError, retried
+//	                                    after a back-off or on re-announce
+//	no heartbeat for MissedHeartbeats intervals, or an active probe fails
+//	                                  -> unhealthy; back to verified on recovery
+//	leave                             -> draining (no new requests; the proxy
+//	                                    holds the in-flight ones)
+//	no heartbeat for HostTTL          -> removed
+//
+// A verification checks the enrolment first (the key for host_id must equal
+// the announced public_key and allow every claimed app), then challenges
+// the announced address. It is re-run on every announce and every Reverify.
+// A re-announce with unchanged claims keeps a verified host routable while
+// it is re-verified; changed claims make it provisional at once.
+//
+// While the gateway's own bus connection is down, missing heartbeats say
+// nothing about hosts: staleness and removal are suspended and resume with
+// a fresh grace period on reconnect, so the gateway keeps serving from
+// what it had (DESIGN §10).
+//
+// Concurrency: the subscription handler only updates the in-memory map and
+// queues work; verifications and probes run on a fixed pool of workers,
+// each bounded by VerifyTimeout; one flusher publishes batched changes to
+// the builder; one sweeper (Run's own goroutine) ages hosts. All of them
+// are owned by Run.
+package discovery

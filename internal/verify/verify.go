@@ -1,0 +1,177 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+)
+
+// Sentinel errors; every error [Host] returns wraps exactly one.
+var (
+	ErrBadClaim     = errors.New("verify: bad claim")              // the claim cannot be challenged (scheme, addr, key)
+	ErrUnreachable  = errors.New("verify: host unreachable")       // dial, TLS or transport failure
+	ErrTimeout      = errors.New("verify: host timed out")         // ctx deadline passed
+	ErrBadResponse  = errors.New("verify: bad challenge response") // non-200, oversized or malformed answer
+	ErrBadSignature = errors.New("verify: bad signature")          // well-formed answer that does not verify
+)
+
+// Reason maps an error from [Host] to a metrics label: bad_claim,
+// unreachable, timeout, bad_response, bad_signature, or "other".
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, ErrBadClaim):
+		return "bad_claim"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrUnreachable):
+		return "unreachable"
+	case errors.Is(err, ErrBadResponse):
+		return "bad_response"
+	case errors.Is(err, ErrBadSignature):
+		return "bad_signature"
+	}
+	return "other"
+}
+
+// Claim is what a host announced about itself.
+type Claim struct {
+	HostID string
+	Addr   string // host:port
+	Scheme string // http, h2c, https or tls
+}
+
+// NewClient returns the client [Host] uses when given nil: no proxy, no
+// redirects, TLS without certificate checks (the signature is what is
+// trusted, DESIGN §4), HTTP/1.1, and a 5 s overall timeout.
+func NewClient() *http.Client {
+	return &http.Client{
+		Timeout:       5 * time.Second,
+		CheckRedirect: noRedirect,
+		Transport: &http.Transport{
+			Proxy:                  nil,
+			DialContext:            (&net.Dialer{Timeout: 3 * time.Second}).DialContext,
+			TLSClientConfig:        &tls.Config{InsecureSkipVerify: true}, // trust comes from the Ed25519 signature
+			TLSHandshakeTimeout:    3 * time.Second,
+			DisableKeepAlives:      true, // one challenge per host per verification: nothing to reuse
+			MaxResponseHeaderBytes: 16 << 10,
+		},
+	}
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// Host challenges the host at claim.Addr with a fresh random nonce and
+// checks its Ed25519 signature against pub. A nil client means
+// [NewClient]'s; a given client is used as is except that redirects are
+// never followed (a redirect would send the challenge elsewhere). The
+// client's transport must accept the host's certificate for https and tls
+// hosts, as NewClient's does. h2c hosts are challenged over HTTP/1.1, so
+// their server must accept it too (Go's h2c handlers do). Bound the call
+// with ctx.
+func Host(ctx context.Context, client *http.Client, claim Claim, gatewayID string, pub ed25519.PublicKey) error {
+	u, err := challengeURL(claim)
+	if err != nil {
+		return err
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("%w: public key of %d bytes", ErrBadClaim, len(pub))
+	}
+	var raw [host.NonceSize]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return fmt.Errorf("verify: nonce: %v", err)
+	}
+	req := host.ChallengeRequest{
+		Nonce:   base64.StdEncoding.EncodeToString(raw[:]),
+		Gateway: gatewayID,
+		HostID:  claim.HostID,
+		TS:      time.Now().Unix(),
+	}
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadClaim, err)
+	}
+	sig, err := post(ctx, client, u, req)
+	if err != nil {
+		return err
+	}
+	if !ed25519.Verify(pub, host.ChallengeMessage(claim.HostID, claim.Addr, req.Nonce, gatewayID), sig) {
+		return fmt.Errorf("%w: host %s at %s", ErrBadSignature, claim.HostID, claim.Addr)
+	}
+	return nil
+}
+
+func challengeURL(c Claim) (string, error) {
+	if !host.ValidHostID(c.HostID) {
+		return "", fmt.Errorf("%w: host id %q", ErrBadClaim, c.HostID)
+	}
+	if err := host.CheckAddr(c.Addr); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadClaim, err)
+	}
+	switch c.Scheme {
+	case host.SchemeHTTP, host.SchemeH2C:
+		return "http://" + c.Addr + host.ChallengePath, nil
+	case host.SchemeHTTPS, host.SchemeTLS:
+		return "https://" + c.Addr + host.ChallengePath, nil
+	}
+	return "", fmt.Errorf("%w: scheme %q", ErrBadClaim, c.Scheme)
+}
+
+// post sends the challenge and returns the decoded signature bytes.
+func post(ctx context.Context, client *http.Client, url string, cr host.ChallengeRequest) ([]byte, error) {
+	if client == nil {
+		client = NewClient()
+	} else {
+		c := *client
+		c.CheckRedirect = noRedirect
+		client = &c
+	}
+	body, _ := json.Marshal(cr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadClaim, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+			return nil, fmt.Errorf("%w: %v", ErrTimeout, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w: status %d", ErrBadResponse, resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, host.MaxChallengeSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading body: %v", ErrBadResponse, err)
+	}
+	if len(b) > host.MaxChallengeSize {
+		return nil, fmt.Errorf("%w: body over %d bytes", ErrBadResponse, host.MaxChallengeSize)
+	}
+	var cresp host.ChallengeResponse
+	if err := json.Unmarshal(b, &cresp); err != nil {
+		return nil, fmt.Errorf("%w: not JSON: %v", ErrBadResponse, err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(cresp.Signature)
+	if err != nil || len(sig) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("%w: signature is not std base64 of 64 bytes", ErrBadResponse)
+	}
+	return sig, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
