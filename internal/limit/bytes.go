@@ -1,0 +1,109 @@
+package limit
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	"golang.org/x/time/rate"
+)
+
+// NewRate returns a byte-rate limiter of bps bytes per second. Its burst is
+// a tenth of a second's worth (at least 1 KiB, at most 64 KiB), so a stream
+// runs at its rate from the first bytes instead of after a second-long burst.
+func NewRate(bps int64) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(bps), burstFor(bps))
+}
+
+func burstFor(bps int64) int {
+	b := bps / 10
+	if b < 1024 {
+		b = 1024
+	}
+	if b > 64<<10 {
+		b = 64 << 10
+	}
+	return int(b)
+}
+
+// wait blocks until n bytes may pass, in slices no larger than the burst.
+func wait(ctx context.Context, l *rate.Limiter, n int) error {
+	for n > 0 {
+		c := min(n, l.Burst())
+		if err := l.WaitN(ctx, c); err != nil {
+			return err
+		}
+		n -= c
+	}
+	return nil
+}
+
+// Reader slows reads from r to l's rate: each Read returns at most a burst
+// of bytes and waits for them first. It never fails a read for being over
+// the rate; it fails only when ctx ends.
+type Reader struct {
+	ctx context.Context
+	r   io.ReadCloser
+	l   *rate.Limiter
+}
+
+// NewReader returns r read at l's rate; ctx bounds the waiting.
+func NewReader(ctx context.Context, r io.ReadCloser, l *rate.Limiter) *Reader {
+	return &Reader{ctx: ctx, r: r, l: l}
+}
+
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(p) > r.l.Burst() {
+		p = p[:r.l.Burst()]
+	}
+	n, err := r.r.Read(p)
+	if n > 0 {
+		if werr := wait(r.ctx, r.l, n); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return n, err
+}
+
+// Close closes the underlying reader.
+func (r *Reader) Close() error { return r.r.Close() }
+
+// Writer slows writes to w to l's rate, flushing each slice so the client
+// receives a steady stream rather than bursts held in a buffer. It waits
+// for the budget before writing, so a slow budget is backpressure on the
+// producer, never a dropped byte.
+type Writer struct {
+	http.ResponseWriter
+	ctx context.Context
+	l   *rate.Limiter
+	rc  *http.ResponseController
+}
+
+// NewWriter returns w written at l's rate; ctx bounds the waiting.
+func NewWriter(ctx context.Context, w http.ResponseWriter, l *rate.Limiter) *Writer {
+	return &Writer{ResponseWriter: w, ctx: ctx, l: l, rc: http.NewResponseController(w)}
+}
+
+func (w *Writer) Write(p []byte) (int, error) {
+	done := 0
+	for len(p) > 0 {
+		c := min(len(p), w.l.Burst())
+		if err := w.l.WaitN(w.ctx, c); err != nil {
+			return done, err
+		}
+		n, err := w.ResponseWriter.Write(p[:c])
+		done += n
+		if err != nil {
+			return done, err
+		}
+		_ = w.rc.Flush()
+		p = p[c:]
+	}
+	return done, nil
+}
+
+// Flush flushes the underlying writer.
+func (w *Writer) Flush() { _ = w.rc.Flush() }
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }

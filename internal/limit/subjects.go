@@ -1,0 +1,153 @@
+package limit
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Claims are the limits a token carries for its subject (DESIGN §6). Zero
+// means "no limit" for each field.
+type Claims struct {
+	RPS         int   // requests per second
+	Connections int   // requests in flight at once
+	ReadBps     int64 // request body bytes per second the gateway reads from the client
+	WriteBps    int64 // response bytes per second the gateway writes to the client
+}
+
+// SubjectsOptions configures [Subjects].
+type SubjectsOptions struct {
+	// MaxSubjects bounds the subjects held (auth.max_subjects). Zero means
+	// 10,000; negative is an error.
+	MaxSubjects int
+	// Now is the clock of the rps window; nil means time.Now.
+	Now func() time.Time
+}
+
+// Subjects enforces claim limits per token subject in a bounded population
+// (LRU). A subject with connections in flight is passed over by eviction
+// while another candidate exists. Safe for concurrent use.
+type Subjects struct {
+	now func() time.Time
+	t   *table[subject]
+}
+
+type subject struct {
+	rps    counter
+	active int32
+	read   *rate.Limiter // nil until a token with read_Bps is seen
+	write  *rate.Limiter
+}
+
+// DefaultMaxSubjects is the bound when SubjectsOptions.MaxSubjects is zero.
+const DefaultMaxSubjects = 10_000
+
+// NewSubjects returns an empty subject population.
+func NewSubjects(o SubjectsOptions) (*Subjects, error) {
+	if o.MaxSubjects < 0 {
+		return nil, fmt.Errorf("limit: max subjects must not be negative, got %d", o.MaxSubjects)
+	}
+	if o.MaxSubjects == 0 {
+		o.MaxSubjects = DefaultMaxSubjects
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Subjects{now: o.Now, t: newTable[subject](o.MaxSubjects)}, nil
+}
+
+// Grant is an admitted request's hold on its subject's limits. Release it
+// exactly once when the request ends.
+type Grant struct {
+	s     *Subjects
+	key   Key
+	conn  bool
+	Read  *rate.Limiter // nil: request body not limited
+	Write *rate.Limiter // nil: response not limited
+}
+
+// Refusal says which claim limit refused a request.
+type Refusal struct {
+	Limit      string // "rps" or "connections"
+	RetryAfter time.Duration
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("limit: subject over its %s limit", r.Limit)
+}
+
+// Admit charges one request of sub under c: one unit of its rps budget and
+// one connection slot. It returns a Grant to release when the request ends,
+// or a *Refusal. An rps unit charged to a request refused for connections
+// is not given back: the attempt counted.
+func (s *Subjects) Admit(sub string, c Claims) (*Grant, error) {
+	k := Key{Scope: sub}
+	now := s.now().UnixNano()
+	g := &Grant{s: s, key: k}
+	var ref *Refusal
+	with(s.t, k, pinned, func(v *subject, _ bool) struct{} {
+		if c.RPS > 0 {
+			r := v.rps.charge(now, 1, Quota{Limit: c.RPS, Window: time.Second})
+			if !r.Allowed {
+				ref = &Refusal{Limit: "rps", RetryAfter: r.RetryAfter}
+				return struct{}{}
+			}
+		}
+		if c.Connections > 0 {
+			if int(v.active) >= c.Connections {
+				ref = &Refusal{Limit: "connections", RetryAfter: time.Second}
+				return struct{}{}
+			}
+		}
+		v.active++
+		g.conn = true
+		g.Read = byteRate(&v.read, c.ReadBps)
+		g.Write = byteRate(&v.write, c.WriteBps)
+		return struct{}{}
+	})
+	if ref != nil {
+		return nil, ref
+	}
+	return g, nil
+}
+
+func pinned(v *subject) bool { return v.active > 0 }
+
+// byteRate returns the subject's limiter for bps, creating it or following
+// a changed claim; nil when bps is zero.
+func byteRate(l **rate.Limiter, bps int64) *rate.Limiter {
+	if bps <= 0 {
+		return nil
+	}
+	if *l == nil {
+		*l = NewRate(bps)
+	} else if (*l).Limit() != rate.Limit(bps) {
+		(*l).SetLimit(rate.Limit(bps))
+		(*l).SetBurst(burstFor(bps))
+	}
+	return *l
+}
+
+// Release gives back g's connection slot. Calling it again does nothing.
+func (g *Grant) Release() {
+	if g == nil || !g.conn {
+		return
+	}
+	g.conn = false
+	peek(g.s.t, g.key, func(v *subject) {
+		if v.active > 0 {
+			v.active--
+		}
+	})
+}
+
+// Active returns sub's requests in flight (for tests and metrics).
+func (s *Subjects) Active(sub string) int {
+	n := 0
+	peek(s.t, Key{Scope: sub}, func(v *subject) { n = int(v.active) })
+	return n
+}
+
+// Len returns the number of subjects held.
+func (s *Subjects) Len() int { return s.t.len() }
