@@ -1,0 +1,13 @@
+// Package pipe is the L4 passthrough of DESIGN §3: once the https listener
+// has peeked a ClientHello for an app in passthrough mode, [Join] copies
+// bytes both ways between the client and a verified host, which terminates
+// TLS itself. The gateway never sees plaintext.
+//
+// The copy is io.Copy between the raw *net.TCPConn values, which Linux runs
+// as splice(2): the payload does not cross into user space. The peeked hello
+// is written to the host first, then the raw connections take over. Half
+// close is honoured (EOF one way becomes CloseWrite on the other), and an
+// error either way closes both sides at once, so a host that dies mid-pipe
+// closes the client promptly. Both copy goroutines are owned by Join and
+// joined before it returns.
+package pipe

@@ -1,0 +1,81 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// Stats counts the bytes a pipe carried.
+type Stats struct {
+	// Up is client -> host, the prefix included; Down is host -> client.
+	Up, Down int64
+}
+
+// Join pipes client and host until both directions are done, ctx ends, or
+// either side fails, and returns what was copied. It first writes prefix
+// (the peeked ClientHello) to host. Join owns both connections from the
+// call on and closes both before it returns.
+//
+// For zero-copy, client and host must be the raw *net.TCPConn values: a
+// wrapper (for metrics, or a replaying conn) hides ReadFrom and turns the
+// splice into a user-space copy. The returned error is nil for a pipe that ended by
+// EOF both ways, ctx.Err() when ctx ended it, or the first copy error.
+func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, error) {
+	var st Stats
+	if len(prefix) > 0 {
+		n, err := host.Write(prefix)
+		st.Up += int64(n)
+		if err != nil {
+			client.Close()
+			host.Close()
+			return st, fmt.Errorf("pipe: write hello: %w", err)
+		}
+	}
+	var (
+		closeOnce sync.Once
+		wg        sync.WaitGroup
+		up, down  result
+	)
+	closeBoth := func() { closeOnce.Do(func() { client.Close(); host.Close() }) }
+	stop := context.AfterFunc(ctx, closeBoth)
+	wg.Add(2)
+	go copyHalf(&wg, &up, host, client, closeBoth)
+	go copyHalf(&wg, &down, client, host, closeBoth)
+	wg.Wait()
+	stop()
+	closeBoth()
+	st.Up += up.n
+	st.Down += down.n
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	return st, errors.Join(up.err, down.err)
+}
+
+type result struct {
+	n   int64
+	err error
+}
+
+// copyHalf copies src to dst. On EOF it half-closes dst so the peer sees
+// the end of the stream while the other direction carries on; on any error
+// it closes both sides, which unblocks the other direction at once.
+func copyHalf(wg *sync.WaitGroup, r *result, dst, src net.Conn, closeBoth func()) {
+	defer wg.Done()
+	r.n, r.err = io.Copy(dst, src) // *net.TCPConn.ReadFrom: splice on Linux
+	if r.err != nil {
+		if errors.Is(r.err, net.ErrClosed) {
+			r.err = nil // closed by the other direction or by ctx
+		}
+		closeBoth()
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		return
+	}
+	closeBoth() // cannot half-close: end the whole pipe
+}

@@ -1,0 +1,177 @@
+package pipe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// connPair returns both ends of a fresh loopback TCP connection.
+func connPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln := listen(t)
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-acc
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+// piped builds client <-> [gateway side: cs | hs] <-> host and runs Join on
+// the gateway side in a goroutine whose result arrives on the channel.
+func piped(t testing.TB, ctx context.Context, prefix []byte) (client, host *net.TCPConn, done chan joinResult) {
+	client, cs := connPair(t)
+	hs, host := connPair(t)
+	done = make(chan joinResult, 1)
+	go func() {
+		st, err := Join(ctx, cs, hs, prefix)
+		done <- joinResult{st, err}
+	}()
+	return client, host, done
+}
+
+type joinResult struct {
+	st  Stats
+	err error
+}
+
+func TestJoinHalfClose(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client, host, done := piped(t, context.Background(), []byte("HELLO:"))
+	defer client.Close()
+	defer host.Close()
+	payload := bytes.Repeat([]byte("abcdefgh"), 64<<10)
+	go func() {
+		// host: read everything until the client's half-close, answer after.
+		got, _ := io.ReadAll(host)
+		_, _ = host.Write([]byte{byte(len(got) >> 16)})
+		_, _ = host.Write(got[:6])
+		host.Close()
+	}()
+	if _, err := client.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatalf("read after half-close: %v", err)
+	}
+	if want := append([]byte{byte((len(payload) + 6) >> 16)}, "HELLO:"...); !bytes.Equal(resp, want) {
+		t.Fatalf("response %q, want %q (prefix first, then payload, then the answer after EOF)", resp, want)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("join: %v", r.err)
+	}
+	if r.st.Up != int64(len(payload)+6) || r.st.Down != 7 {
+		t.Fatalf("stats %+v", r.st)
+	}
+}
+
+// TestHostDiesClosesClient: a host that dies mid-pipe (reset or plain
+// close) ends the client's side at once, while the client is still idle.
+func TestHostDiesClosesClient(t *testing.T) {
+	for _, reset := range []bool{true, false} {
+		name := map[bool]string{true: "reset", false: "fin"}[reset]
+		t.Run(name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			client, host, done := piped(t, context.Background(), nil)
+			defer client.Close()
+			if _, err := client.Write([]byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(host, buf); err != nil {
+				t.Fatal(err)
+			}
+			if reset {
+				_ = host.SetLinger(0)
+			}
+			host.Close()
+			_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+			start := time.Now()
+			_, err := client.Read(buf)
+			if err == nil || errors.Is(err, errTimeout) || isTimeout(err) {
+				t.Fatalf("client read = %v after host death, want EOF or reset", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("client saw the host die after %v", d)
+			}
+			if reset {
+				// The reset tears the whole pipe down.
+				<-done
+			} else {
+				client.Close()
+				<-done
+			}
+		})
+	}
+}
+
+var errTimeout = errors.New("timeout")
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestJoinContextEnds(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	client, host, done := piped(t, ctx, nil)
+	defer client.Close()
+	defer host.Close()
+	cancel()
+	r := <-done
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("join err = %v", r.err)
+	}
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("client still open after ctx end: %v", err)
+	}
+}
+
+func TestJoinHostUnwritable(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	client, cs := connPair(t)
+	defer client.Close()
+	hs, host := connPair(t)
+	host.Close()
+	hs.Close()
+	if _, err := Join(context.Background(), cs, hs, []byte("x")); err == nil {
+		t.Fatal("join to a closed host succeeded")
+	}
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("client not closed: %v", err)
+	}
+}

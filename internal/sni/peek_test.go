@@ -1,0 +1,137 @@
+package sni
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+func selfSigned(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// TestPeekThenHandshake: the hello arrives in many TCP writes; Peek finds
+// the name and the replaying Conn still completes a real TLS handshake.
+func TestPeekThenHandshake(t *testing.T) {
+	ln := listen(t)
+	cert := selfSigned(t, "app.example.com")
+	type result struct {
+		h   *Hello
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer c.Close()
+		h, pc, err := Peek(c, 5*time.Second)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		srv := tls.Server(pc, &tls.Config{Certificates: []tls.Certificate{cert}})
+		err = srv.Handshake()
+		if err == nil {
+			_, err = srv.Write([]byte("hi"))
+		}
+		res <- result{h, err}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pool := x509.NewCertPool()
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pool.AddCert(leaf)
+	tc := tls.Client(&chunkWriter{Conn: c, n: 13}, &tls.Config{ServerName: "app.example.com", RootCAs: pool})
+	buf := make([]byte, 2)
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("client handshake: %v", err)
+	}
+	if _, err := tc.Read(buf); err != nil || string(buf) != "hi" {
+		t.Fatalf("read %q %v", buf, err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.h.ServerName != "app.example.com" {
+		t.Fatalf("server name %q", r.h.ServerName)
+	}
+}
+
+// chunkWriter splits every write into n-byte TCP writes.
+type chunkWriter struct {
+	net.Conn
+	n int
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	total := 0
+	for len(p) > 0 {
+		k := min(w.n, len(p))
+		m, err := w.Conn.Write(p[:k])
+		total += m
+		if err != nil {
+			return total, err
+		}
+		p = p[k:]
+	}
+	return total, nil
+}
+
+// TestPeekDeadline: a client that sends half a hello and stalls is cut off
+// by the read deadline, not waited for.
+func TestPeekDeadline(t *testing.T) {
+	ln := listen(t)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw := clientHello(t, &tls.Config{ServerName: "a.example"})
+	if _, err := c.Write(raw[:20]); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, pc, err := Peek(s, 50*time.Millisecond)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || pc != nil {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+}

@@ -1,0 +1,196 @@
+package sni
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// Limits on what Parse reads.
+const (
+	// MaxHelloBytes caps the ClientHello handshake message (its 4-byte
+	// header included). Real hellos, post-quantum key shares included, are
+	// about 2 KiB.
+	MaxHelloBytes = 16<<10 + 4
+	// maxRawBytes caps every byte read, record headers included: 16 KiB of
+	// hello plus room for headers of a hello split into small records.
+	maxRawBytes = MaxHelloBytes + 4<<10
+	// maxRecordLen is the largest TLSPlaintext fragment (RFC 8446 §5.1).
+	maxRecordLen = 1 << 14
+
+	recordTypeHandshake = 22
+	typeClientHello     = 1
+)
+
+// DefaultTimeout bounds Peek when it is given no timeout.
+const DefaultTimeout = 10 * time.Second
+
+// Errors Parse and Peek return; each wraps ErrInvalid except timeouts and
+// I/O errors, which are returned wrapped as they come.
+var (
+	ErrInvalid   = errors.New("sni: not a valid TLS ClientHello")
+	ErrTooLarge  = fmt.Errorf("%w: larger than %d bytes", ErrInvalid, MaxHelloBytes)
+	ErrTruncated = fmt.Errorf("%w: truncated", ErrInvalid)
+)
+
+// Hello is what the gateway learns from a ClientHello. Slices are never
+// shared with the raw bytes.
+type Hello struct {
+	// ServerName is the host_name of the server_name extension as sent
+	// (not normalized); empty when the client sent none.
+	ServerName string
+	// ALPN lists the protocols offered, in the client's order.
+	ALPN []string
+	// SupportedGroups lists the named groups (tls.CurveID values) offered.
+	SupportedGroups []uint16
+	// SupportedVersions lists the supported_versions extension; empty for a
+	// client that only speaks TLS 1.2 or older.
+	SupportedVersions []uint16
+	// Version is the legacy_version field of the hello.
+	Version uint16
+}
+
+// Conn is a net.Conn that first replays the bytes Peek read, then reads
+// from the underlying connection. Writes, Close and deadlines go straight to
+// the underlying connection. A Conn is owned by whoever Peek returned it to;
+// like any net.Conn, Read and Write may be called concurrently with each
+// other but not with themselves.
+type Conn struct {
+	net.Conn
+	peeked []byte
+	off    int
+}
+
+// Read replays the peeked bytes, then reads from the connection.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.off < len(c.peeked) {
+		n := copy(p, c.peeked[c.off:])
+		c.off += n
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// Peeked returns the bytes not yet replayed by Read. The pipe writes them to
+// the passthrough host, then copies the raw connection (which splices).
+func (c *Conn) Peeked() []byte { return c.peeked[c.off:] }
+
+// Raw returns the underlying connection, bypassing the replay. Use it only
+// after the bytes of Peeked were delivered elsewhere.
+func (c *Conn) Raw() net.Conn { return c.Conn }
+
+// Peek reads the ClientHello from c within timeout (zero means
+// DefaultTimeout) and returns it with a Conn that replays what was read.
+// The read deadline is cleared on success. On error the returned Conn is
+// nil; c is not closed: the caller owns it and should close it.
+func Peek(c net.Conn, timeout time.Duration) (*Hello, *Conn, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, nil, fmt.Errorf("sni: %w", err)
+	}
+	h, raw, err := Parse(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		return nil, nil, fmt.Errorf("sni: %w", err)
+	}
+	return h, &Conn{Conn: c, peeked: raw}, nil
+}
+
+// Parse reads TLS handshake records from r until it holds one whole
+// ClientHello, and returns it with every byte it read. It reads exactly the
+// records that carry the hello, never more. It never reads more than
+// MaxHelloBytes of hello (plus record headers).
+func Parse(r io.Reader) (*Hello, []byte, error) {
+	rr := recordReader{r: r}
+	msg, err := rr.helloMessage()
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := parseClientHello(msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, rr.raw, nil
+}
+
+// recordReader reassembles the handshake stream from TLS records.
+type recordReader struct {
+	r   io.Reader
+	raw []byte // every byte read
+	hs  []byte // handshake payload reassembled from records
+}
+
+// helloMessage returns the ClientHello body (without its 4-byte header).
+func (rr *recordReader) helloMessage() ([]byte, error) {
+	if err := rr.fill(4); err != nil {
+		return nil, err
+	}
+	if rr.hs[0] != typeClientHello {
+		return nil, fmt.Errorf("%w: handshake type %d", ErrInvalid, rr.hs[0])
+	}
+	n := int(rr.hs[1])<<16 | int(rr.hs[2])<<8 | int(rr.hs[3])
+	if n+4 > MaxHelloBytes {
+		return nil, ErrTooLarge
+	}
+	if err := rr.fill(4 + n); err != nil {
+		return nil, err
+	}
+	return rr.hs[4 : 4+n], nil
+}
+
+// fill reads records until the handshake payload holds at least n bytes.
+func (rr *recordReader) fill(n int) error {
+	for len(rr.hs) < n {
+		if err := rr.record(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record reads one TLS record and appends its payload.
+func (rr *recordReader) record() error {
+	hdr, err := rr.read(5)
+	if err != nil {
+		return err
+	}
+	if hdr[0] != recordTypeHandshake {
+		return fmt.Errorf("%w: record type %d", ErrInvalid, hdr[0])
+	}
+	if hdr[1] != 3 {
+		return fmt.Errorf("%w: record version %#02x%02x", ErrInvalid, hdr[1], hdr[2])
+	}
+	n := int(hdr[3])<<8 | int(hdr[4])
+	if n == 0 || n > maxRecordLen {
+		return fmt.Errorf("%w: record length %d", ErrInvalid, n)
+	}
+	body, err := rr.read(n)
+	if err != nil {
+		return err
+	}
+	rr.hs = append(rr.hs, body...)
+	return nil
+}
+
+// read reads exactly n more bytes, appends them to raw and returns them.
+func (rr *recordReader) read(n int) ([]byte, error) {
+	if len(rr.raw)+n > maxRawBytes {
+		return nil, ErrTooLarge
+	}
+	start := len(rr.raw)
+	rr.raw = append(rr.raw, make([]byte, n)...)
+	if _, err := io.ReadFull(rr.r, rr.raw[start:]); err != nil {
+		rr.raw = rr.raw[:start]
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, ErrTruncated
+		}
+		return nil, fmt.Errorf("sni: read: %w", err)
+	}
+	return rr.raw[start:], nil
+}
