@@ -1,0 +1,168 @@
+package dns
+
+import (
+	"net/netip"
+	"strings"
+
+	mdns "github.com/miekg/dns"
+)
+
+// Zone is one zone as the server answers it.
+type Zone struct {
+	Name     string       // "apps.example.com", no trailing dot
+	Gateways []netip.Addr // what the apex and *.{zone} resolve to
+	TTL      uint32       // 0 = 60
+	Records  []Record
+}
+
+// Record is an explicit record set. Name is a full name under the zone (no
+// trailing dot), or "@" for the apex.
+type Record struct {
+	Name   string
+	Type   string // A, AAAA, CNAME or TXT
+	TTL    uint32 // 0 = the zone's TTL
+	Values []string
+}
+
+// Answer builds the authoritative reply to req from zones. It never returns
+// nil and never panics on a parsed message, whatever it holds.
+func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
+	resp := new(mdns.Msg)
+	if req.Opcode != mdns.OpcodeQuery {
+		return resp.SetRcode(req, mdns.RcodeNotImplemented)
+	}
+	if len(req.Question) != 1 || req.Response {
+		return resp.SetRcodeFormatError(req)
+	}
+	resp.SetReply(req)
+	resp.Authoritative = true
+	resp.RecursionAvailable = false
+	q := req.Question[0]
+	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
+		resp.Rcode = mdns.RcodeRefused
+		return resp
+	}
+	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
+	z := findZone(name, zones)
+	if z == nil {
+		resp.Authoritative = false
+		resp.Rcode = mdns.RcodeRefused
+		return resp
+	}
+	ttl := z.TTL
+	if ttl == 0 {
+		ttl = 60
+	}
+	hdr := func(t uint16, ttl uint32) mdns.RR_Header {
+		return mdns.RR_Header{Name: mdns.Fqdn(name), Rrtype: t, Class: mdns.ClassINET, Ttl: ttl}
+	}
+	apex := name == z.Name
+	if apex && (q.Qtype == mdns.TypeSOA || q.Qtype == mdns.TypeANY) {
+		resp.Answer = append(resp.Answer, soa(z, ttl))
+	}
+	if apex && (q.Qtype == mdns.TypeNS || q.Qtype == mdns.TypeANY) {
+		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: "ns." + z.Name + "."})
+	}
+	explicit := recordsFor(name, z)
+	// A CNAME owns its name alone (RFC 1034 §3.6.2): it answers every type.
+	for _, r := range explicit {
+		if strings.EqualFold(r.Type, "CNAME") && len(r.Values) > 0 {
+			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: hdr(mdns.TypeCNAME, rttl(r, ttl)), Target: mdns.Fqdn(r.Values[0])})
+			return resp
+		}
+	}
+	var haveA, haveAAAA bool
+	for _, r := range explicit {
+		for _, v := range r.Values {
+			switch strings.ToUpper(r.Type) {
+			case "A":
+				haveA = true
+				if a, err := netip.ParseAddr(v); err == nil && a.Is4() && wants(q.Qtype, mdns.TypeA) {
+					resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr(mdns.TypeA, rttl(r, ttl)), A: a.AsSlice()})
+				}
+			case "AAAA":
+				haveAAAA = true
+				if a, err := netip.ParseAddr(v); err == nil && a.Is6() && wants(q.Qtype, mdns.TypeAAAA) {
+					resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, rttl(r, ttl)), AAAA: a.AsSlice()})
+				}
+			case "TXT":
+				if wants(q.Qtype, mdns.TypeTXT) {
+					resp.Answer = append(resp.Answer, &mdns.TXT{Hdr: hdr(mdns.TypeTXT, rttl(r, ttl)), Txt: splitTXT(v)})
+				}
+			}
+		}
+	}
+	// The apex and the wildcard *.{zone} answer the gateways, unless an
+	// explicit record of that type says otherwise.
+	for _, g := range z.Gateways {
+		if g.Is4() && !haveA && wants(q.Qtype, mdns.TypeA) {
+			resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr(mdns.TypeA, ttl), A: g.AsSlice()})
+		}
+		if g.Is6() && !g.Is4In6() && !haveAAAA && wants(q.Qtype, mdns.TypeAAAA) {
+			resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, ttl), AAAA: g.AsSlice()})
+		}
+	}
+	if len(resp.Answer) == 0 {
+		// NODATA: the name exists (the wildcard covers every name), the
+		// type does not; the SOA tells resolvers how long to cache that.
+		resp.Ns = append(resp.Ns, soa(z, ttl))
+	}
+	return resp
+}
+
+func wants(q, t uint16) bool { return q == t || q == mdns.TypeANY }
+
+func rttl(r Record, def uint32) uint32 {
+	if r.TTL != 0 {
+		return r.TTL
+	}
+	return def
+}
+
+// findZone returns the most specific zone that name is in, or nil.
+func findZone(name string, zones []Zone) *Zone {
+	var best *Zone
+	for i := range zones {
+		z := &zones[i]
+		if name == z.Name || strings.HasSuffix(name, "."+z.Name) {
+			if best == nil || len(z.Name) > len(best.Name) {
+				best = z
+			}
+		}
+	}
+	return best
+}
+
+func recordsFor(name string, z *Zone) []Record {
+	var out []Record
+	for _, r := range z.Records {
+		rn := strings.ToLower(strings.TrimSuffix(r.Name, "."))
+		if rn == "@" || rn == "" {
+			rn = z.Name
+		}
+		if rn == name {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func soa(z *Zone, ttl uint32) mdns.RR {
+	return &mdns.SOA{
+		Hdr:     mdns.RR_Header{Name: mdns.Fqdn(z.Name), Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: ttl},
+		Ns:      "ns." + z.Name + ".",
+		Mbox:    "hostmaster." + z.Name + ".",
+		Serial:  1,
+		Refresh: 3600, Retry: 600, Expire: 86400, Minttl: ttl,
+	}
+}
+
+// splitTXT cuts a value into the 255-byte strings a TXT record holds.
+func splitTXT(v string) []string {
+	var out []string
+	for len(v) > 255 {
+		out = append(out, v[:255])
+		v = v[255:]
+	}
+	return append(out, v)
+}

@@ -1,0 +1,182 @@
+package dns
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	mdns "github.com/miekg/dns"
+)
+
+var testZones = []Zone{{
+	Name:     "apps.example.com",
+	Gateways: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
+	TTL:      30,
+	Records: []Record{
+		{Name: "_gatehouse-challenge.shop.apps.example.com", Type: "TXT", Values: []string{"tok123"}},
+		{Name: "www.apps.example.com", Type: "CNAME", Values: []string{"hello.apps.example.com"}},
+		{Name: "fixed.apps.example.com", Type: "A", TTL: 5, Values: []string{"127.0.0.9"}},
+	},
+}}
+
+// startServer serves testZones on a random loopback port over UDP and TCP.
+func startServer(t *testing.T) string {
+	t.Helper()
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, pc, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return pc.LocalAddr().String()
+}
+
+func TestQueries(t *testing.T) {
+	addr := startServer(t)
+	tests := []struct {
+		name  string
+		qtype uint16
+		rcode int
+		want  []string // answer RRs, as text without the header TTL detail
+	}{
+		{"hello.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"A 127.0.0.1"}},
+		{"HELLO.Apps.Example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"A 127.0.0.1"}},
+		{"deep.x.apps.example.com.", mdns.TypeAAAA, mdns.RcodeSuccess, []string{"AAAA ::1"}},
+		{"apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"A 127.0.0.1"}},
+		{"apps.example.com.", mdns.TypeSOA, mdns.RcodeSuccess, []string{"SOA ns.apps.example.com."}},
+		{"apps.example.com.", mdns.TypeNS, mdns.RcodeSuccess, []string{"NS ns.apps.example.com."}},
+		{"_gatehouse-challenge.shop.apps.example.com.", mdns.TypeTXT, mdns.RcodeSuccess, []string{`TXT "tok123"`}},
+		{"www.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"CNAME hello.apps.example.com."}},
+		{"fixed.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"A 127.0.0.9"}},
+		{"hello.apps.example.com.", mdns.TypeMX, mdns.RcodeSuccess, nil},
+		{"example.com.", mdns.TypeA, mdns.RcodeRefused, nil},
+		{"google.com.", mdns.TypeA, mdns.RcodeRefused, nil},
+		{"xapps.example.com.", mdns.TypeA, mdns.RcodeRefused, nil},
+	}
+	for _, proto := range []string{"udp", "tcp"} {
+		c := &mdns.Client{Net: proto}
+		for _, tt := range tests {
+			m := new(mdns.Msg)
+			m.SetQuestion(tt.name, tt.qtype)
+			m.RecursionDesired = true
+			r, _, err := c.Exchange(m, addr)
+			if err != nil {
+				t.Fatalf("%s %s: %v", proto, tt.name, err)
+			}
+			if r.Rcode != tt.rcode {
+				t.Errorf("%s %s %s: rcode %s, want %s", proto, tt.name, mdns.TypeToString[tt.qtype], mdns.RcodeToString[r.Rcode], mdns.RcodeToString[tt.rcode])
+				continue
+			}
+			if r.RecursionAvailable {
+				t.Errorf("%s %s: RA set; the gateway never recurses", proto, tt.name)
+			}
+			if tt.rcode == mdns.RcodeSuccess && !r.Authoritative {
+				t.Errorf("%s %s: not authoritative", proto, tt.name)
+			}
+			var got []string
+			for _, rr := range r.Answer {
+				f := strings.Fields(rr.String())
+				got = append(got, f[3]+" "+f[4])
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("%s %s %s: answer %q, want %q", proto, tt.name, mdns.TypeToString[tt.qtype], got, tt.want)
+			}
+			if tt.rcode == mdns.RcodeSuccess && len(tt.want) == 0 && len(r.Ns) != 1 {
+				t.Errorf("%s %s: NODATA without SOA in authority", proto, tt.name)
+			}
+		}
+	}
+}
+
+func TestBadQueries(t *testing.T) {
+	addr := startServer(t)
+	tests := []struct {
+		name  string
+		build func() *mdns.Msg
+		rcode int
+	}{
+		{"no question", func() *mdns.Msg { m := new(mdns.Msg); m.Id = 7; return m }, mdns.RcodeFormatError},
+		{"two questions", func() *mdns.Msg {
+			m := new(mdns.Msg)
+			m.SetQuestion("a.apps.example.com.", mdns.TypeA)
+			m.Question = append(m.Question, m.Question[0])
+			return m
+		}, mdns.RcodeFormatError},
+		{"update opcode", func() *mdns.Msg {
+			m := new(mdns.Msg)
+			m.SetUpdate("apps.example.com.")
+			return m
+		}, mdns.RcodeNotImplemented},
+		{"chaos class", func() *mdns.Msg {
+			m := new(mdns.Msg)
+			m.SetQuestion("a.apps.example.com.", mdns.TypeA)
+			m.Question[0].Qclass = mdns.ClassCHAOS
+			return m
+		}, mdns.RcodeRefused},
+	}
+	c := &mdns.Client{Net: "udp"}
+	for _, tt := range tests {
+		r, _, err := c.Exchange(tt.build(), addr)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if r.Rcode != tt.rcode {
+			t.Errorf("%s: rcode %s, want %s", tt.name, mdns.RcodeToString[r.Rcode], mdns.RcodeToString[tt.rcode])
+		}
+	}
+	// Garbage bytes get no answer and do not stop the server.
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte{0xde, 0xad})
+	conn.Close()
+	m := new(mdns.Msg)
+	m.SetQuestion("ok.apps.example.com.", mdns.TypeA)
+	if r, _, err := c.Exchange(m, addr); err != nil || r.Rcode != mdns.RcodeSuccess {
+		t.Fatalf("server unhealthy after garbage: %v %v", r, err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, o := range []Options{{}, {Addr: "nope", Zones: func() []Zone { return nil }}, {Addr: "127.0.0.1:0"}} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
+
+func FuzzAnswer(f *testing.F) {
+	for _, q := range []uint16{mdns.TypeA, mdns.TypeTXT, mdns.TypeANY, mdns.TypeSOA} {
+		m := new(mdns.Msg)
+		m.SetQuestion("x.apps.example.com.", q)
+		b, _ := m.Pack()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req := new(mdns.Msg)
+		if err := req.Unpack(b); err != nil {
+			return
+		}
+		resp := Answer(req, testZones)
+		if resp == nil {
+			t.Fatal("nil answer")
+		}
+		if _, err := resp.Pack(); err != nil && len(req.Question) == 1 && !strings.Contains(err.Error(), "domain") {
+			t.Fatalf("answer does not pack: %v", err)
+		}
+	})
+}
