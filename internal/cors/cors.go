@@ -1,0 +1,186 @@
+// Package cors owns gatehouse's per-app cross-origin allow-list (DESIGN §2
+// step 5): the answer to a preflight and the headers on an actual response.
+// It is pure: it reads request headers and returns decisions; the gateway's
+// cors layer applies them.
+//
+// Origins match exactly (scheme, host and port, as the browser sends the
+// Origin header), never by pattern, and an empty list allows no origin.
+package cors
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// MaxAge is the Access-Control-Max-Age of every allowed preflight, in
+// seconds.
+const MaxAge = "600"
+
+// Policy is one app's CORS settings.
+type Policy struct {
+	// Origins are the exact origins allowed, like "https://app.example".
+	Origins []string
+	// AllowCredentials adds Access-Control-Allow-Credentials: true.
+	AllowCredentials bool
+	// AllowHeaders lists the request headers a preflight may ask for; empty
+	// means the browser's requested headers are echoed back.
+	AllowHeaders []string
+}
+
+// Allowed reports whether origin is on p's list. Comparison is exact except
+// for the case of the scheme and host, which browsers already lower-case.
+func (p Policy) Allowed(origin string) bool {
+	if origin == "" || origin == "null" {
+		return false
+	}
+	for _, o := range p.Origins {
+		if strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsPreflight reports whether r is a CORS preflight: OPTIONS with an
+// Access-Control-Request-Method header.
+func IsPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// Preflight answers a preflight: it writes the Access-Control-* headers to
+// h and returns the status, 204 for an allowed origin and method, 403
+// otherwise (and then writes no Access-Control-Allow-* header).
+func (p Policy) Preflight(r *http.Request, h http.Header) int {
+	origin := r.Header.Get("Origin")
+	method := r.Header.Get("Access-Control-Request-Method")
+	h.Add("Vary", "Origin")
+	h.Add("Vary", "Access-Control-Request-Method")
+	h.Add("Vary", "Access-Control-Request-Headers")
+	if !p.Allowed(origin) || !token(method) {
+		return http.StatusForbidden
+	}
+	asked := requestedHeaders(r.Header.Values("Access-Control-Request-Headers"))
+	if asked == nil {
+		return http.StatusForbidden
+	}
+	allow := asked
+	if len(p.AllowHeaders) > 0 {
+		for _, a := range asked {
+			if !containsFold(p.AllowHeaders, a) {
+				return http.StatusForbidden
+			}
+		}
+		allow = p.AllowHeaders
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Methods", method)
+	if len(allow) > 0 {
+		h.Set("Access-Control-Allow-Headers", strings.Join(allow, ", "))
+	}
+	h.Set("Access-Control-Max-Age", MaxAge)
+	if p.AllowCredentials {
+		h.Set("Access-Control-Allow-Credentials", "true")
+	}
+	return http.StatusNoContent
+}
+
+// exposed are the gateway's own response fields a page may read.
+const exposed = "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy, Retry-After, X-Request-Id"
+
+// Respond sets the CORS headers of an actual (non-preflight) response to a
+// request from origin: first it removes any Access-Control-Allow-* and
+// Access-Control-Expose-Headers the host set, so only the gateway decides,
+// then, for an allowed origin only, it sets Access-Control-Allow-Origin,
+// Vary: Origin and, if the app allows them, credentials.
+func (p Policy) Respond(origin string, h http.Header) {
+	for _, k := range []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
+		"Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"} {
+		h.Del(k)
+	}
+	if !p.Allowed(origin) {
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	if p.AllowCredentials {
+		h.Set("Access-Control-Allow-Credentials", "true")
+	}
+	if h.Get("Access-Control-Expose-Headers") == "" {
+		h.Set("Access-Control-Expose-Headers", exposed)
+	} else {
+		h.Set("Access-Control-Expose-Headers", h.Get("Access-Control-Expose-Headers")+", "+exposed)
+	}
+}
+
+// Validate reports origins that can never match a browser's Origin header:
+// each must be scheme://host[:port] with no path, query or wildcard.
+func (p Policy) Validate() error {
+	for _, o := range p.Origins {
+		if err := ValidOrigin(o); err != nil {
+			return err
+		}
+	}
+	for _, h := range p.AllowHeaders {
+		if !token(h) {
+			return fmt.Errorf("cors: allow_headers: %q is not a header name", h)
+		}
+	}
+	return nil
+}
+
+// ValidOrigin checks one allow-list entry.
+func ValidOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(o, "*") {
+		return fmt.Errorf("cors: origin %q must be an exact scheme://host[:port]", o)
+	}
+	return nil
+}
+
+// requestedHeaders splits Access-Control-Request-Headers values into header
+// names; nil when one of them is not a valid name.
+func requestedHeaders(vals []string) []string {
+	out := []string{}
+	for _, v := range vals {
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" {
+				continue
+			}
+			if !token(f) {
+				return nil
+			}
+			out = append(out, strings.ToLower(f))
+		}
+	}
+	return out
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// token reports whether s is an RFC 9110 token (a method or header name).
+func token(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
