@@ -31,12 +31,13 @@ type State struct {
 	Zones   []*Zone
 	Apps    []*App
 	Domains []*Domain
+	Records []*Record
 }
 
 // Replace swaps every zone, app and domain at once: the initial load and
 // the periodic resync. Hosts are left as they are.
 func (b *Builder) Replace(s State) {
-	n := &names{zones: make(map[string]*Zone, len(s.Zones)), apps: make(map[string]*App, len(s.Apps)), domains: make(map[string]*Domain, len(s.Domains))}
+	n := &names{zones: make(map[string]*Zone, len(s.Zones)), apps: make(map[string]*App, len(s.Apps)), domains: make(map[string]*Domain, len(s.Domains)), records: make(map[string]*Record, len(s.Records))}
 	for _, z := range s.Zones {
 		n.zones[z.Name] = z
 	}
@@ -45,6 +46,9 @@ func (b *Builder) Replace(s State) {
 	}
 	for _, d := range s.Domains {
 		n.domains[d.Domain] = d
+	}
+	for _, r := range s.Records {
+		n.records[r.Key()] = r
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -70,6 +74,15 @@ func (b *Builder) PutDomain(d *Domain) { b.editNames(func(n *names) { n.domains[
 // DeleteDomain removes a custom domain mapping.
 func (b *Builder) DeleteDomain(name string) { b.editNames(func(n *names) { delete(n.domains, name) }) }
 
+// PutRecord adds or replaces a DNS record set.
+func (b *Builder) PutRecord(r *Record) { b.editNames(func(n *names) { n.records[r.Key()] = r }) }
+
+// DeleteRecord removes a DNS record set.
+func (b *Builder) DeleteRecord(zone, name, typ string) {
+	k := (&Record{Zone: zone, Name: name, Type: typ}).Key()
+	b.editNames(func(n *names) { delete(n.records, k) })
+}
+
 // editNames copies only the map being changed: a host event never copies
 // the name maps, and an app change does not copy the domain map.
 func (b *Builder) editNames(f func(*names)) {
@@ -78,7 +91,7 @@ func (b *Builder) editNames(f func(*names)) {
 	// Copy all three map headers cheaply, then clone whichever f touches.
 	// Cloning all three keeps the code simple and is O(size of store), which
 	// the store's own per-change cost already is.
-	n := &names{zones: maps.Clone(b.n.zones), apps: maps.Clone(b.n.apps), domains: maps.Clone(b.n.domains)}
+	n := &names{zones: maps.Clone(b.n.zones), apps: maps.Clone(b.n.apps), domains: maps.Clone(b.n.domains), records: maps.Clone(b.n.records)}
 	f(n)
 	b.n = n
 	b.publishLocked(false)

@@ -29,6 +29,7 @@ type names struct {
 	zones   map[string]*Zone
 	apps    map[string]*App
 	domains map[string]*Domain
+	records map[string]*Record // by Record.Key
 }
 
 // Table is an immutable routing snapshot. A nil *Table is not valid; use
@@ -40,7 +41,7 @@ type Table struct {
 }
 
 func emptyTable() *Table {
-	return &Table{n: &names{zones: map[string]*Zone{}, apps: map[string]*App{}, domains: map[string]*Domain{}}, pools: map[string][]*Host{}}
+	return &Table{n: &names{zones: map[string]*Zone{}, apps: map[string]*App{}, domains: map[string]*Domain{}, records: map[string]*Record{}}, pools: map[string][]*Host{}}
 }
 
 // Lookup routes a host name (a Host header or SNI value, normalized here).
@@ -86,6 +87,28 @@ func (t *Table) Zones() []*Zone {
 		out = append(out, z)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Records returns the record sets of a zone, sorted by key.
+func (t *Table) Records(zone string) []*Record {
+	var out []*Record
+	for _, r := range t.n.records {
+		if r.Zone == zone {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
+// Domains returns every custom domain mapping, sorted by name.
+func (t *Table) Domains() []*Domain {
+	out := make([]*Domain, 0, len(t.n.domains))
+	for _, d := range t.n.domains {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
 	return out
 }
 

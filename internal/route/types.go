@@ -132,6 +132,9 @@ type HostKey struct {
 	Apps      []string `json:"apps"`
 }
 
+// Key identifies a record set: zone, name and type.
+func (r *Record) Key() string { return r.Zone + "|" + r.Name + "|" + r.Type }
+
 var labelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // ValidLabel reports whether s is one DNS label as DESIGN §1 defines app

@@ -1,0 +1,165 @@
+package route
+
+import (
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// The lookup benchmarks run against one table of benchApps apps under one
+// zone plus benchDomains verified custom domains, built once per process
+// with Builder.Replace (about 2-4 s), so `go test -bench . -benchtime=1x`
+// stays cheap. Targets (issue 6): under 100 ns and zero allocations per
+// lookup, O(1) in the number of apps and domains, and a 1,000,000-app
+// table under 300 MB.
+const (
+	benchApps    = 1_000_000
+	benchDomains = 1_000_000
+	benchZone    = "apps.example.com"
+	// benchProbe is how many distinct names a benchmark cycles through: a
+	// spread across the whole table, so the numbers include cache misses
+	// rather than one hot entry.
+	benchProbe = 1 << 16
+)
+
+type bigTable struct {
+	live       Live
+	appBytes   uint64 // heap held by the zone + benchApps apps
+	totalBytes uint64 // heap held by the table with the domains too
+	appNames   []string
+	domNames   []string
+	unknown    []string
+}
+
+var (
+	bigOnce sync.Once
+	big     *bigTable
+)
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// pad7 is i in decimal, zero-padded to 7 digits.
+func pad7(i int) string {
+	s := strconv.Itoa(i)
+	return "0000000"[min(len(s), 7):] + s
+}
+
+func benchAppID(i int) string    { return "app-" + pad7(i) }
+func benchDomain(i int) string   { return "www.customer-" + pad7(i) + ".com" }
+func benchDomApp(i int) string   { return benchAppID((i * 7919) % benchApps) }
+func benchStride(i, n int) int   { return (i * 104729) % n } // spread probes over the table
+func benchUnknown(i int) string  { return "nope-" + pad7(i) + "." + benchZone }
+func benchZoneName(i int) string { return benchAppID(i) + "." + benchZone }
+
+// loadBig builds the shared table once. Apps look like real ones (active,
+// an origin, a rate limit) so bytes per app are not flattered by empty
+// structs.
+func loadBig() *bigTable {
+	bigOnce.Do(func() {
+		t := &bigTable{}
+		b := NewBuilder(&t.live)
+		base := heapInUse()
+		// No collections while building: the heap only grows here, and
+		// each cycle would re-mark everything built so far.
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+
+		zones := []*Zone{{Name: benchZone, Gateways: []string{"192.0.2.1"}, TTL: 60}}
+		apps := make([]*App, benchApps)
+		for i := range apps {
+			id := benchAppID(i)
+			apps[i] = &App{ID: id, Mode: ModeHTTP, Status: StatusActive,
+				CORS:      CORS{Origins: []string{"https://" + id + ".example.org"}},
+				RateLimit: RateLimit{Requests: 600, Window: Duration(60e9)}}
+		}
+		b.Replace(State{Zones: zones, Apps: apps})
+		t.appBytes = heapInUse() - base
+
+		domains := make([]*Domain, benchDomains)
+		for i := range domains {
+			domains[i] = &Domain{Domain: benchDomain(i), App: benchDomApp(i), Token: "tok-" + pad7(i) + "-0123456789", Verified: true}
+		}
+		b.Replace(State{Zones: zones, Apps: apps, Domains: domains})
+		// The State slices are garbage once Replace returns; only the
+		// maps and what they point at stay.
+		apps, domains = nil, nil
+		t.totalBytes = heapInUse() - base
+
+		for i := 0; i < benchProbe; i++ {
+			t.appNames = append(t.appNames, benchZoneName(benchStride(i, benchApps)))
+			t.domNames = append(t.domNames, benchDomain(benchStride(i, benchDomains)))
+			t.unknown = append(t.unknown, benchUnknown(i))
+		}
+		big = t
+	})
+	return big
+}
+
+// BenchmarkLookup measures Table.Lookup on the 1M-app, 1M-domain table.
+// Each sub-benchmark first checks a sample of answers and that a lookup
+// allocates nothing, so a regression fails the (CI, -benchtime=1x) run
+// rather than only showing up as a number.
+func BenchmarkLookup(b *testing.B) {
+	t := loadBig()
+	tbl := t.live.Load()
+	if tbl.Apps() != benchApps {
+		b.Fatalf("table has %d apps, want %d", tbl.Apps(), benchApps)
+	}
+	routes := float64(benchApps + benchDomains)
+	cases := []struct {
+		name  string
+		hosts []string
+		kind  Kind
+	}{
+		{"zone-app", t.appNames, KindApp},
+		{"custom-domain", t.domNames, KindApp},
+		{"unknown", t.unknown, KindUnknown},
+		{"api", []string{"api." + benchZone}, KindAPI},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for _, h := range c.hosts[:min(len(c.hosts), 64)] {
+				if m := tbl.Lookup(h); m.Kind != c.kind {
+					b.Fatalf("Lookup(%q).Kind = %v, want %v", h, m.Kind, c.kind)
+				}
+			}
+			if n := testing.AllocsPerRun(100, func() { tbl.Lookup(c.hosts[0]) }); n != 0 {
+				b.Fatalf("Lookup(%q) allocates %v times, want 0", c.hosts[0], n)
+			}
+			mask := len(c.hosts) - 1 // a power of two, or 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			var sink Kind
+			for i := 0; i < b.N; i++ {
+				sink += tbl.Lookup(c.hosts[i&mask]).Kind
+			}
+			b.StopTimer()
+			_ = sink
+			b.ReportMetric(float64(t.totalBytes)/routes, "B/route")
+			b.ReportMetric(float64(t.appBytes)/benchApps, "B/app")
+			b.ReportMetric(float64(t.appBytes)/(1<<20), "MB/1M-apps")
+			b.ReportMetric(float64(t.totalBytes)/(1<<20), "MB/table")
+		})
+	}
+}
+
+// BenchmarkNormalizeHost covers the names that are not already clean: a
+// port, upper case, a trailing dot. Only the clean case must be free.
+func BenchmarkNormalizeHost(b *testing.B) {
+	for _, h := range []string{"app-0000001.apps.example.com", "App-0000001.Apps.Example.com:8443", "app-0000001.apps.example.com."} {
+		b.Run(h, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, ok := NormalizeHost(h); !ok {
+					b.Fatalf("NormalizeHost(%q) failed", h)
+				}
+			}
+		})
+	}
+}
