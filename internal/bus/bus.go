@@ -1,0 +1,225 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// readyTimeout bounds how long Start waits for the embedded server to
+// accept clients.
+const readyTimeout = 10 * time.Second
+
+// closeDrainTimeout bounds how long Close waits for the connection to
+// drain before closing it outright.
+const closeDrainTimeout = 2 * time.Second
+
+// Bus is a started connection to NATS, with the embedded server it runs
+// if any. Start must be called once before Conn, JetStream or ClientURL.
+// Close may be called any number of times, but not concurrently with
+// Start; after Close, Start fails. Conn, JetStream and ClientURL may be
+// called concurrently once Start has returned.
+type Bus struct {
+	opts   Options
+	urls   []string // external mode
+	host   string   // embedded mode
+	port   int
+	log    *slog.Logger
+	srvLog *serverLog
+
+	ns     *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	closed chan struct{} // closed by the connection's ClosedHandler
+
+	closeOnce sync.Once
+	stopped   bool // Close was called
+}
+
+// New validates opts and returns a Bus that is not started.
+func New(opts Options) (*Bus, error) {
+	urls, host, port, err := opts.validate()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Name == "" {
+		opts.Name = "gatehouse"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log.With("component", "bus")}, nil
+}
+
+// Embedded reports whether b runs its own server.
+func (b *Bus) Embedded() bool { return b.urls == nil }
+
+// Start starts the embedded server and waits until it accepts clients, or
+// connects to the external URLs and waits until connected, bounded by ctx.
+// The external connection then reconnects forever.
+func (b *Bus) Start(ctx context.Context) error {
+	if b.nc != nil || b.stopped {
+		return errors.New("bus: already started or closed")
+	}
+	var err error
+	if b.Embedded() {
+		err = b.startEmbedded(ctx)
+	} else {
+		err = b.connectExternal(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	b.js, err = jetstream.New(b.nc)
+	if err != nil {
+		b.Close()
+		return fmt.Errorf("bus: jetstream: %w", err)
+	}
+	return nil
+}
+
+func (b *Bus) startEmbedded(ctx context.Context) error {
+	opts := &server.Options{
+		ServerName: b.opts.Name,
+		Host:       b.host,
+		Port:       b.port,
+		NoSigs:     true, // gatehouse owns SIGINT/SIGTERM: no os.Exit behind our drain
+		JetStream:  true,
+		StoreDir:   b.opts.DataDir,
+	}
+	if b.port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("bus: embedded server: %w", err)
+	}
+	b.srvLog = &serverLog{log: b.log}
+	ns.SetLoggerV2(b.srvLog, false, false, false)
+	ns.Start()
+	if err := b.waitReady(ctx, ns); err != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return err
+	}
+	b.ns = ns
+	nc, err := nats.Connect("", b.connOpts(nats.InProcessServer(ns))...)
+	if err != nil {
+		b.Close()
+		return fmt.Errorf("bus: connect in-process: %w", err)
+	}
+	b.nc = nc
+	b.log.Info("embedded nats started", "url", ns.ClientURL(), "store", b.opts.DataDir)
+	return nil
+}
+
+// waitReady polls the server in short slices so a listen failure (which
+// nats-server reports only through Fatalf) fails Start at once.
+func (b *Bus) waitReady(ctx context.Context, ns *server.Server) error {
+	addr := fmt.Sprintf("%s:%d", b.host, b.port)
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if ns.ReadyForConnections(50 * time.Millisecond) {
+			return nil
+		}
+		if msg := b.srvLog.fatalMsg(); msg != "" {
+			return fmt.Errorf("bus: embedded nats on %s failed to start: %s", addr, msg)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("bus: embedded nats on %s: %w", addr, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bus: embedded nats on %s not ready after %s", addr, readyTimeout)
+		}
+	}
+}
+
+func (b *Bus) connectExternal(ctx context.Context) error {
+	url := strings.Join(b.urls, ",")
+	nc, err := nats.Connect(url, b.connOpts(nats.RetryOnFailedConnect(true))...)
+	if err != nil {
+		return fmt.Errorf("bus: connect %s: %w", url, err)
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			nc.Close()
+			return fmt.Errorf("bus: not connected to %s: %w", url, ctx.Err())
+		case <-t.C:
+		}
+	}
+	b.nc = nc
+	b.log.Info("connected to nats", "url", nc.ConnectedUrlRedacted())
+	return nil
+}
+
+func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
+	b.closed = make(chan struct{})
+	closed := b.closed
+	return append([]nats.Option{
+		nats.Name(b.opts.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			b.log.Warn("nats async error", "subject", subj, "err", err)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	}, extra...)
+}
+
+// Conn returns the connection. Nil before a successful Start.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream returns the JetStream context on Conn. Nil before Start.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// ClientURL is the URL other processes (hosts, other gateways) should
+// use: the embedded server's listen URL, or the external URLs as given.
+func (b *Bus) ClientURL() string {
+	if b.ns != nil {
+		return b.ns.ClientURL()
+	}
+	return strings.Join(b.urls, ",")
+}
+
+// Close drains and closes the connection, then shuts the embedded server
+// down and waits for it. Idempotent; safe before or after Start.
+func (b *Bus) Close() {
+	b.closeOnce.Do(func() {
+		b.stopped = true
+		if b.nc != nil {
+			if err := b.nc.Drain(); err == nil {
+				select {
+				case <-b.closed:
+				case <-time.After(closeDrainTimeout):
+				}
+			}
+			b.nc.Close()
+		}
+		if b.ns != nil {
+			b.ns.Shutdown()
+			b.ns.WaitForShutdown()
+		}
+	})
+}

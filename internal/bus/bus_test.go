@@ -1,0 +1,228 @@
+package bus_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/bus"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		opts bus.Options
+		want string // substring naming the field
+	}{
+		{"no data dir", bus.Options{}, "data dir"},
+		{"listen no port", bus.Options{DataDir: dir, Listen: "127.0.0.1"}, "listen"},
+		{"listen bad port", bus.Options{DataDir: dir, Listen: "127.0.0.1:99999"}, "listen"},
+		{"listen word port", bus.Options{DataDir: dir, Listen: "127.0.0.1:http"}, "listen"},
+		{"listen bad host", bus.Options{DataDir: dir, Listen: "not a host:4222"}, "listen"},
+		{"url scheme", bus.Options{URL: "http://127.0.0.1:4222"}, "url"},
+		{"url no host", bus.Options{URL: "nats://:4222"}, "url"},
+		{"url bad port", bus.Options{URL: "nats://127.0.0.1:0"}, "url"},
+		{"url empty entry", bus.Options{URL: "nats://127.0.0.1:4222,,nats://127.0.0.1:4223"}, "url"},
+		{"url path", bus.Options{URL: "nats://127.0.0.1:4222/x"}, "url"},
+		{"url garbage", bus.Options{URL: "nats://[::1"}, "url"},
+		{"name space", bus.Options{DataDir: dir, Name: "a b"}, "name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := bus.New(tt.opts)
+			if err == nil {
+				b.Close()
+				t.Fatalf("New(%+v) = nil error", tt.opts)
+			}
+			if !strings.HasPrefix(err.Error(), "bus: "+tt.want) {
+				t.Fatalf("error %q does not name %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewAcceptsGoodOptions(t *testing.T) {
+	for _, o := range []bus.Options{
+		{DataDir: t.TempDir()},
+		{DataDir: t.TempDir(), Listen: "[::1]:0"},
+		{DataDir: t.TempDir(), Listen: ":4222"},
+		{URL: "nats://127.0.0.1:4222"},
+		{URL: "nats://a.example:4222, tls://b.example"},
+	} {
+		if _, err := bus.New(o); err != nil {
+			t.Errorf("New(%+v): %v", o, err)
+		}
+	}
+}
+
+func startEmbedded(t *testing.T, listen string) *bus.Bus {
+	t.Helper()
+	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: listen, Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEmbeddedStartStop(t *testing.T) {
+	b := startEmbedded(t, "127.0.0.1:0")
+	if !b.Embedded() {
+		t.Fatal("not embedded")
+	}
+	url := b.ClientURL()
+	if !strings.HasPrefix(url, "nats://127.0.0.1:") || strings.HasSuffix(url, ":0") {
+		t.Fatalf("ClientURL = %q", url)
+	}
+	// JetStream works on the in-process connection.
+	kv, err := b.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// A host connecting over TCP to ClientURL sees the same bucket.
+	nc := testutil.Connect(t, url)
+	js, _ := jetstream.New(nc)
+	kv2, err := js.KeyValue(t.Context(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv2.Get(t.Context(), "k"); err != nil || string(e.Value()) != "v" {
+		t.Fatalf("get over tcp: %v %v", e, err)
+	}
+	b.Close()
+	b.Close() // idempotent
+	if b.Conn().IsConnected() {
+		t.Fatal("conn still connected after Close")
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return !nc.IsConnected() }, "server still serving after Close")
+	if err := b.Start(t.Context()); err == nil {
+		t.Fatal("Start after Close succeeded")
+	}
+}
+
+func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 2 {
+		b, err := bus.New(bus.Options{DataDir: dir, Listen: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		kv, err := b.JetStream().CreateOrUpdateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			_, err = kv.Put(t.Context(), "k", []byte("v"))
+		} else {
+			_, err = kv.Get(t.Context(), "k")
+		}
+		b.Close()
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+}
+
+func TestEmbeddedPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: l.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	start := time.Now()
+	err = b.Start(t.Context())
+	if err == nil {
+		t.Fatal("Start on a taken port succeeded")
+	}
+	if !strings.Contains(err.Error(), l.Addr().String()) || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("error does not say the port is taken: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("port-taken error took %s", d)
+	}
+}
+
+func TestExternal(t *testing.T) {
+	ns := testutil.StartBus(t)
+	b, err := bus.New(bus.Options{URL: ns.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if b.Embedded() || b.ClientURL() != ns.ClientURL() {
+		t.Fatalf("ClientURL = %q, want %q", b.ClientURL(), ns.ClientURL())
+	}
+	if _, err := b.JetStream().AccountInfo(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExternalUnreachableBoundedByContext(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	b, err := bus.New(bus.Options{URL: "nats://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = b.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not connected") {
+		t.Fatalf("Start = %v, want not connected", err)
+	}
+}
+
+func TestExternalConnectsOnceServerAppears(t *testing.T) {
+	// A gateway started before its NATS keeps trying until ctx ends.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	b, err := bus.New(bus.Options{URL: "nats://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		done <- b.Start(ctx)
+	}()
+	startEmbedded(t, addr) // the server appears at that address
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JetStream().AccountInfo(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,17 @@
+// Package bus owns gatehouse's connection to NATS (DESIGN §3 "bus", §10):
+// either an embedded nats-server with JetStream in the data directory, or
+// one or several external NATS URLs. It hands the rest of gatehouse a
+// *nats.Conn and a jetstream.JetStream and is the only package that
+// imports nats-server.
+//
+// Usage:
+//
+//	b, err := bus.New(bus.Options{DataDir: dir, Logger: log}) // embedded on 127.0.0.1:4222
+//	if err != nil { ... }
+//	if err := b.Start(ctx); err != nil { ... }
+//	defer b.Close()
+//	st, err := store.Open(ctx, b.JetStream(), store.Options{})
+//
+// Embedded mode runs the server with NoSigs (gatehouse owns the signals)
+// and a logger adapter whose Fatalf logs instead of exiting the process.
+package bus

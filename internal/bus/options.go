@@ -1,0 +1,104 @@
+package bus
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// DefaultListen is where the embedded server listens when Options.Listen
+// is empty (DESIGN §3).
+const DefaultListen = "127.0.0.1:4222"
+
+// Options configure a [Bus].
+type Options struct {
+	// URL is one or several NATS URLs, comma separated
+	// ("nats://a:4222,nats://b:4222"). Empty means: start an embedded
+	// server. Schemes nats and tls are accepted; a missing port means 4222.
+	URL string
+	// Listen is the embedded server's client listen address, host:port.
+	// Empty means DefaultListen; port 0 picks a free port (tests).
+	// Ignored with an external URL.
+	Listen string
+	// DataDir is the embedded server's JetStream store directory.
+	// Required in embedded mode; ignored with an external URL.
+	DataDir string
+	// Name names the embedded server and the client connection. Empty
+	// means "gatehouse".
+	Name string
+	// Logger receives the server's and the connection's log lines. Nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// validate checks o and returns the parsed external URLs (nil in
+// embedded mode) and the embedded listen host and port.
+func (o *Options) validate() (urls []string, host string, port int, err error) {
+	if strings.ContainsAny(o.Name, " \t\r\n") {
+		return nil, "", 0, fmt.Errorf("bus: name %q must not contain white space", o.Name)
+	}
+	if strings.TrimSpace(o.URL) != "" {
+		urls, err = parseURLs(o.URL)
+		return urls, "", 0, err
+	}
+	if o.DataDir == "" {
+		return nil, "", 0, fmt.Errorf("bus: data dir is required for the embedded server (or set url)")
+	}
+	listen := o.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	host, port, err = parseListen(listen)
+	return nil, host, port, err
+}
+
+func parseURLs(s string) ([]string, error) {
+	var out []string
+	for _, raw := range strings.Split(s, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			return nil, fmt.Errorf("bus: url %q: empty entry in the list", s)
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("bus: url %q: %v", raw, err)
+		}
+		if u.Scheme != "nats" && u.Scheme != "tls" {
+			return nil, fmt.Errorf("bus: url %q: scheme must be nats or tls", raw)
+		}
+		if u.Hostname() == "" {
+			return nil, fmt.Errorf("bus: url %q: missing host", raw)
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("bus: url %q: bad port %q", raw, p)
+			}
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("bus: url %q: must be scheme://host:port only", raw)
+		}
+		out = append(out, raw)
+	}
+	return out, nil
+}
+
+func parseListen(s string) (string, int, error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("bus: listen %q: %v", s, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bus: listen %q: port must be a number from 0 to 65535", s)
+	}
+	if h == "" {
+		h = "0.0.0.0"
+	}
+	if h != "localhost" && net.ParseIP(h) == nil {
+		return "", 0, fmt.Errorf("bus: listen %q: host must be an IP address or localhost", s)
+	}
+	return h, port, nil
+}
