@@ -1,0 +1,205 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// Store is the subset of *store.Store the API uses. Every method takes the
+// request's context first. Get and Delete of a missing item return an
+// error for which Options.NotFound answers errors.Is.
+type Store interface {
+	GetApp(ctx context.Context, id string) (route.App, error)
+	PutApp(ctx context.Context, app route.App) error
+	DeleteApp(ctx context.Context, id string) error
+	ListApps(ctx context.Context) ([]route.App, error)
+
+	GetDomain(ctx context.Context, name string) (route.Domain, error)
+	PutDomain(ctx context.Context, d route.Domain) error
+	DeleteDomain(ctx context.Context, name string) error
+	ListDomains(ctx context.Context) ([]route.Domain, error)
+
+	GetZone(ctx context.Context, name string) (route.Zone, error)
+	PutZone(ctx context.Context, z route.Zone) error
+	DeleteZone(ctx context.Context, name string) error
+	ListZones(ctx context.Context) ([]route.Zone, error)
+
+	PutRecord(ctx context.Context, r *route.Record) error
+	DeleteRecord(ctx context.Context, zone, name, typ string) error
+	ListRecords(ctx context.Context, zone string) ([]route.Record, error)
+
+	GetHostKey(ctx context.Context, hostID string) (route.HostKey, error)
+	PutHostKey(ctx context.Context, k route.HostKey) error
+	DeleteHostKey(ctx context.Context, hostID string) error
+	ListHostKeys(ctx context.Context) ([]route.HostKey, error)
+}
+
+// Options configure an [API].
+type Options struct {
+	// Store keeps apps, domains, zones, records and host keys. Required.
+	Store Store
+	// NotFound is the store's not-found sentinel (store.ErrNotFound).
+	// Required.
+	NotFound error
+	// ControlToken is the static platform bearer token; empty accepts no
+	// static token.
+	ControlToken string
+	// VerifyPlatform reports whether r carries a valid bearer JWT with
+	// scope platform (internal/auth). nil: only ControlToken is accepted.
+	VerifyPlatform func(r *http.Request) bool
+	// VerifyDomain checks a custom-domain proof (method "txt", "cname" or
+	// "http", DESIGN §7) for d and returns nil when it holds. nil: only the
+	// platform's "manual" method is available.
+	VerifyDomain func(ctx context.Context, d route.Domain, method string) error
+	// Hosts returns the discovered hosts for GET /api/v3/hosts. nil: none.
+	Hosts func() []route.HostInfo
+	// Clusters returns the body of GET /api/v3/discovery/clusters
+	// ({"self","clusters"}). nil: that route answers 503.
+	Clusters func() any
+	// Public are further public routes, mounted as given (Go ServeMux
+	// patterns such as "GET /api/v3/dns/resolve"). They need no credential.
+	Public map[string]http.Handler
+	// DefaultRateLimit fills an app's rate_limit fields left out of a PUT.
+	// Zero fields: 600 requests per 60 s (DESIGN §2).
+	DefaultRateLimit route.RateLimit
+	// Logger receives store failures. nil: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. nil: time.Now.
+	Now func() time.Time
+}
+
+// maxBody caps every request body.
+const maxBody = 1 << 20
+
+// API is the /api/v3 handler. Safe for concurrent use.
+type API struct {
+	o       Options
+	public  *http.ServeMux
+	control *http.ServeMux
+	token   [sha256.Size]byte // sha256 of ControlToken, so the compare does not leak its length
+}
+
+var _ http.Handler = (*API)(nil)
+
+// New validates o and builds the handler. It starts nothing.
+func New(o Options) (*API, error) {
+	if o.Store == nil {
+		return nil, errors.New("api: Options.Store is required")
+	}
+	if o.NotFound == nil {
+		return nil, errors.New("api: Options.NotFound is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.DefaultRateLimit.Requests <= 0 {
+		o.DefaultRateLimit.Requests = 600
+	}
+	if o.DefaultRateLimit.Window <= 0 {
+		o.DefaultRateLimit.Window = route.Duration(60 * time.Second)
+	}
+	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux()}
+	if o.ControlToken != "" {
+		a.token = sha256.Sum256([]byte(o.ControlToken))
+	}
+	a.public.HandleFunc("GET /api/v3/discovery/clusters", a.clusters)
+	for pattern, h := range o.Public {
+		a.public.Handle(pattern, h)
+	}
+	a.routes()
+	return a, nil
+}
+
+// ServeHTTP serves a public route to anyone; everything else under /api/v3
+// is a control route, and a caller without the platform credential gets
+// 401 before the method, the route or the body is looked at.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := a.public.Handler(r); pattern != "" {
+		a.public.ServeHTTP(w, r)
+		return
+	}
+	if !a.platform(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
+		problem.Write(w, http.StatusUnauthorized, "the control API needs the platform credential")
+		return
+	}
+	if _, pattern := a.control.Handler(r); pattern == "" {
+		// unknown route or wrong method: the mux answers 404 or 405 with
+		// Allow, as plain text; answer as problem+json instead.
+		a.control.ServeHTTP(&problemWriter{ResponseWriter: w}, r)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	a.control.ServeHTTP(w, r)
+}
+
+// platform reports whether r carries the platform credential.
+func (a *API) platform(r *http.Request) bool {
+	if a.o.ControlToken != "" {
+		if tok, ok := bearer(r); ok {
+			sum := sha256.Sum256([]byte(tok))
+			if subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1 {
+				return true
+			}
+		}
+	}
+	return a.o.VerifyPlatform != nil && a.o.VerifyPlatform(r)
+}
+
+// bearer returns the token of an "Authorization: Bearer" header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func (a *API) clusters(w http.ResponseWriter, r *http.Request) {
+	if a.o.Clusters == nil {
+		problem.Write(w, http.StatusServiceUnavailable, "cluster discovery is not running")
+		return
+	}
+	writeJSON(w, http.StatusOK, a.o.Clusters())
+}
+
+// problemWriter turns the ServeMux's plain-text 404 and 405 into problem
+// bodies, keeping its Allow header.
+type problemWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (p *problemWriter) WriteHeader(code int) {
+	if p.wrote {
+		return
+	}
+	p.wrote = true
+	detail := "no such control route"
+	if code == http.StatusMethodNotAllowed {
+		detail = "method not allowed here; see the Allow header"
+	}
+	p.ResponseWriter.Header().Del("Content-Type")
+	problem.Write(p.ResponseWriter, code, detail)
+}
+
+func (p *problemWriter) Write(b []byte) (int, error) {
+	if !p.wrote {
+		p.WriteHeader(http.StatusOK)
+	}
+	return len(b), nil // the mux's plain-text body is dropped
+}

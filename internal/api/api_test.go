@@ -1,0 +1,550 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+const token = "platform-secret-token"
+
+// testKey is the std base64 of a 32-byte Ed25519 public key.
+const testKey = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+
+type env struct {
+	t   *testing.T
+	srv *httptest.Server
+	st  Store
+}
+
+func newEnv(t *testing.T, mod func(*Options)) *env {
+	t.Helper()
+	st, notFound := newStore(t)
+	o := Options{Store: st, NotFound: notFound, ControlToken: token}
+	if mod != nil {
+		mod(&o)
+	}
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, st: st}
+}
+
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (e *env) do(method, path, tok string, body any) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp{res.StatusCode, res.Header, b}
+}
+
+// ok does an authenticated request and fails unless it answers want.
+func (e *env) ok(method, path string, body any, want int) resp {
+	e.t.Helper()
+	r := e.do(method, path, token, body)
+	if r.status != want {
+		e.t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, want, r.body)
+	}
+	return r
+}
+
+// snapshot renders everything in the store, to prove a request changed
+// nothing.
+func (e *env) snapshot() string {
+	e.t.Helper()
+	ctx := context.Background()
+	var parts []any
+	apps, err1 := e.st.ListApps(ctx)
+	doms, err2 := e.st.ListDomains(ctx)
+	zones, err3 := e.st.ListZones(ctx)
+	keys, err4 := e.st.ListHostKeys(ctx)
+	for _, err := range []error{err1, err2, err3, err4} {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	slices.SortFunc(apps, func(x, y route.App) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(doms, func(x, y route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
+	slices.SortFunc(zones, func(x, y route.Zone) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(keys, func(x, y route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
+	parts = append(parts, apps, doms, zones, keys)
+	for _, z := range zones {
+		recs, err := e.st.ListRecords(ctx, z.Name)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		slices.SortFunc(recs, func(x, y route.Record) int { return strings.Compare(x.Name+x.Type, y.Name+y.Type) })
+		parts = append(parts, recs)
+	}
+	b, _ := json.Marshal(parts)
+	return string(b)
+}
+
+// seed fills the store with one of everything through the API.
+func (e *env) seed() {
+	e.t.Helper()
+	e.ok("PUT", "/api/v3/apps/shop", map[string]any{}, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", map[string]any{"gateways": []string{"127.0.0.1"}, "ttl": 60}, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", map[string]any{"values": []string{"192.0.2.1"}}, 200)
+	e.ok("PUT", "/api/v3/domains/shop.example.org", map[string]any{"app": "shop"}, 200)
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"shop"}}, 200)
+}
+
+func problemOf(t *testing.T, r resp) problem.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != problem.ContentType {
+		t.Fatalf("content type %q, want %s (body %s)", ct, problem.ContentType, r.body)
+	}
+	var p problem.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("problem body %q: %v", r.body, err)
+	}
+	if p.Status != r.status || p.Title == "" {
+		t.Fatalf("problem %+v does not match status %d", p, r.status)
+	}
+	return p
+}
+
+// controlPaths holds one concrete path for every control route pattern.
+var controlPaths = []string{
+	"/api/v3/apps",
+	"/api/v3/apps/shop",
+	"/api/v3/domains",
+	"/api/v3/domains/shop.example.org",
+	"/api/v3/domains/shop.example.org/verify",
+	"/api/v3/dns/zones",
+	"/api/v3/dns/zones/apps.example.com",
+	"/api/v3/dns/zones/apps.example.com/records",
+	"/api/v3/dns/zones/apps.example.com/records/www/A",
+	"/api/v3/hosts/keys",
+	"/api/v3/hosts/keys/web-1",
+	"/api/v3/hosts",
+	"/api/v3/no/such/route",
+	"/api/v3/",
+}
+
+var allMethods = []string{"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"}
+
+// TestControlNeedsCredential walks every control route with every method
+// and body, without and with wrong credentials: each answers 401 and the
+// store does not change.
+func TestControlNeedsCredential(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.VerifyPlatform = func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good-jwt" }
+	})
+	e.seed()
+	before := e.snapshot()
+	creds := map[string]func(*http.Request){
+		"none":         func(*http.Request) {},
+		"wrong token":  func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token+"x") },
+		"prefix token": func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token[:len(token)-1]) },
+		"basic":        func(r *http.Request) { r.SetBasicAuth("platform", token) },
+		"no scheme":    func(r *http.Request) { r.Header.Set("Authorization", token) },
+		"query":        func(r *http.Request) { r.URL.RawQuery = "token=" + token + "&access_token=" + token },
+		"bad jwt":      func(r *http.Request) { r.Header.Set("Authorization", "Bearer bad-jwt") },
+	}
+	bodies := []string{"", `{"app":"shop","mode":"http","method":"manual"}`, "not json", strings.Repeat("x", 64<<10)}
+	n := 0
+	for _, path := range controlPaths {
+		for _, method := range allMethods {
+			for name, cred := range creds {
+				for _, body := range bodies {
+					req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Header.Set("Content-Type", "application/json")
+					cred(req)
+					res, err := e.srv.Client().Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusUnauthorized {
+						t.Fatalf("%s %s (%s, %d-byte body): status %d, want 401: %s", method, path, name, len(body), res.StatusCode, b)
+					}
+					if res.Header.Get("WWW-Authenticate") == "" || res.Header.Get("Allow") != "" {
+						t.Fatalf("%s %s (%s): headers %v", method, path, name, res.Header)
+					}
+					n++
+				}
+			}
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("store changed by unauthenticated requests\nbefore %s\nafter  %s", before, after)
+	}
+	// the platform JWT hook and the static token both get in
+	for _, tok := range []string{"good-jwt", token} {
+		if r := e.do("GET", "/api/v3/apps/shop", tok, nil); r.status != 200 {
+			t.Errorf("credential %q: status %d", tok, r.status)
+		}
+	}
+	t.Logf("%d unauthenticated requests, all 401", n)
+}
+
+func TestNoTokenConfiguredRefusesEmptyBearer(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.ControlToken = "" })
+	for _, tok := range []string{"", " ", "x"} {
+		if r := e.do("GET", "/api/v3/apps", tok, nil); r.status != 401 {
+			t.Errorf("token %q: status %d, want 401", tok, r.status)
+		}
+	}
+}
+
+func TestPublicClusters(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Clusters = func() any {
+			return map[string]any{"self": "eu-1", "clusters": []map[string]any{{"id": "eu-1", "url": "https://eu", "public_key": testKey, "active": true}}}
+		}
+	})
+	r := e.do("GET", "/api/v3/discovery/clusters", "", nil)
+	if r.status != 200 || !strings.Contains(string(r.body), `"self":"eu-1"`) {
+		t.Fatalf("status %d body %s", r.status, r.body)
+	}
+	// not public for other methods
+	if r := e.do("POST", "/api/v3/discovery/clusters", "", "{}"); r.status != 401 {
+		t.Errorf("POST clusters without credential: %d, want 401", r.status)
+	}
+	e2 := newEnv(t, nil)
+	if r := e2.do("GET", "/api/v3/discovery/clusters", "", nil); r.status != 503 {
+		t.Errorf("no discovery: %d, want 503", r.status)
+	}
+	problemOf(t, e2.do("GET", "/api/v3/discovery/clusters", "", nil))
+}
+
+func TestWrongMethodAndUnknownRoute(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.do("POST", "/api/v3/apps/shop", token, "{}")
+	if r.status != 405 || !strings.Contains(r.header.Get("Allow"), "PUT") {
+		t.Fatalf("POST app: %d Allow=%q", r.status, r.header.Get("Allow"))
+	}
+	problemOf(t, r)
+	r = e.do("GET", "/api/v3/nope", token, nil)
+	if r.status != 404 {
+		t.Fatalf("unknown route: %d", r.status)
+	}
+	problemOf(t, r)
+}
+
+func TestAppRoundTrip(t *testing.T) {
+	e := newEnv(t, nil)
+	// defaults
+	r := e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	var app route.App
+	if err := json.Unmarshal(r.body, &app); err != nil {
+		t.Fatal(err)
+	}
+	want := route.App{ID: "shop", Mode: "http", Status: "active", CORS: route.CORS{Origins: []string{}}, RateLimit: route.RateLimit{Requests: 600, Window: route.Duration(60e9)}}
+	if !equalJSON(app, want) {
+		t.Errorf("defaults: got %+v want %+v", app, want)
+	}
+	full := `{"mode":"passthrough","status":"suspended","cors":{"origins":["https://shop.example.org","http://localhost:3000"]},
+	  "rate_limit":{"requests":100,"window":"10s"},"auth":{"required":true},
+	  "policy":[{"action":"deny","methods":["post"],"path":"/admin/*"},{"action":"allow","path":"/"}]}`
+	e.ok("PUT", "/api/v3/apps/shop", full, 200)
+	r = e.ok("GET", "/api/v3/apps/shop", nil, 200)
+	if err := json.Unmarshal(r.body, &app); err != nil {
+		t.Fatal(err)
+	}
+	if app.Mode != "passthrough" || app.Status != "suspended" || app.RateLimit.Requests != 100 || app.RateLimit.Window != route.Duration(10e9) ||
+		!app.Auth.Required || len(app.Policy) != 2 || app.Policy[0].Methods[0] != "POST" || len(app.CORS.Origins) != 2 {
+		t.Errorf("round trip: %s", r.body)
+	}
+	// a partial rate limit keeps the other default
+	r = e.ok("PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":5}}`, 200)
+	if !strings.Contains(string(r.body), `"rate_limit":{"requests":5,"window":"1m0s"}`) {
+		t.Errorf("partial rate limit: %s", r.body)
+	}
+	e.ok("PUT", "/api/v3/apps/blog", `{"id":"blog"}`, 200)
+	r = e.ok("GET", "/api/v3/apps", nil, 200)
+	var l struct{ Apps []route.App }
+	if err := json.Unmarshal(r.body, &l); err != nil || len(l.Apps) != 2 || l.Apps[0].ID != "blog" {
+		t.Errorf("list: %s (%v)", r.body, err)
+	}
+	e.ok("DELETE", "/api/v3/apps/shop", nil, 204)
+	problemOf(t, e.ok("GET", "/api/v3/apps/shop", nil, 404))
+	problemOf(t, e.ok("DELETE", "/api/v3/apps/shop", nil, 404))
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func TestDomainLifecycle(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	var d1, d2, d3 route.Domain
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/Shop.Example.ORG", `{"app":"shop"}`, 200), &d1)
+	if d1.Domain != "shop.example.org" || d1.App != "shop" || d1.Verified || len(d1.Token) < 20 {
+		t.Fatalf("new mapping: %+v", d1)
+	}
+	if !strings.Contains(string(e.ok("GET", "/api/v3/domains/shop.example.org", nil, 200).body), `"verified":false`) {
+		t.Error("verified field missing")
+	}
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"shop"}`, 200), &d2)
+	if d2 != d1 {
+		t.Errorf("re-PUT to the same app changed the mapping: %+v -> %+v", d1, d2)
+	}
+	// verification
+	problemOf(t, e.ok("POST", "/api/v3/domains/shop.example.org/verify", `{"method":"txt"}`, 400))
+	problemOf(t, e.ok("POST", "/api/v3/domains/shop.example.org/verify", `{"method":"magic"}`, 400))
+	problemOf(t, e.ok("POST", "/api/v3/domains/nope.example.org/verify", `{"method":"manual"}`, 404))
+	var v route.Domain
+	decodeInto(t, e.ok("POST", "/api/v3/domains/shop.example.org/verify", `{"method":"manual"}`, 200), &v)
+	if !v.Verified || v.Token != d1.Token {
+		t.Errorf("after verify: %+v", v)
+	}
+	// moving to another app starts over
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"blog"}`, 200), &d3)
+	if d3.App != "blog" || d3.Verified || d3.Token == d1.Token {
+		t.Errorf("moved mapping: %+v", d3)
+	}
+	e.ok("GET", "/api/v3/domains", nil, 200)
+	e.ok("DELETE", "/api/v3/domains/shop.example.org", nil, 204)
+	e.ok("GET", "/api/v3/domains/shop.example.org", nil, 404)
+}
+
+func TestDomainVerifyHook(t *testing.T) {
+	var asked string
+	e := newEnv(t, func(o *Options) {
+		o.VerifyDomain = func(_ context.Context, d route.Domain, method string) error {
+			asked = method + " " + d.Domain
+			if method == "cname" {
+				return io.ErrUnexpectedEOF
+			}
+			return nil
+		}
+	})
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"shop"}`, 200)
+	problemOf(t, e.ok("POST", "/api/v3/domains/shop.example.org/verify", `{"method":"cname"}`, 422))
+	if !strings.Contains(string(e.ok("GET", "/api/v3/domains/shop.example.org", nil, 200).body), `"verified":false`) {
+		t.Error("a failed proof verified the mapping")
+	}
+	e.ok("POST", "/api/v3/domains/shop.example.org/verify", `{"method":"txt"}`, 200)
+	if asked != "txt shop.example.org" {
+		t.Errorf("hook asked %q", asked)
+	}
+}
+
+func decodeInto(t *testing.T, r resp, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("%s: %v", r.body, err)
+	}
+}
+
+func TestZonesAndRecords(t *testing.T) {
+	e := newEnv(t, nil)
+	var z route.Zone
+	decodeInto(t, e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1","::ffff:10.0.0.1","2001:db8::1"]}`, 200), &z)
+	if z.TTL != 60 || z.Gateways[1] != "10.0.0.1" {
+		t.Errorf("zone: %+v", z)
+	}
+	problemOf(t, e.ok("GET", "/api/v3/dns/zones/other.example.com", nil, 404))
+	problemOf(t, e.ok("PUT", "/api/v3/dns/zones/other.example.com/records/www/A", `{"values":["192.0.2.1"]}`, 404))
+	var rec route.Record
+	decodeInto(t, e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/_gatehouse-challenge.shop/txt", `{"values":["tok"],"ttl":30}`, 200), &rec)
+	if rec.Name != "_gatehouse-challenge.shop.apps.example.com" || rec.Type != "TXT" || rec.Zone != "apps.example.com" {
+		t.Errorf("record: %+v", rec)
+	}
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", `{"values":["2001:db8::2"]}`, 200)
+	e.ok("GET", "/api/v3/dns/zones/apps.example.com/records/apps.example.com/AAAA", nil, 200)
+	var l struct{ Records []route.Record }
+	decodeInto(t, e.ok("GET", "/api/v3/dns/zones/apps.example.com/records", nil, 200), &l)
+	if len(l.Records) != 2 {
+		t.Errorf("records: %+v", l.Records)
+	}
+	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", nil, 204)
+	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", nil, 404)
+	// a custom domain inside a served zone is refused
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	problemOf(t, e.ok("PUT", "/api/v3/domains/shop.apps.example.com", `{"app":"shop"}`, 400))
+	e.ok("GET", "/api/v3/dns/zones", nil, 200)
+	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com", nil, 204)
+	if recs, _ := e.st.ListRecords(context.Background(), "apps.example.com"); len(recs) != 0 {
+		t.Errorf("records left after zone delete: %+v", recs)
+	}
+}
+
+func TestHostKeysAndHosts(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Hosts = func() []route.HostInfo {
+			return []route.HostInfo{{HostID: "web-2", State: route.HostVerified}, {HostID: "web-1", State: route.HostProvisional}}
+		}
+	})
+	body := map[string]any{"public_key": testKey, "apps": []string{"shop", "blog"}}
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", body, 200)
+	var k route.HostKey
+	decodeInto(t, e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 200), &k)
+	if k.HostID != "web-1" || k.PublicKey != testKey || len(k.Apps) != 2 {
+		t.Errorf("key: %+v", k)
+	}
+	var l struct{ Keys []route.HostKey }
+	decodeInto(t, e.ok("GET", "/api/v3/hosts/keys", nil, 200), &l)
+	if len(l.Keys) != 1 {
+		t.Errorf("keys: %+v", l)
+	}
+	var h struct{ Hosts []route.HostInfo }
+	decodeInto(t, e.ok("GET", "/api/v3/hosts", nil, 200), &h)
+	if len(h.Hosts) != 2 || h.Hosts[0].HostID != "web-1" {
+		t.Errorf("hosts: %+v", h)
+	}
+	e.ok("DELETE", "/api/v3/hosts/keys/web-1", nil, 204)
+	e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 404)
+}
+
+// TestBadInputChangesNothing sends invalid ids, names, keys and bodies:
+// each gets a 4xx problem and the store stays as it was.
+func TestBadInputChangesNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed()
+	before := e.snapshot()
+	big := `{"origins":["` + strings.Repeat("a", 1<<20) + `"]}`
+	cases := []struct {
+		method, path, body string
+		status             int
+	}{
+		{"PUT", "/api/v3/apps/Shop", `{}`, 400},
+		{"PUT", "/api/v3/apps/api", `{}`, 400},
+		{"PUT", "/api/v3/apps/-x", `{}`, 400},
+		{"PUT", "/api/v3/apps/" + strings.Repeat("a", 64), `{}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"mode":"tcp"}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"status":"paused"}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"colour":"red"}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":["https://a.example/"]}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":["*"]}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":["HTTPS://A.EXAMPLE"]}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":["ftp://a.example"]}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":["https://a.example"],"extra":1}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":0}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":-1}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"0s"}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"soon"}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"block","path":"/"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"admin"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a*b"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","methods":["GE T"],"path":"/"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"id":"other"}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"mode":"http"} {"mode":"http"}`, 400},
+		{"PUT", "/api/v3/apps/shop", `[1,2]`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"mode":`, 400},
+		{"PUT", "/api/v3/apps/shop", big, 413},
+		{"PUT", "/api/v3/domains/localhost", `{"app":"shop"}`, 400},
+		{"PUT", "/api/v3/domains/192.0.2.1", `{"app":"shop"}`, 400},
+		{"PUT", "/api/v3/domains/bad_name.example", `{"app":"shop"}`, 400},
+		{"PUT", "/api/v3/domains/new.example.org", `{"app":"ghost"}`, 400},
+		{"PUT", "/api/v3/domains/new.example.org", `{"app":"API"}`, 400},
+		{"PUT", "/api/v3/domains/new.example.org", `{}`, 400},
+		{"PUT", "/api/v3/domains/shop.example.org", `{"app":"shop","verified":true}`, 400},
+		{"POST", "/api/v3/domains/shop.example.org/verify", `{}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":[]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["gw.example.com"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":-5}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":99999999}`, 400},
+		{"PUT", "/api/v3/dns/zones/bad_zone", `{"gateways":["127.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/10.0.0.1", `{"gateways":["127.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/MX", `{"values":["x"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["::1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/AAAA", `{"values":["10.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":[]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/CNAME", `{"values":["a.example","b.example"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/w%20w/A", `{"values":["10.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/a.*/A", `{"values":["10.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"AAAA","apps":["shop"]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"not base64!","apps":["shop"]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":[]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["Shop"]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop","shop"]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop"],"host_id":"web-2"}`, 400},
+		{"PUT", "/api/v3/hosts/keys/-web", `{"public_key":"` + testKey + `","apps":["shop"]}`, 400},
+		{"DELETE", "/api/v3/apps/API", ``, 400},
+	}
+	for _, c := range cases {
+		r := e.do(c.method, c.path, token, c.body)
+		if r.status != c.status {
+			t.Errorf("%s %s %.80s: status %d, want %d: %s", c.method, c.path, c.body, r.status, c.status, r.body)
+			continue
+		}
+		if p := problemOf(t, r); p.Detail == "" {
+			t.Errorf("%s %s: problem without detail", c.method, c.path)
+		}
+	}
+	// a body that is not JSON at all
+	req, _ := http.NewRequest("PUT", e.srv.URL+"/api/v3/apps/shop", strings.NewReader("mode=http"))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 415 {
+		t.Errorf("form body: %d, want 415", res.StatusCode)
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("bad input changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("New without a store succeeded")
+	}
+	if _, err := New(Options{Store: newMemStore()}); err == nil {
+		t.Error("New without NotFound succeeded")
+	}
+}

@@ -1,0 +1,574 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// handlerFunc answers with a status and a JSON body, or an error that
+// fail maps to a problem.
+type handlerFunc func(r *http.Request) (int, any, error)
+
+// routes registers every control route. Reading this list tells you the
+// whole control API.
+func (a *API) routes() {
+	for pattern, h := range map[string]handlerFunc{
+		"GET /api/v3/apps":          a.listApps,
+		"GET /api/v3/apps/{app}":    a.getApp,
+		"PUT /api/v3/apps/{app}":    a.putApp,
+		"DELETE /api/v3/apps/{app}": a.deleteApp,
+
+		"GET /api/v3/domains":                  a.listDomains,
+		"GET /api/v3/domains/{domain}":         a.getDomain,
+		"PUT /api/v3/domains/{domain}":         a.putDomain,
+		"DELETE /api/v3/domains/{domain}":      a.deleteDomain,
+		"POST /api/v3/domains/{domain}/verify": a.verifyDomain,
+
+		"GET /api/v3/dns/zones":                                 a.listZones,
+		"GET /api/v3/dns/zones/{zone}":                          a.getZone,
+		"PUT /api/v3/dns/zones/{zone}":                          a.putZone,
+		"DELETE /api/v3/dns/zones/{zone}":                       a.deleteZone,
+		"GET /api/v3/dns/zones/{zone}/records":                  a.listRecords,
+		"GET /api/v3/dns/zones/{zone}/records/{name}/{type}":    a.getRecord,
+		"PUT /api/v3/dns/zones/{zone}/records/{name}/{type}":    a.putRecord,
+		"DELETE /api/v3/dns/zones/{zone}/records/{name}/{type}": a.deleteRecord,
+
+		"GET /api/v3/hosts/keys":              a.listHostKeys,
+		"GET /api/v3/hosts/keys/{host_id}":    a.getHostKey,
+		"PUT /api/v3/hosts/keys/{host_id}":    a.putHostKey,
+		"DELETE /api/v3/hosts/keys/{host_id}": a.deleteHostKey,
+		"GET /api/v3/hosts":                   a.listHosts,
+	} {
+		a.control.Handle(pattern, a.serve(h))
+	}
+}
+
+func (a *API) serve(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, body, err := h(r)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if body == nil {
+			w.WriteHeader(status)
+			return
+		}
+		writeJSON(w, status, body)
+	})
+}
+
+// missing turns the store's not-found into a 404 naming what is missing.
+func (a *API) missing(err error, what string, id string) error {
+	if errors.Is(err, a.o.NotFound) {
+		return &statusError{http.StatusNotFound, fmt.Sprintf("%s %q not found", what, id)}
+	}
+	return err
+}
+
+// ---- apps
+
+// appBody is the body of PUT /api/v3/apps/{app}. Every field is optional;
+// a PUT replaces the whole app, and a field left out takes its default.
+type appBody struct {
+	ID        *string            `json:"id"`
+	Mode      *route.Mode        `json:"mode"`
+	Status    *route.Status      `json:"status"`
+	CORS      *route.CORS        `json:"cors"`
+	RateLimit *rateLimitBody     `json:"rate_limit"`
+	Auth      *route.Auth        `json:"auth"`
+	Policy    []route.PolicyRule `json:"policy"`
+	Health    *route.HealthCheck `json:"health"`
+}
+
+type rateLimitBody struct {
+	Requests *int            `json:"requests"`
+	Window   *route.Duration `json:"window"`
+}
+
+func (a *API) listApps(r *http.Request) (int, any, error) {
+	apps, err := a.o.Store.ListApps(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(apps, func(x, y route.App) int { return strings.Compare(x.ID, y.ID) })
+	return http.StatusOK, map[string]any{"apps": nonNil(apps)}, nil
+}
+
+func (a *API) getApp(r *http.Request) (int, any, error) {
+	id := r.PathValue("app")
+	if err := checkAppID(id); err != nil {
+		return 0, nil, err
+	}
+	app, err := a.o.Store.GetApp(r.Context(), id)
+	if err != nil {
+		return 0, nil, a.missing(err, "app", id)
+	}
+	return http.StatusOK, app, nil
+}
+
+func (a *API) putApp(r *http.Request) (int, any, error) {
+	id := r.PathValue("app")
+	if err := checkAppID(id); err != nil {
+		return 0, nil, err
+	}
+	var b appBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	app, err := a.appFrom(id, &b)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.PutApp(r.Context(), app); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, app, nil
+}
+
+// appFrom applies the defaults of DESIGN §2 to b and validates the result.
+func (a *API) appFrom(id string, b *appBody) (route.App, error) {
+	if b.ID != nil && *b.ID != id {
+		return route.App{}, badInput("id: the body says %q but the path says %q", *b.ID, id)
+	}
+	app := route.App{ID: id, Mode: route.ModeHTTP, Status: route.StatusActive, RateLimit: a.o.DefaultRateLimit}
+	if b.Mode != nil {
+		app.Mode = *b.Mode
+	}
+	if b.Status != nil {
+		app.Status = *b.Status
+	}
+	if b.CORS != nil {
+		app.CORS = *b.CORS
+	}
+	if app.CORS.Origins == nil {
+		app.CORS.Origins = []string{}
+	}
+	if rl := b.RateLimit; rl != nil {
+		if rl.Requests != nil {
+			app.RateLimit.Requests = *rl.Requests
+		}
+		if rl.Window != nil {
+			app.RateLimit.Window = *rl.Window
+		}
+	}
+	if b.Auth != nil {
+		app.Auth = *b.Auth
+	}
+	app.Policy = b.Policy
+	app.Health = b.Health
+	return app, checkApp(&app)
+}
+
+func (a *API) deleteApp(r *http.Request) (int, any, error) {
+	id := r.PathValue("app")
+	if err := checkAppID(id); err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.DeleteApp(r.Context(), id); err != nil {
+		return 0, nil, a.missing(err, "app", id)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- domains
+
+type domainBody struct {
+	App string `json:"app"`
+}
+
+func (a *API) listDomains(r *http.Request) (int, any, error) {
+	ds, err := a.o.Store.ListDomains(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(ds, func(x, y route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
+	return http.StatusOK, map[string]any{"domains": nonNil(ds)}, nil
+}
+
+func (a *API) getDomain(r *http.Request) (int, any, error) {
+	name, err := normalizeDomain(r.PathValue("domain"))
+	if err != nil {
+		return 0, nil, err
+	}
+	d, err := a.o.Store.GetDomain(r.Context(), name)
+	if err != nil {
+		return 0, nil, a.missing(err, "domain", name)
+	}
+	return http.StatusOK, d, nil
+}
+
+// putDomain maps a custom domain to an app. The mapping starts unverified
+// with a fresh token; a re-PUT to the same app keeps token and state, a
+// move to another app starts over.
+func (a *API) putDomain(r *http.Request) (int, any, error) {
+	ctx := r.Context()
+	name, err := normalizeDomain(r.PathValue("domain"))
+	if err != nil {
+		return 0, nil, err
+	}
+	var b domainBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	if err := checkAppID(b.App); err != nil {
+		return 0, nil, badInput("app: %v", err)
+	}
+	if err := a.checkDomainFree(ctx, name); err != nil {
+		return 0, nil, err
+	}
+	if _, err := a.o.Store.GetApp(ctx, b.App); err != nil {
+		if errors.Is(err, a.o.NotFound) {
+			return 0, nil, badInput("app: %q does not exist; create it first", b.App)
+		}
+		return 0, nil, err
+	}
+	old, err := a.o.Store.GetDomain(ctx, name)
+	switch {
+	case err == nil && old.App == b.App:
+		return http.StatusOK, old, nil
+	case err != nil && !errors.Is(err, a.o.NotFound):
+		return 0, nil, err
+	}
+	d := route.Domain{Domain: name, App: b.App, Token: newToken()}
+	if err := a.o.Store.PutDomain(ctx, d); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, d, nil
+}
+
+// checkDomainFree refuses a custom domain inside one of the gateway's own
+// zones: names there are {app}.{zone} already.
+func (a *API) checkDomainFree(ctx context.Context, name string) error {
+	zones, err := a.o.Store.ListZones(ctx)
+	if err != nil {
+		return err
+	}
+	for _, z := range zones {
+		if name == z.Name || strings.HasSuffix(name, "."+z.Name) {
+			return badInput("domain %q is inside the gateway's zone %q; its apps are reached as {app}.%s", name, z.Name, z.Name)
+		}
+	}
+	return nil
+}
+
+// newToken returns a fresh verification token: 128 random bits, URL-safe.
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (a *API) deleteDomain(r *http.Request) (int, any, error) {
+	name, err := normalizeDomain(r.PathValue("domain"))
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.DeleteDomain(r.Context(), name); err != nil {
+		return 0, nil, a.missing(err, "domain", name)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+type verifyBody struct {
+	Method string `json:"method"`
+}
+
+// verifyDomain checks a mapping's proof and marks it verified. "manual"
+// is the platform vouching for the domain itself.
+func (a *API) verifyDomain(r *http.Request) (int, any, error) {
+	ctx := r.Context()
+	name, err := normalizeDomain(r.PathValue("domain"))
+	if err != nil {
+		return 0, nil, err
+	}
+	var b verifyBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	switch b.Method {
+	case "manual":
+	case "txt", "cname", "http":
+		if a.o.VerifyDomain == nil {
+			return 0, nil, badInput("method: %q is not available yet; use \"manual\"", b.Method)
+		}
+	default:
+		return 0, nil, badInput("method: must be manual, txt, cname or http, got %q", b.Method)
+	}
+	d, err := a.o.Store.GetDomain(ctx, name)
+	if err != nil {
+		return 0, nil, a.missing(err, "domain", name)
+	}
+	if b.Method != "manual" {
+		if err := a.o.VerifyDomain(ctx, d, b.Method); err != nil {
+			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %v", b.Method, err)}
+		}
+	}
+	if d.Verified {
+		return http.StatusOK, d, nil
+	}
+	d.Verified = true
+	if err := a.o.Store.PutDomain(ctx, d); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, d, nil
+}
+
+// ---- zones and records
+
+type zoneBody struct {
+	Name     *string  `json:"name"`
+	Gateways []string `json:"gateways"`
+	TTL      int      `json:"ttl"`
+}
+
+type recordBody struct {
+	TTL    int      `json:"ttl"`
+	Values []string `json:"values"`
+}
+
+func (a *API) listZones(r *http.Request) (int, any, error) {
+	zs, err := a.o.Store.ListZones(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(zs, func(x, y route.Zone) int { return strings.Compare(x.Name, y.Name) })
+	return http.StatusOK, map[string]any{"zones": nonNil(zs)}, nil
+}
+
+func (a *API) zone(r *http.Request) (route.Zone, error) {
+	name, err := normalizeZone(r.PathValue("zone"))
+	if err != nil {
+		return route.Zone{}, err
+	}
+	z, err := a.o.Store.GetZone(r.Context(), name)
+	if err != nil {
+		return route.Zone{}, a.missing(err, "zone", name)
+	}
+	return z, nil
+}
+
+func (a *API) getZone(r *http.Request) (int, any, error) {
+	z, err := a.zone(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, z, nil
+}
+
+func (a *API) putZone(r *http.Request) (int, any, error) {
+	name, err := normalizeZone(r.PathValue("zone"))
+	if err != nil {
+		return 0, nil, err
+	}
+	var b zoneBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	if b.Name != nil && strings.TrimSuffix(strings.ToLower(*b.Name), ".") != name {
+		return 0, nil, badInput("name: the body says %q but the path says %q", *b.Name, name)
+	}
+	z := route.Zone{Name: name, Gateways: b.Gateways, TTL: b.TTL}
+	if err := checkZone(&z); err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.PutZone(r.Context(), z); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, z, nil
+}
+
+// deleteZone removes the zone and then its records.
+func (a *API) deleteZone(r *http.Request) (int, any, error) {
+	ctx := r.Context()
+	z, err := a.zone(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.DeleteZone(ctx, z.Name); err != nil {
+		return 0, nil, a.missing(err, "zone", z.Name)
+	}
+	recs, err := a.o.Store.ListRecords(ctx, z.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, rec := range recs {
+		if err := a.o.Store.DeleteRecord(ctx, z.Name, rec.Name, rec.Type); err != nil && !errors.Is(err, a.o.NotFound) {
+			return 0, nil, err
+		}
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+func (a *API) listRecords(r *http.Request) (int, any, error) {
+	z, err := a.zone(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	recs, err := a.o.Store.ListRecords(r.Context(), z.Name)
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(recs, func(x, y route.Record) int {
+		return strings.Compare(x.Name+" "+x.Type, y.Name+" "+y.Type)
+	})
+	return http.StatusOK, map[string]any{"records": nonNil(recs)}, nil
+}
+
+// record resolves the zone, name and type of a record route.
+func (a *API) record(r *http.Request) (zone, name, typ string, err error) {
+	z, err := a.zone(r)
+	if err != nil {
+		return "", "", "", err
+	}
+	if name, err = recordName(r.PathValue("name"), z.Name); err != nil {
+		return "", "", "", err
+	}
+	if typ, err = recordType(r.PathValue("type")); err != nil {
+		return "", "", "", err
+	}
+	return z.Name, name, typ, nil
+}
+
+func (a *API) getRecord(r *http.Request) (int, any, error) {
+	zone, name, typ, err := a.record(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	recs, err := a.o.Store.ListRecords(r.Context(), zone)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, rec := range recs {
+		if rec.Name == name && rec.Type == typ {
+			return http.StatusOK, rec, nil
+		}
+	}
+	return 0, nil, &statusError{http.StatusNotFound, fmt.Sprintf("record %s %s not found", name, typ)}
+}
+
+func (a *API) putRecord(r *http.Request) (int, any, error) {
+	zone, name, typ, err := a.record(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var b recordBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	rec := route.Record{Zone: zone, Name: name, Type: typ, TTL: b.TTL, Values: b.Values}
+	if err := checkRecord(&rec); err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.PutRecord(r.Context(), &rec); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, rec, nil
+}
+
+func (a *API) deleteRecord(r *http.Request) (int, any, error) {
+	zone, name, typ, err := a.record(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.DeleteRecord(r.Context(), zone, name, typ); err != nil {
+		return 0, nil, a.missing(err, "record", name+" "+typ)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- hosts
+
+type hostKeyBody struct {
+	HostID    *string  `json:"host_id"`
+	PublicKey string   `json:"public_key"`
+	Apps      []string `json:"apps"`
+}
+
+func (a *API) listHostKeys(r *http.Request) (int, any, error) {
+	ks, err := a.o.Store.ListHostKeys(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(ks, func(x, y route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
+	return http.StatusOK, map[string]any{"keys": nonNil(ks)}, nil
+}
+
+func hostID(r *http.Request) (string, error) {
+	id := r.PathValue("host_id")
+	if !hostIDRE.MatchString(id) {
+		return "", badInput("host_id: 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit, got %q", id)
+	}
+	return id, nil
+}
+
+func (a *API) getHostKey(r *http.Request) (int, any, error) {
+	id, err := hostID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	k, err := a.o.Store.GetHostKey(r.Context(), id)
+	if err != nil {
+		return 0, nil, a.missing(err, "host key", id)
+	}
+	return http.StatusOK, k, nil
+}
+
+func (a *API) putHostKey(r *http.Request) (int, any, error) {
+	id, err := hostID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var b hostKeyBody
+	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	if b.HostID != nil && *b.HostID != id {
+		return 0, nil, badInput("host_id: the body says %q but the path says %q", *b.HostID, id)
+	}
+	k := route.HostKey{HostID: id, PublicKey: b.PublicKey, Apps: b.Apps}
+	if err := checkHostKey(&k); err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.PutHostKey(r.Context(), k); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, k, nil
+}
+
+func (a *API) deleteHostKey(r *http.Request) (int, any, error) {
+	id, err := hostID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := a.o.Store.DeleteHostKey(r.Context(), id); err != nil {
+		return 0, nil, a.missing(err, "host key", id)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+func (a *API) listHosts(r *http.Request) (int, any, error) {
+	var hosts []route.HostInfo
+	if a.o.Hosts != nil {
+		hosts = a.o.Hosts()
+	}
+	hosts = slices.Clone(hosts)
+	slices.SortFunc(hosts, func(x, y route.HostInfo) int { return strings.Compare(x.HostID, y.HostID) })
+	return http.StatusOK, map[string]any{"hosts": nonNil(hosts)}, nil
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,278 @@
+package api
+
+import (
+	"encoding/base64"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// Bounds on what one body may hold, so a stored item stays small.
+const (
+	maxOrigins     = 100
+	maxRules       = 100
+	maxHostApps    = 1000
+	maxGateways    = 16
+	maxValues      = 32
+	maxTTL         = 7 * 24 * 3600
+	defaultZoneTTL = 60
+)
+
+func checkApp(a *route.App) error {
+	if err := checkAppID(a.ID); err != nil {
+		return err
+	}
+	switch a.Mode {
+	case route.ModeHTTP, route.ModePassthrough:
+	default:
+		return badInput("mode: must be http or passthrough, got %q", a.Mode)
+	}
+	switch a.Status {
+	case route.StatusActive, route.StatusSuspended, route.StatusRetired:
+	default:
+		return badInput("status: must be active, suspended or retired, got %q", a.Status)
+	}
+	if len(a.CORS.Origins) > maxOrigins {
+		return badInput("cors.origins: at most %d origins", maxOrigins)
+	}
+	for i, o := range a.CORS.Origins {
+		if !validOrigin(o) {
+			return badInput("cors.origins[%d]: must be an exact origin scheme://host[:port] in lower case, got %q", i, o)
+		}
+	}
+	for i, h := range a.CORS.AllowHeaders {
+		if !validToken(h) {
+			return badInput("cors.allow_headers[%d]: not a header name: %q", i, h)
+		}
+	}
+	if a.RateLimit.Requests <= 0 {
+		return badInput("rate_limit.requests: must be positive, got %d", a.RateLimit.Requests)
+	}
+	if w := time.Duration(a.RateLimit.Window); w < time.Second || w > 24*time.Hour {
+		return badInput("rate_limit.window: must be between 1s and 24h, got %s", w)
+	}
+	if len(a.Policy) > maxRules {
+		return badInput("policy: at most %d rules", maxRules)
+	}
+	for i := range a.Policy {
+		if err := checkRule(i, &a.Policy[i]); err != nil {
+			return err
+		}
+	}
+	if h := a.Health; h != nil {
+		if !strings.HasPrefix(h.Path, "/") || strings.ContainsAny(h.Path, " \t\r\n") {
+			return badInput("health.path: must be an absolute path like /healthz, got %q", h.Path)
+		}
+		if iv := time.Duration(h.Interval); iv != 0 && (iv < time.Second || iv > time.Hour) {
+			return badInput("health.interval: must be between 1s and 1h, got %s", iv)
+		}
+	}
+	return nil
+}
+
+func checkAppID(id string) error {
+	if !route.ValidLabel(id) {
+		return badInput("app id must be one DNS label ([a-z0-9-], at most 63), got %q", id)
+	}
+	if id == route.ReservedLabel {
+		return badInput("app id %q is reserved for the gateway's own API", id)
+	}
+	return nil
+}
+
+// validOrigin accepts exactly scheme://host[:port], lower case, as a
+// browser sends it in Origin.
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return false
+	}
+	if h := u.Hostname(); h == "" || strings.Contains(h, "*") {
+		return false
+	}
+	return u.Scheme+"://"+u.Host == o && strings.ToLower(o) == o
+}
+
+var tokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// validToken reports whether s is an RFC 9110 token (method, header name).
+func validToken(s string) bool { return len(s) <= 64 && tokenRE.MatchString(s) }
+
+func checkRule(i int, p *route.PolicyRule) error {
+	if p.Action != "allow" && p.Action != "deny" {
+		return badInput("policy[%d].action: must be allow or deny, got %q", i, p.Action)
+	}
+	for j, m := range p.Methods {
+		if !validToken(m) {
+			return badInput("policy[%d].methods[%d]: not an HTTP method: %q", i, j, m)
+		}
+		p.Methods[j] = strings.ToUpper(m)
+	}
+	path := p.Path
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n?#") {
+		return badInput("policy[%d].path: must start with / (an exact path or a prefix ending in /*), got %q", i, path)
+	}
+	if strings.Contains(strings.TrimSuffix(path, "/*"), "*") {
+		return badInput("policy[%d].path: '*' is allowed only as a final /*, got %q", i, path)
+	}
+	return nil
+}
+
+// normalizeDomain checks a custom domain name and returns its normalized
+// form: a DNS name with at least two labels, not an IP address.
+func normalizeDomain(s string) (string, error) {
+	n, ok := route.NormalizeHost(s)
+	if !ok || n != strings.ToLower(strings.TrimSuffix(s, ".")) || !strings.Contains(n, ".") {
+		return "", badInput("domain must be a DNS name like shop.example.com, got %q", s)
+	}
+	if _, err := netip.ParseAddr(n); err == nil {
+		return "", badInput("domain must be a name, not an IP address: %q", s)
+	}
+	return n, nil
+}
+
+// normalizeZone checks a zone name.
+func normalizeZone(s string) (string, error) {
+	n, ok := route.NormalizeHost(s)
+	if !ok || n != strings.ToLower(strings.TrimSuffix(s, ".")) {
+		return "", badInput("zone must be a DNS name like apps.example.com, got %q", s)
+	}
+	if _, err := netip.ParseAddr(n); err == nil {
+		return "", badInput("zone must be a name, not an IP address: %q", s)
+	}
+	return n, nil
+}
+
+func checkZone(z *route.Zone) error {
+	if len(z.Gateways) == 0 || len(z.Gateways) > maxGateways {
+		return badInput("gateways: must list 1 to %d IP addresses", maxGateways)
+	}
+	for i, g := range z.Gateways {
+		a, err := netip.ParseAddr(g)
+		if err != nil || a.Zone() != "" {
+			return badInput("gateways[%d]: must be an IP address, got %q", i, g)
+		}
+		z.Gateways[i] = a.Unmap().String()
+	}
+	if z.TTL == 0 {
+		z.TTL = defaultZoneTTL
+	}
+	if z.TTL < 1 || z.TTL > maxTTL {
+		return badInput("ttl: must be between 1 and %d seconds, got %d", maxTTL, z.TTL)
+	}
+	return nil
+}
+
+// hostIDRE is host.ValidHostID's rule (the wire protocol's), repeated
+// here because api does not import the host package.
+var hostIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func checkHostKey(k *route.HostKey) error {
+	if !hostIDRE.MatchString(k.HostID) {
+		return badInput("host_id: 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit, got %q", k.HostID)
+	}
+	b, err := base64.StdEncoding.DecodeString(k.PublicKey)
+	if err != nil {
+		return badInput("public_key: must be the std base64 of a raw 32-byte Ed25519 key: %v", err)
+	}
+	if len(b) != 32 {
+		return badInput("public_key: must be 32 bytes (an Ed25519 public key), got %d", len(b))
+	}
+	if len(k.Apps) == 0 || len(k.Apps) > maxHostApps {
+		return badInput("apps: must list 1 to %d app ids this host may serve", maxHostApps)
+	}
+	seen := map[string]bool{}
+	for i, a := range k.Apps {
+		if err := checkAppID(a); err != nil {
+			return badInput("apps[%d]: %v", i, err)
+		}
+		if seen[a] {
+			return badInput("apps[%d]: %q listed twice", i, a)
+		}
+		seen[a] = true
+	}
+	return nil
+}
+
+// recordName turns the {name} of a record route into the full name under
+// zone that internal/dns keys records by: "@" or the zone itself is the
+// apex, a relative name gets the zone appended.
+func recordName(name, zone string) (string, error) {
+	n := strings.ToLower(strings.TrimSuffix(name, "."))
+	switch {
+	case n == "@" || n == zone:
+		return zone, nil
+	case strings.HasSuffix(n, "."+zone):
+	default:
+		n += "." + zone
+	}
+	if len(n) > 253 {
+		return "", badInput("record name too long: %q", name)
+	}
+	labels := strings.Split(strings.TrimSuffix(n, "."+zone), ".")
+	for i, l := range labels {
+		if l == "*" && i == 0 {
+			continue
+		}
+		if !recordLabelRE.MatchString(l) {
+			return "", badInput("record name: bad label %q in %q (letters, digits, '-', '_'; '*' only first)", l, name)
+		}
+	}
+	return n, nil
+}
+
+var recordLabelRE = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$`)
+
+func checkRecord(r *route.Record) error {
+	if len(r.Values) == 0 || len(r.Values) > maxValues {
+		return badInput("values: must hold 1 to %d values", maxValues)
+	}
+	if r.TTL < 0 || r.TTL > maxTTL {
+		return badInput("ttl: must be between 0 (the zone's) and %d seconds, got %d", maxTTL, r.TTL)
+	}
+	for i, v := range r.Values {
+		if err := checkRecordValue(r.Type, v); err != nil {
+			return badInput("values[%d]: %v", i, err)
+		}
+	}
+	if r.Type == "CNAME" && len(r.Values) != 1 {
+		return badInput("values: a CNAME has exactly one target")
+	}
+	return nil
+}
+
+func checkRecordValue(typ, v string) error {
+	switch typ {
+	case "A", "AAAA":
+		a, err := netip.ParseAddr(v)
+		if err != nil || (typ == "A") != a.Is4() {
+			return badInput("must be an IPv%s address, got %q", map[bool]string{true: "4", false: "6"}[typ == "A"], v)
+		}
+	case "CNAME":
+		if n, ok := route.NormalizeHost(v); !ok || n != strings.ToLower(strings.TrimSuffix(v, ".")) {
+			return badInput("must be a DNS name, got %q", v)
+		}
+	case "TXT":
+		if len(v) == 0 || len(v) > 2048 {
+			return badInput("a TXT value holds 1 to 2048 bytes, got %d", len(v))
+		}
+	}
+	return nil
+}
+
+// recordType normalizes a record route's {type}.
+func recordType(s string) (string, error) {
+	t := strings.ToUpper(s)
+	switch t {
+	case "A", "AAAA", "CNAME", "TXT":
+		return t, nil
+	}
+	return "", badInput("record type must be A, AAAA, CNAME or TXT, got %q", s)
+}
