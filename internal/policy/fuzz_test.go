@@ -1,0 +1,144 @@
+package policy
+
+import (
+	"net/url"
+	"path"
+	"strings"
+	"testing"
+)
+
+var fuzzSeeds = []string{
+	"/", "/admin", "//admin", "/a/../admin", "/%2e%2e/admin", "/x/%252e%252e/admin", "/admin%2f",
+	"/admin;x", "/admin.", `\admin`, "/a/..;/admin", "/%zz", "/admin/health/..", "/%2561dmin/x",
+}
+
+// FuzzClean checks the invariants of a cleaned path.
+func FuzzClean(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		c := Clean(p)
+		if !strings.HasPrefix(c, "/") {
+			t.Fatalf("Clean(%q) = %q: not absolute", p, c)
+		}
+		if Clean(c) != c {
+			t.Fatalf("Clean not idempotent: %q -> %q -> %q", p, c, Clean(c))
+		}
+		if c != "/" && strings.HasSuffix(c, "/") {
+			t.Fatalf("Clean(%q) = %q: trailing slash", p, c)
+		}
+		for _, s := range strings.Split(c[1:], "/") {
+			if c != "/" && (s == "" || s == "." || s == ".." || strings.ContainsAny(s, `;\`) || strings.HasSuffix(s, ".") || strings.HasSuffix(s, " ")) {
+				t.Fatalf("Clean(%q) = %q: segment %q survived", p, c, s)
+			}
+		}
+	})
+}
+
+// refMatch is the reference matcher: segment lists, no string tricks.
+func refMatch(pattern, cleaned string) bool {
+	ps := segments(pattern)
+	cs := segments(cleaned)
+	if len(ps) > 0 && ps[len(ps)-1] == "*" {
+		ps = ps[:len(ps)-1]
+		if len(cs) < len(ps) {
+			return false
+		}
+		cs = cs[:len(ps)]
+	}
+	if len(ps) != len(cs) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] != cs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func segments(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var fuzzPatterns = []string{"/admin", "/admin/*", "/*", "/", "/a/b", "/a/b/*", "/x"}
+
+// FuzzMatch checks Decide against the reference matcher on cleaned paths,
+// for a rule list picked by the fuzzer.
+func FuzzMatch(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(s, "GET", uint16(i*7))
+	}
+	f.Fuzz(func(t *testing.T, p, method string, pick uint16) {
+		var rules []Rule
+		for i := 0; i < 3; i++ {
+			j := int(pick>>(i*5)) & 31
+			if j >= 2*len(fuzzPatterns) {
+				continue
+			}
+			act := Allow
+			if j%2 == 1 {
+				act = Deny
+			}
+			rules = append(rules, Rule{Action: act, Path: fuzzPatterns[j/2]})
+		}
+		if len(rules) > 0 && pick&0x8000 != 0 {
+			rules[0].Methods = []string{"get"}
+		}
+		c := Clean(p)
+		got, gi := Decide(rules, method, c)
+		want, wi := true, -1
+		for i, r := range rules {
+			mOK := len(r.Methods) == 0 || strings.EqualFold(method, "GET") || strings.EqualFold(method, "HEAD")
+			if mOK && refMatch(r.Path, c) {
+				want, wi = r.Action == Allow, i
+				break
+			}
+		}
+		if got != want || gi != wi {
+			t.Fatalf("rules %+v, %s %q (clean %q): Decide = %v,%d; reference %v,%d", rules, method, p, c, got, gi, want, wi)
+		}
+	})
+}
+
+// FuzzNoBypass checks that no encoding walks around a deny: whenever a
+// host's own reading of the raw path (as sent, or decoded once by
+// net/url, then path.Clean) falls under a deny rule, Check denies.
+func FuzzNoBypass(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(s, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, raw string, pick uint8) {
+		pattern := fuzzPatterns[int(pick)%len(fuzzPatterns)]
+		rules := []Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: pattern}}
+		if pick&0x80 != 0 {
+			rules = rules[1:]
+		}
+		views := []string{path.Clean("/" + raw)}
+		if dec, err := url.PathUnescape(raw); err == nil {
+			views = append(views, path.Clean("/"+dec))
+		}
+		for _, v := range views {
+			allowedByRef := true
+			for _, r := range rules {
+				if refMatch(r.Path, v) {
+					allowedByRef = r.Action == Allow
+					break
+				}
+			}
+			if allowedByRef {
+				continue
+			}
+			if ok, _ := Check(rules, "GET", raw); ok {
+				t.Fatalf("rules %+v: %q reads as %q, which is denied, but Check allowed it", rules, raw, v)
+			}
+		}
+	})
+}

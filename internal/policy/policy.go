@@ -1,0 +1,201 @@
+// Package policy owns gatehouse's per-app path rules (DESIGN §2 step 8):
+// ordered allow/deny rules by method and path, first match wins, default
+// allow. It is pure; the gateway's policy layer applies the decision and
+// counts denials.
+//
+// # Matching on cleaned paths
+//
+// A deny rule must not be walked around by an encoding the host undoes
+// (/a/../admin, //admin, /%2e%2e/admin, /admin%2f, /admin/, /admin;x,
+// /admin., \admin). [Check] therefore evaluates the rules against every
+// reading of the path a host might make: the path as sent, and the path
+// after each round of percent-decoding (up to [MaxDecode] rounds, so
+// %252e%252e counts as .. too). Each reading is cleaned ([Clean]): `\` is
+// `/`, a ";params" suffix of a segment is dropped, trailing dots and spaces
+// of a segment are dropped, then path.Clean removes //, . and .. segments
+// and any trailing slash. The request is allowed only if every reading is
+// allowed. Method names compare case-insensitively, and a rule naming GET
+// also covers HEAD, which most hosts serve with their GET handler.
+package policy
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Actions.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+)
+
+// MaxDecode bounds the rounds of percent-decoding [Check] considers.
+const MaxDecode = 4
+
+// Rule is one ordered rule; it has the shape of route.PolicyRule, so a
+// route rule converts with policy.Rule(r).
+type Rule struct {
+	Action  string   `json:"action"`
+	Methods []string `json:"methods,omitempty"`
+	Path    string   `json:"path"`
+}
+
+// Validate reports the first rule that cannot be applied as written.
+func Validate(rules []Rule) error {
+	for i, r := range rules {
+		if r.Action != Allow && r.Action != Deny {
+			return fmt.Errorf("policy: rule %d: action must be %q or %q, got %q", i, Allow, Deny, r.Action)
+		}
+		for _, m := range r.Methods {
+			if !token(m) {
+				return fmt.Errorf("policy: rule %d: %q is not a method", i, m)
+			}
+		}
+		base := strings.TrimSuffix(r.Path, "/*")
+		if r.Path == "/*" {
+			base = "/"
+		}
+		if !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(base, "*%\\;") || Clean(base) != base {
+			return fmt.Errorf("policy: rule %d: path %q must be a clean absolute path, optionally ending in /*", i, r.Path)
+		}
+	}
+	return nil
+}
+
+// Matches reports whether r covers method and the cleaned path p.
+func (r Rule) Matches(method, p string) bool {
+	return r.methodMatches(method) && pathMatches(r.Path, p)
+}
+
+func (r Rule) methodMatches(method string) bool {
+	if len(r.Methods) == 0 {
+		return true
+	}
+	for _, m := range r.Methods {
+		if strings.EqualFold(m, method) || (strings.EqualFold(method, "HEAD") && strings.EqualFold(m, "GET")) {
+			return true
+		}
+	}
+	return false
+}
+
+// pathMatches: "/x/*" covers /x and everything under it, "/*" everything,
+// any other pattern exactly itself.
+func pathMatches(pattern, p string) bool {
+	if pattern == "/*" {
+		return true
+	}
+	if base, ok := strings.CutSuffix(pattern, "/*"); ok {
+		return p == base || (strings.HasPrefix(p, base) && len(p) > len(base) && p[len(base)] == '/')
+	}
+	return p == pattern
+}
+
+// Decide applies rules, in order, to method and an already cleaned path:
+// the first rule that matches decides. It returns whether the request is
+// allowed and the index of the deciding rule, -1 for the default (allow).
+func Decide(rules []Rule, method, cleaned string) (bool, int) {
+	for i, r := range rules {
+		if r.Matches(method, cleaned) {
+			return r.Action != Deny, i
+		}
+	}
+	return true, -1
+}
+
+// Check decides a request from its path as sent (the escaped path, e.g.
+// url.URL.EscapedPath()): it is allowed only if every reading of the path
+// (see the package doc) is. It returns the deciding rule of the first
+// reading denied, or -1.
+func Check(rules []Rule, method, escaped string) (bool, int) {
+	if len(rules) == 0 {
+		return true, -1
+	}
+	cur := escaped
+	for round := 0; ; round++ {
+		if ok, i := Decide(rules, method, Clean(cur)); !ok {
+			return false, i
+		}
+		next := unescape(cur)
+		if next == cur || round == MaxDecode {
+			return true, -1
+		}
+		cur = next
+	}
+}
+
+// Clean cleans one reading of a path, without decoding it: `\` becomes `/`,
+// each segment loses a ";params" suffix and trailing dots and spaces, then
+// path.Clean applies. The result starts with "/" and has no empty, "." or
+// ".." segment and no trailing slash (except "/" itself).
+func Clean(p string) string {
+	if !strings.ContainsAny(p, "\\;. ") {
+		return path.Clean("/" + p)
+	}
+	segs := strings.Split(strings.ReplaceAll(p, "\\", "/"), "/")
+	out := segs[:0]
+	for _, s := range segs {
+		if i := strings.IndexByte(s, ';'); i >= 0 {
+			s = s[:i]
+		}
+		if s != "." && s != ".." {
+			s = strings.TrimRight(s, ". ")
+		}
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return path.Clean("/" + strings.Join(out, "/"))
+}
+
+// unescape decodes every valid %XX in s once and leaves anything else as
+// it is: a host that decodes leniently reads the same bytes.
+func unescape(s string) string {
+	i := strings.IndexByte(s, '%')
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+// token reports whether s is an RFC 9110 token.
+func token(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}

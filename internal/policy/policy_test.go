@@ -1,0 +1,121 @@
+package policy
+
+import "testing"
+
+func TestClean(t *testing.T) {
+	cases := map[string]string{
+		"":                "/",
+		"/":               "/",
+		"/admin":          "/admin",
+		"/admin/":         "/admin",
+		"//admin":         "/admin",
+		"/a/../admin":     "/admin",
+		"/../../admin":    "/admin",
+		`\admin`:          "/admin",
+		`/a\..\admin`:     "/admin",
+		"/admin;jsession": "/admin",
+		"/a/..;/admin":    "/admin",
+		"/admin.":         "/admin",
+		"/admin. . ":      "/admin",
+		"/a/.../admin":    "/a/admin",
+		"/app.js":         "/app.js",
+		"/x/%2e%2e/admin": "/x/%2e%2e/admin", // Clean does not decode; Check does
+		"admin":           "/admin",
+		"/a//b///c/":      "/a/b/c",
+	}
+	for in, want := range cases {
+		if got := Clean(in); got != want {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Clean("/a/./admin/."); got != "/a/admin" {
+		t.Errorf("Clean(/a/./admin/.) = %q", got)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	rules := []Rule{
+		{Action: Allow, Path: "/admin/health"},
+		{Action: Deny, Path: "/admin/*"},
+		{Action: Deny, Methods: []string{"POST", "delete"}, Path: "/items/*"},
+		{Action: Deny, Methods: []string{"GET"}, Path: "/secret"},
+	}
+	cases := []struct {
+		method, path string
+		allowed      bool
+	}{
+		{"GET", "/", true},
+		{"GET", "/admin", false},
+		{"GET", "/admin/", false},
+		{"GET", "/admin/users", false},
+		{"GET", "/admin/health", true},
+		{"GET", "/administrator", true},
+		{"GET", "//admin", false},
+		{"GET", "/a/../admin", false},
+		{"GET", "/%2e%2e/admin", false},
+		{"GET", "/x/%2E%2E/admin/x", false},
+		{"GET", "/x/%252e%252e/admin", false},
+		{"GET", "/%61dmin", false},
+		{"GET", "/%2561dmin", false},
+		{"GET", "/admin%2fusers", false},
+		{"GET", "/public%2f..%2fadmin", false},
+		{"GET", "/admin;x=1", false},
+		{"GET", "/admin.", false},
+		{"GET", `/x\..\admin`, false},
+		{"GET", "/x/%5c..%5cadmin", false},
+		{"GET", "/admin/health/", true},
+		{"GET", "/admin/health/../users", false},
+		{"GET", "/items/1", true},
+		{"POST", "/items/1", false},
+		{"post", "/items/1", false},
+		{"Delete", "/items", false},
+		{"PUT", "/items/1", true},
+		{"GET", "/secret", false},
+		{"HEAD", "/secret", false},
+		{"POST", "/secret", true},
+		{"GET", "/secret/x", true},
+		{"GET", "/%zz/admin", true},
+		{"GET", "/%zz/../admin", false},
+		{"GET", "/%zz", true},
+	}
+	for _, c := range cases {
+		if got, _ := Check(rules, c.method, c.path); got != c.allowed {
+			t.Errorf("%s %s: allowed %v, want %v", c.method, c.path, got, c.allowed)
+		}
+	}
+	if ok, i := Check(nil, "GET", "/admin"); !ok || i != -1 {
+		t.Error("no rules must allow")
+	}
+	if ok, i := Check([]Rule{{Action: Deny, Path: "/*"}}, "GET", "/anything"); ok || i != 0 {
+		t.Error("/* must cover everything")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := [][]Rule{
+		nil,
+		{{Action: Allow, Path: "/"}, {Action: Deny, Path: "/*"}},
+		{{Action: Deny, Methods: []string{"GET", "post"}, Path: "/a/b/*"}},
+	}
+	bad := [][]Rule{
+		{{Action: "block", Path: "/a"}},
+		{{Action: Deny, Path: "a"}},
+		{{Action: Deny, Path: "/a*"}},
+		{{Action: Deny, Path: "/a/*/b"}},
+		{{Action: Deny, Path: "/a/../b"}},
+		{{Action: Deny, Path: "/a/"}},
+		{{Action: Deny, Path: "/%61"}},
+		{{Action: Deny, Path: "/a", Methods: []string{"G T"}}},
+		{{Action: Deny, Path: ""}},
+	}
+	for _, r := range good {
+		if err := Validate(r); err != nil {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+	for _, r := range bad {
+		if err := Validate(r); err == nil {
+			t.Errorf("%+v validated", r)
+		}
+	}
+}
