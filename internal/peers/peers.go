@@ -1,0 +1,397 @@
+package peers
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/nats-io/nats.go"
+)
+
+// Options configures discovery. Zero values are the documented defaults.
+type Options struct {
+	// Self is this cluster: ID and URL are required; a nil PublicKey is
+	// derived from Key (a non-nil one must match it).
+	Self cluster.Peer
+	// Key is the cluster's Ed25519 key (the same for every gateway of the
+	// cluster); it signs announcements. Required.
+	Key ed25519.PrivateKey
+	// Static is the configured cluster list. Active is ignored. An entry
+	// for Self's id is allowed (one list for every cluster) and must carry
+	// Self's key.
+	Static []cluster.Peer
+	// StaticOnly drops announcements of ids the static list lacks.
+	StaticOnly bool
+	// Conn is the bus; nil means no announcements (static probes only).
+	Conn *nats.Conn
+	// ProbeInterval is the time between health probes of a static member;
+	// 0 means 5 s.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe; 0 means ProbeInterval / 2.
+	ProbeTimeout time.Duration
+	// Misses is how many probe failures in a row, or announce intervals of
+	// silence, make a cluster inactive; 0 means 3.
+	Misses int
+	// AnnounceInterval is the time between own announcements; 0 means 5 s.
+	AnnounceInterval time.Duration
+	// ForgetAfter is how long an announced (non-static) cluster is kept,
+	// inactive, after its last announcement; 0 means 10 minutes.
+	ForgetAfter time.Duration
+	// MaxAnnounced bounds the number of announced (non-static) clusters
+	// remembered; 0 means 256. Announcements of new ids beyond it are
+	// dropped.
+	MaxAnnounced int
+	// HTTPClient makes the probes; nil means a client of its own with
+	// ProbeTimeout.
+	HTTPClient *http.Client
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Peers tracks the cluster set. Set, Discovery and Handler may be called
+// concurrently with Run and each other.
+type Peers struct {
+	opts   Options
+	self   cluster.Peer
+	log    *slog.Logger
+	now    func() time.Time
+	client *http.Client
+	window time.Duration // silence after which an announced cluster is inactive
+
+	set     cluster.Holder
+	running atomic.Bool
+
+	mu      sync.Mutex
+	members map[string]*member // every peer but self
+}
+
+// member is discovery's state for one peer. Guarded by Peers.mu.
+type member struct {
+	peer     cluster.Peer // Active unused here
+	static   bool
+	probeUp  bool
+	fails    int       // consecutive probe failures
+	lastSeen time.Time // last accepted announcement; zero: none
+}
+
+// New validates opts. It starts nothing.
+func New(opts Options) (*Peers, error) {
+	if len(opts.Key) != ed25519.PrivateKeySize {
+		return nil, errors.New("peers: Key is not an Ed25519 private key")
+	}
+	pub := opts.Key.Public().(ed25519.PublicKey)
+	if opts.Self.PublicKey == nil {
+		opts.Self.PublicKey = pub
+	} else if !opts.Self.PublicKey.Equal(pub) {
+		return nil, errors.New("peers: Self.PublicKey does not match Key")
+	}
+	if err := opts.Self.Validate(); err != nil {
+		return nil, fmt.Errorf("peers: self: %w", err)
+	}
+	if opts.ProbeInterval < 0 || opts.ProbeTimeout < 0 || opts.AnnounceInterval < 0 || opts.ForgetAfter < 0 || opts.Misses < 0 || opts.MaxAnnounced < 0 {
+		return nil, errors.New("peers: intervals, Misses and MaxAnnounced must not be negative")
+	}
+	client := opts.HTTPClient
+	setDefaults(&opts)
+	if client == nil {
+		client = &http.Client{Timeout: opts.ProbeTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	p := &Peers{opts: opts, log: opts.Logger, now: opts.Now, client: client, members: map[string]*member{}}
+	p.self = cluster.Peer{ID: opts.Self.ID, URL: opts.Self.URL, PublicKey: opts.Self.PublicKey, Active: true}
+	p.window = time.Duration(opts.Misses) * opts.AnnounceInterval
+	for _, s := range opts.Static {
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("peers: static: %w", err)
+		}
+		if s.ID == p.self.ID {
+			if !s.PublicKey.Equal(p.self.PublicKey) {
+				return nil, fmt.Errorf("peers: static cluster %q is self but its public key is not the cluster key's", s.ID)
+			}
+			continue
+		}
+		if _, dup := p.members[s.ID]; dup {
+			return nil, fmt.Errorf("peers: static cluster %q listed twice", s.ID)
+		}
+		s.Active = false
+		p.members[s.ID] = &member{peer: s, static: true}
+	}
+	p.publishLocked()
+	return p, nil
+}
+
+func setDefaults(o *Options) {
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = 5 * time.Second
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = o.ProbeInterval / 2
+	}
+	if o.Misses == 0 {
+		o.Misses = 3
+	}
+	if o.AnnounceInterval == 0 {
+		o.AnnounceInterval = 5 * time.Second
+	}
+	if o.ForgetAfter == 0 {
+		o.ForgetAfter = 10 * time.Minute
+	}
+	if o.MaxAnnounced == 0 {
+		o.MaxAnnounced = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Set returns the current cluster set: self (always active) and every
+// known peer. Cheap: one atomic load.
+func (p *Peers) Set() cluster.Set { return p.set.Load() }
+
+// Run probes, announces and listens until ctx ends, then returns nil
+// after every goroutine it started has returned. It may be called once.
+func (p *Peers) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("peers: Run called twice")
+	}
+	var wg sync.WaitGroup
+	p.mu.Lock()
+	for _, m := range p.members {
+		if m.static {
+			wg.Go(func() { p.probeLoop(ctx, m.peer) })
+		}
+	}
+	p.mu.Unlock()
+	if p.opts.Conn != nil {
+		sub, err := p.opts.Conn.Subscribe(cluster.Subject, p.onAnnouncement)
+		if err != nil {
+			// The bus may come later; static probes keep working.
+			p.log.Warn("peers: subscribe failed; announcements ignored", "subject", cluster.Subject, "err", err)
+		} else {
+			defer sub.Unsubscribe() //nolint:errcheck // best effort on shutdown
+		}
+		wg.Go(func() { p.announceLoop(ctx) })
+	}
+	wg.Go(func() { p.sweepLoop(ctx) })
+	wg.Wait()
+	if p.opts.HTTPClient == nil {
+		p.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// probeLoop probes one static member every ProbeInterval, the first time
+// at once.
+func (p *Peers) probeLoop(ctx context.Context, peer cluster.Peer) {
+	t := time.NewTicker(p.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		err := p.probe(ctx, peer)
+		if ctx.Err() != nil {
+			return
+		}
+		p.recordProbe(peer.ID, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probe GETs {url}/healthz; only a 200 is healthy.
+func (p *Peers) probe(ctx context.Context, peer cluster.Peer) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(peer.URL, "/")+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (p *Peers) recordProbe(id string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.members[id]
+	was := p.activeLocked(m, p.now())
+	if err == nil {
+		m.fails, m.probeUp = 0, true
+	} else {
+		m.fails++
+		if m.fails >= p.opts.Misses {
+			m.probeUp = false
+		}
+	}
+	if now := p.activeLocked(m, p.now()); now != was {
+		p.log.Info("peers: cluster "+state(now), "cluster", id, "source", "probe", "err", err)
+		p.publishLocked()
+	}
+}
+
+// announceLoop publishes this cluster's announcement every
+// AnnounceInterval, the first time at once.
+func (p *Peers) announceLoop(ctx context.Context) {
+	t := time.NewTicker(p.opts.AnnounceInterval)
+	defer t.Stop()
+	for {
+		a := cluster.Announce(p.opts.Key, p.self.ID, p.self.URL, p.now())
+		b, _ := json.Marshal(a)
+		if err := p.opts.Conn.Publish(cluster.Subject, b); err != nil {
+			p.log.Debug("peers: announce failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweepLoop re-evaluates announced clusters twice per AnnounceInterval, so
+// a silent one turns inactive at most half an interval late, and forgets
+// long-silent ones.
+func (p *Peers) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(p.opts.AnnounceInterval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.sweep()
+		}
+	}
+}
+
+func (p *Peers) sweep() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	changed := false
+	for id, m := range p.members {
+		if !m.static && now.Sub(m.lastSeen) > p.opts.ForgetAfter {
+			delete(p.members, id)
+			p.log.Info("peers: cluster forgotten", "cluster", id)
+			changed = true
+		}
+	}
+	cur := p.set.Load()
+	for _, old := range cur.Peers() {
+		if m := p.members[old.ID]; m != nil && p.activeLocked(m, now) != old.Active {
+			p.log.Info("peers: cluster "+state(!old.Active), "cluster", old.ID, "source", "announcements")
+			changed = true
+		}
+	}
+	if changed {
+		p.publishLocked()
+	}
+}
+
+// onAnnouncement applies one message of gatehouse.clusters; it runs on
+// the bus's delivery goroutine.
+func (p *Peers) onAnnouncement(msg *nats.Msg) {
+	now := p.now()
+	peer, err := cluster.ParseAnnouncement(msg.Data, now)
+	if err != nil {
+		p.log.Warn("peers: announcement dropped", "err", err)
+		return
+	}
+	if err := p.accept(peer, now); err != nil {
+		p.log.Warn("peers: announcement dropped", "cluster", peer.ID, "err", err)
+	}
+}
+
+// accept applies a verified announcement under the trust model of the
+// package doc.
+func (p *Peers) accept(peer cluster.Peer, now time.Time) error {
+	if peer.ID == p.self.ID {
+		if peer.PublicKey.Equal(p.self.PublicKey) {
+			return nil // our own, or a sibling gateway's
+		}
+		return errors.New("peers: announces this cluster's id with another key")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.members[peer.ID]
+	switch {
+	case m == nil && p.opts.StaticOnly:
+		return errors.New("peers: not on the static list")
+	case m == nil && p.announcedLocked() >= p.opts.MaxAnnounced:
+		return fmt.Errorf("peers: already %d announced clusters", p.opts.MaxAnnounced)
+	case m == nil:
+		m = &member{peer: peer}
+		p.members[peer.ID] = m
+	case !m.peer.PublicKey.Equal(peer.PublicKey):
+		return errors.New("peers: key differs from the one known for this id")
+	case !m.static:
+		m.peer.URL = peer.URL // the key holder may move its URL
+	}
+	was := p.activeLocked(m, now)
+	m.lastSeen = now
+	if !was {
+		p.log.Info("peers: cluster active", "cluster", peer.ID, "source", "announcements")
+	}
+	if cur, _ := p.set.Load().Peer(peer.ID); !was || !cur.Active || cur.URL != m.peer.URL {
+		p.publishLocked()
+	}
+	return nil
+}
+
+func (p *Peers) announcedLocked() int {
+	n := 0
+	for _, m := range p.members {
+		if !m.static {
+			n++
+		}
+	}
+	return n
+}
+
+// activeLocked: either source says the member is live.
+func (p *Peers) activeLocked(m *member, now time.Time) bool {
+	return m.probeUp || (!m.lastSeen.IsZero() && now.Sub(m.lastSeen) < p.window)
+}
+
+// publishLocked builds and stores a new set from the members.
+func (p *Peers) publishLocked() {
+	now := p.now()
+	all := make([]cluster.Peer, 0, len(p.members)+1)
+	all = append(all, p.self)
+	for _, m := range p.members {
+		c := m.peer
+		c.Active = p.activeLocked(m, now)
+		all = append(all, c)
+	}
+	p.set.Store(cluster.NewSet(p.self.ID, all))
+}
+
+func state(active bool) string {
+	if active {
+		return "active"
+	}
+	return "inactive"
+}
