@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+const ctlUsage = `usage: gatehouse ctl [-api URL] [-token TOKEN] RESOURCE VERB [NAME...] [-f FILE | JSON]
+
+resources and verbs:
+  apps     list | get APP | put APP [BODY] | delete APP
+  domains  list | get DOMAIN | put DOMAIN BODY | delete DOMAIN | verify DOMAIN [BODY]
+  keys     list | get HOST_ID | put HOST_ID BODY | delete HOST_ID
+  zones    list | get ZONE | put ZONE BODY | delete ZONE
+  records  list ZONE | get ZONE NAME TYPE | put ZONE NAME TYPE BODY | delete ZONE NAME TYPE
+  hosts    list
+  clusters list
+
+BODY is a JSON argument or -f FILE (- for stdin). The response is printed as
+JSON; a non-2xx answer prints the problem detail and exits 1.
+
+examples:
+  gatehouse ctl -token $T apps put shop '{"cors":{"origins":["https://shop.example"]}}'
+  gatehouse ctl -token $T keys put web-1 '{"public_key":"...","apps":["shop"]}'
+  gatehouse ctl -token $T domains verify shop.example.org '{"method":"manual"}'
+
+flags:
+`
+
+// ctlResource maps a resource to its collection path and the number of
+// name segments an item takes.
+var ctlResources = map[string]struct {
+	base  string
+	names int
+	verbs string
+}{
+	"apps":     {"/api/v3/apps", 1, "list get put delete"},
+	"domains":  {"/api/v3/domains", 1, "list get put delete verify"},
+	"keys":     {"/api/v3/hosts/keys", 1, "list get put delete"},
+	"zones":    {"/api/v3/dns/zones", 1, "list get put delete"},
+	"records":  {"/api/v3/dns/zones", 3, "list get put delete"},
+	"hosts":    {"/api/v3/hosts", 0, "list"},
+	"clusters": {"/api/v3/discovery/clusters", 0, "list"},
+}
+
+// ctlRequest is one parsed ctl invocation.
+type ctlRequest struct {
+	method, path string
+	body         []byte
+}
+
+// runCtl drives the control API: it builds one request from the command
+// line, sends it and prints the answer.
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gatehouse ctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	api := fs.String("api", envOr("GATEHOUSE_API", "http://127.0.0.1:9180"), "base URL of the control API (GATEHOUSE_API)")
+	token := fs.String("token", os.Getenv("GATEHOUSE_CONTROL_TOKEN"), "platform bearer token (GATEHOUSE_CONTROL_TOKEN)")
+	file := fs.String("f", "", "read the JSON body from `FILE` (- for stdin)")
+	timeout := fs.Duration("timeout", 30*time.Second, "request timeout")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), ctlUsage); fs.PrintDefaults() }
+	// flags may come before or after the positional words
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	base, err := url.Parse(*api)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return fmt.Errorf("ctl: -api must be an http(s) URL, got %q", *api)
+	}
+	req, err := ctlParse(pos, *file)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	return ctlDo(ctx, strings.TrimSuffix(base.String(), "/")+req.path, *token, req, stdout, stderr)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// ctlParse turns RESOURCE VERB [NAME...] [JSON] into a request.
+func ctlParse(pos []string, file string) (ctlRequest, error) {
+	if len(pos) < 2 {
+		return ctlRequest{}, errors.New("ctl: want RESOURCE VERB [NAME] (see gatehouse ctl -h)")
+	}
+	resName, verb, rest := pos[0], pos[1], pos[2:]
+	res, ok := ctlResources[resName]
+	if !ok {
+		return ctlRequest{}, fmt.Errorf("ctl: unknown resource %q (apps, domains, keys, zones, records, hosts, clusters)", resName)
+	}
+	if !strings.Contains(" "+res.verbs+" ", " "+verb+" ") {
+		return ctlRequest{}, fmt.Errorf("ctl: %s takes %s, not %q", resName, strings.ReplaceAll(res.verbs, " ", ", "), verb)
+	}
+	names := res.names
+	if verb == "list" {
+		names = 0
+		if resName == "records" {
+			names = 1 // the zone
+		}
+	}
+	if len(rest) < names {
+		return ctlRequest{}, fmt.Errorf("ctl: %s %s needs %d name(s)", resName, verb, names)
+	}
+	path := res.base
+	for _, n := range rest[:names] {
+		path += "/" + url.PathEscape(n)
+	}
+	if resName == "records" {
+		// zones/{zone}/records[/{name}/{type}]
+		parts := strings.SplitN(strings.TrimPrefix(path, res.base+"/"), "/", 2)
+		path = res.base + "/" + parts[0] + "/records"
+		if len(parts) == 2 {
+			path += "/" + parts[1]
+		}
+	}
+	rest = rest[names:]
+	var body []byte
+	switch verb {
+	case "put", "verify":
+		b, err := ctlBody(rest, file)
+		if err != nil {
+			return ctlRequest{}, err
+		}
+		body = b
+		rest = nil
+	}
+	if len(rest) > 0 {
+		return ctlRequest{}, fmt.Errorf("ctl: unexpected argument %q", rest[0])
+	}
+	if file != "" && body == nil {
+		return ctlRequest{}, fmt.Errorf("ctl: -f is only for put and verify")
+	}
+	method := map[string]string{"list": "GET", "get": "GET", "put": "PUT", "delete": "DELETE", "verify": "POST"}[verb]
+	if verb == "verify" {
+		path += "/verify"
+	}
+	return ctlRequest{method: method, path: path, body: body}, nil
+}
+
+// ctlBody reads the body from -f or the single JSON argument; none is {}.
+func ctlBody(rest []string, file string) ([]byte, error) {
+	var b []byte
+	switch {
+	case file != "" && len(rest) > 0:
+		return nil, errors.New("ctl: give the body as -f FILE or as an argument, not both")
+	case len(rest) > 1:
+		return nil, fmt.Errorf("ctl: unexpected argument %q (quote the JSON body as one argument)", rest[1])
+	case file == "-":
+		var err error
+		if b, err = io.ReadAll(os.Stdin); err != nil {
+			return nil, fmt.Errorf("ctl: reading stdin: %v", err)
+		}
+	case file != "":
+		var err error
+		if b, err = os.ReadFile(file); err != nil {
+			return nil, fmt.Errorf("ctl: %v", err)
+		}
+	case len(rest) == 1:
+		b = []byte(rest[0])
+	default:
+		b = []byte("{}")
+	}
+	if !json.Valid(b) {
+		return nil, errors.New("ctl: the body is not valid JSON")
+	}
+	return b, nil
+}
+
+// ctlDo sends req and prints the answer: JSON on stdout, or the problem
+// detail on stderr with an error for a non-2xx status.
+func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr io.Writer) error {
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, u, body)
+	if err != nil {
+		return fmt.Errorf("ctl: %v", err)
+	}
+	hr.Header.Set("Accept", "application/json")
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		hr.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return fmt.Errorf("ctl: %v", err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("ctl: reading the answer: %v", err)
+	}
+	if res.StatusCode/100 != 2 {
+		var p struct {
+			Title  string `json:"title"`
+			Detail string `json:"detail"`
+		}
+		msg := strings.TrimSpace(string(b))
+		if json.Unmarshal(b, &p) == nil && (p.Detail != "" || p.Title != "") {
+			msg = p.Detail
+			if msg == "" {
+				msg = p.Title
+			}
+		}
+		return fmt.Errorf("ctl: %s %s: %d %s: %s", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), msg)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		fmt.Fprintf(stderr, "%s %s: %d %s\n", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode))
+		return nil
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		out.Reset()
+		out.Write(b)
+	}
+	out.WriteByte('\n')
+	_, err = stdout.Write(bytes.TrimRight(out.Bytes(), "\n"))
+	fmt.Fprintln(stdout)
+	return err
+}

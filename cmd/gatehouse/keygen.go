@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+)
+
+// runKeygen writes a new Ed25519 private key as PKCS#8 PEM (what
+// `openssl genpkey -algorithm ed25519` writes; mode 0600; an existing file
+// is never replaced) and prints the public key as the std base64 of its
+// raw 32 bytes, the form host-key enrolment and cluster lists take.
+func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gatehouse keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "file to write the private key to (required; never overwritten)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: gatehouse keygen -out FILE\n\nWrites a PKCS#8 PEM Ed25519 private key to FILE (mode 0600) and prints\nthe public key (std base64 of the raw 32 bytes) for enrolment.\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("keygen: -out FILE is required")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("keygen: unexpected argument %q", fs.Arg(0))
+	}
+	k, err := host.GenerateKey()
+	if err != nil {
+		return fmt.Errorf("keygen: %v", err)
+	}
+	if err := host.WriteKey(*out, k); err != nil {
+		return fmt.Errorf("keygen: %v", err)
+	}
+	_, err = fmt.Fprintln(stdout, host.PublicKeyString(k.Public().(ed25519.PublicKey)))
+	return err
+}
+
+// parseFlags parses args with fs, turning its error into one line: the
+// flag package already printed usage for -h, and for a bad flag we return
+// its message for main to print.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v", fs.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+// Command gatehouse is the single gatehouse binary (DESIGN §11): the
+// gateway (serve), a one-process demo, the host sidecar (host), a control
+// API client (ctl), an Ed25519 key generator (keygen) and version.
+//
+// main only parses the subcommand, wires signals and maps the result to an
+// exit code; each subcommand is run(ctx, args, stdout, stderr) error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default so a second one kills.
+	context.AfterFunc(ctx, stop)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err as one line and returns the process exit code: 0
+// for success and for a help request, 1 otherwise.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var q quietError
+	if !errors.As(err, &q) {
+		fmt.Fprintf(stderr, "gatehouse: %v\n", err)
+	}
+	return 1
+}
+
+// quietError is a failure already reported to the user.
+type quietError struct{ error }
+
+// subcommand runs one subcommand with the arguments after its name.
+type subcommand func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// subcommands lists every subcommand with its one-line help.
+var subcommands = []struct {
+	name, help string
+	run        subcommand
+}{
+	{"serve", "run the gateway (flags or -config gatehouse.yaml; `serve -h` lists them)", runServe},
+	{"demo", "the whole system in one process, with a demo app; prints the URLs to try", runDemo},
+	{"host", "the host sidecar: announce a backend, heartbeat, answer challenges", runHostCommand},
+	{"ctl", "a client of the control API (`ctl -h` for usage)", runCtl},
+	{"keygen", "write a new Ed25519 key (-out FILE) and print its public key", runKeygen},
+	{"version", "print the version", runVersion},
+}
+
+// run dispatches args[0] to its subcommand.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return errors.New("missing subcommand")
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return nil
+	}
+	for _, s := range subcommands {
+		if s.name == name {
+			return s.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	usage(stderr)
+	return fmt.Errorf("unknown subcommand %q", name)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: gatehouse <subcommand> [flags]\n\nsubcommands:\n")
+	for _, s := range subcommands {
+		fmt.Fprintf(w, "  %-8s %s\n", s.name, s.help)
+	}
+}

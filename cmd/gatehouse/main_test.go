@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCmd runs the binary's run with args and returns stdout, stderr and
+// the error main would print.
+func runCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestKeygen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host.key")
+	out, _, err := runCmd(t, "keygen", "-out", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		t.Fatalf("printed public key %q: %v (%d bytes)", out, err, len(pub))
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", st.Mode().Perm())
+	}
+	b, _ := os.ReadFile(path)
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "PRIVATE KEY" {
+		t.Fatalf("not a PKCS#8 PEM file: %q", b)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok || !bytes.Equal(ek.Public().(ed25519.PublicKey), pub) {
+		t.Fatalf("key %T does not match the printed public key", k)
+	}
+	// never overwritten
+	if _, _, err := runCmd(t, "keygen", "-out", path); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("second keygen to the same file: %v, want an exists error", err)
+	}
+	if b2, _ := os.ReadFile(path); !bytes.Equal(b, b2) {
+		t.Error("key file changed")
+	}
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Log("openssl not installed; skipping the openssl check")
+		return
+	}
+	if o, err := exec.Command("openssl", "pkey", "-in", path, "-noout").CombinedOutput(); err != nil {
+		t.Fatalf("openssl pkey: %v: %s", err, o)
+	}
+	der, err := exec.Command("openssl", "pkey", "-in", path, "-pubout", "-outform", "DER").Output()
+	if err != nil {
+		t.Fatalf("openssl pkey -pubout: %v", err)
+	}
+	if !bytes.HasSuffix(der, pub) {
+		t.Errorf("openssl's public key %x does not end in the printed key %x", der, pub)
+	}
+}
+
+// TestBadInvocations: each bad command line fails with one clear line.
+func TestBadInvocations(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "missing subcommand"},
+		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{[]string{"keygen"}, "keygen: -out FILE is required"},
+		{[]string{"keygen", "-bits", "4096"}, "flag provided but not defined: -bits"},
+		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: host: write key"},
+		{[]string{"version", "extra"}, `version: unexpected argument "extra"`},
+		{[]string{"serve", "-http-mode", "x"}, `config: http.mode: must be one of redirect, acme-only, serve, got "x"`},
+		{[]string{"serve", "-nosuch"}, "config: flag provided but not defined: -nosuch"},
+		{[]string{"serve", "-drain-timeout", "soon"}, `config: drain_timeout (-drain-timeout): want a duration like 30s, got "soon"`},
+		{[]string{"ctl"}, "ctl: want RESOURCE VERB"},
+		{[]string{"ctl", "widgets", "list"}, `ctl: unknown resource "widgets"`},
+		{[]string{"ctl", "apps", "frob"}, `ctl: apps takes list, get, put, delete, not "frob"`},
+		{[]string{"ctl", "apps", "get"}, "ctl: apps get needs 1 name(s)"},
+		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON"},
+		{[]string{"ctl", "apps", "list", "extra"}, `ctl: unexpected argument "extra"`},
+		{[]string{"ctl", "-api", "ftp://x", "apps", "list"}, `ctl: -api must be an http(s) URL, got "ftp://x"`},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: Get "},
+	}
+	for _, c := range cases {
+		_, _, err := runCmd(t, c.args...)
+		if err == nil {
+			t.Errorf("%q: succeeded, want %q", c.args, c.want)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+			t.Errorf("%q: error %q, want one line containing %q", c.args, msg, c.want)
+		}
+		if exitCode(err, &bytes.Buffer{}) != 1 {
+			t.Errorf("%q: exit code not 1", c.args)
+		}
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"serve", "-h"}, {"ctl", "-h"}, {"keygen", "-h"}} {
+		out, errOut, err := runCmd(t, args...)
+		if exitCode(err, &bytes.Buffer{}) != 0 || out+errOut == "" {
+			t.Errorf("%q: err %v, no help printed", args, err)
+		}
+	}
+	out, _, err := runCmd(t, "serve", "-h")
+	if err != nil || !strings.Contains(out, "-http-mode") || !strings.Contains(out, "GATEHOUSE_HTTP_MODE") {
+		t.Errorf("serve -h: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "version")
+	if err != nil || !strings.HasPrefix(out, "gatehouse ") {
+		t.Errorf("version: %q %v", out, err)
+	}
+}

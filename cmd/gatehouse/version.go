@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// runVersion prints the module version, the VCS revision it was built
+// from (when known) and the Go version.
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("version: unexpected argument %q", args[0])
+	}
+	_, err := fmt.Fprintln(stdout, versionString())
+	return err
+}
+
+func versionString() string {
+	v, rev, dirty := "(devel)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return fmt.Sprintf("gatehouse %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
