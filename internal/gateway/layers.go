@@ -1,8 +1,461 @@
 package gateway
 
-import "net/http"
+import (
+	"bufio"
+	"crypto/rand"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"strings"
 
-func (g *Gateway) healthz(next http.Handler) http.Handler { return next }
-func (g *Gateway) observe(next http.Handler) http.Handler { return next }
-func (g *Gateway) route(next http.Handler) http.Handler   { return next }
-func (g *Gateway) hygiene(next http.Handler) http.Handler { return next }
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// ---- 1. healthz --------------------------------------------------------
+
+// healthz answers GET /healthz on any host with 200 ok, before anything
+// else, so a load balancer's check never depends on the fleet behind.
+func (g *Gateway) healthz(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h["Content-Type"] = textPlain
+		h["Cache-Control"] = noStore
+		h[headerCluster] = g.clusterHdr
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			_, _ = io.WriteString(w, "ok")
+		}
+	})
+}
+
+var (
+	textPlain = []string{"text/plain; charset=utf-8"}
+	noStore   = []string{"no-store"}
+)
+
+const (
+	headerCluster   = "X-Gatehouse-Cluster"
+	headerRequestID = "X-Request-Id"
+)
+
+// ---- 2. observe --------------------------------------------------------
+
+// exchange is one request's observe state: the route.Request the layers
+// below fill, and the writer that records what the client got. One
+// allocation per request.
+type exchange struct {
+	req route.Request
+	w   recorder
+}
+
+// observe gives the request its id, its route.Request and a recording
+// writer; after the rest of the chain it counts, logs, and turns a panic
+// into a 500 problem (never a stack trace to the client).
+func (g *Gateway) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x := &exchange{}
+		x.req.Start = g.now()
+		id, kept := requestID(r.Header[headerRequestID])
+		x.req.ID = id
+		if !kept {
+			r.Header[headerRequestID] = []string{id}
+		}
+		x.req.ClientIP = peerAddr(r.RemoteAddr)
+		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID]}
+		r = r.WithContext(route.WithRequest(r.Context(), &x.req))
+		defer g.finish(x, r)
+		next.ServeHTTP(&x.w, r)
+	})
+}
+
+// finish runs deferred after the chain: panic recovery, metrics, log.
+// http.ErrAbortHandler (a deliberate abort, e.g. ReverseProxy losing the
+// host mid-body) is counted and re-panicked for net/http to close the
+// connection quietly.
+func (g *Gateway) finish(x *exchange, r *http.Request) {
+	v := recover()
+	if v != nil && v != http.ErrAbortHandler {
+		g.log.LogAttrs(r.Context(), slog.LevelError, "gateway: panic serving request",
+			slog.String("request_id", x.req.ID), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+		if x.w.wrote {
+			v = http.ErrAbortHandler // too late for a 500: cut the response
+		} else {
+			h := x.w.Header()
+			clear(h)
+			h["Connection"] = closeConn
+			problem.Write(&x.w, http.StatusInternalServerError, "the gateway failed to handle this request")
+			v = nil
+		}
+	}
+	g.record(x, r)
+	if v != nil {
+		panic(v)
+	}
+}
+
+var closeConn = []string{"close"}
+
+// record counts the request and writes its access log line.
+func (g *Gateway) record(x *exchange, r *http.Request) {
+	status := x.w.status
+	if status == 0 {
+		status = x.req.Status // e.g. 499: the client left, nothing was written
+		if status == 0 {
+			status = http.StatusOK // net/http sends 200 for a handler that wrote nothing
+		}
+	}
+	x.req.Status = status
+	app := appLabel(x.req.Match)
+	d := g.now().Sub(x.req.Start)
+	g.metrics.Requests.WithLabelValues(app, metrics.Class(status), metrics.Method(r.Method)).Inc()
+	g.metrics.Duration.WithLabelValues(app).Observe(d.Seconds())
+	if !g.accessLog {
+		return
+	}
+	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", x.w.bytes),
+		slog.Duration("duration", d),
+		slog.String("app", app),
+		slog.String("request_id", x.req.ID),
+		slog.String("client_ip", x.req.ClientIP.String()),
+	)
+}
+
+func appLabel(m route.Match) string {
+	switch m.Kind {
+	case route.KindApp:
+		return m.App.ID
+	case route.KindAPI:
+		return metrics.AppAPI
+	}
+	return metrics.AppUnknown
+}
+
+// maxRequestID bounds a client's X-Request-Id; a longer or odd one is
+// replaced, so logs and hosts never carry an attacker's blob.
+const maxRequestID = 128
+
+// requestID keeps the client's X-Request-Id when it is sane (one value, 1
+// to 128 printable ASCII bytes) and otherwise makes a new one.
+// It reports whether the client's was kept.
+func requestID(v []string) (string, bool) {
+	if len(v) == 1 && saneID(v[0]) {
+		return v[0], true
+	}
+	return rand.Text(), false
+}
+
+func saneID(s string) bool {
+	if len(s) == 0 || len(s) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// peerAddr is the connecting address, or the zero Addr when RemoteAddr is
+// not an ip:port (an in-memory listener).
+func peerAddr(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// recorder is the ResponseWriter the chain writes through: it records the
+// status and byte count, stamps X-Gatehouse-Cluster and X-Request-Id on
+// every response, and keeps what the real writer can do — Flush (Server-
+// Sent Events), Hijack (WebSocket) and Unwrap for http.ResponseController.
+type recorder struct {
+	http.ResponseWriter
+	cluster []string
+	id      []string
+	status  int // the final status (or 101), 0 until written
+	bytes   int64
+	wrote   bool
+}
+
+// WriteHeader records a final status and stamps the gateway's headers,
+// unless the response already carries them (a peer cluster's answer keeps
+// its own X-Gatehouse-Cluster).
+func (w *recorder) WriteHeader(code int) {
+	if !w.wrote {
+		h := w.Header()
+		if _, ok := h[headerCluster]; !ok {
+			h[headerCluster] = w.cluster
+		}
+		if _, ok := h[headerRequestID]; !ok {
+			h[headerRequestID] = w.id
+		}
+		if code >= 200 || code == http.StatusSwitchingProtocols {
+			w.wrote, w.status = true, code
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// FlushError flushes buffered data to the client (http.ResponseController
+// looks for it first).
+func (w *recorder) FlushError() error {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher for code that type-asserts it.
+func (w *recorder) Flush() { _ = w.FlushError() }
+
+// Hijack hands the connection over (a WebSocket upgrade). The 101 is
+// written by the hijacker itself, so it is recorded here.
+func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && !w.wrote {
+		w.wrote, w.status = true, http.StatusSwitchingProtocols
+	}
+	return c, brw, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ---- 3. route ----------------------------------------------------------
+
+// route reads the Host against one table snapshot: an app goes on down
+// the chain, api.{zone} to the API, anything else gets 404. A suspended
+// or retired app answers 503 here, with no failover.
+func (g *Gateway) route(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := route.RequestFrom(r.Context())
+		rq.Table = g.live.Load()
+		rq.Match = rq.Table.Lookup(r.Host)
+		switch rq.Match.Kind {
+		case route.KindApp:
+			switch rq.Match.App.Status {
+			case route.StatusSuspended:
+				problem.Write(w, http.StatusServiceUnavailable, "this app is suspended")
+			case route.StatusRetired:
+				problem.Write(w, http.StatusServiceUnavailable, "this app is retired")
+			default:
+				next.ServeHTTP(w, r)
+			}
+		case route.KindAPI:
+			if g.api == nil {
+				problem.Write(w, http.StatusNotFound, "no API is served here")
+				return
+			}
+			g.api.ServeHTTP(w, r)
+		default:
+			// DESIGN §2 step 3: unknown hosts are limited per client IP
+			// before the 404; that limiter (limit.go) is not built yet.
+			problem.Write(w, http.StatusNotFound, "no app is served at this host")
+		}
+	})
+}
+
+// ---- 4. hygiene --------------------------------------------------------
+
+// hygiene refuses requests whose framing could desync the gateway and the
+// host (400, connection closed), strips every client X-Gatehouse-* header
+// and, unless the peer is a trusted proxy, every Forwarded/X-Forwarded-*;
+// then it sets X-Forwarded-For/Proto/Host and the request's client IP.
+//
+// net/http's server refuses most desync attempts itself before any
+// handler runs (differing Content-Lengths and bad header bytes: 400;
+// unknown transfer codings: 501; both Content-Length and chunked: it drops
+// Content-Length and re-frames, so the host can never read the body
+// differently). desync repeats those checks so the guarantee does not
+// depend on which server feeds this handler.
+func (g *Gateway) hygiene(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if reason := desync(r); reason != "" {
+			w.Header()["Connection"] = closeConn
+			problem.Write(w, http.StatusBadRequest, reason)
+			return
+		}
+		g.clean(r, route.RequestFrom(r.Context()))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// desync names what is wrong with r's framing or header bytes, or "".
+func desync(r *http.Request) string {
+	if len(r.TransferEncoding) > 0 {
+		if _, ok := r.Header["Content-Length"]; ok {
+			return "both Content-Length and Transfer-Encoding"
+		}
+		if len(r.TransferEncoding) != 1 || !strings.EqualFold(r.TransferEncoding[0], "chunked") {
+			return "unknown transfer coding"
+		}
+	}
+	if _, ok := r.Header["Transfer-Encoding"]; ok {
+		return "unexpected Transfer-Encoding" // net/http consumes it; seeing it means a desync
+	}
+	if len(r.Header["Content-Length"]) > 1 {
+		return "differing Content-Length values"
+	}
+	for k, vs := range r.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return "invalid header name"
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return "invalid header value"
+			}
+		}
+	}
+	return ""
+}
+
+// clean strips what a client may not send and sets the forwarding headers.
+func (g *Gateway) clean(r *http.Request, rq *route.Request) {
+	peer := rq.ClientIP // observe set it from the connection
+	trusted := g.isTrusted(peer)
+	// A signed mark from a peer gateway (X-Gatehouse-Forwarded,
+	// X-Gatehouse-Client, DESIGN §5.3) is verified here, before the
+	// stripping below removes it, once affinity.go provides the check.
+	h := r.Header
+	var chain []string
+	if trusted {
+		chain = h["X-Forwarded-For"]
+	}
+	for k := range h {
+		if hasPrefixFold(k, "x-gatehouse-") ||
+			(!trusted && (hasPrefixFold(k, "x-forwarded-") || strings.EqualFold(k, "forwarded"))) {
+			delete(h, k)
+		}
+	}
+	client := peer
+	if trusted {
+		client = g.clientFromChain(chain, peer)
+	}
+	rq.ClientIP = client
+	if peer.IsValid() {
+		p := peer.String()
+		if len(chain) > 0 {
+			p = strings.Join(chain, ", ") + ", " + p
+		}
+		h["X-Forwarded-For"] = []string{p}
+	} else {
+		delete(h, "X-Forwarded-For")
+	}
+	if _, ok := h["X-Forwarded-Proto"]; !ok { // a trusted proxy's value stands
+		if r.TLS != nil {
+			h["X-Forwarded-Proto"] = protoHTTPS
+		} else {
+			h["X-Forwarded-Proto"] = protoHTTP
+		}
+	}
+	if _, ok := h["X-Forwarded-Host"]; !ok {
+		h["X-Forwarded-Host"] = []string{r.Host}
+	}
+}
+
+var (
+	protoHTTP  = []string{"http"}
+	protoHTTPS = []string{"https"}
+)
+
+func (g *Gateway) isTrusted(a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	for _, p := range g.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientFromChain walks a trusted proxy's X-Forwarded-For from the right
+// and returns the first hop that is not itself a trusted proxy. An
+// unparsable hop ends the walk at the last good one: nothing left of it
+// can be believed. If every hop is trusted, the leftmost is the client.
+func (g *Gateway) clientFromChain(chain []string, peer netip.Addr) netip.Addr {
+	last := peer
+	for i := len(chain) - 1; i >= 0; i-- {
+		hops := chain[i]
+		for hops != "" {
+			var hop string
+			if j := strings.LastIndexByte(hops, ','); j >= 0 {
+				hop, hops = hops[j+1:], hops[:j]
+			} else {
+				hop, hops = hops, ""
+			}
+			a, ok := parseHop(strings.TrimSpace(hop))
+			if !ok {
+				return last
+			}
+			if !g.isTrusted(a) {
+				return a
+			}
+			last = a
+		}
+	}
+	return last
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, optionally with a
+// port (and brackets for IPv6).
+func parseHop(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+// hasPrefixFold reports whether header name k starts with prefix (lower
+// case, '-' separated), ignoring case and reading '_' as '-': CGI-style
+// hosts turn X_Gatehouse_App_Id into the same variable as
+// X-Gatehouse-App-Id.
+func hasPrefixFold(k, prefix string) bool {
+	if len(k) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		} else if c == '_' {
+			c = '-'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+

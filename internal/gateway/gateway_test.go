@@ -1,0 +1,620 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/h2c"
+
+	"github.com/gatehouse-dev/gatehouse/internal/proxy"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+func TestNewValidates(t *testing.T) {
+	live := new(route.Live)
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no cluster", Options{Live: live}, "ClusterID is required"},
+		{"bad cluster", Options{ClusterID: "C_1", Live: live}, "not a DNS label"},
+		{"no table", Options{ClusterID: "c1"}, "Live routing table is required"},
+		{"bad prefix", Options{ClusterID: "c1", Live: live, TrustedProxies: []netip.Prefix{{}}}, "TrustedProxies[0]"},
+		{"bad proxy", Options{ClusterID: "c1", Live: live, Proxy: proxy.Options{DialTimeout: -1}}, "DialTimeout"},
+	}
+	for _, tt := range tests {
+		_, err := New(tt.opts)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := New(Options{ClusterID: "c1", Live: live}); err != nil {
+		t.Fatalf("minimal options: %v", err)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, host := range []string{"hello.apps.test", "nothing.example", "127.0.0.1"} {
+		res := e.get(host, "/healthz")
+		if body := readBody(t, res); res.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%s: %d %q", host, res.StatusCode, body)
+		}
+	}
+}
+
+func TestContextHeadersReachBackend(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Gatehouse-Cluster", "evil") // a host may not claim a cluster
+		echo().ServeHTTP(w, r)
+	}))
+	res := e.do("GET", "Hello.Apps.Test.", "/x?y=1", http.Header{"Authorization": {"Bearer tok"}}, nil)
+	if got := res.Header.Values("X-Gatehouse-Cluster"); len(got) != 1 || got[0] != "c1" {
+		t.Fatalf("response X-Gatehouse-Cluster = %q", got)
+	}
+	h := echoed(t, res)
+	rid := res.Header.Get("X-Request-Id")
+	want := map[string]string{
+		"X-Gatehouse-App-Id":     "hello",
+		"X-Gatehouse-Client-Ip":  "127.0.0.1",
+		"X-Gatehouse-Cluster":    "c1",
+		"X-Gatehouse-Request-Id": rid,
+		"X-Request-Id":           rid,
+		"X-Forwarded-For":        "127.0.0.1",
+		"X-Forwarded-Proto":      "http",
+		"X-Forwarded-Host":       "Hello.Apps.Test.",
+		"Host":                   "Hello.Apps.Test.",
+		"Authorization":          "Bearer tok", // forwarded verbatim
+	}
+	for k, v := range want {
+		if got := h.Values(k); len(got) != 1 || got[0] != v {
+			t.Errorf("backend saw %s = %q, want %q", k, got, v)
+		}
+	}
+	if rid == "" {
+		t.Fatal("no X-Request-Id on the response")
+	}
+	for _, k := range []string{"X-Gatehouse-Subject", "X-Gatehouse-Scopes"} {
+		if _, ok := h[k]; ok {
+			t.Errorf("%s sent without a verified token", k)
+		}
+	}
+}
+
+// TestClientGatehouseHeadersNeverArrive sends every spelling of a
+// context header over a raw connection (so no client library tidies the
+// names) and checks the backend sees only the gateway's own values.
+func TestClientGatehouseHeadersNeverArrive(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", echo())
+	spellings := []string{
+		"X-Gatehouse-App-Id", "x-gatehouse-app-id", "X-GATEHOUSE-APP-ID", "X_Gatehouse_App_Id",
+		"x_gatehouse_client_ip", "X-Gatehouse-Client_Ip", "X-Gatehouse-Cluster", "X-Gatehouse-Request-Id",
+		"X-Gatehouse-Subject", "X-Gatehouse-Scopes", "X-Gatehouse-Forwarded", "X-Gatehouse-Client",
+		"X-Gatehouse-Anything", "x-GaTeHoUsE-sUbJeCt",
+	}
+	for _, name := range spellings {
+		t.Run(name, func(t *testing.T) {
+			raw := "GET / HTTP/1.1\r\nHost: hello.apps.test\r\n" + name + ": forged\r\n" +
+				"X-Forwarded-For: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nForwarded: for=6.6.6.6\r\nX-Forwarded-Host: evil\r\nConnection: close\r\n\r\n"
+			out, _ := e.rawExchange(raw)
+			res := readResponse(t, bufio.NewReader(strings.NewReader(out)))
+			h := echoed(t, res)
+			for k, vs := range h {
+				for _, v := range vs {
+					if strings.Contains(v, "forged") || strings.Contains(v, "6.6.6.6") || v == "evil" {
+						t.Errorf("client value arrived: %s: %s", k, v)
+					}
+				}
+				if hasPrefixFold(k, "x-forwarded-") && !strings.HasPrefix(k, "X-Forwarded-") || strings.EqualFold(k, "forwarded") {
+					t.Errorf("client forwarding header arrived: %s", k)
+				}
+			}
+			if h.Get("X-Gatehouse-App-Id") != "hello" || h.Get("X-Gatehouse-Client-Ip") != "127.0.0.1" {
+				t.Errorf("context headers wrong: %v", h)
+			}
+		})
+	}
+}
+
+func TestTrustedProxyClientIP(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	e.backend("h1", "hello", echo())
+	res := e.do("GET", "hello.apps.test", "/", http.Header{
+		"X-Forwarded-For":   {"6.6.6.6, 203.0.113.9", "10.1.2.3"},
+		"X-Forwarded-Proto": {"https"},
+		"X-Gatehouse-App-Id": {"forged"},
+	}, nil)
+	h := echoed(t, res)
+	if got := h.Get("X-Gatehouse-Client-Ip"); got != "203.0.113.9" {
+		t.Errorf("client ip %q, want the rightmost untrusted hop", got)
+	}
+	if got := h.Values("X-Forwarded-For"); len(got) != 1 || got[0] != "6.6.6.6, 203.0.113.9, 10.1.2.3, 127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q", got)
+	}
+	if got := h.Get("X-Forwarded-Proto"); got != "https" {
+		t.Errorf("trusted X-Forwarded-Proto %q", got)
+	}
+	if got := h.Values("X-Gatehouse-App-Id"); len(got) != 1 || got[0] != "hello" {
+		t.Errorf("trusted peers do not get to set context headers: %q", got)
+	}
+}
+
+func TestClientFromChain(t *testing.T) {
+	g := &Gateway{trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	peer := netip.MustParseAddr("10.0.0.1")
+	tests := []struct {
+		chain []string
+		want  string
+	}{
+		{nil, "10.0.0.1"},
+		{[]string{"1.2.3.4"}, "1.2.3.4"},
+		{[]string{"1.2.3.4, 5.6.7.8"}, "5.6.7.8"},
+		{[]string{"1.2.3.4, 10.9.9.9"}, "1.2.3.4"},
+		{[]string{"1.2.3.4", "10.9.9.9, 10.8.8.8"}, "1.2.3.4"},
+		{[]string{"10.1.1.1, 10.2.2.2"}, "10.1.1.1"},
+		{[]string{"garbage, 10.2.2.2"}, "10.2.2.2"},
+		{[]string{"1.2.3.4, garbage"}, "10.0.0.1"},
+		{[]string{"[2001:db8::1]:443, ::1"}, "2001:db8::1"},
+		{[]string{"::ffff:1.2.3.4"}, "1.2.3.4"},
+		{[]string{" 1.2.3.4 ,"}, "10.0.0.1"},
+	}
+	for _, tt := range tests {
+		if got := g.clientFromChain(tt.chain, peer); got.String() != tt.want {
+			t.Errorf("clientFromChain(%q) = %s, want %s", tt.chain, got, tt.want)
+		}
+	}
+}
+
+func TestUnknownHost404(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, host := range []string{"nope.apps.test", "example.org", "127.0.0.1", "a.hello.apps.test"} {
+		p := wantProblem(t, e.get(host, "/"), http.StatusNotFound)
+		if p.Detail == "" {
+			t.Errorf("%s: empty detail", host)
+		}
+	}
+}
+
+func TestAPIHost(t *testing.T) {
+	var saw http.Header
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		saw = r.Header.Clone()
+		_, _ = io.WriteString(w, "api:"+r.URL.Path)
+	})
+	e := newEnv(t, func(o *Options) { o.API = api })
+	res := e.do("GET", "API.apps.test:443", "/api/v3/discovery/clusters", http.Header{"X-Gatehouse-Subject": {"forged"}}, nil)
+	if body := readBody(t, res); res.StatusCode != 200 || body != "api:/api/v3/discovery/clusters" {
+		t.Fatalf("%d %q", res.StatusCode, body)
+	}
+	if saw.Get("X-Gatehouse-Subject") != "" || saw.Get("X-Forwarded-For") != "127.0.0.1" {
+		t.Fatalf("API did not get hygiene: %v", saw)
+	}
+	if res.Header.Get("X-Gatehouse-Cluster") != "c1" {
+		t.Fatal("API response not stamped")
+	}
+	// Without an API handler the name is not served.
+	e2 := newEnv(t, nil)
+	wantProblem(t, e2.get("api.apps.test", "/"), http.StatusNotFound)
+}
+
+func TestSuspendedAndRetired503(t *testing.T) {
+	e := newEnv(t, nil)
+	var hits atomic.Int32
+	e.b.PutApp(&route.App{ID: "sus", Status: route.StatusSuspended})
+	e.b.PutApp(&route.App{ID: "old", Status: route.StatusRetired})
+	for _, app := range []string{"sus", "old"} {
+		e.backend(app+"-h", app, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+		wantProblem(t, e.get(app+".apps.test", "/"), http.StatusServiceUnavailable)
+	}
+	if hits.Load() != 0 {
+		t.Fatal("a suspended or retired app's host got a request")
+	}
+}
+
+func TestUnreachable502(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addHost("dead", "hello", "http", deadURL(t))
+	p := wantProblem(t, e.get("hello.apps.test", "/"), http.StatusBadGateway)
+	if strings.Contains(p.Detail, "dial") || strings.Contains(p.Detail, "refused") {
+		t.Fatalf("detail leaks the error: %q", p.Detail)
+	}
+	if !e.b.Host("dead").Health.Degraded(time.Now()) {
+		t.Fatal("an unreachable host was not marked degraded")
+	}
+	if n := testutil.ToFloat64(e.gw.Metrics().UpstreamErrors.WithLabelValues("hello", "dial")); n < 1 {
+		t.Fatalf("upstream dial errors = %v", n)
+	}
+	// Still 502 (not 503) while it cools down: the host exists.
+	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusBadGateway)
+}
+
+func TestSlowBackend504(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Proxy.ResponseHeaderTimeout = 100 * time.Millisecond })
+	release := make(chan struct{})
+	e.backend("slow", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer close(release)
+	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusGatewayTimeout)
+	if e.b.Host("slow").Health.Degraded(time.Now()) {
+		t.Fatal("a slow host was marked degraded as if unreachable")
+	}
+}
+
+func TestNoHost503AndNoRoutableHost502(t *testing.T) {
+	e := newEnv(t, nil)
+	p := wantProblem(t, e.get("hello.apps.test", "/"), http.StatusServiceUnavailable)
+	if !strings.Contains(p.Detail, "no host") {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	h := e.addHost("prov", "hello", "http", deadURL(t))
+	prov := *h
+	prov.State = route.HostProvisional
+	e.b.SetHost(&prov)
+	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusBadGateway)
+}
+
+func TestRoundRobin(t *testing.T) {
+	e := newEnv(t, nil)
+	var a, b atomic.Int32
+	e.backend("a", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { a.Add(1) }))
+	e.backend("b", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { b.Add(1) }))
+	for range 20 {
+		if res := e.get("hello.apps.test", "/"); res.StatusCode != 200 {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+	}
+	if a.Load() != 10 || b.Load() != 10 {
+		t.Fatalf("round robin split %d/%d", a.Load(), b.Load())
+	}
+}
+
+// TestKilledHostTrafficMovesToSibling: with one of two hosts killed, no
+// GET fails, thanks to the local retry on a refused connection, and the
+// dead host is skipped while it cools down.
+func TestKilledHostTrafficMovesToSibling(t *testing.T) {
+	e := newEnv(t, nil)
+	var alive atomic.Int32
+	dead := e.backend("a", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	e.backend("b", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { alive.Add(1) }))
+	dead.Close()
+	failed := 0
+	for range 40 {
+		res := e.get("hello.apps.test", "/")
+		readBody(t, res)
+		if res.StatusCode != 200 {
+			failed++
+		}
+	}
+	if failed != 0 {
+		t.Fatalf("%d of 40 GETs failed after a host was killed", failed)
+	}
+	if alive.Load() != 40 {
+		t.Fatalf("sibling served %d of 40", alive.Load())
+	}
+	if !e.b.Host("a").Health.Degraded(time.Now()) {
+		t.Fatal("killed host not degraded")
+	}
+	// A POST with a body is retried too: nothing reached the dead host.
+	res := e.do("POST", "hello.apps.test", "/", nil, strings.NewReader("payload"))
+	if res.StatusCode != 200 {
+		t.Fatalf("POST after a refused connection: %d", res.StatusCode)
+	}
+}
+
+func TestAllDegradedStillTried(t *testing.T) {
+	e := newEnv(t, nil)
+	s := e.backend("a", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h := e.b.Host("a")
+	h.Health.Fail(time.Now())
+	if !h.Health.Degraded(time.Now()) {
+		t.Fatal("setup: not degraded")
+	}
+	if res := e.get("hello.apps.test", "/"); res.StatusCode != 200 {
+		t.Fatalf("only host degraded: %d, want it tried anyway", res.StatusCode)
+	}
+	if h.Health.Degraded(time.Now()) {
+		t.Fatal("a success did not clear the cool-down")
+	}
+	_ = s
+}
+
+func TestServerSentEventsFlushAtOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	gotFirst := make(chan struct{})
+	e.backend("sse", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: one\n\n")
+		http.NewResponseController(w).Flush()
+		select { // the stream stays open until the client has the first event
+		case <-gotFirst:
+		case <-time.After(5 * time.Second):
+		}
+		_, _ = io.WriteString(w, "data: two\n\n")
+	}))
+	res := e.get("hello.apps.test", "/events")
+	br := bufio.NewReader(res.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "data: one\n" {
+		t.Fatalf("first event %q, %v", line, err)
+	}
+	close(gotFirst)
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "\ndata: two\n\n" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+func TestWebSocketUpgrade(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("ws", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" || r.Header.Get("X-Gatehouse-App-Id") != "hello" {
+			http.Error(w, "not an upgrade", 400)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		buf := make([]byte, 4)
+		for { // echo 4-byte messages until the client closes
+			if _, err := io.ReadFull(brw, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}))
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: hello.apps.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("X-Gatehouse-Cluster") != "c1" {
+		t.Fatalf("upgrade answered %d %v", res.StatusCode, res.Header)
+	}
+	for _, msg := range []string{"ping", "pong", "1234"} {
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {
+			t.Fatalf("echo %q, %v", buf, err)
+		}
+	}
+	c.Close()
+	testutilWaitLog(t, e, `"status":101`)
+}
+
+// testutilWaitLog waits for the access log to contain s.
+func testutilWaitLog(t *testing.T, e *env, s string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(e.logs.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log never contained %s:\n%s", s, e.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestH2CUpstreamWithTrailers(t *testing.T) {
+	e := newEnv(t, nil)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2, got "+r.Proto, 400)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.Header().Set("Content-Type", "application/grpc")
+		w.WriteHeader(200)
+		_, _ = w.Write(append([]byte("h2:"), body...))
+		http.NewResponseController(w).Flush() // a stream, as gRPC's are
+		w.Header().Set("Grpc-Status", "0")
+	})
+	s := httptest.NewUnstartedServer(h2c.NewHandler(h, &http2.Server{}))
+	s.Start()
+	t.Cleanup(s.Close)
+	e.addHost("grpc", "hello", "h2c", "h2c://"+s.Listener.Addr().String())
+	res := e.do("POST", "hello.apps.test", "/pkg.Svc/Call", http.Header{"Te": {"trailers"}, "Content-Type": {"application/grpc"}}, strings.NewReader("msg"))
+	if body := readBody(t, res); res.StatusCode != 200 || body != "h2:msg" {
+		t.Fatalf("%d %q", res.StatusCode, body)
+	}
+	if got := res.Trailer.Get("Grpc-Status"); got != "0" {
+		t.Fatalf("trailer Grpc-Status %q, trailers %v", got, res.Trailer)
+	}
+}
+
+func TestKeepAliveReuse(t *testing.T) {
+	e := newEnv(t, nil)
+	var conns atomic.Int32
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "x") }))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	e.addHost("ka", "hello", "http", s.URL)
+	const n = 100
+	var wg sync.WaitGroup
+	for w := range 4 { // 4 concurrent clients, 25 requests each
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n / 4 {
+				req, _ := http.NewRequest("GET", e.srv.URL+fmt.Sprintf("/%d", w), nil)
+				req.Host = "hello.apps.test"
+				res, err := e.srv.Client().Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if c := conns.Load(); c > 4 {
+		t.Fatalf("%d requests opened %d upstream connections, want at most 4", n, c)
+	}
+}
+
+func TestPanicRecovery(t *testing.T) {
+	var abort atomic.Bool
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Leak", "yes")
+		if abort.Load() {
+			panic(http.ErrAbortHandler)
+		}
+		panic("secret internal state 10.1.2.3")
+	})
+	e := newEnv(t, func(o *Options) { o.API = api })
+	res := e.get("api.apps.test", "/")
+	p := wantProblem(t, res, http.StatusInternalServerError)
+	if strings.Contains(p.Detail, "secret") || res.Header.Get("X-Leak") != "" {
+		t.Fatalf("panic leaked: %+v %v", p, res.Header)
+	}
+	if !strings.Contains(e.logs.String(), "secret internal state") {
+		t.Fatal("panic not logged")
+	}
+	// The gateway keeps serving.
+	if res := e.get("x.example", "/healthz"); res.StatusCode != 200 {
+		t.Fatal("gateway down after a panic")
+	}
+	abort.Store(true)
+	req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
+	req.Host = "api.apps.test"
+	if res, err := e.srv.Client().Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("ErrAbortHandler answered %d instead of aborting", res.StatusCode)
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", echo())
+	tests := []struct {
+		sent string
+		keep bool
+	}{
+		{"abc-123", true},
+		{"4bf92f3577b34da6a3ce929d0e0e4736", true},
+		{"", false},
+		{"has space", false},
+		{strings.Repeat("x", 129), false},
+		{strings.Repeat("x", 128), true},
+		{"tab\there", false},
+	}
+	for _, tt := range tests {
+		hdr := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+		if tt.sent != "" {
+			hdr["X-Request-Id"] = []string{tt.sent}
+		}
+		res := e.do("GET", "hello.apps.test", "/", hdr, nil)
+		h := echoed(t, res)
+		got := res.Header.Get("X-Request-Id")
+		if tt.keep && got != tt.sent || !tt.keep && (got == tt.sent || len(got) < 16) {
+			t.Errorf("sent %q, response id %q", tt.sent, got)
+		}
+		if h.Get("X-Request-Id") != got || h.Get("X-Gatehouse-Request-Id") != got {
+			t.Errorf("backend saw %q / %q, response %q", h.Get("X-Request-Id"), h.Get("X-Gatehouse-Request-Id"), got)
+		}
+		if h.Get("Traceparent") != hdr.Get("Traceparent") {
+			t.Errorf("traceparent changed: %q", h.Get("Traceparent"))
+		}
+	}
+}
+
+func TestMetricsAndAccessLog(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "SECRET-PAYLOAD") }))
+	readBody(t, e.get("hello.apps.test", "/p?q=SECRET-QUERY"))
+	readBody(t, e.get("nope.apps.test", "/"))
+	m := e.gw.Metrics()
+	if n := testutil.ToFloat64(m.Requests.WithLabelValues("hello", "2xx", "GET")); n != 1 {
+		t.Errorf("hello 2xx GET = %v", n)
+	}
+	if n := testutil.ToFloat64(m.Requests.WithLabelValues("_unknown", "4xx", "GET")); n != 1 {
+		t.Errorf("unknown 4xx GET = %v", n)
+	}
+	if n, err := testutil.GatherAndCount(e.reg, "gatehouse_http_request_duration_seconds", "gatehouse_active_connections"); err != nil || n != 3 {
+		t.Errorf("registered series = %d, %v", n, err)
+	}
+	logs := e.logs.String()
+	if strings.Contains(logs, "SECRET") {
+		t.Fatalf("access log carries payload or query:\n%s", logs)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if strings.Contains(l, `"app":"hello"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, k := range []string{"method", "host", "path", "status", "bytes", "duration", "app", "request_id", "client_ip"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("access log line lacks %s: %v", k, line)
+		}
+	}
+	if line["bytes"] != float64(len("SECRET-PAYLOAD")) || line["status"] != float64(200) || line["client_ip"] != "127.0.0.1" {
+		t.Errorf("access log line %v", line)
+	}
+}
+
+func TestPeerFallbackSeam(t *testing.T) {
+	var causes []error
+	e := newEnv(t, func(o *Options) {
+		o.Proxy.Fallback = func(w http.ResponseWriter, r *http.Request, cause error) bool {
+			causes = append(causes, cause)
+			w.Header().Set("X-Failover-Cluster", "c2")
+			_, _ = io.WriteString(w, "from peer")
+			return true
+		}
+	})
+	res := e.get("hello.apps.test", "/") // no host at all
+	if body := readBody(t, res); body != "from peer" || res.Header.Get("X-Gatehouse-Cluster") != "c1" {
+		t.Fatalf("%q %v", body, res.Header)
+	}
+	e.addHost("dead", "hello", "http", deadURL(t))
+	readBody(t, e.get("hello.apps.test", "/"))
+	if len(causes) != 2 || !errorsIs(causes[0], proxy.ErrNoHost) || !errorsIs(causes[1], proxy.ErrUnreachable) {
+		t.Fatalf("causes %v", causes)
+	}
+}

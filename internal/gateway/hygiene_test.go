@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// TestDesyncOverTheWire sends framing a gateway and a host could read
+// differently, over raw TCP, and asserts what the client sees: whichever
+// layer answers (net/http before the handler, or hygiene), the request
+// never reaches the host as sent and the connection is closed.
+func TestDesyncOverTheWire(t *testing.T) {
+	e := newEnv(t, nil)
+	var bodies atomic.Value
+	bodies.Store("")
+	var hits atomic.Int32
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		bodies.Store(r.Header.Get("Content-Length") + "|" + string(b))
+	}))
+	const head = "POST / HTTP/1.1\r\nHost: hello.apps.test\r\n"
+	tests := []struct {
+		name   string
+		raw    string
+		status string // the status line prefix the client gets
+	}{
+		{"differing content-length", head + "Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", "HTTP/1.1 400 "},
+		{"unknown transfer coding", head + "Transfer-Encoding: gzip\r\n\r\n", "HTTP/1.1 501 "},
+		{"two transfer codings", head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 501 "},
+		{"control byte in a header value", head + "X-A: a\x01b\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 400 "},
+		{"space in a header name", head + "X A: b\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 400 "},
+		{"bad content-length", head + "Content-Length: 1x\r\n\r\n", "HTTP/1.1 400 "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := hits.Load()
+			out, closed := e.rawExchange(tt.raw)
+			if !strings.HasPrefix(out, tt.status) {
+				t.Fatalf("got %q, want %q...", out, tt.status)
+			}
+			if !closed || !strings.Contains(out, "Connection: close") {
+				t.Fatalf("connection not closed: %q", out)
+			}
+			if hits.Load() != before {
+				t.Fatal("the request reached the host")
+			}
+		})
+	}
+	// Both Content-Length and chunked: net/http drops Content-Length and
+	// reads the chunked body (RFC 9112 §6.3), then the request goes
+	// upstream re-framed, so the host reads exactly the body the gateway
+	// read: nothing is smuggled.
+	t.Run("content-length and chunked", func(t *testing.T) {
+		raw := head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n"
+		before := hits.Load()
+		out, _ := e.rawExchange(raw)
+		if got := hits.Load() - before; got > 1 {
+			t.Fatalf("%d requests reached the host: smuggled", got)
+		}
+		if strings.HasPrefix(out, "HTTP/1.1 200 ") && bodies.Load() != "|abc" && bodies.Load() != "3|abc" {
+			t.Fatalf("host read %q", bodies.Load())
+		}
+		if !strings.HasPrefix(out, "HTTP/1.1 200 ") && !strings.HasPrefix(out, "HTTP/1.1 400 ") {
+			t.Fatalf("got %q", out)
+		}
+	})
+}
+
+func TestDesyncChecks(t *testing.T) {
+	mk := func(edit func(r *http.Request)) *http.Request {
+		r, _ := http.NewRequest("POST", "http://hello.apps.test/", nil)
+		edit(r)
+		return r
+	}
+	tests := []struct {
+		name string
+		r    *http.Request
+		want string
+	}{
+		{"clean", mk(func(r *http.Request) { r.Header.Set("X-A", "b") }), ""},
+		{"chunked", mk(func(r *http.Request) { r.TransferEncoding = []string{"chunked"} }), ""},
+		{"cl and te", mk(func(r *http.Request) {
+			r.TransferEncoding = []string{"chunked"}
+			r.Header.Set("Content-Length", "3")
+		}), "both Content-Length and Transfer-Encoding"},
+		{"unknown te", mk(func(r *http.Request) { r.TransferEncoding = []string{"gzip"} }), "unknown transfer coding"},
+		{"raw te header", mk(func(r *http.Request) { r.Header.Set("Transfer-Encoding", "chunked") }), "unexpected Transfer-Encoding"},
+		{"two cl", mk(func(r *http.Request) { r.Header["Content-Length"] = []string{"3", "4"} }), "differing Content-Length values"},
+		{"bad name", mk(func(r *http.Request) { r.Header["X A"] = []string{"b"} }), "invalid header name"},
+		{"bad value", mk(func(r *http.Request) { r.Header["X-A"] = []string{"a\r\nb"} }), "invalid header value"},
+	}
+	for _, tt := range tests {
+		if got := desync(tt.r); got != tt.want {
+			t.Errorf("%s: desync = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestHasPrefixFold(t *testing.T) {
+	yes := []string{"X-Gatehouse-App-Id", "x-gatehouse-", "X_GATEHOUSE_X", "x-Gatehouse_y"}
+	no := []string{"X-Gatehouse", "X-Gatehous-App", "Y-Gatehouse-App", "XGatehouse-App", ""}
+	for _, k := range yes {
+		if !hasPrefixFold(k, "x-gatehouse-") {
+			t.Errorf("%q should match", k)
+		}
+	}
+	for _, k := range no {
+		if hasPrefixFold(k, "x-gatehouse-") {
+			t.Errorf("%q should not match", k)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+// Package proxy is dispatch, the last step of the L7 path (DESIGN §2 step
+// 10, §4 passive health, §5.2 local retry): pick a verified, healthy host
+// of the request's app, inject the authoritative X-Gatehouse-* context
+// headers, and proxy the request through one [httputil.ReverseProxy] over
+// pooled keep-alive upstream connections (http, https, and h2c for gRPC),
+// streaming responses, Server-Sent Events and WebSocket upgrades.
+//
+// Selection is round robin per app over the table's pool, skipping hosts
+// that cool down after a connect failure ([route.Health]); when every host
+// cools down the least recently failed one is tried rather than refusing.
+// A connection refused on one host (nothing was sent, so safe for any
+// method) is retried once on the next host before the request fails.
+//
+// Errors map to a status in one function, statusFor, and are answered as
+// RFC 9457 problems that never name an internal address. When the local
+// attempt cannot serve (no routable host, or every host unreachable),
+// [Options.Fallback] may answer instead, before anything was written: that
+// is where peer-cluster failover (DESIGN §5.2) plugs in.
+//
+// The proxy reads the [route.Request] the gateway layers put in the
+// request's context; it never reads the client's X-Gatehouse-* headers
+// (hygiene stripped them) and never touches the bus.
+package proxy

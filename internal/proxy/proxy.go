@@ -1,0 +1,288 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// Header names the proxy sets. The context headers go to hosts and are
+// never taken from a client (hygiene strips the client's copies).
+const (
+	HeaderAppID     = "X-Gatehouse-App-Id"
+	HeaderClientIP  = "X-Gatehouse-Client-Ip"
+	HeaderCluster   = "X-Gatehouse-Cluster"
+	HeaderRequestID = "X-Gatehouse-Request-Id"
+	HeaderSubject   = "X-Gatehouse-Subject"
+	HeaderScopes    = "X-Gatehouse-Scopes"
+)
+
+// Proxy dispatches a routed request to one of its app's hosts. It is an
+// http.Handler meant to sit at the end of the gateway's layers: it needs
+// the [route.Request] they put in the context. Safe for concurrent use.
+type Proxy struct {
+	opts       Options
+	rp         *httputil.ReverseProxy
+	tr         *transport
+	robins     robins
+	clusterHdr []string // shared, never modified: the X-Gatehouse-Cluster value
+	closed     atomic.Bool
+}
+
+var _ http.Handler = (*Proxy)(nil)
+
+// New validates opts and builds a proxy. It starts nothing: upstream
+// connections are opened on demand and pooled.
+func New(opts Options) (*Proxy, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	p := &Proxy{opts: opts, tr: newTransport(&opts)}
+	if opts.ClusterID != "" {
+		p.clusterHdr = []string{opts.ClusterID}
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      p.tr,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.errorHandler,
+		BufferPool:     bufferPool{},
+		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		// Zero: responses of known length are not flushed mid-way, while
+		// ReverseProxy flushes after every write any response it sees as
+		// a stream — Content-Type text/event-stream (Server-Sent Events
+		// reach the client at once) or unknown length (gRPC, chunked).
+		FlushInterval: 0,
+	}
+	return p, nil
+}
+
+// Close drops the pooled idle upstream connections. In-flight requests are
+// not cut. Idempotent.
+func (p *Proxy) Close() error {
+	if p.closed.CompareAndSwap(false, true) {
+		p.tr.closeIdle()
+	}
+	return nil
+}
+
+// attempt is one request's dispatch state, carried in the upstream
+// request's context so that Rewrite, the transport, ModifyResponse and
+// ErrorHandler see the host ServeHTTP chose.
+type attempt struct {
+	req  *route.Request
+	app  string
+	host *route.Host
+	body *trackedBody // nil when the request has no body
+	// failed is set by errorHandler when it left the answer to ServeHTTP:
+	// a connect failure before any byte was sent.
+	failed error
+}
+
+type attemptKey struct{}
+
+func attemptFrom(ctx context.Context) *attempt {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	return a
+}
+
+// ServeHTTP picks a host and proxies r to it; on a connect failure it
+// tries the next host once, then the fallback, then answers 502.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rq := route.RequestFrom(r.Context())
+	if rq == nil || rq.Table == nil || rq.Match.Kind != route.KindApp || rq.Match.App == nil {
+		p.answer(w, rq, metrics.AppNone, nil, errNotApp)
+		return
+	}
+	app := rq.Match.App.ID
+	pool := rq.Table.Pool(app)
+	start := p.robins.next(app)
+	h := pick(pool, start, p.opts.Now(), nil)
+	if h == nil {
+		err := ErrNoRoutableHost
+		if !rq.Table.HasHosts(app) {
+			err = ErrNoHost
+		}
+		p.opts.Metrics.UpstreamErrors.WithLabelValues(app, metrics.ReasonNoHost).Inc()
+		p.fallbackOr(w, r, rq, app, err)
+		return
+	}
+	a := &attempt{req: rq, app: app}
+	in := r.WithContext(context.WithValue(r.Context(), attemptKey{}, a))
+	if r.Body != nil && r.Body != http.NoBody {
+		a.body = &trackedBody{ReadCloser: r.Body}
+		in.Body = a.body
+	}
+	for try := 0; ; try++ {
+		a.host, a.failed = h, nil
+		h.Health.Inflight.Add(1)
+		p.rp.ServeHTTP(w, in)
+		h.Health.Inflight.Add(-1)
+		if a.failed == nil {
+			return // answered: the host's response or a problem
+		}
+		// Nothing was sent to h and nothing written to w: the next host
+		// may take the request, whatever its method.
+		if try == 0 {
+			if next := pick(pool, start+1, p.opts.Now(), h); next != nil && next != h {
+				h = next
+				continue
+			}
+		}
+		p.fallbackOr(w, r, rq, app, fmt.Errorf("%w: %w", ErrUnreachable, a.failed))
+		return
+	}
+}
+
+// fallbackOr lets Options.Fallback answer a request the local hosts cannot
+// serve, or answers it with the status err maps to.
+func (p *Proxy) fallbackOr(w http.ResponseWriter, r *http.Request, rq *route.Request, app string, err error) {
+	if p.opts.Fallback != nil && p.opts.Fallback(w, r, err) {
+		return
+	}
+	p.answer(w, rq, app, nil, err)
+}
+
+// answer writes the problem for err, or nothing when the client is gone.
+func (p *Proxy) answer(w http.ResponseWriter, rq *route.Request, app string, h *route.Host, err error) {
+	status := statusFor(err)
+	attrs := []slog.Attr{slog.String("app", app), slog.Int("status", status), slog.String("error", err.Error())}
+	if h != nil {
+		attrs = append(attrs, slog.String("host_id", h.ID))
+	}
+	if rq != nil {
+		attrs = append(attrs, slog.String("request_id", rq.ID))
+	}
+	if status == StatusClientClosed {
+		if rq != nil {
+			rq.Status = status // for the access log; never sent
+		}
+		p.opts.Logger.LogAttrs(context.Background(), slog.LevelDebug, "proxy: client went away", attrs...)
+		return
+	}
+	p.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "proxy: upstream failed", attrs...)
+	if p.clusterHdr != nil {
+		w.Header()[HeaderCluster] = p.clusterHdr
+	}
+	problem.Write(w, status, detailFor(status, err))
+}
+
+// rewrite builds the upstream request (STYLE §3.1): the chosen host, the
+// client's own Host, the X-Forwarded-* hygiene computed, and the
+// authoritative context headers.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	a := attemptFrom(pr.In.Context())
+	pr.SetURL(a.host.URL)
+	if pr.Out.URL.Scheme == "h2c" {
+		pr.Out.URL.Scheme = "http" // the h2c transport speaks HTTP/2 over plain TCP
+	}
+	pr.Out.Host = pr.In.Host // the app sees its own Host
+	in, out := pr.In.Header, pr.Out.Header
+	// ReverseProxy removed these from Out; hygiene already computed them
+	// on In (appending to a trusted proxy's chain), so they are copied,
+	// never appended to a second time.
+	for _, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		if v := in[k]; len(v) > 0 {
+			out[k] = v
+		}
+	}
+	rq := a.req
+	out[HeaderAppID] = []string{a.app}
+	if rq.ClientIP.IsValid() {
+		out[HeaderClientIP] = []string{rq.ClientIP.String()}
+	}
+	if p.clusterHdr != nil {
+		out[HeaderCluster] = p.clusterHdr
+	}
+	if rq.ID != "" {
+		out[HeaderRequestID] = []string{rq.ID}
+	}
+	if rq.Subject != "" {
+		out[HeaderSubject] = []string{rq.Subject}
+	}
+	if len(rq.Scopes) > 0 {
+		out[HeaderScopes] = []string{strings.Join(rq.Scopes, " ")}
+	}
+}
+
+// modifyResponse records the host's good health and stamps the response
+// with this cluster's id (a host does not get to claim a cluster).
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	if a := attemptFrom(res.Request.Context()); a != nil {
+		a.host.Health.OK()
+	}
+	if p.clusterHdr != nil {
+		res.Header[HeaderCluster] = p.clusterHdr
+	} else {
+		delete(res.Header, HeaderCluster)
+	}
+	return nil
+}
+
+// errorHandler is ReverseProxy's: it runs when no response came back. A
+// connect failure is left to ServeHTTP (next host, fallback); anything
+// else is answered here.
+func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error) {
+	a := attemptFrom(out.Context())
+	if a == nil { // not reachable through ServeHTTP
+		p.answer(w, nil, metrics.AppNone, nil, err)
+		return
+	}
+	reason := reasonFor(err)
+	p.opts.Metrics.UpstreamErrors.WithLabelValues(a.app, reason).Inc()
+	dial := isDial(err)
+	// Passive health (DESIGN §4): a connect failure, or a transport
+	// failure that is neither the client leaving nor a slow answer, cools
+	// the host down.
+	if dial || reason == metrics.ReasonOther {
+		a.host.Health.Fail(p.opts.Now())
+	}
+	if dial && !a.body.touched() {
+		a.failed = err
+		p.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "proxy: host unreachable",
+			slog.String("app", a.app), slog.String("host_id", a.host.ID), slog.String("error", err.Error()))
+		return
+	}
+	p.answer(w, a.req, a.app, a.host, err)
+}
+
+// trackedBody tells whether the request body was read at all, so that a
+// request is only ever sent to a second host if the first got no byte.
+type trackedBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+func (b *trackedBody) touched() bool { return b != nil && b.read.Load() }
+
+// bufferPool recycles ReverseProxy's copy buffers (32 KiB each) instead of
+// allocating one per response. Arrays, not slices, go in the pool so that
+// Put does not allocate.
+type bufferPool struct{}
+
+const bufSize = 32 << 10
+
+var buffers = sync.Pool{New: func() any { return new([bufSize]byte) }}
+
+func (bufferPool) Get() []byte { return buffers.Get().(*[bufSize]byte)[:] }
+
+func (bufferPool) Put(b []byte) {
+	if cap(b) >= bufSize {
+		buffers.Put((*[bufSize]byte)(b[:bufSize]))
+	}
+}

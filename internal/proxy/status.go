@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+)
+
+// The causes a [Options.Fallback] may see, and that statusFor maps.
+var (
+	// ErrNoHost: no host, in any state, claims the app (503).
+	ErrNoHost = errors.New("proxy: no host serves this app")
+	// ErrNoRoutableHost: hosts claim the app but none is verified and
+	// healthy, or none speaks HTTP (502).
+	ErrNoRoutableHost = errors.New("proxy: no routable host for this app")
+	// ErrUnreachable: every tried host refused or failed the connection
+	// (502). It wraps the last dial error.
+	ErrUnreachable = errors.New("proxy: every host is unreachable")
+	// errNotApp: dispatch was reached without a routed app; a wiring bug.
+	errNotApp = errors.New("proxy: request was not routed to an app")
+)
+
+// StatusClientClosed is logged (never sent) when the client went away
+// first, after nginx's 499.
+const StatusClientClosed = 499
+
+// statusFor is the one place an upstream error becomes a status code
+// (STYLE §3.2).
+func statusFor(err error) int {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return StatusClientClosed
+	case errors.Is(err, ErrNoHost):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	case isDial(err), errors.Is(err, ErrNoRoutableHost), errors.Is(err, ErrUnreachable):
+		return http.StatusBadGateway
+	case isTimeout(err):
+		return http.StatusGatewayTimeout
+	case errors.Is(err, errNotApp):
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadGateway
+}
+
+// reasonFor is the metrics reason of an upstream error.
+func reasonFor(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return metrics.ReasonCanceled
+	case errors.Is(err, ErrNoHost), errors.Is(err, ErrNoRoutableHost):
+		return metrics.ReasonNoHost
+	case isDial(err), errors.Is(err, ErrUnreachable):
+		return metrics.ReasonDial
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return metrics.ReasonTimeout
+	}
+	return metrics.ReasonOther
+}
+
+// detailFor is the problem detail for a status: fixed text, so no error
+// string (which may name an internal address) ever reaches a client.
+func detailFor(status int, err error) string {
+	switch {
+	case errors.Is(err, ErrNoHost):
+		return "no host serves this app"
+	case errors.Is(err, ErrNoRoutableHost):
+		return "no healthy host for this app"
+	case status == http.StatusGatewayTimeout:
+		return "the app did not answer in time"
+	case status == http.StatusBadGateway:
+		return "the app is unreachable"
+	}
+	return "the request could not be proxied"
+}
+
+// isDial reports whether err is a failure to connect: nothing was sent, so
+// the request may go to another host whatever its method.
+func isDial(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
