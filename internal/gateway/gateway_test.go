@@ -138,8 +138,8 @@ func TestTrustedProxyClientIP(t *testing.T) {
 	})
 	e.backend("h1", "hello", echo())
 	res := e.do("GET", "hello.apps.test", "/", http.Header{
-		"X-Forwarded-For":   {"6.6.6.6, 203.0.113.9", "10.1.2.3"},
-		"X-Forwarded-Proto": {"https"},
+		"X-Forwarded-For":    {"6.6.6.6, 203.0.113.9", "10.1.2.3"},
+		"X-Forwarded-Proto":  {"https"},
 		"X-Gatehouse-App-Id": {"forged"},
 	}, nil)
 	h := echoed(t, res)

@@ -458,4 +458,3 @@ func hasPrefixFold(k, prefix string) bool {
 	}
 	return true
 }
-
