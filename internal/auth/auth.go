@@ -1,0 +1,251 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Issuer is one trusted token issuer.
+type Issuer struct {
+	// Name is the iss claim value the issuer's tokens carry.
+	Name string
+	// KeysFile is a PEM or JWKS file of its Ed25519 public keys; empty when
+	// Keys is given.
+	KeysFile string
+	// Keys are public keys given directly (embedders and tests); they are
+	// used together with KeysFile's.
+	Keys []ed25519.PublicKey
+}
+
+// Options configures verification (the auth.* config keys).
+type Options struct {
+	// Issuers are the trusted issuers. None means verification is off: an
+	// app requiring auth then refuses every request with 401.
+	Issuers []Issuer
+	// ClaimLimits turns on the limits carried as claims (DESIGN §6). It
+	// needs verification: Validate fails if it is on with no issuer.
+	ClaimLimits bool
+	// MaxSubjects bounds the per-subject limiter population
+	// (auth.max_subjects). Zero means 10,000; negative is an error.
+	MaxSubjects int
+	// Leeway is the clock skew allowed on exp and nbf. Zero means none.
+	Leeway time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports options gatehouse must not start with, naming the key.
+func (o Options) Validate() error {
+	if o.ClaimLimits && len(o.Issuers) == 0 {
+		return errors.New("auth: claim limits are on (auth.claim_limits) but token verification is off: configure auth.issuers or turn claim limits off")
+	}
+	if o.MaxSubjects < 0 {
+		return fmt.Errorf("auth: max_subjects must not be negative, got %d", o.MaxSubjects)
+	}
+	if o.Leeway < 0 {
+		return fmt.Errorf("auth: leeway must not be negative, got %s", o.Leeway)
+	}
+	seen := map[string]bool{}
+	for i, is := range o.Issuers {
+		switch {
+		case is.Name == "":
+			return fmt.Errorf("auth: issuers[%d]: name (the iss value) is empty", i)
+		case seen[is.Name]:
+			return fmt.Errorf("auth: issuers[%d]: issuer %q listed twice", i, is.Name)
+		case is.KeysFile == "" && len(is.Keys) == 0:
+			return fmt.Errorf("auth: issuers[%d] (%s): no keys file and no keys", i, is.Name)
+		}
+		for j, k := range is.Keys {
+			if len(k) != ed25519.PublicKeySize {
+				return fmt.Errorf("auth: issuers[%d] (%s): key %d is not an Ed25519 public key", i, is.Name, j)
+			}
+		}
+		seen[is.Name] = true
+	}
+	return nil
+}
+
+// Limits are the limits a token carries; zero fields mean no limit.
+type Limits struct {
+	RPS         int64 `json:"rps"`
+	Connections int64 `json:"connections"`
+	ReadBps     int64 `json:"read_Bps"`
+	WriteBps    int64 `json:"write_Bps"`
+}
+
+// Scopes is the scope claim: a space-separated string (RFC 8693) or an
+// array of strings.
+type Scopes []string
+
+// UnmarshalJSON reads either form.
+func (s *Scopes) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		*s = strings.Fields(str)
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return errors.New("scope must be a string or an array of strings")
+	}
+	*s = list
+	return nil
+}
+
+// Claims are the verified claims of a token.
+type Claims struct {
+	jwt.RegisteredClaims
+	Scope  Scopes  `json:"scope,omitempty"`
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Verifier checks tokens against the configured issuers. Safe for
+// concurrent use; immutable after New.
+type Verifier struct {
+	issuers map[string][]Key
+	parser  *jwt.Parser
+}
+
+// New validates o and loads every issuer's keys.
+func New(o Options) (*Verifier, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	v := &Verifier{issuers: map[string][]Key{}}
+	for _, is := range o.Issuers {
+		var keys []Key
+		if is.KeysFile != "" {
+			k, err := LoadKeys(is.KeysFile)
+			if err != nil {
+				return nil, fmt.Errorf("auth: issuer %q: %w", is.Name, err)
+			}
+			keys = k
+		}
+		for _, k := range is.Keys {
+			keys = append(keys, Key{Pub: k})
+		}
+		v.issuers[is.Name] = keys
+	}
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{"EdDSA"}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(o.Now),
+		jwt.WithLeeway(o.Leeway),
+	)
+	return v, nil
+}
+
+// Enabled reports whether any issuer is configured.
+func (v *Verifier) Enabled() bool { return v != nil && len(v.issuers) > 0 }
+
+// Errors, each mapped to a status by [Status].
+var (
+	ErrNoToken    = errors.New("auth: no bearer token")
+	ErrQueryToken = errors.New("auth: a token in the query string is not accepted; send it in the Authorization header")
+	ErrInvalid    = errors.New("auth: invalid token")
+	ErrAudience   = errors.New("auth: token audience does not cover this app")
+)
+
+// Status maps a verification error to the HTTP status to answer: 403 for
+// ErrAudience, 401 for everything else.
+func Status(err error) int {
+	if errors.Is(err, ErrAudience) {
+		return http.StatusForbidden
+	}
+	return http.StatusUnauthorized
+}
+
+// queryTokenNames are query parameters that carry tokens in the wild.
+var queryTokenNames = []string{"access_token", "token", "jwt", "id_token", "auth_token", "bearer", "authorization", "auth", "api_key", "apikey"}
+
+// BearerToken returns the token of r's Authorization: Bearer header. A
+// token-like query parameter is refused (ErrQueryToken) rather than
+// ignored, so a client learns at once that it leaks its token into logs.
+func BearerToken(r *http.Request) (string, error) {
+	if r.URL.RawQuery != "" {
+		for name := range r.URL.Query() {
+			for _, t := range queryTokenNames {
+				if strings.EqualFold(name, t) {
+					return "", ErrQueryToken
+				}
+			}
+		}
+	}
+	vals := r.Header.Values("Authorization")
+	if len(vals) == 0 {
+		return "", ErrNoToken
+	}
+	if len(vals) > 1 {
+		return "", fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
+	}
+	scheme, tok, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("%w: Authorization is not a Bearer token", ErrInvalid)
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return "", ErrNoToken
+	}
+	return tok, nil
+}
+
+// Verify checks tok for app: signature by a configured issuer's key,
+// exp (required) and nbf, then that aud lists app or "*". A token with
+// limits must name its subject.
+func (v *Verifier) Verify(tok, app string) (*Claims, error) {
+	if !v.Enabled() {
+		return nil, fmt.Errorf("%w: no issuer is configured", ErrInvalid)
+	}
+	c := &Claims{}
+	_, err := v.parser.ParseWithClaims(tok, c, v.keyFor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.Limits != nil {
+		l := c.Limits
+		if l.RPS < 0 || l.Connections < 0 || l.ReadBps < 0 || l.WriteBps < 0 {
+			return nil, fmt.Errorf("%w: negative limits", ErrInvalid)
+		}
+		if c.Subject == "" {
+			return nil, fmt.Errorf("%w: a token with limits must have a sub", ErrInvalid)
+		}
+	}
+	for _, a := range c.Audience {
+		if a == app || a == "*" {
+			return c, nil
+		}
+	}
+	return nil, ErrAudience
+}
+
+// keyFor returns the keys of the token's issuer: the one its kid names, if
+// the issuer's JWKS has that kid, else all of them.
+func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
+	iss, err := t.Claims.GetIssuer()
+	if err != nil {
+		return nil, err
+	}
+	keys, ok := v.issuers[iss]
+	if !ok {
+		return nil, fmt.Errorf("unknown issuer %q", iss)
+	}
+	kid, _ := t.Header["kid"].(string)
+	set := jwt.VerificationKeySet{}
+	for _, k := range keys {
+		if kid != "" && k.ID == kid {
+			return k.Pub, nil
+		}
+		set.Keys = append(set.Keys, k.Pub)
+	}
+	return set, nil
+}

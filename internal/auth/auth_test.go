@@ -1,0 +1,251 @@
+package auth
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func key(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, priv
+}
+
+func sign(t *testing.T, priv ed25519.PrivateKey, kid string, c jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func claims(mod func(jwt.MapClaims)) jwt.MapClaims {
+	c := jwt.MapClaims{"iss": "idp", "sub": "alice", "aud": []string{"shop"}, "exp": now.Add(time.Hour).Unix(), "scope": "read write"}
+	if mod != nil {
+		mod(c)
+	}
+	return c
+}
+
+func TestVerify(t *testing.T) {
+	pub, priv := key(t)
+	_, other := key(t)
+	v, err := New(Options{Issuers: []Issuer{{Name: "idp", Keys: []ed25519.PublicKey{pub}}}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	rs, _ := jwt.NewWithClaims(jwt.SigningMethodRS256, claims(nil)).SignedString(rsaKey)
+	hs, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil)).SignedString([]byte(pub))
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, claims(nil)).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	good := sign(t, priv, "", claims(nil))
+	cases := []struct {
+		name   string
+		tok    string
+		app    string
+		status int // 0: valid
+	}{
+		{"valid", good, "shop", 0},
+		{"aud star", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["aud"] = "*" })), "any", 0},
+		{"aud string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["aud"] = "shop" })), "shop", 0},
+		{"other app", good, "blog", 403},
+		{"no aud", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "aud") })), "shop", 403},
+		{"malformed", "not.a.jwt", "shop", 401},
+		{"garbage", "abc", "shop", 401},
+		{"expired", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() })), "shop", 401},
+		{"no exp", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "exp") })), "shop", 401},
+		{"not yet valid", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Minute).Unix() })), "shop", 401},
+		{"nbf past", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = now.Add(-time.Minute).Unix() })), "shop", 0},
+		{"wrong key", sign(t, other, "", claims(nil)), "shop", 401},
+		{"tampered", good[:len(good)-4] + "AAAA", "shop", 401},
+		{"unknown issuer", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["iss"] = "evil" })), "shop", 401},
+		{"alg none", none, "shop", 401},
+		{"alg HS256 with the public key", hs, "shop", 401},
+		{"alg RS256", rs, "shop", 401},
+		{"negative limits", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["limits"] = map[string]int{"rps": -1} })), "shop", 401},
+		{"limits without sub", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["limits"] = map[string]int{"rps": 1}; delete(c, "sub") })), "shop", 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := v.Verify(c.tok, c.app)
+			if c.status == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cl.Subject != "alice" {
+					t.Fatalf("claims %+v", cl)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("verified")
+			}
+			if got := Status(err); got != c.status {
+				t.Fatalf("status %d, want %d (%v)", got, c.status, err)
+			}
+		})
+	}
+	cl, _ := v.Verify(sign(t, priv, "", claims(func(c jwt.MapClaims) {
+		c["scope"] = []string{"a", "b"}
+		c["limits"] = map[string]int{"rps": 5, "connections": 2, "read_Bps": 1000, "write_Bps": 2000}
+	})), "shop")
+	if strings.Join(cl.Scope, ",") != "a,b" || *cl.Limits != (Limits{5, 2, 1000, 2000}) {
+		t.Fatalf("claims %+v %+v", cl, cl.Limits)
+	}
+	cl, _ = v.Verify(good, "shop")
+	if strings.Join(cl.Scope, ",") != "read,write" || cl.Limits != nil {
+		t.Fatalf("claims %+v", cl)
+	}
+}
+
+func TestKeysFiles(t *testing.T) {
+	pub1, priv1 := key(t)
+	pub2, priv2 := key(t)
+	dir := t.TempDir()
+	var pemBytes []byte
+	for _, p := range []ed25519.PublicKey{pub1, pub2} {
+		der, _ := x509.MarshalPKIXPublicKey(p)
+		pemBytes = append(pemBytes, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})...)
+	}
+	pemFile := filepath.Join(dir, "keys.pem")
+	os.WriteFile(pemFile, pemBytes, 0o600)
+	x := func(p ed25519.PublicKey) string { return base64.RawURLEncoding.EncodeToString(p) }
+	jwksFile := filepath.Join(dir, "keys.json")
+	os.WriteFile(jwksFile, []byte(`{"keys":[{"kty":"RSA","n":"x","e":"AQAB"},{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"`+x(pub1)+`"},{"kty":"OKP","crv":"Ed25519","kid":"k2","x":"`+x(pub2)+`"}]}`), 0o600)
+
+	for _, f := range []string{pemFile, jwksFile} {
+		v, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: f}}, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			priv ed25519.PrivateKey
+			kid  string
+		}{{priv1, ""}, {priv2, ""}, {priv2, "k2"}, {priv1, "unknown-kid"}} {
+			if _, err := v.Verify(sign(t, c.priv, c.kid, claims(nil)), "shop"); err != nil {
+				t.Errorf("%s kid %q: %v", filepath.Base(f), c.kid, err)
+			}
+		}
+	}
+	// kid names the wrong key: refused, not tried against the others.
+	v, _ := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: jwksFile}}, Now: func() time.Time { return now }})
+	if _, err := v.Verify(sign(t, priv1, "k2", claims(nil)), "shop"); err == nil {
+		t.Error("token signed by k1 but naming k2 verified")
+	}
+
+	bad := map[string]string{
+		"empty":     "",
+		"rsa pem":   "rsa",
+		"bad jwks":  `{"keys":[{"kty":"OKP","crv":"Ed25519","x":"short"}]}`,
+		"no ed key": `{"keys":[{"kty":"RSA"}]}`,
+		"not json":  `{"keys":`,
+		"text":      "hello",
+	}
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 1024)
+	der, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
+	for name, content := range bad {
+		if content == "rsa" {
+			content = string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+		}
+		f := filepath.Join(dir, "bad")
+		os.WriteFile(f, []byte(content), 0o600)
+		if _, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: f}}}); err == nil {
+			t.Errorf("%s: keys accepted", name)
+		}
+	}
+	if _, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: filepath.Join(dir, "missing")}}}); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	pub, _ := key(t)
+	good := Issuer{Name: "idp", Keys: []ed25519.PublicKey{pub}}
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, ""},
+		{Options{Issuers: []Issuer{good}, ClaimLimits: true}, ""},
+		{Options{ClaimLimits: true}, "verification is off"},
+		{Options{MaxSubjects: -1}, "max_subjects"},
+		{Options{Issuers: []Issuer{{Keys: good.Keys}}}, "name"},
+		{Options{Issuers: []Issuer{good, good}}, "twice"},
+		{Options{Issuers: []Issuer{{Name: "x"}}}, "no keys"},
+		{Options{Issuers: []Issuer{{Name: "x", Keys: []ed25519.PublicKey{pub[:5]}}}}, "not an Ed25519"},
+	}
+	for _, c := range cases {
+		err := c.o.Validate()
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+	if _, err := New(Options{ClaimLimits: true}); err == nil {
+		t.Error("New accepted claim limits without verification")
+	}
+	var v *Verifier
+	if v.Enabled() {
+		t.Error("nil verifier enabled")
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	cases := []struct {
+		url, auth string
+		tok       string
+		err       error
+	}{
+		{"/", "Bearer abc", "abc", nil},
+		{"/", "bearer abc", "abc", nil},
+		{"/", "", "", ErrNoToken},
+		{"/", "Bearer ", "", ErrNoToken},
+		{"/", "Basic dXNlcjpwYXNz", "", ErrInvalid},
+		{"/", "Bearerabc", "", ErrInvalid},
+		{"/?access_token=abc", "", "", ErrQueryToken},
+		{"/?x=1&Token=abc", "Bearer abc", "", ErrQueryToken},
+		{"/?jwt=abc", "", "", ErrQueryToken},
+		{"/?q=token", "Bearer abc", "abc", nil},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest("GET", c.url, nil)
+		if c.auth != "" {
+			r.Header.Set("Authorization", c.auth)
+		}
+		tok, err := BearerToken(r)
+		if tok != c.tok || !errors.Is(err, c.err) {
+			t.Errorf("%s %q: %q, %v; want %q, %v", c.url, c.auth, tok, err, c.tok, c.err)
+		}
+		if err != nil && Status(err) != 401 {
+			t.Errorf("%s: status %d", c.url, Status(err))
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Add("Authorization", "Bearer a")
+	r.Header.Add("Authorization", "Bearer b")
+	if _, err := BearerToken(r); !errors.Is(err, ErrInvalid) {
+		t.Errorf("two headers: %v", err)
+	}
+}

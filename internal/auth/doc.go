@@ -1,0 +1,18 @@
+// Package auth owns edge token verification (DESIGN §2 step 7, §6): JWTs
+// signed with EdDSA (Ed25519) by a configured issuer, read from the
+// Authorization: Bearer header only, and the claims gatehouse uses: iss,
+// sub, aud (app ids or "*"), exp, nbf, scope and limits.
+//
+// Verification uses github.com/golang-jwt/jwt/v5 with the algorithm pinned
+// to EdDSA (jwt.WithValidMethods), so "none", HS* and RS* tokens are refused
+// before any key is touched, and an issuer's keys are Ed25519 public keys
+// only: there is no HMAC secret to confuse with a public key.
+//
+// Issuer keys come from a file, PEM ("PUBLIC KEY" blocks, PKIX Ed25519) or
+// JWKS (kty OKP, crv Ed25519), or are passed directly as values.
+//
+// Errors map to statuses in one place, [Status]: no token, a malformed,
+// expired, not-yet-valid or wrongly signed one, an unknown issuer, or a
+// token in the query string are 401; a valid token whose aud does not cover
+// the app is 403.
+package auth
