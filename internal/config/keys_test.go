@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
@@ -79,5 +81,21 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestHelp(t *testing.T) {
 	if _, err := Load([]string{"-h"}, nil); err != ErrHelp {
 		t.Errorf("got %v, want ErrHelp", err)
+	}
+}
+
+// TestReferenceDocumentsEveryKey keeps docs/config.md in step with the
+// key table: every key, flag and variable appears in one table row.
+func TestReferenceDocumentsEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, k := range keys {
+		row := fmt.Sprintf("| `%s` | `-%s` | `%s` |", k.name, k.flag, k.env())
+		if !strings.Contains(doc, row) {
+			t.Errorf("docs/config.md lacks the row %s", row)
+		}
 	}
 }
