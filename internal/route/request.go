@@ -24,6 +24,13 @@ type Request struct {
 	// ForwardedBy is the cluster id of the peer gateway that forwarded this
 	// request, once its signature verified; empty otherwise (hygiene).
 	ForwardedBy string
+	// ForwardMarked: the request arrived with X-Gatehouse-Forwarded or
+	// X-Gatehouse-Client, verified or not (hygiene, through the cluster
+	// layer's check). Such a request is never forwarded again, so that
+	// gateways that disagree on the cluster set cannot loop a request
+	// between them; the marks themselves are stripped and, unless
+	// verified, believe nothing (ClientIP stays the connecting address).
+	ForwardMarked bool
 
 	Subject string   // token subject, after verification (auth)
 	Scopes  []string // token scopes, after verification (auth)
