@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -220,4 +221,8 @@ func deadURL(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	return "http://" + addr
+}
+
+func routeContext(r *http.Request, rq *route.Request) context.Context {
+	return route.WithRequest(r.Context(), rq)
 }
