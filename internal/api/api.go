@@ -14,33 +14,33 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
-// Store is the subset of *store.Store the API uses. Every method takes the
+// Store is the subset of *store.Store (internal/store) the API uses. Every method takes the
 // request's context first. Get and Delete of a missing item return an
 // error for which Options.NotFound answers errors.Is.
 type Store interface {
-	GetApp(ctx context.Context, id string) (route.App, error)
-	PutApp(ctx context.Context, app route.App) error
+	GetApp(ctx context.Context, id string) (*route.App, error)
+	PutApp(ctx context.Context, app *route.App) error
 	DeleteApp(ctx context.Context, id string) error
-	ListApps(ctx context.Context) ([]route.App, error)
+	ListApps(ctx context.Context) ([]*route.App, error)
 
-	GetDomain(ctx context.Context, name string) (route.Domain, error)
-	PutDomain(ctx context.Context, d route.Domain) error
+	GetDomain(ctx context.Context, name string) (*route.Domain, error)
+	PutDomain(ctx context.Context, d *route.Domain) error
 	DeleteDomain(ctx context.Context, name string) error
-	ListDomains(ctx context.Context) ([]route.Domain, error)
+	ListDomains(ctx context.Context) ([]*route.Domain, error)
 
-	GetZone(ctx context.Context, name string) (route.Zone, error)
-	PutZone(ctx context.Context, z route.Zone) error
+	GetZone(ctx context.Context, name string) (*route.Zone, error)
+	PutZone(ctx context.Context, z *route.Zone) error
 	DeleteZone(ctx context.Context, name string) error
-	ListZones(ctx context.Context) ([]route.Zone, error)
+	ListZones(ctx context.Context) ([]*route.Zone, error)
 
 	PutRecord(ctx context.Context, r *route.Record) error
 	DeleteRecord(ctx context.Context, zone, name, typ string) error
-	ListRecords(ctx context.Context, zone string) ([]route.Record, error)
+	ListRecords(ctx context.Context, zone string) ([]*route.Record, error)
 
-	GetHostKey(ctx context.Context, hostID string) (route.HostKey, error)
-	PutHostKey(ctx context.Context, k route.HostKey) error
+	GetHostKey(ctx context.Context, hostID string) (*route.HostKey, error)
+	PutHostKey(ctx context.Context, k *route.HostKey) error
 	DeleteHostKey(ctx context.Context, hostID string) error
-	ListHostKeys(ctx context.Context) ([]route.HostKey, error)
+	ListHostKeys(ctx context.Context) ([]*route.HostKey, error)
 }
 
 // Options configure an [API].

@@ -111,17 +111,17 @@ func (e *env) snapshot() string {
 			e.t.Fatal(err)
 		}
 	}
-	slices.SortFunc(apps, func(x, y route.App) int { return strings.Compare(x.ID, y.ID) })
-	slices.SortFunc(doms, func(x, y route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
-	slices.SortFunc(zones, func(x, y route.Zone) int { return strings.Compare(x.Name, y.Name) })
-	slices.SortFunc(keys, func(x, y route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
+	slices.SortFunc(apps, func(x, y *route.App) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(doms, func(x, y *route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
+	slices.SortFunc(zones, func(x, y *route.Zone) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(keys, func(x, y *route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
 	parts = append(parts, apps, doms, zones, keys)
 	for _, z := range zones {
 		recs, err := e.st.ListRecords(ctx, z.Name)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		slices.SortFunc(recs, func(x, y route.Record) int { return strings.Compare(x.Name+x.Type, y.Name+y.Type) })
+		slices.SortFunc(recs, func(x, y *route.Record) int { return strings.Compare(x.Name+x.Type, y.Name+y.Type) })
 		parts = append(parts, recs)
 	}
 	b, _ := json.Marshal(parts)
@@ -544,7 +544,8 @@ func TestNewValidates(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Error("New without a store succeeded")
 	}
-	if _, err := New(Options{Store: newMemStore()}); err == nil {
+	st, _ := newStore(t)
+	if _, err := New(Options{Store: st}); err == nil {
 		t.Error("New without NotFound succeeded")
 	}
 }

@@ -99,7 +99,7 @@ func (a *API) listApps(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	slices.SortFunc(apps, func(x, y route.App) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(apps, func(x, y *route.App) int { return strings.Compare(x.ID, y.ID) })
 	return http.StatusOK, map[string]any{"apps": nonNil(apps)}, nil
 }
 
@@ -128,7 +128,7 @@ func (a *API) putApp(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutApp(r.Context(), app); err != nil {
+	if err := a.o.Store.PutApp(r.Context(), &app); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, app, nil
@@ -190,7 +190,7 @@ func (a *API) listDomains(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	slices.SortFunc(ds, func(x, y route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
+	slices.SortFunc(ds, func(x, y *route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
 	return http.StatusOK, map[string]any{"domains": nonNil(ds)}, nil
 }
 
@@ -239,7 +239,7 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	d := route.Domain{Domain: name, App: b.App, Token: newToken()}
-	if err := a.o.Store.PutDomain(ctx, d); err != nil {
+	if err := a.o.Store.PutDomain(ctx, &d); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, d, nil
@@ -308,7 +308,7 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 		return 0, nil, a.missing(err, "domain", name)
 	}
 	if b.Method != "manual" {
-		if err := a.o.VerifyDomain(ctx, d, b.Method); err != nil {
+		if err := a.o.VerifyDomain(ctx, *d, b.Method); err != nil {
 			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %v", b.Method, err)}
 		}
 	}
@@ -340,7 +340,7 @@ func (a *API) listZones(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	slices.SortFunc(zs, func(x, y route.Zone) int { return strings.Compare(x.Name, y.Name) })
+	slices.SortFunc(zs, func(x, y *route.Zone) int { return strings.Compare(x.Name, y.Name) })
 	return http.StatusOK, map[string]any{"zones": nonNil(zs)}, nil
 }
 
@@ -353,7 +353,7 @@ func (a *API) zone(r *http.Request) (route.Zone, error) {
 	if err != nil {
 		return route.Zone{}, a.missing(err, "zone", name)
 	}
-	return z, nil
+	return *z, nil
 }
 
 func (a *API) getZone(r *http.Request) (int, any, error) {
@@ -380,7 +380,7 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 	if err := checkZone(&z); err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutZone(r.Context(), z); err != nil {
+	if err := a.o.Store.PutZone(r.Context(), &z); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, z, nil
@@ -417,7 +417,7 @@ func (a *API) listRecords(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	slices.SortFunc(recs, func(x, y route.Record) int {
+	slices.SortFunc(recs, func(x, y *route.Record) int {
 		return strings.Compare(x.Name+" "+x.Type, y.Name+" "+y.Type)
 	})
 	return http.StatusOK, map[string]any{"records": nonNil(recs)}, nil
@@ -498,7 +498,7 @@ func (a *API) listHostKeys(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	slices.SortFunc(ks, func(x, y route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
+	slices.SortFunc(ks, func(x, y *route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
 	return http.StatusOK, map[string]any{"keys": nonNil(ks)}, nil
 }
 
@@ -538,7 +538,7 @@ func (a *API) putHostKey(r *http.Request) (int, any, error) {
 	if err := checkHostKey(&k); err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutHostKey(r.Context(), k); err != nil {
+	if err := a.o.Store.PutHostKey(r.Context(), &k); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, k, nil
