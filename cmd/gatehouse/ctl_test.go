@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/api"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const ctlToken = "ctl-test-token"
+
+// startAPI serves the real control API over a real store on an embedded
+// NATS and returns its base URL.
+func startAPI(t *testing.T) string {
+	t.Helper()
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), js, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: ctlToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestCtlAgainstAPI(t *testing.T) {
+	url := startAPI(t)
+	ctl := func(args ...string) (string, error) {
+		out, _, err := runCmd(t, append([]string{"ctl", "-api", url, "-token", ctlToken}, args...)...)
+		return out, err
+	}
+	must := func(args ...string) map[string]any {
+		t.Helper()
+		out, err := ctl(args...)
+		if err != nil {
+			t.Fatalf("ctl %q: %v", args, err)
+		}
+		var v map[string]any
+		if out != "" {
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				t.Fatalf("ctl %q printed non-JSON %q", args, out)
+			}
+		}
+		return v
+	}
+	app := must("apps", "put", "shop", `{"cors":{"origins":["https://shop.example"]}}`)
+	if app["id"] != "shop" || app["mode"] != "http" {
+		t.Errorf("put app: %v", app)
+	}
+	if got := must("apps", "get", "shop"); got["status"] != "active" {
+		t.Errorf("get app: %v", got)
+	}
+	if l := must("apps", "list"); len(l["apps"].([]any)) != 1 {
+		t.Errorf("list apps: %v", l)
+	}
+	body := filepath.Join(t.TempDir(), "key.json")
+	if err := os.WriteFile(body, []byte(`{"public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=","apps":["shop"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// -f after the positional words works too
+	if k := must("keys", "put", "web-1", "-f", body); k["host_id"] != "web-1" {
+		t.Errorf("put key: %v", k)
+	}
+	if k := must("keys", "get", "web-1"); k["public_key"] == "" {
+		t.Errorf("get key: %v", k)
+	}
+	d := must("domains", "put", "shop.example.org", `{"app":"shop"}`)
+	if d["verified"] != false || d["token"] == "" {
+		t.Errorf("put domain: %v", d)
+	}
+	if d := must("domains", "verify", "shop.example.org", `{"method":"manual"}`); d["verified"] != true {
+		t.Errorf("verify: %v", d)
+	}
+	must("zones", "put", "apps.example.com", `{"gateways":["127.0.0.1"]}`)
+	must("records", "put", "apps.example.com", "www", "A", `{"values":["192.0.2.1"]}`)
+	if r := must("records", "list", "apps.example.com"); len(r["records"].([]any)) != 1 {
+		t.Errorf("records: %v", r)
+	}
+	if r := must("records", "get", "apps.example.com", "www", "a"); r["name"] != "www.apps.example.com" {
+		t.Errorf("record: %v", r)
+	}
+	must("records", "delete", "apps.example.com", "www", "A")
+	if h := must("hosts", "list"); len(h["hosts"].([]any)) != 0 {
+		t.Errorf("hosts: %v", h)
+	}
+	must("apps", "delete", "shop")
+
+	// failures: the problem detail, one line, exit 1
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apps", "get", "shop"}, `ctl: GET /api/v3/apps/shop: 404 Not Found: app "shop" not found`},
+		{[]string{"apps", "put", "shop", `{"mode":"tcp"}`}, `400 Bad Request: mode: must be http or passthrough, got "tcp"`},
+		{[]string{"apps", "put", "API"}, `400 Bad Request: app id must be one DNS label`},
+	} {
+		_, err := ctl(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ctl %q: %v, want %q", c.args, err, c.want)
+		}
+	}
+	_, _, err := runCmd(t, "ctl", "-api", url, "-token", "wrong", "apps", "list")
+	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") {
+		t.Errorf("wrong token: %v", err)
+	}
+}
