@@ -1,16 +1,447 @@
 package gateway
 
-import "net/http"
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
 
 // ClusterOptions configures owner affinity, signed forwarding and peer
-// failover (DESIGN §5). (Not built yet.)
-type ClusterOptions struct{}
+// failover (DESIGN §5). The zero value turns all three off: every request
+// is served locally and every forward mark is stripped.
+type ClusterOptions struct {
+	// Members returns the current cluster set, self included; in gatehouse
+	// it is (*peers.Peers).Set. It is called once per request and must be
+	// cheap. Nil means no cluster is known: no affinity, no failover, no
+	// mark believed. A set whose Self is not Options.ClusterID, or the
+	// zero (unknown) set, is treated as "owner unknown": serve locally.
+	Members func() cluster.Set
+	// Key is this cluster's Ed25519 private key (the same for every
+	// gateway of the cluster); it signs the X-Gatehouse-Client mark of
+	// every request this gateway forwards. Required with Members.
+	Key ed25519.PrivateKey
+	// Hash is the owner function, cluster.hash; zero means mod-N. Every
+	// cluster must use the same one.
+	Hash cluster.Hash
+	// NoAffinity turns owner affinity off (cluster.affinity: false):
+	// requests are served locally first. Failover still applies.
+	NoAffinity bool
+	// NoFailover turns peer failover off (cluster.failover: false).
+	NoFailover bool
+	// Deadline is cluster.deadline: one overall deadline, counted from the
+	// moment the gateway received the request, for the owner forward, the
+	// local attempt and every peer to produce response headers; once it
+	// has passed, no further attempt is made and the client gets 504.
+	// Streaming a body that has started is not cut. The local attempt is
+	// bounded by the proxy's own ResponseHeaderTimeout: keep it at most
+	// Deadline. Zero means 15 s; negative is invalid.
+	Deadline time.Duration
+	// Transport carries forwards and failovers to peer gateways. Nil means
+	// a pooled, kept-alive transport of the gateway's own (5 s dial and TLS
+	// handshake timeouts, never an environment proxy).
+	Transport http.RoundTripper
+}
 
 // clusterState is what the affinity layer keeps between requests.
-type clusterState struct{}
+// Immutable after initCluster.
+type clusterState struct {
+	members   func() cluster.Set // nil: clusters off
+	key       ed25519.PrivateKey
+	hash      cluster.Hash
+	affinity  bool
+	failover  bool
+	deadline  time.Duration
+	rp        *httputil.ReverseProxy
+	transport *http.Transport // ours, when Options.Transport was nil; closed by closeCluster
+}
 
-// initCluster builds g.clusters from opts; New calls it once.
-func (g *Gateway) initCluster(opts ClusterOptions) error { return nil }
+// initCluster builds g.clusters from opts; New calls it once, after the
+// clock and logger are set. It sets g.peerFallback when failover is on.
+func (g *Gateway) initCluster(opts ClusterOptions) error {
+	if opts.Deadline < 0 {
+		return errors.New("gateway: Cluster.Deadline must not be negative")
+	}
+	h, err := cluster.ParseHash(string(opts.Hash))
+	if err != nil {
+		return fmt.Errorf("gateway: Cluster.Hash: %w", err)
+	}
+	if opts.Members == nil {
+		return nil
+	}
+	if len(opts.Key) != ed25519.PrivateKeySize {
+		return errors.New("gateway: Cluster.Key must be an Ed25519 private key when Cluster.Members is set")
+	}
+	if set := opts.Members(); set.Self() != "" {
+		if set.Self() != g.clusterID {
+			return fmt.Errorf("gateway: Cluster.Members is the set of cluster %q, not of %q", set.Self(), g.clusterID)
+		}
+		if self, _ := set.Peer(set.Self()); self.PublicKey != nil && !self.PublicKey.Equal(opts.Key.Public()) {
+			return errors.New("gateway: Cluster.Key is not the key the cluster set holds for this cluster")
+		}
+	}
+	st := clusterState{
+		members:  opts.Members,
+		key:      opts.Key,
+		hash:     h,
+		affinity: !opts.NoAffinity,
+		failover: !opts.NoFailover,
+		deadline: opts.Deadline,
+	}
+	if st.deadline == 0 {
+		st.deadline = 15 * time.Second
+	}
+	rt := opts.Transport
+	if rt == nil {
+		st.transport = newPeerTransport()
+		rt = st.transport
+	}
+	st.rp = &httputil.ReverseProxy{
+		Rewrite:        g.rewritePeer,
+		Transport:      rt,
+		ModifyResponse: modifyPeerResponse,
+		ErrorHandler:   peerError,
+		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	g.clusters = st
+	if st.failover {
+		g.peerFallback = g.failover
+	}
+	return nil
+}
 
-// affinity is not built yet: it passes every request on unchanged.
-func (g *Gateway) affinity(next http.Handler) http.Handler { return next }
+func newPeerTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+	}
+}
+
+// closeCluster drops the pooled idle connections to peer gateways.
+// Idempotent. Gateway.Close should call it.
+func (g *Gateway) closeCluster() {
+	if g.clusters.transport != nil {
+		g.clusters.transport.CloseIdleConnections()
+	}
+}
+
+// set returns the cluster set when it is usable for this gateway: known,
+// and this cluster's.
+func (st *clusterState) set(self string) (cluster.Set, bool) {
+	if st.members == nil {
+		return cluster.Set{}, false
+	}
+	s := st.members()
+	return s, s.Self() == self
+}
+
+// verifyForward checks the marks of a request forwarded by a peer gateway
+// (DESIGN §5.3): exactly one X-Gatehouse-Forwarded naming a known cluster
+// other than this one, and one X-Gatehouse-Client whose signature verifies
+// with that cluster's key from discovery, over this request's Host, with a
+// ts within 30 s of now. It returns the client address the peer vouches
+// for and the peer's id. Hygiene calls it before stripping every
+// X-Gatehouse-* header, and believes the result only when ok.
+//
+// Any mark at all, verified or not, sets the request's ForwardMarked: such
+// a request is served here and never forwarded again.
+func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromCluster string, ok bool) {
+	fwd, client := r.Header[cluster.HeaderForwarded], r.Header[cluster.HeaderClient]
+	if len(fwd) == 0 && len(client) == 0 {
+		return netip.Addr{}, "", false
+	}
+	if rq := route.RequestFrom(r.Context()); rq != nil {
+		rq.ForwardMarked = true
+	}
+	set, known := g.clusters.set(g.clusterID)
+	if !known || len(fwd) != 1 || len(client) != 1 || fwd[0] == g.clusterID {
+		return netip.Addr{}, "", false
+	}
+	peer, found := set.Peer(fwd[0])
+	if !found {
+		g.log.Debug("gateway: forward mark from an unknown cluster stripped", "from", fwd[0])
+		return netip.Addr{}, "", false
+	}
+	ip, err := cluster.VerifyClient(peer.PublicKey, peer.ID, client[0], r.Host, g.now())
+	if err != nil {
+		g.log.Debug("gateway: forward mark stripped", "from", peer.ID, "err", err)
+		return netip.Addr{}, "", false
+	}
+	return ip, peer.ID, true
+}
+
+// affinity is step 9: a request for an app owned by another active
+// cluster is forwarded to that cluster's gateway, once. It is served here
+// when this cluster owns the app, when the owner is unknown, when the
+// request was itself forwarded (one hop), or when the owner cannot take
+// it (DESIGN §5.2): unreachable, or a GET/HEAD/OPTIONS answered ≥ 500.
+func (g *Gateway) affinity(next http.Handler) http.Handler {
+	st := &g.clusters
+	if st.members == nil || !st.affinity {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := route.RequestFrom(r.Context())
+		if rq == nil || rq.Match.Kind != route.KindApp || rq.Match.App == nil ||
+			rq.ForwardedBy != "" || rq.ForwardMarked || !rq.ClientIP.IsValid() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		set, ok := st.set(g.clusterID)
+		owner := set.Owner(rq.Match.App.ID, st.hash)
+		if !ok || owner == "" || owner == g.clusterID {
+			next.ServeHTTP(w, r)
+			return
+		}
+		peer, _ := set.Peer(owner)
+		body := &keptBody{}
+		if r.Body != nil && r.Body != http.NoBody {
+			body.ReadCloser = r.Body
+			r.Body = body
+		}
+		a := g.tryPeer(w, r, rq, peer, false)
+		switch {
+		case a.outcome == outcomeMoveOn && (replayable(r) || a.unsent && !body.touched()):
+			// Serve here; failover (if it comes to that) skips the owner.
+			g.log.Debug("gateway: owner cannot serve, serving locally", "app", rq.Match.App.ID, "owner", owner, "err", a.err)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, owner)))
+		case a.outcome == outcomeMoveOn:
+			// A write that may have reached the owner: never replayed.
+			writeUpstreamError(w, a.err)
+		default:
+			g.finishAttempt(w, rq, a)
+		}
+	})
+}
+
+// ownerTriedKey marks a request the affinity layer already forwarded to
+// its owner (the value is the owner's id), so failover does not try it
+// twice.
+type ownerTriedKey struct{}
+
+// failover is the proxy's Fallback (DESIGN §5.2): the local attempt could
+// not serve the request (no routable host, or every host unreachable)
+// and nothing has been written. A GET/HEAD/OPTIONS without a body is sent
+// to the owner, then the other active peers in id order after self, under
+// the one cluster deadline; the first peer answer below 500 is returned
+// with X-Failover-Cluster. It returns false, leaving the proxy's own
+// 502/503, for writes, forwarded requests (one hop), and when no peer
+// answered below 500.
+func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) bool {
+	st := &g.clusters
+	rq := route.RequestFrom(r.Context())
+	if rq == nil || rq.Match.App == nil || rq.ForwardedBy != "" || rq.ForwardMarked || !replayable(r) || !rq.ClientIP.IsValid() {
+		return false
+	}
+	set, ok := st.set(g.clusterID)
+	if !ok {
+		return false
+	}
+	app := rq.Match.App.ID
+	tried, _ := r.Context().Value(ownerTriedKey{}).(string)
+	for _, peer := range set.Failover(set.Owner(app, st.hash)) {
+		if peer.ID == tried {
+			continue
+		}
+		a := g.tryPeer(w, r, rq, peer, true)
+		if a.outcome == outcomeMoveOn {
+			g.log.Debug("gateway: failover peer skipped", "app", app, "cluster", peer.ID, "err", a.err)
+			continue
+		}
+		if a.outcome == outcomeServed {
+			rq.FailoverCluster = peer.ID
+			g.log.Info("gateway: failed over", "app", app, "cluster", peer.ID, "cause", cause)
+		}
+		g.finishAttempt(w, rq, a)
+		return true
+	}
+	return false
+}
+
+// replayable: a request that may be sent to a second cluster after a
+// first could not serve it — GET, HEAD or OPTIONS, and no body.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return r.ContentLength == 0
+	}
+	return false
+}
+
+// outcome is how one attempt at a peer ended.
+type outcome uint8
+
+const (
+	outcomeServed   outcome = iota // the peer's response was written to w
+	outcomeMoveOn                  // nothing written; the next candidate may try
+	outcomeDeadline                // the cluster deadline passed: answer 504
+	outcomeGone                    // the client went away: answer nothing
+)
+
+// peerAttempt is one request's attempt at one peer gateway, carried in
+// the outbound request's context so the ReverseProxy hooks see it.
+type peerAttempt struct {
+	g        *Gateway
+	w        http.ResponseWriter
+	rq       *route.Request
+	peer     cluster.Peer
+	target   *url.URL
+	failover bool
+	retry    bool // a ≥ 500 answer is skipped (replayable request)
+	timer    *time.Timer
+	outcome  outcome
+	err      error
+	unsent   bool // a connect failure: the peer got nothing
+}
+
+type peerAttemptKey struct{}
+
+var (
+	errDeadline = errors.New("gateway: cluster deadline passed")
+	errSkip     = errors.New("gateway: peer answered 5xx")
+)
+
+// tryPeer sends r to peer's gateway, with the forward marks, and writes
+// the peer's response to w unless the attempt ends otherwise (see
+// outcome). It waits for response headers at most until the cluster
+// deadline.
+func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Request, peer cluster.Peer, failover bool) *peerAttempt {
+	a := &peerAttempt{g: g, w: w, rq: rq, peer: peer, failover: failover, retry: replayable(r)}
+	u, err := cluster.ParseURL(peer.URL)
+	if err != nil {
+		a.outcome, a.err, a.unsent = outcomeMoveOn, err, true
+		return a
+	}
+	a.target = u
+	start := rq.Start
+	if start.IsZero() {
+		start = g.now()
+	}
+	left := start.Add(g.clusters.deadline).Sub(g.now())
+	if left <= 0 {
+		a.outcome, a.err = outcomeDeadline, errDeadline
+		return a
+	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), peerAttemptKey{}, a))
+	defer cancel(nil)
+	a.timer = time.AfterFunc(left, func() { cancel(errDeadline) })
+	defer a.timer.Stop()
+	g.clusters.rp.ServeHTTP(w, r.WithContext(ctx))
+	return a
+}
+
+// rewritePeer builds the request to a peer gateway: its URL, the client's
+// own Host, this gateway's signed marks. X-Forwarded-* and Forwarded were
+// removed by ReverseProxy: the peer computes its own, and learns the
+// client's address from the signed mark.
+func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
+	a := pr.In.Context().Value(peerAttemptKey{}).(*peerAttempt)
+	pr.SetURL(a.target)
+	pr.Out.Host = pr.In.Host
+	h := pr.Out.Header
+	h[cluster.HeaderForwarded] = g.clusterHdr
+	h[cluster.HeaderClient] = []string{cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), pr.In.Host)}
+}
+
+// modifyPeerResponse runs once a peer's response headers are in: the
+// deadline no longer applies; a ≥ 500 answer to a replayable request is
+// skipped; the peer's headers replace this gateway's own (CORS and rate
+// limit headers the layers above set), and a failover is labelled.
+func modifyPeerResponse(res *http.Response) error {
+	a := res.Request.Context().Value(peerAttemptKey{}).(*peerAttempt)
+	if !a.timer.Stop() {
+		return errDeadline
+	}
+	if res.StatusCode >= 500 && a.retry {
+		return fmt.Errorf("%w: %s answered %d", errSkip, a.peer.ID, res.StatusCode)
+	}
+	wh := a.w.Header()
+	for k := range res.Header {
+		delete(wh, k)
+	}
+	delete(res.Header, cluster.HeaderFailover)
+	if a.failover {
+		res.Header[cluster.HeaderFailover] = []string{a.peer.ID}
+	}
+	if _, ok := res.Header[cluster.HeaderCluster]; !ok {
+		res.Header[cluster.HeaderCluster] = []string{a.peer.ID}
+	}
+	return nil
+}
+
+// peerError is ReverseProxy's ErrorHandler for peer attempts: it only
+// records how the attempt ended; tryPeer's caller answers.
+func peerError(_ http.ResponseWriter, out *http.Request, err error) {
+	a := out.Context().Value(peerAttemptKey{}).(*peerAttempt)
+	a.err = err
+	switch {
+	case errors.Is(err, errDeadline) || errors.Is(context.Cause(out.Context()), errDeadline):
+		a.outcome, a.err = outcomeDeadline, errDeadline
+	case errors.Is(err, errSkip):
+		a.outcome = outcomeMoveOn
+	case out.Context().Err() != nil:
+		a.outcome = outcomeGone
+	default:
+		var op *net.OpError
+		a.unsent = errors.As(err, &op) && op.Op == "dial"
+		a.outcome = outcomeMoveOn
+	}
+}
+
+// finishAttempt answers for an attempt that ended without the peer's
+// response being written.
+func (g *Gateway) finishAttempt(w http.ResponseWriter, rq *route.Request, a *peerAttempt) {
+	switch a.outcome {
+	case outcomeDeadline:
+		problem.Write(w, http.StatusGatewayTimeout, "no cluster answered in time")
+	case outcomeGone:
+		rq.Status = 499 // for the access log; never sent
+	}
+}
+
+// writeUpstreamError answers a write whose forward failed after it may
+// have reached the owner: 504 for a timeout, else 502.
+func writeUpstreamError(w http.ResponseWriter, err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		problem.Write(w, http.StatusGatewayTimeout, "the owner cluster did not answer in time")
+		return
+	}
+	problem.Write(w, http.StatusBadGateway, "the owner cluster is unreachable")
+}
+
+// keptBody is the request body while it is offered to the owner cluster:
+// ReverseProxy's transport closes the body it sent, but if the owner got
+// none of it the local attempt still needs it. Close is a no-op; the
+// server closes the real body when the handler returns.
+type keptBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+func (b *keptBody) Close() error { return nil }
+
+func (b *keptBody) touched() bool { return b.read.Load() }
