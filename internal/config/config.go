@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"log/slog"
+	"path/filepath"
+	"time"
+)
 
 // Config is the whole gateway configuration, one nested struct per part.
 // The yaml tags are the keys of gatehouse.yaml; docs/config.md is the
@@ -217,4 +221,28 @@ func Default() Config {
 		HeartbeatInterval: 5 * time.Second,
 		ReverifyInterval:  10 * time.Minute,
 	}
+}
+
+// SlogLevel is Level as a slog.Level; an unknown level (impossible after
+// Validate) is Info.
+func (l Log) SlogLevel() slog.Level {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// ClusterKeyPath is where the cluster's private key lives: Cluster.Key,
+// or cluster.key in DataDir when that is empty (the assembly generates it
+// there at first start).
+func (c *Config) ClusterKeyPath() string {
+	if c.Cluster.Key != "" {
+		return c.Cluster.Key
+	}
+	return filepath.Join(c.DataDir, "cluster.key")
 }

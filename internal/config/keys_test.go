@@ -99,3 +99,22 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+func TestHelpers(t *testing.T) {
+	c := Default()
+	if got := c.ClusterKeyPath(); got != "gatehouse-data/cluster.key" {
+		t.Errorf("default key path %q", got)
+	}
+	c.Cluster.Key = "/etc/k.pem"
+	if got := c.ClusterKeyPath(); got != "/etc/k.pem" {
+		t.Errorf("key path %q", got)
+	}
+	for lvl, want := range map[string]string{"debug": "DEBUG", "info": "INFO", "warn": "WARN", "error": "ERROR"} {
+		if got := (Log{Level: lvl}).SlogLevel().String(); got != want {
+			t.Errorf("%s: %s", lvl, got)
+		}
+	}
+	if got := (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1/128"}}).TrustedPrefixes(); len(got) != 2 || got[1].String() != "::1/128" {
+		t.Errorf("prefixes %v", got)
+	}
+}
