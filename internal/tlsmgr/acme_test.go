@@ -1,0 +1,237 @@
+package tlsmgr
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
+)
+
+// rig is the gateways' http and https listeners for ACME tests. With
+// several managers, connections go to each in turn, so a challenge is
+// often answered by a gateway that did not order it (shared storage).
+type rig struct {
+	httpLn, tlsLn net.Listener
+	mgrs          []*Manager
+	next          atomic.Uint32
+	wg            sync.WaitGroup
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{}
+	var err error
+	if r.httpLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if r.tlsLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rig) ports() (int, int) {
+	return r.httpLn.Addr().(*net.TCPAddr).Port, r.tlsLn.Addr().(*net.TCPAddr).Port
+}
+
+func (r *rig) pick() *Manager { return r.mgrs[int(r.next.Add(1))%len(r.mgrs)] }
+
+// start serves the listeners with mgrs and runs each manager until t ends.
+func (r *rig) start(t *testing.T, mgrs ...*Manager) {
+	r.mgrs = mgrs
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.pick().HTTPHandler(http.NotFoundHandler()).ServeHTTP(w, req)
+	})}
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); _ = srv.Serve(r.httpLn) }()
+	go func() {
+		defer r.wg.Done()
+		for {
+			c, err := r.tlsLn.Accept()
+			if err != nil {
+				return
+			}
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				_ = tls.Server(c, r.pick().TLSConfig()).Handshake()
+			}()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, len(mgrs))
+	for _, m := range mgrs {
+		go func() { errs <- m.Run(ctx) }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range mgrs {
+			if err := <-errs; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+		srv.Close()
+		r.tlsLn.Close()
+		r.wg.Wait()
+	})
+}
+
+// issued waits until a handshake for name through the rig presents a
+// certificate that Pebble issued, and returns it.
+func (r *rig) issued(t *testing.T, p *tlsmgrtest.Pebble, m *Manager, name string) *x509.Certificate {
+	t.Helper()
+	addr := serveTLS(t, m.TLSConfig())
+	var leaf *x509.Certificate
+	testutil.WaitFor(t, 60*time.Second, func() bool {
+		l, _, err := handshake(addr, &tls.Config{ServerName: name, RootCAs: p.Roots})
+		leaf = l
+		return err == nil
+	}, "no pebble certificate for "+name+"\n"+p.Log())
+	return leaf
+}
+
+func acmeOptions(p *tlsmgrtest.Pebble, r *rig, storageDir string, names ...string) Options {
+	hp, tp := r.ports()
+	return Options{Names: names, Directory: p.Directory, CARoot: p.CARoot, Email: "ops@example.test",
+		StorageDir: storageDir, HTTPPort: hp, TLSPort: tp}
+}
+
+func TestACMEChallenges(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		noHTTP, noTLS bool
+	}{{"http-01", false, true}, {"tls-alpn-01", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			hp, tp := r.ports()
+			p := tlsmgrtest.Start(t, hp, tp)
+			opts := acmeOptions(p, r, t.TempDir(), "app.example.test")
+			opts.DisableHTTPChallenge, opts.DisableTLSALPNChallenge = tc.noHTTP, tc.noTLS
+			m, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Before ACME delivers, the bootstrap certificate serves.
+			addr := serveTLS(t, m.TLSConfig())
+			if _, _, err := handshake(addr, &tls.Config{ServerName: "app.example.test", RootCAs: p.Roots}); err == nil {
+				t.Fatal("pebble-trusted handshake before Run")
+			}
+			r.start(t, m)
+			leaf := r.issued(t, p, m, "app.example.test")
+			if leaf.Issuer.CommonName == "" || leaf.DNSNames[0] != "app.example.test" {
+				t.Fatalf("issued %v for %v", leaf.Issuer, leaf.DNSNames)
+			}
+			if n := p.Orders(); n != 1 {
+				t.Fatalf("pebble saw %d orders, want 1", n)
+			}
+		})
+	}
+}
+
+func TestACMEOnDemand(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	var asked atomic.Int32
+	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, name string) error {
+		asked.Add(1)
+		if name == "shop.customer.test" {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	r.issued(t, p, m, "api.example.test")
+	before := p.Orders()
+
+	// A refused name: the bootstrap certificate, no ACME traffic.
+	addr := serveTLS(t, m.TLSConfig())
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: "evil.customer.test", InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.Equal(m.boot.Load().Leaf) || p.Orders() != before || asked.Load() == 0 {
+		t.Fatalf("refused name: bootstrap=%v orders %d->%d asked=%d", leaf.Equal(m.boot.Load().Leaf), before, p.Orders(), asked.Load())
+	}
+	// An allowed custom domain is issued during its first handshake.
+	r.issued(t, p, m, "shop.customer.test")
+	if n := p.Orders(); n != before+1 {
+		t.Fatalf("orders %d, want %d", n, before+1)
+	}
+}
+
+func TestACMECustomDomainsOff(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts.Allow = func(context.Context, string) error { return nil } // would allow, but off wins
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	r.issued(t, p, m, "api.example.test")
+	addr := serveTLS(t, m.TLSConfig())
+	for i := 0; i < 3; i++ {
+		leaf, _, err := handshake(addr, &tls.Config{ServerName: "shop.customer.test", InsecureSkipVerify: true})
+		if err != nil || !leaf.Equal(m.boot.Load().Leaf) {
+			t.Fatalf("custom domain with custom_domains off: %v", err)
+		}
+	}
+	if n := p.Orders(); n != 1 {
+		t.Fatalf("pebble saw %d orders, want 1 (api only)", n)
+	}
+	// A name added while running (a new app) is ordered and served.
+	if err := m.Manage("new-app.example.test"); err != nil {
+		t.Fatal(err)
+	}
+	r.issued(t, p, m, "new-app.example.test")
+	if n := p.Orders(); n != 2 {
+		t.Fatalf("pebble saw %d orders, want 2", n)
+	}
+}
+
+// TestACMETwoGatewaysSharedStorage: two managers on one storage, one name:
+// exactly one order, and both serve the certificate. Challenges are
+// answered in turn by either gateway.
+func TestACMETwoGatewaysSharedStorage(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	a, err := New(acmeOptions(p, r, dir, "app.example.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(acmeOptions(p, r, dir, "app.example.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, a, b)
+	la := r.issued(t, p, a, "app.example.test")
+	lb := r.issued(t, p, b, "app.example.test")
+	if !la.Equal(lb) {
+		t.Fatal("the two gateways serve different certificates")
+	}
+	if n := p.Orders(); n != 1 {
+		t.Fatalf("pebble saw %d orders, want exactly 1", n)
+	}
+}

@@ -1,0 +1,31 @@
+// Package tlsmgr is the source of the gateway's TLS configuration and
+// certificates (DESIGN §3 TLS posture, §9 certificates).
+//
+// [Manager.TLSConfig] returns the *tls.Config the https listener serves:
+// TLS 1.2 minimum, key exchange preferring the hybrid post-quantum
+// X25519MLKEM768 (Options.PQOnly: only that group, which also means TLS 1.3
+// only), ALPN h2, http/1.1 and acme-tls/1. Its GetCertificate answers, in
+// order: ACME TLS-ALPN-01 challenges; certificates certmagic holds (issued
+// for the managed names, or on demand for custom domains that
+// Options.Allow accepts); else the bootstrap certificate.
+//
+// The bootstrap certificate is self-issued at New for the gateway's own
+// names and lives 24 h (re-issued by Run at half-life), so the gateway
+// serves TLS from its first second; ACME certificates replace it name by
+// name as they arrive.
+//
+// ACME runs through certmagic with a certificate cache owned by the
+// Manager (no certmagic global state). HTTP-01 is answered by
+// [Manager.HTTPHandler] on the gateway's own http listener and TLS-ALPN-01
+// by GetCertificate on its https listener. Certificates and ACME locks live
+// in a [KV] that the cluster shares (internal/store satisfies it), so every
+// gateway serves the same certificates and only one orders each name.
+//
+// Post-quantum protection: with X25519MLKEM768 the session keys of a TLS 1.3
+// connection resist a future quantum attacker recording today's traffic
+// ("harvest now, decrypt later"). Authentication does not: certificate
+// signatures (ECDSA/RSA from the ACME CA) remain classical in Go's TLS stack
+// and in the Web PKI, so an attacker with a quantum computer at handshake
+// time could impersonate the server. Passthrough apps negotiate with their
+// own hosts; the gateway does not affect their key exchange.
+package tlsmgr

@@ -1,0 +1,112 @@
+package tlsmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Options configures a Manager. The zero value serves a bootstrap
+// certificate for "localhost" and never talks to an ACME CA.
+type Options struct {
+	// Names are the gateway's own names: api.{zone} and each app's
+	// {app}.{zone}. The bootstrap certificate covers them, and with a
+	// Directory each gets an ACME certificate. More can be added later with
+	// Manage. Empty means only "localhost" for the bootstrap.
+	Names []string
+
+	// Directory is the ACME directory URL (tls.acme.directory). Empty: no
+	// ACME at all; the bootstrap certificate is all the gateway serves.
+	Directory string
+	// Email is the ACME account contact (tls.acme.email); may be empty.
+	Email string
+	// CARoot is a PEM file of roots to trust when talking to the ACME
+	// directory (tls.acme.ca_root), for a test or private CA; empty means
+	// the system roots.
+	CARoot string
+
+	// CustomDomains is tls.custom_domains: "auto" issues on demand for a
+	// name Allow accepts; "off" (or empty, the default) never does.
+	CustomDomains string
+	// Allow decides whether a custom domain may get a certificate on demand;
+	// it is asked during the handshake of a name that is not one of Names,
+	// before any ACME traffic. Wire it to "mapping verified". nil refuses
+	// every name.
+	Allow func(ctx context.Context, name string) error
+
+	// PQOnly (tls.pq_only) accepts only clients offering X25519MLKEM768.
+	PQOnly bool
+
+	// Storage holds certificates, keys, ACME accounts and locks, shared by
+	// every gateway of the cluster. nil: a directory of files at StorageDir.
+	Storage KV
+	// StorageDir is used when Storage is nil; empty with a Directory set is
+	// an error.
+	StorageDir string
+
+	// HTTPPort and TLSPort are the ports the gateway's http and https
+	// listeners take ACME challenges on: the ports the CA connects to
+	// (80 and 443 in production, which zero means).
+	HTTPPort, TLSPort int
+	// DisableHTTPChallenge and DisableTLSALPNChallenge turn a challenge
+	// type off, for a deployment where that port is not reachable.
+	DisableHTTPChallenge, DisableTLSALPNChallenge bool
+
+	// BootstrapTTL is the bootstrap certificate's lifetime; zero means 24 h.
+	BootstrapTTL time.Duration
+	// Logger receives certificate events; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Values of Options.CustomDomains.
+const (
+	CustomDomainsAuto = "auto"
+	CustomDomainsOff  = "off"
+)
+
+func (o *Options) validate() error {
+	switch o.CustomDomains {
+	case "", CustomDomainsOff, CustomDomainsAuto:
+	default:
+		return fmt.Errorf("tlsmgr: custom_domains must be \"auto\" or \"off\", got %q", o.CustomDomains)
+	}
+	if o.Directory != "" && o.Storage == nil && o.StorageDir == "" {
+		return errors.New("tlsmgr: acme needs Storage or StorageDir")
+	}
+	if o.CARoot != "" {
+		if _, err := os.Stat(o.CARoot); err != nil {
+			return fmt.Errorf("tlsmgr: acme ca_root: %w", err)
+		}
+	}
+	if o.HTTPPort < 0 || o.HTTPPort > 65535 || o.TLSPort < 0 || o.TLSPort > 65535 {
+		return fmt.Errorf("tlsmgr: challenge ports out of range: %d, %d", o.HTTPPort, o.TLSPort)
+	}
+	if o.BootstrapTTL < 0 {
+		return fmt.Errorf("tlsmgr: bootstrap ttl must not be negative, got %s", o.BootstrapTTL)
+	}
+	for _, n := range o.Names {
+		if n == "" {
+			return errors.New("tlsmgr: empty name")
+		}
+	}
+	return nil
+}
+
+func (o *Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+func (o *Options) bootstrapTTL() time.Duration {
+	if o.BootstrapTTL == 0 {
+		return 24 * time.Hour
+	}
+	return o.BootstrapTTL
+}

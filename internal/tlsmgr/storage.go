@@ -1,0 +1,42 @@
+package tlsmgr
+
+import (
+	"context"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+)
+
+// KV is the shared key-value store with locks that certificates, keys,
+// ACME accounts and ACME locks live in. internal/store's CertKV satisfies
+// it over NATS JetStream; tlsmgr adapts it to certmagic.Storage.
+//
+// Contract (certmagic's): keys are slash-separated paths; Load and Stat of
+// a missing key return an error wrapping fs.ErrNotExist; List lists keys
+// under path (recursively or one level); Lock blocks until the named lock is
+// held or ctx ends, and a lock whose holder died must expire by itself (a
+// TTL), so one dead gateway cannot stall the cluster; Unlock releases a lock
+// this process holds. Safe for concurrent use, across processes.
+type KV interface {
+	Load(ctx context.Context, key string) ([]byte, error)
+	Store(ctx context.Context, key string, value []byte) error
+	Delete(ctx context.Context, key string) error
+	Exists(ctx context.Context, key string) bool
+	List(ctx context.Context, path string, recursive bool) ([]string, error)
+	Stat(ctx context.Context, key string) (modified time.Time, size int64, isTerminal bool, err error)
+	Lock(ctx context.Context, name string) error
+	Unlock(ctx context.Context, name string) error
+}
+
+// kvStorage adapts a KV to certmagic.Storage.
+type kvStorage struct{ KV }
+
+var _ certmagic.Storage = kvStorage{}
+
+func (s kvStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
+	mod, size, term, err := s.KV.Stat(ctx, key)
+	if err != nil {
+		return certmagic.KeyInfo{}, err
+	}
+	return certmagic.KeyInfo{Key: key, Modified: mod, Size: size, IsTerminal: term}, nil
+}

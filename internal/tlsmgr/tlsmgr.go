@@ -1,0 +1,325 @@
+package tlsmgr
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+// ACMETLS1 is the ALPN protocol of the TLS-ALPN-01 challenge (RFC 8737).
+const ACMETLS1 = "acme-tls/1"
+
+// Errors the on-demand decision returns.
+var (
+	ErrCustomDomainsOff = errors.New("tlsmgr: custom domains are off")
+	ErrNotAllowed       = errors.New("tlsmgr: name not allowed for on-demand certificates")
+)
+
+// Manager serves certificates. Create it with New; TLSConfig,
+// GetCertificate, HTTPHandler and Manage are safe for concurrent use and may
+// be called before, during and after Run.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	boot atomic.Pointer[tls.Certificate]  // the current bootstrap certificate
+	cm   atomic.Pointer[certmagic.Config] // managed names; set while ACME is on
+	od   atomic.Pointer[certmagic.Config] // on-demand custom domains; nil when off
+	iss  atomic.Pointer[certmagic.ACMEIssuer]
+
+	mu      sync.Mutex
+	names   map[string]bool // managed names (lower case)
+	running context.Context // Run's context, nil before Run
+	ran     bool
+}
+
+// New validates opts and self-issues the bootstrap certificate. It starts
+// nothing: ACME begins with Run.
+func New(opts Options) (*Manager, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}}
+	if m.log == nil {
+		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for _, n := range opts.Names {
+		m.names[strings.ToLower(n)] = true
+	}
+	cert, err := selfIssue(opts.Names, opts.now(), opts.bootstrapTTL())
+	if err != nil {
+		return nil, err
+	}
+	m.boot.Store(cert)
+	return m, nil
+}
+
+// Curve preferences: hybrid post-quantum first (DESIGN §3).
+var (
+	curves       = []tls.CurveID{tls.X25519MLKEM768, tls.X25519, tls.CurveP256}
+	curvesPQOnly = []tls.CurveID{tls.X25519MLKEM768}
+)
+
+// TLSConfig returns a new *tls.Config for the https listener: TLS 1.2+
+// (1.3 only with PQOnly, X25519MLKEM768 being a TLS 1.3 group), the curve
+// preferences above, ALPN h2, http/1.1 and acme-tls/1, and GetCertificate.
+func (m *Manager) TLSConfig() *tls.Config {
+	c := &tls.Config{
+		MinVersion:       tls.VersionTLS12,
+		CurvePreferences: slices.Clone(curves),
+		NextProtos:       []string{"h2", "http/1.1", ACMETLS1},
+		GetCertificate:   m.GetCertificate,
+	}
+	if m.opts.PQOnly {
+		c.MinVersion = tls.VersionTLS13
+		c.CurvePreferences = slices.Clone(curvesPQOnly)
+	}
+	return c
+}
+
+// GetCertificate picks the certificate for a handshake: an ACME
+// TLS-ALPN-01 challenge certificate, else what certmagic holds or may
+// obtain on demand for the name, else the bootstrap certificate (also for
+// no SNI and unknown names, which therefore see the gateway's default
+// certificate, never a pipe).
+func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cfg := m.cm.Load()
+	if od := m.od.Load(); od != nil {
+		cfg = od // same cache: managed names hit it too
+	}
+	if cfg == nil || hello.ServerName == "" {
+		return m.boot.Load(), nil
+	}
+	isChallenge := len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == ACMETLS1
+	cert, err := cfg.GetCertificateWithContext(hello.Context(), hello)
+	if isChallenge {
+		return cert, err // never a fallback for a challenge
+	}
+	if err == nil && cert != nil && cert.Leaf != nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
+		return cert, nil
+	}
+	boot := m.boot.Load()
+	if err == nil && cert != nil && len(cert.Certificate) > 0 && boot.Leaf.VerifyHostname(hello.ServerName) != nil {
+		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
+	}
+	return boot, nil
+}
+
+// HTTPHandler answers ACME HTTP-01 challenges (for this gateway or, through
+// the shared storage, any gateway of the cluster) and passes every other
+// request to next. The http listener puts it in front of everything.
+func (m *Manager) HTTPHandler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if iss := m.iss.Load(); iss != nil && iss.HandleHTTPChallenge(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Manage adds names to keep an ACME certificate for (a new app's
+// {app}.{zone}). Before Run they are remembered; while Run runs they are
+// ordered in the background. Names already managed are skipped.
+func (m *Manager) Manage(names ...string) error {
+	m.mu.Lock()
+	var fresh []string
+	for _, n := range names {
+		n = strings.ToLower(n)
+		if n == "" || m.names[n] {
+			continue
+		}
+		m.names[n] = true
+		fresh = append(fresh, n)
+	}
+	ctx := m.running
+	m.mu.Unlock()
+	cfg := m.cm.Load()
+	if ctx == nil || cfg == nil || len(fresh) == 0 {
+		return nil
+	}
+	if err := cfg.ManageAsync(ctx, fresh); err != nil {
+		return fmt.Errorf("tlsmgr: manage %v: %w", fresh, err)
+	}
+	return nil
+}
+
+// Managed reports whether name is one of the managed names.
+func (m *Manager) Managed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.names[strings.ToLower(name)]
+}
+
+// Run starts ACME (when a Directory is set), orders certificates for the
+// managed names, keeps the bootstrap certificate fresh, and returns when ctx
+// ends, after stopping certmagic's cache maintenance. Run may be called
+// once. Start the http and https listeners before Run so challenges are
+// answered from the first order.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.ran {
+		m.mu.Unlock()
+		return errors.New("tlsmgr: Run called twice")
+	}
+	m.ran = true
+	m.mu.Unlock()
+	if m.opts.Directory != "" {
+		cache, err := m.startACME()
+		if err != nil {
+			return err
+		}
+		defer cache.Stop()
+		m.mu.Lock()
+		m.running = ctx
+		names := make([]string, 0, len(m.names))
+		for n := range m.names {
+			names = append(names, n)
+		}
+		m.mu.Unlock()
+		slices.Sort(names)
+		if len(names) > 0 {
+			if err := m.cm.Load().ManageAsync(ctx, names); err != nil {
+				return fmt.Errorf("tlsmgr: manage %v: %w", names, err)
+			}
+		}
+	}
+	m.renewBootstrap(ctx)
+	return nil
+}
+
+// renewBootstrap re-issues the bootstrap certificate at each half-life
+// until ctx ends.
+func (m *Manager) renewBootstrap(ctx context.Context) {
+	ttl := m.opts.bootstrapTTL()
+	t := time.NewTimer(ttl / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			cert, err := selfIssue(m.opts.Names, m.opts.now(), ttl)
+			if err != nil {
+				m.log.Error("tlsmgr: renew bootstrap certificate", "err", err)
+			} else {
+				m.boot.Store(cert)
+			}
+			t.Reset(ttl / 2)
+		}
+	}
+}
+
+// startACME builds the certmagic cache, config and issuer, owned by m.
+func (m *Manager) startACME() (*certmagic.Cache, error) {
+	roots, err := m.roots()
+	if err != nil {
+		return nil, err
+	}
+	var storage certmagic.Storage = &certmagic.FileStorage{Path: m.opts.StorageDir}
+	if m.opts.Storage != nil {
+		storage = kvStorage{m.opts.Storage}
+	}
+	zl := zap.NewNop()
+	// Two configs on one cache: certmagic treats a config with OnDemand as
+	// on-demand for every name, so managed names need their own.
+	var managed, onDemand *certmagic.Config
+	cache := certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(c certmagic.Certificate) (*certmagic.Config, error) {
+			if onDemand != nil && !slices.ContainsFunc(c.Names, m.Managed) {
+				return onDemand, nil
+			}
+			return managed, nil
+		},
+		Logger: zl,
+	})
+	managed = m.newConfig(cache, storage, roots, nil)
+	if m.opts.CustomDomains == CustomDomainsAuto {
+		onDemand = m.newConfig(cache, storage, roots, &certmagic.OnDemandConfig{DecisionFunc: m.decide})
+		m.od.Store(onDemand)
+	}
+	m.iss.Store(managed.Issuers[0].(*certmagic.ACMEIssuer))
+	m.cm.Store(managed)
+	return cache, nil
+}
+
+// newConfig builds one certmagic config with its ACME issuer.
+func (m *Manager) newConfig(cache *certmagic.Cache, storage certmagic.Storage, roots *x509.CertPool, od *certmagic.OnDemandConfig) *certmagic.Config {
+	zl := zap.NewNop()
+	cfg := certmagic.New(cache, certmagic.Config{Storage: storage, Logger: zl, OnEvent: m.onEvent, OnDemand: od})
+	iss := certmagic.NewACMEIssuer(cfg, certmagic.ACMEIssuer{
+		CA:                      m.opts.Directory,
+		TestCA:                  m.opts.Directory, // never fall back to another CA
+		Email:                   m.opts.Email,
+		Agreed:                  true,
+		TrustedRoots:            roots,
+		AltHTTPPort:             m.opts.HTTPPort,
+		AltTLSALPNPort:          m.opts.TLSPort,
+		DisableHTTPChallenge:    m.opts.DisableHTTPChallenge,
+		DisableTLSALPNChallenge: m.opts.DisableTLSALPNChallenge,
+		Logger:                  zl,
+	})
+	cfg.Issuers = []certmagic.Issuer{iss}
+	return cfg
+}
+
+func (m *Manager) roots() (*x509.CertPool, error) {
+	if m.opts.CARoot == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(m.opts.CARoot)
+	if err != nil {
+		return nil, fmt.Errorf("tlsmgr: acme ca_root: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tlsmgr: acme ca_root %s: no PEM certificate", m.opts.CARoot)
+	}
+	return pool, nil
+}
+
+// decide is certmagic's on-demand gate: only custom domains (not managed
+// names, which have their own order), only with custom_domains auto, only
+// when Allow says yes. It runs before any ACME traffic.
+func (m *Manager) decide(ctx context.Context, name string) error {
+	if m.opts.CustomDomains != CustomDomainsAuto {
+		return ErrCustomDomainsOff
+	}
+	if m.Managed(name) {
+		return fmt.Errorf("%w: %s is managed, not on demand", ErrNotAllowed, name)
+	}
+	if m.opts.Allow == nil {
+		return ErrNotAllowed
+	}
+	if err := m.opts.Allow(ctx, name); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrNotAllowed, name, err)
+	}
+	return nil
+}
+
+// onEvent logs certmagic's certificate events.
+func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) error {
+	switch event {
+	case "cert_obtained", "cert_ocsp_revoked":
+		m.log.Info("tlsmgr: "+event, "identifier", data["identifier"], "renewal", data["renewal"])
+	case "cert_failed":
+		m.log.Error("tlsmgr: "+event, "identifier", data["identifier"], "err", data["error"], "renewal", data["renewal"])
+	}
+	return nil
+}

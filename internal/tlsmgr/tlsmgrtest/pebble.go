@@ -1,0 +1,214 @@
+// Package tlsmgrtest runs a real Pebble ACME CA (Debian's pebble package)
+// for tests, on loopback only: its VA resolves every name through an
+// in-test DNS server answering 127.0.0.1, and connects to the challenge
+// ports the test names. Imported by tests only.
+package tlsmgrtest
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Pebble is a running Pebble.
+type Pebble struct {
+	// Directory is the ACME directory URL.
+	Directory string
+	// CARoot is a PEM file with the root that signs Pebble's own HTTPS
+	// certificate: tlsmgr's Options.CARoot.
+	CARoot string
+	// Roots trusts the certificates Pebble issues (its issuance root).
+	Roots *x509.CertPool
+
+	mu  sync.Mutex
+	log bytes.Buffer
+}
+
+// Orders counts the new-order requests Pebble received so far.
+func (p *Pebble) Orders() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Count(p.log.String(), "POST /order-plz")
+}
+
+// Log returns Pebble's output so far.
+func (p *Pebble) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *Pebble) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.Write(b)
+}
+
+// Start runs Pebble whose VA validates HTTP-01 on httpPort and TLS-ALPN-01
+// on tlsPort of 127.0.0.1. Without /usr/bin/pebble the test is skipped,
+// unless CI is set, where it fails.
+func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
+	t.Helper()
+	bin, err := exec.LookPath("pebble")
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("pebble not installed (apt-get install pebble)")
+		}
+		t.Fatal("pebble not installed: CI must install the Debian pebble package")
+	}
+	dir := t.TempDir()
+	caPEM, certFile, keyFile := serverCert(t, dir)
+	dnsAddr := startDNS(t)
+	acme, mgmt := freePort(t), freePort(t)
+	cfg := map[string]any{"pebble": map[string]any{
+		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", acme),
+		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", mgmt),
+		"certificate":             certFile,
+		"privateKey":              keyFile,
+		"httpPort":                httpPort,
+		"tlsPort":                 tlsPort,
+		"ocspResponderURL":        "",
+	}}
+	b, _ := json.Marshal(cfg)
+	cfgFile := filepath.Join(dir, "pebble.json")
+	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &Pebble{Directory: fmt.Sprintf("https://127.0.0.1:%d/dir", acme), CARoot: filepath.Join(dir, "ca.pem")}
+	if err := os.WriteFile(p.CARoot, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", dnsAddr)
+	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
+	cmd.Stdout, cmd.Stderr = p, p
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer hc.CloseIdleConnections()
+	var root []byte
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if root = get(hc, fmt.Sprintf("https://127.0.0.1:%d/roots/0", mgmt)); root != nil && get(hc, p.Directory) != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pebble did not start:\n%s", p.Log())
+		}
+		time.Sleep(50 * time.Millisecond) // polling a child process: no event to wait on
+	}
+	p.Roots = x509.NewCertPool()
+	if !p.Roots.AppendCertsFromPEM(root) {
+		t.Fatalf("pebble root: %q", root)
+	}
+	return p
+}
+
+func get(hc *http.Client, url string) []byte {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		return nil
+	}
+	return b
+}
+
+// serverCert writes a CA and a leaf for 127.0.0.1/localhost, for Pebble's
+// own HTTPS listeners.
+func serverCert(t testing.TB, dir string) (caPEM []byte, certFile, keyFile string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	ca.Subject.CommonName = "pebble test ca"
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile
+}
+
+// startDNS answers A 127.0.0.1 for every name (and nothing for other
+// types), so Pebble's validation never leaves loopback.
+func startDNS(t testing.TB) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Authoritative = true
+		for _, q := range r.Question {
+			if q.Qtype == dns.TypeA {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: net.IPv4(127, 0, 0, 1)})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown(); <-done })
+	return pc.LocalAddr().String()
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int { return freePort(t) }
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
