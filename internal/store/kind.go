@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// kind is one typed bucket: how a value's identity becomes its key, and
+// what a value must satisfy to be written or read back.
+type kind[T any] struct {
+	what string // "app", for errors
+	kv   jetstream.KeyValue
+	// key encodes v's identity as a KV key, or says why it cannot.
+	key func(v *T) (string, error)
+	// valid checks v before a write and after a read.
+	valid func(v *T) error
+}
+
+// decode turns a stored entry into a value, refusing bad JSON, an invalid
+// value, and a value whose identity does not match its key.
+func (k kind[T]) decode(key string, val []byte) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(val, v); err != nil {
+		return nil, fmt.Errorf("store: %s %s: bad json: %v", k.what, key, err)
+	}
+	if err := k.valid(v); err != nil {
+		return nil, fmt.Errorf("store: %s %s: %v", k.what, key, err)
+	}
+	if want, err := k.key(v); err != nil || want != key {
+		return nil, fmt.Errorf("store: %s %s: value is stored under the wrong key", k.what, key)
+	}
+	return v, nil
+}
+
+func (k kind[T]) get(ctx context.Context, key string) (*T, error) {
+	e, err := k.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, k.what, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get %s %s: %w", k.what, key, err)
+	}
+	return k.decode(key, e.Value())
+}
+
+func (k kind[T]) put(ctx context.Context, v *T) error {
+	if v == nil {
+		return fmt.Errorf("store: put %s: nil", k.what)
+	}
+	if err := k.valid(v); err != nil {
+		return fmt.Errorf("store: put %s: %v", k.what, err)
+	}
+	key, err := k.key(v)
+	if err != nil {
+		return fmt.Errorf("store: put %s: %v", k.what, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: put %s %s: %v", k.what, key, err)
+	}
+	if _, err := k.kv.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("store: put %s %s: %w", k.what, key, err)
+	}
+	return nil
+}
+
+// del purges key (one delete marker stays, so watchers see the delete),
+// or returns ErrNotFound when there is nothing to delete.
+func (k kind[T]) del(ctx context.Context, key string) error {
+	_, err := k.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return fmt.Errorf("%w: %s %s", ErrNotFound, k.what, key)
+	}
+	if err != nil {
+		return fmt.Errorf("store: delete %s %s: %w", k.what, key, err)
+	}
+	if err := k.kv.Purge(ctx, key); err != nil {
+		return fmt.Errorf("store: delete %s %s: %w", k.what, key, err)
+	}
+	return nil
+}
+
+// list returns every valid value under filter (jetstream.AllKeys for the
+// whole bucket), sorted by key. Bad values are logged by bad and skipped.
+func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T, error) {
+	entries, err := loadAll(ctx, k.kv, filter)
+	if err != nil {
+		return nil, fmt.Errorf("store: list %s: %w", k.what, err)
+	}
+	keys := make([]string, 0, len(entries))
+	for key := range entries {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	out := make([]*T, 0, len(keys))
+	for _, key := range keys {
+		v, err := k.decode(key, entries[key].Value())
+		if err != nil {
+			bad(err)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// loadAll reads the latest value of every live key matching filter.
+func loadAll(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]jetstream.KeyValueEntry, error) {
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch(w)
+	out := make(map[string]jetstream.KeyValueEntry)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("watcher closed during load")
+			}
+			if e == nil {
+				return out, nil
+			}
+			out[e.Key()] = e
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// stopWatch unsubscribes w and drains its channel until the library
+// closes it: its delivery goroutine blocks on a full channel and would
+// otherwise never exit. Bounded, in case the close never comes.
+func stopWatch(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	t := newTimer(drainTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
+}
+
+func isDelete(e jetstream.KeyValueEntry) bool {
+	return e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge
+}
+
+// The five routing kinds.
+
+func appKind(kv jetstream.KeyValue) kind[route.App] {
+	return kind[route.App]{what: "app", kv: kv,
+		key: func(a *route.App) (string, error) { return nameKey(a.ID) },
+		valid: func(a *route.App) error {
+			if !route.ValidLabel(a.ID) {
+				return fmt.Errorf("app id %q is not a DNS label", a.ID)
+			}
+			return nil
+		}}
+}
+
+func domainKind(kv jetstream.KeyValue) kind[route.Domain] {
+	return kind[route.Domain]{what: "domain", kv: kv,
+		key: func(d *route.Domain) (string, error) { return nameKey(d.Domain) },
+		valid: func(d *route.Domain) error {
+			if n, ok := route.NormalizeHost(d.Domain); !ok || n != d.Domain {
+				return fmt.Errorf("domain %q is not a normalized host name", d.Domain)
+			}
+			if !route.ValidLabel(d.App) {
+				return fmt.Errorf("domain %s: app id %q is not a DNS label", d.Domain, d.App)
+			}
+			return nil
+		}}
+}
+
+func zoneKind(kv jetstream.KeyValue) kind[route.Zone] {
+	return kind[route.Zone]{what: "zone", kv: kv,
+		key: func(z *route.Zone) (string, error) { return nameKey(z.Name) },
+		valid: func(z *route.Zone) error {
+			if n, ok := route.NormalizeHost(z.Name); !ok || n != z.Name {
+				return fmt.Errorf("zone %q is not a normalized host name", z.Name)
+			}
+			return nil
+		}}
+}
+
+func recordKind(kv jetstream.KeyValue) kind[route.Record] {
+	return kind[route.Record]{what: "record", kv: kv,
+		key: func(r *route.Record) (string, error) { return recordKey(r.Zone, r.Name, r.Type) },
+		valid: func(r *route.Record) error {
+			if n, ok := route.NormalizeHost(r.Zone); !ok || n != r.Zone {
+				return fmt.Errorf("record zone %q is not a normalized host name", r.Zone)
+			}
+			if r.Name == "" || r.Type == "" {
+				return fmt.Errorf("record in %s: name and type are required", r.Zone)
+			}
+			return nil
+		}}
+}
+
+func hostKeyKind(kv jetstream.KeyValue) kind[route.HostKey] {
+	return kind[route.HostKey]{what: "host key", kv: kv,
+		key: func(h *route.HostKey) (string, error) { return nameKey(h.HostID) },
+		valid: func(h *route.HostKey) error {
+			if h.HostID == "" {
+				return errors.New("host_id is required")
+			}
+			return nil
+		}}
+}

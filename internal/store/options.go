@@ -1,0 +1,64 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Options configure a [Store].
+type Options struct {
+	// Replicas is the number of JetStream replicas of each bucket: 3 on an
+	// external NATS cluster. 0 means 1 when a bucket is created and leaves
+	// an existing bucket as it is; a positive value also rescales an
+	// existing bucket to it.
+	Replicas int
+	// Resync is how often Run reloads every bucket in full and replaces
+	// the table, the safety net under the watchers. 0 means 30 s.
+	Resync time.Duration
+	// LockTTL is how long an ACME lock outlives a holder that stopped
+	// refreshing it (crashed or cut off); a live holder refreshes it every
+	// LockTTL/3. 0 means 60 s. At least 2 s.
+	LockTTL time.Duration
+	// Logger receives watch errors and skipped bad values. Nil discards.
+	Logger *slog.Logger
+}
+
+const (
+	defaultResync  = 30 * time.Second
+	defaultLockTTL = 60 * time.Second
+	minLockTTL     = 2 * time.Second
+)
+
+func (o *Options) validate() error {
+	switch {
+	case o.Replicas < 0 || o.Replicas > 5:
+		return fmt.Errorf("store: replicas must be 0 to 5, got %d", o.Replicas)
+	case o.Resync < 0:
+		return fmt.Errorf("store: resync must not be negative, got %s", o.Resync)
+	case o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < minLockTTL):
+		return fmt.Errorf("store: lock ttl must be at least %s, got %s", minLockTTL, o.LockTTL)
+	}
+	return nil
+}
+
+func (o *Options) resync() time.Duration {
+	if o.Resync == 0 {
+		return defaultResync
+	}
+	return o.Resync
+}
+
+func (o *Options) lockTTL() time.Duration {
+	if o.LockTTL == 0 {
+		return defaultLockTTL
+	}
+	return o.LockTTL
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
+}

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNotFound is returned by Get and Delete methods for a missing key.
+var ErrNotFound = errors.New("store: not found")
+
+// Bucket names. Every gateway of a cluster, and every cluster sharing one
+// NATS, uses the same buckets.
+const (
+	bucketApps     = "gatehouse_apps"
+	bucketDomains  = "gatehouse_domains"
+	bucketZones    = "gatehouse_zones"
+	bucketRecords  = "gatehouse_records"
+	bucketHostKeys = "gatehouse_hostkeys"
+	bucketCerts    = "gatehouse_certs"
+	bucketLocks    = "gatehouse_locks"
+)
+
+// maxValueSize bounds one stored value (a certificate bundle is a few KiB).
+const maxValueSize = 1 << 20
+
+// Store is gatehouse's routing state in JetStream KV. All methods are safe
+// for concurrent use; Run is called at most once at a time.
+type Store struct {
+	js     jetstream.JetStream
+	opts   Options
+	log    *slog.Logger
+	resync time.Duration
+
+	apps     kind[route.App]
+	domains  kind[route.Domain]
+	zones    kind[route.Zone]
+	records  kind[route.Record]
+	hostKeys kind[route.HostKey]
+	certs    *CertKV
+
+	syncOnce sync.Once
+	synced   chan struct{}
+}
+
+// Open creates the buckets that do not exist yet and binds to them.
+func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	if js == nil {
+		return nil, errors.New("store: jetstream is nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{js: js, opts: opts, log: opts.logger().With("component", "store"), resync: opts.resync(), synced: make(chan struct{})}
+	kvs := make(map[string]jetstream.KeyValue)
+	for _, name := range []string{bucketApps, bucketDomains, bucketZones, bucketRecords, bucketHostKeys, bucketCerts, bucketLocks} {
+		cfg := jetstream.KeyValueConfig{Bucket: name, History: 1, MaxValueSize: maxValueSize, Storage: jetstream.FileStorage}
+		if name == bucketLocks {
+			// Per-key TTLs make a dead holder's lock expire on the server,
+			// with no clock shared between gateways.
+			cfg.LimitMarkerTTL = time.Minute
+		}
+		kv, err := s.bucket(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		kvs[name] = kv
+	}
+	s.apps = appKind(kvs[bucketApps])
+	s.domains = domainKind(kvs[bucketDomains])
+	s.zones = zoneKind(kvs[bucketZones])
+	s.records = recordKind(kvs[bucketRecords])
+	s.hostKeys = hostKeyKind(kvs[bucketHostKeys])
+	s.certs = newCertKV(js, kvs[bucketCerts], kvs[bucketLocks], opts.lockTTL(), s.log)
+	return s, nil
+}
+
+// bucket binds to cfg.Bucket, creating it if missing, and rescales it
+// when Options.Replicas asks for a different replica count.
+func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := s.js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		cfg.Replicas = max(s.opts.Replicas, 1)
+		kv, err = s.js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) { // another gateway won the race
+			kv, err = s.js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: bucket %s (replicas %d): %w", cfg.Bucket, max(s.opts.Replicas, 1), err)
+	}
+	if s.opts.Replicas == 0 {
+		return kv, nil
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: bucket %s: %w", cfg.Bucket, err)
+	}
+	have := st.Config()
+	if have.Replicas == s.opts.Replicas {
+		return kv, nil
+	}
+	have.Replicas = s.opts.Replicas
+	kv, err = s.js.UpdateKeyValue(ctx, have)
+	if err != nil {
+		return nil, fmt.Errorf("store: bucket %s: rescale to %d replicas: %w", cfg.Bucket, s.opts.Replicas, err)
+	}
+	return kv, nil
+}
+
+// Certs returns the certificate storage and ACME locks for certmagic.
+func (s *Store) Certs() *CertKV { return s.certs }
+
+// Synced is closed once Run has loaded every bucket and published the
+// first table: a gateway may report ready after it.
+func (s *Store) Synced() <-chan struct{} { return s.synced }

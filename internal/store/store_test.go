@@ -1,0 +1,279 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestOpenRejectsBadOptions(t *testing.T) {
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	for _, o := range []store.Options{{Replicas: -1}, {Replicas: 6}, {Resync: -time.Second}, {LockTTL: time.Second}} {
+		if _, err := store.Open(t.Context(), j, o); err == nil {
+			t.Errorf("Open(%+v) succeeded", o)
+		}
+	}
+	if _, err := store.Open(t.Context(), nil, store.Options{}); err == nil {
+		t.Error("Open(nil) succeeded")
+	}
+	// Replicas 3 on a single server cannot be met: a clear error.
+	if _, err := store.Open(t.Context(), j, store.Options{Replicas: 3}); err == nil {
+		t.Error("Open with 3 replicas on one server succeeded")
+	}
+}
+
+func TestRoundTrips(t *testing.T) {
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+
+	app := &route.App{ID: "shop", Mode: route.ModeHTTP, Status: route.StatusActive,
+		CORS:      route.CORS{Origins: []string{"https://a.example"}},
+		RateLimit: route.RateLimit{Requests: 10, Window: route.Duration(time.Minute)},
+		Policy:    []route.PolicyRule{{Action: "deny", Methods: []string{"POST"}, Path: "/admin/*"}}}
+	dom := &route.Domain{Domain: "www.shop.test", App: "shop", Token: "tok", Verified: true}
+	zone := &route.Zone{Name: "apps.example.com", Gateways: []string{"127.0.0.1"}, TTL: 60}
+	hk := &route.HostKey{HostID: "host-1", PublicKey: "AAAA", Apps: []string{"shop"}}
+
+	type kind struct {
+		name   string
+		put    func() error
+		get    func() (any, error)
+		want   any
+		list   func() (any, error)
+		wantL  any
+		del    func() error
+		badPut []func() error
+	}
+	kinds := []kind{
+		{"app", func() error { return s.PutApp(ctx, app) },
+			func() (any, error) { return s.GetApp(ctx, "shop") }, app,
+			func() (any, error) { return s.ListApps(ctx) }, []*route.App{app},
+			func() error { return s.DeleteApp(ctx, "shop") },
+			[]func() error{
+				func() error { return s.PutApp(ctx, &route.App{ID: "Bad_ID"}) },
+				func() error { return s.PutApp(ctx, &route.App{}) },
+				func() error { return s.PutApp(ctx, nil) },
+			}},
+		{"domain", func() error { return s.PutDomain(ctx, dom) },
+			func() (any, error) { return s.GetDomain(ctx, "www.shop.test") }, dom,
+			func() (any, error) { return s.ListDomains(ctx) }, []*route.Domain{dom},
+			func() error { return s.DeleteDomain(ctx, "www.shop.test") },
+			[]func() error{
+				func() error { return s.PutDomain(ctx, &route.Domain{Domain: "WWW.shop.test", App: "shop"}) },
+				func() error { return s.PutDomain(ctx, &route.Domain{Domain: "x.test", App: ""}) },
+			}},
+		{"zone", func() error { return s.PutZone(ctx, zone) },
+			func() (any, error) { return s.GetZone(ctx, "apps.example.com") }, zone,
+			func() (any, error) { return s.ListZones(ctx) }, []*route.Zone{zone},
+			func() error { return s.DeleteZone(ctx, "apps.example.com") },
+			[]func() error{func() error { return s.PutZone(ctx, &route.Zone{Name: "bad zone"}) }}},
+		{"host key", func() error { return s.PutHostKey(ctx, hk) },
+			func() (any, error) { return s.GetHostKey(ctx, "host-1") }, hk,
+			func() (any, error) { return s.ListHostKeys(ctx) }, []*route.HostKey{hk},
+			func() error { return s.DeleteHostKey(ctx, "host-1") },
+			[]func() error{func() error { return s.PutHostKey(ctx, &route.HostKey{}) }}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			if _, err := k.get(); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("get before put: %v, want ErrNotFound", err)
+			}
+			if err := k.del(); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("delete before put: %v, want ErrNotFound", err)
+			}
+			mustPut(t, k.put())
+			got, err := k.get()
+			if err != nil || !reflect.DeepEqual(got, k.want) {
+				t.Fatalf("get = %+v, %v; want %+v", got, err, k.want)
+			}
+			l, err := k.list()
+			if err != nil || !reflect.DeepEqual(l, k.wantL) {
+				t.Fatalf("list = %+v, %v", l, err)
+			}
+			for i, bad := range k.badPut {
+				if err := bad(); err == nil {
+					t.Errorf("bad put %d accepted", i)
+				}
+			}
+			l, _ = k.list()
+			if !reflect.DeepEqual(l, k.wantL) {
+				t.Fatalf("a bad put changed the bucket: %+v", l)
+			}
+			mustPut(t, k.del())
+			if _, err := k.get(); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("get after delete: %v, want ErrNotFound", err)
+			}
+			if l, err := k.list(); err != nil || reflect.ValueOf(l).Len() != 0 {
+				t.Fatalf("list after delete = %+v, %v", l, err)
+			}
+			mustPut(t, k.put()) // a deleted key can be written again
+			if _, err := k.get(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestRecords(t *testing.T) {
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+	recs := []*route.Record{
+		{Zone: "apps.example.com", Name: "*", Type: "A", TTL: 60, Values: []string{"127.0.0.1"}},
+		{Zone: "apps.example.com", Name: "@", Type: "TXT", TTL: 60, Values: []string{"v=1"}},
+		{Zone: "apps.example.com", Name: "_acme-challenge", Type: "TXT", TTL: 5, Values: []string{"tok"}},
+		{Zone: "apps.example.com", Name: "a.b", Type: "CNAME", TTL: 5, Values: []string{"x."}},
+		// A zone that is a suffix and one that is a prefix of the first:
+		// neither may leak into the other's listing.
+		{Zone: "example.com", Name: "*", Type: "A", TTL: 60, Values: []string{"10.0.0.1"}},
+		{Zone: "apps.example.com.evil", Name: "www", Type: "A", TTL: 60, Values: []string{"10.0.0.2"}},
+	}
+	for _, r := range recs {
+		mustPut(t, s.PutRecord(ctx, r))
+	}
+	got, err := s.ListRecords(ctx, "apps.example.com")
+	if err != nil || len(got) != 4 {
+		t.Fatalf("ListRecords = %d records, %v", len(got), err)
+	}
+	for _, r := range got {
+		if r.Zone != "apps.example.com" {
+			t.Fatalf("foreign record %+v", r)
+		}
+	}
+	if got, _ := s.ListRecords(ctx, "example.com"); len(got) != 1 || got[0].Values[0] != "10.0.0.1" {
+		t.Fatalf("example.com records = %+v", got)
+	}
+	mustPut(t, s.DeleteRecord(ctx, "apps.example.com", "*", "A"))
+	if err := s.DeleteRecord(ctx, "apps.example.com", "*", "A"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if got, _ := s.ListRecords(ctx, "apps.example.com"); len(got) != 3 {
+		t.Fatalf("after delete: %d records", len(got))
+	}
+	for _, bad := range []*route.Record{{Zone: "apps.example.com", Type: "A"}, {Zone: "apps.example.com", Name: "x"}, {Zone: "", Name: "x", Type: "A"}} {
+		if err := s.PutRecord(ctx, bad); err == nil {
+			t.Errorf("PutRecord(%+v) accepted", bad)
+		}
+	}
+	if _, err := s.ListRecords(ctx, ""); err == nil {
+		t.Error("ListRecords(\"\") accepted")
+	}
+}
+
+// Two gateways on one bus: a change made through one is in the other's
+// table within a second, deletes included.
+func TestChangesReachOtherGateway(t *testing.T) {
+	ns := testutil.StartBus(t)
+	j1, _ := js(t, ns.ClientURL())
+	j2, _ := js(t, ns.ClientURL())
+	s1 := open(t, j1, store.Options{})
+	s2 := open(t, j2, store.Options{})
+	ctx := t.Context()
+	mustPut(t, s1.PutZone(ctx, &route.Zone{Name: "apps.example.com"}))
+	g1, g2 := run(t, s1), run(t, s2)
+
+	mustPut(t, s1.PutApp(ctx, &route.App{ID: "hello", Status: route.StatusActive}))
+	testutil.WaitFor(t, time.Second, func() bool { return g2.routes("hello.apps.example.com", "hello") }, "app put on gateway 1 not routed by gateway 2")
+
+	mustPut(t, s2.PutDomain(ctx, &route.Domain{Domain: "www.hello.test", App: "hello", Verified: true}))
+	testutil.WaitFor(t, time.Second, func() bool { return g1.routes("www.hello.test", "hello") }, "domain put on gateway 2 not routed by gateway 1")
+
+	mustPut(t, s1.PutRecord(ctx, &route.Record{Zone: "apps.example.com", Name: "*", Type: "A", Values: []string{"127.0.0.1"}}))
+	testutil.WaitFor(t, time.Second, func() bool { return len(g2.live.Load().Records("apps.example.com")) == 1 }, "record not in gateway 2's table")
+
+	mustPut(t, s2.DeleteApp(ctx, "hello"))
+	testutil.WaitFor(t, time.Second, func() bool {
+		return g1.live.Load().App("hello") == nil && !g1.routes("www.hello.test", "hello")
+	}, "app delete on gateway 2 not seen by gateway 1")
+
+	mustPut(t, s1.DeleteRecord(ctx, "apps.example.com", "*", "A"))
+	testutil.WaitFor(t, time.Second, func() bool { return len(g2.live.Load().Records("apps.example.com")) == 0 }, "record delete not seen")
+
+	mustPut(t, s1.DeleteZone(ctx, "apps.example.com"))
+	testutil.WaitFor(t, time.Second, func() bool { return g2.live.Load().Zone("apps.example.com") == nil }, "zone delete not seen")
+}
+
+// Bad values in a bucket, written behind the store's back, are skipped
+// both in the initial load and live, and never replace a good value.
+func TestBadValuesSkipped(t *testing.T) {
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	var logs logCount
+	s := open(t, j, store.Options{Logger: slogger(&logs)})
+	ctx := t.Context()
+	kv, err := j.KeyValue(ctx, "gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawPut := func(key, val string) {
+		t.Helper()
+		if _, err := kv.Put(ctx, key, []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "good"}))
+	rawPut("broken", "{not json")
+	rawPut("liar", `{"id":"other"}`) // identity does not match the key
+	rawPut("_5Fx", `{"id":"_x"}`)    // decodes, but "_x" is no app id
+	rawPut("_zz", `{"id":"x"}`)      // a key no encoding produces
+	g := run(t, s)
+	tbl := g.live.Load()
+	if !g.routes("good.z.test", "good") || tbl.Apps() != 1 {
+		t.Fatalf("initial load: %d apps", tbl.Apps())
+	}
+	if n := logs.count("bad stored value"); n != 4 {
+		t.Fatalf("%d bad values logged, want 4", n)
+	}
+	if l, _ := s.ListApps(ctx); len(l) != 1 {
+		t.Fatalf("ListApps returned %d apps", len(l))
+	}
+	if _, err := s.GetApp(ctx, "liar"); err == nil {
+		t.Fatal("GetApp returned a mismatched value")
+	}
+
+	// Live: a bad value over a good one is skipped; the good one stays.
+	rawPut("good", `{"id":`)
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "later"}))
+	testutil.WaitFor(t, time.Second, func() bool { return g.routes("later.z.test", "later") }, "later app not applied")
+	if !g.routes("good.z.test", "good") {
+		t.Fatal("a bad live value replaced a good app")
+	}
+	if n := logs.count("bad stored value"); n < 5 {
+		t.Fatalf("live bad value not logged (%d)", n)
+	}
+}
+
+func TestAppJSONIsTheAPIShape(t *testing.T) {
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	mustPut(t, s.PutApp(t.Context(), &route.App{ID: "a", Mode: route.ModePassthrough, RateLimit: route.RateLimit{Requests: 5, Window: route.Duration(time.Second)}}))
+	kv, _ := j.KeyValue(t.Context(), "gatehouse_apps")
+	e, err := kv.Get(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["mode"] != "passthrough" || m["rate_limit"].(map[string]any)["window"] != "1s" {
+		t.Fatalf("stored json = %s", e.Value())
+	}
+}
+
+var _ = jetstream.AllKeys
+var _ = context.Background
