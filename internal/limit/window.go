@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -97,27 +98,27 @@ func (w *Window) Charge(k Key, n int, q Quota) (Result, error) {
 // Len returns the number of keys held.
 func (w *Window) Len() int { return w.t.len() }
 
-// charge is the whole algorithm; c is locked.
+// charge is the whole algorithm; c is locked. It works in exact integer
+// arithmetic (128-bit products) so that the time it says a request fits is
+// the time it does fit: the estimate prev×(length−e)/length + cur is
+// compared as prev×(length−e) + cur×length against limit×length.
 func (c *counter) charge(now int64, n int, q Quota) Result {
-	length := int64(q.Window)
-	c.advance(now, length)
-	elapsed := now - c.start
-	// weight of the previous window still inside the sliding window
-	carried := float64(c.prev) * float64(length-elapsed) / float64(length)
-	limit := float64(q.Limit)
-	r := Result{Limit: q.Limit}
+	length := uint64(q.Window)
+	c.advance(now, int64(length))
 	if n < 0 {
 		n = 0
 	}
-	if carried+float64(c.cur)+float64(n) <= limit && uint64(c.cur)+uint64(n) <= math.MaxUint32 {
+	carried := mul(uint64(c.prev), length-uint64(now-c.start)) // prev×(length−e)
+	capacity := mul(uint64(q.Limit), length)
+	r := Result{Limit: q.Limit}
+	if uint64(c.cur)+uint64(n) <= math.MaxUint32 && !capacity.less(carried.add(mul(uint64(c.cur)+uint64(n), length))) {
 		c.cur += uint32(n)
 		r.Allowed = true
 	} else {
 		r.RetryAfter = c.until(now, n, q)
 	}
-	r.Remaining = int(math.Floor(limit - carried - float64(c.cur)))
-	if r.Remaining < 0 {
-		r.Remaining = 0
+	if used := carried.add(mul(uint64(c.cur), length)); used.less(capacity) {
+		r.Remaining = int(capacity.sub(used).div(length))
 	}
 	if r.Remaining == 0 {
 		r.Reset = c.until(now, 1, q)
@@ -146,31 +147,64 @@ func (c *counter) until(now int64, n int, q Quota) time.Duration {
 	if n > q.Limit {
 		return q.Window // never fits; say "a window" rather than forever
 	}
-	length := int64(q.Window)
-	elapsed := now - c.start
-	free := float64(q.Limit - n)
+	length := uint64(q.Window)
+	elapsed := uint64(now - c.start)
+	free := uint64(q.Limit - n) // units that may be in the window beside the n
+	cur := uint64(c.cur)
 	// Inside the current window the carried weight prev×(length−e)/length
-	// shrinks; n fits once it is ≤ free − cur.
-	if room := free - float64(c.cur); room >= 0 {
-		if c.prev == 0 || float64(c.prev)*float64(length-elapsed)/float64(length) <= room {
+	// shrinks; n fits at the first e with prev×(length−e) ≤ room×length,
+	// that is e ≥ length×(prev−room)/prev.
+	if cur <= free {
+		room := free - cur
+		prev := uint64(c.prev)
+		if prev <= room {
 			return 0
 		}
-		e := float64(length) * (1 - room/float64(c.prev))
-		return ceilDur(e - float64(elapsed))
+		e := ceilMulDiv(length, prev-room, prev)
+		if e <= elapsed {
+			return 0
+		}
+		return time.Duration(e - elapsed)
 	}
-	// Otherwise it fits in the next window, once cur's weight has shrunk.
-	wait := float64(length - elapsed)
-	if float64(c.cur) > free {
-		wait += float64(length) * (1 - free/float64(c.cur))
-	}
-	return ceilDur(wait)
+	// Otherwise in the next window, where cur is carried: once
+	// cur×(length−e) ≤ free×length.
+	return time.Duration(length - elapsed + ceilMulDiv(length, cur-free, cur))
 }
 
-func ceilDur(ns float64) time.Duration {
-	if ns <= 0 {
-		return 0
+// u128 is an unsigned 128-bit integer, enough for units × nanoseconds.
+type u128 struct{ hi, lo uint64 }
+
+func mul(a, b uint64) u128 {
+	hi, lo := bits.Mul64(a, b)
+	return u128{hi, lo}
+}
+
+func (x u128) add(y u128) u128 {
+	lo, carry := bits.Add64(x.lo, y.lo, 0)
+	return u128{x.hi + y.hi + carry, lo}
+}
+
+func (x u128) sub(y u128) u128 {
+	lo, borrow := bits.Sub64(x.lo, y.lo, 0)
+	return u128{x.hi - y.hi - borrow, lo}
+}
+
+func (x u128) less(y u128) bool { return x.hi < y.hi || (x.hi == y.hi && x.lo < y.lo) }
+
+// div returns x/d; the quotient must fit 64 bits (x.hi < d).
+func (x u128) div(d uint64) uint64 {
+	q, _ := bits.Div64(x.hi, x.lo, d)
+	return q
+}
+
+// ceilMulDiv returns ⌈a×b/c⌉ for b ≤ c.
+func ceilMulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	q, r := bits.Div64(hi, lo, c)
+	if r != 0 {
+		q++
 	}
-	return time.Duration(math.Ceil(ns))
+	return q
 }
 
 // Seconds rounds d up to whole seconds, the unit of X-RateLimit-Reset and
