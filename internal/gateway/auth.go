@@ -1,6 +1,213 @@
 package gateway
 
-import "net/http"
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
 
-// auth is not built yet: it passes every request on unchanged.
-func (g *Gateway) auth(next http.Handler) http.Handler { return next }
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// auth is step 7. For an app with auth.required it takes the token from
+// Authorization: Bearer only (one in the query string is refused, 401),
+// verifies it (internal/auth: 401 when missing or invalid, 403 when its
+// aud does not cover the app), and records its subject and scopes for
+// dispatch to send as X-Gatehouse-Subject/Scopes. The token itself goes
+// on verbatim.
+//
+// With claim limits on, the token's limits apply per subject: over rps or
+// connections is 429; read_Bps slows the request body and write_Bps the
+// response to their rate (backpressure, never a cut). A Server-Sent Events
+// response whose token expires ends with an "auth-expired" event.
+func (g *Gateway) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := route.RequestFrom(r.Context())
+		if rq == nil || rq.Match.Kind != route.KindApp || !rq.Match.App.Auth.Required {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c, err := g.verify(r, rq.Match.App.ID)
+		if err != nil {
+			authError(w, err)
+			return
+		}
+		rq.Subject, rq.Scopes = c.Subject, c.Scope
+		if g.edge.claims && c.Limits != nil {
+			grant, err := g.edge.subjects.Admit(c.Subject, claimLimits(c.Limits))
+			if err != nil {
+				g.claimRefused(w, rq.Match.App.ID, err)
+				return
+			}
+			defer grant.Release()
+			if grant.Read != nil && r.Body != nil && r.Body != http.NoBody {
+				r.Body = limit.NewReader(r.Context(), r.Body, grant.Read)
+			}
+			if grant.Write != nil {
+				w = limit.NewWriter(r.Context(), w, grant.Write)
+			}
+		}
+		if c.ExpiresAt == nil { // cannot happen: exp is required
+			next.ServeHTTP(w, r)
+			return
+		}
+		g.serveUntilExpiry(next, w, r, c.ExpiresAt.Time)
+	})
+}
+
+func (g *Gateway) verify(r *http.Request, app string) (*auth.Claims, error) {
+	tok, err := auth.BearerToken(r)
+	if err != nil {
+		return nil, err
+	}
+	return g.edge.verifier.Verify(tok, app) // a nil verifier refuses every token
+}
+
+// authError answers a verification failure, with the RFC 6750 challenge.
+func authError(w http.ResponseWriter, err error) {
+	status := auth.Status(err)
+	detail := "a valid bearer token is required"
+	challenge := `Bearer realm="gatehouse", error="invalid_token"`
+	switch {
+	case status == http.StatusForbidden:
+		detail = "the token does not cover this app"
+		challenge = `Bearer realm="gatehouse", error="insufficient_scope"`
+	case errors.Is(err, auth.ErrQueryToken):
+		detail = "tokens are accepted in the Authorization header only, never in the query string"
+		challenge = `Bearer realm="gatehouse", error="invalid_request"`
+	case errors.Is(err, auth.ErrNoToken):
+		challenge = `Bearer realm="gatehouse"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	problem.Write(w, status, detail)
+}
+
+func claimLimits(l *auth.Limits) limit.Claims {
+	return limit.Claims{RPS: int(l.RPS), Connections: int(l.Connections), ReadBps: l.ReadBps, WriteBps: l.WriteBps}
+}
+
+// claimRefused answers 429 for a subject over its rps or connections.
+func (g *Gateway) claimRefused(w http.ResponseWriter, app string, err error) {
+	var ref *limit.Refusal
+	which, retry := "claims", int64(1)
+	if errors.As(err, &ref) {
+		which, retry = ref.Limit, max(limit.Seconds(ref.RetryAfter), 1)
+	}
+	g.edge.limited.WithLabelValues(app, which).Inc()
+	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	problem.Write(w, http.StatusTooManyRequests, "the token's "+which+" limit is exhausted")
+}
+
+// errTokenExpired cancels the request of a stream whose token expired.
+var errTokenExpired = errors.New("gateway: token expired during the stream")
+
+// authExpiredEvent ends a Server-Sent Events stream whose token expired.
+const authExpiredEvent = "event: auth-expired\ndata: {\"reason\":\"the bearer token expired; reconnect with a new one\"}\n\n"
+
+// serveUntilExpiry runs next; if the response turns out to be an event
+// stream it is cut from the host when the token expires, and the client is
+// told so with an auth-expired event. Other responses are not timed:
+// a token is checked once, when the request starts.
+func (g *Gateway) serveUntilExpiry(next http.Handler, w http.ResponseWriter, r *http.Request, exp time.Time) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	sw := &sseWatch{ResponseWriter: w, exp: exp, now: g.clock(), cancel: cancel, fired: make(chan struct{})}
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				// A proxy whose upstream read we cancelled aborts with
+				// ErrAbortHandler; that end is ours to finish below.
+				if v == http.ErrAbortHandler && sw.expired.Load() {
+					return
+				}
+				panic(v)
+			}
+		}()
+		next.ServeHTTP(sw, r.WithContext(ctx))
+	}()
+	sw.stop()
+	if sw.expired.Load() {
+		_, _ = w.Write([]byte(authExpiredEvent))
+		_ = http.NewResponseController(w).Flush()
+	}
+}
+
+func (g *Gateway) clock() func() time.Time {
+	if g.now != nil {
+		return g.now
+	}
+	return time.Now
+}
+
+// sseWatch arms the expiry timer when the response turns out to be
+// text/event-stream. The timer's func is its only goroutine; stop waits
+// for it if it already started.
+type sseWatch struct {
+	http.ResponseWriter
+	exp     time.Time
+	now     func() time.Time
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+	fired   chan struct{}
+	expired atomic.Bool
+	wrote   bool
+}
+
+func (s *sseWatch) WriteHeader(code int) {
+	if !s.wrote && code >= 200 {
+		s.wrote = true
+		if isEventStream(s.Header().Get("Content-Type")) {
+			s.timer = time.AfterFunc(max(s.exp.Sub(s.now()), 0), s.expire)
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sseWatch) expire() {
+	s.expired.Store(true)
+	s.cancel(errTokenExpired)
+	close(s.fired)
+}
+
+// stop disarms the timer, or waits for it to finish if it fired.
+func (s *sseWatch) stop() {
+	if s.timer != nil && !s.timer.Stop() {
+		<-s.fired
+	}
+}
+
+func (s *sseWatch) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	if s.expired.Load() {
+		return 0, errTokenExpired // the stream is over; the event follows
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// FlushError flushes (the proxy flushes every event-stream write).
+func (s *sseWatch) FlushError() error {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(s.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (s *sseWatch) Flush() { _ = s.FlushError() }
+
+// Unwrap lets http.ResponseController reach the real writer (Hijack for
+// WebSocket goes straight through).
+func (s *sseWatch) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}

@@ -1,6 +1,89 @@
 package gateway
 
-import "net/http"
+import (
+	"bufio"
+	"net"
+	"net/http"
 
-// cors is not built yet: it passes every request on unchanged.
-func (g *Gateway) cors(next http.Handler) http.Handler { return next }
+	"github.com/gatehouse-dev/gatehouse/internal/cors"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// cors is step 5. A preflight (OPTIONS with Access-Control-Request-Method)
+// is answered here, 204 for an allowed origin and 403 otherwise, and never
+// goes further: the host never sees one. Any other request from an Origin
+// goes on, and its response carries Access-Control-Allow-Origin and
+// Vary: Origin only when the origin is on the app's list; whatever CORS
+// headers the host set are replaced, so the gateway's list is the only one.
+func (g *Gateway) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := route.RequestFrom(r.Context())
+		if rq == nil || rq.Match.Kind != route.KindApp {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := corsPolicy(rq.Match.App.CORS)
+		if cors.IsPreflight(r) {
+			if p.Preflight(r, w.Header()) != http.StatusNoContent {
+				problem.Write(w, http.StatusForbidden, "this origin may not call this app")
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			next.ServeHTTP(w, r) // not a cross-origin browser request
+			return
+		}
+		next.ServeHTTP(&corsWriter{ResponseWriter: w, p: p, origin: origin}, r)
+	})
+}
+
+func corsPolicy(c route.CORS) cors.Policy {
+	return cors.Policy{Origins: c.Origins, AllowCredentials: c.AllowCredentials, AllowHeaders: c.AllowHeaders}
+}
+
+// corsWriter applies the CORS response headers when the final status is
+// written, whoever writes it (the host's response or a layer's problem).
+type corsWriter struct {
+	http.ResponseWriter
+	p      cors.Policy
+	origin string
+	done   bool
+}
+
+func (w *corsWriter) WriteHeader(code int) {
+	if !w.done && code >= 200 {
+		w.done = true
+		w.p.Respond(w.origin, w.Header())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *corsWriter) Write(b []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError flushes (Server-Sent Events), writing the header first.
+func (w *corsWriter) FlushError() error {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *corsWriter) Flush() { _ = w.FlushError() }
+
+// Hijack hands the connection over (WebSocket); CORS does not apply.
+func (w *corsWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *corsWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,6 +1,93 @@
 package gateway
 
-import "net/http"
+import (
+	"net/http"
+	"strconv"
+	"time"
 
-// limit is not built yet: it passes every request on unchanged.
-func (g *Gateway) limit(next http.Handler) http.Handler { return next }
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// limit is step 6: a sliding window per (app, client address), the app's
+// rate_limit or the gateway default. Every response, passed or refused,
+// carries the X-RateLimit-* and IETF RateLimit/RateLimit-Policy fields;
+// over budget is 429 with Retry-After, and the host never sees it.
+//
+// Each gateway process counts on its own: with N gateways sharing a
+// client's requests the effective limit is the app's limit × N.
+func (g *Gateway) limit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := route.RequestFrom(r.Context())
+		if rq == nil || rq.Match.Kind != route.KindApp || g.edge.apps == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		app := rq.Match.App
+		q := g.edge.appQuota(app.RateLimit)
+		res, _ := g.edge.apps.Charge(limit.KeyFor(app.ID, rq.ClientIP), 1, q) // q is valid
+		if !g.rateAnswer(w, "app", app.ID, q, res) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitUnknown charges a request for an unknown host to its client address
+// (DESIGN §2 step 3). It reports whether the request may go on to its 404;
+// on false it has answered 429 itself. The route layer calls it.
+func (g *Gateway) limitUnknown(w http.ResponseWriter, r *http.Request) bool {
+	if g.edge.unknown == nil {
+		return true
+	}
+	var ip = peerAddr(r.RemoteAddr)
+	if rq := route.RequestFrom(r.Context()); rq != nil && rq.ClientIP.IsValid() {
+		ip = rq.ClientIP
+	}
+	res, _ := g.edge.unknown.Charge(limit.KeyFor("", ip), 1, g.edge.unknownQ)
+	return g.rateAnswer(w, "unknown", "", g.edge.unknownQ, res)
+}
+
+// appQuota is the app's override, field by field, over the default. An
+// override that cannot be enforced (the API refuses those) falls back to
+// the default rather than failing the request.
+func (e *edgeState) appQuota(rl route.RateLimit) limit.Quota {
+	q := e.quota
+	if rl.Requests > 0 {
+		q.Limit = rl.Requests
+	}
+	if rl.Window > 0 {
+		q.Window = time.Duration(rl.Window)
+	}
+	if q.Validate() != nil {
+		return e.quota
+	}
+	return q
+}
+
+// rateAnswer writes the rate-limit fields for policy name and, when res
+// refused the request, the 429. It reports whether the request may go on.
+func (g *Gateway) rateAnswer(w http.ResponseWriter, name, app string, q limit.Quota, res limit.Result) bool {
+	h := w.Header()
+	limitS := strconv.Itoa(res.Limit)
+	remaining := strconv.Itoa(res.Remaining)
+	reset := strconv.FormatInt(limit.Seconds(res.Reset), 10)
+	h["X-Ratelimit-Limit"] = []string{limitS}
+	h["X-Ratelimit-Remaining"] = []string{remaining}
+	h["X-Ratelimit-Reset"] = []string{reset}
+	h["Ratelimit-Policy"] = []string{`"` + name + `";q=` + limitS + `;w=` + strconv.FormatInt(limit.Seconds(q.Window), 10)}
+	h["Ratelimit"] = []string{`"` + name + `";r=` + remaining + `;t=` + reset}
+	if res.Allowed {
+		return true
+	}
+	retry := max(limit.Seconds(res.RetryAfter), 1)
+	h["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+	if app == "" {
+		app = metrics.AppUnknown
+	}
+	g.edge.limited.WithLabelValues(app, name).Inc()
+	problem.Write(w, http.StatusTooManyRequests, "rate limit exceeded: retry after "+strconv.FormatInt(retry, 10)+" s")
+	return false
+}

@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+func edgeFrom(ip string) http.Header { return http.Header{"X-Forwarded-For": {ip}} }
+
+func TestRateLimitHeadersAndRefusal(t *testing.T) {
+	apps := []*route.App{
+		{ID: "shop"}, // default 600 / 60 s
+		{ID: "tiny", RateLimit: route.RateLimit{Requests: 3, Window: route.Duration(30 * time.Second)}},
+	}
+	e := newEdgeEnv(t, "apps.test", apps, nil)
+	// The limiters' clock sits at a window start, so the numbers are exact.
+	e.advance(-time.Duration(e.now.Load() % int64(time.Minute)))
+
+	type step struct {
+		app, client string
+		advance     time.Duration
+		status      int
+		limit       string
+		remaining   string
+		reset       string
+		policy      string
+		rl          string
+		retry       string
+	}
+	steps := []step{
+		{app: "shop", client: "192.0.2.1", status: 200, limit: "600", remaining: "599", reset: "0", policy: `"app";q=600;w=60`, rl: `"app";r=599;t=0`},
+		{app: "tiny", client: "192.0.2.1", status: 200, limit: "3", remaining: "2", reset: "0", policy: `"app";q=3;w=30`, rl: `"app";r=2;t=0`},
+		{app: "tiny", client: "192.0.2.1", status: 200, limit: "3", remaining: "1", reset: "0", policy: `"app";q=3;w=30`, rl: `"app";r=1;t=0`},
+		// the last that fits: one more fits once 3×(1−e/30) ≤ 2 in the next window, 30 + 10 s
+		{app: "tiny", client: "192.0.2.1", status: 200, limit: "3", remaining: "0", reset: "40", policy: `"app";q=3;w=30`, rl: `"app";r=0;t=40`},
+		{app: "tiny", client: "192.0.2.1", status: 429, limit: "3", remaining: "0", reset: "40", policy: `"app";q=3;w=30`, rl: `"app";r=0;t=40`, retry: "40"},
+		// another address has its own budget; so has the same address at another app
+		{app: "tiny", client: "192.0.2.2", status: 200, limit: "3", remaining: "2", reset: "0", policy: `"app";q=3;w=30`, rl: `"app";r=2;t=0`},
+		{app: "shop", client: "192.0.2.1", status: 200, limit: "600", remaining: "598", reset: "0", policy: `"app";q=600;w=60`, rl: `"app";r=598;t=0`},
+		{app: "tiny", client: "192.0.2.1", advance: 25 * time.Second, status: 429, limit: "3", remaining: "0", reset: "15", policy: `"app";q=3;w=30`, rl: `"app";r=0;t=15`, retry: "15"},
+		{app: "tiny", client: "192.0.2.1", advance: 15 * time.Second, status: 200, limit: "3", remaining: "0", reset: "10", policy: `"app";q=3;w=30`, rl: `"app";r=0;t=10`},
+	}
+	for i, s := range steps {
+		e.advance(s.advance)
+		before := e.backendOf(s.app).count()
+		res, body := e.do(edgeReq{app: s.app, path: "/x", hdr: edgeFrom(s.client)})
+		if res.StatusCode != s.status {
+			t.Fatalf("step %d: status %d, want %d: %s", i, res.StatusCode, s.status, body)
+		}
+		want := map[string]string{
+			"X-RateLimit-Limit": s.limit, "X-RateLimit-Remaining": s.remaining, "X-RateLimit-Reset": s.reset,
+			"RateLimit-Policy": s.policy, "RateLimit": s.rl, "Retry-After": s.retry,
+		}
+		for k, v := range want {
+			if got := res.Header.Values(k); (v == "" && len(got) != 0) || (v != "" && (len(got) != 1 || got[0] != v)) {
+				t.Errorf("step %d: %s = %q, want %q", i, k, got, v)
+			}
+		}
+		after := e.backendOf(s.app).count()
+		if s.status == 429 {
+			edgeProblem(t, res, body, 429)
+			if after != before {
+				t.Errorf("step %d: the backend saw a refused request", i)
+			}
+		} else if after != before+1 {
+			t.Errorf("step %d: backend count %d -> %d", i, before, after)
+		}
+	}
+	if got := edgeCounter(t, e.reg, "gatehouse_rate_limited_total", map[string]string{"app": "tiny", "limit": "app"}); got != 2 {
+		t.Errorf("rate_limited_total{tiny} = %v, want 2", got)
+	}
+}
+
+func TestRateLimitIPv6Slash48AndLiveOverride(t *testing.T) {
+	app := &route.App{ID: "shop", RateLimit: route.RateLimit{Requests: 2}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	codes := func(clients ...string) (out []int) {
+		for _, c := range clients {
+			res, _ := e.do(edgeReq{app: "shop", path: "/", hdr: edgeFrom(c)})
+			out = append(out, res.StatusCode)
+		}
+		return out
+	}
+	got := codes("2001:db8:1:1::1", "2001:db8:1:2::9", "2001:db8:1:ffff::1", "2001:db8:2::1")
+	if want := []int{200, 200, 429, 200}; !edgeEqualInts(got, want) {
+		t.Fatalf("one /48 shares a budget: got %v, want %v", got, want)
+	}
+	// The app changes: the next request uses the new budget.
+	e.b.PutApp(&route.App{ID: "shop", Mode: route.ModeHTTP, Status: route.StatusActive, RateLimit: route.RateLimit{Requests: 5}})
+	if got := codes("2001:db8:1::1", "2001:db8:1::1", "2001:db8:1::1", "2001:db8:1::1"); !edgeEqualInts(got, []int{200, 200, 200, 429}) {
+		t.Fatalf("after the override: %v", got)
+	}
+}
+
+func edgeEqualInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRateLimitBurstThroughChain sends 1,000 requests from one client, 64
+// at a time, against a budget of 600 with the clock held still: exactly 600
+// reach the backend.
+func TestRateLimitBurstThroughChain(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", []*route.App{{ID: "shop"}}, nil)
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	work := make(chan struct{})
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				r, _ := http.NewRequest("GET", e.srv.URL+"/burst", nil)
+				r.Host = e.host("shop")
+				r.Header.Set("X-Forwarded-For", "198.51.100.7")
+				res, err := e.srv.Client().Do(r)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				res.Body.Close()
+				switch res.StatusCode {
+				case 200:
+					ok.Add(1)
+				case 429:
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	for range 1000 {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	if ok.Load() != 600 || refused.Load() != 400 || e.backendOf("shop").count() != 600 {
+		t.Fatalf("admitted %d, refused %d, backend saw %d; want 600/400/600", ok.Load(), refused.Load(), e.backendOf("shop").count())
+	}
+}
+
+func TestLimitUnknown(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", nil, func(o *Options) { o.Edge.UnknownRateLimit = 3 })
+	for i := 1; i <= 4; i++ {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "http://nowhere.example/", nil)
+		r.RemoteAddr = "203.0.113.5:4000"
+		allowed := e.gw.limitUnknown(w, r)
+		if allowed != (i <= 3) {
+			t.Fatalf("request %d: allowed %v", i, allowed)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); got != `"unknown";q=3;w=60` {
+			t.Fatalf("RateLimit-Policy %q", got)
+		}
+		if !allowed {
+			if w.Code != 429 || w.Header().Get("Retry-After") == "" {
+				t.Fatalf("refusal: %d %v", w.Code, w.Header())
+			}
+		}
+	}
+	// Through the full chain, an unknown host is answered (429 once the
+	// route layer charges it, 404 otherwise) and carries the limit fields
+	// when charged.
+	res, body := e.do(edgeReq{app: "ghost", path: "/", hdr: edgeFrom("203.0.113.5")})
+	if res.StatusCode != 404 && res.StatusCode != 429 {
+		t.Fatalf("unknown host: %d %s", res.StatusCode, body)
+	}
+	if v := res.Header.Get("X-RateLimit-Limit"); v != "" && v != strconv.Itoa(3) {
+		t.Fatalf("X-RateLimit-Limit %q", v)
+	}
+}
+
+func TestEdgeOptionsValidate(t *testing.T) {
+	for name, eo := range map[string]EdgeOptions{
+		"negative limit":  {RateLimit: -1},
+		"negative window": {RateWindow: -time.Second},
+		"unknown window":  {UnknownRateWindow: 48 * time.Hour},
+		"max keys":        {MaxRateKeys: -1},
+	} {
+		g := &Gateway{}
+		if err := g.initEdge(eo); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
