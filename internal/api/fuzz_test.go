@@ -1,0 +1,49 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// FuzzAppBody feeds arbitrary bytes to the app body decoder and
+// validator: they must never panic, and whatever they accept must survive
+// a JSON round trip and validate again (what the store keeps is what the
+// gateway reads).
+func FuzzAppBody(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"mode":"passthrough","status":"retired"}`,
+		`{"cors":{"origins":["https://a.example:8443"],"allow_credentials":true,"allow_headers":["X-Y"]}}`,
+		`{"rate_limit":{"requests":1,"window":"1s"}}`, `{"rate_limit":{"window":30}}`,
+		`{"policy":[{"action":"deny","methods":["post"],"path":"/admin/*"}]}`,
+		`{"health":{"path":"/healthz","interval":"5s"}}`, `{"id":"shop"}`, `[]`, `{"mode":`,
+	} {
+		f.Add([]byte(s))
+	}
+	a := &API{o: Options{DefaultRateLimit: route.RateLimit{Requests: 600, Window: route.Duration(60e9)}}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest("PUT", "/api/v3/apps/shop", bytes.NewReader(body))
+		var b appBody
+		if err := decode(r, &b); err != nil {
+			return
+		}
+		app, err := a.appFrom("shop", &b)
+		if err != nil {
+			return
+		}
+		j, err := json.Marshal(app)
+		if err != nil {
+			t.Fatalf("accepted app does not encode: %v", err)
+		}
+		var back route.App
+		if err := json.Unmarshal(j, &back); err != nil {
+			t.Fatalf("accepted app %s does not decode: %v", j, err)
+		}
+		if err := checkApp(&back); err != nil {
+			t.Fatalf("accepted app %s fails validation after a round trip: %v", j, err)
+		}
+	})
+}
