@@ -106,6 +106,11 @@ type Cluster struct {
 	// Hash picks the owner function: HashModN (default) or HashRendezvous.
 	// Every cluster must agree.
 	Hash string `yaml:"hash" json:"hash"`
+	// URL is the public base URL of this cluster's gateways (e.g.
+	// https://eu-1.gw.example.com), what peer clusters forward to and
+	// probe at {URL}/healthz; it is announced with the cluster's key.
+	// Empty: this cluster is not announced to peers.
+	URL string `yaml:"url" json:"url"`
 	// Key is a PKCS#8 PEM Ed25519 private key file (gatehouse keygen) that
 	// signs forwards and cluster announcements. Empty: the assembly
 	// generates one at first start and keeps it in DataDir.

@@ -41,6 +41,7 @@ var keys = []key{
 	{"bus.url", "bus", "external NATS URL(s), comma separated (empty: embedded NATS)", func(c *Config) any { return (*[]string)(&c.Bus.URL) }},
 	{"bus.listen", "bus-listen", "embedded NATS client listen address", func(c *Config) any { return &c.Bus.Listen }},
 	{"cluster.id", "cluster", "cluster id (a DNS label)", func(c *Config) any { return &c.Cluster.ID }},
+	{"cluster.url", "cluster-url", "public base URL of this cluster's gateways, announced to peers (empty: not announced)", func(c *Config) any { return &c.Cluster.URL }},
 	{"cluster.affinity", "cluster-affinity", "forward requests to the app's owner cluster", func(c *Config) any { return &c.Cluster.Affinity }},
 	{"cluster.failover", "cluster-failover", "fail over to peer clusters", func(c *Config) any { return &c.Cluster.Failover }},
 	{"cluster.deadline", "cluster-deadline", "overall deadline for local attempt, owner forward and peers", func(c *Config) any { return &c.Cluster.Deadline }},

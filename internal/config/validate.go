@@ -124,6 +124,12 @@ func (c *Config) validateCluster() error {
 	if !route.ValidLabel(c.Cluster.ID) {
 		return bad("cluster.id", "must be a DNS label (a-z, 0-9, '-'), got %q", c.Cluster.ID)
 	}
+	if u := c.Cluster.URL; u != "" {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || (p.Path != "" && p.Path != "/") || p.RawQuery != "" {
+			return bad("cluster.url", "must be a base URL like https://eu-1.gw.example.com, got %q", u)
+		}
+	}
 	if c.Cluster.Deadline <= 0 {
 		return bad("cluster.deadline", "must be positive, got %s", c.Cluster.Deadline)
 	}
