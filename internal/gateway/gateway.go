@@ -125,9 +125,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 // drive its ActiveConnections gauge.
 func (g *Gateway) Metrics() *metrics.Set { return g.metrics }
 
-// Close drops pooled idle upstream connections; in-flight requests are not
-// cut. Idempotent.
-func (g *Gateway) Close() error { return g.proxy.Close() }
+// Close drops pooled idle connections to hosts and peer gateways;
+// in-flight requests are not cut. Idempotent.
+func (g *Gateway) Close() error {
+	g.closeCluster()
+	return g.proxy.Close()
+}
 
 // dispatch is step 10: pick a host and proxy (internal/proxy).
 func (g *Gateway) dispatch() http.Handler { return g.proxy }

@@ -71,7 +71,7 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 		if !kept {
 			r.Header[headerRequestID] = []string{id}
 		}
-		x.req.ClientIP = peerAddr(r.RemoteAddr)
+		x.req.ClientIP = g.clientIP(r)
 		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID]}
 		r = r.WithContext(route.WithRequest(r.Context(), &x.req))
 		defer g.finish(x, r)
@@ -275,9 +275,11 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			}
 			g.api.ServeHTTP(w, r)
 		default:
-			// DESIGN §2 step 3: unknown hosts are limited per client IP
-			// before the 404; that limiter (limit.go) is not built yet.
-			problem.Write(w, http.StatusNotFound, "no app is served at this host")
+			// Unknown hosts are limited per client address (limit.go)
+			// before the 404, so name scans cost the scanner.
+			if g.limitUnknown(w, r) {
+				problem.Write(w, http.StatusNotFound, "no app is served at this host")
+			}
 		}
 	})
 }
@@ -338,15 +340,21 @@ func desync(r *http.Request) string {
 
 // clean strips what a client may not send and sets the forwarding headers.
 func (g *Gateway) clean(r *http.Request, rq *route.Request) {
-	peer := rq.ClientIP // observe set it from the connection
+	peer := peerAddr(r.RemoteAddr)
 	trusted := g.isTrusted(peer)
-	// A signed mark from a peer gateway (X-Gatehouse-Forwarded,
-	// X-Gatehouse-Client, DESIGN §5.3) is verified here, before the
-	// stripping below removes it, once affinity.go provides the check.
 	h := r.Header
 	var chain []string
 	if trusted {
 		chain = h["X-Forwarded-For"]
+	}
+	// A peer gateway's signed marks (X-Gatehouse-Forwarded and
+	// X-Gatehouse-Client, DESIGN §5.3) are checked before the stripping
+	// below removes them: verified, they name the client; otherwise the
+	// request is an ordinary one from the connecting address.
+	fwdIP, from, forwarded := g.verifyForward(r)
+	if forwarded {
+		rq.ForwardedBy = from
+		chain = []string{fwdIP.String()}
 	}
 	for k := range h {
 		if hasPrefixFold(k, "x-gatehouse-") ||
@@ -355,7 +363,10 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request) {
 		}
 	}
 	client := peer
-	if trusted {
+	switch {
+	case forwarded:
+		client = fwdIP
+	case trusted:
 		client = g.clientFromChain(chain, peer)
 	}
 	rq.ClientIP = client
@@ -384,6 +395,18 @@ var (
 	protoHTTP  = []string{"http"}
 	protoHTTPS = []string{"https"}
 )
+
+// clientIP is the client's address as observe records it, before
+// hygiene runs: the peer, or behind a trusted proxy the rightmost
+// untrusted X-Forwarded-For hop. Layers that answer early (the unknown-host
+// limit, the access log) charge and name the right client with it.
+func (g *Gateway) clientIP(r *http.Request) netip.Addr {
+	peer := peerAddr(r.RemoteAddr)
+	if len(g.trusted) == 0 || !g.isTrusted(peer) {
+		return peer
+	}
+	return g.clientFromChain(r.Header["X-Forwarded-For"], peer)
+}
 
 func (g *Gateway) isTrusted(a netip.Addr) bool {
 	if !a.IsValid() {
