@@ -88,10 +88,18 @@ func Load(args []string, env []string) (Config, error) {
 	return cfg, nil
 }
 
+// otherVars are GATEHOUSE_* variables that other subcommands read (ctl's
+// API URL); serve ignores them rather than calling them misspelt, so one
+// shell can hold both.
+var otherVars = []string{"GATEHOUSE_API"}
+
 // environ picks the GATEHOUSE_* variables out of env and refuses unknown
 // ones, so a misspelt variable is an error rather than silently ignored.
 func environ(env []string) (map[string]string, error) {
 	known := map[string]bool{"GATEHOUSE_CONFIG": true}
+	for _, v := range otherVars {
+		known[v] = true
+	}
 	for _, k := range keys {
 		known[k.env()] = true
 	}
