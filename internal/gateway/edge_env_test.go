@@ -135,9 +135,9 @@ func newEdgeEnv(t *testing.T, zone string, apps []*route.App, edit func(*Options
 	return e
 }
 
-func (e *edgeEnv) clock() time.Time                { return time.Unix(0, e.now.Load()) }
-func (e *edgeEnv) advance(d time.Duration)         { e.now.Add(int64(d)) }
-func (e *edgeEnv) host(app string) string          { return app + "." + e.zone }
+func (e *edgeEnv) clock() time.Time                    { return time.Unix(0, e.now.Load()) }
+func (e *edgeEnv) advance(d time.Duration)             { e.now.Add(int64(d)) }
+func (e *edgeEnv) host(app string) string              { return app + "." + e.zone }
 func (e *edgeEnv) backendOf(app string) *edgeRecording { return e.seen[app] }
 
 // req is one request through the gateway.

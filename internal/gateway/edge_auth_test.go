@@ -1,0 +1,270 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+func authApps() []*route.App {
+	return []*route.App{{ID: "shop", Auth: route.Auth{Required: true}}, {ID: "open"}}
+}
+
+func TestAuthThroughChain(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+	good := e.token(nil)
+	cases := []struct {
+		name   string
+		path   string
+		hdr    http.Header
+		status int
+	}{
+		{"valid", "/", edgeBearer(good), 200},
+		{"aud star", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["aud"] = "*" })), 200},
+		{"missing", "/", nil, 401},
+		{"not bearer", "/", http.Header{"Authorization": {"Basic YTpi"}}, 401},
+		{"query token", "/?access_token=" + good, nil, 401},
+		{"query token beside a good header", "/?token=" + good, edgeBearer(good), 401},
+		{"query jwt", "/?jwt=x", edgeBearer(good), 401},
+		{"malformed", "/", edgeBearer("a.b.c"), 401},
+		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401},
+		{"not yet valid", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })), 401},
+		{"wrong signature", "/", edgeBearer(edgeSign(t, otherKey, nil)), 401},
+		{"unknown issuer", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["iss"] = "other" })), 401},
+		{"alg none", "/", edgeBearer(noneToken(t)), 401},
+		{"other app's audience", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["aud"] = []string{"blog"} })), 403},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := e.backendOf("shop").count()
+			hdr := http.Header{"X-Gatehouse-Subject": {"mallory"}}
+			for k, v := range c.hdr {
+				hdr[k] = v
+			}
+			res, body := e.do(edgeReq{app: "shop", path: c.path, hdr: hdr})
+			reached := e.backendOf("shop").count() > before
+			if c.status != 200 {
+				edgeProblem(t, res, body, c.status)
+				if reached {
+					t.Fatal("the host saw a refused request")
+				}
+				if res.Header.Get("WWW-Authenticate") == "" {
+					t.Fatal("no WWW-Authenticate challenge")
+				}
+				return
+			}
+			if res.StatusCode != 200 || !reached {
+				t.Fatalf("status %d, reached %v: %s", res.StatusCode, reached, body)
+			}
+			got := e.backendOf("shop").all()[before]
+			if got.Header.Get("Authorization") != c.hdr.Get("Authorization") {
+				t.Errorf("token not forwarded verbatim: %q", got.Header.Get("Authorization"))
+			}
+			if got.Header.Get("X-Gatehouse-Subject") != "alice" || got.Header.Get("X-Gatehouse-Scopes") != "read write" {
+				t.Errorf("context headers: subject %q scopes %q", got.Header.Get("X-Gatehouse-Subject"), got.Header.Get("X-Gatehouse-Scopes"))
+			}
+		})
+	}
+	// An app without auth.required needs no token and gets no subject.
+	res, _ := e.do(edgeReq{app: "open", path: "/", hdr: http.Header{"X-Gatehouse-Subject": {"mallory"}}})
+	if res.StatusCode != 200 {
+		t.Fatalf("open app: %d", res.StatusCode)
+	}
+	if s := e.backendOf("open").all()[0].Header.Get("X-Gatehouse-Subject"); s != "" {
+		t.Fatalf("open app got subject %q", s)
+	}
+}
+
+func noneToken(t *testing.T) string {
+	s, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"iss": "idp", "sub": "alice", "aud": "*", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestClaimLimitsRPSAndConnections(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	rps := e.token(func(c jwt.MapClaims) { c["sub"] = "rps-user"; c["limits"] = map[string]int{"rps": 2} })
+	codes := []int{}
+	for range 3 {
+		res, _ := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(rps)})
+		codes = append(codes, res.StatusCode)
+		if res.StatusCode == 429 && res.Header.Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+	}
+	if !edgeEqualInts(codes, []int{200, 200, 429}) {
+		t.Fatalf("rps 2: %v", codes)
+	}
+	e.advance(1500 * time.Millisecond) // sliding: half of the last second's 2 still count
+	if res, _ := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(rps)}); res.StatusCode != 200 {
+		t.Fatalf("after 1.5 s: %d", res.StatusCode)
+	}
+
+	// connections: one request held open by the backend, the second refused
+	conn := e.token(func(c jwt.MapClaims) { c["sub"] = "conn-user"; c["limits"] = map[string]int{"connections": 1} })
+	release := make(chan struct{})
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		w.Write([]byte("ok"))
+	})
+	held := make(chan int, 1)
+	go func() {
+		res, _ := e.do(edgeReq{app: "shop", path: "/hold", hdr: edgeBearer(conn)})
+		held <- res.StatusCode
+	}()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.gw.edge.subjects.Active("conn-user") == 1 }, "the held request never arrived")
+	res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(conn)})
+	edgeProblem(t, res, body, 429)
+	close(release)
+	if code := <-held; code != 200 {
+		t.Fatalf("held request: %d", code)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.gw.edge.subjects.Active("conn-user") == 0 }, "connection slot not released")
+	if res, _ := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(conn)}); res.StatusCode != 200 {
+		t.Fatalf("after release: %d", res.StatusCode)
+	}
+	if got := edgeCounter(t, e.reg, "gatehouse_rate_limited_total", map[string]string{"app": "shop", "limit": "connections"}); got != 1 {
+		t.Fatalf("rate_limited_total{connections} = %v", got)
+	}
+}
+
+// TestClaimByteRates measures that a response and an upload over their
+// byte rate are slowed to it (throughput ≈ rate), and arrive whole.
+func TestClaimByteRates(t *testing.T) {
+	const rate = 32 << 10 // bytes per second
+	const size = 64 << 10
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	payload := bytes.Repeat([]byte("x"), size)
+	uploaded := make(chan int, 1)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "GET" {
+			w.Write(payload)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		uploaded <- len(b)
+	})
+	within := func(t *testing.T, what string, n int, d time.Duration) {
+		bps := float64(n) / d.Seconds()
+		t.Logf("%s: %d bytes in %s = %.0f B/s (rate %d B/s)", what, n, d.Round(time.Millisecond), bps, rate)
+		// the first burst (a tenth of a second's worth) passes at once
+		if bps > rate*1.3 || d > 10*time.Second {
+			t.Fatalf("%s: %.0f B/s in %s, want about %d B/s", what, bps, d, rate)
+		}
+	}
+	t.Run("write_Bps", func(t *testing.T) {
+		t.Parallel()
+		tok := e.token(func(c jwt.MapClaims) { c["sub"] = "w"; c["limits"] = map[string]int{"write_Bps": rate} })
+		start := time.Now()
+		res, body := e.do(edgeReq{app: "shop", path: "/big", hdr: edgeBearer(tok)})
+		d := time.Since(start)
+		if res.StatusCode != 200 || len(body) != size {
+			t.Fatalf("status %d, %d bytes: the response was cut", res.StatusCode, len(body))
+		}
+		within(t, "response", size, d)
+	})
+	t.Run("read_Bps", func(t *testing.T) {
+		t.Parallel()
+		tok := e.token(func(c jwt.MapClaims) { c["sub"] = "r"; c["limits"] = map[string]int{"read_Bps": rate} })
+		start := time.Now()
+		res, _ := e.do(edgeReq{method: "POST", app: "shop", path: "/upload", hdr: edgeBearer(tok), body: bytes.NewReader(payload)})
+		d := time.Since(start)
+		if res.StatusCode != 200 {
+			t.Fatalf("status %d", res.StatusCode)
+		}
+		if got := <-uploaded; got != size {
+			t.Fatalf("the host received %d of %d bytes: the upload was cut", got, size)
+		}
+		within(t, "upload", size, d)
+	})
+}
+
+// TestSSEAuthExpired streams events under a token that expires in about
+// two seconds: the stream ends with an auth-expired event and the host's
+// request is cancelled.
+func TestSSEAuthExpired(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	hostDone := make(chan struct{})
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(hostDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < 400; i++ { // bounded: 20 s at most
+			if _, err := io.WriteString(w, "data: tick\n\n"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	tok := e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(2 * time.Second).Unix() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/events", nil)
+	r.Host = e.host("shop")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	res, err := e.srv.Client().Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	var lines []string
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the stream did not end when the token expired")
+	}
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, "data: tick") {
+		t.Fatalf("no events before expiry: %q", all)
+	}
+	i := strings.LastIndex(all, "event: auth-expired\ndata: ")
+	if i < 0 || strings.Contains(all[i:], "tick") {
+		t.Fatalf("stream does not end with auth-expired: ...%q", all[max(0, len(all)-200):])
+	}
+	select {
+	case <-hostDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the host's request was not cancelled")
+	}
+}
+
+func TestClaimLimitsNeedVerification(t *testing.T) {
+	g := &Gateway{}
+	err := g.initEdge(EdgeOptions{Auth: auth.Options{ClaimLimits: true}})
+	if err == nil || !strings.Contains(err.Error(), "verification is off") {
+		t.Fatalf("initEdge: %v", err)
+	}
+	if err := (auth.Options{ClaimLimits: true}).Validate(); err == nil {
+		t.Fatal("Validate accepted claim limits without issuers")
+	}
+}

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+func TestCORSThroughChain(t *testing.T) {
+	apps := []*route.App{
+		{ID: "shop", CORS: route.CORS{Origins: []string{"https://a.example"}}},
+		{ID: "creds", CORS: route.CORS{Origins: []string{"https://a.example"}, AllowCredentials: true}},
+		{ID: "closed"},
+	}
+	e := newEdgeEnv(t, "apps.test", apps, nil)
+	// the backend of shop tries to open CORS itself; the gateway decides
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Write([]byte("ok"))
+	})
+	pre := func(origin, method, headers string) http.Header {
+		h := http.Header{"Origin": {origin}, "Access-Control-Request-Method": {method}}
+		if headers != "" {
+			h.Set("Access-Control-Request-Headers", headers)
+		}
+		return h
+	}
+	cases := []struct {
+		name    string
+		method  string
+		app     string
+		hdr     http.Header
+		status  int
+		reached bool
+		want    map[string]string // "" = must be absent
+	}{
+		{"preflight allowed", "OPTIONS", "shop", pre("https://a.example", "PUT", "x-custom"), 204, false, map[string]string{
+			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Methods": "PUT",
+			"Access-Control-Allow-Headers": "x-custom", "Access-Control-Max-Age": "600", "Access-Control-Allow-Credentials": ""}},
+		{"preflight with credentials", "OPTIONS", "creds", pre("https://a.example", "POST", ""), 204, false, map[string]string{
+			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Credentials": "true"}},
+		{"preflight other origin", "OPTIONS", "shop", pre("https://evil.example", "PUT", ""), 403, false, map[string]string{
+			"Access-Control-Allow-Origin": "", "Access-Control-Allow-Methods": ""}},
+		{"preflight default deny", "OPTIONS", "closed", pre("https://a.example", "GET", ""), 403, false, map[string]string{
+			"Access-Control-Allow-Origin": ""}},
+		{"plain OPTIONS reaches host", "OPTIONS", "shop", http.Header{"Origin": {"https://a.example"}}, 200, true, map[string]string{
+			"Access-Control-Allow-Origin": "https://a.example"}},
+		{"actual allowed", "GET", "shop", http.Header{"Origin": {"https://a.example"}}, 200, true, map[string]string{
+			"Access-Control-Allow-Origin": "https://a.example", "Vary": "Origin", "Access-Control-Allow-Credentials": ""}},
+		{"actual allowed credentials", "GET", "creds", http.Header{"Origin": {"https://a.example"}}, 200, true, map[string]string{
+			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Credentials": "true"}},
+		{"actual other origin: host's * removed", "GET", "shop", http.Header{"Origin": {"https://evil.example"}}, 200, true, map[string]string{
+			"Access-Control-Allow-Origin": "", "Vary": ""}},
+		{"no origin: untouched", "GET", "closed", nil, 200, true, map[string]string{"Access-Control-Allow-Origin": ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := e.backendOf(c.app).count()
+			res, body := e.do(edgeReq{method: c.method, app: c.app, path: "/data", hdr: c.hdr})
+			if res.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %s", res.StatusCode, c.status, body)
+			}
+			if c.status == 403 {
+				edgeProblem(t, res, body, 403)
+			}
+			if reached := e.backendOf(c.app).count() > before; reached != c.reached {
+				t.Fatalf("backend reached: %v, want %v", reached, c.reached)
+			}
+			for k, v := range c.want {
+				if got := res.Header.Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+	for _, r := range e.backendOf("shop").all() {
+		if r.Header.Get("Access-Control-Request-Method") != "" {
+			t.Fatalf("the host saw a preflight: %+v", r)
+		}
+	}
+}
