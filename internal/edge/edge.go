@@ -1,0 +1,226 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Edge runs the listeners. New validates; Listen binds; Run serves and
+// drains. Addr, ActiveConnections and Draining are safe for concurrent use.
+type Edge struct {
+	opts Options
+	log  *slog.Logger
+
+	mu                 sync.Mutex
+	mgmtLn, httpLn, ln net.Listener // ln: https
+	ran                bool
+
+	conns    *tracker
+	serving  atomic.Bool
+	draining atomic.Bool
+
+	wg       sync.WaitGroup // accept loops, servers and connection goroutines
+	pipeCtx  context.Context
+	pipeStop context.CancelFunc
+}
+
+// New validates opts. It binds and starts nothing.
+func New(opts Options) (*Edge, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns)}, nil
+}
+
+// ListenManagement binds the management listener only. Call it before
+// anything else starts (DESIGN §3), then Listen and Run. Idempotent.
+func (e *Edge) ListenManagement() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.bind(&e.mgmtLn, e.opts.ManagementAddr, "management")
+}
+
+// Listen binds management (if not yet bound), then http, then https.
+// On error every listener it bound is closed. Idempotent.
+func (e *Edge) Listen() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.bind(&e.mgmtLn, e.opts.ManagementAddr, "management")
+	if err == nil {
+		err = e.bind(&e.httpLn, e.opts.HTTPAddr, "http")
+	}
+	if err == nil {
+		err = e.bind(&e.ln, e.opts.HTTPSAddr, "https")
+	}
+	if err != nil {
+		for _, l := range []*net.Listener{&e.mgmtLn, &e.httpLn, &e.ln} {
+			if *l != nil {
+				(*l).Close()
+				*l = nil
+			}
+		}
+	}
+	return err
+}
+
+func (e *Edge) bind(l *net.Listener, addr, name string) error {
+	if *l != nil || addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("edge: %s listener: %w", name, err)
+	}
+	*l = ln
+	return nil
+}
+
+// Addr returns a bound listener's address ("management", "http" or
+// "https"), or nil.
+func (e *Edge) Addr(name string) net.Addr {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := map[string]net.Listener{"management": e.mgmtLn, "http": e.httpLn, "https": e.ln}[name]
+	if l == nil {
+		return nil
+	}
+	return l.Addr()
+}
+
+// ActiveConnections returns the number of open client connections.
+func (e *Edge) ActiveConnections() int64 { return e.conns.count() }
+
+// Draining reports whether drain has started.
+func (e *Edge) Draining() bool { return e.draining.Load() }
+
+func (e *Edge) httpsPort() int {
+	if a, ok := e.Addr("https").(*net.TCPAddr); ok {
+		return a.Port
+	}
+	if _, p, err := net.SplitHostPort(e.opts.HTTPSAddr); err == nil {
+		var n int
+		fmt.Sscan(p, &n)
+		return n
+	}
+	return 443
+}
+
+func (e *Edge) server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
+		IdleTimeout:       e.opts.IdleTimeout,
+		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Run binds what Listen has not, serves every listener, and when ctx ends
+// drains: /readyz turns 503, listeners stop accepting, in-flight requests
+// and pipes get DrainTimeout to finish, then whatever is left is closed.
+// It returns nil after a drain, or the error of a listener that failed.
+// Run may be called once.
+func (e *Edge) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.ran {
+		e.mu.Unlock()
+		return errors.New("edge: Run called twice")
+	}
+	e.ran = true
+	e.mu.Unlock()
+	if err := e.Listen(); err != nil {
+		return err
+	}
+	e.pipeCtx, e.pipeStop = context.WithCancel(context.Background())
+	defer e.pipeStop()
+
+	errc := make(chan error, 4)
+	var mgmt, plain, l7 *http.Server
+	var l7ln *chanListener
+	if e.mgmtLn != nil {
+		mgmt = e.server(e.managementHandler())
+		e.serve(mgmt, e.mgmtLn, errc)
+	}
+	if e.httpLn != nil {
+		plain = e.server(e.httpHandler())
+		e.serve(plain, trackingListener{e.httpLn, e.conns}, errc)
+	}
+	if e.ln != nil {
+		l7 = e.server(e.limits(e.opts.Handler))
+		l7ln = newChanListener(e.ln.Addr())
+		e.serve(l7, l7ln, errc)
+		e.wg.Add(1)
+		go e.acceptTLS(e.ln, l7ln, errc)
+	}
+	e.serving.Store(true)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	e.drain(mgmt, plain, l7)
+	return err
+}
+
+func (e *Edge) serve(srv *http.Server, ln net.Listener, errc chan<- error) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("edge: serve %s: %w", ln.Addr(), err)
+		}
+	}()
+}
+
+// drain stops the data listeners and waits, within DrainTimeout, for every
+// request and pipe to finish; the management listener goes last so /readyz
+// reports the drain.
+func (e *Edge) drain(mgmt, plain, l7 *http.Server) {
+	e.draining.Store(true)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.DrainTimeout)
+	defer cancel()
+	if e.ln != nil {
+		e.ln.Close() // the accept loop ends; handshakes in flight finish or fail
+	}
+	var wg sync.WaitGroup
+	for _, s := range []*http.Server{plain, l7} {
+		if s != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = s.Shutdown(ctx) }()
+		}
+	}
+	wg.Wait()
+	select {
+	case <-e.conns.idle():
+	case <-ctx.Done():
+	}
+	left := e.conns.count()
+	// Past the deadline (or done): close whatever is left.
+	for _, s := range []*http.Server{plain, l7} {
+		if s != nil {
+			s.Close()
+		}
+	}
+	e.pipeStop()
+	e.conns.closeAll()
+	if mgmt != nil {
+		mgmt.Close()
+	}
+	e.wg.Wait()
+	e.log.Info("edge: drained", "took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
+}

@@ -1,0 +1,94 @@
+package edge
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+const acmePrefix = "/.well-known/acme-challenge/"
+
+// httpHandler is the http listener: ACME challenges first, then the mode.
+func (e *Edge) httpHandler() http.Handler {
+	acme := http.Handler(http.NotFoundHandler())
+	if e.opts.ACME != nil {
+		acme = e.opts.ACME(http.NotFoundHandler())
+	}
+	var rest http.Handler
+	switch e.opts.HTTPMode {
+	case ModeServe:
+		rest = e.opts.Handler
+	case ModeACMEOnly:
+		rest = http.NotFoundHandler()
+	default:
+		rest = http.HandlerFunc(e.redirect)
+	}
+	return e.limits(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, acmePrefix) {
+			acme.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
+	}))
+}
+
+// redirect answers 308 to the same host, path and query over https.
+func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
+	host, ok := route.NormalizeHost(r.Host)
+	if !ok {
+		http.Error(w, "bad host", http.StatusBadRequest)
+		return
+	}
+	if p := e.httpsPort(); p != 0 && p != 443 {
+		host = net.JoinHostPort(host, strconv.Itoa(p))
+	}
+	target := "https://" + host + r.URL.RequestURI()
+	w.Header().Set("Location", target)
+	w.WriteHeader(http.StatusPermanentRedirect)
+}
+
+// limits answers 414 for a request line over MaxRequestLine. (The header
+// block limit, 431, is http.Server's MaxHeaderBytes.)
+func (e *Edge) limits(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Method)+len(r.RequestURI)+len(r.Proto)+2 > e.opts.MaxRequestLine {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request line too long", http.StatusRequestURITooLong)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readyz is the management listener's /readyz: 200 when serving and
+// ready, 503 while starting or draining; the open connection count is the
+// drain signal.
+func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
+	status, code := "ready", http.StatusOK
+	switch {
+	case e.draining.Load():
+		status, code = "draining", http.StatusServiceUnavailable
+	case !e.serving.Load() || (e.opts.Ready != nil && !e.opts.Ready()):
+		status, code = "starting", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(struct {
+		Status            string `json:"status"`
+		ActiveConnections int64  `json:"active_connections"`
+	}{status, e.conns.count()})
+}
+
+func (e *Edge) managementHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", e.readyz)
+	if e.opts.Management != nil {
+		mux.Handle("/", e.opts.Management)
+	}
+	return mux
+}

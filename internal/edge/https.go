@@ -1,0 +1,99 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/pipe"
+	"github.com/gatehouse-dev/gatehouse/internal/sni"
+)
+
+// acceptTLS accepts https connections until ln closes; each connection is
+// handled on its own goroutine, owned by e.wg.
+func (e *Edge) acceptTLS(ln net.Listener, l7 *chanListener, errc chan<- error) {
+	defer e.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				e.log.Warn("edge: https accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			errc <- fmt.Errorf("edge: https accept: %w", err)
+			return
+		}
+		backoff = 0
+		e.conns.add()
+		e.wg.Add(1)
+		go e.serveTLSConn(c, l7)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// serveTLSConn owns c: it peeks the ClientHello, then pipes it to a
+// passthrough host or terminates TLS and hands the connection to the L7
+// server.
+func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener) {
+	defer e.wg.Done()
+	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
+	if err != nil {
+		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
+		c.Close()
+		e.conns.done()
+		return
+	}
+	if hello.ServerName != "" && e.opts.Passthrough != nil {
+		if dial, ok := e.opts.Passthrough(hello.ServerName); ok {
+			e.passthrough(c, pc.Peeked(), hello.ServerName, dial)
+			return
+		}
+	}
+	tc := e.conns.wrap(pc) // counted since accept; Close counts it done
+	conn := tls.Server(tc, e.opts.TLS)
+	_ = tc.SetDeadline(time.Now().Add(e.opts.ReadHeaderTimeout))
+	if err := conn.Handshake(); err != nil {
+		e.log.Debug("edge: tls handshake", "remote", c.RemoteAddr(), "server_name", hello.ServerName, "err", err)
+		conn.Close()
+		return
+	}
+	_ = tc.SetDeadline(time.Time{})
+	if conn.ConnectionState().NegotiatedProtocol == "acme-tls/1" {
+		conn.Close() // the challenge is the handshake; nothing follows
+		return
+	}
+	l7.hand(conn)
+}
+
+// passthrough pipes the raw client connection to a host of the app. The
+// client conn is passed unwrapped so the pipe splices; it is counted until
+// the pipe ends.
+func (e *Edge) passthrough(c net.Conn, hello []byte, name string, dial Dial) {
+	defer e.conns.done()
+	ctx, cancel := context.WithTimeout(e.pipeCtx, e.opts.DialTimeout)
+	host, err := dial(ctx)
+	cancel()
+	if err != nil {
+		e.log.Info("edge: passthrough dial", "server_name", name, "err", err)
+		c.Close()
+		return
+	}
+	st, err := pipe.Join(e.pipeCtx, c, host, hello)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		e.log.Debug("edge: passthrough", "server_name", name, "up", st.Up, "down", st.Down, "err", err)
+	}
+}

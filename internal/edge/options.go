@@ -1,0 +1,138 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// HTTP listener modes (DESIGN §3, -http-mode).
+const (
+	ModeRedirect = "redirect"  // 308 to https (the default)
+	ModeACMEOnly = "acme-only" // only ACME challenges; everything else 404
+	ModeServe    = "serve"     // the full L7 path in plaintext
+)
+
+// Dial opens a connection to a passthrough host. The connection should be a
+// *net.TCPConn, so the pipe splices.
+type Dial func(ctx context.Context) (net.Conn, error)
+
+// Gauge is the subset of prometheus.Gauge edge needs for
+// active_connections; prometheus.Gauge satisfies it.
+type Gauge interface {
+	Inc()
+	Dec()
+}
+
+// Options configures an Edge. Zero values take the defaults given.
+type Options struct {
+	// Listener addresses; an empty address disables that listener.
+	HTTPAddr, HTTPSAddr, ManagementAddr string
+
+	// HTTPMode is ModeRedirect (default when empty), ModeACMEOnly or
+	// ModeServe.
+	HTTPMode string
+	// Handler is the L7 path (internal/gateway). Required when HTTPSAddr is
+	// set or HTTPMode is ModeServe.
+	Handler http.Handler
+	// Management serves every management route except /readyz, which edge
+	// answers. nil: 404 for everything else.
+	Management http.Handler
+	// Ready, when set, must report true before /readyz answers 200 (for
+	// example: the store has loaded the routing table). nil: ready as soon
+	// as Run serves.
+	Ready func() bool
+
+	// TLS is the https listener's config; its GetCertificate comes from
+	// tlsmgr. Required when HTTPSAddr is set. NextProtos should offer h2
+	// and http/1.1 (and acme-tls/1 for TLS-ALPN-01).
+	TLS *tls.Config
+	// ACME wraps the http listener's handler so ACME HTTP-01 challenges are
+	// answered (tlsmgr.Manager.HTTPHandler). It sees only
+	// /.well-known/acme-challenge/ requests; the handler it wraps answers
+	// 404. nil: those paths get 404.
+	ACME func(next http.Handler) http.Handler
+	// Passthrough reports whether a ClientHello's server name belongs to an
+	// app in passthrough mode and, if so, how to reach one of its verified
+	// tls hosts (see RoutePassthrough). It is never called for an empty
+	// name. nil: every connection is terminated.
+	Passthrough func(serverName string) (Dial, bool)
+
+	// MaxRequestLine bounds the request line (method, target, version):
+	// longer gets 414. Zero means 8 KiB.
+	MaxRequestLine int
+	// MaxHeaderBytes bounds the request line plus header block: larger
+	// gets 431. Zero means 64 KiB.
+	MaxHeaderBytes int
+	// ReadHeaderTimeout bounds reading a request's headers, and on https
+	// the ClientHello and the TLS handshake. Zero means 10 s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes idle keep-alive connections. Zero means 120 s.
+	IdleTimeout time.Duration
+	// DrainTimeout bounds graceful drain after Run's context ends. Zero
+	// means 30 s.
+	DrainTimeout time.Duration
+	// DialTimeout bounds dialing a passthrough host. Zero means 5 s.
+	DialTimeout time.Duration
+
+	// ActiveConns counts open client connections on the http and https
+	// listeners (passthrough pipes included). nil: not exported (the count
+	// is still on /readyz).
+	ActiveConns Gauge
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+func (o *Options) validate() error {
+	switch o.HTTPMode {
+	case "", ModeRedirect, ModeACMEOnly, ModeServe:
+	default:
+		return fmt.Errorf("edge: http mode must be redirect, acme-only or serve, got %q", o.HTTPMode)
+	}
+	if o.HTTPAddr == "" && o.HTTPSAddr == "" && o.ManagementAddr == "" {
+		return errors.New("edge: no listener address")
+	}
+	if o.HTTPSAddr != "" && o.TLS == nil {
+		return errors.New("edge: https listener needs a TLS config")
+	}
+	if o.Handler == nil && (o.HTTPSAddr != "" || (o.HTTPAddr != "" && o.HTTPMode == ModeServe)) {
+		return errors.New("edge: handler is required")
+	}
+	for name, v := range map[string]int{"max request line": o.MaxRequestLine, "max header bytes": o.MaxHeaderBytes} {
+		if v < 0 {
+			return fmt.Errorf("edge: %s must not be negative, got %d", name, v)
+		}
+	}
+	for name, d := range map[string]time.Duration{"read header timeout": o.ReadHeaderTimeout, "idle timeout": o.IdleTimeout, "drain timeout": o.DrainTimeout, "dial timeout": o.DialTimeout} {
+		if d < 0 {
+			return fmt.Errorf("edge: %s must not be negative, got %s", name, d)
+		}
+	}
+	return nil
+}
+
+func orDefault[T int | time.Duration](v, d T) T {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func (o *Options) withDefaults() Options {
+	c := *o
+	if c.HTTPMode == "" {
+		c.HTTPMode = ModeRedirect
+	}
+	c.MaxRequestLine = orDefault(c.MaxRequestLine, 8<<10)
+	c.MaxHeaderBytes = orDefault(c.MaxHeaderBytes, 64<<10)
+	c.ReadHeaderTimeout = orDefault(c.ReadHeaderTimeout, 10*time.Second)
+	c.IdleTimeout = orDefault(c.IdleTimeout, 120*time.Second)
+	c.DrainTimeout = orDefault(c.DrainTimeout, 30*time.Second)
+	c.DialTimeout = orDefault(c.DialTimeout, 5*time.Second)
+	return c
+}

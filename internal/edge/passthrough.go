@@ -1,0 +1,69 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// ErrNoHost is returned by a passthrough Dial when the app has no
+// reachable verified tls host.
+var ErrNoHost = errors.New("edge: no verified tls host for passthrough app")
+
+// RoutePassthrough returns an Options.Passthrough that reads live: a name
+// that reaches an active app in passthrough mode is piped to one of the
+// app's verified hosts with scheme "tls" (round robin, skipping degraded
+// hosts, trying the next on a failed dial and marking it degraded). Any
+// other name (unknown, http mode, suspended or retired app) is terminated
+// by the gateway. now may be nil (time.Now).
+func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName string) (Dial, bool) {
+	if now == nil {
+		now = time.Now
+	}
+	var rr atomic.Uint32
+	return func(name string) (Dial, bool) {
+		tbl := live.Load()
+		m := tbl.Lookup(name)
+		if m.Kind != route.KindApp || m.App.Mode != route.ModePassthrough || m.App.Status != route.StatusActive {
+			return nil, false
+		}
+		var hosts []*route.Host
+		for _, h := range tbl.Pool(m.App.ID) {
+			if h.Scheme == "tls" && !h.Health.Degraded(now()) {
+				hosts = append(hosts, h)
+			}
+		}
+		start := int(rr.Add(1))
+		return func(ctx context.Context) (net.Conn, error) {
+			return dialFirst(ctx, hosts, start, now)
+		}, true
+	}
+}
+
+// dialFirst dials hosts in round-robin order from start until one answers.
+func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() time.Time) (net.Conn, error) {
+	if len(hosts) == 0 {
+		return nil, ErrNoHost
+	}
+	var d net.Dialer
+	var errs []error
+	for i := range hosts {
+		h := hosts[(start+i)%len(hosts)]
+		c, err := d.DialContext(ctx, "tcp", h.Addr)
+		if err == nil {
+			h.Health.OK()
+			return c, nil
+		}
+		h.Health.Fail(now())
+		errs = append(errs, fmt.Errorf("%s: %w", h.ID, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: %w", ErrNoHost, errors.Join(errs...))
+}

@@ -1,0 +1,158 @@
+package edge
+
+import (
+	"net"
+	"sync"
+)
+
+// tracker counts open client connections (the active_connections gauge
+// and the drain signal) and remembers the wrapped ones, so the end of
+// drain can close what is left, hijacked connections included.
+type tracker struct {
+	gauge Gauge
+
+	mu    sync.Mutex
+	n     int64
+	conns map[*trackedConn]struct{}
+	zero  chan struct{} // closed while n == 0
+}
+
+func newTracker(g Gauge) *tracker {
+	z := make(chan struct{})
+	close(z)
+	return &tracker{gauge: g, conns: map[*trackedConn]struct{}{}, zero: z}
+}
+
+// add counts one more connection.
+func (t *tracker) add() {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.zero = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+	if t.gauge != nil {
+		t.gauge.Inc()
+	}
+}
+
+// done counts one connection less.
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 {
+		close(t.zero)
+	}
+	t.mu.Unlock()
+	if t.gauge != nil {
+		t.gauge.Dec()
+	}
+}
+
+// count returns the number of open connections.
+func (t *tracker) count() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
+// idle returns a channel closed once no connection is open.
+func (t *tracker) idle() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.zero
+}
+
+// wrap returns c (already counted by add) as a conn whose first Close
+// counts it done.
+func (t *tracker) wrap(c net.Conn) *trackedConn {
+	tc := &trackedConn{Conn: c, t: t}
+	t.mu.Lock()
+	t.conns[tc] = struct{}{}
+	t.mu.Unlock()
+	return tc
+}
+
+// closeAll closes every wrapped connection still open.
+func (t *tracker) closeAll() {
+	t.mu.Lock()
+	cs := make([]*trackedConn, 0, len(t.conns))
+	for c := range t.conns {
+		cs = append(cs, c)
+	}
+	t.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// trackedConn is a counted client connection.
+type trackedConn struct {
+	net.Conn
+	t    *tracker
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
+		c.t.done()
+	})
+	return err
+}
+
+// trackingListener counts every accepted connection.
+type trackingListener struct {
+	net.Listener
+	t *tracker
+}
+
+func (l trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.t.add()
+	return l.t.wrap(c), nil
+}
+
+// chanListener feeds connections the https accept loop terminated to the
+// L7 http.Server.
+type chanListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// hand gives c to the server; after Close, it closes c instead.
+func (l *chanListener) hand(c net.Conn) {
+	select {
+	case l.ch <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
