@@ -1,0 +1,392 @@
+// Command bench is gatehouse's side-by-side load harness (issue 6): it
+// starts a fixed backend, gatehouse, nginx and HAProxy on loopback with
+// equivalent configurations and measures them in interleaved rounds with
+// wrk and its own TLS clients. See bench/README.md.
+//
+//	go run ./bench [-rounds 3] [-duration 10s] [-conns 64] [-targets direct,gatehouse,nginx,haproxy]
+//
+// Every process it starts is stopped by PID when it returns, fails or is
+// interrupted. All traffic stays on 127.0.0.1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "backend" {
+		if err := runBackend(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+type config struct {
+	rounds      int
+	duration    time.Duration
+	conns       int
+	threads     int
+	targets     []string
+	idle        int
+	tls         bool
+	tlsDuration time.Duration
+	tlsStreams  int
+	tlsWorkers  int
+	install     bool
+	gatehouse   string // prebuilt binary; empty builds ./cmd/gatehouse
+	out         string
+	keep        bool
+}
+
+var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	var targets string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds over all targets (1-20)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "wrk run length per target per round (1s-5m)")
+	fs.IntVar(&c.conns, "conns", 64, "wrk keep-alive connections")
+	fs.IntVar(&c.threads, "threads", 2, "wrk threads")
+	fs.StringVar(&targets, "targets", strings.Join(allTargets, ","), "comma-separated targets: "+strings.Join(allTargets, ","))
+	fs.IntVar(&c.idle, "idle", 10000, "idle keep-alive connections for the memory test (0 skips it)")
+	fs.BoolVar(&c.tls, "tls", true, "run the L4 TLS passthrough tests")
+	fs.DurationVar(&c.tlsDuration, "tls-duration", 5*time.Second, "length of each TLS download and handshake run")
+	fs.IntVar(&c.tlsStreams, "tls-streams", 4, "parallel TLS downloads")
+	fs.IntVar(&c.tlsWorkers, "tls-workers", 16, "parallel TLS handshakers")
+	fs.BoolVar(&c.install, "install", true, "apt-get install missing nginx, haproxy, wrk (as root)")
+	fs.StringVar(&c.gatehouse, "gatehouse", "", "gatehouse binary to test (default: go build ./cmd/gatehouse)")
+	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temp dir (configs, logs) for inspection")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, t := range strings.Split(targets, ",") {
+		t = strings.TrimSpace(t)
+		if !slices.Contains(allTargets, t) {
+			return c, fmt.Errorf("-targets: unknown target %q (want %s)", t, strings.Join(allTargets, ","))
+		}
+		if !slices.Contains(c.targets, t) {
+			c.targets = append(c.targets, t)
+		}
+	}
+	switch {
+	case c.rounds < 1 || c.rounds > 20:
+		return c, fmt.Errorf("-rounds %d: want 1-20", c.rounds)
+	case c.duration < time.Second || c.duration > 5*time.Minute:
+		return c, fmt.Errorf("-duration %s: want 1s-5m", c.duration)
+	case c.conns < 1 || c.conns > 10000:
+		return c, fmt.Errorf("-conns %d: want 1-10000", c.conns)
+	case c.threads < 1 || c.threads > c.conns:
+		return c, fmt.Errorf("-threads %d: want 1-conns", c.threads)
+	case c.idle < 0 || c.idle > 100000:
+		return c, fmt.Errorf("-idle %d: want 0-100000", c.idle)
+	case c.tlsDuration < time.Second || c.tlsDuration > 5*time.Minute:
+		return c, fmt.Errorf("-tls-duration %s: want 1s-5m", c.tlsDuration)
+	case c.tlsStreams < 1 || c.tlsStreams > 64 || c.tlsWorkers < 1 || c.tlsWorkers > 256:
+		return c, errors.New("-tls-streams want 1-64, -tls-workers 1-256")
+	}
+	return c, nil
+}
+
+func run(args []string) int {
+	cfg, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	ps := &procs{}
+	defer ps.stopAll() // runs on success, error and signal alike
+	if err := bench(ctx, cfg, ps); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for range 32 {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return "", errors.New("not inside the gatehouse module (no go.mod above the working directory)")
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func bench(ctx context.Context, cfg config, ps *procs) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if cfg.out == "" {
+		cfg.out = filepath.Join(root, "bench", "results", "latest.md")
+	}
+	needs := []need{{"wrk", onPath("wrk")}}
+	if slices.Contains(cfg.targets, "nginx") {
+		needs = append(needs, need{"nginx", onPath("nginx")})
+		if cfg.tls {
+			needs = append(needs, need{"libnginx-mod-stream", fileExists(nginxStreamModule)})
+		}
+	}
+	if slices.Contains(cfg.targets, "haproxy") {
+		needs = append(needs, need{"haproxy", onPath("haproxy")})
+	}
+	if err := ensureTools(ctx, needs, cfg.install); err != nil {
+		return err
+	}
+	limit, err := raiseNoFile(uint64(2*cfg.idle + 8192))
+	if err != nil {
+		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
+	}
+	if cfg.idle > 0 && limit < uint64(cfg.idle+2048) {
+		logf("RLIMIT_NOFILE is %d: idle test cut to %d connections", limit, int(limit)-2048)
+		cfg.idle = max(0, int(limit)-2048)
+	}
+
+	dir, err := os.MkdirTemp("", "gatehouse-bench-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		logf("keeping %s", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // nginx workers run as nobody
+		return err
+	}
+	rep := newReport(cfg, root)
+
+	e := &env{dir: dir, ps: ps, cores: runtime.NumCPU(), maxConns: cfg.idle + cfg.conns + 1024}
+	certFile, keyFile, roots, err := writeCert(dir)
+	if err != nil {
+		return err
+	}
+	e.roots = roots
+	ba, err := freeAddrs(2)
+	if err != nil {
+		return err
+	}
+	e.backendHTTP, e.backendTLS = ba[0], ba[1]
+
+	// gatehouse first: the backend needs its bus to announce on.
+	var gh *target
+	var setup *gatehouseSetup
+	if slices.Contains(cfg.targets, "gatehouse") {
+		gh, setup = startGatehouseTarget(ctx, cfg, e, root)
+	}
+	backendArgs := []string{"backend", "-http", e.backendHTTP, "-tls", e.backendTLS, "-cert", certFile, "-key", keyFile}
+	if setup != nil {
+		backendArgs = append(backendArgs, "-bus", setup.bus, "-cluster", benchCluster, "-host-key", setup.keyFile, "-app", "app", "-tls-app", "tls")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	backend, err := ps.start(dir, "backend", self, backendArgs...)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, backend, func() error {
+		if err := checkHTTP(e.backendHTTP); err != nil {
+			return err
+		}
+		return checkTLS(e.backendTLS, roots)
+	}); err != nil {
+		return fmt.Errorf("backend: %w", err)
+	}
+
+	targets := map[string]*target{"direct": {name: "direct", http: e.backendHTTP, tls: e.backendTLS}}
+	if gh != nil {
+		if setup != nil {
+			finishGatehouse(ctx, e, gh)
+			if gh.err != nil {
+				gh.err = fmt.Errorf("gatehouse target unavailable: %w", gh.err)
+			}
+		}
+		targets["gatehouse"] = gh
+	}
+	if slices.Contains(cfg.targets, "nginx") {
+		targets["nginx"] = startNginx(ctx, e)
+	}
+	if slices.Contains(cfg.targets, "haproxy") {
+		targets["haproxy"] = startHAProxy(ctx, e)
+	}
+	var order []*target
+	for _, name := range cfg.targets {
+		t := targets[name]
+		if t.err != nil {
+			logf("%s: L7 unavailable: %v", name, t.err)
+		}
+		if t.tlsErr != nil && cfg.tls {
+			logf("%s: passthrough unavailable: %v", name, t.tlsErr)
+		}
+		order = append(order, t)
+	}
+	rep.targets = order
+
+	if err := measureAll(ctx, cfg, e, order, rep); err != nil {
+		return err
+	}
+	rep.finish()
+	md := rep.markdown()
+	fmt.Print(md)
+	if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg.out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", cfg.out)
+	return nil
+}
+
+func startGatehouseTarget(ctx context.Context, cfg config, e *env, root string) (*target, *gatehouseSetup) {
+	bin := cfg.gatehouse
+	if bin == "" {
+		logf("building ./cmd/gatehouse")
+		var err error
+		if bin, err = buildGatehouse(ctx, root, e.dir); err != nil {
+			return &target{name: "gatehouse", err: fmt.Errorf("gatehouse target unavailable: %w", err)}, nil
+		}
+	}
+	t, setup, err := startGatehouse(ctx, e, bin)
+	if err != nil {
+		t.err = fmt.Errorf("gatehouse target unavailable: %w", err)
+		t.http, t.tls = "", ""
+		if t.proc != nil {
+			t.proc.stop(5 * time.Second)
+		}
+		return t, nil
+	}
+	return t, setup
+}
+
+// measureAll runs every phase; a phase's failure on one target is
+// recorded in the report and the others go on.
+func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *report) error {
+	if cfg.idle > 0 {
+		for _, t := range order {
+			if t.http == "" {
+				continue
+			}
+			logf("idle: %d connections to %s", cfg.idle, t.name)
+			p := t.proc
+			if p == nil {
+				p = e.ps.find("backend")
+			}
+			r, err := measureIdle(ctx, t.http, p, cfg.idle)
+			if err != nil {
+				rep.note("%s idle test: %v", t.name, err)
+				continue
+			}
+			rep.idle[t.name] = r
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// Let the closed connections drain before the next target.
+			if err := sleepCtx(ctx, 2*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration}
+	for _, t := range order {
+		if t.http == "" {
+			continue
+		}
+		logf("warm-up: %s", t.name)
+		if _, err := runWrk(ctx, wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second}, t.http, t.proc); err != nil {
+			rep.note("%s warm-up: %v", t.name, err)
+		}
+	}
+	for round := range cfg.rounds {
+		for i := range order {
+			t := order[(i+round)%len(order)] // rotate so no target always goes first
+			if t.http == "" {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			logf("L7 round %d/%d: %s", round+1, cfg.rounds, t.name)
+			r, err := runWrk(ctx, wo, t.http, t.proc)
+			if err != nil {
+				rep.note("%s L7 round %d: %v", t.name, round+1, err)
+				continue
+			}
+			rep.l7[t.name] = append(rep.l7[t.name], r)
+		}
+	}
+	if !cfg.tls {
+		return nil
+	}
+	for round := range cfg.rounds {
+		for i := range order {
+			t := order[(i+round)%len(order)]
+			if t.tls == "" {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			logf("TLS round %d/%d: %s", round+1, cfg.rounds, t.name)
+			dl := runDownload(ctx, t.tls, e.roots, cfg.tlsStreams, cfg.tlsDuration, t.proc)
+			hs := runHandshakes(ctx, t.tls, e.roots, cfg.tlsWorkers, cfg.tlsDuration, t.proc)
+			for _, x := range []struct {
+				what string
+				r    tlsResult
+			}{{"download", dl}, {"handshakes", hs}} {
+				if x.r.errors > 0 {
+					rep.note("%s TLS %s round %d: %d errors, first: %s", t.name, x.what, round+1, x.r.errors, x.r.firstErr)
+				}
+			}
+			rep.dl[t.name] = append(rep.dl[t.name], dl)
+			rep.hs[t.name] = append(rep.hs[t.name], hs)
+		}
+	}
+	return ctx.Err()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

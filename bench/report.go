@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report collects every measurement and renders the Markdown table.
+type report struct {
+	cfg       config
+	root      string
+	start     time.Time
+	end       time.Time
+	loadStart string
+	loadEnd   string
+	targets   []*target
+	l7        map[string][]wrkResult
+	idle      map[string]idleResult
+	dl, hs    map[string][]tlsResult
+	notes     []string
+}
+
+func newReport(cfg config, root string) *report {
+	return &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
+		l7: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}}
+}
+
+func (r *report) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	logf("%s", msg)
+	r.notes = append(r.notes, msg)
+}
+
+func (r *report) finish() { r.end, r.loadEnd = time.Now(), loadAvg() }
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianOf[T any](xs []T, f func(T) float64) float64 {
+	v := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		v = append(v, f(x))
+	}
+	return median(v)
+}
+
+// ratio formats a/b as "0.62×", or "—" when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func cmdLine(name string, args ...string) string {
+	out, _ := exec.Command(name, args...).CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if line == "" {
+		return "not installed"
+	}
+	return line
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func (r *report) commit() string {
+	c := exec.Command("git", "rev-parse", "--short", "HEAD")
+	c.Dir = r.root
+	out, err := c.Output()
+	if err != nil {
+		return "unknown"
+	}
+	s := strings.TrimSpace(string(out))
+	c = exec.Command("git", "status", "--porcelain", "--untracked-files=no")
+	c.Dir = r.root
+	if out, _ := c.Output(); len(strings.TrimSpace(string(out))) > 0 {
+		s += " (+ uncommitted changes)"
+	}
+	return s
+}
+
+func ms(v float64) string { return fmt.Sprintf("%.2f ms", v/1e6) }
+
+// markdown renders the whole report.
+func (r *report) markdown() string {
+	var b strings.Builder
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	fmt.Fprintf(&b, "# gatehouse load harness — %s\n\n", r.start.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- commit: %s\n", r.commit())
+	fmt.Fprintf(&b, "- machine: %d cores, %s, Linux %s\n", runtime.NumCPU(), cpuModel(), strings.TrimSpace(string(kernel)))
+	fmt.Fprintf(&b, "- load average: %s at start, %s at end (cores shared with the load generator and backend)\n", r.loadStart, r.loadEnd)
+	fmt.Fprintf(&b, "- versions: %s; %s; %s; %s\n", runtime.Version(), cmdLine("nginx", "-v"), cmdLine("haproxy", "-v"), cmdLine("wrk", "-v"))
+	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -threads %d -targets %s -idle %d -tls=%v`, %s in all\n\n",
+		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls,
+		r.end.Sub(r.start).Round(time.Second))
+
+	r.l7Table(&b)
+	r.idleTable(&b)
+	if r.cfg.tls {
+		r.tlsTable(&b)
+	}
+	var missing []string
+	for _, t := range r.targets {
+		if t.err != nil {
+			missing = append(missing, fmt.Sprintf("- %s: %v", t.name, oneLine(t.err)))
+		} else if r.cfg.tls && t.tlsErr != nil {
+			missing = append(missing, fmt.Sprintf("- %s passthrough: %v", t.name, oneLine(t.tlsErr)))
+		}
+	}
+	for _, n := range r.notes {
+		missing = append(missing, "- "+oneLine(fmt.Errorf("%s", n)))
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, "## Not measured / problems\n\n%s\n", strings.Join(missing, "\n"))
+	}
+	return b.String()
+}
+
+func oneLine(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+func (r *report) l7Table(b *strings.Builder) {
+	fmt.Fprintf(b, "## L7: 1 KiB responses, %d keep-alive connections (wrk, median of %d × %s)\n\n", r.cfg.conns, r.cfg.rounds, r.cfg.duration)
+	fmt.Fprintln(b, "| target | req/s | × direct | × nginx | p50 | p99 | proxy CPU s / 100k req | proxy CPU × nginx | errors | rounds |")
+	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	rps := func(name string) float64 { return medianOf(r.l7[name], func(w wrkResult) float64 { return w.rps }) }
+	cpu := func(name string) float64 {
+		return medianOf(r.l7[name], func(w wrkResult) float64 { return w.cpu / float64(max(w.requests, 1)) * 1e5 })
+	}
+	for _, t := range r.targets {
+		runs := r.l7[t.name]
+		if len(runs) == 0 {
+			fmt.Fprintf(b, "| %s | not measured | | | | | | | | 0 |\n", t.name)
+			continue
+		}
+		var errs int64
+		for _, w := range runs {
+			errs += w.errors
+		}
+		p50 := medianOf(runs, func(w wrkResult) float64 { return float64(w.p50) })
+		p99 := medianOf(runs, func(w wrkResult) float64 { return float64(w.p99) })
+		cpuCell, cpuRatio := "— (no proxy)", "—"
+		if t.proc != nil {
+			cpuCell = fmt.Sprintf("%.2f (%.1f µs/req)", cpu(t.name), cpu(t.name)*10)
+			cpuRatio = ratio(cpu(t.name), cpu("nginx"))
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %d | %d |\n", t.name, rps(t.name),
+			ratio(rps(t.name), rps("direct")), ratio(rps(t.name), rps("nginx")), ms(p50), ms(p99), cpuCell, cpuRatio, errs, len(runs))
+	}
+	fmt.Fprintln(b)
+}
+
+func (r *report) idleTable(b *strings.Builder) {
+	if r.cfg.idle == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Memory per idle keep-alive connection (%d connections, one request each, RSS of the process tree)\n\n", r.cfg.idle)
+	fmt.Fprintln(b, "| target | RSS before | RSS with connections open | bytes / connection | × nginx |")
+	fmt.Fprintln(b, "|---|---:|---:|---:|---:|")
+	for _, t := range r.targets {
+		x, ok := r.idle[t.name]
+		if !ok {
+			fmt.Fprintf(b, "| %s | not measured | | | |\n", t.name)
+			continue
+		}
+		name := t.name
+		if t.proc == nil {
+			name += " (backend process)"
+		}
+		fmt.Fprintf(b, "| %s | %.1f MiB | %.1f MiB | %.0f | %s |\n", name, float64(x.before)/(1<<20), float64(x.after)/(1<<20),
+			x.perConn, ratio(x.perConn, r.idle["nginx"].perConn))
+	}
+	fmt.Fprintln(b)
+}
+
+func (r *report) tlsTable(b *strings.Builder) {
+	fmt.Fprintf(b, "## L4 TLS passthrough by SNI (the backend terminates TLS; median of %d × %s each)\n\n", r.cfg.rounds, r.cfg.tlsDuration)
+	fmt.Fprintf(b, "Downloads: %d parallel keep-alive HTTPS streams of 1 GiB bodies. Handshakes: %d workers, a fresh full TLS handshake per connection.\n\n", r.cfg.tlsStreams, r.cfg.tlsWorkers)
+	fmt.Fprintln(b, "| target | download MB/s | × direct | × nginx | proxy CPU s / GB | handshakes/s | × direct | × nginx | proxy CPU ms / 1k handshakes | errors |")
+	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	mbps := func(n string) float64 { return medianOf(r.dl[n], tlsResult.mbps) }
+	hps := func(n string) float64 { return medianOf(r.hs[n], tlsResult.hps) }
+	for _, t := range r.targets {
+		if len(r.dl[t.name]) == 0 {
+			fmt.Fprintf(b, "| %s | not measured | | | | | | | | |\n", t.name)
+			continue
+		}
+		var errs int64
+		for _, x := range append(slices.Clone(r.dl[t.name]), r.hs[t.name]...) {
+			errs += x.errors
+		}
+		cpuGB, cpuHS := "— (no proxy)", "— (no proxy)"
+		if t.proc != nil {
+			cpuGB = fmt.Sprintf("%.2f", medianOf(r.dl[t.name], func(x tlsResult) float64 { return x.cpu / (float64(max(x.bytes, 1)) / 1e9) }))
+			cpuHS = fmt.Sprintf("%.1f", medianOf(r.hs[t.name], func(x tlsResult) float64 { return x.cpu * 1e3 / (float64(max(x.handshakes, 1)) / 1e3) }))
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %d |\n", t.name, mbps(t.name),
+			ratio(mbps(t.name), mbps("direct")), ratio(mbps(t.name), mbps("nginx")), cpuGB,
+			hps(t.name), ratio(hps(t.name), hps("direct")), ratio(hps(t.name), hps("nginx")), cpuHS, errs)
+	}
+	fmt.Fprintln(b)
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// tlsResult is one passthrough measurement against one target.
+type tlsResult struct {
+	bytes      int64 // downloaded (download test)
+	handshakes int64 // completed (handshake test)
+	errors     int64
+	firstErr   string // the first error, for the report
+	elapsed    time.Duration
+	cpu        float64 // CPU seconds of the proxy tree over the run
+}
+
+func (r tlsResult) mbps() float64 { return float64(r.bytes) / r.elapsed.Seconds() / 1e6 }
+func (r tlsResult) hps() float64  { return float64(r.handshakes) / r.elapsed.Seconds() }
+
+// countingReader counts bytes into n as they are read.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func tlsClientConfig(roots *x509.CertPool) *tls.Config {
+	return &tls.Config{ServerName: tlsHost, RootCAs: roots, NextProtos: []string{"http/1.1"}}
+}
+
+// runDownload runs streams parallel keep-alive HTTPS downloads of large
+// bodies from the backend through addr for d, and counts the bytes.
+func runDownload(ctx context.Context, addr string, roots *x509.CertPool, streams int, d time.Duration, p *proc) tlsResult {
+	// Errors at or after the deadline are the run ending, not failures:
+	// a dial's own deadline can fire just before ctx reports it is done.
+	deadline := time.Now().Add(d)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	live := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var nd net.Dialer
+			return nd.DialContext(ctx, "tcp", addr)
+		},
+		TLSClientConfig:     tlsClientConfig(roots),
+		MaxIdleConnsPerHost: streams,
+		DisableCompression:  true,
+		ReadBufferSize:      256 << 10,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var total, errs atomic.Int64
+	var first firstError
+	var before float64
+	if p != nil {
+		before = cpuSeconds(p.pid())
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for i := 0; i < 10000 && live(); i++ {
+				req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+tlsHost+"/big?mb=1024", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					if live() {
+						errs.Add(1)
+						first.set(err)
+					}
+					continue
+				}
+				_, err = io.CopyBuffer(io.Discard, countingReader{resp.Body, &total}, buf)
+				resp.Body.Close()
+				if err != nil && live() {
+					errs.Add(1)
+					first.set(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r := tlsResult{bytes: total.Load(), errors: errs.Load(), firstErr: first.get(), elapsed: time.Since(start)}
+	if p != nil {
+		r.cpu = cpuSeconds(p.pid()) - before
+	}
+	return r
+}
+
+// runHandshakes opens fresh TLS connections (full handshakes, no session
+// resumption) to addr from workers goroutines for d, and counts them.
+func runHandshakes(ctx context.Context, addr string, roots *x509.CertPool, workers int, d time.Duration, p *proc) tlsResult {
+	// Errors at or after the deadline are the run ending, not failures:
+	// a dial's own deadline can fire just before ctx reports it is done.
+	deadline := time.Now().Add(d)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	live := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
+	cfg := tlsClientConfig(roots)
+	var done, errs atomic.Int64
+	var first firstError
+	var before float64
+	if p != nil {
+		before = cpuSeconds(p.pid())
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1_000_000 && live(); i++ {
+				if err := handshakeOnce(ctx, addr, cfg); err != nil {
+					if live() {
+						errs.Add(1)
+						first.set(err)
+					}
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	r := tlsResult{handshakes: done.Load(), errors: errs.Load(), firstErr: first.get(), elapsed: time.Since(start)}
+	if p != nil {
+		r.cpu = cpuSeconds(p.pid()) - before
+	}
+	return r
+}
+
+func handshakeOnce(ctx context.Context, addr string, cfg *tls.Config) error {
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := d.DialContext(hctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	if cs := c.(*tls.Conn).ConnectionState(); !cs.HandshakeComplete {
+		c.Close()
+		return errors.New("handshake incomplete")
+	}
+	return c.Close()
+}
+
+// firstError keeps the first error it is given. Safe for concurrent use.
+type firstError struct {
+	mu  sync.Mutex
+	err string
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == "" {
+		f.err = err.Error()
+	}
+}
+
+func (f *firstError) get() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}

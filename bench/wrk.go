@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wrkResult is one wrk run against one target.
+type wrkResult struct {
+	requests int64
+	rps      float64
+	p50, p99 time.Duration
+	errors   int64   // non-2xx/3xx responses plus socket errors
+	cpu      float64 // CPU seconds the proxy process tree spent during the run
+}
+
+type wrkOpts struct {
+	conns, threads int
+	duration       time.Duration
+}
+
+// runWrk loads addr with keep-alive GETs for appHost and measures the
+// proxy's CPU over the same interval.
+func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.duration+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "wrk",
+		"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
+		"-d", fmt.Sprintf("%ds", max(1, int(o.duration.Seconds()))),
+		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, "http://"+addr+"/")
+	var before float64
+	if p != nil {
+		before = cpuSeconds(p.pid())
+	}
+	out, err := cmd.Output()
+	var r wrkResult
+	if p != nil {
+		r.cpu = cpuSeconds(p.pid()) - before
+	}
+	if err != nil {
+		return r, fmt.Errorf("wrk: %v: %s", err, out)
+	}
+	if err := parseWrk(string(out), &r); err != nil {
+		return r, fmt.Errorf("wrk output: %v\n%s", err, out)
+	}
+	return r, nil
+}
+
+// parseWrk reads wrk 4's text report.
+func parseWrk(out string, r *wrkResult) error {
+	sc := bufio.NewScanner(strings.NewReader(out))
+	var gotReq, gotRPS bool
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) >= 2 && f[0] == "50%":
+			r.p50, _ = parseWrkDuration(f[1])
+		case len(f) >= 2 && f[0] == "99%":
+			r.p99, _ = parseWrkDuration(f[1])
+		case len(f) >= 3 && f[1] == "requests" && f[2] == "in":
+			r.requests, _ = strconv.ParseInt(f[0], 10, 64)
+			gotReq = true
+		case len(f) >= 2 && f[0] == "Requests/sec:":
+			r.rps, _ = strconv.ParseFloat(f[1], 64)
+			gotRPS = true
+		case strings.HasPrefix(sc.Text(), "  Non-2xx or 3xx responses:") && len(f) == 5:
+			n, _ := strconv.ParseInt(f[4], 10, 64)
+			r.errors += n
+		case len(f) > 2 && f[0] == "Socket" && f[1] == "errors:":
+			// Socket errors: connect 0, read 0, write 0, timeout 0
+			for i := 2; i+1 < len(f); i += 2 {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(f[i+1], ","), 10, 64)
+				r.errors += n
+			}
+		}
+	}
+	if !gotReq || !gotRPS {
+		return fmt.Errorf("no request count or rate")
+	}
+	return nil
+}
+
+// parseWrkDuration reads wrk's "812.00us", "1.23ms", "2.00s", "1.00m".
+func parseWrkDuration(s string) (time.Duration, error) {
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"us", time.Microsecond}, {"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, err
+			}
+			return time.Duration(x * float64(u.unit)), nil
+		}
+	}
+	return 0, fmt.Errorf("duration %q", s)
+}

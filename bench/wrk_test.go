@@ -1,0 +1,87 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+const wrkSample = `Running 10s test @ http://127.0.0.1:40001/
+  2 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     4.12ms    2.01ms  41.50ms   88.12%
+    Req/Sec     7.80k   512.33     9.01k    70.50%
+  Latency Distribution
+     50%  812.00us
+     75%    4.90ms
+     90%    6.10ms
+     99%    1.20s
+  155234 requests in 10.00s, 175.62MB read
+  Non-2xx or 3xx responses: 7
+  Socket errors: connect 1, read 2, write 0, timeout 3
+Requests/sec:  15523.40
+Transfer/sec:     17.56MB
+`
+
+func TestParseWrk(t *testing.T) {
+	var r wrkResult
+	if err := parseWrk(wrkSample, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{requests: 155234, rps: 15523.40, p50: 812 * time.Microsecond, p99: 1200 * time.Millisecond, errors: 13}
+	if r != want {
+		t.Fatalf("parseWrk = %+v, want %+v", r, want)
+	}
+	if err := parseWrk("unable to connect to 127.0.0.1:1 Connection refused\n", &r); err == nil {
+		t.Fatal("parseWrk accepted output without a request count")
+	}
+}
+
+func TestParseWrkDuration(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"812.00us", 812 * time.Microsecond, true},
+		{"1.50ms", 1500 * time.Microsecond, true},
+		{"2.00s", 2 * time.Second, true},
+		{"1.00m", time.Minute, true},
+		{"fast", 0, false},
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseWrkDuration(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseWrkDuration(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-targets", "nginx, direct,nginx", "-rounds", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.targets) != 2 || c.targets[0] != "nginx" || c.targets[1] != "direct" || c.rounds != 2 {
+		t.Fatalf("parseFlags = %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"-targets", "caddy"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-duration", "100ms"},
+		{"-conns", "0"}, {"-threads", "65"}, {"-idle", "-1"}, {"-tls-streams", "0"},
+	} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tt.in); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
