@@ -12,19 +12,25 @@ import (
 type Builder struct {
 	live *Live
 
-	mu    sync.Mutex
-	n     *names
-	hosts map[string]*Host
+	mu     sync.Mutex
+	n      *names
+	hosts  map[string]*Host
+	loaded chan struct{} // closed by the first Replace
+	once   sync.Once
 }
 
 // NewBuilder returns a builder that publishes to live, starting empty.
 func NewBuilder(live *Live) *Builder {
 	e := emptyTable()
-	return &Builder{live: live, n: e.n, hosts: map[string]*Host{}}
+	return &Builder{live: live, n: e.n, hosts: map[string]*Host{}, loaded: make(chan struct{})}
 }
 
 // Live returns the table the builder publishes to.
 func (b *Builder) Live() *Live { return b.live }
+
+// Loaded is closed once the first full state has been published by
+// Replace: the store's initial load.
+func (b *Builder) Loaded() <-chan struct{} { return b.loaded }
 
 // State is a full copy of the store's routing state, for [Builder.Replace].
 type State struct {
@@ -54,6 +60,7 @@ func (b *Builder) Replace(s State) {
 	defer b.mu.Unlock()
 	b.n = n
 	b.publishLocked(false)
+	b.once.Do(func() { close(b.loaded) })
 }
 
 // PutApp adds or replaces an app.

@@ -112,6 +112,16 @@ func (t *Table) Domains() []*Domain {
 	return out
 }
 
+// AppIDs returns every app id, sorted.
+func (t *Table) AppIDs() []string {
+	out := make([]string, 0, len(t.n.apps))
+	for id := range t.n.apps {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Apps returns the number of apps.
 func (t *Table) Apps() int { return len(t.n.apps) }
 
