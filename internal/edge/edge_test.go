@@ -50,7 +50,7 @@ func (r *running) stop(t *testing.T) error {
 
 // start runs an Edge on loopback with opts (addresses default to
 // 127.0.0.1:0 for every listener) and stops it when t ends.
-func start(t *testing.T, opts Options) *running {
+func start(t testing.TB, opts Options) *running {
 	t.Helper()
 	for _, a := range []*string{&opts.HTTPAddr, &opts.HTTPSAddr, &opts.ManagementAddr} {
 		if *a == "" {

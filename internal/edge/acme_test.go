@@ -1,0 +1,68 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
+)
+
+// TestTerminateWithPebbleCertificate: the gateway's own listeners answer
+// a real Pebble's HTTP-01 or TLS-ALPN-01 challenge, and then terminate
+// client TLS with the issued certificate in front of the L7 handler.
+func TestTerminateWithPebbleCertificate(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		noHTTP, noTLS bool
+	}{{"http-01", false, true}, {"tls-alpn-01", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			httpPort, httpsPort := tlsmgrtest.FreePort(t), tlsmgrtest.FreePort(t)
+			p := tlsmgrtest.Start(t, httpPort, httpsPort)
+			name := "web." + zone
+			m, err := tlsmgr.New(tlsmgr.Options{Names: []string{name}, Directory: p.Directory, CARoot: p.CARoot,
+				StorageDir: t.TempDir(), HTTPPort: httpPort, TLSPort: httpsPort,
+				DisableHTTPChallenge: tc.noHTTP, DisableTLSALPNChallenge: tc.noTLS})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := start(t, Options{HTTPAddr: fmt.Sprintf("127.0.0.1:%d", httpPort), HTTPSAddr: fmt.Sprintf("127.0.0.1:%d", httpsPort),
+				TLS: m.TLSConfig(), ACME: m.HTTPHandler, HTTPMode: ModeACMEOnly})
+			ctx, cancel := context.WithCancel(context.Background())
+			runErr := make(chan error, 1)
+			go func() { runErr <- m.Run(ctx) }()
+			defer func() { cancel(); <-runErr }()
+
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Roots}, ForceAttemptHTTP2: true,
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, "tcp", e.https)
+				}}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+			var body string
+			testutil.WaitFor(t, 60*time.Second, func() bool {
+				resp, err := hc.Get("https://" + name + "/hello")
+				if err != nil {
+					return false
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+				return resp.StatusCode == 200
+			}, "no request served with a pebble certificate\n"+p.Log())
+			if body != "l7 HTTP/2.0 "+name {
+				t.Fatalf("body %q", body)
+			}
+			if p.Orders() != 1 {
+				t.Fatalf("pebble orders: %d", p.Orders())
+			}
+		})
+	}
+}
