@@ -75,4 +75,3 @@ func BenchmarkPassthrough(b *testing.B) {
 	e := start(b, Options{Passthrough: RoutePassthrough(table(h.ln.Addr().String()), nil)})
 	pushTLS(b, e.https, cfg)
 }
-
