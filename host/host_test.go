@@ -1,0 +1,286 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+func newTestHost(t *testing.T, nc *nats.Conn, mod func(*Options)) (*Host, ed25519.PrivateKey) {
+	t.Helper()
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Conn: nc, Cluster: "c1", HostID: "web-1", Key: k, Apps: []string{"hello"},
+		Addr: "127.0.0.1:9999", HeartbeatInterval: 50 * time.Millisecond}
+	if mod != nil {
+		mod(&o)
+	}
+	h, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, k
+}
+
+func TestNewValidates(t *testing.T) {
+	nc := &nats.Conn{}
+	k, _ := GenerateKey()
+	good := Options{Conn: nc, Cluster: "c1", HostID: "web-1", Key: k, Apps: []string{"hello"}, Addr: "127.0.0.1:1"}
+	if _, err := New(good); err != nil {
+		t.Fatal(err)
+	}
+	for name, mod := range map[string]func(*Options){
+		"no conn":     func(o *Options) { o.Conn = nil },
+		"bad cluster": func(o *Options) { o.Cluster = "C_1" },
+		"bad host id": func(o *Options) { o.HostID = "a b" },
+		"no key":      func(o *Options) { o.Key = nil },
+		"no apps":     func(o *Options) { o.Apps = nil },
+		"bad app":     func(o *Options) { o.Apps = []string{"UP"} },
+		"port only":   func(o *Options) { o.Addr = ":8080" },
+		"bad scheme":  func(o *Options) { o.Scheme = "udp" },
+		"negative hb": func(o *Options) { o.HeartbeatInterval = -time.Second },
+	} {
+		o := good
+		mod(&o)
+		if _, err := New(o); err == nil || !strings.HasPrefix(err.Error(), "host: ") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func TestChallengeHandler(t *testing.T) {
+	h, k := newTestHost(t, &nats.Conn{}, nil)
+	srv := httptest.NewServer(h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "app")
+	})))
+	defer srv.Close()
+	nonce := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, NonceSize))
+	post := func(body string) (*http.Response, []byte) {
+		resp, err := http.Post(srv.URL+ChallengePath, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	resp, b := post(`{"nonce":"` + nonce + `","gateway":"gw-1","host_id":"web-1","ts":1}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	var cr ChallengeResponse
+	if err := json.Unmarshal(b, &cr); err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := base64.StdEncoding.DecodeString(cr.Signature)
+	// Signed for the configured addr, not the one the request came to.
+	if !ed25519.Verify(k.Public().(ed25519.PublicKey), ChallengeMessage("web-1", "127.0.0.1:9999", nonce, "gw-1"), sig) {
+		t.Fatal("signature does not verify over the documented message")
+	}
+
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"not json", `{`, 400},
+		{"short nonce", `{"nonce":"AAAA","gateway":"g","host_id":"web-1","ts":1}`, 400},
+		{"nonce not base64", `{"nonce":"!!!!!!!!!!!!!!!!!!!!!!!!","gateway":"g","host_id":"web-1","ts":1}`, 400},
+		{"newline gateway", `{"nonce":"` + nonce + `","gateway":"g\nx","host_id":"web-1","ts":1}`, 400},
+		{"no gateway", `{"nonce":"` + nonce + `","host_id":"web-1","ts":1}`, 400},
+		{"other host", `{"nonce":"` + nonce + `","gateway":"g","host_id":"web-2","ts":1}`, 404},
+		{"oversized", `{"nonce":"` + strings.Repeat("A", MaxChallengeSize) + `"}`, 413},
+	} {
+		if resp, b := post(tc.body); resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d (%s)", tc.name, resp.StatusCode, tc.status, b)
+		}
+	}
+	resp2, err := http.Get(srv.URL + ChallengePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != 405 || resp2.Header.Get("Allow") != "POST" {
+		t.Errorf("GET: %d", resp2.StatusCode)
+	}
+	resp3, err := http.Get(srv.URL + "/anything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b3, _ := io.ReadAll(resp3.Body)
+	resp3.Body.Close()
+	if string(b3) != "app" {
+		t.Errorf("Wrap did not pass the app request through: %q", b3)
+	}
+}
+
+// recorder collects what a host publishes on the bus.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []*nats.Msg
+}
+
+func record(t *testing.T, nc *nats.Conn, cluster string) *recorder {
+	r := &recorder{}
+	sub, err := nc.Subscribe(WildcardSubject(cluster), func(m *nats.Msg) {
+		r.mu.Lock()
+		r.msgs = append(r.msgs, m)
+		r.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *recorder) count(subject string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.msgs {
+		if m.Subject == subject {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) last(subject string) *nats.Msg {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.msgs) - 1; i >= 0; i-- {
+		if r.msgs[i].Subject == subject {
+			return r.msgs[i]
+		}
+	}
+	return nil
+}
+
+func TestRunAnnouncesHeartbeatsLeaves(t *testing.T) {
+	ns := testutil.StartBus(t)
+	watch := testutil.Connect(t, ns.ClientURL())
+	rec := record(t, watch, "c1")
+	nc := testutil.Connect(t, ns.ClientURL())
+	var inflight int64 = 3
+	h, k := newTestHost(t, nc, func(o *Options) { o.Inflight = func() int64 { return inflight } })
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(HeartbeatSubject("c1")) >= 2 }, "no heartbeats")
+	a, err := ParseAnnounce(rec.last(AnnounceSubject("c1")).Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.HostID != "web-1" || a.Addr != "127.0.0.1:9999" || a.Scheme != "http" || a.PublicKey != PublicKeyString(k.Public().(ed25519.PublicKey)) {
+		t.Fatalf("announce %+v", a)
+	}
+	m := rec.last(HeartbeatSubject("c1"))
+	hb, err := ParseHeartbeat(m.Data)
+	if err != nil || hb.Inflight != 3 || m.Reply == "" {
+		t.Fatalf("heartbeat %+v reply %q: %v", hb, m.Reply, err)
+	}
+
+	// A gateway that does not know us answers a heartbeat: we announce again.
+	before := rec.count(AnnounceSubject("c1"))
+	if err := watch.Publish(m.Reply, []byte("announce")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) > before }, "no announce after a gateway asked")
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(LeaveSubject("c1")) == 1 }, "no leave")
+	if _, err := ParseLeave(rec.last(LeaveSubject("c1")).Data); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(t.Context()); err == nil {
+		t.Fatal("second Run accepted")
+	}
+}
+
+// cutter is a TCP proxy in front of the bus whose connections the test
+// can cut, to make a client reconnect for real.
+type cutter struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln}
+	c.wg.Go(func() { c.accept(target) })
+	t.Cleanup(func() { ln.Close(); c.cut(); c.wg.Wait() })
+	return c
+}
+
+func (c *cutter) accept(target string) {
+	for {
+		in, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		c.mu.Lock()
+		c.conns = append(c.conns, in, out)
+		c.mu.Unlock()
+		c.wg.Go(func() { io.Copy(out, in); out.Close() })
+		c.wg.Go(func() { io.Copy(in, out); in.Close() })
+	}
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cn := range c.conns {
+		cn.Close()
+	}
+	c.conns = nil
+}
+
+func TestRunReannouncesAfterReconnect(t *testing.T) {
+	ns := testutil.StartBus(t)
+	watch := testutil.Connect(t, ns.ClientURL())
+	rec := record(t, watch, "c1")
+	cut := newCutter(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
+	nc := testutil.Connect(t, "nats://"+cut.ln.Addr().String())
+	h, _ := newTestHost(t, nc, func(o *Options) { o.HeartbeatInterval = time.Hour })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) == 1 }, "no first announce")
+	cut.cut()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) == 2 }, "no announce after reconnect")
+	cancel()
+	<-done
+}

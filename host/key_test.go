@@ -1,0 +1,88 @@
+package host
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// testdata/openssl-ed25519.pem was written by
+// `openssl genpkey -algorithm ed25519`; its public key, from
+// `openssl pkey -pubout -outform DER | tail -c 32 | base64`:
+const opensslPub = "m58WZXNkinN/lEE9ORrlAF8bemkOpTDW1FcTXswqorI="
+
+func TestLoadOpenSSLKey(t *testing.T) {
+	k, err := LoadKey("testdata/openssl-ed25519.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PublicKeyString(k.Public().(ed25519.PublicKey)); got != opensslPub {
+		t.Fatalf("public key %s, want %s", got, opensslPub)
+	}
+}
+
+func TestWriteKeyRoundTrip(t *testing.T) {
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "host.pem")
+	if err := WriteKey(path, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteKey(path, k); err == nil {
+		t.Fatal("WriteKey replaced an existing file")
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	back, err := LoadKey(path)
+	if err != nil || !back.Equal(k) {
+		t.Fatalf("round trip: %v", err)
+	}
+	// openssl must read what we write, and derive the same public key.
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl to cross-check with")
+	}
+	out, err := exec.Command("openssl", "pkey", "-in", path, "-pubout", "-outform", "DER").Output()
+	if err != nil {
+		t.Fatalf("openssl pkey: %v", err)
+	}
+	if !bytes.HasSuffix(out, k.Public().(ed25519.PublicKey)) {
+		t.Fatal("openssl derived another public key")
+	}
+}
+
+func TestParseKeyErrors(t *testing.T) {
+	rsaLike := "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+	for name, in := range map[string]string{
+		"empty":    "",
+		"not pem":  "hello",
+		"rsa type": rsaLike,
+		"garbage":  "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+	} {
+		if _, err := ParsePrivateKey([]byte(in)); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+	if _, err := LoadKey(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("missing file loaded")
+	}
+}
+
+func TestParsePublicKey(t *testing.T) {
+	for in, ok := range map[string]bool{
+		opensslPub: true,
+		"":         false,
+		"m58WZXNkinN/lEE9ORrlAF8bemkOpTDW1FcTXswqorI":  false, // unpadded
+		"m58WZXNkinN_lEE9ORrlAF8bemkOpTDW1FcTXswqorI=": false, // url alphabet
+		"AAAA": false,
+	} {
+		if _, err := ParsePublicKey(in); (err == nil) != ok {
+			t.Errorf("ParsePublicKey(%q) err = %v", in, err)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package verify_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
+)
+
+func key(t *testing.T) ed25519.PrivateKey {
+	k, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// signer answers challenges the way a correct host does, for hostID at
+// the address it is told (which a dishonest test may set elsewhere).
+func signer(k ed25519.PrivateKey, hostID string, addr func() string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req host.ChallengeRequest
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+			http.Error(w, "bad", 400)
+			return
+		}
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, hostID, addr(), req.Nonce, req.Gateway)})
+	}
+}
+
+func addrOf(s *httptest.Server) string { return s.Listener.Addr().String() }
+
+func TestHost(t *testing.T) {
+	k := key(t)
+	pub := k.Public().(ed25519.PublicKey)
+	other := key(t)
+
+	var honestAddr string
+	honest := httptest.NewServer(signer(k, "web-1", func() string { return honestAddr }))
+	defer honest.Close()
+	honestAddr = addrOf(honest)
+
+	var tlsAddr string
+	tlsHost := httptest.NewTLSServer(signer(k, "web-1", func() string { return tlsAddr }))
+	defer tlsHost.Close()
+	tlsAddr = addrOf(tlsHost)
+
+	wrongKey := httptest.NewServer(signer(other, "web-1", func() string { return "" }))
+	defer wrongKey.Close()
+	wrongKeyAddr := addrOf(wrongKey)
+	wrongKey.Config.Handler = signer(other, "web-1", func() string { return wrongKeyAddr })
+
+	// A relay at another address forwards the challenge to the honest host:
+	// the honest host signs its own address, which is not the claimed one.
+	relay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Post(honest.URL+host.ChallengePath, "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	}))
+	defer relay.Close()
+
+	// A replay: the signature the honest host gave for an earlier nonce.
+	var replayed string
+	{
+		nonce := base64.StdEncoding.EncodeToString(make([]byte, 32))
+		replayed = host.SignChallenge(k, "web-1", "127.0.0.1:1", nonce, "gw")
+	}
+	var replayAddr string
+	replay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: replayed})
+	}))
+	defer replay.Close()
+	replayAddr = addrOf(replay)
+
+	static := func(status int, body string) *httptest.Server {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(s.Close)
+		return s
+	}
+	redirect := httptest.NewServer(http.RedirectHandler(honest.URL+host.ChallengePath, http.StatusTemporaryRedirect))
+	defer redirect.Close()
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+	}))
+	defer slow.Close()
+	defer close(release)
+
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	deadAddr := dead.Addr().String()
+	dead.Close()
+
+	tests := []struct {
+		name   string
+		claim  verify.Claim
+		pub    ed25519.PublicKey
+		want   error
+		reason string
+	}{
+		{"honest http", verify.Claim{"web-1", honestAddr, "http"}, pub, nil, ""},
+		{"honest h2c claim", verify.Claim{"web-1", honestAddr, "h2c"}, pub, nil, ""},
+		{"honest https, self-signed", verify.Claim{"web-1", tlsAddr, "https"}, pub, nil, ""},
+		{"honest tls passthrough", verify.Claim{"web-1", tlsAddr, "tls"}, pub, nil, ""},
+		{"other host id", verify.Claim{"web-2", honestAddr, "http"}, pub, verify.ErrBadSignature, "bad_signature"},
+		{"wrong key", verify.Claim{"web-1", addrOf(wrongKey), "http"}, pub, verify.ErrBadSignature, "bad_signature"},
+		{"relayed to the real host", verify.Claim{"web-1", addrOf(relay), "http"}, pub, verify.ErrBadSignature, "bad_signature"},
+		{"replayed signature", verify.Claim{"web-1", replayAddr, "http"}, pub, verify.ErrBadSignature, "bad_signature"},
+		{"no key here (404)", verify.Claim{"web-1", addrOf(static(404, "no")), "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"500", verify.Claim{"web-1", addrOf(static(500, "")), "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"not json", verify.Claim{"web-1", addrOf(static(200, "hello")), "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"short signature", verify.Claim{"web-1", addrOf(static(200, `{"signature":"AAAA"}`)), "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"oversized", verify.Claim{"web-1", addrOf(static(200, `{"signature":"`+strings.Repeat("A", 8000)+`"}`)), "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"redirect not followed", verify.Claim{"web-1", addrOf(redirect), "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"http claim at a tls host", verify.Claim{"web-1", tlsAddr, "http"}, pub, verify.ErrBadResponse, "bad_response"},
+		{"unreachable", verify.Claim{"web-1", deadAddr, "http"}, pub, verify.ErrUnreachable, "unreachable"},
+		{"timeout", verify.Claim{"web-1", addrOf(slow), "http"}, pub, verify.ErrTimeout, "timeout"},
+		{"bad scheme", verify.Claim{"web-1", honestAddr, "ftp"}, pub, verify.ErrBadClaim, "bad_claim"},
+		{"bad addr", verify.Claim{"web-1", ":80", "http"}, pub, verify.ErrBadClaim, "bad_claim"},
+		{"bad host id", verify.Claim{"web 1", honestAddr, "http"}, pub, verify.ErrBadClaim, "bad_claim"},
+		{"bad key", verify.Claim{"web-1", honestAddr, "http"}, pub[:5], verify.ErrBadClaim, "bad_claim"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.claim.Scheme == "" {
+				tt.claim.Scheme = "http"
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			err := verify.Host(ctx, nil, tt.claim, "gw-1", tt.pub)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if r := verify.Reason(err); r != tt.reason {
+				t.Fatalf("reason %q, want %q", r, tt.reason)
+			}
+		})
+	}
+}
+
+// Every challenge carries a fresh nonce, so no answer can be reused.
+func TestNoncesAreFresh(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	k := key(t)
+	var addr string
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req host.ChallengeRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		dup := seen[req.Nonce]
+		seen[req.Nonce] = true
+		mu.Unlock()
+		if dup || req.Gateway != "gw-1" || req.HostID != "web-1" || req.TS == 0 {
+			http.Error(w, "reused nonce or missing field", 400)
+			return
+		}
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, "web-1", addr, req.Nonce, req.Gateway)})
+	}))
+	defer s.Close()
+	addr = addrOf(s)
+	for range 20 {
+		if err := verify.Host(t.Context(), s.Client(), verify.Claim{"web-1", addr, "http"}, "gw-1", k.Public().(ed25519.PublicKey)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != 20 {
+		t.Fatalf("%d distinct nonces in 20 challenges", len(seen))
+	}
+}
