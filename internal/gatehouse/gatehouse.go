@@ -1,0 +1,186 @@
+package gatehouse
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/config"
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// Gatehouse is one gateway process. Build it with New, then Run it once.
+type Gatehouse struct {
+	cfg config.Config
+	log *slog.Logger
+	id  string // this gateway's id, named in host challenges
+
+	reg     *prometheus.Registry
+	metrics *metrics.Set
+	live    route.Live
+
+	// ready is closed once every part is up; Ready exposes it.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// addrs are the bound listener addresses, for tests and the demo.
+	addrs atomic.Pointer[Addrs]
+}
+
+// Addrs are the addresses the listeners actually bound (useful with port 0).
+type Addrs struct {
+	HTTP, HTTPS, DNS, Management, Bus string
+}
+
+// New validates cfg and returns a gateway that has started nothing.
+func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := metrics.NewRegistry()
+	ms, err := metrics.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("gatehouse: %w", err)
+	}
+	return &Gatehouse{
+		cfg:     cfg,
+		log:     log,
+		id:      gatewayID(cfg.Cluster.ID),
+		reg:     reg,
+		metrics: ms,
+		ready:   make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the gateway serves: bus, store, table and listeners
+// are all up.
+func (g *Gatehouse) Ready() <-chan struct{} { return g.ready }
+
+// Addrs returns the bound listener addresses once Ready is closed.
+func (g *Gatehouse) Addrs() Addrs {
+	if a := g.addrs.Load(); a != nil {
+		return *a
+	}
+	return Addrs{}
+}
+
+// Live is the routing table the gateway serves from.
+func (g *Gatehouse) Live() *route.Live { return &g.live }
+
+// Registry is the Prometheus registry /metrics serves.
+func (g *Gatehouse) Registry() *prometheus.Registry { return g.reg }
+
+// gatewayID names this process in host challenges: the cluster id, the
+// machine's name and a random suffix, so two gateways on one machine differ.
+func gatewayID(cluster string) string {
+	hn, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	if hn == "" {
+		hn = "gw"
+	}
+	return cluster + "/" + hn + "-" + hex.EncodeToString(b[:])
+}
+
+// clusterKey loads the cluster's Ed25519 key, generating it into the data
+// directory at first start when no key file is configured.
+func (g *Gatehouse) clusterKey() (ed25519.PrivateKey, error) {
+	path := g.cfg.ClusterKeyPath()
+	if k, err := host.LoadKey(path); err == nil {
+		return k, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("gatehouse: cluster.key: %w", err)
+	}
+	if g.cfg.Cluster.Key != "" {
+		return nil, fmt.Errorf("gatehouse: cluster.key: %s does not exist", path)
+	}
+	k, err := host.GenerateKey()
+	if err != nil {
+		return nil, fmt.Errorf("gatehouse: cluster key: %w", err)
+	}
+	if err := host.WriteKey(path, k); err != nil {
+		return nil, fmt.Errorf("gatehouse: cluster key: %w", err)
+	}
+	g.log.Info("generated cluster key", "path", path, "public_key", host.PublicKeyString(k.Public().(ed25519.PublicKey)))
+	return k, nil
+}
+
+// managementMux serves the management listener's own routes: /healthz
+// outside everything, /metrics, and the control API once it exists (503
+// until then, so status works while the rest boots).
+func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
+	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := api.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	return mux
+}
+
+// zoneGateways is what a seeded zone's wildcard answers: the https
+// listener's address when it names one, else loopback.
+func zoneGateways(httpsAddr string) []string {
+	h, _, err := net.SplitHostPort(httpsAddr)
+	if err == nil {
+		if a, err := netip.ParseAddr(h); err == nil && !a.IsUnspecified() {
+			return []string{a.String()}
+		}
+	}
+	return []string{"127.0.0.1"}
+}
+
+// seedZone creates the -zone zone at first start; an existing zone is left
+// as the operator last wrote it.
+func seedZone(ctx context.Context, st zoneStore, name, httpsAddr string) error {
+	if name == "" {
+		return nil
+	}
+	if _, err := st.GetZone(ctx, name); err == nil {
+		return nil
+	}
+	return st.PutZone(ctx, &route.Zone{Name: name, Gateways: zoneGateways(httpsAddr), TTL: 60})
+}
+
+type zoneStore interface {
+	GetZone(ctx context.Context, name string) (*route.Zone, error)
+	PutZone(ctx context.Context, z *route.Zone) error
+}
+
+func joinURLs(urls []string) string { return strings.Join(urls, ",") }
+
+// trimScheme turns the bus's client URL into the host:port a demo host or
+// test dials.
+func trimScheme(u string) string {
+	u, _, _ = strings.Cut(u, ",")
+	u = strings.TrimPrefix(u, "nats://")
+	return strings.TrimPrefix(u, "tls://")
+}
+
+func decodeKey(s string) (ed25519.PublicKey, error) { return host.ParsePublicKey(s) }

@@ -1,0 +1,196 @@
+package gatehouse
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/config"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// testConfig is a gateway on loopback with every port picked by the kernel.
+func testConfig(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Zone = "test.local"
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.HTTP.Mode = config.HTTPModeServe
+	cfg.HTTPS.Addr = "127.0.0.1:0"
+	cfg.DNS.Addr = "127.0.0.1:0"
+	cfg.Management.Addr = "127.0.0.1:0"
+	cfg.Bus.Listen = "127.0.0.1:0"
+	cfg.Cluster.ID = "one"
+	cfg.Control.Token = "secret-token"
+	cfg.DrainTimeout = 5 * time.Second
+	return cfg
+}
+
+// running is a started gateway; stop ends it and returns Run's error.
+type running struct {
+	g      *Gatehouse
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, cfg config.Config) *running {
+	t.Helper()
+	g, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- g.Run(ctx) }()
+	select {
+	case <-g.Ready():
+	case err := <-r.done:
+		cancel()
+		t.Fatalf("gateway stopped before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("gateway not ready after 30s")
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("gateway did not stop within 30s")
+		return nil
+	}
+}
+
+func (r *running) control(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+r.g.Addrs().Management+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer secret-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// get sends a request for host to the gateway's plaintext listener.
+func (r *running) get(t *testing.T, hostname, path string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().HTTP+path, nil)
+	req.Host = hostname
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// startHost enrols a key for id through the control API and runs a real
+// host on the gateway's bus, serving h behind the challenge.
+func startHost(t *testing.T, r *running, id, app string, h http.Handler) {
+	t.Helper()
+	key, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
+	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/"+id, fmt.Sprintf(`{"public_key":%q,"apps":[%q]}`, pub, app)); code != 200 {
+		t.Fatalf("enrol %s: %d %s", id, code, body)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
+	hh, err := host.New(host.Options{Conn: nc, Cluster: "one", HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hh.Wrap(h)}
+	go srv.Serve(ln)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); hh.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+}
+
+func TestEndToEnd(t *testing.T) {
+	r := start(t, testConfig(t))
+
+	// Unknown host: 404 problem+json.
+	resp, body := r.get(t, "nope.test.local", "/", nil)
+	if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("unknown host: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	// Control API needs the token.
+	req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().Management+"/api/v3/apps", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("control without token: %v %v", resp, err)
+	}
+
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{"mode":"http"}`); code != 200 {
+		t.Fatalf("put app: %d %s", code, body)
+	}
+	got := make(chan http.Header, 16)
+	startHost(t, r, "host-1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		got <- req.Header.Clone()
+		fmt.Fprint(w, "hello from host-1")
+	}))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return len(r.g.Live().Load().Pool("hello")) == 1
+	}, "host-1 never became routable")
+
+	resp, body = r.get(t, "hello.test.local", "/x", map[string]string{"X-Gatehouse-App-Id": "evil", "X_Gatehouse_Subject": "root"})
+	if resp.StatusCode != 200 || body != "hello from host-1" {
+		t.Fatalf("app: %d %q", resp.StatusCode, body)
+	}
+	if resp.Header.Get("X-Gatehouse-Cluster") != "one" {
+		t.Errorf("X-Gatehouse-Cluster = %q", resp.Header.Get("X-Gatehouse-Cluster"))
+	}
+	h := <-got
+	if h.Get("X-Gatehouse-App-Id") != "hello" || h.Get("X-Gatehouse-Cluster") != "one" || h.Get("X-Gatehouse-Request-Id") == "" || h.Get("X-Gatehouse-Client-Ip") != "127.0.0.1" {
+		t.Errorf("context headers at host: %v", h)
+	}
+	if _, ok := h["X_gatehouse_subject"]; ok || h.Get("X-Gatehouse-Subject") != "" {
+		t.Errorf("client-sent X-Gatehouse header reached the host: %v", h)
+	}
+
+	// The hosts list shows it verified.
+	code, body := r.control(t, "GET", "/api/v3/hosts", "")
+	var hl struct {
+		Hosts []struct{ HostID, State string }
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &hl) != nil || len(hl.Hosts) != 1 || hl.Hosts[0].State != "verified" {
+		t.Fatalf("hosts: %d %s", code, body)
+	}
+	// Metrics are served and count the request.
+	mresp, err := http.Get("http://" + r.g.Addrs().Management + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(mb), `app="hello"`) {
+		t.Errorf("metrics lack the hello app:\n%.2000s", mb)
+	}
+}

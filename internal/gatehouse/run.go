@@ -1,0 +1,428 @@
+package gatehouse
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gatehouse-dev/gatehouse/internal/api"
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
+	"github.com/gatehouse-dev/gatehouse/internal/bus"
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/discovery"
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/edge"
+	"github.com/gatehouse-dev/gatehouse/internal/gateway"
+	"github.com/gatehouse-dev/gatehouse/internal/peers"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
+)
+
+// Run starts every part, serves until ctx ends, drains, and returns when
+// every part has stopped. It may be called once.
+func (g *Gatehouse) Run(ctx context.Context) error {
+	cfg := g.cfg
+	var (
+		apiH    atomic.Pointer[http.Handler]
+		l7      atomic.Pointer[http.Handler]
+		certs   atomic.Pointer[tlsmgr.Manager]
+		started atomic.Bool
+	)
+	// The listeners are built first, with handlers that delegate to parts
+	// built later: management must answer while the rest boots, and public
+	// requests that arrive before the table is loaded get 503, not a reset.
+	e, err := edge.New(edge.Options{
+		HTTPAddr:       cfg.HTTP.Addr,
+		HTTPSAddr:      cfg.HTTPS.Addr,
+		ManagementAddr: cfg.Management.Addr,
+		HTTPMode:       cfg.HTTP.Mode,
+		Handler:        delegate(&l7),
+		Management:     g.managementMux(&apiH),
+		Ready:          started.Load,
+		TLS: &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			if m := certs.Load(); m != nil {
+				return m.TLSConfig(), nil
+			}
+			return nil, errors.New("gatehouse: starting")
+		}},
+		ACME: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if m := certs.Load(); m != nil {
+					m.HTTPHandler(next).ServeHTTP(w, r)
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
+		Passthrough:       edge.RoutePassthrough(&g.live, nil),
+		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
+		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
+		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Listeners.IdleTimeout,
+		DrainTimeout:      cfg.DrainTimeout,
+		ActiveConns:       g.metrics.ActiveConnections,
+		Logger:            g.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.ListenManagement(); err != nil {
+		return err
+	}
+	if err := e.Listen(); err != nil {
+		return err
+	}
+	var dnsSrv *dns.Server
+	var dnsPC net.PacketConn
+	var dnsLn net.Listener
+	if cfg.DNS.Addr != "" {
+		if dnsSrv, err = dns.New(dns.Options{Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log}); err != nil {
+			return err
+		}
+		if dnsPC, dnsLn, err = dnsSrv.Listen(); err != nil {
+			return err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	eg, ctx := errgroup.WithContext(ctx)
+	// The listeners drain on their own clock after ctx ends, while the
+	// table stays in memory for the requests still in flight.
+	eg.Go(func() error { return e.Run(ctx) })
+	if dnsSrv != nil {
+		eg.Go(func() error { return dnsSrv.Serve(ctx, dnsPC, dnsLn) })
+	}
+
+	b, err := bus.New(bus.Options{URL: joinURLs(cfg.Bus.URL), Listen: cfg.Bus.Listen, DataDir: cfg.DataDir, Name: "gatehouse-" + cfg.Cluster.ID, Logger: g.log})
+	if err != nil {
+		cancel()
+		return errors.Join(err, eg.Wait())
+	}
+	err = g.startParts(ctx, eg, b, e, &apiH, &l7, &certs)
+	if err == nil {
+		if dnsPC != nil {
+			g.addrs.Load().DNS = dnsPC.LocalAddr().String()
+		}
+		started.Store(true)
+		g.readyOnce.Do(func() { close(g.ready) })
+		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs())
+	} else {
+		cancel()
+	}
+	werr := eg.Wait()
+	b.Close() // last: hosts and peers were let go first
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil && errors.Is(werr, context.Canceled) {
+		return nil
+	}
+	return werr
+}
+
+// startParts brings up the bus, the store, the table and the parts that
+// feed and serve it. Long-running parts join eg.
+func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.Bus, e *edge.Edge,
+	apiH, l7 *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager]) error {
+	cfg := g.cfg
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	g.addrs.Store(&Addrs{
+		HTTP:       addrString(e.Addr("http")),
+		HTTPS:      addrString(e.Addr("https")),
+		Management: addrString(e.Addr("management")),
+		Bus:        trimScheme(b.ClientURL()),
+	})
+	replicas := 0
+	if !b.Embedded() && len(cfg.Bus.URL) > 1 {
+		replicas = 3 // an external NATS cluster: JetStream replicates the buckets (R3)
+	}
+	st, err := store.Open(ctx, b.JetStream(), store.Options{Replicas: replicas, Logger: g.log})
+	if err != nil {
+		return err
+	}
+	if err := seedZone(ctx, st, cfg.Zone, cfg.HTTPS.Addr); err != nil {
+		return fmt.Errorf("gatehouse: seed zone %s: %w", cfg.Zone, err)
+	}
+	builder := route.NewBuilder(&g.live)
+	eg.Go(func() error { return st.Run(ctx, builder) })
+	select {
+	case <-builder.Loaded():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(30 * time.Second):
+		return errors.New("gatehouse: store: routing state not loaded after 30s")
+	}
+
+	key, err := g.clusterKey()
+	if err != nil {
+		return err
+	}
+	pr, err := g.newPeers(b, key)
+	if err != nil {
+		return err
+	}
+	eg.Go(func() error { return pr.Run(ctx) })
+
+	disc, err := discovery.New(discovery.Options{
+		Conn: b.Conn(), Cluster: cfg.Cluster.ID, GatewayID: g.id, Builder: builder, Keys: st,
+		HeartbeatInterval: cfg.HeartbeatInterval, HostTTL: cfg.HostTTL, Reverify: cfg.ReverifyInterval,
+		Logger: g.log, Registry: g.reg,
+	})
+	if err != nil {
+		return err
+	}
+	eg.Go(func() error { return disc.Run(ctx) })
+
+	mgr, err := tlsmgr.New(g.tlsOptions(st))
+	if err != nil {
+		return err
+	}
+	certs.Store(mgr)
+	eg.Go(func() error { return mgr.Run(ctx) })
+	if g.cfg.TLS.ACME.Directory != "" {
+		eg.Go(func() error { return g.manageNames(ctx, mgr) })
+	}
+
+	authOpts, err := g.authOptions()
+	if err != nil {
+		return err
+	}
+	a, err := api.New(api.Options{
+		Store: st, NotFound: store.ErrNotFound, ControlToken: cfg.Control.Token,
+		VerifyPlatform: platformVerifier(authOpts),
+		Hosts:          disc.Hosts,
+		Clusters:       func() any { return pr.Discovery() },
+		DefaultRateLimit: route.RateLimit{
+			Requests: cfg.Limits.Requests, Window: route.Duration(cfg.Limits.Window),
+		},
+		Logger: g.log,
+	})
+	if err != nil {
+		return err
+	}
+	var ah http.Handler = a
+	apiH.Store(&ah)
+
+	gw, err := gateway.New(gateway.Options{
+		ClusterID:      cfg.Cluster.ID,
+		Live:           &g.live,
+		API:            a,
+		TrustedProxies: cfg.TrustedPrefixes(),
+		Logger:         g.log,
+		Metrics:        g.metrics,
+		Edge: gateway.EdgeOptions{
+			RateLimit: cfg.Limits.Requests, RateWindow: cfg.Limits.Window,
+			UnknownRateLimit: cfg.Limits.UnknownRequests, UnknownRateWindow: cfg.Limits.Window,
+			MaxRateKeys: cfg.Limits.MaxKeys, Auth: authOpts, Registry: g.reg,
+		},
+		Cluster: gateway.ClusterOptions{
+			Members: pr.Set, Key: key, Hash: cluster.Hash(cfg.Cluster.Hash),
+			NoAffinity: !cfg.Cluster.Affinity, NoFailover: !cfg.Cluster.Failover,
+			Deadline: cfg.Cluster.Deadline,
+		},
+		AccessLog: true,
+	})
+	if err != nil {
+		return err
+	}
+	eg.Go(func() error { <-ctx.Done(); return gw.Close() })
+	var h http.Handler = gw
+	l7.Store(&h)
+	return nil
+}
+
+func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, error) {
+	cfg := g.cfg
+	static := make([]cluster.Peer, 0, len(cfg.Clusters))
+	for _, p := range cfg.Clusters {
+		pub, err := decodeKey(p.PublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("gatehouse: clusters[%s].public_key: %w", p.ID, err)
+		}
+		static = append(static, cluster.Peer{ID: p.ID, URL: p.URL, PublicKey: pub})
+	}
+	self := cluster.Peer{ID: cfg.Cluster.ID, URL: cfg.Cluster.URL, PublicKey: key.Public().(ed25519.PublicKey)}
+	if self.URL == "" {
+		self.URL = "https://" + cfg.HTTPS.Addr
+	}
+	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: b.Conn(), Logger: g.log})
+}
+
+func (g *Gatehouse) tlsOptions(st *store.Store) tlsmgr.Options {
+	cfg := g.cfg
+	var names []string
+	if cfg.Zone != "" {
+		names = append(names, route.ReservedLabel+"."+cfg.Zone)
+	}
+	live := &g.live
+	return tlsmgr.Options{
+		Names:         names,
+		Directory:     cfg.TLS.ACME.Directory,
+		Email:         cfg.TLS.ACME.Email,
+		CARoot:        cfg.TLS.ACME.CARoot,
+		CustomDomains: cfg.TLS.CustomDomains,
+		Allow: func(_ context.Context, name string) error {
+			d := live.Load().Domain(name)
+			if d == nil || !d.Verified {
+				return fmt.Errorf("gatehouse: %s is not a verified custom domain", name)
+			}
+			return nil
+		},
+		PQOnly:   cfg.TLS.PQOnly,
+		Storage:  st.Certs(),
+		HTTPPort: portOf(cfg.HTTP.Addr),
+		TLSPort:  portOf(cfg.HTTPS.Addr),
+		Logger:   g.log,
+	}
+}
+
+// manageNames keeps certmagic managing api.{zone} and {app}.{zone} for
+// every zone and http-mode app in the table, as they appear.
+func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager) error {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	var last *route.Table
+	for {
+		if tbl := g.live.Load(); tbl != last {
+			last = tbl
+			var names []string
+			for _, z := range tbl.Zones() {
+				names = append(names, route.ReservedLabel+"."+z.Name)
+			}
+			for _, id := range tbl.AppIDs() {
+				if a := tbl.App(id); a != nil && a.Mode != route.ModePassthrough {
+					for _, z := range tbl.Zones() {
+						names = append(names, id+"."+z.Name)
+					}
+				}
+			}
+			var todo []string
+			for _, n := range names {
+				if !mgr.Managed(n) {
+					todo = append(todo, n)
+				}
+			}
+			if len(todo) > 0 {
+				if err := mgr.Manage(todo...); err != nil {
+					g.log.Warn("certificates: manage failed", "names", todo, "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (g *Gatehouse) authOptions() (auth.Options, error) {
+	o := auth.Options{MaxSubjects: g.cfg.Auth.MaxSubjects}
+	for _, is := range g.cfg.Auth.Issuers {
+		o.Issuers = append(o.Issuers, auth.Issuer{Name: is.Issuer, KeysFile: is.KeysFile})
+	}
+	o.ClaimLimits = len(o.Issuers) > 0
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// platformVerifier accepts a bearer JWT from a configured issuer whose
+// scope includes "platform" (DESIGN §7). nil when no issuer is configured.
+func platformVerifier(o auth.Options) func(*http.Request) bool {
+	if len(o.Issuers) == 0 {
+		return nil
+	}
+	v, err := auth.New(o)
+	if err != nil {
+		return nil
+	}
+	return func(r *http.Request) bool {
+		tok, err := auth.BearerToken(r)
+		if err != nil || tok == "" {
+			return false
+		}
+		c, err := v.Verify(tok, "*")
+		return err == nil && slices.Contains(c.Scope, "platform")
+	}
+}
+
+// dnsZones returns the DNS server's zone source: the current table's zones
+// and records, converted once per table snapshot.
+func (g *Gatehouse) dnsZones() func() []dns.Zone {
+	type cached struct {
+		tbl   *route.Table
+		zones []dns.Zone
+	}
+	var cur atomic.Pointer[cached]
+	return func() []dns.Zone {
+		tbl := g.live.Load()
+		if c := cur.Load(); c != nil && c.tbl == tbl {
+			return c.zones
+		}
+		var zs []dns.Zone
+		for _, z := range tbl.Zones() {
+			dz := dns.Zone{Name: z.Name, TTL: uint32(max(z.TTL, 0))}
+			for _, gw := range z.Gateways {
+				if a, err := netip.ParseAddr(gw); err == nil {
+					dz.Gateways = append(dz.Gateways, a)
+				}
+			}
+			for _, r := range tbl.Records(z.Name) {
+				dz.Records = append(dz.Records, dns.Record{Name: r.Name, Type: r.Type, TTL: uint32(max(r.TTL, 0)), Values: r.Values})
+			}
+			zs = append(zs, dz)
+		}
+		cur.Store(&cached{tbl: tbl, zones: zs})
+		return zs
+	}
+}
+
+// delegate serves with whatever handler p holds, or 503 while it is unset.
+func delegate(p *atomic.Pointer[http.Handler]) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := p.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == "/healthz" {
+			_, _ = w.Write([]byte("ok\n"))
+			return
+		}
+		w.Header().Set("Retry-After", "1")
+		problem.Write(w, http.StatusServiceUnavailable, "the gateway is starting")
+	})
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func portOf(addr string) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p)
+	return n
+}
