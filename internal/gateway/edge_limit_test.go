@@ -171,15 +171,19 @@ func TestLimitUnknown(t *testing.T) {
 			}
 		}
 	}
-	// Through the full chain, an unknown host is answered (429 once the
-	// route layer charges it, 404 otherwise) and carries the limit fields
-	// when charged.
-	res, body := e.do(edgeReq{app: "ghost", path: "/", hdr: edgeFrom("203.0.113.5")})
-	if res.StatusCode != 404 && res.StatusCode != 429 {
-		t.Fatalf("unknown host: %d %s", res.StatusCode, body)
-	}
-	if v := res.Header.Get("X-RateLimit-Limit"); v != "" && v != strconv.Itoa(3) {
-		t.Fatalf("X-RateLimit-Limit %q", v)
+	// Through the full chain the route layer charges unknown hosts, per
+	// client (read from a trusted proxy's X-Forwarded-For): 404 until the
+	// budget is spent, then 429; the limit fields are on both.
+	for i := 1; i <= 4; i++ {
+		res, body := e.do(edgeReq{app: "ghost", path: "/", hdr: edgeFrom("203.0.113.9")})
+		want := 404
+		if i == 4 {
+			want = 429
+		}
+		edgeProblem(t, res, body, want)
+		if got := res.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(max(3-i, 0)) {
+			t.Fatalf("request %d: X-RateLimit-Remaining %q", i, got)
+		}
 	}
 }
 

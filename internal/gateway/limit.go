@@ -42,9 +42,14 @@ func (g *Gateway) limitUnknown(w http.ResponseWriter, r *http.Request) bool {
 	if g.edge.unknown == nil {
 		return true
 	}
-	var ip = peerAddr(r.RemoteAddr)
+	ip := peerAddr(r.RemoteAddr)
 	if rq := route.RequestFrom(r.Context()); rq != nil && rq.ClientIP.IsValid() {
 		ip = rq.ClientIP
+	}
+	// route runs before hygiene, so behind a trusted proxy the client is
+	// still to be read from X-Forwarded-For, exactly as hygiene will.
+	if g.isTrusted(ip) {
+		ip = g.clientFromChain(r.Header["X-Forwarded-For"], ip)
 	}
 	res, _ := g.edge.unknown.Charge(limit.KeyFor("", ip), 1, g.edge.unknownQ)
 	return g.rateAnswer(w, "unknown", "", g.edge.unknownQ, res)
