@@ -91,7 +91,8 @@ func (m *Manager) TLSConfig() *tls.Config {
 	return c
 }
 
-// GetCertificate picks the certificate for a handshake: an ACME
+// GetCertificate picks the certificate for a handshake (hello must come
+// from a real handshake: certmagic reads hello.Conn): an ACME
 // TLS-ALPN-01 challenge certificate, else what certmagic holds or may
 // obtain on demand for the name, else the bootstrap certificate (also for
 // no SNI and unknown names, which therefore see the gateway's default
