@@ -1,0 +1,380 @@
+package gateway
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+var threeIDs = []string{"ap", "eu", "us"}
+
+// TestAffinityForwardsToOwner: a request landing on a non-owner is served
+// by the owner's host, which sees the original client address; the owner
+// serves its own apps locally.
+func TestAffinityForwardsToOwner(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	for _, owner := range threeIDs {
+		app := ownedBy(t, owner, threeIDs)
+		for _, via := range threeIDs {
+			before := len(cs[owner].host.requests())
+			res, body := send(t, cl, cs[via], http.MethodGet, app, "/hello", nil)
+			if res.StatusCode != 200 || body != "served by "+owner {
+				t.Fatalf("GET %s via %s = %d %q, want 200 from %s", app, via, res.StatusCode, body, owner)
+			}
+			if got := res.Header.Get(cluster.HeaderCluster); got != owner {
+				t.Errorf("GET %s via %s: X-Gatehouse-Cluster = %q, want %q", app, via, got, owner)
+			}
+			if got := res.Header.Get(cluster.HeaderFailover); got != "" {
+				t.Errorf("GET %s via %s: X-Failover-Cluster = %q on an owner answer", app, via, got)
+			}
+			seen := cs[owner].host.requests()
+			if len(seen) != before+1 {
+				t.Fatalf("owner host saw %d new requests, want 1", len(seen)-before)
+			}
+			last := seen[len(seen)-1]
+			if last.ClientIP != clientAddr || last.Cluster != owner || last.Marks {
+				t.Errorf("GET %s via %s: the owner's host saw %+v; want client %s, cluster %s, no marks", app, via, last, clientAddr, owner)
+			}
+		}
+	}
+	for _, c := range cs { // nothing reached a non-owner's host
+		for _, r := range c.host.requests() {
+			if r.Path != "/hello" {
+				t.Errorf("%s saw %+v", c.id, r)
+			}
+		}
+		if n := len(c.host.requests()); n != 3 {
+			t.Errorf("host of %s saw %d requests, want 3 (one per gateway)", c.id, n)
+		}
+	}
+	// A write is forwarded to the owner too, body and all.
+	app := ownedBy(t, "us", threeIDs)
+	res, body := send(t, cl, cs["ap"], http.MethodPost, app, "/write", nil)
+	if res.StatusCode != 200 || body != "served by us" {
+		t.Fatalf("POST via ap = %d %q", res.StatusCode, body)
+	}
+}
+
+// TestOwnerChargesOriginalClient: the owner's rate limiter counts a
+// forwarded request against the original client, not the forwarding
+// gateway: its X-RateLimit-Remaining (the owner's headers win) continues
+// the count of the client's direct requests.
+func TestOwnerChargesOriginalClient(t *testing.T) {
+	const budget = 10
+	cs := startClusters(t, clusterSetup{ids: threeIDs, edit: func(c *testCluster, o *Options) {
+		tbl := o.Live.Load()
+		for _, a := range clApps {
+			app := *tbl.App(a)
+			app.RateLimit = route.RateLimit{Requests: budget, Window: route.Duration(time.Minute)}
+			c.b.PutApp(&app)
+		}
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	for i := range 3 {
+		res, _ := send(t, cl, cs["ap"], http.MethodGet, app, "/", nil)
+		if res.Header.Get("X-RateLimit-Remaining") == "" {
+			t.Skip("no rate limit layer in this build")
+		}
+		if got, want := res.Header.Get("X-RateLimit-Remaining"), fmt.Sprint(budget-1-i); got != want {
+			t.Fatalf("direct request %d: remaining %s, want %s", i, got, want)
+		}
+	}
+	res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
+	if res.StatusCode != 200 || body != "served by ap" {
+		t.Fatalf("via eu = %d %q", res.StatusCode, body)
+	}
+	if got, want := res.Header.Get("X-RateLimit-Remaining"), fmt.Sprint(budget-4); got != want {
+		t.Fatalf("forwarded request: the owner's remaining = %s, want %s (charged to %s); values %q",
+			got, want, clientAddr, res.Header.Values("X-RateLimit-Remaining"))
+	}
+}
+
+// TestFailover: the owner's hosts killed. A GET landing on the owner fails
+// over to the next peer after it with X-Failover-Cluster; a POST gets 502
+// and no host anywhere records it; a peer answering 500 is skipped; a
+// peer answering 404 is returned as is.
+func TestFailover(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	cs["ap"].host.kill()
+
+	// GET at the owner: the next active peer after ap is eu.
+	res, body := send(t, cl, cs["ap"], http.MethodGet, app, "/page", nil)
+	if res.StatusCode != 200 || body != "served by eu" || res.Header.Get(cluster.HeaderFailover) != "eu" || res.Header.Get(cluster.HeaderCluster) != "eu" {
+		t.Fatalf("GET at the owner = %d %q, failover %q, cluster %q; want 200 from eu with X-Failover-Cluster: eu",
+			res.StatusCode, body, res.Header.Get(cluster.HeaderFailover), res.Header.Get(cluster.HeaderCluster))
+	}
+	if r := cs["eu"].host.requests(); len(r) != 1 || r[0].ClientIP != clientAddr {
+		t.Fatalf("eu's host saw %+v, want one request from %s", r, clientAddr)
+	}
+	// HEAD fails over too.
+	if res, _ := send(t, cl, cs["ap"], http.MethodHead, app, "/page", nil); res.StatusCode != 200 || res.Header.Get(cluster.HeaderFailover) != "eu" {
+		t.Fatalf("HEAD at the owner = %d, failover %q", res.StatusCode, res.Header.Get(cluster.HeaderFailover))
+	}
+
+	// GET landing on a non-owner: the owner cannot serve it, so its own
+	// cluster does, without a failover label.
+	res, body = send(t, cl, cs["us"], http.MethodGet, app, "/page", nil)
+	if res.StatusCode != 200 || body != "served by us" || res.Header.Get(cluster.HeaderFailover) != "" {
+		t.Fatalf("GET via us = %d %q, failover %q; want 200 served locally by us", res.StatusCode, body, res.Header.Get(cluster.HeaderFailover))
+	}
+
+	// Writes are never replayed: 502 at the owner and via a non-owner, and
+	// no host anywhere saw them.
+	for _, via := range []string{"ap", "eu"} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+			res, _ := send(t, cl, cs[via], m, app, "/write", nil)
+			if res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
+				t.Fatalf("%s via %s = %d (failover %q), want 502", m, via, res.StatusCode, res.Header.Get(cluster.HeaderFailover))
+			}
+		}
+	}
+	for _, c := range cs {
+		for _, r := range c.host.requests() {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				t.Fatalf("host of %s recorded a %s", c.id, r.Method)
+			}
+		}
+	}
+
+	// A peer answering 500 is skipped: eu breaks, us answers.
+	cs["eu"].host.mode.Store(host500)
+	res, body = send(t, cl, cs["ap"], http.MethodGet, app, "/page", nil)
+	if res.StatusCode != 200 || body != "served by us" || res.Header.Get(cluster.HeaderFailover) != "us" {
+		t.Fatalf("GET with eu broken = %d %q, failover %q; want 200 from us", res.StatusCode, body, res.Header.Get(cluster.HeaderFailover))
+	}
+	// Every peer 500: the owner's own 502.
+	cs["us"].host.mode.Store(host500)
+	if res, body := send(t, cl, cs["ap"], http.MethodGet, app, "/page", nil); res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
+		t.Fatalf("GET with every peer broken = %d %q, want 502", res.StatusCode, body)
+	}
+	// A peer's 404 is a genuine answer, returned as is.
+	cs["eu"].host.mode.Store(hostOK)
+	res, body = send(t, cl, cs["ap"], http.MethodGet, app, "/status/404", nil)
+	if res.StatusCode != 404 || body != "404 from eu" || res.Header.Get(cluster.HeaderFailover) != "eu" {
+		t.Fatalf("GET /status/404 = %d %q, failover %q; want eu's 404", res.StatusCode, body, res.Header.Get(cluster.HeaderFailover))
+	}
+	// A retired app answers 503 with no failover.
+	if res, _ := send(t, cl, cs["ap"], http.MethodGet, "gone", "/", nil); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get(cluster.HeaderFailover) != "" {
+		t.Fatalf("retired app = %d", res.StatusCode)
+	}
+}
+
+// TestFailoverDeadline: with a 2 s deadline and every peer hanging, the
+// client gets 504 after about 2 s, not 2 s per peer.
+func TestFailoverDeadline(t *testing.T) {
+	const deadline = 2 * time.Second
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: deadline})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	cs["ap"].host.kill()
+	cs["eu"].host.mode.Store(hostHang)
+	cs["us"].host.mode.Store(hostHang)
+	start := time.Now()
+	res, body := send(t, cl, cs["ap"], http.MethodGet, app, "/slow", nil)
+	took := time.Since(start)
+	if res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status = %d %q, want 504", res.StatusCode, body)
+	}
+	t.Logf("504 after %s with a %s deadline and 2 hanging peers", took.Round(time.Millisecond), deadline)
+	if took < deadline-100*time.Millisecond || took >= 2*deadline {
+		t.Fatalf("504 after %s; want about %s, and less than %s (one deadline, not one per peer)", took, deadline, 2*deadline)
+	}
+	if n := len(cs["us"].host.requests()); n != 0 {
+		t.Fatalf("us was tried after the deadline had passed (%d requests)", n)
+	}
+}
+
+// TestForwardedNeverForwardedAgain: a request forwarded by a peer is
+// served where it lands, whatever that gateway thinks the owner is — even
+// when it cannot verify the mark (sets that disagree).
+func TestForwardedNeverForwardedAgain(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	host := app + "." + testZone
+	now := time.Now()
+	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
+	tests := []struct {
+		name   string
+		from   string
+		mark   string
+		wantIP string
+	}{
+		{"verified mark from eu", "eu", cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", now, host), "198.51.100.7"},
+		{"mark from a cluster us does not know", "zz", cluster.SignClient(stranger, "zz", "198.51.100.7", now, host), clientAddr},
+		{"mark for another host", "eu", cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", now, "other."+testZone), clientAddr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(cs["ap"].host.requests())
+			hdr := http.Header{cluster.HeaderForwarded: {tt.from}, cluster.HeaderClient: {tt.mark}}
+			res, body := send(t, cl, cs["us"], http.MethodGet, app, "/fwd", hdr)
+			if res.StatusCode != 200 || body != "served by us" {
+				t.Fatalf("= %d %q, want served by us (never forwarded again)", res.StatusCode, body)
+			}
+			if len(cs["ap"].host.requests()) != before {
+				t.Fatal("the owner saw a request that had already been forwarded")
+			}
+			seen := cs["us"].host.requests()
+			if last := seen[len(seen)-1]; last.ClientIP != tt.wantIP || last.Marks {
+				t.Fatalf("host saw %+v, want client %s and no marks", last, tt.wantIP)
+			}
+		})
+	}
+	// A forwarded request that cannot be served locally is not failed over
+	// either: the forwarding gateway does that.
+	cs["us"].host.kill()
+	hdr := http.Header{cluster.HeaderForwarded: {"eu"}, cluster.HeaderClient: {cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", time.Now(), host)}}
+	res, _ := send(t, cl, cs["us"], http.MethodGet, app, "/fwd", hdr)
+	if res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
+		t.Fatalf("forwarded request with no local host = %d, failover %q; want 502", res.StatusCode, res.Header.Get(cluster.HeaderFailover))
+	}
+}
+
+// TestForgedMarks: marks a client makes up are stripped and believed in
+// nothing: the client address stays the connecting one.
+func TestForgedMarks(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	app := ownedBy(t, "eu", threeIDs)
+	host := app + "." + testZone
+	_, forger, _ := ed25519.GenerateKey(rand.Reader)
+	good := cluster.SignClient(cs["ap"].key, "ap", "198.51.100.7", time.Now(), host)
+	forged := []http.Header{
+		{cluster.HeaderForwarded: {"ap"}, cluster.HeaderClient: {cluster.SignClient(forger, "ap", "198.51.100.7", time.Now(), host)}},
+		{cluster.HeaderForwarded: {"ap"}, cluster.HeaderClient: {cluster.SignClient(cs["ap"].key, "ap", "198.51.100.7", time.Now().Add(-time.Minute), host)}},
+		{cluster.HeaderForwarded: {"ap"}, cluster.HeaderClient: {strings.Replace(good, "198.51.100.7", "198.51.100.8", 1)}},
+		{cluster.HeaderForwarded: {"eu"}, cluster.HeaderClient: {cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", time.Now(), host)}}, // self
+		{cluster.HeaderForwarded: {"ap"}},
+		{cluster.HeaderClient: {good}},
+		{cluster.HeaderForwarded: {"ap", "us"}, cluster.HeaderClient: {good}},
+		{"X-Gatehouse-Client-Ip": {"198.51.100.7"}, "X_gatehouse_forwarded": {"ap"}},
+	}
+	for i, hdr := range forged {
+		res, body := send(t, cl, cs["eu"], http.MethodGet, app, fmt.Sprintf("/forged/%d", i), hdr)
+		if res.StatusCode != 200 || body != "served by eu" {
+			t.Fatalf("forged %d: %d %q", i, res.StatusCode, body)
+		}
+		seen := cs["eu"].host.requests()
+		if last := seen[len(seen)-1]; last.ClientIP != clientAddr || last.Marks {
+			t.Fatalf("forged %d (%v): host saw %+v, want client %s and no marks", i, hdr, last, clientAddr)
+		}
+	}
+}
+
+// TestClusterSetUnreachable: when no peer can be reached (the others'
+// gateways are down) or no set is known at all, every gateway serves
+// locally, without an error.
+func TestClusterSetUnreachable(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	// Stop ap's and us's gateways: eu's probes drop them.
+	start := time.Now()
+	for _, id := range []string{"ap", "us"} {
+		cs[id].stop()
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(cs["eu"].peers.Set().ActiveIDs()) == 1 }, "eu still sees dead clusters")
+	t.Logf("killed clusters left eu's set after %s (probe interval 100ms, 3 misses)", time.Since(start).Round(time.Millisecond))
+	for _, owner := range threeIDs {
+		app := ownedBy(t, owner, threeIDs)
+		if res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil); res.StatusCode != 200 || body != "served by eu" {
+			t.Fatalf("GET %s = %d %q, want served by eu", app, res.StatusCode, body)
+		}
+	}
+}
+
+// TestUnknownSetServesLocally: a gateway whose cluster set is unknown (the
+// zero set) serves every app locally and believes no mark.
+func TestUnknownSetServesLocally(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: []string{"eu"}, edit: func(c *testCluster, o *Options) {
+		o.Cluster.Members = func() cluster.Set { return cluster.Set{} }
+	}})
+	cl := clClient(t)
+	for _, a := range clApps[:8] {
+		if res, body := send(t, cl, cs["eu"], http.MethodGet, a, "/", nil); res.StatusCode != 200 || body != "served by eu" {
+			t.Fatalf("GET %s = %d %q", a, res.StatusCode, body)
+		}
+	}
+}
+
+// TestSharedBus: three clusters on one NATS find each other by signed
+// announcements (no static list) and forward to owners.
+func TestSharedBus(t *testing.T) {
+	ns := testutil.StartBus(t)
+	nc := testutil.Connect(t, ns.ClientURL())
+	cs := startClusters(t, clusterSetup{ids: threeIDs, bus: nc})
+	cl := clClient(t)
+	// Every gateway computes the same owner for 10,000 app ids.
+	sets := map[string]cluster.Set{}
+	for id, c := range cs {
+		sets[id] = c.peers.Set()
+	}
+	for i := range 10_000 {
+		app := fmt.Sprintf("x-%d", i)
+		want := cluster.Owner(app, threeIDs)
+		for id, s := range sets {
+			if got := s.Owner(app, cluster.HashModN); got != want {
+				t.Fatalf("%s: %s computes owner %s, want %s", app, id, got, want)
+			}
+		}
+	}
+	for _, owner := range threeIDs {
+		app := ownedBy(t, owner, threeIDs)
+		for _, via := range threeIDs {
+			if res, body := send(t, cl, cs[via], http.MethodGet, app, "/", nil); res.StatusCode != 200 || body != "served by "+owner {
+				t.Fatalf("GET %s via %s = %d %q, want served by %s", app, via, res.StatusCode, body, owner)
+			}
+		}
+	}
+	// The bus goes away: the sets empty out to self and everyone serves
+	// locally.
+	ns.Shutdown()
+	for _, c := range cs {
+		testutil.WaitFor(t, 10*time.Second, func() bool { return len(c.peers.Set().ActiveIDs()) == 1 }, c.id+" kept peers without a bus")
+	}
+	app := ownedBy(t, "ap", threeIDs)
+	if res, body := send(t, cl, cs["us"], http.MethodGet, app, "/", nil); res.StatusCode != 200 || body != "served by us" {
+		t.Fatalf("bus down: GET = %d %q, want served by us", res.StatusCode, body)
+	}
+}
+
+func TestClusterOptionsValidate(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	set := func(self string, k ed25519.PrivateKey) func() cluster.Set {
+		s := cluster.NewSet(self, []cluster.Peer{{ID: self, URL: "http://127.0.0.1:1", PublicKey: k.Public().(ed25519.PublicKey)}})
+		return func() cluster.Set { return s }
+	}
+	bad := map[string]ClusterOptions{
+		"negative deadline": {Deadline: -1},
+		"unknown hash":      {Hash: "crc"},
+		"no key":            {Members: set("c1", key)},
+		"another cluster":   {Members: set("c2", key), Key: key},
+		"another key":       {Members: set("c1", key), Key: other},
+	}
+	for name, co := range bad {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(Options{ClusterID: "c1", Live: new(route.Live), Cluster: co}); err == nil {
+				t.Fatal("New passed")
+			}
+		})
+	}
+	g, err := New(Options{ClusterID: "c1", Live: new(route.Live), Cluster: ClusterOptions{Members: set("c1", key), Key: key, Hash: cluster.HashRendezvous}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	g.closeCluster()
+}
