@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -25,104 +28,79 @@ func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }
 
 // feed connects one bucket to the builder.
 type feed struct {
-	name string
-	kv   jetstream.KeyValue
+	bucket string
+	kv     jetstream.KeyValue
 	// add decodes a live value into st (the full load).
 	add func(st *route.State, key string, val []byte) error
-	// apply applies one change to b (the watch).
-	apply func(b *route.Builder, e jetstream.KeyValueEntry) error
+	// apply applies one change to b (the watch); del means the key was
+	// deleted or purged.
+	apply func(b *route.Builder, key string, val []byte, del bool) error
+}
+
+// feedOf builds the feed of one kind from its decoder and builder calls.
+func feedOf[T any](k kind[T], bucket string, addTo func(*route.State, *T), put func(*route.Builder, *T), del func(*route.Builder, string) error) feed {
+	return feed{bucket: bucket, kv: k.kv,
+		add: func(st *route.State, key string, val []byte) error {
+			v, err := k.decode(key, val)
+			if err == nil {
+				addTo(st, v)
+			}
+			return err
+		},
+		apply: func(b *route.Builder, key string, val []byte, deleted bool) error {
+			if deleted {
+				return del(b, key)
+			}
+			v, err := k.decode(key, val)
+			if err == nil {
+				put(b, v)
+			}
+			return err
+		}}
 }
 
 func (s *Store) feeds() []feed {
 	return []feed{
-		{name: "apps", kv: s.apps.kv,
-			add: func(st *route.State, key string, val []byte) error {
-				a, err := s.apps.decode(key, val)
+		feedOf(s.apps, bucketApps,
+			func(st *route.State, a *route.App) { st.Apps = append(st.Apps, a) },
+			(*route.Builder).PutApp,
+			func(b *route.Builder, key string) error {
+				id, err := parseNameKey(key)
 				if err == nil {
-					st.Apps = append(st.Apps, a)
+					b.DeleteApp(id)
 				}
 				return err
-			},
-			apply: func(b *route.Builder, e jetstream.KeyValueEntry) error {
-				if isDelete(e) {
-					id, err := parseNameKey(e.Key())
-					if err == nil {
-						b.DeleteApp(id)
-					}
-					return err
-				}
-				a, err := s.apps.decode(e.Key(), e.Value())
+			}),
+		feedOf(s.domains, bucketDomains,
+			func(st *route.State, d *route.Domain) { st.Domains = append(st.Domains, d) },
+			(*route.Builder).PutDomain,
+			func(b *route.Builder, key string) error {
+				name, err := parseNameKey(key)
 				if err == nil {
-					b.PutApp(a)
+					b.DeleteDomain(name)
 				}
 				return err
-			}},
-		{name: "domains", kv: s.domains.kv,
-			add: func(st *route.State, key string, val []byte) error {
-				d, err := s.domains.decode(key, val)
+			}),
+		feedOf(s.zones, bucketZones,
+			func(st *route.State, z *route.Zone) { st.Zones = append(st.Zones, z) },
+			(*route.Builder).PutZone,
+			func(b *route.Builder, key string) error {
+				name, err := parseNameKey(key)
 				if err == nil {
-					st.Domains = append(st.Domains, d)
+					b.DeleteZone(name)
 				}
 				return err
-			},
-			apply: func(b *route.Builder, e jetstream.KeyValueEntry) error {
-				if isDelete(e) {
-					name, err := parseNameKey(e.Key())
-					if err == nil {
-						b.DeleteDomain(name)
-					}
-					return err
-				}
-				d, err := s.domains.decode(e.Key(), e.Value())
+			}),
+		feedOf(s.records, bucketRecords,
+			func(st *route.State, r *route.Record) { st.Records = append(st.Records, r) },
+			(*route.Builder).PutRecord,
+			func(b *route.Builder, key string) error {
+				zone, name, typ, err := parseRecordKey(key)
 				if err == nil {
-					b.PutDomain(d)
+					b.DeleteRecord(zone, name, typ)
 				}
 				return err
-			}},
-		{name: "zones", kv: s.zones.kv,
-			add: func(st *route.State, key string, val []byte) error {
-				z, err := s.zones.decode(key, val)
-				if err == nil {
-					st.Zones = append(st.Zones, z)
-				}
-				return err
-			},
-			apply: func(b *route.Builder, e jetstream.KeyValueEntry) error {
-				if isDelete(e) {
-					name, err := parseNameKey(e.Key())
-					if err == nil {
-						b.DeleteZone(name)
-					}
-					return err
-				}
-				z, err := s.zones.decode(e.Key(), e.Value())
-				if err == nil {
-					b.PutZone(z)
-				}
-				return err
-			}},
-		{name: "records", kv: s.records.kv,
-			add: func(st *route.State, key string, val []byte) error {
-				r, err := s.records.decode(key, val)
-				if err == nil {
-					st.Records = append(st.Records, r)
-				}
-				return err
-			},
-			apply: func(b *route.Builder, e jetstream.KeyValueEntry) error {
-				if isDelete(e) {
-					zone, name, typ, err := parseRecordKey(e.Key())
-					if err == nil {
-						b.DeleteRecord(zone, name, typ)
-					}
-					return err
-				}
-				r, err := s.records.decode(e.Key(), e.Value())
-				if err == nil {
-					b.PutRecord(r)
-				}
-				return err
-			}},
+			}),
 	}
 }
 
@@ -156,8 +134,22 @@ func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 
 // session is one watch: full load, Replace, then changes until the resync
 // is due (nil), a watcher fails (error) or ctx ends.
+//
+// Changes arrive twice: from an ordered consumer per bucket (in order,
+// gap-free, but hosted on one server: if that server dies the library only
+// notices after missed heartbeats, ~10 s) and from the buckets' republished
+// plain messages (at most once, but delivered through whichever server
+// this connection uses). Each key remembers the last revision applied,
+// so whichever copy comes first is applied and the other is skipped.
 func (s *Store) session(ctx context.Context, b *route.Builder) error {
 	feeds := s.feeds()
+	repub := make(chan *nats.Msg, 1024)
+	sub, err := s.js.Conn().ChanSubscribe(republishPrefix+">", repub)
+	if err != nil {
+		return fmt.Errorf("store: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
 	watchers := make([]jetstream.KeyWatcher, 0, len(feeds))
 	defer func() {
 		for _, w := range watchers {
@@ -169,13 +161,14 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 	for _, f := range feeds {
 		w, err := f.kv.WatchAll(loadCtx)
 		if err != nil {
-			return fmt.Errorf("store: watch %s: %w", f.name, err)
+			return fmt.Errorf("store: watch %s: %w", f.bucket, err)
 		}
 		watchers = append(watchers, w)
 	}
 	var st route.State
+	revs := make([]map[string]uint64, len(feeds))
 	for i, f := range feeds {
-		if err := s.load(loadCtx, f, watchers[i], &st); err != nil {
+		if revs[i], err = s.load(loadCtx, f, watchers[i], &st); err != nil {
 			return err
 		}
 	}
@@ -184,17 +177,20 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 
 	resync := newTimer(s.resync)
 	defer resync.Stop()
-	return s.follow(ctx, b, feeds, watchers, resync.C)
+	fl := &follower{s: s, b: b, feeds: feeds, revs: revs}
+	return fl.run(ctx, watchers, repub, resync.C)
 }
 
-// load reads w's initial values (up to the nil marker) into st.
-func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *route.State) error {
+// load reads w's initial values (up to the nil marker) into st and
+// returns the revision of every key seen, deleted ones included.
+func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *route.State) (map[string]uint64, error) {
 	live := make(map[string]jetstream.KeyValueEntry)
+	revs := make(map[string]uint64)
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return fmt.Errorf("store: watch %s: closed during load", f.name)
+				return nil, fmt.Errorf("store: watch %s: closed during load", f.bucket)
 			}
 			if e == nil {
 				for key, e := range live {
@@ -202,23 +198,31 @@ func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *ro
 						s.logBad(err)
 					}
 				}
-				return nil
+				return revs, nil
 			}
+			revs[e.Key()] = e.Revision()
 			if isDelete(e) {
 				delete(live, e.Key())
 			} else {
 				live[e.Key()] = e
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("store: load %s: %w", f.name, ctx.Err())
+			return nil, fmt.Errorf("store: load %s: %w", f.bucket, ctx.Err())
 		}
 	}
 }
 
-// follow applies changes until resync fires, a watcher closes, or ctx
-// ends. One goroutine applies every change, so b sees them in order per
-// bucket.
-func (s *Store) follow(ctx context.Context, b *route.Builder, feeds []feed, ws []jetstream.KeyWatcher, resync <-chan time.Time) error {
+// follower applies changes after a load. One goroutine applies every
+// change, so b sees them in revision order per key.
+type follower struct {
+	s     *Store
+	b     *route.Builder
+	feeds []feed
+	revs  []map[string]uint64 // per feed: key -> last revision applied
+}
+
+// run applies changes until resync fires, a watcher closes, or ctx ends.
+func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-chan *nats.Msg, resync <-chan time.Time) error {
 	// A fixed select over the four buckets keeps this allocation-free.
 	if len(ws) != 4 {
 		return errors.New("store: internal: want 4 watchers")
@@ -234,6 +238,9 @@ func (s *Store) follow(ctx context.Context, b *route.Builder, feeds []feed, ws [
 			return nil
 		case <-resync:
 			return nil
+		case m := <-repub:
+			f.republished(m)
+			continue
 		case e, ok = <-ws[0].Updates():
 			i = 0
 		case e, ok = <-ws[1].Updates():
@@ -244,13 +251,55 @@ func (s *Store) follow(ctx context.Context, b *route.Builder, feeds []feed, ws [
 			i = 3
 		}
 		if !ok {
-			return fmt.Errorf("store: watch %s: closed", feeds[i].name)
+			return fmt.Errorf("store: watch %s: closed", f.feeds[i].bucket)
 		}
-		if e == nil {
-			continue
-		}
-		if err := feeds[i].apply(b, e); err != nil {
-			s.logBad(err)
+		if e != nil {
+			f.apply(i, e.Key(), e.Value(), e.Revision(), isDelete(e))
 		}
 	}
+}
+
+// apply applies one change to feed i unless a newer or equal revision of
+// the key was applied already.
+func (f *follower) apply(i int, key string, val []byte, rev uint64, del bool) {
+	if rev <= f.revs[i][key] {
+		return
+	}
+	f.revs[i][key] = rev
+	if err := f.feeds[i].apply(f.b, key, val, del); err != nil {
+		f.s.logBad(err)
+	}
+}
+
+// republished applies a message the server republished from a bucket:
+// subject republishPrefix+bucket+"."+key, the stream sequence in
+// Nats-Sequence, the KV operation in its headers.
+func (f *follower) republished(m *nats.Msg) {
+	rest, ok := strings.CutPrefix(m.Subject, republishPrefix)
+	if !ok {
+		return
+	}
+	for i, fd := range f.feeds {
+		key, ok := strings.CutPrefix(rest, fd.bucket+".")
+		if !ok {
+			continue
+		}
+		rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil || rev == 0 {
+			f.s.log.Warn("dropping republished change without a sequence", "subject", m.Subject)
+			return
+		}
+		f.apply(i, key, m.Data, rev, deleteHeader(m.Header))
+		return
+	}
+}
+
+// deleteHeader reports whether a republished KV message is a delete,
+// purge or expiry marker (the headers jetstream's watcher reads).
+func deleteHeader(h nats.Header) bool {
+	switch h.Get("KV-Operation") {
+	case "DEL", "PURGE":
+		return true
+	}
+	return h.Get(jetstream.MarkerReasonHeader) != ""
 }

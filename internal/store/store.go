@@ -27,6 +27,15 @@ const (
 	bucketLocks    = "gatehouse_locks"
 )
 
+// watchedBuckets are the buckets Run feeds to the routing table. The
+// server republishes each of their writes as a plain message under
+// republishPrefix+bucket, so a gateway learns a change from whichever
+// node it is connected to, even while the node holding its watch consumer
+// is down (see Run).
+var watchedBuckets = map[string]bool{bucketApps: true, bucketDomains: true, bucketZones: true, bucketRecords: true}
+
+const republishPrefix = "gatehouse.store."
+
 // maxValueSize bounds one stored value (a certificate bundle is a few KiB).
 const maxValueSize = 1 << 20
 
@@ -61,6 +70,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	kvs := make(map[string]jetstream.KeyValue)
 	for _, name := range []string{bucketApps, bucketDomains, bucketZones, bucketRecords, bucketHostKeys, bucketCerts, bucketLocks} {
 		cfg := jetstream.KeyValueConfig{Bucket: name, History: 1, MaxValueSize: maxValueSize, Storage: jetstream.FileStorage}
+		if watchedBuckets[name] {
+			cfg.RePublish = &jetstream.RePublish{Source: "$KV." + name + ".>", Destination: republishPrefix + name + ".>"}
+		}
 		if name == bucketLocks {
 			// Per-key TTLs make a dead holder's lock expire on the server,
 			// with no clock shared between gateways.
@@ -103,10 +115,13 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 		return nil, fmt.Errorf("store: bucket %s: %w", cfg.Bucket, err)
 	}
 	have := st.Config()
-	if have.Replicas == s.opts.Replicas {
+	if have.Replicas == s.opts.Replicas && (cfg.RePublish == nil || have.RePublish != nil) {
 		return kv, nil
 	}
 	have.Replicas = s.opts.Replicas
+	if have.RePublish == nil {
+		have.RePublish = cfg.RePublish
+	}
 	kv, err = s.js.UpdateKeyValue(ctx, have)
 	if err != nil {
 		return nil, fmt.Errorf("store: bucket %s: rescale to %d replicas: %w", cfg.Bucket, s.opts.Replicas, err)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestOpenRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
 	for _, o := range []store.Options{{Replicas: -1}, {Replicas: 6}, {Resync: -time.Second}, {LockTTL: time.Second}} {
@@ -32,6 +33,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 }
 
 func TestRoundTrips(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
 	s := open(t, j, store.Options{})
@@ -126,6 +128,7 @@ func TestRoundTrips(t *testing.T) {
 }
 
 func TestRecords(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
 	s := open(t, j, store.Options{})
@@ -175,6 +178,7 @@ func TestRecords(t *testing.T) {
 // Two gateways on one bus: a change made through one is in the other's
 // table within a second, deletes included.
 func TestChangesReachOtherGateway(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	j1, _ := js(t, ns.ClientURL())
 	j2, _ := js(t, ns.ClientURL())
@@ -208,6 +212,7 @@ func TestChangesReachOtherGateway(t *testing.T) {
 // Bad values in a bucket, written behind the store's back, are skipped
 // both in the initial load and live, and never replace a good value.
 func TestBadValuesSkipped(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
 	var logs logCount
@@ -257,6 +262,7 @@ func TestBadValuesSkipped(t *testing.T) {
 }
 
 func TestAppJSONIsTheAPIShape(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
 	s := open(t, j, store.Options{})

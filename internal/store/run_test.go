@@ -1,0 +1,156 @@
+package store_test
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/bus"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A gateway with an external bus (-bus nats://...) against a separately
+// started server, next to a gateway on its own embedded bus that the
+// first one's hosts would reach: both see the same state.
+func TestExternalBus(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	b, err := bus.New(bus.Options{URL: ns.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, b.JetStream(), store.Options{})
+	g := run(t, s)
+	other := open(t, mustJS(t, ns.ClientURL()), store.Options{})
+	mustPut(t, other.PutZone(t.Context(), &route.Zone{Name: "ext.test"}))
+	mustPut(t, other.PutApp(t.Context(), &route.App{ID: "a"}))
+	testutil.WaitFor(t, time.Second, func() bool { return g.routes("a.ext.test", "a") }, "external-bus gateway did not see the app")
+}
+
+func mustJS(t *testing.T, url string) (j jetstream.JetStream) {
+	j, _ = js(t, url)
+	return j
+}
+
+// NATS goes away: the table stays as it was through failed resyncs, and
+// when NATS is back, changes flow again.
+func TestNATSDownKeepsTable(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	dir := t.TempDir()
+	srv := startBusAt(t, addr, dir)
+	var logs logCount
+	// No reconnect buffer: while NATS is down, requests fail at once
+	// instead of waiting out their timeout, so the test sees failed
+	// resyncs quickly. The store's behaviour is the same either way.
+	j, _ := js(t, "nats://"+addr, nats.ReconnectBufSize(-1))
+	s := open(t, j, store.Options{Resync: 50 * time.Millisecond, Logger: slogger(&logs)})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "kept"}))
+	g := run(t, s)
+	if !g.routes("kept.z.test", "kept") {
+		t.Fatal("app not loaded")
+	}
+
+	srv.Close()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return logs.count("keeping the last table") >= 3 }, "no failed resyncs logged")
+	if !g.routes("kept.z.test", "kept") {
+		t.Fatal("table lost the app while NATS was down")
+	}
+	if got := g.live.Load().Zone("z.test"); got == nil {
+		t.Fatal("table lost the zone while NATS was down")
+	}
+
+	srv = startBusAt(t, addr, dir)
+	defer srv.Close()
+	s2 := open(t, srv.JetStream(), store.Options{})
+	mustPut(t, s2.PutApp(ctx, &route.App{ID: "after"}))
+	testutil.WaitFor(t, 10*time.Second, func() bool { return g.routes("after.z.test", "after") }, "changes do not flow after NATS came back")
+	if !g.routes("kept.z.test", "kept") {
+		t.Fatal("lost the app after recovery")
+	}
+}
+
+// A 3-node JetStream cluster with R3 buckets: one node stops; puts still
+// succeed and a gateway connected to a surviving node still sees them.
+func TestClusterNodeLoss(t *testing.T) {
+	t.Parallel()
+	servers := testutil.StartCluster(t, 3)
+	writerJS, _ := js(t, testutil.ClusterURLs(servers))
+	writer := open(t, writerJS, store.Options{Replicas: 3})
+	// The hard case: the node that leads the apps bucket goes away. The
+	// watching gateway is connected to another node.
+	var victim *server.Server
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		for _, ns := range servers {
+			if ns.JetStreamIsStreamLeader("$G", "KV_gatehouse_apps") {
+				victim = ns
+			}
+		}
+		return victim != nil
+	}, "apps bucket has no leader")
+	watchNode := servers[0]
+	if watchNode == victim {
+		watchNode = servers[1]
+	}
+	watcherJS, _ := js(t, watchNode.ClientURL())
+	watcher := open(t, watcherJS, store.Options{Replicas: 3})
+	ctx := t.Context()
+	mustPut(t, writer.PutZone(ctx, &route.Zone{Name: "c.test"}))
+	g := run(t, watcher)
+	mustPut(t, writer.PutApp(ctx, &route.App{ID: "before"}))
+	testutil.WaitFor(t, time.Second, func() bool { return g.routes("before.c.test", "before") }, "watcher missed a change before the loss")
+
+	t.Logf("stopping %s, the apps bucket leader; watching from %s", victim.Name(), watchNode.Name())
+	victim.Shutdown()
+	victim.WaitForShutdown()
+
+	start := time.Now()
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		return writer.PutApp(ctx, &route.App{ID: "during"}) == nil
+	}, "puts fail after one node of three stopped")
+	t.Logf("first put after the loss succeeded after %s", time.Since(start).Round(time.Millisecond))
+	testutil.WaitFor(t, 20*time.Second, func() bool { return g.routes("during.c.test", "during") }, "watcher on a surviving node missed a change")
+	t.Logf("change seen after %s", time.Since(start).Round(time.Millisecond))
+
+	for i := range 3 {
+		id := fmt.Sprintf("next%d", i)
+		mustPut(t, writer.PutApp(ctx, &route.App{ID: id}))
+		testutil.WaitFor(t, time.Second, func() bool { return g.routes(id+".c.test", id) }, "watcher missed a change after the loss")
+	}
+	mustPut(t, writer.DeleteApp(ctx, "before"))
+	testutil.WaitFor(t, time.Second, func() bool { return g.live.Load().App("before") == nil }, "delete not seen after the loss")
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startBusAt(t *testing.T, addr, dir string) *bus.Bus {
+	t.Helper()
+	b, err := bus.New(bus.Options{Listen: addr, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
