@@ -1,0 +1,120 @@
+package gatehouse
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// A change made through the control API of one gateway is routed by a
+// second gateway on the same bus within a second.
+func TestSecondGatewaySeesChangesWithinASecond(t *testing.T) {
+	a := start(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.Bus.URL = []string{"nats://" + a.g.Addrs().Bus}
+	b := start(t, cfg)
+
+	for i := range 3 {
+		app := fmt.Sprintf("app%d", i)
+		if code, body := a.control(t, "PUT", "/api/v3/apps/"+app, `{}`); code != 200 {
+			t.Fatalf("put: %d %s", code, body)
+		}
+		put := time.Now()
+		testutil.WaitFor(t, time.Second, func() bool {
+			return b.g.Live().Load().App(app) != nil
+		}, "second gateway did not see "+app+" within 1s")
+		t.Logf("%s visible on the second gateway after %v", app, time.Since(put))
+		// And it routes: the app exists (no host yet: 503), not 404.
+		resp, _ := b.get(t, app+".test.local", "/", nil)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("%s on second gateway: %d, want 503 (no host)", app, resp.StatusCode)
+		}
+	}
+	if code, _ := a.control(t, "DELETE", "/api/v3/apps/app0", ""); code != 200 && code != 204 {
+		t.Fatalf("delete: %d", code)
+	}
+	testutil.WaitFor(t, time.Second, func() bool { return b.g.Live().Load().App("app0") == nil }, "delete not seen")
+}
+
+// With the bus gone, the gateway keeps serving the last table.
+func TestServesLastTableWithoutBus(t *testing.T) {
+	bus := testutil.StartBus(t)
+	cfg := testConfig(t)
+	cfg.Bus.URL = []string{bus.ClientURL()}
+	r := start(t, cfg)
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	startHost(t, r, "h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "still here") }))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host not routable")
+	bus.Shutdown()
+	bus.WaitForShutdown()
+	for range 5 {
+		resp, body := r.get(t, "hello.test.local", "/", nil)
+		if resp.StatusCode != 200 || body != "still here" {
+			t.Fatalf("without bus: %d %q", resp.StatusCode, body)
+		}
+	}
+}
+
+// The demo runs the documented system: two hosts behind hello, answered in
+// turn.
+func TestDemo(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Zone = "localhost"
+	cfg.Cluster.ID = "local"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan *Gatehouse, 1)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- RunDemo(ctx, &out, DemoOptions{Config: &cfg, Started: func(g *Gatehouse, _ string) { started <- g }})
+	}()
+	var g *Gatehouse
+	select {
+	case g = <-started:
+	case err := <-done:
+		t.Fatalf("demo stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo not started in 30s")
+	}
+	seen := map[string]int{}
+	for range 4 {
+		req, _ := http.NewRequest("GET", "http://"+g.Addrs().HTTP+"/", nil)
+		req.Host = "hello.localhost"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("demo request: %d %s", resp.StatusCode, b)
+		}
+		f := strings.Fields(string(b))
+		seen[f[2]]++
+	}
+	if seen["host-1"] != 2 || seen["host-2"] != 2 {
+		t.Errorf("round robin over the demo hosts: %v", seen)
+	}
+	if !strings.Contains(out.String(), "curl http://hello.localhost:") {
+		t.Errorf("demo output lacks what to try:\n%s", out.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("demo exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo did not stop")
+	}
+}
