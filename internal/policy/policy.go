@@ -1,21 +1,3 @@
-// Package policy owns gatehouse's per-app path rules (DESIGN §2 step 8):
-// ordered allow/deny rules by method and path, first match wins, default
-// allow. It is pure; the gateway's policy layer applies the decision and
-// counts denials.
-//
-// # Matching on cleaned paths
-//
-// A deny rule must not be walked around by an encoding the host undoes
-// (/a/../admin, //admin, /%2e%2e/admin, /admin%2f, /admin/, /admin;x,
-// /admin., \admin). [Check] therefore evaluates the rules against every
-// reading of the path a host might make: the path as sent, and the path
-// after each round of percent-decoding (up to [MaxDecode] rounds, so
-// %252e%252e counts as .. too). Each reading is cleaned ([Clean]): `\` is
-// `/`, a ";params" suffix of a segment is dropped, trailing dots and spaces
-// of a segment are dropped, then path.Clean removes //, . and .. segments
-// and any trailing slash. The request is allowed only if every reading is
-// allowed. Method names compare case-insensitively, and a rule naming GET
-// also covers HEAD, which most hosts serve with their GET handler.
 package policy
 
 import (
