@@ -268,7 +268,7 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		}
 		if a.outcome == outcomeServed {
 			rq.FailoverCluster = peer.ID
-			g.log.Info("gateway: failed over", "app", app, "cluster", peer.ID, "cause", cause)
+			g.log.Debug("gateway: failed over", "app", app, "cluster", peer.ID, "cause", cause)
 		}
 		g.finishAttempt(w, rq, a)
 		return true
