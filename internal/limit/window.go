@@ -40,8 +40,9 @@ type Result struct {
 
 // WindowOptions configures a [Window].
 type WindowOptions struct {
-	// MaxKeys bounds the keys held (LRU eviction). Zero means 100,000;
-	// negative is an error.
+	// MaxKeys bounds the keys held (LRU eviction per shard; the bound is
+	// split evenly over 32 shards, so it is rounded up to a multiple of
+	// 32). Zero means 100,000; negative is an error.
 	MaxKeys int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
