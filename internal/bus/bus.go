@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -196,11 +198,29 @@ func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
 // ClientURL is the URL other processes (hosts, other gateways) should
 // use: the embedded server's listen URL, or the external URLs as given.
+// An embedded server listening on every interface (0.0.0.0 or ::) is
+// given by its loopback address, which a client can dial.
 func (b *Bus) ClientURL() string {
-	if b.ns != nil {
-		return b.ns.ClientURL()
+	if b.ns == nil {
+		return strings.Join(b.urls, ",")
 	}
-	return strings.Join(b.urls, ",")
+	return dialable(b.ns.ClientURL())
+}
+
+// dialable replaces an unspecified host in a server URL by loopback.
+func dialable(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return s
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		lo := "127.0.0.1"
+		if ip.To4() == nil {
+			lo = "::1"
+		}
+		u.Host = net.JoinHostPort(lo, u.Port())
+	}
+	return u.String()
 }
 
 // Close drains and closes the connection, then shuts the embedded server
