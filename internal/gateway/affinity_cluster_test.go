@@ -22,6 +22,17 @@ var threeIDs = []string{"ap", "eu", "us"}
 func TestAffinityForwardsToOwner(t *testing.T) {
 	cs := startClusters(t, clusterSetup{ids: threeIDs})
 	cl := clClient(t)
+	// Every gateway computes the same owner for 10,000 app ids, and it is
+	// the pure function's (whose vectors internal/cluster pins).
+	for i := range 10_000 {
+		app := fmt.Sprintf("x-%d", i)
+		want := cluster.Owner(app, threeIDs)
+		for id, c := range cs {
+			if got := c.peers.Set().Owner(app, cluster.HashModN); got != want {
+				t.Fatalf("%s: %s computes owner %s, want %s", app, id, got, want)
+			}
+		}
+	}
 	for _, owner := range threeIDs {
 		app := ownedBy(t, owner, threeIDs)
 		for _, via := range threeIDs {
