@@ -12,8 +12,10 @@
 //	err = st.PutApp(ctx, &route.App{ID: "hello", ...})
 //
 // Every gateway runs one Store on the same buckets; a change written by
-// any of them reaches every gateway's table through its watchers. If NATS
-// goes away, Run keeps the last table and keeps retrying.
+// any of them reaches every gateway's table through its watchers (an
+// ordered consumer per bucket, plus the server's republished copy of each
+// write, so that losing the node that hosts a consumer does not stall the
+// table). If NATS goes away, Run keeps the last table and keeps retrying.
 //
 // Keys are escaped reversibly (see keys.go) so that any name, including
 // "*" and "_acme-challenge", is a valid KV key.

@@ -34,7 +34,11 @@ const (
 // is down (see Run).
 var watchedBuckets = map[string]bool{bucketApps: true, bucketDomains: true, bucketZones: true, bucketRecords: true}
 
-const republishPrefix = "gatehouse.store."
+// republishPrefix cannot collide with DESIGN §4's gatehouse.{cluster}.…
+// subjects: '_' is not allowed in a cluster id. Any client of the bus can
+// publish there, as it can write the buckets themselves: the bus is
+// trusted (DESIGN §10).
+const republishPrefix = "gatehouse._store."
 
 // maxValueSize bounds one stored value (a certificate bundle is a few KiB).
 const maxValueSize = 1 << 20
