@@ -187,6 +187,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Scheme = "http" // the h2c transport speaks HTTP/2 over plain TCP
 	}
 	pr.Out.Host = pr.In.Host // the app sees its own Host
+	// Request trailers: share the incoming map, whose values net/http
+	// fills only once the body is read; Clone's copy would stay empty.
+	if pr.In.Trailer != nil {
+		pr.Out.Trailer = pr.In.Trailer
+	}
 	in, out := pr.In.Header, pr.Out.Header
 	// ReverseProxy removed these from Out; hygiene already computed them
 	// on In (appending to a trusted proxy's chain), so they are copied,

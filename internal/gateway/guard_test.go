@@ -1,0 +1,254 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// guardedGateway serves e's gateway on a second loopback server whose
+// listener is wrapped by GuardListener, and returns its address.
+func guardedGateway(t testing.TB, e *env) string {
+	t.Helper()
+	s := httptest.NewUnstartedServer(e.gw)
+	s.Listener = GuardListener(s.Listener)
+	s.Start()
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().String()
+}
+
+func rawTo(t testing.TB, addr string, chunks ...string) (string, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, ch := range chunks {
+		if _, err := io.WriteString(c, ch); err != nil {
+			break // the server may close as soon as it refuses
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	return string(b), err == nil
+}
+
+// TestGuardRefusesDesync: behind the guard, every framing DESIGN §2 step 4
+// names gets 400 and a closed connection, and never reaches the host.
+func TestGuardRefusesDesync(t *testing.T) {
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	var seen []string
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.URL.Path+":"+string(b))
+		mu.Unlock()
+	}))
+	addr := guardedGateway(t, e)
+	const head = "POST /a HTTP/1.1\r\nHost: hello.apps.test\r\n"
+	tests := []struct{ name, raw string }{
+		{"content-length and chunked", head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n"},
+		{"chunked and content-length", head + "Transfer-Encoding: chunked\r\ncontent-length: 0\r\n\r\n0\r\n\r\n"},
+		{"unknown coding", head + "Transfer-Encoding: gzip\r\n\r\n"},
+		{"coding list", head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"},
+		{"two te fields", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+		{"chunked on 1.0", "POST /a HTTP/1.0\r\nHost: hello.apps.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+		{"differing content-length", head + "Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"},
+		{"bad content-length", head + "Content-Length: +3\r\n\r\nabc"},
+		{"second request refused", "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			out, closed := rawTo(t, addr, tt.raw)
+			if i := strings.LastIndex(out, "HTTP/1.1 "); i < 0 || !strings.HasPrefix(out[i:], "HTTP/1.1 400 ") {
+				t.Fatalf("got %q, want a final 400", out)
+			}
+			if !closed || !strings.Contains(out, "Connection: close") {
+				t.Fatalf("connection not closed: %q", out)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range seen {
+				if s != "/first:" {
+					t.Fatalf("host saw %q", seen)
+				}
+			}
+		})
+	}
+}
+
+// TestGuardPassesHonestTraffic: pipelined requests of every framing,
+// written in one piece and byte by byte, all arrive intact.
+func TestGuardPassesHonestTraffic(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+" "+string(b)+" "+r.Trailer.Get("X-T"))
+	}))
+	addr := guardedGateway(t, e)
+	const h = "Host: hello.apps.test\r\n"
+	stream := "GET /1 HTTP/1.1\r\n" + h + "\r\n" +
+		"POST /2 HTTP/1.1\r\n" + h + "Content-Length: 5\r\n\r\nhello" +
+		"\r\n" + // a stray CRLF after a POST body, which net/http tolerates
+		"POST /3 HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n" +
+		"3;ext=1\r\nabc\r\n10\r\n" + strings.Repeat("z", 16) + "\r\n0\r\nX-T: tv\r\n\r\n" +
+		"POST /4 HTTP/1.1\r\n" + h + "Transfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n" +
+		"PUT /5 HTTP/1.0\r\n" + h + "Content-Length: 2\r\n\r\nok"
+	want := []string{"GET /1  ", "POST /2 hello ", "POST /3 abc" + strings.Repeat("z", 16) + " tv", "POST /4  ", "PUT /5 ok "}
+	for _, split := range []int{len(stream), 1, 7} {
+		var chunks []string
+		for s := stream; s != ""; {
+			n := min(split, len(s))
+			chunks = append(chunks, s[:n])
+			s = s[n:]
+		}
+		out, _ := rawTo(t, addr, chunks...)
+		br := bufio.NewReader(strings.NewReader(out))
+		for i, w := range want {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("split %d: response %d: %v in %q", split, i, err, out)
+			}
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != 200 || string(b) != w {
+				t.Fatalf("split %d: response %d = %d %q, want %q", split, i, res.StatusCode, b, w)
+			}
+		}
+	}
+}
+
+// TestGuardedGatewayStreams: WebSocket upgrades and large uploads work
+// through the guard.
+func TestGuardedGatewayStreams(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "websocket" {
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			_ = brw.Flush()
+			_, _ = io.Copy(c, brw)
+			return
+		}
+		n, _ := io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, strings.Repeat("k", int(n/1024)))
+	}))
+	addr := guardedGateway(t, e)
+	body := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for _, chunked := range []bool{false, true} {
+		var rd io.Reader = bytes.NewReader(body)
+		if chunked {
+			rd = io.MultiReader(rd) // unknown length: sent chunked
+		}
+		req, _ := http.NewRequest("POST", "http://"+addr+"/up", rd)
+		req.Host = "hello.apps.test"
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || len(b) != 1024 {
+			t.Fatalf("chunked=%v: %d, %d bytes", chunked, res.StatusCode, len(b))
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: hello.apps.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	br := bufio.NewReader(c)
+	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	// Bytes that look like a refused head pass untouched once upgraded.
+	msg := "POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	_, _ = io.WriteString(c, msg)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
+		t.Fatalf("echo %q, %v", got, err)
+	}
+}
+
+// chunkReader returns at most n bytes per Read.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), r.n, len(r.b))
+	copy(p, r.b[:k])
+	r.b = r.b[k:]
+	return k, nil
+}
+
+// through runs data through a framer, read in pieces of at most n bytes
+// into buffers of size m.
+func through(data []byte, n, m int) []byte {
+	var f framer
+	src := &chunkReader{b: data, n: n}
+	var out []byte
+	p := make([]byte, m)
+	for range 1 << 20 {
+		k, err := f.read(src, p)
+		out = append(out, p[:k]...)
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+// FuzzFramingGuard: whatever the bytes and however they are split, the
+// guard either passes them through unchanged or passes a prefix and then
+// the refusal, and the result does not depend on the split.
+func FuzzFramingGuard(f *testing.F) {
+	seeds := []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n",
+		"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+		"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\x81\x05hello",
+		"\r\n\r\nGET / HTTP/1.0\n\n",
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s), uint8(1), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, n, m uint8) {
+		whole := through(data, len(data)+1, 64<<10)
+		split := through(data, int(n)%17+1, int(m)%13+1)
+		if !bytes.Equal(whole, split) {
+			t.Fatalf("split changed the output:\n%q\n%q", whole, split)
+		}
+		if bytes.Equal(whole, data) {
+			return
+		}
+		prefix, ok := bytes.CutSuffix(whole, refusal)
+		if !ok || !bytes.HasPrefix(data, prefix) {
+			t.Fatalf("output is neither the input nor a prefix and the refusal:\n%q\n%q", data, whole)
+		}
+	})
+}
