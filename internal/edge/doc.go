@@ -16,5 +16,17 @@
 // the L7 handler, per Options.HTTPMode.
 //
 // Edge imports neither gateway nor tlsmgr: it receives an http.Handler and
-// a *tls.Config as values.
+// a *tls.Config as values. Wiring, in internal/gatehouse:
+//
+//	certs, _ := tlsmgr.New(tlsmgr.Options{Names: ..., Directory: ..., Storage: st.Certs(), ...})
+//	e, _ := edge.New(edge.Options{
+//		HTTPAddr: ":80", HTTPSAddr: ":443", ManagementAddr: "127.0.0.1:9180",
+//		HTTPMode: cfg.HTTPMode, Handler: gw, Management: mgmtMux,
+//		TLS: certs.TLSConfig(), ACME: certs.HTTPHandler,
+//		Passthrough: edge.RoutePassthrough(live, nil),
+//		ActiveConns: activeConnectionsGauge, Ready: storeSynced,
+//	})
+//	e.ListenManagement() // first, before anything else starts
+//	e.Listen()           // http, https
+//	// errgroup: e.Run(ctx), certs.Run(ctx) (after Listen, so challenges are answered), ...
 package edge

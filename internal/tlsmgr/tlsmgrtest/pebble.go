@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/miekg/dns"
 )
 
@@ -110,15 +111,12 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer hc.CloseIdleConnections()
 	var root []byte
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if root = get(hc, fmt.Sprintf("https://127.0.0.1:%d/roots/0", mgmt)); root != nil && get(hc, p.Directory) != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebble did not start:\n%s", p.Log())
-		}
-		time.Sleep(50 * time.Millisecond) // polling a child process: no event to wait on
+	up := testutil.Eventually(20*time.Second, func() bool {
+		root = get(hc, fmt.Sprintf("https://127.0.0.1:%d/roots/0", mgmt))
+		return root != nil && get(hc, p.Directory) != nil
+	})
+	if !up {
+		t.Fatalf("pebble did not start:\n%s", p.Log())
 	}
 	p.Roots = x509.NewCertPool()
 	if !p.Roots.AppendCertsFromPEM(root) {
