@@ -7,7 +7,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -34,16 +33,17 @@ func Example() {
 	// The app's part: a key (enrolled via the control API) and its address.
 	key, _ := host.GenerateKey() // in production: host.LoadKey("host.pem")
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
-	srv := httptest.NewServer(nil)
+	srv := httptest.NewUnstartedServer(nil) // its listener is bound: the address is known
 	defer srv.Close()
 	h, err := host.New(host.Options{
 		Conn: nc, Cluster: "demo", HostID: "hello-1", Key: key,
-		Apps: []string{"hello"}, Addr: strings.TrimPrefix(srv.URL, "http://"),
+		Apps: []string{"hello"}, Addr: srv.Listener.Addr().String(),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	srv.Config.Handler = h.Wrap(app) // answers the gateway's challenge, serves the rest
+	srv.Start()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- h.Run(ctx) }() // announce, heartbeat, leave on stop

@@ -58,7 +58,7 @@ func (d *Discovery) verifyHost(ctx context.Context, id string) {
 		d.mu.Unlock()
 		return
 	}
-	e.queued = false
+	e.queued, e.verifying = false, true
 	ann, pub, gen := e.ann, e.pub, e.gen
 	d.mu.Unlock()
 
@@ -71,8 +71,12 @@ func (d *Discovery) verifyHost(ctx context.Context, id string) {
 	now := d.opts.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e = d.hosts[id]; e == nil || e.gen != gen {
-		return // removed, or re-announced: a newer verification is queued
+	if e = d.hosts[id]; e == nil {
+		return
+	}
+	e.verifying = false
+	if e.gen != gen {
+		return // re-announced meanwhile: a newer verification is queued
 	}
 	switch {
 	case errors.Is(err, errKeysDown):

@@ -63,7 +63,7 @@ type entry struct {
 	probeFail bool
 	nextProbe time.Time
 
-	queued, probing bool
+	queued, verifying, probing bool
 	state           route.HostState // as last computed and counted in metrics
 }
 
@@ -310,7 +310,7 @@ func (d *Discovery) sweep(now time.Time) {
 		if e.draining {
 			continue
 		}
-		if !e.queued && !now.Before(e.nextVerify) {
+		if !e.queued && !e.verifying && !now.Before(e.nextVerify) {
 			d.enqueueLocked(id, e)
 		}
 		if e.verified && !e.stale && !e.probing && !now.Before(e.nextProbe) {
@@ -393,7 +393,7 @@ func (d *Discovery) announce(a host.Announce) {
 		d.opts.Logger.Info("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
 	}
 	if !sameClaims(e.ann, a) {
-		e.verified = false
+		e.verified, e.lastErr = false, ""
 		d.markLocked(a.HostID)
 	}
 	e.ann, e.pub = a, pub
