@@ -64,7 +64,7 @@ type entry struct {
 	nextProbe time.Time
 
 	queued, verifying, probing bool
-	state           route.HostState // as last computed and counted in metrics
+	state                      route.HostState // as last computed and counted in metrics
 }
 
 func (e *entry) compute() route.HostState {
