@@ -7,6 +7,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +126,7 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 	out, _, err := runCmd(t, "serve", "-h")
-	if err != nil || !strings.Contains(out, "-http-mode") || !strings.Contains(out, "GATEHOUSE_HTTP_MODE") {
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "-http-mode") || !strings.Contains(out, "GATEHOUSE_HTTP_MODE") {
 		t.Errorf("serve -h: %v\n%s", err, out)
 	}
 	out, _, err = runCmd(t, "version")

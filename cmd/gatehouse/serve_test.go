@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// freeAddr returns a loopback address nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestServeEndToEnd runs `gatehouse serve` as a user would (temp data
+// dir, control token), drives it with `gatehouse ctl`, and stops it with
+// the signal context: serve returns nil after draining.
+func TestServeEndToEnd(t *testing.T) {
+	mgmt := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve",
+			"-data", t.TempDir(), "-zone", "apps.test", "-control-token", "tok",
+			"-http", "127.0.0.1:0", "-http-mode", "serve", "-https", "127.0.0.1:0", "-dns", "127.0.0.1:0",
+			"-management", mgmt, "-bus-listen", "127.0.0.1:0", "-drain-timeout", "5s",
+		}, &bytes.Buffer{}, &logs)
+	}()
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended early: %v\n%s", err, logs.String())
+		default:
+		}
+		res, err := http.Get("http://" + mgmt + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	}, "serve never became ready")
+
+	api := "http://" + mgmt
+	for _, args := range [][]string{
+		{"apps", "put", "shop", `{"rate_limit":{"requests":10}}`},
+		{"keys", "put", "web-1", `{"public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=","apps":["shop"]}`},
+	} {
+		if _, _, err := runCmd(t, append([]string{"ctl", "-api", api, "-token", "tok"}, args...)...); err != nil {
+			t.Fatalf("ctl %q: %v", args, err)
+		}
+	}
+	out, _, err := runCmd(t, "ctl", "-api", api, "-token", "tok", "apps", "get", "shop")
+	if err != nil || !strings.Contains(out, `"requests": 10`) {
+		t.Errorf("app read back: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "ctl", "-api", api, "-token", "tok", "keys", "list")
+	if err != nil || !strings.Contains(out, `"web-1"`) {
+		t.Errorf("keys read back: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "ctl", "-api", api, "-token", "tok", "zones", "get", "apps.test")
+	if err != nil {
+		t.Errorf("seeded zone: %v\n%s", err, out)
+	}
+	if _, _, err := runCmd(t, "ctl", "-api", api, "apps", "list"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("no token: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not return after its context ended")
+	}
+}
