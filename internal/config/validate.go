@@ -196,6 +196,9 @@ func (c *Config) validateTLS() error {
 			return bad("tls.acme.directory", "must be an https URL, got %q", d)
 		}
 	}
+	if c.TLS.CustomDomains == "auto" && c.TLS.ACME.Directory == "" {
+		return bad("tls.custom_domains", "auto needs an ACME CA: set tls.acme.directory")
+	}
 	if e := c.TLS.ACME.Email; e != "" && !strings.Contains(e, "@") {
 		return bad("tls.acme.email", "must be an email address, got %q", e)
 	}
