@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -616,5 +617,42 @@ func TestPeerFallbackSeam(t *testing.T) {
 	readBody(t, e.get("hello.apps.test", "/"))
 	if len(causes) != 2 || !errorsIs(causes[0], proxy.ErrNoHost) || !errorsIs(causes[1], proxy.ErrUnreachable) {
 		t.Fatalf("causes %v", causes)
+	}
+}
+
+// TestClientGoneIs499: a client that leaves before the host answers is
+// logged and counted as 499, and the host's request is cancelled.
+func TestClientGoneIs499(t *testing.T) {
+	e := newEnv(t, nil)
+	arrived, cancelled := make(chan struct{}), make(chan struct{})
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+		close(cancelled)
+	}))
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/", nil)
+	req.Host = "hello.apps.test"
+	errc := make(chan error, 1)
+	go func() {
+		res, err := e.srv.Client().Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		errc <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("request completed")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the host's request was not cancelled")
+	}
+	testutilWaitLog(t, e, `"status":499`)
+	if n := testutil.ToFloat64(e.gw.Metrics().UpstreamErrors.WithLabelValues("hello", "canceled")); n != 1 {
+		t.Fatalf("canceled upstream errors = %v", n)
 	}
 }
