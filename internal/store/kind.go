@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/nats-io/nats.go/jetstream"
@@ -139,7 +140,7 @@ func loadAll(ctx context.Context, kv jetstream.KeyValue, filter string) (map[str
 // otherwise never exit. Bounded, in case the close never comes.
 func stopWatch(w jetstream.KeyWatcher) {
 	_ = w.Stop()
-	t := newTimer(drainTimeout)
+	t := time.NewTimer(drainTimeout)
 	defer t.Stop()
 	for {
 		select {

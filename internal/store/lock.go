@@ -59,10 +59,10 @@ func (c *CertKV) Lock(ctx context.Context, name string) error {
 			c.hold(name, key, rev)
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !contended(err) {
 			return fmt.Errorf("store: lock %s: %w", name, err)
 		}
-		t := newTimer(c.poll)
+		t := time.NewTimer(c.poll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -70,6 +70,15 @@ func (c *CertKV) Lock(ctx context.Context, name string) error {
 		case <-t.C:
 		}
 	}
+}
+
+// contended reports whether a conditional write lost to another writer:
+// the key exists, or its last revision is not the one expected. Create
+// over a delete marker reports the latter when two gateways race for it.
+func contended(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 func (c *CertKV) hold(name, key string, rev uint64) {
@@ -99,11 +108,10 @@ func (c *CertKV) refresh(name string, h *heldLock) {
 		ack, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: val},
 			jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(c.ttl))
 		cancel()
-		var apiErr *jetstream.APIError
 		switch {
 		case err == nil:
 			h.rev = ack.Sequence
-		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		case contended(err):
 			c.log.Error("lock lost: it went stale and another holder took it", "lock", name)
 			return
 		default:

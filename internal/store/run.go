@@ -24,8 +24,6 @@ const (
 	retryMax = 5 * time.Second
 )
 
-func newTimer(d time.Duration) *time.Timer { return time.NewTimer(d) }
-
 // feed connects one bucket to the builder.
 type feed struct {
 	bucket string
@@ -121,7 +119,7 @@ func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 			continue
 		}
 		s.log.Warn("store watch failed; keeping the last table", "err", err, "retry_in", wait)
-		t := newTimer(wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -175,7 +173,7 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 	b.Replace(st)
 	s.syncOnce.Do(func() { close(s.synced) })
 
-	resync := newTimer(s.resync)
+	resync := time.NewTimer(s.resync)
 	defer resync.Stop()
 	fl := &follower{s: s, b: b, feeds: feeds, revs: revs}
 	return fl.run(ctx, watchers, repub, resync.C)
