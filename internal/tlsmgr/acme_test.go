@@ -7,6 +7,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,5 +235,42 @@ func TestACMETwoGatewaysSharedStorage(t *testing.T) {
 	}
 	if n := p.Orders(); n != 1 {
 		t.Fatalf("pebble saw %d orders, want exactly 1", n)
+	}
+}
+
+// TestACMEWildcardDNS01: with a DNS provider, the wildcard *.{zone} and
+// api.{zone} are issued by DNS-01 (TXT records written through the
+// provider, validated by Pebble against them), and any app name under the
+// zone is served from the wildcard.
+func TestACMEWildcardDNS01(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	p.DNS.AddZone("example.test")
+	opts := acmeOptions(p, r, t.TempDir(), "*.example.test", "api.example.test")
+	opts.DNSProvider = p.DNS
+	opts.DNSResolvers = []string{p.DNSAddr}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	leaf := r.issued(t, p, m, "any-app.example.test")
+	if !slices.Contains(leaf.DNSNames, "*.example.test") {
+		t.Fatalf("served %v, want the wildcard", leaf.DNSNames)
+	}
+	r.issued(t, p, m, "api.example.test")
+	if n := p.Orders(); n != 2 {
+		t.Fatalf("pebble saw %d orders, want 2", n)
+	}
+	if txt := p.DNS.TXT("_acme-challenge.example.test"); len(txt) != 0 {
+		t.Fatalf("challenge records left behind: %v", txt)
+	}
+}
+
+func TestWildcardNeedsDNSProvider(t *testing.T) {
+	_, err := New(Options{Names: []string{"*.example.test"}, Directory: "https://ca.test/dir", StorageDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "DNS provider") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -55,6 +56,20 @@ type Options struct {
 	// type off, for a deployment where that port is not reachable.
 	DisableHTTPChallenge, DisableTLSALPNChallenge bool
 
+	// DNSProvider answers ACME DNS-01 challenges by writing TXT records in
+	// the gateway's own zones (internal/dns implements it). When set, the
+	// managed Names (which may then include wildcards such as "*.{zone}")
+	// are validated by DNS-01 only; custom domains on demand keep HTTP-01
+	// and TLS-ALPN-01. nil: no DNS-01 and no wildcard names.
+	DNSProvider DNSProvider
+	// DNSResolvers (host:port) are asked for the SOA of a challenge name to
+	// find its zone; empty means the system resolvers.
+	DNSResolvers []string
+	// DNSPropagationDelay is how long to wait after writing a challenge
+	// record before asking the CA to validate it, so that every gateway's
+	// DNS server has it. Zero waits not at all (a single gateway).
+	DNSPropagationDelay time.Duration
+
 	// BootstrapTTL is the bootstrap certificate's lifetime; zero means 24 h.
 	BootstrapTTL time.Duration
 	// Logger receives certificate events; nil discards them.
@@ -93,6 +108,12 @@ func (o *Options) validate() error {
 		if n == "" {
 			return errors.New("tlsmgr: empty name")
 		}
+		if strings.HasPrefix(n, "*.") && o.DNSProvider == nil && o.Directory != "" {
+			return fmt.Errorf("tlsmgr: wildcard name %s needs a DNS provider (DNS-01)", n)
+		}
+	}
+	if o.DNSPropagationDelay < 0 {
+		return fmt.Errorf("tlsmgr: dns propagation delay must not be negative, got %s", o.DNSPropagationDelay)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/libdns/libdns"
 )
 
 // KV is the shared key-value store with locks that certificates, keys,
@@ -26,6 +27,14 @@ type KV interface {
 	Stat(ctx context.Context, key string) (modified time.Time, size int64, isTerminal bool, err error)
 	Lock(ctx context.Context, name string) error
 	Unlock(ctx context.Context, name string) error
+}
+
+// DNSProvider writes and removes the TXT records of ACME DNS-01
+// challenges in a zone, in the libdns shape certmagic drives. AppendRecords
+// gets zone with a trailing dot and names relative to it.
+type DNSProvider interface {
+	libdns.RecordAppender
+	libdns.RecordDeleter
 }
 
 // kvStorage adapts a KV to certmagic.Storage.

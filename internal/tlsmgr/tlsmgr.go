@@ -247,18 +247,36 @@ func (m *Manager) startACME() (*certmagic.Cache, error) {
 		},
 		Logger: zl,
 	})
-	managed = m.newConfig(cache, storage, roots, nil)
-	if m.opts.CustomDomains == CustomDomainsAuto {
-		onDemand = m.newConfig(cache, storage, roots, &certmagic.OnDemandConfig{DecisionFunc: m.decide})
-		m.od.Store(onDemand)
-	}
+	managed = m.newConfig(cache, storage, roots, nil, m.dns01())
 	m.iss.Store(managed.Issuers[0].(*certmagic.ACMEIssuer))
+	if m.opts.CustomDomains == CustomDomainsAuto {
+		onDemand = m.newConfig(cache, storage, roots, &certmagic.OnDemandConfig{DecisionFunc: m.decide}, nil)
+		m.od.Store(onDemand)
+		m.iss.Store(onDemand.Issuers[0].(*certmagic.ACMEIssuer)) // serves HTTP-01 for both
+	}
 	m.cm.Store(managed)
 	return cache, nil
 }
 
 // newConfig builds one certmagic config with its ACME issuer.
-func (m *Manager) newConfig(cache *certmagic.Cache, storage certmagic.Storage, roots *x509.CertPool, od *certmagic.OnDemandConfig) *certmagic.Config {
+// dns01 is the DNS-01 solver for managed names, or nil.
+func (m *Manager) dns01() *certmagic.DNS01Solver {
+	if m.opts.DNSProvider == nil {
+		return nil
+	}
+	return &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
+		DNSProvider:      m.opts.DNSProvider,
+		Resolvers:        m.opts.DNSResolvers,
+		PropagationDelay: m.opts.DNSPropagationDelay,
+		// Our own authoritative servers answer from the shared store; the
+		// delay above covers their catch-up, and probing them from here
+		// would need them reachable by NS name.
+		PropagationTimeout: -1,
+		Logger:             zap.NewNop(),
+	}}
+}
+
+func (m *Manager) newConfig(cache *certmagic.Cache, storage certmagic.Storage, roots *x509.CertPool, od *certmagic.OnDemandConfig, dns01 *certmagic.DNS01Solver) *certmagic.Config {
 	zl := zap.NewNop()
 	cfg := certmagic.New(cache, certmagic.Config{Storage: storage, Logger: zl, OnEvent: m.onEvent, OnDemand: od})
 	iss := certmagic.NewACMEIssuer(cfg, certmagic.ACMEIssuer{
@@ -273,6 +291,9 @@ func (m *Manager) newConfig(cache *certmagic.Cache, storage certmagic.Storage, r
 		DisableTLSALPNChallenge: m.opts.DisableTLSALPNChallenge,
 		Logger:                  zl,
 	})
+	if dns01 != nil {
+		iss.DNS01Solver = dns01 // certmagic then uses DNS-01 only for this config
+	}
 	cfg.Issuers = []certmagic.Issuer{iss}
 	return cfg
 }

@@ -6,6 +6,7 @@ package tlsmgrtest
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/libdns/libdns"
 	"github.com/miekg/dns"
 )
 
@@ -39,6 +41,12 @@ type Pebble struct {
 	CARoot string
 	// Roots trusts the certificates Pebble issues (its issuance root).
 	Roots *x509.CertPool
+	// DNS is the DNS server Pebble validates against: A 127.0.0.1 for any
+	// name, SOA at the zones added to it, and the TXT records its libdns
+	// methods write (a DNS-01 provider for tlsmgr).
+	DNS *Zones
+	// DNSAddr is that server's address, for tlsmgr's DNSResolvers.
+	DNSAddr string
 
 	mu  sync.Mutex
 	log bytes.Buffer
@@ -78,7 +86,8 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	}
 	dir := t.TempDir()
 	caPEM, certFile, keyFile := serverCert(t, dir)
-	dnsAddr := startDNS(t)
+	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}}
+	dnsAddr := startDNS(t, zones)
 	acme, mgmt := freePort(t), freePort(t)
 	cfg := map[string]any{"pebble": map[string]any{
 		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", acme),
@@ -94,7 +103,7 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &Pebble{Directory: fmt.Sprintf("https://127.0.0.1:%d/dir", acme), CARoot: filepath.Join(dir, "ca.pem")}
+	p := &Pebble{Directory: fmt.Sprintf("https://127.0.0.1:%d/dir", acme), CARoot: filepath.Join(dir, "ca.pem"), DNS: zones, DNSAddr: dnsAddr}
 	if err := os.WriteFile(p.CARoot, caPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +179,9 @@ func serverCert(t testing.TB, dir string) (caPEM []byte, certFile, keyFile strin
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile
 }
 
-// startDNS answers A 127.0.0.1 for every name (and nothing for other
-// types), so Pebble's validation never leaves loopback.
-func startDNS(t testing.TB) string {
+// startDNS answers A 127.0.0.1 for every name, and SOA and TXT from z, so
+// Pebble's validation never leaves loopback.
+func startDNS(t testing.TB, z *Zones) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -183,9 +192,7 @@ func startDNS(t testing.TB) string {
 		m.SetReply(r)
 		m.Authoritative = true
 		for _, q := range r.Question {
-			if q.Qtype == dns.TypeA {
-				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: net.IPv4(127, 0, 0, 1)})
-			}
+			m.Answer = append(m.Answer, z.answer(q)...)
 		}
 		_ = w.WriteMsg(m)
 	})}
@@ -209,4 +216,80 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Zones is the test DNS server's data, written through libdns methods.
+type Zones struct {
+	mu   sync.Mutex
+	apex map[string]bool     // fqdn, lower case
+	txt  map[string][]string // fqdn -> values
+}
+
+// AddZone makes the server answer SOA at name.
+func (z *Zones) AddZone(name string) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.apex[dns.Fqdn(strings.ToLower(name))] = true
+}
+
+// TXT returns the TXT values at name.
+func (z *Zones) TXT(name string) []string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return append([]string(nil), z.txt[dns.Fqdn(strings.ToLower(name))]...)
+}
+
+// AppendRecords adds TXT records (libdns.RecordAppender).
+func (z *Zones) AppendRecords(_ context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for _, r := range recs {
+		rr := r.RR()
+		if rr.Type != "TXT" {
+			return nil, fmt.Errorf("test dns: only TXT, got %s", rr.Type)
+		}
+		name := dns.Fqdn(strings.ToLower(libdns.AbsoluteName(rr.Name, zone)))
+		z.txt[name] = append(z.txt[name], rr.Data)
+	}
+	return recs, nil
+}
+
+// DeleteRecords removes TXT records (libdns.RecordDeleter).
+func (z *Zones) DeleteRecords(_ context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for _, r := range recs {
+		rr := r.RR()
+		name := dns.Fqdn(strings.ToLower(libdns.AbsoluteName(rr.Name, zone)))
+		vals := z.txt[name][:0]
+		for _, v := range z.txt[name] {
+			if v != rr.Data {
+				vals = append(vals, v)
+			}
+		}
+		z.txt[name] = vals
+	}
+	return recs, nil
+}
+
+func (z *Zones) answer(q dns.Question) []dns.RR {
+	hdr := dns.RR_Header{Name: q.Name, Rrtype: q.Qtype, Class: dns.ClassINET, Ttl: 1}
+	name := strings.ToLower(q.Name)
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	switch q.Qtype {
+	case dns.TypeA:
+		return []dns.RR{&dns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 1)}}
+	case dns.TypeSOA:
+		if z.apex[name] {
+			return []dns.RR{&dns.SOA{Hdr: hdr, Ns: "ns." + name, Mbox: "hostmaster." + name, Serial: 1, Refresh: 60, Retry: 60, Expire: 600, Minttl: 1}}
+		}
+	case dns.TypeTXT:
+		var out []dns.RR
+		for _, v := range z.txt[name] {
+			out = append(out, &dns.TXT{Hdr: hdr, Txt: []string{v}})
+		}
+		return out
+	}
+	return nil
 }
