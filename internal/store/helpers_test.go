@@ -49,7 +49,7 @@ func (l *logCount) count(sub string) int {
 }
 
 // js connects to url and returns a JetStream on that connection.
-func js(t *testing.T, url string, opts ...nats.Option) (jetstream.JetStream, *nats.Conn) {
+func js(t testing.TB, url string, opts ...nats.Option) (jetstream.JetStream, *nats.Conn) {
 	t.Helper()
 	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)
 	nc, err := nats.Connect(url, opts...)
@@ -64,7 +64,7 @@ func js(t *testing.T, url string, opts ...nats.Option) (jetstream.JetStream, *na
 	return j, nc
 }
 
-func open(t *testing.T, j jetstream.JetStream, o store.Options) *store.Store {
+func open(t testing.TB, j jetstream.JetStream, o store.Options) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -83,7 +83,7 @@ type gateway struct {
 
 // run starts s.Run on a fresh builder; it is stopped and joined when t
 // ends.
-func run(t *testing.T, s *store.Store) *gateway {
+func run(t testing.TB, s *store.Store) *gateway {
 	t.Helper()
 	g := &gateway{s: s, live: new(route.Live)}
 	b := route.NewBuilder(g.live)
@@ -109,7 +109,7 @@ func (g *gateway) routes(host, app string) bool {
 	return m.Kind == route.KindApp && m.App.ID == app
 }
 
-func mustPut(t *testing.T, err error) {
+func mustPut(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
