@@ -19,11 +19,13 @@ import (
 // a real Pebble's HTTP-01 or TLS-ALPN-01 challenge, and then terminate
 // client TLS with the issued certificate in front of the L7 handler.
 func TestTerminateWithPebbleCertificate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		noHTTP, noTLS bool
 	}{{"http-01", false, true}, {"tls-alpn-01", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			httpPort, httpsPort := tlsmgrtest.FreePort(t), tlsmgrtest.FreePort(t)
 			p := tlsmgrtest.Start(t, httpPort, httpsPort)
 			name := "web." + zone

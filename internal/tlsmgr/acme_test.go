@@ -110,11 +110,13 @@ func acmeOptions(p *tlsmgrtest.Pebble, r *rig, storageDir string, names ...strin
 }
 
 func TestACMEChallenges(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		noHTTP, noTLS bool
 	}{{"http-01", false, true}, {"tls-alpn-01", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newRig(t)
 			hp, tp := r.ports()
 			p := tlsmgrtest.Start(t, hp, tp)
@@ -142,6 +144,7 @@ func TestACMEChallenges(t *testing.T) {
 }
 
 func TestACMEOnDemand(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -180,6 +183,7 @@ func TestACMEOnDemand(t *testing.T) {
 }
 
 func TestACMECustomDomainsOff(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -215,6 +219,7 @@ func TestACMECustomDomainsOff(t *testing.T) {
 // exactly one order, and both serve the certificate. Challenges are
 // answered in turn by either gateway.
 func TestACMETwoGatewaysSharedStorage(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -243,6 +248,7 @@ func TestACMETwoGatewaysSharedStorage(t *testing.T) {
 // provider, validated by Pebble against them), and any app name under the
 // zone is served from the wildcard.
 func TestACMEWildcardDNS01(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
