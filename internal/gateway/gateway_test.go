@@ -656,3 +656,24 @@ func TestClientGoneIs499(t *testing.T) {
 		t.Fatalf("canceled upstream errors = %v", n)
 	}
 }
+
+// TestDeadH2CHostFailsOver: a refused h2c connection is a dial failure
+// like any other: the host cools down and the request goes to a sibling.
+func TestDeadH2CHostFailsOver(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addHost("a-dead", "hello", "h2c", strings.Replace(deadURL(t), "http:", "h2c:", 1))
+	s := httptest.NewServer(h2c.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Proto)
+	}), &http2.Server{}))
+	t.Cleanup(s.Close)
+	e.addHost("b-live", "hello", "h2c", s.URL)
+	for range 4 {
+		res := e.get("hello.apps.test", "/")
+		if body := readBody(t, res); res.StatusCode != 200 || body != "HTTP/2.0" {
+			t.Fatalf("%d %q", res.StatusCode, body)
+		}
+	}
+	if !e.b.Host("a-dead").Health.Degraded(time.Now()) {
+		t.Fatal("dead h2c host not degraded")
+	}
+}
