@@ -17,7 +17,9 @@
 // ACME runs through certmagic with a certificate cache owned by the
 // Manager (no certmagic global state). HTTP-01 is answered by
 // [Manager.HTTPHandler] on the gateway's own http listener and TLS-ALPN-01
-// by GetCertificate on its https listener. Certificates and ACME locks live
+// by GetCertificate on its https listener. With Options.DNSProvider (the
+// gateway's own DNS, libdns-shaped), the managed names, wildcard *.{zone}
+// included, are validated by DNS-01 instead. Certificates and ACME locks live
 // in a [KV] that the cluster shares (internal/store satisfies it), so every
 // gateway serves the same certificates and only one orders each name.
 //
