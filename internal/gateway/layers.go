@@ -299,7 +299,9 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 // unknown transfer codings: 501; both Content-Length and chunked: it drops
 // Content-Length and re-frames, so the host can never read the body
 // differently). desync repeats those checks so the guarantee does not
-// depend on which server feeds this handler.
+// depend on which server feeds this handler. The two cases net/http lets
+// through or answers otherwise (both framings: accepted; unknown coding:
+// 501) are refused with 400 at the connection by [GuardListener].
 func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if reason := desync(r); reason != "" {
