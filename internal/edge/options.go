@@ -18,9 +18,10 @@ const (
 	ModeServe    = "serve"     // the full L7 path in plaintext
 )
 
-// Dial opens a connection to a passthrough host. The connection should be a
+// Dial opens a connection to a passthrough host (an alias, so a plain func
+// literal fits Options.Passthrough). The connection should be a
 // *net.TCPConn, so the pipe splices.
-type Dial func(ctx context.Context) (net.Conn, error)
+type Dial = func(ctx context.Context) (net.Conn, error)
 
 // Gauge is the subset of prometheus.Gauge edge needs for
 // active_connections; prometheus.Gauge satisfies it.
