@@ -88,7 +88,21 @@ func TestClusterNodeLoss(t *testing.T) {
 	t.Parallel()
 	servers := testutil.StartCluster(t, 3)
 	writerJS, _ := js(t, testutil.ClusterURLs(servers))
+	open(t, writerJS, store.Options{}) // creates every bucket with one replica
 	writer := open(t, writerJS, store.Options{Replicas: 3})
+	for _, name := range []string{"gatehouse_apps", "gatehouse_certs", "gatehouse_locks"} {
+		kv, err := writerJS.KeyValue(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := kv.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.Config(); c.Replicas != 3 || (name == "gatehouse_locks" && c.LimitMarkerTTL == 0) || (name == "gatehouse_apps" && c.RePublish == nil) {
+			t.Fatalf("%s after rescale: replicas %d, marker ttl %s, republish %v", name, c.Replicas, c.LimitMarkerTTL, c.RePublish)
+		}
+	}
 	// The hard case: the node that leads the apps bucket goes away. The
 	// watching gateway is connected to another node.
 	var victim *server.Server
