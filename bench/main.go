@@ -50,6 +50,7 @@ type config struct {
 	gatehouse   string // prebuilt binary; empty builds ./cmd/gatehouse
 	out         string
 	keep        bool
+	perf        bool
 }
 
 var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
@@ -72,6 +73,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatehouse, "gatehouse", "", "gatehouse binary to test (default: go build ./cmd/gatehouse)")
 	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp dir (configs, logs) for inspection")
+	fs.BoolVar(&c.perf, "perf", false, "after the L7 rounds, profile each proxy with perf during one more wrk run")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -348,6 +350,20 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 				continue
 			}
 			rep.l7[t.name] = append(rep.l7[t.name], r)
+		}
+	}
+	if cfg.perf {
+		for _, t := range order {
+			if t.http == "" || t.proc == nil {
+				continue
+			}
+			logf("perf: %s", t.name)
+			prof, err := profileRun(ctx, e, wo, t)
+			if err != nil {
+				rep.note("%s profile: %v", t.name, err)
+				continue
+			}
+			rep.profiles[t.name] = prof
 		}
 	}
 	if !cfg.tls {

@@ -22,12 +22,13 @@ type report struct {
 	l7        map[string][]wrkResult
 	idle      map[string]idleResult
 	dl, hs    map[string][]tlsResult
+	profiles  map[string]string
 	notes     []string
 }
 
 func newReport(cfg config, root string) *report {
 	return &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
-		l7: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}}
+		l7: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
 }
 
 func (r *report) note(format string, args ...any) {
@@ -129,6 +130,14 @@ func (r *report) markdown() string {
 	r.idleTable(&b)
 	if r.cfg.tls {
 		r.tlsTable(&b)
+	}
+	if len(r.profiles) > 0 {
+		fmt.Fprintf(&b, "## Where the proxies spend CPU (perf, cpu-clock, one extra %s wrk run, inclusive, symbols ≥ 3%%, columns: with children, self)\n\n", r.cfg.duration)
+		for _, t := range r.targets {
+			if p, ok := r.profiles[t.name]; ok {
+				fmt.Fprintf(&b, "%s:\n\n```\n%s\n```\n\n", t.name, p)
+			}
+		}
 	}
 	var missing []string
 	for _, t := range r.targets {
