@@ -677,3 +677,18 @@ func TestDeadH2CHostFailsOver(t *testing.T) {
 		t.Fatal("dead h2c host not degraded")
 	}
 }
+
+// TestClientCannotDegradeHosts: a request ReverseProxy refuses for the
+// client's sake (an invalid Upgrade) does not take the host out of
+// rotation.
+func TestClientCannotDegradeHosts(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	out, _ := e.rawExchange("GET / HTTP/1.1\r\nHost: hello.apps.test\r\nConnection: Upgrade\r\nUpgrade: bad\xffproto\r\nConnection: close\r\n\r\n")
+	if !strings.HasPrefix(out, "HTTP/1.1 502") {
+		t.Fatalf("answered %q, want ReverseProxy's refusal", out)
+	}
+	if e.b.Host("h1").Health.Degraded(time.Now()) {
+		t.Fatalf("a client's bad Upgrade degraded the host (answer %q)", out)
+	}
+}

@@ -246,10 +246,12 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 	reason := reasonFor(err)
 	p.opts.Metrics.UpstreamErrors.WithLabelValues(a.app, reason).Inc()
 	dial := isDial(err)
-	// Passive health (DESIGN §4): a connect failure, or a transport
-	// failure that is neither the client leaving nor a slow answer, cools
-	// the host down.
-	if dial || reason == metrics.ReasonOther {
+	// Passive health (DESIGN §4): a connect failure, or the host's
+	// connection breaking (reset, closed mid-response), cools the host
+	// down. Not a slow answer, not the client leaving, and not
+	// ReverseProxy's own refusals (a client's bad Upgrade), which a
+	// client could otherwise use to take hosts out of rotation.
+	if dial || (reason == metrics.ReasonOther && isConnBroken(err)) {
 		a.host.Health.Fail(p.opts.Now())
 	}
 	if dial && !a.body.touched() {

@@ -172,3 +172,22 @@ func TestNotRouted(t *testing.T) {
 		t.Fatalf("%d %v", w.Code, w.Header())
 	}
 }
+
+func TestIsConnBroken(t *testing.T) {
+	yes := []error{
+		&net.OpError{Op: "read", Err: syscall.ECONNRESET},
+		fmt.Errorf("x: %w", io.ErrUnexpectedEOF),
+		io.EOF,
+	}
+	no := []error{errors.New(`client tried to switch to invalid protocol "x"`), context.Canceled}
+	for _, err := range yes {
+		if !isConnBroken(err) {
+			t.Errorf("%v should count against the host", err)
+		}
+	}
+	for _, err := range no {
+		if isConnBroken(err) {
+			t.Errorf("%v should not count against the host", err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 
@@ -83,6 +84,13 @@ func detailFor(status int, err error) string {
 func isDial(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// isConnBroken reports whether err is the host's connection failing under
+// a request: a network error, or the connection closing early.
+func isConnBroken(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func isTimeout(err error) bool {
