@@ -215,16 +215,33 @@ func (d *Discovery) enqueueLocked(id string, e *entry) {
 	}
 }
 
+// After a table rebuild the flusher waits twice as long as the rebuild
+// took (at most maxFlushGap) before the next one: a lone event on a small
+// table is published at once, while a burst on a large one (a fleet
+// reconnecting) is folded into few rebuilds, each of which sorts every
+// host, so rebuilding never takes more than a third of a core.
+const maxFlushGap = 50 * time.Millisecond
+
 // flusher publishes dirty hosts to the builder in batches.
 func (d *Discovery) flusher(ctx context.Context) {
+	gap := time.NewTimer(0)
+	defer gap.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			d.flush()
 			return
 		case <-d.flushc:
-			d.flush()
 		}
+		select {
+		case <-ctx.Done():
+			d.flush()
+			return
+		case <-gap.C:
+		}
+		t0 := time.Now()
+		d.flush()
+		gap.Reset(min(2*time.Since(t0), maxFlushGap))
 	}
 }
 
