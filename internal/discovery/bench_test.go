@@ -75,7 +75,11 @@ func BenchmarkDiscovery10kHosts(b *testing.B) {
 	const n = 10000
 	for range b.N {
 		b.StopTimer()
-		e := start(b, "", func(o *discovery.Options) { o.HeartbeatInterval = time.Minute; o.HostTTL = time.Hour; o.VerifyTimeout = 0 })
+		e := start(b, "", func(o *discovery.Options) {
+			o.HeartbeatInterval = time.Minute
+			o.HostTTL = time.Hour
+			o.VerifyTimeout = 0
+		})
 		addr, _, pub, enrol := anyHostServer(b)
 		ids := make([]string, n)
 		for i := range ids {
