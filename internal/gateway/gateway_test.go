@@ -692,3 +692,22 @@ func TestClientCannotDegradeHosts(t *testing.T) {
 		t.Fatalf("a client's bad Upgrade degraded the host (answer %q)", out)
 	}
 }
+
+// TestBrokenClientBodyDoesNotDegrade: a client whose chunked body breaks
+// mid-way gets 400 (or nothing, once gone), and the host stays in
+// rotation.
+func TestBrokenClientBodyDoesNotDegrade(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	for _, tail := range []string{"zz\r\n", "3\r\nabcXY"} { // a bad chunk size; bad chunk end
+		out, _ := e.rawExchange("POST / HTTP/1.1\r\nHost: hello.apps.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n" + tail)
+		if !strings.HasPrefix(out, "HTTP/1.1 400 ") || !strings.Contains(out, "problem+json") {
+			t.Errorf("broken body answered %q, want a 400 problem", out)
+		}
+		if e.b.Host("h1").Health.Degraded(time.Now()) {
+			t.Fatalf("a client's broken body degraded the host (answer %q)", out)
+		}
+	}
+}

@@ -21,6 +21,7 @@ const (
 	ReasonTimeout  = "timeout"  // no response in time
 	ReasonCanceled = "canceled" // the client went away
 	ReasonNoHost   = "no_host"  // no routable host for the app
+	ReasonBadBody  = "bad_body" // the client's request body could not be read
 	ReasonOther    = "other"    // any other transport error
 )
 
@@ -55,7 +56,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 		}, []string{"app"}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "gatehouse", Name: "upstream_errors_total",
-			Help: "Failed upstream attempts, by app and reason (dial, timeout, canceled, no_host, other).",
+			Help: "Failed upstream attempts, by app and reason (dial, timeout, canceled, no_host, bad_body, other).",
 		}, []string{"app", "reason"}),
 		ActiveConnections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "gatehouse", Name: "active_connections",

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -243,18 +244,31 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 		p.answer(w, nil, metrics.AppNone, nil, err)
 		return
 	}
+	// The client's side failing surfaces as a transport error too: name
+	// it for what it is, so it maps to 499 (or 400) and never counts
+	// against the host.
+	client := false
+	if cerr := out.Context().Err(); cerr != nil {
+		client = true
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+	} else if a.body.readErr() != nil {
+		client = true
+		err = fmt.Errorf("%w: %w", errBadBody, err)
+	}
 	reason := reasonFor(err)
 	p.opts.Metrics.UpstreamErrors.WithLabelValues(a.app, reason).Inc()
 	dial := isDial(err)
 	// Passive health (DESIGN §4): a connect failure, or the host's
 	// connection breaking (reset, closed mid-response), cools the host
-	// down. Not a slow answer, not the client leaving, and not
-	// ReverseProxy's own refusals (a client's bad Upgrade), which a
-	// client could otherwise use to take hosts out of rotation.
-	if dial || (reason == metrics.ReasonOther && isConnBroken(err)) {
+	// down. Not a slow answer, not the client leaving or sending a broken
+	// body, and not ReverseProxy's own refusals (a client's bad Upgrade):
+	// a client could otherwise take hosts out of rotation.
+	if !client && (dial || (reason == metrics.ReasonOther && isConnBroken(err))) {
 		a.host.Health.Fail(p.opts.Now())
 	}
-	if dial && !a.body.touched() {
+	if !client && dial && !a.body.touched() {
 		a.failed = err
 		p.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "proxy: host unreachable",
 			slog.String("app", a.app), slog.String("host_id", a.host.ID), slog.String("error", err.Error()))
@@ -264,18 +278,35 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 }
 
 // trackedBody tells whether the request body was read at all, so that a
-// request is only ever sent to a second host if the first got no byte.
+// request is only ever sent to a second host if the first got no byte,
+// and whether reading it failed (the client's fault, not the host's).
+// The transport reads it on its own goroutine.
 type trackedBody struct {
 	io.ReadCloser
 	read atomic.Bool
+	err  atomic.Pointer[error]
 }
 
 func (b *trackedBody) Read(p []byte) (int, error) {
 	b.read.Store(true)
-	return b.ReadCloser.Read(p)
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
 }
 
 func (b *trackedBody) touched() bool { return b != nil && b.read.Load() }
+
+func (b *trackedBody) readErr() error {
+	if b == nil {
+		return nil
+	}
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
 
 // bufferPool recycles ReverseProxy's copy buffers (32 KiB each) instead of
 // allocating one per response. Arrays, not slices, go in the pool so that

@@ -121,6 +121,7 @@ func TestStatusFor(t *testing.T) {
 		{ErrNoHost, 503, "no_host"},
 		{ErrNoRoutableHost, 502, "no_host"},
 		{errNotApp, 500, "other"},
+		{fmt.Errorf("%w: %w", errBadBody, io.ErrUnexpectedEOF), 400, "bad_body"},
 	}
 	for _, tt := range tests {
 		if got := statusFor(tt.err); got != tt.status {

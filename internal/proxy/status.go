@@ -22,6 +22,8 @@ var (
 	ErrUnreachable = errors.New("proxy: every host is unreachable")
 	// errNotApp: dispatch was reached without a routed app; a wiring bug.
 	errNotApp = errors.New("proxy: request was not routed to an app")
+	// errBadBody: the client's request body could not be read (400).
+	errBadBody = errors.New("proxy: the request body could not be read")
 )
 
 // StatusClientClosed is logged (never sent) when the client went away
@@ -44,6 +46,8 @@ func statusFor(err error) int {
 		return http.StatusGatewayTimeout
 	case errors.Is(err, errNotApp):
 		return http.StatusInternalServerError
+	case errors.Is(err, errBadBody):
+		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway
 }
@@ -59,6 +63,8 @@ func reasonFor(err error) string {
 		return metrics.ReasonDial
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return metrics.ReasonTimeout
+	case errors.Is(err, errBadBody):
+		return metrics.ReasonBadBody
 	}
 	return metrics.ReasonOther
 }
@@ -75,6 +81,8 @@ func detailFor(status int, err error) string {
 		return "the app did not answer in time"
 	case status == http.StatusBadGateway:
 		return "the app is unreachable"
+	case status == http.StatusBadRequest:
+		return "the request body could not be read"
 	}
 	return "the request could not be proxied"
 }
