@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 # Debian packages the tests need: a real ACME server and a real browser.
 DEB_PACKAGES := pebble chromium
-FUZZTIME ?= 8s
+FUZZTIME ?= 20000x
 
 .PHONY: test deps vet fmt-check unit fuzz bench build demo
 

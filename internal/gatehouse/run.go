@@ -26,6 +26,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/gateway"
 	"github.com/gatehouse-dev/gatehouse/internal/peers"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/proxy"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
@@ -236,6 +237,9 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 			NoAffinity: !cfg.Cluster.Affinity, NoFailover: !cfg.Cluster.Failover,
 			Deadline: cfg.Cluster.Deadline,
 		},
+		// The local attempt must end within the cluster deadline so failover
+		// still has time (DESIGN §5.2); the proxy bounds it, not affinity.
+		Proxy:     proxy.Options{ResponseHeaderTimeout: min(30*time.Second, cfg.Cluster.Deadline)},
 		AccessLog: true,
 	})
 	if err != nil {
