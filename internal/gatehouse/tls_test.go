@@ -1,0 +1,127 @@
+package gatehouse
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// selfSigned returns a certificate for name, as a host that terminates
+// TLS itself would have.
+func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k, Leaf: c}, pool
+}
+
+// Through the whole assembly: a passthrough app's TLS reaches its host
+// untouched (the client sees the host's own certificate), while an http
+// app on the same listener is terminated by the gateway.
+func TestHTTPSPassthroughAndTerminate(t *testing.T) {
+	r := start(t, testConfig(t))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/vault", `{"mode":"passthrough"}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	if code, body := r.control(t, "PUT", "/api/v3/apps/web", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	cert, pool := selfSigned(t, "vault.test.local")
+	// The tls host answers the gateway's challenge over TLS with the same
+	// certificate, and serves the app's own HTTPS.
+	startTLSHost(t, r, "vault-1", "vault", cert, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "plaintext only the host saw")
+	}))
+	startHost(t, r, "web-1", "web", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "terminated") }))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		tbl := r.g.Live().Load()
+		return len(tbl.Pool("vault")) == 1 && len(tbl.Pool("web")) == 1
+	}, "hosts not routable")
+
+	httpsAddr := r.g.Addrs().HTTPS
+	get := func(name string, cfg *tls.Config) (*http.Response, string) {
+		t.Helper()
+		tr := &http.Transport{TLSClientConfig: cfg, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
+		}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + name + "/")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+
+	resp, body := get("vault.test.local", &tls.Config{RootCAs: pool})
+	if body != "plaintext only the host saw" {
+		t.Fatalf("passthrough body %q", body)
+	}
+	if got := resp.TLS.PeerCertificates[0].Subject.CommonName; got != "vault.test.local" {
+		t.Fatalf("client saw certificate %q, not the host's", got)
+	}
+
+	resp, body = get("web.test.local", &tls.Config{InsecureSkipVerify: true}) // the bootstrap certificate is self-issued
+	if body != "terminated" || resp.Header.Get("X-Gatehouse-Cluster") != "one" {
+		t.Fatalf("terminated: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if resp.TLS.PeerCertificates[0].Equal(cert.Leaf) || resp.TLS.PeerCertificates[0].Subject.CommonName == "vault.test.local" {
+		t.Fatal("the gateway served the passthrough host's certificate")
+	}
+}
+
+// startTLSHost runs a host with scheme tls: it terminates TLS itself, for
+// the gateway's challenge and for its app's clients alike.
+func startTLSHost(t *testing.T, r *running, id, app string, cert tls.Certificate, h http.Handler) {
+	t.Helper()
+	key, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
+	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/"+id, fmt.Sprintf(`{"public_key":%q,"apps":[%q]}`, pub, app)); code != 200 {
+		t.Fatalf("enrol %s: %d %s", id, code, body)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
+	hh, err := host.New(host.Options{Conn: nc, Cluster: "one", HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), Scheme: "tls", HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hh.Wrap(h)}
+	go srv.Serve(ln)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); hh.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+}
