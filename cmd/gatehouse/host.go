@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+)
+
+// hostFlags are `gatehouse host`'s settings.
+type hostFlags struct {
+	bus, cluster, id, keyFile, addr, advertise, upstream, scheme string
+	apps                                                         []string
+	heartbeat, drain, grace                                      time.Duration
+}
+
+func parseHostFlags(args []string, stderr io.Writer) (*hostFlags, error) {
+	f := &hostFlags{}
+	fs := flag.NewFlagSet("gatehouse host", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.bus, "bus", "nats://127.0.0.1:4222", "bus URL; several comma separated for a NATS cluster")
+	fs.StringVar(&f.cluster, "cluster", "", "cluster id (required)")
+	fs.StringVar(&f.id, "id", "", "host id, as enrolled (required)")
+	fs.StringVar(&f.keyFile, "key", "", "PKCS#8 PEM Ed25519 private key file, from 'gatehouse keygen' (required)")
+	fs.Func("app", "app this host serves (required; repeatable)", func(s string) error { f.apps = append(f.apps, s); return nil })
+	fs.StringVar(&f.addr, "addr", "", "listen address, host:port (required); a port of 0 picks a free one")
+	fs.StringVar(&f.advertise, "advertise", "", "address to announce, if not the listen address; a listen address without a host (\":8081\", \"0.0.0.0:8081\") announces 127.0.0.1 unless this is set")
+	fs.StringVar(&f.upstream, "upstream", "", "URL of the app to proxy to, http:// or https:// (required)")
+	fs.StringVar(&f.scheme, "scheme", "http", "how gateways reach this sidecar: http or h2c (h2c also speaks h2c to the upstream)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", host.DefaultHeartbeatInterval, "heartbeat interval; must match the gateways'")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.DurationVar(&f.grace, "leave-grace", time.Second, "on SIGTERM, how long to keep accepting after leave, while gateways stop picking this host")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gatehouse host -bus URL -cluster ID -id HOST_ID -key FILE -app APP [-app APP...] -addr LISTEN_ADDR -upstream URL [-scheme http]\n\n"+
+			"Listens on -addr, answers the gateway's challenge itself, proxies everything else to\n-upstream, and announces, heartbeats and (on SIGTERM) leaves on the bus, then drains.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("host: unexpected argument %q", fs.Arg(0))
+	}
+	for name, v := range map[string]string{"-cluster": f.cluster, "-id": f.id, "-key": f.keyFile, "-addr": f.addr, "-upstream": f.upstream} {
+		if v == "" {
+			return nil, fmt.Errorf("host: %s is required", name)
+		}
+	}
+	if len(f.apps) == 0 {
+		return nil, errors.New("host: at least one -app is required")
+	}
+	for _, a := range f.apps {
+		if !host.ValidApp(a) {
+			return nil, fmt.Errorf("host: -app %q is not an app id (a DNS label)", a)
+		}
+	}
+	if !host.ValidCluster(f.cluster) {
+		return nil, fmt.Errorf("host: -cluster %q is not a DNS label", f.cluster)
+	}
+	if !host.ValidHostID(f.id) {
+		return nil, fmt.Errorf("host: -id %q invalid (1-128 of A-Z a-z 0-9 . _ -)", f.id)
+	}
+	if f.scheme != host.SchemeHTTP && f.scheme != host.SchemeH2C {
+		return nil, fmt.Errorf("host: -scheme %q: the sidecar serves http or h2c (embed the host package to terminate TLS)", f.scheme)
+	}
+	if f.drain <= 0 || f.grace < 0 || f.heartbeat <= 0 {
+		return nil, errors.New("host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative")
+	}
+	return f, nil
+}
+
+// announceAddr is what the sidecar announces for listener address la: the
+// -advertise value if given, else la with an unspecified or empty host
+// replaced by 127.0.0.1 (reachable only by a gateway on the same machine;
+// set -advertise otherwise).
+func announceAddr(advertise, listen string, la net.Addr) (string, error) {
+	if advertise != "" {
+		return advertise, host.CheckAddr(advertise)
+	}
+	h, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	_, port, _ := net.SplitHostPort(la.String())
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		h = "127.0.0.1"
+	}
+	a := net.JoinHostPort(h, port)
+	return a, host.CheckAddr(a)
+}
+
+// runHost is `gatehouse host`, the sidecar of DESIGN §4: it serves -addr,
+// answers the challenge path itself, proxies the rest to -upstream and runs
+// the host protocol. When ctx ends (SIGTERM) it sends leave, keeps
+// accepting for -leave-grace, then stops accepting and waits up to
+// -drain-timeout for in-flight requests.
+func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseHostFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	up, err := url.Parse(f.upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return fmt.Errorf("host: -upstream %q must be an http:// or https:// URL", f.upstream)
+	}
+	key, err := host.LoadKey(f.keyFile)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("host_id", f.id)
+
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("host: listen: %w", err)
+	}
+	defer ln.Close()
+	addr, err := announceAddr(f.advertise, f.addr, ln.Addr())
+	if err != nil {
+		return fmt.Errorf("host: announce address: %v", err)
+	}
+
+	nc, err := nats.Connect(f.bus, nats.Name("gatehouse host "+f.id), nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		return fmt.Errorf("host: bus %s: %w", f.bus, err)
+	}
+	defer nc.Close()
+
+	var inflight atomic.Int64
+	h, err := host.New(host.Options{
+		Conn: nc, Cluster: f.cluster, HostID: f.id, Key: key, Apps: f.apps, Addr: addr,
+		Scheme: f.scheme, HeartbeatInterval: f.heartbeat, Inflight: inflight.Load, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h.Wrap(counted(&inflight, sidecarProxy(up, f.scheme, logger))),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	if f.scheme == host.SchemeH2C {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
+	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
+		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, f.bus)
+	return serveSidecar(ctx, srv, ln, h, f, logger)
+}
+
+// serveSidecar runs the server and the host protocol until ctx ends, then
+// leaves and drains, in that order.
+func serveSidecar(ctx context.Context, srv *http.Server, ln net.Listener, h *host.Host, f *hostFlags, logger *slog.Logger) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	hctx, stopHost := context.WithCancel(context.Background())
+	defer stopHost()
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(hctx) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		stopHost()
+		<-ran
+		return fmt.Errorf("host: serve: %w", err)
+	case err := <-ran:
+		srv.Close()
+		<-served
+		return err
+	}
+	stopHost() // sends leave and flushes it
+	if err := <-ran; err != nil {
+		logger.Warn("host: protocol stopped with an error", "err", err)
+	}
+	// Gateways stop picking us once they see leave; requests they picked
+	// just before still arrive, so keep accepting a little longer.
+	t := time.NewTimer(f.grace)
+	<-t.C
+	dctx, cancel := context.WithTimeout(context.Background(), f.drain)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	<-served
+	if err != nil {
+		return fmt.Errorf("host: drain: %w", err)
+	}
+	logger.Info("host: drained")
+	return nil
+}
+
+// counted tracks requests in progress for heartbeats.
+func counted(n *atomic.Int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		defer n.Add(-1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sidecarProxy forwards to up, keeping the Host the gateway sent (the
+// app's own name) and the gateway's X-Forwarded-* and X-Gatehouse-*
+// headers as they are.
+func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	if scheme == host.SchemeH2C && up.Scheme == "http" {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return &httputil.ReverseProxy{
+		Transport: tr,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			pr.Out.Host = pr.In.Host
+			// Rewrite strips these from Out; the gateway's values are the
+			// ones the app must see.
+			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+				if v, ok := pr.In.Header[k]; ok {
+					pr.Out.Header[k] = v
+				}
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/discovery"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// enrolled is an in-memory enrolment table with the store's method shape.
+type enrolled map[string]*route.HostKey
+
+func (e enrolled) GetHostKey(_ context.Context, id string) (*route.HostKey, error) {
+	if k := e[id]; k != nil {
+		return k, nil
+	}
+	return nil, errors.New("not found")
+}
+
+// syncBuffer is a bytes.Buffer safe for the sidecar's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The sidecar against a real gateway-side discovery: it is verified over
+// the bus and its challenge path, proxies to the upstream with the Host
+// and gateway headers intact, and on SIGTERM leaves, then finishes the
+// request in flight before it exits.
+func TestHostSidecar(t *testing.T) {
+	ns := testutil.StartBus(t)
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+
+	var challengesSeen atomic.Int32
+	release := make(chan struct{})
+	slowStarted := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case host.ChallengePath:
+			challengesSeen.Add(1)
+		case "/slow":
+			close(slowStarted)
+			<-release
+		}
+		io.WriteString(w, r.Host+" "+r.URL.Path+" "+r.Header.Get("X-Gatehouse-Request-Id")+" "+r.Header.Get("X-Forwarded-For"))
+	}))
+	defer upstream.Close()
+	defer close(release)
+
+	live := new(route.Live)
+	d, err := discovery.New(discovery.Options{
+		Conn: testutil.Connect(t, ns.ClientURL()), Cluster: "c1", GatewayID: "gw-1",
+		Builder: route.NewBuilder(live), HeartbeatInterval: 100 * time.Millisecond, HostTTL: 5 * time.Second,
+		Keys: enrolled{"side-1": {HostID: "side-1", PublicKey: host.PublicKeyString(k.Public().(ed25519.PublicKey)), Apps: []string{"hello"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dstop := context.WithCancel(context.Background())
+	ddone := make(chan error, 1)
+	go func() { ddone <- d.Run(dctx) }()
+	defer func() { dstop(); <-ddone }()
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	defer sigterm()
+	var stdout, stderr syncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "side-1", "-key", keyFile,
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-heartbeat", "100ms", "-leave-grace", "50ms"}, &stdout, &stderr)
+	}()
+	routable := func() bool {
+		return slices.ContainsFunc(live.Load().Pool("hello"), func(h *route.Host) bool { return h.ID == "side-1" })
+	}
+	testutil.WaitFor(t, 3*time.Second, routable, "sidecar not verified")
+	if !strings.Contains(stdout.String(), "gatehouse host side-1: serving 127.0.0.1:") {
+		t.Fatalf("stdout %q", stdout.String())
+	}
+	addr := live.Load().Pool("hello")[0].Addr
+	if challengesSeen.Load() != 0 {
+		t.Fatal("the challenge reached the upstream")
+	}
+
+	req, _ := http.NewRequest("GET", "http://"+addr+"/x", nil)
+	req.Host = "hello.localhost"
+	req.Header.Set("X-Gatehouse-Request-Id", "r1")
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello.localhost /x r1 203.0.113.7" {
+		t.Fatalf("proxied body %q", body)
+	}
+
+	// A request in flight when SIGTERM comes finishes.
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		slow <- resp.Status + " " + string(b)
+	}()
+	<-slowStarted
+	sigterm()
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		hi, _ := d.Host("side-1")
+		return hi.State == route.HostDraining && !routable()
+	}, "not draining after SIGTERM")
+	select {
+	case err := <-exited:
+		t.Fatalf("exited with a request in flight: %v", err)
+	default:
+	}
+	release <- struct{}{}
+	if got := <-slow; !strings.HasPrefix(got, "200 OK") {
+		t.Fatalf("in-flight request: %s", got)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("runHost: %v\n%s", err, stderr.String())
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Fatal("still listening after exit")
+	}
+}
+
+func TestHostFlags(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "k.pem")
+	k, _ := host.GenerateKey()
+	host.WriteKey(keyFile, k)
+	base := []string{"-cluster", "c1", "-id", "h1", "-key", keyFile, "-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}
+	without := func(flag string) []string {
+		i := slices.Index(base, flag)
+		return slices.Delete(slices.Clone(base), i, i+2)
+	}
+	for name, args := range map[string][]string{
+		"no cluster":   without("-cluster"),
+		"no id":        without("-id"),
+		"no key":       without("-key"),
+		"no app":       without("-app"),
+		"no addr":      without("-addr"),
+		"no upstream":  without("-upstream"),
+		"https scheme": append(slices.Clone(base), "-scheme", "https"),
+		"bad upstream": append(without("-upstream"), "-upstream", "ftp://x"),
+		"missing key":  append(without("-key"), "-key", filepath.Join(dir, "none")),
+		"bad app":      append(without("-app"), "-app", "Bad_App"),
+		"bad id":       append(without("-id"), "-id", "a b"),
+		"bad cluster":  append(without("-cluster"), "-cluster", "C1"),
+		"extra arg":    append(slices.Clone(base), "extra"),
+		"bad listen":   append(without("-addr"), "-addr", "nonsense"),
+	} {
+		var out, errb bytes.Buffer
+		if err := runHost(t.Context(), args, &out, &errb); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestAnnounceAddr(t *testing.T) {
+	la := &net.TCPAddr{IP: net.IPv4zero, Port: 8081}
+	for _, tc := range []struct{ advertise, listen, want string }{
+		{"", ":8081", "127.0.0.1:8081"},
+		{"", "0.0.0.0:0", "127.0.0.1:8081"},
+		{"", "[::]:8081", "127.0.0.1:8081"},
+		{"", "10.1.2.3:8081", "10.1.2.3:8081"},
+		{"web-1.internal:443", ":8081", "web-1.internal:443"},
+	} {
+		got, err := announceAddr(tc.advertise, tc.listen, la)
+		if err != nil || got != tc.want {
+			t.Errorf("announceAddr(%q, %q) = %q, %v; want %q", tc.advertise, tc.listen, got, err, tc.want)
+		}
+	}
+	if _, err := announceAddr(":1", ":8081", la); err == nil {
+		t.Error("an advertise address without a host was accepted")
+	}
+}
