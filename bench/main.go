@@ -191,7 +191,7 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 	}
 	rep := newReport(cfg, root)
 
-	e := &env{dir: dir, ps: ps, cores: runtime.NumCPU(), maxConns: cfg.idle + cfg.conns + 1024}
+	e := &env{dir: dir, ps: ps, cores: runtime.NumCPU(), maxConns: cfg.idle + cfg.conns + 1024, noFile: int(limit)}
 	certFile, keyFile, roots, err := writeCert(dir)
 	if err != nil {
 		return err
@@ -302,6 +302,10 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 	if cfg.idle > 0 {
 		for _, t := range order {
 			if t.http == "" {
+				continue
+			}
+			if t.maxIdle > 0 && cfg.idle > t.maxIdle {
+				rep.note("%s idle test skipped: it can hold %d connections with RLIMIT_NOFILE %d (2 FDs each)", t.name, t.maxIdle, e.noFile)
 				continue
 			}
 			logf("idle: %d connections to %s", cfg.idle, t.name)

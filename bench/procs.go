@@ -197,7 +197,12 @@ func raiseNoFile(want uint64) (uint64, error) {
 		return 0, err
 	}
 	if r.Max < want && os.Geteuid() == 0 {
-		r.Max = want
+		// Root may raise the hard limit too, unless a container took
+		// CAP_SYS_RESOURCE away; then the hard limit it has must do.
+		up := syscall.Rlimit{Cur: want, Max: want}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up) == nil {
+			r = up
+		}
 	}
 	r.Cur = r.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
