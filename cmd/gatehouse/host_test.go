@@ -217,3 +217,54 @@ func TestAnnounceAddr(t *testing.T) {
 		t.Error("an advertise address without a host was accepted")
 	}
 }
+
+// With -scheme h2c the sidecar speaks HTTP/2 cleartext on both sides, as
+// gRPC backends need.
+func TestHostSidecarH2C(t *testing.T) {
+	ns := testutil.StartBus(t)
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	upstream.Config.Protocols = new(http.Protocols)
+	upstream.Config.Protocols.SetUnencryptedHTTP2(true)
+	upstream.Start()
+	defer upstream.Close()
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "grpc-1", "-key", keyFile,
+			"-app", "rpc", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-scheme", "h2c", "-leave-grace", "0s"}, &stdout, &stderr)
+	}()
+	defer func() {
+		sigterm()
+		if err := <-exited; err != nil {
+			t.Error(err)
+		}
+	}()
+	var addr string
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, rest, ok := strings.Cut(stdout.String(), "serving ")
+		addr, _, _ = strings.Cut(rest, " ")
+		return ok && addr != ""
+	}, "sidecar did not start")
+
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || string(b) != "HTTP/2.0" {
+		t.Fatalf("client saw %s, upstream saw %q", resp.Proto, b)
+	}
+}
