@@ -63,17 +63,28 @@ func (s *Server) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 // Listen binds UDP and TCP on Addr, so that a port conflict is reported
 // before anything else starts. Serve them with [Server.Serve].
 func (s *Server) Listen() (net.PacketConn, net.Listener, error) {
-	pc, err := net.ListenPacket("udp", s.opts.Addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dns: %w", err)
+	_, port, _ := net.SplitHostPort(s.opts.Addr)
+	// With port 0 the kernel picks the UDP port, and TCP must get the same
+	// one; another process may hold it on TCP, so pick again a few times.
+	tries := 1
+	if port == "0" {
+		tries = 20
 	}
-	// TCP on the port UDP got, so ":0" in tests yields one port for both.
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
+	var err error
+	for range tries {
+		var pc net.PacketConn
+		pc, err = net.ListenPacket("udp", s.opts.Addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns: %w", err)
+		}
+		var ln net.Listener
+		ln, err = net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln, nil
+		}
 		pc.Close()
-		return nil, nil, fmt.Errorf("dns: %w", err)
 	}
-	return pc, ln, nil
+	return nil, nil, fmt.Errorf("dns: %w", err)
 }
 
 // Serve answers on pc and ln until ctx ends, then shuts both down.

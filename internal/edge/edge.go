@@ -156,7 +156,11 @@ func (e *Edge) Run(ctx context.Context) error {
 	}
 	if e.httpLn != nil {
 		plain = e.server(e.httpHandler())
-		e.serve(plain, trackingListener{e.httpLn, e.conns}, errc)
+		var ln net.Listener = trackingListener{e.httpLn, e.conns}
+		if e.opts.WrapHTTP != nil {
+			ln = e.opts.WrapHTTP(ln)
+		}
+		e.serve(plain, ln, errc)
 	}
 	if e.ln != nil {
 		l7 = e.server(e.limits(e.opts.Handler))

@@ -64,6 +64,13 @@ type Options struct {
 	// name. nil: every connection is terminated.
 	Passthrough func(serverName string) (Dial, bool)
 
+	// WrapHTTP wraps the plaintext http listener, for a guard that must see
+	// the raw bytes of each connection before Go's server parses them
+	// (gateway.GuardListener refuses request-smuggling framings the server
+	// would otherwise accept). It is not applied to https: wrapping a
+	// *tls.Conn would hide r.TLS and HTTP/2. nil: no wrapper.
+	WrapHTTP func(net.Listener) net.Listener
+
 	// MaxRequestLine bounds the request line (method, target, version):
 	// longer gets 414. Zero means 8 KiB.
 	MaxRequestLine int

@@ -194,3 +194,39 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("metrics lack the hello app:\n%.2000s", mb)
 	}
 }
+
+// Desync framings are refused on the plaintext listener with 400 and a
+// closed connection, before any host could see them (DESIGN §2 step 4).
+func TestFramingRefusedOnHTTPListener(t *testing.T) {
+	r := start(t, testConfig(t))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	seen := make(chan string, 8)
+	startHost(t, r, "h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		seen <- req.Method + " " + req.URL.Path
+	}))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host not routable")
+	for _, raw := range []string{
+		"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+		"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+	} {
+		c, err := net.Dial("tcp", r.g.Addrs().HTTP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, raw)
+		b, _ := io.ReadAll(c) // the gateway closes the connection
+		c.Close()
+		if !strings.HasPrefix(string(b), "HTTP/1.1 400") {
+			t.Errorf("%q: got %q", raw, b)
+		}
+	}
+	select {
+	case s := <-seen:
+		t.Fatalf("the host saw %s", s)
+	default:
+	}
+}

@@ -69,6 +69,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 			})
 		},
 		Passthrough:       edge.RoutePassthrough(&g.live, nil),
+		WrapHTTP:          gateway.GuardListener,
 		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
 		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,
