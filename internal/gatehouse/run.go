@@ -263,10 +263,16 @@ func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, 
 		static = append(static, cluster.Peer{ID: p.ID, URL: p.URL, PublicKey: pub})
 	}
 	self := cluster.Peer{ID: cfg.Cluster.ID, URL: cfg.Cluster.URL, PublicKey: key.Public().(ed25519.PublicKey)}
+	conn := b.Conn()
 	if self.URL == "" {
-		self.URL = "https://" + cfg.HTTPS.Addr
+		// Without cluster.url there is nothing peers could forward to, so
+		// this cluster is not announced on the bus (docs/config.md); the
+		// placeholder only names it in its own discovery answer, and peers
+		// that list it statically use their own URL for it.
+		self.URL = "https://" + cfg.Cluster.ID + ".invalid"
+		conn = nil
 	}
-	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: b.Conn(), Logger: g.log})
+	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: conn, Logger: g.log})
 }
 
 func (g *Gatehouse) tlsOptions(st *store.Store) tlsmgr.Options {
