@@ -89,7 +89,20 @@ func (d *Discovery) verifyHost(ctx context.Context, id string) {
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
 		d.m.failures.WithLabelValues(reason(err)).Inc()
 		d.opts.Logger.Warn("discovery: host verification failed", "host_id", id, "addr", ann.Addr, "reason", reason(err), "err", err)
+		if p := e.proven; p != nil {
+			// New claims failed: keep the proven ones, and prove them again
+			// now (the host may really have moved).
+			e.proven = nil
+			e.ann, e.verified, e.nextVerify = *p, true, time.Time{}
+			e.pub, _ = host.ParsePublicKey(p.PublicKey)
+			e.gen++
+			e.lastErr = "rejected new claims (addr " + ann.Addr + "): " + err.Error()
+		}
 	default:
+		if e.proven != nil {
+			e.proven = nil
+			d.markLocked(id) // publish the new claims
+		}
 		if !e.verified {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
 		}

@@ -51,7 +51,13 @@ type entry struct {
 	gen    uint64 // bumped by every announce; a result for an older gen is dropped
 	health *route.Health
 
-	verified   bool // the last verification for this gen passed
+	verified bool // the last verification for this gen passed
+	// proven holds the claims that last verified while different ones
+	// (ann) are being checked. The host stays routed by its proven claims
+	// until the check passes (the new ones take over) or fails (ann goes
+	// back to the proven ones), so a forged announce on the bus can never
+	// route to an unproven address nor take the host out of rotation.
+	proven     *host.Announce
 	verifiedAt time.Time
 	lastErr    string
 	nextVerify time.Time
@@ -71,7 +77,7 @@ func (e *entry) compute() route.HostState {
 	switch {
 	case e.draining:
 		return route.HostDraining
-	case !e.verified:
+	case !e.verified && e.proven == nil:
 		return route.HostProvisional
 	case e.stale || e.probeFail:
 		return route.HostUnhealthy
@@ -167,11 +173,12 @@ func (d *Discovery) Reverify(id string) error {
 }
 
 func (e *entry) info(now time.Time) route.HostInfo {
+	c := e.routed()
 	return route.HostInfo{
-		HostID:        e.ann.HostID,
-		Apps:          slices.Clone(e.ann.Apps),
-		Addr:          e.ann.Addr,
-		Scheme:        e.ann.Scheme,
+		HostID:        c.HostID,
+		Apps:          slices.Clone(c.Apps),
+		Addr:          c.Addr,
+		Scheme:        c.Scheme,
 		State:         e.state,
 		Degraded:      e.health.Degraded(now),
 		Inflight:      e.inflight,
@@ -262,20 +269,30 @@ func (d *Discovery) flush() {
 	d.opts.Builder.ApplyHosts(set, del)
 }
 
+// routed is the claims requests are routed by: the proven ones while new
+// claims are being checked, else the announced ones.
+func (e *entry) routed() *host.Announce {
+	if e.proven != nil && !e.verified {
+		return e.proven
+	}
+	return &e.ann
+}
+
 func (e *entry) routeHost() *route.Host {
+	c := e.routed()
 	h := &route.Host{
-		ID:     e.ann.HostID,
-		Apps:   e.ann.Apps,
-		Addr:   e.ann.Addr,
-		Scheme: e.ann.Scheme,
+		ID:     c.HostID,
+		Apps:   c.Apps,
+		Addr:   c.Addr,
+		Scheme: c.Scheme,
 		State:  e.state,
 		Health: e.health,
 	}
-	switch e.ann.Scheme {
+	switch c.Scheme {
 	case host.SchemeHTTP, host.SchemeH2C:
-		h.URL = &url.URL{Scheme: "http", Host: e.ann.Addr}
+		h.URL = &url.URL{Scheme: "http", Host: c.Addr}
 	case host.SchemeHTTPS:
-		h.URL = &url.URL{Scheme: "https", Host: e.ann.Addr}
+		h.URL = &url.URL{Scheme: "https", Host: c.Addr}
 	}
 	return h
 }
@@ -410,6 +427,10 @@ func (d *Discovery) announce(a host.Announce) {
 		d.opts.Logger.Info("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
 	}
 	if !sameClaims(e.ann, a) {
+		if e.verified {
+			prev := e.ann
+			e.proven = &prev // keeps routing to these until a check decides
+		}
 		e.verified, e.lastErr = false, ""
 		d.markLocked(a.HostID)
 	}

@@ -292,28 +292,54 @@ func TestReverifyRevokes(t *testing.T) {
 	}
 }
 
-// Changed claims make a verified host provisional at once; it must prove
-// the new address before it is routed to again.
-func TestClaimChangeIsProvisional(t *testing.T) {
+// Changed claims are routed to only once proven. Until then, and if they
+// fail, the host stays routed by the claims it proved: a forged announce
+// neither reaches an unproven address nor takes the host out.
+func TestClaimChangeNeedsProof(t *testing.T) {
 	e := start(t, "", nil)
 	k, pub := newKey(t)
-	e.keys.enrol("web-1", pub, "hello")
+	e.keys.enrol("web-1", pub, "hello", "shop")
 	cs := newChallengeServer(t, "web-1", k)
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
 	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
-	nowhere := httptest.NewServer(http.NotFoundHandler())
-	defer nowhere.Close()
-	moved := nowhere.Listener.Addr().String()
-	e.publish(host.KindAnnounce, announce("web-1", moved, pub, "hello"))
-	tu.WaitFor(t, time.Second, func() bool {
-		for _, h := range e.live.Load().Pool("hello") {
-			if h.Addr == moved {
-				t.Fatal("routable at an address it does not hold")
+	neverAt := func(addr string) func() {
+		return func() {
+			for _, h := range e.live.Load().Pool("hello") {
+				if h.Addr == addr {
+					t.Fatalf("routed to %s, which it does not hold", addr)
+				}
 			}
 		}
-		hi := e.info("web-1")
-		return hi.Addr == moved && hi.LastError != "" && !e.routable("hello", "web-1")
-	}, "move not verified")
+	}
+
+	// A forged announce: same id and key, an address the key holder does
+	// not hold.
+	nowhere := httptest.NewServer(http.NotFoundHandler())
+	defer nowhere.Close()
+	forged := nowhere.Listener.Addr().String()
+	before := e.failures("bad_response")
+	e.publish(host.KindAnnounce, announce("web-1", forged, pub, "hello"))
+	tu.WaitFor(t, 2*time.Second, func() bool {
+		neverAt(forged)()
+		if !e.routable("hello", "web-1") {
+			t.Fatal("a forged announce took the host out of rotation")
+		}
+		return e.failures("bad_response") > before && e.info("web-1").Addr == cs.addr
+	}, "forged claims not rejected")
+	if hi := e.info("web-1"); !strings.Contains(hi.LastError, forged) && hi.LastError != "" {
+		t.Fatalf("last error %q", hi.LastError)
+	}
+
+	// A real move (and a new app) is proven, then routed.
+	cs2 := newChallengeServer(t, "web-1", k)
+	e.publish(host.KindAnnounce, announce("web-1", cs2.addr, pub, "hello", "shop"))
+	tu.WaitFor(t, 2*time.Second, func() bool {
+		p := e.live.Load().Pool("shop")
+		return len(p) == 1 && p[0].Addr == cs2.addr && e.live.Load().Pool("hello")[0].Addr == cs2.addr
+	}, "proven move not routed")
+	if hi := e.info("web-1"); hi.State != route.HostVerified || hi.Addr != cs2.addr || hi.LastError != "" {
+		t.Fatalf("after move %+v", hi)
+	}
 }
 
 // A gateway that starts after its hosts asks them to announce, through

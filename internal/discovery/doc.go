@@ -19,8 +19,11 @@
 // A verification checks the enrolment first (the key for host_id must equal
 // the announced public_key and allow every claimed app), then challenges
 // the announced address. It is re-run on every announce and every Reverify.
-// A re-announce with unchanged claims keeps a verified host routable while
-// it is re-verified; changed claims make it provisional at once.
+// A re-announce keeps a verified host routed by the claims it proved while
+// the new ones are checked: changed claims (a new address, scheme, key or
+// app list) are routed to only once they verify, and if they fail the host
+// keeps its proven claims, so a forged announce on the bus can neither
+// route to an address the key holder does not hold nor take a host out.
 //
 // While the gateway's own bus connection is down, missing heartbeats say
 // nothing about hosts: staleness and removal are suspended and resume with
