@@ -1,0 +1,412 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Hygiene at the connection: the HTTP/1 framing guard (DESIGN §2 step 4;
+// the request-level checks are hygiene in layers.go).
+//
+// net/http accepts a request carrying both Content-Length and
+// Transfer-Encoding: chunked (it drops Content-Length, as RFC 9112 §6.3
+// allows an intermediary to), and leaves no trace of it for a handler to
+// see; it answers an unknown transfer coding 501. DESIGN §2 step 4 wants
+// both refused with 400 and the connection closed, above all on the
+// plaintext hop from a TLS-terminating load balancer, where such requests
+// are how front ends and back ends get desynchronized. The guard follows
+// the framing of the client's byte stream beside net/http: it holds back
+// each request head until it is complete, and a head that must be refused
+// is replaced by one net/http itself answers "400 Bad Request" with
+// Connection: close, after which the guard reads nothing more. Anything
+// it does not fully understand (HTTP/2 prior knowledge, CONNECT, an
+// Upgrade, an odd chunk line) ends its tracking and the bytes pass
+// through untouched, to net/http's own checks.
+
+// GuardListener wraps every connection l accepts with [GuardConn]. Use it
+// on plaintext HTTP/1 listeners (http serve mode); a *tls.Conn must stay
+// unwrapped for net/http to see TLS and negotiate HTTP/2.
+func GuardListener(l net.Listener) net.Listener { return guardListener{l} }
+
+type guardListener struct{ net.Listener }
+
+func (l guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return GuardConn(c), nil
+}
+
+// GuardConn wraps an HTTP/1 client connection with the framing guard. The
+// caller gives c up: Close closes it. Read must not be called
+// concurrently (net/http never does); Close may be.
+func GuardConn(c net.Conn) net.Conn { return &guardConn{Conn: c} }
+
+type guardConn struct {
+	net.Conn
+	f framer
+}
+
+func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
+
+// CloseWrite lets net/http half-close before it closes (its RST
+// avoidance), when the wrapped connection can.
+func (c *guardConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close closes the connection. After a refusal it first half-closes and
+// drains what the client still sends, briefly, so that the kernel does not
+// answer unread bytes with a reset that could destroy the 400 in flight.
+func (c *guardConn) Close() error {
+	if c.f.refused.Load() {
+		_ = c.CloseWrite()
+		_ = c.Conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		_, _ = io.CopyN(io.Discard, c.Conn, 256<<10)
+	}
+	return c.Conn.Close()
+}
+
+// Framer states: where in the client's byte stream the guard is.
+const (
+	stHead      uint8 = iota // expecting a request head
+	stBody                   // n bytes of a Content-Length body
+	stChunkLine              // a chunk-size line
+	stChunkData              // n bytes of chunk data
+	stChunkEnd               // the CRLF after chunk data (n: bytes of it seen)
+	stTrailer                // trailer lines, until an empty one
+	stPass                   // tracking ended: bytes pass through
+	stDone                   // refused: nothing more is read
+)
+
+// maxGuardHead bounds a held-back head (8 KiB request line and 64 KiB of
+// header fields, DESIGN §3, and slack): past it the head is released and
+// net/http answers 431 itself. maxGuardLine bounds a chunk or trailer line.
+const (
+	maxGuardHead = 80 << 10
+	maxGuardLine = 4 << 10
+)
+
+// refusal is the head handed to net/http in place of a refused one: a
+// header name with a space, which net/http answers "400 Bad Request" with
+// Connection: close.
+var refusal = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
+
+// framer tracks HTTP/1 request framing over a byte stream. Only the
+// reading goroutine touches it, except refused.
+type framer struct {
+	state   uint8
+	n       int64  // bytes left of a body or chunk; CRLF bytes seen
+	held    []byte // a head being held back, or the line being parsed
+	out     []byte // bytes released and not yet read
+	obuf    []byte // out's backing array, kept across refills
+	buf     []byte // read buffer
+	refused atomic.Bool
+}
+
+func (f *framer) read(src io.Reader, p []byte) (int, error) {
+	for {
+		if len(f.out) > 0 {
+			n := copy(p, f.out)
+			f.out = f.out[n:]
+			return n, nil
+		}
+		switch f.state {
+		case stPass:
+			return src.Read(p)
+		case stDone:
+			return 0, io.EOF
+		}
+		if f.buf == nil {
+			f.buf = make([]byte, 4<<10)
+		}
+		f.out = f.obuf[:0]
+		n, err := src.Read(f.buf)
+		f.feed(f.buf[:n])
+		f.obuf = f.out[:0]
+		if err != nil && len(f.out) == 0 {
+			if err == io.EOF && f.state == stHead && len(f.held) > 0 {
+				f.out, f.held = append(f.out, f.held...), f.held[:0] // a truncated head: net/http judges it
+				continue
+			}
+			// Not sticky: net/http aborts a background read with a past
+			// deadline and then reads on.
+			return 0, err
+		}
+	}
+}
+
+// feed runs b through the state machine, appending what may be released
+// to f.out.
+func (f *framer) feed(b []byte) {
+	for len(b) > 0 {
+		switch f.state {
+		case stPass:
+			f.out = append(f.out, b...)
+			return
+		case stDone:
+			return
+		case stHead:
+			b = f.feedHead(b)
+		case stBody, stChunkData:
+			k := int(min(int64(len(b)), f.n))
+			f.out = append(f.out, b[:k]...)
+			b, f.n = b[k:], f.n-int64(k)
+			if f.n == 0 {
+				if f.state == stBody {
+					f.state = stHead
+				} else {
+					f.state = stChunkEnd
+				}
+			}
+		case stChunkEnd:
+			if want := "\r\n"[f.n]; b[0] != want {
+				f.state = stPass
+				continue
+			}
+			f.out = append(f.out, b[0])
+			b = b[1:]
+			if f.n++; f.n == 2 {
+				f.state = stChunkLine
+			}
+		case stChunkLine, stTrailer:
+			b = f.feedLine(b)
+		}
+	}
+}
+
+// feedHead holds back bytes until a head is complete, then judges it. It
+// returns what follows the head in b.
+func (f *framer) feedHead(b []byte) []byte {
+	if len(f.held) == 0 { // CR/LF between requests: net/http's to skip or refuse
+		i := 0
+		for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+			i++
+		}
+		f.out = append(f.out, b[:i]...)
+		if b = b[i:]; len(b) == 0 {
+			return nil
+		}
+	}
+	start := len(f.held)
+	f.held = append(f.held, b...)
+	end := headEnd(f.held, start)
+	if end < 0 {
+		if len(f.held) > maxGuardHead {
+			f.out, f.held, f.state = append(f.out, f.held...), f.held[:0], stPass
+		}
+		return nil
+	}
+	rest := b[end-start:]
+	next, n, refuse := inspectHead(f.held[:end])
+	if refuse {
+		f.out, f.state = append(f.out, refusal...), stDone
+		f.refused.Store(true)
+		f.held = nil
+		return nil
+	}
+	f.out = append(f.out, f.held[:end]...)
+	f.held, f.state, f.n = f.held[:0], next, n
+	return rest
+}
+
+// feedLine passes a chunk-size or trailer line through while collecting
+// it, and moves on when it is complete.
+func (f *framer) feedLine(b []byte) []byte {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		f.out, f.held = append(f.out, b...), append(f.held, b...)
+		if len(f.held) > maxGuardLine {
+			f.held, f.state = f.held[:0], stPass
+		}
+		return nil
+	}
+	f.out, f.held = append(f.out, b[:i+1]...), append(f.held, b[:i+1]...)
+	line := f.held
+	f.held = f.held[:0]
+	if f.state == stTrailer {
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			f.state = stHead
+		}
+		return b[i+1:]
+	}
+	// A chunk-size line as net/http reads it: CRLF-terminated with no
+	// other CR, hex size before any ';' extension.
+	if len(line) < 3 || line[len(line)-2] != '\r' || bytes.IndexByte(line, '\r') != len(line)-2 {
+		f.state = stPass
+		return b[i+1:]
+	}
+	size, _, _ := bytes.Cut(line[:len(line)-2], []byte(";"))
+	n, ok := parseHex(size)
+	switch {
+	case !ok:
+		f.state = stPass
+	case n == 0:
+		f.state = stTrailer
+	default:
+		f.state, f.n = stChunkData, n
+	}
+	return b[i+1:]
+}
+
+// headEnd returns the index just past the empty line that ends the head
+// in h, looking from about from, or -1.
+func headEnd(h []byte, from int) int {
+	for i := max(from-2, 0); i < len(h); i++ {
+		if h[i] != '\n' {
+			continue
+		}
+		if i+1 < len(h) && h[i+1] == '\n' {
+			return i + 2
+		}
+		if i+2 < len(h) && h[i+1] == '\r' && h[i+2] == '\n' {
+			return i + 3
+		}
+	}
+	return -1
+}
+
+// inspectHead decides what follows a complete request head: the next
+// state and body length, or that the head must be refused.
+func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
+	line, rest := cutLine(head)
+	sp1, sp2 := bytes.IndexByte(line, ' '), bytes.LastIndexByte(line, ' ')
+	if sp1 <= 0 || sp2 == sp1 {
+		return stPass, 0, false
+	}
+	var http11 bool
+	switch string(line[sp2+1:]) {
+	case "HTTP/1.1":
+		http11 = true
+	case "HTTP/1.0":
+	default:
+		return stPass, 0, false // HTTP/2 prior knowledge, or not HTTP
+	}
+	if string(line[:sp1]) == http.MethodConnect {
+		return stPass, 0, false
+	}
+	var cl, te []byte
+	var nCL, nTE int
+	var upgrade bool
+	for len(rest) > 0 {
+		line, rest = cutLine(rest)
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return stPass, 0, false // obs-fold: net/http's to refuse
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return stPass, 0, false
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case asciiEqualFold(name, "Content-Length"):
+			if nCL > 0 && !bytes.Equal(value, cl) {
+				return 0, 0, true // differing Content-Length values
+			}
+			cl, nCL = value, nCL+1
+		case asciiEqualFold(name, "Transfer-Encoding"):
+			te, nTE = value, nTE+1
+		case asciiEqualFold(name, "Upgrade"):
+			upgrade = true
+		}
+	}
+	if nTE > 0 {
+		// Both framings, a coding other than chunked alone, or chunked
+		// on HTTP/1.0 (which net/http ignores while others may not).
+		if nCL > 0 || nTE > 1 || !http11 || !asciiEqualFold(te, "chunked") {
+			return 0, 0, true
+		}
+		if upgrade {
+			return stPass, 0, false
+		}
+		return stChunkLine, 0, false
+	}
+	if upgrade {
+		return stPass, 0, false // the stream may stop being HTTP
+	}
+	if nCL > 0 {
+		v, ok := parseDecimal(cl)
+		switch {
+		case !ok:
+			return 0, 0, true
+		case v > 0:
+			return stBody, v, false
+		}
+	}
+	return stHead, 0, false
+}
+
+// cutLine splits off the first line of b, without its CRLF or LF.
+func cutLine(b []byte) (line, rest []byte) {
+	line, rest, _ = bytes.Cut(b, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), rest
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDecimal reads a Content-Length as net/http does: digits only, at
+// most 18 of them.
+func parseDecimal(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// parseHex reads a chunk size as net/http does: 1 to 16 hex digits.
+func parseHex(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 { // 15: the size must fit an int64
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
