@@ -43,6 +43,36 @@ func BenchmarkGatewayRequest(b *testing.B) {
 	}
 }
 
+// BenchmarkGatewayRequestParallel is BenchmarkGatewayRequest from
+// GOMAXPROCS goroutines at once, all from one client address (as a load
+// generator on loopback is), so that contention on shared state shows.
+func BenchmarkGatewayRequestParallel(b *testing.B) {
+	e := newEnv(b, func(o *Options) {
+		o.AccessLog = false
+		o.Edge.RateLimit = 1 << 30
+	})
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello")
+	}))
+	req := httptest.NewRequest("GET", "http://hello.apps.test/path?q=1", nil)
+	req.RemoteAddr = "192.0.2.10:51234"
+	req.Header.Set("User-Agent", "bench")
+	req.Header.Set("Accept", "*/*")
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w := httptest.NewRecorder()
+			r := req.Clone(req.Context())
+			e.gw.ServeHTTP(w, r)
+			if w.Code != 200 {
+				b.Errorf("status %d: %s", w.Code, w.Body)
+				return
+			}
+		}
+	})
+}
+
 // BenchmarkHygiene is the hygiene layer alone on a typical browser request
 // carrying forged context and forwarding headers.
 func BenchmarkHygiene(b *testing.B) {
