@@ -190,6 +190,11 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		return err
 	}
 	eg.Go(func() error { return disc.Run(ctx) })
+	// A changed or revoked enrolment is checked at once, not at the next
+	// reverify_interval: a deleted key takes its host out of the pool.
+	eg.Go(func() error {
+		return st.WatchHostKeys(ctx, func(id string) { _ = disc.Reverify(id) })
+	})
 
 	mgr, err := tlsmgr.New(g.tlsOptions(st))
 	if err != nil {
