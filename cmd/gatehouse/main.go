@@ -52,7 +52,7 @@ var subcommands = []struct {
 }{
 	{"serve", "run the gateway (flags or -config gatehouse.yaml; `serve -h` lists them)", runServe},
 	{"demo", "the whole system in one process, with a demo app; prints the URLs to try", runDemo},
-	{"host", "the host sidecar: announce a backend, heartbeat, answer challenges", runHostCommand},
+	{"host", "the host sidecar: announce a backend, heartbeat, answer challenges (`host -h`)", runHost},
 	{"ctl", "a client of the control API (`ctl -h` for usage)", runCtl},
 	{"keygen", "write a new Ed25519 key (-out FILE) and print its public key", runKeygen},
 	{"version", "print the version", runVersion},

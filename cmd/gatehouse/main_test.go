@@ -119,7 +119,7 @@ func TestBadInvocations(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"-h"}, {"serve", "-h"}, {"ctl", "-h"}, {"keygen", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"serve", "-h"}, {"ctl", "-h"}, {"keygen", "-h"}, {"host", "-h"}, {"demo", "-h"}} {
 		out, errOut, err := runCmd(t, args...)
 		if exitCode(err, &bytes.Buffer{}) != 0 || out+errOut == "" {
 			t.Errorf("%q: err %v, no help printed", args, err)
