@@ -106,8 +106,19 @@ func (r *running) get(t *testing.T, hostname, path string, hdr map[string]string
 }
 
 // startHost enrols a key for id through the control API and runs a real
-// host on the gateway's bus, serving h behind the challenge.
+// plain-http host on the gateway's bus, serving h behind the challenge.
 func startHost(t *testing.T, r *running, id, app string, h http.Handler) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runHost(t, r, "one", id, app, "http", ln, h)
+}
+
+// runHost enrols a fresh key for id and runs host id of cluster clusterID
+// on ln with scheme, until the test ends.
+func runHost(t *testing.T, r *running, clusterID, id, app, scheme string, ln net.Listener, h http.Handler) {
 	t.Helper()
 	key, err := host.GenerateKey()
 	if err != nil {
@@ -117,12 +128,8 @@ func startHost(t *testing.T, r *running, id, app string, h http.Handler) {
 	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/"+id, fmt.Sprintf(`{"public_key":%q,"apps":[%q]}`, pub, app)); code != 200 {
 		t.Fatalf("enrol %s: %d %s", id, code, body)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
-	hh, err := host.New(host.Options{Conn: nc, Cluster: "one", HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), HeartbeatInterval: time.Second})
+	hh, err := host.New(host.Options{Conn: nc, Cluster: clusterID, HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), Scheme: scheme, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

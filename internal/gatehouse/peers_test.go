@@ -1,7 +1,6 @@
 package gatehouse
 
 import (
-	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -149,31 +148,9 @@ func TestTwoClustersFromConfig(t *testing.T) {
 // startHostCluster is startHost for a gateway whose cluster id is not "one".
 func startHostCluster(t *testing.T, r *running, clusterID, id, app string, h http.Handler) {
 	t.Helper()
-	key, err := host.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pk := host.PublicKeyString(key.Public().(ed25519.PublicKey))
-	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/"+id, fmt.Sprintf(`{"public_key":%q,"apps":[%q]}`, pk, app)); code != 200 {
-		t.Fatalf("enrol %s: %d %s", id, code, body)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
-	hh, err := host.New(host.Options{Conn: nc, Cluster: clusterID, HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), HeartbeatInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hh.Wrap(h)}
-	go srv.Serve(ln)
-	ctx, cancel := contextWithCancel()
-	done := make(chan struct{})
-	go func() { defer close(done); hh.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-}
-
-func contextWithCancel() (context.Context, context.CancelFunc) {
-	return context.WithCancel(context.Background())
+	runHost(t, r, clusterID, id, app, "http", ln, h)
 }

@@ -3,13 +3,11 @@ package gatehouse
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -17,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -101,27 +98,9 @@ func TestHTTPSPassthroughAndTerminate(t *testing.T) {
 // the gateway's challenge and for its app's clients alike.
 func startTLSHost(t *testing.T, r *running, id, app string, cert tls.Certificate, h http.Handler) {
 	t.Helper()
-	key, err := host.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
-	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/"+id, fmt.Sprintf(`{"public_key":%q,"apps":[%q]}`, pub, app)); code != 200 {
-		t.Fatalf("enrol %s: %d %s", id, code, body)
-	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
-	hh, err := host.New(host.Options{Conn: nc, Cluster: "one", HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), Scheme: "tls", HeartbeatInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hh.Wrap(h)}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); hh.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	runHost(t, r, "one", id, app, "tls", ln, h)
 }
