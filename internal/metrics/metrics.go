@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -38,6 +39,8 @@ type Set struct {
 	// ActiveConnections is the number of open client connections; the
 	// listeners (internal/edge) drive it and drain waits for zero.
 	ActiveConnections prometheus.Gauge
+
+	apps sync.Map // app id -> *App, see [Set.App]
 }
 
 // New builds a Set and registers it on reg. A nil reg leaves the

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -41,5 +42,52 @@ func TestLabels(t *testing.T) {
 		if got := Method(m); got != want {
 			t.Errorf("Method(%q) = %s, want %s", m, got, want)
 		}
+	}
+}
+
+// TestApp checks that recording through the cached App lands in the same
+// series as WithLabelValues, for several (class, method) pairs and apps.
+func TestApp(t *testing.T) {
+	s, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.App("hello")
+	if s.App("hello") != a {
+		t.Fatal("App built twice for one app")
+	}
+	a.Request(200, "GET", 10*time.Millisecond)
+	a.Request(204, "GET", 0)
+	a.Request(404, "BREW", 0)
+	s.App("other").Request(503, "POST", time.Second)
+	for _, c := range []struct {
+		app, class, method string
+		want               float64
+	}{
+		{"hello", "2xx", "GET", 2}, {"hello", "4xx", "OTHER", 1}, {"other", "5xx", "POST", 1}, {"hello", "5xx", "POST", 0},
+	} {
+		if got := testutil.ToFloat64(s.Requests.WithLabelValues(c.app, c.class, c.method)); got != c.want {
+			t.Errorf("%s %s %s = %v, want %v", c.app, c.class, c.method, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(s.Duration); n != 2 {
+		t.Errorf("duration series = %d, want 2", n)
+	}
+}
+
+func BenchmarkAppRequest(b *testing.B) {
+	s, _ := New(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.App("hello").Request(200, "GET", time.Millisecond)
+	}
+}
+
+func BenchmarkLabelValues(b *testing.B) {
+	s, _ := New(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Requests.WithLabelValues("hello", Class(200), Method("GET")).Inc()
+		s.Duration.WithLabelValues("hello").Observe(0.001)
 	}
 }
