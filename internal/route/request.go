@@ -54,3 +54,23 @@ func RequestFrom(ctx context.Context) *Request {
 	r, _ := ctx.Value(requestKey{}).(*Request)
 	return r
 }
+
+// RequestContext is a context carrying a Request in the same allocation,
+// for the one layer that creates each request's Request: where
+// WithRequest allocates a context value beside the Request, a
+// RequestContext is both. [RequestFrom] finds Req in it (or in any context
+// derived from it) exactly as one stored with WithRequest. Set Context to
+// the parent before use; the zero value is not a usable context.
+type RequestContext struct {
+	context.Context
+	Req Request
+}
+
+// Value returns &c.Req for the key [RequestFrom] asks for, and otherwise
+// what the parent holds.
+func (c *RequestContext) Value(key any) any {
+	if key == (requestKey{}) {
+		return &c.Req
+	}
+	return c.Context.Value(key)
+}

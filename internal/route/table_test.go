@@ -1,6 +1,7 @@
 package route
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -175,5 +176,28 @@ func TestHealthBackoff(t *testing.T) {
 	h.OK()
 	if h.Degraded(now) {
 		t.Fatal("OK did not clear")
+	}
+}
+
+func TestRequestContext(t *testing.T) {
+	type other struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), other{}, "v"))
+	rc := &RequestContext{Context: parent}
+	rc.Req.ID = "id1"
+	ctx := context.WithValue(rc, struct{ k int }{1}, 2) // a context derived below it
+	if got := RequestFrom(ctx); got != &rc.Req || got.ID != "id1" {
+		t.Fatalf("RequestFrom = %v, want the carried request", got)
+	}
+	if ctx.Value(other{}) != "v" {
+		t.Fatal("the parent's values are lost")
+	}
+	child, stop := context.WithCancel(ctx)
+	defer stop()
+	cancel()
+	if child.Err() == nil { // propagated at once, as through any context
+		t.Fatal("cancelling the parent did not cancel a context derived from the carrier")
+	}
+	if RequestFrom(context.Background()) != nil {
+		t.Fatal("RequestFrom found a request in an empty context")
 	}
 }
