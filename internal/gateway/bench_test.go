@@ -92,8 +92,8 @@ func BenchmarkHygiene(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		x.req.ClientIP = peerAddr(base.RemoteAddr)
-		r := base.Clone(routeContext(base, &x.req))
+		x.Req.ClientIP = peerAddr(base.RemoteAddr)
+		r := base.Clone(routeContext(base, &x.Req))
 		h.ServeHTTP(w, r)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"io"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -51,12 +54,76 @@ const (
 
 // ---- 2. observe --------------------------------------------------------
 
-// exchange is one request's observe state: the route.Request the layers
-// below fill, and the writer that records what the client got. One
-// allocation per request.
+// exchange is one request's observe state, in one allocation: its
+// context (the parent's, carrying the route.Request the layers below
+// fill), the writer that records what the client got, and room for the
+// header values the layers set (so that setting them allocates nothing).
+//
+// An exchange is never pooled or reused: strings in its text arena are
+// handed out as views of bytes that are written once, and they may be
+// referenced after the request (a log line, a header map).
 type exchange struct {
-	req route.Request
-	w   recorder
+	route.RequestContext
+	w recorder
+
+	vals [10]string // backing for one-value header slices (value)
+	nv   int
+	text [256]byte // backing for header value bytes (scratch/str)
+	nt   int
+}
+
+// exchangeKey finds the *exchange in a request's context.
+type exchangeKey struct{}
+
+// Value answers exchangeKey with x itself and everything else as the
+// route.RequestContext does.
+func (x *exchange) Value(key any) any {
+	if key == (exchangeKey{}) {
+		return x
+	}
+	return x.RequestContext.Value(key)
+}
+
+// exchangeFrom returns the request's exchange, or nil when observe did
+// not run (a layer tested alone). The helpers below accept a nil one.
+func exchangeFrom(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// value returns s as a one-value header slice, from x's spare room when
+// there is some.
+func (x *exchange) value(s string) []string {
+	if x == nil || x.nv == len(x.vals) {
+		return []string{s}
+	}
+	i := x.nv
+	x.nv++
+	x.vals[i] = s
+	return x.vals[i : i+1 : i+1]
+}
+
+// scratch returns an empty buffer over x's free text room, to append one
+// value to and pass to str.
+func (x *exchange) scratch() []byte {
+	if x == nil {
+		return make([]byte, 0, 64)
+	}
+	return x.text[x.nt:x.nt]
+}
+
+// str returns b as a string. When b is still the scratch buffer (the
+// appends fit), the string is a view of x's text, which is then never
+// written again; otherwise b is copied.
+func (x *exchange) str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if x != nil && x.nt < len(x.text) && &b[0] == &x.text[x.nt] {
+		x.nt += len(b)
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
 }
 
 // observe gives the request its id, its route.Request and a recording
@@ -65,15 +132,17 @@ type exchange struct {
 func (g *Gateway) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := &exchange{}
-		x.req.Start = g.now()
-		id, kept := requestID(r.Header[headerRequestID])
-		x.req.ID = id
-		if !kept {
-			r.Header[headerRequestID] = []string{id}
+		x.Context = r.Context()
+		x.Req.Start = g.now()
+		if v := r.Header[headerRequestID]; len(v) == 1 && saneID(v[0]) {
+			x.Req.ID = v[0]
+		} else {
+			x.Req.ID = x.str(appendRequestID(x.scratch()))
+			r.Header[headerRequestID] = x.value(x.Req.ID)
 		}
-		x.req.ClientIP = g.clientIP(r)
+		x.Req.ClientIP = g.clientIP(r)
 		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID]}
-		r = r.WithContext(route.WithRequest(r.Context(), &x.req))
+		r = r.WithContext(x)
 		defer g.finish(x, r)
 		next.ServeHTTP(&x.w, r)
 	})
@@ -87,7 +156,7 @@ func (g *Gateway) finish(x *exchange, r *http.Request) {
 	v := recover()
 	if v != nil && v != http.ErrAbortHandler {
 		g.log.LogAttrs(r.Context(), slog.LevelError, "gateway: panic serving request",
-			slog.String("request_id", x.req.ID), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
+			slog.String("request_id", x.Req.ID), slog.Any("panic", v), slog.String("stack", string(debug.Stack())))
 		if x.w.wrote {
 			v = http.ErrAbortHandler // too late for a 500: cut the response
 		} else {
@@ -106,21 +175,22 @@ func (g *Gateway) finish(x *exchange, r *http.Request) {
 
 var closeConn = []string{"close"}
 
-// record counts the request and writes its access log line.
+// record counts the request and writes its access log line. The log line
+// is built only when the logger takes Info records: with the access log
+// on but its level above Info, a request costs no log work at all.
 func (g *Gateway) record(x *exchange, r *http.Request) {
 	status := x.w.status
 	if status == 0 {
-		status = x.req.Status // e.g. 499: the client left, nothing was written
+		status = x.Req.Status // e.g. 499: the client left, nothing was written
 		if status == 0 {
 			status = http.StatusOK // net/http sends 200 for a handler that wrote nothing
 		}
 	}
-	x.req.Status = status
-	app := appLabel(x.req.Match)
-	d := g.now().Sub(x.req.Start)
-	g.metrics.Requests.WithLabelValues(app, metrics.Class(status), metrics.Method(r.Method)).Inc()
-	g.metrics.Duration.WithLabelValues(app).Observe(d.Seconds())
-	if !g.accessLog {
+	x.Req.Status = status
+	app := appLabel(x.Req.Match)
+	d := g.now().Sub(x.Req.Start)
+	g.metrics.App(app).Request(status, r.Method, d)
+	if !g.accessLog || !g.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
@@ -131,8 +201,8 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 		slog.Int64("bytes", x.w.bytes),
 		slog.Duration("duration", d),
 		slog.String("app", app),
-		slog.String("request_id", x.req.ID),
-		slog.String("client_ip", x.req.ClientIP.String()),
+		slog.String("request_id", x.Req.ID),
+		slog.String("client_ip", x.Req.ClientIP.String()),
 	)
 }
 
@@ -150,16 +220,32 @@ func appLabel(m route.Match) string {
 // replaced, so logs and hosts never carry an attacker's blob.
 const maxRequestID = 128
 
-// requestID keeps the client's X-Request-Id when it is sane (one value, 1
-// to 128 printable ASCII bytes) and otherwise makes a new one.
-// It reports whether the client's was kept.
-func requestID(v []string) (string, bool) {
-	if len(v) == 1 && saneID(v[0]) {
-		return v[0], true
+// Generated request ids are a per-process random prefix and a counter:
+// unique across processes with overwhelming probability, unique within
+// one, and built without a random read or an allocation per request. They
+// are not secrets (a client sees its own).
+var (
+	idPrefix  = rand.Text()[:13] // 65 random bits in base32
+	idCounter atomic.Uint64
+)
+
+// appendRequestID appends a new request id to b: 26 characters of the
+// RFC 4648 base32 alphabet, as crypto/rand.Text writes.
+func appendRequestID(b []byte) []byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	b = append(b, idPrefix...)
+	n := idCounter.Add(1)
+	var d [13]byte // 13 × 5 bits ≥ 64
+	for i := len(d) - 1; i >= 0; i-- {
+		d[i] = alphabet[n&31]
+		n >>= 5
 	}
-	return rand.Text(), false
+	return append(b, d[:]...)
 }
 
+// saneID reports whether a client's X-Request-Id is kept: one value (the
+// caller checks), 1 to 128 printable ASCII bytes. Otherwise observe makes
+// a new one.
 func saneID(s string) bool {
 	if len(s) == 0 || len(s) > maxRequestID {
 		return false
@@ -306,7 +392,8 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			problem.Write(w, http.StatusBadRequest, reason)
 			return
 		}
-		g.clean(r, route.RequestFrom(r.Context()))
+		ctx := r.Context()
+		g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx))
 		next.ServeHTTP(w, r)
 	})
 }
@@ -341,7 +428,8 @@ func desync(r *http.Request) string {
 }
 
 // clean strips what a client may not send and sets the forwarding headers.
-func (g *Gateway) clean(r *http.Request, rq *route.Request) {
+// x, when not nil, holds the values it sets.
+func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	peer := peerAddr(r.RemoteAddr)
 	trusted := g.isTrusted(peer)
 	h := r.Header
@@ -373,11 +461,11 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request) {
 	}
 	rq.ClientIP = client
 	if peer.IsValid() {
-		p := peer.String()
-		if len(chain) > 0 {
-			p = strings.Join(chain, ", ") + ", " + p
+		b := x.scratch()
+		for _, hop := range chain {
+			b = append(append(b, hop...), ", "...)
 		}
-		h["X-Forwarded-For"] = []string{p}
+		h["X-Forwarded-For"] = x.value(x.str(peer.AppendTo(b)))
 	} else {
 		delete(h, "X-Forwarded-For")
 	}
@@ -389,7 +477,7 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request) {
 		}
 	}
 	if _, ok := h["X-Forwarded-Host"]; !ok {
-		h["X-Forwarded-Host"] = []string{r.Host}
+		h["X-Forwarded-Host"] = x.value(r.Host)
 	}
 }
 

@@ -20,7 +20,8 @@ import (
 // client's requests the effective limit is the app's limit × N.
 func (g *Gateway) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rq := route.RequestFrom(r.Context())
+		ctx := r.Context()
+		rq := route.RequestFrom(ctx)
 		if rq == nil || rq.Match.Kind != route.KindApp || g.edge.apps == nil {
 			next.ServeHTTP(w, r)
 			return
@@ -28,7 +29,7 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 		app := rq.Match.App
 		q := g.edge.appQuota(app.RateLimit)
 		res, _ := g.edge.apps.Charge(limit.KeyFor(app.ID, rq.ClientIP), 1, q) // q is valid
-		if !g.rateAnswer(w, "app", app.ID, q, res) {
+		if !g.rateAnswer(w, exchangeFrom(ctx), "app", app.ID, q, res) {
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -42,8 +43,9 @@ func (g *Gateway) limitUnknown(w http.ResponseWriter, r *http.Request) bool {
 	if g.edge.unknown == nil {
 		return true
 	}
+	ctx := r.Context()
 	ip := peerAddr(r.RemoteAddr)
-	if rq := route.RequestFrom(r.Context()); rq != nil && rq.ClientIP.IsValid() {
+	if rq := route.RequestFrom(ctx); rq != nil && rq.ClientIP.IsValid() {
 		ip = rq.ClientIP
 	}
 	// route runs before hygiene, so behind a trusted proxy the client is
@@ -52,7 +54,7 @@ func (g *Gateway) limitUnknown(w http.ResponseWriter, r *http.Request) bool {
 		ip = g.clientFromChain(r.Header["X-Forwarded-For"], ip)
 	}
 	res, _ := g.edge.unknown.Charge(limit.KeyFor("", ip), 1, g.edge.unknownQ)
-	return g.rateAnswer(w, "unknown", "", g.edge.unknownQ, res)
+	return g.rateAnswer(w, exchangeFrom(ctx), "unknown", "", g.edge.unknownQ, res)
 }
 
 // appQuota is the app's override, field by field, over the default. An
@@ -74,16 +76,24 @@ func (e *edgeState) appQuota(rl route.RateLimit) limit.Quota {
 
 // rateAnswer writes the rate-limit fields for policy name and, when res
 // refused the request, the 429. It reports whether the request may go on.
-func (g *Gateway) rateAnswer(w http.ResponseWriter, name, app string, q limit.Quota, res limit.Result) bool {
+// The values are formatted into x's room (x may be nil) and set as
+// canonical keys, so that a passing request allocates nothing here.
+func (g *Gateway) rateAnswer(w http.ResponseWriter, x *exchange, name, app string, q limit.Quota, res limit.Result) bool {
 	h := w.Header()
-	limitS := strconv.Itoa(res.Limit)
-	remaining := strconv.Itoa(res.Remaining)
-	reset := strconv.FormatInt(limit.Seconds(res.Reset), 10)
-	h["X-Ratelimit-Limit"] = []string{limitS}
-	h["X-Ratelimit-Remaining"] = []string{remaining}
-	h["X-Ratelimit-Reset"] = []string{reset}
-	h["Ratelimit-Policy"] = []string{`"` + name + `";q=` + limitS + `;w=` + strconv.FormatInt(limit.Seconds(q.Window), 10)}
-	h["Ratelimit"] = []string{`"` + name + `";r=` + remaining + `;t=` + reset}
+	limitS := x.str(strconv.AppendInt(x.scratch(), int64(res.Limit), 10))
+	remaining := x.str(strconv.AppendInt(x.scratch(), int64(res.Remaining), 10))
+	reset := x.str(strconv.AppendInt(x.scratch(), limit.Seconds(res.Reset), 10))
+	h["X-Ratelimit-Limit"] = x.value(limitS)
+	h["X-Ratelimit-Remaining"] = x.value(remaining)
+	h["X-Ratelimit-Reset"] = x.value(reset)
+	b := append(x.scratch(), '"')
+	b = append(append(append(b, name...), `";q=`...), limitS...)
+	b = strconv.AppendInt(append(b, ";w="...), limit.Seconds(q.Window), 10)
+	h["Ratelimit-Policy"] = x.value(x.str(b))
+	b = append(x.scratch(), '"')
+	b = append(append(append(b, name...), `";r=`...), remaining...)
+	b = append(append(b, ";t="...), reset...)
+	h["Ratelimit"] = x.value(x.str(b))
 	if res.Allowed {
 		return true
 	}
