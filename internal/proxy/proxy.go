@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -81,6 +82,10 @@ func (p *Proxy) Close() error {
 // request's context so that Rewrite, the transport, ModifyResponse and
 // ErrorHandler see the host ServeHTTP chose.
 type attempt struct {
+	// The attempt is the upstream request's context: its parent's values
+	// and cancellation, plus attemptKey -> itself (one allocation, not
+	// an attempt and a context value).
+	context.Context
 	req  *route.Request
 	app  string
 	host *route.Host
@@ -88,9 +93,25 @@ type attempt struct {
 	// failed is set by errorHandler when it left the answer to ServeHTTP:
 	// a connect failure before any byte was sent.
 	failed error
+
+	// The context header values rewrite sets, filled once by ServeHTTP
+	// (app id, client address, request id), so that setting them on each
+	// try allocates nothing: one-value slices over vals; ip holds the
+	// client address's text, never rewritten while a header refers to it.
+	vals [3]string
+	ip   [48]byte
 }
 
 type attemptKey struct{}
+
+// Value answers attemptKey with a itself and everything else from the
+// request's context.
+func (a *attempt) Value(key any) any {
+	if key == (attemptKey{}) {
+		return a
+	}
+	return a.Context.Value(key)
+}
 
 func attemptFrom(ctx context.Context) *attempt {
 	a, _ := ctx.Value(attemptKey{}).(*attempt)
@@ -118,8 +139,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fallbackOr(w, r, rq, app, err)
 		return
 	}
-	a := &attempt{req: rq, app: app}
-	in := r.WithContext(context.WithValue(r.Context(), attemptKey{}, a))
+	a := &attempt{Context: r.Context(), req: rq, app: app}
+	in := r.WithContext(a)
+	a.vals[0] = app
+	if rq.ClientIP.IsValid() {
+		b := rq.ClientIP.AppendTo(a.ip[:0])
+		a.vals[1] = unsafe.String(&b[0], len(b)) // b is a.ip unless an address outgrew it; written once
+	}
+	a.vals[2] = rq.ID
 	if r.Body != nil && r.Body != http.NoBody {
 		a.body = &trackedBody{ReadCloser: r.Body}
 		in.Body = a.body
@@ -203,15 +230,15 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	rq := a.req
-	out[HeaderAppID] = []string{a.app}
+	out[HeaderAppID] = a.vals[0:1:1]
 	if rq.ClientIP.IsValid() {
-		out[HeaderClientIP] = []string{rq.ClientIP.String()}
+		out[HeaderClientIP] = a.vals[1:2:2]
 	}
 	if p.clusterHdr != nil {
 		out[HeaderCluster] = p.clusterHdr
 	}
 	if rq.ID != "" {
-		out[HeaderRequestID] = []string{rq.ID}
+		out[HeaderRequestID] = a.vals[2:3:3]
 	}
 	if rq.Subject != "" {
 		out[HeaderSubject] = []string{rq.Subject}
