@@ -18,6 +18,7 @@ type report struct {
 	end       time.Time
 	loadStart string
 	loadEnd   string
+	commitID  string // the work tree measured, read when the run starts
 	targets   []*target
 	l7        map[string][]wrkResult
 	idle      map[string]idleResult
@@ -27,8 +28,10 @@ type report struct {
 }
 
 func newReport(cfg config, root string) *report {
-	return &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
+	r := &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
 		l7: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
+	r.commitID = r.commit()
+	return r
 }
 
 func (r *report) note(format string, args ...any) {
@@ -118,7 +121,7 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	fmt.Fprintf(&b, "# gatehouse load harness — %s\n\n", r.start.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- commit: %s\n", r.commit())
+	fmt.Fprintf(&b, "- commit: %s (gatehouse built from this work tree when the run started)\n", r.commitID)
 	fmt.Fprintf(&b, "- machine: %d cores, %s, Linux %s\n", runtime.NumCPU(), cpuModel(), strings.TrimSpace(string(kernel)))
 	fmt.Fprintf(&b, "- load average: %s at start, %s at end (cores shared with the load generator and backend)\n", r.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "- versions: %s; %s; %s; %s\n", runtime.Version(), cmdLine("nginx", "-v"), cmdLine("haproxy", "-v"), cmdLine("wrk", "-v"))
