@@ -36,6 +36,12 @@ type Options struct {
 	// 64; negative is invalid.
 	MaxIdleConnsPerHost int
 
+	// DisableFastPath sends every request through httputil.ReverseProxy.
+	// By default GET and HEAD requests without a body to plain-http hosts
+	// take the proxy's own HTTP/1.1 fast path (fast.go), which sends and
+	// answers the same bytes with far less work per request.
+	DisableFastPath bool
+
 	// Fallback is called when the local attempt cannot serve the request —
 	// no routable host ([ErrNoHost], [ErrNoRoutableHost]) or every tried
 	// host unreachable ([ErrUnreachable]) — before anything was written to

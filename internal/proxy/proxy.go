@@ -36,6 +36,7 @@ type Proxy struct {
 	opts       Options
 	rp         *httputil.ReverseProxy
 	tr         *transport
+	fast       *fastPool // nil: Options.DisableFastPath
 	robins     robins
 	clusterHdr []string // shared, never modified: the X-Gatehouse-Cluster value
 	closed     atomic.Bool
@@ -50,6 +51,9 @@ func New(opts Options) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{opts: opts, tr: newTransport(&opts)}
+	if !opts.DisableFastPath {
+		p.fast = &fastPool{dial: p.tr.dial, max: opts.MaxIdleConnsPerHost, idleFor: opts.IdleConnTimeout}
+	}
 	if opts.ClusterID != "" {
 		p.clusterHdr = []string{opts.ClusterID}
 	}
@@ -74,6 +78,9 @@ func New(opts Options) (*Proxy, error) {
 func (p *Proxy) Close() error {
 	if p.closed.CompareAndSwap(false, true) {
 		p.tr.closeIdle()
+		if p.fast != nil {
+			p.fast.closeIdle(true)
+		}
 	}
 	return nil
 }
@@ -154,7 +161,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for try := 0; ; try++ {
 		a.host, a.failed = h, nil
 		h.Health.Inflight.Add(1)
-		p.rp.ServeHTTP(w, in)
+		if p.fast != nil && fastOK(r, h) {
+			p.serveFast(w, in, a)
+		} else {
+			p.rp.ServeHTTP(w, in)
+		}
 		h.Health.Inflight.Add(-1)
 		if a.failed == nil {
 			return // answered: the host's response or a problem

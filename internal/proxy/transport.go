@@ -16,8 +16,9 @@ import (
 // chosen host's scheme: http and https over one keep-alive HTTP/1.1
 // transport, h2c over a cleartext HTTP/2 transport.
 type transport struct {
-	h1  *http.Transport
-	h2c *http2.Transport
+	h1   *http.Transport
+	h2c  *http2.Transport
+	dial func(ctx context.Context, network, addr string) (net.Conn, error) // the fast path's dialer, the same
 }
 
 func newTransport(o *Options) *transport {
@@ -54,7 +55,7 @@ func newTransport(o *Options) *transport {
 		ReadIdleTimeout:    30 * time.Second,
 		PingTimeout:        15 * time.Second,
 	}
-	return &transport{h1: h1, h2c: h2c}
+	return &transport{h1: h1, h2c: h2c, dial: d.DialContext}
 }
 
 // RoundTrip implements http.RoundTripper. The chosen host travels in the

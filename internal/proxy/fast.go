@@ -1,0 +1,862 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// The fast path. The common request — GET or HEAD, no body, no upgrade,
+// to a plain-http host — is sent by the proxy itself, on the handler's
+// goroutine, over its own keep-alive pool: no request clone, no transport
+// goroutines to hand the request and response between, and the response
+// head parsed straight into the client's header map (one string and one
+// []string for all its values). Everything else (bodies, upgrades,
+// trailers requested with TE, https and h2c hosts, a host URL with a
+// path) goes through httputil.ReverseProxy as before.
+//
+// It sends what the ReverseProxy path sends, header for header: the
+// request line and Host, the client's headers less the hop-by-hop ones
+// and Forwarded (X-Forwarded-For/Host/Proto as hygiene computed them), no
+// User-Agent unless the client sent one, and the context headers; and it
+// answers as that path does: 1xx responses forwarded, hop-by-hop response
+// headers removed, X-Gatehouse-Cluster stamped, trailers passed on,
+// streams (event-stream or unknown length) flushed on every write, the
+// same errors for the same failures (a connect failure is a dial
+// *net.OpError, a slow head a timeout), and a broken body aborting the
+// response with http.ErrAbortHandler.
+
+// fastPool is the fast path's keep-alive pool: per host address, a
+// channel of idle connections (no lock shared across hosts).
+type fastPool struct {
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	max     int
+	idleFor time.Duration
+	hosts   sync.Map // addr -> chan *fconn
+	closed  atomic.Bool
+}
+
+type fconn struct {
+	net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	idle   time.Time // when it was put back
+	reused bool
+}
+
+func (fp *fastPool) idle(addr string) chan *fconn {
+	if v, ok := fp.hosts.Load(addr); ok {
+		return v.(chan *fconn)
+	}
+	v, _ := fp.hosts.LoadOrStore(addr, make(chan *fconn, fp.max))
+	return v.(chan *fconn)
+}
+
+// get returns an idle connection to addr, or dials one.
+func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh bool) (*fconn, error) {
+	if !fresh {
+		ch := fp.idle(addr)
+		for {
+			var c *fconn
+			select {
+			case c = <-ch:
+			default:
+			}
+			if c == nil {
+				break
+			}
+			if now.Sub(c.idle) >= fp.idleFor {
+				_ = c.Close()
+				continue
+			}
+			c.reused = true
+			return c, nil
+		}
+	}
+	conn, err := fp.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
+}
+
+// put keeps c for reuse, or closes it when the pool is full or closed.
+func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
+	if fp.closed.Load() {
+		_ = c.Close()
+		return
+	}
+	c.idle = now
+	select {
+	case fp.idle(addr) <- c:
+	default:
+		_ = c.Close()
+	}
+}
+
+// closeIdle closes every idle connection; with stop, later puts close too.
+func (fp *fastPool) closeIdle(stop bool) {
+	if stop {
+		fp.closed.Store(true)
+	}
+	fp.hosts.Range(func(_, v any) bool {
+		ch := v.(chan *fconn)
+		for {
+			select {
+			case c := <-ch:
+				_ = c.Close()
+			default:
+				return true
+			}
+		}
+	})
+}
+
+// fastOK reports whether r and h can take the fast path.
+func fastOK(r *http.Request, h *route.Host) bool {
+	if (r.Method != http.MethodGet && r.Method != http.MethodHead) ||
+		(r.Body != nil && r.Body != http.NoBody) || r.ContentLength != 0 || len(r.TransferEncoding) > 0 || r.Trailer != nil {
+		return false
+	}
+	u := h.URL
+	if u.Scheme != "http" || h.Scheme == "h2c" || u.Path != "" || u.RawPath != "" || u.RawQuery != "" || u.Opaque != "" || u.User != nil || u.ForceQuery {
+		return false
+	}
+	for i := 0; i < len(r.Host); i++ {
+		if r.Host[i] >= 0x80 {
+			return false // net/http's client would send it in punycode
+		}
+	}
+	if r.URL.Opaque != "" || strings.HasPrefix(r.URL.Path, "//") || !cleanQuery(r.URL.RawQuery) {
+		return false
+	}
+	hd := r.Header
+	if _, ok := hd["Upgrade"]; ok {
+		return false
+	}
+	if _, ok := hd["Te"]; ok {
+		return false
+	}
+	for _, v := range hd["Connection"] { // only keep-alive/close: no header is named hop-by-hop
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			if tok = textproto.TrimString(tok); tok != "" && !strings.EqualFold(tok, "keep-alive") && !strings.EqualFold(tok, "close") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// cleanQuery reports whether ReverseProxy would pass the query as is (its
+// cleanQueryParams re-encodes one with a ';' or a bad escape).
+func cleanQuery(s string) bool {
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return false
+			}
+			i += 3
+		default:
+			i++
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// skipOut are the request headers the fast path does not copy: hop-by-hop
+// ones, Forwarded (ReverseProxy drops it), those written separately, and
+// the context headers (written from the attempt).
+var skipOut = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Forwarded": true, "Host": true, "Content-Length": true, "User-Agent": true,
+	HeaderAppID: true, HeaderClientIP: true, HeaderCluster: true, HeaderRequestID: true, HeaderSubject: true, HeaderScopes: true,
+}
+
+var (
+	errFastHead     = errors.New("proxy: malformed response head from the host")
+	errFastTooMany  = errors.New("proxy: too many 1xx responses from the host")
+	errFastHeadSize = errors.New("proxy: response head from the host too large")
+	aLongTimeAgo    = time.Unix(1, 0)
+)
+
+// serveFast is one attempt of the fast path at a.host, answering w like
+// p.rp.ServeHTTP would (errors through p.errorHandler).
+func (p *Proxy) serveFast(w http.ResponseWriter, in *http.Request, a *attempt) {
+	ctx := in.Context()
+	addr := a.host.URL.Host
+	fresh := false
+	for {
+		c, err := p.fast.get(ctx, addr, p.opts.Now(), fresh)
+		if err != nil {
+			p.errorHandler(w, in, err)
+			return
+		}
+		retry, err := p.exchangeFast(w, in, a, c)
+		if err == nil {
+			return
+		}
+		_ = c.Close()
+		if retry && c.reused && !fresh {
+			fresh = true // a kept-alive connection the host had closed: once more, on a new one
+			continue
+		}
+		p.errorHandler(w, in, err)
+		return
+	}
+}
+
+// fastResp is the parsed response head.
+type fastResp struct {
+	status    int
+	length    int64 // -1: unknown (chunked or until close)
+	chunked   bool
+	close     bool
+	stream    bool // flush every write
+	trailers  []string
+	keys      [24]string
+	vals      [24][2]int32 // value offsets in text
+	n         int
+	more      []fastKV // past 24 headers
+	text      []byte
+	connToks  []string // Connection tokens other than close/keep-alive
+	lengthSet bool
+}
+
+type fastKV struct {
+	key        string
+	start, end int32
+}
+
+// exchangeFast sends in on c and copies the response to w. On an error
+// nothing was written to w, and c must be closed; retry says the host
+// received the request on a connection that was already dead (nothing
+// came back), so it is safe to send again. It puts c back when done.
+func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt, c *fconn) (retry bool, err error) {
+	ctx := in.Context()
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	}
+	reuse := false
+	defer func() {
+		if stop != nil && !stop() {
+			reuse = false // the deadline may be poisoned
+		}
+		if reuse {
+			p.fast.put(a.host.URL.Host, c, p.opts.Now())
+		} else if err == nil {
+			_ = c.Close()
+		}
+	}()
+	if err := p.writeFast(c.bw, in, a); err != nil {
+		return ctx.Err() == nil, err
+	}
+	if t := p.opts.ResponseHeaderTimeout; t > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(t))
+	}
+	var res fastResp
+	for n1xx := 0; ; n1xx++ {
+		if err := readFastHead(c.br, &res); err != nil {
+			// Nothing at all came back (no timeout, the client still
+			// there): on a reused connection, the host had closed it.
+			dead := n1xx == 0 && ctx.Err() == nil && !isTimeout(err) && (err == io.EOF || isConnBroken(err)) &&
+				!errors.Is(err, io.ErrUnexpectedEOF)
+			return dead, err
+		}
+		if res.status >= 200 || res.status == http.StatusSwitchingProtocols {
+			break
+		}
+		if n1xx == 5 {
+			return false, errFastTooMany
+		}
+		h := w.Header()
+		res.copyTo(h, nil)
+		w.WriteHeader(res.status)
+		clear(h)
+	}
+	if res.status == http.StatusSwitchingProtocols || res.status > 999 {
+		return false, errFastHead // no upgrade was asked for
+	}
+	if t := p.opts.ResponseHeaderTimeout; t > 0 {
+		_ = c.SetReadDeadline(time.Time{})
+	}
+	a.host.Health.OK()
+	h := w.Header()
+	res.copyTo(h, p.clusterHdr)
+	if len(res.trailers) > 0 {
+		h.Add("Trailer", strings.Join(res.trailers, ", "))
+	}
+	w.WriteHeader(res.status)
+	noBody := in.Method == http.MethodHead || res.status == http.StatusNoContent || res.status == http.StatusNotModified
+	if noBody {
+		reuse = !res.close
+		return false, nil
+	}
+	var berr error
+	switch {
+	case res.chunked:
+		berr = copyChunked(w, c.br, res.stream, res.trailers)
+	case res.length >= 0:
+		berr = copyN(w, c.br, res.length, res.stream)
+	default:
+		berr = copyN(w, c.br, -1, true)
+		res.close = true
+	}
+	if berr != nil {
+		_ = c.Close()
+		reuse = false
+		if in.Context().Value(http.ServerContextKey) != nil {
+			panic(http.ErrAbortHandler)
+		}
+		return false, nil // outside a server (a test): the response just ends
+	}
+	reuse = !res.close
+	return false, nil
+}
+
+// writeFast writes the request head to bw and flushes it.
+func (p *Proxy) writeFast(bw *bufio.Writer, in *http.Request, a *attempt) error {
+	path := in.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	_, _ = bw.WriteString(in.Method)
+	_ = bw.WriteByte(' ')
+	_, _ = bw.WriteString(path)
+	if in.URL.RawQuery != "" || in.URL.ForceQuery {
+		_ = bw.WriteByte('?')
+		_, _ = bw.WriteString(in.URL.RawQuery)
+	}
+	host := in.Host
+	if host == "" {
+		host = a.host.URL.Host
+	}
+	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = bw.WriteString(host)
+	_, _ = bw.WriteString("\r\n")
+	if ua := in.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" {
+		writeField(bw, "User-Agent", ua[0])
+	}
+	for k, vs := range in.Header {
+		if skipOut[k] {
+			continue
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("net/http: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			writeField(bw, k, v)
+		}
+	}
+	rq := a.req
+	writeField(bw, HeaderAppID, a.vals[0])
+	if rq.ClientIP.IsValid() {
+		writeField(bw, HeaderClientIP, a.vals[1])
+	}
+	if p.clusterHdr != nil {
+		writeField(bw, HeaderCluster, p.clusterHdr[0])
+	}
+	if rq.ID != "" {
+		writeField(bw, HeaderRequestID, a.vals[2])
+	}
+	if rq.Subject != "" {
+		writeField(bw, HeaderSubject, rq.Subject)
+	}
+	if len(rq.Scopes) > 0 {
+		_, _ = bw.WriteString(HeaderScopes + ": ")
+		for i, s := range rq.Scopes {
+			if i > 0 {
+				_ = bw.WriteByte(' ')
+			}
+			writeValue(bw, s)
+		}
+		_, _ = bw.WriteString("\r\n")
+	}
+	_, _ = bw.WriteString("\r\n")
+	return bw.Flush()
+}
+
+func writeField(bw *bufio.Writer, k, v string) {
+	_, _ = bw.WriteString(k)
+	_, _ = bw.WriteString(": ")
+	writeValue(bw, textproto.TrimString(v))
+	_, _ = bw.WriteString("\r\n")
+}
+
+// writeValue writes v with CR and LF as spaces, as net/http's client does.
+func writeValue(bw *bufio.Writer, v string) {
+	for {
+		i := strings.IndexAny(v, "\r\n")
+		if i < 0 {
+			_, _ = bw.WriteString(v)
+			return
+		}
+		_, _ = bw.WriteString(v[:i])
+		_ = bw.WriteByte(' ')
+		v = v[i+1:]
+	}
+}
+
+// maxFastHead bounds a response head (net/http's client allows 10 MB; a
+// host answering more than 1 MiB of headers gets a 502).
+const maxFastHead = 1 << 20
+
+// readLine returns the next line of br without its line ending, valid
+// until the next read. Lines longer than the reader's buffer are
+// gathered in *long.
+func readLine(br *bufio.Reader, long *[]byte, budget *int) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		*long = append((*long)[:0], line...)
+		for err == bufio.ErrBufferFull {
+			if len(*long) > *budget {
+				return nil, errFastHeadSize
+			}
+			line, err = br.ReadSlice('\n')
+			*long = append(*long, line...)
+		}
+		line = *long
+	}
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	if *budget -= len(line); *budget < 0 {
+		return nil, errFastHeadSize
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// readFastHead reads one response head into res.
+func readFastHead(br *bufio.Reader, res *fastResp) error {
+	text := res.text[:0]
+	if text == nil {
+		text = make([]byte, 0, 512)
+	}
+	*res = fastResp{length: -1, text: text}
+	budget := maxFastHead
+	var long []byte
+	line, err := readLine(br, &long, &budget)
+	if err != nil {
+		return err
+	}
+	// HTTP/1.x SP 3DIGIT [SP reason]
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return errFastHead
+	}
+	for _, d := range line[9:12] {
+		if d < '0' || d > '9' {
+			return errFastHead
+		}
+		res.status = res.status*10 + int(d-'0')
+	}
+	if res.status < 100 {
+		return errFastHead
+	}
+	http10 := line[7] == '0'
+	keepAlive := false
+	var te bool
+	for {
+		line, err = readLine(br, &long, &budget)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			break
+		}
+		i := bytes.IndexByte(line, ':')
+		if i <= 0 {
+			return errFastHead
+		}
+		kb := line[:i]
+		v := bytes.TrimFunc(line[i+1:], func(r rune) bool { return r == ' ' || r == '\t' })
+		key, ok := canonicalKey(kb)
+		if !ok || !validValue(v) {
+			return errFastHead
+		}
+		switch key {
+		case "Connection":
+			for _, tok := range bytes.Split(v, []byte(",")) {
+				tok = bytes.TrimSpace(tok)
+				switch {
+				case len(tok) == 0:
+				case asciiFold(tok, "close"):
+					res.close = true
+				case asciiFold(tok, "keep-alive"):
+					keepAlive = true
+				default:
+					res.connToks = append(res.connToks, textproto.CanonicalMIMEHeaderKey(string(tok)))
+				}
+			}
+			continue
+		case "Transfer-Encoding":
+			if !asciiFold(v, "chunked") || te {
+				return errFastHead // net/http's client refuses any other coding too
+			}
+			te = true
+			continue
+		case "Trailer":
+			for _, tok := range bytes.Split(v, []byte(",")) {
+				if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+					res.trailers = append(res.trailers, textproto.CanonicalMIMEHeaderKey(string(tok)))
+				}
+			}
+			continue
+		case "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+			continue
+		case "Content-Length":
+			n, ok := parseLength(v)
+			if !ok || (res.lengthSet && n != res.length) {
+				return errFastHead
+			}
+			res.length, res.lengthSet = n, true
+		}
+		start := int32(len(res.text))
+		res.text = append(res.text, v...)
+		if res.n < len(res.keys) {
+			res.keys[res.n], res.vals[res.n] = key, [2]int32{start, int32(len(res.text))}
+			res.n++
+		} else {
+			res.more = append(res.more, fastKV{key, start, int32(len(res.text))})
+		}
+	}
+	if http10 && !keepAlive {
+		res.close = true
+	}
+	if te {
+		res.chunked, res.length = true, -1 // Transfer-Encoding wins; Content-Length is not passed on
+		res.dropKey("Content-Length")
+	}
+	res.stream = res.length < 0
+	return nil
+}
+
+func (res *fastResp) dropKey(k string) {
+	for i := 0; i < res.n; i++ {
+		if res.keys[i] == k {
+			res.keys[i] = ""
+		}
+	}
+	for i := range res.more {
+		if res.more[i].key == k {
+			res.more[i].key = ""
+		}
+	}
+}
+
+// copyTo adds res's headers to h (as ReverseProxy's copyHeader: values
+// are appended), less those the host's Connection header named, and
+// stamps X-Gatehouse-Cluster (cluster nil: the host's is removed). The
+// values share one string and one []string.
+func (res *fastResp) copyTo(h http.Header, cluster []string) {
+	for _, k := range res.connToks {
+		res.dropKey(k)
+	}
+	res.dropKey(HeaderCluster)
+	text := ""
+	if len(res.text) > 0 {
+		b := res.text
+		res.text = nil // the strings below are views of b, never written again
+		text = unsafe.String(&b[0], len(b))
+	}
+	n := res.n + len(res.more)
+	vals := make([]string, n)
+	add := func(i int, k string, start, end int32) {
+		if k == "" {
+			return
+		}
+		vals[i] = text[start:end]
+		if old, ok := h[k]; ok {
+			h[k] = append(old, vals[i])
+			return
+		}
+		h[k] = vals[i : i+1 : i+1]
+	}
+	for i := 0; i < res.n; i++ {
+		add(i, res.keys[i], res.vals[i][0], res.vals[i][1])
+	}
+	for j, kv := range res.more {
+		add(res.n+j, kv.key, kv.start, kv.end)
+	}
+	if cluster != nil {
+		if old, ok := h[HeaderCluster]; ok {
+			h[HeaderCluster] = append(old, cluster...)
+		} else {
+			h[HeaderCluster] = cluster
+		}
+	}
+	if ct := h["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
+		res.stream = true
+	}
+}
+
+// isEventStream reports a text/event-stream media type, parameters aside.
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// commonKeys interns the canonical names of common response headers.
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Accept-Ranges", "Access-Control-Allow-Origin", "Age", "Cache-Control", "Connection", "Content-Disposition",
+		"Content-Encoding", "Content-Language", "Content-Length", "Content-Location", "Content-Range",
+		"Content-Security-Policy", "Content-Type", "Date", "Etag", "Expires", "Keep-Alive", "Last-Modified", "Link",
+		"Location", "Pragma", "Referrer-Policy", "Retry-After", "Server", "Set-Cookie", "Strict-Transport-Security",
+		"Trailer", "Transfer-Encoding", "Upgrade", "Vary", "Via", "Www-Authenticate", "X-Content-Type-Options",
+		"X-Frame-Options", "X-Request-Id", "X-Gatehouse-Cluster", "Proxy-Connection", "Te",
+	} {
+		m[k] = k
+	}
+	return m
+}()
+
+// canonicalKey returns the canonical form of a header name, interned when
+// common; false for a name that is not a token.
+func canonicalKey(b []byte) (string, bool) {
+	canonical := true
+	upper := true
+	for _, c := range b {
+		if !httpguts.IsTokenRune(rune(c)) {
+			return "", false
+		}
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			canonical = false
+		}
+		upper = c == '-'
+	}
+	if canonical {
+		if k, ok := commonKeys[string(b)]; ok {
+			return k, true
+		}
+		return string(b), true
+	}
+	return textproto.CanonicalMIMEHeaderKey(string(b)), true
+}
+
+// validValue: no control bytes but tab, as net/http's client requires.
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func parseLength(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// copyN copies n bytes (n < 0: until EOF) from br to w, flushing after
+// every write when stream: what is buffered straight from br's buffer,
+// the rest through a pooled 32 KiB buffer.
+func copyN(w http.ResponseWriter, br *bufio.Reader, n int64, stream bool) error {
+	var buf *[bufSize]byte
+	defer func() {
+		if buf != nil {
+			buffers.Put(buf)
+		}
+	}()
+	for n != 0 {
+		var p []byte
+		if k := br.Buffered(); k > 0 {
+			if n > 0 && int64(k) > n {
+				k = int(n)
+			}
+			p, _ = br.Peek(k)
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+			_, _ = br.Discard(k)
+		} else {
+			if buf == nil {
+				buf = buffers.Get().(*[bufSize]byte)
+			}
+			p = buf[:]
+			if n > 0 && int64(len(p)) > n {
+				p = p[:n]
+			}
+			k, err := br.Read(p)
+			if k == 0 {
+				if err == io.EOF && n < 0 {
+					return nil
+				}
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
+			}
+			p = p[:k]
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		if n > 0 {
+			n -= int64(len(p))
+		}
+		if stream {
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+	}
+	return nil
+}
+
+// copyChunked decodes a chunked body from br to w and passes its trailers
+// on, as ReverseProxy does: under their own names when every one was
+// announced, otherwise all with http.TrailerPrefix.
+func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced []string) error {
+	budget := maxFastHead
+	var long []byte
+	for {
+		line, err := readLine(br, &long, &budget)
+		if err != nil {
+			return err
+		}
+		size, _, _ := bytes.Cut(line, []byte(";"))
+		n, ok := parseHex(bytes.TrimSpace(size))
+		if !ok {
+			return errFastHead
+		}
+		if n == 0 {
+			break
+		}
+		if err := copyN(w, br, n, stream); err != nil {
+			return err
+		}
+		if line, err := readLine(br, &long, &budget); err != nil || len(line) != 0 {
+			return errFastHead
+		}
+		budget = maxFastHead
+	}
+	var tr []fastKV
+	var text []byte
+	for {
+		line, err := readLine(br, &long, &budget)
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			break
+		}
+		i := bytes.IndexByte(line, ':')
+		if i <= 0 {
+			return errFastHead
+		}
+		key, ok := canonicalKey(line[:i])
+		v := bytes.TrimSpace(line[i+1:])
+		if !ok || !validValue(v) {
+			return errFastHead
+		}
+		start := int32(len(text))
+		text = append(text, v...)
+		tr = append(tr, fastKV{key, start, int32(len(text))})
+	}
+	if len(tr) == 0 {
+		return nil
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush() // trailers need a chunked response
+	}
+	all := true
+	for _, kv := range tr {
+		found := false
+		for _, a := range announced {
+			found = found || a == kv.key
+		}
+		all = all && found
+	}
+	h := w.Header()
+	s := string(text)
+	for _, kv := range tr {
+		k := kv.key
+		if !all {
+			k = http.TrailerPrefix + k
+		}
+		h[k] = append(h[k], s[kv.start:kv.end])
+	}
+	return nil
+}
+
+func parseHex(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 15 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
