@@ -312,6 +312,9 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		h.Add("Trailer", strings.Join(res.trailers, ", "))
 	}
 	w.WriteHeader(res.status)
+	if res.stream {
+		flush(w) // a stream's head goes out at once, as ReverseProxy's does
+	}
 	noBody := in.Method == http.MethodHead || res.status == http.StatusNoContent || res.status == http.StatusNotModified
 	if noBody {
 		reuse = !res.close
@@ -506,6 +509,9 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 		if !ok || !validValue(v) {
 			return errFastHead
 		}
+		if key == "" {
+			continue // a name with a space: net/http reads it, and its server never writes it
+		}
 		switch key {
 		case "Connection":
 			for _, tok := range bytes.Split(v, []byte(",")) {
@@ -645,11 +651,17 @@ var commonKeys = func() map[string]string {
 }()
 
 // canonicalKey returns the canonical form of a header name, interned when
-// common; false for a name that is not a token.
+// common; false for a name that is not a token, "" for one with a space
+// (which net/http's client accepts and its server never writes).
 func canonicalKey(b []byte) (string, bool) {
 	canonical := true
 	upper := true
+	space := false
 	for _, c := range b {
+		if c == ' ' {
+			space = true
+			continue
+		}
 		if !httpguts.IsTokenRune(rune(c)) {
 			return "", false
 		}
@@ -657,6 +669,9 @@ func canonicalKey(b []byte) (string, bool) {
 			canonical = false
 		}
 		upper = c == '-'
+	}
+	if space {
+		return "", true
 	}
 	if canonical {
 		if k, ok := commonKeys[string(b)]; ok {
@@ -755,12 +770,16 @@ func copyN(w http.ResponseWriter, br *bufio.Reader, n int64, stream bool) error 
 			n -= int64(len(p))
 		}
 		if stream {
-			if f, ok := w.(http.Flusher); ok {
-				f.Flush()
-			}
+			flush(w)
 		}
 	}
 	return nil
+}
+
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // copyChunked decodes a chunked body from br to w and passes its trailers
@@ -816,9 +835,7 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 	if len(tr) == 0 {
 		return nil
 	}
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush() // trailers need a chunked response
-	}
+	flush(w) // trailers need a chunked response
 	all := true
 	for _, kv := range tr {
 		found := false

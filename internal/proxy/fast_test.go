@@ -1,0 +1,328 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// scripted is a raw HTTP/1.1 backend on loopback: for each request head it
+// reads it records the head and writes the next scripted response bytes;
+// a script ending in "\x00close" closes the connection after writing.
+type scripted struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	heads [][]byte
+	resp  string
+	wg    sync.WaitGroup
+}
+
+func newScripted(t *testing.T) *scripted {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scripted{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func (s *scripted) set(resp string) {
+	s.mu.Lock()
+	s.resp = resp
+	s.heads = nil
+	s.mu.Unlock()
+}
+
+func (s *scripted) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var head []byte
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			head = append(head, line...)
+			if len(line) <= 2 {
+				break
+			}
+		}
+		s.mu.Lock()
+		s.heads = append(s.heads, head)
+		resp := s.resp
+		s.mu.Unlock()
+		body, closeAfter := strings.CutSuffix(resp, "\x00close")
+		if _, err := io.WriteString(c, body); err != nil || closeAfter {
+			return
+		}
+	}
+}
+
+func (s *scripted) lastHead(t *testing.T) *http.Request {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.heads) == 0 {
+		t.Fatal("the backend saw no request")
+	}
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(s.heads[len(s.heads)-1])))
+	if err != nil {
+		t.Fatalf("backend request head: %v\n%s", err, s.heads[len(s.heads)-1])
+	}
+	return r
+}
+
+// proxyServer serves p behind a real http.Server, with the route.Request
+// the gateway layers would have put in the context.
+func proxyServer(t *testing.T, p *Proxy, backend string) *httptest.Server {
+	t.Helper()
+	live := new(route.Live)
+	b := route.NewBuilder(live)
+	b.Replace(route.State{
+		Zones: []*route.Zone{{Name: "apps.test"}},
+		Apps:  []*route.App{{ID: "hello", Mode: route.ModeHTTP, Status: route.StatusActive}},
+	})
+	u, _ := url.Parse("http://" + backend)
+	b.SetHost(&route.Host{ID: "h1", Apps: []string{"hello"}, Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tb := live.Load()
+		rq := &route.Request{ID: "rid-1", Table: tb, Match: tb.Lookup(r.Host), ClientIP: netip.MustParseAddr("192.0.2.7"),
+			Subject: "sub", Scopes: []string{"a", "b"}}
+		w.Header().Set("X-Ratelimit-Limit", "9") // a layer's header, kept unless a 1xx clears it
+		p.ServeHTTP(w, r.WithContext(route.WithRequest(r.Context(), rq)))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type seen struct {
+	status  int
+	early   []int
+	header  http.Header
+	body    string
+	trailer http.Header
+	sent    *http.Request // what the backend received
+}
+
+// TestFastPathMatchesReverseProxy sends the same requests through a
+// proxy with the fast path and one without, to scripted backend answers,
+// and compares what the client got and what the backend received.
+// Streamed answers carry a Content-Type: without one, whether net/http
+// sniffs one for ReverseProxy depends on a race with its first flush.
+func TestFastPathMatchesReverseProxy(t *testing.T) {
+	be := newScripted(t)
+	fastP, _ := New(Options{ClusterID: "c1"})
+	slowP, _ := New(Options{ClusterID: "c1", DisableFastPath: true})
+	defer fastP.Close()
+	defer slowP.Close()
+	fastS, slowS := proxyServer(t, fastP, be.ln.Addr().String()), proxyServer(t, slowP, be.ln.Addr().String())
+	many := ""
+	for i := range 30 {
+		many += "X-Many-" + string(rune('a'+i%26)) + string(rune('a'+i/26)) + ": v\r\n"
+	}
+	tests := []struct {
+		name, method, path string
+		hdr                http.Header
+		resp               string
+	}{
+		{"length", "GET", "/p/a%2Fb?q=1&r=%20", http.Header{"Cookie": {"a=1"}, "X-Forwarded-For": {"192.0.2.7"}, "Connection": {"keep-alive"}},
+			"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-Gatehouse-Cluster: evil\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nx-lower-case: v\r\n\r\nhello"},
+		{"chunked+announced trailer", "GET", "/", nil,
+			"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Sum: 42\r\n\r\n"},
+		{"chunked+unannounced trailer", "GET", "/", nil,
+			"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\n\r\n3\r\nabc\r\n0\r\nX-Late: 1\r\n\r\n"},
+		{"until close", "GET", "/", nil, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close\x00close"},
+		{"http/1.0", "GET", "/", nil, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok\x00close"},
+		{"early hints", "GET", "/", nil, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"},
+		{"204", "GET", "/", nil, "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n"},
+		{"304", "GET", "/", nil, "HTTP/1.1 304 Not Modified\r\nEtag: \"x\"\r\n\r\n"},
+		{"head", "HEAD", "/", nil, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/html\r\n\r\n"},
+		{"many headers", "GET", "/", http.Header{"X-Client": {"1", "2"}}, "HTTP/1.1 404 Not Found\r\n" + many + "Content-Length: 0\r\n\r\n"},
+		{"event stream", "GET", "/events", nil, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 12\r\n\r\ndata: 1\n\nxxx"},
+		{"malformed", "GET", "/", nil, "HTTP/1.1 2x0 OK\r\n\r\n\x00close"},
+		{"bad header", "GET", "/", nil, "HTTP/1.1 200 OK\r\nBad Name: 1\r\nContent-Length: 0\r\n\r\n\x00close"},
+		{"two lengths", "GET", "/", nil, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx\x00close"},
+	}
+	do := func(t *testing.T, srv *httptest.Server, method, path string, hdr http.Header) seen {
+		t.Helper()
+		var s seen
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, _ textproto.MIMEHeader) error { s.early = append(s.early, code); return nil },
+		})
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
+		req.Host = "hello.apps.test"
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		s.status, s.header, s.body, s.trailer = res.StatusCode, res.Header, string(body), res.Trailer
+		delete(s.header, "Date")
+		return s
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got [2]seen
+			for i, srv := range []*httptest.Server{fastS, slowS} {
+				be.set(tt.resp)
+				got[i] = do(t, srv, tt.method, tt.path, tt.hdr)
+				if got[i].status < 500 {
+					got[i].sent = be.lastHead(t)
+				}
+			}
+			f, s := got[0], got[1]
+			if s.status >= 500 { // the error body is the proxy's problem; the status must agree
+				if f.status != s.status {
+					t.Fatalf("fast path answered %d, ReverseProxy %d", f.status, s.status)
+				}
+				return
+			}
+			if f.status != s.status || f.body != s.body || !reflect.DeepEqual(f.early, s.early) {
+				t.Fatalf("fast: %d %v %q\nslow: %d %v %q", f.status, f.early, f.body, s.status, s.early, s.body)
+			}
+			if !reflect.DeepEqual(f.header, s.header) {
+				t.Errorf("response headers differ:\nfast %v\nslow %v", f.header, s.header)
+			}
+			if !reflect.DeepEqual(f.trailer, s.trailer) {
+				t.Errorf("trailers differ:\nfast %v\nslow %v", f.trailer, s.trailer)
+			}
+			fs, ss := f.sent, s.sent
+			if fs.Method != ss.Method || fs.RequestURI != ss.RequestURI || fs.Host != ss.Host || fs.Proto != ss.Proto {
+				t.Errorf("request line differs: fast %s %s %s %s, slow %s %s %s %s",
+					fs.Method, fs.RequestURI, fs.Proto, fs.Host, ss.Method, ss.RequestURI, ss.Proto, ss.Host)
+			}
+			if !reflect.DeepEqual(fs.Header, ss.Header) {
+				t.Errorf("request headers differ:\nfast %v\nslow %v", fs.Header, ss.Header)
+			}
+			if fs.Header.Get(HeaderAppID) != "hello" || fs.Header.Get(HeaderRequestID) != "rid-1" || fs.Header.Get(HeaderClientIP) != "192.0.2.7" ||
+				fs.Header.Get(HeaderScopes) != "a b" || fs.Header.Get(HeaderCluster) != "c1" {
+				t.Errorf("context headers: %v", fs.Header)
+			}
+		})
+	}
+}
+
+// TestFastPathRetriesAClosedKeptAliveConnection: a host that closed an
+// idle kept-alive connection costs the client nothing: the request goes
+// again on a new connection, and the host is not marked down.
+func TestFastPathRetriesAClosedKeptAliveConnection(t *testing.T) {
+	be := newScripted(t)
+	p, _ := New(Options{ClusterID: "c1"})
+	defer p.Close()
+	srv := proxyServer(t, p, be.ln.Addr().String())
+	get := func() int {
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		req.Host = "hello.apps.test"
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if s := get(); s != 200 {
+		t.Fatalf("first request: %d", s)
+	}
+	// The host drops the kept-alive connection: its next read there ends.
+	be.set("\x00close")
+	if s := get(); s != 502 {
+		t.Fatalf("a host that answers nothing on a fresh connection: %d, want 502", s)
+	}
+	// Pool a connection, then make the host close it while idle.
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok")
+	if s := get(); s != 200 {
+		t.Fatalf("third request: %d", s)
+	}
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x00close") // answers, then closes the pooled conn
+	if s := get(); s != 200 {
+		t.Fatalf("fourth request: %d", s)
+	}
+	// The pooled connection is now closed by the host: the next request
+	// must still succeed, over a new connection.
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if s := get(); s != 200 {
+		t.Fatalf("request after the host closed the pooled connection: %d", s)
+	}
+}
+
+// TestFastPathChoice: which requests take the fast path.
+func TestFastPathChoice(t *testing.T) {
+	plain := &route.Host{Scheme: "http", URL: &url.URL{Scheme: "http", Host: "h:1"}}
+	tests := []struct {
+		name string
+		req  func() *http.Request
+		host *route.Host
+		want bool
+	}{
+		{"get", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/x?y=1", nil) }, plain, true},
+		{"head", func() *http.Request { return httptest.NewRequest("HEAD", "http://a.test/", nil) }, plain, true},
+		{"post", func() *http.Request { return httptest.NewRequest("POST", "http://a.test/", strings.NewReader("x")) }, plain, false},
+		{"get with body", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/", strings.NewReader("x")) }, plain, false},
+		{"upgrade", func() *http.Request {
+			r := httptest.NewRequest("GET", "http://a.test/", nil)
+			r.Header.Set("Connection", "Upgrade")
+			r.Header.Set("Upgrade", "websocket")
+			return r
+		}, plain, false},
+		{"connection names a header", func() *http.Request {
+			r := httptest.NewRequest("GET", "http://a.test/", nil)
+			r.Header.Set("Connection", "keep-alive, X-Secret")
+			return r
+		}, plain, false},
+		{"te", func() *http.Request {
+			r := httptest.NewRequest("GET", "http://a.test/", nil)
+			r.Header.Set("Te", "trailers")
+			return r
+		}, plain, false},
+		{"semicolon query", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/?a=1;b=2", nil) }, plain, false},
+		{"bad escape", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/?a=%zz", nil) }, plain, false},
+		{"https host", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/", nil) },
+			&route.Host{Scheme: "https", URL: &url.URL{Scheme: "https", Host: "h:1"}}, false},
+		{"h2c host", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/", nil) },
+			&route.Host{Scheme: "h2c", URL: &url.URL{Scheme: "h2c", Host: "h:1"}}, false},
+		{"host url with path", func() *http.Request { return httptest.NewRequest("GET", "http://a.test/", nil) },
+			&route.Host{Scheme: "http", URL: &url.URL{Scheme: "http", Host: "h:1", Path: "/base"}}, false},
+	}
+	for _, tt := range tests {
+		if got := fastOK(tt.req(), tt.host); got != tt.want {
+			t.Errorf("%s: fastOK = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
