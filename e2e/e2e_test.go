@@ -206,8 +206,9 @@ func hostSIGTERM(t *testing.T, s *system) {
 }
 
 // SIGTERM to the gateway under keep-alive load with slow requests in
-// flight: every request it accepted is answered 200, new ones after the
-// signal find the listener closed, and it exits 0 within drain_timeout.
+// flight: /readyz turns 503, every request it accepted is answered 200,
+// new ones after the signal find the listener closed, and it exits 0
+// within drain_timeout.
 func TestGatewaySIGTERMUnderLoad(t *testing.T) {
 	s := startSystem(t)
 	waitRouted(t, s)
@@ -222,7 +223,11 @@ func TestGatewaySIGTERMUnderLoad(t *testing.T) {
 	l.markSignal()
 	sig := time.Now()
 	s.gw.sigterm(t)
-	slowRs := collect(t, slow, nSlow, drainTimeout)
+	// While the slow requests hold the drain open, readiness says so.
+	if !testutil.Eventually(time.Second, func() bool { return get(t, "http://"+s.gw.mgmt+"/readyz") == http.StatusServiceUnavailable }) {
+		t.Error("/readyz did not turn 503 while draining")
+	}
+	slowRs := collect(t, slow, nSlow, drainTimeout+5*time.Second)
 	code := s.gw.wait(t, drainTimeout+5*time.Second)
 	exitAfter := time.Since(sig)
 	l.finish()

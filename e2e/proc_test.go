@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -77,6 +78,7 @@ func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, out: newTailBuffer(1 << 20), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = childEnv()
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -97,8 +99,11 @@ func start(t *testing.T, name string, args ...string) *proc {
 				t.Errorf("%s (pid %d) still running 10s after SIGKILL", name, p.cmd.Process.Pid)
 			}
 		}
+		if p.out.raced.Load() {
+			t.Errorf("%s (built with -race) reported a data race", name)
+		}
 		if t.Failed() {
-			t.Logf("---- %s output (last 150 lines) ----\n%s", name, p.out.lastLines(150))
+			t.Logf("---- %s output (last 150 lines but access log lines) ----\n%s", name, p.out.lastLines(150))
 		}
 	})
 	return p
@@ -157,6 +162,7 @@ func runOnce(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = childEnv()
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -169,6 +175,25 @@ func runOnce(t *testing.T, args ...string) (stdout, stderr string, code int) {
 		t.Fatalf("gatehouse %s: %v\n%s", strings.Join(args, " "), err, e.String())
 	}
 	return o.String(), e.String(), code
+}
+
+// childEnv is the environment of every gatehouse child: ours, minus any
+// GATEHOUSE_* variable (the tests say everything with flags), with the
+// race runtime told not to sleep a second at exit (its default), which
+// would add a second to every keygen and ctl and to every drain measured.
+func childEnv() []string {
+	var env []string
+	gorace := "atexit_sleep_ms=0"
+	for _, kv := range os.Environ() {
+		switch {
+		case strings.HasPrefix(kv, "GATEHOUSE_"):
+		case strings.HasPrefix(kv, "GORACE="):
+			gorace = strings.TrimPrefix(kv, "GORACE=") + " " + gorace
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env, "GORACE="+gorace)
 }
 
 // freeAddrs returns n distinct loopback addresses that were free a moment
@@ -193,17 +218,21 @@ func freeAddrs(t *testing.T, n int) []string {
 	return addrs
 }
 
-// tailBuffer keeps the last max bytes written to it; safe for concurrent
-// use.
+// tailBuffer keeps the last max bytes written to it and notes a race
+// detector report; safe for concurrent use.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
+	mu    sync.Mutex
+	max   int
+	b     []byte
+	raced atomic.Bool
 }
 
 func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
 
 func (b *tailBuffer) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("WARNING: DATA RACE")) {
+		b.raced.Store(true)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.b = append(b.b, p...)
@@ -219,8 +248,21 @@ func (b *tailBuffer) String() string {
 	return string(b.b)
 }
 
+// lastLines returns the last n lines written, leaving out the gateway's
+// access log lines (thousands under load), which it counts instead.
 func (b *tailBuffer) lastLines(n int) string {
-	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	var lines []string
+	access := 0
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		if strings.Contains(l, `"msg":"request"`) {
+			access++
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if access > 0 {
+		lines = append(lines, fmt.Sprintf("(%d access log lines left out)", access))
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
