@@ -328,7 +328,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			}
 		}
 	}
-	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration}
+	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration, backend: e.ps.find("backend")}
 	for _, t := range order {
 		if t.http == "" {
 			continue

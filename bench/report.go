@@ -169,8 +169,8 @@ func oneLine(err error) string {
 
 func (r *report) l7Table(b *strings.Builder) {
 	fmt.Fprintf(b, "## L7: 1 KiB responses, %d keep-alive connections (wrk, median of %d × %s)\n\n", r.cfg.conns, r.cfg.rounds, r.cfg.duration)
-	fmt.Fprintln(b, "| target | req/s | × direct | × nginx | p50 | p99 | proxy CPU s / 100k req | proxy CPU × nginx | errors | rounds |")
-	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(b, "| target | req/s | × direct | × nginx | p50 | p99 | proxy CPU s / 100k req | proxy CPU × nginx | backend CPU µs/req | errors | rounds |")
+	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	rps := func(name string) float64 { return medianOf(r.l7[name], func(w wrkResult) float64 { return w.rps }) }
 	cpu := func(name string) float64 {
 		return medianOf(r.l7[name], func(w wrkResult) float64 { return w.cpu / float64(max(w.requests, 1)) * 1e5 })
@@ -178,7 +178,7 @@ func (r *report) l7Table(b *strings.Builder) {
 	for _, t := range r.targets {
 		runs := r.l7[t.name]
 		if len(runs) == 0 {
-			fmt.Fprintf(b, "| %s | not measured | | | | | | | | 0 |\n", t.name)
+			fmt.Fprintf(b, "| %s | not measured | | | | | | | | | 0 |\n", t.name)
 			continue
 		}
 		var errs int64
@@ -192,8 +192,9 @@ func (r *report) l7Table(b *strings.Builder) {
 			cpuCell = fmt.Sprintf("%.2f (%.1f µs/req)", cpu(t.name), cpu(t.name)*10)
 			cpuRatio = ratio(cpu(t.name), cpu("nginx"))
 		}
-		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %d | %d |\n", t.name, rps(t.name),
-			ratio(rps(t.name), rps("direct")), ratio(rps(t.name), rps("nginx")), ms(p50), ms(p99), cpuCell, cpuRatio, errs, len(runs))
+		be := medianOf(runs, func(w wrkResult) float64 { return w.backend / float64(max(w.requests, 1)) * 1e6 })
+		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %.1f | %d | %d |\n", t.name, rps(t.name),
+			ratio(rps(t.name), rps("direct")), ratio(rps(t.name), rps("nginx")), ms(p50), ms(p99), cpuCell, cpuRatio, be, errs, len(runs))
 	}
 	fmt.Fprintln(b)
 }

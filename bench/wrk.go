@@ -17,11 +17,13 @@ type wrkResult struct {
 	p50, p99 time.Duration
 	errors   int64   // non-2xx/3xx responses plus socket errors
 	cpu      float64 // CPU seconds the proxy process tree spent during the run
+	backend  float64 // CPU seconds the backend spent during the run
 }
 
 type wrkOpts struct {
 	conns, threads int
 	duration       time.Duration
+	backend        *proc // measured alongside the proxy, for reference; may be nil
 }
 
 // runWrk loads addr with keep-alive GETs for appHost and measures the
@@ -33,14 +35,20 @@ func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, er
 		"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
 		"-d", fmt.Sprintf("%ds", max(1, int(o.duration.Seconds()))),
 		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, "http://"+addr+"/")
-	var before float64
+	var before, beBefore float64
 	if p != nil {
 		before = cpuSeconds(p.pid())
+	}
+	if o.backend != nil {
+		beBefore = cpuSeconds(o.backend.pid())
 	}
 	out, err := cmd.Output()
 	var r wrkResult
 	if p != nil {
 		r.cpu = cpuSeconds(p.pid()) - before
+	}
+	if o.backend != nil {
+		r.backend = cpuSeconds(o.backend.pid()) - beBefore
 	}
 	if err != nil {
 		return r, fmt.Errorf("wrk: %v: %s", err, out)
