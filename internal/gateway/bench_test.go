@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ func BenchmarkGatewayRequest(b *testing.B) {
 	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello")
 	}))
-	req := httptest.NewRequest("GET", "http://hello.apps.test/path?q=1", nil)
+	req := serverLikeRequest(b)
 	req.RemoteAddr = "192.0.2.10:51234"
 	req.Header.Set("User-Agent", "bench")
 	req.Header.Set("Accept", "*/*")
@@ -43,6 +44,14 @@ func BenchmarkGatewayRequest(b *testing.B) {
 	}
 }
 
+// serverLikeRequest is the benchmarks' GET, with a cancelable context as
+// net/http's server gives every request (the proxy watches it).
+func serverLikeRequest(b *testing.B) *http.Request {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	return httptest.NewRequestWithContext(ctx, "GET", "http://hello.apps.test/path?q=1", nil)
+}
+
 // BenchmarkGatewayRequestParallel is BenchmarkGatewayRequest from
 // GOMAXPROCS goroutines at once, all from one client address (as a load
 // generator on loopback is), so that contention on shared state shows.
@@ -54,7 +63,7 @@ func BenchmarkGatewayRequestParallel(b *testing.B) {
 	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello")
 	}))
-	req := httptest.NewRequest("GET", "http://hello.apps.test/path?q=1", nil)
+	req := serverLikeRequest(b)
 	req.RemoteAddr = "192.0.2.10:51234"
 	req.Header.Set("User-Agent", "bench")
 	req.Header.Set("Accept", "*/*")

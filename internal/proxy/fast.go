@@ -57,6 +57,7 @@ type fconn struct {
 	bw     *bufio.Writer
 	idle   time.Time // when it was put back
 	reused bool
+	abort  func() // unblocks a read or write: the client went away
 }
 
 func (fp *fastPool) idle(addr string) chan *fconn {
@@ -92,7 +93,9 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 	if err != nil {
 		return nil, err
 	}
-	return &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
+	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}
+	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
+	return c, nil
 }
 
 // put keeps c for reuse, or closes it when the pool is full or closed.
@@ -205,18 +208,19 @@ var (
 )
 
 // serveFast is one attempt of the fast path at a.host, answering w like
-// p.rp.ServeHTTP would (errors through p.errorHandler).
-func (p *Proxy) serveFast(w http.ResponseWriter, in *http.Request, a *attempt) {
-	ctx := in.Context()
+// p.rp.ServeHTTP would (errors through p.errorHandler). r's context is
+// a's parent: only an error needs the request with a as its context.
+func (p *Proxy) serveFast(w http.ResponseWriter, r *http.Request, a *attempt) {
+	ctx := r.Context()
 	addr := a.host.URL.Host
 	fresh := false
 	for {
 		c, err := p.fast.get(ctx, addr, p.opts.Now(), fresh)
 		if err != nil {
-			p.errorHandler(w, in, err)
+			p.errorHandler(w, a.request(r), err)
 			return
 		}
-		retry, err := p.exchangeFast(w, in, a, c)
+		retry, err := p.exchangeFast(w, r, a, c)
 		if err == nil {
 			return
 		}
@@ -225,7 +229,7 @@ func (p *Proxy) serveFast(w http.ResponseWriter, in *http.Request, a *attempt) {
 			fresh = true // a kept-alive connection the host had closed: once more, on a new one
 			continue
 		}
-		p.errorHandler(w, in, err)
+		p.errorHandler(w, a.request(r), err)
 		return
 	}
 }
@@ -243,8 +247,16 @@ type fastResp struct {
 	n         int
 	more      []fastKV // past 24 headers
 	text      []byte
+	blk       *headBlock
 	connToks  []string // Connection tokens other than close/keep-alive
 	lengthSet bool
+}
+
+// headBlock is the memory a response head's values take, in one
+// allocation for a typical head: the bytes, and the []string over them.
+type headBlock struct {
+	vals [16]string
+	text [512]byte
 }
 
 type fastKV struct {
@@ -260,7 +272,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	ctx := in.Context()
 	var stop func() bool
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+		stop = context.AfterFunc(ctx, c.abort)
 	}
 	reuse := false
 	defer func() {
@@ -463,11 +475,8 @@ func readLine(br *bufio.Reader, long *[]byte, budget *int) ([]byte, error) {
 
 // readFastHead reads one response head into res.
 func readFastHead(br *bufio.Reader, res *fastResp) error {
-	text := res.text[:0]
-	if text == nil {
-		text = make([]byte, 0, 512)
-	}
-	*res = fastResp{length: -1, text: text}
+	blk := new(headBlock)
+	*res = fastResp{length: -1, text: blk.text[:0], blk: blk}
 	budget := maxFastHead
 	var long []byte
 	line, err := readLine(br, &long, &budget)
@@ -598,7 +607,12 @@ func (res *fastResp) copyTo(h http.Header, cluster []string) {
 		text = unsafe.String(&b[0], len(b))
 	}
 	n := res.n + len(res.more)
-	vals := make([]string, n)
+	var vals []string
+	if n <= len(res.blk.vals) {
+		vals = res.blk.vals[:n]
+	} else {
+		vals = make([]string, n)
+	}
 	add := func(i int, k string, start, end int32) {
 		if k == "" {
 			return

@@ -111,6 +111,16 @@ type attempt struct {
 
 type attemptKey struct{}
 
+// request returns r with a as its context (and a's tracked body), as
+// ReverseProxy and the error handler see it.
+func (a *attempt) request(r *http.Request) *http.Request {
+	in := r.WithContext(a)
+	if a.body != nil {
+		in.Body = a.body
+	}
+	return in
+}
+
 // Value answers attemptKey with a itself and everything else from the
 // request's context.
 func (a *attempt) Value(key any) any {
@@ -147,7 +157,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := &attempt{Context: r.Context(), req: rq, app: app}
-	in := r.WithContext(a)
 	a.vals[0] = app
 	if rq.ClientIP.IsValid() {
 		b := rq.ClientIP.AppendTo(a.ip[:0])
@@ -156,14 +165,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.vals[2] = rq.ID
 	if r.Body != nil && r.Body != http.NoBody {
 		a.body = &trackedBody{ReadCloser: r.Body}
-		in.Body = a.body
 	}
+	var in *http.Request // r with the attempt as its context, for ReverseProxy: built when first needed
 	for try := 0; ; try++ {
 		a.host, a.failed = h, nil
 		h.Health.Inflight.Add(1)
 		if p.fast != nil && fastOK(r, h) {
-			p.serveFast(w, in, a)
+			p.serveFast(w, r, a)
 		} else {
+			if in == nil {
+				in = a.request(r)
+			}
 			p.rp.ServeHTTP(w, in)
 		}
 		h.Health.Inflight.Add(-1)
