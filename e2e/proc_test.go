@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // bin is the gatehouse binary under test, built once by TestMain.
@@ -51,7 +54,17 @@ func buildAndRun(m *testing.M) int {
 	}
 	// Shown with -v or on failure only, like any test output.
 	fmt.Printf("e2e: go %s: %s\n", strings.Join(args[3:], " "), time.Since(began).Round(time.Millisecond))
-	return m.Run()
+	code := m.Run()
+	if code == 0 {
+		// Every process, load worker, upstream and client the tests
+		// started must be gone.
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: goroutines left behind:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 // goTool is the go command of the toolchain running the tests.

@@ -35,9 +35,24 @@ type gateway struct {
 }
 
 // startGateway runs `gatehouse serve` on loopback with an embedded bus and
-// waits until /readyz answers 200.
+// waits until /readyz answers 200. The ports are picked free just before;
+// if another process takes one in between, it tries again with new ones.
 func startGateway(t *testing.T) *gateway {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		g := tryGateway(t)
+		if !g.exited() {
+			return g
+		}
+		if attempt == 3 || !strings.Contains(g.out.String(), "address already in use") {
+			t.Fatalf("gateway exited before ready: %v", g.err)
+		}
+		t.Logf("gateway: a port was taken meanwhile; trying new ones")
+	}
+}
+
+// tryGateway starts one gateway and waits until it is ready or has exited.
+func tryGateway(t *testing.T) *gateway {
 	a := freeAddrs(t, 3)
 	g := &gateway{http: a[0], mgmt: a[1], bus: a[2]}
 	g.proc = start(t, "gatehouse serve",
@@ -51,9 +66,6 @@ func startGateway(t *testing.T) *gateway {
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		return g.exited() || get(t, "http://"+g.mgmt+"/readyz") == http.StatusOK
 	}, "gateway /readyz not 200")
-	if g.exited() {
-		t.Fatalf("gateway exited before ready: %v", g.err)
-	}
 	return g
 }
 
