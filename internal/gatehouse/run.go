@@ -42,42 +42,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		certs   atomic.Pointer[tlsmgr.Manager]
 		started atomic.Bool
 	)
-	// The listeners are built first, with handlers that delegate to parts
-	// built later: management must answer while the rest boots, and public
-	// requests that arrive before the table is loaded get 503, not a reset.
-	e, err := edge.New(edge.Options{
-		HTTPAddr:       cfg.HTTP.Addr,
-		HTTPSAddr:      cfg.HTTPS.Addr,
-		ManagementAddr: cfg.Management.Addr,
-		HTTPMode:       cfg.HTTP.Mode,
-		Handler:        delegate(&l7),
-		Management:     g.managementMux(&apiH),
-		Ready:          started.Load,
-		TLS: &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			if m := certs.Load(); m != nil {
-				return m.TLSConfig(), nil
-			}
-			return nil, errors.New("gatehouse: starting")
-		}},
-		ACME: func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if m := certs.Load(); m != nil {
-					m.HTTPHandler(next).ServeHTTP(w, r)
-					return
-				}
-				next.ServeHTTP(w, r)
-			})
-		},
-		Passthrough:       edge.RoutePassthrough(&g.live, nil),
-		WrapHTTP:          gateway.GuardListener,
-		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
-		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Listeners.IdleTimeout,
-		DrainTimeout:      cfg.DrainTimeout,
-		ActiveConns:       g.metrics.ActiveConnections,
-		Logger:            g.log,
-	})
+	e, err := g.newEdge(&l7, &apiH, &certs, &started)
 	if err != nil {
 		return err
 	}
@@ -136,6 +101,46 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	return werr
 }
 
+// newEdge builds the listeners with handlers that delegate to parts built
+// later: management must answer while the rest boots, and public requests
+// that arrive before the table is loaded get 503, not a reset.
+func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], started *atomic.Bool) (*edge.Edge, error) {
+	cfg := g.cfg
+	return edge.New(edge.Options{
+		HTTPAddr:       cfg.HTTP.Addr,
+		HTTPSAddr:      cfg.HTTPS.Addr,
+		ManagementAddr: cfg.Management.Addr,
+		HTTPMode:       cfg.HTTP.Mode,
+		Handler:        delegate(l7),
+		Management:     g.managementMux(apiH),
+		Ready:          started.Load,
+		TLS: &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			if m := certs.Load(); m != nil {
+				return m.TLSConfig(), nil
+			}
+			return nil, errors.New("gatehouse: starting")
+		}},
+		ACME: func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if m := certs.Load(); m != nil {
+					m.HTTPHandler(next).ServeHTTP(w, r)
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
+		Passthrough:       edge.RoutePassthrough(&g.live, nil),
+		WrapHTTP:          gateway.GuardListener,
+		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
+		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
+		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Listeners.IdleTimeout,
+		DrainTimeout:      cfg.DrainTimeout,
+		ActiveConns:       g.metrics.ActiveConnections,
+		Logger:            g.log,
+	})
+}
+
 // startParts brings up the bus, the store, the table and the parts that
 // feed and serve it. Long-running parts join eg.
 func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.Bus, e *edge.Edge,
@@ -150,25 +155,9 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		Management: addrString(e.Addr("management")),
 		Bus:        trimScheme(b.ClientURL()),
 	})
-	replicas := 0
-	if !b.Embedded() && len(cfg.Bus.URL) > 1 {
-		replicas = 3 // an external NATS cluster: JetStream replicates the buckets (R3)
-	}
-	st, err := store.Open(ctx, b.JetStream(), store.Options{Replicas: replicas, Logger: g.log})
+	st, builder, err := g.openStore(ctx, eg, b)
 	if err != nil {
 		return err
-	}
-	if err := seedZone(ctx, st, cfg.Zone, cfg.HTTPS.Addr); err != nil {
-		return fmt.Errorf("gatehouse: seed zone %s: %w", cfg.Zone, err)
-	}
-	builder := route.NewBuilder(&g.live)
-	eg.Go(func() error { return st.Run(ctx, builder) })
-	select {
-	case <-builder.Loaded():
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(30 * time.Second):
-		return errors.New("gatehouse: store: routing state not loaded after 30s")
 	}
 
 	key, err := g.clusterKey()
@@ -210,7 +199,54 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	if err != nil {
 		return err
 	}
-	a, err := api.New(api.Options{
+	a, err := g.newAPI(st, disc, pr, authOpts)
+	if err != nil {
+		return err
+	}
+	var ah http.Handler = a
+	apiH.Store(&ah)
+
+	gw, err := g.newGateway(a, pr, key, authOpts)
+	if err != nil {
+		return err
+	}
+	eg.Go(func() error { <-ctx.Done(); return gw.Close() })
+	var h http.Handler = gw
+	l7.Store(&h)
+	return nil
+}
+
+// openStore opens the routing buckets, seeds -zone, and waits until the
+// table holds the store's first full load, so nothing is served from an
+// empty table by mistake.
+func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bus) (*store.Store, *route.Builder, error) {
+	cfg := g.cfg
+	replicas := 0
+	if !b.Embedded() && len(cfg.Bus.URL) > 1 {
+		replicas = 3 // an external NATS cluster: JetStream replicates the buckets (R3)
+	}
+	st, err := store.Open(ctx, b.JetStream(), store.Options{Replicas: replicas, Logger: g.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := seedZone(ctx, st, cfg.Zone, cfg.HTTPS.Addr); err != nil {
+		return nil, nil, fmt.Errorf("gatehouse: seed zone %s: %w", cfg.Zone, err)
+	}
+	builder := route.NewBuilder(&g.live)
+	eg.Go(func() error { return st.Run(ctx, builder) })
+	select {
+	case <-builder.Loaded():
+		return st, builder, nil
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case <-time.After(30 * time.Second):
+		return nil, nil, errors.New("gatehouse: store: routing state not loaded after 30s")
+	}
+}
+
+func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers.Peers, authOpts auth.Options) (*api.API, error) {
+	cfg := g.cfg
+	return api.New(api.Options{
 		Store: st, NotFound: store.ErrNotFound, ControlToken: cfg.Control.Token,
 		VerifyPlatform: platformVerifier(authOpts),
 		Hosts:          disc.Hosts,
@@ -220,13 +256,11 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		},
 		Logger: g.log,
 	})
-	if err != nil {
-		return err
-	}
-	var ah http.Handler = a
-	apiH.Store(&ah)
+}
 
-	gw, err := gateway.New(gateway.Options{
+func (g *Gatehouse) newGateway(a http.Handler, pr *peers.Peers, key ed25519.PrivateKey, authOpts auth.Options) (*gateway.Gateway, error) {
+	cfg := g.cfg
+	return gateway.New(gateway.Options{
 		ClusterID:      cfg.Cluster.ID,
 		Live:           &g.live,
 		API:            a,
@@ -248,13 +282,6 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		Proxy:     proxy.Options{ResponseHeaderTimeout: min(30*time.Second, cfg.Cluster.Deadline)},
 		AccessLog: true,
 	})
-	if err != nil {
-		return err
-	}
-	eg.Go(func() error { <-ctx.Done(); return gw.Close() })
-	var h http.Handler = gw
-	l7.Store(&h)
-	return nil
 }
 
 func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, error) {
