@@ -32,7 +32,10 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		origin := r.Header.Get("Origin")
+		var origin string
+		if v := r.Header["Origin"]; len(v) > 0 {
+			origin = v[0]
+		}
 		if origin == "" {
 			next.ServeHTTP(w, r) // not a cross-origin browser request
 			return

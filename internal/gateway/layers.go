@@ -193,6 +193,10 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 	if !g.accessLog || !g.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
+	client := "invalid IP" // what the zero netip.Addr's String says
+	if x.Req.ClientIP.IsValid() {
+		client = x.str(x.Req.ClientIP.AppendTo(x.scratch()))
+	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
@@ -202,7 +206,7 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 		slog.Duration("duration", d),
 		slog.String("app", app),
 		slog.String("request_id", x.Req.ID),
-		slog.String("client_ip", x.Req.ClientIP.String()),
+		slog.String("client_ip", client),
 	)
 }
 
