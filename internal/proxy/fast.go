@@ -42,13 +42,21 @@ import (
 // response with http.ErrAbortHandler.
 
 // fastPool is the fast path's keep-alive pool: per host address, a
-// channel of idle connections (no lock shared across hosts).
+// channel of idle connections (no lock shared across hosts). A connection
+// idle for idleFor is closed by the next get that finds it or by a sweep,
+// a timer func armed while idle connections exist (no goroutine of its
+// own), so that hosts gone from the table leave no open sockets behind.
 type fastPool struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	now     func() time.Time
 	max     int
 	idleFor time.Duration
 	hosts   sync.Map // addr -> chan *fconn
 	closed  atomic.Bool
+
+	armed atomic.Bool // a sweep is scheduled
+	mu    sync.Mutex  // guards sweep (the timer)
+	sweep *time.Timer
 }
 
 type fconn struct {
@@ -98,9 +106,11 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 	return c, nil
 }
 
-// put keeps c for reuse, or closes it when the pool is full or closed.
+// put keeps c for reuse, or closes it when the pool is full or closed,
+// or when the host sent more than its response (bytes no request asked
+// for would be read as the next response).
 func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
-	if fp.closed.Load() {
+	if fp.closed.Load() || c.br.Buffered() > 0 {
 		_ = c.Close()
 		return
 	}
@@ -109,6 +119,59 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 	case fp.idle(addr) <- c:
 	default:
 		_ = c.Close()
+		return
+	}
+	if fp.armed.CompareAndSwap(false, true) {
+		fp.arm()
+	}
+}
+
+// arm schedules a sweep idleFor from now, unless the pool is closed.
+func (fp *fastPool) arm() {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if fp.closed.Load() {
+		return
+	}
+	if fp.sweep == nil {
+		fp.sweep = time.AfterFunc(fp.idleFor, fp.sweepIdle)
+	} else {
+		fp.sweep.Reset(fp.idleFor)
+	}
+}
+
+// sweepIdle closes the connections idle for idleFor or more and arms the
+// next sweep while any remain.
+func (fp *fastPool) sweepIdle() {
+	now := fp.now()
+	left := false
+	fp.hosts.Range(func(_, v any) bool {
+		ch := v.(chan *fconn)
+		for range len(ch) {
+			var c *fconn
+			select {
+			case c = <-ch:
+			default:
+			}
+			if c == nil {
+				break
+			}
+			if now.Sub(c.idle) >= fp.idleFor || fp.closed.Load() {
+				_ = c.Close()
+				continue
+			}
+			select {
+			case ch <- c:
+				left = true
+			default:
+				_ = c.Close()
+			}
+		}
+		return true
+	})
+	fp.armed.Store(false)
+	if left && fp.armed.CompareAndSwap(false, true) {
+		fp.arm()
 	}
 }
 
@@ -116,6 +179,11 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 func (fp *fastPool) closeIdle(stop bool) {
 	if stop {
 		fp.closed.Store(true)
+		fp.mu.Lock()
+		if fp.sweep != nil {
+			fp.sweep.Stop()
+		}
+		fp.mu.Unlock()
 	}
 	fp.hosts.Range(func(_, v any) bool {
 		ch := v.(chan *fconn)

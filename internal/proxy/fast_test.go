@@ -15,10 +15,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // scripted is a raw HTTP/1.1 backend on loopback: for each request head it
@@ -30,6 +32,7 @@ type scripted struct {
 	heads [][]byte
 	resp  string
 	wg    sync.WaitGroup
+	ended atomic.Int32 // connections that ended (closed by the peer, or scripted to)
 }
 
 func newScripted(t *testing.T) *scripted {
@@ -63,6 +66,7 @@ func (s *scripted) set(resp string) {
 }
 
 func (s *scripted) serve(c net.Conn) {
+	defer s.ended.Add(1)
 	defer c.Close()
 	br := bufio.NewReader(c)
 	for {
@@ -323,6 +327,50 @@ func TestFastPathChoice(t *testing.T) {
 	for _, tt := range tests {
 		if got := fastOK(tt.req(), tt.host); got != tt.want {
 			t.Errorf("%s: fastOK = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func fastGet(t *testing.T, srv *httptest.Server) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.Host = "hello.apps.test"
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestFastPathIdleConnectionsAreClosed: a kept-alive connection idle for
+// IdleConnTimeout is closed without any further request (the host may be
+// gone from the table for good).
+func TestFastPathIdleConnectionsAreClosed(t *testing.T) {
+	be := newScripted(t)
+	p, _ := New(Options{ClusterID: "c1", IdleConnTimeout: 50 * time.Millisecond})
+	defer p.Close()
+	srv := proxyServer(t, p, be.ln.Addr().String())
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if s, _ := fastGet(t, srv); s != 200 {
+		t.Fatalf("status %d", s)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return be.ended.Load() == 1 }, "the idle upstream connection was never closed")
+}
+
+// TestFastPathDropsAConnectionWithUnaskedBytes: bytes after a response
+// (a host sending more than its Content-Length) are never read as the
+// next request's response: that connection is not reused.
+func TestFastPathDropsAConnectionWithUnaskedBytes(t *testing.T) {
+	be := newScripted(t)
+	p, _ := New(Options{ClusterID: "c1"})
+	defer p.Close()
+	srv := proxyServer(t, p, be.ln.Addr().String())
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Forged\r\nContent-Length: 0\r\n\r\n")
+	for i := range 3 {
+		if s, body := fastGet(t, srv); s != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, s, body)
 		}
 	}
 }

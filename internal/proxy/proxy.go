@@ -52,7 +52,7 @@ func New(opts Options) (*Proxy, error) {
 	}
 	p := &Proxy{opts: opts, tr: newTransport(&opts)}
 	if !opts.DisableFastPath {
-		p.fast = &fastPool{dial: p.tr.dial, max: opts.MaxIdleConnsPerHost, idleFor: opts.IdleConnTimeout}
+		p.fast = &fastPool{dial: p.tr.dial, now: opts.Now, max: opts.MaxIdleConnsPerHost, idleFor: opts.IdleConnTimeout}
 	}
 	if opts.ClusterID != "" {
 		p.clusterHdr = []string{opts.ClusterID}
