@@ -5,7 +5,7 @@ GO ?= go
 DEB_PACKAGES := pebble chromium
 FUZZTIME ?= 20000x
 
-.PHONY: test deps vet fmt-check unit fuzz bench build demo
+.PHONY: test deps vet fmt-check unit fuzz bench bench-load build demo
 
 test: deps vet fmt-check unit fuzz
 
@@ -38,3 +38,8 @@ fuzz:
 # harness against nginx and HAProxy is `go run ./bench` (see bench/README.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=1x ./...
+
+# bench-load is the side-by-side harness (as root: it installs nginx,
+# HAProxy and wrk from Debian when missing); results in BENCHMARKS.md.
+bench-load:
+	$(GO) run ./bench -perf
