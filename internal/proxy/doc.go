@@ -5,6 +5,13 @@
 // pooled keep-alive upstream connections (http, https, and h2c for gRPC),
 // streaming responses, Server-Sent Events and WebSocket upgrades.
 //
+// The common request — GET or HEAD without a body, no upgrade, to a
+// plain-http host — takes a fast path instead (fast.go): the proxy writes
+// the request and reads the response itself, on the handler's goroutine,
+// over its own keep-alive pool, sending and answering the same bytes as
+// ReverseProxy would (tests compare the two) with a fraction of the work
+// and allocations. Options.DisableFastPath turns it off.
+//
 // Selection is round robin per app over the table's pool, skipping hosts
 // that cool down after a connect failure ([route.Health]); when every host
 // cools down the least recently failed one is tried rather than refusing.

@@ -169,16 +169,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in *http.Request // r with the attempt as its context, for ReverseProxy: built when first needed
 	for try := 0; ; try++ {
 		a.host, a.failed = h, nil
-		h.Health.Inflight.Add(1)
 		if p.fast != nil && fastOK(r, h) {
-			p.serveFast(w, r, a)
+			p.try(w, r, a, nil)
 		} else {
 			if in == nil {
 				in = a.request(r)
 			}
-			p.rp.ServeHTTP(w, in)
+			p.try(w, r, a, in)
 		}
-		h.Health.Inflight.Add(-1)
 		if a.failed == nil {
 			return // answered: the host's response or a problem
 		}
@@ -193,6 +191,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fallbackOr(w, r, rq, app, fmt.Errorf("%w: %w", ErrUnreachable, a.failed))
 		return
 	}
+}
+
+// try is one attempt at a.host: the fast path, or ReverseProxy with in.
+// The host's in-flight count is kept right even when the attempt aborts
+// the response (panic(http.ErrAbortHandler)).
+func (p *Proxy) try(w http.ResponseWriter, r *http.Request, a *attempt, in *http.Request) {
+	a.host.Health.Inflight.Add(1)
+	defer a.host.Health.Inflight.Add(-1)
+	if in == nil {
+		p.serveFast(w, r, a)
+		return
+	}
+	p.rp.ServeHTTP(w, in)
 }
 
 // fallbackOr lets Options.Fallback answer a request the local hosts cannot
