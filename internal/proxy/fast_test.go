@@ -374,3 +374,50 @@ func TestFastPathDropsAConnectionWithUnaskedBytes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastResponse feeds a host's response bytes (hosts are not trusted)
+// to the fast path's head parser and body decoder: no input may panic, and
+// a head it accepts has a status in range and a consistent framing.
+func FuzzFastResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n",
+		"HTTP/1.0 204 No Content\r\nConnection: keep-alive, X-A\r\nX-A: 1\r\n\r\n",
+		"HTTP/1.1 103 Early Hints\r\nLink: <a>\r\n\r\nHTTP/1.1 200 OK\r\n\r\nrest",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		br := bufio.NewReaderSize(bytes.NewReader(b), 64)
+		var res fastResp
+		if err := readFastHead(br, &res); err != nil {
+			return
+		}
+		if res.status < 100 || res.status > 999 || (res.chunked && res.length != -1) {
+			t.Fatalf("accepted status %d, chunked %v, length %d", res.status, res.chunked, res.length)
+		}
+		w := httptest.NewRecorder()
+		res.copyTo(w.Header(), []string{"c1"})
+		if got := w.Header()[HeaderCluster]; len(got) != 1 || got[0] != "c1" {
+			t.Fatalf("cluster header %v", got)
+		}
+		for _, k := range []string{"Connection", "Transfer-Encoding", "Keep-Alive", "Trailer", "Upgrade"} {
+			if _, ok := w.Header()[k]; ok {
+				t.Fatalf("hop-by-hop %s passed on", k)
+			}
+		}
+		switch {
+		case res.chunked:
+			_ = copyChunked(w, br, false, res.trailers)
+		case res.length >= 0:
+			if err := copyN(w, br, res.length, false); err == nil && int64(w.Body.Len()) != res.length {
+				t.Fatalf("copied %d of %d", w.Body.Len(), res.length)
+			}
+		default:
+			_ = copyN(w, br, -1, false)
+		}
+	})
+}
