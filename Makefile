@@ -7,7 +7,7 @@ FUZZTIME ?= 20000x
 
 .PHONY: test deps vet fmt-check unit fuzz bench bench-load build demo
 
-test: deps vet fmt-check unit fuzz
+test: deps vet fmt-check unit fuzz bench
 
 build:
 	$(GO) build ./...
@@ -34,7 +34,7 @@ unit:
 fuzz:
 	@FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
-# bench runs the Go benchmarks once each so they cannot rot; the load
+# bench runs every Go benchmark once (part of test, so they cannot rot); the load
 # harness against nginx and HAProxy is `go run ./bench` (see bench/README.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime=1x ./...
