@@ -60,7 +60,9 @@ func (t *Table) Lookup(host string) Match {
 			if a := t.n.apps[label]; a != nil {
 				return Match{Kind: KindApp, App: a, Zone: z, Name: name}
 			}
-			return Match{Name: name}
+			// Not an app label: a verified custom domain may still live
+			// under a zone the gateway serves (its DNS hosts the customer's
+			// zone too).
 		}
 	}
 	if d := t.n.domains[name]; d != nil && d.Verified {

@@ -16,6 +16,7 @@ func testTable() *Live {
 			{Domain: "www.shop.test", App: "shop", Verified: true},
 			{Domain: "pending.test", App: "shop", Verified: false},
 			{Domain: "orphan.test", App: "gone", Verified: true},
+			{Domain: "www.localhost", App: "shop", Verified: true}, // a custom domain under a served zone
 		},
 	})
 	return &l
@@ -41,8 +42,9 @@ func TestLookup(t *testing.T) {
 		{"apps.example.com", KindUnknown, ""},
 		{"www.shop.test", KindApp, "shop"},
 		{"WWW.Shop.Test:80", KindApp, "shop"},
-		{"pending.test", KindUnknown, ""}, // unverified mappings never route
-		{"orphan.test", KindUnknown, ""},  // mapping to a missing app
+		{"pending.test", KindUnknown, ""},  // unverified mappings never route
+		{"orphan.test", KindUnknown, ""},   // mapping to a missing app
+		{"www.localhost", KindApp, "shop"}, // custom domain under a served zone
 		{"", KindUnknown, ""},
 		{"127.0.0.1", KindUnknown, ""},
 		{"[::1]:8080", KindUnknown, ""},
