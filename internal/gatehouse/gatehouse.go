@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
 // Gatehouse is one gateway process. Build it with New, then Run it once.
@@ -40,6 +41,9 @@ type Gatehouse struct {
 	readyOnce sync.Once
 	// addrs are the bound listener addresses, for tests and the demo.
 	addrs atomic.Pointer[Addrs]
+	// resolver answers custom-domain proofs (TXT, CNAME); nil is the
+	// system resolver. Tests point it at an in-process DNS server.
+	resolver verify.Resolver
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).

@@ -43,9 +43,19 @@ type running struct {
 
 func start(t *testing.T, cfg config.Config) *running {
 	t.Helper()
+	return startWith(t, cfg, nil)
+}
+
+// startWith is start with a chance to adjust the gateway between New and
+// Run.
+func startWith(t *testing.T, cfg config.Config, adjust func(*Gatehouse)) *running {
+	t.Helper()
 	g, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if adjust != nil {
+		adjust(g)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{g: g, cancel: cancel, done: make(chan error, 1)}

@@ -30,6 +30,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
 // Run starts every part, serves until ctx ends, drains, and returns when
@@ -251,11 +252,28 @@ func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers
 		VerifyPlatform: platformVerifier(authOpts),
 		Hosts:          disc.Hosts,
 		Clusters:       func() any { return pr.Discovery() },
+		VerifyDomain:   g.domainVerifier(),
 		DefaultRateLimit: route.RateLimit{
 			Requests: cfg.Limits.Requests, Window: route.Duration(cfg.Limits.Window),
 		},
 		Logger: g.log,
 	})
+}
+
+// domainVerifier checks the DESIGN §7 proofs of a custom domain (TXT,
+// CNAME to {app}.{zone} of a served zone, or the token over HTTP) with the
+// system resolver; the API runs it on POST /api/v3/domains/{d}/verify.
+func (g *Gatehouse) domainVerifier() func(context.Context, route.Domain, string) error {
+	opts := verify.DomainOptions{Resolver: g.resolver, Zones: func() []string {
+		var names []string
+		for _, z := range g.live.Load().Zones() {
+			names = append(names, z.Name)
+		}
+		return names
+	}}
+	return func(ctx context.Context, d route.Domain, method string) error {
+		return verify.Domain(ctx, opts, verify.DomainClaim{Domain: d.Domain, App: d.App, Token: d.Token}, method)
+	}
 }
 
 func (g *Gatehouse) newGateway(a http.Handler, pr *peers.Peers, key ed25519.PrivateKey, authOpts auth.Options) (*gateway.Gateway, error) {
