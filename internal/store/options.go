@@ -20,6 +20,11 @@ type Options struct {
 	// refreshing it (crashed or cut off); a live holder refreshes it every
 	// LockTTL/3. 0 means 60 s. At least 2 s.
 	LockTTL time.Duration
+	// LoadTimeout bounds one full load of every bucket (the initial one
+	// and each retry); past it the attempt fails and is retried with the
+	// table untouched. It does not bound the watchers that follow the
+	// load. 0 means 15 s.
+	LoadTimeout time.Duration
 	// Logger receives watch errors and skipped bad values. Nil discards.
 	Logger *slog.Logger
 }
@@ -34,6 +39,8 @@ func (o *Options) validate() error {
 	switch {
 	case o.Replicas < 0 || o.Replicas > 5:
 		return fmt.Errorf("store: replicas must be 0 to 5, got %d", o.Replicas)
+	case o.LoadTimeout < 0:
+		return fmt.Errorf("store: load timeout must not be negative, got %s", o.LoadTimeout)
 	case o.Resync < 0:
 		return fmt.Errorf("store: resync must not be negative, got %s", o.Resync)
 	case o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < minLockTTL):
@@ -47,6 +54,13 @@ func (o *Options) resync() time.Duration {
 		return defaultResync
 	}
 	return o.Resync
+}
+
+func (o *Options) loadTimeout() time.Duration {
+	if o.LoadTimeout == 0 {
+		return defaultLoadTimeout
+	}
+	return o.LoadTimeout
 }
 
 func (o *Options) lockTTL() time.Duration {

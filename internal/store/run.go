@@ -14,9 +14,9 @@ import (
 )
 
 const (
-	// loadTimeout bounds one full load of every bucket; past it the
-	// session fails and is retried, the table untouched.
-	loadTimeout = 15 * time.Second
+	// defaultLoadTimeout bounds one full load of every bucket; past it
+	// the session fails and is retried, the table untouched.
+	defaultLoadTimeout = 15 * time.Second
 	// drainTimeout bounds draining a stopped watcher.
 	drainTimeout = 2 * time.Second
 	// retryMin and retryMax bound the back-off between failed sessions.
@@ -154,10 +154,13 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 			stopWatch(w)
 		}
 	}()
-	loadCtx, cancel := context.WithTimeout(ctx, loadTimeout)
+	loadCtx, cancel := context.WithTimeout(ctx, s.opts.loadTimeout())
 	defer cancel()
 	for _, f := range feeds {
-		w, err := f.kv.WatchAll(loadCtx)
+		// The watcher lives as long as the session: a watcher created with
+		// loadCtx would be closed by the library when the load timeout
+		// passes, failing the session every 15 s.
+		w, err := f.kv.WatchAll(ctx)
 		if err != nil {
 			return fmt.Errorf("store: watch %s: %w", f.bucket, err)
 		}

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -103,6 +105,25 @@ func TestClusterNodeLoss(t *testing.T) {
 			t.Fatalf("%s after rescale: replicas %d, marker ttl %s, republish %v", name, c.Replicas, c.LimitMarkerTTL, c.RePublish)
 		}
 	}
+	// A bucket just scaled from R1 to R3 survives a node loss only once its
+	// new replicas have caught up; before that the old leader holds the only
+	// copy. Wait for both followers to be current, as an operator would.
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		s, err := writerJS.Stream(t.Context(), "KV_gatehouse_apps")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(t.Context())
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
+			return false
+		}
+		for _, r := range info.Cluster.Replicas {
+			if !r.Current {
+				return false
+			}
+		}
+		return true
+	}, "apps bucket replicas never caught up")
 	// The hard case: the node that leads the apps bucket goes away. The
 	// watching gateway is connected to another node.
 	var victim *server.Server
@@ -167,4 +188,36 @@ func startBusAt(t *testing.T, addr, dir string) *bus.Bus {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The watchers outlive the initial load: a session keeps following
+// changes well past the load timeout instead of failing and reloading.
+// (They were once created under the load's deadline, and closed by it.)
+func TestWatchersOutliveLoadTimeout(t *testing.T) {
+	srv := testutil.StartBus(t)
+	j, _ := js(t, srv.ClientURL())
+	logs := &logCount{}
+	st, err := store.Open(t.Context(), j, store.Options{LoadTimeout: 300 * time.Millisecond, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live route.Live
+	b := route.NewBuilder(&live)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx, b) }()
+	defer func() { cancel(); <-done }()
+	<-b.Loaded()
+	for i := range 4 {
+		// Each put comes after one more load timeout has passed.
+		time.Sleep(400 * time.Millisecond) // waiting out a deadline is the point here
+		id := fmt.Sprintf("app%d", i)
+		if err := st.PutApp(t.Context(), &route.App{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 2*time.Second, func() bool { return live.Load().App(id) != nil }, id+" not applied")
+	}
+	if n := logs.count("watch"); n != 0 {
+		t.Fatalf("the session failed %d times after its load: %v", n, logs.msgs)
+	}
 }
