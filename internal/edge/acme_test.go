@@ -49,7 +49,7 @@ func TestTerminateWithPebbleCertificate(t *testing.T) {
 			defer tr.CloseIdleConnections()
 			hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 			var body string
-			testutil.WaitFor(t, 60*time.Second, func() bool {
+			testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
 				resp, err := hc.Get("https://" + name + "/hello")
 				if err != nil {
 					return false
@@ -58,7 +58,7 @@ func TestTerminateWithPebbleCertificate(t *testing.T) {
 				resp.Body.Close()
 				body = string(b)
 				return resp.StatusCode == 200
-			}, "no request served with a pebble certificate\n"+p.Log())
+			}, "no request served with a pebble certificate")
 			if body != "l7 HTTP/2.0 "+name {
 				t.Fatalf("body %q", body)
 			}

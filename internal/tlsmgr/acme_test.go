@@ -95,11 +95,11 @@ func (r *rig) issued(t *testing.T, p *tlsmgrtest.Pebble, m *Manager, name string
 	t.Helper()
 	addr := serveTLS(t, m.TLSConfig())
 	var leaf *x509.Certificate
-	testutil.WaitFor(t, 60*time.Second, func() bool {
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
 		l, _, err := handshake(addr, &tls.Config{ServerName: name, RootCAs: p.Roots})
 		leaf = l
 		return err == nil
-	}, "no pebble certificate for "+name+"\n"+p.Log())
+	}, "no pebble certificate for "+name)
 	return leaf
 }
 

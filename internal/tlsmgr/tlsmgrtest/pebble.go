@@ -59,6 +59,12 @@ func (p *Pebble) Orders() int {
 	return strings.Count(p.log.String(), "POST /order-plz")
 }
 
+// IssueTimeout is how long a test should wait for a certificate. When
+// an order fails (a challenge raced a listener that was still starting,
+// on a loaded machine), certmagic retries it after 1 minute
+// (certmagic's retryIntervals), so a test must outlast one retry.
+const IssueTimeout = 150 * time.Second
+
 // Log returns Pebble's output so far.
 func (p *Pebble) Log() string {
 	p.mu.Lock()
@@ -113,7 +119,13 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("pebble's log:\n%s", p.Log())
+		}
+	})
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
