@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,10 @@ func TestTerminateWithPebbleCertificate(t *testing.T) {
 			t.Parallel()
 			httpPort, httpsPort := tlsmgrtest.FreePort(t), tlsmgrtest.FreePort(t)
 			p := tlsmgrtest.Start(t, httpPort, httpsPort)
-			name := "web." + zone
+			// Distinct names: certmagic keeps active challenges in one
+			// process-wide map keyed by name, so parallel issuances of one
+			// name would clobber each other's challenge.
+			name := strings.ReplaceAll(tc.name, "-", "") + "." + zone
 			m, err := tlsmgr.New(tlsmgr.Options{Names: []string{name}, Directory: p.Directory, CARoot: p.CARoot,
 				StorageDir: t.TempDir(), HTTPPort: httpPort, TLSPort: httpsPort,
 				DisableHTTPChallenge: tc.noHTTP, DisableTLSALPNChallenge: tc.noTLS})

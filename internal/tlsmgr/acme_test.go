@@ -110,13 +110,15 @@ func acmeOptions(p *tlsmgrtest.Pebble, r *rig, storageDir string, names ...strin
 }
 
 func TestACMEChallenges(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
 	for _, tc := range []struct {
 		name          string
 		noHTTP, noTLS bool
 	}{{"http-01", false, true}, {"tls-alpn-01", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			// Not parallel: certmagic keeps active challenges in one process-wide
+			// map keyed by name, and these tests issue the same names.
 			r := newRig(t)
 			hp, tp := r.ports()
 			p := tlsmgrtest.Start(t, hp, tp)
@@ -144,7 +146,8 @@ func TestACMEChallenges(t *testing.T) {
 }
 
 func TestACMEOnDemand(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -183,7 +186,8 @@ func TestACMEOnDemand(t *testing.T) {
 }
 
 func TestACMECustomDomainsOff(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -219,7 +223,8 @@ func TestACMECustomDomainsOff(t *testing.T) {
 // exactly one order, and both serve the certificate. Challenges are
 // answered in turn by either gateway.
 func TestACMETwoGatewaysSharedStorage(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -248,7 +253,8 @@ func TestACMETwoGatewaysSharedStorage(t *testing.T) {
 // provider, validated by Pebble against them), and any app name under the
 // zone is served from the wildcard.
 func TestACMEWildcardDNS01(t *testing.T) {
-	t.Parallel()
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -266,6 +272,9 @@ func TestACMEWildcardDNS01(t *testing.T) {
 		t.Fatalf("served %v, want the wildcard", leaf.DNSNames)
 	}
 	r.issued(t, p, m, "api.example.test")
+	// The wildcard already covers api.example.test, so that name can be
+	// served before its own order is even placed: wait for the order.
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool { return p.Orders() >= 2 }, "api.example.test never ordered")
 	if n := p.Orders(); n != 2 {
 		t.Fatalf("pebble saw %d orders, want 2", n)
 	}
