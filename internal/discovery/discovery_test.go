@@ -114,7 +114,7 @@ func TestDishonestHostsNeverRoutable(t *testing.T) {
 		b = []byte(strings.Replace(string(b), `"host_id":"relay"`, `"host_id":"real"`, 1))
 		resp, err := http.Post(honest.URL+host.ChallengePath, "application/json", strings.NewReader(string(b)))
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		defer resp.Body.Close()

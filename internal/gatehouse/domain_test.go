@@ -17,8 +17,7 @@ import (
 // the token as TXT in a zone this very gateway serves over DNS, asks for
 // verification, and from then on the domain reaches the app.
 func TestCustomDomainProvenByTXT(t *testing.T) {
-	var r *running
-	r = startWith(t, testConfig(t), func(g *Gatehouse) {
+	r := startWith(t, testConfig(t), func(g *Gatehouse) {
 		g.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, network, g.Addrs().DNS)
 		}}

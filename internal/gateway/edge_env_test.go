@@ -27,17 +27,16 @@ import (
 // front of one edgeRecording backend per app, with a hand-moved clock for the
 // limiters and an Ed25519 issuer "idp" for tokens.
 type edgeEnv struct {
-	t     *testing.T
-	live  *route.Live
-	b     *route.Builder
-	gw    *Gateway
-	srv   *httptest.Server
-	reg   *prometheus.Registry
-	now   atomic.Int64 // unix nanos of the limiters' clock
-	key   ed25519.PrivateKey
-	seen  map[string]*edgeRecording
-	zone  string
-	xffOK bool
+	t    *testing.T
+	live *route.Live
+	b    *route.Builder
+	gw   *Gateway
+	srv  *httptest.Server
+	reg  *prometheus.Registry
+	now  atomic.Int64 // unix nanos of the limiters' clock
+	key  ed25519.PrivateKey
+	seen map[string]*edgeRecording
+	zone string
 }
 
 // edgeRecording is what one app's backend received.

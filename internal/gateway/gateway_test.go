@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 
 	"github.com/gatehouse-dev/gatehouse/internal/proxy"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -446,8 +444,7 @@ func TestH2CUpstreamWithTrailers(t *testing.T) {
 		http.NewResponseController(w).Flush() // a stream, as gRPC's are
 		w.Header().Set("Grpc-Status", "0")
 	})
-	s := httptest.NewUnstartedServer(h2c.NewHandler(h, &http2.Server{}))
-	s.Start()
+	s := h2cServer(h)
 	t.Cleanup(s.Close)
 	e.addHost("grpc", "hello", "h2c", "h2c://"+s.Listener.Addr().String())
 	res := e.do("POST", "hello.apps.test", "/pkg.Svc/Call", http.Header{"Te": {"trailers"}, "Content-Type": {"application/grpc"}}, strings.NewReader("msg"))
@@ -662,9 +659,9 @@ func TestClientGoneIs499(t *testing.T) {
 func TestDeadH2CHostFailsOver(t *testing.T) {
 	e := newEnv(t, nil)
 	e.addHost("a-dead", "hello", "h2c", strings.Replace(deadURL(t), "http:", "h2c:", 1))
-	s := httptest.NewServer(h2c.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Proto)
-	}), &http2.Server{}))
+	}))
 	t.Cleanup(s.Close)
 	e.addHost("b-live", "hello", "h2c", s.URL)
 	for range 4 {
@@ -710,4 +707,15 @@ func TestBrokenClientBodyDoesNotDegrade(t *testing.T) {
 			t.Fatalf("a client's broken body degraded the host (answer %q)", out)
 		}
 	}
+}
+
+// h2cServer serves h over cleartext HTTP/2 with prior knowledge (and
+// HTTP/1.1), as gRPC backends do.
+func h2cServer(h http.Handler) *httptest.Server {
+	s := httptest.NewUnstartedServer(h)
+	s.Config.Protocols = new(http.Protocols)
+	s.Config.Protocols.SetHTTP1(true)
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
+	return s
 }

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -17,7 +15,7 @@ import (
 // transport, h2c over a cleartext HTTP/2 transport.
 type transport struct {
 	h1   *http.Transport
-	h2c  *http2.Transport
+	h2c  *http.Transport
 	dial func(ctx context.Context, network, addr string) (net.Conn, error) // the fast path's dialer, the same
 }
 
@@ -44,17 +42,18 @@ func newTransport(o *Options) *transport {
 		// Do not decompress behind the app's back: bytes pass through.
 		DisableCompression: true,
 	}
-	h2c := &http2.Transport{
-		AllowHTTP: true,
-		// h2c: a plain TCP connection, spoken to as HTTP/2 with prior
-		// knowledge (the ALPN-less form gRPC uses).
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return d.DialContext(ctx, network, addr)
-		},
-		DisableCompression: true,
-		ReadIdleTimeout:    30 * time.Second,
-		PingTimeout:        15 * time.Second,
+	// h2c: a plain TCP connection, spoken to as HTTP/2 with prior
+	// knowledge (the ALPN-less form gRPC uses).
+	h2c := &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		MaxIdleConnsPerHost: o.MaxIdleConnsPerHost,
+		IdleConnTimeout:     o.IdleConnTimeout,
+		DisableCompression:  true,
+		Protocols:           new(http.Protocols),
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
 	return &transport{h1: h1, h2c: h2c, dial: d.DialContext}
 }
 
