@@ -76,6 +76,18 @@ func (fp *fastPool) idle(addr string) chan *fconn {
 	return v.(chan *fconn)
 }
 
+// setReadDeadline sets c's read deadline to d unless ctx is already done.
+// The abort that ctx's end triggers (an AfterFunc) moves the deadline into
+// the past; a deadline set after it would undo that and leave the read
+// blocked on a client that has gone. ctx.Err() is set before AfterFuncs
+// run, so checking it after the set catches an abort that came first.
+func (c *fconn) setReadDeadline(ctx context.Context, d time.Time) {
+	_ = c.SetReadDeadline(d)
+	if ctx.Err() != nil {
+		c.abort()
+	}
+}
+
 // get returns an idle connection to addr, or dials one.
 func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh bool) (*fconn, error) {
 	if !fresh {
@@ -357,7 +369,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		return ctx.Err() == nil, err
 	}
 	if t := p.opts.ResponseHeaderTimeout; t > 0 {
-		_ = c.SetReadDeadline(time.Now().Add(t))
+		c.setReadDeadline(ctx, time.Now().Add(t))
 	}
 	var res fastResp
 	for n1xx := 0; ; n1xx++ {
@@ -383,7 +395,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		return false, errFastHead // no upgrade was asked for
 	}
 	if t := p.opts.ResponseHeaderTimeout; t > 0 {
-		_ = c.SetReadDeadline(time.Time{})
+		c.setReadDeadline(ctx, time.Time{})
 	}
 	a.host.Health.OK()
 	h := w.Header()
