@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 )
 
 // Hygiene at the connection: the HTTP/1 framing guard (DESIGN §2 step 4;
@@ -245,7 +247,7 @@ func (f *framer) feedLine(b []byte) []byte {
 		return b[i+1:]
 	}
 	size, _, _ := bytes.Cut(line[:len(line)-2], []byte(";"))
-	n, ok := parseHex(size)
+	n, ok := httpwire.ParseChunkSize(size)
 	switch {
 	case !ok:
 		f.state = stPass
@@ -310,21 +312,21 @@ func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
-		case asciiEqualFold(name, "Content-Length"):
+		case httpwire.EqualFold(name, "Content-Length"):
 			if nCL > 0 && !bytes.Equal(value, cl) {
 				return 0, 0, true // differing Content-Length values
 			}
 			cl, nCL = value, nCL+1
-		case asciiEqualFold(name, "Transfer-Encoding"):
+		case httpwire.EqualFold(name, "Transfer-Encoding"):
 			te, nTE = value, nTE+1
-		case asciiEqualFold(name, "Upgrade"):
+		case httpwire.EqualFold(name, "Upgrade"):
 			upgrade = true
 		}
 	}
 	if nTE > 0 {
 		// Both framings, a coding other than chunked alone, or chunked
 		// on HTTP/1.0 (which net/http ignores while others may not).
-		if nCL > 0 || nTE > 1 || !http11 || !asciiEqualFold(te, "chunked") {
+		if nCL > 0 || nTE > 1 || !http11 || !httpwire.EqualFold(te, "chunked") {
 			return 0, 0, true
 		}
 		if upgrade {
@@ -336,7 +338,7 @@ func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
 		return stPass, 0, false // the stream may stop being HTTP
 	}
 	if nCL > 0 {
-		v, ok := parseDecimal(cl)
+		v, ok := httpwire.ParseLength(cl)
 		switch {
 		case !ok:
 			return 0, 0, true
@@ -351,62 +353,4 @@ func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
 func cutLine(b []byte) (line, rest []byte) {
 	line, rest, _ = bytes.Cut(b, []byte("\n"))
 	return bytes.TrimSuffix(line, []byte("\r")), rest
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-	}
-	return true
-}
-
-// parseDecimal reads a Content-Length as net/http does: digits only, at
-// most 18 of them.
-func parseDecimal(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// parseHex reads a chunk size as net/http does: 1 to 16 hex digits.
-func parseHex(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 15 { // 15: the size must fit an int64
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		n = n<<4 | int64(d)
-	}
-	return n, true
 }

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -607,9 +608,9 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 				tok = bytes.TrimSpace(tok)
 				switch {
 				case len(tok) == 0:
-				case asciiFold(tok, "close"):
+				case httpwire.EqualFold(tok, "close"):
 					res.close = true
-				case asciiFold(tok, "keep-alive"):
+				case httpwire.EqualFold(tok, "keep-alive"):
 					keepAlive = true
 				default:
 					res.connToks = append(res.connToks, textproto.CanonicalMIMEHeaderKey(string(tok)))
@@ -617,7 +618,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			}
 			continue
 		case "Transfer-Encoding":
-			if !asciiFold(v, "chunked") || te {
+			if !httpwire.EqualFold(v, "chunked") || te {
 				return errFastHead // net/http's client refuses any other coding too
 			}
 			te = true
@@ -632,7 +633,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 		case "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 			continue
 		case "Content-Length":
-			n, ok := parseLength(v)
+			n, ok := httpwire.ParseLength(v)
 			if !ok || (res.lengthSet && n != res.length) {
 				return errFastHead
 			}
@@ -786,36 +787,6 @@ func validValue(v []byte) bool {
 	return true
 }
 
-func asciiFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func parseLength(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
 // copyN copies n bytes (n < 0: until EOF) from br to w, flushing after
 // every write when stream: what is buffered straight from br's buffer,
 // the rest through a pooled 32 KiB buffer.
@@ -888,7 +859,7 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 			return err
 		}
 		size, _, _ := bytes.Cut(line, []byte(";"))
-		n, ok := parseHex(bytes.TrimSpace(size))
+		n, ok := httpwire.ParseChunkSize(bytes.TrimSpace(size))
 		if !ok {
 			return errFastHead
 		}
@@ -948,26 +919,4 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 		h[k] = append(h[k], s[kv.start:kv.end])
 	}
 	return nil
-}
-
-func parseHex(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 15 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		n = n<<4 | int64(d)
-	}
-	return n, true
 }
