@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,22 +11,11 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
-// freeAddr returns a loopback address nothing listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestServeEndToEnd runs `gatehouse serve` as a user would (temp data
 // dir, control token), drives it with `gatehouse ctl`, and stops it with
 // the signal context: serve returns nil after draining.
 func TestServeEndToEnd(t *testing.T) {
-	mgmt := freeAddr(t)
+	mgmt := testutil.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

@@ -17,16 +17,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Two clusters, each a whole gatehouse with its own embedded bus, know
 // each other from the static list in their config. A request for an app
 // owned by the other cluster is forwarded there and served by its host;
@@ -38,7 +28,7 @@ func TestTwoClustersFromConfig(t *testing.T) {
 	pub := map[string]string{}
 	dir := t.TempDir()
 	for _, id := range ids {
-		httpAddr[id] = freeAddr(t)
+		httpAddr[id] = testutil.FreeAddr(t)
 		k, err := host.GenerateKey()
 		if err != nil {
 			t.Fatal(err)

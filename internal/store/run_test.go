@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -48,7 +47,7 @@ func mustJS(t *testing.T, url string) (j jetstream.JetStream) {
 // when NATS is back, changes flow again.
 func TestNATSDownKeepsTable(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	dir := t.TempDir()
 	srv := startBusAt(t, addr, dir)
 	var logs logCount
@@ -166,15 +165,6 @@ func TestClusterNodeLoss(t *testing.T) {
 	}
 	mustPut(t, writer.DeleteApp(ctx, "before"))
 	testutil.WaitFor(t, time.Second, func() bool { return g.live.Load().App("before") == nil }, "delete not seen after the loss")
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func startBusAt(t *testing.T, addr, dir string) *bus.Bus {

@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +50,7 @@ func StartCluster(t testing.TB, n int) []*server.Server {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = FreePort(t)
 	}
 	var routes []string
 	for _, p := range ports {
@@ -120,14 +119,4 @@ func Connect(t testing.TB, url string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -94,7 +94,7 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	caPEM, certFile, keyFile := serverCert(t, dir)
 	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}}
 	dnsAddr := startDNS(t, zones)
-	acme, mgmt := freePort(t), freePort(t)
+	acme, mgmt := testutil.FreePort(t), testutil.FreePort(t)
 	cfg := map[string]any{"pebble": map[string]any{
 		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", acme),
 		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", mgmt),
@@ -218,17 +218,7 @@ func startDNS(t testing.TB, z *Zones) string {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int { return freePort(t) }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func FreePort(t testing.TB) int { return testutil.FreePort(t) }
 
 // Zones is the test DNS server's data, written through libdns methods.
 type Zones struct {
