@@ -27,8 +27,11 @@ const (
 
 type bigTable struct {
 	live       Live
-	appBytes   uint64 // heap held by the zone + benchApps apps
-	totalBytes uint64 // heap held by the table with the domains too
+	b          *Builder
+	buildApps  time.Duration // Replace of the zone + benchApps apps
+	buildAll   time.Duration // Replace of the zone, apps and domains
+	appBytes   uint64        // heap held by the zone + benchApps apps
+	totalBytes uint64        // heap held by the table with the domains too
 	appNames   []string
 	domNames   []string
 	unknown    []string
@@ -99,7 +102,9 @@ func loadBig() *bigTable {
 				CORS:      CORS{Origins: []string{"https://" + id + ".example.org"}},
 				RateLimit: RateLimit{Requests: 600, Window: Duration(60e9)}}
 		}
+		t0 := time.Now()
 		b.Replace(State{Zones: zones, Apps: apps})
+		t.buildApps = time.Since(t0)
 		// With collection off and nothing built here being garbage yet
 		// but the apps slice itself, the heap growth is the apps' cost;
 		// this saves a full mark of the big heap.
@@ -109,7 +114,9 @@ func loadBig() *bigTable {
 		for i := range domains {
 			domains[i] = &Domain{Domain: benchDomain(i), App: benchDomApp(i), Token: name("tok-", i, "-0123456789"), Verified: true}
 		}
+		t0 = time.Now()
 		b.Replace(State{Zones: zones, Apps: apps, Domains: domains})
+		t.buildAll = time.Since(t0)
 		// The State slices are garbage once Replace returns; only the
 		// maps and what they point at stay.
 		apps, domains = nil, nil
@@ -120,6 +127,7 @@ func loadBig() *bigTable {
 			t.domNames = append(t.domNames, benchDomain(benchStride(i, benchDomains)))
 			t.unknown = append(t.unknown, benchUnknown(i))
 		}
+		t.b = b
 		big = t
 	})
 	return big
@@ -187,7 +195,45 @@ func BenchmarkLookup(b *testing.B) {
 			b.ReportMetric(float64(t.appBytes)/benchApps, "B/app")
 			b.ReportMetric(float64(t.appBytes)/(1<<20), "MB/1M-apps")
 			b.ReportMetric(float64(t.totalBytes)/(1<<20), "MB/table")
+			b.ReportMetric(float64(t.buildApps.Milliseconds()), "ms-build-apps")
+			b.ReportMetric(float64(t.buildAll.Milliseconds()), "ms-build-all")
 		})
+	}
+}
+
+// BenchmarkEdit measures one store change on the 1M-app, 1M-domain table:
+// each publishes a new snapshot, so this is the copy-on-write cost a store
+// watcher pays per event. A host change must not copy the name index.
+func BenchmarkEdit(b *testing.B) {
+	t := loadBig()
+	bl := t.b
+	cases := []struct {
+		name string
+		f    func(i int)
+	}{
+		{"put-existing-app", func(i int) {
+			id := benchAppID(benchStride(i, benchApps))
+			bl.PutApp(&App{ID: id, Mode: ModeHTTP, Status: StatusActive})
+		}},
+		{"put-domain", func(i int) {
+			d := benchDomain(benchStride(i, benchDomains))
+			bl.PutDomain(&Domain{Domain: d, App: benchDomApp(benchStride(i, benchDomains)), Verified: true})
+		}},
+		{"put-zone", func(i int) { bl.PutZone(&Zone{Name: benchZone, Gateways: []string{"192.0.2.1"}, TTL: 60}) }},
+		{"set-host", func(i int) {
+			bl.SetHost(&Host{ID: "h1", Apps: []string{benchAppID(i % benchApps)}, State: HostVerified})
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				c.f(i)
+			}
+		})
+	}
+	if bl.Live().Load().Apps() != benchApps {
+		b.Fatalf("edits changed the number of apps to %d", bl.Live().Load().Apps())
 	}
 }
 
