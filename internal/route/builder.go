@@ -43,19 +43,14 @@ type State struct {
 // Replace swaps every zone, app and domain at once: the initial load and
 // the periodic resync. Hosts are left as they are.
 func (b *Builder) Replace(s State) {
-	n := &names{zones: make(map[string]*Zone, len(s.Zones)), apps: make(map[string]*App, len(s.Apps)), domains: make(map[string]*Domain, len(s.Domains)), records: make(map[string]*Record, len(s.Records))}
+	n := &names{zones: make(map[string]*Zone, len(s.Zones)), records: make(map[string]*Record, len(s.Records))}
 	for _, z := range s.Zones {
 		n.zones[z.Name] = z
-	}
-	for _, a := range s.Apps {
-		n.apps[a.ID] = a
-	}
-	for _, d := range s.Domains {
-		n.domains[d.Domain] = d
 	}
 	for _, r := range s.Records {
 		n.records[r.Key()] = r
 	}
+	n.apps, n.domains = buildIndex(s.Apps, s.Domains)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n = n
@@ -63,44 +58,134 @@ func (b *Builder) Replace(s State) {
 	b.once.Do(func() { close(b.loaded) })
 }
 
+// buildIndex builds the app and domain index from scratch; for a
+// duplicate id or name the last one wins.
+func buildIndex(apps []*App, domains []*Domain) (keyed[*App], keyed[*Domain]) {
+	ab, db := 0, 0
+	for _, a := range apps {
+		ab += len(a.ID) + 1
+	}
+	for _, d := range domains {
+		db += len(d.Domain) + 2
+	}
+	ka := keyed[*App]{idx: newStrIndex(len(apps), ab), vals: make([]*App, 0, len(apps))}
+	kd := keyed[*Domain]{idx: newStrIndex(len(domains), db), vals: make([]*Domain, 0, len(domains))}
+	for _, a := range apps {
+		ka.set(a.ID, a)
+	}
+	for _, d := range domains {
+		kd.set(d.Domain, d).aux = appEntry(&ka, d)
+	}
+	return ka, kd
+}
+
+// appEntry is the apps entry a domain mapping routes to, added with a nil
+// app if the app does not exist, or noEntry if d is not verified. ka's
+// slots and vals must be its own.
+func appEntry(ka *keyed[*App], d *Domain) uint32 {
+	if !d.Verified {
+		return noEntry
+	}
+	return ka.entry(d.App).val
+}
+
 // PutApp adds or replaces an app.
-func (b *Builder) PutApp(a *App) { b.editNames(func(n *names) { n.apps[a.ID] = a }) }
+func (b *Builder) PutApp(a *App) {
+	b.editNames(func(n *names) {
+		n.apps = n.apps.owned(n.apps.idx.find(a.ID) == nil)
+		n.apps.set(a.ID, a)
+	})
+}
 
 // DeleteApp removes an app.
-func (b *Builder) DeleteApp(id string) { b.editNames(func(n *names) { delete(n.apps, id) }) }
+func (b *Builder) DeleteApp(id string) {
+	b.editNames(func(n *names) {
+		if s := n.apps.idx.find(id); s != nil && n.apps.vals[s.val] != nil {
+			n.apps = n.apps.owned(false)
+			n.apps.clear(s)
+			n.dead++
+		}
+	})
+}
 
 // PutZone adds or replaces a zone.
-func (b *Builder) PutZone(z *Zone) { b.editNames(func(n *names) { n.zones[z.Name] = z }) }
+func (b *Builder) PutZone(z *Zone) {
+	b.editNames(func(n *names) {
+		n.zones = maps.Clone(n.zones)
+		n.zones[z.Name] = z
+	})
+}
 
 // DeleteZone removes a zone.
-func (b *Builder) DeleteZone(name string) { b.editNames(func(n *names) { delete(n.zones, name) }) }
+func (b *Builder) DeleteZone(name string) {
+	b.editNames(func(n *names) {
+		n.zones = maps.Clone(n.zones)
+		delete(n.zones, name)
+	})
+}
 
 // PutDomain adds or replaces a custom domain mapping.
-func (b *Builder) PutDomain(d *Domain) { b.editNames(func(n *names) { n.domains[d.Domain] = d }) }
+func (b *Builder) PutDomain(d *Domain) {
+	b.editNames(func(n *names) {
+		if d.Verified && n.apps.idx.find(d.App) == nil {
+			n.apps = n.apps.owned(true)
+		}
+		aux := appEntry(&n.apps, d)
+		n.domains = n.domains.owned(true)
+		n.domains.set(d.Domain, d).aux = aux
+	})
+}
 
 // DeleteDomain removes a custom domain mapping.
-func (b *Builder) DeleteDomain(name string) { b.editNames(func(n *names) { delete(n.domains, name) }) }
+func (b *Builder) DeleteDomain(name string) {
+	b.editNames(func(n *names) {
+		if s := n.domains.idx.find(name); s != nil && n.domains.vals[s.val] != nil {
+			n.domains = n.domains.owned(true)
+			s = n.domains.idx.find(name)
+			s.aux = noEntry
+			n.domains.clear(s)
+			n.dead++
+		}
+	})
+}
 
 // PutRecord adds or replaces a DNS record set.
-func (b *Builder) PutRecord(r *Record) { b.editNames(func(n *names) { n.records[r.Key()] = r }) }
+func (b *Builder) PutRecord(r *Record) {
+	b.editNames(func(n *names) {
+		n.records = maps.Clone(n.records)
+		n.records[r.Key()] = r
+	})
+}
 
 // DeleteRecord removes a DNS record set.
 func (b *Builder) DeleteRecord(zone, name, typ string) {
 	k := (&Record{Zone: zone, Name: name, Type: typ}).Key()
-	b.editNames(func(n *names) { delete(n.records, k) })
+	b.editNames(func(n *names) {
+		n.records = maps.Clone(n.records)
+		delete(n.records, k)
+	})
 }
 
-// editNames copies only the map being changed: a host event never copies
-// the name maps, and an app change does not copy the domain map.
+// rebuildMin is how many deletions editNames lets pass before it may
+// rebuild the index; a variable for the tests.
+var rebuildMin = 1024
+
+// editNames publishes the names f derives from a shallow copy of the
+// current ones. f replaces only the part it changes with a copy (a zone
+// change copies the zone map, an app change the app entries), so a host
+// event copies no names at all and an app change costs a copy of the app
+// entries, not of the whole store. Once as many apps and domains have been
+// deleted as half of those left, the index is rebuilt without their keys.
 func (b *Builder) editNames(f func(*names)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	// Copy all three map headers cheaply, then clone whichever f touches.
-	// Cloning all three keeps the code simple and is O(size of store), which
-	// the store's own per-change cost already is.
-	n := &names{zones: maps.Clone(b.n.zones), apps: maps.Clone(b.n.apps), domains: maps.Clone(b.n.domains), records: maps.Clone(b.n.records)}
-	f(n)
-	b.n = n
+	n := *b.n
+	f(&n)
+	if n.dead > rebuildMin && n.dead > (n.apps.live+n.domains.live)/2 {
+		n.apps, n.domains = buildIndex(n.apps.all(), n.domains.all())
+		n.dead = 0
+	}
+	b.n = &n
 	b.publishLocked(false)
 }
 

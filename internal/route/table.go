@@ -24,12 +24,19 @@ type Match struct {
 }
 
 // names is the part of a table that changes with the store: zones, apps
-// and domains. Host churn does not copy it.
+// and domains. Host churn does not copy it, and a change copies only the
+// part it changes.
 type names struct {
 	zones   map[string]*Zone
-	apps    map[string]*App
-	domains map[string]*Domain
 	records map[string]*Record // by Record.Key
+	apps    keyed[*App]        // by App.ID
+	// domains holds every mapping, verified or not, by name. A slot's aux
+	// is the apps entry of the mapping's app if the mapping is verified,
+	// else noEntry, so that Lookup resolves a custom domain to its app with
+	// one probe. A verified mapping to an app that does not exist yet holds
+	// an apps entry with a nil value, which PutApp fills.
+	domains keyed[*Domain]
+	dead    int // apps and domains deleted since the index was built
 }
 
 // Table is an immutable routing snapshot. A nil *Table is not valid; use
@@ -41,7 +48,7 @@ type Table struct {
 }
 
 func emptyTable() *Table {
-	return &Table{n: &names{zones: map[string]*Zone{}, apps: map[string]*App{}, domains: map[string]*Domain{}, records: map[string]*Record{}}, pools: map[string][]*Host{}}
+	return &Table{n: &names{zones: map[string]*Zone{}, records: map[string]*Record{}}, pools: map[string][]*Host{}}
 }
 
 // Lookup routes a host name (a Host header or SNI value, normalized here).
@@ -51,13 +58,14 @@ func (t *Table) Lookup(host string) Match {
 	if !ok {
 		return Match{}
 	}
+	n := t.n
 	if i := strings.IndexByte(name, '.'); i > 0 {
-		if z := t.n.zones[name[i+1:]]; z != nil {
+		if z := n.zones[name[i+1:]]; z != nil {
 			label := name[:i]
 			if label == ReservedLabel {
 				return Match{Kind: KindAPI, Zone: z, Name: name}
 			}
-			if a := t.n.apps[label]; a != nil {
+			if a := n.apps.get(label); a != nil {
 				return Match{Kind: KindApp, App: a, Zone: z, Name: name}
 			}
 			// Not an app label: a verified custom domain may still live
@@ -65,8 +73,8 @@ func (t *Table) Lookup(host string) Match {
 			// zone too).
 		}
 	}
-	if d := t.n.domains[name]; d != nil && d.Verified {
-		if a := t.n.apps[d.App]; a != nil {
+	if s := n.domains.idx.find(name); s != nil && s.aux != noEntry {
+		if a := n.apps.vals[s.aux]; a != nil {
 			return Match{Kind: KindApp, App: a, Name: name}
 		}
 	}
@@ -74,13 +82,13 @@ func (t *Table) Lookup(host string) Match {
 }
 
 // App returns an app by id, or nil.
-func (t *Table) App(id string) *App { return t.n.apps[id] }
+func (t *Table) App(id string) *App { return t.n.apps.get(id) }
 
 // Zone returns a zone by name, or nil.
 func (t *Table) Zone(name string) *Zone { return t.n.zones[name] }
 
 // Domain returns a custom domain mapping (verified or not), or nil.
-func (t *Table) Domain(name string) *Domain { return t.n.domains[name] }
+func (t *Table) Domain(name string) *Domain { return t.n.domains.get(name) }
 
 // Zones returns every zone, sorted by name.
 func (t *Table) Zones() []*Zone {
@@ -106,26 +114,25 @@ func (t *Table) Records(zone string) []*Record {
 
 // Domains returns every custom domain mapping, sorted by name.
 func (t *Table) Domains() []*Domain {
-	out := make([]*Domain, 0, len(t.n.domains))
-	for _, d := range t.n.domains {
-		out = append(out, d)
-	}
+	out := t.n.domains.all()
 	sort.Slice(out, func(i, j int) bool { return out[i].Domain < out[j].Domain })
 	return out
 }
 
 // AppIDs returns every app id, sorted.
 func (t *Table) AppIDs() []string {
-	out := make([]string, 0, len(t.n.apps))
-	for id := range t.n.apps {
-		out = append(out, id)
+	out := make([]string, 0, t.n.apps.live)
+	for _, a := range t.n.apps.vals {
+		if a != nil {
+			out = append(out, a.ID)
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
 // Apps returns the number of apps.
-func (t *Table) Apps() int { return len(t.n.apps) }
+func (t *Table) Apps() int { return t.n.apps.live }
 
 // Pool returns the routable hosts of an app, sorted by id. The caller must
 // not modify the slice.
