@@ -43,10 +43,12 @@ type State struct {
 // Replace swaps every zone, app and domain at once: the initial load and
 // the periodic resync. Hosts are left as they are.
 func (b *Builder) Replace(s State) {
-	n := &names{zones: make(map[string]*Zone, len(s.Zones)), records: make(map[string]*Record, len(s.Records))}
+	n := &names{records: make(map[string]*Record, len(s.Records))}
+	zones := make(map[string]*Zone, len(s.Zones))
 	for _, z := range s.Zones {
-		n.zones[z.Name] = z
+		zones[z.Name] = z
 	}
+	n.setZones(zones)
 	for _, r := range s.Records {
 		n.records[r.Key()] = r
 	}
@@ -111,16 +113,18 @@ func (b *Builder) DeleteApp(id string) {
 // PutZone adds or replaces a zone.
 func (b *Builder) PutZone(z *Zone) {
 	b.editNames(func(n *names) {
-		n.zones = maps.Clone(n.zones)
-		n.zones[z.Name] = z
+		zones := maps.Clone(n.zones)
+		zones[z.Name] = z
+		n.setZones(zones)
 	})
 }
 
 // DeleteZone removes a zone.
 func (b *Builder) DeleteZone(name string) {
 	b.editNames(func(n *names) {
-		n.zones = maps.Clone(n.zones)
-		delete(n.zones, name)
+		zones := maps.Clone(n.zones)
+		delete(zones, name)
+		n.setZones(zones)
 	})
 }
 

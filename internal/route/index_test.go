@@ -25,7 +25,17 @@ func TestKeyed(t *testing.T) {
 			}
 			return ks
 		}()},
+		{"growth, long keys", func() []string {
+			var ks []string
+			for i := range 3000 {
+				ks = append(ks, fmt.Sprintf("www.customer-%d.example.com", i))
+			}
+			return ks
+		}()},
 		{"prefixes", []string{"a", "ab", "abc", "abcd", "b", "ba"}},
+		{"around the inline length", []string{"1234567", "12345678", "123456789", "123456789012345", "1234567890123456",
+			"12345678901234567", "1234567890123457", "12345678901234568", "2234567890123456", "12345678901234567890123456789012"}},
+		{"zero bytes", []string{"a", "a\x00", "a\x00\x00", "\x00", "\x00\x00", strings.Repeat("\x00", 16), strings.Repeat("\x00", 17)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,7 +221,12 @@ func TestLookupAgreesWithMaps(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 6))
 			ids := func(n int) string { return fmt.Sprintf("a%d", rng.IntN(n)) }
+			// More zones than maxZoneList, so that the zones are found
+			// by scan and by map as they come and go.
 			zones := []string{"apps.test", "z.example", "localhost", "a1.apps.test"}
+			for i := range maxZoneList {
+				zones = append(zones, fmt.Sprintf("z%d.test", i))
+			}
 			names := func() string {
 				switch rng.IntN(4) {
 				case 0:

@@ -42,7 +42,35 @@ var idnaProfile = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.StrictDoma
 
 // clean reports whether h is already a normalized name: labels of
 // [a-z0-9-], 1 to 63 bytes, not starting or ending in '-', no trailing dot.
+// It is on every request's path, so a name of 8 to 64 bytes is checked
+// eight bytes at a time.
 func clean(h string) bool {
+	if len(h) < 8 || len(h) > 64 {
+		return cleanBytes(h)
+	}
+	// Bitmaps of the name's bytes, bit i for byte i: not one of
+	// [a-z0-9.-], '.', '-'. The last word overlaps the one before it;
+	// its bytes already seen are shifted out.
+	var bad, dots, dashes uint64
+	for i := 0; i < len(h); i += 8 {
+		j := min(i, len(h)-8)
+		w := load64(h, j)
+		seen := uint(i-j) * 8
+		bad |= gather(badBytes(w)>>seen) << i
+		dots |= gather(eqBytes(w, '.')>>seen) << i
+		dashes |= gather(eqBytes(w, '-')>>seen) << i
+	}
+	last := uint64(1) << (len(h) - 1)
+	seps := dots | dashes
+	return bad == 0 &&
+		seps&(1|last) == 0 && // no empty first or last label, no '-' at either end
+		seps&(dots>>1) == 0 && // no ".." or "-."
+		dots&(dashes>>1) == 0 && // no ".-"
+		(len(h) < 64 || dots != 0) // a label of at most 63 bytes
+}
+
+// cleanBytes is clean for any length, a byte at a time.
+func cleanBytes(h string) bool {
 	if len(h) == 0 || len(h) > 253 {
 		return false
 	}
@@ -71,4 +99,38 @@ func clean(h string) bool {
 		}
 	}
 	return n > 0
+}
+
+const (
+	ones = 0x0101010101010101
+	high = 0x8080808080808080
+)
+
+// load64 is the eight bytes of s from i, little-endian.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// gather turns a mask with only the high bit of some bytes set into one
+// bit per byte: bit k for byte k.
+func gather(m uint64) uint64 { return ((m >> 7) * 0x0102040810204080) >> 56 }
+
+// badBytes has the high bit set in each byte of x that is not one of
+// [a-z0-9.-], and no other bit set. Each step works on bytes below 0x80,
+// so no sum carries into the next byte.
+func badBytes(x uint64) uint64 {
+	y := x &^ high
+	lower := (y + (0x80-'a')*ones) &^ (y + (0x80-'z'-1)*ones) // 'a' <= b <= 'z'
+	dd := (y + (0x80-'-')*ones) &^ (y + (0x80-'9'-1)*ones)    // '-' <= b <= '9': [-./0-9]
+	slash := ^(y ^ '/'*ones + 0x7f*ones)                      // b == '/'
+	return (x | ^((lower | dd) &^ slash)) & high
+}
+
+// eqBytes has the high bit set in each byte of x that is c (below 0x80),
+// and no other bit set.
+func eqBytes(x uint64, c byte) uint64 {
+	y := x&^high ^ uint64(c)*ones
+	return ^(x | (y + 0x7f*ones)) & high
 }

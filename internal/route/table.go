@@ -27,9 +27,12 @@ type Match struct {
 // and domains. Host churn does not copy it, and a change copies only the
 // part it changes.
 type names struct {
-	zones   map[string]*Zone
-	records map[string]*Record // by Record.Key
-	apps    keyed[*App]        // by App.ID
+	zones map[string]*Zone
+	// zoneList is zones as a slice while there are few: Lookup scans it
+	// rather than hashing the name once more.
+	zoneList []*Zone
+	records  map[string]*Record // by Record.Key
+	apps     keyed[*App]        // by App.ID
 	// domains holds every mapping, verified or not, by name. A slot's aux
 	// is the apps entry of the mapping's app if the mapping is verified,
 	// else noEntry, so that Lookup resolves a custom domain to its app with
@@ -60,7 +63,7 @@ func (t *Table) Lookup(host string) Match {
 	}
 	n := t.n
 	if i := strings.IndexByte(name, '.'); i > 0 {
-		if z := n.zones[name[i+1:]]; z != nil {
+		if z := n.zone(name[i+1:]); z != nil {
 			label := name[:i]
 			if label == ReservedLabel {
 				return Match{Kind: KindAPI, Zone: z, Name: name}
@@ -79,6 +82,32 @@ func (t *Table) Lookup(host string) Match {
 		}
 	}
 	return Match{Name: name}
+}
+
+// maxZoneList is the most zones Lookup finds by a scan.
+const maxZoneList = 8
+
+// zone returns the zone named name, or nil.
+func (n *names) zone(name string) *Zone {
+	if len(n.zones) > maxZoneList {
+		return n.zones[name]
+	}
+	for _, z := range n.zoneList {
+		if len(z.Name) == len(name) && z.Name == name {
+			return z
+		}
+	}
+	return nil
+}
+
+// setZones sets zones and the zone list that goes with them.
+func (n *names) setZones(zones map[string]*Zone) {
+	n.zones, n.zoneList = zones, nil
+	if len(zones) <= maxZoneList {
+		for _, z := range zones {
+			n.zoneList = append(n.zoneList, z)
+		}
+	}
 }
 
 // App returns an app by id, or nil.
