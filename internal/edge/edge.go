@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/lane"
 )
 
 // Edge runs the listeners. New validates; Listen binds; Run serves and
@@ -154,13 +156,38 @@ func (e *Edge) Run(ctx context.Context) error {
 		mgmt = e.server(e.managementHandler())
 		e.serve(mgmt, e.mgmtLn, errc)
 	}
+	var fast *lane.Server
 	if e.httpLn != nil {
 		plain = e.server(e.httpHandler())
 		var ln net.Listener = trackingListener{e.httpLn, e.conns}
+		var handed *chanListener
+		if e.opts.HTTPMode == ModeServe && !e.opts.DisableLane {
+			// The lane reads the connections first and hands net/http
+			// those it does not serve itself (see internal/lane).
+			handed = newChanListener(e.httpLn.Addr())
+			ln = handed
+		}
 		if e.opts.WrapHTTP != nil {
 			ln = e.opts.WrapHTTP(ln)
 		}
 		e.serve(plain, ln, errc)
+		if handed != nil {
+			var err error
+			fast, err = lane.New(lane.Options{
+				Handler:           plain.Handler,
+				Handoff:           handed.hand,
+				Server:            plain,
+				ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
+				IdleTimeout:       e.opts.IdleTimeout,
+				MaxHeaderBytes:    e.opts.MaxHeaderBytes,
+				Logger:            e.log,
+			})
+			if err != nil {
+				return err
+			}
+			e.wg.Add(1)
+			go e.acceptLane(trackingListener{e.httpLn, e.conns}, fast, errc)
+		}
 	}
 	if e.ln != nil {
 		l7 = e.server(e.limits(e.opts.Handler))
@@ -176,7 +203,7 @@ func (e *Edge) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	e.drain(mgmt, plain, l7)
+	e.drain(mgmt, plain, l7, fast)
 	return err
 }
 
@@ -193,7 +220,7 @@ func (e *Edge) serve(srv *http.Server, ln net.Listener, errc chan<- error) {
 // drain stops the data listeners and waits, within DrainTimeout, for every
 // request and pipe to finish; the management listener goes last so /readyz
 // reports the drain.
-func (e *Edge) drain(mgmt, plain, l7 *http.Server) {
+func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast *lane.Server) {
 	e.draining.Store(true)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.DrainTimeout)
@@ -202,6 +229,11 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server) {
 		e.ln.Close() // the accept loop ends; handshakes in flight finish or fail
 	}
 	var wg sync.WaitGroup
+	if fast != nil {
+		e.httpLn.Close() // the lane's accept loop ends
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = fast.Shutdown(ctx) }()
+	}
 	for _, s := range []*http.Server{plain, l7} {
 		if s != nil {
 			wg.Add(1)
@@ -220,6 +252,9 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server) {
 			s.Close()
 		}
 	}
+	if fast != nil {
+		fast.Close()
+	}
 	e.pipeStop()
 	e.conns.closeAll()
 	if mgmt != nil {
@@ -227,4 +262,34 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server) {
 	}
 	e.wg.Wait()
 	e.log.Info("edge: drained", "took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
+}
+
+// acceptLane accepts plaintext connections for the lane, each served on a
+// goroutine of its own that the edge waits for.
+func (e *Edge) acceptLane(ln net.Listener, fast *lane.Server, errc chan<- error) {
+	defer e.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				e.log.Warn("edge: http accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			errc <- fmt.Errorf("edge: http accept: %w", err)
+			return
+		}
+		backoff = 0
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			fast.ServeConn(c)
+		}()
+	}
 }

@@ -71,6 +71,12 @@ type Options struct {
 	// *tls.Conn would hide r.TLS and HTTP/2. nil: no wrapper.
 	WrapHTTP func(net.Listener) net.Listener
 
+	// DisableLane serves the plaintext listener with net/http alone. By
+	// default, in serve mode, internal/lane reads each connection first
+	// and serves its plain GET and HEAD requests itself (the same handler,
+	// a fraction of the CPU), handing net/http the rest.
+	DisableLane bool
+
 	// MaxRequestLine bounds the request line (method, target, version):
 	// longer gets 414. Zero means 8 KiB.
 	MaxRequestLine int

@@ -1,0 +1,31 @@
+// Package lane is a lean HTTP/1.1 server for the requests that make up
+// most of an edge gateway's traffic: bodiless GET and HEAD requests on a
+// keep-alive connection. It reads and serves them itself, through the same
+// http.Handler net/http would run, and hands a connection to net/http —
+// with every byte it has read — at the first request it does not take.
+//
+// Why: net/http's server spends several times the gateway's own CPU on a
+// small proxied request (a background read and context per request, a
+// textproto header parse, a sorted header write, a chunking writer). The
+// lane parses the head in place, reuses its maps and buffers across a
+// connection's requests, and writes the response head once.
+//
+// What it takes: HTTP/1.1, GET or HEAD, an origin-form target, exactly one
+// valid Host, no Content-Length or Transfer-Encoding, no Upgrade, Expect
+// or TE, Connection naming only keep-alive or close, header names that
+// are tokens and values without control bytes, and a head that fits in
+// MaxHeaderBytes (at most 4 KiB). Everything else — a body, a WebSocket
+// upgrade, HTTP/1.0, a malformed or oversized head — goes to net/http,
+// which answers exactly as it would have had it read the connection from
+// the start (its 400, 414, 431 and 501 included). The handler cannot tell
+// the two servers apart: the *http.Request it gets carries the same
+// fields, and the response on the wire has the same status, headers (in
+// map order rather than sorted), framing and Date.
+//
+// One difference a client could notice: the lane does not read the
+// connection while the handler runs, so a client that leaves mid-request
+// is seen when the response is written rather than at once (net/http's
+// background read cancels the request's context). For bodiless requests
+// that is the cost of a wasted host response, not a hung one: the host's
+// connection is closed as soon as a write to the client fails.
+package lane

@@ -1,0 +1,427 @@
+package lane
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a Server. Handler and Handoff are required.
+type Options struct {
+	// Handler serves the requests the lane takes.
+	Handler http.Handler
+	// Handoff receives a connection at the first request the lane does
+	// not take, with the bytes already read put back in front of it. It
+	// owns the connection from then on (net/http's Serve, in practice).
+	Handoff func(net.Conn)
+	// Server is what the request's context carries under
+	// http.ServerContextKey (code below uses it to tell a server's
+	// request from a test's). Optional.
+	Server *http.Server
+	// ReadHeaderTimeout bounds reading a request head, from its first
+	// byte (for a new connection, from the start). Zero: none.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a kept-alive
+	// connection. Zero: ReadHeaderTimeout.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes is the largest head the lane reads itself (capped at
+	// 4 KiB); a larger one goes to net/http with its own limits.
+	MaxHeaderBytes int
+	Logger         *slog.Logger
+}
+
+// maxHead caps the lane's read buffer: a head beyond it is rare enough to
+// leave to net/http, and the buffer is held by every open connection.
+const maxHead = 4 << 10
+
+// Server serves connections given to ServeConn. Safe for concurrent use.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	size int // read buffer size
+
+	draining atomic.Bool
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	zero     chan struct{} // closed while no connection is served
+	dateText atomic.Pointer[dateText]
+	pool     sync.Pool // *exchange
+}
+
+// New validates o. It starts nothing.
+func New(o Options) (*Server, error) {
+	if o.Handler == nil || o.Handoff == nil {
+		return nil, errors.New("lane: Handler and Handoff are required")
+	}
+	if o.ReadHeaderTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 {
+		return nil, errors.New("lane: timeouts and MaxHeaderBytes must not be negative")
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = o.ReadHeaderTimeout
+	}
+	s := &Server{opts: o, log: o.Logger, size: maxHead, conns: map[*conn]struct{}{}, zero: make(chan struct{})}
+	close(s.zero)
+	if o.MaxHeaderBytes > 0 && o.MaxHeaderBytes < s.size {
+		s.size = o.MaxHeaderBytes
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// Connection states, for drain: an idle connection waits for a request
+// and is closed at once; an active one finishes its request first.
+const (
+	stateActive int32 = iota
+	stateIdle
+)
+
+type conn struct {
+	s      *Server
+	c      net.Conn
+	remote string
+	ctx    context.Context // the requests' context: canceled by Close
+	cancel context.CancelFunc
+	state  atomic.Int32
+
+	// buf[:n] holds bytes read and not yet served. It is small while the
+	// connection waits (an idle connection holds no more than this) and
+	// the exchange's larger buffer when a head outgrows it.
+	buf      []byte
+	n        int
+	small    [idleBuf]byte
+	deadline time.Time // the read deadline last set
+	x        *exchange // while a request is read and served; nil idle
+}
+
+// idleBuf is the read buffer an idle connection holds: most heads fit.
+const idleBuf = 1 << 10
+
+// exchange is the memory a request needs while it is read and served,
+// pooled across connections so that idle ones do not hold it.
+type exchange struct {
+	bw   *bufio.Writer
+	hdr  http.Header // the request's header map
+	vals [32]string  // backing for one-value header slices
+	w    writer
+	h    head
+	big  [maxHead]byte
+}
+
+func (s *Server) getExchange(cn *conn) *exchange {
+	x, _ := s.pool.Get().(*exchange)
+	if x == nil {
+		x = &exchange{hdr: make(http.Header, 8)}
+		x.w.hdr = make(http.Header, 16)
+		x.bw = bufio.NewWriterSize(cn.c, 4<<10)
+	} else {
+		x.bw.Reset(cn.c)
+	}
+	x.w.cn, x.w.bw = cn, x.bw
+	return x
+}
+
+func (s *Server) putExchange(x *exchange) {
+	x.bw.Reset(nil)
+	clear(x.hdr)
+	clear(x.vals[:])
+	x.w.reset(false, false)
+	x.w.cn = nil
+	x.h = head{}
+	s.pool.Put(x)
+}
+
+// ServeConn serves c until the client closes it, a timeout or drain ends
+// it, or it is handed off. It blocks; run it on the connection's own
+// goroutine. The Server owns c from the call on.
+func (s *Server) ServeConn(c net.Conn) {
+	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String()}
+	cn.buf = cn.small[:min(idleBuf, s.size)]
+	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
+	if s.opts.Server != nil {
+		ctx = context.WithValue(ctx, http.ServerContextKey, s.opts.Server)
+	} else {
+		ctx = context.WithValue(ctx, http.ServerContextKey, &http.Server{})
+	}
+	cn.ctx, cn.cancel = context.WithCancel(ctx)
+	defer cn.cancel()
+	if !s.add(cn) {
+		_ = c.Close()
+		return
+	}
+	handed := cn.serve()
+	if cn.x != nil {
+		s.putExchange(cn.x)
+		cn.x = nil
+	}
+	s.remove(cn)
+	if handed != nil {
+		s.opts.Handoff(handed)
+	}
+}
+
+func (s *Server) add(cn *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	if len(s.conns) == 0 {
+		s.zero = make(chan struct{})
+	}
+	s.conns[cn] = struct{}{}
+	return true
+}
+
+func (s *Server) remove(cn *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, cn)
+	if len(s.conns) == 0 {
+		close(s.zero)
+	}
+}
+
+// Shutdown stops taking requests: idle connections are closed now, active
+// ones after their response (which says Connection: close). It returns
+// when none is left, or with ctx's error; Close then cuts the rest.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	for cn := range s.conns {
+		if cn.state.Load() == stateIdle {
+			_ = cn.c.SetReadDeadline(aLongTimeAgo) // wakes the read; the loop sees draining
+		}
+	}
+	zero := s.zero
+	s.mu.Unlock()
+	select {
+	case <-zero:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close closes every connection the lane still serves and cancels the
+// context of the requests in flight on them.
+func (s *Server) Close() error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cn := range s.conns {
+		cn.cancel()
+		_ = cn.c.Close()
+	}
+	return nil
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// serve is the connection's loop. It returns the connection to hand off,
+// or nil when it closed it.
+func (cn *conn) serve() net.Conn {
+	s := cn.s
+	first := true
+	for {
+		if !cn.readHead(first) {
+			_ = cn.c.Close()
+			return nil
+		}
+		if cn.x == nil {
+			cn.x = s.getExchange(cn)
+		}
+		x := cn.x
+		end := headEnd(cn.buf[:cn.n], 0)
+		for end == 0 {
+			if cn.n == len(cn.buf) {
+				if len(cn.buf) == s.size {
+					return cn.handoff()
+				}
+				cn.buf = x.big[:s.size] // the head outgrew the idle buffer
+				copy(cn.buf, cn.small[:cn.n])
+			}
+			if !cn.read(s.opts.ReadHeaderTimeout) {
+				_ = cn.c.Close()
+				return nil
+			}
+			end = headEnd(cn.buf[:cn.n], 0)
+		}
+		if end < 0 || !parse(string(cn.buf[:end]), &x.h, x.hdr, x.vals[:]) {
+			return cn.handoff()
+		}
+		first = false
+		if !cn.exchange(x) {
+			_ = cn.c.Close()
+			return nil
+		}
+		rest := cn.buf[end:cn.n] // a pipelined request stays
+		if len(rest) <= len(cn.small) {
+			cn.n = copy(cn.small[:], rest)
+			cn.buf = cn.small[:min(idleBuf, s.size)]
+			s.putExchange(x)
+			cn.x = nil
+		} else {
+			cn.n = copy(cn.buf, rest)
+		}
+		if s.draining.Load() {
+			_ = cn.c.Close()
+			return nil
+		}
+	}
+}
+
+// readHead waits for the first bytes of the next request (there may be
+// some already). It reports false when the connection is to be closed:
+// the client left, the wait timed out, or drain began while idle.
+func (cn *conn) readHead(first bool) bool {
+	if cn.n > 0 {
+		return true
+	}
+	timeout := cn.s.opts.IdleTimeout
+	if first {
+		timeout = cn.s.opts.ReadHeaderTimeout
+	}
+	cn.setDeadline(timeout)
+	cn.state.Store(stateIdle)
+	if cn.s.draining.Load() {
+		return false
+	}
+	k, err := cn.c.Read(cn.buf)
+	cn.state.Store(stateActive)
+	cn.n = k
+	if k == 0 {
+		if err != nil && !errors.Is(err, io.EOF) && !isTimeout(err) {
+			cn.s.log.Debug("lane: read", "remote", cn.remote, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// read reads more of a head begun, within timeout of now.
+func (cn *conn) read(timeout time.Duration) bool {
+	if timeout > 0 {
+		d := time.Now().Add(timeout)
+		if cn.deadline.IsZero() || d.Before(cn.deadline) {
+			cn.deadline = d
+			_ = cn.c.SetReadDeadline(d)
+		}
+	}
+	k, err := cn.c.Read(cn.buf[cn.n:])
+	cn.n += k
+	return k > 0 || err == nil
+}
+
+// setDeadline arms the read deadline timeout from now. A deadline is a
+// timer operation, so one that would move by less than a second is left:
+// the wait may end up to a second early, never late.
+func (cn *conn) setDeadline(timeout time.Duration) {
+	if timeout <= 0 {
+		if !cn.deadline.IsZero() {
+			cn.deadline = time.Time{}
+			_ = cn.c.SetReadDeadline(cn.deadline)
+		}
+		return
+	}
+	d := time.Now().Add(timeout)
+	if cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) {
+		cn.deadline = d
+		_ = cn.c.SetReadDeadline(d)
+	}
+}
+
+// handoff gives the connection, with what was read, to the next server.
+func (cn *conn) handoff() net.Conn {
+	_ = cn.c.SetReadDeadline(time.Time{})
+	pc := &prefixConn{Conn: cn.c}
+	if cn.n > 0 {
+		pc.pre = append([]byte(nil), cn.buf[:cn.n]...)
+	}
+	return pc
+}
+
+// exchange serves one parsed request. It reports whether the connection
+// may carry another.
+func (cn *conn) exchange(x *exchange) (keep bool) {
+	h := &x.h
+	r := &http.Request{
+		Method:     h.method,
+		URL:        h.url,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     x.hdr,
+		Body:       http.NoBody,
+		Host:       h.host,
+		RemoteAddr: cn.remote,
+		RequestURI: h.target,
+		Close:      h.close,
+	}
+	r = r.WithContext(cn.ctx)
+	w := &x.w
+	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
+	if !cn.call(w, r) {
+		return false
+	}
+	w.finish()
+	if err := x.bw.Flush(); err != nil {
+		return false
+	}
+	return w.err == nil && !w.closeAfter
+}
+
+// call runs the handler. A panic closes the connection with nothing more
+// written, as net/http does; http.ErrAbortHandler quietly.
+func (cn *conn) call(w *writer, r *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				cn.s.log.Error("lane: panic serving request", "remote", cn.remote, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			}
+			w.bw.Reset(cn.c) // what the handler had not flushed: net/http drops it too
+			ok = false
+		}
+	}()
+	cn.s.opts.Handler.ServeHTTP(w, r)
+	return true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// prefixConn is a connection whose first reads return pre.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite lets net/http half-close before closing, when the
+// connection underneath can.
+func (c *prefixConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,540 @@
+package lane
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// seen is what the handler observed of one request.
+type seen struct {
+	Method, Path, RawPath, RawQuery, Host, Proto, RequestURI string
+	ForceQuery, Close, HasServer, HasLocal, RemoteOK         bool
+	ContentLength                                            int64
+	Header                                                   http.Header
+}
+
+// testHandler records each request and answers by path, covering every
+// framing decision the writer makes.
+type testHandler struct {
+	mu    sync.Mutex
+	seen  []seen
+	lane  atomic.Int64 // requests the lane served
+	laneS *http.Server // the lane's marker server
+}
+
+func (th *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if srv != nil && srv == th.laneS {
+		th.lane.Add(1)
+	}
+	_, local := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	th.mu.Lock()
+	th.seen = append(th.seen, seen{
+		Method: r.Method, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery, Host: r.Host,
+		Proto: r.Proto, RequestURI: r.RequestURI, ForceQuery: r.URL.ForceQuery, Close: r.Close,
+		HasServer: srv != nil, HasLocal: local, RemoteOK: strings.HasPrefix(r.RemoteAddr, "127.0.0.1:"),
+		ContentLength: r.ContentLength, Header: r.Header.Clone(),
+	})
+	th.mu.Unlock()
+	_, _ = io.Copy(io.Discard, r.Body)
+	h := w.Header()
+	switch strings.TrimPrefix(r.URL.Path, "/x") {
+	case "/cl":
+		h.Set("Content-Length", "5")
+		h.Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "hello")
+	case "/small":
+		_, _ = io.WriteString(w, "<html><body>sniff me</body></html>")
+	case "/big":
+		h.Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write([]byte(strings.Repeat("b", 5000)))
+	case "/flush":
+		h.Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		http.NewResponseController(w).Flush()
+		_, _ = io.WriteString(w, "data: 2\n\n")
+	case "/204":
+		w.WriteHeader(http.StatusNoContent)
+		_, _ = io.WriteString(w, "not sent")
+	case "/304":
+		h.Set("Etag", `"x"`)
+		w.WriteHeader(http.StatusNotModified)
+	case "/empty":
+	case "/status":
+		w.WriteHeader(599)
+	case "/trailer":
+		h.Set("Trailer", "X-Sum")
+		_, _ = io.WriteString(w, "body")
+		h.Set("X-Sum", "42")
+	case "/early":
+		h.Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		_, _ = io.WriteString(w, "after hints")
+	case "/close":
+		h.Set("Connection", "close")
+		_, _ = io.WriteString(w, "bye")
+	case "/short":
+		h.Set("Content-Length", "10")
+		_, _ = io.WriteString(w, "short")
+	case "/long":
+		h.Set("Content-Length", "2")
+		_, err := io.WriteString(w, "too long")
+		_, _ = io.WriteString(w, fmt.Sprint(errors.Is(err, http.ErrContentLength)))
+	case "/badcl":
+		h.Set("Content-Length", "x")
+		_, _ = io.WriteString(w, "ok")
+	case "/notype":
+		h["Content-Type"] = nil
+		_, _ = io.WriteString(w, "<html>")
+	case "/multi":
+		h.Add("Set-Cookie", "a=1")
+		h.Add("Set-Cookie", "b=2")
+		h.Set("X-Odd", " spaced \r\n value ")
+		h["Bad Name"] = []string{"dropped"}
+		_, _ = io.WriteString(w, "multi")
+	case "/abort":
+		h.Set("Content-Length", "100")
+		_, _ = io.WriteString(w, "part")
+		panic(http.ErrAbortHandler)
+	default:
+		fmt.Fprintf(w, "%s %s", r.Method, r.URL.RequestURI())
+	}
+}
+
+// servers starts net/http alone, and the lane handing off to net/http,
+// both with the handler; it returns their addresses.
+func servers(t *testing.T, th *testHandler, o Options) (plain, lane string, s *Server) {
+	t.Helper()
+	quiet := func(srv *http.Server) *http.Server {
+		srv.ErrorLog = nil
+		srv.ReadHeaderTimeout = 5 * time.Second
+		return srv
+	}
+	ln1, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := quiet(&http.Server{Handler: th})
+	go s1.Serve(ln1)
+	t.Cleanup(func() { s1.Close() })
+
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handed := newTestChan(ln2.Addr())
+	s2 := quiet(&http.Server{Handler: th, MaxHeaderBytes: o.MaxHeaderBytes})
+	go s2.Serve(handed)
+	th.laneS = &http.Server{}
+	o.Handler, o.Handoff, o.Server = th, handed.hand, th.laneS
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = 5 * time.Second
+	}
+	s, err = New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	go func() {
+		for {
+			c, err := ln2.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); s.ServeConn(c) }()
+		}
+	}()
+	t.Cleanup(func() { ln2.Close(); s.Close(); s2.Close(); wg.Wait() })
+	return ln1.Addr().String(), ln2.Addr().String(), s
+}
+
+type testChan struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newTestChan(a net.Addr) *testChan {
+	return &testChan{addr: a, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *testChan) hand(c net.Conn) {
+	select {
+	case l.ch <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *testChan) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *testChan) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *testChan) Addr() net.Addr { return l.addr }
+
+// answer is one response as a client reads it, Date aside.
+type answer struct {
+	Status  int
+	TE      []string
+	Length  int64
+	Header  http.Header
+	Body    string
+	Trailer http.Header
+	Err     string
+}
+
+// roundTrip writes raw to addr and reads up to n responses (fewer when the
+// server closes), with methods giving each response's request method.
+func roundTrip(t *testing.T, addr, raw string, methods []string) (out []answer, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for _, m := range methods {
+		res, err := http.ReadResponse(br, &http.Request{Method: m})
+		if err != nil {
+			out = append(out, answer{Err: "read: " + errKind(err)})
+			return out, true
+		}
+		b, err := io.ReadAll(res.Body)
+		a := answer{Status: res.StatusCode, TE: res.TransferEncoding, Length: res.ContentLength, Header: res.Header, Body: string(b), Trailer: res.Trailer}
+		if err != nil {
+			a.Err = "body: " + errKind(err)
+		}
+		a.Header.Del("Date")
+		out = append(out, a)
+		if err != nil || res.Close {
+			break
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err = br.ReadByte()
+	return out, errors.Is(err, io.EOF)
+}
+
+func errKind(err error) string {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected EOF"
+	case errors.Is(err, io.EOF):
+		return "EOF"
+	}
+	return err.Error()
+}
+
+func get(path string, extra ...string) string {
+	return "GET " + path + " HTTP/1.1\r\nHost: app.example.test\r\n" + strings.Join(extra, "") + "\r\n"
+}
+
+// TestSameAsNetHTTP sends the same bytes to net/http and to the lane and
+// asserts that the handler saw the same requests and the client the same
+// responses; and that the lane, not net/http, served the ones it takes.
+func TestSameAsNetHTTP(t *testing.T) {
+	cases := []struct {
+		name    string
+		raw     string
+		methods []string
+		lane    int // requests the lane must have served itself
+	}{
+		{"plain get", get("/"), []string{"GET"}, 1},
+		{"head", "HEAD /small HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"HEAD"}, 1},
+		{"head big", "HEAD /big HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"HEAD"}, 1},
+		{"head cl", "HEAD /cl HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"HEAD"}, 1},
+		{"declared length", get("/cl"), []string{"GET"}, 1},
+		{"sniffed short body", get("/small"), []string{"GET"}, 1},
+		{"chunked long body", get("/big"), []string{"GET"}, 1},
+		{"flushed stream", get("/flush"), []string{"GET"}, 1},
+		{"204 drops body", get("/204"), []string{"GET"}, 1},
+		{"304", get("/304"), []string{"GET"}, 1},
+		{"empty", get("/empty"), []string{"GET"}, 1},
+		{"unknown status", get("/status"), []string{"GET"}, 1},
+		{"trailer", get("/trailer"), []string{"GET"}, 1},
+		{"early hints then body", get("/early"), []string{"GET"}, 1},
+		{"handler closes", get("/close") + get("/"), []string{"GET", "GET"}, 1},
+		{"short of its length", get("/short") + get("/"), []string{"GET", "GET"}, 1},
+		{"longer than its length", get("/long"), []string{"GET"}, 1},
+		{"invalid declared length", get("/badcl"), []string{"GET"}, 1},
+		{"nil content type", get("/notype"), []string{"GET"}, 1},
+		{"multi and odd fields", get("/multi"), []string{"GET"}, 1},
+		{"abort", get("/abort") + get("/"), []string{"GET", "GET"}, 1},
+		{"client close", get("/", "Connection: close\r\n") + get("/"), []string{"GET", "GET"}, 1},
+		{"keep-alive token", get("/", "Connection: keep-alive\r\n"), []string{"GET"}, 1},
+		{"keep-alive pipelined", get("/a") + get("/b?x=1") + get("/c"), []string{"GET", "GET", "GET"}, 3},
+		{"lower-case names", "GET / HTTP/1.1\r\nhost: a.test\r\nuser-agent: t\r\nx-custom-thing: 1\r\naccept: */*\r\n\r\n", []string{"GET"}, 1},
+		{"repeated field", get("/", "X-A: 1\r\nx-a: 2\r\nCookie: a=1\r\nCookie: b=2\r\n"), []string{"GET"}, 1},
+		{"whitespace in values", get("/", "X-A:   spaced\t \r\nX-Empty:\r\nX-Tab:\tt\r\n"), []string{"GET"}, 1},
+		{"escaped path", get("/a%20b/%2F?q=%41"), []string{"GET"}, 1},
+		{"odd path bytes", get("/a(b)!*'/[x]"), []string{"GET"}, 1},
+		{"non-ascii path", get("/é"), []string{"GET"}, 0},
+		{"empty query", get("/a?"), []string{"GET"}, 1},
+		{"double slash", get("//x/../y"), []string{"GET"}, 1},
+		{"host with port", "GET / HTTP/1.1\r\nHost: a.test:8080\r\n\r\n", []string{"GET"}, 1},
+		{"ipv6 host", "GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", []string{"GET"}, 1},
+		// Handed to net/http, which answers as if it had read them first.
+		{"post with body", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc", []string{"POST"}, 0},
+		{"get with length 0", get("/", "Content-Length: 0\r\n"), []string{"GET"}, 0},
+		{"chunked post", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", []string{"POST"}, 0},
+		{"lane then body then lane", get("/1") + "PUT /2 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 2\r\n\r\nhi" + get("/3"), []string{"GET", "PUT", "GET"}, 1},
+		{"http/1.0", "GET / HTTP/1.0\r\nHost: a.test\r\n\r\n", []string{"GET"}, 0},
+		{"no host", "GET / HTTP/1.1\r\n\r\n", []string{"GET"}, 0},
+		{"two hosts", "GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", []string{"GET"}, 0},
+		{"bad host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", []string{"GET"}, 0},
+		{"absolute form", "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"GET"}, 0},
+		{"asterisk", "OPTIONS * HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"OPTIONS"}, 0},
+		{"bad escape", get("/%zz"), []string{"GET"}, 0},
+		{"bare LF", "GET / HTTP/1.1\nHost: a.test\n\n", []string{"GET"}, 0},
+		{"mixed line ends", "GET / HTTP/1.1\r\nHost: a.test\n\r\n", []string{"GET"}, 0},
+		{"space before colon", get("/", "X-A : 1\r\n"), []string{"GET"}, 0},
+		{"folded line", get("/", "X-A: 1\r\n  more\r\n"), []string{"GET"}, 0},
+		{"control byte", get("/", "X-A: a\x01b\r\n"), []string{"GET"}, 0},
+		{"upgrade", get("/", "Connection: Upgrade\r\nUpgrade: websocket\r\n"), []string{"GET"}, 0},
+		{"expect", get("/", "Expect: 100-continue\r\n"), []string{"GET"}, 0},
+		{"te", get("/", "TE: trailers\r\n"), []string{"GET"}, 0},
+		{"connection names a field", get("/", "Connection: X-A\r\nX-A: 1\r\n"), []string{"GET"}, 0},
+		{"huge head", get("/", "X-Big: "+strings.Repeat("x", 6000)+"\r\n"), []string{"GET"}, 0},
+		{"unknown method", "BREW / HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"BREW"}, 0},
+		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", []string{"GET"}, 0},
+		{"garbage", "\x16\x03\x01\x00\x05hello\r\n\r\n", []string{"GET"}, 0},
+		{"leading blank line", "\r\n" + get("/"), []string{"GET"}, 0},
+	}
+	th := &testHandler{}
+	plain, laneAddr, _ := servers(t, th, Options{})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			th.mu.Lock()
+			th.seen = nil
+			th.mu.Unlock()
+			want, wantClosed := roundTrip(t, plain, tc.raw, tc.methods)
+			th.mu.Lock()
+			wantSeen := th.seen
+			th.seen = nil
+			th.mu.Unlock()
+			before := th.lane.Load()
+			got, gotClosed := roundTrip(t, laneAddr, tc.raw, tc.methods)
+			th.mu.Lock()
+			gotSeen := th.seen
+			th.mu.Unlock()
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("responses differ\nlane:     %+v\nnet/http: %+v", got, want)
+			}
+			if gotClosed != wantClosed {
+				t.Errorf("connection closed after: lane %v, net/http %v", gotClosed, wantClosed)
+			}
+			if !reflect.DeepEqual(gotSeen, wantSeen) {
+				t.Errorf("the handler saw different requests\nlane:     %+v\nnet/http: %+v", gotSeen, wantSeen)
+			}
+			if n := th.lane.Load() - before; n != int64(tc.lane) {
+				t.Errorf("the lane served %d requests itself, want %d", n, tc.lane)
+			}
+		})
+	}
+}
+
+// TestMaxHeaderBytes: a head over the configured limit goes to net/http,
+// which applies the limit (431), even when it fits the lane's buffer.
+func TestMaxHeaderBytes(t *testing.T) {
+	th := &testHandler{}
+	_, addr, _ := servers(t, th, Options{MaxHeaderBytes: 100})
+	got, _ := roundTrip(t, addr, get("/", "X-Pad: "+strings.Repeat("p", 200)+"\r\n"), []string{"GET"})
+	if th.lane.Load() != 0 {
+		t.Fatalf("the lane served a head over MaxHeaderBytes")
+	}
+	if len(got) != 1 || got[0].Status != http.StatusOK {
+		// net/http allows MaxHeaderBytes plus 4 KiB of slack: 200 here.
+		t.Fatalf("got %+v", got)
+	}
+	got, _ = roundTrip(t, addr, get("/", "X-Pad: "+strings.Repeat("p", 10000)+"\r\n"), []string{"GET"})
+	if len(got) != 1 || got[0].Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("got %+v, want 431", got)
+	}
+}
+
+// TestSlowHead: a head that arrives in pieces is served once whole; one
+// that stops arriving is closed after ReadHeaderTimeout.
+func TestSlowHead(t *testing.T) {
+	th := &testHandler{}
+	_, addr, _ := servers(t, th, Options{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 2 * time.Second})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw := get("/slow")
+	for i := 0; i < len(raw); i += 7 {
+		_, _ = io.WriteString(c, raw[i:min(i+7, len(raw))])
+		time.Sleep(5 * time.Millisecond)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if string(b) != "GET /slow" || th.lane.Load() != 1 {
+		t.Fatalf("body %q, lane served %d", b, th.lane.Load())
+	}
+	_, _ = io.WriteString(c, "GET /stalled HTTP/1.1\r\n")
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after a stalled head: %v, want EOF", err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("a stalled head was closed after %v, want about ReadHeaderTimeout (300ms)", d)
+	}
+}
+
+// TestShutdown: idle connections close at once; one in a request finishes
+// it, told Connection: close; new connections are refused.
+func TestShutdown(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var s *Server
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			close(entered)
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); s.ServeConn(c) }()
+		}
+	}()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	idle, idleR := dial()
+	defer idle.Close()
+	_, _ = io.WriteString(idle, get("/"))
+	if res, err := http.ReadResponse(idleR, nil); err != nil || res.Close {
+		t.Fatalf("idle conn's first response: %v %v", err, res)
+	} else {
+		_, _ = io.ReadAll(res.Body)
+	}
+	busy, busyR := dial()
+	defer busy.Close()
+	_, _ = io.WriteString(busy, get("/wait"))
+	<-entered
+
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	if _, err := idleR.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection after Shutdown: %v, want EOF", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	res, err := http.ReadResponse(busyR, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if string(b) != "done" || !res.Close {
+		t.Fatalf("in-flight response: %q close=%v, want done and Connection: close", b, res.Close)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	late, lateR := dial()
+	defer late.Close()
+	_, _ = io.WriteString(late, get("/"))
+	if _, err := lateR.ReadByte(); err == nil {
+		t.Fatalf("a connection after Shutdown was served")
+	}
+	ln.Close()
+	wg.Wait()
+}
+
+func TestNewRefuses(t *testing.T) {
+	h := http.NotFoundHandler()
+	hand := func(net.Conn) {}
+	for _, o := range []Options{{}, {Handler: h}, {Handoff: hand}, {Handler: h, Handoff: hand, IdleTimeout: -1}, {Handler: h, Handoff: hand, MaxHeaderBytes: -1}} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
+
+// TestCloseCancels: Close cancels the context of a request in flight (a
+// handler waiting on it returns) and closes its connection.
+func TestCloseCancels(t *testing.T) {
+	entered := make(chan struct{})
+	returned := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done()
+		close(returned)
+	})
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	done := make(chan struct{})
+	go func() { s.ServeConn(server); close(done) }()
+	go io.WriteString(client, get("/"))
+	<-entered
+	s.Close()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context was not canceled by Close")
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeConn did not return after Close")
+	}
+}

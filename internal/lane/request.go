@@ -1,0 +1,246 @@
+package lane
+
+import (
+	"bytes"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// head is one request head the lane takes, with every string a view of
+// one copy of the head's bytes.
+type head struct {
+	method string
+	target string
+	host   string
+	close  bool // Connection: close
+	url    *url.URL
+}
+
+// headEnd returns the length of the head at the start of b (through the
+// blank line), 0 while it is incomplete, or -1 for a head the lane never
+// takes whatever follows: one with a bare LF line ending, which net/http
+// reads and the lane leaves to it. from is how much of b was scanned
+// before.
+func headEnd(b []byte, from int) int {
+	for i := max(from, 0); i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return 0
+		}
+		i += j
+		if i == 0 || b[i-1] != '\r' {
+			return -1
+		}
+		if i >= 3 && b[i-2] == '\n' {
+			return i + 1
+		}
+		i++
+	}
+	return 0
+}
+
+// parse reads the head text (through its blank line) into h and the
+// header map hdr (cleared first), with one value slice per field from
+// vals. It reports false for any head the lane does not take; then h and
+// hdr hold nothing of use and the connection goes to net/http untouched.
+func parse(text string, h *head, hdr http.Header, vals []string) bool {
+	clear(hdr)
+	*h = head{}
+	line, rest, ok := strings.Cut(text, "\r\n")
+	if !ok {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(line, "GET "):
+		h.method, line = http.MethodGet, line[4:]
+	case strings.HasPrefix(line, "HEAD "):
+		h.method, line = http.MethodHead, line[5:]
+	default:
+		return false
+	}
+	target, proto, ok := strings.Cut(line, " ")
+	if !ok || proto != "HTTP/1.1" || len(target) == 0 || target[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c <= ' ' || c >= 0x7f {
+			return false // net/http refuses control bytes; non-ASCII is left to it
+		}
+	}
+	h.target = target
+	h.url = requestURL(target)
+	if h.url == nil {
+		return false
+	}
+	hosts := 0
+	nv := 0
+	for {
+		line, rest, _ = strings.Cut(rest, "\r\n")
+		if line == "" {
+			break
+		}
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 {
+			return false
+		}
+		name := line[:colon]
+		key, ok := canonical(name)
+		if !ok {
+			return false
+		}
+		v := trimOWS(line[colon+1:])
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+				return false
+			}
+		}
+		switch key {
+		case "Host":
+			hosts++
+			h.host = v
+			continue // net/http keeps Host out of the map
+		case "Content-Length", "Transfer-Encoding", "Upgrade", "Expect", "Te", "Trailer":
+			return false
+		case "Connection":
+			for tok := range strings.SplitSeq(v, ",") {
+				tok = textproto.TrimString(tok)
+				switch {
+				case tok == "":
+				case strings.EqualFold(tok, "close"):
+					h.close = true
+				case strings.EqualFold(tok, "keep-alive"):
+				default:
+					return false // a header named hop-by-hop: net/http's path removes it
+				}
+			}
+		}
+		var vs []string
+		if nv < len(vals) {
+			vals[nv] = v
+			vs = vals[nv : nv+1 : nv+1]
+			nv++
+		} else {
+			vs = []string{v}
+		}
+		if old, ok := hdr[key]; ok {
+			hdr[key] = append(old, vs...)
+		} else {
+			hdr[key] = vs
+		}
+	}
+	return hosts == 1 && httpguts.ValidHostHeader(h.host)
+}
+
+// requestURL is the URL net/http's server would build for an origin-form
+// target: Path and RawQuery straight from the text when the path has
+// nothing to unescape or re-escape, url.ParseRequestURI otherwise; nil
+// when that fails (net/http answers 400).
+func requestURL(target string) *url.URL {
+	path, query, hasQuery := strings.Cut(target, "?")
+	if !hasQuery || query != "" {
+		simple := true
+		for i := 0; i < len(path) && simple; i++ {
+			simple = pathByte[path[i]]
+		}
+		if simple {
+			return &url.URL{Path: path, RawQuery: query}
+		}
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return nil
+	}
+	return u
+}
+
+// pathByte marks the bytes url.URL keeps in Path unescaped and writes back
+// the same (EscapedPath == Path, RawPath empty): unreserved and the
+// reserved characters a path may hold as they are.
+var pathByte = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-._~$&+,/:;=@" {
+		t[c] = true
+	}
+	return t
+}()
+
+// trimOWS trims the optional white space around a field value.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// canonical returns the canonical form of a header name (interned when it
+// is a common one), or false when the name is not a token.
+func canonical(name string) (string, bool) {
+	var buf [64]byte
+	if len(name) > len(buf) {
+		for i := 0; i < len(name); i++ {
+			if !httpguts.IsTokenRune(rune(name[i])) {
+				return "", false
+			}
+		}
+		return textproto.CanonicalMIMEHeaderKey(name), true
+	}
+	b := buf[:len(name)]
+	upper := true
+	same := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !httpguts.IsTokenRune(rune(c)) {
+			return "", false
+		}
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		same = same && c == name[i]
+		b[i] = c
+		upper = c == '-'
+	}
+	if k, ok := common[string(b)]; ok {
+		return k, true
+	}
+	if same {
+		return name, true
+	}
+	return string(b), true
+}
+
+// common interns the names most requests carry, so that a client's
+// lower-case spelling costs no allocation.
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
+		"Connection", "Content-Length", "Content-Type", "Cookie", "Dnt", "Expect", "Forwarded", "Host",
+		"If-Match", "If-Modified-Since", "If-None-Match", "If-Range", "If-Unmodified-Since", "Keep-Alive",
+		"Origin", "Pragma", "Priority", "Proxy-Connection", "Range", "Referer", "Sec-Ch-Ua", "Sec-Ch-Ua-Mobile",
+		"Sec-Ch-Ua-Platform", "Sec-Fetch-Dest", "Sec-Fetch-Mode", "Sec-Fetch-Site", "Sec-Fetch-User", "Te",
+		"Trailer", "Transfer-Encoding", "Upgrade", "Upgrade-Insecure-Requests", "User-Agent", "Via",
+		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id",
+		"X-Requested-With", "Traceparent", "Tracestate",
+	} {
+		m[k] = k
+	}
+	return m
+}()

@@ -1,0 +1,455 @@
+package lane
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// writer is the lane's http.ResponseWriter, reused across a connection's
+// requests. It follows net/http's server decision for decision (see
+// chunkWriter.writeHeader in net/http/server.go): the head is the header
+// map as it stood at WriteHeader (or, if the handler never called Header
+// before, at the first flush); a handler that finishes within 2 KiB
+// without a declared length gets one; a longer or flushed body without
+// one is chunked; Date, a sniffed Content-Type and Connection: close are
+// added as net/http adds them. Only the header order differs: net/http
+// sorts, the lane writes in map order.
+type writer struct {
+	cn  *conn
+	bw  *bufio.Writer
+	hdr http.Header
+
+	head       bool // a HEAD request: writes are counted, not sent
+	wantsClose bool // the client asked to close, or drain began
+	calledHdr  bool // Header was called before WriteHeader
+	status     int  // the final status, 0 until WriteHeader
+	snapped    bool // snap holds the head's fields
+	committed  bool // the head is in cn.bw
+	chunked    bool
+	clen       int64 // declared or computed length; -1 unknown
+	written    int64
+	closeAfter bool
+	err        error // the first write error: the client is gone
+	trailers   []string
+	held       []byte // body bytes held before the head is committed
+	holdBuf    [bufferBeforeChunking]byte
+	snap       []field
+}
+
+// field is one header of the response head.
+type field struct {
+	k    string
+	v    []string
+	gone bool
+}
+
+// bufferBeforeChunking is net/http's: a response this short and finished
+// goes out with a Content-Length instead of chunked.
+const bufferBeforeChunking = 2048
+
+var _ http.ResponseWriter = (*writer)(nil)
+
+func (w *writer) reset(head, wantsClose bool) {
+	clear(w.hdr)
+	clear(w.snap)
+	*w = writer{cn: w.cn, bw: w.bw, hdr: w.hdr, head: head, clen: -1, wantsClose: wantsClose, trailers: w.trailers[:0], snap: w.snap[:0]}
+	w.held = w.holdBuf[:0]
+}
+
+func (w *writer) Header() http.Header {
+	w.calledHdr = true
+	return w.hdr
+}
+
+// WriteHeader sends a 1xx at once (the current header map with it, as
+// net/http does); a final status is held until the first body byte, a
+// flush, or the handler's return.
+func (w *writer) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.status != 0 {
+		return // superfluous, as net/http logs and ignores
+	}
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		w.writeStatus(code)
+		for k, vs := range w.hdr {
+			if k != "Content-Length" && k != "Transfer-Encoding" {
+				w.writeField(k, vs)
+			}
+		}
+		_, _ = w.bw.WriteString("\r\n")
+		w.noteErr(w.bw.Flush())
+		return
+	}
+	w.status = code
+	if w.calledHdr {
+		w.takeSnap()
+	}
+	if v := w.hdr["Content-Length"]; len(v) > 0 && v[0] != "" {
+		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+			w.clen = n
+		} else {
+			delete(w.hdr, "Content-Length") // the snapshot keeps it; commit drops it
+		}
+	}
+}
+
+func (w *writer) takeSnap() {
+	w.snapped = true
+	for k, v := range w.hdr {
+		w.snap = append(w.snap, field{k: k, v: v})
+	}
+}
+
+func (w *writer) bodyAllowed() bool {
+	return w.status >= 200 && w.status != http.StatusNoContent && w.status != http.StatusNotModified
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.bodyAllowed() {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.clen >= 0 && w.written+int64(len(p)) > w.clen {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if !w.committed {
+		// Like net/http, hold the first 2 KiB: the head may yet get a
+		// length (the handler may finish) or a sniffed type. With both
+		// known already there is nothing to wait for.
+		if len(w.held)+len(p) <= bufferBeforeChunking && (w.clen < 0 || w.sniffs()) {
+			w.held = append(w.held, p...) // for HEAD too: the length and the sniffed type
+			return len(p), nil
+		}
+		if len(w.held) == 0 {
+			w.commit(false, p)
+			if !w.head {
+				w.body(p)
+			}
+			return w.result(len(p))
+		}
+		w.commit(false, nil)
+	}
+	if !w.head {
+		w.body(p)
+	}
+	return w.result(len(p))
+}
+
+func (w *writer) result(n int) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	return n, nil
+}
+
+// sniffs reports whether the head will need a sniffed Content-Type.
+func (w *writer) sniffs() bool {
+	h := w.hdr
+	if w.snapped {
+		h = nil
+		for _, f := range w.snap {
+			if f.k == "Content-Type" || f.k == "Transfer-Encoding" || f.k == "Content-Encoding" && len(f.v) > 0 && f.v[0] != "" {
+				return false
+			}
+		}
+		return true
+	}
+	_, ct := h["Content-Type"]
+	_, te := h["Transfer-Encoding"]
+	return !ct && !te && h.Get("Content-Encoding") == ""
+}
+
+// body writes p in the response's framing.
+func (w *writer) body(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	bw := w.bw
+	if w.chunked {
+		var b [20]byte
+		_, _ = bw.Write(strconv.AppendInt(b[:0], int64(len(p)), 16))
+		_, _ = bw.WriteString("\r\n")
+		_, _ = bw.Write(p)
+		_, err := bw.WriteString("\r\n")
+		w.noteErr(err)
+		return
+	}
+	_, err := bw.Write(p)
+	w.noteErr(err)
+}
+
+func (w *writer) noteErr(err error) {
+	if err != nil && w.err == nil {
+		w.err = err
+		w.closeAfter = true
+	}
+}
+
+// Flush sends the head (chunked, unless a length was declared) and what
+// is written so far.
+func (w *writer) Flush() { _ = w.FlushError() }
+
+// FlushError is what http.ResponseController calls.
+func (w *writer) FlushError() error {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(false, nil)
+	}
+	w.noteErr(w.bw.Flush())
+	return w.err
+}
+
+// SetWriteDeadline and SetReadDeadline serve http.ResponseController.
+func (w *writer) SetWriteDeadline(t time.Time) error { return w.cn.c.SetWriteDeadline(t) }
+func (w *writer) SetReadDeadline(t time.Time) error  { return w.cn.c.SetReadDeadline(t) }
+
+// finish completes the response after the handler returned.
+func (w *writer) finish() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(true, nil)
+	}
+	if w.chunked {
+		bw := w.bw
+		_, _ = bw.WriteString("0\r\n")
+		for _, k := range w.trailers {
+			if vs := w.hdr[k]; len(vs) > 0 {
+				w.writeField(k, vs)
+			}
+		}
+		for k, vs := range w.hdr {
+			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && name != "" {
+				w.writeField(name, vs)
+			}
+		}
+		_, err := bw.WriteString("\r\n")
+		w.noteErr(err)
+	}
+	if w.clen >= 0 && w.written < w.clen && w.bodyAllowed() && !w.head {
+		w.closeAfter = true // the client waits for bytes that will not come
+	}
+}
+
+func (w *writer) get(k string) (string, bool) {
+	for i := range w.snap {
+		if f := &w.snap[i]; f.k == k && !f.gone {
+			if len(f.v) == 0 {
+				return "", true
+			}
+			return f.v[0], true
+		}
+	}
+	return "", false
+}
+
+func (w *writer) del(k string) {
+	for i := range w.snap {
+		if w.snap[i].k == k {
+			w.snap[i].gone = true
+		}
+	}
+}
+
+// commit writes the head, deciding the framing. done says the handler
+// has returned (so what is held is the whole body); p, when nothing is
+// held, is the first body write (what a type is sniffed from).
+func (w *writer) commit(done bool, p []byte) {
+	w.committed = true
+	if !w.snapped {
+		w.takeSnap()
+	}
+	if w.cn.s.draining.Load() {
+		w.wantsClose = true
+	}
+	if len(w.held) > 0 {
+		p = w.held
+	}
+	trailers := false
+	for i := range w.snap {
+		f := &w.snap[i]
+		if strings.HasPrefix(f.k, http.TrailerPrefix) {
+			f.gone, trailers = true, true
+		}
+		if f.k == "Trailer" {
+			for _, s := range f.v {
+				trailers = true
+				for tok := range strings.SplitSeq(s, ",") {
+					if tok = textproto.TrimString(tok); tok != "" {
+						w.trailers = append(w.trailers, textproto.CanonicalMIMEHeaderKey(tok))
+					}
+				}
+			}
+		}
+	}
+	te, _ := w.get("Transfer-Encoding")
+	hasTE := te != ""
+	cl, hasCLField := w.get("Content-Length")
+	hasCLField = hasCLField && cl != ""
+	var setCL, setTE, setCT, setConn string
+	if done && !trailers && !hasTE && w.bodyAllowed() && !hasCLField && (!w.head || len(p) > 0) {
+		w.clen = int64(len(p))
+		setCL = strconv.FormatInt(w.clen, 10)
+	}
+	hasCL := w.clen != -1
+	conn, _ := w.get("Connection")
+	if w.wantsClose || conn == "close" {
+		w.closeAfter = true
+	}
+	if w.bodyAllowed() {
+		_, haveType := w.get("Content-Type")
+		ce, _ := w.get("Content-Encoding")
+		if ce == "" && !haveType && !hasTE && len(p) > 0 {
+			setCT = http.DetectContentType(p)
+		}
+	} else {
+		if w.status == http.StatusNotModified {
+			w.del("Content-Type")
+		}
+		w.del("Content-Length")
+		w.del("Transfer-Encoding")
+	}
+	if hasCL && hasTE && te != "identity" {
+		w.del("Content-Length")
+		hasCL = false
+	}
+	switch {
+	case w.head || !w.bodyAllowed():
+		w.del("Transfer-Encoding")
+	case hasCL:
+		w.del("Transfer-Encoding")
+	case hasTE && te == "identity":
+		w.closeAfter = true
+		w.del("Transfer-Encoding")
+	default:
+		w.chunked = true
+		setTE = "chunked"
+		if te == "chunked" {
+			w.del("Transfer-Encoding")
+		}
+	}
+	if w.chunked {
+		w.del("Content-Length")
+	}
+	if w.closeAfter && !hasToken(conn, "close") && w.status != http.StatusSwitchingProtocols {
+		w.del("Connection")
+		setConn = "close"
+	}
+	_, hasDate := w.get("Date")
+	w.writeStatus(w.status)
+	for _, f := range w.snap {
+		if !f.gone {
+			w.writeField(f.k, f.v)
+		}
+	}
+	bw := w.bw
+	if setCT != "" {
+		_, _ = bw.WriteString("Content-Type: " + setCT + "\r\n")
+	}
+	if setConn != "" {
+		_, _ = bw.WriteString("Connection: close\r\n")
+	}
+	if setTE != "" {
+		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if !hasDate {
+		_, _ = bw.WriteString("Date: ")
+		_, _ = bw.WriteString(w.cn.s.date())
+		_, _ = bw.WriteString("\r\n")
+	}
+	if setCL != "" {
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.WriteString(setCL)
+		_, _ = bw.WriteString("\r\n")
+	}
+	_, err := bw.WriteString("\r\n")
+	w.noteErr(err)
+	if len(w.held) > 0 && !w.head {
+		w.body(w.held)
+	}
+	w.held = w.held[:0]
+}
+
+func (w *writer) writeStatus(code int) {
+	bw := w.bw
+	var b [32]byte
+	line := append(b[:0], "HTTP/1.1 "...)
+	line = strconv.AppendInt(line, int64(code), 10)
+	_, _ = bw.Write(append(line, ' '))
+	if text := http.StatusText(code); text != "" {
+		_, _ = bw.WriteString(text)
+	} else {
+		_, _ = bw.WriteString("status code " + strconv.Itoa(code))
+	}
+	_, _ = bw.WriteString("\r\n")
+}
+
+// writeField writes one field as net/http does: a name that is not valid
+// is dropped, values are trimmed and their line breaks made spaces.
+func (w *writer) writeField(k string, vs []string) {
+	if !httpguts.ValidHeaderFieldName(k) {
+		return
+	}
+	bw := w.bw
+	for _, v := range vs {
+		_, _ = bw.WriteString(k)
+		_, _ = bw.WriteString(": ")
+		v = textproto.TrimString(v)
+		for {
+			i := strings.IndexAny(v, "\r\n")
+			if i < 0 {
+				break
+			}
+			_, _ = bw.WriteString(v[:i])
+			_ = bw.WriteByte(' ')
+			v = v[i+1:]
+		}
+		_, _ = bw.WriteString(v)
+		_, _ = bw.WriteString("\r\n")
+	}
+}
+
+// hasToken reports whether the comma-separated list v holds tok.
+func hasToken(v, tok string) bool {
+	for t := range strings.SplitSeq(v, ",") {
+		if strings.EqualFold(textproto.TrimString(t), tok) {
+			return true
+		}
+	}
+	return false
+}
+
+// date returns the current time in the HTTP date format, formatted once a
+// second.
+func (s *Server) date() string {
+	now := time.Now().Unix()
+	if d := s.dateText.Load(); d != nil && d.sec == now {
+		return d.text
+	}
+	d := &dateText{sec: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
+	s.dateText.Store(d)
+	return d.text
+}
+
+type dateText struct {
+	sec  int64
+	text string
+}
