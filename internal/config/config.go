@@ -61,6 +61,10 @@ type HTTP struct {
 	// Mode is what it does with requests that are not ACME challenges:
 	// HTTPModeRedirect (default), HTTPModeACMEOnly or HTTPModeServe.
 	Mode string `yaml:"mode" json:"mode"`
+	// FastPath serves plain GET and HEAD requests in serve mode with
+	// gatehouse's own HTTP/1.1 loop (internal/lane), everything else with
+	// net/http. False: net/http alone.
+	FastPath bool `yaml:"fast_path" json:"fast_path"`
 }
 
 // HTTP modes.
@@ -199,7 +203,7 @@ type Log struct {
 func Default() Config {
 	return Config{
 		DataDir:    "gatehouse-data",
-		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect},
+		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect, FastPath: true},
 		HTTPS:      Listener{Addr: ":8443"},
 		DNS:        Listener{Addr: ":5353"},
 		Management: Listener{Addr: "127.0.0.1:9180"},

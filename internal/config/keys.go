@@ -31,6 +31,7 @@ var keys = []key{
 	{"zone", "zone", "zone seeded at first start, e.g. apps.example.com (empty: none)", func(c *Config) any { return &c.Zone }},
 	{"http.addr", "http", "plaintext HTTP listen address (empty: off)", func(c *Config) any { return &c.HTTP.Addr }},
 	{"http.mode", "http-mode", "plaintext HTTP: redirect, acme-only or serve", func(c *Config) any { return &c.HTTP.Mode }},
+	{"http.fast_path", "http-fast-path", "in serve mode, serve plain GET/HEAD with gatehouse's own HTTP/1.1 loop (false: net/http alone)", func(c *Config) any { return &c.HTTP.FastPath }},
 	{"https.addr", "https", "HTTPS listen address (empty: off)", func(c *Config) any { return &c.HTTPS.Addr }},
 	{"dns.addr", "dns", "authoritative DNS listen address, udp+tcp (empty: off)", func(c *Config) any { return &c.DNS.Addr }},
 	{"management.addr", "management", "management listen address: healthz, readyz, metrics, control API", func(c *Config) any { return &c.Management.Addr }},
