@@ -52,7 +52,7 @@ func (b *Builder) Replace(s State) {
 	for _, r := range s.Records {
 		n.records[r.Key()] = r
 	}
-	n.apps, n.domains = buildIndex(s.Apps, s.Domains)
+	n.buildIndex(s.Apps, s.Domains)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n = n
@@ -62,49 +62,73 @@ func (b *Builder) Replace(s State) {
 
 // buildIndex builds the app and domain index from scratch; for a
 // duplicate id or name the last one wins.
-func buildIndex(apps []*App, domains []*Domain) (keyed[*App], keyed[*Domain]) {
+func (n *names) buildIndex(apps []*App, domains []*Domain) {
 	ab, db := 0, 0
 	for _, a := range apps {
-		ab += len(a.ID) + 1
+		ab += arenaFor(a.ID)
 	}
 	for _, d := range domains {
-		db += len(d.Domain) + 2
+		db += arenaFor(d.Domain)
 	}
-	ka := keyed[*App]{idx: newStrIndex(len(apps), ab), vals: make([]*App, 0, len(apps))}
-	kd := keyed[*Domain]{idx: newStrIndex(len(domains), db), vals: make([]*Domain, 0, len(domains))}
+	n.apps = newStrIndex[App](len(apps), ab)
+	n.appVals = make([]*App, 0, len(apps))
+	n.domains = newStrIndex[Domain](len(domains), db)
 	for _, a := range apps {
-		ka.set(a.ID, a)
+		n.setApp(a)
 	}
 	for _, d := range domains {
-		kd.set(d.Domain, d).aux = appEntry(&ka, d)
+		n.domains.set(d.Domain, d).aux = n.appEntry(d)
 	}
-	return ka, kd
+	n.dead = 0
 }
 
-// appEntry is the apps entry a domain mapping routes to, added with a nil
-// app if the app does not exist, or noEntry if d is not verified. ka's
-// slots and vals must be its own.
-func appEntry(ka *keyed[*App], d *Domain) uint32 {
+// setApp adds or replaces a. n.apps' slots and n.appVals must be n's own.
+func (n *names) setApp(a *App) {
+	s := n.apps.set(a.ID, a)
+	if s.aux == noEntry {
+		s.aux = uint32(len(n.appVals))
+		n.appVals = append(n.appVals, nil)
+	}
+	n.appVals[s.aux] = a
+}
+
+// appEntry is the appVals entry a domain mapping routes to, added with a
+// nil app if the app does not exist, or noEntry if d is not verified.
+// n.apps' slots and n.appVals must be n's own if d's app may be new.
+func (n *names) appEntry(d *Domain) uint32 {
 	if !d.Verified {
 		return noEntry
 	}
-	return ka.entry(d.App).val
+	s := n.apps.entry(d.App, noEntry)
+	if s.aux == noEntry {
+		s.aux = uint32(len(n.appVals))
+		n.appVals = append(n.appVals, nil)
+	}
+	return s.aux
+}
+
+// ownApps gives n its own app slots and entries.
+func (n *names) ownApps() {
+	n.apps.cloneSlots()
+	n.appVals = append(make([]*App, 0, len(n.appVals)+1), n.appVals...)
 }
 
 // PutApp adds or replaces an app.
 func (b *Builder) PutApp(a *App) {
 	b.editNames(func(n *names) {
-		n.apps = n.apps.owned(n.apps.idx.find(a.ID) == nil)
-		n.apps.set(a.ID, a)
+		n.ownApps()
+		n.setApp(a)
 	})
 }
 
 // DeleteApp removes an app.
 func (b *Builder) DeleteApp(id string) {
 	b.editNames(func(n *names) {
-		if s := n.apps.idx.find(id); s != nil && n.apps.vals[s.val] != nil {
-			n.apps = n.apps.owned(false)
+		if s := n.apps.find(id); s != nil && s.v != nil {
+			n.ownApps()
+			s = n.apps.find(id)
 			n.apps.clear(s)
+			n.appVals[s.aux] = nil
 			n.dead++
 		}
 	})
@@ -131,11 +155,11 @@ func (b *Builder) DeleteZone(name string) {
 // PutDomain adds or replaces a custom domain mapping.
 func (b *Builder) PutDomain(d *Domain) {
 	b.editNames(func(n *names) {
-		if d.Verified && n.apps.idx.find(d.App) == nil {
-			n.apps = n.apps.owned(true)
+		if d.Verified && n.apps.find(d.App) == nil {
+			n.ownApps()
 		}
-		aux := appEntry(&n.apps, d)
-		n.domains = n.domains.owned(true)
+		aux := n.appEntry(d)
+		n.domains.cloneSlots()
 		n.domains.set(d.Domain, d).aux = aux
 	})
 }
@@ -143,9 +167,9 @@ func (b *Builder) PutDomain(d *Domain) {
 // DeleteDomain removes a custom domain mapping.
 func (b *Builder) DeleteDomain(name string) {
 	b.editNames(func(n *names) {
-		if s := n.domains.idx.find(name); s != nil && n.domains.vals[s.val] != nil {
-			n.domains = n.domains.owned(true)
-			s = n.domains.idx.find(name)
+		if s := n.domains.find(name); s != nil && s.v != nil {
+			n.domains.cloneSlots()
+			s = n.domains.find(name)
 			s.aux = noEntry
 			n.domains.clear(s)
 			n.dead++
@@ -186,8 +210,7 @@ func (b *Builder) editNames(f func(*names)) {
 	n := *b.n
 	f(&n)
 	if n.dead > rebuildMin && n.dead > (n.apps.live+n.domains.live)/2 {
-		n.apps, n.domains = buildIndex(n.apps.all(), n.domains.all())
-		n.dead = 0
+		n.buildIndex(n.apps.all(), n.domains.all())
 	}
 	b.n = &n
 	b.publishLocked(false)

@@ -39,37 +39,58 @@ func TestKeyed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var k keyed[*string]
-			if k.get("a") != nil || k.idx.find("") != nil {
+			var k strIndex[string]
+			if k.get("a") != nil || k.find("") != nil {
 				t.Fatal("empty index finds a key")
 			}
 			for _, key := range tt.keys {
 				k.set(key, &key)
 			}
-			if k.live != len(tt.keys) || k.idx.n != len(tt.keys) {
-				t.Fatalf("live %d, n %d, want %d", k.live, k.idx.n, len(tt.keys))
+			if k.live != len(tt.keys) || k.n != len(tt.keys) {
+				t.Fatalf("live %d, n %d, want %d", k.live, k.n, len(tt.keys))
+			}
+			set := map[string]bool{}
+			for _, key := range tt.keys {
+				set[key] = true
 			}
 			for _, key := range tt.keys {
 				if v := k.get(key); v == nil || *v != key {
 					t.Fatalf("get(%q) = %v", key, v)
 				}
-				if k.get(key+"!") != nil {
-					t.Fatalf("get(%q) found a key never set", key+"!")
+				for _, other := range []string{key + "!", key + "\x00", key[:len(key)/2]} {
+					if v := k.get(other); (v != nil) != set[other] || v != nil && *v != other {
+						t.Fatalf("get(%q) = %v", other, v)
+					}
+				}
+			}
+			if len(tt.keys) > 1000 {
+				// Keys far from home, and lookups of them, are covered.
+				over := 0
+				for _, s := range k.slots {
+					if s.tag&overflow != 0 {
+						over++
+					}
+				}
+				if over == 0 {
+					t.Fatal("no slot has the overflow bit")
 				}
 			}
 			// Deleting keeps the slot but not the value.
-			s := k.idx.find(tt.keys[0])
-			if !k.clear(s) || k.clear(s) || k.get(tt.keys[0]) != nil || k.live != len(tt.keys)-1 {
+			s := k.find(tt.keys[0])
+			if !k.clear(s) || k.clear(s) || k.get(tt.keys[0]) != nil || k.live != len(tt.keys)-1 || k.find(tt.keys[0]) != s {
 				t.Fatal("clear")
 			}
 			if got := len(k.all()); got != len(tt.keys)-1 {
 				t.Fatalf("all() has %d values, want %d", got, len(tt.keys)-1)
 			}
-			// A copy derived with owned does not change the original.
-			c := k.owned(true)
+			// A copy with its own slots does not change the original.
+			c := k
+			c.cloneSlots()
 			c.set(tt.keys[0], &tt.keys[0])
 			c.set("new key", &tt.keys[0])
-			if k.get(tt.keys[0]) != nil || k.get("new key") != nil || c.get("new key") == nil || c.get(tt.keys[0]) == nil {
+			c.set("a new key longer than sixteen bytes", &tt.keys[0])
+			if k.get(tt.keys[0]) != nil || k.get("new key") != nil || k.get("a new key longer than sixteen bytes") != nil ||
+				c.get("new key") == nil || c.get(tt.keys[0]) == nil || c.get("a new key longer than sixteen bytes") == nil {
 				t.Fatal("a derived copy changed its origin")
 			}
 		})
@@ -304,8 +325,8 @@ func TestLookupAgreesWithMaps(t *testing.T) {
 					b.Replace(s)
 				}
 				b.mu.Lock()
-				if b.n.dead == 0 && b.n.apps.idx.n > len(ref.apps)+70 {
-					t.Fatalf("step %d: index holds %d app keys after a rebuild", step, b.n.apps.idx.n)
+				if b.n.dead == 0 && b.n.apps.n > len(ref.apps)+70 {
+					t.Fatalf("step %d: index holds %d app keys after a rebuild", step, b.n.apps.n)
 				}
 				if !replaced && dead > 0 && b.n.dead == 0 {
 					rebuilds++

@@ -32,13 +32,16 @@ type names struct {
 	// rather than hashing the name once more.
 	zoneList []*Zone
 	records  map[string]*Record // by Record.Key
-	apps     keyed[*App]        // by App.ID
+	// apps holds the apps by id; a slot's aux is the app's entry in
+	// appVals, which custom domains route through.
+	apps    strIndex[App]
+	appVals []*App
 	// domains holds every mapping, verified or not, by name. A slot's aux
-	// is the apps entry of the mapping's app if the mapping is verified,
-	// else noEntry, so that Lookup resolves a custom domain to its app with
-	// one probe. A verified mapping to an app that does not exist yet holds
-	// an apps entry with a nil value, which PutApp fills.
-	domains keyed[*Domain]
+	// is the appVals entry of the mapping's app if the mapping is
+	// verified, else noEntry, so that Lookup resolves a custom domain to
+	// its app with one probe. A verified mapping to an app that does not
+	// exist yet holds an entry with a nil app, which PutApp fills.
+	domains strIndex[Domain]
 	dead    int // apps and domains deleted since the index was built
 }
 
@@ -76,8 +79,8 @@ func (t *Table) Lookup(host string) Match {
 			// zone too).
 		}
 	}
-	if s := n.domains.idx.find(name); s != nil && s.aux != noEntry {
-		if a := n.apps.vals[s.aux]; a != nil {
+	if s := n.domains.find(name); s != nil && s.aux != noEntry {
+		if a := n.appVals[s.aux]; a != nil {
 			return Match{Kind: KindApp, App: a, Name: name}
 		}
 	}
@@ -151,10 +154,8 @@ func (t *Table) Domains() []*Domain {
 // AppIDs returns every app id, sorted.
 func (t *Table) AppIDs() []string {
 	out := make([]string, 0, t.n.apps.live)
-	for _, a := range t.n.apps.vals {
-		if a != nil {
-			out = append(out, a.ID)
-		}
+	for _, a := range t.n.apps.all() {
+		out = append(out, a.ID)
 	}
 	sort.Strings(out)
 	return out
