@@ -223,11 +223,58 @@ func (x *strIndex[V]) cloneSlots() { x.slots = slices.Clone(x.slots) }
 
 // entry returns the slot of key, adding key with no value if it is
 // absent; aux is a new slot's aux. x's slots must be its own.
+//
+// It probes once, for the key or the first free slot: building an index
+// of a million keys is mostly these probes' cache misses.
 func (x *strIndex[V]) entry(key string, aux uint32) *islot[V] {
-	if s := x.find(key); s != nil {
-		return s
+	if len(x.slots) == 0 || (x.n+1)*4 > len(x.slots)*3 {
+		if s := x.find(key); s != nil {
+			return s
+		}
+		return x.insert(key, aux)
 	}
-	return x.insert(key, aux)
+	h := maphash.String(x.seed, key)
+	tag := tagOf(h, len(key))
+	w0, w1 := words(key)
+	n := len(x.slots)
+	at := home(h, n)
+	for i, d := at, 0; ; d++ {
+		s := &x.slots[i]
+		if s.tag == 0 {
+			x.fill(s, key, tag, aux)
+			if d >= window {
+				x.slots[at].tag |= overflow
+			}
+			return s
+		}
+		if s.tag&^overflow == tag && s.w0 == w0 {
+			if len(key) <= inlineKey {
+				if s.w1 == w1 {
+					return s
+				}
+			} else if string(x.arenaKey(s.w1)) == key {
+				return s
+			}
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+// fill makes the free slot s key's, with no value.
+func (x *strIndex[V]) fill(s *islot[V], key string, tag, aux uint32) {
+	*s = islot[V]{tag: tag, aux: aux}
+	s.w0, s.w1 = words(key)
+	if len(key) > inlineKey {
+		if len(x.arena) == 0 {
+			x.arena = append(x.arena, 0) // no key starts at 0
+		}
+		s.w1 = uint64(len(x.arena))
+		x.arena = binary.AppendUvarint(x.arena, uint64(len(key)))
+		x.arena = append(x.arena, key...)
+	}
+	x.n++
 }
 
 // set stores v under key and returns its slot. x's slots must be its own.
@@ -259,19 +306,9 @@ func (x *strIndex[V]) insert(key string, aux uint32) *islot[V] {
 	} else if (x.n+1)*4 > len(x.slots)*3 {
 		x.rehash(2 * len(x.slots))
 	}
-	s := islot[V]{aux: aux}
-	s.w0, s.w1 = words(key)
-	if len(key) > inlineKey {
-		if len(x.arena) == 0 {
-			x.arena = append(x.arena, 0) // no key starts at 0
-		}
-		s.w1 = uint64(len(x.arena))
-		x.arena = binary.AppendUvarint(x.arena, uint64(len(key)))
-		x.arena = append(x.arena, key...)
-	}
-	x.n++
 	h := maphash.String(x.seed, key)
-	s.tag = tagOf(h, len(key))
+	var s islot[V]
+	x.fill(&s, key, tagOf(h, len(key)), aux)
 	return x.place(h, s)
 }
 
