@@ -61,10 +61,6 @@ type HTTP struct {
 	// Mode is what it does with requests that are not ACME challenges:
 	// HTTPModeRedirect (default), HTTPModeACMEOnly or HTTPModeServe.
 	Mode string `yaml:"mode" json:"mode"`
-	// FastPath serves plain GET and HEAD requests in serve mode with
-	// gatehouse's own HTTP/1.1 loop (internal/lane), everything else with
-	// net/http. False: net/http alone.
-	FastPath bool `yaml:"fast_path" json:"fast_path"`
 }
 
 // HTTP modes.
@@ -84,6 +80,11 @@ type Listeners struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// FastPath serves plain GET and HEAD requests over HTTP/1.1 (the http
+	// listener in serve mode, and https) with gatehouse's own HTTP/1.1
+	// loop (internal/lane), everything else with net/http. False:
+	// net/http alone.
+	FastPath bool `yaml:"fast_path" json:"fast_path"`
 }
 
 // Bus says which NATS to use (DESIGN §10).
@@ -203,7 +204,7 @@ type Log struct {
 func Default() Config {
 	return Config{
 		DataDir:    "gatehouse-data",
-		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect, FastPath: true},
+		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect},
 		HTTPS:      Listener{Addr: ":8443"},
 		DNS:        Listener{Addr: ":5353"},
 		Management: Listener{Addr: "127.0.0.1:9180"},
@@ -212,6 +213,7 @@ func Default() Config {
 			MaxHeaderBytes:    64 << 10,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
+			FastPath:          true,
 		},
 		Bus: Bus{Listen: "127.0.0.1:4222"},
 		Cluster: Cluster{

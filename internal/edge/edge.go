@@ -189,12 +189,31 @@ func (e *Edge) Run(ctx context.Context) error {
 			go e.acceptLane(trackingListener{e.httpLn, e.conns}, fast, errc)
 		}
 	}
+	var fastTLS *lane.Server
 	if e.ln != nil {
-		l7 = e.server(e.limits(e.opts.Handler))
+		l7 = e.server(withTLSState(e.limits(e.opts.Handler)))
+		l7.ConnContext = tlsStateContext
 		l7ln = newChanListener(e.ln.Addr())
 		e.serve(l7, l7ln, errc)
+		if !e.opts.DisableLane {
+			// HTTP/1.1 over TLS takes the lane too; h2 goes straight to
+			// net/http (serveTLSConn decides by ALPN).
+			var err error
+			fastTLS, err = lane.New(lane.Options{
+				Handler:           l7.Handler,
+				Handoff:           l7ln.hand,
+				Server:            l7,
+				ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
+				IdleTimeout:       e.opts.IdleTimeout,
+				MaxHeaderBytes:    e.opts.MaxHeaderBytes,
+				Logger:            e.log,
+			})
+			if err != nil {
+				return err
+			}
+		}
 		e.wg.Add(1)
-		go e.acceptTLS(e.ln, l7ln, errc)
+		go e.acceptTLS(e.ln, l7ln, fastTLS, errc)
 	}
 	e.serving.Store(true)
 
@@ -203,7 +222,7 @@ func (e *Edge) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	e.drain(mgmt, plain, l7, fast)
+	e.drain(mgmt, plain, l7, fast, fastTLS)
 	return err
 }
 
@@ -220,7 +239,7 @@ func (e *Edge) serve(srv *http.Server, ln net.Listener, errc chan<- error) {
 // drain stops the data listeners and waits, within DrainTimeout, for every
 // request and pipe to finish; the management listener goes last so /readyz
 // reports the drain.
-func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast *lane.Server) {
+func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	e.draining.Store(true)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.DrainTimeout)
@@ -231,8 +250,12 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast *lane.Server) {
 	var wg sync.WaitGroup
 	if fast != nil {
 		e.httpLn.Close() // the lane's accept loop ends
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = fast.Shutdown(ctx) }()
+	}
+	for _, l := range []*lane.Server{fast, fastTLS} {
+		if l != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = l.Shutdown(ctx) }()
+		}
 	}
 	for _, s := range []*http.Server{plain, l7} {
 		if s != nil {
@@ -252,8 +275,10 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast *lane.Server) {
 			s.Close()
 		}
 	}
-	if fast != nil {
-		fast.Close()
+	for _, l := range []*lane.Server{fast, fastTLS} {
+		if l != nil {
+			l.Close()
+		}
 	}
 	e.pipeStop()
 	e.conns.closeAll()

@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/pipe"
 	"github.com/gatehouse-dev/gatehouse/internal/sni"
 )
 
 // acceptTLS accepts https connections until ln closes; each connection is
 // handled on its own goroutine, owned by e.wg.
-func (e *Edge) acceptTLS(ln net.Listener, l7 *chanListener, errc chan<- error) {
+func (e *Edge) acceptTLS(ln net.Listener, l7 *chanListener, fast *lane.Server, errc chan<- error) {
 	defer e.wg.Done()
 	var backoff time.Duration
 	for {
@@ -36,7 +38,7 @@ func (e *Edge) acceptTLS(ln net.Listener, l7 *chanListener, errc chan<- error) {
 		backoff = 0
 		e.conns.add()
 		e.wg.Add(1)
-		go e.serveTLSConn(c, l7)
+		go e.serveTLSConn(c, l7, fast)
 	}
 }
 
@@ -48,7 +50,7 @@ func isTemporary(err error) bool {
 // serveTLSConn owns c: it peeks the ClientHello, then pipes it to a
 // passthrough host or terminates TLS and hands the connection to the L7
 // server.
-func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener) {
+func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	defer e.wg.Done()
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
@@ -72,9 +74,16 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
-	if conn.ConnectionState().NegotiatedProtocol == "acme-tls/1" {
+	switch conn.ConnectionState().NegotiatedProtocol {
+	case "acme-tls/1":
 		conn.Close() // the challenge is the handshake; nothing follows
 		return
+	case "h2":
+	default:
+		if fast != nil {
+			fast.ServeConn(conn) // hands l7 what it does not serve
+			return
+		}
 	}
 	l7.hand(conn)
 }
@@ -96,4 +105,36 @@ func (e *Edge) passthrough(c net.Conn, hello []byte, name string, dial Dial) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		e.log.Debug("edge: passthrough", "server_name", name, "up", st.Up, "down", st.Down, "err", err)
 	}
+}
+
+// A connection the TLS lane hands to net/http is no longer a *tls.Conn,
+// which is how net/http knows to fill r.TLS; the connection still reports
+// its ConnectionState, so the L7 server's ConnContext keeps it and
+// withTLSState puts it back on the request.
+type tlsStateKey struct{}
+
+type connectionStater interface {
+	ConnectionState() tls.ConnectionState
+}
+
+func tlsStateContext(ctx context.Context, c net.Conn) context.Context {
+	if _, ok := c.(*tls.Conn); ok {
+		return ctx // net/http sets r.TLS itself
+	}
+	if cs, ok := c.(connectionStater); ok {
+		st := cs.ConnectionState()
+		return context.WithValue(ctx, tlsStateKey{}, &st)
+	}
+	return ctx
+}
+
+func withTLSState(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

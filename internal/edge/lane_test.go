@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,5 +46,50 @@ func TestLaneServesPlainRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLaneOverTLS: HTTP/1.1 over TLS takes the lane too, and r.TLS is set
+// whichever server answers, the handed-over connection included; h2 goes
+// to net/http.
+func TestLaneOverTLS(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%T tls=%v", w, r.TLS != nil && r.TLS.HandshakeComplete)
+	})
+	e := start(t, Options{HTTPMode: ModeServe, Handler: h})
+	h1 := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "app." + zone},
+		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 only
+	}}
+	h2 := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true, ServerName: "app." + zone},
+		ForceAttemptHTTP2: true,
+	}}
+	for _, tc := range []struct {
+		c      *http.Client
+		method string
+		want   string
+	}{
+		{h1, "GET", "*lane.writer tls=true"},
+		{h1, "POST", "*http.response tls=true"},
+		{h1, "GET", "*http.response tls=true"}, // the connection stays with net/http
+		{h2, "GET", "*http.http2responseWriter tls=true"},
+	} {
+		var body io.Reader
+		if tc.method == "POST" {
+			body = strings.NewReader("a body")
+		}
+		r, _ := http.NewRequest(tc.method, "https://"+e.https+"/", body)
+		r.Host = "app." + zone
+		resp, err := tc.c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != tc.want {
+			t.Errorf("%s %s: %s, want %s", resp.Proto, tc.method, b, tc.want)
+		}
 	}
 }

@@ -71,10 +71,11 @@ type Options struct {
 	// *tls.Conn would hide r.TLS and HTTP/2. nil: no wrapper.
 	WrapHTTP func(net.Listener) net.Listener
 
-	// DisableLane serves the plaintext listener with net/http alone. By
-	// default, in serve mode, internal/lane reads each connection first
-	// and serves its plain GET and HEAD requests itself (the same handler,
-	// a fraction of the CPU), handing net/http the rest.
+	// DisableLane serves HTTP/1 with net/http alone. By default
+	// internal/lane reads each HTTP/1.1 connection first (the http
+	// listener in serve mode, and https connections that did not
+	// negotiate h2) and serves its plain GET and HEAD requests itself (the
+	// same handler, a fraction of the CPU), handing net/http the rest.
 	DisableLane bool
 
 	// MaxRequestLine bounds the request line (method, target, version):

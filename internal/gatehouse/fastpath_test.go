@@ -17,7 +17,7 @@ import (
 )
 
 // TestFastPathSameAsNetHTTP runs one sequence of requests on one
-// keep-alive connection through two whole gatehouses, http.fast_path on
+// keep-alive connection through two whole gatehouses, listeners.fast_path on
 // and off, and asserts that clients and hosts see the same thing: status,
 // headers and body to the client, every header to the host (values that
 // are generated per request, ids and times, compared by presence).
@@ -29,7 +29,7 @@ func TestFastPathSameAsNetHTTP(t *testing.T) {
 	}
 	run := func(fast bool) []result {
 		cfg := testConfig(t)
-		cfg.HTTP.FastPath = fast
+		cfg.Listeners.FastPath = fast
 		r := start(t, cfg)
 		if code, body := r.control(t, "PUT", "/api/v3/apps/hello",
 			`{"mode":"http","cors":{"origins":["https://shop.example"]},"rate_limit":{"requests":1000,"window":"60s"}}`); code != 200 {

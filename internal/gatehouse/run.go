@@ -112,7 +112,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		HTTPSAddr:      cfg.HTTPS.Addr,
 		ManagementAddr: cfg.Management.Addr,
 		HTTPMode:       cfg.HTTP.Mode,
-		DisableLane:    !cfg.HTTP.FastPath,
+		DisableLane:    !cfg.Listeners.FastPath,
 		Handler:        delegate(l7),
 		Management:     g.managementMux(apiH),
 		Ready:          started.Load,

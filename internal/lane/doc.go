@@ -22,6 +22,11 @@
 // fields, and the response on the wire has the same status, headers (in
 // map order rather than sorted), framing and Date.
 //
+// The edge runs one lane on the plaintext listener (serve mode) and one
+// for HTTP/1.1 over TLS (h2 connections go to net/http at the handshake).
+// A TLS connection handed over is no longer a *tls.Conn to net/http; it
+// still reports its ConnectionState, from which the edge restores r.TLS.
+//
 // One difference a client could notice: the lane does not read the
 // connection while the handler runs, so a client that leaves mid-request
 // is seen when the response is written rather than at once (net/http's

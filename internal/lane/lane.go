@@ -3,6 +3,7 @@ package lane
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -90,7 +91,8 @@ type conn struct {
 	s      *Server
 	c      net.Conn
 	remote string
-	ctx    context.Context // the requests' context: canceled by Close
+	tls    *tls.ConnectionState // nil: plaintext
+	ctx    context.Context      // the requests' context: canceled by Close
 	cancel context.CancelFunc
 	state  atomic.Int32
 
@@ -137,7 +139,7 @@ func (s *Server) putExchange(x *exchange) {
 	clear(x.vals[:])
 	x.w.reset(false, false)
 	x.w.cn = nil
-	x.h = head{}
+	x.h = head{u: x.h.u}
 	s.pool.Put(x)
 }
 
@@ -147,6 +149,10 @@ func (s *Server) putExchange(x *exchange) {
 func (s *Server) ServeConn(c net.Conn) {
 	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String()}
 	cn.buf = cn.small[:min(idleBuf, s.size)]
+	if cs, ok := c.(connectionStater); ok {
+		st := cs.ConnectionState() // the handshake is done: the caller's job
+		cn.tls = &st
+	}
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
 	if s.opts.Server != nil {
 		ctx = context.WithValue(ctx, http.ServerContextKey, s.opts.Server)
@@ -367,6 +373,7 @@ func (cn *conn) exchange(x *exchange) (keep bool) {
 		RemoteAddr: cn.remote,
 		RequestURI: h.target,
 		Close:      h.close,
+		TLS:        cn.tls,
 	}
 	r = r.WithContext(cn.ctx)
 	w := &x.w
@@ -415,6 +422,19 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// ConnectionState reports the TLS state of a TLS connection (the zero
+// state otherwise), so the server it is handed to can still fill r.TLS.
+func (c *prefixConn) ConnectionState() tls.ConnectionState {
+	if cs, ok := c.Conn.(connectionStater); ok {
+		return cs.ConnectionState()
+	}
+	return tls.ConnectionState{}
+}
+
+type connectionStater interface {
+	ConnectionState() tls.ConnectionState
 }
 
 // CloseWrite lets net/http half-close before closing, when the

@@ -18,6 +18,9 @@ type head struct {
 	host   string
 	close  bool // Connection: close
 	url    *url.URL
+	// u is the URL's memory when the target needs no parsing: a request's
+	// URL is not used after its response.
+	u *url.URL
 }
 
 // headEnd returns the length of the head at the start of b (through the
@@ -49,7 +52,8 @@ func headEnd(b []byte, from int) int {
 // hdr hold nothing of use and the connection goes to net/http untouched.
 func parse(text string, h *head, hdr http.Header, vals []string) bool {
 	clear(hdr)
-	*h = head{}
+	u := h.u
+	*h = head{u: u}
 	line, rest, ok := strings.Cut(text, "\r\n")
 	if !ok {
 		return false
@@ -72,7 +76,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 		}
 	}
 	h.target = target
-	h.url = requestURL(target)
+	h.url = requestURL(target, h)
 	if h.url == nil {
 		return false
 	}
@@ -139,7 +143,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 // target: Path and RawQuery straight from the text when the path has
 // nothing to unescape or re-escape, url.ParseRequestURI otherwise; nil
 // when that fails (net/http answers 400).
-func requestURL(target string) *url.URL {
+func requestURL(target string, h *head) *url.URL {
 	path, query, hasQuery := strings.Cut(target, "?")
 	if !hasQuery || query != "" {
 		simple := true
@@ -147,7 +151,11 @@ func requestURL(target string) *url.URL {
 			simple = pathByte[path[i]]
 		}
 		if simple {
-			return &url.URL{Path: path, RawQuery: query}
+			if h.u == nil {
+				h.u = new(url.URL)
+			}
+			*h.u = url.URL{Path: path, RawQuery: query}
+			return h.u
 		}
 	}
 	u, err := url.ParseRequestURI(target)

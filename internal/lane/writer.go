@@ -390,14 +390,16 @@ func (w *writer) commit(done bool, p []byte) {
 
 func (w *writer) writeStatus(code int) {
 	bw := w.bw
-	var b [32]byte
-	line := append(b[:0], "HTTP/1.1 "...)
-	line = strconv.AppendInt(line, int64(code), 10)
-	_, _ = bw.Write(append(line, ' '))
+	_, _ = bw.WriteString("HTTP/1.1 ")
+	_ = bw.WriteByte(byte('0' + code/100))
+	_ = bw.WriteByte(byte('0' + code/10%10))
+	_ = bw.WriteByte(byte('0' + code%10))
+	_ = bw.WriteByte(' ')
 	if text := http.StatusText(code); text != "" {
 		_, _ = bw.WriteString(text)
 	} else {
-		_, _ = bw.WriteString("status code " + strconv.Itoa(code))
+		_, _ = bw.WriteString("status code ")
+		_, _ = bw.WriteString(strconv.Itoa(code))
 	}
 	_, _ = bw.WriteString("\r\n")
 }
