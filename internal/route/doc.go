@@ -7,6 +7,11 @@
 // watcher and host discovery feed it changes, and it publishes a new table
 // after each one.
 //
+// Apps and custom domains live in a name index built for the request path
+// (index.go) rather than in Go maps: a lookup of an app id of up to 16
+// bytes reads one slot, a verified custom domain carries its app's entry
+// in its slot, and a change copies only the part of the table it changes.
+//
 // The app settings types ([App], [CORS], [RateLimit], [Auth], [PolicyRule])
 // are the JSON shapes the control API takes and the store keeps: one
 // definition for the wire, the store and the request path.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -349,4 +350,52 @@ func TestLookupAgreesWithMaps(t *testing.T) {
 			t.Logf("%d rebuilds", rebuilds)
 		})
 	}
+}
+
+// TestReadersDuringEdits reads snapshots while the builder derives new
+// ones from them: under -race, a write into anything a published snapshot
+// can read (its slots, the shared arena below its end, its entries) fails
+// the test.
+func TestReadersDuringEdits(t *testing.T) {
+	b := NewBuilder(new(Live))
+	b.Replace(State{Zones: []*Zone{{Name: "apps.test"}}})
+	long := func(i int) string { return fmt.Sprintf("an-app-id-longer-than-sixteen-bytes-%d", i%50) }
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				tbl := b.Live().Load()
+				m := tbl.Lookup(long(i) + ".apps.test")
+				if m.Kind == KindApp && m.App.ID != long(i) {
+					t.Errorf("Lookup(%s) = %s", long(i), m.App.ID)
+					return
+				}
+				if m := tbl.Lookup(fmt.Sprintf("www.c%d.test", i%50)); m.Kind == KindApp && m.App.ID != long(i) {
+					t.Errorf("www.c%d.test routes to %s", i%50, m.App.ID)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 600 {
+		switch i % 4 {
+		case 0, 1:
+			b.PutApp(&App{ID: long(i)})
+		case 2:
+			b.PutDomain(&Domain{Domain: fmt.Sprintf("www.c%d.test", i%50), App: long(i), Verified: true})
+		default:
+			b.DeleteApp(long(i))
+			b.DeleteDomain(fmt.Sprintf("www.c%d.test", (i+7)%50))
+		}
+	}
+	close(done)
+	wg.Wait()
 }
