@@ -80,10 +80,10 @@ type Listeners struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
-	// FastPath serves plain GET and HEAD requests over HTTP/1.1 (the http
-	// listener in serve mode, and https) with gatehouse's own HTTP/1.1
-	// loop (internal/lane), everything else with net/http. False:
-	// net/http alone.
+	// FastPath serves plain HTTP/1.1 requests (the http listener in serve
+	// mode, and https) with gatehouse's own HTTP/1.1 loop
+	// (internal/lane), everything else with net/http. False: net/http
+	// alone.
 	FastPath bool `yaml:"fast_path" json:"fast_path"`
 }
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// TestLaneServesPlainRequests: in serve mode the lane answers plain GET
-// and HEAD requests on the http listener, net/http the rest (a body here)
-// on the same connection, which then stays with net/http; DisableLane
-// leaves everything to net/http.
+// TestLaneServesPlainRequests: in serve mode the lane answers plain
+// requests on the http listener (a PUT with a length included), net/http
+// the rest (a chunked POST here) on the same connection, which then stays
+// with net/http; DisableLane leaves everything to net/http.
 func TestLaneServesPlainRequests(t *testing.T) {
 	writerOf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -28,10 +28,13 @@ func TestLaneServesPlainRequests(t *testing.T) {
 		t.Run(fmt.Sprintf("DisableLane=%v", tc.disable), func(t *testing.T) {
 			e := start(t, Options{HTTPMode: ModeServe, Handler: writerOf, DisableLane: tc.disable})
 			c := &http.Client{} // one keep-alive connection for all three
-			for _, req := range []struct{ method, want string }{{"GET", tc.wantGet}, {"POST", tc.wantPo}, {"GET", tc.wantPo}} {
+			for _, req := range []struct{ method, want string }{{"GET", tc.wantGet}, {"PUT", tc.wantGet}, {"POST", tc.wantPo}, {"GET", tc.wantPo}} {
 				var body io.Reader
-				if req.method == "POST" {
-					body = strings.NewReader("a body")
+				switch req.method {
+				case "PUT":
+					body = strings.NewReader("a body") // a known length
+				case "POST":
+					body = io.MultiReader(strings.NewReader("a body")) // unknown: chunked
 				}
 				r, _ := http.NewRequest(req.method, "http://"+e.http+"/", body)
 				r.Host = "app." + zone
@@ -72,13 +75,17 @@ func TestLaneOverTLS(t *testing.T) {
 		want   string
 	}{
 		{h1, "GET", "*lane.writer tls=true"},
+		{h1, "PUT", "*lane.writer tls=true"},
 		{h1, "POST", "*http.response tls=true"},
 		{h1, "GET", "*http.response tls=true"}, // the connection stays with net/http
 		{h2, "GET", "*http.http2responseWriter tls=true"},
 	} {
 		var body io.Reader
-		if tc.method == "POST" {
+		switch tc.method {
+		case "PUT":
 			body = strings.NewReader("a body")
+		case "POST":
+			body = io.MultiReader(strings.NewReader("a body"))
 		}
 		r, _ := http.NewRequest(tc.method, "https://"+e.https+"/", body)
 		r.Host = "app." + zone

@@ -74,8 +74,8 @@ type Options struct {
 	// DisableLane serves HTTP/1 with net/http alone. By default
 	// internal/lane reads each HTTP/1.1 connection first (the http
 	// listener in serve mode, and https connections that did not
-	// negotiate h2) and serves its plain GET and HEAD requests itself (the
-	// same handler, a fraction of the CPU), handing net/http the rest.
+	// negotiate h2) and serves its plain requests itself (the same
+	// handler, a fraction of the CPU), handing net/http the rest.
 	DisableLane bool
 
 	// MaxRequestLine bounds the request line (method, target, version):

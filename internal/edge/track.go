@@ -156,3 +156,13 @@ func (l *chanListener) Close() error {
 }
 
 func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// CloseWrite half-closes when the connection can, so that a server
+// closing with the client's bytes unread (a large body left unread) can
+// let its response arrive before the reset.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

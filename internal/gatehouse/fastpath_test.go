@@ -19,8 +19,10 @@ import (
 // TestFastPathSameAsNetHTTP runs one sequence of requests on one
 // keep-alive connection through two whole gatehouses, listeners.fast_path on
 // and off, and asserts that clients and hosts see the same thing: status,
-// headers and body to the client, every header to the host (values that
-// are generated per request, ids and times, compared by presence).
+// headers and body to the client, every header and the body to the host
+// (values generated per request, ids and times, compared by presence).
+// The sequence ends with a chunked PUT, which the fast path hands over to
+// net/http, and a GET on the connection net/http then keeps.
 func TestFastPathSameAsNetHTTP(t *testing.T) {
 	type result struct {
 		Status int
@@ -115,6 +117,8 @@ var fastPathRequests = func() []string {
 		get("api.test.local", "/api/v3/apps"),
 		"OPTIONS / HTTP/1.1\r\nHost: " + app + "\r\nOrigin: https://shop.example\r\nAccess-Control-Request-Method: GET\r\n\r\n",
 		"POST /p HTTP/1.1\r\nHost: " + app + "\r\nContent-Length: 4\r\n\r\nbody",
-		get(app, "/after-post"),
+		"DELETE /d HTTP/1.1\r\nHost: " + app + "\r\n\r\n",
+		"PUT /chunked HTTP/1.1\r\nHost: " + app + "\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n",
+		get(app, "/after-handover"),
 	})
 }()

@@ -1,6 +1,6 @@
 // Package lane is a lean HTTP/1.1 server for the requests that make up
-// most of an edge gateway's traffic: bodiless GET and HEAD requests on a
-// keep-alive connection. It reads and serves them itself, through the same
+// most of an edge gateway's traffic: plain requests on a keep-alive
+// connection. It reads and serves them itself, through the same
 // http.Handler net/http would run, and hands a connection to net/http —
 // with every byte it has read — at the first request it does not take.
 //
@@ -10,17 +10,22 @@
 // lane parses the head in place, reuses its maps and buffers across a
 // connection's requests, and writes the response head once.
 //
-// What it takes: HTTP/1.1, GET or HEAD, an origin-form target, exactly one
-// valid Host, no Content-Length or Transfer-Encoding, no Upgrade, Expect
-// or TE, Connection naming only keep-alive or close, header names that
-// are tokens and values without control bytes, and a head that fits in
-// MaxHeaderBytes (at most 4 KiB). Everything else — a body, a WebSocket
-// upgrade, HTTP/1.0, a malformed or oversized head — goes to net/http,
+// What it takes: HTTP/1.1; GET, HEAD, POST, PUT, PATCH, DELETE or
+// OPTIONS; an origin-form target; exactly one valid Host; no body or one
+// Content-Length (digits only), never Transfer-Encoding; no Upgrade,
+// Expect or TE; Connection naming only keep-alive or close; header names
+// that are tokens and values without control bytes; and a head that fits
+// in MaxHeaderBytes (at most 4 KiB). Everything else — a chunked body, a
+// WebSocket upgrade, 100-continue, HTTP/1.0, a malformed or oversized
+// head — goes to net/http,
 // which answers exactly as it would have had it read the connection from
 // the start (its 400, 414, 431 and 501 included). The handler cannot tell
 // the two servers apart: the *http.Request it gets carries the same
-// fields, and the response on the wire has the same status, headers (in
-// map order rather than sorted), framing and Date.
+// fields, its body reads the same bytes (an unread rest up to 256 KiB is
+// dropped so the connection goes on; more closes it, after a half-close
+// that lets the response arrive), and the response on the wire has the
+// same status, headers (in map order rather than sorted), framing and
+// Date.
 //
 // The edge runs one lane on the plaintext listener (serve mode) and one
 // for HTTP/1.1 over TLS (h2 connections go to net/http at the handshake).
@@ -30,7 +35,7 @@
 // One difference a client could notice: the lane does not read the
 // connection while the handler runs, so a client that leaves mid-request
 // is seen when the response is written rather than at once (net/http's
-// background read cancels the request's context). For bodiless requests
-// that is the cost of a wasted host response, not a hung one: the host's
-// connection is closed as soon as a write to the client fails.
+// background read cancels the request's context). That is the cost of a
+// wasted host response, not a hung one: the host's connection is closed
+// as soon as a write to the client fails.
 package lane

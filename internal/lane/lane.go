@@ -267,11 +267,24 @@ func (cn *conn) serve() net.Conn {
 			return cn.handoff()
 		}
 		first = false
-		if !cn.exchange(x) {
+		var b *body
+		take := 0
+		if x.h.length > 0 {
+			take = int(min(int64(cn.n-end), x.h.length))
+			b = &body{cn: cn, pre: cn.buf[end : end+take], left: x.h.length - int64(take)}
+			// The head is in; the body has no deadline (net/http's
+			// ReadTimeout, zero here, would be the one).
+			cn.deadline = time.Time{}
+			_ = cn.c.SetReadDeadline(cn.deadline)
+		}
+		if !cn.exchange(x, b) {
+			if b != nil && !b.end() {
+				cn.lingerClose()
+			}
 			_ = cn.c.Close()
 			return nil
 		}
-		rest := cn.buf[end:cn.n] // a pipelined request stays
+		rest := cn.buf[end+take : cn.n] // a pipelined request stays
 		if len(rest) <= len(cn.small) {
 			cn.n = copy(cn.small[:], rest)
 			cn.buf = cn.small[:min(idleBuf, s.size)]
@@ -359,7 +372,7 @@ func (cn *conn) handoff() net.Conn {
 
 // exchange serves one parsed request. It reports whether the connection
 // may carry another.
-func (cn *conn) exchange(x *exchange) (keep bool) {
+func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	h := &x.h
 	r := &http.Request{
 		Method:     h.method,
@@ -375,15 +388,22 @@ func (cn *conn) exchange(x *exchange) (keep bool) {
 		Close:      h.close,
 		TLS:        cn.tls,
 	}
+	if b != nil {
+		r.Body, r.ContentLength = b, h.length
+	}
 	r = r.WithContext(cn.ctx)
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
+	w.body = b
 	if !cn.call(w, r) {
 		return false
 	}
 	w.finish()
 	if err := x.bw.Flush(); err != nil {
 		return false
+	}
+	if b != nil && !b.end() {
+		return false // the rest of the body is still on the wire
 	}
 	return w.err == nil && !w.closeAfter
 }
@@ -402,6 +422,19 @@ func (cn *conn) call(w *writer, r *http.Request) (ok bool) {
 	}()
 	cn.s.opts.Handler.ServeHTTP(w, r)
 	return true
+}
+
+// lingerClose half-closes and reads what the client still sends, for at
+// most half a second, before the close: closing with unread bytes makes
+// the kernel send a reset that can destroy the response in flight
+// (net/http's closeWriteAndWait).
+func (cn *conn) lingerClose() {
+	cw, ok := cn.c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = cn.c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, cn.c, maxPostHandlerReadBytes)
 }
 
 func isTimeout(err error) bool {

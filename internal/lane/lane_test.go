@@ -20,7 +20,8 @@ import (
 type seen struct {
 	Method, Path, RawPath, RawQuery, Host, Proto, RequestURI string
 	ForceQuery, Close, HasServer, HasLocal, RemoteOK         bool
-	ContentLength                                            int64
+	ContentLength, BodyRead                                  int64
+	BodyErr                                                  string
 	Header                                                   http.Header
 }
 
@@ -39,15 +40,23 @@ func (th *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		th.lane.Add(1)
 	}
 	_, local := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	var n int64
+	var berr error
+	if r.URL.Path != "/noread" {
+		n, berr = io.Copy(io.Discard, r.Body)
+	}
+	errText := ""
+	if berr != nil {
+		errText = berr.Error()
+	}
 	th.mu.Lock()
 	th.seen = append(th.seen, seen{
 		Method: r.Method, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery, Host: r.Host,
 		Proto: r.Proto, RequestURI: r.RequestURI, ForceQuery: r.URL.ForceQuery, Close: r.Close,
 		HasServer: srv != nil, HasLocal: local, RemoteOK: strings.HasPrefix(r.RemoteAddr, "127.0.0.1:"),
-		ContentLength: r.ContentLength, Header: r.Header.Clone(),
+		ContentLength: r.ContentLength, BodyRead: n, BodyErr: errText, Header: r.Header.Clone(),
 	})
 	th.mu.Unlock()
-	_, _ = io.Copy(io.Discard, r.Body)
 	h := w.Header()
 	switch strings.TrimPrefix(r.URL.Path, "/x") {
 	case "/cl":
@@ -297,10 +306,21 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"host with port", "GET / HTTP/1.1\r\nHost: a.test:8080\r\n\r\n", []string{"GET"}, 1},
 		{"ipv6 host", "GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", []string{"GET"}, 1},
 		// Handed to net/http, which answers as if it had read them first.
-		{"post with body", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc", []string{"POST"}, 0},
-		{"get with length 0", get("/", "Content-Length: 0\r\n"), []string{"GET"}, 0},
+		{"post with body", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc", []string{"POST"}, 1},
+		{"get with length 0", get("/", "Content-Length: 0\r\n"), []string{"GET"}, 1},
+		{"put patch delete options", "PUT /1 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 2\r\n\r\nhi" +
+			"PATCH /2 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\n\r\nx" + "DELETE /3 HTTP/1.1\r\nHost: a.test\r\n\r\n" +
+			"OPTIONS /4 HTTP/1.1\r\nHost: a.test\r\n\r\n", []string{"PUT", "PATCH", "DELETE", "OPTIONS"}, 4},
+		{"body larger than the buffers", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("b", 100000) + get("/next"), []string{"POST", "GET"}, 2},
+		{"small body left unread", "POST /noread HTTP/1.1\r\nHost: a.test\r\nContent-Length: 10000\r\n\r\n" + strings.Repeat("u", 10000) + get("/next"), []string{"POST", "GET"}, 2},
+		{"large body left unread", "POST /noread HTTP/1.1\r\nHost: a.test\r\nContent-Length: 300000\r\n\r\n" + strings.Repeat("u", 300000) + get("/next"), []string{"POST", "GET"}, 1},
+		{"length with spaces", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length:  3 \r\n\r\nabc", []string{"POST"}, 1},
+		{"two lengths", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", []string{"POST"}, 0},
+		{"odd length", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: +3\r\n\r\nabc", []string{"POST"}, 0},
+		{"expect continue", "POST / HTTP/1.1\r\nHost: a.test\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc", []string{"POST"}, 0},
 		{"chunked post", "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", []string{"POST"}, 0},
-		{"lane then body then lane", get("/1") + "PUT /2 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 2\r\n\r\nhi" + get("/3"), []string{"GET", "PUT", "GET"}, 1},
+		{"lane then body then lane", get("/1") + "PUT /2 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 2\r\n\r\nhi" + get("/3"), []string{"GET", "PUT", "GET"}, 3},
+		{"lane then chunked then net/http", get("/1") + "PUT /2 HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n" + get("/3"), []string{"GET", "PUT", "GET"}, 1},
 		{"http/1.0", "GET / HTTP/1.0\r\nHost: a.test\r\n\r\n", []string{"GET"}, 0},
 		{"no host", "GET / HTTP/1.1\r\n\r\n", []string{"GET"}, 0},
 		{"two hosts", "GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", []string{"GET"}, 0},

@@ -16,7 +16,8 @@ type head struct {
 	method string
 	target string
 	host   string
-	close  bool // Connection: close
+	close  bool  // Connection: close
+	length int64 // Content-Length; -1 while parsing finds none
 	url    *url.URL
 	// u is the URL's memory when the target needs no parsing: a request's
 	// URL is not used after its response.
@@ -53,7 +54,7 @@ func headEnd(b []byte, from int) int {
 func parse(text string, h *head, hdr http.Header, vals []string) bool {
 	clear(hdr)
 	u := h.u
-	*h = head{u: u}
+	*h = head{u: u, length: -1}
 	line, rest, ok := strings.Cut(text, "\r\n")
 	if !ok {
 		return false
@@ -63,6 +64,16 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 		h.method, line = http.MethodGet, line[4:]
 	case strings.HasPrefix(line, "HEAD "):
 		h.method, line = http.MethodHead, line[5:]
+	case strings.HasPrefix(line, "POST "):
+		h.method, line = http.MethodPost, line[5:]
+	case strings.HasPrefix(line, "PUT "):
+		h.method, line = http.MethodPut, line[4:]
+	case strings.HasPrefix(line, "PATCH "):
+		h.method, line = http.MethodPatch, line[6:]
+	case strings.HasPrefix(line, "DELETE "):
+		h.method, line = http.MethodDelete, line[7:]
+	case strings.HasPrefix(line, "OPTIONS "):
+		h.method, line = http.MethodOptions, line[8:]
 	default:
 		return false
 	}
@@ -107,7 +118,13 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 			hosts++
 			h.host = v
 			continue // net/http keeps Host out of the map
-		case "Content-Length", "Transfer-Encoding", "Upgrade", "Expect", "Te", "Trailer":
+		case "Content-Length":
+			n, ok := parseLength(v)
+			if !ok || h.length >= 0 {
+				return false // repeated or not a plain number: net/http's rules
+			}
+			h.length = n
+		case "Transfer-Encoding", "Upgrade", "Expect", "Te", "Trailer":
 			return false
 		case "Connection":
 			for tok := range strings.SplitSeq(v, ",") {
@@ -136,7 +153,24 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 			hdr[key] = vs
 		}
 	}
+	h.length = max(h.length, 0)
 	return hosts == 1 && httpguts.ValidHostHeader(h.host)
+}
+
+// parseLength reads a Content-Length value: 1 to 18 digits.
+func parseLength(v string) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // requestURL is the URL net/http's server would build for an origin-form

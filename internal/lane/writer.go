@@ -41,6 +41,7 @@ type writer struct {
 	held       []byte // body bytes held before the head is committed
 	holdBuf    [bufferBeforeChunking]byte
 	snap       []field
+	body       *body // the request's; nil when it has none
 }
 
 // field is one header of the response head.
@@ -138,14 +139,14 @@ func (w *writer) Write(p []byte) (int, error) {
 		if len(w.held) == 0 {
 			w.commit(false, p)
 			if !w.head {
-				w.body(p)
+				w.writeBody(p)
 			}
 			return w.result(len(p))
 		}
 		w.commit(false, nil)
 	}
 	if !w.head {
-		w.body(p)
+		w.writeBody(p)
 	}
 	return w.result(len(p))
 }
@@ -174,8 +175,8 @@ func (w *writer) sniffs() bool {
 	return !ct && !te && h.Get("Content-Encoding") == ""
 }
 
-// body writes p in the response's framing.
-func (w *writer) body(p []byte) {
+// writeBody writes p in the response's framing.
+func (w *writer) writeBody(p []byte) {
 	if len(p) == 0 {
 		return
 	}
@@ -349,6 +350,9 @@ func (w *writer) commit(done bool, p []byte) {
 	if w.chunked {
 		w.del("Content-Length")
 	}
+	if w.body != nil && !w.closeAfter && !w.body.beforeResponse() {
+		w.closeAfter = true // a large unread body: net/http closes too
+	}
 	if w.closeAfter && !hasToken(conn, "close") && w.status != http.StatusSwitchingProtocols {
 		w.del("Connection")
 		setConn = "close"
@@ -383,7 +387,7 @@ func (w *writer) commit(done bool, p []byte) {
 	_, err := bw.WriteString("\r\n")
 	w.noteErr(err)
 	if len(w.held) > 0 && !w.head {
-		w.body(w.held)
+		w.writeBody(w.held)
 	}
 	w.held = w.held[:0]
 }
