@@ -10,8 +10,8 @@ import (
 // The name index is what Lookup reads on every request. A Go map of a
 // million entries misses cache several times per probe (group control
 // word, slot, key bytes, value); in this index a hit on a key of up to 16
-// bytes (most app ids) reads one slot and then the value, and a miss
-// usually reads one or two slots only.
+// bytes (most app ids) reads one slot, a longer key also its bytes in the
+// arena, and a miss is usually decided by the few slots from its home.
 
 // noEntry is an empty entry number: a domain that routes nowhere.
 const noEntry = ^uint32(0)
