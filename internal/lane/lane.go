@@ -55,7 +55,8 @@ type Server struct {
 	conns    map[*conn]struct{}
 	zero     chan struct{} // closed while no connection is served
 	dateText atomic.Pointer[dateText]
-	pool     sync.Pool // *exchange
+	pool     sync.Pool      // *exchange
+	wg       sync.WaitGroup // goroutines that took over an idle connection
 }
 
 // New validates o. It starts nothing.
@@ -160,16 +161,35 @@ func (s *Server) ServeConn(c net.Conn) {
 		ctx = context.WithValue(ctx, http.ServerContextKey, &http.Server{})
 	}
 	cn.ctx, cn.cancel = context.WithCancel(ctx)
-	defer cn.cancel()
 	if !s.add(cn) {
+		cn.cancel()
 		_ = c.Close()
 		return
 	}
-	handed := cn.serve()
+	cn.run(true)
+}
+
+// run serves the connection. When it falls idle between requests, the
+// wait for the next one continues on a fresh goroutine and run returns:
+// the handler grows a goroutine's stack to what the whole chain needs,
+// and an idle keep-alive connection should not hold that (most of its
+// memory otherwise). The Server owns those goroutines (s.wg).
+func (cn *conn) run(first bool) {
+	s := cn.s
+	handed, idle := cn.serve(first)
+	if idle {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			cn.run(false)
+		}()
+		return
+	}
 	if cn.x != nil {
 		s.putExchange(cn.x)
 		cn.x = nil
 	}
+	cn.cancel()
 	s.remove(cn)
 	if handed != nil {
 		s.opts.Handoff(handed)
@@ -219,8 +239,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// Close closes every connection the lane still serves and cancels the
-// context of the requests in flight on them.
+// Close closes every connection the lane still serves, cancels the
+// context of the requests in flight on them, and waits for the goroutines
+// the lane started.
 func (s *Server) Close() error {
 	s.draining.Store(true)
 	s.mu.Lock()
@@ -229,20 +250,23 @@ func (s *Server) Close() error {
 		cn.cancel()
 		_ = cn.c.Close()
 	}
+	s.mu.Unlock()
+	s.wg.Wait() // the goroutines that took over idle connections end with them
+	s.mu.Lock()
 	return nil
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
 
 // serve is the connection's loop. It returns the connection to hand off,
-// or nil when it closed it.
-func (cn *conn) serve() net.Conn {
+// or nil when it closed it; or idle when a request is done and nothing of
+// the next has arrived yet.
+func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 	s := cn.s
-	first := true
 	for {
 		if !cn.readHead(first) {
 			_ = cn.c.Close()
-			return nil
+			return nil, false
 		}
 		if cn.x == nil {
 			cn.x = s.getExchange(cn)
@@ -252,19 +276,19 @@ func (cn *conn) serve() net.Conn {
 		for end == 0 {
 			if cn.n == len(cn.buf) {
 				if len(cn.buf) == s.size {
-					return cn.handoff()
+					return cn.handoff(), false
 				}
 				cn.buf = x.big[:s.size] // the head outgrew the idle buffer
 				copy(cn.buf, cn.small[:cn.n])
 			}
 			if !cn.read(s.opts.ReadHeaderTimeout) {
 				_ = cn.c.Close()
-				return nil
+				return nil, false
 			}
 			end = headEnd(cn.buf[:cn.n], 0)
 		}
 		if end < 0 || !parse(string(cn.buf[:end]), &x.h, x.hdr, x.vals[:]) {
-			return cn.handoff()
+			return cn.handoff(), false
 		}
 		first = false
 		var b *body
@@ -282,7 +306,7 @@ func (cn *conn) serve() net.Conn {
 				cn.lingerClose()
 			}
 			_ = cn.c.Close()
-			return nil
+			return nil, false
 		}
 		rest := cn.buf[end+take : cn.n] // a pipelined request stays
 		if len(rest) <= len(cn.small) {
@@ -295,7 +319,10 @@ func (cn *conn) serve() net.Conn {
 		}
 		if s.draining.Load() {
 			_ = cn.c.Close()
-			return nil
+			return nil, false
+		}
+		if cn.n == 0 {
+			return nil, true
 		}
 	}
 }
