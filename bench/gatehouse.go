@@ -116,6 +116,7 @@ func finishGatehouse(ctx context.Context, e *env, t *target) {
 		return
 	}
 	t.http = httpAddr
+	t.startHTTPSPart(ctx, tlsAddr) // one https listener: SNI tls.bench.test pipes, anything else terminates
 	t.startTLSPart(ctx, e, tlsAddr)
 }
 

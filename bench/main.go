@@ -43,6 +43,7 @@ type config struct {
 	targets     []string
 	idle        int
 	tls         bool
+	l7TLS       bool
 	tlsDuration time.Duration
 	tlsStreams  int
 	tlsWorkers  int
@@ -66,6 +67,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&targets, "targets", strings.Join(allTargets, ","), "comma-separated targets: "+strings.Join(allTargets, ","))
 	fs.IntVar(&c.idle, "idle", 10000, "idle keep-alive connections for the memory test (0 skips it)")
 	fs.BoolVar(&c.tls, "tls", true, "run the L4 TLS passthrough tests")
+	fs.BoolVar(&c.l7TLS, "l7-tls", true, "run the L7 rounds over TLS too (each proxy terminates TLS)")
 	fs.DurationVar(&c.tlsDuration, "tls-duration", 5*time.Second, "length of each TLS download and handshake run")
 	fs.IntVar(&c.tlsStreams, "tls-streams", 4, "parallel TLS downloads")
 	fs.IntVar(&c.tlsWorkers, "tls-workers", 16, "parallel TLS handshakers")
@@ -202,6 +204,7 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 		return err
 	}
 	e.backendHTTP, e.backendTLS = ba[0], ba[1]
+	e.certFile, e.keyFile = certFile, keyFile
 
 	// gatehouse first: the backend needs its bus to announce on.
 	var gh *target
@@ -230,7 +233,7 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 		return fmt.Errorf("backend: %w", err)
 	}
 
-	targets := map[string]*target{"direct": {name: "direct", http: e.backendHTTP, tls: e.backendTLS}}
+	targets := map[string]*target{"direct": {name: "direct", http: e.backendHTTP, tls: e.backendTLS, https: e.backendTLS}}
 	if gh != nil {
 		if setup != nil {
 			finishGatehouse(ctx, e, gh)
@@ -354,6 +357,38 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 				continue
 			}
 			rep.l7[t.name] = append(rep.l7[t.name], r)
+		}
+	}
+	if cfg.l7TLS {
+		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true}
+		for _, t := range order {
+			if t.https == "" {
+				continue
+			}
+			logf("warm-up over TLS: %s", t.name)
+			if _, err := runWrk(ctx, two, t.https, t.proc); err != nil {
+				rep.note("%s TLS warm-up: %v", t.name, err)
+			}
+		}
+		wt := wo
+		wt.tls = true
+		for round := range cfg.rounds {
+			for i := range order {
+				t := order[(i+round)%len(order)]
+				if t.https == "" {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				logf("L7 over TLS round %d/%d: %s", round+1, cfg.rounds, t.name)
+				r, err := runWrk(ctx, wt, t.https, t.proc)
+				if err != nil {
+					rep.note("%s L7 over TLS round %d: %v", t.name, round+1, err)
+					continue
+				}
+				rep.l7tls[t.name] = append(rep.l7tls[t.name], r)
+			}
 		}
 	}
 	if cfg.perf {

@@ -20,7 +20,7 @@ type report struct {
 	loadEnd   string
 	commitID  string // the work tree measured, read when the run starts
 	targets   []*target
-	l7        map[string][]wrkResult
+	l7, l7tls map[string][]wrkResult
 	idle      map[string]idleResult
 	dl, hs    map[string][]tlsResult
 	profiles  map[string]string
@@ -29,7 +29,7 @@ type report struct {
 
 func newReport(cfg config, root string) *report {
 	r := &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
-		l7: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
+		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
 	r.commitID = r.commit()
 	return r
 }
@@ -125,11 +125,14 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- machine: %d cores, %s, Linux %s\n", runtime.NumCPU(), cpuModel(), strings.TrimSpace(string(kernel)))
 	fmt.Fprintf(&b, "- load average: %s at start, %s at end (cores shared with the load generator and backend)\n", r.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "- versions: %s; %s; %s; %s\n", runtime.Version(), cmdLine("nginx", "-v"), cmdLine("haproxy", "-v"), cmdLine("wrk", "-v"))
-	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -threads %d -targets %s -idle %d -tls=%v`, %s in all\n\n",
-		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls,
+	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v`, %s in all\n\n",
+		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS,
 		r.end.Sub(r.start).Round(time.Second))
 
-	r.l7Table(&b)
+	r.l7Table(&b, fmt.Sprintf("L7: 1 KiB responses, %d keep-alive connections", r.cfg.conns), r.l7)
+	if r.cfg.l7TLS {
+		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls)
+	}
 	r.idleTable(&b)
 	if r.cfg.tls {
 		r.tlsTable(&b)
@@ -149,6 +152,9 @@ func (r *report) markdown() string {
 		} else if r.cfg.tls && t.tlsErr != nil {
 			missing = append(missing, fmt.Sprintf("- %s passthrough: %v", t.name, oneLine(t.tlsErr)))
 		}
+		if t.err == nil && r.cfg.l7TLS && t.httpsErr != nil {
+			missing = append(missing, fmt.Sprintf("- %s L7 over TLS: %v", t.name, oneLine(t.httpsErr)))
+		}
 	}
 	for _, n := range r.notes {
 		missing = append(missing, "- "+oneLine(fmt.Errorf("%s", n)))
@@ -167,16 +173,16 @@ func oneLine(err error) string {
 	return s
 }
 
-func (r *report) l7Table(b *strings.Builder) {
-	fmt.Fprintf(b, "## L7: 1 KiB responses, %d keep-alive connections (wrk, median of %d × %s)\n\n", r.cfg.conns, r.cfg.rounds, r.cfg.duration)
+func (r *report) l7Table(b *strings.Builder, title string, results map[string][]wrkResult) {
+	fmt.Fprintf(b, "## %s (wrk, median of %d × %s)\n\n", title, r.cfg.rounds, r.cfg.duration)
 	fmt.Fprintln(b, "| target | req/s | × direct | × nginx | p50 | p99 | proxy CPU s / 100k req | proxy CPU × nginx | backend CPU µs/req | errors | rounds |")
 	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	rps := func(name string) float64 { return medianOf(r.l7[name], func(w wrkResult) float64 { return w.rps }) }
+	rps := func(name string) float64 { return medianOf(results[name], func(w wrkResult) float64 { return w.rps }) }
 	cpu := func(name string) float64 {
-		return medianOf(r.l7[name], func(w wrkResult) float64 { return w.cpu / float64(max(w.requests, 1)) * 1e5 })
+		return medianOf(results[name], func(w wrkResult) float64 { return w.cpu / float64(max(w.requests, 1)) * 1e5 })
 	}
 	for _, t := range r.targets {
-		runs := r.l7[t.name]
+		runs := results[t.name]
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | | | 0 |\n", t.name)
 			continue

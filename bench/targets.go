@@ -29,6 +29,8 @@ type env struct {
 	ps          *procs
 	backendHTTP string // the backend's plaintext address
 	backendTLS  string // the backend's TLS address
+	certFile    string // a certificate and key for appHost, for proxies that terminate TLS
+	keyFile     string
 	cores       int
 	maxConns    int // connections a proxy must accept at once (idle test + margin)
 	noFile      int // RLIMIT_NOFILE the children inherit
@@ -40,6 +42,10 @@ type target struct {
 	name string
 	http string // L7 address; empty when L7 is unavailable (err says why)
 	tls  string // passthrough address; empty when unavailable (tlsErr says why)
+	// https is the L7 address over TLS (the proxy terminates it); empty
+	// when unavailable (httpsErr says why).
+	https    string
+	httpsErr error
 	// proc is the proxy process whose CPU and memory are measured (with its
 	// children); nil for the direct backend.
 	proc   *proc
@@ -89,6 +95,35 @@ func checkHTTP(addr string) error {
 		return fmt.Errorf("GET http://%s/ (Host %s): status %d, %d bytes", addr, appHost, resp.StatusCode, len(b))
 	}
 	return nil
+}
+
+// checkHTTPS is checkHTTP over TLS, without SNI or verification, as wrk
+// connects to an address: the proxy terminates TLS with whatever
+// certificate it has and routes by Host.
+func checkHTTPS(addr string) error {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
+	req, _ := http.NewRequest("GET", "https://"+addr+"/", nil)
+	req.Host = appHost
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != 200 || len(b) != smallBody {
+		return fmt.Errorf("GET https://%s/ (Host %s): status %d, %d bytes", addr, appHost, resp.StatusCode, len(b))
+	}
+	return nil
+}
+
+// startHTTPSPart checks the L7-over-TLS address of a target.
+func (t *target) startHTTPSPart(ctx context.Context, addr string) {
+	if err := waitReady(ctx, t.proc, func() error { return checkHTTPS(addr) }); err != nil {
+		t.httpsErr = err
+		return
+	}
+	t.https = addr
 }
 
 // checkTLS handshakes with tlsHost at addr and wants the backend's own
@@ -141,6 +176,8 @@ http {
     scgi_temp_path {{.Dir}}/nginx-tmp/scgi;
     keepalive_timeout 120s;
     keepalive_requests 1000000;
+    ssl_certificate {{.Cert}};
+    ssl_certificate_key {{.Key}};
     upstream app {
         server {{.Backend}};
         keepalive 128;
@@ -154,6 +191,7 @@ http {
     }
     server {
         listen {{.HTTP}};
+        listen {{.HTTPS}} ssl;
         server_name {{.AppHost}};
         location / {
             proxy_pass http://app;
@@ -180,7 +218,7 @@ http {
 
 func startNginx(ctx context.Context, e *env) *target {
 	t := &target{name: "nginx"}
-	addrs, err := freeAddrs(2)
+	addrs, err := freeAddrs(3)
 	if err != nil {
 		t.err = err
 		return t
@@ -197,7 +235,8 @@ func startNginx(ctx context.Context, e *env) *target {
 	if err := writeTemplate(conf, nginxConf, map[string]any{
 		"Cores": e.cores, "NoFile": max(e.noFile, e.maxConns+1024), "MaxConns": e.maxConns + 1024, "Dir": e.dir,
 		"Stream": stream, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
-		"HTTP": addrs[0], "TLS": addrs[1], "AppHost": appHost, "TLSHost": tlsHost,
+		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "AppHost": appHost, "TLSHost": tlsHost,
+		"Cert": e.certFile, "Key": e.keyFile,
 	}); err != nil {
 		t.err = err
 		return t
@@ -215,6 +254,7 @@ func startNginx(ctx context.Context, e *env) *target {
 		return t
 	}
 	t.http = addrs[0]
+	t.startHTTPSPart(ctx, addrs[2])
 	if stream == "" {
 		t.tlsErr = fmt.Errorf("nginx stream module missing (%s; package libnginx-mod-stream)", nginxStreamModule)
 		return t
@@ -245,6 +285,14 @@ frontend web
     acl app_host req.hdr(host),field(1,:) -i {{.AppHost}}
     use_backend app if app_host
     default_backend notfound
+frontend webtls
+    bind {{.HTTPS}} ssl crt {{.PEM}}
+    maxconn {{.MaxConns}}
+    option forwardfor
+    http-request set-header X-Forwarded-Proto https
+    acl app_host req.hdr(host),field(1,:) -i {{.AppHost}}
+    use_backend app if app_host
+    default_backend notfound
 backend app
     server b1 {{.Backend}}
 backend notfound
@@ -263,8 +311,14 @@ backend tlsapp
 
 func startHAProxy(ctx context.Context, e *env) *target {
 	t := &target{name: "haproxy", maxIdle: min(e.maxConns, (e.noFile-1200)/2)}
-	addrs, err := freeAddrs(2)
+	addrs, err := freeAddrs(3)
 	if err != nil {
+		t.err = err
+		return t
+	}
+	// HAProxy wants certificate and key in one file.
+	pem := filepath.Join(e.dir, "haproxy.pem")
+	if err := concatFiles(pem, e.certFile, e.keyFile); err != nil {
 		t.err = err
 		return t
 	}
@@ -273,7 +327,7 @@ func startHAProxy(ctx context.Context, e *env) *target {
 		// HAProxy reserves two FDs per connection and refuses to start
 		// when RLIMIT_NOFILE cannot cover maxconn, so maxconn is capped.
 		"Cores": e.cores, "MaxConns": t.maxIdle + 512, "NoFile": e.noFile, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
-		"HTTP": addrs[0], "TLS": addrs[1], "AppHost": appHost, "TLSHost": tlsHost,
+		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "PEM": pem, "AppHost": appHost, "TLSHost": tlsHost,
 	}); err != nil {
 		t.err = err
 		return t
@@ -291,8 +345,21 @@ func startHAProxy(ctx context.Context, e *env) *target {
 		return t
 	}
 	t.http = addrs[0]
+	t.startHTTPSPart(ctx, addrs[2])
 	t.startTLSPart(ctx, e, addrs[1])
 	return t
+}
+
+func concatFiles(dst string, srcs ...string) error {
+	var all []byte
+	for _, src := range srcs {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		all = append(all, b...)
+	}
+	return os.WriteFile(dst, all, 0o600)
 }
 
 func writeTemplate(path string, t *template.Template, data any) error {

@@ -24,6 +24,7 @@ type wrkOpts struct {
 	conns, threads int
 	duration       time.Duration
 	backend        *proc // measured alongside the proxy, for reference; may be nil
+	tls            bool  // https: the proxy terminates TLS (wrk keeps each connection's session)
 }
 
 // runWrk loads addr with keep-alive GETs for appHost and measures the
@@ -34,7 +35,7 @@ func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, er
 	cmd := exec.CommandContext(ctx, "wrk",
 		"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
 		"-d", fmt.Sprintf("%ds", max(1, int(o.duration.Seconds()))),
-		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, "http://"+addr+"/")
+		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, scheme(o.tls)+"://"+addr+"/")
 	var before, beBefore float64
 	if p != nil {
 		before = cpuSeconds(p.pid())
@@ -108,4 +109,11 @@ func parseWrkDuration(s string) (time.Duration, error) {
 		}
 	}
 	return 0, fmt.Errorf("duration %q", s)
+}
+
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
 }
