@@ -75,7 +75,7 @@ type Options struct {
 	// internal/lane reads each HTTP/1.1 connection first (the http
 	// listener in serve mode, and https connections that did not
 	// negotiate h2) and serves its plain requests itself (the same
-	// handler, a fraction of the CPU), handing net/http the rest.
+	// handler, less CPU and memory), handing net/http the rest.
 	DisableLane bool
 
 	// MaxRequestLine bounds the request line (method, target, version):
