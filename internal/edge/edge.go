@@ -181,6 +181,7 @@ func (e *Edge) Run(ctx context.Context) error {
 				IdleTimeout:       e.opts.IdleTimeout,
 				MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 				Logger:            e.log,
+				OnHandoff:         e.opts.LaneHandoff,
 			})
 			if err != nil {
 				return err
@@ -207,6 +208,7 @@ func (e *Edge) Run(ctx context.Context) error {
 				IdleTimeout:       e.opts.IdleTimeout,
 				MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 				Logger:            e.log,
+				OnHandoff:         e.opts.LaneHandoff,
 			})
 			if err != nil {
 				return err

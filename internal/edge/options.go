@@ -77,6 +77,9 @@ type Options struct {
 	// negotiate h2) and serves its plain requests itself (the same
 	// handler, less CPU and memory), handing net/http the rest.
 	DisableLane bool
+	// LaneHandoff, when set, is told why the lane handed a connection to
+	// net/http (a metric label). Optional.
+	LaneHandoff func(reason string)
 
 	// MaxRequestLine bounds the request line (method, target, version):
 	// longer gets 414. Zero means 8 KiB.

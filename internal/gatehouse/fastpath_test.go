@@ -82,6 +82,18 @@ func TestFastPathSameAsNetHTTP(t *testing.T) {
 			}
 			out = append(out, result{res.StatusCode, h, string(b)})
 		}
+		// The chunked PUT handed the connection over, and the metric says
+		// why; with the fast path off nothing is handed over.
+		mresp, err := http.Get("http://" + r.g.Addrs().Management + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb, _ := io.ReadAll(mresp.Body)
+		mresp.Body.Close()
+		const line = `gatehouse_fast_path_handoffs_total{reason="framing"} 1`
+		if got := strings.Contains(string(mb), line); got != fast {
+			t.Errorf("fast_path=%v: /metrics has %q: %v", fast, line, got)
+		}
 		return out
 	}
 	slow, fast := run(false), run(true)

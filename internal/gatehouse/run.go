@@ -139,6 +139,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		IdleTimeout:       cfg.Listeners.IdleTimeout,
 		DrainTimeout:      cfg.DrainTimeout,
 		ActiveConns:       g.metrics.ActiveConnections,
+		LaneHandoff:       func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
 		Logger:            g.log,
 	})
 }

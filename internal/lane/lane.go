@@ -28,6 +28,9 @@ type Options struct {
 	// http.ServerContextKey (code below uses it to tell a server's
 	// request from a test's). Optional.
 	Server *http.Server
+	// OnHandoff, when set, is told why each handed-over connection left
+	// (one of the reason* constants: a metric label). Optional.
+	OnHandoff func(reason string)
 	// ReadHeaderTimeout bounds reading a request head, from its first
 	// byte (for a new connection, from the start). Zero: none.
 	ReadHeaderTimeout time.Duration
@@ -276,7 +279,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 		for end == 0 {
 			if cn.n == len(cn.buf) {
 				if len(cn.buf) == s.size {
-					return cn.handoff(), false
+					return cn.handoff(reasonSize), false
 				}
 				cn.buf = x.big[:s.size] // the head outgrew the idle buffer
 				copy(cn.buf, cn.small[:cn.n])
@@ -287,8 +290,11 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 			}
 			end = headEnd(cn.buf[:cn.n], 0)
 		}
-		if end < 0 || !parse(string(cn.buf[:end]), &x.h, x.hdr, x.vals[:]) {
-			return cn.handoff(), false
+		if end < 0 {
+			return cn.handoff(reasonLineEnding), false
+		}
+		if why := parse(string(cn.buf[:end]), &x.h, x.hdr, x.vals[:]); why != "" {
+			return cn.handoff(why), false
 		}
 		first = false
 		var b *body
@@ -388,7 +394,10 @@ func (cn *conn) setDeadline(timeout time.Duration) {
 }
 
 // handoff gives the connection, with what was read, to the next server.
-func (cn *conn) handoff() net.Conn {
+func (cn *conn) handoff(reason string) net.Conn {
+	if f := cn.s.opts.OnHandoff; f != nil {
+		f(reason)
+	}
 	_ = cn.c.SetReadDeadline(time.Time{})
 	pc := &prefixConn{Conn: cn.c}
 	if cn.n > 0 {

@@ -558,3 +558,39 @@ func TestCloseCancels(t *testing.T) {
 		t.Fatal("ServeConn did not return after Close")
 	}
 }
+
+// TestHandoffReasons: each handed-over connection is reported once, with
+// why (the gatehouse_fast_path_handoffs_total label).
+func TestHandoffReasons(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	th := &testHandler{}
+	_, addr, _ := servers(t, th, Options{OnHandoff: func(r string) {
+		mu.Lock()
+		got = append(got, r)
+		mu.Unlock()
+	}})
+	for _, tc := range []struct{ raw, method, want string }{
+		{"BREW / HTTP/1.1\r\nHost: a\r\n\r\n", "BREW", reasonMethod},
+		{"GET / HTTP/1.0\r\nHost: a\r\n\r\n", "GET", reasonVersion},
+		{"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", "GET", reasonTarget},
+		{get("/", "X-A : 1\r\n"), "GET", reasonHeader},
+		{"GET / HTTP/1.1\r\n\r\n", "GET", reasonHost},
+		{"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "POST", reasonFraming},
+		{get("/", "Connection: Upgrade\r\nUpgrade: websocket\r\n"), "GET", reasonUpgrade},
+		{"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nx", "POST", reasonExpect},
+		{get("/", "X-Big: "+strings.Repeat("x", 6000)+"\r\n"), "GET", reasonSize},
+		{"GET / HTTP/1.1\nHost: a\n\n", "GET", reasonLineEnding},
+		{get("/") + "PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "GET PUT", reasonFraming},
+	} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		roundTrip(t, addr, tc.raw, strings.Fields(tc.method))
+		mu.Lock()
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%q: handoffs %v, want [%s]", tc.raw, got, tc.want)
+		}
+		mu.Unlock()
+	}
+}

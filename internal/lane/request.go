@@ -47,17 +47,34 @@ func headEnd(b []byte, from int) int {
 	return 0
 }
 
+// Why a connection goes to net/http: the reasons parse gives (the
+// gatehouse_fast_path_handoffs_total label), besides reasonSize and
+// reasonLineEnding from the read loop.
+const (
+	reasonMethod     = "method"      // not one of the seven methods the lane serves
+	reasonVersion    = "version"     // not HTTP/1.1 (1.0, h2c preface, garbage)
+	reasonTarget     = "target"      // not origin-form, or one net/http refuses
+	reasonHeader     = "header"      // a malformed field line, name or value
+	reasonHost       = "host"        // no Host, several, or an invalid one
+	reasonFraming    = "framing"     // Transfer-Encoding, or a Content-Length that is not one plain number
+	reasonUpgrade    = "upgrade"     // Upgrade, or Connection naming a header
+	reasonExpect     = "expect"      // Expect (100-continue), TE or Trailer
+	reasonSize       = "size"        // a head over the lane's buffer or MaxHeaderBytes
+	reasonLineEnding = "line_ending" // a bare LF, which net/http reads and the lane does not
+)
+
 // parse reads the head text (through its blank line) into h and the
 // header map hdr (cleared first), with one value slice per field from
-// vals. It reports false for any head the lane does not take; then h and
-// hdr hold nothing of use and the connection goes to net/http untouched.
-func parse(text string, h *head, hdr http.Header, vals []string) bool {
+// vals. It returns "" when the lane takes the request, else the reason it
+// does not; then h and hdr hold nothing of use and the connection goes to
+// net/http untouched.
+func parse(text string, h *head, hdr http.Header, vals []string) (reason string) {
 	clear(hdr)
 	u := h.u
 	*h = head{u: u, length: -1}
 	line, rest, ok := strings.Cut(text, "\r\n")
 	if !ok {
-		return false
+		return reasonLineEnding
 	}
 	switch {
 	case strings.HasPrefix(line, "GET "):
@@ -75,21 +92,27 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 	case strings.HasPrefix(line, "OPTIONS "):
 		h.method, line = http.MethodOptions, line[8:]
 	default:
-		return false
+		if !strings.HasSuffix(line, " HTTP/1.1") {
+			return reasonVersion
+		}
+		return reasonMethod
 	}
 	target, proto, ok := strings.Cut(line, " ")
-	if !ok || proto != "HTTP/1.1" || len(target) == 0 || target[0] != '/' {
-		return false
+	if !ok || proto != "HTTP/1.1" {
+		return reasonVersion
+	}
+	if len(target) == 0 || target[0] != '/' {
+		return reasonTarget
 	}
 	for i := 0; i < len(target); i++ {
 		if c := target[i]; c <= ' ' || c >= 0x7f {
-			return false // net/http refuses control bytes; non-ASCII is left to it
+			return reasonTarget // net/http refuses control bytes; non-ASCII is left to it
 		}
 	}
 	h.target = target
 	h.url = requestURL(target, h)
 	if h.url == nil {
-		return false
+		return reasonTarget
 	}
 	hosts := 0
 	nv := 0
@@ -100,17 +123,17 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 		}
 		colon := strings.IndexByte(line, ':')
 		if colon <= 0 {
-			return false
+			return reasonHeader
 		}
 		name := line[:colon]
 		key, ok := canonical(name)
 		if !ok {
-			return false
+			return reasonHeader
 		}
 		v := trimOWS(line[colon+1:])
 		for i := 0; i < len(v); i++ {
 			if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-				return false
+				return reasonHeader
 			}
 		}
 		switch key {
@@ -121,11 +144,15 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 		case "Content-Length":
 			n, ok := parseLength(v)
 			if !ok || h.length >= 0 {
-				return false // repeated or not a plain number: net/http's rules
+				return reasonFraming // repeated or not a plain number: net/http's rules
 			}
 			h.length = n
-		case "Transfer-Encoding", "Upgrade", "Expect", "Te", "Trailer":
-			return false
+		case "Transfer-Encoding":
+			return reasonFraming
+		case "Upgrade":
+			return reasonUpgrade
+		case "Expect", "Te", "Trailer":
+			return reasonExpect
 		case "Connection":
 			for tok := range strings.SplitSeq(v, ",") {
 				tok = textproto.TrimString(tok)
@@ -135,7 +162,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 					h.close = true
 				case strings.EqualFold(tok, "keep-alive"):
 				default:
-					return false // a header named hop-by-hop: net/http's path removes it
+					return reasonUpgrade // a header named hop-by-hop: net/http's path removes it
 				}
 			}
 		}
@@ -154,7 +181,10 @@ func parse(text string, h *head, hdr http.Header, vals []string) bool {
 		}
 	}
 	h.length = max(h.length, 0)
-	return hosts == 1 && httpguts.ValidHostHeader(h.host)
+	if hosts != 1 || !httpguts.ValidHostHeader(h.host) {
+		return reasonHost
+	}
+	return ""
 }
 
 // parseLength reads a Content-Length value: 1 to 18 digits.

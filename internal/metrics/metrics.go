@@ -39,6 +39,10 @@ type Set struct {
 	// ActiveConnections is the number of open client connections; the
 	// listeners (internal/edge) drive it and drain waits for zero.
 	ActiveConnections prometheus.Gauge
+	// FastPathHandoffs counts HTTP/1.1 connections the fast path
+	// (internal/lane) handed to net/http, by the reason of the request
+	// that made it.
+	FastPathHandoffs *prometheus.CounterVec
 
 	apps sync.Map // app id -> *App, see [Set.App]
 }
@@ -65,11 +69,15 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: "gatehouse", Name: "active_connections",
 			Help: "Open client connections on every listener; drain waits for zero.",
 		}),
+		FastPathHandoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "fast_path_handoffs_total",
+			Help: "HTTP/1.1 connections the fast path handed to net/http, by why (method, version, target, header, host, framing, upgrade, expect, size, line_ending).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return s, nil
 	}
-	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections} {
+	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, s.FastPathHandoffs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
