@@ -32,10 +32,10 @@
 // A TLS connection handed over is no longer a *tls.Conn to net/http; it
 // still reports its ConnectionState, from which the edge restores r.TLS.
 //
-// One difference a client could notice: the lane does not read the
-// connection while the handler runs, so a client that leaves mid-request
-// is seen when the response is written rather than at once (net/http's
-// background read cancels the request's context). That is the cost of a
-// wasted host response, not a hung one: the host's connection is closed
-// as soon as a write to the client fails.
+// A client that leaves mid-request cancels the request's context, as with
+// net/http, but not at once: the lane starts reading the connection in the
+// background only once a bodiless request has run for half a second
+// (net/http starts a background read for every request; most end long
+// before). A request with a body is read by its handler, which sees the
+// client leave as a read error.
 package lane

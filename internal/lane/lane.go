@@ -108,6 +108,78 @@ type conn struct {
 	small    [idleBuf]byte
 	deadline time.Time // the read deadline last set
 	x        *exchange // while a request is read and served; nil idle
+
+	// The watch: a bodiless request still running after watchDelay gets a
+	// background read, so that a client that leaves cancels it (as
+	// net/http's server does for every request; most end long before).
+	watch   *time.Timer
+	wmu     sync.Mutex
+	armed   bool          // a request is running; the watch may read
+	reading chan struct{} // closed when the background read returned; nil: none started
+	wbuf    [1]byte
+	wgot    bool // the background read got the next request's first byte
+	wgone   bool // the client left: the connection ends after this request
+}
+
+// watchDelay is how long a request runs before the lane starts watching
+// its client.
+const watchDelay = 500 * time.Millisecond
+
+// arm starts the watch for a request.
+func (cn *conn) arm() {
+	cn.wmu.Lock()
+	cn.armed, cn.reading, cn.wgot, cn.wgone = true, nil, false, false
+	cn.wmu.Unlock()
+	if cn.watch == nil {
+		cn.watch = time.AfterFunc(watchDelay, cn.backgroundRead)
+	} else {
+		cn.watch.Reset(watchDelay)
+	}
+}
+
+// disarm ends the watch after the handler returned: a background read in
+// progress is interrupted (a deadline in the past) and waited for.
+func (cn *conn) disarm() {
+	cn.watch.Stop()
+	cn.wmu.Lock()
+	cn.armed = false
+	reading := cn.reading
+	cn.wmu.Unlock()
+	if reading != nil {
+		_ = cn.c.SetReadDeadline(aLongTimeAgo)
+		<-reading
+		cn.deadline = time.Time{}
+		_ = cn.c.SetReadDeadline(cn.deadline)
+	}
+}
+
+// backgroundRead runs on the watch's timer: it reads one byte while the
+// handler runs. A byte is the next request's (kept); an error other than
+// disarm's deadline means the client left: the requests' context is
+// canceled, which aborts the host's request.
+func (cn *conn) backgroundRead() {
+	cn.wmu.Lock()
+	if !cn.armed || cn.reading != nil {
+		cn.wmu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	cn.reading = done
+	// Under the lock, so that disarm's deadline (set after it takes the
+	// lock) always comes after this one.
+	_ = cn.c.SetReadDeadline(time.Time{})
+	cn.wmu.Unlock()
+	defer close(done)
+	n, err := cn.c.Read(cn.wbuf[:])
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	switch {
+	case n == 1:
+		cn.wgot = true
+	case err != nil && (cn.armed || !isTimeout(err)):
+		cn.wgone = true
+		cn.cancel()
+	}
 }
 
 // idleBuf is the read buffer an idle connection holds: most heads fit.
@@ -193,6 +265,9 @@ func (cn *conn) run(first bool) {
 		cn.x = nil
 	}
 	cn.cancel()
+	if cn.watch != nil {
+		cn.watch.Stop()
+	}
 	s.remove(cn)
 	if handed != nil {
 		s.opts.Handoff(handed)
@@ -315,13 +390,22 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 			return nil, false
 		}
 		rest := cn.buf[end+take : cn.n] // a pipelined request stays
-		if len(rest) <= len(cn.small) {
+		extra := 0
+		if cn.wgot {
+			extra = 1 // and the byte the watch read after it
+		}
+		if len(rest)+extra <= min(idleBuf, s.size) {
 			cn.n = copy(cn.small[:], rest)
 			cn.buf = cn.small[:min(idleBuf, s.size)]
 			s.putExchange(x)
 			cn.x = nil
 		} else {
 			cn.n = copy(cn.buf, rest)
+		}
+		if cn.wgot {
+			cn.buf[cn.n] = cn.wbuf[0]
+			cn.n++
+			cn.wgot = false
 		}
 		if s.draining.Load() {
 			_ = cn.c.Close()
@@ -431,7 +515,15 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
 	w.body = b
-	if !cn.call(w, r) {
+	watched := b == nil // with a body the handler reads the connection itself
+	if watched {
+		cn.arm()
+	}
+	ok := cn.call(w, r)
+	if watched {
+		cn.disarm()
+	}
+	if !ok || cn.wgone {
 		return false
 	}
 	w.finish()

@@ -594,3 +594,80 @@ func TestHandoffReasons(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestClientLeaves: a request still running when its client closes the
+// connection has its context canceled (the watch's background read), as
+// net/http's server does.
+func TestClientLeaves(t *testing.T) {
+	canceled := make(chan time.Duration, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		select {
+		case <-r.Context().Done():
+			canceled <- time.Since(start)
+		case <-time.After(10 * time.Second):
+			canceled <- -1
+		}
+	})
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			s.ServeConn(c)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(c, get("/long-poll"))
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	if d := <-canceled; d < 0 || d > 3*time.Second {
+		t.Fatalf("the handler's context was canceled after %v, want soon after the client left (-1: never)", d)
+	}
+}
+
+// TestSlowRequestThenNext: a request that runs past the watch's start,
+// with the next request sent while it runs: the byte the watch read is
+// the next request's, and both are answered.
+func TestSlowRequestThenNext(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(watchDelay + 400*time.Millisecond)
+		}
+		_, _ = io.WriteString(w, "done "+r.URL.Path)
+	})
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	client, server := net.Pipe()
+	defer client.Close()
+	go s.ServeConn(server)
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(client, get("/slow"))
+	time.Sleep(watchDelay + 150*time.Millisecond) // the watch is reading now
+	go io.WriteString(client, get("/next"))
+	br := bufio.NewReader(client)
+	for _, want := range []string{"done /slow", "done /next"} {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading the answer for %q: %v", want, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if string(b) != want {
+			t.Fatalf("got %q, want %q", b, want)
+		}
+	}
+}
