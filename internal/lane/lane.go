@@ -60,6 +60,7 @@ type Server struct {
 	dateText atomic.Pointer[dateText]
 	pool     sync.Pool      // *exchange
 	wg       sync.WaitGroup // goroutines that took over an idle connection
+	closed   bool           // Close was called (under mu): no more of them
 }
 
 // New validates o. It starts nothing.
@@ -253,12 +254,21 @@ func (cn *conn) run(first bool) {
 	s := cn.s
 	handed, idle := cn.serve(first)
 	if idle {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			cn.run(false)
-		}()
-		return
+		// Under the lock, so that no Add comes after Close's Wait began.
+		s.mu.Lock()
+		closed := s.closed
+		if !closed {
+			s.wg.Add(1)
+		}
+		s.mu.Unlock()
+		if !closed {
+			go func() {
+				defer s.wg.Done()
+				cn.run(false)
+			}()
+			return
+		}
+		_ = cn.c.Close()
 	}
 	if cn.x != nil {
 		s.putExchange(cn.x)
@@ -323,14 +333,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.draining.Store(true)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.closed = true
 	for cn := range s.conns {
 		cn.cancel()
 		_ = cn.c.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait() // the goroutines that took over idle connections end with them
-	s.mu.Lock()
 	return nil
 }
 
