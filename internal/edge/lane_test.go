@@ -27,7 +27,8 @@ func TestLaneServesPlainRequests(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("DisableLane=%v", tc.disable), func(t *testing.T) {
 			e := start(t, Options{HTTPMode: ModeServe, Handler: writerOf, DisableLane: tc.disable})
-			c := &http.Client{} // one keep-alive connection for all three
+			c := &http.Client{Transport: &http.Transport{}} // one keep-alive connection for all requests
+			defer c.CloseIdleConnections() // its goroutines end before goleak looks
 			for _, req := range []struct{ method, want string }{{"GET", tc.wantGet}, {"PUT", tc.wantGet}, {"POST", tc.wantPo}, {"GET", tc.wantPo}} {
 				var body io.Reader
 				switch req.method {
@@ -69,6 +70,8 @@ func TestLaneOverTLS(t *testing.T) {
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true, ServerName: "app." + zone},
 		ForceAttemptHTTP2: true,
 	}}
+	defer h1.CloseIdleConnections() // their goroutines end before goleak looks
+	defer h2.CloseIdleConnections()
 	for _, tc := range []struct {
 		c      *http.Client
 		method string
