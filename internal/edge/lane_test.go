@@ -28,7 +28,7 @@ func TestLaneServesPlainRequests(t *testing.T) {
 		t.Run(fmt.Sprintf("DisableLane=%v", tc.disable), func(t *testing.T) {
 			e := start(t, Options{HTTPMode: ModeServe, Handler: writerOf, DisableLane: tc.disable})
 			c := &http.Client{Transport: &http.Transport{}} // one keep-alive connection for all requests
-			defer c.CloseIdleConnections() // its goroutines end before goleak looks
+			defer c.CloseIdleConnections()                  // its goroutines end before goleak looks
 			for _, req := range []struct{ method, want string }{{"GET", tc.wantGet}, {"PUT", tc.wantGet}, {"POST", tc.wantPo}, {"GET", tc.wantPo}} {
 				var body io.Reader
 				switch req.method {
