@@ -671,3 +671,64 @@ func TestSlowRequestThenNext(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentConnections runs many connections at once through one
+// Server, mixing plain requests, bodies and handovers, so that the race
+// detector sees the pooled exchanges, the reused URLs and header maps and
+// the idle goroutines change hands; every answer must be the right one.
+func TestConcurrentConnections(t *testing.T) {
+	th := &testHandler{}
+	_, addr, _ := servers(t, th, Options{})
+	const conns, rounds = 16, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			br := bufio.NewReader(c)
+			for j := range rounds {
+				path := fmt.Sprintf("/c%d/r%d", i, j)
+				raw, method, want := get(path), "GET", "GET "+path
+				switch {
+				case j%5 == 1:
+					raw = "POST " + path + " HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n\r\nhello"
+					method, want = "POST", "POST "+path
+				case j == rounds-1 && i%2 == 0: // half the connections end on net/http
+					raw = "PUT " + path + " HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+					method, want = "PUT", "PUT "+path
+				}
+				if _, err := io.WriteString(c, raw); err != nil {
+					errs <- err
+					return
+				}
+				res, err := http.ReadResponse(br, &http.Request{Method: method})
+				if err != nil {
+					errs <- fmt.Errorf("%s: %v", path, err)
+					return
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if string(b) != want {
+					errs <- fmt.Errorf("%s: got %q, want %q", path, b, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := th.lane.Load(); n < conns*(rounds-1) {
+		t.Errorf("the lane served %d requests, want at least %d", n, conns*(rounds-1))
+	}
+}
