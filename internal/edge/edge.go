@@ -149,73 +149,62 @@ func (e *Edge) Run(ctx context.Context) error {
 	e.pipeCtx, e.pipeStop = context.WithCancel(context.Background())
 	defer e.pipeStop()
 
-	errc := make(chan error, 4)
+	// Build every server and lane first, so that nothing is running when
+	// one of them fails; then start serving, management first.
 	var mgmt, plain, l7 *http.Server
-	var l7ln *chanListener
+	var handed, l7ln *chanListener
+	var fast, fastTLS *lane.Server
 	if e.mgmtLn != nil {
 		mgmt = e.server(e.managementHandler())
-		e.serve(mgmt, e.mgmtLn, errc)
 	}
-	var fast *lane.Server
 	if e.httpLn != nil {
 		plain = e.server(e.httpHandler())
-		var ln net.Listener = trackingListener{e.httpLn, e.conns}
-		var handed *chanListener
 		if e.opts.HTTPMode == ModeServe && !e.opts.DisableLane {
 			// The lane reads the connections first and hands net/http
 			// those it does not serve itself (see internal/lane).
 			handed = newChanListener(e.httpLn.Addr())
+			var err error
+			if fast, err = e.newLane(plain, handed); err != nil {
+				return err
+			}
+		}
+	}
+	if e.ln != nil {
+		l7 = e.server(withTLSState(e.limits(e.opts.Handler)))
+		l7.ConnContext = tlsStateContext
+		l7ln = newChanListener(e.ln.Addr())
+		if !e.opts.DisableLane {
+			// HTTP/1.1 over TLS takes the lane too; h2 goes straight to
+			// net/http (serveTLSConn decides by ALPN).
+			var err error
+			if fastTLS, err = e.newLane(l7, l7ln); err != nil {
+				return err
+			}
+		}
+	}
+
+	errc := make(chan error, 4)
+	if mgmt != nil {
+		e.serve(mgmt, e.mgmtLn, errc)
+	}
+	if plain != nil {
+		var ln net.Listener = trackingListener{e.httpLn, e.conns}
+		if handed != nil {
 			ln = handed
 		}
 		if e.opts.WrapHTTP != nil {
 			ln = e.opts.WrapHTTP(ln)
 		}
 		e.serve(plain, ln, errc)
-		if handed != nil {
-			var err error
-			fast, err = lane.New(lane.Options{
-				Handler:           plain.Handler,
-				Handoff:           handed.hand,
-				Server:            plain,
-				ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
-				IdleTimeout:       e.opts.IdleTimeout,
-				MaxHeaderBytes:    e.opts.MaxHeaderBytes,
-				Logger:            e.log,
-				OnHandoff:         e.opts.LaneHandoff,
-			})
-			if err != nil {
-				return err
-			}
-			e.wg.Add(1)
-			go e.acceptLane(trackingListener{e.httpLn, e.conns}, fast, errc)
+		if fast != nil {
+			e.accept("http", trackingListener{e.httpLn, e.conns}, fast.ServeConn, errc)
 		}
 	}
-	var fastTLS *lane.Server
-	if e.ln != nil {
-		l7 = e.server(withTLSState(e.limits(e.opts.Handler)))
-		l7.ConnContext = tlsStateContext
-		l7ln = newChanListener(e.ln.Addr())
+	if l7 != nil {
 		e.serve(l7, l7ln, errc)
-		if !e.opts.DisableLane {
-			// HTTP/1.1 over TLS takes the lane too; h2 goes straight to
-			// net/http (serveTLSConn decides by ALPN).
-			var err error
-			fastTLS, err = lane.New(lane.Options{
-				Handler:           l7.Handler,
-				Handoff:           l7ln.hand,
-				Server:            l7,
-				ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
-				IdleTimeout:       e.opts.IdleTimeout,
-				MaxHeaderBytes:    e.opts.MaxHeaderBytes,
-				Logger:            e.log,
-				OnHandoff:         e.opts.LaneHandoff,
-			})
-			if err != nil {
-				return err
-			}
-		}
-		e.wg.Add(1)
-		go e.acceptTLS(e.ln, l7ln, fastTLS, errc)
+		e.accept("https", countingListener{e.ln, e.conns}, func(c net.Conn) {
+			e.serveTLSConn(c, l7ln, fastTLS)
+		}, errc)
 	}
 	e.serving.Store(true)
 
@@ -291,32 +280,57 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	e.log.Info("edge: drained", "took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
 }
 
-// acceptLane accepts plaintext connections for the lane, each served on a
-// goroutine of its own that the edge waits for.
-func (e *Edge) acceptLane(ln net.Listener, fast *lane.Server, errc chan<- error) {
-	defer e.wg.Done()
-	var backoff time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+// newLane builds the lane in front of srv: it serves srv's handler and
+// hands srv (through handed) the connections it does not take.
+func (e *Edge) newLane(srv *http.Server, handed *chanListener) (*lane.Server, error) {
+	return lane.New(lane.Options{
+		Handler:           srv.Handler,
+		Handoff:           handed.hand,
+		Server:            srv,
+		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
+		IdleTimeout:       e.opts.IdleTimeout,
+		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
+		Logger:            e.log,
+		OnHandoff:         e.opts.LaneHandoff,
+	})
+}
+
+// accept starts the accept loop of the listener called name: until ln
+// closes, each connection goes to serve on a goroutine of its own; the
+// loop and those goroutines are owned by e.wg. Temporary accept errors
+// back off; any other is sent on errc.
+func (e *Edge) accept(name string, ln net.Listener, serve func(net.Conn), errc chan<- error) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		var backoff time.Duration
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+					backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+					e.log.Warn("edge: "+name+" accept", "err", err, "retry_in", backoff)
+					time.Sleep(backoff)
+					continue
+				}
+				errc <- fmt.Errorf("edge: %s accept: %w", name, err)
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				e.log.Warn("edge: http accept", "err", err, "retry_in", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			errc <- fmt.Errorf("edge: http accept: %w", err)
-			return
+			backoff = 0
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				serve(c)
+			}()
 		}
-		backoff = 0
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			fast.ServeConn(c)
-		}()
-	}
+	}()
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
 }

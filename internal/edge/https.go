@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -14,44 +13,10 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/sni"
 )
 
-// acceptTLS accepts https connections until ln closes; each connection is
-// handled on its own goroutine, owned by e.wg.
-func (e *Edge) acceptTLS(ln net.Listener, l7 *chanListener, fast *lane.Server, errc chan<- error) {
-	defer e.wg.Done()
-	var backoff time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				e.log.Warn("edge: https accept", "err", err, "retry_in", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			errc <- fmt.Errorf("edge: https accept: %w", err)
-			return
-		}
-		backoff = 0
-		e.conns.add()
-		e.wg.Add(1)
-		go e.serveTLSConn(c, l7, fast)
-	}
-}
-
-func isTemporary(err error) bool {
-	t, ok := err.(interface{ Temporary() bool })
-	return ok && t.Temporary()
-}
-
 // serveTLSConn owns c: it peeks the ClientHello, then pipes it to a
 // passthrough host or terminates TLS and hands the connection to the L7
 // server.
 func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
-	defer e.wg.Done()
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)

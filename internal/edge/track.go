@@ -119,6 +119,24 @@ func (l trackingListener) Accept() (net.Conn, error) {
 	return l.t.wrap(c), nil
 }
 
+// countingListener counts every accepted connection but leaves it as it
+// is: an https connection must stay a raw TCP connection until its
+// ClientHello says whether it is piped (spliced) or terminated; whoever
+// serves it wraps it or counts it done.
+type countingListener struct {
+	net.Listener
+	t *tracker
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.t.add()
+	return c, nil
+}
+
 // chanListener feeds connections the https accept loop terminated to the
 // L7 http.Server.
 type chanListener struct {
