@@ -81,38 +81,30 @@ func freeAddrs(n int) ([]string, error) {
 
 // checkHTTP makes one request for appHost at addr and wants the backend's
 // 1 KiB answer.
-func checkHTTP(addr string) error {
-	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
-	req.Host = appHost
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != 200 || len(b) != smallBody {
-		return fmt.Errorf("GET http://%s/ (Host %s): status %d, %d bytes", addr, appHost, resp.StatusCode, len(b))
-	}
-	return nil
-}
+func checkHTTP(addr string) error { return checkL7(addr, false) }
 
 // checkHTTPS is checkHTTP over TLS, without SNI or verification, as wrk
 // connects to an address: the proxy terminates TLS with whatever
 // certificate it has and routes by Host.
-func checkHTTPS(addr string) error {
-	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
-	req, _ := http.NewRequest("GET", "https://"+addr+"/", nil)
+func checkHTTPS(addr string) error { return checkL7(addr, true) }
+
+func checkL7(addr string, overTLS bool) error {
+	tr := &http.Transport{DisableKeepAlives: true}
+	if overTLS {
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/1.1, as wrk
+	}
+	url := scheme(overTLS) + "://" + addr + "/"
+	req, _ := http.NewRequest("GET", url, nil)
 	req.Host = appHost
-	resp, err := c.Do(req)
+	resp, err := (&http.Client{Timeout: 2 * time.Second, Transport: tr}).Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != 200 || len(b) != smallBody {
-		return fmt.Errorf("GET https://%s/ (Host %s): status %d, %d bytes", addr, appHost, resp.StatusCode, len(b))
+		return fmt.Errorf("GET %s (Host %s): status %d, %d bytes", url, appHost, resp.StatusCode, len(b))
 	}
 	return nil
 }
