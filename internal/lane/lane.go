@@ -74,6 +74,9 @@ func New(o Options) (*Server, error) {
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = o.ReadHeaderTimeout
 	}
+	if o.Server == nil {
+		o.Server = &http.Server{} // the context always carries one, as net/http's does
+	}
 	s := &Server{opts: o, log: o.Logger, size: maxHead, conns: map[*conn]struct{}{}, zero: make(chan struct{})}
 	close(s.zero)
 	if o.MaxHeaderBytes > 0 && o.MaxHeaderBytes < s.size {
@@ -231,11 +234,7 @@ func (s *Server) ServeConn(c net.Conn) {
 		cn.tls = &st
 	}
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
-	if s.opts.Server != nil {
-		ctx = context.WithValue(ctx, http.ServerContextKey, s.opts.Server)
-	} else {
-		ctx = context.WithValue(ctx, http.ServerContextKey, &http.Server{})
-	}
+	ctx = context.WithValue(ctx, http.ServerContextKey, s.opts.Server)
 	cn.ctx, cn.cancel = context.WithCancel(ctx)
 	if !s.add(cn) {
 		cn.cancel()

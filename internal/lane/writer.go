@@ -160,19 +160,15 @@ func (w *writer) result(n int) (int, error) {
 
 // sniffs reports whether the head will need a sniffed Content-Type.
 func (w *writer) sniffs() bool {
-	h := w.hdr
-	if w.snapped {
-		h = nil
-		for _, f := range w.snap {
-			if f.k == "Content-Type" || f.k == "Transfer-Encoding" || f.k == "Content-Encoding" && len(f.v) > 0 && f.v[0] != "" {
-				return false
-			}
-		}
-		return true
+	if !w.snapped {
+		h := w.hdr
+		_, ct := h["Content-Type"]
+		return !ct && h.Get("Transfer-Encoding") == "" && h.Get("Content-Encoding") == ""
 	}
-	_, ct := h["Content-Type"]
-	_, te := h["Transfer-Encoding"]
-	return !ct && !te && h.Get("Content-Encoding") == ""
+	_, ct := w.get("Content-Type")
+	te, _ := w.get("Transfer-Encoding")
+	ce, _ := w.get("Content-Encoding")
+	return !ct && te == "" && ce == ""
 }
 
 // writeBody writes p in the response's framing.
