@@ -111,7 +111,11 @@ type conn struct {
 	n        int
 	small    [idleBuf]byte
 	deadline time.Time // the read deadline last set
-	x        *exchange // while a request is read and served; nil idle
+	// idleSince is when the connection last fell idle: the idle timeout
+	// counts from it across the warm wait and the fresh goroutine's.
+	idleSince time.Time
+	served    int       // requests the lane served on the connection
+	x         *exchange // while a request is read and served; nil idle
 
 	// The watch: a bodiless request still running after watchDelay gets a
 	// background read, so that a client that leaves cancels it (as
@@ -244,11 +248,11 @@ func (s *Server) ServeConn(c net.Conn) {
 	cn.run(true)
 }
 
-// run serves the connection. When it falls idle between requests, the
-// wait for the next one continues on a fresh goroutine and run returns:
-// the handler grows a goroutine's stack to what the whole chain needs,
-// and an idle keep-alive connection should not hold that (most of its
-// memory otherwise). The Server owns those goroutines (s.wg).
+// run serves the connection. When it has been idle between requests for
+// warmFor, the wait for the next one continues on a fresh goroutine and
+// run returns: the handler grows a goroutine's stack to what the whole
+// chain needs, and an idle keep-alive connection should not hold that
+// (most of its memory otherwise). The Server owns those goroutines (s.wg).
 func (cn *conn) run(first bool) {
 	s := cn.s
 	handed, idle := cn.serve(first)
@@ -419,10 +423,78 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 			_ = cn.c.Close()
 			return nil, false
 		}
-		if cn.n == 0 {
+		cn.served++
+		if cn.n > 0 {
+			continue // pipelined
+		}
+		cn.idleSince = time.Now()
+		if cn.served == 1 {
+			return nil, true
+		}
+		got, ok := cn.waitWarm()
+		if !ok {
+			_ = cn.c.Close()
+			return nil, false
+		}
+		if !got {
 			return nil, true
 		}
 	}
+}
+
+// warmFor is how long the goroutine of a connection in use waits for the
+// next request itself before a fresh goroutine takes the wait over.
+// Serving grew its stack to what the handler chain needs; a fresh
+// goroutine would grow one again for the next request, a copy per
+// doubling (a tenth of the CPU of a small proxied request), while on a
+// connection the client has come back to (its second request or later) the
+// next request most often comes soon: a page's assets, a pool's reuse. A
+// connection's first wait is never warm, so that a crowd of one-request
+// connections does not hold a crowd of large stacks; a warm one holds its
+// stack for at most warmFor.
+const warmFor = 250 * time.Millisecond
+
+// waitWarm waits up to warmFor for the next request's first bytes. It
+// reports got when they came, and !ok when the connection is to close:
+// the client left, drain began, or the idle timeout (shorter than
+// warmFor) ran out.
+func (cn *conn) waitWarm() (got, ok bool) {
+	now := cn.idleSince
+	wait := warmFor
+	last := false // this wait is the whole idle timeout
+	if t := cn.s.opts.IdleTimeout; t > 0 && t <= wait {
+		wait, last = t, true
+	}
+	// One timer operation per slack on a busy connection, not one per
+	// request: the deadline moves only when it is due within wait-slack,
+	// or is not this wait's. The end of a warm wait is nobody's timeout;
+	// an idle timeout is kept to within a tenth.
+	slack := wait / 2
+	if last {
+		slack = wait / 10
+	}
+	until := now.Add(wait)
+	if cn.deadline.IsZero() || cn.deadline.After(until) || cn.deadline.Before(until.Add(-slack)) {
+		cn.deadline = until
+		_ = cn.c.SetReadDeadline(until)
+	}
+	cn.state.Store(stateIdle)
+	if cn.s.draining.Load() {
+		return false, false
+	}
+	k, err := cn.c.Read(cn.buf)
+	cn.state.Store(stateActive)
+	cn.n = k
+	switch {
+	case k > 0:
+		return true, true
+	case isTimeout(err) && !last && !cn.s.draining.Load():
+		return false, true
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !isTimeout(err) {
+		cn.s.log.Debug("lane: read", "remote", cn.remote, "err", err)
+	}
+	return false, false
 }
 
 // readHead waits for the first bytes of the next request (there may be
@@ -435,6 +507,10 @@ func (cn *conn) readHead(first bool) bool {
 	timeout := cn.s.opts.IdleTimeout
 	if first {
 		timeout = cn.s.opts.ReadHeaderTimeout
+	} else if timeout > 0 {
+		// The warm wait counts; a deadline is due at once if it is over
+		// (zero would mean none).
+		timeout = max(timeout-time.Since(cn.idleSince), time.Nanosecond)
 	}
 	cn.setDeadline(timeout)
 	cn.state.Store(stateIdle)
@@ -478,8 +554,9 @@ func (cn *conn) setDeadline(timeout time.Duration) {
 		}
 		return
 	}
-	d := time.Now().Add(timeout)
-	if cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) {
+	now := time.Now()
+	d := now.Add(timeout)
+	if cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) || !cn.deadline.After(now) {
 		cn.deadline = d
 		_ = cn.c.SetReadDeadline(d)
 	}

@@ -430,6 +430,50 @@ func TestSlowHead(t *testing.T) {
 	}
 }
 
+// TestIdleTimeout: a kept-alive connection is closed IdleTimeout after its
+// last response, whether the wait stays on the serving goroutine (shorter
+// than warmFor) or moves to a fresh one (longer): the fresh goroutine's
+// wait counts the warm one's time, and a request in either is served.
+func TestIdleTimeout(t *testing.T) {
+	for _, idle := range []time.Duration{400 * time.Millisecond, warmFor + 500*time.Millisecond} {
+		t.Run(idle.String(), func(t *testing.T) {
+			th := &testHandler{}
+			_, addr, _ := servers(t, th, Options{IdleTimeout: idle})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			roundTrip := func(path string) {
+				t.Helper()
+				_, _ = io.WriteString(c, get(path))
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if b, _ := io.ReadAll(res.Body); string(b) != "GET "+path {
+					t.Fatalf("%s: body %q", path, b)
+				}
+			}
+			roundTrip("/one")
+			time.Sleep(idle - 250*time.Millisecond) // past warmFor in the long case
+			roundTrip("/two")
+			last := time.Now()
+			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+				t.Fatalf("read on an idle connection: %v, want EOF", err)
+			}
+			if d := time.Since(last); d < idle-idle/10-50*time.Millisecond || d > idle+700*time.Millisecond {
+				t.Fatalf("idle connection closed after %v, want about %v", d, idle)
+			}
+			if n := th.lane.Load(); n != 2 {
+				t.Fatalf("lane served %d requests, want 2", n)
+			}
+		})
+	}
+}
+
 // TestShutdown: idle connections close at once; one in a request finishes
 // it, told Connection: close; new connections are refused.
 func TestShutdown(t *testing.T) {
