@@ -11,6 +11,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/pipe"
 	"github.com/gatehouse-dev/gatehouse/internal/sni"
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
 // serveTLSConn owns c: it peeks the ClientHello, then pipes it to a
@@ -30,6 +31,9 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 			return
 		}
 	}
+	// Terminated from here on: no splice, so the raw system calls of a
+	// sock.Conn serve it.
+	pc.Conn = sock.Wrap(pc.Conn)
 	tc := e.conns.wrap(pc) // counted since accept; Close counts it done
 	conn := tls.Server(tc, e.opts.TLS)
 	_ = tc.SetDeadline(time.Now().Add(e.opts.ReadHeaderTimeout))

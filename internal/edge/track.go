@@ -3,6 +3,8 @@ package edge
 import (
 	"net"
 	"sync"
+
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
 // tracker counts open client connections (the active_connections gauge
@@ -116,7 +118,7 @@ func (l trackingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.t.add()
-	return l.t.wrap(c), nil
+	return l.t.wrap(sock.Wrap(c)), nil
 }
 
 // countingListener counts every accepted connection but leaves it as it

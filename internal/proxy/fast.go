@@ -20,6 +20,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
 // The fast path. The common request — GET or HEAD, no body, no upgrade,
@@ -114,6 +115,7 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 	if err != nil {
 		return nil, err
 	}
+	conn = sock.Wrap(conn)
 	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}
 	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	return c, nil

@@ -1,0 +1,152 @@
+// Package sock owns the gateway's plain TCP reads and writes on its hot
+// connections (clients' HTTP/1.1, hosts' keep-alive pool).
+//
+// Why: net.TCPConn enters every read and write through the runtime's
+// syscall bookkeeping (entersyscall/exitsyscall), as if the call might
+// block. On a non-blocking socket it never does, but a write that takes
+// longer than sysmon's 20 µs tick (loopback TCP delivers to the peer in
+// the writer's system call) has its P taken over by another thread: a
+// futex wake, a context switch and a busier sysmon, per request. A Conn
+// makes the same calls with RawSyscall through the connection's
+// syscall.RawConn, so the runtime's netpoller still parks a read or write
+// that would block and honours deadlines, but the calls themselves run as
+// ordinary code.
+package sock
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// Conn is a *net.TCPConn whose Read and Write are raw system calls.
+// Everything else (deadlines, Close, CloseWrite, addresses) is the
+// TCPConn's.
+type Conn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+
+	rmu    sync.Mutex // one Read at a time owns rp/rn/rerr
+	rp     []byte
+	rn     int
+	rerr   syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wmu     sync.Mutex // one Write at a time owns wp/wn/werr
+	wp      []byte
+	wn      int
+	werr    syscall.Errno
+	writeFn func(fd uintptr) bool
+}
+
+// Wrap returns c as a Conn when it is a *net.TCPConn, else c unchanged.
+func Wrap(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	sc := &Conn{TCPConn: tc, rc: rc}
+	sc.readFn = sc.read
+	sc.writeFn = sc.write
+	return sc
+}
+
+func (c *Conn) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.rp))), uintptr(len(c.rp)))
+		switch e {
+		case 0:
+			c.rn, c.rerr = int(n), 0
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the netpoller waits for readiness, then calls again
+		}
+		c.rn, c.rerr = 0, e
+		return true
+	}
+}
+
+// Read reads as net.TCPConn's Read does.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return c.TCPConn.Read(p)
+	}
+	c.rmu.Lock()
+	c.rp, c.rn, c.rerr = p, 0, 0
+	err := c.rc.Read(c.readFn)
+	n, errno := c.rn, c.rerr
+	c.rp = nil
+	c.rmu.Unlock()
+	switch {
+	case err != nil:
+		return 0, c.opError("read", unwrapRaw(err))
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *Conn) write(fd uintptr) bool {
+	for c.wn < len(c.wp) {
+		p := c.wp[c.wn:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		switch e {
+		case 0:
+			c.wn += int(n)
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.werr = e
+		return true
+	}
+	return true
+}
+
+// Write writes all of p, as net.TCPConn's Write does.
+func (c *Conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return c.TCPConn.Write(p)
+	}
+	c.wmu.Lock()
+	c.wp, c.wn, c.werr = p, 0, 0
+	err := c.rc.Write(c.writeFn)
+	n, errno := c.wn, c.werr
+	c.wp = nil
+	c.wmu.Unlock()
+	switch {
+	case err != nil:
+		return n, c.opError("write", unwrapRaw(err))
+	case errno != 0:
+		return n, c.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+// unwrapRaw strips the OpError RawConn puts around its errors ("raw-read"),
+// so that the Conn's own OpError carries the cause (a deadline, a close).
+func unwrapRaw(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Err
+	}
+	return err
+}
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

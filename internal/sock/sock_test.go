@@ -1,0 +1,249 @@
+package sock
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pair returns a client connection (wrapped by wrap) and the server end of
+// a loopback TCP connection.
+func pair(t testing.TB, wrap func(net.Conn) net.Conn) (net.Conn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- res{c, err}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	peer := r.c.(*net.TCPConn)
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	return wrap(c), peer
+}
+
+// describe reduces a Read or Write result to what callers branch on.
+func describe(n int, err error) string {
+	if err == nil {
+		return fmt.Sprintf("n=%d ok", n)
+	}
+	var kinds []string
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		kinds = append(kinds, "timeout")
+	}
+	for _, k := range []struct {
+		name string
+		err  error
+	}{{"eof", io.EOF}, {"closed", net.ErrClosed}, {"deadline", os.ErrDeadlineExceeded}, {"reset", syscall.ECONNRESET}, {"pipe", syscall.EPIPE}} {
+		if errors.Is(err, k.err) {
+			kinds = append(kinds, k.name)
+		}
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		kinds = append(kinds, "op="+oe.Op, "net="+oe.Net)
+		if oe.Source == nil || oe.Addr == nil {
+			kinds = append(kinds, "no-addrs")
+		}
+	}
+	if n > 0 {
+		kinds = append(kinds, "partial")
+	}
+	return fmt.Sprint(kinds)
+}
+
+// TestSameAsTCPConn runs each case on a plain *net.TCPConn and on a Conn
+// and wants the same observable outcome, and the expected one.
+func TestSameAsTCPConn(t *testing.T) {
+	cases := []struct {
+		name string
+		want string
+		run  func(t *testing.T, c net.Conn, peer *net.TCPConn) string
+	}{
+		{"echo", "n=5 ok hello", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			go func() { _, _ = io.CopyN(peer, peer, 5) }()
+			if _, err := c.Write([]byte("hello")); err != nil {
+				return describe(0, err)
+			}
+			buf := make([]byte, 5)
+			n, err := io.ReadFull(c, buf)
+			return describe(n, err) + " " + string(buf[:n])
+		}},
+		{"eof", "[eof]", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			peer.Close()
+			return describe(c.Read(make([]byte, 8)))
+		}},
+		{"close-write", "n=0 ok got=abc", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			_, _ = c.Write([]byte("abc"))
+			if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+				return describe(0, err)
+			}
+			got, err := io.ReadAll(peer)
+			return describe(0, err) + " got=" + string(got)
+		}},
+		{"read-deadline", "[timeout deadline op=read net=tcp] then n=2 ok", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+			out := describe(c.Read(make([]byte, 8)))
+			_ = c.SetReadDeadline(time.Time{})
+			_, _ = peer.Write([]byte("ok"))
+			return out + " then " + describe(c.Read(make([]byte, 8)))
+		}},
+		{"write-deadline-past", "[timeout deadline op=write net=tcp]", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			_ = c.SetWriteDeadline(time.Now().Add(-time.Second))
+			return describe(c.Write([]byte("x")))
+		}},
+		{"read-after-close", "[closed op=read net=tcp]", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			c.Close()
+			return describe(c.Read(make([]byte, 8)))
+		}},
+		{"close-unblocks-read", "[closed op=read net=tcp]", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			time.AfterFunc(30*time.Millisecond, func() { c.Close() })
+			return describe(c.Read(make([]byte, 8)))
+		}},
+		{"write-to-reset", "reset-or-pipe op=write", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			_ = peer.SetLinger(0)
+			peer.Close()
+			time.Sleep(20 * time.Millisecond)
+			for range 100 {
+				if _, err := c.Write(make([]byte, 1024)); err != nil {
+					var oe *net.OpError
+					if (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && errors.As(err, &oe) {
+						return "reset-or-pipe op=" + oe.Op
+					}
+					return describe(0, err)
+				}
+			}
+			return "writes kept succeeding"
+		}},
+		{"big-write-slow-reader", "n=16777216 ok same", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			// Far more than the socket buffers: the write meets EAGAIN and
+			// waits on the netpoller many times.
+			data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
+			sum := make(chan [32]byte, 1)
+			go func() {
+				h := sha256.New()
+				buf := make([]byte, 64<<10)
+				var got int
+				for got < len(data) {
+					n, err := peer.Read(buf)
+					h.Write(buf[:n])
+					got += n
+					if err != nil {
+						break
+					}
+					if got%(1<<20) < n {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				var s [32]byte
+				copy(s[:], h.Sum(nil))
+				sum <- s
+			}()
+			n, err := c.Write(data)
+			out := describe(n, err)
+			if <-sum == sha256.Sum256(data) {
+				return out + " same"
+			}
+			return out + " differs"
+		}},
+		{"concurrent-read-write", "n=65536 ok", func(t *testing.T, c net.Conn, peer *net.TCPConn) string {
+			go func() { _, _ = io.Copy(peer, peer) }()
+			data := bytes.Repeat([]byte{7}, 64<<10)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < len(data); i += 4096 {
+					_, _ = c.Write(data[i : i+4096])
+				}
+			}()
+			buf := make([]byte, len(data))
+			n, err := io.ReadFull(c, buf)
+			wg.Wait()
+			if !bytes.Equal(buf, data) {
+				return "echo differs"
+			}
+			return describe(n, err)
+		}},
+	}
+	wraps := []struct {
+		name string
+		wrap func(net.Conn) net.Conn
+	}{
+		{"tcp", func(c net.Conn) net.Conn { return c }},
+		{"sock", Wrap},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, w := range wraps {
+				c, peer := pair(t, w.wrap)
+				if _, ok := c.(*Conn); ok != (w.name == "sock") {
+					t.Fatalf("%s: connection is %T", w.name, c)
+				}
+				if got := tc.run(t, c, peer); got != tc.want {
+					t.Errorf("%s: %s, want %s", w.name, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestWrapOther: a connection that is not a *net.TCPConn stays as it is.
+func TestWrapOther(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if Wrap(a) != a {
+		t.Fatal("Wrap changed a net.Pipe connection")
+	}
+}
+
+// BenchmarkRoundTrip: one small write and one read back over loopback per
+// op, the shape of a proxied request.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		wrap func(net.Conn) net.Conn
+	}{{"tcp", func(c net.Conn) net.Conn { return c }}, {"sock", Wrap}} {
+		b.Run(w.name, func(b *testing.B) {
+			c, peer := pair(b, w.wrap)
+			go func() { _, _ = io.Copy(peer, peer) }()
+			msg := make([]byte, 1024)
+			buf := make([]byte, 1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
