@@ -642,9 +642,24 @@ func TestHandoffReasons(t *testing.T) {
 // TestClientLeaves: a request still running when its client closes the
 // connection has its context canceled (the watch's background read), as
 // net/http's server does.
+//
+// Run twice: alone, and after a quick request 300 ms before on the same
+// connection, whose watch timer is still pending: the watch must still
+// begin watchDelay after the long request began, neither at the earlier
+// timer (too soon: its client has not been given its half second) nor
+// never.
 func TestClientLeaves(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("after-quick-request=%v", before), func(t *testing.T) { testClientLeaves(t, before) })
+	}
+}
+
+func testClientLeaves(t *testing.T, before bool) {
 	canceled := make(chan time.Duration, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quick" {
+			return
+		}
 		start := time.Now()
 		select {
 		case <-r.Context().Done():
@@ -673,11 +688,23 @@ func TestClientLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if before {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.WriteString(c, get("/quick"))
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 	_, _ = io.WriteString(c, get("/long-poll"))
 	time.Sleep(100 * time.Millisecond)
 	c.Close()
-	if d := <-canceled; d < 0 || d > 3*time.Second {
+	d := <-canceled
+	if d < 0 || d > 3*time.Second {
 		t.Fatalf("the handler's context was canceled after %v, want soon after the client left (-1: never)", d)
+	}
+	if d < watchDelay-50*time.Millisecond {
+		t.Fatalf("the handler's context was canceled after %v, before the watch's %v", d, watchDelay)
 	}
 }
 
