@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,71 @@ type fconn struct {
 	idle   time.Time // when it was put back
 	reused bool
 	abort  func() // unblocks a read or write: the client went away
+
+	// The response head's timeout, kept by a timer that is not reset per
+	// request (a read deadline set before the head and cleared after it
+	// was two timer operations per request): one pending from an earlier
+	// request waits out what is left of this one's. When it runs out it
+	// moves the read deadline into the past, which fails the read as a
+	// deadline would have, and the connection is not reused.
+	hmu      sync.Mutex
+	htimer   *time.Timer
+	hstart   time.Time
+	hwait    time.Duration // the running wait's bound; 0: no head awaited
+	hpending bool          // htimer is set
+	hfired   bool          // the timer cut a wait: the deadline is spent
+}
+
+// startHead begins the wait for a response head, bounded by t from now.
+func (c *fconn) startHead(t time.Duration) {
+	now := time.Now()
+	c.hmu.Lock()
+	c.hstart, c.hwait = now, t
+	if !c.hpending {
+		c.hpending = true
+		if c.htimer == nil {
+			c.htimer = time.AfterFunc(t, c.headFired)
+		} else {
+			c.htimer.Reset(t)
+		}
+	}
+	c.hmu.Unlock()
+}
+
+func (c *fconn) headFired() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.hpending = false
+	if c.hwait == 0 {
+		return
+	}
+	if left := c.hwait - time.Since(c.hstart); left > 0 {
+		c.hpending = true
+		c.htimer.Reset(left)
+		return
+	}
+	c.hfired = true
+	_ = c.SetReadDeadline(aLongTimeAgo)
+}
+
+// endHead ends the wait for the head. It reports false when the timeout
+// cut it: the read deadline is in the past, whatever was read.
+func (c *fconn) endHead() bool {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.hwait = 0
+	return !c.hfired
+}
+
+// Close closes the connection and stops its timer.
+func (c *fconn) Close() error {
+	c.hmu.Lock()
+	c.hwait = 0
+	if c.htimer != nil {
+		c.htimer.Stop()
+	}
+	c.hmu.Unlock()
+	return c.Conn.Close()
 }
 
 func (fp *fastPool) idle(addr string) chan *fconn {
@@ -76,18 +142,6 @@ func (fp *fastPool) idle(addr string) chan *fconn {
 	}
 	v, _ := fp.hosts.LoadOrStore(addr, make(chan *fconn, fp.max))
 	return v.(chan *fconn)
-}
-
-// setReadDeadline sets c's read deadline to d unless ctx is already done.
-// The abort that ctx's end triggers (an AfterFunc) moves the deadline into
-// the past; a deadline set after it would undo that and leave the read
-// blocked on a client that has gone. ctx.Err() is set before AfterFuncs
-// run, so checking it after the set catches an abort that came first.
-func (c *fconn) setReadDeadline(ctx context.Context, d time.Time) {
-	_ = c.SetReadDeadline(d)
-	if ctx.Err() != nil {
-		c.abort()
-	}
 }
 
 // get returns an idle connection to addr, or dials one.
@@ -358,9 +412,13 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		stop = context.AfterFunc(ctx, c.abort)
 	}
 	reuse := false
+	headTimeout := p.opts.ResponseHeaderTimeout
 	defer func() {
 		if stop != nil && !stop() {
 			reuse = false // the deadline may be poisoned
+		}
+		if headTimeout > 0 && !c.endHead() {
+			reuse = false // an error path that did not end the wait
 		}
 		if reuse {
 			p.fast.put(a.host.URL.Host, c, p.opts.Now())
@@ -371,8 +429,8 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	if err := p.writeFast(c.bw, in, a); err != nil {
 		return ctx.Err() == nil, err
 	}
-	if t := p.opts.ResponseHeaderTimeout; t > 0 {
-		c.setReadDeadline(ctx, time.Now().Add(t))
+	if headTimeout > 0 {
+		c.startHead(headTimeout)
 	}
 	var res fastResp
 	for n1xx := 0; ; n1xx++ {
@@ -397,8 +455,9 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	if res.status == http.StatusSwitchingProtocols || res.status > 999 {
 		return false, errFastHead // no upgrade was asked for
 	}
-	if t := p.opts.ResponseHeaderTimeout; t > 0 {
-		c.setReadDeadline(ctx, time.Time{})
+	if headTimeout > 0 && !c.endHead() {
+		// The head came as the timeout ran out; the deadline is spent.
+		return false, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.ErrDeadlineExceeded}
 	}
 	a.host.Health.OK()
 	h := w.Header()

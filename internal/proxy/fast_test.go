@@ -421,3 +421,84 @@ func FuzzFastResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestFastPathResponseHeaderTimeout: the head timeout counts from each
+// request's start on a reused connection, although its timer is not reset
+// per request: a timer left pending by the previous request fires in the
+// middle of the next one and must wait out the rest, neither cutting that
+// request short nor letting a slower one run past the bound.
+func TestFastPathResponseHeaderTimeout(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					d, _ := time.ParseDuration(strings.TrimPrefix(req.URL.Path, "/delay/"))
+					time.Sleep(d)
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	p, _ := New(Options{ClusterID: "c1", ResponseHeaderTimeout: bound})
+	defer p.Close()
+	srv := proxyServer(t, p, ln.Addr().String())
+	get := func(path string) (int, time.Duration) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Host = "hello.apps.test"
+		start := time.Now()
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode, time.Since(start)
+	}
+	if s, _ := get("/delay/0s"); s != 200 {
+		t.Fatalf("first request: %d", s)
+	}
+	time.Sleep(bound / 2) // the first request's timer fires halfway through the next
+	if s, d := get("/delay/250ms"); s != 200 {
+		t.Fatalf("a head in %v (bound %v) on the reused connection: %d after %v, want 200", 250*time.Millisecond, bound, s, d)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Fatalf("the host accepted %d connections, want 1 (the second request reuses the first's)", n)
+	}
+	s, d := get("/delay/1s")
+	if s != http.StatusGatewayTimeout || d < bound-50*time.Millisecond || d > bound+400*time.Millisecond {
+		t.Fatalf("a head in 1s (bound %v): %d after %v, want 504 after about %v", bound, s, d, bound)
+	}
+	if s, _ := get("/delay/0s"); s != 200 {
+		t.Fatalf("after a timeout: %d", s)
+	}
+	if n := accepted.Load(); n != 2 {
+		t.Fatalf("the host accepted %d connections, want 2 (the timed-out one is not reused)", n)
+	}
+}
