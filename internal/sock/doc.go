@@ -1,0 +1,16 @@
+// Package sock owns the gateway's plain TCP reads and writes on its hot
+// connections (clients' HTTP/1.1, hosts' keep-alive pool).
+//
+// Why: net.TCPConn enters every read and write through the runtime's
+// syscall bookkeeping (entersyscall/exitsyscall), as if the call might
+// block. On a non-blocking socket it never does, but a write that takes
+// longer than sysmon's 20 µs tick (loopback TCP delivers to the peer in
+// the writer's system call) has its P taken over by another thread: a
+// futex wake, a context switch and a busier sysmon, per request. A Conn
+// makes the same calls with RawSyscall through the connection's
+// syscall.RawConn, so the runtime's netpoller still parks a read or write
+// that would block and honours deadlines, but the calls themselves run as
+// ordinary code.
+//
+// Linux only: elsewhere Wrap returns the connection as it is.
+package sock
