@@ -515,13 +515,25 @@ func TestShutdown(t *testing.T) {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		return c, bufio.NewReader(c)
 	}
+	// One idle connection after one request (its wait is on a fresh
+	// goroutine), one after two (its serving goroutine waits, warm).
 	idle, idleR := dial()
 	defer idle.Close()
-	_, _ = io.WriteString(idle, get("/"))
-	if res, err := http.ReadResponse(idleR, nil); err != nil || res.Close {
-		t.Fatalf("idle conn's first response: %v %v", err, res)
-	} else {
-		_, _ = io.ReadAll(res.Body)
+	warm, warmR := dial()
+	defer warm.Close()
+	for _, c := range []struct {
+		conn net.Conn
+		br   *bufio.Reader
+		n    int
+	}{{idle, idleR, 1}, {warm, warmR, 2}} {
+		for range c.n {
+			_, _ = io.WriteString(c.conn, get("/"))
+			if res, err := http.ReadResponse(c.br, nil); err != nil || res.Close {
+				t.Fatalf("idle conn's response: %v %v", err, res)
+			} else {
+				_, _ = io.ReadAll(res.Body)
+			}
+		}
 	}
 	busy, busyR := dial()
 	defer busy.Close()
@@ -530,8 +542,14 @@ func TestShutdown(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
-	if _, err := idleR.ReadByte(); !errors.Is(err, io.EOF) {
-		t.Fatalf("idle connection after Shutdown: %v, want EOF", err)
+	for _, br := range []*bufio.Reader{idleR, warmR} {
+		start := time.Now()
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Fatalf("idle connection after Shutdown: %v, want EOF", err)
+		}
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Fatalf("an idle connection closed %v after Shutdown, want at once", d)
+		}
 	}
 	select {
 	case err := <-done:
