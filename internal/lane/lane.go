@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/deadline"
 )
 
 // Options configure a Server. Handler and Handoff are required.
@@ -120,15 +122,14 @@ type conn struct {
 	// The watch: a bodiless request still running after watchDelay gets a
 	// background read, so that a client that leaves cancels it (as
 	// net/http's server does for every request; most end long before).
-	watch    *time.Timer
-	wmu      sync.Mutex
-	armed    bool          // a request is running; the watch may read
-	wstart   time.Time     // when the running request was armed
-	wpending bool          // the timer is set
-	reading  chan struct{} // closed when the background read returned; nil: none started
-	wbuf     [1]byte
-	wgot     bool // the background read got the next request's first byte
-	wgone    bool // the client left: the connection ends after this request
+	// Its timer is not reset per request (see internal/deadline).
+	watch   *deadline.Timer
+	wmu     sync.Mutex
+	armed   bool          // a request is running; the watch may read
+	reading chan struct{} // closed when the background read returned; nil: none started
+	wbuf    [1]byte
+	wgot    bool // the background read got the next request's first byte
+	wgone   bool // the client left: the connection ends after this request
 }
 
 // watchDelay is how long a request runs before the lane starts watching
@@ -136,30 +137,20 @@ type conn struct {
 const watchDelay = 500 * time.Millisecond
 
 // arm starts the watch for a request.
-//
-// The timer is not reset per request (two timer operations each, on a
-// busy connection): one pending from an earlier request is left to fire,
-// and then waits out what is left of this request's watchDelay.
 func (cn *conn) arm() {
-	now := time.Now()
 	cn.wmu.Lock()
 	cn.armed, cn.reading, cn.wgot, cn.wgone = true, nil, false, false
-	cn.wstart = now
-	if !cn.wpending {
-		cn.wpending = true
-		if cn.watch == nil {
-			cn.watch = time.AfterFunc(watchDelay, cn.watchFired)
-		} else {
-			cn.watch.Reset(watchDelay)
-		}
-	}
 	cn.wmu.Unlock()
+	if cn.watch == nil {
+		cn.watch = deadline.New(cn.backgroundRead)
+	}
+	cn.watch.Start(watchDelay)
 }
 
 // disarm ends the watch after the handler returned: a background read in
-// progress is interrupted (a deadline in the past) and waited for. A
-// pending timer stays: it finds nothing armed, or the next request.
+// progress is interrupted (a deadline in the past) and waited for.
 func (cn *conn) disarm() {
+	cn.watch.End()
 	cn.wmu.Lock()
 	cn.armed = false
 	reading := cn.reading
@@ -172,21 +163,13 @@ func (cn *conn) disarm() {
 	}
 }
 
-// watchFired runs on the watch's timer. Once the running request is
-// watchDelay old it reads one byte while the handler runs: a byte is the
-// next request's (kept); an error other than disarm's deadline means the
-// client left: the requests' context is canceled, which aborts the host's
-// request.
-func (cn *conn) watchFired() {
+// backgroundRead runs when a request has run for watchDelay: it reads one
+// byte while the handler runs. A byte is the next request's (kept); an
+// error other than disarm's deadline means the client left: the requests'
+// context is canceled, which aborts the host's request.
+func (cn *conn) backgroundRead() {
 	cn.wmu.Lock()
-	cn.wpending = false
 	if !cn.armed || cn.reading != nil {
-		cn.wmu.Unlock()
-		return
-	}
-	if left := watchDelay - time.Since(cn.wstart); left > 0 {
-		cn.wpending = true
-		cn.watch.Reset(left)
 		cn.wmu.Unlock()
 		return
 	}
@@ -297,11 +280,9 @@ func (cn *conn) run(first bool) {
 		cn.x = nil
 	}
 	cn.cancel()
-	cn.wmu.Lock()
 	if cn.watch != nil {
 		cn.watch.Stop()
 	}
-	cn.wmu.Unlock()
 	s.remove(cn)
 	if handed != nil {
 		s.opts.Handoff(handed)

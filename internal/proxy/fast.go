@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/gatehouse-dev/gatehouse/internal/deadline"
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
@@ -70,69 +71,38 @@ type fconn struct {
 	reused bool
 	abort  func() // unblocks a read or write: the client went away
 
-	// The response head's timeout, kept by a timer that is not reset per
-	// request (a read deadline set before the head and cleared after it
-	// was two timer operations per request): one pending from an earlier
-	// request waits out what is left of this one's. When it runs out it
-	// moves the read deadline into the past, which fails the read as a
-	// deadline would have, and the connection is not reused.
-	hmu      sync.Mutex
-	htimer   *time.Timer
-	hstart   time.Time
-	hwait    time.Duration // the running wait's bound; 0: no head awaited
-	hpending bool          // htimer is set
-	hfired   bool          // the timer cut a wait: the deadline is spent
+	// head bounds the wait for a response head with a timer that is not
+	// reset per request (a read deadline set before the head and cleared
+	// after it was two timer operations per request; see
+	// internal/deadline). When a bound runs out it moves the read deadline
+	// into the past, which fails the read as the deadline did, and the
+	// connection is spent: not reused.
+	head  *deadline.Timer
+	spent bool
 }
 
 // startHead begins the wait for a response head, bounded by t from now.
 func (c *fconn) startHead(t time.Duration) {
-	now := time.Now()
-	c.hmu.Lock()
-	c.hstart, c.hwait = now, t
-	if !c.hpending {
-		c.hpending = true
-		if c.htimer == nil {
-			c.htimer = time.AfterFunc(t, c.headFired)
-		} else {
-			c.htimer.Reset(t)
-		}
+	if c.head == nil {
+		c.head = deadline.New(func() { _ = c.SetReadDeadline(aLongTimeAgo) })
 	}
-	c.hmu.Unlock()
-}
-
-func (c *fconn) headFired() {
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	c.hpending = false
-	if c.hwait == 0 {
-		return
-	}
-	if left := c.hwait - time.Since(c.hstart); left > 0 {
-		c.hpending = true
-		c.htimer.Reset(left)
-		return
-	}
-	c.hfired = true
-	_ = c.SetReadDeadline(aLongTimeAgo)
+	c.head.Start(t)
 }
 
 // endHead ends the wait for the head. It reports false when the timeout
 // cut it: the read deadline is in the past, whatever was read.
 func (c *fconn) endHead() bool {
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	c.hwait = 0
-	return !c.hfired
+	if c.head != nil && c.head.End() {
+		c.spent = true
+	}
+	return !c.spent
 }
 
 // Close closes the connection and stops its timer.
 func (c *fconn) Close() error {
-	c.hmu.Lock()
-	c.hwait = 0
-	if c.htimer != nil {
-		c.htimer.Stop()
+	if c.head != nil {
+		c.head.Stop()
 	}
-	c.hmu.Unlock()
 	return c.Conn.Close()
 }
 

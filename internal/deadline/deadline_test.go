@@ -1,0 +1,98 @@
+package deadline
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// recorder counts f's calls and when the latest came.
+type recorder struct {
+	mu    sync.Mutex
+	calls int
+	at    time.Time
+}
+
+func (r *recorder) f() {
+	r.mu.Lock()
+	r.calls++
+	r.at = time.Now()
+	r.mu.Unlock()
+}
+
+func (r *recorder) get() (int, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls, r.at
+}
+
+// TestTimer runs each script of Starts, Ends and waits on a fresh Timer
+// and checks how often f ran, when, and what End said. "when" is measured
+// from the last Start; the bounds are long enough for a busy machine to
+// tell early from on time, and late is allowed generously.
+func TestTimer(t *testing.T) {
+	const ms = time.Millisecond
+	type step struct {
+		start time.Duration // Start(start) when > 0
+		end   bool          // End(), want endFired
+		stop  bool
+		wait  time.Duration
+		// endFired is what End must report.
+		endFired bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		calls int
+		// after is the least time from the last Start to the last call.
+		after time.Duration
+	}{
+		{"runs out", []step{{start: 60 * ms, wait: 250 * ms}, {end: true, endFired: true}}, 1, 60 * ms},
+		{"ended in time", []step{{start: 100 * ms, wait: 20 * ms}, {end: true}, {wait: 200 * ms}}, 0, 0},
+		// The first bound's timer fires 40 ms into the second bound and
+		// must wait out its remaining 100 ms.
+		{"pending timer waits out the rest", []step{
+			{start: 100 * ms, wait: 10 * ms}, {end: true}, {wait: 50 * ms},
+			{start: 100 * ms, wait: 300 * ms}, {end: true, endFired: true}}, 1, 100 * ms},
+		// A shorter bound after a longer one is not held to the longer
+		// one's timer.
+		{"shorter bound after longer", []step{
+			{start: 2 * time.Second, wait: 10 * ms}, {end: true},
+			{start: 50 * ms, wait: 250 * ms}, {end: true, endFired: true}}, 1, 50 * ms},
+		{"once per bound", []step{
+			{start: 30 * ms, wait: 150 * ms}, {end: true, endFired: true},
+			{start: 30 * ms, wait: 150 * ms}, {end: true, endFired: true}}, 2, 30 * ms},
+		{"restart without end", []step{{start: 60 * ms, wait: 30 * ms}, {start: 60 * ms, wait: 250 * ms}}, 1, 60 * ms},
+		{"stop", []step{{start: 50 * ms, wait: 10 * ms}, {stop: true}, {start: 20 * ms, wait: 200 * ms}, {end: true}}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var r recorder
+			tm := New(r.f)
+			defer tm.Stop()
+			var last time.Time
+			for i, s := range tc.steps {
+				switch {
+				case s.start > 0:
+					last = time.Now()
+					tm.Start(s.start)
+				case s.end:
+					if got := tm.End(); got != s.endFired {
+						t.Fatalf("step %d: End() = %v, want %v", i, got, s.endFired)
+					}
+				case s.stop:
+					tm.Stop()
+				}
+				time.Sleep(s.wait)
+			}
+			calls, at := r.get()
+			if calls != tc.calls {
+				t.Fatalf("f ran %d times, want %d", calls, tc.calls)
+			}
+			if calls > 0 && at.Sub(last) < tc.after {
+				t.Fatalf("f ran %v after the last Start, want at least %v", at.Sub(last), tc.after)
+			}
+		})
+	}
+}
