@@ -239,8 +239,11 @@ func (fp *fastPool) closeIdle(stop bool) {
 
 // fastOK reports whether r and h can take the fast path.
 func fastOK(r *http.Request, h *route.Host) bool {
+	// No body is ContentLength 0, whatever r.Body is: ReverseProxy sends
+	// none then either, and net/http's HTTP/2 server gives every request
+	// a Body, a bodiless GET included.
 	if (r.Method != http.MethodGet && r.Method != http.MethodHead) ||
-		(r.Body != nil && r.Body != http.NoBody) || r.ContentLength != 0 || len(r.TransferEncoding) > 0 || r.Trailer != nil {
+		r.ContentLength != 0 || len(r.TransferEncoding) > 0 || r.Trailer != nil {
 		return false
 	}
 	u := h.URL

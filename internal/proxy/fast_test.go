@@ -344,6 +344,44 @@ func fastGet(t *testing.T, srv *httptest.Server) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// TestFastPathChoiceHTTP2: requests as net/http's HTTP/2 server makes
+// them (every one has a Body) take the fast path when they carry none.
+func TestFastPathChoiceHTTP2(t *testing.T) {
+	plain := &route.Host{Scheme: "http", URL: &url.URL{Scheme: "http", Host: "h:1"}}
+	got := make(chan bool, 1)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			t.Errorf("request over HTTP/%d.%d, want HTTP/2", r.ProtoMajor, r.ProtoMinor)
+		}
+		got <- fastOK(r, plain)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   io.Reader
+		want   bool
+	}{
+		{"get", "GET", nil, true},
+		{"head", "HEAD", nil, true},
+		{"get with a body", "GET", strings.NewReader("x"), false},
+		{"get with a body of unknown length", "GET", io.MultiReader(strings.NewReader("x")), false},
+		{"post", "POST", strings.NewReader("x"), false},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+"/", tc.body)
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		res.Body.Close()
+		if ok := <-got; ok != tc.want {
+			t.Errorf("%s over HTTP/2: fastOK = %v, want %v", tc.name, ok, tc.want)
+		}
+	}
+}
+
 // TestFastPathIdleConnectionsAreClosed: a kept-alive connection idle for
 // IdleConnTimeout is closed without any further request (the host may be
 // gone from the table for good).
