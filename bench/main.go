@@ -44,6 +44,7 @@ type config struct {
 	idle        int
 	tls         bool
 	l7TLS       bool
+	h2          bool
 	tlsDuration time.Duration
 	tlsStreams  int
 	tlsWorkers  int
@@ -68,6 +69,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.idle, "idle", 10000, "idle keep-alive connections for the memory test (0 skips it)")
 	fs.BoolVar(&c.tls, "tls", true, "run the L4 TLS passthrough tests")
 	fs.BoolVar(&c.l7TLS, "l7-tls", true, "run the L7 rounds over TLS too (each proxy terminates TLS)")
+	fs.BoolVar(&c.h2, "h2", true, "run the L7 rounds over HTTP/2 too (h2load; TLS, each proxy terminating it)")
 	fs.DurationVar(&c.tlsDuration, "tls-duration", 5*time.Second, "length of each TLS download and handshake run")
 	fs.IntVar(&c.tlsStreams, "tls-streams", 4, "parallel TLS downloads")
 	fs.IntVar(&c.tlsWorkers, "tls-workers", 16, "parallel TLS handshakers")
@@ -158,6 +160,9 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 		cfg.out = filepath.Join(root, "bench", "results", "latest.md")
 	}
 	needs := []need{{"wrk", onPath("wrk")}}
+	if cfg.h2 {
+		needs = append(needs, need{"nghttp2-client", onPath("h2load")})
+	}
 	if slices.Contains(cfg.targets, "nginx") {
 		needs = append(needs, need{"nginx", onPath("nginx")})
 		if cfg.tls {
@@ -391,6 +396,11 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			}
 		}
 	}
+	if cfg.h2 {
+		if err := measureH2(ctx, cfg, order, rep); err != nil {
+			return err
+		}
+	}
 	if cfg.perf {
 		for _, t := range order {
 			if t.http == "" || t.proc == nil {
@@ -444,4 +454,39 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// measureH2 runs the HTTP/2 rounds: h2load over TLS to each proxy's L7
+// TLS listener, one warm-up each, then the rounds interleaved. The direct
+// backend speaks HTTP/1.1 only (as the passthrough tests need), so it has
+// no row.
+func measureH2(ctx context.Context, cfg config, order []*target, rep *report) error {
+	var h2 []*target
+	for _, t := range order {
+		if t.https != "" && t.proc != nil {
+			h2 = append(h2, t)
+		}
+	}
+	for _, t := range h2 {
+		logf("warm-up over HTTP/2: %s", t.name)
+		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, t.proc); err != nil {
+			rep.note("%s HTTP/2 warm-up: %v", t.name, err)
+		}
+	}
+	for round := range cfg.rounds {
+		for i := range h2 {
+			t := h2[(i+round)%len(h2)]
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			logf("L7 over HTTP/2 round %d/%d: %s", round+1, cfg.rounds, t.name)
+			r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, t.proc)
+			if err != nil {
+				rep.note("%s L7 over HTTP/2 round %d: %v", t.name, round+1, err)
+				continue
+			}
+			rep.h2[t.name] = append(rep.h2[t.name], r)
+		}
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ type report struct {
 	commitID  string // the work tree measured, read when the run starts
 	targets   []*target
 	l7, l7tls map[string][]wrkResult
+	h2        map[string][]h2Result
 	idle      map[string]idleResult
 	dl, hs    map[string][]tlsResult
 	profiles  map[string]string
@@ -29,7 +30,7 @@ type report struct {
 
 func newReport(cfg config, root string) *report {
 	r := &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
-		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
+		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
 	r.commitID = r.commit()
 	return r
 }
@@ -124,14 +125,21 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "- commit: %s (gatehouse built from this work tree when the run started)\n", r.commitID)
 	fmt.Fprintf(&b, "- machine: %d cores, %s, Linux %s\n", runtime.NumCPU(), cpuModel(), strings.TrimSpace(string(kernel)))
 	fmt.Fprintf(&b, "- load average: %s at start, %s at end (cores shared with the load generator and backend)\n", r.loadStart, r.loadEnd)
-	fmt.Fprintf(&b, "- versions: %s; %s; %s; %s\n", runtime.Version(), cmdLine("nginx", "-v"), cmdLine("haproxy", "-v"), cmdLine("wrk", "-v"))
-	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v`, %s in all\n\n",
-		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS,
+	fmt.Fprintf(&b, "- versions: %s; %s; %s; %s", runtime.Version(), cmdLine("nginx", "-v"), cmdLine("haproxy", "-v"), cmdLine("wrk", "-v"))
+	if r.cfg.h2 {
+		fmt.Fprintf(&b, "; %s", cmdLine("h2load", "--version"))
+	}
+	fmt.Fprintln(&b)
+	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -h2=%v`, %s in all\n\n",
+		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.h2,
 		r.end.Sub(r.start).Round(time.Second))
 
 	r.l7Table(&b, fmt.Sprintf("L7: 1 KiB responses, %d keep-alive connections", r.cfg.conns), r.l7)
 	if r.cfg.l7TLS {
 		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls)
+	}
+	if r.cfg.h2 {
+		r.h2Table(&b)
 	}
 	r.idleTable(&b)
 	if r.cfg.tls {
@@ -252,6 +260,37 @@ func (r *report) tlsTable(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %d |\n", t.name, mbps(t.name),
 			ratio(mbps(t.name), mbps("direct")), ratio(mbps(t.name), mbps("nginx")), cpuGB,
 			hps(t.name), ratio(hps(t.name), hps("direct")), ratio(hps(t.name), hps("nginx")), cpuHS, errs)
+	}
+	fmt.Fprintln(b)
+}
+
+func (r *report) h2Table(b *strings.Builder) {
+	fmt.Fprintf(b, "## L7 over HTTP/2: the same, over TLS with ALPN h2, %d connections with one stream in flight each (h2load, median of %d × %s)\n\n", r.cfg.conns, r.cfg.rounds, r.cfg.duration)
+	fmt.Fprintln(b, "h2load reports no percentiles: mean and max request time. The direct backend speaks HTTP/1.1 only.")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| target | req/s | × nginx | mean | max | proxy CPU s / 100k req | proxy CPU × nginx | errors | rounds |")
+	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	rps := func(name string) float64 { return medianOf(r.h2[name], func(x h2Result) float64 { return x.rps }) }
+	cpu := func(name string) float64 {
+		return medianOf(r.h2[name], func(x h2Result) float64 { return x.cpu / float64(max(x.requests, 1)) * 1e5 })
+	}
+	for _, t := range r.targets {
+		if t.proc == nil {
+			continue
+		}
+		runs := r.h2[t.name]
+		if len(runs) == 0 {
+			fmt.Fprintf(b, "| %s | not measured | | | | | | | 0 |\n", t.name)
+			continue
+		}
+		var errs int64
+		for _, x := range runs {
+			errs += x.errors
+		}
+		mean := medianOf(runs, func(x h2Result) float64 { return float64(x.mean) })
+		mx := medianOf(runs, func(x h2Result) float64 { return float64(x.max) })
+		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %.2f (%.1f µs/req) | %s | %d | %d |\n", t.name, rps(t.name), ratio(rps(t.name), rps("nginx")),
+			ms(mean), ms(mx), cpu(t.name), cpu(t.name)*10, ratio(cpu(t.name), cpu("nginx")), errs, len(runs))
 	}
 	fmt.Fprintln(b)
 }

@@ -183,7 +183,7 @@ http {
     }
     server {
         listen {{.HTTP}};
-        listen {{.HTTPS}} ssl;
+        listen {{.HTTPS}} ssl http2;
         server_name {{.AppHost}};
         location / {
             proxy_pass http://app;
@@ -278,7 +278,7 @@ frontend web
     use_backend app if app_host
     default_backend notfound
 frontend webtls
-    bind {{.HTTPS}} ssl crt {{.PEM}}
+    bind {{.HTTPS}} ssl crt {{.PEM}} alpn h2,http/1.1
     maxconn {{.MaxConns}}
     option forwardfor
     http-request set-header X-Forwarded-Proto https
