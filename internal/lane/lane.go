@@ -113,6 +113,10 @@ type conn struct {
 	n        int
 	small    [idleBuf]byte
 	deadline time.Time // the read deadline last set
+	// idleDeadline says deadline ends a wait for the next request (idle
+	// or warm): a head that began in it gets ReadHeaderTimeout from its
+	// next read instead.
+	idleDeadline bool
 	// idleSince is when the connection last fell idle: the idle timeout
 	// counts from it across the warm wait and the fresh goroutine's.
 	idleSince time.Time
@@ -158,8 +162,7 @@ func (cn *conn) disarm() {
 	if reading != nil {
 		_ = cn.c.SetReadDeadline(aLongTimeAgo)
 		<-reading
-		cn.deadline = time.Time{}
-		_ = cn.c.SetReadDeadline(cn.deadline)
+		cn.setReadDeadline(time.Time{}, false)
 	}
 }
 
@@ -393,8 +396,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 			b = &body{cn: cn, pre: cn.buf[end : end+take], left: x.h.length - int64(take)}
 			// The head is in; the body has no deadline (net/http's
 			// ReadTimeout, zero here, would be the one).
-			cn.deadline = time.Time{}
-			_ = cn.c.SetReadDeadline(cn.deadline)
+			cn.setReadDeadline(time.Time{}, false)
 		}
 		if !cn.exchange(x, b) {
 			if b != nil && !b.end() {
@@ -476,9 +478,8 @@ func (cn *conn) waitWarm() (got, ok bool) {
 		slack = wait / 10
 	}
 	until := now.Add(wait)
-	if cn.deadline.IsZero() || cn.deadline.After(until) || cn.deadline.Before(until.Add(-slack)) {
-		cn.deadline = until
-		_ = cn.c.SetReadDeadline(until)
+	if !cn.idleDeadline || cn.deadline.IsZero() || cn.deadline.After(until) || cn.deadline.Before(until.Add(-slack)) {
+		cn.setReadDeadline(until, true)
 	}
 	cn.state.Store(stateIdle)
 	if cn.s.draining.Load() {
@@ -514,7 +515,7 @@ func (cn *conn) readHead(first bool) bool {
 		// (zero would mean none).
 		timeout = max(timeout-time.Since(cn.idleSince), time.Nanosecond)
 	}
-	cn.setDeadline(timeout)
+	cn.setDeadline(timeout, !first)
 	cn.state.Store(stateIdle)
 	if cn.s.draining.Load() {
 		return false
@@ -531,13 +532,22 @@ func (cn *conn) readHead(first bool) bool {
 	return true
 }
 
-// read reads more of a head begun, within timeout of now.
+// read reads more of a head begun, within timeout of now. The head of a
+// request that began during a wait for the next request (idle or warm) is
+// bounded by timeout from here (net/http bounds it from its first byte),
+// not by the end of that wait.
 func (cn *conn) read(timeout time.Duration) bool {
-	if timeout > 0 {
+	switch {
+	case cn.idleDeadline:
+		var d time.Time
+		if timeout > 0 {
+			d = time.Now().Add(timeout)
+		}
+		cn.setReadDeadline(d, false)
+	case timeout > 0:
 		d := time.Now().Add(timeout)
 		if cn.deadline.IsZero() || d.Before(cn.deadline) {
-			cn.deadline = d
-			_ = cn.c.SetReadDeadline(d)
+			cn.setReadDeadline(d, false)
 		}
 	}
 	k, err := cn.c.Read(cn.buf[cn.n:])
@@ -545,23 +555,29 @@ func (cn *conn) read(timeout time.Duration) bool {
 	return k > 0 || err == nil
 }
 
-// setDeadline arms the read deadline timeout from now. A deadline is a
-// timer operation, so one that would move by less than a second is left:
-// the wait may end up to a second early, never late.
-func (cn *conn) setDeadline(timeout time.Duration) {
+// setDeadline arms the read deadline timeout from now; idle says it bounds
+// a wait for a next request's first byte. A deadline is a timer operation,
+// so one of the same kind that would move later by less than a second is
+// left: the wait may end up to a second early, never late.
+func (cn *conn) setDeadline(timeout time.Duration, idle bool) {
 	if timeout <= 0 {
-		if !cn.deadline.IsZero() {
-			cn.deadline = time.Time{}
-			_ = cn.c.SetReadDeadline(cn.deadline)
+		if !cn.deadline.IsZero() || cn.idleDeadline != idle {
+			cn.setReadDeadline(time.Time{}, idle)
 		}
 		return
 	}
 	now := time.Now()
 	d := now.Add(timeout)
-	if cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) || !cn.deadline.After(now) {
-		cn.deadline = d
-		_ = cn.c.SetReadDeadline(d)
+	if cn.idleDeadline != idle || cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) || !cn.deadline.After(now) {
+		cn.setReadDeadline(d, idle)
 	}
+}
+
+// setReadDeadline sets the connection's read deadline to d; idle says it
+// ends a wait for the next request, which bounds no head.
+func (cn *conn) setReadDeadline(d time.Time, idle bool) {
+	cn.deadline, cn.idleDeadline = d, idle
+	_ = cn.c.SetReadDeadline(d)
 }
 
 // handoff gives the connection, with what was read, to the next server.

@@ -474,6 +474,55 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestHeadSpanningTheIdleWait: a request whose head begins while the
+// connection waits for it (warm, or on the fresh goroutine) and whose rest
+// comes after that wait would have ended is served: from its first byte a
+// head is bounded by ReadHeaderTimeout (as with net/http), not by the idle
+// wait it began in.
+func TestHeadSpanningTheIdleWait(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		idle  time.Duration // IdleTimeout
+		first time.Duration // when the head's first bytes come, after the last response
+		rest  time.Duration // and its rest, after those
+	}{
+		{"warm wait", 5 * time.Second, warmFor / 2, warmFor + 100*time.Millisecond},
+		{"fresh goroutine's wait", warmFor + 350*time.Millisecond, warmFor + 250*time.Millisecond, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := &testHandler{}
+			_, addr, _ := servers(t, th, Options{IdleTimeout: tc.idle})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			for _, path := range []string{"/one", "/two"} { // the second makes the next wait warm
+				_, _ = io.WriteString(c, get(path))
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				_, _ = io.ReadAll(res.Body)
+			}
+			time.Sleep(tc.first)
+			head := get("/late")
+			_, _ = io.WriteString(c, head[:10])
+			time.Sleep(tc.rest)
+			_, _ = io.WriteString(c, head[10:])
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("a head begun at %v and ended %v later: %v, want it served", tc.first, tc.rest, err)
+			}
+			if b, _ := io.ReadAll(res.Body); string(b) != "GET /late" {
+				t.Fatalf("body %q", b)
+			}
+		})
+	}
+}
+
 // TestShutdown: idle connections close at once; one in a request finishes
 // it, told Connection: close; new connections are refused.
 func TestShutdown(t *testing.T) {
