@@ -1,12 +1,15 @@
 package edge
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLaneServesPlainRequests: in serve mode the lane answers plain
@@ -100,6 +103,42 @@ func TestLaneOverTLS(t *testing.T) {
 		resp.Body.Close()
 		if string(b) != tc.want {
 			t.Errorf("%s %s: %s, want %s", resp.Proto, tc.method, b, tc.want)
+		}
+	}
+}
+
+// TestLaneOverTLSAcrossWaits: a TLS connection outlives the lane's warm
+// wait (a read that times out on the *tls.Conn) and its move to a fresh
+// goroutine: the request after the pause is served on the same
+// connection.
+func TestLaneOverTLSAcrossWaits(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%T %s", w, r.URL.Path)
+	})
+	e := start(t, Options{HTTPMode: ModeServe, Handler: h})
+	c := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "app." + zone},
+		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 only
+	}}
+	defer c.CloseIdleConnections()
+	for i, pause := range []time.Duration{0, 0, 400 * time.Millisecond, 0} {
+		time.Sleep(pause) // past the warm wait (250 ms): the wait moves goroutines
+		var reused bool
+		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}
+		path := fmt.Sprintf("/r%d", i)
+		r, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", "https://"+e.https+path, nil)
+		r.Host = "app." + zone
+		resp, err := c.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "*lane.writer " + path; string(b) != want {
+			t.Errorf("request %d: %s, want %s", i, b, want)
+		}
+		if i > 0 && !reused {
+			t.Errorf("request %d (after %v) came on a new connection, want the kept-alive one", i, pause)
 		}
 	}
 }
