@@ -390,9 +390,6 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		if stop != nil && !stop() {
 			reuse = false // the deadline may be poisoned
 		}
-		if headTimeout > 0 && !c.endHead() {
-			reuse = false // an error path that did not end the wait
-		}
 		if reuse {
 			p.fast.put(a.host.URL.Host, c, p.opts.Now())
 		} else if err == nil {
