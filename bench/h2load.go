@@ -34,15 +34,9 @@ func runH2load(ctx context.Context, conns, threads int, duration time.Duration, 
 		// would be (the caller runs a warm-up of its own).
 		"-D", strconv.Itoa(max(1, int(duration.Seconds()))),
 		"-H", ":authority: "+appHost, "https://"+addr+"/")
-	var before float64
-	if p != nil {
-		before = cpuSeconds(p.pid())
-	}
+	cpu := cpuMeter(p)
 	out, err := cmd.Output()
-	var r h2Result
-	if p != nil {
-		r.cpu = cpuSeconds(p.pid()) - before
-	}
+	r := h2Result{cpu: cpu()}
 	if err != nil {
 		return r, fmt.Errorf("h2load: %v: %s", err, out)
 	}

@@ -346,23 +346,17 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			rep.note("%s warm-up: %v", t.name, err)
 		}
 	}
-	for round := range cfg.rounds {
-		for i := range order {
-			t := order[(i+round)%len(order)] // rotate so no target always goes first
-			if t.http == "" {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			logf("L7 round %d/%d: %s", round+1, cfg.rounds, t.name)
-			r, err := runWrk(ctx, wo, t.http, t.proc)
-			if err != nil {
-				rep.note("%s L7 round %d: %v", t.name, round+1, err)
-				continue
-			}
-			rep.l7[t.name] = append(rep.l7[t.name], r)
+	plain := having(order, func(t *target) bool { return t.http != "" })
+	if err := inRounds(ctx, cfg.rounds, plain, func(round int, t *target) {
+		logf("L7 round %d/%d: %s", round+1, cfg.rounds, t.name)
+		r, err := runWrk(ctx, wo, t.http, t.proc)
+		if err != nil {
+			rep.note("%s L7 round %d: %v", t.name, round+1, err)
+			return
 		}
+		rep.l7[t.name] = append(rep.l7[t.name], r)
+	}); err != nil {
+		return err
 	}
 	if cfg.l7TLS {
 		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true}
@@ -377,23 +371,17 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		}
 		wt := wo
 		wt.tls = true
-		for round := range cfg.rounds {
-			for i := range order {
-				t := order[(i+round)%len(order)]
-				if t.https == "" {
-					continue
-				}
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				logf("L7 over TLS round %d/%d: %s", round+1, cfg.rounds, t.name)
-				r, err := runWrk(ctx, wt, t.https, t.proc)
-				if err != nil {
-					rep.note("%s L7 over TLS round %d: %v", t.name, round+1, err)
-					continue
-				}
-				rep.l7tls[t.name] = append(rep.l7tls[t.name], r)
+		overTLS := having(order, func(t *target) bool { return t.https != "" })
+		if err := inRounds(ctx, cfg.rounds, overTLS, func(round int, t *target) {
+			logf("L7 over TLS round %d/%d: %s", round+1, cfg.rounds, t.name)
+			r, err := runWrk(ctx, wt, t.https, t.proc)
+			if err != nil {
+				rep.note("%s L7 over TLS round %d: %v", t.name, round+1, err)
+				return
 			}
+			rep.l7tls[t.name] = append(rep.l7tls[t.name], r)
+		}); err != nil {
+			return err
 		}
 	}
 	if cfg.h2 {
@@ -418,31 +406,51 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 	if !cfg.tls {
 		return nil
 	}
-	for round := range cfg.rounds {
-		for i := range order {
-			t := order[(i+round)%len(order)]
-			if t.tls == "" {
-				continue
+	passthrough := having(order, func(t *target) bool { return t.tls != "" })
+	if err := inRounds(ctx, cfg.rounds, passthrough, func(round int, t *target) {
+		logf("TLS round %d/%d: %s", round+1, cfg.rounds, t.name)
+		dl := runDownload(ctx, t.tls, e.roots, cfg.tlsStreams, cfg.tlsDuration, t.proc)
+		hs := runHandshakes(ctx, t.tls, e.roots, cfg.tlsWorkers, cfg.tlsDuration, t.proc)
+		for _, x := range []struct {
+			what string
+			r    tlsResult
+		}{{"download", dl}, {"handshakes", hs}} {
+			if x.r.errors > 0 {
+				rep.note("%s TLS %s round %d: %d errors, first: %s", t.name, x.what, round+1, x.r.errors, x.r.firstErr)
 			}
+		}
+		rep.dl[t.name] = append(rep.dl[t.name], dl)
+		rep.hs[t.name] = append(rep.hs[t.name], hs)
+	}); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// having returns the targets of ts for which ok holds, in order.
+func having(ts []*target, ok func(*target) bool) []*target {
+	var out []*target
+	for _, t := range ts {
+		if ok(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// inRounds runs f on each target of ts in n rounds, the order rotated each
+// round so that no target always goes first and machine drift hits all
+// alike. It stops when ctx ends.
+func inRounds(ctx context.Context, n int, ts []*target, f func(round int, t *target)) error {
+	for round := range n {
+		for i := range ts {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			logf("TLS round %d/%d: %s", round+1, cfg.rounds, t.name)
-			dl := runDownload(ctx, t.tls, e.roots, cfg.tlsStreams, cfg.tlsDuration, t.proc)
-			hs := runHandshakes(ctx, t.tls, e.roots, cfg.tlsWorkers, cfg.tlsDuration, t.proc)
-			for _, x := range []struct {
-				what string
-				r    tlsResult
-			}{{"download", dl}, {"handshakes", hs}} {
-				if x.r.errors > 0 {
-					rep.note("%s TLS %s round %d: %d errors, first: %s", t.name, x.what, round+1, x.r.errors, x.r.firstErr)
-				}
-			}
-			rep.dl[t.name] = append(rep.dl[t.name], dl)
-			rep.hs[t.name] = append(rep.hs[t.name], hs)
+			f(round, ts[(i+round)%len(ts)])
 		}
 	}
-	return ctx.Err()
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -461,32 +469,20 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // backend speaks HTTP/1.1 only (as the passthrough tests need), so it has
 // no row.
 func measureH2(ctx context.Context, cfg config, order []*target, rep *report) error {
-	var h2 []*target
-	for _, t := range order {
-		if t.https != "" && t.proc != nil {
-			h2 = append(h2, t)
-		}
-	}
+	h2 := having(order, func(t *target) bool { return t.https != "" && t.proc != nil })
 	for _, t := range h2 {
 		logf("warm-up over HTTP/2: %s", t.name)
 		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, t.proc); err != nil {
 			rep.note("%s HTTP/2 warm-up: %v", t.name, err)
 		}
 	}
-	for round := range cfg.rounds {
-		for i := range h2 {
-			t := h2[(i+round)%len(h2)]
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			logf("L7 over HTTP/2 round %d/%d: %s", round+1, cfg.rounds, t.name)
-			r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, t.proc)
-			if err != nil {
-				rep.note("%s L7 over HTTP/2 round %d: %v", t.name, round+1, err)
-				continue
-			}
-			rep.h2[t.name] = append(rep.h2[t.name], r)
+	return inRounds(ctx, cfg.rounds, h2, func(round int, t *target) {
+		logf("L7 over HTTP/2 round %d/%d: %s", round+1, cfg.rounds, t.name)
+		r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, t.proc)
+		if err != nil {
+			rep.note("%s L7 over HTTP/2 round %d: %v", t.name, round+1, err)
+			return
 		}
-	}
-	return nil
+		rep.h2[t.name] = append(rep.h2[t.name], r)
+	})
 }

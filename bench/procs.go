@@ -153,6 +153,16 @@ func statFields(pid int) ([]string, bool) {
 	return strings.Fields(string(b[i+1:])), true
 }
 
+// cpuMeter starts counting p's CPU seconds; the func it returns reads the
+// count so far (always 0 for a nil p).
+func cpuMeter(p *proc) func() float64 {
+	if p == nil {
+		return func() float64 { return 0 }
+	}
+	before := cpuSeconds(p.pid())
+	return func() float64 { return cpuSeconds(p.pid()) - before }
+}
+
 // cpuSeconds is user+system CPU time of pid and its children.
 func cpuSeconds(pid int) float64 {
 	var ticks int64

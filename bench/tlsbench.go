@@ -65,10 +65,7 @@ func runDownload(ctx context.Context, addr string, roots *x509.CertPool, streams
 	client := &http.Client{Transport: tr}
 	var total, errs atomic.Int64
 	var first firstError
-	var before float64
-	if p != nil {
-		before = cpuSeconds(p.pid())
-	}
+	cpu := cpuMeter(p)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range streams {
@@ -96,11 +93,7 @@ func runDownload(ctx context.Context, addr string, roots *x509.CertPool, streams
 		}()
 	}
 	wg.Wait()
-	r := tlsResult{bytes: total.Load(), errors: errs.Load(), firstErr: first.get(), elapsed: time.Since(start)}
-	if p != nil {
-		r.cpu = cpuSeconds(p.pid()) - before
-	}
-	return r
+	return tlsResult{bytes: total.Load(), errors: errs.Load(), firstErr: first.get(), elapsed: time.Since(start), cpu: cpu()}
 }
 
 // runHandshakes opens fresh TLS connections (full handshakes, no session
@@ -115,10 +108,7 @@ func runHandshakes(ctx context.Context, addr string, roots *x509.CertPool, worke
 	cfg := tlsClientConfig(roots)
 	var done, errs atomic.Int64
 	var first firstError
-	var before float64
-	if p != nil {
-		before = cpuSeconds(p.pid())
-	}
+	cpu := cpuMeter(p)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range workers {
@@ -138,11 +128,7 @@ func runHandshakes(ctx context.Context, addr string, roots *x509.CertPool, worke
 		}()
 	}
 	wg.Wait()
-	r := tlsResult{handshakes: done.Load(), errors: errs.Load(), firstErr: first.get(), elapsed: time.Since(start)}
-	if p != nil {
-		r.cpu = cpuSeconds(p.pid()) - before
-	}
-	return r
+	return tlsResult{handshakes: done.Load(), errors: errs.Load(), firstErr: first.get(), elapsed: time.Since(start), cpu: cpu()}
 }
 
 func handshakeOnce(ctx context.Context, addr string, cfg *tls.Config) error {

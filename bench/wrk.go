@@ -36,21 +36,9 @@ func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, er
 		"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
 		"-d", fmt.Sprintf("%ds", max(1, int(o.duration.Seconds()))),
 		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, scheme(o.tls)+"://"+addr+"/")
-	var before, beBefore float64
-	if p != nil {
-		before = cpuSeconds(p.pid())
-	}
-	if o.backend != nil {
-		beBefore = cpuSeconds(o.backend.pid())
-	}
+	cpu, beCPU := cpuMeter(p), cpuMeter(o.backend)
 	out, err := cmd.Output()
-	var r wrkResult
-	if p != nil {
-		r.cpu = cpuSeconds(p.pid()) - before
-	}
-	if o.backend != nil {
-		r.backend = cpuSeconds(o.backend.pid()) - beBefore
-	}
+	r := wrkResult{cpu: cpu(), backend: beCPU()}
 	if err != nil {
 		return r, fmt.Errorf("wrk: %v: %s", err, out)
 	}
