@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/gatehouse"
+	"github.com/gatehouse-dev/gatehouse/internal/gcfloor"
 )
 
 // runServe loads the configuration (file, GATEHOUSE_* variables, flags)
@@ -26,6 +27,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
+	// GOGC is the process's: the floor belongs to the process, not to
+	// the gateway (tests run many gateways in one process).
+	defer gcfloor.Start(ctx, uint64(cfg.Runtime.GCFloorMB)<<20).Stop()
 	g, err := gatehouse.New(cfg, logger)
 	if err != nil {
 		return err
@@ -42,6 +46,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return fmt.Errorf("demo: unexpected argument %q", args[0])
 	}
+	defer gcfloor.Start(ctx, uint64(config.Default().Runtime.GCFloorMB)<<20).Stop()
 	return gatehouse.RunDemo(ctx, stdout, gatehouse.DemoOptions{
 		Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

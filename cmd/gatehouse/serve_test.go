@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +15,16 @@ import (
 
 // TestServeEndToEnd runs `gatehouse serve` as a user would (temp data
 // dir, control token), drives it with `gatehouse ctl`, and stops it with
-// the signal context: serve returns nil after draining.
+// the signal context: serve returns nil after draining. While it runs,
+// its GC floor (runtime.gc_floor_mb) holds GOGC up; after, GOGC is back.
 func TestServeEndToEnd(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	gogc := func() int {
+		p := debug.SetGCPercent(base)
+		debug.SetGCPercent(p)
+		return p
+	}
 	mgmt := testutil.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -25,6 +35,7 @@ func TestServeEndToEnd(t *testing.T) {
 			"-data", t.TempDir(), "-zone", "apps.test", "-control-token", "tok",
 			"-http", "127.0.0.1:0", "-http-mode", "serve", "-https", "127.0.0.1:0", "-dns", "127.0.0.1:0",
 			"-management", mgmt, "-bus-listen", "127.0.0.1:0", "-drain-timeout", "5s",
+			"-runtime-gc-floor-mb", "512",
 		}, &bytes.Buffer{}, &logs)
 	}()
 	testutil.WaitFor(t, 20*time.Second, func() bool {
@@ -40,6 +51,12 @@ func TestServeEndToEnd(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode == 200
 	}, "serve never became ready")
+
+	// A serving process's live heap is tens of MB: far under 512 MiB.
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		runtime.GC()
+		return gogc() > 400
+	}, "GOGC never rose for the 512 MiB floor")
 
 	api := "http://" + mgmt
 	for _, args := range [][]string{
@@ -70,6 +87,9 @@ func TestServeEndToEnd(t *testing.T) {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("serve after cancel: %v", err)
+		}
+		if got := gogc(); got != base {
+			t.Errorf("GOGC = %d after serve returned, want %d back", got, base)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not return after its context ended")

@@ -30,6 +30,7 @@ type Config struct {
 	Auth       Auth      `yaml:"auth" json:"auth"`
 	Limits     Limits    `yaml:"limits" json:"limits"`
 	Log        Log       `yaml:"log" json:"log"`
+	Runtime    Runtime   `yaml:"runtime" json:"runtime"`
 
 	// TrustedProxies are the peers (CIDR prefixes; a bare IP means one
 	// address) whose Forwarded/X-Forwarded-* headers are believed. Empty
@@ -193,6 +194,14 @@ type Limits struct {
 	MaxKeys int `yaml:"max_keys" json:"max_keys"`
 }
 
+// Runtime tunes the Go runtime of the serving process.
+type Runtime struct {
+	// GCFloorMB is the heap size, in MiB, below which the garbage
+	// collector does not run (internal/gcfloor); 0 leaves Go's default
+	// pacing. A GOMEMLIMIT still applies, and GOGC=off is left alone.
+	GCFloorMB int `yaml:"gc_floor_mb" json:"gc_floor_mb"`
+}
+
 // Log is logging.
 type Log struct {
 	// Level is debug, info (default), warn or error.
@@ -227,6 +236,7 @@ func Default() Config {
 		Auth:              Auth{MaxSubjects: 10000},
 		Limits:            Limits{Requests: 600, Window: 60 * time.Second, UnknownRequests: 100, MaxKeys: 100000},
 		Log:               Log{Level: "info"},
+		Runtime:           Runtime{GCFloorMB: 64},
 		DrainTimeout:      30 * time.Second,
 		HostTTL:           60 * time.Second,
 		HeartbeatInterval: 5 * time.Second,

@@ -67,6 +67,7 @@ var keys = []key{
 	{"heartbeat_interval", "heartbeat-interval", "host heartbeat interval", func(c *Config) any { return &c.HeartbeatInterval }},
 	{"reverify_interval", "reverify-interval", "repeat every host's challenge this often", func(c *Config) any { return &c.ReverifyInterval }},
 	{"log.level", "log-level", "log level: debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
+	{"runtime.gc_floor_mb", "runtime-gc-floor-mb", "heap MiB below which Go's garbage collector does not run (0: Go's default pacing)", func(c *Config) any { return &c.Runtime.GCFloorMB }},
 }
 
 // set parses s into k's field of c. list says whether s is one value of a

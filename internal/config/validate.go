@@ -232,6 +232,11 @@ func (c *Config) validateAuth() error {
 	return nil
 }
 
+// maxGCFloorMB bounds runtime.gc_floor_mb at 64 GiB: a floor is about
+// the garbage between collections, not a reservation, and a larger one is
+// more likely a unit mistake.
+const maxGCFloorMB = 64 << 10
+
 func (c *Config) validateLimits() error {
 	for _, n := range []struct {
 		key string
@@ -244,6 +249,9 @@ func (c *Config) validateLimits() error {
 		if n.v <= 0 {
 			return bad(n.key, "must be positive, got %d", n.v)
 		}
+	}
+	if n := c.Runtime.GCFloorMB; n < 0 || n > maxGCFloorMB {
+		return bad("runtime.gc_floor_mb", "must be 0 (off) to %d MiB, got %d", maxGCFloorMB, n)
 	}
 	if c.Limits.Window <= 0 {
 		return bad("limits.window", "must be positive, got %s", c.Limits.Window)

@@ -26,7 +26,8 @@ var allowed = map[string][]string{
 	"internal/api":       {"internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth"},
 	"internal/config":    {"internal/route", "internal/cluster"},
 	"internal/gatehouse": {"*"},
-	"cmd/gatehouse":      {"internal/gatehouse", "internal/config", "host"},
+	"internal/gcfloor":   {},
+	"cmd/gatehouse":      {"internal/gatehouse", "internal/config", "internal/gcfloor", "host"},
 }
 
 // dataPlane must not reach the bus, even indirectly: it reads route.Live,
