@@ -113,14 +113,21 @@ func (f *Floor) adjustLocked() {
 }
 
 // percentFor is the GOGC that makes the goal of a heap with live bytes
-// marked at least floor, and never below base. Below the runtime's heap
-// minimum the goal is that minimum scaled by GOGC, so live counts as
-// heapMinimum there.
+// marked at least floor, and never below base. The runtime's goal is the
+// larger of live × (1 + GOGC/100) and its heap minimum scaled by GOGC/100,
+// so a heap at or under that minimum needs only the latter at the floor.
 func percentFor(live, floor uint64, base int) int {
-	live = max(live, heapMinimum)
-	if live*uint64(100+base)/100 >= floor {
-		return base
+	var p uint64
+	if live <= heapMinimum {
+		if heapMinimum*uint64(max(base, 0))/100 >= floor {
+			return base
+		}
+		p = (floor*100 + heapMinimum - 1) / heapMinimum // ceil(floor / heapMinimum × 100)
+	} else {
+		if live*uint64(100+base)/100 >= floor {
+			return base
+		}
+		p = (floor*100+live-1)/live - 100 // ceil(floor / live × 100) - 100
 	}
-	p := (floor*100 + live - 1) / live // ceil(floor / live × 100)
-	return int(min(max(p-100, uint64(base)), maxPercent))
+	return int(min(max(p, uint64(base)), maxPercent))
 }

@@ -147,8 +147,9 @@ func TestPercentFor(t *testing.T) {
 		live, floor uint64
 		base, want  int
 	}{
-		{0, 64 * mb, 100, 1500},       // before any mark: the heap minimum scales with GOGC
-		{4 * mb, 64 * mb, 100, 1500},  // 4 MiB × 16 = 64 MiB
+		{0, 64 * mb, 100, 1600},       // before any mark: the 4 MiB heap minimum × 16 = 64 MiB
+		{4 * mb, 64 * mb, 100, 1600},  // at the minimum: the same
+		{2 * mb, 2 * mb, 100, 100},    // the minimum is above the floor already
 		{5 * mb, 64 * mb, 100, 1180},  // ceil(1280) - 100
 		{32 * mb, 64 * mb, 100, 100},  // 32 × 2 = 64: the ordinary goal already
 		{300 * mb, 64 * mb, 100, 100}, // a large heap: base
