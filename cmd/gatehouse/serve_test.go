@@ -5,11 +5,11 @@ import (
 	"context"
 	"net/http"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/gcfloor"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -18,13 +18,7 @@ import (
 // the signal context: serve returns nil after draining. While it runs,
 // its GC floor (runtime.gc_floor_mb) holds GOGC up; after, GOGC is back.
 func TestServeEndToEnd(t *testing.T) {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
-	gogc := func() int {
-		p := debug.SetGCPercent(base)
-		debug.SetGCPercent(p)
-		return p
-	}
+	base := gcfloor.GOGC()
 	mgmt := testutil.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -55,7 +49,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// A serving process's live heap is tens of MB: far under 512 MiB.
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		runtime.GC()
-		return gogc() > 400
+		return gcfloor.GOGC() > 400
 	}, "GOGC never rose for the 512 MiB floor")
 
 	api := "http://" + mgmt
@@ -88,7 +82,7 @@ func TestServeEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("serve after cancel: %v", err)
 		}
-		if got := gogc(); got != base {
+		if got := gcfloor.GOGC(); got != base {
 			t.Errorf("GOGC = %d after serve returned, want %d back", got, base)
 		}
 	case <-time.After(15 * time.Second):

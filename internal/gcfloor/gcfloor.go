@@ -2,7 +2,6 @@ package gcfloor
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -17,7 +16,22 @@ const heapMinimum = 4 << 20
 // live heap is already far past any floor worth asking for.
 const maxPercent = 1 << 16
 
-const liveMetric = "/gc/heap/live:bytes"
+const (
+	liveMetric = "/gc/heap/live:bytes"
+	gogcMetric = "/gc/gogc:percent"
+)
+
+// GOGC is the collector's percentage in force now (-1 for off), read
+// without setting it, as debug.SetGCPercent would.
+func GOGC() int {
+	s := []metrics.Sample{{Name: gogcMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 100
+	}
+	// The runtime reports off as -1 stored in the uint64.
+	return int(int64(s[0].Value.Uint64()))
+}
 
 // Floor holds the heap goal at or above its floor until its context ends
 // or Stop is called.
@@ -44,9 +58,7 @@ type sentinel struct {
 // is called, then restores GOGC. A zero floor, or GOGC=off, makes a Floor
 // that does nothing.
 func Start(ctx context.Context, floor uint64) *Floor {
-	f := &Floor{floor: floor, sample: []metrics.Sample{{Name: liveMetric}}}
-	f.base = debug.SetGCPercent(100)
-	debug.SetGCPercent(f.base)
+	f := &Floor{floor: floor, base: GOGC(), sample: []metrics.Sample{{Name: liveMetric}}}
 	f.percent = f.base
 	if floor == 0 || f.base < 0 {
 		f.stopped = true
@@ -106,7 +118,7 @@ func (f *Floor) adjustLocked() {
 	}
 	p := percentFor(live, f.floor, f.base)
 	// Small moves are not worth a pacer update each cycle.
-	if p != f.percent && (p == f.base || math.Abs(float64(p-f.percent)) > float64(f.percent)/16) {
+	if d := p - f.percent; d != 0 && (p == f.base || max(d, -d) > f.percent/16) {
 		debug.SetGCPercent(p)
 		f.percent = p
 	}

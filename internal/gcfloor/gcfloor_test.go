@@ -12,12 +12,6 @@ import (
 // The tests change the process's GOGC, so none runs in parallel, and
 // each leaves GOGC as it found it.
 
-func gogc() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
-}
-
 func cycles() uint64 {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
@@ -52,7 +46,7 @@ func settle(t *testing.T, f *Floor, want func(int) bool) {
 }
 
 func TestFloorSpacesCollections(t *testing.T) {
-	defer debug.SetGCPercent(gogc())
+	defer debug.SetGCPercent(GOGC())
 	runtime.GC()
 	without := churn(256 << 20)
 
@@ -69,13 +63,13 @@ func TestFloorSpacesCollections(t *testing.T) {
 	if with > 8 {
 		t.Fatalf("with a 64 MiB floor: %d collections, want 8 or fewer", with)
 	}
-	if got := f.Percent(); gogc() != got {
-		t.Fatalf("Percent() = %d, runtime GOGC = %d", got, gogc())
+	if got := f.Percent(); GOGC() != got {
+		t.Fatalf("Percent() = %d, runtime GOGC = %d", got, GOGC())
 	}
 }
 
 func TestFloorStepsAsideForALargeHeap(t *testing.T) {
-	defer debug.SetGCPercent(gogc())
+	defer debug.SetGCPercent(GOGC())
 	f := Start(context.Background(), 16<<20)
 	defer f.Stop()
 	settle(t, f, func(p int) bool { return p > 100 })
@@ -86,7 +80,7 @@ func TestFloorStepsAsideForALargeHeap(t *testing.T) {
 		live[i] = make([]byte, 1<<20)
 	}
 	settle(t, f, func(p int) bool { return p == 100 })
-	if got := gogc(); got != 100 {
+	if got := GOGC(); got != 100 {
 		t.Fatalf("GOGC = %d with 48 MiB live over a 16 MiB floor, want 100", got)
 	}
 	runtime.KeepAlive(live)
@@ -101,9 +95,9 @@ func TestStopRestoresGOGC(t *testing.T) {
 	settle(t, f, func(p int) bool { return p > 150 })
 	cancel()
 	deadline := time.Now().Add(5 * time.Second)
-	for gogc() != 150 {
+	for GOGC() != 150 {
 		if time.Now().After(deadline) {
-			t.Fatalf("GOGC = %d after the context ended, want 150 back", gogc())
+			t.Fatalf("GOGC = %d after the context ended, want 150 back", GOGC())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -112,7 +106,7 @@ func TestStopRestoresGOGC(t *testing.T) {
 		runtime.GC()
 	}
 	time.Sleep(10 * time.Millisecond)
-	if got := gogc(); got != 150 {
+	if got := GOGC(); got != 150 {
 		t.Fatalf("GOGC = %d after collections past Stop, want 150", got)
 	}
 	f.Stop() // twice is fine
@@ -134,10 +128,21 @@ func TestFloorLeavesGOGCAlone(t *testing.T) {
 			runtime.GC()
 			runtime.GC()
 			time.Sleep(10 * time.Millisecond)
-			if got := gogc(); got != tc.gogc {
+			if got := GOGC(); got != tc.gogc {
 				t.Fatalf("GOGC = %d, want %d untouched", got, tc.gogc)
 			}
 		})
+	}
+}
+
+func TestGOGCReadsWithoutSetting(t *testing.T) {
+	for _, want := range []int{150, -1, 100} {
+		old := debug.SetGCPercent(want)
+		got := GOGC()
+		debug.SetGCPercent(old)
+		if got != want {
+			t.Errorf("GOGC() = %d after SetGCPercent(%d)", got, want)
+		}
 	}
 }
 
