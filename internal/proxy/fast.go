@@ -66,7 +66,7 @@ type fastPool struct {
 type fconn struct {
 	net.Conn
 	br     *bufio.Reader
-	bw     *bufio.Writer
+	wb     reqHead   // the request head, sent in one write
 	idle   time.Time // when it was put back
 	reused bool
 	abort  func() // unblocks a read or write: the client went away
@@ -140,7 +140,7 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 		return nil, err
 	}
 	conn = sock.Wrap(conn)
-	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}
+	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), wb: reqHead{b: make([]byte, 0, 1<<10)}}
 	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	return c, nil
 }
@@ -396,17 +396,29 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 			_ = c.Close()
 		}
 	}()
-	if err := p.writeFast(c.bw, in, a); err != nil {
+	c.wb.b = c.wb.b[:0]
+	if err := p.writeFast(&c.wb, in, a); err != nil {
 		return ctx.Err() == nil, err
 	}
 	if headTimeout > 0 {
 		c.startHead(headTimeout)
 	}
+	// The host answers only once it has the head, so the first read
+	// sends it and then waits (sock.Conn.Ask): no read that finds nothing.
+	if ak, ok := c.Conn.(asker); ok && c.br.Buffered() == 0 {
+		ak.Ask(c.wb.b)
+	} else if _, err := c.Conn.Write(c.wb.b); err != nil {
+		return ctx.Err() == nil, err
+	}
+	if cap(c.wb.b) > maxKeptHead {
+		c.wb.b = nil // a rare big head is not kept with the connection
+	}
 	var res fastResp
 	for n1xx := 0; ; n1xx++ {
 		if err := readFastHead(c.br, &res); err != nil {
-			// Nothing at all came back (no timeout, the client still
-			// there): on a reused connection, the host had closed it.
+			// Nothing at all came back, or the head did not go out (no
+			// timeout, the client still there): on a reused connection,
+			// the host had closed it.
 			dead := n1xx == 0 && ctx.Err() == nil && !isTimeout(err) && (err == io.EOF || isConnBroken(err)) &&
 				!errors.Is(err, io.ErrUnexpectedEOF)
 			return dead, err
@@ -466,8 +478,29 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	return false, nil
 }
 
-// writeFast writes the request head to bw and flushes it.
-func (p *Proxy) writeFast(bw *bufio.Writer, in *http.Request, a *attempt) error {
+// asker is a connection whose next read can send the request it waits
+// an answer to (internal/sock, on Linux).
+type asker interface{ Ask(p []byte) }
+
+// maxKeptHead bounds the head buffer a pooled connection keeps.
+const maxKeptHead = 64 << 10
+
+// reqHead gathers a request head, so that it goes to the host in one
+// write and can ride on the read that waits for the answer.
+type reqHead struct{ b []byte }
+
+func (h *reqHead) WriteString(s string) (int, error) {
+	h.b = append(h.b, s...)
+	return len(s), nil
+}
+
+func (h *reqHead) WriteByte(c byte) error {
+	h.b = append(h.b, c)
+	return nil
+}
+
+// writeFast writes the request head to bw.
+func (p *Proxy) writeFast(bw *reqHead, in *http.Request, a *attempt) error {
 	path := in.URL.EscapedPath()
 	if path == "" {
 		path = "/"
@@ -525,10 +558,10 @@ func (p *Proxy) writeFast(bw *bufio.Writer, in *http.Request, a *attempt) error 
 		_, _ = bw.WriteString("\r\n")
 	}
 	_, _ = bw.WriteString("\r\n")
-	return bw.Flush()
+	return nil
 }
 
-func writeField(bw *bufio.Writer, k, v string) {
+func writeField(bw *reqHead, k, v string) {
 	_, _ = bw.WriteString(k)
 	_, _ = bw.WriteString(": ")
 	writeValue(bw, textproto.TrimString(v))
@@ -536,7 +569,7 @@ func writeField(bw *bufio.Writer, k, v string) {
 }
 
 // writeValue writes v with CR and LF as spaces, as net/http's client does.
-func writeValue(bw *bufio.Writer, v string) {
+func writeValue(bw *reqHead, v string) {
 	for {
 		i := strings.IndexAny(v, "\r\n")
 		if i < 0 {

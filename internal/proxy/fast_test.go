@@ -87,7 +87,11 @@ func (s *scripted) serve(c net.Conn) {
 		resp := s.resp
 		s.mu.Unlock()
 		body, closeAfter := strings.CutSuffix(resp, "\x00close")
-		if _, err := io.WriteString(c, body); err != nil || closeAfter {
+		body, reset := strings.CutSuffix(body, "\x00reset")
+		if reset {
+			_ = c.(*net.TCPConn).SetLinger(0) // Close sends a reset
+		}
+		if _, err := io.WriteString(c, body); err != nil || closeAfter || reset {
 			return
 		}
 	}
@@ -283,6 +287,16 @@ func TestFastPathRetriesAClosedKeptAliveConnection(t *testing.T) {
 	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	if s := get(); s != 200 {
 		t.Fatalf("request after the host closed the pooled connection: %d", s)
+	}
+	// The same with a reset: writing the next head there fails at once.
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x00reset")
+	if s := get(); s != 200 {
+		t.Fatalf("request answered before the reset: %d", s)
+	}
+	time.Sleep(20 * time.Millisecond) // the reset reaches the pooled connection
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if s := get(); s != 200 {
+		t.Fatalf("request after the host reset the pooled connection: %d", s)
 	}
 }
 

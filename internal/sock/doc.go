@@ -12,5 +12,10 @@
 // that would block and honours deadlines, but the calls themselves run as
 // ordinary code.
 //
+// Ask saves a read per exchange on the hosts' pool: the request is written
+// by the read that waits for its answer, which then waits for readiness
+// first instead of trying a read that, that soon after sending, finds
+// nothing (EAGAIN) almost every time.
+//
 // Linux only: elsewhere Wrap returns the connection as it is.
 package sock

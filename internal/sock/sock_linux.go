@@ -25,6 +25,12 @@ type Conn struct {
 	rerr   syscall.Errno
 	readFn func(fd uintptr) bool
 
+	// ask is written by the next Read before it waits (Ask); askErr is
+	// that write's failure, askStuck says the socket took only part.
+	ask      []byte
+	askErr   syscall.Errno
+	askStuck bool
+
 	wmu     sync.Mutex // one Write at a time owns wp/wn/werr
 	wp      []byte
 	wn      int
@@ -49,6 +55,9 @@ func Wrap(c net.Conn) net.Conn {
 }
 
 func (c *Conn) read(fd uintptr) bool {
+	if c.ask != nil {
+		return c.sendAsk(fd)
+	}
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.rp))), uintptr(len(c.rp)))
 		switch e {
@@ -65,17 +74,79 @@ func (c *Conn) read(fd uintptr) bool {
 	}
 }
 
+// Ask has p written at the start of the next Read, which then waits for
+// the peer's answer without first trying to read it. Use it for a request
+// whose answer the peer sends only after reading it (a host's HTTP/1.1
+// response, nothing pipelined): a read right after sending finds nothing
+// (EAGAIN) almost every time, a system call per exchange for nothing.
+//
+// Why it has to be the Read that writes: the runtime forgets readiness it
+// saw before a read begins, so a read that skipped its first attempt
+// could wait forever for an answer that came before it. Written inside
+// the read, p goes out after that point, and so does its answer's edge.
+//
+// p must stay untouched until that Read returns; the caller must not
+// Write concurrently. A failed write is the Read's error (Op "write");
+// when the socket takes only part of p, the Read writes the rest as
+// Write does and then reads as usual.
+func (c *Conn) Ask(p []byte) {
+	if len(p) == 0 {
+		return // nothing sent: the read must try first
+	}
+	c.rmu.Lock()
+	c.ask, c.askErr, c.askStuck = p, 0, false
+	c.rmu.Unlock()
+}
+
+// sendAsk writes c.ask as read's first step. It reports false, so that
+// the netpoller waits for readiness, once all of it is written.
+func (c *Conn) sendAsk(fd uintptr) bool {
+	for len(c.ask) > 0 {
+		p := c.ask
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		switch e {
+		case 0:
+			c.ask = p[n:]
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			c.askStuck = true
+			return true
+		}
+		c.askErr = e
+		return true
+	}
+	c.ask = nil
+	return false
+}
+
 // Read reads as net.TCPConn's Read does.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return c.TCPConn.Read(p)
 	}
 	c.rmu.Lock()
+	asked := c.ask != nil
 	c.rp, c.rn, c.rerr = p, 0, 0
 	err := c.rc.Read(c.readFn)
 	n, errno := c.rn, c.rerr
-	c.rp = nil
+	rest, askErr, stuck := c.ask, c.askErr, c.askStuck
+	c.rp, c.ask, c.askErr, c.askStuck = nil, nil, 0, false
 	c.rmu.Unlock()
+	if asked {
+		switch {
+		case askErr != 0:
+			return 0, c.opError("write", os.NewSyscallError("write", askErr))
+		case stuck && err == nil:
+			// The socket is full: the rest waits for room as Write's
+			// would, and the read starts over with its usual attempt.
+			if _, err := c.Write(rest); err != nil {
+				return 0, err
+			}
+			return c.Read(p)
+		}
+	}
 	switch {
 	case err != nil:
 		return 0, c.opError("read", unwrapRaw(err))

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -247,5 +249,164 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// readCalls returns how many read system calls the process has made.
+func readCalls(t testing.TB) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no /proc/self/io: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no syscr in /proc/self/io")
+	return 0
+}
+
+// TestAsk: the request rides on the read that waits for its answer, and
+// every way that write can go is reported as a write would.
+func TestAsk(t *testing.T) {
+	cases := []struct {
+		name string
+		want string
+		run  func(t *testing.T, c *Conn, peer *net.TCPConn) string
+	}{
+		{"answer", "n=4 ok pong peer=ping", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, 4)
+				n, _ := io.ReadFull(peer, buf)
+				got <- string(buf[:n])
+				_, _ = peer.Write([]byte("pong"))
+			}()
+			c.Ask([]byte("ping"))
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			return describe(n, err) + " " + string(buf[:n]) + " peer=" + <-got
+		}},
+		{"reset", "reset-or-pipe op=write", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			_ = peer.SetLinger(0)
+			peer.Close()
+			time.Sleep(20 * time.Millisecond)
+			c.Ask([]byte("ping"))
+			_, err := c.Read(make([]byte, 8))
+			var oe *net.OpError
+			if (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && errors.As(err, &oe) {
+				return "reset-or-pipe op=" + oe.Op
+			}
+			return describe(0, err)
+		}},
+		{"deadline-past-sends-nothing", "[timeout deadline op=read net=tcp] peer=x", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			_ = c.SetReadDeadline(time.Now().Add(-time.Second))
+			c.Ask([]byte("ping"))
+			out := describe(c.Read(make([]byte, 8)))
+			// The ask is dropped with the failed read: a plain write
+			// follows, and the peer sees only it.
+			_ = c.SetReadDeadline(time.Time{})
+			_, _ = c.Write([]byte("x"))
+			_ = c.CloseWrite()
+			got, _ := io.ReadAll(peer)
+			return out + " peer=" + string(got)
+		}},
+		{"no-answer-times-out", "[timeout deadline op=read net=tcp] peer=ping", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+			c.Ask([]byte("ping"))
+			out := describe(c.Read(make([]byte, 8)))
+			buf := make([]byte, 4)
+			n, _ := io.ReadFull(peer, buf)
+			return out + " peer=" + string(buf[:n])
+		}},
+		{"peer-closes", "[eof] peer=ping", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, 4)
+				n, _ := io.ReadFull(peer, buf)
+				got <- string(buf[:n])
+				peer.Close()
+			}()
+			c.Ask([]byte("ping"))
+			return describe(c.Read(make([]byte, 8))) + " peer=" + <-got
+		}},
+		{"full-socket", "n=4 ok done same", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			// Far more than the socket buffers take: the ask stops at
+			// EAGAIN, the rest is written as Write would, then read.
+			data := bytes.Repeat([]byte("0123456789abcdef"), 1<<20)
+			sum := make(chan [32]byte, 1)
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				h := sha256.New()
+				_, _ = io.CopyN(h, peer, int64(len(data)))
+				var s [32]byte
+				copy(s[:], h.Sum(nil))
+				sum <- s
+				_, _ = peer.Write([]byte("done"))
+			}()
+			c.Ask(data)
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			out := describe(n, err) + " " + string(buf[:n])
+			if <-sum == sha256.Sum256(data) {
+				return out + " same"
+			}
+			return out + " differs"
+		}},
+		{"empty-ask-reads-first", "n=3 ok abc", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			// Nothing to send: the read must try before it waits, or
+			// bytes already there would wait for the next edge.
+			_, _ = peer.Write([]byte("abc"))
+			time.Sleep(20 * time.Millisecond)
+			c.Ask([]byte{})
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			return describe(n, err) + " " + string(buf[:n])
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t, Wrap)
+			if got := tc.run(t, c.(*Conn), peer); got != tc.want {
+				t.Errorf("%s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAskSavesARead: an exchange sent with Ask makes one read system call
+// fewer than a write followed by a read, which finds nothing (EAGAIN)
+// before it waits.
+func TestAskSavesARead(t *testing.T) {
+	const rounds = 200
+	count := func(ask bool) int {
+		c, peer := pair(t, Wrap)
+		go func() { _, _ = io.Copy(peer, peer) }()
+		msg := []byte("ping")
+		buf := make([]byte, 4)
+		before := readCalls(t)
+		for range rounds {
+			if ask {
+				c.(*Conn).Ask(msg)
+			} else if _, err := c.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return readCalls(t) - before
+	}
+	plain, ask := count(false), count(true)
+	t.Logf("read calls over %d exchanges (both ends): write+read %d, ask %d", rounds, plain, ask)
+	if ask > plain-rounds/2 {
+		t.Errorf("ask made %d read calls, write+read %d: want at least %d fewer", ask, plain, rounds/2)
 	}
 }
