@@ -1,8 +1,10 @@
 package edge
 
 import (
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
@@ -104,6 +106,15 @@ func (c *trackedConn) Close() error {
 		c.t.done()
 	})
 	return err
+}
+
+// SyscallConn exposes the socket, so that the lane can watch an idle
+// connection's without a goroutine.
+func (c *trackedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // trackingListener counts every accepted connection.

@@ -32,6 +32,16 @@
 // A TLS connection handed over is no longer a *tls.Conn to net/http; it
 // still reports its ConnectionState, from which the edge restores r.TLS.
 //
+// An idle plaintext connection holds no goroutine: on Linux the lane puts
+// its socket in an epoll set of its own and one goroutine, started with the
+// first idle connection and ended by Close, resumes a connection when its
+// next request (or its end) arrives, and closes those idle past
+// IdleTimeout. A connection's first wait is parked at once; on a
+// connection the client has come back to, the serving goroutine waits a
+// short while itself first (warmFor), so a busy connection does not go
+// through the set between its requests. TLS connections wait on a
+// goroutine, as crypto/tls may hold a record it has read.
+//
 // A client that leaves mid-request cancels the request's context, as with
 // net/http, but not at once: the lane starts reading the connection in the
 // background only once a bodiless request has run for half a second

@@ -60,12 +60,15 @@ type Server struct {
 	conns    map[*conn]struct{}
 	zero     chan struct{} // closed while no connection is served
 	dateText atomic.Pointer[dateText]
-	pool     sync.Pool      // *exchange
+	pool     sync.Pool // *exchange
+	bufs     sync.Pool // *[idleBuf]byte
+	parker   *parker
 	wg       sync.WaitGroup // goroutines that took over an idle connection
 	closed   bool           // Close was called (under mu): no more of them
 }
 
-// New validates o. It starts nothing.
+// New validates o. It starts nothing; the first connection to fall idle
+// starts the goroutine that watches idle connections, which Close ends.
 func New(o Options) (*Server, error) {
 	if o.Handler == nil || o.Handoff == nil {
 		return nil, errors.New("lane: Handler and Handoff are required")
@@ -81,6 +84,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{opts: o, log: o.Logger, size: maxHead, conns: map[*conn]struct{}{}, zero: make(chan struct{})}
 	close(s.zero)
+	s.parker = newParker(s)
 	if o.MaxHeaderBytes > 0 && o.MaxHeaderBytes < s.size {
 		s.size = o.MaxHeaderBytes
 	}
@@ -109,10 +113,12 @@ type conn struct {
 	// buf[:n] holds bytes read and not yet served. It is small while the
 	// connection waits (an idle connection holds no more than this) and
 	// the exchange's larger buffer when a head outgrows it.
-	buf      []byte
-	n        int
-	small    [idleBuf]byte
-	deadline time.Time // the read deadline last set
+	buf   []byte
+	n     int
+	small *[idleBuf]byte // pooled: a parked connection holds none
+	// registered says the socket is in the parker's epoll set.
+	registered bool
+	deadline   time.Time // the read deadline last set
 	// idleDeadline says deadline ends a wait for the next request (idle
 	// or warm): a head that began in it gets ReadHeaderTimeout from its
 	// next read instead.
@@ -237,7 +243,7 @@ func (s *Server) putExchange(x *exchange) {
 // goroutine. The Server owns c from the call on.
 func (s *Server) ServeConn(c net.Conn) {
 	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String()}
-	cn.buf = cn.small[:min(idleBuf, s.size)]
+	cn.acquireBuf()
 	if cs, ok := c.(connectionStater); ok {
 		st := cs.ConnectionState() // the handshake is done: the caller's job
 		cn.tls = &st
@@ -254,34 +260,68 @@ func (s *Server) ServeConn(c net.Conn) {
 }
 
 // run serves the connection. When it has been idle between requests for
-// warmFor, the wait for the next one continues on a fresh goroutine and
-// run returns: the handler grows a goroutine's stack to what the whole
-// chain needs, and an idle keep-alive connection should not hold that
-// (most of its memory otherwise). The Server owns those goroutines (s.wg).
+// warmFor (or after its first request), run returns and the wait for the
+// next one goes to the parker, which holds the connection with no
+// goroutine, or else to a fresh goroutine: the handler grows a
+// goroutine's stack to what the whole chain needs, and an idle keep-alive
+// connection should not hold that (most of its memory otherwise). The
+// Server owns those goroutines (s.wg).
 func (cn *conn) run(first bool) {
 	s := cn.s
 	handed, idle := cn.serve(first)
 	if idle {
-		// Under the lock, so that no Add comes after Close's Wait began.
-		s.mu.Lock()
-		closed := s.closed
-		if !closed {
-			s.wg.Add(1)
+		if s.parker.park(cn) {
+			return
 		}
-		s.mu.Unlock()
-		if !closed {
-			go func() {
-				defer s.wg.Done()
-				cn.run(false)
-			}()
+		if s.goOn(cn) {
 			return
 		}
 		_ = cn.c.Close()
 	}
+	cn.finish(handed)
+}
+
+// goOn serves cn on a fresh goroutine, unless Close has begun.
+func (s *Server) goOn(cn *conn) bool {
+	// Under the lock, so that no Add comes after Close's Wait began.
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if closed {
+		return false
+	}
+	go func() {
+		defer s.wg.Done()
+		cn.acquireBuf()
+		cn.run(false)
+	}()
+	return true
+}
+
+// resume serves a parked connection whose socket became readable.
+func (s *Server) resume(cn *conn) {
+	if !s.goOn(cn) {
+		cn.end()
+	}
+}
+
+// end closes an idle connection nobody serves.
+func (cn *conn) end() {
+	_ = cn.c.Close()
+	cn.finish(nil)
+}
+
+// finish lets go of a connection that is closed or handed off.
+func (cn *conn) finish(handed net.Conn) {
+	s := cn.s
 	if cn.x != nil {
 		s.putExchange(cn.x)
 		cn.x = nil
 	}
+	cn.releaseBuf()
 	cn.cancel()
 	if cn.watch != nil {
 		cn.watch.Stop()
@@ -290,6 +330,27 @@ func (cn *conn) run(first bool) {
 	if handed != nil {
 		s.opts.Handoff(handed)
 	}
+}
+
+// acquireBuf gives the connection its small read buffer, if it has none.
+func (cn *conn) acquireBuf() {
+	if cn.small == nil {
+		b, _ := cn.s.bufs.Get().(*[idleBuf]byte)
+		if b == nil {
+			b = new([idleBuf]byte)
+		}
+		cn.small = b
+	}
+	cn.buf = cn.small[:min(idleBuf, cn.s.size)]
+}
+
+// releaseBuf pools the small read buffer; nothing in it is unserved.
+func (cn *conn) releaseBuf() {
+	if cn.small != nil {
+		cn.s.bufs.Put(cn.small)
+		cn.small = nil
+	}
+	cn.buf = nil
 }
 
 func (s *Server) add(cn *conn) bool {
@@ -319,6 +380,7 @@ func (s *Server) remove(cn *conn) {
 // when none is left, or with ctx's error; Close then cuts the rest.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	s.parker.closeAll(false)
 	s.mu.Lock()
 	for cn := range s.conns {
 		if cn.state.Load() == stateIdle {
@@ -347,6 +409,7 @@ func (s *Server) Close() error {
 		_ = cn.c.Close()
 	}
 	s.mu.Unlock()
+	s.parker.closeAll(true)
 	s.wg.Wait() // the goroutines that took over idle connections end with them
 	return nil
 }

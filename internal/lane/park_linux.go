@@ -1,0 +1,214 @@
+//go:build linux
+
+package lane
+
+import (
+	"sync"
+	"syscall"
+	"time"
+)
+
+// parker holds idle plaintext connections without a goroutine each: their
+// sockets sit in an epoll set of its own (one-shot, readable or closed),
+// and one goroutine waits on it and starts a connection's goroutine again
+// when its next request (or its end) arrives. An idle connection waiting
+// on the runtime's netpoller instead holds a parked goroutine (its g, a
+// 2 KiB stack) and a read buffer: most of its memory.
+//
+// The woken goroutine reads first, as any new wait does, so a wake-up for
+// nothing (a stale event) costs a read, never a lost request. The idle
+// timeout is the parker's: a sweep closes connections idle past it, up to
+// a sweep period late.
+type parker struct {
+	s *Server
+
+	mu      sync.Mutex
+	epfd    int // -1: not started, or failed (connections wait as before)
+	wake    [2]int
+	parked  map[int32]*conn
+	stopped bool
+	done    chan struct{} // closed when the loop has ended
+}
+
+// rawConner is a connection whose socket the parker can watch.
+type rawConner interface {
+	SyscallConn() (syscall.RawConn, error)
+}
+
+func newParker(s *Server) *parker {
+	return &parker{s: s, epfd: -1, parked: map[int32]*conn{}}
+}
+
+// start creates the epoll set and the loop's goroutine; under p.mu.
+func (p *parker) start() bool {
+	if p.epfd >= 0 {
+		return true
+	}
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	if err := syscall.Pipe2(p.wake[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		syscall.Close(epfd)
+		return false
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(p.wake[0])}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wake[0], &ev); err != nil {
+		syscall.Close(epfd)
+		syscall.Close(p.wake[0])
+		syscall.Close(p.wake[1])
+		return false
+	}
+	p.epfd = epfd
+	p.done = make(chan struct{})
+	go p.loop(epfd, p.done)
+	return true
+}
+
+// park takes cn, idle with nothing read, off its goroutine. It reports
+// false when it cannot (TLS, no socket, drain or Close begun): the caller
+// waits as before.
+func (p *parker) park(cn *conn) bool {
+	if cn.tls != nil || cn.n != 0 || cn.x != nil {
+		return false // a TLS connection may hold a record it has read
+	}
+	rc, ok := cn.c.(rawConner)
+	if !ok {
+		return false
+	}
+	raw, err := rc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	var stale *conn
+	defer func() {
+		p.mu.Unlock()
+		if stale != nil {
+			stale.end()
+		}
+	}()
+	// Checked under p.mu: Shutdown sets draining before it takes p.mu to
+	// close what is parked, so nothing parks after that sweep.
+	if p.stopped || p.s.draining.Load() || !p.start() {
+		return false
+	}
+	var fd int32 = -1
+	err = raw.Control(func(sfd uintptr) {
+		fd = int32(sfd)
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: fd}
+		op := syscall.EPOLL_CTL_MOD
+		if !cn.registered {
+			op = syscall.EPOLL_CTL_ADD
+		}
+		// Registering checks readiness now: bytes that came before it
+		// are an event at once, not a lost one.
+		err = syscall.EpollCtl(p.epfd, op, int(sfd), &ev)
+	})
+	if err != nil || fd < 0 {
+		return false
+	}
+	cn.registered = true
+	if old := p.parked[fd]; old != nil && old != cn {
+		// That socket was closed under the parker (its number is taken
+		// again): the connection it held is over.
+		delete(p.parked, fd)
+		stale = old
+	}
+	cn.state.Store(stateIdle)
+	cn.releaseBuf()
+	if cn.watch != nil {
+		cn.watch.Stop() // a timer less while idle; the next request makes one
+		cn.watch = nil
+	}
+	p.parked[fd] = cn
+	return true
+}
+
+// sweepEvery bounds how late an idle timeout closes a parked connection.
+func (p *parker) sweepEvery() time.Duration {
+	t := p.s.opts.IdleTimeout
+	if t <= 0 || t > 4*time.Second {
+		return time.Second
+	}
+	return max(t/4, 10*time.Millisecond)
+}
+
+func (p *parker) loop(epfd int, done chan struct{}) {
+	defer close(done)
+	events := make([]syscall.EpollEvent, 128)
+	every := p.sweepEvery()
+	next := time.Now().Add(every)
+	for {
+		ms := int((max(time.Until(next), 0) + time.Millisecond - 1) / time.Millisecond)
+		n, err := syscall.EpollWait(epfd, events, ms)
+		if err != nil && err != syscall.EINTR {
+			p.s.log.Error("lane: epoll_wait", "err", err)
+			n = 0
+			time.Sleep(every) // not a spin; the sweep still runs
+		}
+		p.mu.Lock()
+		if p.stopped {
+			p.mu.Unlock()
+			return
+		}
+		var woken []*conn
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Fd == int32(p.wake[0]) {
+				continue
+			}
+			if cn := p.parked[ev.Fd]; cn != nil {
+				delete(p.parked, ev.Fd)
+				woken = append(woken, cn)
+			}
+		}
+		var expired []*conn
+		if now := time.Now(); !now.Before(next) {
+			next = now.Add(every)
+			if t := p.s.opts.IdleTimeout; t > 0 {
+				for fd, cn := range p.parked {
+					if now.Sub(cn.idleSince) >= t {
+						delete(p.parked, fd)
+						expired = append(expired, cn)
+					}
+				}
+			}
+		}
+		p.mu.Unlock()
+		for _, cn := range woken {
+			p.s.resume(cn)
+		}
+		for _, cn := range expired {
+			cn.end()
+		}
+	}
+}
+
+// closeAll ends every parked connection (drain: they are idle); stop
+// ends the loop too.
+func (p *parker) closeAll(stop bool) {
+	p.mu.Lock()
+	if stop {
+		p.stopped = true
+	}
+	cs := make([]*conn, 0, len(p.parked))
+	for fd, cn := range p.parked {
+		delete(p.parked, fd)
+		cs = append(cs, cn)
+	}
+	epfd, done := p.epfd, p.done
+	if stop && epfd >= 0 {
+		p.epfd = -1
+		_, _ = syscall.Write(p.wake[1], []byte{0})
+	}
+	p.mu.Unlock()
+	for _, cn := range cs {
+		cn.end()
+	}
+	if stop && epfd >= 0 {
+		<-done
+		syscall.Close(epfd)
+		syscall.Close(p.wake[0])
+		syscall.Close(p.wake[1])
+	}
+}

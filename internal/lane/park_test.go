@@ -1,0 +1,224 @@
+//go:build linux
+
+package lane
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// client is one keep-alive test connection.
+type client struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dialClients(t *testing.T, addr string, n int) []*client {
+	t.Helper()
+	cs := make([]*client, n)
+	for i := range cs {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		cs[i] = &client{c: c, br: bufio.NewReader(c)}
+	}
+	return cs
+}
+
+func (cl *client) roundTrip(t *testing.T, path string) {
+	t.Helper()
+	if _, err := io.WriteString(cl.c, get(path)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(cl.br, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if b, _ := io.ReadAll(res.Body); string(b) != "GET "+path {
+		t.Fatalf("%s: body %q", path, b)
+	}
+}
+
+// goroutinesSettle waits until the goroutine count is at most want and
+// returns the last count seen.
+func goroutinesSettle(want int) int {
+	n := runtime.NumGoroutine()
+	for end := time.Now().Add(3 * time.Second); n > want && time.Now().Before(end); n = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n
+}
+
+// TestIdleConnectionsHoldNoGoroutine: kept-alive plaintext connections
+// between requests cost no goroutine each (the parker holds them), and
+// every one is served again when its next request comes, however many
+// wait together.
+func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
+	const n = 200
+	th := &testHandler{}
+	_, addr, s := servers(t, th, Options{IdleTimeout: 30 * time.Second})
+	base := runtime.NumGoroutine()
+	cs := dialClients(t, addr, n)
+	for round := range 3 {
+		for _, cl := range cs {
+			cl.roundTrip(t, "/r"+string(rune('0'+round)))
+		}
+		// After the first request, and after each later one once the warm
+		// wait is over, the connection is parked.
+		time.Sleep(warmFor + 100*time.Millisecond)
+		if got := goroutinesSettle(base + 10); got > base+10 {
+			t.Fatalf("round %d: %d goroutines with %d idle connections (%d before): want no goroutine per connection", round, got, n, base)
+		}
+	}
+	// Requests sent all at once, to connections all parked: each wakes.
+	for _, cl := range cs {
+		if _, err := io.WriteString(cl.c, get("/burst")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cl := range cs {
+		res, err := http.ReadResponse(cl.br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(res.Body); string(b) != "GET /burst" {
+			t.Fatalf("body %q", b)
+		}
+	}
+	if got := th.lane.Load(); got != 4*n {
+		t.Fatalf("lane served %d requests, want %d", got, 4*n)
+	}
+	// Clients that leave while parked: their connections end.
+	for _, cl := range cs {
+		cl.c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with every client gone: %v", err)
+	}
+}
+
+// TestParkedConnectionEnds: a parked connection is closed by the idle
+// timeout (about on time), by Shutdown (at once) and by Close; and a
+// request sent just as the connection parks is not lost.
+func TestParkedConnectionEnds(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	cases := []struct {
+		name string
+		end  func(s *Server) // nil: the idle timeout
+		min  time.Duration   // the close comes no sooner after the request
+		max  time.Duration   // nor later
+	}{
+		{"idle-timeout", nil, idle - 50*time.Millisecond, idle + 300*time.Millisecond},
+		{"shutdown", func(s *Server) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		}, 0, idle - 100*time.Millisecond},
+		{"close", func(s *Server) { s.Close() }, 0, idle - 100*time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			th := &testHandler{}
+			_, addr, s := servers(t, th, Options{IdleTimeout: idle})
+			cl := dialClients(t, addr, 1)[0]
+			cl.roundTrip(t, "/one")
+			start := time.Now()
+			time.Sleep(50 * time.Millisecond) // parked by now
+			if tc.end != nil {
+				go tc.end(s)
+			}
+			if _, err := cl.br.ReadByte(); !errors.Is(err, io.EOF) {
+				t.Fatalf("read on the parked connection: %v, want EOF", err)
+			}
+			if d := time.Since(start); d < tc.min || d > tc.max {
+				t.Fatalf("closed %v after the request, want %v-%v", d, tc.min, tc.max)
+			}
+		})
+	}
+	t.Run("request-as-it-parks", func(t *testing.T) {
+		th := &testHandler{}
+		_, addr, _ := servers(t, th, Options{IdleTimeout: 10 * time.Second})
+		cl := dialClients(t, addr, 1)[0]
+		for i := range 200 {
+			// The next request follows its response at once: it races
+			// the connection's way into the parker.
+			cl.roundTrip(t, "/n"+string(rune('a'+i%26)))
+		}
+	})
+}
+
+// BenchmarkIdleConnection reports the memory each idle kept-alive
+// connection holds in the process (heap and stacks), served by the lane
+// over loopback TCP, after one request each.
+func BenchmarkIdleConnection(b *testing.B) {
+	const n = 2000
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.ServeConn(c)
+		}
+	}()
+	inUse := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc + m.StackInuse
+	}
+	var sum float64
+	for range b.N {
+		before := inUse()
+		conns := make([]net.Conn, n)
+		for i := range conns {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns[i] = c
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				b.Fatal(err)
+			}
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+		}
+		time.Sleep(100 * time.Millisecond)
+		after := inUse()
+		sum += float64(after) - float64(before)
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	// Both ends are in this process: the client's side is counted too.
+	b.ReportMetric(sum/float64(b.N)/n, "B/conn-pair")
+}
