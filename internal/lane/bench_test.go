@@ -24,32 +24,20 @@ func BenchmarkServe(b *testing.B) {
 	})
 	for _, srv := range []string{"net/http", "lane"} {
 		b.Run(srv, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
+			var addr string
 			if srv == "net/http" {
-				hs := &http.Server{Handler: h}
-				go hs.Serve(ln)
-				defer hs.Close()
-			} else {
-				s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: 10 * time.Second})
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer s.Close()
-				go func() {
-					for {
-						c, err := ln.Accept()
-						if err != nil {
-							return
-						}
-						go s.ServeConn(c)
-					}
-				}()
+				hs := &http.Server{Handler: h}
+				go hs.Serve(ln)
+				defer hs.Close()
+				addr = ln.Addr().String()
+			} else {
+				addr = laneListener(b, h)
 			}
-			c, err := net.Dial("tcp", ln.Addr().String())
+			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -80,4 +68,29 @@ func BenchmarkServe(b *testing.B) {
 			}
 		})
 	}
+}
+
+// laneListener serves h with a lane on a loopback listener until tb ends,
+// and returns the listener's address.
+func laneListener(tb testing.TB, h http.Handler) string {
+	tb.Helper()
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: 10 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close(); s.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.ServeConn(c)
+		}
+	}()
+	return ln.Addr().String()
 }

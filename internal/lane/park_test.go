@@ -167,25 +167,7 @@ func TestParkedConnectionEnds(t *testing.T) {
 func BenchmarkIdleConnection(b *testing.B) {
 	const n = 2000
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
-	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.ServeConn(c)
-		}
-	}()
+	addr := laneListener(b, h)
 	inUse := func() uint64 {
 		runtime.GC()
 		runtime.GC()
@@ -198,7 +180,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 		before := inUse()
 		conns := make([]net.Conn, n)
 		for i := range conns {
-			c, err := net.Dial("tcp", ln.Addr().String())
+			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				b.Fatal(err)
 			}
