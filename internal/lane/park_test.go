@@ -204,3 +204,82 @@ func BenchmarkIdleConnection(b *testing.B) {
 	// Both ends are in this process: the client's side is counted too.
 	b.ReportMetric(sum/float64(b.N)/n, "B/conn-pair")
 }
+
+// TestParkerStress: clients that request, pause past the warm wait, leave
+// and come back, on many connections at once, while the server drains and
+// closes: every request that got an answer got the right one, and
+// Shutdown and Close return (no connection is lost between the parker and
+// its goroutines).
+func TestParkerStress(t *testing.T) {
+	th := &testHandler{}
+	_, addr, s := servers(t, th, Options{IdleTimeout: 400 * time.Millisecond})
+	const clients = 40
+	stop := make(chan struct{})
+	done := make(chan int, clients)
+	for i := range clients {
+		go func() {
+			answered := 0
+			defer func() { done <- answered }()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					return // the listener is gone
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				br := bufio.NewReader(c)
+				for k := range 1 + (i+j)%4 {
+					path := "/s" + string(rune('a'+k))
+					if _, err := io.WriteString(c, get(path)); err != nil {
+						break
+					}
+					res, err := http.ReadResponse(br, nil)
+					if err != nil {
+						break // closed by drain or the idle timeout
+					}
+					b, _ := io.ReadAll(res.Body)
+					if string(b) != "GET "+path {
+						t.Errorf("body %q for %s", b, path)
+					}
+					answered++
+					switch (i + j + k) % 3 {
+					case 0:
+						time.Sleep(warmFor + 20*time.Millisecond) // parked in between
+					case 1:
+						time.Sleep(time.Duration(k) * time.Millisecond)
+					}
+				}
+				c.Close()
+			}
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	total := 0
+	for range clients {
+		total += <-done
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if total == 0 {
+		t.Fatal("no request was answered")
+	}
+	t.Logf("%d requests answered", total)
+}
