@@ -232,7 +232,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, w := range []struct {
 		name string
 		wrap func(net.Conn) net.Conn
-	}{{"tcp", func(c net.Conn) net.Conn { return c }}, {"sock", Wrap}} {
+		ask  bool
+	}{{"tcp", func(c net.Conn) net.Conn { return c }, false}, {"sock", Wrap, false}, {"sock-ask", Wrap, true}} {
 		b.Run(w.name, func(b *testing.B) {
 			c, peer := pair(b, w.wrap)
 			go func() { _, _ = io.Copy(peer, peer) }()
@@ -241,7 +242,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				if _, err := c.Write(msg); err != nil {
+				if w.ask {
+					c.(*Conn).Ask(msg)
+				} else if _, err := c.Write(msg); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := io.ReadFull(c, buf); err != nil {
