@@ -94,6 +94,23 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	caPEM, certFile, keyFile := serverCert(t, dir)
 	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}}
 	dnsAddr := startDNS(t, zones)
+	// Pebble's own ports are picked free and then bound by Pebble: another
+	// test's socket can take one in between ("address already in use"),
+	// so a start that fails that way is tried again on new ports.
+	for attempt := 1; ; attempt++ {
+		p, err := launch(t, bin, dir, caPEM, certFile, keyFile, zones, dnsAddr, httpPort, tlsPort)
+		if err == nil {
+			return p
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("pebble did not start: %v", err)
+		}
+	}
+}
+
+// launch starts one Pebble and waits until it serves its directory.
+func launch(t testing.TB, bin, dir string, caPEM []byte, certFile, keyFile string, zones *Zones, dnsAddr string, httpPort, tlsPort int) (*Pebble, error) {
+	t.Helper()
 	acme, mgmt := testutil.FreePort(t), testutil.FreePort(t)
 	cfg := map[string]any{"pebble": map[string]any{
 		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", acme),
@@ -119,9 +136,11 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("pebble's log:\n%s", p.Log())
 		}
@@ -133,17 +152,29 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	defer hc.CloseIdleConnections()
 	var root []byte
 	up := testutil.Eventually(20*time.Second, func() bool {
+		select {
+		case <-exited:
+			return true // no use waiting
+		default:
+		}
 		root = get(hc, fmt.Sprintf("https://127.0.0.1:%d/roots/0", mgmt))
 		return root != nil && get(hc, p.Directory) != nil
 	})
+	select {
+	case <-exited:
+		up = false
+	default:
+	}
 	if !up {
-		t.Fatalf("pebble did not start:\n%s", p.Log())
+		_ = cmd.Process.Kill()
+		<-exited
+		return nil, fmt.Errorf("%s", p.Log())
 	}
 	p.Roots = x509.NewCertPool()
 	if !p.Roots.AppendCertsFromPEM(root) {
 		t.Fatalf("pebble root: %q", root)
 	}
-	return p
+	return p, nil
 }
 
 func get(hc *http.Client, url string) []byte {
