@@ -126,8 +126,12 @@ type conn struct {
 	// idleSince is when the connection last fell idle: the idle timeout
 	// counts from it across the warm wait and the fresh goroutine's.
 	idleSince time.Time
-	served    int       // requests the lane served on the connection
-	x         *exchange // while a request is read and served; nil idle
+	// waited says the idle period's warm wait is over: the connection
+	// waits on in the parker (or, when it cannot be parked, on a goroutine
+	// for the rest of the idle timeout).
+	waited bool
+	served int       // requests the lane served on the connection
+	x      *exchange // while a request is read and served; nil idle
 
 	// The watch: a bodiless request still running after watchDelay gets a
 	// background read, so that a client that leaves cancels it (as
@@ -259,18 +263,22 @@ func (s *Server) ServeConn(c net.Conn) {
 	cn.run(true)
 }
 
-// run serves the connection. When it has been idle between requests for
-// warmFor (or after its first request), run returns and the wait for the
-// next one goes to the parker, which holds the connection with no
-// goroutine, or else to a fresh goroutine: the handler grows a
-// goroutine's stack to what the whole chain needs, and an idle keep-alive
-// connection should not hold that (most of its memory otherwise). The
+// run serves the connection. The handler grows a goroutine's stack to what
+// the whole chain needs, and an idle keep-alive connection should not hold
+// that (most of its memory otherwise): after a connection's first request
+// run returns and the wait goes on on a fresh goroutine; after a later one
+// the serving goroutine waits warmFor itself first. Either way, a
+// connection still idle after warmFor goes to the parker, which holds it
+// with no goroutine, or where it cannot (TLS), to a fresh goroutine. The
 // Server owns those goroutines (s.wg).
 func (cn *conn) run(first bool) {
 	s := cn.s
 	handed, idle := cn.serve(first)
 	if idle {
-		if s.parker.park(cn) {
+		if !s.parker.can(cn) {
+			cn.waited = true // no warm wait on the fresh goroutine: it waits it all
+		}
+		if cn.waited && s.parker.park(cn) {
 			return
 		}
 		if s.goOn(cn) {
@@ -422,6 +430,21 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 	s := cn.s
 	for {
+		if !first && cn.n == 0 && !cn.waited {
+			// A fresh goroutine's wait starts warm too: a client that
+			// comes back soon is served from the netpoller, and only a
+			// connection idle past warmFor goes to the parker, whose
+			// wake-up (its thread, a new goroutine) costs more.
+			got, ok := cn.waitWarm()
+			if !ok {
+				_ = cn.c.Close()
+				return nil, false
+			}
+			if !got {
+				cn.waited = true
+				return nil, true
+			}
+		}
 		if !cn.readHead(first) {
 			_ = cn.c.Close()
 			return nil, false
@@ -494,9 +517,9 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 		if cn.n > 0 {
 			continue // pipelined
 		}
-		cn.idleSince = time.Now()
+		cn.idleSince, cn.waited = time.Now(), false
 		if cn.served == 1 {
-			return nil, true
+			return nil, true // waits warm on a fresh goroutine (a small stack)
 		}
 		got, ok := cn.waitWarm()
 		if !ok {
@@ -504,6 +527,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 			return nil, false
 		}
 		if !got {
+			cn.waited = true
 			return nil, true
 		}
 	}

@@ -3,9 +3,12 @@
 package lane
 
 import (
+	"errors"
+	"os"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // parker holds idle plaintext connections without a goroutine each: their
@@ -23,8 +26,8 @@ type parker struct {
 	s *Server
 
 	mu      sync.Mutex
-	epfd    int // -1: not started, or failed (connections wait as before)
-	wake    [2]int
+	epfd    int      // -1: not started, or failed (connections wait as before)
+	file    *os.File // epfd, in the runtime's netpoller: the loop waits there
 	parked  map[int32]*conn
 	stopped bool
 	done    chan struct{} // closed when the loop has ended
@@ -39,7 +42,10 @@ func newParker(s *Server) *parker {
 	return &parker{s: s, epfd: -1, parked: map[int32]*conn{}}
 }
 
-// start creates the epoll set and the loop's goroutine; under p.mu.
+// start creates the epoll set and the loop's goroutine; under p.mu. The
+// set's own descriptor is readable while it has events, so the loop waits
+// for it in the runtime's netpoller like any socket: no thread blocks in
+// epoll_wait (one that did would keep sysmon busy taking its P back).
 func (p *parker) start() bool {
 	if p.epfd >= 0 {
 		return true
@@ -48,21 +54,26 @@ func (p *parker) start() bool {
 	if err != nil {
 		return false
 	}
-	if err := syscall.Pipe2(p.wake[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+	if err := syscall.SetNonblock(epfd, true); err != nil {
 		syscall.Close(epfd)
 		return false
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(p.wake[0])}
-	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wake[0], &ev); err != nil {
-		syscall.Close(epfd)
-		syscall.Close(p.wake[0])
-		syscall.Close(p.wake[1])
+	f := os.NewFile(uintptr(epfd), "lane-parker")
+	rc, err := f.SyscallConn()
+	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // not in the netpoller
+		f.Close()
 		return false
 	}
-	p.epfd = epfd
+	p.epfd, p.file = epfd, f
 	p.done = make(chan struct{})
-	go p.loop(epfd, p.done)
+	go p.loop(f, rc, p.done)
 	return true
+}
+
+// can says cn is a connection the parker could hold.
+func (p *parker) can(cn *conn) bool {
+	_, ok := cn.c.(rawConner)
+	return ok && cn.tls == nil
 }
 
 // park takes cn, idle with nothing read, off its goroutine. It reports
@@ -134,18 +145,26 @@ func (p *parker) sweepEvery() time.Duration {
 	return max(t/4, 10*time.Millisecond)
 }
 
-func (p *parker) loop(epfd int, done chan struct{}) {
+func (p *parker) loop(f *os.File, rc syscall.RawConn, done chan struct{}) {
 	defer close(done)
 	events := make([]syscall.EpollEvent, 128)
 	every := p.sweepEvery()
 	next := time.Now().Add(every)
+	_ = f.SetReadDeadline(next)
 	for {
-		ms := int((max(time.Until(next), 0) + time.Millisecond - 1) / time.Millisecond)
-		n, err := syscall.EpollWait(epfd, events, ms)
-		if err != nil && err != syscall.EINTR {
-			p.s.log.Error("lane: epoll_wait", "err", err)
-			n = 0
-			time.Sleep(every) // not a spin; the sweep still runs
+		n := 0
+		err := rc.Read(func(fd uintptr) bool {
+			r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+			if e != 0 || r == 0 {
+				return false // nothing ready (EINTR alike): wait for the set's readiness
+			}
+			n = int(r)
+			return true
+		})
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		case err != nil:
+			return // closed: Close or Shutdown's stop
 		}
 		p.mu.Lock()
 		if p.stopped {
@@ -153,10 +172,7 @@ func (p *parker) loop(epfd int, done chan struct{}) {
 			return
 		}
 		var woken []*conn
-		for _, ev := range events[:max(n, 0)] {
-			if ev.Fd == int32(p.wake[0]) {
-				continue
-			}
+		for _, ev := range events[:n] {
 			if cn := p.parked[ev.Fd]; cn != nil {
 				delete(p.parked, ev.Fd)
 				woken = append(woken, cn)
@@ -165,6 +181,7 @@ func (p *parker) loop(epfd int, done chan struct{}) {
 		var expired []*conn
 		if now := time.Now(); !now.Before(next) {
 			next = now.Add(every)
+			_ = f.SetReadDeadline(next)
 			if t := p.s.opts.IdleTimeout; t > 0 {
 				for fd, cn := range p.parked {
 					if now.Sub(cn.idleSince) >= t {
@@ -196,19 +213,16 @@ func (p *parker) closeAll(stop bool) {
 		delete(p.parked, fd)
 		cs = append(cs, cn)
 	}
-	epfd, done := p.epfd, p.done
-	if stop && epfd >= 0 {
-		p.epfd = -1
-		_, _ = syscall.Write(p.wake[1], []byte{0})
+	f, done := p.file, p.done
+	if stop && f != nil {
+		p.epfd, p.file = -1, nil
+		f.Close() // ends the loop's wait
 	}
 	p.mu.Unlock()
 	for _, cn := range cs {
 		cn.end()
 	}
-	if stop && epfd >= 0 {
+	if stop && f != nil {
 		<-done
-		syscall.Close(epfd)
-		syscall.Close(p.wake[0])
-		syscall.Close(p.wake[1])
 	}
 }

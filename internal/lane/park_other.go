@@ -6,5 +6,6 @@ package lane
 type parker struct{}
 
 func newParker(*Server) *parker    { return &parker{} }
+func (*parker) can(*conn) bool     { return false }
 func (*parker) park(*conn) bool    { return false }
 func (*parker) closeAll(stop bool) {}
