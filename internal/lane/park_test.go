@@ -197,7 +197,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 			}
 			_, _ = io.Copy(io.Discard, res.Body)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(warmFor + 200*time.Millisecond) // past the warm wait: parked
 		after := inUse()
 		sum += float64(after) - float64(before)
 		for _, c := range conns {
