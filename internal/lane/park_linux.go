@@ -105,6 +105,7 @@ func (p *parker) park(cn *conn) bool {
 		return false
 	}
 	var fd int32 = -1
+	var ctlErr error
 	err = raw.Control(func(sfd uintptr) {
 		fd = int32(sfd)
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: fd}
@@ -114,10 +115,10 @@ func (p *parker) park(cn *conn) bool {
 		}
 		// Registering checks readiness now: bytes that came before it
 		// are an event at once, not a lost one.
-		err = syscall.EpollCtl(p.epfd, op, int(sfd), &ev)
+		ctlErr = syscall.EpollCtl(p.epfd, op, int(sfd), &ev)
 	})
-	if err != nil || fd < 0 {
-		return false
+	if err != nil || ctlErr != nil || fd < 0 {
+		return false // not watched (the epoll watch limit, say): a goroutine waits
 	}
 	cn.registered = true
 	if old := p.parked[fd]; old != nil && old != cn {
@@ -214,11 +215,13 @@ func (p *parker) closeAll(stop bool) {
 		cs = append(cs, cn)
 	}
 	f, done := p.file, p.done
-	if stop && f != nil {
+	if stop {
 		p.epfd, p.file = -1, nil
-		f.Close() // ends the loop's wait
 	}
 	p.mu.Unlock()
+	if stop && f != nil {
+		f.Close() // ends the loop's wait (Close waits for that read to let go)
+	}
 	for _, cn := range cs {
 		cn.end()
 	}

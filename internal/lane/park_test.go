@@ -325,3 +325,46 @@ func processCPU(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestParkRefusesWhatItCannotWatch: a socket the epoll set does not take
+// (here: modified before it was ever added) is not parked, so its
+// goroutine keeps waiting instead of the connection going deaf.
+func TestParkRefusesWhatItCannotWatch(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	cn := &conn{s: s, c: sc, registered: true} // EPOLL_CTL_MOD: ENOENT
+	cn.ctx, cn.cancel = context.WithCancel(context.Background())
+	if !s.add(cn) {
+		t.Fatal("not added")
+	}
+	cn.acquireBuf()
+	if s.parker.park(cn) {
+		t.Fatal("parked a socket the epoll set refused")
+	}
+	if len(s.parker.parked) != 0 || cn.small == nil {
+		t.Fatalf("a refused connection changed: %d parked, buffer kept %v", len(s.parker.parked), cn.small != nil)
+	}
+	cn.registered = false
+	if !s.parker.park(cn) {
+		t.Fatal("a plain idle socket was not parked")
+	}
+}
