@@ -431,10 +431,11 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 	s := cn.s
 	for {
 		if !first && cn.n == 0 && !cn.waited {
-			// A fresh goroutine's wait starts warm too: a client that
-			// comes back soon is served from the netpoller, and only a
-			// connection idle past warmFor goes to the parker, whose
-			// wake-up (its thread, a new goroutine) costs more.
+			// A wait for the next request starts warm (on the serving
+			// goroutine, or on a fresh one after the first request): a
+			// client that comes back soon is served from the netpoller,
+			// and only a connection idle past warmFor goes to the parker,
+			// whose wake-up (system calls, a new goroutine) costs more.
 			got, ok := cn.waitWarm()
 			if !ok {
 				_ = cn.c.Close()
@@ -519,16 +520,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 		}
 		cn.idleSince, cn.waited = time.Now(), false
 		if cn.served == 1 {
-			return nil, true // waits warm on a fresh goroutine (a small stack)
-		}
-		got, ok := cn.waitWarm()
-		if !ok {
-			_ = cn.c.Close()
-			return nil, false
-		}
-		if !got {
-			cn.waited = true
-			return nil, true
+			return nil, true // the wait goes on on a fresh goroutine (a small stack)
 		}
 	}
 }
