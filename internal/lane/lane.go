@@ -413,8 +413,10 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for cn := range s.conns {
-		cn.cancel()
+		// Closed before canceled: a handler that ends when its context
+		// does must find the connection gone, not answer a cut request.
 		_ = cn.c.Close()
+		cn.cancel()
 	}
 	s.mu.Unlock()
 	s.parker.closeAll(true)
