@@ -101,24 +101,18 @@ func (c *Conn) Ask(p []byte) {
 // sendAsk writes c.ask as read's first step. It reports false, so that
 // the netpoller waits for readiness, once all of it is written.
 func (c *Conn) sendAsk(fd uintptr) bool {
-	for len(c.ask) > 0 {
-		p := c.ask
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-		switch e {
-		case 0:
-			c.ask = p[n:]
-			continue
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			c.askStuck = true
-			return true
-		}
+	n, e := writeAll(fd, c.ask)
+	c.ask = c.ask[n:]
+	switch e {
+	case 0:
+		c.ask = nil
+		return false
+	case syscall.EAGAIN:
+		c.askStuck = true
+	default:
 		c.askErr = e
-		return true
 	}
-	c.ask = nil
-	return false
+	return true
 }
 
 // Read reads as net.TCPConn's Read does.
@@ -159,22 +153,31 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) write(fd uintptr) bool {
-	for c.wn < len(c.wp) {
-		p := c.wp[c.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	n, e := writeAll(fd, c.wp[c.wn:])
+	c.wn += n
+	if e == syscall.EAGAIN {
+		return false
+	}
+	c.werr = e
+	return true
+}
+
+// writeAll writes p to fd until all of it is written (errno 0), the
+// socket is full (EAGAIN) or the write fails, and says how much went.
+func writeAll(fd uintptr, p []byte) (int, syscall.Errno) {
+	n := 0
+	for n < len(p) {
+		q := p[n:]
+		k, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(q))), uintptr(len(q)))
 		switch e {
 		case 0:
-			c.wn += int(n)
-			continue
+			n += int(k)
 		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
+		default:
+			return n, e
 		}
-		c.werr = e
-		return true
 	}
-	return true
+	return n, 0
 }
 
 // Write writes all of p, as net.TCPConn's Write does.
