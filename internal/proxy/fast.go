@@ -66,8 +66,8 @@ type fastPool struct {
 type fconn struct {
 	net.Conn
 	br     *bufio.Reader
-	wb     reqHead   // the request head, sent in one write
-	idle   time.Time // when it was put back
+	wb     bytes.Buffer // the request head, sent in one write
+	idle   time.Time    // when it was put back
 	reused bool
 	abort  func() // unblocks a read or write: the client went away
 
@@ -140,7 +140,7 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 		return nil, err
 	}
 	conn = sock.Wrap(conn)
-	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), wb: reqHead{b: make([]byte, 0, 1<<10)}}
+	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10)}
 	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	return c, nil
 }
@@ -396,7 +396,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 			_ = c.Close()
 		}
 	}()
-	c.wb.b = c.wb.b[:0]
+	c.wb.Reset()
 	if err := p.writeFast(&c.wb, in, a); err != nil {
 		return ctx.Err() == nil, err
 	}
@@ -406,12 +406,12 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	// The host answers only once it has the head, so the first read
 	// sends it and then waits (sock.Conn.Ask): no read that finds nothing.
 	if ak, ok := c.Conn.(asker); ok && c.br.Buffered() == 0 {
-		ak.Ask(c.wb.b)
-	} else if _, err := c.Conn.Write(c.wb.b); err != nil {
+		ak.Ask(c.wb.Bytes())
+	} else if _, err := c.Conn.Write(c.wb.Bytes()); err != nil {
 		return ctx.Err() == nil, err
 	}
-	if cap(c.wb.b) > maxKeptHead {
-		c.wb.b = nil // a rare big head is not kept with the connection
+	if c.wb.Cap() > maxKeptHead {
+		c.wb = bytes.Buffer{} // a rare big head is not kept with the connection
 	}
 	var res fastResp
 	for n1xx := 0; ; n1xx++ {
@@ -485,22 +485,9 @@ type asker interface{ Ask(p []byte) }
 // maxKeptHead bounds the head buffer a pooled connection keeps.
 const maxKeptHead = 64 << 10
 
-// reqHead gathers a request head, so that it goes to the host in one
-// write and can ride on the read that waits for the answer.
-type reqHead struct{ b []byte }
-
-func (h *reqHead) WriteString(s string) (int, error) {
-	h.b = append(h.b, s...)
-	return len(s), nil
-}
-
-func (h *reqHead) WriteByte(c byte) error {
-	h.b = append(h.b, c)
-	return nil
-}
-
-// writeFast writes the request head to bw.
-func (p *Proxy) writeFast(bw *reqHead, in *http.Request, a *attempt) error {
+// writeFast writes the request head to bw, to go to the host in one
+// write that can ride on the read that waits for the answer.
+func (p *Proxy) writeFast(bw *bytes.Buffer, in *http.Request, a *attempt) error {
 	path := in.URL.EscapedPath()
 	if path == "" {
 		path = "/"
@@ -561,7 +548,7 @@ func (p *Proxy) writeFast(bw *reqHead, in *http.Request, a *attempt) error {
 	return nil
 }
 
-func writeField(bw *reqHead, k, v string) {
+func writeField(bw *bytes.Buffer, k, v string) {
 	_, _ = bw.WriteString(k)
 	_, _ = bw.WriteString(": ")
 	writeValue(bw, textproto.TrimString(v))
@@ -569,7 +556,7 @@ func writeField(bw *reqHead, k, v string) {
 }
 
 // writeValue writes v with CR and LF as spaces, as net/http's client does.
-func writeValue(bw *reqHead, v string) {
+func writeValue(bw *bytes.Buffer, v string) {
 	for {
 		i := strings.IndexAny(v, "\r\n")
 		if i < 0 {
