@@ -70,7 +70,8 @@ func (p *parker) start() bool {
 	return true
 }
 
-// can says cn is a connection the parker could hold.
+// can says cn is a connection the parker could hold: a socket it can
+// reach, and not TLS (crypto/tls may hold a record it has read).
 func (p *parker) can(cn *conn) bool {
 	_, ok := cn.c.(rawConner)
 	return ok && cn.tls == nil
@@ -80,14 +81,10 @@ func (p *parker) can(cn *conn) bool {
 // false when it cannot (TLS, no socket, drain or Close begun): the caller
 // waits as before.
 func (p *parker) park(cn *conn) bool {
-	if cn.tls != nil || cn.n != 0 || cn.x != nil {
-		return false // a TLS connection may hold a record it has read
-	}
-	rc, ok := cn.c.(rawConner)
-	if !ok {
+	if cn.n != 0 || cn.x != nil || !p.can(cn) {
 		return false
 	}
-	raw, err := rc.SyscallConn()
+	raw, err := cn.c.(rawConner).SyscallConn()
 	if err != nil {
 		return false
 	}
