@@ -3,9 +3,13 @@ package pipe
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +178,100 @@ func TestJoinHostUnwritable(t *testing.T) {
 	if _, err := client.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Fatalf("client not closed: %v", err)
 	}
+}
+
+// TestJoinCarriesBothWays: both directions at once, MiBs each way, arrive
+// byte for byte and are counted. Between raw TCP conns the payload is
+// spliced: the process's read(2) byte count (rchar) grows by what the
+// test's own ends read, not twice that as a user-space copy makes it (the
+// wrapped case, which also shows that the check can see such a copy).
+func TestJoinCarriesBothWays(t *testing.T) {
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skip("no /proc/self/io to count read(2) bytes with")
+	}
+	const size = 4 << 20
+	for _, tc := range []struct {
+		name    string
+		wrap    bool
+		spliced bool
+	}{
+		{"tcp", false, true},
+		{"wrapped", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			client, cs := connPair(t)
+			hs, host := connPair(t)
+			defer client.Close()
+			defer host.Close()
+			up, down := randomBytes(t, size), randomBytes(t, size)
+			before := readChars(t)
+			done := make(chan joinResult, 1)
+			go func() {
+				var c, h net.Conn = cs, hs
+				if tc.wrap {
+					c, h = plainConn{cs}, plainConn{hs}
+				}
+				st, err := Join(context.Background(), c, h, nil)
+				done <- joinResult{st, err}
+			}()
+			gotUp, gotDown := make(chan []byte, 1), make(chan []byte, 1)
+			exchange := func(c *net.TCPConn, send []byte, got chan<- []byte) {
+				go func() {
+					_, _ = c.Write(send)
+					_ = c.CloseWrite()
+				}()
+				_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				b, _ := io.ReadAll(c)
+				got <- b
+			}
+			go exchange(client, up, gotDown)
+			go exchange(host, down, gotUp)
+			if b := <-gotUp; !bytes.Equal(b, up) {
+				t.Errorf("host got %d bytes, not the %d the client sent", len(b), len(up))
+			}
+			if b := <-gotDown; !bytes.Equal(b, down) {
+				t.Errorf("client got %d bytes, not the %d the host sent", len(b), len(down))
+			}
+			r := <-done
+			if r.err != nil || r.st.Up != size || r.st.Down != size {
+				t.Fatalf("join = %+v, %v; want %d each way, no error", r.st, r.err, size)
+			}
+			read := readChars(t) - before
+			if tc.spliced && read >= 3*size {
+				t.Errorf("read(2) took %d bytes for %d each way: the pipe copied through user space", read, size)
+			}
+			if !tc.spliced && read < 3*size {
+				t.Errorf("read(2) took only %d bytes for %d each way: the check cannot see a user-space copy", read, size)
+			}
+		})
+	}
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// readChars is the process's rchar from /proc/self/io: bytes read by
+// read(2) and its kin.
+func readChars(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no rchar in /proc/self/io")
+	return 0
 }
