@@ -37,6 +37,18 @@ import (
 
 const smallBody = 1024
 
+// maxBody bounds -body, the L7 test's response size.
+const maxBody = 16 << 20
+
+// bodyPath is the backend path whose answer is n bytes: "/" for the 1 KiB
+// the L7 test asks for, /body/{n} for any other size.
+func bodyPath(n int) string {
+	if n == smallBody {
+		return "/"
+	}
+	return "/body/" + strconv.Itoa(n)
+}
+
 var (
 	small = func() []byte {
 		b := make([]byte, smallBody)
@@ -56,6 +68,23 @@ func backendHandler() http.Handler {
 		h["Content-Type"] = []string{"text/plain"}
 		h["Content-Length"] = []string{"1024"}
 		w.Write(small)
+	})
+	mux.HandleFunc("GET /body/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.PathValue("n"))
+		if err != nil || n < 1 || n > maxBody {
+			http.Error(w, fmt.Sprintf("body size: want 1-%d", maxBody), http.StatusBadRequest)
+			return
+		}
+		h := w.Header()
+		h["Content-Type"] = []string{"text/plain"}
+		h["Content-Length"] = []string{strconv.Itoa(n)}
+		for n > 0 {
+			k := min(n, len(chunk))
+			if _, err := w.Write(chunk[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
 	})
 	mux.HandleFunc("GET /big", func(w http.ResponseWriter, r *http.Request) {
 		mb, err := strconv.Atoi(r.URL.Query().Get("mb"))

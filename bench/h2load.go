@@ -25,7 +25,7 @@ type h2Result struct {
 // runH2load loads addr over HTTP/2 (TLS, ALPN h2) with GETs whose
 // :authority is appHost and measures the proxy's CPU over the same
 // interval. h2load does not verify the certificate.
-func runH2load(ctx context.Context, conns, threads int, duration time.Duration, addr string, p *proc) (h2Result, error) {
+func runH2load(ctx context.Context, conns, threads int, duration time.Duration, addr, path string, p *proc) (h2Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, duration+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "h2load",
@@ -33,7 +33,7 @@ func runH2load(ctx context.Context, conns, threads int, duration time.Duration, 
 		// No --warm-up-time: its requests are not counted, but their CPU
 		// would be (the caller runs a warm-up of its own).
 		"-D", strconv.Itoa(max(1, int(duration.Seconds()))),
-		"-H", ":authority: "+appHost, "https://"+addr+"/")
+		"-H", ":authority: "+appHost, "https://"+addr+path)
 	cpu := cpuMeter(p)
 	out, err := cmd.Output()
 	r := h2Result{cpu: cpu()}

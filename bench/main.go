@@ -39,6 +39,7 @@ type config struct {
 	rounds      int
 	duration    time.Duration
 	conns       int
+	body        int // L7 response body size in bytes
 	threads     int
 	targets     []string
 	idle        int
@@ -64,6 +65,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.rounds, "rounds", 3, "interleaved rounds over all targets (1-20)")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "wrk run length per target per round (1s-5m)")
 	fs.IntVar(&c.conns, "conns", 64, "wrk keep-alive connections")
+	fs.IntVar(&c.body, "body", smallBody, "L7 response body size in bytes (1-16777216; the issue's figure is 1024)")
 	fs.IntVar(&c.threads, "threads", 2, "wrk threads")
 	fs.StringVar(&targets, "targets", strings.Join(allTargets, ","), "comma-separated targets: "+strings.Join(allTargets, ","))
 	fs.IntVar(&c.idle, "idle", 10000, "idle keep-alive connections for the memory test (0 skips it)")
@@ -95,6 +97,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-rounds %d: want 1-20", c.rounds)
 	case c.duration < time.Second || c.duration > 5*time.Minute:
 		return c, fmt.Errorf("-duration %s: want 1s-5m", c.duration)
+	case c.body < 1 || c.body > maxBody:
+		return c, fmt.Errorf("-body %d: want 1-%d", c.body, maxBody)
 	case c.conns < 1 || c.conns > 10000:
 		return c, fmt.Errorf("-conns %d: want 1-10000", c.conns)
 	case c.threads < 1 || c.threads > c.conns:
@@ -336,13 +340,17 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			}
 		}
 	}
-	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration, backend: e.ps.find("backend")}
+	path := bodyPath(cfg.body)
+	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration, backend: e.ps.find("backend"), path: path}
 	for _, t := range order {
 		if t.http == "" {
 			continue
 		}
+		if err := checkBody(t.http, false, path, cfg.body); err != nil {
+			rep.note("%s: %v", t.name, err)
+		}
 		logf("warm-up: %s", t.name)
-		if _, err := runWrk(ctx, wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second}, t.http, t.proc); err != nil {
+		if _, err := runWrk(ctx, wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, path: path}, t.http, t.proc); err != nil {
 			rep.note("%s warm-up: %v", t.name, err)
 		}
 	}
@@ -359,10 +367,13 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		return err
 	}
 	if cfg.l7TLS {
-		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true}
+		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true, path: path}
 		for _, t := range order {
 			if t.https == "" {
 				continue
+			}
+			if err := checkBody(t.https, true, path, cfg.body); err != nil {
+				rep.note("%s over TLS: %v", t.name, err)
 			}
 			logf("warm-up over TLS: %s", t.name)
 			if _, err := runWrk(ctx, two, t.https, t.proc); err != nil {
@@ -470,15 +481,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // no row.
 func measureH2(ctx context.Context, cfg config, order []*target, rep *report) error {
 	h2 := having(order, func(t *target) bool { return t.https != "" && t.proc != nil })
+	path := bodyPath(cfg.body)
 	for _, t := range h2 {
 		logf("warm-up over HTTP/2: %s", t.name)
-		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, t.proc); err != nil {
+		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, path, t.proc); err != nil {
 			rep.note("%s HTTP/2 warm-up: %v", t.name, err)
 		}
 	}
 	return inRounds(ctx, cfg.rounds, h2, func(round int, t *target) {
 		logf("L7 over HTTP/2 round %d/%d: %s", round+1, cfg.rounds, t.name)
-		r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, t.proc)
+		r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, path, t.proc)
 		if err != nil {
 			rep.note("%s L7 over HTTP/2 round %d: %v", t.name, round+1, err)
 			return

@@ -130,11 +130,11 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "; %s", cmdLine("h2load", "--version"))
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -h2=%v`, %s in all\n\n",
-		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.h2,
+	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -h2=%v`, %s in all\n\n",
+		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.h2,
 		r.end.Sub(r.start).Round(time.Second))
 
-	r.l7Table(&b, fmt.Sprintf("L7: 1 KiB responses, %d keep-alive connections", r.cfg.conns), r.l7)
+	r.l7Table(&b, fmt.Sprintf("L7: %s responses, %d keep-alive connections", sizeName(r.cfg.body), r.cfg.conns), r.l7)
 	if r.cfg.l7TLS {
 		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls)
 	}
@@ -293,4 +293,16 @@ func (r *report) h2Table(b *strings.Builder) {
 			ms(mean), ms(mx), cpu(t.name), cpu(t.name)*10, ratio(cpu(t.name), cpu("nginx")), errs, len(runs))
 	}
 	fmt.Fprintln(b)
+}
+
+// sizeName writes a byte count as the report's headings do: "1 KiB",
+// "64 KiB", "1 MiB", else bytes.
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -81,20 +81,23 @@ func freeAddrs(n int) ([]string, error) {
 
 // checkHTTP makes one request for appHost at addr and wants the backend's
 // 1 KiB answer.
-func checkHTTP(addr string) error { return checkL7(addr, false) }
+func checkHTTP(addr string) error { return checkBody(addr, false, "/", smallBody) }
 
 // checkHTTPS is checkHTTP over TLS, without SNI or verification, as wrk
 // connects to an address: the proxy terminates TLS with whatever
 // certificate it has and routes by Host.
-func checkHTTPS(addr string) error { return checkL7(addr, true) }
+func checkHTTPS(addr string) error { return checkBody(addr, true, "/", smallBody) }
 
-func checkL7(addr string, overTLS bool) error {
+// checkBody GETs path for appHost at addr and wants a 200 with a body of
+// exactly want bytes: a proxy that cut or padded the L7 test's answer
+// would make its figures meaningless.
+func checkBody(addr string, overTLS bool, path string, want int) error {
 	tr := &http.Transport{DisableKeepAlives: true}
 	if overTLS {
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
 		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/1.1, as wrk
 	}
-	url := scheme(overTLS) + "://" + addr + "/"
+	url := scheme(overTLS) + "://" + addr + path
 	req, _ := http.NewRequest("GET", url, nil)
 	req.Host = appHost
 	resp, err := (&http.Client{Timeout: 2 * time.Second, Transport: tr}).Do(req)
@@ -102,9 +105,9 @@ func checkL7(addr string, overTLS bool) error {
 		return err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != 200 || len(b) != smallBody {
-		return fmt.Errorf("GET %s (Host %s): status %d, %d bytes", url, appHost, resp.StatusCode, len(b))
+	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(want)+1))
+	if err != nil || resp.StatusCode != 200 || n != int64(want) {
+		return fmt.Errorf("GET %s (Host %s): status %d, %d bytes (want %d), %v", url, appHost, resp.StatusCode, n, want, err)
 	}
 	return nil
 }

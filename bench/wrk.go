@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
@@ -23,8 +24,9 @@ type wrkResult struct {
 type wrkOpts struct {
 	conns, threads int
 	duration       time.Duration
-	backend        *proc // measured alongside the proxy, for reference; may be nil
-	tls            bool  // https: the proxy terminates TLS (wrk keeps each connection's session)
+	backend        *proc  // measured alongside the proxy, for reference; may be nil
+	tls            bool   // https: the proxy terminates TLS (wrk keeps each connection's session)
+	path           string // the URL path to GET; "" is "/"
 }
 
 // runWrk loads addr with keep-alive GETs for appHost and measures the
@@ -35,7 +37,7 @@ func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, er
 	cmd := exec.CommandContext(ctx, "wrk",
 		"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
 		"-d", fmt.Sprintf("%ds", max(1, int(o.duration.Seconds()))),
-		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, scheme(o.tls)+"://"+addr+"/")
+		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, scheme(o.tls)+"://"+addr+cmp.Or(o.path, "/"))
 	cpu, beCPU := cpuMeter(p), cpuMeter(o.backend)
 	out, err := cmd.Output()
 	r := wrkResult{cpu: cpu(), backend: beCPU()}

@@ -65,9 +65,13 @@ func TestParseFlags(t *testing.T) {
 	if len(c.targets) != 2 || c.targets[0] != "nginx" || c.targets[1] != "direct" || c.rounds != 2 {
 		t.Fatalf("parseFlags = %+v", c)
 	}
+	if c.body != 1024 {
+		t.Fatalf("default -body %d, want the issue's 1024", c.body)
+	}
 	for _, bad := range [][]string{
 		{"-targets", "caddy"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-duration", "100ms"},
 		{"-conns", "0"}, {"-threads", "65"}, {"-idle", "-1"}, {"-tls-streams", "0"},
+		{"-body", "0"}, {"-body", "16777217"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
