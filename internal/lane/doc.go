@@ -8,7 +8,11 @@
 // small proxied request (a background read and context per request, a
 // textproto header parse, a sorted header write, a chunking writer). The
 // lane parses the head in place, reuses its maps and buffers across a
-// connection's requests, and writes the response head once.
+// connection's requests, and writes the response head once. A response
+// goes out through a 4 KiB buffer, but a body write that overflows it
+// leaves together with what is held (the head), in one write of up to
+// 32 KiB through a buffer borrowed for that call (see out): each write is
+// a segment the client must wake for.
 //
 // What it takes: HTTP/1.1; GET, HEAD, POST, PUT, PATCH, DELETE or
 // OPTIONS; an origin-form target; exactly one valid Host; no body or one

@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -62,6 +61,7 @@ type Server struct {
 	dateText atomic.Pointer[dateText]
 	pool     sync.Pool // *exchange
 	bufs     sync.Pool // *[idleBuf]byte
+	joins    sync.Pool // *[joinSize]byte, see out
 	parker   *parker
 	wg       sync.WaitGroup // goroutines that took over an idle connection
 	closed   bool           // Close was called (under mu): no more of them
@@ -83,6 +83,7 @@ func New(o Options) (*Server, error) {
 		o.Server = &http.Server{} // the context always carries one, as net/http's does
 	}
 	s := &Server{opts: o, log: o.Logger, size: maxHead, conns: map[*conn]struct{}{}, zero: make(chan struct{})}
+	s.joins.New = func() any { return new([joinSize]byte) }
 	close(s.zero)
 	s.parker = newParker(s)
 	if o.MaxHeaderBytes > 0 && o.MaxHeaderBytes < s.size {
@@ -211,7 +212,7 @@ const idleBuf = 1 << 10
 // exchange is the memory a request needs while it is read and served,
 // pooled across connections so that idle ones do not hold it.
 type exchange struct {
-	bw   *bufio.Writer
+	bw   *out
 	hdr  http.Header // the request's header map
 	vals [32]string  // backing for one-value header slices
 	w    writer
@@ -224,7 +225,7 @@ func (s *Server) getExchange(cn *conn) *exchange {
 	if x == nil {
 		x = &exchange{hdr: make(http.Header, 8)}
 		x.w.hdr = make(http.Header, 16)
-		x.bw = bufio.NewWriterSize(cn.c, 4<<10)
+		x.bw = newOut(cn.c, &s.joins)
 	} else {
 		x.bw.Reset(cn.c)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,11 @@ func (th *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/big":
 		h.Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write([]byte(strings.Repeat("b", 5000)))
+	case "/cl40k", "/cl16k":
+		n := map[string]int{"/cl40k": 40 << 10, "/cl16k": 16 << 10}[r.URL.Path]
+		h.Set("Content-Length", strconv.Itoa(n))
+		h.Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write([]byte(strings.Repeat("L", n)))
 	case "/flush":
 		h.Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: 1\n\n")
@@ -278,6 +284,8 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"declared length", get("/cl"), []string{"GET"}, 1},
 		{"sniffed short body", get("/small"), []string{"GET"}, 1},
 		{"chunked long body", get("/big"), []string{"GET"}, 1},
+		{"declared 16 KiB", get("/cl16k"), []string{"GET"}, 1},
+		{"declared 40 KiB, then another", get("/cl40k") + get("/"), []string{"GET", "GET"}, 2},
 		{"flushed stream", get("/flush"), []string{"GET"}, 1},
 		{"204 drops body", get("/204"), []string{"GET"}, 1},
 		{"304", get("/304"), []string{"GET"}, 1},

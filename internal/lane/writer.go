@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -23,7 +22,7 @@ import (
 // sorts, the lane writes in map order.
 type writer struct {
 	cn  *conn
-	bw  *bufio.Writer
+	bw  *out
 	hdr http.Header
 
 	head       bool // a HEAD request: writes are counted, not sent
