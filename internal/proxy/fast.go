@@ -61,15 +61,25 @@ type fastPool struct {
 	armed atomic.Bool // a sweep is scheduled
 	mu    sync.Mutex  // guards sweep (the timer)
 	sweep *time.Timer
+
+	// readers are the connections' read buffers, held only while a
+	// connection is in use: an idle one holds none, so they can be big
+	// enough for a head and a typical body in one read.
+	readers sync.Pool // *bufio.Reader of readSize
 }
+
+// readSize is the read buffer of a connection in use: a response of up to
+// about this much comes in with one read once it has all arrived.
+const readSize = 32 << 10
 
 type fconn struct {
 	net.Conn
-	br     *bufio.Reader
-	wb     bytes.Buffer // the request head, sent in one write
-	idle   time.Time    // when it was put back
-	reused bool
-	abort  func() // unblocks a read or write: the client went away
+	br      *bufio.Reader // nil while idle in the pool
+	readers *sync.Pool    // where br goes back
+	wb      bytes.Buffer  // the request head, sent in one write
+	idle    time.Time     // when it was put back
+	reused  bool
+	abort   func() // unblocks a read or write: the client went away
 
 	// head bounds the wait for a response head with a timer that is not
 	// reset per request (a read deadline set before the head and cleared
@@ -98,12 +108,34 @@ func (c *fconn) endHead() bool {
 	return !c.spent
 }
 
-// Close closes the connection and stops its timer.
+// Close closes the connection and stops its timer. Only the
+// connection's user closes one it holds, so its buffer can go back.
 func (c *fconn) Close() error {
 	if c.head != nil {
 		c.head.Stop()
 	}
+	c.release()
 	return c.Conn.Close()
+}
+
+// take gives c a read buffer for its turn in use.
+func (c *fconn) take() {
+	br, _ := c.readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(nil, readSize)
+	}
+	br.Reset(c.Conn)
+	c.br = br
+}
+
+// release gives c's read buffer back; c holds none after it.
+func (c *fconn) release() {
+	if c.br == nil {
+		return
+	}
+	c.br.Reset(nil)
+	c.readers.Put(c.br)
+	c.br = nil
 }
 
 func (fp *fastPool) idle(addr string) chan *fconn {
@@ -132,6 +164,7 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 				continue
 			}
 			c.reused = true
+			c.take()
 			return c, nil
 		}
 	}
@@ -140,7 +173,8 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 		return nil, err
 	}
 	conn = sock.Wrap(conn)
-	c := &fconn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10)}
+	c := &fconn{Conn: conn, readers: &fp.readers}
+	c.take()
 	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	return c, nil
 }
@@ -153,6 +187,7 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 		_ = c.Close()
 		return
 	}
+	c.release()
 	c.idle = now
 	select {
 	case fp.idle(addr) <- c:
@@ -840,7 +875,10 @@ func validValue(v []byte) bool {
 
 // copyN copies n bytes (n < 0: until EOF) from br to w, flushing after
 // every write when stream: what is buffered straight from br's buffer,
-// the rest through a pooled 32 KiB buffer.
+// the rest through a pooled 32 KiB buffer. A body of known length that
+// fits that buffer and has not all arrived with the head is gathered
+// whole first, so that it reaches the client in one write with its head
+// rather than in as many as the host's segments came in.
 func copyN(w http.ResponseWriter, br *bufio.Reader, n int64, stream bool) error {
 	var buf *[bufSize]byte
 	defer func() {
@@ -848,6 +886,18 @@ func copyN(w http.ResponseWriter, br *bufio.Reader, n int64, stream bool) error 
 			buffers.Put(buf)
 		}
 	}()
+	if !stream && n > int64(br.Buffered()) && n <= bufSize {
+		buf = buffers.Get().(*[bufSize]byte)
+		p := buf[:n]
+		if _, err := io.ReadFull(br, p); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		_, err := w.Write(p)
+		return err
+	}
 	for n != 0 {
 		var p []byte
 		if k := br.Buffered(); k > 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,9 @@ import (
 
 // scripted is a raw HTTP/1.1 backend on loopback: for each request head it
 // reads it records the head and writes the next scripted response bytes;
-// a script ending in "\x00close" closes the connection after writing.
+// a script ending in "\x00close" closes the connection after writing, and
+// "\x00pause" inside one writes what comes before it, waits 30 ms, then
+// goes on (a response that arrives in parts).
 type scripted struct {
 	ln    net.Listener
 	mu    sync.Mutex
@@ -91,7 +94,16 @@ func (s *scripted) serve(c net.Conn) {
 		if reset {
 			_ = c.(*net.TCPConn).SetLinger(0) // Close sends a reset
 		}
-		if _, err := io.WriteString(c, body); err != nil || closeAfter || reset {
+		parts := strings.Split(body, "\x00pause")
+		for i, part := range parts {
+			if i > 0 {
+				time.Sleep(30 * time.Millisecond)
+			}
+			if _, err := io.WriteString(c, part); err != nil {
+				return
+			}
+		}
+		if closeAfter || reset {
 			return
 		}
 	}
@@ -115,6 +127,13 @@ func (s *scripted) lastHead(t *testing.T) *http.Request {
 // the gateway layers would have put in the context.
 func proxyServer(t *testing.T, p *Proxy, backend string) *httptest.Server {
 	t.Helper()
+	return proxyServerWith(t, p, backend, nil)
+}
+
+// proxyServerWith is proxyServer with the ResponseWriter p writes to
+// wrapped by wrap (nil: not wrapped).
+func proxyServerWith(t *testing.T, p *Proxy, backend string, wrap func(http.ResponseWriter) http.ResponseWriter) *httptest.Server {
+	t.Helper()
 	live := new(route.Live)
 	b := route.NewBuilder(live)
 	b.Replace(route.State{
@@ -128,6 +147,9 @@ func proxyServer(t *testing.T, p *Proxy, backend string) *httptest.Server {
 		rq := &route.Request{ID: "rid-1", Table: tb, Match: tb.Lookup(r.Host), ClientIP: netip.MustParseAddr("192.0.2.7"),
 			Subject: "sub", Scopes: []string{"a", "b"}}
 		w.Header().Set("X-Ratelimit-Limit", "9") // a layer's header, kept unless a 1xx clears it
+		if wrap != nil {
+			w = wrap(w)
+		}
 		p.ServeHTTP(w, r.WithContext(route.WithRequest(r.Context(), rq)))
 	}))
 	t.Cleanup(srv.Close)
@@ -552,5 +574,89 @@ func TestFastPathResponseHeaderTimeout(t *testing.T) {
 	}
 	if n := accepted.Load(); n != 2 {
 		t.Fatalf("the host accepted %d connections, want 2 (the timed-out one is not reused)", n)
+	}
+}
+
+// countingWriter counts the body writes a handler makes.
+type countingWriter struct {
+	http.ResponseWriter
+	writes *atomic.Int32
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		c.writes.Add(1)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+func (c countingWriter) Flush() { c.ResponseWriter.(http.Flusher).Flush() }
+
+// TestFastPathGathersABody: a body of known length that fits the copy
+// buffer but comes from the host in parts reaches the client's writer in
+// one write (so that the lane sends it with its head in one); a longer
+// one, and a stream, are passed on as they come. Every body arrives whole.
+func TestFastPathGathersABody(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		size       int
+		stream     bool
+		wantWrites func(int32) bool
+	}{
+		{"16 KiB in two parts: one write", 16 << 10, false, func(n int32) bool { return n == 1 }},
+		{"32 KiB in two parts: one write", bufSize, false, func(n int32) bool { return n == 1 }},
+		{"48 KiB in two parts: written as it comes", 48 << 10, false, func(n int32) bool { return n >= 2 }},
+		{"16 KiB event stream: written as it comes", 16 << 10, true, func(n int32) bool { return n >= 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := newScripted(t)
+			p, _ := New(Options{ClusterID: "c1"})
+			defer p.Close()
+			var writes atomic.Int32
+			srv := proxyServerWith(t, p, be.ln.Addr().String(), func(w http.ResponseWriter) http.ResponseWriter {
+				return countingWriter{w, &writes}
+			})
+			body := strings.Repeat("0123456789abcdef", tc.size/16)
+			ct := "text/plain"
+			if tc.stream {
+				ct = "text/event-stream"
+			}
+			be.set(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s\x00pause%s", ct, len(body), body[:3000], body[3000:]))
+			s, got := fastGet(t, srv)
+			if s != 200 || got != body {
+				t.Fatalf("status %d, %d bytes; want 200 and the %d sent", s, len(got), len(body))
+			}
+			if n := writes.Load(); !tc.wantWrites(n) {
+				t.Errorf("%d writes to the client's writer", n)
+			}
+		})
+	}
+}
+
+// TestFastPathIdleConnectionHoldsNoBuffer: a kept-alive host connection
+// gives its read buffer back while it waits in the pool (a pool of many
+// idle connections holds no buffers), and takes one again when reused.
+func TestFastPathIdleConnectionHoldsNoBuffer(t *testing.T) {
+	be := newScripted(t)
+	p, _ := New(Options{ClusterID: "c1"})
+	defer p.Close()
+	srv := proxyServer(t, p, be.ln.Addr().String())
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	for i := range 3 {
+		if s, body := fastGet(t, srv); s != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, s, body)
+		}
+		ch := p.fast.idle(be.ln.Addr().String())
+		if len(ch) != 1 {
+			t.Fatalf("request %d: %d idle connections, want the one kept alive", i, len(ch))
+		}
+		c := <-ch
+		if c.br != nil {
+			t.Fatalf("request %d: the idle connection holds a %d-byte read buffer", i, c.br.Size())
+		}
+		ch <- c
+	}
+	if n := be.ended.Load(); n != 0 {
+		t.Fatalf("%d host connections ended: the kept one was not reused", n)
 	}
 }
