@@ -10,11 +10,10 @@
 // the request and reads the response itself, on the handler's goroutine,
 // over its own keep-alive pool, sending and answering the same bytes as
 // ReverseProxy would (tests compare the two) with a fraction of the work
-// and allocations. A connection in use reads through a 32 KiB buffer, so
-// that a head and a typical body come in with one read, and gives it back
-// to a pool when it goes idle; a body of known length up to 32 KiB that did
-// not all come with the head is gathered before it is written, so that it
-// leaves with its head in one write. Options.DisableFastPath turns it off.
+// and allocations. A connection's read buffer goes back to a pool while
+// it is idle; a body of known length up to 32 KiB that did not all come
+// with the head is gathered before it is written, so that it leaves with
+// its head in one write. Options.DisableFastPath turns it off.
 //
 // Selection is round robin per app over the table's pool, skipping hosts
 // that cool down after a connect failure ([route.Health]); when every host
