@@ -135,7 +135,9 @@ func (c *fconn) release() {
 		return
 	}
 	c.br.Reset(nil)
-	c.readers.Put(c.br)
+	if c.readers != nil {
+		c.readers.Put(c.br)
+	}
 	c.br = nil
 }
 
