@@ -53,15 +53,22 @@ func (o *out) Flush() error {
 	return o.err
 }
 
+// WriteString holds s, sending what is held whenever the buffer fills:
+// strings are head fields, which need no joining.
 func (o *out) WriteString(s string) (int, error) {
 	if o.err != nil {
 		return 0, o.err
 	}
-	if len(o.buf)+len(s) <= cap(o.buf) {
-		o.buf = append(o.buf, s...)
-		return len(s), nil
+	n := len(s)
+	for len(s) > 0 {
+		if len(o.buf) == cap(o.buf) && o.Flush() != nil {
+			return 0, o.err
+		}
+		k := min(len(s), cap(o.buf)-len(o.buf))
+		o.buf = append(o.buf, s[:k]...)
+		s = s[k:]
 	}
-	return o.write(nil, s)
+	return n, nil
 }
 
 func (o *out) WriteByte(c byte) error {
@@ -83,16 +90,16 @@ func (o *out) Write(p []byte) (int, error) {
 		o.buf = append(o.buf, p...)
 		return len(p), nil
 	}
-	return o.write(p, "")
+	return o.write(p)
 }
 
-// write sends what is held and p (or s) that together overflow buf: in
-// one write of up to joinSize, then whatever is left of p directly if it
-// is at least a buffer's worth, else held.
-func (o *out) write(p []byte, s string) (int, error) {
-	n := len(p) + len(s)
-	if len(o.buf) == 0 && n >= cap(o.buf) && p != nil {
-		_, o.err = o.w.Write(p)
+// write sends what is held and p, which together overflow buf: in one
+// write of up to joinSize, then whatever is left of p directly if it is at
+// least a buffer's worth, else held.
+func (o *out) write(p []byte) (int, error) {
+	n := len(p)
+	if len(o.buf) == 0 {
+		_, o.err = o.w.Write(p) // at least a buffer's worth: straight through
 		if o.err != nil {
 			return 0, o.err
 		}
@@ -100,31 +107,15 @@ func (o *out) write(p []byte, s string) (int, error) {
 	}
 	jb := o.joins.Get().(*[joinSize]byte)
 	j := append(jb[:0], o.buf...)
-	k := min(n, joinSize-len(j))
-	if p != nil {
-		j = append(j, p[:k]...)
-		p = p[k:]
-	} else {
-		j = append(j, s[:k]...)
-		s = s[k:]
-	}
+	k := min(len(p), joinSize-len(j))
+	j = append(j, p[:k]...)
 	_, o.err = o.w.Write(j)
 	o.joins.Put(jb)
 	o.buf = o.buf[:0]
 	if o.err != nil {
 		return 0, o.err
 	}
-	if len(p)+len(s) == 0 {
-		return n, nil
-	}
-	// Past joinSize: the rest as a fresh write.
-	var err error
-	if p != nil {
-		_, err = o.Write(p)
-	} else {
-		_, err = o.WriteString(s)
-	}
-	if err != nil {
+	if _, err := o.Write(p[k:]); err != nil { // past joinSize: the rest afresh
 		return 0, err
 	}
 	return n, nil

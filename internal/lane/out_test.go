@@ -64,7 +64,7 @@ func TestOut(t *testing.T) {
 		{"16 KiB alone: straight through", func(b both) { b.bytes(16 << 10) }, []int{16 << 10}},
 		{"head and 40 KiB: a join's worth, then the rest straight", func(b both) { b.str(head); b.bytes(40 << 10) }, []int{joinSize, 300 + 40<<10 - joinSize}},
 		{"head and 34 KiB: a join's worth, the rest held", func(b both) { b.str(head); b.bytes(34 << 10) }, []int{joinSize, 300 + 34<<10 - joinSize}},
-		{"a long string: joined too", func(b both) { b.str(head); b.str(strings.Repeat("s", 5000)) }, []int{5300}},
+		{"a long string: in buffer-sized pieces", func(b both) { b.str(head); b.str(strings.Repeat("s", 5000)) }, []int{outSize, 5300 - outSize}},
 		{"a byte past the buffer: flushed first", func(b both) { b.bytes(outSize); b.byte('x') }, []int{outSize, 1}},
 		{"several writes that fit: one", func(b both) { b.str(head); b.bytes(1000); b.bytes(2000); b.byte('x') }, []int{3301}},
 	} {
@@ -115,6 +115,9 @@ func TestOutError(t *testing.T) {
 	}
 	if _, err := o.Write(bytes.Repeat([]byte{'x'}, 10<<10)); !errors.Is(err, boom) {
 		t.Fatalf("a big Write after the error = %v", err)
+	}
+	if _, err := o.WriteString("more"); !errors.Is(err, boom) {
+		t.Fatalf("WriteString after the error = %v", err)
 	}
 	rec.fail = nil
 	o.Reset(rec)
