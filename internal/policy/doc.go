@@ -10,10 +10,12 @@
 // /admin., \admin). [Check] therefore evaluates the rules against every
 // reading of the path a host might make: the path as sent, and the path
 // after each round of percent-decoding (up to [MaxDecode] rounds, so
-// %252e%252e counts as .. too). Each reading is cleaned ([Clean]): `\` is
-// `/`, a ";params" suffix of a segment is dropped, trailing dots and spaces
-// of a segment are dropped, then path.Clean removes //, . and .. segments
-// and any trailing slash. The request is allowed only if every reading is
-// allowed. Method names compare case-insensitively, and a rule naming GET
+// %252e%252e counts as .. too). Each reading is cleaned: a host may take
+// `\` for `/`, drop a segment's ";params" suffix, drop a segment's trailing
+// dots and spaces - or make only some of these readings, which changes
+// which segment a ".." removes - so every combination of them is cleaned
+// and tried, each followed by path.Clean (removing //, . and .. segments
+// and any trailing slash). [Clean] makes all of them at once. The request
+// is allowed only if every reading is allowed. Method names compare case-insensitively, and a rule naming GET
 // also covers HEAD, which most hosts serve with their GET handler.
 package policy

@@ -10,6 +10,7 @@ import (
 var fuzzSeeds = []string{
 	"/", "/admin", "//admin", "/a/../admin", "/%2e%2e/admin", "/x/%252e%252e/admin", "/admin%2f",
 	"/admin;x", "/admin.", `\admin`, "/a/..;/admin", "/%zz", "/admin/health/..", "/%2561dmin/x",
+	`/admin/x\y/..`, "/admin/.../..", `/admin\...\..`, "/admin/x;/..",
 }
 
 // FuzzClean checks the invariants of a cleaned path.
@@ -110,7 +111,8 @@ func FuzzMatch(f *testing.F) {
 
 // FuzzNoBypass checks that no encoding walks around a deny: whenever a
 // host's own reading of the raw path (as sent, or decoded once by
-// net/url, then path.Clean) falls under a deny rule, Check denies.
+// net/url; with `\` as a separator or not; then path.Clean) falls under a
+// deny rule, Check denies.
 func FuzzNoBypass(f *testing.F) {
 	for i, s := range fuzzSeeds {
 		f.Add(s, uint8(i))
@@ -121,9 +123,13 @@ func FuzzNoBypass(f *testing.F) {
 		if pick&0x80 != 0 {
 			rules = rules[1:]
 		}
-		views := []string{path.Clean("/" + raw)}
+		var views []string
+		add := func(p string) {
+			views = append(views, path.Clean("/"+p), path.Clean("/"+strings.ReplaceAll(p, `\`, "/")))
+		}
+		add(raw)
 		if dec, err := url.PathUnescape(raw); err == nil {
-			views = append(views, path.Clean("/"+dec))
+			add(dec)
 		}
 		for _, v := range views {
 			allowedByRef := true

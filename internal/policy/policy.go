@@ -96,8 +96,14 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	}
 	cur := escaped
 	for round := 0; ; round++ {
-		if ok, i := Decide(rules, method, Clean(cur)); !ok {
-			return false, i
+		kinds := lenientIn(cur)
+		for m := 0; m <= allLenient; m++ {
+			if m&^kinds != 0 {
+				continue // the same reading as a smaller m
+			}
+			if ok, i := Decide(rules, method, clean(cur, m)); !ok {
+				return false, i
+			}
 		}
 		next := unescape(cur)
 		if next == cur || round == MaxDecode {
@@ -107,21 +113,54 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	}
 }
 
-// Clean cleans one reading of a path, without decoding it: `\` becomes `/`,
-// each segment loses a ";params" suffix and trailing dots and spaces, then
-// path.Clean applies. The result starts with "/" and has no empty, "." or
-// ".." segment and no trailing slash (except "/" itself).
-func Clean(p string) string {
-	if !strings.ContainsAny(p, "\\;. ") {
+// The lenient readings a host may make of a path. Hosts differ in which
+// they make, and each changes which segment a ".." removes, so Check tries
+// every combination: "/admin/x\y/.." is /admin to a host for which `\` is
+// an ordinary byte and /admin/x to one for which it separates segments.
+const (
+	backslash  = 1 << iota // `\` separates segments
+	params                 // a segment's ";params" suffix is not part of its name
+	trailing               // a segment's trailing dots and spaces are not part of its name
+	allLenient = backslash | params | trailing
+)
+
+// lenientIn reports the lenient readings that can change p.
+func lenientIn(p string) int {
+	k := 0
+	if strings.IndexByte(p, '\\') >= 0 {
+		k |= backslash
+	}
+	if strings.IndexByte(p, ';') >= 0 {
+		k |= params
+	}
+	if strings.ContainsAny(p, ". ") {
+		k |= trailing
+	}
+	return k
+}
+
+// Clean cleans one reading of a path, without decoding it, making every
+// lenient reading at once: `\` becomes `/`, each segment loses a ";params"
+// suffix and trailing dots and spaces, then path.Clean applies. The result
+// starts with "/" and has no empty, "." or ".." segment and no trailing
+// slash (except "/" itself).
+func Clean(p string) string { return clean(p, allLenient) }
+
+// clean makes the lenient readings in m, then path.Clean.
+func clean(p string, m int) string {
+	if m&lenientIn(p) == 0 {
 		return path.Clean("/" + p)
 	}
-	segs := strings.Split(strings.ReplaceAll(p, "\\", "/"), "/")
+	if m&backslash != 0 {
+		p = strings.ReplaceAll(p, "\\", "/")
+	}
+	segs := strings.Split(p, "/")
 	out := segs[:0]
 	for _, s := range segs {
-		if i := strings.IndexByte(s, ';'); i >= 0 {
+		if i := strings.IndexByte(s, ';'); i >= 0 && m&params != 0 {
 			s = s[:i]
 		}
-		if s != "." && s != ".." {
+		if s != "." && s != ".." && m&trailing != 0 {
 			s = strings.TrimRight(s, ". ")
 		}
 		if s != "" {

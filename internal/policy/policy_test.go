@@ -77,6 +77,19 @@ func TestCheck(t *testing.T) {
 		{"GET", "/%zz/admin", true},
 		{"GET", "/%zz/../admin", false},
 		{"GET", "/%zz", true},
+		// Found by FuzzNoBypass: to a host for which `\` is an ordinary
+		// byte, ".." removes the whole "x\y" and leaves /admin.
+		{"GET", `/admin/x\y/..`, false},
+		{"GET", "admin/healt\xae\xb5\xf6\"\xc3n\\\xafh/..", false},
+		// Trimming makes "..." empty; a host that does not trim reads /admin.
+		{"GET", "/admin/.../..", false},
+		{"GET", `/admin\...\..`, false},
+		{"GET", "/admin/x;/..", false},
+		{"GET", "/admin/;x/..", false},
+		// Only the trimming reading is /admin/health; to the others it is
+		// under /admin/*.
+		{"GET", "/admin/health.", false},
+		{"GET", "/app.js", true},
 	}
 	for _, c := range cases {
 		if got, _ := Check(rules, c.method, c.path); got != c.allowed {
