@@ -124,17 +124,21 @@ const (
 	allLenient = backslash | params | trailing
 )
 
-// lenientIn reports the lenient readings that can change p.
+// lenientIn reports the lenient readings that can change p: a `\`, a
+// ';', a dot or space that ends a segment.
 func lenientIn(p string) int {
 	k := 0
-	if strings.IndexByte(p, '\\') >= 0 {
-		k |= backslash
-	}
-	if strings.IndexByte(p, ';') >= 0 {
-		k |= params
-	}
-	if strings.ContainsAny(p, ". ") {
-		k |= trailing
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			k |= backslash
+		case ';':
+			k |= params
+		case '.', ' ':
+			if i+1 == len(p) || p[i+1] == '/' || p[i+1] == '\\' || p[i+1] == ';' {
+				k |= trailing
+			}
+		}
 	}
 	return k
 }
@@ -144,11 +148,12 @@ func lenientIn(p string) int {
 // suffix and trailing dots and spaces, then path.Clean applies. The result
 // starts with "/" and has no empty, "." or ".." segment and no trailing
 // slash (except "/" itself).
-func Clean(p string) string { return clean(p, allLenient) }
+func Clean(p string) string { return clean(p, lenientIn(p)) }
 
-// clean makes the lenient readings in m, then path.Clean.
+// clean makes the lenient readings in m, which p must allow
+// (m&^lenientIn(p) == 0), then path.Clean.
 func clean(p string, m int) string {
-	if m&lenientIn(p) == 0 {
+	if m == 0 {
 		return path.Clean("/" + p)
 	}
 	if m&backslash != 0 {
