@@ -45,6 +45,7 @@ type config struct {
 	idle        int
 	tls         bool
 	l7TLS       bool
+	l7TLSNew    bool
 	h2          bool
 	tlsDuration time.Duration
 	tlsStreams  int
@@ -71,10 +72,11 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.idle, "idle", 10000, "idle keep-alive connections for the memory test (0 skips it)")
 	fs.BoolVar(&c.tls, "tls", true, "run the L4 TLS passthrough tests")
 	fs.BoolVar(&c.l7TLS, "l7-tls", true, "run the L7 rounds over TLS too (each proxy terminates TLS)")
+	fs.BoolVar(&c.l7TLSNew, "l7-tls-new", true, "with -l7-tls, also measure a new TLS connection per request (handshake, one GET, close)")
 	fs.BoolVar(&c.h2, "h2", true, "run the L7 rounds over HTTP/2 too (h2load; TLS, each proxy terminating it)")
-	fs.DurationVar(&c.tlsDuration, "tls-duration", 5*time.Second, "length of each TLS download and handshake run")
+	fs.DurationVar(&c.tlsDuration, "tls-duration", 5*time.Second, "length of each TLS download, handshake and new-connection run")
 	fs.IntVar(&c.tlsStreams, "tls-streams", 4, "parallel TLS downloads")
-	fs.IntVar(&c.tlsWorkers, "tls-workers", 16, "parallel TLS handshakers")
+	fs.IntVar(&c.tlsWorkers, "tls-workers", 16, "parallel TLS handshakers (and new-connection clients)")
 	fs.BoolVar(&c.install, "install", true, "apt-get install missing nginx, haproxy, wrk (as root)")
 	fs.StringVar(&c.gatehouse, "gatehouse", "", "gatehouse binary to test (default: go build ./cmd/gatehouse)")
 	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
@@ -393,6 +395,18 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			rep.l7tls[t.name] = append(rep.l7tls[t.name], r)
 		}); err != nil {
 			return err
+		}
+		if cfg.l7TLSNew {
+			if err := inRounds(ctx, cfg.rounds, overTLS, func(round int, t *target) {
+				logf("L7 over TLS, new connections, round %d/%d: %s", round+1, cfg.rounds, t.name)
+				r := runNewConnections(ctx, t.https, path, cfg.body, cfg.tlsWorkers, cfg.tlsDuration, t.proc)
+				if r.errors > 0 {
+					rep.note("%s L7 over TLS, new connections, round %d: %d errors, first: %s", t.name, round+1, r.errors, r.firstErr)
+				}
+				rep.l7new[t.name] = append(rep.l7new[t.name], r)
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	if cfg.h2 {

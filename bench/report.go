@@ -24,13 +24,14 @@ type report struct {
 	h2        map[string][]h2Result
 	idle      map[string]idleResult
 	dl, hs    map[string][]tlsResult
+	l7new     map[string][]tlsResult // L7 over TLS, a new connection per request
 	profiles  map[string]string
 	notes     []string
 }
 
 func newReport(cfg config, root string) *report {
 	r := &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
-		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, profiles: map[string]string{}}
+		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, l7new: map[string][]tlsResult{}, profiles: map[string]string{}}
 	r.commitID = r.commit()
 	return r
 }
@@ -130,13 +131,16 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "; %s", cmdLine("h2load", "--version"))
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -h2=%v`, %s in all\n\n",
-		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.h2,
+	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -l7-tls-new=%v -h2=%v`, %s in all\n\n",
+		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.h2,
 		r.end.Sub(r.start).Round(time.Second))
 
 	r.l7Table(&b, fmt.Sprintf("L7: %s responses, %d keep-alive connections", sizeName(r.cfg.body), r.cfg.conns), r.l7)
 	if r.cfg.l7TLS {
 		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls)
+		if r.cfg.l7TLSNew {
+			r.newConnTable(&b)
+		}
 	}
 	if r.cfg.h2 {
 		r.h2Table(&b)
@@ -260,6 +264,39 @@ func (r *report) tlsTable(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %.0f | %s | %s | %s | %d |\n", t.name, mbps(t.name),
 			ratio(mbps(t.name), mbps("direct")), ratio(mbps(t.name), mbps("nginx")), cpuGB,
 			hps(t.name), ratio(hps(t.name), hps("direct")), ratio(hps(t.name), hps("nginx")), cpuHS, errs)
+	}
+	fmt.Fprintln(b)
+}
+
+func (r *report) newConnTable(b *strings.Builder) {
+	fmt.Fprintf(b, "## L7 over TLS, a new connection per request (median of %d × %s each)\n\n", r.cfg.rounds, r.cfg.tlsDuration)
+	fmt.Fprintf(b, "%d clients, each connection a full TLS handshake (no resumption, ECDSA P-256; the TLS column is the version and key exchange each target chose: Go's crypto/tls prefers the post-quantum hybrid X25519MLKEM768, which OpenSSL 3.0 lacks), one GET of %s, `Connection: close`; the proxy keeps its connections to the backend.\n\n", r.cfg.tlsWorkers, sizeName(r.cfg.body))
+	fmt.Fprintln(b, "| target | TLS | connections/s | × direct | × nginx | proxy CPU ms / 1k connections | proxy CPU × nginx | errors | rounds |")
+	fmt.Fprintln(b, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	cps := func(n string) float64 { return medianOf(r.l7new[n], tlsResult.hps) }
+	cpu := func(n string) float64 {
+		return medianOf(r.l7new[n], func(x tlsResult) float64 { return x.cpu * 1e3 / (float64(max(x.handshakes, 1)) / 1e3) })
+	}
+	for _, t := range r.targets {
+		runs := r.l7new[t.name]
+		if len(runs) == 0 {
+			fmt.Fprintf(b, "| %s | | not measured | | | | | | 0 |\n", t.name)
+			continue
+		}
+		var errs int64
+		version := "?"
+		for _, x := range runs {
+			errs += x.errors
+			if x.version != "" {
+				version = x.version
+			}
+		}
+		cpuCell, cpuRatio := "— (no proxy)", "—"
+		if t.proc != nil {
+			cpuCell, cpuRatio = fmt.Sprintf("%.1f", cpu(t.name)), ratio(cpu(t.name), cpu("nginx"))
+		}
+		fmt.Fprintf(b, "| %s | %s | %.0f | %s | %s | %s | %s | %d | %d |\n", t.name, version, cps(t.name),
+			ratio(cps(t.name), cps("direct")), ratio(cps(t.name), cps("nginx")), cpuCell, cpuRatio, errs, len(runs))
 	}
 	fmt.Fprintln(b)
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,9 +18,10 @@ import (
 // tlsResult is one passthrough measurement against one target.
 type tlsResult struct {
 	bytes      int64 // downloaded (download test)
-	handshakes int64 // completed (handshake test)
+	handshakes int64 // completed (handshake test; connections in the new-connection test)
 	errors     int64
 	firstErr   string // the first error, for the report
+	version    string // TLS version and key exchange the first connection negotiated (new-connection test)
 	elapsed    time.Duration
 	cpu        float64 // CPU seconds of the proxy tree over the run
 }
@@ -99,13 +102,39 @@ func runDownload(ctx context.Context, addr string, roots *x509.CertPool, streams
 // runHandshakes opens fresh TLS connections (full handshakes, no session
 // resumption) to addr from workers goroutines for d, and counts them.
 func runHandshakes(ctx context.Context, addr string, roots *x509.CertPool, workers int, d time.Duration, p *proc) tlsResult {
+	cfg := tlsClientConfig(roots)
+	return runConnections(ctx, workers, d, p, func(ctx context.Context) error { return handshakeOnce(ctx, addr, cfg) })
+}
+
+// runNewConnections is the L7 test for clients that do not keep their
+// connections: each connection to addr, a proxy that terminates TLS, is a
+// full handshake (SNI appHost, no session resumption, the certificate not
+// verified, as wrk does), one GET of path with Connection: close, and the
+// whole answer, which must be a 200 of exactly want bytes.
+func runNewConnections(ctx context.Context, addr, path string, want, workers int, d time.Duration, p *proc) tlsResult {
+	cfg := &tls.Config{ServerName: appHost, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}
+	req := []byte("GET " + path + " HTTP/1.1\r\nHost: " + appHost + "\r\nConnection: close\r\n\r\n")
+	var version atomic.Value
+	r := runConnections(ctx, workers, d, p, func(ctx context.Context) error {
+		cs, err := requestOnce(ctx, addr, cfg, req, want)
+		if err == nil {
+			version.CompareAndSwap(nil, tls.VersionName(cs.Version)+", "+cs.CurveID.String())
+		}
+		return err
+	})
+	r.version, _ = version.Load().(string)
+	return r
+}
+
+// runConnections calls once from workers goroutines for d and counts the
+// calls that succeed (as handshakes) and those that fail.
+func runConnections(ctx context.Context, workers int, d time.Duration, p *proc, once func(context.Context) error) tlsResult {
 	// Errors at or after the deadline are the run ending, not failures:
 	// a dial's own deadline can fire just before ctx reports it is done.
 	deadline := time.Now().Add(d)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	live := func() bool { return ctx.Err() == nil && time.Now().Before(deadline) }
-	cfg := tlsClientConfig(roots)
 	var done, errs atomic.Int64
 	var first firstError
 	cpu := cpuMeter(p)
@@ -116,7 +145,7 @@ func runHandshakes(ctx context.Context, addr string, roots *x509.CertPool, worke
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 1_000_000 && live(); i++ {
-				if err := handshakeOnce(ctx, addr, cfg); err != nil {
+				if err := once(ctx); err != nil {
 					if live() {
 						errs.Add(1)
 						first.set(err)
@@ -144,6 +173,40 @@ func handshakeOnce(ctx context.Context, addr string, cfg *tls.Config) error {
 		return errors.New("handshake incomplete")
 	}
 	return c.Close()
+}
+
+// requestOnce dials addr over TLS, sends req and wants a 200 with a body
+// of exactly want bytes before the connection ends. It returns what the
+// handshake negotiated.
+func requestOnce(ctx context.Context, addr string, cfg *tls.Config, req []byte, want int) (tls.ConnectionState, error) {
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: cfg}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := d.DialContext(hctx, "tcp", addr)
+	if err != nil {
+		return tls.ConnectionState{}, err
+	}
+	defer c.Close()
+	version := c.(*tls.Conn).ConnectionState()
+	if dl, ok := hctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := c.Write(req); err != nil {
+		return version, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return version, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(want)+1))
+	if err != nil {
+		return version, err
+	}
+	if resp.StatusCode != http.StatusOK || n != int64(want) {
+		return version, fmt.Errorf("status %d, %d bytes (want 200, %d)", resp.StatusCode, n, want)
+	}
+	return version, nil
 }
 
 // firstError keeps the first error it is given. Safe for concurrent use.

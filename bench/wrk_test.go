@@ -68,6 +68,9 @@ func TestParseFlags(t *testing.T) {
 	if c.body != 1024 {
 		t.Fatalf("default -body %d, want the issue's 1024", c.body)
 	}
+	if !c.l7TLS || !c.l7TLSNew {
+		t.Fatalf("L7 over TLS and its new-connection test must run by default: %+v", c)
+	}
 	for _, bad := range [][]string{
 		{"-targets", "caddy"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-duration", "100ms"},
 		{"-conns", "0"}, {"-threads", "65"}, {"-idle", "-1"}, {"-tls-streams", "0"},
