@@ -46,6 +46,7 @@ type config struct {
 	tls         bool
 	l7TLS       bool
 	l7TLSNew    bool
+	x25519      bool // new-connection clients offer only X25519
 	h2          bool
 	tlsDuration time.Duration
 	tlsStreams  int
@@ -73,6 +74,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.tls, "tls", true, "run the L4 TLS passthrough tests")
 	fs.BoolVar(&c.l7TLS, "l7-tls", true, "run the L7 rounds over TLS too (each proxy terminates TLS)")
 	fs.BoolVar(&c.l7TLSNew, "l7-tls-new", true, "with -l7-tls, also measure a new TLS connection per request (handshake, one GET, close)")
+	fs.BoolVar(&c.x25519, "x25519-only", false, "new-connection clients offer only X25519, the group nginx and HAProxy (OpenSSL 3.0) use, so every target does the same handshake")
 	fs.BoolVar(&c.h2, "h2", true, "run the L7 rounds over HTTP/2 too (h2load; TLS, each proxy terminating it)")
 	fs.DurationVar(&c.tlsDuration, "tls-duration", 5*time.Second, "length of each TLS download, handshake and new-connection run")
 	fs.IntVar(&c.tlsStreams, "tls-streams", 4, "parallel TLS downloads")
@@ -399,7 +401,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		if cfg.l7TLSNew {
 			if err := inRounds(ctx, cfg.rounds, overTLS, func(round int, t *target) {
 				logf("L7 over TLS, new connections, round %d/%d: %s", round+1, cfg.rounds, t.name)
-				r := runNewConnections(ctx, t.https, path, cfg.body, cfg.tlsWorkers, cfg.tlsDuration, t.proc)
+				r := runNewConnections(ctx, t.https, path, cfg.body, cfg.tlsWorkers, cfg.tlsDuration, cfg.x25519, t.proc)
 				if r.errors > 0 {
 					rep.note("%s L7 over TLS, new connections, round %d: %d errors, first: %s", t.name, round+1, r.errors, r.firstErr)
 				}

@@ -110,9 +110,14 @@ func runHandshakes(ctx context.Context, addr string, roots *x509.CertPool, worke
 // connections: each connection to addr, a proxy that terminates TLS, is a
 // full handshake (SNI appHost, no session resumption, the certificate not
 // verified, as wrk does), one GET of path with Connection: close, and the
-// whole answer, which must be a 200 of exactly want bytes.
-func runNewConnections(ctx context.Context, addr, path string, want, workers int, d time.Duration, p *proc) tlsResult {
+// whole answer, which must be a 200 of exactly want bytes. With x25519 the
+// clients offer only that key exchange (Go's default offers
+// X25519MLKEM768 first).
+func runNewConnections(ctx context.Context, addr, path string, want, workers int, d time.Duration, x25519 bool, p *proc) tlsResult {
 	cfg := &tls.Config{ServerName: appHost, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}
+	if x25519 {
+		cfg.CurvePreferences = []tls.CurveID{tls.X25519}
+	}
 	req := []byte("GET " + path + " HTTP/1.1\r\nHost: " + appHost + "\r\nConnection: close\r\n\r\n")
 	var version atomic.Value
 	r := runConnections(ctx, workers, d, p, func(ctx context.Context) error {

@@ -20,9 +20,10 @@ func TestRunNewConnections(t *testing.T) {
 		status int
 		size   int
 		ok     bool
-		errHas string
+		errHas string // the error wanted, or the key exchange for a good run
 	}{
-		{"whole answer", 200, 1024, true, ""},
+		{"whole answer", 200, 1024, true, "X25519MLKEM768"},
+		{"x25519 only", 200, 1024, true, "X25519"},
 		{"short body", 200, 1000, false, "1000 bytes"},
 		{"not found", 404, 1024, false, "status 404"},
 	} {
@@ -43,7 +44,7 @@ func TestRunNewConnections(t *testing.T) {
 			}
 			srv.StartTLS()
 			defer srv.Close()
-			r := runNewConnections(context.Background(), srv.Listener.Addr().String(), "/body/1024", 1024, 2, 300*time.Millisecond, nil)
+			r := runNewConnections(context.Background(), srv.Listener.Addr().String(), "/body/1024", 1024, 2, 300*time.Millisecond, tt.name == "x25519 only", nil)
 			if wrongHost.Load() != 0 {
 				t.Fatalf("%d requests not GET /body/1024 for %s with Connection: close", wrongHost.Load(), appHost)
 			}
@@ -53,8 +54,8 @@ func TestRunNewConnections(t *testing.T) {
 				}
 				return
 			}
-			if r.handshakes < 10 || r.errors != 0 || !strings.HasPrefix(r.version, "TLS 1.3, ") {
-				t.Fatalf("counted %d, %d errors (first %q), version %q; want >= 10, none, TLS 1.3 and a group", r.handshakes, r.errors, r.firstErr, r.version)
+			if r.handshakes < 10 || r.errors != 0 || r.version != "TLS 1.3, "+tt.errHas {
+				t.Fatalf("counted %d, %d errors (first %q), version %q; want >= 10, none, TLS 1.3, %s", r.handshakes, r.errors, r.firstErr, r.version, tt.errHas)
 			}
 			// A request in flight when the run ended is served but not counted.
 			if s, c := served.Load(), conns.Load(); r.handshakes > s || s > c || c > r.handshakes+2 {
