@@ -189,7 +189,7 @@ func requestOnce(ctx context.Context, addr string, cfg *tls.Config, req []byte, 
 	defer cancel()
 	c, err := d.DialContext(hctx, "tcp", addr)
 	if err != nil {
-		return tls.ConnectionState{}, err
+		return tls.ConnectionState{}, fmt.Errorf("handshake: %w", err)
 	}
 	defer c.Close()
 	version := c.(*tls.Conn).ConnectionState()
@@ -197,16 +197,16 @@ func requestOnce(ctx context.Context, addr string, cfg *tls.Config, req []byte, 
 		c.SetDeadline(dl)
 	}
 	if _, err := c.Write(req); err != nil {
-		return version, err
+		return version, fmt.Errorf("request: %w", err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		return version, err
+		return version, fmt.Errorf("response head: %w", err)
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(want)+1))
 	if err != nil {
-		return version, err
+		return version, fmt.Errorf("response body: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK || n != int64(want) {
 		return version, fmt.Errorf("status %d, %d bytes (want 200, %d)", resp.StatusCode, n, want)
