@@ -3,7 +3,8 @@ package policy
 import "testing"
 
 // BenchmarkCheck is the policy layer's cost on one request for paths that
-// allow one lenient reading (none), two (a dot) and all eight.
+// allow one reading (plain, dot), eight (all but folding), two per
+// decoding round (encoded) and two for capitals (upper).
 func BenchmarkCheck(b *testing.B) {
 	rules := []Rule{
 		{Action: Allow, Path: "/admin/health"},
@@ -15,6 +16,7 @@ func BenchmarkCheck(b *testing.B) {
 		{"dot", "/static/app.js"},
 		{"all", `/static/a;v=1\app.js`},
 		{"encoded", "/static/%61pp.js"},
+		{"upper", "/Static/App.js"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -7,15 +7,18 @@
 //
 // A deny rule must not be walked around by an encoding the host undoes
 // (/a/../admin, //admin, /%2e%2e/admin, /admin%2f, /admin/, /admin;x,
-// /admin., \admin). [Check] therefore evaluates the rules against every
+// /admin., \admin, /ADMIN). [Check] therefore evaluates the rules against every
 // reading of the path a host might make: the path as sent, and the path
 // after each round of percent-decoding (up to [MaxDecode] rounds, so
 // %252e%252e counts as .. too). Each reading is cleaned: a host may take
 // `\` for `/`, drop a segment's ";params" suffix, drop a segment's trailing
-// dots and spaces - or make only some of these readings, which changes
-// which segment a ".." removes - so every combination of them is cleaned
-// and tried, each followed by path.Clean (removing //, . and .. segments
-// and any trailing slash). [Clean] makes all of them at once. The request
-// is allowed only if every reading is allowed. Method names compare case-insensitively, and a rule naming GET
+// dots and spaces, compare paths without case (IIS, Windows and macOS file
+// systems: /ADMIN is /admin) - or make only some of these readings, which
+// changes which segment a ".." removes - so every combination of them is
+// tried, each followed by path.Clean (removing //, . and .. segments and
+// any trailing slash); the case-free readings match lower-cased paths
+// against lower-cased rules. [Clean] makes all but folding at once. The
+// request is allowed only if every reading is allowed, so a reading can
+// add a denial, never lift one. Method names compare case-insensitively, and a rule naming GET
 // also covers HEAD, which most hosts serve with their GET handler.
 package policy

@@ -10,7 +10,7 @@ import (
 var fuzzSeeds = []string{
 	"/", "/admin", "//admin", "/a/../admin", "/%2e%2e/admin", "/x/%252e%252e/admin", "/admin%2f",
 	"/admin;x", "/admin.", `\admin`, "/a/..;/admin", "/%zz", "/admin/health/..", "/%2561dmin/x",
-	`/admin/x\y/..`, "/admin/.../..", `/admin\...\..`, "/admin/x;/..",
+	`/admin/x\y/..`, "/admin/.../..", `/admin\...\..`, "/admin/x;/..", "/ADMIN", "/%41dmin/X",
 }
 
 // FuzzClean checks the invariants of a cleaned path.
@@ -111,11 +111,13 @@ func FuzzMatch(f *testing.F) {
 
 // FuzzNoBypass checks that no encoding walks around a deny: whenever a
 // host's own reading of the raw path (as sent, or decoded once by
-// net/url; with `\` as a separator or not; then path.Clean) falls under a
-// deny rule, Check denies.
+// net/url; with `\` as a separator or not; with case or without; then
+// path.Clean) falls under a deny rule, Check denies.
 func FuzzNoBypass(f *testing.F) {
 	for i, s := range fuzzSeeds {
 		f.Add(s, uint8(i))
+		f.Add(s, uint8(0)) // under /admin
+		f.Add(s, uint8(1)) // under /admin/*
 	}
 	f.Fuzz(func(t *testing.T, raw string, pick uint8) {
 		pattern := fuzzPatterns[int(pick)%len(fuzzPatterns)]
@@ -125,7 +127,9 @@ func FuzzNoBypass(f *testing.F) {
 		}
 		var views []string
 		add := func(p string) {
-			views = append(views, path.Clean("/"+p), path.Clean("/"+strings.ReplaceAll(p, `\`, "/")))
+			for _, q := range []string{p, strings.ToLower(p)} {
+				views = append(views, path.Clean("/"+q), path.Clean("/"+strings.ReplaceAll(q, `\`, "/")))
+			}
 		}
 		add(raw)
 		if dec, err := url.PathUnescape(raw); err == nil {

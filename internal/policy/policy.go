@@ -95,13 +95,25 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 		return true, -1
 	}
 	cur := escaped
+	ruleKinds := foldIn(rules)
+	var lowered []Rule // the rules for the folded reading, made when first needed
 	for round := 0; ; round++ {
-		kinds := lenientIn(cur)
+		kinds := lenientIn(cur) | ruleKinds
 		for m := 0; m <= allLenient; m++ {
 			if m&^kinds != 0 {
 				continue // the same reading as a smaller m
 			}
-			if ok, i := Decide(rules, method, clean(cur, m)); !ok {
+			rs, c := rules, clean(cur, m)
+			if m&folded != 0 {
+				if lowered == nil {
+					lowered = rules
+					if ruleKinds != 0 {
+						lowered = lowerRules(rules)
+					}
+				}
+				rs, c = lowered, strings.ToLower(c)
+			}
+			if ok, i := Decide(rs, method, c); !ok {
 				return false, i
 			}
 		}
@@ -114,46 +126,84 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 }
 
 // The lenient readings a host may make of a path. Hosts differ in which
-// they make, and each changes which segment a ".." removes, so Check tries
-// every combination: "/admin/x\y/.." is /admin to a host for which `\` is
-// an ordinary byte and /admin/x to one for which it separates segments.
+// they make, and each changes which segment a ".." removes or which rule
+// a path falls under, so Check tries every combination: "/admin/x\y/.."
+// is /admin to a host for which `\` is an ordinary byte and /admin/x to
+// one for which it separates segments; /ADMIN is /admin to a host that
+// compares paths without case (IIS, Windows and macOS file systems, many
+// routers). A reading can only add a denial, never lift one.
 const (
 	backslash  = 1 << iota // `\` separates segments
 	params                 // a segment's ";params" suffix is not part of its name
 	trailing               // a segment's trailing dots and spaces are not part of its name
-	allLenient = backslash | params | trailing
+	folded                 // letters compare without case
+	allLenient = backslash | params | trailing | folded
 )
 
+// foldIn reports folded if a rule's path has a letter that folding changes.
+func foldIn(rules []Rule) int {
+	for _, r := range rules {
+		if unfolded(r.Path) {
+			return folded
+		}
+	}
+	return 0
+}
+
+// unfolded reports whether s has an upper-case ASCII letter or any
+// non-ASCII byte (which Unicode case folding may change).
+func unfolded(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' || c >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// lowerRules returns rules with their paths lower-cased.
+func lowerRules(rules []Rule) []Rule {
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		r.Path = strings.ToLower(r.Path)
+		out[i] = r
+	}
+	return out
+}
+
 // lenientIn reports the lenient readings that can change p: a `\`, a
-// ';', a dot or space that ends a segment.
+// ';', a dot or space that ends a segment, a letter folding changes.
 func lenientIn(p string) int {
 	k := 0
 	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
+		switch c := p[i]; {
+		case c == '\\':
 			k |= backslash
-		case ';':
+		case c == ';':
 			k |= params
-		case '.', ' ':
+		case c == '.' || c == ' ':
 			if i+1 == len(p) || p[i+1] == '/' || p[i+1] == '\\' || p[i+1] == ';' {
 				k |= trailing
 			}
+		case 'A' <= c && c <= 'Z' || c >= 0x80:
+			k |= folded
 		}
 	}
 	return k
 }
 
 // Clean cleans one reading of a path, without decoding it, making every
-// lenient reading at once: `\` becomes `/`, each segment loses a ";params"
-// suffix and trailing dots and spaces, then path.Clean applies. The result
-// starts with "/" and has no empty, "." or ".." segment and no trailing
-// slash (except "/" itself).
+// lenient reading but folding at once: `\` becomes `/`, each segment
+// loses a ";params" suffix and trailing dots and spaces, then path.Clean
+// applies. The result starts with "/" and has no empty, "." or ".."
+// segment and no trailing slash (except "/" itself).
 func Clean(p string) string { return clean(p, lenientIn(p)) }
 
-// clean makes the lenient readings in m, which p must allow
-// (m&^lenientIn(p) == 0), then path.Clean.
+// clean makes the lenient readings in m but folding (which Check applies
+// to the result and the rules alike), then path.Clean. m must be readings
+// p allows (m&^lenientIn(p) == 0).
 func clean(p string, m int) string {
-	if m == 0 {
+	if m&^folded == 0 {
 		return path.Clean("/" + p)
 	}
 	if m&backslash != 0 {

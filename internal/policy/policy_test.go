@@ -90,6 +90,18 @@ func TestCheck(t *testing.T) {
 		// under /admin/*.
 		{"GET", "/admin/health.", false},
 		{"GET", "/app.js", true},
+		// A host that compares paths without case serves these as /admin.
+		{"GET", "/ADMIN", false},
+		{"GET", "/Admin/users", false},
+		{"GET", "/%41dmin", false},
+		{"GET", "/%2541DMIN", false},
+		// Outside /admin/* with case, the allowed /admin/health without.
+		{"GET", "/ADMIN/x/../HEALTH", true},
+		{"GET", "/ADMIN/x/../USERS", false},
+		{"GET", "/ITEMS/1", true},
+		{"POST", "/ITEMS/1", false},
+		{"GET", "/SECRET", false},
+		{"GET", "/Public", true},
 	}
 	for _, c := range cases {
 		if got, _ := Check(rules, c.method, c.path); got != c.allowed {
@@ -101,6 +113,16 @@ func TestCheck(t *testing.T) {
 	}
 	if ok, i := Check([]Rule{{Action: Deny, Path: "/*"}}, "GET", "/anything"); ok || i != 0 {
 		t.Error("/* must cover everything")
+	}
+	// A rule written with capitals covers every case of its path too.
+	upper := []Rule{{Action: Deny, Path: "/Wp-Admin/*"}, {Action: Deny, Path: "/\u212Aey"}} // Kelvin sign K
+	for _, p := range []string{"/Wp-Admin", "/wp-admin/x", "/WP-ADMIN", "/key", "/KEY"} {
+		if ok, _ := Check(upper, "GET", p); ok {
+			t.Errorf("%s allowed past %+v", p, upper)
+		}
+	}
+	if ok, _ := Check(upper, "GET", "/wp-admins"); !ok {
+		t.Error("/wp-admins denied by /Wp-Admin/*")
 	}
 }
 
