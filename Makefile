@@ -5,7 +5,7 @@ GO ?= go
 DEB_PACKAGES := pebble chromium
 FUZZTIME ?= 20000x
 
-.PHONY: test deps vet fmt-check staticcheck unit fuzz bench bench-load build demo
+.PHONY: test deps vet fmt-check staticcheck unit fuzz fuzz-long bench bench-load build demo
 
 test: deps vet fmt-check staticcheck unit fuzz bench
 
@@ -39,6 +39,14 @@ unit:
 # exercised beyond their seed corpus on every CI run.
 fuzz:
 	@FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+# fuzz-long is the deeper run to make before submitting (~20 min): CI's
+# few random executions per target can find what a short local run did
+# not, and then nothing lands. Each target gets up to 1.5M executions or
+# FUZZCAP seconds; every target runs, and any failing input fails it.
+FUZZCAP ?= 90
+fuzz-long:
+	@FUZZTIME=1500000x FUZZCAP=$(FUZZCAP) FUZZCAP_OK=1 ./scripts/fuzz.sh
 
 # bench runs every Go benchmark once (part of test, so they cannot rot); the load
 # harness against nginx and HAProxy is `go run ./bench` (see bench/README.md).
