@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// tlsResult is one passthrough measurement against one target.
+// tlsResult is one TLS measurement against one target: a passthrough
+// download or handshake run, or an L7 new-connection run.
 type tlsResult struct {
 	bytes      int64 // downloaded (download test)
 	handshakes int64 // completed (handshake test; connections in the new-connection test)
@@ -192,26 +193,26 @@ func requestOnce(ctx context.Context, addr string, cfg *tls.Config, req []byte, 
 		return tls.ConnectionState{}, fmt.Errorf("handshake: %w", err)
 	}
 	defer c.Close()
-	version := c.(*tls.Conn).ConnectionState()
+	cs := c.(*tls.Conn).ConnectionState()
 	if dl, ok := hctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
 	if _, err := c.Write(req); err != nil {
-		return version, fmt.Errorf("request: %w", err)
+		return cs, fmt.Errorf("request: %w", err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		return version, fmt.Errorf("response head: %w", err)
+		return cs, fmt.Errorf("response head: %w", err)
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(want)+1))
 	if err != nil {
-		return version, fmt.Errorf("response body: %w", err)
+		return cs, fmt.Errorf("response body: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK || n != int64(want) {
-		return version, fmt.Errorf("status %d, %d bytes (want 200, %d)", resp.StatusCode, n, want)
+		return cs, fmt.Errorf("status %d, %d bytes (want 200, %d)", resp.StatusCode, n, want)
 	}
-	return version, nil
+	return cs, nil
 }
 
 // firstError keeps the first error it is given. Safe for concurrent use.

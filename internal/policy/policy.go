@@ -200,8 +200,8 @@ func lenientIn(p string) int {
 func Clean(p string) string { return clean(p, lenientIn(p)) }
 
 // clean makes the lenient readings in m but folding (which Check applies
-// to the result and the rules alike), then path.Clean. m must be readings
-// p allows (m&^lenientIn(p) == 0).
+// to the result and the rules alike, and may ask for when only a rule has
+// capitals), then path.Clean. m's other readings must be ones p allows.
 func clean(p string, m int) string {
 	if m&^folded == 0 {
 		return path.Clean("/" + p)
