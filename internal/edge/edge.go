@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
 // Edge runs the listeners. New validates; Listen binds; Run serves and
@@ -82,7 +83,7 @@ func (e *Edge) bind(l *net.Listener, addr, name string) error {
 	if *l != nil || addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := sock.Listen(context.Background(), addr)
 	if err != nil {
 		return fmt.Errorf("edge: %s listener: %w", name, err)
 	}

@@ -1,5 +1,6 @@
 // Package sock owns the gateway's plain TCP reads and writes on its hot
-// connections (clients' HTTP/1.1, hosts' keep-alive pool).
+// connections (clients' HTTP/1.1, hosts' keep-alive pool) and the socket
+// options of its listeners.
 //
 // Why: net.TCPConn enters every read and write through the runtime's
 // syscall bookkeeping (entersyscall/exitsyscall), as if the call might
@@ -17,5 +18,10 @@
 // first instead of trying a read that, that soon after sending, finds
 // nothing (EAGAIN) almost every time.
 //
-// Linux only: elsewhere Wrap returns the connection as it is.
+// Listen opens the edge's listening sockets with TCP keep-alive set on
+// the listener, which Linux copies to each accepted connection, instead of
+// the four setsockopt calls net makes after every accept.
+//
+// Linux only: elsewhere Wrap returns the connection as it is and Listen is
+// net's.
 package sock
