@@ -99,19 +99,24 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	var lowered []Rule // the rules for the folded reading, made when first needed
 	for round := 0; ; round++ {
 		kinds := lenientIn(cur) | ruleKinds
+		var cleaned [folded]string // this round's readings without folding, by m
 		for m := 0; m <= allLenient; m++ {
 			if m&^kinds != 0 {
 				continue // the same reading as a smaller m
 			}
-			rs, c := rules, clean(cur, m)
-			if m&folded != 0 {
+			rs, c := rules, ""
+			if m&folded == 0 {
+				c = clean(cur, m)
+				cleaned[m] = c
+			} else {
+				// m&^folded came earlier in this loop: fold what it cleaned.
 				if lowered == nil {
 					lowered = rules
 					if ruleKinds != 0 {
 						lowered = lowerRules(rules)
 					}
 				}
-				rs, c = lowered, strings.ToLower(c)
+				rs, c = lowered, strings.ToLower(cleaned[m&^folded])
 			}
 			if ok, i := Decide(rs, method, c); !ok {
 				return false, i
@@ -200,8 +205,8 @@ func lenientIn(p string) int {
 func Clean(p string) string { return clean(p, lenientIn(p)) }
 
 // clean makes the lenient readings in m but folding (which Check applies
-// to the result and the rules alike, and may ask for when only a rule has
-// capitals), then path.Clean. m's other readings must be ones p allows.
+// to the result and the rules alike), then path.Clean. m's other readings
+// must be ones p allows.
 func clean(p string, m int) string {
 	if m&^folded == 0 {
 		return path.Clean("/" + p)
