@@ -25,6 +25,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		if err := runFloor(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "backend" {
 		if err := runBackend(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -60,6 +67,10 @@ type config struct {
 
 var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
 
+// floorTargets are the Go floors (bench/floor.go): accepted by -targets,
+// never run unless named.
+var floorTargets = []string{"floor-go", "floor-epoll"}
+
 func parseFlags(args []string) (config, error) {
 	var c config
 	var targets string
@@ -69,7 +80,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.conns, "conns", 64, "wrk keep-alive connections")
 	fs.IntVar(&c.body, "body", smallBody, "L7 response body size in bytes (1-16777216; the issue's figure is 1024)")
 	fs.IntVar(&c.threads, "threads", 2, "wrk threads")
-	fs.StringVar(&targets, "targets", strings.Join(allTargets, ","), "comma-separated targets: "+strings.Join(allTargets, ","))
+	fs.StringVar(&targets, "targets", strings.Join(allTargets, ","), "comma-separated targets: "+strings.Join(allTargets, ",")+" (and, only when named, the Go floors "+strings.Join(floorTargets, ",")+")")
 	fs.IntVar(&c.idle, "idle", 10000, "idle keep-alive connections for the memory test (0 skips it)")
 	fs.BoolVar(&c.tls, "tls", true, "run the L4 TLS passthrough tests")
 	fs.BoolVar(&c.l7TLS, "l7-tls", true, "run the L7 rounds over TLS too (each proxy terminates TLS)")
@@ -89,8 +100,8 @@ func parseFlags(args []string) (config, error) {
 	}
 	for _, t := range strings.Split(targets, ",") {
 		t = strings.TrimSpace(t)
-		if !slices.Contains(allTargets, t) {
-			return c, fmt.Errorf("-targets: unknown target %q (want %s)", t, strings.Join(allTargets, ","))
+		if !slices.Contains(allTargets, t) && !slices.Contains(floorTargets, t) {
+			return c, fmt.Errorf("-targets: unknown target %q (want %s)", t, strings.Join(append(allTargets, floorTargets...), ","))
 		}
 		if !slices.Contains(c.targets, t) {
 			c.targets = append(c.targets, t)
@@ -262,6 +273,11 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 	if slices.Contains(cfg.targets, "haproxy") {
 		targets["haproxy"] = startHAProxy(ctx, e)
 	}
+	for _, name := range floorTargets {
+		if slices.Contains(cfg.targets, name) {
+			targets[name] = startFloor(ctx, e, self, name)
+		}
+	}
 	var order []*target
 	for _, name := range cfg.targets {
 		t := targets[name]
@@ -317,7 +333,7 @@ func startGatehouseTarget(ctx context.Context, cfg config, e *env, root string) 
 func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *report) error {
 	if cfg.idle > 0 {
 		for _, t := range order {
-			if t.http == "" {
+			if t.http == "" || t.floor {
 				continue
 			}
 			if t.maxIdle > 0 && cfg.idle > t.maxIdle {

@@ -51,6 +51,9 @@ type target struct {
 	proc   *proc
 	err    error
 	tlsErr error
+	// floor marks a Go floor (bench/floor.go): L7 plaintext only, and no
+	// idle test (it holds a backend connection and 72 KiB per client).
+	floor bool
 	// maxIdle is the most connections the target was configured to hold
 	// at once; 0 means no limit below the idle test's.
 	maxIdle int
@@ -256,6 +259,28 @@ func startNginx(ctx context.Context, e *env) *target {
 		return t
 	}
 	t.startTLSPart(ctx, e, addrs[1])
+	return t
+}
+
+// startFloor starts a Go floor, `bench floor -mode go|epoll`, in front of
+// the backend: L7 plaintext only.
+func startFloor(ctx context.Context, e *env, self, name string) *target {
+	t := &target{name: name, floor: true}
+	t.tlsErr = fmt.Errorf("%s: L7 plaintext only", name)
+	t.httpsErr = t.tlsErr
+	addr, err := freeAddr()
+	if err != nil {
+		t.err = err
+		return t
+	}
+	mode := strings.TrimPrefix(name, "floor-")
+	if t.proc, t.err = e.ps.start(e.dir, name, self, "floor", "-mode", mode, "-listen", addr, "-backend", e.backendHTTP); t.err != nil {
+		return t
+	}
+	if t.err = waitReady(ctx, t.proc, func() error { return checkHTTP(addr) }); t.err != nil {
+		return t
+	}
+	t.http = addr
 	return t
 }
 

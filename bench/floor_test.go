@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFloors runs each floor in front of a real backend and holds it to
+// what the harness counts on: requests reach the backend unchanged, the
+// answers come back whole on kept connections, and what the floors cannot
+// carry ends the connection rather than being passed on half-read.
+func TestFloors(t *testing.T) {
+	var seen atomic.Value
+	var conns atomic.Int64
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Method + " " + r.URL.RequestURI() + " " + r.Header.Get("X-Probe"))
+		if r.URL.Path == "/chunked" {
+			w.Write([]byte("a"))
+			w.(http.Flusher).Flush() // no Content-Length: the floors cannot carry it
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(small)
+	}))
+	backend.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	backend.Start()
+	defer backend.Close()
+
+	for _, mode := range []string{"go", "epoll"} {
+		t.Run(mode, func(t *testing.T) {
+			addr, err := freeAddr()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- floorModes[mode](ctx, addr, backend.Listener.Addr().String()) }()
+			defer func() {
+				cancel()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("floor ended with %v", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Error("floor did not stop when its context ended")
+				}
+			}()
+			var c net.Conn
+			for range 100 {
+				if c, err = net.Dial("tcp", addr); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			before := conns.Load()
+			br := bufio.NewReader(c)
+			for i := range 5 {
+				fmt.Fprintf(c, "GET /x?i=%d HTTP/1.1\r\nHost: %s\r\nX-Probe: p%d\r\n\r\n", i, appHost, i)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				body, err := io.ReadAll(resp.Body)
+				if err != nil || resp.StatusCode != 200 || string(body) != string(small) {
+					t.Fatalf("request %d: status %d, %d bytes, %v", i, resp.StatusCode, len(body), err)
+				}
+				if got, want := seen.Load(), fmt.Sprintf("GET /x?i=%d p%d", i, i); got != want {
+					t.Fatalf("backend saw %q, want %q", got, want)
+				}
+			}
+			if n := conns.Load() - before; n > 1 {
+				t.Errorf("5 requests on one client connection took %d backend connections, want 1", n)
+			}
+
+			// What the floors cannot carry ends the client's connection.
+			for _, req := range []string{
+				"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+				"GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n",
+				"GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 9<<10) + "\r\n\r\n",
+			} {
+				d, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(d, req)
+				b, err := io.ReadAll(d)
+				d.Close()
+				// Closing with the oversized head unread resets the connection.
+				if (err != nil && !errors.Is(err, syscall.ECONNRESET)) || len(b) != 0 {
+					t.Errorf("%.20q: read %q, %v; want the connection closed with nothing sent", req, b, err)
+				}
+			}
+		})
+	}
+}
