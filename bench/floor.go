@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -95,7 +94,7 @@ func contentLength(head []byte) int {
 func answerEnd(b []byte) int {
 	h := headEnd(b)
 	if h < 0 {
-		if len(b) > floorMax {
+		if len(b) >= floorMax {
 			return -1
 		}
 		return 0
@@ -114,7 +113,7 @@ func answerEnd(b []byte) int {
 func requestEnd(b []byte) int {
 	h := headEnd(b)
 	if h < 0 {
-		if len(b) > 8<<10 {
+		if len(b) >= 8<<10 {
 			return -1
 		}
 		return 0
@@ -193,34 +192,32 @@ func floorGoServe(c, u net.Conn) {
 	in := make([]byte, 0, 8<<10)
 	out := make([]byte, 0, floorMax)
 	for {
-		n := 0
+		n := requestEnd(in)
 		for n == 0 {
-			if len(in) == cap(in) {
-				return
-			}
 			k, err := c.Read(in[len(in):cap(in)])
 			in = in[:len(in)+k]
 			if err != nil {
 				return
 			}
-			if n = requestEnd(in); n < 0 {
-				return
-			}
+			n = requestEnd(in)
+		}
+		if n < 0 {
+			return
 		}
 		if _, err := u.Write(in[:n]); err != nil {
 			return
 		}
 		in = in[:copy(in, in[n:])]
-		m := 0
+		m := answerEnd(out)
 		for m == 0 {
 			k, err := u.Read(out[len(out):cap(out)])
 			out = out[:len(out)+k]
-			if err != nil && (err != io.EOF || answerEnd(out) <= 0) {
+			if m = answerEnd(out); err != nil && m <= 0 {
 				return
 			}
-			if m = answerEnd(out); m < 0 {
-				return
-			}
+		}
+		if m < 0 {
+			return
 		}
 		if _, err := c.Write(out[:m]); err != nil {
 			return
@@ -464,12 +461,12 @@ func (l *floorLoop) fromClient(p *floorPair) {
 		l.drop(p)
 		return
 	}
-	n := requestEnd(p.in)
-	switch {
-	case n < 0:
-		l.drop(p)
-	case n > 0:
-		if !writeAll(p.u, p.in[:n]) {
+	for {
+		n := requestEnd(p.in)
+		if n == 0 {
+			return
+		}
+		if n < 0 || !writeAll(p.u, p.in[:n]) {
 			l.drop(p)
 			return
 		}
@@ -483,12 +480,12 @@ func (l *floorLoop) fromBackend(p *floorPair) {
 		l.drop(p)
 		return
 	}
-	m := answerEnd(p.out)
-	switch {
-	case m < 0:
-		l.drop(p)
-	case m > 0:
-		if !writeAll(p.c, p.out[:m]) {
+	for {
+		m := answerEnd(p.out)
+		if m == 0 {
+			return
+		}
+		if m < 0 || !writeAll(p.c, p.out[:m]) {
 			l.drop(p)
 			return
 		}

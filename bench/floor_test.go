@@ -88,6 +88,21 @@ func TestFloors(t *testing.T) {
 					t.Fatalf("backend saw %q, want %q", got, want)
 				}
 			}
+			// Two requests in one write (pipelined) get two answers.
+			fmt.Fprintf(c, "GET /a HTTP/1.1\r\nHost: %s\r\n\r\nGET /b HTTP/1.1\r\nHost: %s\r\n\r\n", appHost, appHost)
+			for _, path := range []string{"/a", "/b"} {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("pipelined %s: %v", path, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if len(body) != len(small) {
+					t.Fatalf("pipelined %s: %d bytes", path, len(body))
+				}
+			}
+			if got := seen.Load(); got != "GET /b " {
+				t.Fatalf("backend last saw %q, want the second pipelined request", got)
+			}
 			if n := conns.Load() - before; n > 1 {
 				t.Errorf("5 requests on one client connection took %d backend connections, want 1", n)
 			}
@@ -97,6 +112,7 @@ func TestFloors(t *testing.T) {
 				"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
 				"GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n",
 				"GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 9<<10) + "\r\n\r\n",
+				"GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 8<<10),
 			} {
 				d, err := net.Dial("tcp", addr)
 				if err != nil {
