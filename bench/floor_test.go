@@ -130,3 +130,32 @@ func TestFloors(t *testing.T) {
 		})
 	}
 }
+
+// TestReportFloors: a floor has a row where it was measured (the plaintext
+// L7 table) and none in the phases it never takes part in, while a proxy
+// that missed a phase still shows "not measured" there.
+func TestReportFloors(t *testing.T) {
+	cfg, err := parseFlags([]string{"-targets", "nginx,haproxy,floor-go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReport(cfg, t.TempDir())
+	p := &proc{}
+	r.targets = []*target{{name: "nginx", proc: p}, {name: "haproxy", proc: p}, {name: "floor-go", proc: p, floor: true}}
+	run := wrkResult{requests: 1000, rps: 100, cpu: 0.03}
+	for _, n := range []string{"nginx", "haproxy", "floor-go"} {
+		r.l7[n] = []wrkResult{run}
+	}
+	r.l7tls["nginx"] = []wrkResult{run}
+	r.finish()
+	md := r.markdown()
+	if !strings.Contains(md, "| floor-go | 100 |") {
+		t.Errorf("no floor-go row in the L7 table:\n%s", md)
+	}
+	if strings.Contains(md, "floor-go | not measured") || strings.Contains(md, "floor-go | | not measured") {
+		t.Errorf("floor-go listed in a phase it never runs:\n%s", md)
+	}
+	if !strings.Contains(md, "| haproxy | not measured |") {
+		t.Errorf("a proxy that missed L7 over TLS is not reported as not measured:\n%s", md)
+	}
+}

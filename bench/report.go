@@ -195,6 +195,9 @@ func (r *report) l7Table(b *strings.Builder, title string, results map[string][]
 	}
 	for _, t := range r.targets {
 		runs := results[t.name]
+		if len(runs) == 0 && t.floor {
+			continue // a floor takes part only in the plaintext rounds
+		}
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | | | 0 |\n", t.name)
 			continue
@@ -226,6 +229,9 @@ func (r *report) idleTable(b *strings.Builder) {
 	fmt.Fprintln(b, "|---|---:|---:|---:|---:|")
 	for _, t := range r.targets {
 		x, ok := r.idle[t.name]
+		if !ok && t.floor {
+			continue
+		}
 		if !ok {
 			fmt.Fprintf(b, "| %s | not measured | | | |\n", t.name)
 			continue
@@ -248,6 +254,9 @@ func (r *report) tlsTable(b *strings.Builder) {
 	mbps := func(n string) float64 { return medianOf(r.dl[n], tlsResult.mbps) }
 	hps := func(n string) float64 { return medianOf(r.hs[n], tlsResult.hps) }
 	for _, t := range r.targets {
+		if len(r.dl[t.name]) == 0 && t.floor {
+			continue
+		}
 		if len(r.dl[t.name]) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | | |\n", t.name)
 			continue
@@ -279,6 +288,9 @@ func (r *report) newConnTable(b *strings.Builder) {
 	}
 	for _, t := range r.targets {
 		runs := r.l7new[t.name]
+		if len(runs) == 0 && t.floor {
+			continue
+		}
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | | not measured | | | | | | 0 |\n", t.name)
 			continue
@@ -316,6 +328,9 @@ func (r *report) h2Table(b *strings.Builder) {
 			continue
 		}
 		runs := r.h2[t.name]
+		if len(runs) == 0 && t.floor {
+			continue
+		}
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | 0 |\n", t.name)
 			continue

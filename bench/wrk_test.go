@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,8 +73,14 @@ func TestParseFlags(t *testing.T) {
 	if !c.l7TLS || !c.l7TLSNew {
 		t.Fatalf("L7 over TLS and its new-connection test must run by default: %+v", c)
 	}
+	if c, _ := parseFlags(nil); slices.ContainsFunc(c.targets, func(t string) bool { return strings.HasPrefix(t, "floor") }) {
+		t.Fatalf("the Go floors run by default: %q", c.targets)
+	}
+	if c, err := parseFlags([]string{"-targets", "gatehouse,floor-go,floor-epoll"}); err != nil || len(c.targets) != 3 {
+		t.Fatalf("floors named in -targets: %q, %v", c.targets, err)
+	}
 	for _, bad := range [][]string{
-		{"-targets", "caddy"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-duration", "100ms"},
+		{"-targets", "caddy"}, {"-targets", "floor"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-duration", "100ms"},
 		{"-conns", "0"}, {"-threads", "65"}, {"-idle", "-1"}, {"-tls-streams", "0"},
 		{"-body", "0"}, {"-body", "16777217"},
 	} {
