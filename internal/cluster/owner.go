@@ -58,6 +58,9 @@ func Owner(app string, ids []string) string {
 
 // ownerIndex is the mod-N index of app among n sorted ids.
 func ownerIndex(app string, n int) int {
+	if n == 1 {
+		return 0 // any hash mod 1; a single cluster skips the sha256 per request
+	}
 	sum := sha256.Sum256([]byte(app))
 	return int(binary.BigEndian.Uint32(sum[:4]) % uint32(n))
 }
@@ -66,6 +69,9 @@ func ownerIndex(app string, n int) int {
 // compared bytewise; "" when ids is empty. Order of ids does not matter.
 // A tie (never seen with sha256) goes to the smaller id.
 func Rendezvous(app string, ids []string) string {
+	if len(ids) == 1 {
+		return ids[0] // the only candidate wins; no sha256 per request
+	}
 	var best string
 	var bestSum [sha256.Size]byte
 	buf := make([]byte, 0, len(app)+1+64)
