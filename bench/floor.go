@@ -455,40 +455,29 @@ func writeAll(fd int, b []byte) bool {
 	return true
 }
 
-func (l *floorLoop) fromClient(p *floorPair) {
+// fromClient relays the client's whole requests to the backend.
+func (l *floorLoop) fromClient(p *floorPair) { l.relay(p, p.c, p.u, &p.in, requestEnd) }
+
+// fromBackend relays the backend's whole answers to the client.
+func (l *floorLoop) fromBackend(p *floorPair) { l.relay(p, p.u, p.c, &p.out, answerEnd) }
+
+// relay reads what is readable on from into buf and writes each whole
+// message end finds there to to; anything it cannot carry drops the pair.
+func (l *floorLoop) relay(p *floorPair, from, to int, buf *[]byte, end func([]byte) int) {
 	var ok bool
-	if p.in, ok = readInto(p.c, p.in); !ok {
+	if *buf, ok = readInto(from, *buf); !ok {
 		l.drop(p)
 		return
 	}
 	for {
-		n := requestEnd(p.in)
+		n := end(*buf)
 		if n == 0 {
 			return
 		}
-		if n < 0 || !writeAll(p.u, p.in[:n]) {
+		if n < 0 || !writeAll(to, (*buf)[:n]) {
 			l.drop(p)
 			return
 		}
-		p.in = p.in[:copy(p.in, p.in[n:])]
-	}
-}
-
-func (l *floorLoop) fromBackend(p *floorPair) {
-	var ok bool
-	if p.out, ok = readInto(p.u, p.out); !ok {
-		l.drop(p)
-		return
-	}
-	for {
-		m := answerEnd(p.out)
-		if m == 0 {
-			return
-		}
-		if m < 0 || !writeAll(p.c, p.out[:m]) {
-			l.drop(p)
-			return
-		}
-		p.out = p.out[:copy(p.out, p.out[m:])]
+		*buf = (*buf)[:copy(*buf, (*buf)[n:])]
 	}
 }
