@@ -72,6 +72,7 @@ func TestFloors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second)) // a floor that loses a request fails, not hangs
 			before := conns.Load()
 			br := bufio.NewReader(c)
 			for i := range 5 {
