@@ -31,8 +31,9 @@ import (
 //     shape of nginx's and HAProxy's event loops, in Go.
 //
 // They serve the L7 test's requests (bodiless, HTTP/1.1, answers with a
-// Content-Length) and nothing else: a request with a body, a head over 8
-// KiB or an answer without a Content-Length closes the connection.
+// Content-Length up to 64 KiB) and nothing else: a request with a body, a
+// head of 8 KiB or more, or an answer without a Content-Length or over 64
+// KiB closes the connection.
 
 // floorMax bounds a head or an answer the floors hold.
 const floorMax = 64 << 10
@@ -230,6 +231,9 @@ func floorEpoll(ctx context.Context, listen, backend string) error {
 	la, err := net.ResolveTCPAddr("tcp4", listen)
 	if err != nil {
 		return err
+	}
+	if la.Port == 0 {
+		return errors.New("floor: -mode epoll needs -listen with a port: each loop binds it with SO_REUSEPORT")
 	}
 	ba, err := net.ResolveTCPAddr("tcp4", backend)
 	if err != nil {

@@ -132,6 +132,13 @@ func TestFloors(t *testing.T) {
 	}
 }
 
+func TestFloorEpollNeedsPort(t *testing.T) {
+	err := floorEpoll(context.Background(), "127.0.0.1:0", "127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "needs -listen with a port") {
+		t.Fatalf("floorEpoll on port 0: %v", err)
+	}
+}
+
 // TestReportFloors: a floor has a row where it was measured (the plaintext
 // L7 table) and none in the phases it never takes part in, while a proxy
 // that missed a phase still shows "not measured" there.
