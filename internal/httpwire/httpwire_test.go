@@ -2,6 +2,7 @@ package httpwire
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -61,3 +62,32 @@ func TestParseChunkSize(t *testing.T) {
 		}
 	}
 }
+
+func TestIndexLineBreak(t *testing.T) {
+	for _, v := range []string{"", "a", "text/plain; charset=utf-8", "a\rb", "a\nb", "\r", "ab\n", "\t\v\f x", "a\x00\x0c\x0e", "\x0b\x0d", "x\x0a\x0d"} {
+		if got, want := IndexLineBreak(v), strings.IndexAny(v, "\r\n"); got != want {
+			t.Errorf("IndexLineBreak(%q) = %d, want %d", v, got, want)
+		}
+	}
+}
+
+var headerValues = []string{"text/plain; charset=utf-8", "1024", "Tue, 01 Dec 2026 15:20:00 GMT", "GHAAAAAAAAAAAAB", "127.0.0.1", "1000000000", "\"default\";q=1000000000;w=60"}
+
+func BenchmarkIndexLineBreak(b *testing.B) {
+	b.Run("IndexLineBreak", func(b *testing.B) {
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n += IndexLineBreak(headerValues[i%len(headerValues)])
+		}
+		sinkInt = n
+	})
+	b.Run("strings.IndexAny", func(b *testing.B) {
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n += strings.IndexAny(headerValues[i%len(headerValues)], "\r\n")
+		}
+		sinkInt = n
+	})
+}
+
+var sinkInt int

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -415,7 +416,7 @@ func (w *writer) writeField(k string, vs []string) {
 		_, _ = bw.WriteString(": ")
 		v = textproto.TrimString(v)
 		for {
-			i := strings.IndexAny(v, "\r\n")
+			i := httpwire.IndexLineBreak(v)
 			if i < 0 {
 				break
 			}

@@ -596,7 +596,7 @@ func writeField(bw *bytes.Buffer, k, v string) {
 // writeValue writes v with CR and LF as spaces, as net/http's client does.
 func writeValue(bw *bytes.Buffer, v string) {
 	for {
-		i := strings.IndexAny(v, "\r\n")
+		i := httpwire.IndexLineBreak(v)
 		if i < 0 {
 			_, _ = bw.WriteString(v)
 			return
