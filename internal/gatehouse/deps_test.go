@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"internal/proxy":     {"internal/deadline", "internal/httpwire", "internal/metrics", "internal/problem", "internal/route", "internal/sock"},
 	"internal/gateway": {"internal/auth", "internal/cluster", "internal/cors", "internal/httpwire", "internal/limit", "internal/metrics",
 		"internal/policy", "internal/problem", "internal/proxy", "internal/route"},
-	"internal/lane":      {"internal/deadline"},
+	"internal/lane":      {"internal/deadline", "internal/httpwire"},
 	"internal/edge":      {"internal/lane", "internal/pipe", "internal/route", "internal/sni", "internal/sock"},
 	"internal/api":       {"internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth"},
 	"internal/config":    {"internal/route", "internal/cluster"},
