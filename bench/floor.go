@@ -7,31 +7,47 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"github.com/gatehouse-dev/gatehouse/internal/gcfloor"
+	"github.com/gatehouse-dev/gatehouse/internal/lane"
+	"github.com/gatehouse-dev/gatehouse/internal/proxy"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
-// The floors are the least a Go proxy can do for the L7 test, measured
-// beside gatehouse so the report can say how much of gatehouse's cost is
-// Go's and how much is gatehouse's own: the harness re-executes itself as
-// `bench floor -mode go|epoll ...`. Each reads a request head, sends it to
-// the backend unchanged over a connection of its own, reads the answer by
-// its Content-Length and sends it back in one write. No routing, no
-// header work, no limits: what is left is the runtime and the system calls.
+// The floors are measured beside gatehouse so the report can say how much
+// of gatehouse's L7 cost is Go's, how much its request machinery's and how
+// much its chain's: the harness re-executes itself as `bench floor -mode
+// go|epoll|lane ...`. go and epoll are the least a Go proxy can do for the
+// L7 test: each reads a request head, sends it to the backend unchanged
+// over a connection of its own, reads the answer by its Content-Length and
+// sends it back in one write. No routing, no header work, no limits: what
+// is left is the runtime and the system calls.
 //
 //   - go: a goroutine per client connection on net.Conn, the way every Go
 //     server (gatehouse included) is built.
 //   - epoll: one locked thread per core, each with its own epoll set and
 //     SO_REUSEPORT listener, reading only what epoll says is readable: the
 //     shape of nginx's and HAProxy's event loops, in Go.
+//   - lane: gatehouse's own HTTP/1.1 machinery with none of its chain:
+//     internal/lane serving each connection into internal/proxy's fast
+//     path, with internal/sock's raw system calls and the GC floor as
+//     gatehouse runs them, the route a fixed one-app table. Between go and gatehouse it
+//     splits the cost of net/http's request types (parsed, header maps,
+//     written back) from that of the gateway's layers.
 //
-// They serve the L7 test's requests (bodiless, HTTP/1.1, answers with a
-// Content-Length up to 64 KiB) and nothing else: a request with a body, a
+// go and epoll serve the L7 test's requests (bodiless, HTTP/1.1, answers
+// with a Content-Length up to 64 KiB) and nothing else: a request with a body, a
 // head of 8 KiB or more, or an answer without a Content-Length or over 64
 // KiB closes the connection.
 
@@ -43,7 +59,7 @@ type floorFlags struct{ mode, listen, backend string }
 func runFloor(args []string) error {
 	var f floorFlags
 	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
-	fs.StringVar(&f.mode, "mode", "go", "go (goroutine per connection) or epoll (an event loop per core)")
+	fs.StringVar(&f.mode, "mode", "go", "go (goroutine per connection), epoll (an event loop per core) or lane (gatehouse's lane and proxy, no chain)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "listen address")
 	fs.StringVar(&f.backend, "backend", "", "backend address")
 	if err := fs.Parse(args); err != nil {
@@ -56,7 +72,7 @@ func runFloor(args []string) error {
 	defer stop()
 	run, ok := floorModes[f.mode]
 	if !ok {
-		return fmt.Errorf("floor: -mode %q: want go or epoll", f.mode)
+		return fmt.Errorf("floor: -mode %q: want go, epoll or lane", f.mode)
 	}
 	return run(ctx, f.listen, f.backend)
 }
@@ -64,6 +80,7 @@ func runFloor(args []string) error {
 var floorModes = map[string]func(ctx context.Context, listen, backend string) error{
 	"go":    floorGo,
 	"epoll": floorEpoll,
+	"lane":  floorLane,
 }
 
 // headEnd returns the length of the head at the start of b, or -1 while
@@ -483,5 +500,60 @@ func (l *floorLoop) relay(p *floorPair, from, to int, buf *[]byte, end func([]by
 			return
 		}
 		*buf = (*buf)[:copy(*buf, (*buf)[n:])]
+	}
+}
+
+// floorLane serves with gatehouse's lane and proxy and nothing between
+// them but the route the gateway's route layer would have found: app
+// "app" on zone "bench.test", one verified plaintext host at backend. Like
+// the other floors it answers only what it can carry: a request the lane
+// does not take is refused, never handed to net/http.
+func floorLane(ctx context.Context, listen, backend string) error {
+	u, err := url.Parse("http://" + backend)
+	if err != nil {
+		return err
+	}
+	live := new(route.Live)
+	b := route.NewBuilder(live)
+	b.Replace(route.State{
+		Zones: []*route.Zone{{Name: "bench.test"}},
+		Apps:  []*route.App{{ID: "app", Mode: route.ModeHTTP, Status: route.StatusActive}},
+	})
+	b.SetHost(&route.Host{ID: "bench-http", Apps: []string{"app"}, Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})
+	// What gatehouse's own set-up adds under the lane: the collector's
+	// floor (runtime.gc_floor_mb's default) and raw system calls on the
+	// client connections (as internal/edge wraps them).
+	defer gcfloor.Start(ctx, 64<<20).Stop()
+	p, err := proxy.New(proxy.Options{ClusterID: "bench"})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := live.Load()
+		rq := &route.Request{Table: t, Match: t.Lookup(r.Host)}
+		p.ServeHTTP(w, r.WithContext(route.WithRequest(r.Context(), rq)))
+	})
+	s, err := lane.New(lane.Options{Handler: h, Handoff: func(c net.Conn) { c.Close() },
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.Close()
+				return err
+			}
+			return s.Close()
+		}
+		go s.ServeConn(sock.Wrap(c))
 	}
 }

@@ -41,7 +41,7 @@ func TestFloors(t *testing.T) {
 	backend.Start()
 	defer backend.Close()
 
-	for _, mode := range []string{"go", "epoll"} {
+	for _, mode := range []string{"go", "epoll", "lane"} {
 		t.Run(mode, func(t *testing.T) {
 			addr, err := freeAddr()
 			if err != nil {
@@ -108,6 +108,9 @@ func TestFloors(t *testing.T) {
 				t.Errorf("5 requests on one client connection took %d backend connections, want 1", n)
 			}
 
+			if mode == "lane" {
+				return // gatehouse's own lane and proxy carry what the bare floors refuse
+			}
 			// What the floors cannot carry ends the client's connection.
 			for _, req := range []string{
 				"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",

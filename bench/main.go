@@ -69,7 +69,7 @@ var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
 
 // floorTargets are the Go floors (bench/floor.go): accepted by -targets,
 // never run unless named.
-var floorTargets = []string{"floor-go", "floor-epoll"}
+var floorTargets = []string{"floor-go", "floor-epoll", "floor-lane"}
 
 func parseFlags(args []string) (config, error) {
 	var c config
