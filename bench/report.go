@@ -135,9 +135,9 @@ func (r *report) markdown() string {
 		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.x25519, r.cfg.h2,
 		r.end.Sub(r.start).Round(time.Second))
 
-	r.l7Table(&b, fmt.Sprintf("L7: %s responses, %d keep-alive connections", sizeName(r.cfg.body), r.cfg.conns), r.l7)
+	r.l7Table(&b, fmt.Sprintf("L7: %s responses, %d keep-alive connections", sizeName(r.cfg.body), r.cfg.conns), r.l7, r.targets)
 	if r.cfg.l7TLS {
-		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls)
+		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls, r.proxies())
 		if r.cfg.l7TLSNew {
 			r.newConnTable(&b)
 		}
@@ -185,7 +185,19 @@ func oneLine(err error) string {
 	return s
 }
 
-func (r *report) l7Table(b *strings.Builder, title string, results map[string][]wrkResult) {
+// proxies is r.targets without the Go floors, which take part in the
+// plaintext L7 rounds only: the other tables have no row for them.
+func (r *report) proxies() []*target {
+	var out []*target
+	for _, t := range r.targets {
+		if !t.floor {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (r *report) l7Table(b *strings.Builder, title string, results map[string][]wrkResult, targets []*target) {
 	fmt.Fprintf(b, "## %s (wrk, median of %d × %s)\n\n", title, r.cfg.rounds, r.cfg.duration)
 	fmt.Fprintln(b, "| target | req/s | × direct | × nginx | p50 | p99 | proxy CPU s / 100k req | proxy CPU × nginx | backend CPU µs/req | errors | rounds |")
 	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -193,11 +205,8 @@ func (r *report) l7Table(b *strings.Builder, title string, results map[string][]
 	cpu := func(name string) float64 {
 		return medianOf(results[name], func(w wrkResult) float64 { return w.cpu / float64(max(w.requests, 1)) * 1e5 })
 	}
-	for _, t := range r.targets {
+	for _, t := range targets {
 		runs := results[t.name]
-		if len(runs) == 0 && t.floor {
-			continue // a floor takes part only in the plaintext rounds
-		}
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | | | 0 |\n", t.name)
 			continue
@@ -227,11 +236,8 @@ func (r *report) idleTable(b *strings.Builder) {
 	fmt.Fprintf(b, "## Memory per idle keep-alive connection (%d connections, one request each, RSS of the process tree)\n\n", r.cfg.idle)
 	fmt.Fprintln(b, "| target | RSS before | RSS with connections open | bytes / connection | × nginx |")
 	fmt.Fprintln(b, "|---|---:|---:|---:|---:|")
-	for _, t := range r.targets {
+	for _, t := range r.proxies() {
 		x, ok := r.idle[t.name]
-		if !ok && t.floor {
-			continue
-		}
 		if !ok {
 			fmt.Fprintf(b, "| %s | not measured | | | |\n", t.name)
 			continue
@@ -253,10 +259,7 @@ func (r *report) tlsTable(b *strings.Builder) {
 	fmt.Fprintln(b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	mbps := func(n string) float64 { return medianOf(r.dl[n], tlsResult.mbps) }
 	hps := func(n string) float64 { return medianOf(r.hs[n], tlsResult.hps) }
-	for _, t := range r.targets {
-		if len(r.dl[t.name]) == 0 && t.floor {
-			continue
-		}
+	for _, t := range r.proxies() {
 		if len(r.dl[t.name]) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | | |\n", t.name)
 			continue
@@ -286,11 +289,8 @@ func (r *report) newConnTable(b *strings.Builder) {
 	cpu := func(n string) float64 {
 		return medianOf(r.l7new[n], func(x tlsResult) float64 { return x.cpu * 1e3 / (float64(max(x.handshakes, 1)) / 1e3) })
 	}
-	for _, t := range r.targets {
+	for _, t := range r.proxies() {
 		runs := r.l7new[t.name]
-		if len(runs) == 0 && t.floor {
-			continue
-		}
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | | not measured | | | | | | 0 |\n", t.name)
 			continue
@@ -323,14 +323,11 @@ func (r *report) h2Table(b *strings.Builder) {
 	cpu := func(name string) float64 {
 		return medianOf(r.h2[name], func(x h2Result) float64 { return x.cpu / float64(max(x.requests, 1)) * 1e5 })
 	}
-	for _, t := range r.targets {
+	for _, t := range r.proxies() {
 		if t.proc == nil {
 			continue
 		}
 		runs := r.h2[t.name]
-		if len(runs) == 0 && t.floor {
-			continue
-		}
 		if len(runs) == 0 {
 			fmt.Fprintf(b, "| %s | not measured | | | | | | | 0 |\n", t.name)
 			continue
