@@ -70,7 +70,8 @@ func ParseChunkSize(b []byte) (int64, bool) {
 // IndexLineBreak returns the index of the first CR or LF in v, or -1.
 // Every header value gatehouse writes is checked with it (a line break
 // becomes a space, as net/http writes it): values are short, and a plain
-// loop costs a third of what strings.IndexAny's set-building does per call.
+// loop takes ~40 % less time than strings.IndexAny, which builds its set
+// of bytes on every call (BenchmarkIndexLineBreak).
 func IndexLineBreak(v string) int {
 	for i := range len(v) {
 		if c := v[i]; c <= '\r' && (c == '\r' || c == '\n') {
