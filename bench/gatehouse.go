@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -67,6 +68,9 @@ func startGatehouse(ctx context.Context, e *env, bin string) (*target, *gatehous
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
 	data := filepath.Join(e.dir, "gatehouse-data")
+	if err := os.RemoveAll(data); err != nil { // what an earlier attempt left
+		return t, nil, err
+	}
 	p, err := e.ps.start(e.dir, "gatehouse", bin, "serve",
 		"-data", data, "-zone", benchZone, "-cluster", benchCluster,
 		"-http", httpAddr, "-http-mode", "serve", "-https", httpsAddr, "-dns", "",

@@ -12,11 +12,14 @@ import (
 	"time"
 )
 
-// profileRun records where a proxy spends its CPU during one extra wrk
-// run, with perf sampling the process tree (cpu-clock, so it works in a
-// VM without hardware counters), and returns the hottest symbols with
-// their inclusive share (children counted), so a Go call path shows up.
-func profileRun(ctx context.Context, e *env, o wrkOpts, t *target) (string, error) {
+// profileRun records where a proxy spends its CPU during one extra run of
+// load, with perf sampling the process tree (cpu-clock, so it works in a
+// VM without hardware counters), and returns the kernel entries per unit
+// of work (load returns how many units it did: requests, connections)
+// and the hottest symbols with their inclusive share (children counted),
+// so a Go call path shows up. phase names the data files ("" for the L7
+// run, whose files keep their old names).
+func profileRun(ctx context.Context, e *env, t *target, phase, unit string, load func() (int64, error)) (string, error) {
 	perf, err := exec.LookPath("perf")
 	if err != nil {
 		return "", fmt.Errorf("perf not installed (Debian package linux-perf)")
@@ -25,8 +28,12 @@ func profileRun(ctx context.Context, e *env, o wrkOpts, t *target) (string, erro
 	for _, p := range tree(t.proc.pid()) {
 		pids = append(pids, strconv.Itoa(p))
 	}
-	data := filepath.Join(e.dir, "perf-"+t.name+".data")
-	rec, err := e.ps.start(e.dir, "perf-"+t.name, perf, "record", "-e", "cpu-clock", "-F", "999", "-g",
+	name := t.name
+	if phase != "" {
+		name += "-" + phase
+	}
+	data := filepath.Join(e.dir, "perf-"+name+".data")
+	rec, err := e.ps.start(e.dir, "perf-"+name, perf, "record", "-e", "cpu-clock", "-F", "999", "-g",
 		"-p", strings.Join(pids, ","), "-o", data)
 	if err != nil {
 		return "", err
@@ -34,8 +41,8 @@ func profileRun(ctx context.Context, e *env, o wrkOpts, t *target) (string, erro
 	// A second perf counts system calls and context switches over the same
 	// run: a proxy's CPU per request is mostly kernel work, so how many
 	// times it enters the kernel per request is the first thing to compare.
-	stat := filepath.Join(e.dir, "perf-stat-"+t.name+".csv")
-	st, err := e.ps.start(e.dir, "perf-stat-"+t.name, perf, "stat", "-x", ",", "-o", stat,
+	stat := filepath.Join(e.dir, "perf-stat-"+name+".csv")
+	st, err := e.ps.start(e.dir, "perf-stat-"+name, perf, "stat", "-x", ",", "-o", stat,
 		"-e", strings.Join(statEvents, ","), "-p", strings.Join(pids, ","))
 	if err != nil {
 		rec.stop(5 * time.Second)
@@ -46,7 +53,7 @@ func profileRun(ctx context.Context, e *env, o wrkOpts, t *target) (string, erro
 		st.stop(5 * time.Second)
 		return "", err
 	}
-	wr, werr := runWrk(ctx, o, t.http, nil)
+	units, werr := load()
 	for _, p := range []*proc{rec, st} {
 		_ = syscall.Kill(p.pid(), syscall.SIGINT) // perf writes its data on SIGINT
 		select {
@@ -58,7 +65,7 @@ func profileRun(ctx context.Context, e *env, o wrkOpts, t *target) (string, erro
 	if werr != nil {
 		return "", werr
 	}
-	counts := perRequest(stat, wr.requests)
+	counts := perUnit(stat, unit, units)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(rctx, perf, "report", "-i", data, "--stdio", "--children",
@@ -87,14 +94,19 @@ var statEvents = []string{
 	"syscalls:sys_enter_write", "syscalls:sys_enter_writev", "syscalls:sys_enter_sendto",
 	"syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait", "syscalls:sys_enter_epoll_ctl",
 	"syscalls:sys_enter_futex", "syscalls:sys_enter_nanosleep",
+	// What a new connection costs besides its reads and writes.
+	"syscalls:sys_enter_accept4", "syscalls:sys_enter_connect", "syscalls:sys_enter_setsockopt",
+	"syscalls:sys_enter_getsockopt", "syscalls:sys_enter_splice", "syscalls:sys_enter_pipe2",
+	"syscalls:sys_enter_close", "syscalls:sys_enter_shutdown",
 }
 
-// perRequest reads perf stat's CSV and returns one line: each event's
-// count divided by the requests wrk made while perf counted.
-func perRequest(path string, requests int64) string {
+// perUnit reads perf stat's CSV and returns one line: each event's count
+// divided by the units of work (requests, connections) done while perf
+// counted.
+func perUnit(path, unit string, units int64) string {
 	b, err := os.ReadFile(path)
-	if err != nil || requests <= 0 {
-		return fmt.Sprintf("per request: no counts (%v)", err)
+	if err != nil || units <= 0 {
+		return fmt.Sprintf("per %s: no counts (%v)", unit, err)
 	}
 	var parts []string
 	for _, l := range strings.Split(string(b), "\n") {
@@ -114,7 +126,7 @@ func perRequest(path string, requests int64) string {
 		if n == 0 {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %.2f", name, n/float64(requests)))
+		parts = append(parts, fmt.Sprintf("%s %.2f", name, n/float64(units)))
 	}
-	return "per request: " + strings.Join(parts, ", ")
+	return "per " + unit + ": " + strings.Join(parts, ", ")
 }

@@ -26,12 +26,14 @@ type report struct {
 	dl, hs    map[string][]tlsResult
 	l7new     map[string][]tlsResult // L7 over TLS, a new connection per request
 	profiles  map[string]string
-	notes     []string
+	// hsProfiles are the passthrough handshake run's profiles.
+	hsProfiles map[string]string
+	notes      []string
 }
 
 func newReport(cfg config, root string) *report {
 	r := &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
-		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, l7new: map[string][]tlsResult{}, profiles: map[string]string{}}
+		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, l7new: map[string][]tlsResult{}, profiles: map[string]string{}, hsProfiles: map[string]string{}}
 	r.commitID = r.commit()
 	return r
 }
@@ -149,14 +151,8 @@ func (r *report) markdown() string {
 	if r.cfg.tls {
 		r.tlsTable(&b)
 	}
-	if len(r.profiles) > 0 {
-		fmt.Fprintf(&b, "## Where the proxies spend CPU (perf, cpu-clock, one extra %s wrk run, inclusive, symbols ≥ 3%%, columns: with children, self)\n\n", r.cfg.duration)
-		for _, t := range r.targets {
-			if p, ok := r.profiles[t.name]; ok {
-				fmt.Fprintf(&b, "%s:\n\n```\n%s\n```\n\n", t.name, p)
-			}
-		}
-	}
+	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU (perf, cpu-clock, one extra %s wrk run, inclusive, symbols ≥ 3%%, columns: with children, self)", r.cfg.duration), r.profiles)
+	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU per new passthrough connection (perf, cpu-clock, one extra %s handshake run, inclusive, symbols ≥ 3%%, columns: with children, self)", r.cfg.tlsDuration), r.hsProfiles)
 	var missing []string
 	for _, t := range r.targets {
 		if t.err != nil {
@@ -354,4 +350,18 @@ func sizeName(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// profileSection writes one section of perf profiles, one per target that
+// has one, in the targets' order; nothing when there are none.
+func (r *report) profileSection(b *strings.Builder, title string, profiles map[string]string) {
+	if len(profiles) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## %s\n\n", title)
+	for _, t := range r.targets {
+		if p, ok := profiles[t.name]; ok {
+			fmt.Fprintf(b, "%s:\n\n```\n%s\n```\n\n", t.name, p)
+		}
+	}
 }
