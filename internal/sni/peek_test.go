@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -90,6 +91,49 @@ func TestPeekThenHandshake(t *testing.T) {
 	if r.h.ServerName != "app.example.com" {
 		t.Fatalf("server name %q", r.h.ServerName)
 	}
+}
+
+// TestPeekReplaysAll: bytes the client sent with its hello (one write, so
+// Peek's read takes them too) come back from the Conn after the hello, in
+// order, before anything sent later.
+func TestPeekReplaysAll(t *testing.T) {
+	ln := listen(t)
+	hello := clientHello(t, &tls.Config{ServerName: "app.example.com"})
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		h, pc, err := Peek(c, 5*time.Second)
+		if err != nil || h.ServerName != "app.example.com" {
+			t.Errorf("peek: %v %v", h, err)
+			got <- nil
+			return
+		}
+		b, _ := io.ReadAll(pc)
+		got <- b
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := append(hello[:len(hello):len(hello)], "with the hello"...)
+	if _, err := c.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let Peek take the first write alone
+	if _, err := c.Write([]byte(", then later")); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	want := string(first) + ", then later"
+	if b := <-got; string(b) != want {
+		t.Fatalf("replayed %d bytes, want %d (the hello, what came with it, then the rest)", len(b), len(want))
+	}
+	c.Close()
 }
 
 // chunkWriter splits every write into n-byte TCP writes.

@@ -68,6 +68,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.off < len(c.peeked) {
 		n := copy(p, c.peeked[c.off:])
 		c.off += n
+		if c.off == len(c.peeked) {
+			c.peeked, c.off = nil, 0 // replayed: the read buffer goes, not held for the connection's life
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)
@@ -103,9 +106,10 @@ func Peek(c net.Conn, timeout time.Duration) (*Hello, *Conn, error) {
 }
 
 // Parse reads TLS handshake records from r until it holds one whole
-// ClientHello, and returns it with every byte it read. It reads exactly the
-// records that carry the hello, never more. It never reads more than
-// MaxHelloBytes of hello (plus record headers).
+// ClientHello, and returns it with every byte it read: the records that
+// carry the hello and whatever the client sent with them in the same reads
+// (a reader that is not a connection may give more). It never reads more
+// than MaxHelloBytes of hello plus room for record headers.
 func Parse(r io.Reader) (*Hello, []byte, error) {
 	rr := recordReader{r: r}
 	msg, err := rr.helloMessage()
@@ -123,6 +127,7 @@ func Parse(r io.Reader) (*Hello, []byte, error) {
 type recordReader struct {
 	r   io.Reader
 	raw []byte // every byte read
+	pos int    // how much of raw the records took
 	hs  []byte // handshake payload reassembled from records
 }
 
@@ -178,19 +183,36 @@ func (rr *recordReader) record() error {
 	return nil
 }
 
-// read reads exactly n more bytes, appends them to raw and returns them.
+// firstRead is the buffer of the first read: a whole hello (a
+// post-quantum key share makes it ~1.5 KiB) in one system call, where
+// reading the record header apart was a second.
+const firstRead = 4 << 10
+
+// read returns the next n bytes of the stream, reading more when what
+// was read so far does not hold them. A read takes whatever the client
+// sent (up to the buffer's end), so it can go past the hello; all of it
+// stays in raw, which is replayed.
 func (rr *recordReader) read(n int) ([]byte, error) {
-	if len(rr.raw)+n > maxRawBytes {
+	need := rr.pos + n
+	if need > maxRawBytes {
 		return nil, ErrTooLarge
 	}
-	start := len(rr.raw)
-	rr.raw = append(rr.raw, make([]byte, n)...)
-	if _, err := io.ReadFull(rr.r, rr.raw[start:]); err != nil {
-		rr.raw = rr.raw[:start]
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, ErrTruncated
+	if need > len(rr.raw) {
+		if need > cap(rr.raw) {
+			grown := make([]byte, len(rr.raw), min(max(need, 2*cap(rr.raw), firstRead), maxRawBytes))
+			copy(grown, rr.raw)
+			rr.raw = grown
 		}
-		return nil, fmt.Errorf("sni: read: %w", err)
+		k, err := io.ReadAtLeast(rr.r, rr.raw[len(rr.raw):cap(rr.raw)], need-len(rr.raw))
+		rr.raw = rr.raw[:len(rr.raw)+k]
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, ErrTruncated
+			}
+			return nil, fmt.Errorf("sni: read: %w", err)
+		}
 	}
-	return rr.raw[start:], nil
+	b := rr.raw[rr.pos:need]
+	rr.pos = need
+	return b, nil
 }
