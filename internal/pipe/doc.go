@@ -8,6 +8,6 @@
 // is written to the host first, then the raw connections take over. Half
 // close is honoured (EOF one way becomes CloseWrite on the other), and an
 // error either way closes both sides at once, so a host that dies mid-pipe
-// closes the client promptly. Both copy goroutines are owned by Join and
-// joined before it returns.
+// closes the client promptly. The host-to-client copy runs on Join's
+// caller; the other on a goroutine Join owns and joins before it returns.
 package pipe

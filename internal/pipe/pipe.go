@@ -42,9 +42,12 @@ func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, err
 	)
 	closeBoth := func() { closeOnce.Do(func() { client.Close(); host.Close() }) }
 	stop := context.AfterFunc(ctx, closeBoth)
+	// The answer's direction runs on the caller's goroutine, whose stack
+	// has already grown: a third goroutine would grow its own, and the
+	// caller would park in Wait and be woken, on every connection.
 	wg.Add(2)
 	go copyHalf(&wg, &up, host, client, closeBoth)
-	go copyHalf(&wg, &down, client, host, closeBoth)
+	copyHalf(&wg, &down, client, host, closeBoth)
 	wg.Wait()
 	stop()
 	closeBoth()
