@@ -297,13 +297,15 @@ func (e *Edge) newLane(srv *http.Server, handed *chanListener) (*lane.Server, er
 }
 
 // accept starts the accept loop of the listener called name: until ln
-// closes, each connection goes to serve on a goroutine of its own; the
-// loop and those goroutines are owned by e.wg. Temporary accept errors
+// closes, each connection goes to serve on a worker goroutine (see
+// workers); the loop and the workers are owned by e.wg. Temporary accept errors
 // back off; any other is sent on errc.
 func (e *Edge) accept(name string, ln net.Listener, serve func(net.Conn), errc chan<- error) {
+	w := newWorkers(&e.wg, serve)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		defer w.stop()
 		var backoff time.Duration
 		for {
 			c, err := ln.Accept()
@@ -322,11 +324,7 @@ func (e *Edge) accept(name string, ln net.Listener, serve func(net.Conn), errc c
 				return
 			}
 			backoff = 0
-			e.wg.Add(1)
-			go func() {
-				defer e.wg.Done()
-				serve(c)
-			}()
+			w.hand(c)
 		}
 	}()
 }

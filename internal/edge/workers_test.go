@@ -1,0 +1,113 @@
+package edge
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestWorkers: connections one after another are served by one goroutine;
+// a burst gets a goroutine each, and afterwards no more than maxIdle of
+// them wait; an idle worker ends after idleFor; stop ends the waiting
+// ones; every connection is served exactly once.
+func TestWorkers(t *testing.T) {
+	newPool := func(t *testing.T, maxIdle int32, idleFor time.Duration, serve func(net.Conn)) (*workers, *sync.WaitGroup) {
+		var wg sync.WaitGroup
+		w := newWorkers(&wg, serve)
+		w.maxIdle, w.idleFor = maxIdle, idleFor
+		return w, &wg
+	}
+	// waitIdle waits until n workers wait (or fails).
+	waitIdle := func(t *testing.T, w *workers, n int32) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for w.idle.Load() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d workers wait, want %d", w.idle.Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	conns := func(n int) []net.Conn {
+		out := make([]net.Conn, n)
+		for i := range out {
+			a, b := net.Pipe()
+			b.Close()
+			out[i] = a
+		}
+		return out
+	}
+
+	t.Run("sequential connections reuse one goroutine", func(t *testing.T) {
+		got := make(chan net.Conn, 10)
+		w, wg := newPool(t, 4, time.Minute, func(c net.Conn) { got <- c })
+		for i, c := range conns(10) {
+			w.hand(c)
+			if s := <-got; s != c {
+				t.Fatalf("connection %d: served %v", i, s)
+			}
+			waitIdle(t, w, 1) // served, back waiting
+		}
+		if n := w.started.Load(); n != 1 {
+			t.Fatalf("%d goroutines started for 10 sequential connections, want 1", n)
+		}
+		w.stop()
+		wg.Wait()
+		if n := w.idle.Load(); n != 0 {
+			t.Fatalf("%d still counted idle after stop", n)
+		}
+	})
+
+	t.Run("a burst leaves at most maxIdle waiting", func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		seen := map[net.Conn]int{}
+		var busy sync.WaitGroup
+		busy.Add(20)
+		w, wg := newPool(t, 3, time.Minute, func(c net.Conn) {
+			mu.Lock()
+			seen[c]++
+			mu.Unlock()
+			busy.Done()
+			<-release
+		})
+		cs := conns(20)
+		for _, c := range cs {
+			w.hand(c)
+		}
+		busy.Wait() // all 20 are being served at once
+		if n := w.started.Load(); n != 20 {
+			t.Fatalf("%d goroutines for 20 concurrent connections, want 20", n)
+		}
+		close(release)
+		waitIdle(t, w, 3)
+		time.Sleep(20 * time.Millisecond) // no more join them
+		if n := w.idle.Load(); n != 3 {
+			t.Fatalf("%d waiting after the burst, want maxIdle 3", n)
+		}
+		w.stop()
+		wg.Wait()
+		for _, c := range cs {
+			if seen[c] != 1 {
+				t.Fatalf("a connection served %d times", seen[c])
+			}
+		}
+	})
+
+	t.Run("an idle worker ends after idleFor", func(t *testing.T) {
+		w, wg := newPool(t, 4, 20*time.Millisecond, func(net.Conn) {})
+		w.hand(conns(1)[0])
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("idle worker still running 5 s after its 20 ms idle time")
+		}
+		if n := w.idle.Load(); n != 0 {
+			t.Fatalf("%d counted idle after it ended", n)
+		}
+		w.stop()
+	})
+}
