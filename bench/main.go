@@ -94,7 +94,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatehouse, "gatehouse", "", "gatehouse binary to test (default: go build ./cmd/gatehouse)")
 	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp dir (configs, logs) for inspection")
-	fs.BoolVar(&c.perf, "perf", false, "after the L7 rounds, profile each proxy with perf during one more wrk run")
+	fs.BoolVar(&c.perf, "perf", false, "profile each proxy with perf during one more run of the L7 test (and, with -l7-tls and -tls, of the new-connection and handshake tests)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -434,6 +434,12 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			}); err != nil {
 				return err
 			}
+			if cfg.perf {
+				profileEach(ctx, e, rep, profileNewConn, "connection", overTLS, func(t *target) (int64, error) {
+					r := runNewConnections(ctx, t.https, path, cfg.body, cfg.tlsWorkers, cfg.tlsDuration, cfg.x25519, nil)
+					return r.handshakes, r.failed()
+				})
+			}
 		}
 	}
 	if cfg.h2 {
@@ -442,21 +448,10 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		}
 	}
 	if cfg.perf {
-		for _, t := range order {
-			if t.http == "" || t.proc == nil {
-				continue
-			}
-			logf("perf: %s", t.name)
-			prof, err := profileRun(ctx, e, t, "", "request", func() (int64, error) {
-				wr, err := runWrk(ctx, wo, t.http, nil)
-				return wr.requests, err
-			})
-			if err != nil {
-				rep.note("%s profile: %v", t.name, err)
-				continue
-			}
-			rep.profiles[t.name] = prof
-		}
+		profileEach(ctx, e, rep, profileL7, "request", having(order, func(t *target) bool { return t.http != "" }), func(t *target) (int64, error) {
+			wr, err := runWrk(ctx, wo, t.http, nil)
+			return wr.requests, err
+		})
 	}
 	if !cfg.tls {
 		return nil
@@ -483,24 +478,10 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		// A proxy's cost per new connection (accept, peek, dial, the
 		// pipe's set-up and close) is a different profile from its cost
 		// per request, so the handshake run gets its own.
-		for _, t := range passthrough {
-			if t.proc == nil {
-				continue
-			}
-			logf("perf, passthrough handshakes: %s", t.name)
-			prof, err := profileRun(ctx, e, t, "handshakes", "connection", func() (int64, error) {
-				r := runHandshakes(ctx, t.tls, e.roots, cfg.tlsWorkers, cfg.tlsDuration, nil)
-				if r.handshakes == 0 && r.errors > 0 {
-					return 0, fmt.Errorf("handshakes: %d errors, first: %s", r.errors, r.firstErr)
-				}
-				return r.handshakes, nil
-			})
-			if err != nil {
-				rep.note("%s handshake profile: %v", t.name, err)
-				continue
-			}
-			rep.hsProfiles[t.name] = prof
-		}
+		profileEach(ctx, e, rep, profileHandshakes, "connection", passthrough, func(t *target) (int64, error) {
+			r := runHandshakes(ctx, t.tls, e.roots, cfg.tlsWorkers, cfg.tlsDuration, nil)
+			return r.handshakes, r.failed()
+		})
 	}
 	return ctx.Err()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -11,6 +12,33 @@ import (
 	"syscall"
 	"time"
 )
+
+// The profiled phases, each a section of the report.
+const (
+	profileL7         = ""           // one more L7 keep-alive wrk run
+	profileNewConn    = "newconn"    // one more L7-over-TLS new-connection run
+	profileHandshakes = "handshakes" // one more passthrough handshake run
+)
+
+// profileEach profiles each target of ts that has a process during one
+// more run of load, into rep under phase; a failure is a note.
+func profileEach(ctx context.Context, e *env, rep *report, phase, unit string, ts []*target, load func(*target) (int64, error)) {
+	for _, t := range ts {
+		if t.proc == nil || ctx.Err() != nil {
+			continue
+		}
+		logf("perf %s: %s", cmp.Or(phase, "l7"), t.name)
+		prof, err := profileRun(ctx, e, t, phase, unit, func() (int64, error) { return load(t) })
+		if err != nil {
+			rep.note("%s %s profile: %v", t.name, cmp.Or(phase, "L7"), err)
+			continue
+		}
+		if rep.profiles[phase] == nil {
+			rep.profiles[phase] = map[string]string{}
+		}
+		rep.profiles[phase][t.name] = prof
+	}
+}
 
 // profileRun records where a proxy spends its CPU during one extra run of
 // load, with perf sampling the process tree (cpu-clock, so it works in a

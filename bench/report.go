@@ -25,15 +25,14 @@ type report struct {
 	idle      map[string]idleResult
 	dl, hs    map[string][]tlsResult
 	l7new     map[string][]tlsResult // L7 over TLS, a new connection per request
-	profiles  map[string]string
-	// hsProfiles are the passthrough handshake run's profiles.
-	hsProfiles map[string]string
-	notes      []string
+	// profiles are perf's findings by phase (profileL7, ...) and target.
+	profiles map[string]map[string]string
+	notes    []string
 }
 
 func newReport(cfg config, root string) *report {
 	r := &report{cfg: cfg, root: root, start: time.Now(), loadStart: loadAvg(),
-		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, l7new: map[string][]tlsResult{}, profiles: map[string]string{}, hsProfiles: map[string]string{}}
+		l7: map[string][]wrkResult{}, l7tls: map[string][]wrkResult{}, h2: map[string][]h2Result{}, idle: map[string]idleResult{}, dl: map[string][]tlsResult{}, hs: map[string][]tlsResult{}, l7new: map[string][]tlsResult{}, profiles: map[string]map[string]string{}}
 	r.commitID = r.commit()
 	return r
 }
@@ -151,8 +150,10 @@ func (r *report) markdown() string {
 	if r.cfg.tls {
 		r.tlsTable(&b)
 	}
-	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU (perf, cpu-clock, one extra %s wrk run, inclusive, symbols ≥ 3%%, columns: with children, self)", r.cfg.duration), r.profiles)
-	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU per new passthrough connection (perf, cpu-clock, one extra %s handshake run, inclusive, symbols ≥ 3%%, columns: with children, self)", r.cfg.tlsDuration), r.hsProfiles)
+	const cols = "perf, cpu-clock, inclusive, symbols ≥ 3%, columns: with children, self"
+	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU (one extra %s wrk run; %s)", r.cfg.duration, cols), r.profiles[profileL7])
+	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU per new L7 TLS connection (one extra %s new-connection run; %s)", r.cfg.tlsDuration, cols), r.profiles[profileNewConn])
+	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU per new passthrough connection (one extra %s handshake run; %s)", r.cfg.tlsDuration, cols), r.profiles[profileHandshakes])
 	var missing []string
 	for _, t := range r.targets {
 		if t.err != nil {

@@ -28,7 +28,16 @@ type tlsResult struct {
 }
 
 func (r tlsResult) mbps() float64 { return float64(r.bytes) / r.elapsed.Seconds() / 1e6 }
-func (r tlsResult) hps() float64  { return float64(r.handshakes) / r.elapsed.Seconds() }
+
+// failed returns an error when the run did nothing but fail.
+func (r tlsResult) failed() error {
+	if r.handshakes == 0 && r.errors > 0 {
+		return fmt.Errorf("%d errors, first: %s", r.errors, r.firstErr)
+	}
+	return nil
+}
+
+func (r tlsResult) hps() float64 { return float64(r.handshakes) / r.elapsed.Seconds() }
 
 // countingReader counts bytes into n as they are read.
 type countingReader struct {
