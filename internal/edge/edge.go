@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
+	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
 
 // Edge runs the listeners. New validates; Listen binds; Run serves and
@@ -297,15 +298,15 @@ func (e *Edge) newLane(srv *http.Server, handed *chanListener) (*lane.Server, er
 }
 
 // accept starts the accept loop of the listener called name: until ln
-// closes, each connection goes to serve on a worker goroutine (see
-// workers); the loop and the workers are owned by e.wg. Temporary accept errors
+// closes, each connection goes to serve on a reused goroutine (package
+// workers); the loop and those goroutines are owned by e.wg. Temporary accept errors
 // back off; any other is sent on errc.
 func (e *Edge) accept(name string, ln net.Listener, serve func(net.Conn), errc chan<- error) {
-	w := newWorkers(&e.wg, serve)
+	w := workers.New(&e.wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, serve)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		defer w.stop()
+		defer w.Stop()
 		var backoff time.Duration
 		for {
 			c, err := ln.Accept()
@@ -324,7 +325,7 @@ func (e *Edge) accept(name string, ln net.Listener, serve func(net.Conn), errc c
 				return
 			}
 			backoff = 0
-			w.hand(c)
+			w.Go(c)
 		}
 	}()
 }

@@ -38,7 +38,8 @@
 //
 // An idle plaintext connection holds no goroutine: on Linux the lane puts
 // its socket in an epoll set of its own and one goroutine, started with the
-// first idle connection and ended by Close, resumes a connection when its
+// first idle connection and ended by Close, resumes a connection (on a
+// reused goroutine, package workers) when its
 // next request (or its end) arrives, and closes those idle past
 // IdleTimeout. A connection goes there only once it has been idle for a
 // short while (warmFor, a quarter second) on a goroutine: a client that

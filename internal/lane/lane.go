@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/deadline"
+	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
 
 // Options configure a Server. Handler and Handoff are required.
@@ -65,6 +66,11 @@ type Server struct {
 	parker   *parker
 	wg       sync.WaitGroup // goroutines that took over an idle connection
 	closed   bool           // Close was called (under mu): no more of them
+	// resumers serve connections the parker wakes: a reused goroutine
+	// has grown its stack through the handler chain already, where a
+	// fresh one would grow it again for every request after an idle
+	// spell (see warmFor). Owned by wg; Close stops them.
+	resumers *workers.Pool[*conn]
 }
 
 // New validates o. It starts nothing; the first connection to fall idle
@@ -86,6 +92,10 @@ func New(o Options) (*Server, error) {
 	s.joins.New = func() any { return new([joinSize]byte) }
 	close(s.zero)
 	s.parker = newParker(s)
+	s.resumers = workers.New(&s.wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, func(cn *conn) {
+		cn.acquireBuf()
+		cn.run(false)
+	})
 	if o.MaxHeaderBytes > 0 && o.MaxHeaderBytes < s.size {
 		s.size = o.MaxHeaderBytes
 	}
@@ -270,8 +280,10 @@ func (s *Server) ServeConn(c net.Conn) {
 // run returns and the wait goes on on a fresh goroutine; after a later one
 // the serving goroutine waits warmFor itself first. Either way, a
 // connection still idle after warmFor goes to the parker, which holds it
-// with no goroutine, or where it cannot (TLS), to a fresh goroutine. The
-// Server owns those goroutines (s.wg).
+// with no goroutine, or where it cannot (TLS), to a fresh goroutine; the
+// parker hands a connection whose next request came to a reused goroutine
+// (s.resumers), whose stack has grown already. The Server owns those
+// goroutines (s.wg).
 func (cn *conn) run(first bool) {
 	s := cn.s
 	handed, idle := cn.serve(first)
@@ -310,9 +322,18 @@ func (s *Server) goOn(cn *conn) bool {
 	return true
 }
 
-// resume serves a parked connection whose socket became readable.
+// resume serves a parked connection whose socket became readable, on a
+// reused goroutine, unless Close has begun.
 func (s *Server) resume(cn *conn) {
-	if !s.goOn(cn) {
+	// Under the lock, as goOn: Go may start a goroutine (wg.Add), which
+	// must not come after Close's Wait began.
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.resumers.Go(cn)
+	}
+	s.mu.Unlock()
+	if closed {
 		cn.end()
 	}
 }
@@ -421,7 +442,8 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.parker.closeAll(true)
-	s.wg.Wait() // the goroutines that took over idle connections end with them
+	s.resumers.Stop() // after closed is set: no Go follows
+	s.wg.Wait()       // the goroutines that took over idle connections end with them
 	return nil
 }
 

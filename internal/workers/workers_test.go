@@ -1,4 +1,4 @@
-package edge
+package workers
 
 import (
 	"net"
@@ -7,24 +7,22 @@ import (
 	"time"
 )
 
-// TestWorkers: connections one after another are served by one goroutine;
+// TestPool: tasks one after another are served by one goroutine;
 // a burst gets a goroutine each, and afterwards no more than maxIdle of
 // them wait; an idle worker ends after idleFor; stop ends the waiting
 // ones; every connection is served exactly once.
-func TestWorkers(t *testing.T) {
-	newPool := func(t *testing.T, maxIdle int32, idleFor time.Duration, serve func(net.Conn)) (*workers, *sync.WaitGroup) {
+func TestPool(t *testing.T) {
+	newPool := func(t *testing.T, maxIdle int, idleFor time.Duration, serve func(net.Conn)) (*Pool[net.Conn], *sync.WaitGroup) {
 		var wg sync.WaitGroup
-		w := newWorkers(&wg, serve)
-		w.maxIdle, w.idleFor = maxIdle, idleFor
-		return w, &wg
+		return New(&wg, maxIdle, idleFor, serve), &wg
 	}
 	// waitIdle waits until n workers wait (or fails).
-	waitIdle := func(t *testing.T, w *workers, n int32) {
+	waitIdle := func(t *testing.T, w *Pool[net.Conn], n int) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for w.idle.Load() != n {
+		for w.Idle() != n {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d workers wait, want %d", w.idle.Load(), n)
+				t.Fatalf("%d goroutines wait, want %d", w.Idle(), n)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -43,18 +41,19 @@ func TestWorkers(t *testing.T) {
 		got := make(chan net.Conn, 10)
 		w, wg := newPool(t, 4, time.Minute, func(c net.Conn) { got <- c })
 		for i, c := range conns(10) {
-			w.hand(c)
+			w.Go(c)
 			if s := <-got; s != c {
 				t.Fatalf("connection %d: served %v", i, s)
 			}
 			waitIdle(t, w, 1) // served, back waiting
 		}
-		if n := w.started.Load(); n != 1 {
+		if n := w.Started(); n != 1 {
 			t.Fatalf("%d goroutines started for 10 sequential connections, want 1", n)
 		}
-		w.stop()
+		w.Stop()
+		w.Stop() // twice is harmless
 		wg.Wait()
-		if n := w.idle.Load(); n != 0 {
+		if n := w.Idle(); n != 0 {
 			t.Fatalf("%d still counted idle after stop", n)
 		}
 	})
@@ -74,19 +73,19 @@ func TestWorkers(t *testing.T) {
 		})
 		cs := conns(20)
 		for _, c := range cs {
-			w.hand(c)
+			w.Go(c)
 		}
 		busy.Wait() // all 20 are being served at once
-		if n := w.started.Load(); n != 20 {
+		if n := w.Started(); n != 20 {
 			t.Fatalf("%d goroutines for 20 concurrent connections, want 20", n)
 		}
 		close(release)
 		waitIdle(t, w, 3)
 		time.Sleep(20 * time.Millisecond) // no more join them
-		if n := w.idle.Load(); n != 3 {
+		if n := w.Idle(); n != 3 {
 			t.Fatalf("%d waiting after the burst, want maxIdle 3", n)
 		}
-		w.stop()
+		w.Stop()
 		wg.Wait()
 		for _, c := range cs {
 			if seen[c] != 1 {
@@ -97,7 +96,7 @@ func TestWorkers(t *testing.T) {
 
 	t.Run("an idle worker ends after idleFor", func(t *testing.T) {
 		w, wg := newPool(t, 4, 20*time.Millisecond, func(net.Conn) {})
-		w.hand(conns(1)[0])
+		w.Go(conns(1)[0])
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		select {
@@ -105,9 +104,9 @@ func TestWorkers(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("idle worker still running 5 s after its 20 ms idle time")
 		}
-		if n := w.idle.Load(); n != 0 {
+		if n := w.Idle(); n != 0 {
 			t.Fatalf("%d counted idle after it ended", n)
 		}
-		w.stop()
+		w.Stop()
 	})
 }
