@@ -141,6 +141,11 @@ type conn struct {
 	// waits on in the parker (or, when it cannot be parked, on a goroutine
 	// for the rest of the idle timeout).
 	waited bool
+	// waiter says the goroutine serving the connection was started only
+	// to wait (goOn): its stack is small. Once the next request's first
+	// bytes are in, a reused goroutine (s.resumers) serves it instead of
+	// this one growing its stack through the handler chain.
+	waiter bool
 	served int       // requests the lane served on the connection
 	x      *exchange // while a request is read and served; nil idle
 
@@ -280,13 +285,17 @@ func (s *Server) ServeConn(c net.Conn) {
 // run returns and the wait goes on on a fresh goroutine; after a later one
 // the serving goroutine waits warmFor itself first. Either way, a
 // connection still idle after warmFor goes to the parker, which holds it
-// with no goroutine, or where it cannot (TLS), to a fresh goroutine; the
-// parker hands a connection whose next request came to a reused goroutine
-// (s.resumers), whose stack has grown already. The Server owns those
-// goroutines (s.wg).
+// with no goroutine, or where it cannot (TLS), to a fresh goroutine. A
+// fresh goroutine only waits: when the next request comes (to it or to
+// the parker), a reused goroutine (s.resumers), whose stack has grown
+// already, serves it. The Server owns those goroutines (s.wg).
 func (cn *conn) run(first bool) {
 	s := cn.s
-	handed, idle := cn.serve(first)
+	handed, idle, moved := cn.serve(first)
+	if moved {
+		s.resume(cn)
+		return
+	}
 	if idle {
 		if !s.parker.can(cn) {
 			cn.waited = true // no warm wait on the fresh goroutine: it waits it all
@@ -317,13 +326,15 @@ func (s *Server) goOn(cn *conn) bool {
 	go func() {
 		defer s.wg.Done()
 		cn.acquireBuf()
+		cn.waiter = true
 		cn.run(false)
 	}()
 	return true
 }
 
-// resume serves a parked connection whose socket became readable, on a
-// reused goroutine, unless Close has begun.
+// resume serves a connection whose next request came (to the parker, or
+// to the goroutine that waited for it) on a reused goroutine, unless
+// Close has begun.
 func (s *Server) resume(cn *conn) {
 	// Under the lock, as goOn: Go may start a goroutine (wg.Add), which
 	// must not come after Close's Wait began.
@@ -451,8 +462,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // serve is the connection's loop. It returns the connection to hand off,
 // or nil when it closed it; or idle when a request is done and nothing of
-// the next has arrived yet.
-func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
+// the next has arrived yet; or moved when a waiter's wait is over and
+// the request that ended it is to be served on a reused goroutine.
+func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 	s := cn.s
 	for {
 		if !first && cn.n == 0 && !cn.waited {
@@ -464,16 +476,20 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 			got, ok := cn.waitWarm()
 			if !ok {
 				_ = cn.c.Close()
-				return nil, false
+				return nil, false, false
 			}
 			if !got {
 				cn.waited = true
-				return nil, true
+				return nil, true, false
 			}
 		}
 		if !cn.readHead(first) {
 			_ = cn.c.Close()
-			return nil, false
+			return nil, false, false
+		}
+		if cn.waiter {
+			cn.waiter = false
+			return nil, false, true
 		}
 		if cn.x == nil {
 			cn.x = s.getExchange(cn)
@@ -483,22 +499,22 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 		for end == 0 {
 			if cn.n == len(cn.buf) {
 				if len(cn.buf) == s.size {
-					return cn.handoff(reasonSize), false
+					return cn.handoff(reasonSize), false, false
 				}
 				cn.buf = x.big[:s.size] // the head outgrew the idle buffer
 				copy(cn.buf, cn.small[:cn.n])
 			}
 			if !cn.read(s.opts.ReadHeaderTimeout) {
 				_ = cn.c.Close()
-				return nil, false
+				return nil, false, false
 			}
 			end = headEnd(cn.buf[:cn.n], 0)
 		}
 		if end < 0 {
-			return cn.handoff(reasonLineEnding), false
+			return cn.handoff(reasonLineEnding), false, false
 		}
 		if why := parse(string(cn.buf[:end]), &x.h, x.hdr, x.vals[:]); why != "" {
-			return cn.handoff(why), false
+			return cn.handoff(why), false, false
 		}
 		first = false
 		var b *body
@@ -515,7 +531,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 				cn.lingerClose()
 			}
 			_ = cn.c.Close()
-			return nil, false
+			return nil, false, false
 		}
 		rest := cn.buf[end+take : cn.n] // a pipelined request stays
 		extra := 0
@@ -537,7 +553,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 		}
 		if s.draining.Load() {
 			_ = cn.c.Close()
-			return nil, false
+			return nil, false, false
 		}
 		cn.served++
 		if cn.n > 0 {
@@ -545,7 +561,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle bool) {
 		}
 		cn.idleSince, cn.waited = time.Now(), false
 		if cn.served == 1 {
-			return nil, true // the wait goes on on a fresh goroutine (a small stack)
+			return nil, true, false // the wait goes on on a fresh goroutine (a small stack)
 		}
 	}
 }

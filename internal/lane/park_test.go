@@ -114,23 +114,27 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 	}
 }
 
-// TestResumedOnReusedGoroutine: a connection woken from the parker again
-// and again is served each time by the goroutine that served it the time
-// before (back in the pool once it parked the connection), not by a fresh
-// one that grows its stack anew.
+// TestResumedOnReusedGoroutine: after its first request a connection is
+// served by one reused goroutine, whether its next request comes to the
+// fresh goroutine that waits for it (the second, at once), during a warm
+// wait (the third), or to the parker (the rest, each after an idle spell):
+// not by a fresh goroutine that grows its stack anew.
 func TestResumedOnReusedGoroutine(t *testing.T) {
 	th := &testHandler{}
 	_, addr, s := servers(t, th, Options{IdleTimeout: 30 * time.Second})
 	cl := dialClients(t, addr, 1)[0]
-	for i := range 4 {
-		cl.roundTrip(t, "/r"+string(rune('0'+i)))
+	cl.roundTrip(t, "/first")
+	cl.roundTrip(t, "/second")
+	cl.roundTrip(t, "/third")
+	for i := range 3 {
 		time.Sleep(warmFor + 100*time.Millisecond) // parked again
+		cl.roundTrip(t, "/r"+string(rune('0'+i)))
 	}
-	if got := th.lane.Load(); got != 4 {
-		t.Fatalf("lane served %d requests, want 4", got)
+	if got := th.lane.Load(); got != 6 {
+		t.Fatalf("lane served %d requests, want 6", got)
 	}
 	if n := s.resumers.Started(); n != 1 {
-		t.Fatalf("%d goroutines started for 3 resumes of one connection, want 1", n)
+		t.Fatalf("%d reused goroutines started for one connection's 5 requests after its first, want 1", n)
 	}
 }
 
@@ -314,9 +318,22 @@ func TestParkerStress(t *testing.T) {
 // BenchmarkShortConnection: a connection per op that makes two requests,
 // the second after the first's response, then closes: the first wait
 // between them is where an idle connection is parked. cpu-ns/op is the
-// process's CPU (both ends) per connection.
+// process's CPU (both ends) per connection. The handler writes "ok", with
+// a trivial stack or with one of ~16 KiB (a chain and a proxy need more
+// than a fresh goroutine starts with).
 func BenchmarkShortConnection(b *testing.B) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	for _, hc := range []struct {
+		name string
+		h    http.HandlerFunc
+	}{
+		{"trivial", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }},
+		{"16KiB-stack", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte{'o', 'k' + stackHungry(16)*0}) }},
+	} {
+		b.Run(hc.name, func(b *testing.B) { shortConnections(b, hc.h) })
+	}
+}
+
+func shortConnections(b *testing.B, h http.Handler) {
 	addr := laneListener(b, h)
 	req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	buf := make([]byte, 1024)
