@@ -292,6 +292,7 @@ func (s *Server) ServeConn(c net.Conn) {
 func (cn *conn) run(first bool) {
 	s := cn.s
 	handed, idle, moved := cn.serve(first)
+	cn.waiter = false // whatever serves the connection next is another goroutine
 	if moved {
 		s.resume(cn)
 		return

@@ -136,6 +136,22 @@ func TestResumedOnReusedGoroutine(t *testing.T) {
 	if n := s.resumers.Started(); n != 1 {
 		t.Fatalf("%d reused goroutines started for one connection's 5 requests after its first, want 1", n)
 	}
+
+	// A connection parked straight from the goroutine that waited after
+	// its first request: its later requests also take one reused goroutine.
+	th2 := &testHandler{}
+	_, addr2, s2 := servers(t, th2, Options{IdleTimeout: 30 * time.Second})
+	cl2 := dialClients(t, addr2, 1)[0]
+	for i := range 3 {
+		cl2.roundTrip(t, "/p"+string(rune('0'+i)))
+		time.Sleep(warmFor + 100*time.Millisecond) // parked
+	}
+	if got := th2.lane.Load(); got != 3 {
+		t.Fatalf("lane served %d requests, want 3", got)
+	}
+	if n := s2.resumers.Started(); n != 1 {
+		t.Fatalf("%d reused goroutines started for two resumes of one connection, want 1", n)
+	}
 }
 
 // TestParkedConnectionEnds: a parked connection is closed by the idle
