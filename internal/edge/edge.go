@@ -34,6 +34,7 @@ type Edge struct {
 	wg       sync.WaitGroup // accept loops, servers and connection goroutines
 	pipeCtx  context.Context
 	pipeStop context.CancelFunc
+	offload  *offload // HTTP/2 handlers on reused goroutines; nil without https
 }
 
 // New validates opts. It binds and starts nothing.
@@ -172,7 +173,9 @@ func (e *Edge) Run(ctx context.Context) error {
 		}
 	}
 	if e.ln != nil {
-		l7 = e.server(withTLSState(e.limits(e.opts.Handler)))
+		off := newOffload(&e.wg, e.limits(e.opts.Handler))
+		e.offload = off
+		l7 = e.server(withTLSState(off))
 		l7.ConnContext = tlsStateContext
 		l7ln = newChanListener(e.ln.Addr())
 		if !e.opts.DisableLane {
@@ -277,6 +280,9 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	e.conns.closeAll()
 	if mgmt != nil {
 		mgmt.Close()
+	}
+	if e.offload != nil {
+		e.offload.pool.Stop() // the servers are closed: no request comes
 	}
 	e.wg.Wait()
 	e.log.Info("edge: drained", "took", time.Since(start).Round(time.Millisecond), "cut_connections", left)

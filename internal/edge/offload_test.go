@@ -1,0 +1,91 @@
+package edge
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestHTTP2HandlersOnReusedGoroutines: HTTP/2 requests are answered by
+// the handler run on the offload pool, which one goroutine serves when
+// they come one after another; a handler's panic reaches net/http as
+// before (http.ErrAbortHandler and any other: the stream is reset, the
+// client sees an error) and the connection and server go on.
+func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/abort":
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "partial")
+			panic(http.ErrAbortHandler)
+		case "/boom":
+			panic("boom")
+		case "/late":
+			_, _ = io.WriteString(w, "begun")
+			w.(http.Flusher).Flush()
+			panic("late")
+		}
+		_, _ = io.WriteString(w, "ok "+r.Proto)
+	})
+	var logs lockedBuffer
+	e := start(t, Options{Handler: h, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	get := func(path string) (string, error) {
+		resp, err := hc.Get("https://" + e.https + path)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	const n = 20
+	for i := range n {
+		body, err := get("/x")
+		if err != nil || body != "ok HTTP/2.0" {
+			t.Fatalf("request %d: %q, %v", i, body, err)
+		}
+	}
+	if got := e.offload.pool.Started(); got > 5 {
+		t.Fatalf("%d goroutines started for %d requests one after another: not reused", got, n)
+	}
+	for _, path := range []string{"/abort", "/boom", "/late"} {
+		if body, err := get(path); err == nil {
+			t.Fatalf("%s: answered %q without an error: the panic did not reach net/http", path, body)
+		}
+		if body, err := get("/x"); err != nil || body != "ok HTTP/2.0" {
+			t.Fatalf("after %s: %q, %v", path, body, err)
+		}
+	}
+	// net/http logs the panic with the stack of its own, waiting goroutine;
+	// the handler's is in the text.
+	if l := logs.String(); !strings.Contains(l, "handler goroutine (offloaded)") || !strings.Contains(l, "TestHTTP2HandlersOnReusedGoroutines.func1") {
+		t.Fatalf("the panic's log does not carry the handler's stack:\n%s", l)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer the server's goroutines may write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
