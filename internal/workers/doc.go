@@ -1,7 +1,7 @@
 // Package workers owns goroutines that outlive one task: the edge's
-// accepted connections and the lane's resumed ones are served on a
-// goroutine that finished its last task and waited for the next, rather
-// than on a fresh one each.
+// accepted connections, its HTTP/2 requests' handlers and the lane's
+// resumed connections run on a goroutine that finished its last task and
+// waited for the next, rather than on a fresh one each.
 //
 // Why: a fresh goroutine starts with a small stack and grows it, copying
 // every frame at each doubling, through whatever the task runs — a
