@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,25 +30,6 @@ func (e enrolled) GetHostKey(_ context.Context, id string) (*route.HostKey, erro
 		return k, nil
 	}
 	return nil, errors.New("not found")
-}
-
-// syncBuffer is a bytes.Buffer safe for the sidecar's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The sidecar against a real gateway-side discovery: it is verified over
@@ -99,7 +79,7 @@ func TestHostSidecar(t *testing.T) {
 
 	ctx, sigterm := context.WithCancel(context.Background())
 	defer sigterm()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	exited := make(chan error, 1)
 	go func() {
 		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "side-1", "-key", keyFile,
@@ -236,7 +216,7 @@ func TestHostSidecarH2C(t *testing.T) {
 	defer upstream.Close()
 
 	ctx, sigterm := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	exited := make(chan error, 1)
 	go func() {
 		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "grpc-1", "-key", keyFile,

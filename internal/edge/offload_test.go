@@ -1,15 +1,15 @@
 package edge
 
 import (
-	"bytes"
 	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // TestHTTP2HandlersOnReusedGoroutines: HTTP/2 requests are answered by
@@ -33,7 +33,7 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok "+r.Proto)
 	})
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	e := start(t, Options{Handler: h, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
@@ -70,22 +70,4 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "handler goroutine (offloaded)") || !strings.Contains(l, "TestHTTP2HandlersOnReusedGoroutines.func1") {
 		t.Fatalf("the panic's log does not carry the handler's stack:\n%s", l)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer the server's goroutines may write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

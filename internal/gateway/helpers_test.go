@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 const testZone = "apps.test"
@@ -33,31 +32,14 @@ type env struct {
 	gw   *Gateway
 	srv  *httptest.Server
 	reg  *prometheus.Registry
-	logs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs *testutil.SyncBuffer
 }
 
 // newEnv starts a gateway for cluster "c1" over zone apps.test with app
 // "hello" (active). edit may change the options before New.
 func newEnv(t testing.TB, edit func(*Options)) *env {
 	t.Helper()
-	e := &env{t: t, live: new(route.Live), reg: prometheus.NewRegistry(), logs: new(syncBuffer)}
+	e := &env{t: t, live: new(route.Live), reg: prometheus.NewRegistry(), logs: new(testutil.SyncBuffer)}
 	e.b = route.NewBuilder(e.live)
 	e.b.Replace(route.State{
 		Zones: []*route.Zone{{Name: testZone}},
