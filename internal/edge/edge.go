@@ -173,9 +173,8 @@ func (e *Edge) Run(ctx context.Context) error {
 		}
 	}
 	if e.ln != nil {
-		off := newOffload(&e.wg, e.limits(e.opts.Handler))
-		e.offload = off
-		l7 = e.server(withTLSState(off))
+		e.offload = newOffload(&e.wg, e.limits(e.opts.Handler))
+		l7 = e.server(withTLSState(e.offload))
 		l7.ConnContext = tlsStateContext
 		l7ln = newChanListener(e.ln.Addr())
 		if !e.opts.DisableLane {

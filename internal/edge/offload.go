@@ -29,7 +29,6 @@ type offload struct {
 }
 
 type offloadTask struct {
-	next http.Handler
 	w    http.ResponseWriter
 	r    *http.Request
 	done chan any // the handler's panic, or nil; buffered
@@ -46,10 +45,13 @@ func (p offloadedPanic) String() string {
 }
 
 func newOffload(wg *sync.WaitGroup, next http.Handler) *offload {
-	return &offload{next: next, pool: workers.New(wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, runOffloaded)}
+	o := &offload{next: next}
+	o.pool = workers.New(wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, o.run)
+	return o
 }
 
-func runOffloaded(t *offloadTask) {
+// run serves one task on a pool goroutine.
+func (o *offload) run(t *offloadTask) {
 	var p any
 	defer func() { t.done <- p }()
 	defer func() {
@@ -57,7 +59,7 @@ func runOffloaded(t *offloadTask) {
 			p = offloadedPanic{value: p, stack: debug.Stack()}
 		}
 	}()
-	t.next.ServeHTTP(t.w, t.r)
+	o.next.ServeHTTP(t.w, t.r)
 }
 
 func (o *offload) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,10 +71,10 @@ func (o *offload) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t == nil {
 		t = &offloadTask{done: make(chan any, 1)}
 	}
-	t.next, t.w, t.r = o.next, w, r
+	t.w, t.r = w, r
 	o.pool.Go(t)
 	p := <-t.done
-	t.next, t.w, t.r = nil, nil, nil
+	t.w, t.r = nil, nil
 	o.tasks.Put(t)
 	if p != nil {
 		panic(p)

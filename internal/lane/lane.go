@@ -489,8 +489,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 			return nil, false, false
 		}
 		if cn.waiter {
-			cn.waiter = false
-			return nil, false, true
+			return nil, false, true // run clears the mark
 		}
 		if cn.x == nil {
 			cn.x = s.getExchange(cn)
