@@ -46,16 +46,21 @@ import (
 // response with http.ErrAbortHandler.
 
 // fastPool is the fast path's keep-alive pool: per host address, a
-// channel of idle connections (no lock shared across hosts). A connection
-// idle for idleFor is closed by the next get that finds it or by a sweep,
-// a timer func armed while idle connections exist (no goroutine of its
-// own), so that hosts gone from the table leave no open sockets behind.
+// stack of idle connections (no lock shared across hosts), the most
+// recently used on top. Reusing the most recent one (as nginx's upstream
+// keepalive and Go's http.Transport do) keeps the fewest connections
+// busy: under a load that needs only some of them the rest stay idle long
+// enough to be closed, and the ones in use are warm in both processes'
+// caches. A connection idle for idleFor is closed by the next get that
+// finds it or by a sweep, a timer func armed while idle connections exist
+// (no goroutine of its own), so that hosts gone from the table leave no
+// open sockets behind.
 type fastPool struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	now     func() time.Time
 	max     int
 	idleFor time.Duration
-	hosts   sync.Map // addr -> chan *fconn
+	hosts   sync.Map // addr -> *idleConns
 	closed  atomic.Bool
 
 	armed atomic.Bool // a sweep is scheduled
@@ -65,6 +70,31 @@ type fastPool struct {
 	// readers are the connections' read buffers, held only while a
 	// connection is in use: an idle one holds none.
 	readers sync.Pool // *bufio.Reader of readSize
+}
+
+// idleConns is one host's idle connections, oldest first.
+type idleConns struct {
+	mu    sync.Mutex
+	conns []*fconn
+}
+
+// take removes and returns the connections idle since before cut, and
+// with all, every connection.
+func (ic *idleConns) take(cut time.Time, all bool) []*fconn {
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	var old []*fconn
+	kept := ic.conns[:0]
+	for _, c := range ic.conns {
+		if all || !c.idle.After(cut) {
+			old = append(old, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	clear(ic.conns[len(kept):])
+	ic.conns = kept
+	return old
 }
 
 // readSize is the read buffer of a connection in use. A bigger one would
@@ -141,31 +171,36 @@ func (c *fconn) release() {
 	c.br = nil
 }
 
-func (fp *fastPool) idle(addr string) chan *fconn {
+func (fp *fastPool) idle(addr string) *idleConns {
 	if v, ok := fp.hosts.Load(addr); ok {
-		return v.(chan *fconn)
+		return v.(*idleConns)
 	}
-	v, _ := fp.hosts.LoadOrStore(addr, make(chan *fconn, fp.max))
-	return v.(chan *fconn)
+	v, _ := fp.hosts.LoadOrStore(addr, &idleConns{})
+	return v.(*idleConns)
 }
 
-// get returns an idle connection to addr, or dials one.
+// get returns the most recently used idle connection to addr, or dials
+// one. Below a stale connection every one is older, so all of them go.
 func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh bool) (*fconn, error) {
 	if !fresh {
-		ch := fp.idle(addr)
-		for {
-			var c *fconn
-			select {
-			case c = <-ch:
-			default:
-			}
-			if c == nil {
-				break
-			}
+		ic := fp.idle(addr)
+		ic.mu.Lock()
+		var c *fconn
+		var stale []*fconn
+		if n := len(ic.conns); n > 0 {
+			c = ic.conns[n-1]
+			ic.conns[n-1] = nil
+			ic.conns = ic.conns[:n-1]
 			if now.Sub(c.idle) >= fp.idleFor {
-				_ = c.Close()
-				continue
+				stale = append(ic.conns, c) // ic.conns' array: closed below, outside the lock
+				ic.conns, c = nil, nil
 			}
+		}
+		ic.mu.Unlock()
+		for _, s := range stale {
+			_ = s.Close()
+		}
+		if c != nil {
 			c.reused = true
 			c.take()
 			return c, nil
@@ -192,9 +227,14 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 	}
 	c.release()
 	c.idle = now
-	select {
-	case fp.idle(addr) <- c:
-	default:
+	ic := fp.idle(addr)
+	ic.mu.Lock()
+	kept := len(ic.conns) < fp.max
+	if kept {
+		ic.conns = append(ic.conns, c)
+	}
+	ic.mu.Unlock()
+	if !kept {
 		_ = c.Close()
 		return
 	}
@@ -220,30 +260,16 @@ func (fp *fastPool) arm() {
 // sweepIdle closes the connections idle for idleFor or more and arms the
 // next sweep while any remain.
 func (fp *fastPool) sweepIdle() {
-	now := fp.now()
+	cut := fp.now().Add(-fp.idleFor)
 	left := false
 	fp.hosts.Range(func(_, v any) bool {
-		ch := v.(chan *fconn)
-		for range len(ch) {
-			var c *fconn
-			select {
-			case c = <-ch:
-			default:
-			}
-			if c == nil {
-				break
-			}
-			if now.Sub(c.idle) >= fp.idleFor || fp.closed.Load() {
-				_ = c.Close()
-				continue
-			}
-			select {
-			case ch <- c:
-				left = true
-			default:
-				_ = c.Close()
-			}
+		ic := v.(*idleConns)
+		for _, c := range ic.take(cut, fp.closed.Load()) {
+			_ = c.Close()
 		}
+		ic.mu.Lock()
+		left = left || len(ic.conns) > 0
+		ic.mu.Unlock()
 		return true
 	})
 	fp.armed.Store(false)
@@ -263,15 +289,10 @@ func (fp *fastPool) closeIdle(stop bool) {
 		fp.mu.Unlock()
 	}
 	fp.hosts.Range(func(_, v any) bool {
-		ch := v.(chan *fconn)
-		for {
-			select {
-			case c := <-ch:
-				_ = c.Close()
-			default:
-				return true
-			}
+		for _, c := range v.(*idleConns).take(time.Time{}, true) {
+			_ = c.Close()
 		}
+		return true
 	})
 }
 

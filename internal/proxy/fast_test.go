@@ -646,17 +646,92 @@ func TestFastPathIdleConnectionHoldsNoBuffer(t *testing.T) {
 		if s, body := fastGet(t, srv); s != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, s, body)
 		}
-		ch := p.fast.idle(be.ln.Addr().String())
-		if len(ch) != 1 {
-			t.Fatalf("request %d: %d idle connections, want the one kept alive", i, len(ch))
+		ic := p.fast.idle(be.ln.Addr().String())
+		ic.mu.Lock()
+		n := len(ic.conns)
+		var br *bufio.Reader
+		if n == 1 {
+			br = ic.conns[0].br
 		}
-		c := <-ch
-		if c.br != nil {
-			t.Fatalf("request %d: the idle connection holds a %d-byte read buffer", i, c.br.Size())
+		ic.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("request %d: %d idle connections, want the one kept alive", i, n)
 		}
-		ch <- c
+		if br != nil {
+			t.Fatalf("request %d: the idle connection holds a %d-byte read buffer", i, br.Size())
+		}
 	}
 	if n := be.ended.Load(); n != 0 {
 		t.Fatalf("%d host connections ended: the kept one was not reused", n)
+	}
+}
+
+// TestFastPathReusesMostRecent: after a burst that opened three host
+// connections, requests one at a time all go over the one used last (a
+// first-in-first-out pool would rotate through all three), and the two
+// left idle are closed once they have been idle for IdleConnTimeout while
+// the busy one stays open.
+func TestFastPathReusesMostRecent(t *testing.T) {
+	const burst = 3
+	var arrived sync.WaitGroup
+	arrived.Add(burst)
+	release := make(chan struct{})
+	var inBurst atomic.Bool
+	inBurst.Store(true)
+	var closed atomic.Int32
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inBurst.Load() {
+			arrived.Done()
+			<-release // all three in flight at once: three connections
+		}
+		io.WriteString(w, r.RemoteAddr)
+	}))
+	be.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	be.Start()
+	defer be.Close()
+	const idleFor = 400 * time.Millisecond
+	p, _ := New(Options{ClusterID: "c1", IdleConnTimeout: idleFor})
+	defer p.Close()
+	srv := proxyServer(t, p, be.Listener.Addr().String())
+	srv.Client().Transport.(*http.Transport).MaxIdleConnsPerHost = burst
+
+	got := make(chan string, burst)
+	for range burst {
+		go func() {
+			_, body := fastGet(t, srv)
+			got <- body
+		}()
+	}
+	arrived.Wait()
+	inBurst.Store(false)
+	close(release)
+	seen := map[string]bool{}
+	for range burst {
+		seen[<-got] = true
+	}
+	if len(seen) != burst {
+		t.Fatalf("the burst used %d host connections, want %d: %v", len(seen), burst, seen)
+	}
+
+	// One request at a time for 2.5 idle timeouts: each finds the
+	// connection the previous one used.
+	var first string
+	for end := time.Now().Add(idleFor * 5 / 2); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		s, body := fastGet(t, srv)
+		if s != 200 || !seen[body] {
+			t.Fatalf("status %d from %q; want 200 from one of the burst's connections %v", s, body, seen)
+		}
+		if first == "" {
+			first = body
+		} else if body != first {
+			t.Fatalf("a request went over %s after others over %s: not the most recently used", body, first)
+		}
+	}
+	if n := closed.Load(); n != burst-1 {
+		t.Errorf("%d host connections closed; want the %d left idle", n, burst-1)
 	}
 }
