@@ -134,6 +134,14 @@ func proxyServer(t *testing.T, p *Proxy, backend string) *httptest.Server {
 // wrapped by wrap (nil: not wrapped).
 func proxyServerWith(t *testing.T, p *Proxy, backend string, wrap func(http.ResponseWriter) http.ResponseWriter) *httptest.Server {
 	t.Helper()
+	return proxyServerOn(t, p, backend, wrap, nil)
+}
+
+// proxyServerOn is proxyServerWith whose requests' contexts derive from
+// base() instead of net/http's per-request one (nil: net/http's), as the
+// lane's derive from their connection's.
+func proxyServerOn(t *testing.T, p *Proxy, backend string, wrap func(http.ResponseWriter) http.ResponseWriter, base func() context.Context) *httptest.Server {
+	t.Helper()
 	live := new(route.Live)
 	b := route.NewBuilder(live)
 	b.Replace(route.State{
@@ -150,7 +158,11 @@ func proxyServerWith(t *testing.T, p *Proxy, backend string, wrap func(http.Resp
 		if wrap != nil {
 			w = wrap(w)
 		}
-		p.ServeHTTP(w, r.WithContext(route.WithRequest(r.Context(), rq)))
+		ctx := r.Context()
+		if base != nil {
+			ctx = base()
+		}
+		p.ServeHTTP(w, r.WithContext(route.WithRequest(ctx, rq)))
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -733,5 +745,57 @@ func TestFastPathReusesMostRecent(t *testing.T) {
 	}
 	if n := closed.Load(); n != burst-1 {
 		t.Errorf("%d host connections closed; want the %d left idle", n, burst-1)
+	}
+}
+
+// TestFastPathClientWatchUndone: exchanges that end before, around and
+// after the proxy starts listening for their context's end (clientWait)
+// leave nothing listening on it: the context a connection's requests
+// share (the lane's) ends later without aborting the host connection they
+// used, which the next request, on another context, reuses.
+func TestFastPathClientWatchUndone(t *testing.T) {
+	var conns atomic.Int32
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		time.Sleep(d)
+		io.WriteString(w, "ok")
+	}))
+	be.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	be.Start()
+	defer be.Close()
+	p, _ := New(Options{ClusterID: "c1"})
+	defer p.Close()
+	var base atomic.Pointer[context.Context]
+	connCtx, cancel := context.WithCancel(context.Background())
+	base.Store(&connCtx)
+	srv := proxyServerOn(t, p, be.Listener.Addr().String(), nil, func() context.Context { return *base.Load() })
+	get := func(d time.Duration) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+"/?d="+d.String(), nil)
+		req.Host = "hello.apps.test"
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != "ok" {
+			t.Fatalf("host delay %v: %d %q", d, res.StatusCode, b)
+		}
+	}
+	for _, d := range []time.Duration{0, clientWait - 20*time.Millisecond, clientWait, clientWait + 5*time.Millisecond, clientWait + 50*time.Millisecond, 0} {
+		get(d)
+	}
+	cancel()
+	next := context.Background()
+	base.Store(&next)
+	time.Sleep(50 * time.Millisecond) // an abort left behind would have run by now
+	get(0)
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("the host saw %d connections, want 1: the shared context's end aborted a pooled one", n)
 	}
 }
