@@ -64,7 +64,8 @@ const (
 // referenced after the request (a log line, a header map).
 type exchange struct {
 	route.RequestContext
-	w recorder
+	w    recorder
+	peer netip.Addr // the connecting address, parsed once for observe and hygiene
 
 	vals [10]string // backing for one-value header slices (value)
 	nv   int
@@ -140,7 +141,8 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 			x.Req.ID = x.str(appendRequestID(x.scratch()))
 			r.Header[headerRequestID] = x.value(x.Req.ID)
 		}
-		x.Req.ClientIP = g.clientIP(r)
+		x.peer = peerAddr(r.RemoteAddr)
+		x.Req.ClientIP = g.clientIP(x.peer, r)
 		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID]}
 		r = r.WithContext(x)
 		defer g.finish(x, r)
@@ -270,6 +272,15 @@ func peerAddr(remote string) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
+}
+
+// peerOf returns the connecting address observe parsed, or r's when
+// observe did not run (x nil: a layer tested alone).
+func (x *exchange) peerOf(r *http.Request) netip.Addr {
+	if x == nil {
+		return peerAddr(r.RemoteAddr)
+	}
+	return x.peer
 }
 
 // recorder is the ResponseWriter the chain writes through: it records the
@@ -434,7 +445,7 @@ func desync(r *http.Request) string {
 // clean strips what a client may not send and sets the forwarding headers.
 // x, when not nil, holds the values it sets.
 func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
-	peer := peerAddr(r.RemoteAddr)
+	peer := x.peerOf(r)
 	trusted := g.isTrusted(peer)
 	h := r.Header
 	var chain []string
@@ -494,8 +505,7 @@ var (
 // hygiene runs: the peer, or behind a trusted proxy the rightmost
 // untrusted X-Forwarded-For hop. Layers that answer early (the unknown-host
 // limit, the access log) charge and name the right client with it.
-func (g *Gateway) clientIP(r *http.Request) netip.Addr {
-	peer := peerAddr(r.RemoteAddr)
+func (g *Gateway) clientIP(peer netip.Addr, r *http.Request) netip.Addr {
 	if len(g.trusted) == 0 || !g.isTrusted(peer) {
 		return peer
 	}
