@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -115,7 +116,7 @@ func runBackend(args []string) error {
 	fs.StringVar(&f.tls, "tls", "", "TLS listen address (needs -cert, -key)")
 	fs.StringVar(&f.cert, "cert", "", "PEM certificate for -tls")
 	fs.StringVar(&f.key, "key", "", "PEM key for -tls")
-	fs.StringVar(&f.bus, "bus", "", "gatehouse bus URL: announce as a gatehouse host")
+	fs.StringVar(&f.bus, "bus", "", "gatehouse bus URLs, comma-separated: announce as a host of each gatehouse")
 	fs.StringVar(&f.cluster, "cluster", "", "gatehouse cluster id")
 	fs.StringVar(&f.hostKey, "host-key", "", "host private key (PKCS#8 PEM)")
 	fs.StringVar(&f.app, "app", "", "app the plaintext listener serves, as host bench-http")
@@ -131,33 +132,40 @@ func runBackend(args []string) error {
 	httpH, tlsH := backendHandler(), backendHandler()
 	var hosts []*host.Host
 	if f.bus != "" {
-		nc, err := nats.Connect(f.bus, nats.MaxReconnects(-1), nats.Name("bench-backend"))
-		if err != nil {
-			return fmt.Errorf("backend: bus: %w", err)
-		}
-		defer nc.Close()
 		key, err := host.LoadKey(f.hostKey)
 		if err != nil {
 			return fmt.Errorf("backend: %w", err)
 		}
-		add := func(id, app, addr, scheme string, h *http.Handler) error {
-			hh, err := host.New(host.Options{Conn: nc, Cluster: f.cluster, HostID: id, Key: key,
-				Apps: []string{app}, Addr: addr, Scheme: scheme, Logger: logger})
+		// One gatehouse per bus (two in an A/B run), all trusting the same
+		// key: the challenge answer is a signature of the host's id and
+		// address, so the first host's handler answers for every bus.
+		for i, bus := range strings.Split(f.bus, ",") {
+			nc, err := nats.Connect(bus, nats.MaxReconnects(-1), nats.Name("bench-backend"))
 			if err != nil {
-				return fmt.Errorf("backend: %w", err)
+				return fmt.Errorf("backend: bus %s: %w", bus, err)
 			}
-			*h = hh.Wrap(*h)
-			hosts = append(hosts, hh)
-			return nil
-		}
-		if f.app != "" {
-			if err := add("bench-http", f.app, f.http, host.SchemeHTTP, &httpH); err != nil {
-				return err
+			defer nc.Close()
+			add := func(id, app, addr, scheme string, h *http.Handler) error {
+				hh, err := host.New(host.Options{Conn: nc, Cluster: f.cluster, HostID: id, Key: key,
+					Apps: []string{app}, Addr: addr, Scheme: scheme, Logger: logger})
+				if err != nil {
+					return fmt.Errorf("backend: %w", err)
+				}
+				if i == 0 {
+					*h = hh.Wrap(*h)
+				}
+				hosts = append(hosts, hh)
+				return nil
 			}
-		}
-		if f.tlsApp != "" {
-			if err := add("bench-tls", f.tlsApp, f.tls, host.SchemeTLS, &tlsH); err != nil {
-				return err
+			if f.app != "" {
+				if err := add("bench-http", f.app, f.http, host.SchemeHTTP, &httpH); err != nil {
+					return err
+				}
+			}
+			if f.tlsApp != "" {
+				if err := add("bench-tls", f.tlsApp, f.tls, host.SchemeTLS, &tlsH); err != nil {
+					return err
+				}
 			}
 		}
 	}

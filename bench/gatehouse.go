@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,10 +38,28 @@ const (
 )
 
 // gatehouseSetup is what the backend needs to announce itself to a
-// running gatehouse.
+// running gatehouse (with the hosts' key, e.hostKeyFile, which every
+// gatehouse target trusts).
 type gatehouseSetup struct {
-	bus     string // nats://addr of the embedded bus
-	keyFile string // the hosts' private key
+	bus string // nats://addr of the embedded bus
+}
+
+// hostKeyFile is the backend's host key: made by the first gatehouse
+// target, loaded by a second (-gatehouse-b), so that one backend is a
+// verified host of both.
+func (e *env) hostKeyFile() string { return filepath.Join(e.dir, "host.key") }
+
+func hostKey(e *env) (ed25519.PrivateKey, error) {
+	if key, err := host.LoadKey(e.hostKeyFile()); err == nil {
+		return key, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	key, err := host.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	return key, host.WriteKey(e.hostKeyFile(), key)
 }
 
 // buildGatehouse builds ./cmd/gatehouse from the module at root.
@@ -55,10 +75,11 @@ func buildGatehouse(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
-// startGatehouse starts the gateway and configures it; the target is
-// usable only after the backend has announced (finishGatehouse).
-func startGatehouse(ctx context.Context, e *env, bin string) (*target, *gatehouseSetup, error) {
-	t := &target{name: "gatehouse"}
+// startGatehouse starts the gateway as target name and configures it;
+// the target is usable only after the backend has announced
+// (finishGatehouse).
+func startGatehouse(ctx context.Context, e *env, name, bin string) (*target, *gatehouseSetup, error) {
+	t := &target{name: name}
 	addrs, err := freeAddrs(4)
 	if err != nil {
 		return t, nil, err
@@ -67,11 +88,11 @@ func startGatehouse(ctx context.Context, e *env, bin string) (*target, *gatehous
 	tok := make([]byte, 16)
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
-	data := filepath.Join(e.dir, "gatehouse-data")
+	data := filepath.Join(e.dir, name+"-data")
 	if err := os.RemoveAll(data); err != nil { // what an earlier attempt left
 		return t, nil, err
 	}
-	p, err := e.ps.start(e.dir, "gatehouse", bin, "serve",
+	p, err := e.ps.start(e.dir, name, bin, "serve",
 		"-data", data, "-zone", benchZone, "-cluster", benchCluster,
 		"-http", httpAddr, "-http-mode", "serve", "-https", httpsAddr, "-dns", "",
 		"-management", mgmt, "-bus-listen", bus, "-control-token", token,
@@ -91,12 +112,8 @@ func startGatehouse(ctx context.Context, e *env, bin string) (*target, *gatehous
 			return t, nil, err
 		}
 	}
-	key, err := host.GenerateKey()
+	key, err := hostKey(e)
 	if err != nil {
-		return t, nil, err
-	}
-	keyFile := filepath.Join(e.dir, "host.key")
-	if err := host.WriteKey(keyFile, key); err != nil {
 		return t, nil, err
 	}
 	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
@@ -107,7 +124,7 @@ func startGatehouse(ctx context.Context, e *env, bin string) (*target, *gatehous
 		}
 	}
 	t.http, t.tls = httpAddr, httpsAddr // confirmed by finishGatehouse
-	return t, &gatehouseSetup{bus: "nats://" + bus, keyFile: keyFile}, nil
+	return t, &gatehouseSetup{bus: "nats://" + bus}, nil
 }
 
 // finishGatehouse waits until the backend's hosts are verified and both

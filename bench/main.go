@@ -60,12 +60,16 @@ type config struct {
 	tlsWorkers  int
 	install     bool
 	gatehouse   string // prebuilt binary; empty builds ./cmd/gatehouse
+	gatehouseB  string // a second build, target gatehouse-b; empty: none
 	out         string
 	keep        bool
 	perf        bool
 }
 
 var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
+
+// targetB is the second gatehouse build of an A/B run (-gatehouse-b).
+const targetB = "gatehouse-b"
 
 // floorTargets are the Go floors (bench/floor.go): accepted by -targets,
 // never run unless named.
@@ -92,6 +96,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.tlsWorkers, "tls-workers", 16, "parallel TLS handshakers (and new-connection clients)")
 	fs.BoolVar(&c.install, "install", true, "apt-get install missing nginx, haproxy, wrk (as root)")
 	fs.StringVar(&c.gatehouse, "gatehouse", "", "gatehouse binary to test (default: go build ./cmd/gatehouse)")
+	fs.StringVar(&c.gatehouseB, "gatehouse-b", "", "a second gatehouse binary, measured as target "+targetB+" in the same interleaved rounds as the first (an A/B of two builds; needs gatehouse among -targets)")
 	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp dir (configs, logs) for inspection")
 	fs.BoolVar(&c.perf, "perf", false, "profile each proxy with perf during one more run of the L7 test (and, with -l7-tls and -tls, of the new-connection and handshake tests)")
@@ -106,6 +111,13 @@ func parseFlags(args []string) (config, error) {
 		if !slices.Contains(c.targets, t) {
 			c.targets = append(c.targets, t)
 		}
+	}
+	if c.gatehouseB != "" {
+		i := slices.Index(c.targets, "gatehouse")
+		if i < 0 {
+			return c, errors.New("-gatehouse-b: gatehouse must be among -targets")
+		}
+		c.targets = slices.Insert(c.targets, i+1, targetB)
 	}
 	switch {
 	case c.rounds < 1 || c.rounds > 20:
@@ -230,15 +242,27 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 	e.backendHTTP, e.backendTLS = ba[0], ba[1]
 	e.certFile, e.keyFile = certFile, keyFile
 
-	// gatehouse first: the backend needs its bus to announce on.
-	var gh *target
-	var setup *gatehouseSetup
-	if slices.Contains(cfg.targets, "gatehouse") {
-		gh, setup = startGatehouseTarget(ctx, cfg, e, root)
+	// gatehouse first: the backend needs its bus to announce on (each
+	// build's, in an A/B run).
+	ghs := map[string]*target{}
+	var buses []string
+	for _, name := range []string{"gatehouse", targetB} {
+		if !slices.Contains(cfg.targets, name) {
+			continue
+		}
+		bin := cfg.gatehouse
+		if name == targetB {
+			bin = cfg.gatehouseB
+		}
+		t, setup := startGatehouseTarget(ctx, e, root, name, bin)
+		ghs[name] = t
+		if setup != nil {
+			buses = append(buses, setup.bus)
+		}
 	}
 	backendArgs := []string{"backend", "-http", e.backendHTTP, "-tls", e.backendTLS, "-cert", certFile, "-key", keyFile}
-	if setup != nil {
-		backendArgs = append(backendArgs, "-bus", setup.bus, "-cluster", benchCluster, "-host-key", setup.keyFile, "-app", "app", "-tls-app", "tls")
+	if len(buses) > 0 {
+		backendArgs = append(backendArgs, "-bus", strings.Join(buses, ","), "-cluster", benchCluster, "-host-key", e.hostKeyFile(), "-app", "app", "-tls-app", "tls")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -258,14 +282,14 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 	}
 
 	targets := map[string]*target{"direct": {name: "direct", http: e.backendHTTP, tls: e.backendTLS, https: e.backendTLS}}
-	if gh != nil {
-		if setup != nil {
+	for name, gh := range ghs {
+		if gh.err == nil {
 			finishGatehouse(ctx, e, gh)
 			if gh.err != nil {
-				gh.err = fmt.Errorf("gatehouse target unavailable: %w", gh.err)
+				gh.err = fmt.Errorf("%s target unavailable: %w", name, gh.err)
 			}
 		}
-		targets["gatehouse"] = gh
+		targets[name] = gh
 	}
 	if slices.Contains(cfg.targets, "nginx") {
 		targets["nginx"] = startNginx(ctx, e)
@@ -307,20 +331,21 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 	return nil
 }
 
-func startGatehouseTarget(ctx context.Context, cfg config, e *env, root string) (*target, *gatehouseSetup) {
-	bin := cfg.gatehouse
+// startGatehouseTarget starts the gatehouse target name from bin (empty:
+// built from the checkout at root).
+func startGatehouseTarget(ctx context.Context, e *env, root, name, bin string) (*target, *gatehouseSetup) {
 	if bin == "" {
 		logf("building ./cmd/gatehouse")
 		var err error
 		if bin, err = buildGatehouse(ctx, root, e.dir); err != nil {
-			return &target{name: "gatehouse", err: fmt.Errorf("gatehouse target unavailable: %w", err)}, nil
+			return &target{name: name, err: fmt.Errorf("%s target unavailable: %w", name, err)}, nil
 		}
 	}
 	// freeAddr releases each port before gatehouse binds it, and a busy
 	// loopback can hand one to another socket in between: that failure
 	// gets fresh ports, twice at most.
 	for attempt := 1; ; attempt++ {
-		t, setup, err := startGatehouse(ctx, e, bin)
+		t, setup, err := startGatehouse(ctx, e, name, bin)
 		if err == nil {
 			return t, setup
 		}
@@ -328,10 +353,10 @@ func startGatehouseTarget(ctx context.Context, cfg config, e *env, root string) 
 			t.proc.stop(5 * time.Second)
 		}
 		if attempt < 3 && ctx.Err() == nil && strings.Contains(err.Error(), "address already in use") {
-			logf("gatehouse: a port was taken before it bound it; again with fresh ports (%s)", oneLine(err))
+			logf("%s: a port was taken before it bound it; again with fresh ports (%s)", name, oneLine(err))
 			continue
 		}
-		t.err = fmt.Errorf("gatehouse target unavailable: %w", err)
+		t.err = fmt.Errorf("%s target unavailable: %w", name, err)
 		t.http, t.tls = "", ""
 		return t, nil
 	}

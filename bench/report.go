@@ -132,10 +132,18 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "; %s", cmdLine("h2load", "--version"))
 	}
 	fmt.Fprintln(&b)
+	if r.cfg.gatehouseB != "" {
+		a := r.cfg.gatehouse
+		if a == "" {
+			a = "built from the work tree"
+		}
+		fmt.Fprintf(&b, "- A/B: gatehouse is %s, %s is %s\n", a, targetB, r.cfg.gatehouseB)
+	}
 	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -l7-tls-new=%v -x25519-only=%v -h2=%v`, %s in all\n\n",
 		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.x25519, r.cfg.h2,
 		r.end.Sub(r.start).Round(time.Second))
 
+	r.abTable(&b)
 	r.l7Table(&b, fmt.Sprintf("L7: %s responses, %d keep-alive connections", sizeName(r.cfg.body), r.cfg.conns), r.l7, r.targets)
 	if r.cfg.l7TLS {
 		r.l7Table(&b, fmt.Sprintf("L7 over TLS: the same, each proxy terminating TLS (HTTP/1.1, ECDSA P-256 certificate, %d connections, handshakes in the warm-up)", r.cfg.conns), r.l7tls, r.proxies())
@@ -366,3 +374,84 @@ func (r *report) profileSection(b *strings.Builder, title string, profiles map[s
 		}
 	}
 }
+
+// abTable compares the two builds of an A/B run (-gatehouse-b) phase by
+// phase: B's CPU per unit of work over A's, round by round (the two ran
+// in the same round, next to each other), and the median of those.
+func (r *report) abTable(b *strings.Builder) {
+	if r.cfg.gatehouseB == "" {
+		return
+	}
+	type phase struct {
+		name, unit string
+		runs       func(target string) []abRun
+	}
+	wrk := func(m map[string][]wrkResult) func(string) []abRun {
+		return func(t string) []abRun {
+			var out []abRun
+			for _, w := range m[t] {
+				out = append(out, abRun{cpu: w.cpu / float64(max(w.requests, 1)), rate: w.rps})
+			}
+			return out
+		}
+	}
+	tlsRuns := func(m map[string][]tlsResult, perByte bool) func(string) []abRun {
+		return func(t string) []abRun {
+			var out []abRun
+			for _, x := range m[t] {
+				if perByte {
+					out = append(out, abRun{cpu: x.cpu / float64(max(x.bytes, 1)), rate: x.mbps()})
+				} else {
+					out = append(out, abRun{cpu: x.cpu / float64(max(x.handshakes, 1)), rate: x.hps()})
+				}
+			}
+			return out
+		}
+	}
+	phases := []phase{
+		{"L7", "request", wrk(r.l7)},
+		{"L7 over TLS", "request", wrk(r.l7tls)},
+		{"L7 over TLS, new connections", "connection", tlsRuns(r.l7new, false)},
+		{"L7 over HTTP/2", "request", func(t string) []abRun {
+			var out []abRun
+			for _, h := range r.h2[t] {
+				out = append(out, abRun{cpu: h.cpu / float64(max(h.requests, 1)), rate: h.rps})
+			}
+			return out
+		}},
+		{"passthrough downloads", "byte", tlsRuns(r.dl, true)},
+		{"passthrough handshakes", "handshake", tlsRuns(r.hs, false)},
+	}
+	fmt.Fprintf(b, "## A/B: %s against gatehouse, in the same rounds\n\n", targetB)
+	fmt.Fprintln(b, "Each round ran both builds next to each other; a ratio below 1 means the B build spent less CPU per unit of work (or, for throughput, did less).")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| phase | CPU per unit, B ÷ A (median) | each round | throughput, B ÷ A (median) |")
+	fmt.Fprintln(b, "|---|---:|---|---:|")
+	for _, ph := range phases {
+		a, bb := ph.runs("gatehouse"), ph.runs(targetB)
+		n := min(len(a), len(bb))
+		if n == 0 {
+			continue
+		}
+		var cpu, rate []float64
+		var each []string
+		for i := range n {
+			if a[i].cpu > 0 && bb[i].cpu > 0 {
+				cpu = append(cpu, bb[i].cpu/a[i].cpu)
+				each = append(each, fmt.Sprintf("%.2f", bb[i].cpu/a[i].cpu))
+			}
+			if a[i].rate > 0 {
+				rate = append(rate, bb[i].rate/a[i].rate)
+			}
+		}
+		if len(cpu) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s (per %s) | %.2f× | %s | %.2f× |\n", ph.name, ph.unit, median(cpu), strings.Join(each, ", "), median(rate))
+	}
+	fmt.Fprintln(b)
+}
+
+// abRun is one round of one build in an A/B comparison: CPU seconds per
+// unit of work and the rate of work.
+type abRun struct{ cpu, rate float64 }

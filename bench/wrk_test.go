@@ -100,3 +100,50 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFlagsAB: -gatehouse-b adds the second build right after
+// gatehouse, so the two run next to each other in every round; without
+// gatehouse among the targets there is nothing to compare it with.
+func TestParseFlagsAB(t *testing.T) {
+	c, err := parseFlags([]string{"-targets", "direct,gatehouse,nginx", "-gatehouse-b", "/tmp/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"direct", "gatehouse", targetB, "nginx"}; !slices.Equal(c.targets, want) {
+		t.Fatalf("targets %q, want %q", c.targets, want)
+	}
+	if _, err := parseFlags([]string{"-targets", "nginx", "-gatehouse-b", "/tmp/b"}); err == nil {
+		t.Error("-gatehouse-b without gatehouse among the targets accepted")
+	}
+	if _, err := parseFlags([]string{"-targets", targetB}); err == nil {
+		t.Errorf("%s accepted as a target of its own", targetB)
+	}
+}
+
+// TestReportAB: an A/B run's report compares the builds round by round
+// (B's CPU per request over A's in the same round) and gives the median;
+// a run without -gatehouse-b has no such section.
+func TestReportAB(t *testing.T) {
+	cfg, err := parseFlags([]string{"-targets", "gatehouse,nginx", "-gatehouse-b", "/tmp/b", "-rounds", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReport(cfg, t.TempDir())
+	p := &proc{}
+	r.targets = []*target{{name: "gatehouse", proc: p}, {name: targetB, proc: p}, {name: "nginx", proc: p}}
+	r.l7["gatehouse"] = []wrkResult{{requests: 1000, rps: 100, cpu: 0.040}, {requests: 1000, rps: 100, cpu: 0.050}, {requests: 2000, rps: 200, cpu: 0.080}}
+	r.l7[targetB] = []wrkResult{{requests: 1000, rps: 110, cpu: 0.036}, {requests: 1000, rps: 100, cpu: 0.050}, {requests: 2000, rps: 180, cpu: 0.060}}
+	r.finish()
+	md := r.markdown()
+	if !strings.Contains(md, "| L7 (per request) | 0.90× | 0.90, 1.00, 0.75 | 1.00× |") {
+		t.Errorf("no per-round A/B row for L7:\n%s", md)
+	}
+	if strings.Contains(md, "L7 over TLS (per request)") {
+		t.Errorf("an A/B row for a phase that did not run:\n%s", md)
+	}
+	cfg.gatehouseB = ""
+	r.cfg = cfg
+	if md := r.markdown(); strings.Contains(md, "A/B") {
+		t.Errorf("an A/B section without -gatehouse-b:\n%s", md)
+	}
+}
