@@ -232,7 +232,11 @@ type exchange struct {
 	vals [32]string  // backing for one-value header slices
 	w    writer
 	h    head
-	big  [maxHead]byte
+	// req is the request as parsed, without its context. The handler
+	// gets req.WithContext's copy: one Request allocated per request, not
+	// two (net/http's Request takes a context no other way).
+	req http.Request
+	big [maxHead]byte
 }
 
 func (s *Server) getExchange(cn *conn) *exchange {
@@ -255,6 +259,7 @@ func (s *Server) putExchange(x *exchange) {
 	x.w.reset(false, false)
 	x.w.cn = nil
 	x.h = head{u: x.h.u}
+	x.req = http.Request{}
 	s.pool.Put(x)
 }
 
@@ -717,7 +722,7 @@ func (cn *conn) handoff(reason string) net.Conn {
 // may carry another.
 func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	h := &x.h
-	r := &http.Request{
+	x.req = http.Request{
 		Method:     h.method,
 		URL:        h.url,
 		Proto:      "HTTP/1.1",
@@ -732,9 +737,9 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 		TLS:        cn.tls,
 	}
 	if b != nil {
-		r.Body, r.ContentLength = b, h.length
+		x.req.Body, x.req.ContentLength = b, h.length
 	}
-	r = r.WithContext(cn.ctx)
+	r := x.req.WithContext(cn.ctx)
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
 	w.body = b
