@@ -292,7 +292,9 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 	c.idle = now
 	ic := fp.idle(addr)
 	ic.mu.Lock()
-	kept := len(ic.conns) < fp.max
+	// closed again under the lock: a closeIdle that began since the check
+	// above has either taken this stack already or will find c on it.
+	kept := len(ic.conns) < fp.max && !fp.closed.Load()
 	if kept {
 		ic.conns = append(ic.conns, c)
 	}
