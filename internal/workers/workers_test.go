@@ -2,6 +2,7 @@ package workers
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,66 @@ func TestPool(t *testing.T) {
 		if n := w.Idle(); n != 0 {
 			t.Fatalf("%d still counted idle after stop", n)
 		}
+	})
+
+	t.Run("a task the moment one waits goes to it", func(t *testing.T) {
+		// The instant Idle counts a goroutine, Go must find it: no new
+		// goroutine for a task that comes right after the last ended.
+		got := make(chan net.Conn, 1)
+		w, wg := newPool(t, 4, time.Minute, func(c net.Conn) { got <- c })
+		c := conns(1)[0]
+		for i := range 2000 {
+			w.Go(c)
+			<-got
+			for start := time.Now(); w.Idle() != 1; runtime.Gosched() {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("task %d: %d goroutines wait, want 1", i, w.Idle())
+				}
+			}
+			if n := w.Started(); n != 1 {
+				t.Fatalf("task %d: %d goroutines started, want 1", i, n)
+			}
+		}
+		w.Stop()
+		wg.Wait()
+	})
+
+	t.Run("the most recently idle goroutine takes the next task", func(t *testing.T) {
+		// Two goroutines wait after a burst of two; tasks one at a time
+		// then all go to the one on top, so the other reaches its idle
+		// time and ends (taken in turns, both would stay).
+		const idleFor = 400 * time.Millisecond
+		release := make(chan struct{})
+		done := make(chan struct{}, 1)
+		var busy sync.WaitGroup
+		busy.Add(2)
+		w, wg := newPool(t, 4, idleFor, func(c net.Conn) {
+			if c == nil {
+				busy.Done()
+				<-release
+				return
+			}
+			done <- struct{}{}
+		})
+		w.Go(nil)
+		w.Go(nil)
+		busy.Wait()
+		close(release)
+		waitIdle(t, w, 2)
+		c := conns(1)[0]
+		for end := time.Now().Add(5 * idleFor); time.Now().Before(end); time.Sleep(idleFor / 10) {
+			w.Go(c)
+			<-done
+		}
+		time.Sleep(20 * time.Millisecond) // the last task's goroutine is back
+		if n := w.Idle(); n != 1 {
+			t.Fatalf("%d goroutines wait after tasks one at a time, want 1: the other should have ended", n)
+		}
+		if n := w.Started(); n != 2 {
+			t.Fatalf("%d goroutines started, want the burst's 2", n)
+		}
+		w.Stop()
+		wg.Wait()
 	})
 
 	t.Run("a burst leaves at most maxIdle waiting", func(t *testing.T) {
