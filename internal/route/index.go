@@ -148,7 +148,8 @@ func (x *strIndex[V]) find(key string) *islot[V] {
 	if i+window <= n {
 		// A bit for each slot that matches key (tag, w0 and, for a short
 		// key, w1), computed with arithmetic rather than && and if, which
-		// compile to branches.
+		// compile to branches. Each difference is in parentheses: | and ^
+		// bind alike, and a|b^c is (a|b)^c.
 		w1mask := ^uint64(0)
 		if long {
 			w1mask = 0
@@ -157,7 +158,7 @@ func (x *strIndex[V]) find(key string) *islot[V] {
 		var match uint
 		for j := range window {
 			s := &ws[j]
-			match |= isZero(uint64((s.tag^tag)&^overflow)|s.w0^w0|(s.w1^w1)&w1mask) << j
+			match |= isZero(uint64((s.tag^tag)&^overflow)|(s.w0^w0)|(s.w1^w1)&w1mask) << j
 		}
 		hit := bits.TrailingZeros(match | 1<<window)
 		if hit < window {

@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -95,6 +96,40 @@ func TestKeyed(t *testing.T) {
 				t.Fatal("a derived copy changed its origin")
 			}
 		})
+	}
+}
+
+// TestFindComparesEachWord puts in a key's window a slot for another key
+// whose tag and first word differ from the key's in the same bit: find
+// must not take one for the other. (It once did: in a|b^c, | and ^ bind
+// alike, so a tag difference could cancel a key difference, and one host
+// name in about a million of the same shape routed to another's app.)
+func TestFindComparesEachWord(t *testing.T) {
+	for _, key := range []string{"adz", "a216.z.example", "0123456789abcdef"} {
+		w0, w1 := words(key)
+		bit := uint64(1) << 10
+		for w0&bit == 0 {
+			bit <<= 1
+		}
+		if bit >= 1<<32 {
+			t.Fatalf("%q has no set bit in the tag's hash bits", key)
+		}
+		for range 20 { // each index has a new hash seed
+			x := newStrIndex[string](0, 0)
+			x.slots = make([]islot[string], 1024)
+			h := maphash.String(x.seed, key)
+			other := "not " + key
+			at := home(h, len(x.slots))
+			x.slots[at] = islot[string]{tag: tagOf(h, len(key)) ^ uint32(bit), w0: w0 &^ bit, w1: w1, v: &other}
+			x.n, x.live = 1, 1
+			if s := x.find(key); s != nil {
+				t.Fatalf("find(%q) found the slot of another key (slot %d of %d)", key, at, len(x.slots))
+			}
+			x.set(key, &key)
+			if v := x.get(key); v == nil || *v != key {
+				t.Fatalf("get(%q) = %v after set", key, v)
+			}
+		}
 	}
 }
 
