@@ -71,6 +71,21 @@ func (o *out) WriteString(s string) (int, error) {
 	return n, nil
 }
 
+// field holds the head field "k: v\r\n", in one append when it fits.
+func (o *out) field(k, v string) {
+	if o.err == nil && len(o.buf)+len(k)+len(v)+4 <= cap(o.buf) {
+		b := append(o.buf, k...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+		o.buf = append(b, "\r\n"...)
+		return
+	}
+	_, _ = o.WriteString(k)
+	_, _ = o.WriteString(": ")
+	_, _ = o.WriteString(v)
+	_, _ = o.WriteString("\r\n")
+}
+
 func (o *out) WriteByte(c byte) error {
 	if o.err != nil {
 		return o.err

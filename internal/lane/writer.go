@@ -42,6 +42,12 @@ type writer struct {
 	holdBuf    [bufferBeforeChunking]byte
 	snap       []field
 	body       *body // the request's; nil when it has none
+
+	// The snapshot's fields that decide the framing, recorded by
+	// takeSnap: first values, and whether each field is there.
+	te, cl, conn, ce          string
+	teField, clField, ctField bool
+	dateField, trailerFields  bool
 }
 
 // field is one header of the response head.
@@ -103,10 +109,40 @@ func (w *writer) WriteHeader(code int) {
 	}
 }
 
+// takeSnap copies the header map into snap and records, in the same
+// pass, the fields that decide the framing.
 func (w *writer) takeSnap() {
 	w.snapped = true
 	for k, v := range w.hdr {
-		w.snap = append(w.snap, field{k: k, v: v})
+		f := field{k: k, v: v}
+		switch k {
+		case "Transfer-Encoding":
+			w.te, w.teField = first(v), true
+		case "Content-Length":
+			w.cl, w.clField = first(v), true
+		case "Connection":
+			w.conn = first(v)
+		case "Content-Type":
+			w.ctField = true
+		case "Content-Encoding":
+			w.ce = first(v)
+		case "Date":
+			w.dateField = true
+		case "Trailer":
+			for _, s := range v {
+				w.trailerFields = true
+				for tok := range strings.SplitSeq(s, ",") {
+					if tok = textproto.TrimString(tok); tok != "" {
+						w.trailers = append(w.trailers, textproto.CanonicalMIMEHeaderKey(tok))
+					}
+				}
+			}
+		default:
+			if strings.HasPrefix(k, http.TrailerPrefix) {
+				f.gone, w.trailerFields = true, true // sent after the body, not in the head
+			}
+		}
+		w.snap = append(w.snap, f)
 	}
 }
 
@@ -165,10 +201,7 @@ func (w *writer) sniffs() bool {
 		_, ct := h["Content-Type"]
 		return !ct && h.Get("Transfer-Encoding") == "" && h.Get("Content-Encoding") == ""
 	}
-	_, ct := w.get("Content-Type")
-	te, _ := w.get("Transfer-Encoding")
-	ce, _ := w.get("Content-Encoding")
-	return !ct && te == "" && ce == ""
+	return !w.ctField && w.te == "" && w.ce == ""
 }
 
 // writeBody writes p in the response's framing.
@@ -246,16 +279,12 @@ func (w *writer) finish() {
 	}
 }
 
-func (w *writer) get(k string) (string, bool) {
-	for i := range w.snap {
-		if f := &w.snap[i]; f.k == k && !f.gone {
-			if len(f.v) == 0 {
-				return "", true
-			}
-			return f.v[0], true
-		}
+// first is a field's first value, or "".
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
 	}
-	return "", false
+	return v[0]
 }
 
 func (w *writer) del(k string) {
@@ -280,41 +309,21 @@ func (w *writer) commit(done bool, p []byte) {
 	if len(w.held) > 0 {
 		p = w.held
 	}
-	trailers := false
-	for i := range w.snap {
-		f := &w.snap[i]
-		if strings.HasPrefix(f.k, http.TrailerPrefix) {
-			f.gone, trailers = true, true
-		}
-		if f.k == "Trailer" {
-			for _, s := range f.v {
-				trailers = true
-				for tok := range strings.SplitSeq(s, ",") {
-					if tok = textproto.TrimString(tok); tok != "" {
-						w.trailers = append(w.trailers, textproto.CanonicalMIMEHeaderKey(tok))
-					}
-				}
-			}
-		}
-	}
-	te, _ := w.get("Transfer-Encoding")
+	te, cl, conn, ce := w.te, w.cl, w.conn, w.ce
 	hasTE := te != ""
-	cl, hasCLField := w.get("Content-Length")
-	hasCLField = hasCLField && cl != ""
+	hasCLField := w.clField && cl != ""
+	trailers := w.trailerFields
 	var setCL, setTE, setCT, setConn string
 	if done && !trailers && !hasTE && w.bodyAllowed() && !hasCLField && (!w.head || len(p) > 0) {
 		w.clen = int64(len(p))
 		setCL = strconv.FormatInt(w.clen, 10)
 	}
 	hasCL := w.clen != -1
-	conn, _ := w.get("Connection")
 	if w.wantsClose || conn == "close" {
 		w.closeAfter = true
 	}
 	if w.bodyAllowed() {
-		_, haveType := w.get("Content-Type")
-		ce, _ := w.get("Content-Encoding")
-		if ce == "" && !haveType && !hasTE && len(p) > 0 {
+		if ce == "" && !w.ctField && !hasTE && len(p) > 0 {
 			setCT = http.DetectContentType(p)
 		}
 	} else {
@@ -332,7 +341,9 @@ func (w *writer) commit(done bool, p []byte) {
 	case w.head || !w.bodyAllowed():
 		w.del("Transfer-Encoding")
 	case hasCL:
-		w.del("Transfer-Encoding")
+		if w.teField {
+			w.del("Transfer-Encoding")
+		}
 	case hasTE && te == "identity":
 		w.closeAfter = true
 		w.del("Transfer-Encoding")
@@ -353,7 +364,7 @@ func (w *writer) commit(done bool, p []byte) {
 		w.del("Connection")
 		setConn = "close"
 	}
-	_, hasDate := w.get("Date")
+	hasDate := w.dateField
 	w.writeStatus(w.status)
 	for _, f := range w.snap {
 		if !f.gone {
@@ -371,14 +382,10 @@ func (w *writer) commit(done bool, p []byte) {
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
 	if !hasDate {
-		_, _ = bw.WriteString("Date: ")
-		_, _ = bw.WriteString(w.cn.s.date())
-		_, _ = bw.WriteString("\r\n")
+		bw.field("Date", w.cn.s.date())
 	}
 	if setCL != "" {
-		_, _ = bw.WriteString("Content-Length: ")
-		_, _ = bw.WriteString(setCL)
-		_, _ = bw.WriteString("\r\n")
+		bw.field("Content-Length", setCL)
 	}
 	_, err := bw.WriteString("\r\n")
 	w.noteErr(err)
@@ -412,9 +419,13 @@ func (w *writer) writeField(k string, vs []string) {
 	}
 	bw := w.bw
 	for _, v := range vs {
+		v = textproto.TrimString(v)
+		if httpwire.IndexLineBreak(v) < 0 {
+			bw.field(k, v)
+			continue
+		}
 		_, _ = bw.WriteString(k)
 		_, _ = bw.WriteString(": ")
-		v = textproto.TrimString(v)
 		for {
 			i := httpwire.IndexLineBreak(v)
 			if i < 0 {
