@@ -424,14 +424,18 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// skipOut are the request headers the fast path does not copy: hop-by-hop
+// skipOut reports the request headers the fast path does not copy: hop-by-hop
 // ones, Forwarded (ReverseProxy drops it), those written separately, and
 // the context headers (written from the attempt).
-var skipOut = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Forwarded": true, "Host": true, "Content-Length": true, "User-Agent": true,
-	HeaderAppID: true, HeaderClientIP: true, HeaderCluster: true, HeaderRequestID: true, HeaderSubject: true, HeaderScopes: true,
+func skipOut(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Forwarded", "Host", "Content-Length", "User-Agent",
+		HeaderAppID, HeaderClientIP, HeaderCluster, HeaderRequestID, HeaderSubject, HeaderScopes:
+		return true
+	}
+	return false
 }
 
 var (
@@ -631,7 +635,7 @@ func (p *Proxy) writeFast(bw *bytes.Buffer, in *http.Request, a *attempt) error 
 		writeField(bw, "User-Agent", ua[0])
 	}
 	for k, vs := range in.Header {
-		if skipOut[k] {
+		if skipOut(k) {
 			continue
 		}
 		if !httpguts.ValidHeaderFieldName(k) {
@@ -670,9 +674,19 @@ func (p *Proxy) writeFast(bw *bytes.Buffer, in *http.Request, a *attempt) error 
 }
 
 func writeField(bw *bytes.Buffer, k, v string) {
+	v = textproto.TrimString(v)
+	if httpwire.IndexLineBreak(v) < 0 {
+		// One append into the buffer's free room, as AvailableBuffer is
+		// meant to be used.
+		b := append(bw.AvailableBuffer(), k...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+		_, _ = bw.Write(append(b, "\r\n"...))
+		return
+	}
 	_, _ = bw.WriteString(k)
 	_, _ = bw.WriteString(": ")
-	writeValue(bw, textproto.TrimString(v))
+	writeValue(bw, v)
 	_, _ = bw.WriteString("\r\n")
 }
 
