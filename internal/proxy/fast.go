@@ -780,7 +780,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			return errFastHead
 		}
 		kb := line[:i]
-		v := bytes.TrimFunc(line[i+1:], func(r rune) bool { return r == ' ' || r == '\t' })
+		v := trimBlank(line[i+1:])
 		key, ok := canonicalKey(kb)
 		if !ok || !validValue(v) {
 			return errFastHead
@@ -915,21 +915,90 @@ func isEventStream(ct string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
-// commonKeys interns the canonical names of common response headers.
-var commonKeys = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		"Accept-Ranges", "Access-Control-Allow-Origin", "Age", "Cache-Control", "Connection", "Content-Disposition",
-		"Content-Encoding", "Content-Language", "Content-Length", "Content-Location", "Content-Range",
-		"Content-Security-Policy", "Content-Type", "Date", "Etag", "Expires", "Keep-Alive", "Last-Modified", "Link",
-		"Location", "Pragma", "Referrer-Policy", "Retry-After", "Server", "Set-Cookie", "Strict-Transport-Security",
-		"Trailer", "Transfer-Encoding", "Upgrade", "Vary", "Via", "Www-Authenticate", "X-Content-Type-Options",
-		"X-Frame-Options", "X-Request-Id", "X-Gatehouse-Cluster", "Proxy-Connection", "Te",
-	} {
-		m[k] = k
+// commonKey returns the interned canonical name of a common response
+// header, or "" and false: the fields most heads carry cost no string
+// allocation. A switch on string(b) compares without converting.
+func commonKey(b []byte) (string, bool) {
+	switch string(b) {
+	case "Accept-Ranges":
+		return "Accept-Ranges", true
+	case "Access-Control-Allow-Origin":
+		return "Access-Control-Allow-Origin", true
+	case "Age":
+		return "Age", true
+	case "Cache-Control":
+		return "Cache-Control", true
+	case "Connection":
+		return "Connection", true
+	case "Content-Disposition":
+		return "Content-Disposition", true
+	case "Content-Encoding":
+		return "Content-Encoding", true
+	case "Content-Language":
+		return "Content-Language", true
+	case "Content-Length":
+		return "Content-Length", true
+	case "Content-Location":
+		return "Content-Location", true
+	case "Content-Range":
+		return "Content-Range", true
+	case "Content-Security-Policy":
+		return "Content-Security-Policy", true
+	case "Content-Type":
+		return "Content-Type", true
+	case "Date":
+		return "Date", true
+	case "Etag":
+		return "Etag", true
+	case "Expires":
+		return "Expires", true
+	case "Keep-Alive":
+		return "Keep-Alive", true
+	case "Last-Modified":
+		return "Last-Modified", true
+	case "Link":
+		return "Link", true
+	case "Location":
+		return "Location", true
+	case "Pragma":
+		return "Pragma", true
+	case "Referrer-Policy":
+		return "Referrer-Policy", true
+	case "Retry-After":
+		return "Retry-After", true
+	case "Server":
+		return "Server", true
+	case "Set-Cookie":
+		return "Set-Cookie", true
+	case "Strict-Transport-Security":
+		return "Strict-Transport-Security", true
+	case "Trailer":
+		return "Trailer", true
+	case "Transfer-Encoding":
+		return "Transfer-Encoding", true
+	case "Upgrade":
+		return "Upgrade", true
+	case "Vary":
+		return "Vary", true
+	case "Via":
+		return "Via", true
+	case "Www-Authenticate":
+		return "Www-Authenticate", true
+	case "X-Content-Type-Options":
+		return "X-Content-Type-Options", true
+	case "X-Frame-Options":
+		return "X-Frame-Options", true
+	case "X-Request-Id":
+		return "X-Request-Id", true
+	case "X-Gatehouse-Cluster":
+		return "X-Gatehouse-Cluster", true
+	case "Proxy-Connection":
+		return "Proxy-Connection", true
+	case "Te":
+		return "Te", true
 	}
-	return m
-}()
+	return "", false
+}
 
 // canonicalKey returns the canonical form of a header name, interned when
 // common; false for a name that is not a token, "" for one with a space
@@ -955,12 +1024,23 @@ func canonicalKey(b []byte) (string, bool) {
 		return "", true
 	}
 	if canonical {
-		if k, ok := commonKeys[string(b)]; ok {
+		if k, ok := commonKey(b); ok {
 			return k, true
 		}
 		return string(b), true
 	}
 	return textproto.CanonicalMIMEHeaderKey(string(b)), true
+}
+
+// trimBlank is v without leading and trailing spaces and tabs.
+func trimBlank(v []byte) []byte {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // validValue: no control bytes but tab, as net/http's client requires.
