@@ -128,3 +128,24 @@ func BenchmarkWriterHead(b *testing.B) {
 		_ = bw.Flush()
 	}
 }
+
+// BenchmarkParse is the lane reading a browser-like request head (twelve
+// fields, some in lower case as HTTP/2-era clients send them) into its
+// head and header map.
+func BenchmarkParse(b *testing.B) {
+	text := "GET /products/42?ref=home HTTP/1.1\r\nHost: shop.apps.example.com\r\n" +
+		"User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0\r\n" +
+		"Accept: text/html,application/xhtml+xml,*/*;q=0.8\r\naccept-language: en-US,en;q=0.5\r\n" +
+		"Accept-Encoding: gzip, deflate, br\r\nReferer: https://shop.apps.example.com/\r\n" +
+		"Cookie: session=0123456789abcdef\r\nsec-fetch-dest: document\r\nsec-fetch-mode: navigate\r\n" +
+		"Sec-Fetch-Site: same-origin\r\nUpgrade-Insecure-Requests: 1\r\nPriority: u=0, i\r\n\r\n"
+	var h head
+	hdr := make(http.Header, 16)
+	var vals [32]string
+	b.ReportAllocs()
+	for b.Loop() {
+		if reason := parse(text, &h, hdr, vals[:]); reason != "" || len(hdr) != 11 {
+			b.Fatalf("parse: %q, %d fields", reason, len(hdr))
+		}
+	}
+}

@@ -116,6 +116,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 	}
 	hosts := 0
 	nv := 0
+	var seen uint64 // bit n: the field common numbers n is in hdr
 	for {
 		line, rest, _ = strings.Cut(rest, "\r\n")
 		if line == "" {
@@ -126,7 +127,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 			return reasonHeader
 		}
 		name := line[:colon]
-		key, ok := canonical(name)
+		key, n, ok := canonical(name)
 		if !ok {
 			return reasonHeader
 		}
@@ -174,7 +175,12 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 		} else {
 			vs = []string{v}
 		}
-		if old, ok := hdr[key]; ok {
+		// A common field seen for the first time is new to the map: no
+		// lookup for a value to append to.
+		if n > 0 && seen&(1<<n) == 0 {
+			seen |= 1 << n
+			hdr[key] = vs
+		} else if old, ok := hdr[key]; ok {
 			hdr[key] = append(old, vs...)
 		} else {
 			hdr[key] = vs
@@ -260,16 +266,17 @@ func trimOWS(s string) string {
 }
 
 // canonical returns the canonical form of a header name (interned when it
-// is a common one), or false when the name is not a token.
-func canonical(name string) (string, bool) {
+// is a common one) and its number from common (0 if it is not one), or
+// false when the name is not a token.
+func canonical(name string) (string, int, bool) {
 	var buf [64]byte
 	if len(name) > len(buf) {
 		for i := 0; i < len(name); i++ {
 			if !httpguts.IsTokenRune(rune(name[i])) {
-				return "", false
+				return "", 0, false
 			}
 		}
-		return textproto.CanonicalMIMEHeaderKey(name), true
+		return textproto.CanonicalMIMEHeaderKey(name), 0, true
 	}
 	b := buf[:len(name)]
 	upper := true
@@ -277,7 +284,7 @@ func canonical(name string) (string, bool) {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !httpguts.IsTokenRune(rune(c)) {
-			return "", false
+			return "", 0, false
 		}
 		switch {
 		case upper && 'a' <= c && c <= 'z':
@@ -289,30 +296,117 @@ func canonical(name string) (string, bool) {
 		b[i] = c
 		upper = c == '-'
 	}
-	if k, ok := common[string(b)]; ok {
-		return k, true
+	if k, n := common(b); n > 0 {
+		return k, n, true
 	}
 	if same {
-		return name, true
+		return name, 0, true
 	}
-	return string(b), true
+	return string(b), 0, true
 }
 
-// common interns the names most requests carry, so that a client's
-// lower-case spelling costs no allocation.
-var common = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
-		"Connection", "Content-Length", "Content-Type", "Cookie", "Dnt", "Expect", "Forwarded", "Host",
-		"If-Match", "If-Modified-Since", "If-None-Match", "If-Range", "If-Unmodified-Since", "Keep-Alive",
-		"Origin", "Pragma", "Priority", "Proxy-Connection", "Range", "Referer", "Sec-Ch-Ua", "Sec-Ch-Ua-Mobile",
-		"Sec-Ch-Ua-Platform", "Sec-Fetch-Dest", "Sec-Fetch-Mode", "Sec-Fetch-Site", "Sec-Fetch-User", "Te",
-		"Trailer", "Transfer-Encoding", "Upgrade", "Upgrade-Insecure-Requests", "User-Agent", "Via",
-		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id",
-		"X-Requested-With", "Traceparent", "Tracestate",
-	} {
-		m[k] = k
+// common returns the interned form of a name most requests carry, so
+// that a client's lower-case spelling costs no allocation, and its number
+// (1-63) for parse's record of the fields it has seen; "" and 0 for any
+// other name. A switch on string(b) compares without converting.
+func common(b []byte) (string, int) {
+	switch string(b) {
+	case "Accept":
+		return "Accept", 1
+	case "Accept-Charset":
+		return "Accept-Charset", 2
+	case "Accept-Encoding":
+		return "Accept-Encoding", 3
+	case "Accept-Language":
+		return "Accept-Language", 4
+	case "Authorization":
+		return "Authorization", 5
+	case "Cache-Control":
+		return "Cache-Control", 6
+	case "Connection":
+		return "Connection", 7
+	case "Content-Length":
+		return "Content-Length", 8
+	case "Content-Type":
+		return "Content-Type", 9
+	case "Cookie":
+		return "Cookie", 10
+	case "Dnt":
+		return "Dnt", 11
+	case "Expect":
+		return "Expect", 12
+	case "Forwarded":
+		return "Forwarded", 13
+	case "Host":
+		return "Host", 14
+	case "If-Match":
+		return "If-Match", 15
+	case "If-Modified-Since":
+		return "If-Modified-Since", 16
+	case "If-None-Match":
+		return "If-None-Match", 17
+	case "If-Range":
+		return "If-Range", 18
+	case "If-Unmodified-Since":
+		return "If-Unmodified-Since", 19
+	case "Keep-Alive":
+		return "Keep-Alive", 20
+	case "Origin":
+		return "Origin", 21
+	case "Pragma":
+		return "Pragma", 22
+	case "Priority":
+		return "Priority", 23
+	case "Proxy-Connection":
+		return "Proxy-Connection", 24
+	case "Range":
+		return "Range", 25
+	case "Referer":
+		return "Referer", 26
+	case "Sec-Ch-Ua":
+		return "Sec-Ch-Ua", 27
+	case "Sec-Ch-Ua-Mobile":
+		return "Sec-Ch-Ua-Mobile", 28
+	case "Sec-Ch-Ua-Platform":
+		return "Sec-Ch-Ua-Platform", 29
+	case "Sec-Fetch-Dest":
+		return "Sec-Fetch-Dest", 30
+	case "Sec-Fetch-Mode":
+		return "Sec-Fetch-Mode", 31
+	case "Sec-Fetch-Site":
+		return "Sec-Fetch-Site", 32
+	case "Sec-Fetch-User":
+		return "Sec-Fetch-User", 33
+	case "Te":
+		return "Te", 34
+	case "Trailer":
+		return "Trailer", 35
+	case "Transfer-Encoding":
+		return "Transfer-Encoding", 36
+	case "Upgrade":
+		return "Upgrade", 37
+	case "Upgrade-Insecure-Requests":
+		return "Upgrade-Insecure-Requests", 38
+	case "User-Agent":
+		return "User-Agent", 39
+	case "Via":
+		return "Via", 40
+	case "X-Forwarded-For":
+		return "X-Forwarded-For", 41
+	case "X-Forwarded-Host":
+		return "X-Forwarded-Host", 42
+	case "X-Forwarded-Proto":
+		return "X-Forwarded-Proto", 43
+	case "X-Real-Ip":
+		return "X-Real-Ip", 44
+	case "X-Request-Id":
+		return "X-Request-Id", 45
+	case "X-Requested-With":
+		return "X-Requested-With", 46
+	case "Traceparent":
+		return "Traceparent", 47
+	case "Tracestate":
+		return "Tracestate", 48
 	}
-	return m
-}()
+	return "", 0
+}
