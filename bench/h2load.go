@@ -25,15 +25,16 @@ type h2Result struct {
 // runH2load loads addr over HTTP/2 (TLS, ALPN h2) with GETs whose
 // :authority is appHost and measures the proxy's CPU over the same
 // interval. h2load does not verify the certificate.
-func runH2load(ctx context.Context, conns, threads int, duration time.Duration, addr, path string, p *proc) (h2Result, error) {
+func runH2load(ctx context.Context, conns, threads int, duration time.Duration, addr, path string, fields []string, p *proc) (h2Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, duration+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "h2load",
-		"-c", strconv.Itoa(conns), "-t", strconv.Itoa(min(threads, conns)), "-m", "1",
+	args := []string{"-c", strconv.Itoa(conns), "-t", strconv.Itoa(min(threads, conns)), "-m", "1",
 		// No --warm-up-time: its requests are not counted, but their CPU
 		// would be (the caller runs a warm-up of its own).
 		"-D", strconv.Itoa(max(1, int(duration.Seconds()))),
-		"-H", ":authority: "+appHost, "https://"+addr+path)
+		"-H", ":authority: " + appHost}
+	args = append(append(args, fieldArgs(fields)...), "https://"+addr+path)
+	cmd := exec.CommandContext(ctx, "h2load", args...)
 	cpu := cpuMeter(p)
 	out, err := cmd.Output()
 	r := h2Result{cpu: cpu()}

@@ -64,6 +64,7 @@ type config struct {
 	out         string
 	keep        bool
 	perf        bool
+	headers     string // the L7 clients' request fields: "host" or "browser"
 }
 
 var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
@@ -99,6 +100,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.gatehouseB, "gatehouse-b", "", "a second gatehouse binary, measured as target "+targetB+" in the same interleaved rounds as the first (an A/B of two builds; needs gatehouse among -targets)")
 	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp dir (configs, logs) for inspection")
+	fs.StringVar(&c.headers, "headers", "host", "request fields the L7 clients (wrk, h2load) send: host (Host alone, wrk's own) or browser (the dozen a browser sends on a page load)")
 	fs.BoolVar(&c.perf, "perf", false, "profile each proxy with perf during one more run of the L7 test (and, with -l7-tls and -tls, of the new-connection and handshake tests)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -120,6 +122,8 @@ func parseFlags(args []string) (config, error) {
 		c.targets = slices.Insert(c.targets, i+1, targetB)
 	}
 	switch {
+	case c.headers != "host" && c.headers != "browser":
+		return c, fmt.Errorf("-headers %q: want host or browser", c.headers)
 	case c.rounds < 1 || c.rounds > 20:
 		return c, fmt.Errorf("-rounds %d: want 1-20", c.rounds)
 	case c.duration < time.Second || c.duration > 5*time.Minute:
@@ -395,7 +399,8 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		}
 	}
 	path := bodyPath(cfg.body)
-	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration, backend: e.ps.find("backend"), path: path}
+	fields := requestFields(cfg.headers)
+	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration, backend: e.ps.find("backend"), path: path, fields: fields}
 	for _, t := range order {
 		if t.http == "" {
 			continue
@@ -404,7 +409,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			rep.note("%s: %v", t.name, err)
 		}
 		logf("warm-up: %s", t.name)
-		if _, err := runWrk(ctx, wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, path: path}, t.http, t.proc); err != nil {
+		if _, err := runWrk(ctx, wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, path: path, fields: fields}, t.http, t.proc); err != nil {
 			rep.note("%s warm-up: %v", t.name, err)
 		}
 	}
@@ -421,7 +426,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		return err
 	}
 	if cfg.l7TLS {
-		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true, path: path}
+		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true, path: path, fields: fields}
 		for _, t := range order {
 			if t.https == "" {
 				continue
@@ -557,13 +562,13 @@ func measureH2(ctx context.Context, cfg config, order []*target, rep *report) er
 	path := bodyPath(cfg.body)
 	for _, t := range h2 {
 		logf("warm-up over HTTP/2: %s", t.name)
-		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, path, t.proc); err != nil {
+		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, path, requestFields(cfg.headers), t.proc); err != nil {
 			rep.note("%s HTTP/2 warm-up: %v", t.name, err)
 		}
 	}
 	return inRounds(ctx, cfg.rounds, h2, func(round int, t *target) {
 		logf("L7 over HTTP/2 round %d/%d: %s", round+1, cfg.rounds, t.name)
-		r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, path, t.proc)
+		r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, path, requestFields(cfg.headers), t.proc)
 		if err != nil {
 			rep.note("%s L7 over HTTP/2 round %d: %v", t.name, round+1, err)
 			return

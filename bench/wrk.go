@@ -24,9 +24,46 @@ type wrkResult struct {
 type wrkOpts struct {
 	conns, threads int
 	duration       time.Duration
-	backend        *proc  // measured alongside the proxy, for reference; may be nil
-	tls            bool   // https: the proxy terminates TLS (wrk keeps each connection's session)
-	path           string // the URL path to GET; "" is "/"
+	backend        *proc    // measured alongside the proxy, for reference; may be nil
+	tls            bool     // https: the proxy terminates TLS (wrk keeps each connection's session)
+	path           string   // the URL path to GET; "" is "/"
+	fields         []string // request fields beyond Host, "Name: value"
+}
+
+// browserFields are the request fields Firefox 128 sends on a page load
+// over HTTP/1.1, Host aside: what -headers browser adds to every request.
+// A proxy's per-field work (parsing, its header structures, copying them
+// to the backend) shows with them; wrk alone sends Host and nothing else.
+var browserFields = []string{
+	"User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+	"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+	"Accept-Language: en-US,en;q=0.5",
+	"Accept-Encoding: gzip, deflate, br, zstd",
+	"Referer: http://app.bench.test/",
+	"Cookie: session=4f1c2a9e7b3d4c5e8f6a0b1c2d3e4f5a; theme=dark",
+	"Upgrade-Insecure-Requests: 1",
+	"Sec-Fetch-Dest: document",
+	"Sec-Fetch-Mode: navigate",
+	"Sec-Fetch-Site: same-origin",
+	"Sec-Fetch-User: ?1",
+	"Priority: u=0, i",
+}
+
+// requestFields is the field list for -headers mode.
+func requestFields(mode string) []string {
+	if mode == "browser" {
+		return browserFields
+	}
+	return nil
+}
+
+// fieldArgs is fields as -H arguments, for wrk and h2load alike.
+func fieldArgs(fields []string) []string {
+	var args []string
+	for _, f := range fields {
+		args = append(args, "-H", f)
+	}
+	return args
 }
 
 // runWrk loads addr with keep-alive GETs for appHost and measures the
@@ -34,10 +71,11 @@ type wrkOpts struct {
 func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.duration+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "wrk",
-		"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
+	args := []string{"-t", strconv.Itoa(o.threads), "-c", strconv.Itoa(o.conns),
 		"-d", fmt.Sprintf("%ds", max(1, int(o.duration.Seconds()))),
-		"--timeout", "5s", "--latency", "-H", "Host: "+appHost, scheme(o.tls)+"://"+addr+cmp.Or(o.path, "/"))
+		"--timeout", "5s", "--latency", "-H", "Host: " + appHost}
+	args = append(append(args, fieldArgs(o.fields)...), scheme(o.tls)+"://"+addr+cmp.Or(o.path, "/"))
+	cmd := exec.CommandContext(ctx, "wrk", args...)
 	cpu, beCPU := cpuMeter(p), cpuMeter(o.backend)
 	out, err := cmd.Output()
 	r := wrkResult{cpu: cpu(), backend: beCPU()}

@@ -70,6 +70,12 @@ func TestParseFlags(t *testing.T) {
 	if c.body != 1024 {
 		t.Fatalf("default -body %d, want the issue's 1024", c.body)
 	}
+	if c.headers != "host" || requestFields(c.headers) != nil {
+		t.Fatalf("default -headers %q: want host, wrk's Host alone", c.headers)
+	}
+	if c, err := parseFlags([]string{"-headers", "browser"}); err != nil || len(requestFields(c.headers)) < 10 {
+		t.Fatalf("-headers browser: %v, %d fields", err, len(requestFields(c.headers)))
+	}
 	if !c.l7TLS || !c.l7TLSNew {
 		t.Fatalf("L7 over TLS and its new-connection test must run by default: %+v", c)
 	}
@@ -82,7 +88,7 @@ func TestParseFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-targets", "caddy"}, {"-targets", "floor"}, {"-rounds", "0"}, {"-rounds", "21"}, {"-duration", "100ms"},
 		{"-conns", "0"}, {"-threads", "65"}, {"-idle", "-1"}, {"-tls-streams", "0"},
-		{"-body", "0"}, {"-body", "16777217"},
+		{"-body", "0"}, {"-body", "16777217"}, {"-headers", "firefox"}, {"-headers", ""},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
