@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -434,7 +435,7 @@ func desync(r *http.Request) string {
 			return "invalid header name"
 		}
 		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
+			if !httpwire.ValidValue(v) {
 				return "invalid header value"
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 func TestEqualFold(t *testing.T) {
@@ -63,21 +65,75 @@ func TestParseChunkSize(t *testing.T) {
 	}
 }
 
+// scanCases are values for the byte scanners: short and long, with the
+// bytes each must find at every offset within a word and in the tail.
+var scanCases = func() []string {
+	vs := []string{"", "a", "text/plain; charset=utf-8", "a\rb", "a\nb", "\r", "ab\n", "\t\v\f x", "a\x00\x0c\x0e",
+		"\x0b\x0d", "x\x0a\x0d", "tab\tinside a value", "\x7f", "caf\xc3\xa9 \xff\x80\x9f obs-text",
+		strings.Repeat("\xff", 17), strings.Repeat("\t", 16), strings.Repeat(" ", 24) + "\x1f"}
+	base := "session=0123456789abcdef; theme=dark"
+	for i := range len(base) {
+		for _, c := range []string{"\r", "\n", "\x00", "\x1f", "\x7f", "\t", "\x0e", "\x20", "\x80"} {
+			vs = append(vs, base[:i]+c+base[i:])
+		}
+	}
+	return vs
+}()
+
 func TestIndexLineBreak(t *testing.T) {
-	for _, v := range []string{"", "a", "text/plain; charset=utf-8", "a\rb", "a\nb", "\r", "ab\n", "\t\v\f x", "a\x00\x0c\x0e", "\x0b\x0d", "x\x0a\x0d"} {
+	for _, v := range scanCases {
 		if got, want := IndexLineBreak(v), strings.IndexAny(v, "\r\n"); got != want {
 			t.Errorf("IndexLineBreak(%q) = %d, want %d", v, got, want)
+		}
+		if got, want := IndexLineBreak([]byte(v)), strings.IndexAny(v, "\r\n"); got != want {
+			t.Errorf("IndexLineBreak([]byte(%q)) = %d, want %d", v, got, want)
 		}
 	}
 }
 
-var headerValues = []string{"text/plain; charset=utf-8", "1024", "Tue, 01 Dec 2026 15:20:00 GMT", "GHAAAAAAAAAAAAB", "127.0.0.1", "1000000000", "\"default\";q=1000000000;w=60"}
+func TestValidValue(t *testing.T) {
+	for _, v := range scanCases {
+		if got, want := ValidValue(v), httpguts.ValidHeaderFieldValue(v); got != want {
+			t.Errorf("ValidValue(%q) = %v, want %v", v, got, want)
+		}
+		if got, want := ValidValue([]byte(v)), httpguts.ValidHeaderFieldValue(v); got != want {
+			t.Errorf("ValidValue([]byte(%q)) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// FuzzScan checks the word-at-a-time scanners against the byte-at-a-time
+// definitions they replace: net/http's value rule and strings.IndexAny.
+func FuzzScan(f *testing.F) {
+	for _, v := range scanCases[:20] {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if got, want := ValidValue(v), httpguts.ValidHeaderFieldValue(v); got != want {
+			t.Fatalf("ValidValue(%q) = %v, want %v", v, got, want)
+		}
+		if got, want := IndexLineBreak(v), strings.IndexAny(v, "\r\n"); got != want {
+			t.Fatalf("IndexLineBreak(%q) = %d, want %d", v, got, want)
+		}
+	})
+}
+
+var headerValues = []string{"text/plain; charset=utf-8", "1024", "Tue, 01 Dec 2026 15:20:00 GMT", "GHAAAAAAAAAAAAB", "127.0.0.1", "1000000000", "\"default\";q=1000000000;w=60",
+	"Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+	"session=4f1c2a9e7b3d4c5e8f6a0b1c2d3e4f5a; theme=dark; _ga=GA1.2.1234567890.1700000000; consent=necessary%2Canalytics"}
 
 func BenchmarkIndexLineBreak(b *testing.B) {
 	b.Run("IndexLineBreak", func(b *testing.B) {
 		n := 0
 		for i := 0; i < b.N; i++ {
 			n += IndexLineBreak(headerValues[i%len(headerValues)])
+		}
+		sinkInt = n
+	})
+	b.Run("byte-loop", func(b *testing.B) {
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n += indexLineBreakBytewise(headerValues[i%len(headerValues)])
 		}
 		sinkInt = n
 	})
@@ -91,3 +147,36 @@ func BenchmarkIndexLineBreak(b *testing.B) {
 }
 
 var sinkInt int
+
+// indexLineBreakBytewise is IndexLineBreak as it was, a byte at a time:
+// the benchmark's baseline.
+func indexLineBreakBytewise(v string) int {
+	for i := range len(v) {
+		if c := v[i]; c <= '\r' && (c == '\r' || c == '\n') {
+			return i
+		}
+	}
+	return -1
+}
+
+// BenchmarkValidValue: the word-at-a-time check against httpguts's.
+func BenchmarkValidValue(b *testing.B) {
+	b.Run("ValidValue", func(b *testing.B) {
+		n := 0
+		for i := 0; i < b.N; i++ {
+			if ValidValue(headerValues[i%len(headerValues)]) {
+				n++
+			}
+		}
+		sinkInt = n
+	})
+	b.Run("httpguts", func(b *testing.B) {
+		n := 0
+		for i := 0; i < b.N; i++ {
+			if httpguts.ValidHeaderFieldValue(headerValues[i%len(headerValues)]) {
+				n++
+			}
+		}
+		sinkInt = n
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -132,10 +133,8 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 			return reasonHeader
 		}
 		v := trimOWS(line[colon+1:])
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-				return reasonHeader
-			}
+		if !httpwire.ValidValue(v) {
+			return reasonHeader // a control byte: net/http's rule
 		}
 		switch key {
 		case "Host":

@@ -782,7 +782,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 		kb := line[:i]
 		v := trimBlank(line[i+1:])
 		key, ok := canonicalKey(kb)
-		if !ok || !validValue(v) {
+		if !ok || !httpwire.ValidValue(v) { // as net/http's client requires
 			return errFastHead
 		}
 		if key == "" {
@@ -1043,16 +1043,6 @@ func trimBlank(v []byte) []byte {
 	return v
 }
 
-// validValue: no control bytes but tab, as net/http's client requires.
-func validValue(v []byte) bool {
-	for _, c := range v {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // copyN copies n bytes (n < 0: until EOF) from br to w, flushing after
 // every write when stream: what is buffered straight from br's buffer,
 // the rest through a pooled 32 KiB buffer. A body of known length that
@@ -1171,7 +1161,7 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 		}
 		key, ok := canonicalKey(line[:i])
 		v := bytes.TrimSpace(line[i+1:])
-		if !ok || !validValue(v) {
+		if !ok || !httpwire.ValidValue(v) {
 			return errFastHead
 		}
 		start := int32(len(text))
