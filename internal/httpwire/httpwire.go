@@ -1,9 +1,10 @@
 // Package httpwire holds the few HTTP/1.1 wire primitives that gatehouse
 // reads and writes raw bytes with, outside net/http: the plaintext
-// listener's framing guard (internal/gateway), the lane's response writer
-// (internal/lane) and the proxy's fast path (internal/proxy). They must
-// parse lengths and tokens, and write values, exactly as net/http does, so
-// they share one definition.
+// listener's framing guard and hygiene (internal/gateway), the lane's
+// parser and response writer (internal/lane) and the proxy's fast path
+// (internal/proxy). They must parse lengths and tokens, check field
+// values, and write values exactly as net/http does, so they share one
+// definition.
 package httpwire
 
 // EqualFold reports whether b equals s under ASCII case folding, as header
