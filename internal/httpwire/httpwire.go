@@ -30,18 +30,31 @@ func EqualFold(b []byte, s string) bool {
 
 // ParseLength reads a Content-Length as net/http does: digits only, at
 // most 18 of them (so it fits an int64).
-func ParseLength(b []byte) (int64, bool) {
+func ParseLength[T ~string | ~[]byte](b T) (int64, bool) {
 	if len(b) == 0 || len(b) > 18 {
 		return 0, false
 	}
 	var n int64
-	for _, c := range b {
+	for i := range len(b) {
+		c := b[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
 		n = n*10 + int64(c-'0')
 	}
 	return n, true
+}
+
+// TrimOWS is v without the optional white space (spaces and tabs) a field
+// value may have around it.
+func TrimOWS[T ~string | ~[]byte](v T) T {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // ParseChunkSize reads a chunk size as net/http does: 1 to 15 hex digits

@@ -41,6 +41,23 @@ func TestParseLength(t *testing.T) {
 		if ok != tt.want || (ok && n != tt.n) {
 			t.Errorf("ParseLength(%q) = %d, %v", tt.in, n, ok)
 		}
+		if sn, sok := ParseLength(tt.in); sn != n || sok != ok {
+			t.Errorf("ParseLength(string %q) = %d, %v; as bytes %d, %v", tt.in, sn, sok, n, ok)
+		}
+	}
+}
+
+func TestTrimOWS(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""}, {"a", "a"}, {" a ", "a"}, {"\t a b\t ", "a b"}, {" \t ", ""},
+		{"\ra\n", "\ra\n"}, {"\va\f", "\va\f"}, {"a\u00a0", "a\u00a0"}, // only SP and HTAB are OWS
+	} {
+		if got := TrimOWS(tt.in); got != tt.want {
+			t.Errorf("TrimOWS(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if got := TrimOWS([]byte(tt.in)); string(got) != tt.want {
+			t.Errorf("TrimOWS([]byte(%q)) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 

@@ -132,7 +132,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 		if !ok {
 			return reasonHeader
 		}
-		v := trimOWS(line[colon+1:])
+		v := httpwire.TrimOWS(line[colon+1:])
 		if !httpwire.ValidValue(v) {
 			return reasonHeader // a control byte: net/http's rule
 		}
@@ -142,7 +142,7 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 			h.host = v
 			continue // net/http keeps Host out of the map
 		case "Content-Length":
-			n, ok := parseLength(v)
+			n, ok := httpwire.ParseLength(v)
 			if !ok || h.length >= 0 {
 				return reasonFraming // repeated or not a plain number: net/http's rules
 			}
@@ -192,22 +192,6 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 	return ""
 }
 
-// parseLength reads a Content-Length value: 1 to 18 digits.
-func parseLength(v string) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
 // requestURL is the URL net/http's server would build for an origin-form
 // target: Path and RawQuery straight from the text when the path has
 // nothing to unescape or re-escape, url.ParseRequestURI otherwise; nil
@@ -252,17 +236,6 @@ var pathByte = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// trimOWS trims the optional white space around a field value.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
 
 // canonical returns the canonical form of a header name (interned when it
 // is a common one) and its number from common (0 if it is not one), or

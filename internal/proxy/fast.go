@@ -780,7 +780,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			return errFastHead
 		}
 		kb := line[:i]
-		v := trimBlank(line[i+1:])
+		v := httpwire.TrimOWS(line[i+1:])
 		key, ok := canonicalKey(kb)
 		if !ok || !httpwire.ValidValue(v) { // as net/http's client requires
 			return errFastHead
@@ -1030,17 +1030,6 @@ func canonicalKey(b []byte) (string, bool) {
 		return string(b), true
 	}
 	return textproto.CanonicalMIMEHeaderKey(string(b)), true
-}
-
-// trimBlank is v without leading and trailing spaces and tabs.
-func trimBlank(v []byte) []byte {
-	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-		v = v[1:]
-	}
-	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-		v = v[:len(v)-1]
-	}
-	return v
 }
 
 // copyN copies n bytes (n < 0: until EOF) from br to w, flushing after
