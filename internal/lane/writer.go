@@ -38,10 +38,12 @@ type writer struct {
 	closeAfter bool
 	err        error // the first write error: the client is gone
 	trailers   []string
-	held       []byte // body bytes held before the head is committed
-	holdBuf    [bufferBeforeChunking]byte
-	snap       []field
-	body       *body // the request's; nil when it has none
+	// held is body bytes held before the head is committed. Its array
+	// (bufferBeforeChunking bytes) lives apart from the writer and is
+	// kept across requests, so that resetting the writer does not clear it.
+	held []byte
+	snap []field
+	body *body // the request's; nil when it has none
 
 	// The snapshot's fields that decide the framing, recorded by
 	// takeSnap: first values, and whether each field is there.
@@ -66,8 +68,11 @@ var _ http.ResponseWriter = (*writer)(nil)
 func (w *writer) reset(head, wantsClose bool) {
 	clear(w.hdr)
 	clear(w.snap)
-	*w = writer{cn: w.cn, bw: w.bw, hdr: w.hdr, head: head, clen: -1, wantsClose: wantsClose, trailers: w.trailers[:0], snap: w.snap[:0]}
-	w.held = w.holdBuf[:0]
+	held := w.held[:0]
+	if cap(held) < bufferBeforeChunking {
+		held = make([]byte, 0, bufferBeforeChunking)
+	}
+	*w = writer{cn: w.cn, bw: w.bw, hdr: w.hdr, head: head, clen: -1, wantsClose: wantsClose, trailers: w.trailers[:0], snap: w.snap[:0], held: held}
 }
 
 func (w *writer) Header() http.Header {
