@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+	"golang.org/x/net/http/httpguts"
 )
 
 // FuzzParse holds the lane to net/http on any bytes a client may send:
@@ -49,6 +52,21 @@ func FuzzParse(f *testing.F) {
 		}
 		if *r.URL != *h.url {
 			t.Fatalf("URL differs: net/http %#v, lane %#v", *r.URL, *h.url)
+		}
+		// What httpwire.MarkChecked promises the hygiene layer, which
+		// then skips its own look (internal/gateway's desync).
+		for k, vs := range hdr {
+			if !httpguts.ValidHeaderFieldName(k) {
+				t.Fatalf("the lane took an invalid field name %q", k)
+			}
+			for _, v := range vs {
+				if !httpwire.ValidValue(v) {
+					t.Fatalf("the lane took an invalid value %q in %s", v, k)
+				}
+			}
+		}
+		if _, te := hdr["Transfer-Encoding"]; te || len(hdr["Content-Length"]) > 1 {
+			t.Fatalf("the lane took a framing hygiene refuses: %q", hdr)
 		}
 		if len(r.Header) == 0 && len(hdr) == 0 {
 			return

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/deadline"
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
 
@@ -275,7 +276,9 @@ func (s *Server) ServeConn(c net.Conn) {
 	}
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
 	ctx = context.WithValue(ctx, http.ServerContextKey, s.opts.Server)
-	cn.ctx, cn.cancel = context.WithCancel(ctx)
+	// parse takes only heads whose fields hygiene would pass: the mark
+	// spares it the second look.
+	cn.ctx, cn.cancel = context.WithCancel(httpwire.MarkChecked(ctx))
 	if !s.add(cn) {
 		cn.cancel()
 		_ = c.Close()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 )
 
 // seen is what the handler observed of one request.
@@ -33,12 +35,18 @@ type testHandler struct {
 	seen  []seen
 	lane  atomic.Int64 // requests the lane served
 	laneS *http.Server // the lane's marker server
+	// checked counts requests whose context carries httpwire's mark:
+	// every request the lane served, and none net/http did.
+	checked atomic.Int64
 }
 
 func (th *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
 	if srv != nil && srv == th.laneS {
 		th.lane.Add(1)
+	}
+	if httpwire.Checked(r.Context()) {
+		th.checked.Add(1)
 	}
 	_, local := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	var n int64
@@ -358,12 +366,16 @@ func TestSameAsNetHTTP(t *testing.T) {
 			th.mu.Lock()
 			th.seen = nil
 			th.mu.Unlock()
+			checked := th.checked.Load()
 			want, wantClosed := roundTrip(t, plain, tc.raw, tc.methods)
 			th.mu.Lock()
 			wantSeen := th.seen
 			th.seen = nil
 			th.mu.Unlock()
-			before := th.lane.Load()
+			if n := th.checked.Load() - checked; n != 0 {
+				t.Errorf("net/http served %d requests marked checked", n)
+			}
+			before, checked := th.lane.Load(), th.checked.Load()
 			got, gotClosed := roundTrip(t, laneAddr, tc.raw, tc.methods)
 			th.mu.Lock()
 			gotSeen := th.seen
@@ -379,6 +391,11 @@ func TestSameAsNetHTTP(t *testing.T) {
 			}
 			if n := th.lane.Load() - before; n != int64(tc.lane) {
 				t.Errorf("the lane served %d requests itself, want %d", n, tc.lane)
+			}
+			// A handed-off request (chunked, say) is net/http's, and
+			// hygiene must check it: only the lane's carry the mark.
+			if n := th.checked.Load() - checked; n != int64(tc.lane) {
+				t.Errorf("%d requests were marked checked, want the lane's %d", n, tc.lane)
 			}
 		})
 	}
