@@ -109,6 +109,7 @@ type fconn struct {
 	readers *sync.Pool    // where br goes back
 	wb      bytes.Buffer  // the request head, sent in one write
 	idle    time.Time     // when it was put back
+	home    *idleConns    // its host's stack in the pool (entries are never removed)
 	reused  bool
 	abort   func() // unblocks a read or write: the client went away
 
@@ -274,7 +275,7 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 		return nil, err
 	}
 	conn = sock.Wrap(conn)
-	c := &fconn{Conn: conn, readers: &fp.readers}
+	c := &fconn{Conn: conn, readers: &fp.readers, home: fp.idle(addr)}
 	c.take()
 	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	return c, nil
@@ -290,7 +291,10 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 	}
 	c.release()
 	c.idle = now
-	ic := fp.idle(addr)
+	ic := c.home
+	if ic == nil {
+		ic = fp.idle(addr)
+	}
 	ic.mu.Lock()
 	// closed again under the lock: a closeIdle that began since the check
 	// above has either taken this stack already or will find c on it.
@@ -452,8 +456,12 @@ func (p *Proxy) serveFast(w http.ResponseWriter, r *http.Request, a *attempt) {
 	ctx := r.Context()
 	addr := a.host.URL.Host
 	fresh := false
+	now := a.picked // Options.Now's reading, for the pool's idle times
+	if now.IsZero() {
+		now = p.opts.Now()
+	}
 	for {
-		c, err := p.fast.get(ctx, addr, p.opts.Now(), fresh)
+		c, err := p.fast.get(ctx, addr, now, fresh)
 		if err != nil {
 			p.errorHandler(w, a.request(r), err)
 			return
