@@ -256,7 +256,7 @@ func (s *Server) getExchange(cn *conn) *exchange {
 func (s *Server) putExchange(x *exchange) {
 	x.bw.Reset(nil)
 	clear(x.hdr)
-	clear(x.vals[:])
+	clear(x.vals[:x.h.nv]) // only what the head used: the rest is clear
 	x.w.reset(false, false)
 	x.w.cn = nil
 	x.h = head{u: x.h.u}

@@ -20,6 +20,7 @@ type head struct {
 	close  bool  // Connection: close
 	length int64 // Content-Length; -1 while parsing finds none
 	url    *url.URL
+	nv     int // how many of the parse's vals hold this head's values
 	// u is the URL's memory when the target needs no parsing: a request's
 	// URL is not used after its response.
 	u *url.URL
@@ -71,6 +72,7 @@ const (
 // net/http untouched.
 func parse(text string, h *head, hdr http.Header, vals []string) (reason string) {
 	clear(hdr)
+	clear(vals[:min(h.nv, len(vals))]) // a pipelined head before this one's
 	u := h.u
 	*h = head{u: u, length: -1}
 	line, rest, ok := strings.Cut(text, "\r\n")
@@ -116,7 +118,6 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 		return reasonTarget
 	}
 	hosts := 0
-	nv := 0
 	var seen uint64 // bit n: the field common numbers n is in hdr
 	for {
 		line, rest, _ = strings.Cut(rest, "\r\n")
@@ -167,10 +168,10 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 			}
 		}
 		var vs []string
-		if nv < len(vals) {
+		if nv := h.nv; nv < len(vals) {
 			vals[nv] = v
 			vs = vals[nv : nv+1 : nv+1]
-			nv++
+			h.nv++
 		} else {
 			vs = []string{v}
 		}
