@@ -108,6 +108,7 @@ type fconn struct {
 	br      *bufio.Reader // nil while idle in the pool
 	readers *sync.Pool    // where br goes back
 	wb      bytes.Buffer  // the request head, sent in one write
+	text    []byte        // the response head's values as read (fastResp.text)
 	idle    time.Time     // when it was put back
 	home    *idleConns    // its host's stack in the pool (entries are never removed)
 	reused  bool
@@ -482,27 +483,49 @@ func (p *Proxy) serveFast(w http.ResponseWriter, r *http.Request, a *attempt) {
 
 // fastResp is the parsed response head.
 type fastResp struct {
-	status    int
-	length    int64 // -1: unknown (chunked or until close)
-	chunked   bool
-	close     bool
-	stream    bool // flush every write
-	trailers  []string
-	keys      [24]string
-	vals      [24][2]int32 // value offsets in text
-	n         int
-	more      []fastKV // past 24 headers
+	status   int
+	length   int64 // -1: unknown (chunked or until close)
+	chunked  bool
+	close    bool
+	stream   bool // flush every write
+	trailers []string
+	keys     [24]string
+	vals     [24][2]int32 // value offsets in text
+	n        int
+	more     []fastKV // past 24 headers
+	// text holds the values as read: scratch that the next head read
+	// into the same fastResp reuses (copyTo copies what it hands out).
 	text      []byte
-	blk       *headBlock
 	connToks  []string // Connection tokens other than close/keep-alive
 	lengthSet bool
 }
 
-// headBlock is the memory a response head's values take, in one
-// allocation for a typical head: the bytes, and the []string over them.
+// smallHead and headBlock are the memory a response head's values take,
+// in one allocation sized to the head: the bytes, and the []string over
+// them. Most hosts' heads fit the small one (192 bytes against 768: the
+// allocation is the memory a request touches fresh).
+type smallHead struct {
+	vals [4]string
+	text [128]byte
+}
+
 type headBlock struct {
 	vals [16]string
 	text [512]byte
+}
+
+// headMemory returns n strings' room and size bytes, in one allocation
+// when they fit a block.
+func headMemory(n, size int) ([]string, []byte) {
+	switch {
+	case n <= 4 && size <= 128:
+		b := new(smallHead)
+		return b.vals[:n], b.text[:size]
+	case n <= 16 && size <= 512:
+		b := new(headBlock)
+		return b.vals[:n], b.text[:size]
+	}
+	return make([]string, n), make([]byte, size)
 }
 
 type fastKV struct {
@@ -546,7 +569,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	if c.wb.Cap() > maxKeptHead {
 		c.wb = bytes.Buffer{} // a rare big head is not kept with the connection
 	}
-	var res fastResp
+	res := fastResp{text: c.text}
 	for n1xx := 0; ; n1xx++ {
 		if err := readFastHead(c.br, &res); err != nil {
 			// Nothing at all came back, or the head did not go out (no
@@ -577,6 +600,9 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	a.host.Health.OK()
 	h := w.Header()
 	res.copyTo(h, p.clusterHdr)
+	if cap(res.text) <= readSize {
+		c.text = res.text[:0] // copyTo copied what it handed out
+	}
 	if len(res.trailers) > 0 {
 		h.Add("Trailer", strings.Join(res.trailers, ", "))
 	}
@@ -750,8 +776,7 @@ func readLine(br *bufio.Reader, long *[]byte, budget *int) ([]byte, error) {
 
 // readFastHead reads one response head into res.
 func readFastHead(br *bufio.Reader, res *fastResp) error {
-	blk := new(headBlock)
-	*res = fastResp{length: -1, text: blk.text[:0], blk: blk}
+	*res = fastResp{length: -1, text: res.text[:0]}
 	budget := maxFastHead
 	var long []byte
 	line, err := readLine(br, &long, &budget)
@@ -875,18 +900,12 @@ func (res *fastResp) copyTo(h http.Header, cluster []string) {
 		res.dropKey(k)
 	}
 	res.dropKey(HeaderCluster)
-	text := ""
-	if len(res.text) > 0 {
-		b := res.text
-		res.text = nil // the strings below are views of b, never written again
-		text = unsafe.String(&b[0], len(b))
-	}
 	n := res.n + len(res.more)
-	var vals []string
-	if n <= len(res.blk.vals) {
-		vals = res.blk.vals[:n]
-	} else {
-		vals = make([]string, n)
+	vals, b := headMemory(n, len(res.text))
+	text := ""
+	if len(b) > 0 {
+		copy(b, res.text)
+		text = unsafe.String(&b[0], len(b)) // b is never written again
 	}
 	add := func(i int, k string, start, end int32) {
 		if k == "" {

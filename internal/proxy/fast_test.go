@@ -799,3 +799,33 @@ func TestFastPathClientWatchUndone(t *testing.T) {
 		t.Fatalf("the host saw %d connections, want 1: the shared context's end aborted a pooled one", n)
 	}
 }
+
+// TestHeadValuesOutliveTheScratch: a connection reads each response head
+// into the same scratch; the values handed to one response's header map
+// must stay as they were when the next head is read over them.
+func TestHeadValuesOutliveTheScratch(t *testing.T) {
+	heads := []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX-A: first\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: other\r\nX-B: " + strings.Repeat("b", 600) + "\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-A: third\r\n\r\n",
+	}
+	var res fastResp
+	var got []http.Header
+	for _, head := range heads {
+		if err := readFastHead(bufio.NewReader(strings.NewReader(head)), &res); err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		res.copyTo(h, nil)
+		got = append(got, h)
+		res = fastResp{text: res.text[:0]}
+	}
+	for i, want := range []string{"first", "other", "third"} {
+		if v := got[i].Get("X-A"); v != want || got[i].Get("Content-Length") != fmt.Sprint(i+1) {
+			t.Errorf("response %d: X-A %q, Content-Length %q; want %q, %d", i, v, got[i].Get("Content-Length"), want, i+1)
+		}
+	}
+	if v := got[1].Get("X-B"); v != strings.Repeat("b", 600) {
+		t.Errorf("response 1's long value changed: %.20q…", v)
+	}
+}
