@@ -299,6 +299,7 @@ func (e *Edge) newLane(srv *http.Server, handed *chanListener) (*lane.Server, er
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 		Logger:            e.log,
 		OnHandoff:         e.opts.LaneHandoff,
+		RequestContext:    e.opts.RequestContext,
 	})
 }
 

@@ -80,6 +80,10 @@ type Options struct {
 	// LaneHandoff, when set, is told why the lane handed a connection to
 	// net/http (a metric label). Optional.
 	LaneHandoff func(reason string)
+	// RequestContext, when set, gives each request the lane serves its
+	// context (lane.Options.RequestContext): the Handler's own per-request
+	// context, made without a second copy of the Request. Optional.
+	RequestContext func(conn context.Context) context.Context
 
 	// MaxRequestLine bounds the request line (method, target, version):
 	// longer gets 414. Zero means 8 KiB.

@@ -140,6 +140,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		DrainTimeout:      cfg.DrainTimeout,
 		ActiveConns:       g.metrics.ActiveConnections,
 		LaneHandoff:       func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
+		RequestContext:    requestContext(l7),
 		Logger:            g.log,
 	})
 }
@@ -455,6 +456,24 @@ func (g *Gatehouse) dnsZones() func() []dns.Zone {
 		}
 		cur.Store(&cached{tbl: tbl, zones: zs})
 		return zs
+	}
+}
+
+// requestContext makes a lane request's context with the handler p
+// holds, when it makes its own (the gateway: see
+// gateway.Gateway.RequestContext), so that it needs no copy of the
+// Request to give it one.
+func requestContext(p *atomic.Pointer[http.Handler]) func(context.Context) context.Context {
+	type contextMaker interface {
+		RequestContext(parent context.Context) context.Context
+	}
+	return func(ctx context.Context) context.Context {
+		if h := p.Load(); h != nil {
+			if m, ok := (*h).(contextMaker); ok {
+				return m.RequestContext(ctx)
+			}
+		}
+		return ctx
 	}
 }
 

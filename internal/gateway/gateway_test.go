@@ -559,6 +559,37 @@ func TestRequestID(t *testing.T) {
 	}
 }
 
+// TestRequestContextFromTheServer: a request whose context the gateway
+// made for the server (RequestContext, as the lane asks for it) is served
+// like any other: an id is given, stamped on the response and sent to the
+// host, the client address is the connection's, and a second request
+// with the same context (the exchange in use) gets one of its own.
+func TestRequestContextFromTheServer(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", echo())
+	ctx := e.gw.RequestContext(context.Background())
+	ids := map[string]bool{}
+	for i := range 2 {
+		r := httptest.NewRequest("GET", "http://hello.apps.test/", nil).WithContext(ctx)
+		r.RemoteAddr = "192.0.2.10:1234"
+		w := httptest.NewRecorder()
+		e.gw.ServeHTTP(w, r)
+		res := w.Result()
+		h := echoed(t, res)
+		id := res.Header.Get("X-Request-Id")
+		if len(id) < 16 || h.Get("X-Gatehouse-Request-Id") != id || ids[id] {
+			t.Errorf("request %d: response id %q, host saw %q (ids before: %v)", i, id, h.Get("X-Gatehouse-Request-Id"), ids)
+		}
+		ids[id] = true
+		if got := h.Get("X-Gatehouse-Client-Ip"); got != "192.0.2.10" {
+			t.Errorf("request %d: host saw client %q", i, got)
+		}
+		if res.Header.Get(headerCluster) == "" {
+			t.Errorf("request %d: no %s on the response", i, headerCluster)
+		}
+	}
+}
+
 func TestMetricsAndAccessLog(t *testing.T) {
 	e := newEnv(t, nil)
 	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "SECRET-PAYLOAD") }))

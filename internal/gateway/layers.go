@@ -128,13 +128,30 @@ func (x *exchange) str(b []byte) string {
 	return string(b)
 }
 
+// RequestContext returns the context for a request about to be served,
+// made from parent (the connection's), for a server that gives a request
+// its context as it makes the Request (lane.Options.RequestContext):
+// observe then takes the exchange from it, instead of giving the request
+// one in a copy of the Request. Each request needs a call of its own.
+func (g *Gateway) RequestContext(parent context.Context) context.Context {
+	x := &exchange{}
+	x.Context = parent
+	return x
+}
+
 // observe gives the request its id, its route.Request and a recording
 // writer; after the rest of the chain it counts, logs, and turns a panic
 // into a 500 problem (never a stack trace to the client).
 func (g *Gateway) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		x := &exchange{}
-		x.Context = r.Context()
+		// The lane makes the exchange with the request (RequestContext);
+		// from net/http's server the request gets one here, in a copy.
+		x, made := r.Context().(*exchange)
+		if !made || x.w.ResponseWriter != nil { // not made for this request, or in use
+			x = &exchange{}
+			x.Context = r.Context()
+			made = false
+		}
 		x.Req.Start = g.now()
 		if v := r.Header[headerRequestID]; len(v) == 1 && saneID(v[0]) {
 			x.Req.ID = v[0]
@@ -145,7 +162,9 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 		x.peer = peerAddr(r.RemoteAddr)
 		x.Req.ClientIP = g.clientIP(x.peer, r)
 		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID]}
-		r = r.WithContext(x)
+		if !made {
+			r = r.WithContext(x)
+		}
 		defer g.finish(x, r)
 		next.ServeHTTP(&x.w, r)
 	})

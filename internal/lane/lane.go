@@ -34,6 +34,13 @@ type Options struct {
 	// OnHandoff, when set, is told why each handed-over connection left
 	// (one of the reason* constants: a metric label). Optional.
 	OnHandoff func(reason string)
+	// RequestContext, when set, returns the context a request is served
+	// with, made from the connection's (which Close cancels, and which
+	// carries net/http's server values and httpwire's mark). A handler
+	// that would give each request a context of its own with
+	// Request.WithContext, a copy of the whole Request, makes it here
+	// instead: the lane's one copy of the Request carries it. Optional.
+	RequestContext func(conn context.Context) context.Context
 	// ReadHeaderTimeout bounds reading a request head, from its first
 	// byte (for a new connection, from the start). Zero: none.
 	ReadHeaderTimeout time.Duration
@@ -742,7 +749,11 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	if b != nil {
 		x.req.Body, x.req.ContentLength = b, h.length
 	}
-	r := x.req.WithContext(cn.ctx)
+	ctx := cn.ctx
+	if f := cn.s.opts.RequestContext; f != nil {
+		ctx = f(ctx)
+	}
+	r := x.req.WithContext(ctx)
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
 	w.body = b

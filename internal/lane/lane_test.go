@@ -662,6 +662,55 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// TestRequestContext: each request is served with the context
+// Options.RequestContext makes for it from the connection's, which still
+// carries net/http's values and the checked mark, and which Close
+// cancels.
+func TestRequestContext(t *testing.T) {
+	type key struct{}
+	var made atomic.Int64
+	got := make(chan context.Context, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Context()
+		if r.URL.Path == "/wait" {
+			<-r.Context().Done()
+		}
+	})
+	srv := &http.Server{}
+	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, Server: srv,
+		RequestContext: func(ctx context.Context) context.Context { return context.WithValue(ctx, key{}, made.Add(1)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	done := make(chan struct{})
+	go func() { s.ServeConn(server); close(done) }()
+	br := bufio.NewReader(client)
+	for i := int64(1); i <= 2; i++ {
+		go io.WriteString(client, get("/"))
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		ctx := <-got
+		if ctx.Value(key{}) != i || ctx.Value(http.ServerContextKey) != srv || !httpwire.Checked(ctx) {
+			t.Errorf("request %d: context value %v, server %v, checked %v", i, ctx.Value(key{}), ctx.Value(http.ServerContextKey) == srv, httpwire.Checked(ctx))
+		}
+	}
+	go io.WriteString(client, get("/wait"))
+	ctx := <-got
+	s.Close()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not cancel the context RequestContext made")
+	}
+	<-done
+}
+
 // TestCloseCancels: Close cancels the context of a request in flight (a
 // handler waiting on it returns) and closes its connection.
 func TestCloseCancels(t *testing.T) {
