@@ -662,6 +662,26 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
+// servePipe serves one end of an in-memory connection with a Server made
+// from o (Handoff closes), and returns the other end and a channel closed
+// when ServeConn has returned. The Server is closed at the test's end.
+func servePipe(t *testing.T, o Options) (client net.Conn, s *Server, done <-chan struct{}) {
+	t.Helper()
+	if o.Handoff == nil {
+		o.Handoff = func(c net.Conn) { c.Close() }
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	ch := make(chan struct{})
+	go func() { s.ServeConn(server); close(ch) }()
+	return client, s, ch
+}
+
 // TestRequestContext: each request is served with the context
 // Options.RequestContext makes for it from the connection's, which still
 // carries net/http's values and the checked mark, and which Close
@@ -677,15 +697,8 @@ func TestRequestContext(t *testing.T) {
 		}
 	})
 	srv := &http.Server{}
-	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, Server: srv,
+	client, s, done := servePipe(t, Options{Handler: h, Server: srv,
 		RequestContext: func(ctx context.Context) context.Context { return context.WithValue(ctx, key{}, made.Add(1)) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, server := net.Pipe()
-	defer client.Close()
-	done := make(chan struct{})
-	go func() { s.ServeConn(server); close(done) }()
 	br := bufio.NewReader(client)
 	for i := int64(1); i <= 2; i++ {
 		go io.WriteString(client, get("/"))
@@ -721,14 +734,7 @@ func TestCloseCancels(t *testing.T) {
 		<-r.Context().Done()
 		close(returned)
 	})
-	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, server := net.Pipe()
-	defer client.Close()
-	done := make(chan struct{})
-	go func() { s.ServeConn(server); close(done) }()
+	client, s, done := servePipe(t, Options{Handler: h})
 	go io.WriteString(client, get("/"))
 	<-entered
 	s.Close()
@@ -859,14 +865,7 @@ func TestSlowRequestThenNext(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "done "+r.URL.Path)
 	})
-	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }, ReadHeaderTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	client, server := net.Pipe()
-	defer client.Close()
-	go s.ServeConn(server)
+	client, _, _ := servePipe(t, Options{Handler: h, ReadHeaderTimeout: 5 * time.Second})
 	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
 	_, _ = io.WriteString(client, get("/slow"))
 	time.Sleep(watchDelay + 150*time.Millisecond) // the watch is reading now
