@@ -240,10 +240,6 @@ type exchange struct {
 	vals [32]string  // backing for one-value header slices
 	w    writer
 	h    head
-	// req is the request as parsed, without its context. The handler
-	// gets req.WithContext's copy: one Request allocated per request, not
-	// two (net/http's Request takes a context no other way).
-	req http.Request
 	big [maxHead]byte
 }
 
@@ -267,7 +263,6 @@ func (s *Server) putExchange(x *exchange) {
 	x.w.reset(false, false)
 	x.w.cn = nil
 	x.h = head{u: x.h.u}
-	x.req = http.Request{}
 	s.pool.Put(x)
 }
 
@@ -732,7 +727,11 @@ func (cn *conn) handoff(reason string) net.Conn {
 // may carry another.
 func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	h := &x.h
-	x.req = http.Request{
+	// The request as parsed, without its context, on the stack: the
+	// handler gets WithContext's copy (inlined, so req does not escape),
+	// one Request allocated per request (net/http's Request takes a
+	// context no other way).
+	req := http.Request{
 		Method:     h.method,
 		URL:        h.url,
 		Proto:      "HTTP/1.1",
@@ -747,13 +746,13 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 		TLS:        cn.tls,
 	}
 	if b != nil {
-		x.req.Body, x.req.ContentLength = b, h.length
+		req.Body, req.ContentLength = b, h.length
 	}
 	ctx := cn.ctx
 	if f := cn.s.opts.RequestContext; f != nil {
 		ctx = f(ctx)
 	}
-	r := x.req.WithContext(ctx)
+	r := req.WithContext(ctx)
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
 	w.body = b
