@@ -240,7 +240,7 @@ type exchange struct {
 	vals [32]string  // backing for one-value header slices
 	w    writer
 	h    head
-	big [maxHead]byte
+	big  [maxHead]byte
 }
 
 func (s *Server) getExchange(cn *conn) *exchange {
