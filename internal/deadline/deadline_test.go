@@ -2,6 +2,7 @@ package deadline
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -94,5 +95,46 @@ func TestTimer(t *testing.T) {
 				t.Fatalf("f ran %v after the last Start, want at least %v", at.Sub(last), tc.after)
 			}
 		})
+	}
+}
+
+// TestTimerRaces begins and ends bounds about as long as the waits between
+// them, so that the timer fires while Start and End run: f must run
+// exactly once for each bound End says ran out, and never for one it
+// ended first.
+func TestTimerRaces(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	tm := New(func() { calls.Add(1) })
+	defer tm.Stop()
+	ranOut := int64(0)
+	for i := range 2000 {
+		tm.Start(time.Duration(50+i%7*20) * time.Microsecond)
+		time.Sleep(time.Duration(i%5*30) * time.Microsecond)
+		if tm.End() {
+			ranOut++
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // an f that End saw begin may still be on its way
+	if got := calls.Load(); got != ranOut {
+		t.Fatalf("f ran %d times; End reported %d bounds run out", got, ranOut)
+	}
+	if ranOut == 0 || ranOut == 2000 {
+		t.Logf("every bound ended the same way (%d ran out): the races were not exercised", ranOut)
+	}
+}
+
+// BenchmarkStartEnd is a busy connection's cost per request: a bound
+// begun and ended well before it runs out, with the timer pending from an
+// earlier one.
+func BenchmarkStartEnd(b *testing.B) {
+	tm := New(func() {})
+	defer tm.Stop()
+	b.ReportAllocs()
+	for b.Loop() {
+		tm.Start(time.Second)
+		if tm.End() {
+			b.Fatal("a bound ended in time reported it ran out")
+		}
 	}
 }
