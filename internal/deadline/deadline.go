@@ -12,7 +12,6 @@ package deadline
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -20,65 +19,36 @@ import (
 // and End are called by the connection's goroutine, one bound at a time;
 // f runs on a goroutine of its own, never for a bound that End ended
 // first.
-//
-// Start and End take no lock: on a busy connection they are a clock read
-// and a few atomic operations (two mutex round trips and a wall-clock read
-// cost ~3 times as much, three timers a request). The lock is taken to arm
-// the timer and when it fires.
 type Timer struct {
-	f    func()
-	base time.Time // the origin of the nanosecond readings below (monotonic)
+	f func()
 
-	// run is the running bound's start (nanoseconds since base, at least
-	// 1), 0 when none runs, or ranOut once fire took it to call f.
-	run   atomic.Int64
-	bound atomic.Int64 // the running bound's length in nanoseconds
-	// due is when the pending timer fires (nanoseconds since base), or 0
-	// when none may be. A nonzero due is always a firing to come.
-	due     atomic.Int64
-	stopped atomic.Bool
-
-	mu sync.Mutex // arms t; fire holds it
-	t  *time.Timer
+	mu      sync.Mutex
+	t       *time.Timer
+	start   time.Time
+	bound   time.Duration // the running bound; 0: none
+	pending bool          // t is set
+	due     time.Time     // when t fires, while pending
+	fired   bool          // f was called for the running bound
+	stopped bool
 }
 
-// ranOut is run's value once f is called for the running bound.
-const ranOut = -1
-
 // New returns a Timer that calls f. No timer exists until the first Start.
-func New(f func()) *Timer { return &Timer{f: f, base: time.Now()} }
-
-// now is the time since t.base in nanoseconds, at least 1 (0 means no
-// bound), from the monotonic clock alone: cheaper than time.Now.
-func (t *Timer) now() int64 { return int64(time.Since(t.base)) + 1 }
+func New(f func()) *Timer { return &Timer{f: f} }
 
 // Start begins a bound of d (> 0) from now, ending any running one.
 func (t *Timer) Start(d time.Duration) {
-	if t.stopped.Load() {
-		return
-	}
-	now := t.now()
-	// bound before run: fire reads them the other way round, so a run it
-	// sees comes with its bound.
-	t.bound.Store(int64(d))
-	t.run.Store(now)
-	if due := t.due.Load(); due != 0 && due <= now+int64(d) {
-		return // the pending timer fires first, and waits out the rest
-	}
-	t.arm(now+int64(d), d)
-}
-
-// arm makes the timer fire at due (d from now) unless it fires sooner.
-func (t *Timer) arm(due int64, d time.Duration) {
+	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped.Load() {
+	if t.stopped {
 		return
 	}
-	if cur := t.due.Load(); cur != 0 && cur <= due {
-		return
+	t.start, t.bound, t.fired = now, d, false
+	due := now.Add(d)
+	if t.pending && !t.due.After(due) {
+		return // it fires first, and waits out the rest
 	}
-	t.due.Store(due)
+	t.pending, t.due = true, due
 	if t.t == nil {
 		t.t = time.AfterFunc(d, t.fire)
 	} else {
@@ -89,52 +59,37 @@ func (t *Timer) arm(due int64, d time.Duration) {
 // End ends the running bound and reports whether it ran out (f was or is
 // being called for it).
 func (t *Timer) End() bool {
-	return t.run.Swap(0) == ranOut
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fired := t.fired
+	t.bound, t.fired = 0, false
+	return fired
 }
 
 // Stop ends the running bound and the timer: f is not called again.
 func (t *Timer) Stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.stopped.Store(true)
-	t.run.Store(0)
-	t.due.Store(0)
+	t.stopped, t.bound = true, 0
 	if t.t != nil {
 		t.t.Stop()
 	}
 }
 
-// fire runs when the timer does (and, rarely, once more after a Reset
-// that raced it): it waits out what is left of the running bound, or
-// calls f when it has run out.
 func (t *Timer) fire() {
 	t.mu.Lock()
-	// Nothing is pending from here until this re-arms. due goes to 0
-	// before run is read: a Start that stored its run after that read
-	// finds due 0 and arms the timer itself (it waits for the lock).
-	t.due.Store(0)
-	if t.stopped.Load() {
+	t.pending = false
+	if t.bound == 0 || t.fired || t.stopped {
 		t.mu.Unlock()
 		return
 	}
-	for {
-		v := t.run.Load()
-		if v == 0 || v == ranOut {
-			t.mu.Unlock()
-			return // no bound running: stay off until a Start
-		}
-		now := t.now()
-		if left := v + t.bound.Load() - now; left > 0 {
-			t.due.Store(now + left)
-			t.t.Reset(time.Duration(left))
-			t.mu.Unlock()
-			return
-		}
-		if t.run.CompareAndSwap(v, ranOut) {
-			t.mu.Unlock()
-			t.f()
-			return
-		}
-		// A Start or an End came in between: look again.
+	if left := t.bound - time.Since(t.start); left > 0 {
+		t.pending, t.due = true, time.Now().Add(left)
+		t.t.Reset(left)
+		t.mu.Unlock()
+		return
 	}
+	t.fired = true
+	t.mu.Unlock()
+	t.f()
 }
