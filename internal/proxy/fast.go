@@ -60,7 +60,7 @@ type fastPool struct {
 	now     func() time.Time
 	max     int
 	idleFor time.Duration
-	hosts   sync.Map // addr -> *idleConns
+	hosts   sync.Map // addr -> *idleConns; never removed: connections keep their stack (fconn.home)
 	closed  atomic.Bool
 
 	armed atomic.Bool // a sweep is scheduled
@@ -110,7 +110,7 @@ type fconn struct {
 	wb      bytes.Buffer  // the request head, sent in one write
 	text    []byte        // the response head's values as read (fastResp.text)
 	idle    time.Time     // when it was put back
-	home    *idleConns    // its host's stack in the pool (entries are never removed)
+	home    *idleConns    // its host's stack in the pool, where put returns it
 	reused  bool
 	abort   func() // unblocks a read or write: the client went away
 
@@ -282,10 +282,10 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 	return c, nil
 }
 
-// put keeps c for reuse, or closes it when the pool is full or closed,
-// or when the host sent more than its response (bytes no request asked
-// for would be read as the next response).
-func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
+// put keeps c for reuse on its host's stack, or closes it when the pool
+// is full or closed, or when the host sent more than its response (bytes
+// no request asked for would be read as the next response).
+func (fp *fastPool) put(c *fconn, now time.Time) {
 	if fp.closed.Load() || c.br.Buffered() > 0 {
 		_ = c.Close()
 		return
@@ -293,9 +293,6 @@ func (fp *fastPool) put(addr string, c *fconn, now time.Time) {
 	c.release()
 	c.idle = now
 	ic := c.home
-	if ic == nil {
-		ic = fp.idle(addr)
-	}
 	ic.mu.Lock()
 	// closed again under the lock: a closeIdle that began since the check
 	// above has either taken this stack already or will find c on it.
@@ -458,9 +455,6 @@ func (p *Proxy) serveFast(w http.ResponseWriter, r *http.Request, a *attempt) {
 	addr := a.host.URL.Host
 	fresh := false
 	now := a.picked // Options.Now's reading, for the pool's idle times
-	if now.IsZero() {
-		now = p.opts.Now()
-	}
 	for {
 		c, err := p.fast.get(ctx, addr, now, fresh)
 		if err != nil {
@@ -547,7 +541,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 			reuse = false // the deadline may be poisoned
 		}
 		if reuse {
-			p.fast.put(a.host.URL.Host, c, p.opts.Now())
+			p.fast.put(c, p.opts.Now())
 		} else if err == nil {
 			_ = c.Close()
 		}
