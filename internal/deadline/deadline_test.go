@@ -32,7 +32,10 @@ func (r *recorder) get() (int, time.Time) {
 // from the last Start; the bounds are long enough for a busy machine to
 // tell early from on time, and late is allowed generously.
 func TestTimer(t *testing.T) {
-	const ms = time.Millisecond
+	// u is the scripts' unit of time: 5 ms, so that a busy machine (CI runs
+	// the packages side by side, under -race) still tells early from on
+	// time. Each script takes 1-2 s.
+	const u = 5 * time.Millisecond
 	type step struct {
 		start time.Duration // Start(start) when > 0
 		end   bool          // End(), want endFired
@@ -48,23 +51,23 @@ func TestTimer(t *testing.T) {
 		// after is the least time from the last Start to the last call.
 		after time.Duration
 	}{
-		{"runs out", []step{{start: 60 * ms, wait: 250 * ms}, {end: true, endFired: true}}, 1, 60 * ms},
-		{"ended in time", []step{{start: 100 * ms, wait: 20 * ms}, {end: true}, {wait: 200 * ms}}, 0, 0},
-		// The first bound's timer fires 40 ms into the second bound and
-		// must wait out its remaining 100 ms.
+		{"runs out", []step{{start: 60 * u, wait: 250 * u}, {end: true, endFired: true}}, 1, 60 * u},
+		{"ended in time", []step{{start: 100 * u, wait: 20 * u}, {end: true}, {wait: 200 * u}}, 0, 0},
+		// The first bound's timer fires 40 units into the second bound and
+		// must wait out its remaining 60.
 		{"pending timer waits out the rest", []step{
-			{start: 100 * ms, wait: 10 * ms}, {end: true}, {wait: 50 * ms},
-			{start: 100 * ms, wait: 300 * ms}, {end: true, endFired: true}}, 1, 100 * ms},
+			{start: 100 * u, wait: 10 * u}, {end: true}, {wait: 50 * u},
+			{start: 100 * u, wait: 300 * u}, {end: true, endFired: true}}, 1, 100 * u},
 		// A shorter bound after a longer one is not held to the longer
 		// one's timer.
 		{"shorter bound after longer", []step{
-			{start: 2 * time.Second, wait: 10 * ms}, {end: true},
-			{start: 50 * ms, wait: 250 * ms}, {end: true, endFired: true}}, 1, 50 * ms},
+			{start: 2 * time.Second, wait: 10 * u}, {end: true},
+			{start: 50 * u, wait: 250 * u}, {end: true, endFired: true}}, 1, 50 * u},
 		{"once per bound", []step{
-			{start: 30 * ms, wait: 150 * ms}, {end: true, endFired: true},
-			{start: 30 * ms, wait: 150 * ms}, {end: true, endFired: true}}, 2, 30 * ms},
-		{"restart without end", []step{{start: 60 * ms, wait: 30 * ms}, {start: 60 * ms, wait: 250 * ms}}, 1, 60 * ms},
-		{"stop", []step{{start: 50 * ms, wait: 10 * ms}, {stop: true}, {start: 20 * ms, wait: 200 * ms}, {end: true}}, 0, 0},
+			{start: 30 * u, wait: 150 * u}, {end: true, endFired: true},
+			{start: 30 * u, wait: 150 * u}, {end: true, endFired: true}}, 2, 30 * u},
+		{"restart without end", []step{{start: 60 * u, wait: 30 * u}, {start: 60 * u, wait: 250 * u}}, 1, 60 * u},
+		{"stop", []step{{start: 50 * u, wait: 10 * u}, {stop: true}, {start: 20 * u, wait: 200 * u}, {end: true}}, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,7 +118,12 @@ func TestTimerRaces(t *testing.T) {
 			ranOut++
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // an f that End saw begin may still be on its way
+	// An f that End saw begin may still be on its way: wait for them all,
+	// then a little more for any f that should not have run at all.
+	for wait := time.Now().Add(5 * time.Second); calls.Load() < ranOut && time.Now().Before(wait); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
 	if got := calls.Load(); got != ranOut {
 		t.Fatalf("f ran %d times; End reported %d bounds run out", got, ranOut)
 	}

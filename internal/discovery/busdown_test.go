@@ -87,7 +87,7 @@ func TestGatewayBusOutageKeepsHosts(t *testing.T) {
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
 	_, stopHost := runHost(t, busURL, "web-1", k, []string{"hello"})
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 
 	l.down()
 	tu.WaitFor(t, 2*time.Second, func() bool { return e.nc.Status() != nats.CONNECTED }, "gateway still connected")

@@ -59,7 +59,7 @@ func TestHonestHostEndToEnd(t *testing.T) {
 	e.keys.enrol("web-1", pub, "hello", "shop")
 	addr, stop := runHost(t, e.url, "web-1", k, []string{"hello"})
 
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "honest host not routable within 1s")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "honest host not routable within 5s")
 	hi := e.info("web-1")
 	if hi.State != route.HostVerified || hi.Addr != addr || hi.VerifiedAt.IsZero() || hi.LastError != "" || hi.Scheme != "http" {
 		t.Fatalf("info %+v", hi)
@@ -76,7 +76,7 @@ func TestHonestHostEndToEnd(t *testing.T) {
 	}
 
 	stop() // leave
-	tu.WaitFor(t, time.Second, func() bool {
+	tu.WaitFor(t, 5*time.Second, func() bool {
 		return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1")
 	}, "not draining after leave")
 	if !e.live.Load().HasHosts("hello") {
@@ -172,7 +172,7 @@ func TestDishonestHostsNeverRoutable(t *testing.T) {
 	}
 	// The honest key at the honest address still verifies.
 	e.publish(host.KindAnnounce, announce("real", honest.addr, pubHonest, "hello"))
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "real") }, "honest host not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "real") }, "honest host not routable")
 	if p := e.live.Load().Pool("hello"); len(p) != 1 {
 		t.Fatalf("pool %d hosts, want only the honest one", len(p))
 	}
@@ -185,7 +185,7 @@ func TestHeartbeatsKeepAndStop(t *testing.T) {
 	cs := newChallengeServer(t, "web-1", k)
 	e.keys.enrol("web-1", pub, "hello")
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 
 	// Heartbeats keep it routable well past 3 intervals.
 	for i := range 6 {
@@ -210,7 +210,7 @@ func TestHeartbeatsKeepAndStop(t *testing.T) {
 	}
 	// One heartbeat brings it back.
 	e.publish(host.KindHeartbeat, heartbeat("web-1", 0))
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "no recovery on heartbeat")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "no recovery on heartbeat")
 }
 
 func TestBadMessagesChangeNothing(t *testing.T) {
@@ -219,7 +219,7 @@ func TestBadMessagesChangeNothing(t *testing.T) {
 	cs := newChallengeServer(t, "web-1", k)
 	e.keys.enrol("web-1", pub, "hello")
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 	before := e.info("web-1")
 	tblBefore := e.live.Load()
 
@@ -250,7 +250,7 @@ func TestBadMessagesChangeNothing(t *testing.T) {
 	// Messages from one connection arrive in order: once this one is
 	// applied, all of the above were handled.
 	e.publish(host.KindHeartbeat, heartbeat("web-1", 7))
-	tu.WaitFor(t, time.Second, func() bool { return e.info("web-1").Inflight == 7 }, "sentinel heartbeat not seen")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").Inflight == 7 }, "sentinel heartbeat not seen")
 
 	after := e.info("web-1")
 	after.Inflight, after.LastHeartbeat = before.Inflight, before.LastHeartbeat
@@ -279,7 +279,7 @@ func TestReverifyRevokes(t *testing.T) {
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
 	_, _ = runHost(t, e.url, "web-1", k, []string{"hello"})
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 	first := e.info("web-1").VerifiedAt
 	tu.WaitFor(t, 2*time.Second, func() bool { return e.info("web-1").VerifiedAt.After(first) }, "not re-verified")
 	if hi := e.info("web-1"); hi.LastError != "" || hi.State == route.HostProvisional {
@@ -301,7 +301,7 @@ func TestClaimChangeNeedsProof(t *testing.T) {
 	e.keys.enrol("web-1", pub, "hello", "shop")
 	cs := newChallengeServer(t, "web-1", k)
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 	neverAt := func(addr string) func() {
 		return func() {
 			for _, h := range e.live.Load().Pool("hello") {
@@ -360,7 +360,7 @@ func TestActiveHealthProbe(t *testing.T) {
 	cs := newChallengeServer(t, "web-1", k)
 	e.keys.enrol("web-1", pub, "hello")
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 	stopHB := make(chan struct{})
 	hbDone := make(chan struct{})
 	go func() {
@@ -380,12 +380,12 @@ func TestActiveHealthProbe(t *testing.T) {
 	defer func() { close(stopHB); <-hbDone }()
 
 	cs.setHealth(503)
-	tu.WaitFor(t, time.Second, func() bool {
+	tu.WaitFor(t, 5*time.Second, func() bool {
 		return e.info("web-1").State == route.HostUnhealthy && !e.routable("hello", "web-1")
 	}, "failed probe did not make it unhealthy")
 	if !strings.Contains(e.info("web-1").LastError, "503") {
 		t.Fatalf("unhealthy but %+v", e.info("web-1"))
 	}
 	cs.setHealth(200)
-	tu.WaitFor(t, time.Second, func() bool { return e.routable("hello", "web-1") }, "passing probe did not restore it")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "passing probe did not restore it")
 }

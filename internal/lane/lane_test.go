@@ -484,12 +484,15 @@ func TestIdleTimeout(t *testing.T) {
 			}
 			roundTrip("/one")
 			time.Sleep(idle - 250*time.Millisecond) // past warmFor in the long case
-			roundTrip("/two")
+			// The idle wait begins after the server answered /two, so a
+			// clock started before the request never reads it short,
+			// however late this goroutine runs.
 			last := time.Now()
+			roundTrip("/two")
 			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 				t.Fatalf("read on an idle connection: %v, want EOF", err)
 			}
-			if d := time.Since(last); d < idle-idle/10-50*time.Millisecond || d > idle+700*time.Millisecond {
+			if d := time.Since(last); d < idle-idle/10 || d > idle+1500*time.Millisecond {
 				t.Fatalf("idle connection closed after %v, want about %v", d, idle)
 			}
 			if n := th.lane.Load(); n != 2 {
@@ -512,7 +515,9 @@ func TestHeadSpanningTheIdleWait(t *testing.T) {
 		rest  time.Duration // and its rest, after those
 	}{
 		{"warm wait", 5 * time.Second, warmFor / 2, warmFor + 100*time.Millisecond},
-		{"fresh goroutine's wait", warmFor + 350*time.Millisecond, warmFor + 250*time.Millisecond, 300 * time.Millisecond},
+		// The head begins 750 ms before the idle wait would end (a margin
+		// for a busy machine) and ends 250 ms after it.
+		{"fresh goroutine's wait", warmFor + time.Second, warmFor + 250*time.Millisecond, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			th := &testHandler{}
@@ -621,7 +626,7 @@ func TestShutdown(t *testing.T) {
 		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 			t.Fatalf("idle connection after Shutdown: %v, want EOF", err)
 		}
-		if d := time.Since(start); d > 200*time.Millisecond {
+		if d := time.Since(start); d > time.Second {
 			t.Fatalf("an idle connection closed %v after Shutdown, want at once", d)
 		}
 	}

@@ -168,6 +168,9 @@ func TestStaticProbes(t *testing.T) {
 		Key:           k,
 		Static:        []cluster.Peer{{ID: "ap", URL: a.srv.URL, PublicKey: pubOf(newKey(t))}, {ID: "us", URL: b.srv.URL + "/", PublicKey: pubOf(newKey(t))}},
 		ProbeInterval: interval,
+		// Not interval/2: three slow answers in a row on a busy machine
+		// would drop the healthy peer. The failing ones fail at once.
+		ProbeTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -189,24 +189,24 @@ func TestChangesReachOtherGateway(t *testing.T) {
 	g1, g2 := run(t, s1), run(t, s2)
 
 	mustPut(t, s1.PutApp(ctx, &route.App{ID: "hello", Status: route.StatusActive}))
-	testutil.WaitFor(t, time.Second, func() bool { return g2.routes("hello.apps.example.com", "hello") }, "app put on gateway 1 not routed by gateway 2")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g2.routes("hello.apps.example.com", "hello") }, "app put on gateway 1 not routed by gateway 2")
 
 	mustPut(t, s2.PutDomain(ctx, &route.Domain{Domain: "www.hello.test", App: "hello", Verified: true}))
-	testutil.WaitFor(t, time.Second, func() bool { return g1.routes("www.hello.test", "hello") }, "domain put on gateway 2 not routed by gateway 1")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g1.routes("www.hello.test", "hello") }, "domain put on gateway 2 not routed by gateway 1")
 
 	mustPut(t, s1.PutRecord(ctx, &route.Record{Zone: "apps.example.com", Name: "*", Type: "A", Values: []string{"127.0.0.1"}}))
-	testutil.WaitFor(t, time.Second, func() bool { return len(g2.live.Load().Records("apps.example.com")) == 1 }, "record not in gateway 2's table")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(g2.live.Load().Records("apps.example.com")) == 1 }, "record not in gateway 2's table")
 
 	mustPut(t, s2.DeleteApp(ctx, "hello"))
-	testutil.WaitFor(t, time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return g1.live.Load().App("hello") == nil && !g1.routes("www.hello.test", "hello")
 	}, "app delete on gateway 2 not seen by gateway 1")
 
 	mustPut(t, s1.DeleteRecord(ctx, "apps.example.com", "*", "A"))
-	testutil.WaitFor(t, time.Second, func() bool { return len(g2.live.Load().Records("apps.example.com")) == 0 }, "record delete not seen")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(g2.live.Load().Records("apps.example.com")) == 0 }, "record delete not seen")
 
 	mustPut(t, s1.DeleteZone(ctx, "apps.example.com"))
-	testutil.WaitFor(t, time.Second, func() bool { return g2.live.Load().Zone("apps.example.com") == nil }, "zone delete not seen")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g2.live.Load().Zone("apps.example.com") == nil }, "zone delete not seen")
 }
 
 // Bad values in a bucket, written behind the store's back, are skipped
@@ -252,7 +252,7 @@ func TestBadValuesSkipped(t *testing.T) {
 	// Live: a bad value over a good one is skipped; the good one stays.
 	rawPut("good", `{"id":`)
 	mustPut(t, s.PutApp(ctx, &route.App{ID: "later"}))
-	testutil.WaitFor(t, time.Second, func() bool { return g.routes("later.z.test", "later") }, "later app not applied")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g.routes("later.z.test", "later") }, "later app not applied")
 	if !g.routes("good.z.test", "good") {
 		t.Fatal("a bad live value replaced a good app")
 	}

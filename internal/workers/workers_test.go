@@ -108,7 +108,12 @@ func TestPool(t *testing.T) {
 			w.Go(c)
 			<-done
 		}
-		time.Sleep(20 * time.Millisecond) // the last task's goroutine is back
+		// The last task's goroutine goes back to waiting after its task
+		// said done; give it up to half an idle timeout, well before
+		// any waiting goroutine could end.
+		for back := time.Now().Add(idleFor / 2); w.Idle() == 0 && time.Now().Before(back); {
+			time.Sleep(time.Millisecond)
+		}
 		if n := w.Idle(); n != 1 {
 			t.Fatalf("%d goroutines wait after tasks one at a time, want 1: the other should have ended", n)
 		}
