@@ -127,7 +127,10 @@ func TestResumedOnReusedGoroutine(t *testing.T) {
 	cl.roundTrip(t, "/second")
 	cl.roundTrip(t, "/third")
 	for i := range 3 {
-		time.Sleep(warmFor + 100*time.Millisecond) // parked again
+		// Parked again, and the goroutine that served the last request
+		// back waiting in its pool: it waits warm for warmFor first, so
+		// 500 ms more is the margin a busy machine gets.
+		time.Sleep(warmFor + 500*time.Millisecond)
 		cl.roundTrip(t, "/r"+string(rune('0'+i)))
 	}
 	if got := th.lane.Load(); got != 6 {
@@ -144,7 +147,7 @@ func TestResumedOnReusedGoroutine(t *testing.T) {
 	cl2 := dialClients(t, addr2, 1)[0]
 	for i := range 3 {
 		cl2.roundTrip(t, "/p"+string(rune('0'+i)))
-		time.Sleep(warmFor + 100*time.Millisecond) // parked
+		time.Sleep(warmFor + 500*time.Millisecond) // parked, its goroutine back in the pool
 	}
 	if got := th2.lane.Load(); got != 3 {
 		t.Fatalf("lane served %d requests, want 3", got)
