@@ -56,9 +56,7 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 		// The stream's end can reach the client before the handler's
 		// goroutine is back waiting: let it be, as a pause between
 		// requests would (up to 1 s on a busy machine).
-		for back := time.Now().Add(time.Second); e.offload.pool.Idle() == 0 && time.Now().Before(back); {
-			time.Sleep(time.Millisecond)
-		}
+		testutil.Eventually(time.Second, func() bool { return e.offload.pool.Idle() > 0 })
 	}
 	if got := e.offload.pool.Started(); got > 5 {
 		t.Fatalf("%d goroutines started for %d requests one after another: not reused", got, n)
@@ -77,10 +75,7 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 	carried := func(l string) bool {
 		return strings.Contains(l, "handler goroutine (offloaded)") && strings.Contains(l, "TestHTTP2HandlersOnReusedGoroutines.func1")
 	}
-	for wait := time.Now().Add(5 * time.Second); !carried(logs.String()) && time.Now().Before(wait); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if l := logs.String(); !carried(l) {
-		t.Fatalf("the panic's log does not carry the handler's stack:\n%s", l)
+	if !testutil.Eventually(5*time.Second, func() bool { return carried(logs.String()) }) {
+		t.Fatalf("the panic's log does not carry the handler's stack:\n%s", logs.String())
 	}
 }
