@@ -167,7 +167,7 @@ func (e *Edge) Run(ctx context.Context) error {
 			// those it does not serve itself (see internal/lane).
 			handed = newChanListener(e.httpLn.Addr())
 			var err error
-			if fast, err = e.newLane(plain, handed); err != nil {
+			if fast, err = e.newLane(plain, handed.hand); err != nil {
 				return err
 			}
 		}
@@ -181,7 +181,8 @@ func (e *Edge) Run(ctx context.Context) error {
 			// HTTP/1.1 over TLS takes the lane too; h2 goes straight to
 			// net/http (serveTLSConn decides by ALPN).
 			var err error
-			if fastTLS, err = e.newLane(l7, l7ln); err != nil {
+			handTLS := func(c net.Conn) { l7ln.hand(e.wrapTLS(c)) }
+			if fastTLS, err = e.newLane(l7, handTLS); err != nil {
 				return err
 			}
 		}
@@ -288,11 +289,11 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 }
 
 // newLane builds the lane in front of srv: it serves srv's handler and
-// hands srv (through handed) the connections it does not take.
-func (e *Edge) newLane(srv *http.Server, handed *chanListener) (*lane.Server, error) {
+// hands srv (through handoff) the connections it does not take.
+func (e *Edge) newLane(srv *http.Server, handoff func(net.Conn)) (*lane.Server, error) {
 	return lane.New(lane.Options{
 		Handler:           srv.Handler,
-		Handoff:           handed.hand,
+		Handoff:           handoff,
 		Server:            srv,
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
 		IdleTimeout:       e.opts.IdleTimeout,

@@ -48,13 +48,24 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		conn.Close() // the challenge is the handshake; nothing follows
 		return
 	case "h2":
-	default:
-		if fast != nil {
-			fast.ServeConn(conn) // hands l7 what it does not serve
-			return
-		}
+		l7.hand(conn) // HTTP/2 frames its own bodies: nothing to guard
+		return
 	}
-	l7.hand(conn)
+	if fast != nil {
+		fast.ServeConn(conn) // hands l7 what it does not serve, through wrapTLS
+		return
+	}
+	l7.hand(e.wrapTLS(conn))
+}
+
+// wrapTLS applies Options.WrapTLS to an HTTP/1 connection of the https
+// listener before net/http reads it: net/http alone accepts a request with
+// both Content-Length and chunked framing, which DESIGN §2 step 4 refuses.
+func (e *Edge) wrapTLS(c net.Conn) net.Conn {
+	if e.opts.WrapTLS == nil {
+		return c
+	}
+	return e.opts.WrapTLS(c)
 }
 
 // passthrough pipes the raw client connection to a host of the app. The

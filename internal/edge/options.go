@@ -70,6 +70,13 @@ type Options struct {
 	// would otherwise accept). It is not applied to https: wrapping a
 	// *tls.Conn would hide r.TLS and HTTP/2. nil: no wrapper.
 	WrapHTTP func(net.Listener) net.Listener
+	// WrapTLS wraps each HTTP/1 connection of the https listener once its
+	// handshake is done (ALPN other than h2), for the same guard: the
+	// connections the lane hands net/http, or all of them when the lane is
+	// off. The wrapper must keep the connection's ConnectionState method,
+	// from which r.TLS is restored. HTTP/2 connections are never wrapped.
+	// nil: no wrapper.
+	WrapTLS func(net.Conn) net.Conn
 
 	// DisableLane serves HTTP/1 with net/http alone. By default
 	// internal/lane reads each HTTP/1.1 connection first (the http

@@ -133,6 +133,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		},
 		Passthrough:       edge.RoutePassthrough(&g.live, nil),
 		WrapHTTP:          gateway.GuardListener,
+		WrapTLS:           gateway.GuardTLSConn,
 		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
 		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,61 @@ func startTLSHost(t *testing.T, r *running, id, app string, cert tls.Certificate
 		t.Fatal(err)
 	}
 	runHost(t, r, "one", id, app, "tls", ln, h)
+}
+
+// Desync framings are refused on the https listener too, with 400 and a
+// closed connection, whether the lane reads the connection first or
+// net/http alone does (DESIGN §2 step 4); an honest chunked request still
+// reaches the host, which sees it came over TLS.
+func TestFramingRefusedOnHTTPSListener(t *testing.T) {
+	for _, fastPath := range []bool{true, false} {
+		t.Run(map[bool]string{true: "lane", false: "net/http"}[fastPath], func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Listeners.FastPath = fastPath
+			r := start(t, cfg)
+			if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
+				t.Fatalf("put: %d %s", code, body)
+			}
+			seen := make(chan string, 8)
+			startHost(t, r, "h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				b, _ := io.ReadAll(req.Body)
+				seen <- req.Method + " " + req.URL.Path + " " + string(b) + " " + req.Header.Get("X-Forwarded-Proto")
+			}))
+			testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host not routable")
+			exchange := func(raw string) string {
+				t.Helper()
+				c, err := tls.Dial("tcp", r.g.Addrs().HTTPS, &tls.Config{
+					ServerName: "hello.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, raw)
+				b, _ := io.ReadAll(c) // the gateway closes the connection
+				return string(b)
+			}
+			for _, raw := range []string{
+				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+			} {
+				if out := exchange(raw); !strings.HasPrefix(out, "HTTP/1.1 400") {
+					t.Errorf("%q: got %q", raw, out)
+				}
+			}
+			select {
+			case s := <-seen:
+				t.Fatalf("the host saw %s", s)
+			default:
+			}
+			out := exchange("POST /honest HTTP/1.1\r\nHost: hello.test.local\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\nbody\r\n0\r\n\r\n")
+			if !strings.HasPrefix(out, "HTTP/1.1 200") {
+				t.Fatalf("honest chunked request: %q", out)
+			}
+			if s := <-seen; s != "POST /honest body https" {
+				t.Fatalf("the host saw %q", s)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -30,8 +31,9 @@ import (
 // through untouched, to net/http's own checks.
 
 // GuardListener wraps every connection l accepts with [GuardConn]. Use it
-// on plaintext HTTP/1 listeners (http serve mode); a *tls.Conn must stay
-// unwrapped for net/http to see TLS and negotiate HTTP/2.
+// on plaintext HTTP/1 listeners (http serve mode). On https, where a
+// *tls.Conn must stay unwrapped for net/http to negotiate HTTP/2, the edge
+// guards each HTTP/1 connection after its handshake with [GuardTLSConn].
 func GuardListener(l net.Listener) net.Listener { return guardListener{l} }
 
 type guardListener struct{ net.Listener }
@@ -53,6 +55,30 @@ type guardConn struct {
 	net.Conn
 	f framer
 }
+
+// GuardTLSConn is [GuardConn] for an HTTP/1 connection of the https
+// listener, after its handshake: the wrapper still reports c's
+// ConnectionState, from which the edge restores r.TLS once net/http no
+// longer sees a *tls.Conn. c must have that method (a *tls.Conn, or the
+// lane's hand-over of one).
+func GuardTLSConn(c net.Conn) net.Conn {
+	cs, ok := c.(connectionStater)
+	if !ok {
+		return GuardConn(c)
+	}
+	return &guardTLSConn{guardConn: guardConn{Conn: c}, cs: cs}
+}
+
+type connectionStater interface {
+	ConnectionState() tls.ConnectionState
+}
+
+type guardTLSConn struct {
+	guardConn
+	cs connectionStater
+}
+
+func (c *guardTLSConn) ConnectionState() tls.ConnectionState { return c.cs.ConnectionState() }
 
 func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
 
