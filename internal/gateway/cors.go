@@ -12,10 +12,10 @@ import (
 
 // cors is step 5. A preflight (OPTIONS with Access-Control-Request-Method)
 // is answered here, 204 for an allowed origin and 403 otherwise, and never
-// goes further: the host never sees one. Any other request from an Origin
-// goes on, and its response carries Access-Control-Allow-Origin and
-// Vary: Origin only when the origin is on the app's list; whatever CORS
-// headers the host set are replaced, so the gateway's list is the only one.
+// goes further: the host never sees one. Any other request goes on, and its
+// response carries Access-Control-Allow-Origin and Vary: Origin only when
+// it came from an origin on the app's list; whatever CORS headers the host
+// set are replaced, so the gateway's list is the only one.
 func (g *Gateway) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := route.RequestFrom(r.Context())
@@ -36,12 +36,21 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 		if v := r.Header["Origin"]; len(v) > 0 {
 			origin = v[0]
 		}
-		if origin == "" {
-			next.ServeHTTP(w, r) // not a cross-origin browser request
-			return
-		}
-		next.ServeHTTP(&corsWriter{ResponseWriter: w, p: p, origin: origin}, r)
+		// Without an Origin too: Respond allows nothing for "", but still
+		// removes the host's own CORS headers, since a cache may hand this
+		// response to a cross-origin request later.
+		next.ServeHTTP(newCORSWriter(exchangeFrom(r.Context()), w, p, origin), r)
 	})
+}
+
+// newCORSWriter returns a corsWriter over w, in x's room when there is an
+// exchange (x nil: a layer tested alone), so that wrapping allocates nothing.
+func newCORSWriter(x *exchange, w http.ResponseWriter, p cors.Policy, origin string) *corsWriter {
+	if x == nil {
+		return &corsWriter{ResponseWriter: w, p: p, origin: origin}
+	}
+	x.cors = corsWriter{ResponseWriter: w, p: p, origin: origin}
+	return &x.cors
 }
 
 func corsPolicy(c route.CORS) cors.Policy {

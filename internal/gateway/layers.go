@@ -66,6 +66,7 @@ const (
 type exchange struct {
 	route.RequestContext
 	w    recorder
+	cors corsWriter // the cors layer's writer (cors.go)
 	peer netip.Addr // the connecting address, parsed once for observe and hygiene
 
 	vals [10]string // backing for one-value header slices (value)
