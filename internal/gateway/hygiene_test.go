@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
@@ -115,5 +116,45 @@ func TestHasPrefixFold(t *testing.T) {
 		if hasPrefixFold(k, "x-gatehouse-") {
 			t.Errorf("%q should not match", k)
 		}
+	}
+}
+
+// TestClientGatehouseTrailersNeverArrive: X-Gatehouse-* fields sent as
+// request trailers, declared or not, are stripped like headers; other
+// trailers still reach the host.
+func TestClientGatehouseTrailersNeverArrive(t *testing.T) {
+	e := newEnv(t, nil)
+	got := make(chan http.Header, 1)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.Trailer.Clone()
+	}))
+	tests := []struct{ name, declared, sent string }{
+		{"declared", "X-Gatehouse-Subject, X-Checksum", "X-Gatehouse-Subject: root\r\nX-Checksum: 1\r\n"},
+		{"underscore", "X_Gatehouse_App_Id, X-Checksum", "X_Gatehouse_App_Id: evil\r\nX-Checksum: 1\r\n"},
+		{"undeclared", "X-Checksum", "X-Gatehouse-Scopes: admin\r\nX-Checksum: 1\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := "POST / HTTP/1.1\r\nHost: hello.apps.test\r\nTransfer-Encoding: chunked\r\nTrailer: " + tt.declared +
+				"\r\nConnection: close\r\n\r\n4\r\nbody\r\n0\r\n" + tt.sent + "\r\n"
+			if out, _ := e.rawExchange(raw); !strings.HasPrefix(out, "HTTP/1.1 200 ") {
+				t.Fatalf("got %q", out)
+			}
+			var h http.Header
+			select {
+			case h = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the host was not reached")
+			}
+			for k := range h {
+				if hasPrefixFold(k, "x-gatehouse-") {
+					t.Errorf("client trailer reached the host: %s: %v", k, h[k])
+				}
+			}
+			if h.Get("X-Checksum") != "1" {
+				t.Errorf("X-Checksum trailer lost: %v", h)
+			}
+		})
 	}
 }

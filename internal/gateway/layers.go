@@ -492,6 +492,9 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 			delete(h, k)
 		}
 	}
+	if r.Trailer != nil {
+		stripTrailers(r)
+	}
 	client := peer
 	switch {
 	case forwarded:
@@ -519,6 +522,39 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	if _, ok := h["X-Forwarded-Host"]; !ok {
 		h["X-Forwarded-Host"] = x.value(r.Host)
 	}
+}
+
+// stripTrailers keeps client X-Gatehouse-* fields out of r's trailers too.
+// A client that declares trailers gets r.Trailer, which net/http fills with
+// every trailer field it sends once the body has been read, and the proxy
+// passes that map on to the host: the declared names are dropped now, the
+// sent ones at the body's end, before the proxy writes them upstream.
+func stripTrailers(r *http.Request) {
+	dropGatehouse(r.Trailer)
+	r.Body = &trailerGuard{ReadCloser: r.Body, trailer: r.Trailer}
+}
+
+func dropGatehouse(h http.Header) {
+	for k := range h {
+		if hasPrefixFold(k, "x-gatehouse-") {
+			delete(h, k)
+		}
+	}
+}
+
+// trailerGuard is a request body that drops X-Gatehouse-* trailer fields
+// when it reaches its end, which is when net/http has just set them.
+type trailerGuard struct {
+	io.ReadCloser
+	trailer http.Header
+}
+
+func (b *trailerGuard) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		dropGatehouse(b.trailer)
+	}
+	return n, err
 }
 
 var (
