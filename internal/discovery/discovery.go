@@ -48,7 +48,7 @@ type job struct {
 type entry struct {
 	ann    host.Announce // apps sorted and unique
 	pub    ed25519.PublicKey
-	gen    uint64 // bumped by every announce; a result for an older gen is dropped
+	gen    uint64 // bumped by every announce and Reverify; a result for an older gen is dropped
 	health *route.Health
 
 	verified bool // the last verification for this gen passed
@@ -168,6 +168,9 @@ func (d *Discovery) Reverify(id string) error {
 		return fmt.Errorf("discovery: no host %q", id)
 	}
 	e.nextVerify = time.Time{}
+	// A check already in flight read the enrolment before this call (a
+	// revoked key, say): its result must not land after this one's.
+	e.gen++
 	d.enqueueLocked(id, e)
 	return nil
 }
