@@ -227,6 +227,13 @@ func (d *Discovery) get(ctx context.Context, a host.Announce, path string) error
 	}
 	c := *d.opts.HTTPClient
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if a.Scheme == host.SchemeH2C {
+		// Probe the way requests reach it: an h2c-only host refuses HTTP/1.1.
+		if tr := verify.H2CTransport(c.Transport); tr != nil {
+			defer tr.CloseIdleConnections()
+			c.Transport = tr
+		}
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("discovery: health probe: %v", err)

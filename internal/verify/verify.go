@@ -77,9 +77,9 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // [NewClient]'s; a given client is used as is except that redirects are
 // never followed (a redirect would send the challenge elsewhere). The
 // client's transport must accept the host's certificate for https and tls
-// hosts, as NewClient's does. h2c hosts are challenged over HTTP/1.1, so
-// their server must accept it too (Go's h2c handlers do). Bound the call
-// with ctx.
+// hosts, as NewClient's does. h2c hosts are challenged over HTTP/2 with
+// prior knowledge, as the gateway proxies to them, when the client's
+// transport is an *http.Transport (or nil). Bound the call with ctx.
 func Host(ctx context.Context, client *http.Client, claim Claim, gatewayID string, pub ed25519.PublicKey) error {
 	u, err := challengeURL(claim)
 	if err != nil {
@@ -101,7 +101,7 @@ func Host(ctx context.Context, client *http.Client, claim Claim, gatewayID strin
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadClaim, err)
 	}
-	sig, err := post(ctx, client, u, req)
+	sig, err := post(ctx, client, claim.Scheme == host.SchemeH2C, u, req)
 	if err != nil {
 		return err
 	}
@@ -128,13 +128,22 @@ func challengeURL(c Claim) (string, error) {
 }
 
 // post sends the challenge and returns the decoded signature bytes.
-func post(ctx context.Context, client *http.Client, url string, cr host.ChallengeRequest) ([]byte, error) {
+func post(ctx context.Context, client *http.Client, h2c bool, url string, cr host.ChallengeRequest) ([]byte, error) {
 	if client == nil {
 		client = NewClient()
 	} else {
 		c := *client
 		c.CheckRedirect = noRedirect
 		client = &c
+	}
+	if h2c {
+		// The proxy speaks only HTTP/2 to an h2c host: challenge it the
+		// same way, so an h2c-only backend verifies and an HTTP/1.1-only
+		// one cannot pass as h2c.
+		if tr := H2CTransport(client.Transport); tr != nil {
+			defer tr.CloseIdleConnections()
+			client.Transport = tr
+		}
 	}
 	body, _ := json.Marshal(cr)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -169,6 +178,24 @@ func post(ctx context.Context, client *http.Client, url string, cr host.Challeng
 		return nil, fmt.Errorf("%w: signature is not std base64 of 64 bytes", ErrBadResponse)
 	}
 	return sig, nil
+}
+
+// H2CTransport returns a copy of rt (nil: http.DefaultTransport) that
+// speaks HTTP/2 with prior knowledge over plain TCP, as the proxy does to
+// h2c hosts, or nil when rt is not an *http.Transport and must be used as
+// it is. The caller closes its idle connections when done.
+func H2CTransport(rt http.RoundTripper) *http.Transport {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	base, ok := rt.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	tr := base.Clone()
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return tr
 }
 
 func isTimeout(err error) bool {

@@ -117,7 +117,7 @@ func TestHost(t *testing.T) {
 		reason string
 	}{
 		{"honest http", verify.Claim{"web-1", honestAddr, "http"}, pub, nil, ""},
-		{"honest h2c claim", verify.Claim{"web-1", honestAddr, "h2c"}, pub, nil, ""},
+		{"h2c claim at an http/1.1-only host", verify.Claim{"web-1", honestAddr, "h2c"}, pub, verify.ErrUnreachable, "unreachable"},
 		{"honest https, self-signed", verify.Claim{"web-1", tlsAddr, "https"}, pub, nil, ""},
 		{"honest tls passthrough", verify.Claim{"web-1", tlsAddr, "tls"}, pub, nil, ""},
 		{"other host id", verify.Claim{"web-2", honestAddr, "http"}, pub, verify.ErrBadSignature, "bad_signature"},
