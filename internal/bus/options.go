@@ -17,7 +17,9 @@ const DefaultListen = "127.0.0.1:4222"
 type Options struct {
 	// URL is one or several NATS URLs, comma separated
 	// ("nats://a:4222,nats://b:4222"). Empty means: start an embedded
-	// server. Schemes nats and tls are accepted; a missing port means 4222.
+	// server. Schemes nats and tls are accepted (a missing port means
+	// 4222), or ws and wss for NATS over WebSocket; one list does not mix
+	// the two kinds, which the client cannot do.
 	URL string
 	// Listen is the embedded server's client listen address, host:port.
 	// Empty means DefaultListen; port 0 picks a free port (tests).
@@ -57,6 +59,7 @@ func (o *Options) validate() (urls []string, host string, port int, err error) {
 
 func parseURLs(s string) ([]string, error) {
 	var out []string
+	ws := 0 // how many are WebSocket URLs
 	for _, raw := range strings.Split(s, ",") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
@@ -66,8 +69,12 @@ func parseURLs(s string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bus: url %q: %v", raw, err)
 		}
-		if u.Scheme != "nats" && u.Scheme != "tls" {
-			return nil, fmt.Errorf("bus: url %q: scheme must be nats or tls", raw)
+		switch u.Scheme {
+		case "nats", "tls":
+		case "ws", "wss":
+			ws++
+		default:
+			return nil, fmt.Errorf("bus: url %q: scheme must be nats, tls, ws or wss", raw)
 		}
 		if u.Hostname() == "" {
 			return nil, fmt.Errorf("bus: url %q: missing host", raw)
@@ -81,6 +88,9 @@ func parseURLs(s string) ([]string, error) {
 			return nil, fmt.Errorf("bus: url %q: must be scheme://host:port only", raw)
 		}
 		out = append(out, raw)
+	}
+	if ws != 0 && ws != len(out) {
+		return nil, fmt.Errorf("bus: url %q: mixes ws/wss with nats/tls URLs", s)
 	}
 	return out, nil
 }
