@@ -47,7 +47,7 @@ func New(opts Options) (*Edge, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns)}, nil
+	return &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout)}, nil
 }
 
 // ListenManagement binds the management listener only. Call it before

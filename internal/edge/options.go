@@ -101,7 +101,10 @@ type Options struct {
 	// ReadHeaderTimeout bounds reading a request's headers, and on https
 	// the ClientHello and the TLS handshake. Zero means 10 s.
 	ReadHeaderTimeout time.Duration
-	// IdleTimeout closes idle keep-alive connections. Zero means 120 s.
+	// IdleTimeout closes idle keep-alive connections, and a client that
+	// stops reading: a response write it does not take within IdleTimeout
+	// (to one and a half times it) fails and the connection is closed.
+	// Zero means 120 s.
 	IdleTimeout time.Duration
 	// DrainTimeout bounds graceful drain after Run's context ends. Zero
 	// means 30 s.

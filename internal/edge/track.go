@@ -4,7 +4,9 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
@@ -14,6 +16,9 @@ import (
 // drain can close what is left, hijacked connections included.
 type tracker struct {
 	gauge Gauge
+	// stall bounds how long a write to a wrapped connection may wait for
+	// the client to take it; zero: no bound.
+	stall time.Duration
 
 	mu    sync.Mutex
 	n     int64
@@ -21,10 +26,10 @@ type tracker struct {
 	zero  chan struct{} // closed while n == 0
 }
 
-func newTracker(g Gauge) *tracker {
+func newTracker(g Gauge, stall time.Duration) *tracker {
 	z := make(chan struct{})
 	close(z)
-	return &tracker{gauge: g, conns: map[*trackedConn]struct{}{}, zero: z}
+	return &tracker{gauge: g, stall: stall, conns: map[*trackedConn]struct{}{}, zero: z}
 }
 
 // add counts one more connection.
@@ -90,11 +95,55 @@ func (t *tracker) closeAll() {
 	}
 }
 
-// trackedConn is a counted client connection.
+// trackedConn is a counted client connection. Its writes are bounded by
+// the tracker's stall: a client that stops reading (DESIGN §3: "a client
+// that cannot keep up is closed") makes the write fail, and its server
+// closes the connection, instead of a handler and its upstream
+// connection waiting on it for as long as the client likes.
 type trackedConn struct {
 	net.Conn
 	t    *tracker
 	once sync.Once
+
+	// wdl is the write deadline Write last set (unix ns; 0: none).
+	// theirs says someone else set one (tls.Conn.Close bounds its
+	// close_notify to 5 s, a handler may use http.ResponseController):
+	// Write leaves it alone until it is cleared.
+	wdl    atomic.Int64
+	theirs atomic.Bool
+}
+
+// Write arms the stall deadline, then writes. Re-arming costs a runtime
+// timer update, so it happens only when less than a stall is left, for a
+// stall and a half: every write has at least a stall to go through.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if s := int64(c.t.stall); s > 0 && !c.theirs.Load() {
+		now := time.Now().UnixNano()
+		if c.wdl.Load()-now < s {
+			d := now + s + s/2
+			if c.Conn.SetWriteDeadline(time.Unix(0, d)) == nil {
+				c.wdl.Store(d)
+			}
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *trackedConn) SetWriteDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// noteDeadline records a write deadline set from outside: a zero one
+// hands the stall bound back to Write.
+func (c *trackedConn) noteDeadline(t time.Time) {
+	c.theirs.Store(!t.IsZero())
+	c.wdl.Store(0)
 }
 
 func (c *trackedConn) Close() error {
