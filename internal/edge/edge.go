@@ -123,9 +123,11 @@ func (e *Edge) httpsPort() int {
 	return 443
 }
 
+// server returns an http.Server for h. Its HTTP/1 requests pass
+// headerLimit first; a lane in front of it serves h itself (newLane).
 func (e *Edge) server(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           e.headerLimit(h),
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
 		IdleTimeout:       e.opts.IdleTimeout,
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
@@ -161,20 +163,22 @@ func (e *Edge) Run(ctx context.Context) error {
 		mgmt = e.server(e.managementHandler())
 	}
 	if e.httpLn != nil {
-		plain = e.server(e.httpHandler())
+		ph := e.httpHandler()
+		plain = e.server(ph)
 		if e.opts.HTTPMode == ModeServe && !e.opts.DisableLane {
 			// The lane reads the connections first and hands net/http
 			// those it does not serve itself (see internal/lane).
 			handed = newChanListener(e.httpLn.Addr())
 			var err error
-			if fast, err = e.newLane(plain, handed.hand); err != nil {
+			if fast, err = e.newLane(plain, ph, handed.hand); err != nil {
 				return err
 			}
 		}
 	}
 	if e.ln != nil {
 		e.offload = newOffload(&e.wg, e.limits(e.opts.Handler))
-		l7 = e.server(withTLSState(e.offload))
+		l7h := withTLSState(e.offload)
+		l7 = e.server(l7h)
 		l7.ConnContext = tlsStateContext
 		l7ln = newChanListener(e.ln.Addr())
 		if !e.opts.DisableLane {
@@ -182,7 +186,7 @@ func (e *Edge) Run(ctx context.Context) error {
 			// net/http (serveTLSConn decides by ALPN).
 			var err error
 			handTLS := func(c net.Conn) { l7ln.hand(e.wrapTLS(c)) }
-			if fastTLS, err = e.newLane(l7, handTLS); err != nil {
+			if fastTLS, err = e.newLane(l7, l7h, handTLS); err != nil {
 				return err
 			}
 		}
@@ -288,11 +292,12 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	e.log.Info("edge: drained", "took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
 }
 
-// newLane builds the lane in front of srv: it serves srv's handler and
+// newLane builds the lane in front of srv: it serves h (srv's handler
+// without headerLimit: the lane reads no head over MaxHeaderBytes) and
 // hands srv (through handoff) the connections it does not take.
-func (e *Edge) newLane(srv *http.Server, handoff func(net.Conn)) (*lane.Server, error) {
+func (e *Edge) newLane(srv *http.Server, h http.Handler, handoff func(net.Conn)) (*lane.Server, error) {
 	return lane.New(lane.Options{
-		Handler:           srv.Handler,
+		Handler:           h,
 		Handoff:           handoff,
 		Server:            srv,
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,

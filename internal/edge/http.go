@@ -64,6 +64,38 @@ func (e *Edge) limits(next http.Handler) http.Handler {
 	})
 }
 
+// headerLimit answers 431 for an HTTP/1 head (request line and header
+// block) over MaxHeaderBytes. net/http reads up to MaxHeaderBytes plus
+// 4 KiB (its read buffer's slack) before it answers 431 itself, so the
+// head it parsed is measured again here, as it came on the wire but for
+// optional white space. HTTP/2 bounds its header list itself.
+func (e *Edge) headerLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 && headBytes(r) > e.opts.MaxHeaderBytes {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// headBytes is the size of r's head: "METHOD target PROTO\r\n", one
+// "Name: value\r\n" per field (Host included, which net/http moves to
+// r.Host), and the blank line.
+func headBytes(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2 + 2
+	if r.Host != "" {
+		n += len("Host: ") + len(r.Host) + 2
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
+}
+
 // readyz is the management listener's /readyz: 200 when serving and
 // ready, 503 while starting or draining; the open connection count is the
 // drain signal.
