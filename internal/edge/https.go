@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
@@ -25,7 +26,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		e.conns.done()
 		return
 	}
-	if hello.ServerName != "" && e.opts.Passthrough != nil {
+	if hello.ServerName != "" && e.opts.Passthrough != nil && e.meetsPosture(hello) {
 		if dial, ok := e.opts.Passthrough(hello.ServerName); ok {
 			e.passthrough(c, pc.Peeked(), hello.ServerName, dial)
 			return
@@ -66,6 +67,21 @@ func (e *Edge) wrapTLS(c net.Conn) net.Conn {
 		return c
 	}
 	return e.opts.WrapTLS(c)
+}
+
+// meetsPosture reports whether a hello meets the https listener's TLS
+// floor (DESIGN §3: TLS 1.2 minimum, X25519MLKEM768 with PQOnly), which
+// holds for passthrough apps too: the gateway is the one door. One that
+// does not is not piped; the gateway's own handshake refuses it.
+func (e *Edge) meetsPosture(h *sni.Hello) bool {
+	tls13 := slices.Contains(h.SupportedVersions, tls.VersionTLS13)
+	if e.opts.PQOnly {
+		return tls13 && slices.Contains(h.SupportedGroups, uint16(tls.X25519MLKEM768))
+	}
+	if len(h.SupportedVersions) > 0 {
+		return tls13 || slices.Contains(h.SupportedVersions, tls.VersionTLS12)
+	}
+	return h.Version >= tls.VersionTLS12
 }
 
 // passthrough pipes the raw client connection to a host of the app. The

@@ -64,6 +64,12 @@ type Options struct {
 	// name. nil: every connection is terminated.
 	Passthrough func(serverName string) (Dial, bool)
 
+	// PQOnly (tls.pq_only) never pipes a ClientHello that does not offer
+	// X25519MLKEM768 with TLS 1.3; TLS should then refuse the same hello
+	// (tlsmgr's config with PQOnly does), so it gets a handshake alert.
+	// A hello below TLS 1.2 is never piped either way.
+	PQOnly bool
+
 	// WrapHTTP wraps the plaintext http listener, for a guard that must see
 	// the raw bytes of each connection before Go's server parses them
 	// (gateway.GuardListener refuses request-smuggling framings the server

@@ -132,6 +132,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 			})
 		},
 		Passthrough:       edge.RoutePassthrough(&g.live, nil),
+		PQOnly:            cfg.TLS.PQOnly,
 		WrapHTTP:          gateway.GuardListener,
 		WrapTLS:           gateway.GuardTLSConn,
 		MaxRequestLine:    cfg.Listeners.MaxRequestLine,

@@ -29,5 +29,7 @@
 // signatures (ECDSA/RSA from the ACME CA) remain classical in Go's TLS stack
 // and in the Web PKI, so an attacker with a quantum computer at handshake
 // time could impersonate the server. Passthrough apps negotiate with their
-// own hosts; the gateway does not affect their key exchange.
+// own hosts; the edge pipes them only hellos that meet this posture (TLS
+// 1.2 minimum; with PQOnly, X25519MLKEM768 over TLS 1.3) and otherwise
+// leaves their key exchange alone.
 package tlsmgr
