@@ -477,6 +477,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"block","path":"/"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"admin"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a*b"}]}`, 400},
+		// rule paths the gateway could never match against a cleaned path:
+		// a deny written so would silently let everything through
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin/"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"//admin"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a/../admin"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin/./*"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin//*"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"//*"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin;x"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin."}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin%2f"}]}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin\\x"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","methods":["GE T"],"path":"/"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"id":"other"}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"mode":"http"} {"mode":"http"}`, 400},

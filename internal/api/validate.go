@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/netip"
 	"net/url"
+	pathpkg "path"
 	"regexp"
 	"strings"
 	"time"
@@ -119,10 +120,32 @@ func checkRule(i int, p *route.PolicyRule) error {
 	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n?#") {
 		return badInput("policy[%d].path: must start with / (an exact path or a prefix ending in /*), got %q", i, path)
 	}
-	if strings.Contains(strings.TrimSuffix(path, "/*"), "*") {
+	base := strings.TrimSuffix(path, "/*")
+	if strings.Contains(base, "*") {
 		return badInput("policy[%d].path: '*' is allowed only as a final /*, got %q", i, path)
 	}
+	if path != "/*" && (strings.Contains(path, "//") || !cleanRulePath(base)) { // "//*" would match "/" alone
+		return badInput("policy[%d].path: must be a clean path (no empty, '.' or '..' segment, no trailing '/' or '.', no '%%', ';' or '\\'), as requests are matched after cleaning, got %q", i, path)
+	}
 	return nil
+}
+
+// cleanRulePath reports whether p is a path the gateway's policy layer can
+// match: it compares rules with requests' cleaned, decoded paths
+// (internal/policy.Clean), so a rule such as "/admin/" or "/a/../admin"
+// would match no request at all, and a deny written so would let
+// everything through. This is internal/policy.Validate's rule, repeated
+// here because api does not import policy (STYLE §6.1).
+func cleanRulePath(p string) bool {
+	if strings.ContainsAny(p, "%;\\") || pathpkg.Clean(p) != p {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.HasSuffix(seg, ".") {
+			return false // a host drops a segment's trailing dots
+		}
+	}
+	return true
 }
 
 // normalizeDomain checks a custom domain name and returns its normalized
