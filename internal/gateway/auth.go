@@ -24,7 +24,8 @@ import (
 //
 // With claim limits on, the token's limits apply per subject: over rps or
 // connections is 429; read_Bps slows the request body and write_Bps the
-// response to their rate (backpressure, never a cut). A Server-Sent Events
+// response to their rate (backpressure, never a cut), and both the two
+// directions of a connection upgraded to another protocol. A Server-Sent Events
 // response whose token expires ends with an "auth-expired" event.
 func (g *Gateway) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,6 +52,11 @@ func (g *Gateway) auth(next http.Handler) http.Handler {
 			}
 			if grant.Write != nil {
 				w = limit.NewWriter(r.Context(), w, grant.Write)
+			}
+			if grant.Read != nil || grant.Write != nil {
+				// A protocol switch (WebSocket) hijacks the connection
+				// past the body and writer above: it gets the rates too.
+				w = limit.NewHijacker(r.Context(), w, grant.Read, grant.Write)
 			}
 		}
 		if c.ExpiresAt == nil { // cannot happen: exp is required

@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -194,6 +195,81 @@ func TestClaimByteRates(t *testing.T) {
 			t.Fatalf("the host received %d of %d bytes: the upload was cut", got, size)
 		}
 		within(t, "upload", size, d)
+	})
+}
+
+// TestClaimByteRatesOnUpgrade holds a WebSocket to its token's byte
+// rates: after the 101 the proxy copies a hijacked connection, not the
+// request body and response writer, and the budget must follow it there.
+func TestClaimByteRatesOnUpgrade(t *testing.T) {
+	const rate = 32 << 10 // bytes per second
+	const size = 64 << 10
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	payload := bytes.Repeat([]byte("x"), size)
+	upstream := make(chan time.Duration, 1) // how long the client's bytes took to reach the host
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		if r.URL.Path == "/down" {
+			_, _ = brw.Write(payload)
+			_ = brw.Flush()
+			_, _ = io.Copy(io.Discard, brw) // until the client closes
+			return
+		}
+		_ = brw.Flush()
+		start := time.Now()
+		if _, err := io.ReadFull(brw, make([]byte, size)); err == nil {
+			upstream <- time.Since(start)
+		}
+	})
+	within := func(t *testing.T, what string, d time.Duration) {
+		bps := float64(size) / d.Seconds()
+		t.Logf("%s: %d bytes in %s = %.0f B/s (rate %d B/s)", what, size, d.Round(time.Millisecond), bps, rate)
+		if bps > rate*1.3 || d > 10*time.Second {
+			t.Fatalf("%s: %.0f B/s in %s, want about %d B/s", what, bps, d, rate)
+		}
+	}
+	upgrade := func(t *testing.T, path, sub, claim string) (net.Conn, *bufio.Reader) {
+		tok := e.token(func(c jwt.MapClaims) { c["sub"] = sub; c["limits"] = map[string]int{claim: rate} })
+		c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+		_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: shop.apps.test\r\nAuthorization: Bearer "+tok+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %v %v", res, err)
+		}
+		return c, br
+	}
+	t.Run("write_Bps", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		_, br := upgrade(t, "/down", "ws-w", "write_Bps")
+		if _, err := io.ReadFull(br, make([]byte, size)); err != nil {
+			t.Fatalf("the stream was cut: %v", err)
+		}
+		within(t, "downstream", time.Since(start))
+	})
+	t.Run("read_Bps", func(t *testing.T) {
+		t.Parallel()
+		c, _ := upgrade(t, "/up", "ws-r", "read_Bps")
+		if _, err := c.Write(payload); err != nil {
+			t.Fatalf("the stream was cut: %v", err)
+		}
+		select {
+		case d := <-upstream:
+			within(t, "upstream", d)
+		case <-time.After(15 * time.Second):
+			t.Fatal("the host never received the upload")
+		}
 	})
 }
 

@@ -1,8 +1,10 @@
 package limit
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 
 	"golang.org/x/time/rate"
@@ -107,3 +109,71 @@ func (w *Writer) Flush() { _ = w.rc.Flush() }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijacker passes w through, except that a connection hijacked through it
+// (the proxy hijacks for a protocol switch such as a WebSocket) comes back
+// as a [Conn] at read's and write's rates: after the 101 the bytes no
+// longer pass the limited request body and response writer, and the
+// subject's budget must follow them.
+type Hijacker struct {
+	http.ResponseWriter
+	ctx         context.Context
+	read, write *rate.Limiter
+}
+
+// NewHijacker returns w whose hijacked connection reads at read's rate and
+// writes at write's (nil: that direction is not limited); ctx bounds the
+// waiting.
+func NewHijacker(ctx context.Context, w http.ResponseWriter, read, write *rate.Limiter) *Hijacker {
+	return &Hijacker{ResponseWriter: w, ctx: ctx, read: read, write: write}
+}
+
+// Hijack hijacks the underlying writer's connection and limits it. The
+// returned ReadWriter is the server's own, over the raw connection: the
+// proxy writes only the 101 head through it.
+func (h *Hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Conn{Conn: c, ctx: h.ctx, read: h.read, write: h.write}, brw, nil
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (h *Hijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// Conn is a connection whose reads and writes are slowed to their rates
+// (nil: not limited), waiting for the budget before passing bytes on, as
+// [Reader] and [Writer] do: backpressure, never a cut.
+type Conn struct {
+	net.Conn
+	ctx         context.Context
+	read, write *rate.Limiter
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.read == nil {
+		return c.Conn.Read(p)
+	}
+	return (&Reader{ctx: c.ctx, r: c.Conn, l: c.read}).Read(p)
+}
+
+func (c *Conn) Write(p []byte) (int, error) {
+	if c.write == nil {
+		return c.Conn.Write(p)
+	}
+	done := 0
+	for len(p) > 0 {
+		n := min(len(p), c.write.Burst())
+		if err := c.write.WaitN(c.ctx, n); err != nil {
+			return done, err
+		}
+		m, err := c.Conn.Write(p[:n])
+		done += m
+		if err != nil {
+			return done, err
+		}
+		p = p[n:]
+	}
+	return done, nil
+}

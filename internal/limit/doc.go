@@ -7,7 +7,8 @@
 //   - [Subjects]: the limits a verified token carries as claims (rps,
 //     connections, read_Bps, write_Bps), per token subject.
 //   - [Reader] and [Writer]: byte-rate limiting that slows a stream to its
-//     rate (backpressure) and never cuts it.
+//     rate (backpressure) and never cuts it; [Hijacker] and [Conn] do the
+//     same for a connection hijacked for a protocol switch (WebSocket).
 //
 // # Algorithm
 //
