@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
 const token = "platform-secret-token"
@@ -559,5 +562,65 @@ func TestNewValidates(t *testing.T) {
 	st, _ := newStore(t)
 	if _, err := New(Options{Store: st}); err == nil {
 		t.Error("New without NotFound succeeded")
+	}
+}
+
+// TestVerifyKeepsLaterChanges checks that a proof that takes a while (here
+// an http proof whose server answers only when told) does not write back
+// the mapping it read before: a DELETE or a move to another app made
+// meanwhile stands, and the verify answers 404 or 409 instead.
+func TestVerifyKeepsLaterChanges(t *testing.T) {
+	asked, answer := make(chan struct{}, 1), make(chan struct{}, 1)
+	var proofToken atomic.Value
+	proofSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		<-answer
+		io.WriteString(w, proofToken.Load().(string))
+	}))
+	t.Cleanup(proofSrv.Close)
+	client := verify.NewDomainClient()
+	client.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, proofSrv.Listener.Addr().String())
+	}
+	e := newEnv(t, func(o *Options) {
+		o.VerifyDomain = func(ctx context.Context, d route.Domain, method string) error {
+			return verify.Domain(ctx, verify.DomainOptions{HTTPClient: client}, verify.DomainClaim{Domain: d.Domain, App: d.App, Token: d.Token}, method)
+		}
+	})
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	cases := []struct {
+		name   string
+		change func()
+		status int
+		want   string // the mapping afterwards; "" for none
+	}{
+		{"deleted", func() { e.ok("DELETE", "/api/v3/domains/shop.example.org", nil, 204) }, 404, ""},
+		{"moved", func() { e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"blog"}`, 200) }, 409, `"app":"blog"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var d route.Domain
+			decodeInto(t, e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"shop"}`, 200), &d)
+			proofToken.Store(d.Token)
+			done := make(chan resp, 1)
+			go func() { done <- e.do("POST", "/api/v3/domains/shop.example.org/verify", token, `{"method":"http"}`) }()
+			<-asked // the proof is under way
+			c.change()
+			answer <- struct{}{}
+			r := <-done
+			if r.status != c.status {
+				t.Errorf("verify: %d, want %d: %s", r.status, c.status, r.body)
+			}
+			got := e.do("GET", "/api/v3/domains/shop.example.org", token, nil)
+			switch {
+			case c.want == "" && got.status != 404:
+				t.Errorf("the deleted mapping came back: %s", got.body)
+			case c.want != "" && (!strings.Contains(string(got.body), c.want) || !strings.Contains(string(got.body), `"verified":false`)):
+				t.Errorf("the moved mapping was overwritten: %s", got.body)
+			}
+			e.do("DELETE", "/api/v3/domains/shop.example.org", token, nil)
+		})
 	}
 }

@@ -311,6 +311,18 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 		if err := a.o.VerifyDomain(ctx, *d, b.Method); err != nil {
 			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %v", b.Method, err)}
 		}
+		// A proof takes up to seconds, and the mapping may have been
+		// deleted or moved to another app (a new token) meanwhile:
+		// writing back the copy read before would bring it back,
+		// verified, for the app it no longer belongs to.
+		cur, err := a.o.Store.GetDomain(ctx, name)
+		if err != nil {
+			return 0, nil, a.missing(err, "domain", name)
+		}
+		if cur.App != d.App || cur.Token != d.Token {
+			return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf("domain %q was changed while its proof was checked; verify it again", name)}
+		}
+		d = cur
 	}
 	if d.Verified {
 		return http.StatusOK, d, nil
