@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,12 +155,13 @@ var (
 	ErrQueryToken = errors.New("auth: a token in the query string is not accepted; send it in the Authorization header")
 	ErrInvalid    = errors.New("auth: invalid token")
 	ErrAudience   = errors.New("auth: token audience does not cover this app")
+	ErrScope      = errors.New("auth: token scope does not include platform")
 )
 
 // Status maps a verification error to the HTTP status to answer: 403 for
-// ErrAudience, 401 for everything else.
+// ErrAudience and ErrScope, 401 for everything else.
 func Status(err error) int {
-	if errors.Is(err, ErrAudience) {
+	if errors.Is(err, ErrAudience) || errors.Is(err, ErrScope) {
 		return http.StatusForbidden
 	}
 	return http.StatusUnauthorized
@@ -203,6 +205,40 @@ func BearerToken(r *http.Request) (string, error) {
 // exp (required) and nbf, then that aud lists app or "*". A token with
 // limits must name its subject.
 func (v *Verifier) Verify(tok, app string) (*Claims, error) {
+	c, err := v.parse(tok)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range c.Audience {
+		if a == app || a == "*" {
+			return c, nil
+		}
+	}
+	return nil, ErrAudience
+}
+
+// PlatformScope is the scope that makes a token the platform's credential
+// for the control API (DESIGN §7).
+const PlatformScope = "platform"
+
+// VerifyPlatform checks tok as the control API's credential: signature,
+// exp and nbf as [Verifier.Verify] does, then scope platform. aud is not
+// checked: it lists the apps a token is good for at the edge, and the
+// control API is none of them (requiring "*" would make every platform
+// credential an edge token for every app as well).
+func (v *Verifier) VerifyPlatform(tok string) (*Claims, error) {
+	c, err := v.parse(tok)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(c.Scope, PlatformScope) {
+		return nil, ErrScope
+	}
+	return c, nil
+}
+
+// parse checks tok's signature, exp, nbf and limits; not its aud.
+func (v *Verifier) parse(tok string) (*Claims, error) {
 	if !v.Enabled() {
 		return nil, fmt.Errorf("%w: no issuer is configured", ErrInvalid)
 	}
@@ -220,12 +256,7 @@ func (v *Verifier) Verify(tok, app string) (*Claims, error) {
 			return nil, fmt.Errorf("%w: a token with limits must have a sub", ErrInvalid)
 		}
 	}
-	for _, a := range c.Audience {
-		if a == app || a == "*" {
-			return c, nil
-		}
-	}
-	return nil, ErrAudience
+	return c, nil
 }
 
 // keyFor returns the keys of the token's issuer: the one its kid names, if

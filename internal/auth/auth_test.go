@@ -121,6 +121,45 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyPlatform: the control API's credential is a valid token with
+// scope platform, whatever its aud (DESIGN §7).
+func TestVerifyPlatform(t *testing.T) {
+	pub, priv := key(t)
+	_, other := key(t)
+	v, err := New(Options{Issuers: []Issuer{{Name: "idp", Keys: []ed25519.PublicKey{pub}}}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		return claims(func(c jwt.MapClaims) {
+			c["scope"] = "platform"
+			if mod != nil {
+				mod(c)
+			}
+		})
+	}
+	cases := []struct {
+		name string
+		tok  string
+		ok   bool
+	}{
+		{"aud of an app", sign(t, priv, "", platform(nil)), true},
+		{"aud star", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["aud"] = "*" })), true},
+		{"no aud", sign(t, priv, "", platform(func(c jwt.MapClaims) { delete(c, "aud") })), true},
+		{"scope list", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["scope"] = []string{"read", "platform"} })), true},
+		{"no platform scope", sign(t, priv, "", claims(nil)), false},
+		{"scope platform-ish", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["scope"] = "platform:read" })), false},
+		{"expired", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() })), false},
+		{"wrong key", sign(t, other, "", platform(nil)), false},
+		{"unknown issuer", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["iss"] = "evil" })), false},
+	}
+	for _, c := range cases {
+		if _, err := v.VerifyPlatform(c.tok); (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
+
 func TestKeysFiles(t *testing.T) {
 	pub1, priv1 := key(t)
 	pub2, priv2 := key(t)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -425,8 +424,8 @@ func platformVerifier(o auth.Options) func(*http.Request) bool {
 		if err != nil || tok == "" {
 			return false
 		}
-		c, err := v.Verify(tok, "*")
-		return err == nil && slices.Contains(c.Scope, "platform")
+		_, err = v.VerifyPlatform(tok)
+		return err == nil
 	}
 }
 

@@ -1,0 +1,71 @@
+package gatehouse
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/gatehouse-dev/gatehouse/internal/config"
+)
+
+// TestPlatformJWT: the control API takes, besides control.token, a bearer
+// token with scope platform from a configured issuer (DESIGN §7) - whatever
+// its aud, which names apps, not the control API - and nothing less.
+func TestPlatformJWT(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(t.TempDir(), "idp.pem")
+	if err := os.WriteFile(keys, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Auth.Issuers = []config.Issuer{{Issuer: "idp", KeysFile: keys}}
+	r := start(t, cfg)
+	sign := func(key ed25519.PrivateKey, mod func(jwt.MapClaims)) string {
+		c := jwt.MapClaims{"iss": "idp", "sub": "ops", "scope": "platform", "exp": time.Now().Add(time.Hour).Unix()}
+		mod(c)
+		s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cases := []struct {
+		name   string
+		tok    string
+		status int
+	}{
+		{"aud star", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*" }), 200},
+		{"aud naming the platform", sign(priv, func(c jwt.MapClaims) { c["aud"] = "gatehouse" }), 200},
+		{"no aud", sign(priv, func(jwt.MapClaims) {}), 200},
+		{"scope list", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["scope"] = []string{"read", "platform"} }), 200},
+		{"no platform scope", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["scope"] = "read write" }), 401},
+		{"expired", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["exp"] = time.Now().Add(-time.Minute).Unix() }), 401},
+		{"unknown issuer", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["iss"] = "other" }), 401},
+		{"wrong key", sign(other, func(c jwt.MapClaims) { c["aud"] = "*" }), 401},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().Management+"/api/v3/apps", nil)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != c.status {
+			t.Errorf("%s: status %d, want %d", c.name, res.StatusCode, c.status)
+		}
+	}
+}
