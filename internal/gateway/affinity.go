@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -222,7 +223,7 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 		case a.outcome == outcomeMoveOn && (replayable(r) || a.unsent && !body.touched()):
 			// Serve here; failover (if it comes to that) skips the owner.
 			g.log.Debug("gateway: owner cannot serve, serving locally", "app", rq.Match.App.ID, "owner", owner, "err", a.err)
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, owner)))
+			g.serveLocal(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, owner)), rq, next)
 		case a.outcome == outcomeMoveOn:
 			// A write that may have reached the owner: never replayed.
 			writeUpstreamError(w, a.err)
@@ -231,6 +232,93 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 		}
 	})
 }
+
+// serveLocal serves r here after its owner could not, within what is left
+// of the cluster deadline (DESIGN §5.2: one deadline covers the owner
+// forward and the local attempt). The proxy's ResponseHeaderTimeout counts
+// from the local attempt's own start, so without this a slow owner answer
+// and a slow host add up to twice the deadline. If the deadline passes
+// before the local response has started, the attempt is cancelled and the
+// client gets 504; a response that has started is never cut.
+func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.Request, next http.Handler) {
+	start := rq.Start
+	if start.IsZero() {
+		start = g.now()
+	}
+	left := start.Add(g.clusters.deadline).Sub(g.now())
+	if left <= 0 {
+		problem.Write(w, http.StatusGatewayTimeout, "no cluster answered in time")
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	lw := &localWriter{ResponseWriter: w}
+	lw.timer = time.AfterFunc(left, func() {
+		if lw.state.CompareAndSwap(localWaiting, localExpired) {
+			cancel(errDeadline)
+		}
+	})
+	defer lw.timer.Stop()
+	next.ServeHTTP(lw, r.WithContext(ctx))
+	if lw.state.Load() == localExpired && !lw.wrote.Load() {
+		// The proxy took the cancellation for a client gone and wrote
+		// nothing: the deadline is what ended the attempt.
+		problem.Write(w, http.StatusGatewayTimeout, "no cluster answered in time")
+	}
+}
+
+// localWriter is the writer of serveLocal's attempt: the first final
+// status, flush or hijack stops the deadline, so a response that has
+// started is never cut by it.
+type localWriter struct {
+	http.ResponseWriter
+	timer *time.Timer
+	state atomic.Int32 // localWaiting, then localStarted or localExpired
+	wrote atomic.Bool  // a final status was written
+}
+
+const (
+	localWaiting int32 = iota
+	localStarted
+	localExpired
+)
+
+func (w *localWriter) start() {
+	w.wrote.Store(true)
+	if w.state.CompareAndSwap(localWaiting, localStarted) {
+		w.timer.Stop()
+	}
+}
+
+func (w *localWriter) WriteHeader(code int) {
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		w.start()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *localWriter) Write(b []byte) (int, error) {
+	w.start()
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError flushes (Server-Sent Events); the fast path asserts
+// http.Flusher, so both are implemented.
+func (w *localWriter) FlushError() error {
+	w.start()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *localWriter) Flush() { _ = w.FlushError() }
+
+// Hijack hands the connection over (WebSocket): the upgrade has started.
+func (w *localWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.start()
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *localWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ownerTriedKey marks a request the affinity layer already forwarded to
 // its owner (the value is the owner's id), so failover does not try it

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/proxy"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -204,6 +205,37 @@ func TestFailoverDeadline(t *testing.T) {
 	}
 	if n := len(cs["us"].host.requests()); n != 0 {
 		t.Fatalf("us was tried after the deadline had passed (%d requests)", n)
+	}
+}
+
+// TestDeadlineCoversOwnerAndLocal: one cluster deadline covers the owner
+// forward and the local attempt after it (DESIGN §5.2). The owner answers
+// 503 after 1.5 s of a 2 s deadline and the local host hangs: the client
+// gets 504 at about 2 s, not 1.5 s plus a whole header timeout. The proxy
+// is bounded as gatehouse wires it (ResponseHeaderTimeout = deadline).
+func TestDeadlineCoversOwnerAndLocal(t *testing.T) {
+	const deadline = 2 * time.Second
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: deadline, edit: func(c *testCluster, o *Options) {
+		o.Proxy = proxy.Options{DialTimeout: time.Second, ResponseHeaderTimeout: deadline}
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	cs["ap"].host.mode.Store(hostSlow503)
+	cs["us"].host.mode.Store(hostHang)
+	start := time.Now()
+	res, body := send(t, cl, cs["us"], http.MethodGet, app, "/slow", nil)
+	took := time.Since(start)
+	if res.StatusCode != http.StatusGatewayTimeout || res.Header.Get(cluster.HeaderCluster) != "us" {
+		t.Fatalf("= %d %q (cluster %q), want 504 from us", res.StatusCode, body, res.Header.Get(cluster.HeaderCluster))
+	}
+	if took < deadline-100*time.Millisecond || took > deadline+500*time.Millisecond {
+		t.Fatalf("504 after %s; want about the %s deadline (the owner took %s of it)", took, deadline, slowFor)
+	}
+	// A local response that has started in time is not cut when the
+	// deadline passes while it streams.
+	cs["us"].host.mode.Store(hostStream)
+	if res, body := send(t, cl, cs["us"], http.MethodGet, app, "/stream", nil); res.StatusCode != 200 || body != "served by us" {
+		t.Fatalf("owner slow, local streaming past the deadline: %d %q, want served by us", res.StatusCode, body)
 	}
 }
 

@@ -47,10 +47,15 @@ var clApps = func() []string {
 
 // Host behaviours, set per cluster host.
 const (
-	hostOK   int32 = iota // 200 "served by {cluster}"; /status/NNN answers NNN
-	host500               // 500 on every path
-	hostHang              // never answers (until the client gives up)
+	hostOK      int32 = iota // 200 "served by {cluster}"; /status/NNN answers NNN
+	host500                  // 500 on every path
+	hostHang                 // never answers (until the client gives up)
+	hostSlow503              // 503 after slowFor
+	hostStream               // 200 at once, the body "served by {cluster}" over slowFor
 )
+
+// slowFor is how long a hostSlow503 host takes to answer.
+const slowFor = 1500 * time.Millisecond
 
 // clHost is one cluster's host: it records what reached it.
 type clHost struct {
@@ -83,6 +88,20 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case hostHang:
 		<-r.Context().Done()
+		return
+	case hostSlow503:
+		select {
+		case <-time.After(slowFor):
+			http.Error(w, "host slow and broken", http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
+		return
+	case hostStream:
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "served ")
+		w.(http.Flusher).Flush()
+		time.Sleep(slowFor)
+		fmt.Fprintf(w, "by %s", h.cluster)
 		return
 	}
 	if code, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
