@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,5 +200,69 @@ func TestEdgeOptionsValidate(t *testing.T) {
 		if err := g.initEdge(eo); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestRateLimitFieldsSurviveInterimResponses: a host's 1xx (100 Continue
+// to an upload with Expect: 100-continue, 103 Early Hints) is passed on,
+// and the final response still carries every rate-limit field (DESIGN §2
+// step 6), on the fast path (GET) and through ReverseProxy (POST).
+func TestRateLimitFieldsSurviveInterimResponses(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", []*route.App{{ID: "shop"}}, nil)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // sends 100 Continue when asked
+		if r.URL.Path == "/hints" {
+			w.Header().Set("Link", "</app.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	tr := &http.Transport{ExpectContinueTimeout: 5 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	tests := []struct {
+		name, method, path string
+		expect             bool
+	}{
+		{"GET, no 1xx", "GET", "/", false},
+		{"GET, 103", "GET", "/hints", false},
+		{"POST, 103", "POST", "/hints", false},
+		{"POST with Expect, 100", "POST", "/upload", true},
+		{"POST with Expect, 100 and 103", "POST", "/hints", true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader
+			if tt.method == "POST" {
+				body = strings.NewReader(strings.Repeat("x", 4096))
+			}
+			req, err := http.NewRequest(tt.method, e.srv.URL+tt.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = e.host("shop")
+			req.Header.Set("X-Forwarded-For", "192.0.2.9")
+			if tt.expect {
+				req.Header.Set("Expect", "100-continue")
+			}
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("= %d %q", res.StatusCode, b)
+			}
+			remaining := strconv.Itoa(600 - 1 - i)
+			want := map[string]string{
+				"X-RateLimit-Limit": "600", "X-RateLimit-Remaining": remaining, "X-RateLimit-Reset": "0",
+				"RateLimit-Policy": `"app";q=600;w=60`, "RateLimit": `"app";r=` + remaining + ";t=0",
+			}
+			for k, v := range want {
+				if got := res.Header.Values(k); len(got) != 1 || got[0] != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+		})
 	}
 }

@@ -315,14 +315,37 @@ type recorder struct {
 	status  int // the final status (or 101), 0 until written
 	bytes   int64
 	wrote   bool
+	interim bool                      // a 1xx was written
+	rate    [len(rateFields)][]string // the limit layer's fields, kept over a 1xx
 }
 
 // WriteHeader records a final status and stamps the gateway's headers,
 // unless the response already carries them (a peer cluster's answer keeps
 // its own X-Gatehouse-Cluster).
+//
+// ReverseProxy (and the proxy's fast path, which mirrors it) clears the
+// header map after writing a host's 1xx — 100 Continue to an upload with
+// Expect: 100-continue, 103 Early Hints — which would take the limit
+// layer's fields off the final response (DESIGN §2 step 6: every response
+// carries them). They are kept at the first 1xx and put back on the final
+// status unless it carries its own (a peer cluster's answer).
 func (w *recorder) WriteHeader(code int) {
 	if !w.wrote {
 		h := w.Header()
+		if code < 200 && code != http.StatusSwitchingProtocols {
+			if !w.interim {
+				w.interim = true
+				for i, k := range rateFields {
+					w.rate[i] = h[k]
+				}
+			}
+		} else if w.interim {
+			for i, k := range rateFields {
+				if _, ok := h[k]; !ok && w.rate[i] != nil {
+					h[k] = w.rate[i]
+				}
+			}
+		}
 		if _, ok := h[headerCluster]; !ok {
 			h[headerCluster] = w.cluster
 		}

@@ -74,6 +74,10 @@ func (e *edgeState) appQuota(rl route.RateLimit) limit.Quota {
 	return q
 }
 
+// rateFields are the response fields rateAnswer sets (Retry-After aside,
+// which only its own 429 carries).
+var rateFields = [...]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit-Policy", "Ratelimit"}
+
 // rateAnswer writes the rate-limit fields for policy name and, when res
 // refused the request, the 429. It reports whether the request may go on.
 // The values are formatted into x's room (x may be nil) and set as
