@@ -95,6 +95,28 @@ func TestContextHeadersReachBackend(t *testing.T) {
 	}
 }
 
+// TestHostCannotClaimFailover: X-Failover-Cluster names the peer cluster
+// that served a failed-over response (DESIGN §5.2); a host's own copy is
+// removed from a response served here, as its X-Gatehouse-Cluster is, on
+// the fast path (GET) and through ReverseProxy (POST).
+func TestHostCannotClaimFailover(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Failover-Cluster", "evil")
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	for _, m := range []string{"GET", "POST"} {
+		res := e.do(m, "hello.apps.test", "/", nil, strings.NewReader(""))
+		if body := readBody(t, res); res.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%s: %d %q", m, res.StatusCode, body)
+		}
+		if got, ok := res.Header["X-Failover-Cluster"]; ok {
+			t.Errorf("%s: a response served locally carries X-Failover-Cluster %q", m, got)
+		}
+	}
+}
+
 // TestClientGatehouseHeadersNeverArrive sends every spelling of a
 // context header over a raw connection (so no client library tidies the
 // names) and checks the backend sees only the gateway's own values.

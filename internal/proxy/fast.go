@@ -886,14 +886,16 @@ func (res *fastResp) dropKey(k string) {
 }
 
 // copyTo adds res's headers to h (as ReverseProxy's copyHeader: values
-// are appended), less those the host's Connection header named, and
-// stamps X-Gatehouse-Cluster (cluster nil: the host's is removed). The
+// are appended), less those the host's Connection header named and its
+// X-Failover-Cluster, and stamps X-Gatehouse-Cluster (cluster nil: the
+// host's is removed). The
 // values share one string and one []string.
 func (res *fastResp) copyTo(h http.Header, cluster []string) {
 	for _, k := range res.connToks {
 		res.dropKey(k)
 	}
 	res.dropKey(HeaderCluster)
+	res.dropKey(HeaderFailover)
 	n := res.n + len(res.more)
 	vals, b := headMemory(n, len(res.text))
 	text := ""

@@ -28,6 +28,10 @@ const (
 	HeaderRequestID = "X-Gatehouse-Request-Id"
 	HeaderSubject   = "X-Gatehouse-Subject"
 	HeaderScopes    = "X-Gatehouse-Scopes"
+	// HeaderFailover is set by the cluster layer on a response a peer
+	// cluster served; a host's own copy is removed, as is its
+	// X-Gatehouse-Cluster.
+	HeaderFailover = "X-Failover-Cluster"
 )
 
 // Proxy dispatches a routed request to one of its app's hosts. It is an
@@ -290,11 +294,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // modifyResponse records the host's good health and stamps the response
-// with this cluster's id (a host does not get to claim a cluster).
+// with this cluster's id (a host does not get to claim a cluster, nor a
+// failover).
 func (p *Proxy) modifyResponse(res *http.Response) error {
 	if a := attemptFrom(res.Request.Context()); a != nil {
 		a.host.Health.OK()
 	}
+	delete(res.Header, HeaderFailover)
 	if p.clusterHdr != nil {
 		res.Header[HeaderCluster] = p.clusterHdr
 	} else {
