@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
@@ -65,6 +68,16 @@ type Options struct {
 	// Clusters returns the body of GET /api/v3/discovery/clusters
 	// ({"self","clusters"}). nil: that route answers 503.
 	Clusters func() any
+	// VerifySession checks that r carries a signed-in session (any valid
+	// bearer token, DESIGN §8) and returns a stable name for it, which
+	// the resolve routes meter. nil: no session is valid, and the resolve
+	// routes answer 401.
+	VerifySession func(r *http.Request) (string, error)
+	// ResolveZones returns the zones the resolve routes answer from, the
+	// DNS listener's. nil: none, so every name is REFUSED.
+	ResolveZones func() []dns.Zone
+	// ResolveLimits meter the resolve routes; zero fields take defaults.
+	ResolveLimits ResolveLimits
 	// Public are further public routes, mounted as given (Go ServeMux
 	// patterns such as "GET /api/v3/dns/resolve"). They need no credential.
 	Public map[string]http.Handler
@@ -86,6 +99,7 @@ type API struct {
 	public  *http.ServeMux
 	control *http.ServeMux
 	token   [sha256.Size]byte // sha256 of ControlToken, so the compare does not leak its length
+	meter   *meter            // the resolve routes' budgets
 }
 
 var _ http.Handler = (*API)(nil)
@@ -110,11 +124,18 @@ func New(o Options) (*API, error) {
 	if o.DefaultRateLimit.Window <= 0 {
 		o.DefaultRateLimit.Window = route.Duration(60 * time.Second)
 	}
-	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux()}
+	o.ResolveLimits.defaults()
+	win, err := limit.NewWindow(limit.WindowOptions{MaxKeys: o.ResolveLimits.MaxKeys, Now: o.Now})
+	if err != nil {
+		return nil, fmt.Errorf("api: resolve limits: %w", err)
+	}
+	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux(), meter: &meter{w: win, lim: o.ResolveLimits}}
 	if o.ControlToken != "" {
 		a.token = sha256.Sum256([]byte(o.ControlToken))
 	}
 	a.public.HandleFunc("GET /api/v3/discovery/clusters", a.clusters)
+	a.public.HandleFunc("GET /api/v3/dns/resolve", a.resolve)
+	a.public.HandleFunc("POST /api/v3/dns/resolve/batch", a.resolveBatch)
 	for pattern, h := range o.Public {
 		a.public.Handle(pattern, h)
 	}

@@ -11,6 +11,17 @@
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)
 //
+// The resolve routes (DESIGN §8) answer from the gateway's own zones in
+// the DNS-over-HTTPS JSON shape, to a signed-in session only
+// ([Options.VerifySession]): GET /api/v3/dns/resolve?name=&type= answers
+// one object; POST /api/v3/dns/resolve/batch takes a JSON array of 1 to 10
+// {"name","type"} queries and answers an array in the same order. Every
+// query costs one unit of the client address's window
+// (X-RateLimit-Limit/Remaining/Reset), of the session's own window
+// (X-RateLimit-Identity-Limit/Remaining/Reset) and of its daily quota,
+// charged all or none under one lock; over any of them: 429 with
+// Retry-After, and nothing spent.
+//
 // The handler is mounted on the management listener and under api.{zone}
 // on the public listeners.
 package api

@@ -205,7 +205,7 @@ func BearerToken(r *http.Request) (string, error) {
 // exp (required) and nbf, then that aud lists app or "*". A token with
 // limits must name its subject.
 func (v *Verifier) Verify(tok, app string) (*Claims, error) {
-	c, err := v.parse(tok)
+	c, err := v.VerifyAny(tok)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ const PlatformScope = "platform"
 // control API is none of them (requiring "*" would make every platform
 // credential an edge token for every app as well).
 func (v *Verifier) VerifyPlatform(tok string) (*Claims, error) {
-	c, err := v.parse(tok)
+	c, err := v.VerifyAny(tok)
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +237,10 @@ func (v *Verifier) VerifyPlatform(tok string) (*Claims, error) {
 	return c, nil
 }
 
-// parse checks tok's signature, exp, nbf and limits; not its aud.
-func (v *Verifier) parse(tok string) (*Claims, error) {
+// VerifyAny checks tok's signature, exp, nbf and limits, whatever its
+// audience: a signed-in session, for the routes any valid token may use
+// (the resolve API, DESIGN §8).
+func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 	if !v.Enabled() {
 		return nil, fmt.Errorf("%w: no issuer is configured", ErrInvalid)
 	}

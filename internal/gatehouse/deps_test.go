@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"internal/lane":      {"internal/deadline", "internal/httpwire", "internal/workers"},
 	"internal/edge":      {"internal/lane", "internal/pipe", "internal/route", "internal/sni", "internal/sock", "internal/workers"},
 	"internal/workers":   {},
-	"internal/api":       {"internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth"},
+	"internal/api":       {"internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth", "internal/limit"},
 	"internal/config":    {"internal/route", "internal/cluster"},
 	"internal/gatehouse": {"*"},
 	"internal/gcfloor":   {},

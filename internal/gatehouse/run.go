@@ -3,7 +3,9 @@ package gatehouse
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -254,6 +256,8 @@ func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers
 	return api.New(api.Options{
 		Store: st, NotFound: store.ErrNotFound, ControlToken: cfg.Control.Token,
 		VerifyPlatform: platformVerifier(authOpts),
+		VerifySession:  sessionVerifier(authOpts),
+		ResolveZones:   g.dnsZones(),
 		Hosts:          disc.Hosts,
 		Clusters:       func() any { return pr.Discovery() },
 		VerifyDomain:   g.domainVerifier(),
@@ -426,6 +430,35 @@ func platformVerifier(o auth.Options) func(*http.Request) bool {
 		}
 		_, err = v.VerifyPlatform(tok)
 		return err == nil
+	}
+}
+
+// sessionVerifier accepts any valid bearer JWT from a configured issuer,
+// whatever its audience or scope (the resolve API's signed-in session,
+// DESIGN §8), and names the session by issuer and subject, or by the
+// token itself when it has no subject. nil when no issuer is configured.
+func sessionVerifier(o auth.Options) func(*http.Request) (string, error) {
+	if len(o.Issuers) == 0 {
+		return nil
+	}
+	v, err := auth.New(o)
+	if err != nil {
+		return nil
+	}
+	return func(r *http.Request) (string, error) {
+		tok, err := auth.BearerToken(r)
+		if err != nil {
+			return "", err
+		}
+		c, err := v.VerifyAny(tok)
+		if err != nil {
+			return "", err
+		}
+		if c.Subject == "" {
+			sum := sha256.Sum256([]byte(tok))
+			return "token " + hex.EncodeToString(sum[:]), nil
+		}
+		return c.Issuer + "\n" + c.Subject, nil
 	}
 }
 

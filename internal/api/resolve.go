@@ -1,0 +1,208 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// maxBatch is the most queries one resolve batch may hold (DESIGN §8).
+const maxBatch = 10
+
+// ResolveLimits meter the resolve API (DESIGN §8): every query costs one
+// unit of the client address's window, of the session's own window under
+// it, and of the session's daily quota. Zero fields take the defaults.
+type ResolveLimits struct {
+	// PerIP is the window shared by every session behind one client
+	// address (an IPv4 address or an IPv6 /48). Zero: 600 per 60 s.
+	PerIP limit.Quota
+	// PerSession is each session's own window, so that one busy session
+	// cannot drain its address's budget. Zero: 300 per 60 s.
+	PerSession limit.Quota
+	// Daily is each session's quota per sliding 24 h. Zero: 10,000.
+	Daily int
+	// MaxKeys bounds the addresses and sessions tracked (LRU). Zero:
+	// limit.DefaultMaxKeys.
+	MaxKeys int
+}
+
+func (l *ResolveLimits) defaults() {
+	if l.PerIP.Limit <= 0 || l.PerIP.Window <= 0 {
+		l.PerIP = limit.Quota{Limit: 600, Window: time.Minute}
+	}
+	if l.PerSession.Limit <= 0 || l.PerSession.Window <= 0 {
+		l.PerSession = limit.Quota{Limit: 300, Window: time.Minute}
+	}
+	if l.Daily <= 0 {
+		l.Daily = 10_000
+	}
+}
+
+// meter charges resolve queries. Its one lock makes the three charges of a
+// request one: a request is admitted only if every budget has room for all
+// its queries, and two concurrent requests can never both spend the same
+// remaining units.
+type meter struct {
+	mu  sync.Mutex
+	w   *limit.Window
+	lim ResolveLimits
+}
+
+// charged is the outcome of a charge: the address's and the session's
+// window after it, and how long to wait when it was refused.
+type charged struct {
+	ok         bool
+	ip, sess   limit.Result
+	retryAfter time.Duration
+}
+
+func (m *meter) charge(ip netip.Addr, session string, n int) charged {
+	day := limit.Quota{Limit: m.lim.Daily, Window: 24 * time.Hour}
+	budgets := []struct {
+		k limit.Key
+		q limit.Quota
+	}{
+		{limit.KeyFor("resolve", ip), m.lim.PerIP},
+		{limit.Key{Scope: "resolve-session\n" + session}, m.lim.PerSession},
+		{limit.Key{Scope: "resolve-day\n" + session}, day},
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var c charged
+	var res [3]limit.Result
+	c.ok = true
+	for i, b := range budgets {
+		res[i], _ = m.w.Charge(b.k, 0, b.q) // a zero charge only reports; quotas are valid
+		if res[i].Remaining < n {
+			c.ok = false
+			// refused, so it charges nothing and says when n fit
+			r, _ := m.w.Charge(b.k, n, b.q)
+			c.retryAfter = max(c.retryAfter, r.RetryAfter)
+		}
+	}
+	if c.ok {
+		for i, b := range budgets {
+			res[i], _ = m.w.Charge(b.k, n, b.q)
+		}
+	}
+	c.ip, c.sess = res[0], res[1]
+	return c
+}
+
+// resolveQuery is one query of a batch body: [{"name": ..., "type": ...}].
+type resolveQuery struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// resolve answers GET /api/v3/dns/resolve?name=&type=.
+func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
+	session, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	q, err := dns.ParseQuestion(r.URL.Query().Get("name"), r.URL.Query().Get("type"))
+	if err != nil {
+		a.fail(w, r, badInput("%v", err))
+		return
+	}
+	if !a.chargeResolve(w, r, session, 1) {
+		return
+	}
+	writeJSON(w, http.StatusOK, dns.Resolve(q, a.zones()))
+}
+
+// resolveBatch answers POST /api/v3/dns/resolve/batch: a JSON array of at
+// most maxBatch {"name","type"} queries, answered as an array in order.
+func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
+	session, ok := a.session(w, r)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	var body []resolveQuery
+	if err := decode(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if len(body) == 0 || len(body) > maxBatch {
+		a.fail(w, r, badInput("a batch holds 1 to %d queries, got %d", maxBatch, len(body)))
+		return
+	}
+	qs := make([]dns.DoHQuestion, len(body))
+	for i, b := range body {
+		q, err := dns.ParseQuestion(b.Name, b.Type)
+		if err != nil {
+			a.fail(w, r, badInput("[%d]: %v", i, err))
+			return
+		}
+		qs[i] = q
+	}
+	if !a.chargeResolve(w, r, session, len(qs)) {
+		return
+	}
+	zones := a.zones()
+	out := make([]dns.DoH, len(qs))
+	for i, q := range qs {
+		out[i] = dns.Resolve(q, zones)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// session returns r's session, or answers 401: the resolve routes need a
+// signed-in session (DESIGN §8).
+func (a *API) session(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if a.o.VerifySession != nil {
+		if s, err := a.o.VerifySession(r); err == nil {
+			return s, true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
+	problem.Write(w, http.StatusUnauthorized, "resolving needs a signed-in session: send a valid bearer token")
+	return "", false
+}
+
+// chargeResolve charges n queries and sets the rate-limit fields, or
+// answers 429 and returns false.
+func (a *API) chargeResolve(w http.ResponseWriter, r *http.Request, session string, n int) bool {
+	c := a.meter.charge(clientIP(r), session, n)
+	h := w.Header()
+	for _, f := range []struct {
+		prefix string
+		res    limit.Result
+	}{{"X-RateLimit-", c.ip}, {"X-RateLimit-Identity-", c.sess}} {
+		h.Set(f.prefix+"Limit", strconv.Itoa(f.res.Limit))
+		h.Set(f.prefix+"Remaining", strconv.Itoa(f.res.Remaining))
+		h.Set(f.prefix+"Reset", strconv.FormatInt(limit.Seconds(f.res.Reset), 10))
+	}
+	if !c.ok {
+		h.Set("Retry-After", strconv.FormatInt(max(limit.Seconds(c.retryAfter), 1), 10))
+		problem.Write(w, http.StatusTooManyRequests, fmt.Sprintf("over the resolve budget for %d queries; retry later", n))
+	}
+	return c.ok
+}
+
+// clientIP is the address the gateway charges r to (route.Request, set
+// by hygiene), or the peer's on the management listener.
+func clientIP(r *http.Request) netip.Addr {
+	if rq := route.RequestFrom(r.Context()); rq != nil && rq.ClientIP.IsValid() {
+		return rq.ClientIP
+	}
+	ap, _ := netip.ParseAddrPort(r.RemoteAddr)
+	return ap.Addr().Unmap()
+}
+
+func (a *API) zones() []dns.Zone {
+	if a.o.ResolveZones == nil {
+		return nil
+	}
+	return a.o.ResolveZones()
+}

@@ -1,0 +1,176 @@
+package api
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
+)
+
+var resolveZones = []dns.Zone{{Name: "apps.example.com", Gateways: []netip.Addr{netip.MustParseAddr("192.0.2.7")}}}
+
+// resolveEnv is an API whose sessions are real EdDSA tokens of issuer
+// "idp"; sign returns one for sub (any audience will do).
+func resolveEnv(t *testing.T, lim ResolveLimits) (e *env, sign func(sub string) string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.New(auth.Options{Issuers: []auth.Issuer{{Name: "idp", Keys: []ed25519.PublicKey{pub}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = newEnv(t, func(o *Options) {
+		o.ResolveZones = func() []dns.Zone { return resolveZones }
+		o.ResolveLimits = lim
+		o.VerifySession = func(r *http.Request) (string, error) {
+			tok, err := auth.BearerToken(r)
+			if err != nil {
+				return "", err
+			}
+			c, err := v.VerifyAny(tok)
+			if err != nil {
+				return "", err
+			}
+			return c.Subject, nil
+		}
+	})
+	return e, func(sub string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+			"iss": "idp", "sub": sub, "aud": "some-app", "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func batchOf(n int, name string) string {
+	return "[" + strings.TrimSuffix(strings.Repeat(fmt.Sprintf(`{"name":%q},`, name), n), ",") + "]"
+}
+
+func TestResolve(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	tests := []struct {
+		name, method, path, tok string
+		body                    any
+		status                  int
+		want                    string // in the body
+	}{
+		{"no session", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", "", nil, 401, ""},
+		{"platform token is not a session", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", token, nil, 401, ""},
+		{"bad token", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", "x.y.z", nil, 401, ""},
+		{"A", "GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A", alice, nil, 200,
+			`{"Status":0,"TC":false,"RD":true,"RA":false,"AD":false,"CD":false,"Question":[{"name":"a.apps.example.com.","type":1}],"Answer":[{"name":"a.apps.example.com.","type":1,"TTL":60,"data":"192.0.2.7"}]}`},
+		{"type defaults to A, by number", "GET", "/api/v3/dns/resolve?name=apps.example.com&type=6", alice, nil, 200, `"type":6,"TTL":60,"data":"ns.apps.example.com. hostmaster.apps.example.com.`},
+		{"off-zone is REFUSED", "GET", "/api/v3/dns/resolve?name=wikipedia.org", alice, nil, 200, `{"Status":5,`},
+		{"no name", "GET", "/api/v3/dns/resolve", alice, nil, 400, "name is required"},
+		{"bad name", "GET", "/api/v3/dns/resolve?name=a%20b.apps.example.com", alice, nil, 400, "not a DNS name"},
+		{"bad type", "GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=NOPE", alice, nil, 400, `type \"NOPE\"`},
+		{"batch", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com","type":"AAAA"},{"name":"example.org"}]`, 200, `"Status":5`},
+		{"batch of 10", "POST", "/api/v3/dns/resolve/batch", alice, batchOf(10, "b.apps.example.com"), 200, ""},
+		{"batch of 11", "POST", "/api/v3/dns/resolve/batch", alice, batchOf(11, "b.apps.example.com"), 400, "1 to 10 queries, got 11"},
+		{"empty batch", "POST", "/api/v3/dns/resolve/batch", alice, `[]`, 400, "got 0"},
+		{"batch bad query", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com"},{"name":""}]`, 400, "[1]: dns: name is required"},
+		{"batch not JSON", "POST", "/api/v3/dns/resolve/batch", alice, `{`, 400, "invalid JSON"},
+		{"batch unknown field", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com","class":"IN"}]`, 400, "unknown field"},
+		{"batch needs a session", "POST", "/api/v3/dns/resolve/batch", "", `[{"name":"a.apps.example.com"}]`, 401, ""},
+	}
+	for _, tt := range tests {
+		r := e.do(tt.method, tt.path, tt.tok, tt.body)
+		if r.status != tt.status || !strings.Contains(string(r.body), tt.want) {
+			t.Errorf("%s: %d %s, want %d with %s", tt.name, r.status, r.body, tt.status, tt.want)
+		}
+		if r.status == 200 && (r.header.Get("X-RateLimit-Identity-Limit") != "300" || r.header.Get("X-RateLimit-Limit") != "600") {
+			t.Errorf("%s: rate-limit fields %v", tt.name, r.header)
+		}
+	}
+}
+
+// TestResolveCharges: one unit per query against the address's window,
+// the session's window and the session's daily quota.
+func TestResolveCharges(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{
+		PerIP:      limit.Quota{Limit: 30, Window: time.Minute},
+		PerSession: limit.Quota{Limit: 12, Window: time.Minute},
+		Daily:      1000,
+	})
+	alice, bob := sign("alice"), sign("bob")
+	remaining := func(r resp) (ip, id string) {
+		return r.header.Get("X-RateLimit-Remaining"), r.header.Get("X-RateLimit-Identity-Remaining")
+	}
+	r := e.do("POST", "/api/v3/dns/resolve/batch", alice, batchOf(10, "a.apps.example.com"))
+	if ip, id := remaining(r); r.status != 200 || ip != "20" || id != "2" {
+		t.Fatalf("batch of 10: %d, remaining ip %s identity %s, want 20 and 2", r.status, ip, id)
+	}
+	// 3 more do not fit alice's window: refused whole, nothing spent
+	r = e.do("POST", "/api/v3/dns/resolve/batch", alice, batchOf(3, "a.apps.example.com"))
+	if ip, id := remaining(r); r.status != 429 || r.header.Get("Retry-After") == "" || ip != "20" || id != "2" {
+		t.Fatalf("over the session window: %d %v, want 429 with nothing spent", r.status, r.header)
+	}
+	// bob has his own window under the same address
+	r = e.do("POST", "/api/v3/dns/resolve/batch", bob, batchOf(10, "a.apps.example.com"))
+	if ip, id := remaining(r); r.status != 200 || ip != "10" || id != "2" {
+		t.Fatalf("bob: %d, remaining ip %s identity %s, want 10 and 2", r.status, ip, id)
+	}
+	r = e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com", alice, nil)
+	if ip, id := remaining(r); r.status != 200 || ip != "9" || id != "1" {
+		t.Fatalf("alice again: %d, remaining ip %s identity %s", r.status, ip, id)
+	}
+}
+
+func TestResolveDailyQuota(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{Daily: 5})
+	alice := sign("alice")
+	if r := e.do("POST", "/api/v3/dns/resolve/batch", alice, batchOf(5, "a.apps.example.com")); r.status != 200 {
+		t.Fatalf("5 of 5: %d %s", r.status, r.body)
+	}
+	if r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com", alice, nil); r.status != 429 {
+		t.Fatalf("the 6th query of the day: %d %s, want 429", r.status, r.body)
+	}
+	if r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com", sign("bob"), nil); r.status != 200 {
+		t.Fatalf("another session: %d %s", r.status, r.body)
+	}
+}
+
+// TestResolveChargeIsAtomic: a concurrent burst never spends the same
+// remaining budget twice.
+func TestResolveChargeIsAtomic(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{PerSession: limit.Quota{Limit: 20, Window: time.Minute}})
+	alice := sign("alice")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for range 30 {
+		wg.Go(func() {
+			r := e.do("POST", "/api/v3/dns/resolve/batch", alice, batchOf(3, "a.apps.example.com"))
+			var out []dns.DoH
+			if r.status == 200 && json.Unmarshal(r.body, &out) == nil && len(out) == 3 {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			} else if r.status != 429 {
+				t.Errorf("%d %s", r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	if admitted != 6 { // 6 × 3 = 18 ≤ 20 < 7 × 3
+		t.Errorf("%d batches of 3 admitted under a window of 20, want 6", admitted)
+	}
+}
