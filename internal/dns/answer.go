@@ -64,6 +64,9 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: "ns." + z.Name + "."})
 	}
 	explicit := recordsFor(name, z)
+	if len(explicit) == 0 && !apex {
+		explicit = wildcardFor(name, z)
+	}
 	// A CNAME owns its name alone (RFC 1034 §3.6.2): it answers every type.
 	for _, r := range explicit {
 		if strings.EqualFold(r.Type, "CNAME") && len(r.Values) > 0 {
@@ -145,6 +148,22 @@ func recordsFor(name string, z *Zone) []Record {
 		}
 	}
 	return out
+}
+
+// wildcardFor returns the record sets of the nearest *.{ancestor} of name
+// in z (the API accepts such names), for a name with none of its own. The
+// zone's gateways stay the wildcard of last resort: unlike RFC 4592, a
+// name that only exists as the parent of other records (shop, beside
+// _gatehouse-challenge.shop) is still covered, as the gateways cover it.
+func wildcardFor(name string, z *Zone) []Record {
+	for n := name; n != z.Name; {
+		_, parent, _ := strings.Cut(n, ".")
+		if recs := recordsFor("*."+parent, z); len(recs) > 0 {
+			return recs
+		}
+		n = parent
+	}
+	return nil
 }
 
 func soa(z *Zone, ttl uint32) mdns.RR {

@@ -24,7 +24,13 @@ var testZones = []Zone{{
 // startServer serves testZones on a random loopback port over UDP and TCP.
 func startServer(t *testing.T) string {
 	t.Helper()
-	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }})
+	return startServerFor(t, testZones)
+}
+
+// startServerFor serves zones on a random loopback port over UDP and TCP.
+func startServerFor(t *testing.T, zones []Zone) string {
+	t.Helper()
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return zones }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +103,56 @@ func TestQueries(t *testing.T) {
 			if tt.rcode == mdns.RcodeSuccess && len(tt.want) == 0 && len(r.Ns) != 1 {
 				t.Errorf("%s %s: NODATA without SOA in authority", proto, tt.name)
 			}
+		}
+	}
+}
+
+// TestWildcardRecords: a record set the API accepts at *.{name} (the
+// wildcard label first) answers every name under {name} that has no
+// records of its own, over the zone's gateways.
+func TestWildcardRecords(t *testing.T) {
+	addr := startServerFor(t, []Zone{{
+		Name:     "apps.example.com",
+		Gateways: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+		Records: []Record{
+			{Name: "*.apps.example.com", Type: "A", Values: []string{"192.0.2.1"}},
+			{Name: "*.eu.apps.example.com", Type: "A", Values: []string{"192.0.2.2"}},
+			{Name: "*.eu.apps.example.com", Type: "TXT", Values: []string{"eu"}},
+			{Name: "*.cdn.apps.example.com", Type: "CNAME", Values: []string{"edge.example.net"}},
+			{Name: "own.eu.apps.example.com", Type: "A", Values: []string{"192.0.2.3"}},
+		},
+	}})
+	tests := []struct {
+		name  string
+		qtype uint16
+		want  string
+	}{
+		{"hello.apps.example.com.", mdns.TypeA, "A 192.0.2.1"},
+		{"a.b.apps.example.com.", mdns.TypeA, "A 192.0.2.1"},
+		{"shop.eu.apps.example.com.", mdns.TypeA, "A 192.0.2.2"},
+		{"x.y.eu.apps.example.com.", mdns.TypeTXT, `TXT "eu"`},
+		{"img.cdn.apps.example.com.", mdns.TypeA, "CNAME edge.example.net."},
+		{"own.eu.apps.example.com.", mdns.TypeA, "A 192.0.2.3"},
+		{"apps.example.com.", mdns.TypeA, "A 127.0.0.1"}, // the apex is not under its wildcard
+	}
+	c := &mdns.Client{Net: "udp"}
+	for _, tt := range tests {
+		m := new(mdns.Msg)
+		m.SetQuestion(tt.name, tt.qtype)
+		r, _, err := c.Exchange(m, addr)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var got []string
+		for _, rr := range r.Answer {
+			f := strings.Fields(rr.String())
+			got = append(got, f[3]+" "+f[4])
+			if f[0] != tt.name {
+				t.Errorf("%s: answer owner %s, want the query name", tt.name, f[0])
+			}
+		}
+		if strings.Join(got, "|") != tt.want {
+			t.Errorf("%s %s: answer %q, want %q", tt.name, mdns.TypeToString[tt.qtype], got, tt.want)
 		}
 	}
 }
