@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	mdns "github.com/miekg/dns"
 )
@@ -204,6 +205,39 @@ func TestBadQueries(t *testing.T) {
 	m.SetQuestion("ok.apps.example.com.", mdns.TypeA)
 	if r, _, err := c.Exchange(m, addr); err != nil || r.Rcode != mdns.RcodeSuccess {
 		t.Fatalf("server unhealthy after garbage: %v %v", r, err)
+	}
+}
+
+// TestServeStopsWhenCanceledEarly: a context that ends before (or as) the
+// servers start still stops Serve. A SIGTERM during boot must not leave
+// gatehouse serving DNS forever.
+func TestServeStopsWhenCanceledEarly(t *testing.T) {
+	for _, early := range []bool{true, false} {
+		s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, ln, err := s.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if early {
+			cancel()
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, pc, ln) }()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("canceled before start %v: serve: %v", early, err)
+			}
+		case <-time.After(5 * time.Second):
+			pc.Close()
+			ln.Close()
+			t.Fatalf("canceled before start %v: Serve still running 5s after its context ended", early)
+		}
 	}
 }
 

@@ -89,22 +89,52 @@ func (s *Server) Listen() (net.PacketConn, net.Listener, error) {
 
 // Serve answers on pc and ln until ctx ends, then shuts both down.
 func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) error {
-	udp := &mdns.Server{PacketConn: pc, Handler: s, ReadTimeout: 2 * time.Second}
-	tcp := &mdns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }}
+	udp := newServing(&mdns.Server{PacketConn: pc, Handler: s, ReadTimeout: 2 * time.Second})
+	tcp := newServing(&mdns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(udp.ActivateAndServe)
-	g.Go(tcp.ActivateAndServe)
+	g.Go(udp.run)
+	g.Go(tcp.run)
 	g.Go(func() error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return errors.Join(udp.ShutdownContext(sctx), tcp.ShutdownContext(sctx))
+		return errors.Join(udp.shutdown(sctx), tcp.shutdown(sctx))
 	})
 	err := g.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// serving is one mdns.Server with its start and end. ShutdownContext on a
+// server that has not started yet is refused ("server not started") and
+// leaves it to serve forever once it does, so shutdown waits for the start,
+// or for a start that failed.
+type serving struct {
+	srv     *mdns.Server
+	started chan struct{} // closed once srv serves
+	done    chan struct{} // closed when ActivateAndServe has returned
+}
+
+func newServing(srv *mdns.Server) *serving {
+	v := &serving{srv: srv, started: make(chan struct{}), done: make(chan struct{})}
+	srv.NotifyStartedFunc = func() { close(v.started) }
+	return v
+}
+
+func (v *serving) run() error {
+	defer close(v.done)
+	return v.srv.ActivateAndServe()
+}
+
+func (v *serving) shutdown(ctx context.Context) error {
+	select {
+	case <-v.started:
+		return v.srv.ShutdownContext(ctx)
+	case <-v.done:
+		return nil // it never served, or has stopped already
+	}
 }
 
 // Run is Listen then Serve.
