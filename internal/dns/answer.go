@@ -177,11 +177,16 @@ func soa(z *Zone, ttl uint32) mdns.RR {
 }
 
 // splitTXT cuts a value into the 255-byte strings a TXT record holds.
+// miekg/dns packs TXT strings in presentation form, reading a backslash as an
+// escape, so each is escaped after the cut: the value goes out byte for
+// byte.
 func splitTXT(v string) []string {
 	var out []string
 	for len(v) > 255 {
-		out = append(out, v[:255])
+		out = append(out, escapeTXT(v[:255]))
 		v = v[255:]
 	}
-	return append(out, v)
+	return append(out, escapeTXT(v))
 }
+
+func escapeTXT(s string) string { return strings.ReplaceAll(s, `\`, `\\`) }

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -154,6 +155,32 @@ func TestWildcardRecords(t *testing.T) {
 		}
 		if strings.Join(got, "|") != tt.want {
 			t.Errorf("%s %s: answer %q, want %q", tt.name, mdns.TypeToString[tt.qtype], got, tt.want)
+		}
+	}
+}
+
+// TestTXTBytes: a TXT value is served byte for byte, whatever it holds
+// (the API takes any 1 to 2048 bytes), as a stub resolver reads it.
+func TestTXTBytes(t *testing.T) {
+	values := []string{
+		`tok123`,
+		`a\b\065"c\`,
+		strings.Repeat(`\`, 300),
+		strings.Repeat("k", 254) + `\x` + strings.Repeat("y", 300),
+	}
+	var recs []Record
+	for i, v := range values {
+		recs = append(recs, Record{Name: fmt.Sprintf("t%d.apps.example.com", i), Type: "TXT", Values: []string{v}})
+	}
+	addr := startServerFor(t, []Zone{{Name: "apps.example.com", Records: recs}})
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	for i, want := range values {
+		got, err := res.LookupTXT(context.Background(), fmt.Sprintf("t%d.apps.example.com", i))
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("TXT %d: got %q, %v; want %q", i, got, err, want)
 		}
 	}
 }
