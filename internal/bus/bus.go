@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -90,6 +91,14 @@ func (b *Bus) Start(ctx context.Context) error {
 }
 
 func (b *Bus) startEmbedded(ctx context.Context) error {
+	secret, created, err := loadOrCreateSecret(b.opts.DataDir)
+	if err != nil {
+		return err
+	}
+	tokenPath := filepath.Join(b.opts.DataDir, TokenFile)
+	if created {
+		b.log.Info("generated the embedded bus's gateway credential", "file", tokenPath)
+	}
 	opts := &server.Options{
 		ServerName: b.opts.Name,
 		Host:       b.host,
@@ -97,6 +106,8 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 		NoSigs:     true, // gatehouse owns SIGINT/SIGTERM: no os.Exit behind our drain
 		JetStream:  true,
 		StoreDir:   b.opts.DataDir,
+		Users:      users(secret),
+		NoAuthUser: hostUser, // a client without credentials is a host
 	}
 	if b.port == 0 {
 		opts.Port = server.RANDOM_PORT
@@ -114,13 +125,13 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 		return err
 	}
 	b.ns = ns
-	nc, err := nats.Connect("", b.connOpts(nats.InProcessServer(ns))...)
+	nc, err := nats.Connect("", b.connOpts(nats.InProcessServer(ns), nats.UserInfo(GatewayUser, secret))...)
 	if err != nil {
 		b.Close()
 		return fmt.Errorf("bus: connect in-process: %w", err)
 	}
 	b.nc = nc
-	b.log.Info("embedded nats started", "url", ns.ClientURL(), "store", b.opts.DataDir)
+	b.log.Info("embedded nats started", "url", ns.ClientURL(), "store", b.opts.DataDir, "credential", tokenPath)
 	return nil
 }
 
@@ -149,7 +160,7 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	url := strings.Join(b.urls, ",")
 	nc, err := nats.Connect(url, b.connOpts(nats.RetryOnFailedConnect(true))...)
 	if err != nil {
-		return fmt.Errorf("bus: connect %s: %w", url, err)
+		return fmt.Errorf("bus: connect %s: %w", redactList(b.urls), err)
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -157,7 +168,7 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			nc.Close()
-			return fmt.Errorf("bus: not connected to %s: %w", url, ctx.Err())
+			return fmt.Errorf("bus: not connected to %s: %w", redactList(b.urls), ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -171,6 +182,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 	closed := b.closed
 	return append([]nats.Option{
 		nats.Name(b.opts.Name),
+		nats.CustomInboxPrefix(InboxPrefix),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -196,15 +208,30 @@ func (b *Bus) Conn() *nats.Conn { return b.nc }
 // JetStream returns the JetStream context on Conn. Nil before Start.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
-// ClientURL is the URL other processes (hosts, other gateways) should
-// use: the embedded server's listen URL, or the external URLs as given.
-// An embedded server listening on every interface (0.0.0.0 or ::) is
-// given by its loopback address, which a client can dial.
+// ClientURL is the URL hosts should use: the embedded server's listen
+// URL, or the external URLs as given without their user info (a gateway's
+// credential is not a host's). An embedded server listening on every
+// interface (0.0.0.0 or ::) is given by its loopback address, which a
+// client can dial. Another gateway sharing an embedded bus adds
+// GatewayUser and the secret in TokenFile to it.
 func (b *Bus) ClientURL() string {
 	if b.ns == nil {
-		return strings.Join(b.urls, ",")
+		urls := make([]string, len(b.urls))
+		for i, u := range b.urls {
+			urls[i] = stripUser(u)
+		}
+		return strings.Join(urls, ",")
 	}
 	return dialable(b.ns.ClientURL())
+}
+
+// redactList joins urls with their user info hidden.
+func redactList(urls []string) string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = redact(u)
+	}
+	return strings.Join(out, ",")
 }
 
 // dialable replaces an unspecified host in a server URL by loopback.

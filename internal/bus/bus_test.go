@@ -3,6 +3,8 @@ package bus_test
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +55,8 @@ func TestNewAcceptsGoodOptions(t *testing.T) {
 		{DataDir: t.TempDir(), Listen: ":4222"},
 		{URL: "nats://127.0.0.1:4222"},
 		{URL: "nats://a.example:4222, tls://b.example"},
+		{URL: "nats://gatehouse:secret@127.0.0.1:4222"},
+		{URL: "tls://token@a.example, tls://user:p%40ss@b.example:4222"},
 	} {
 		if _, err := bus.New(o); err != nil {
 			t.Errorf("New(%+v): %v", o, err)
@@ -62,7 +66,12 @@ func TestNewAcceptsGoodOptions(t *testing.T) {
 
 func startEmbedded(t *testing.T, listen string) *bus.Bus {
 	t.Helper()
-	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: listen, Name: "test"})
+	return startEmbeddedIn(t, t.TempDir(), listen)
+}
+
+func startEmbeddedIn(t *testing.T, dir, listen string) *bus.Bus {
+	t.Helper()
+	b, err := bus.New(bus.Options{DataDir: dir, Listen: listen, Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +83,8 @@ func startEmbedded(t *testing.T, listen string) *bus.Bus {
 }
 
 func TestEmbeddedStartStop(t *testing.T) {
-	b := startEmbedded(t, "127.0.0.1:0")
+	dir := t.TempDir()
+	b := startEmbeddedIn(t, dir, "127.0.0.1:0")
 	if !b.Embedded() {
 		t.Fatal("not embedded")
 	}
@@ -90,8 +100,9 @@ func TestEmbeddedStartStop(t *testing.T) {
 	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	// A host connecting over TCP to ClientURL sees the same bucket.
-	nc := testutil.Connect(t, url)
+	// Another gateway connecting over TCP with the credential sees the
+	// same bucket (a host without it cannot: auth_test.go).
+	nc := testutil.Connect(t, gatewayURL(t, dir, url))
 	js, _ := jetstream.New(nc)
 	kv2, err := js.KeyValue(t.Context(), "t")
 	if err != nil {
@@ -207,7 +218,13 @@ func TestExternalConnectsOnceServerAppears(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	b, err := bus.New(bus.Options{URL: "nats://" + addr})
+	// The operator chose the embedded bus's secret beforehand.
+	dir := t.TempDir()
+	const secret = "chosen-by-the-operator"
+	if err := os.WriteFile(filepath.Join(dir, bus.TokenFile), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bus.New(bus.Options{URL: "nats://" + bus.GatewayUser + ":" + secret + "@" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +235,7 @@ func TestExternalConnectsOnceServerAppears(t *testing.T) {
 		defer cancel()
 		done <- b.Start(ctx)
 	}()
-	startEmbedded(t, addr) // the server appears at that address
+	startEmbeddedIn(t, dir, addr) // the server appears at that address
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

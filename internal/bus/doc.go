@@ -14,4 +14,11 @@
 //
 // Embedded mode runs the server with NoSigs (gatehouse owns the signals)
 // and a logger adapter whose Fatalf logs instead of exiting the process.
+//
+// The embedded server is closed by default (auth.go): a client without
+// credentials, as every host is, may publish only the hosts subjects and
+// subscribe only to "_INBOX.>"; gateways authenticate as GatewayUser with
+// the secret in DataDir/TokenFile, generated on first start. Every
+// gateway connection uses InboxPrefix, so its JetStream replies never
+// reach a host.
 package bus

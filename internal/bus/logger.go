@@ -26,10 +26,25 @@ func (l *serverLog) logf(lvl slog.Level, format string, v []any) {
 }
 
 func (l *serverLog) Noticef(format string, v ...any) { l.logf(slog.LevelInfo, format, v) }
-func (l *serverLog) Warnf(format string, v ...any)   { l.logf(slog.LevelWarn, format, v) }
-func (l *serverLog) Errorf(format string, v ...any)  { l.logf(slog.LevelError, format, v) }
-func (l *serverLog) Debugf(format string, v ...any)  { l.logf(slog.LevelDebug, format, v) }
-func (l *serverLog) Tracef(format string, v ...any)  { l.logf(slog.LevelDebug-4, format, v) }
+func (l *serverLog) Warnf(format string, v ...any) {
+	lvl := slog.LevelWarn
+	if format == plaintextWarning {
+		lvl = slog.LevelDebug
+	}
+	l.logf(lvl, format, v)
+}
+
+// plaintextWarning is what nats-server warns at every start of the
+// embedded server: its host user has no password by design (hosts connect
+// without credentials and get only the host protocol's subjects), and the
+// gateway's secret is already in plain text in TokenFile, which a bcrypt
+// hash in memory would not change. A warning an operator can do nothing
+// about is logged at debug level instead.
+const plaintextWarning = "Plaintext passwords detected, use nkeys or bcrypt"
+
+func (l *serverLog) Errorf(format string, v ...any) { l.logf(slog.LevelError, format, v) }
+func (l *serverLog) Debugf(format string, v ...any) { l.logf(slog.LevelDebug, format, v) }
+func (l *serverLog) Tracef(format string, v ...any) { l.logf(slog.LevelDebug-4, format, v) }
 
 func (l *serverLog) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,14 +20,18 @@ type Options struct {
 	// ("nats://a:4222,nats://b:4222"). Empty means: start an embedded
 	// server. Schemes nats and tls are accepted (a missing port means
 	// 4222), or ws and wss for NATS over WebSocket; one list does not mix
-	// the two kinds, which the client cannot do.
+	// the two kinds, which the client cannot do. A URL may carry user
+	// info (nats://user:password@host:port), which is never logged; to
+	// share another gateway's embedded bus, that is GatewayUser and the
+	// secret in its TokenFile.
 	URL string
 	// Listen is the embedded server's client listen address, host:port.
 	// Empty means DefaultListen; port 0 picks a free port (tests).
 	// Ignored with an external URL.
 	Listen string
-	// DataDir is the embedded server's JetStream store directory.
-	// Required in embedded mode; ignored with an external URL.
+	// DataDir is the embedded server's JetStream store directory, and
+	// holds TokenFile. Required in embedded mode; ignored with an
+	// external URL.
 	DataDir string
 	// Name names the embedded server and the client connection. Empty
 	// means "gatehouse".
@@ -63,36 +68,53 @@ func parseURLs(s string) ([]string, error) {
 	for _, raw := range strings.Split(s, ",") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
-			return nil, fmt.Errorf("bus: url %q: empty entry in the list", s)
+			return nil, fmt.Errorf("bus: url %q: empty entry in the list", redactList(strings.Split(s, ",")))
 		}
-		u, err := url.Parse(raw)
+		isWS, err := checkURL(raw)
 		if err != nil {
-			return nil, fmt.Errorf("bus: url %q: %v", raw, err)
+			return nil, fmt.Errorf("bus: url %q: %v", redact(raw), err)
 		}
-		switch u.Scheme {
-		case "nats", "tls":
-		case "ws", "wss":
+		if isWS {
 			ws++
-		default:
-			return nil, fmt.Errorf("bus: url %q: scheme must be nats, tls, ws or wss", raw)
-		}
-		if u.Hostname() == "" {
-			return nil, fmt.Errorf("bus: url %q: missing host", raw)
-		}
-		if p := u.Port(); p != "" {
-			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-				return nil, fmt.Errorf("bus: url %q: bad port %q", raw, p)
-			}
-		}
-		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("bus: url %q: must be scheme://host:port only", raw)
 		}
 		out = append(out, raw)
 	}
 	if ws != 0 && ws != len(out) {
-		return nil, fmt.Errorf("bus: url %q: mixes ws/wss with nats/tls URLs", s)
+		return nil, fmt.Errorf("bus: url %q: mixes ws/wss with nats/tls URLs", redactList(out))
 	}
 	return out, nil
+}
+
+// checkURL checks one bus URL. User info (user:password@, or a token as
+// the user) is allowed; the errors never repeat it.
+func checkURL(raw string) (ws bool, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // url.Error repeats the URL, credential and all
+		}
+		return false, err
+	}
+	switch u.Scheme {
+	case "nats", "tls":
+	case "ws", "wss":
+		ws = true
+	default:
+		return false, errors.New("scheme must be nats, tls, ws or wss")
+	}
+	if u.Hostname() == "" {
+		return false, errors.New("missing host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return false, fmt.Errorf("bad port %q", p)
+		}
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return false, errors.New("must be scheme://host:port only")
+	}
+	return ws, nil
 }
 
 func parseListen(s string) (string, int, error) {

@@ -18,7 +18,7 @@ import (
 func TestSecondGatewaySeesChangesWithinASecond(t *testing.T) {
 	a := start(t, testConfig(t))
 	cfg := testConfig(t)
-	cfg.Bus.URL = []string{"nats://" + a.g.Addrs().Bus}
+	cfg.Bus.URL = []string{a.gatewayBusURL(t)}
 	b := start(t, cfg)
 
 	for i := range 3 {

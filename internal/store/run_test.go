@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +57,7 @@ func TestNATSDownKeepsTable(t *testing.T) {
 	// No reconnect buffer: while NATS is down, requests fail at once
 	// instead of waiting out their timeout, so the test sees failed
 	// resyncs quickly. The store's behaviour is the same either way.
-	j, _ := js(t, "nats://"+addr, nats.ReconnectBufSize(-1))
+	j, _ := js(t, gatewayURL(t, dir, addr), nats.ReconnectBufSize(-1))
 	s := open(t, j, store.Options{Resync: 50 * time.Millisecond, Logger: slogger(&logs)})
 	ctx := t.Context()
 	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
@@ -178,6 +181,17 @@ func startBusAt(t *testing.T, addr, dir string) *bus.Bus {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// gatewayURL is how another gateway reaches the embedded bus at addr whose
+// data directory is dir: with the gateway credential kept there.
+func gatewayURL(t *testing.T, dir, addr string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, bus.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "nats://" + bus.GatewayUser + ":" + strings.TrimSpace(string(b)) + "@" + addr
 }
 
 // The watchers outlive the initial load: a session keeps following

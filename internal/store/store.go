@@ -35,9 +35,11 @@ const (
 var watchedBuckets = map[string]bool{bucketApps: true, bucketDomains: true, bucketZones: true, bucketRecords: true}
 
 // republishPrefix cannot collide with DESIGN §4's gatehouse.{cluster}.…
-// subjects: '_' is not allowed in a cluster id. Any client of the bus can
-// publish there, as it can write the buckets themselves: the bus is
-// trusted (DESIGN §10).
+// subjects: '_' is not allowed in a cluster id. Only gateways may publish
+// there, as only they may write the buckets themselves: hosts connect to
+// the embedded bus without credentials and may publish only their own
+// subjects (internal/bus), and an external NATS is given the same split
+// by its operator (docs/config.md, "Bus security").
 const republishPrefix = "gatehouse._store."
 
 // maxValueSize bounds one stored value (a certificate bundle is a few KiB).
