@@ -136,7 +136,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	nc, err := nats.Connect(f.bus, nats.Name("gatehouse host "+f.id), nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
 	if err != nil {
-		return fmt.Errorf("host: bus %s: %w", f.bus, err)
+		return fmt.Errorf("host: bus %s: %w", redactBus(f.bus), err)
 	}
 	defer nc.Close()
 
@@ -159,8 +159,25 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
 	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
-		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, f.bus)
+		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, redactBus(f.bus))
 	return serveSidecar(ctx, srv, ln, h, f, logger)
+}
+
+// redactBus hides the user info of each URL in a -bus list: an external
+// NATS may give its hosts a credential, which is not for stdout or logs.
+func redactBus(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err == nil && u.User != nil:
+			u.User = url.User("xxxxx")
+			parts[i] = u.String()
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // serveSidecar runs the server and the host protocol until ctx ends, then

@@ -248,3 +248,17 @@ func TestHostSidecarH2C(t *testing.T) {
 		t.Fatalf("client saw %s, upstream saw %q", resp.Proto, b)
 	}
 }
+
+// A host's bus credential (an external NATS may give hosts one) is never
+// printed.
+func TestRedactBus(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                        "nats://127.0.0.1:4222",
+		"nats://host:s3cret@a:4222,tls://tok3n@b:4222": "nats://xxxxx@a:4222,tls://xxxxx@b:4222",
+		"nats://host:s3cret@[::1":                      "xxxxx@[::1",
+	} {
+		if got := redactBus(in); got != want {
+			t.Errorf("redactBus(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -106,10 +106,10 @@ func (c *Config) validateBus() error {
 	for _, u := range c.Bus.URL {
 		p, err := url.Parse(u)
 		if err != nil || p.Host == "" {
-			return bad("bus.url", "must be nats://host:port URLs, got %q", u)
+			return bad("bus.url", "must be nats://host:port URLs, got %q", redactUser(u, p))
 		}
 		if err := oneOf("bus.url", p.Scheme, "nats", "tls", "ws", "wss"); err != nil {
-			return bad("bus.url", "scheme must be one of nats, tls, ws, wss, got %q", u)
+			return bad("bus.url", "scheme must be one of nats, tls, ws, wss, got %q", redactUser(u, p))
 		}
 	}
 	if len(c.Bus.URL) == 0 {
@@ -118,6 +118,25 @@ func (c *Config) validateBus() error {
 		}
 	}
 	return nil
+}
+
+// redactUser hides the user info of bus URL raw (parsed as p, nil if it
+// did not parse): a bus.url may carry a credential
+// (nats://user:password@host), which an error must not repeat.
+func redactUser(raw string, p *url.URL) string {
+	if p != nil {
+		if p.User == nil {
+			return raw
+		}
+		c := *p
+		c.User = url.User("xxxxx")
+		return c.String()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
+		return scheme + "://xxxxx@" + rest[i+1:]
+	}
+	return raw
 }
 
 func (c *Config) validateCluster() error {
