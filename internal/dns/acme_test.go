@@ -1,0 +1,335 @@
+package dns
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libdns/libdns"
+	mdns "github.com/miekg/dns"
+)
+
+// memRecords is a RecordStore in memory: fn runs under the lock, which is
+// the atomicity the real store gets from compare-and-set.
+type memRecords struct {
+	mu     sync.Mutex
+	sets   map[[3]string]*Record // zone, name, type
+	writes int
+	fail   error
+}
+
+func newMemRecords() *memRecords { return &memRecords{sets: map[[3]string]*Record{}} }
+
+func (m *memRecords) UpdateRecord(_ context.Context, zone, name, typ string, fn func(*Record) (*Record, error)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	k := [3]string{zone, name, typ}
+	var cur *Record
+	if r := m.sets[k]; r != nil {
+		c := *r
+		c.Values = slices.Clone(r.Values)
+		cur = &c
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return err
+	}
+	m.writes++
+	if next == nil {
+		delete(m.sets, k)
+		return nil
+	}
+	m.sets[k] = next
+	return nil
+}
+
+func (m *memRecords) values(zone, name string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.sets[[3]string{zone, name, "TXT"}]; r != nil {
+		return slices.Clone(r.Values)
+	}
+	return nil
+}
+
+// zones is what the DNS server sees of m: the gateway's zones with m's
+// records.
+func (m *memRecords) zones(names ...string) func() []Zone {
+	return func() []Zone {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var out []Zone
+		for _, n := range names {
+			z := Zone{Name: n, Gateways: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
+			for k, r := range m.sets {
+				if k[0] == n {
+					z.Records = append(z.Records, *r)
+				}
+			}
+			out = append(out, z)
+		}
+		return out
+	}
+}
+
+func acmeZones(t *testing.T, m *memRecords, zones ...string) *ACMEZones {
+	t.Helper()
+	a, err := NewACMEZones(func() []string { return zones }, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func txt(name, v string) libdns.Record { return libdns.TXT{Name: name, Text: v} }
+
+// serve runs a real server over zones on loopback and returns a TXT
+// lookup against it.
+func serve(t *testing.T, zones func() []Zone) func(name string) []string {
+	t.Helper()
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: zones})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, pc, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	addr := pc.LocalAddr().String()
+	return func(name string) []string {
+		t.Helper()
+		q := new(mdns.Msg)
+		q.SetQuestion(mdns.Fqdn(name), mdns.TypeTXT)
+		c := &mdns.Client{Timeout: 2 * time.Second}
+		resp, _, err := c.Exchange(q, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Rcode != mdns.RcodeSuccess {
+			t.Fatalf("%s TXT: rcode %s", name, mdns.RcodeToString[resp.Rcode])
+		}
+		var out []string
+		for _, rr := range resp.Answer {
+			out = append(out, strings.Join(rr.(*mdns.TXT).Txt, ""))
+		}
+		sort.Strings(out)
+		return out
+	}
+}
+
+// Appending writes the value beside the ones already there, the DNS
+// server answers both, and deleting takes away exactly what was added.
+func TestACMEZonesAppendDelete(t *testing.T) {
+	m := newMemRecords()
+	a := acmeZones(t, m, "apps.example.com")
+	lookup := serve(t, m.zones("apps.example.com"))
+	ctx := context.Background()
+	const name = "_acme-challenge.apps.example.com"
+	// An operator's value, written as the control API writes it.
+	if err := m.UpdateRecord(ctx, "apps.example.com", name, "TXT", func(*Record) (*Record, error) {
+		return &Record{Name: name, Type: "TXT", TTL: 30, Values: []string{"operator"}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// certmagic's shape: zone with a trailing dot, the name relative.
+	got, err := a.AppendRecords(ctx, "apps.example.com.", []libdns.Record{libdns.RR{Type: "TXT", Name: "_acme-challenge", Data: "tok-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].RR() != (libdns.RR{Type: "TXT", Name: "_acme-challenge", Data: "tok-a", TTL: 30 * time.Second}) {
+		t.Fatalf("append returned %+v", got)
+	}
+	if _, ok := got[0].(libdns.TXT); !ok {
+		t.Fatalf("append returned %T, want libdns.TXT", got[0])
+	}
+	// Another gateway's challenge for the same name (the apex and the
+	// wildcard share it), in another spelling.
+	if _, err := a.AppendRecords(ctx, "Apps.Example.com", []libdns.Record{txt("_acme-challenge.apps.example.com.", "tok-b")}); err != nil {
+		t.Fatal(err)
+	}
+	if v := lookup(name); !slices.Equal(v, []string{"operator", "tok-a", "tok-b"}) {
+		t.Fatalf("served %v", v)
+	}
+
+	del, err := a.DeleteRecords(ctx, "apps.example.com.", got)
+	if err != nil || len(del) != 1 || del[0].RR().Data != "tok-a" {
+		t.Fatalf("delete = %+v, %v", del, err)
+	}
+	if v := lookup(name); !slices.Equal(v, []string{"operator", "tok-b"}) {
+		t.Fatalf("after delete, served %v", v)
+	}
+	// Deleting again is a no-op that writes nothing.
+	writes := m.writes
+	if del, err := a.DeleteRecords(ctx, "apps.example.com.", got); err != nil || len(del) != 0 {
+		t.Fatalf("second delete = %+v, %v", del, err)
+	}
+	if m.writes != writes {
+		t.Fatal("a delete of nothing wrote")
+	}
+	// The set keeps its own TTL: a deleting record's TTL is not compared.
+	if _, err := a.DeleteRecords(ctx, "apps.example.com.", []libdns.Record{libdns.TXT{Name: "_acme-challenge", Text: "tok-b", TTL: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.values("apps.example.com", name); !slices.Equal(v, []string{"operator"}) {
+		t.Fatalf("stored %v", v)
+	}
+}
+
+// A set the provider creates is deleted with its last value, and its TTL
+// is the appended record's.
+func TestACMEZonesCreatesAndDeletesSet(t *testing.T) {
+	m := newMemRecords()
+	a := acmeZones(t, m, "apps.example.com")
+	ctx := context.Background()
+	got, err := a.AppendRecords(ctx, "apps.example.com.", []libdns.Record{
+		libdns.TXT{Name: "_acme-challenge.api", Text: "one", TTL: 5 * time.Second},
+		libdns.TXT{Name: "_acme-challenge.api", Text: "two"},
+	})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("append = %+v, %v", got, err)
+	}
+	m.mu.Lock()
+	set := *m.sets[[3]string{"apps.example.com", "_acme-challenge.api.apps.example.com", "TXT"}]
+	m.mu.Unlock()
+	if set.TTL != 5 || !slices.Equal(set.Values, []string{"one", "two"}) || set.Name != "_acme-challenge.api.apps.example.com" {
+		t.Fatalf("stored %+v", set)
+	}
+	if _, err := a.DeleteRecords(ctx, "apps.example.com.", got); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.sets) != 0 {
+		t.Fatalf("left behind: %+v", m.sets)
+	}
+}
+
+// The record goes to the most specific of the gateway's zones, the one
+// the DNS server answers it from.
+func TestACMEZonesMostSpecificZone(t *testing.T) {
+	m := newMemRecords()
+	a := acmeZones(t, m, "example.com", "apps.example.com")
+	if _, err := a.AppendRecords(context.Background(), "example.com.", []libdns.Record{txt("_acme-challenge.apps", "v")}); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.values("apps.example.com", "_acme-challenge.apps.example.com"); !slices.Equal(v, []string{"v"}) {
+		t.Fatalf("stored %+v", m.sets)
+	}
+}
+
+func TestACMEZonesRefuses(t *testing.T) {
+	m := newMemRecords()
+	a := acmeZones(t, m, "apps.example.com")
+	ctx := context.Background()
+	for _, c := range []struct {
+		zone string
+		rec  libdns.Record
+		want string
+	}{
+		{"example.org.", txt("_acme-challenge", "v"), "not in the gateway's zones"},
+		{"example.com.", txt("_acme-challenge", "v"), "not in the gateway's zones"},
+		{"evilapps.example.com.", txt("_acme-challenge", "v"), "not in the gateway's zones"},
+		{"apps.example.com.", txt("_acme-challenge.example.org.", "v"), "not in zone"},
+		{"apps.example.com.", txt("www", "v"), "only _acme-challenge"},
+		{"apps.example.com.", txt("@", "v"), "only _acme-challenge"},
+		{"apps.example.com.", txt("x._acme-challenge", "v"), "only _acme-challenge"},
+		{"apps.example.com.", libdns.RR{Type: "A", Name: "_acme-challenge", Data: "127.0.0.1"}, "only TXT"},
+		{"apps.example.com.", libdns.RR{Type: "CNAME", Name: "_acme-challenge", Data: "x.example.org."}, "only TXT"},
+		{"apps.example.com.", txt("_acme-challenge", ""), "1 to 2048 bytes"},
+		{"apps.example.com.", txt("_acme-challenge", strings.Repeat("x", 2049)), "1 to 2048 bytes"},
+		{"", txt("_acme-challenge", "v"), "zone is required"},
+	} {
+		_, err := a.AppendRecords(ctx, c.zone, []libdns.Record{c.rec})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("append %q %+v: err %v, want %q", c.zone, c.rec.RR(), err, c.want)
+		}
+		_, err = a.DeleteRecords(ctx, c.zone, []libdns.Record{c.rec})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("delete %q %+v: err %v, want %q", c.zone, c.rec.RR(), err, c.want)
+		}
+	}
+	_, err := a.AppendRecords(ctx, "example.org.", []libdns.Record{txt("_acme-challenge", "v")})
+	if !errors.Is(err, ErrNotOurZone) {
+		t.Errorf("off-zone: %v, want ErrNotOurZone", err)
+	}
+	// One bad record in a batch: nothing is written.
+	if _, err := a.AppendRecords(ctx, "apps.example.com.", []libdns.Record{txt("_acme-challenge", "ok"), txt("www", "bad")}); err == nil {
+		t.Error("a batch with a bad record was accepted")
+	}
+	if m.writes != 0 || len(m.sets) != 0 {
+		t.Fatalf("refused records were written: %+v", m.sets)
+	}
+	// No zones at all: everything refused.
+	if _, err := acmeZones(t, m).AppendRecords(ctx, "apps.example.com.", []libdns.Record{txt("_acme-challenge", "v")}); !errors.Is(err, ErrNotOurZone) {
+		t.Errorf("no zones: %v", err)
+	}
+	if _, err := NewACMEZones(nil, m); err == nil {
+		t.Error("NewACMEZones without zones")
+	}
+	if _, err := NewACMEZones(func() []string { return nil }, nil); err == nil {
+		t.Error("NewACMEZones without records")
+	}
+}
+
+// A write that fails takes back the values this call already added.
+func TestACMEZonesAppendRollsBack(t *testing.T) {
+	m := newMemRecords()
+	a := acmeZones(t, m, "apps.example.com")
+	boom := errors.New("store down")
+	f := &failAfter{memRecords: m, n: 1, err: boom}
+	a.records = f
+	_, err := a.AppendRecords(context.Background(), "apps.example.com.", []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v", err)
+	}
+	if len(m.sets) != 0 {
+		t.Fatalf("left behind: %+v", m.sets)
+	}
+}
+
+// failAfter lets n appends through, then fails appends; removals pass.
+type failAfter struct {
+	*memRecords
+	n   int
+	err error
+}
+
+func (f *failAfter) UpdateRecord(ctx context.Context, zone, name, typ string, fn func(*Record) (*Record, error)) error {
+	adding := false
+	probe := func(cur *Record) (*Record, error) {
+		next, err := fn(cur)
+		adding = err == nil && next != nil && (cur == nil || len(next.Values) > len(cur.Values))
+		return next, err
+	}
+	if f.n == 0 {
+		// Decide on a copy first: a failing append must write nothing.
+		var dry *Record
+		if r := f.sets[[3]string{zone, name, typ}]; r != nil {
+			c := *r
+			c.Values = slices.Clone(r.Values)
+			dry = &c
+		}
+		if _, _ = probe(dry); adding {
+			return f.err
+		}
+	}
+	if err := f.memRecords.UpdateRecord(ctx, zone, name, typ, probe); err != nil {
+		return err
+	}
+	if adding {
+		f.n--
+	}
+	return nil
+}
