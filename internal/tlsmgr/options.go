@@ -13,10 +13,11 @@ import (
 // Options configures a Manager. The zero value serves a bootstrap
 // certificate for "localhost" and never talks to an ACME CA.
 type Options struct {
-	// Names are the gateway's own names: api.{zone} and each app's
-	// {app}.{zone}. The bootstrap certificate covers them, and with a
-	// Directory each gets an ACME certificate. More can be added later with
-	// Manage. Empty means only "localhost" for the bootstrap.
+	// Names are the gateway's own names: api.{zone} and, with a
+	// DNSProvider, the wildcard *.{zone} that covers every {app}.{zone}.
+	// The bootstrap certificate covers them, and with a Directory each gets
+	// an ACME certificate. More can be added later with Manage. Empty means
+	// only "localhost" for the bootstrap.
 	Names []string
 
 	// Directory is the ACME directory URL (tls.acme.directory). Empty: no
@@ -63,7 +64,13 @@ type Options struct {
 	// and TLS-ALPN-01. nil: no DNS-01 and no wildcard names.
 	DNSProvider DNSProvider
 	// DNSResolvers (host:port) are asked for the SOA of a challenge name to
-	// find its zone; empty means the system resolvers.
+	// find its zone and then, once the TXT record is written, for that
+	// record until they answer it (certmagic's propagation check, up to 2
+	// minutes) before the CA is asked to validate. The gateway gives its
+	// own DNS server here, so the check proves the record reached the
+	// table that server answers from, and nothing leaves the machine.
+	// Empty means the system resolvers for the zone, and no propagation
+	// check (it would ask the zone's authoritative servers by NS name).
 	DNSResolvers []string
 	// DNSPropagationDelay is how long to wait after writing a challenge
 	// record before asking the CA to validate it, so that every gateway's

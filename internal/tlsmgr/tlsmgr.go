@@ -132,8 +132,8 @@ func (m *Manager) HTTPHandler(next http.Handler) http.Handler {
 	})
 }
 
-// Manage adds names to keep an ACME certificate for (a new app's
-// {app}.{zone}). Before Run they are remembered; while Run runs they are
+// Manage adds names to keep an ACME certificate for (a new zone's
+// api.{zone} and *.{zone}). Before Run they are remembered; while Run runs they are
 // ordered in the background. Names already managed are skipped.
 func (m *Manager) Manage(names ...string) error {
 	m.mu.Lock()
@@ -258,24 +258,32 @@ func (m *Manager) startACME() (*certmagic.Cache, error) {
 	return cache, nil
 }
 
-// newConfig builds one certmagic config with its ACME issuer.
-// dns01 is the DNS-01 solver for managed names, or nil.
+// dns01 is the DNS-01 solver for managed names, or nil without a
+// DNSProvider.
 func (m *Manager) dns01() *certmagic.DNS01Solver {
 	if m.opts.DNSProvider == nil {
 		return nil
 	}
+	// With resolvers given (the gateway's own DNS server), certmagic asks
+	// them for the challenge record until they answer it (0: its default
+	// timeout, 2 minutes). Without, it would look up the zone's NS names
+	// and probe those: we skip that and rely on the delay alone, as our
+	// own authoritative servers answer from the shared store.
+	timeout := time.Duration(-1)
+	if len(m.opts.DNSResolvers) > 0 {
+		timeout = 0
+	}
 	return &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
-		DNSProvider:      m.opts.DNSProvider,
-		Resolvers:        m.opts.DNSResolvers,
-		PropagationDelay: m.opts.DNSPropagationDelay,
-		// Our own authoritative servers answer from the shared store; the
-		// delay above covers their catch-up, and probing them from here
-		// would need them reachable by NS name.
-		PropagationTimeout: -1,
+		DNSProvider:        m.opts.DNSProvider,
+		Resolvers:          m.opts.DNSResolvers,
+		PropagationDelay:   m.opts.DNSPropagationDelay,
+		PropagationTimeout: timeout,
 		Logger:             zap.NewNop(),
 	}}
 }
 
+// newConfig builds one certmagic config with its ACME issuer; with dns01,
+// DNS-01 is its only challenge.
 func (m *Manager) newConfig(cache *certmagic.Cache, storage certmagic.Storage, roots *x509.CertPool, od *certmagic.OnDemandConfig, dns01 *certmagic.DNS01Solver) *certmagic.Config {
 	zl := zap.NewNop()
 	cfg := certmagic.New(cache, certmagic.Config{Storage: storage, Logger: zl, OnEvent: m.onEvent, OnDemand: od})
