@@ -215,6 +215,14 @@ func (c *Config) validateTLS() error {
 			return bad("tls.acme.directory", "must be an https URL, got %q", d)
 		}
 	}
+	// The wildcard *.{zone} is validated by DNS-01, answered by this
+	// gateway's own DNS server (DESIGN §9): without it, no certificate
+	// for any {app}.{zone} could be issued. Refused here rather than
+	// falling back to one HTTP-01 order per app, which runs into the CA's
+	// rate limits, or writing challenges nobody answers.
+	if c.TLS.ACME.Directory != "" && c.DNS.Addr == "" {
+		return bad("dns.addr", "must be set with tls.acme.directory: the wildcard *.{zone} certificate is validated by DNS-01, answered by this gateway's DNS server")
+	}
 	if c.TLS.CustomDomains == "auto" && c.TLS.ACME.Directory == "" {
 		return bad("tls.custom_domains", "auto needs an ACME CA: set tls.acme.directory")
 	}

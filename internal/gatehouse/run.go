@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	var dnsSrv *dns.Server
 	var dnsPC net.PacketConn
 	var dnsLn net.Listener
+	var dnsSelf string // where this process reaches its own DNS server
 	if cfg.DNS.Addr != "" {
 		if dnsSrv, err = dns.New(dns.Options{Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log}); err != nil {
 			return err
@@ -64,6 +66,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		if dnsPC, dnsLn, err = dnsSrv.Listen(); err != nil {
 			return err
 		}
+		dnsSelf = selfAddr(dnsPC.LocalAddr())
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -81,7 +84,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		cancel()
 		return errors.Join(err, eg.Wait())
 	}
-	err = g.startParts(ctx, eg, b, e, &apiH, &l7, &certs)
+	err = g.startParts(ctx, eg, b, e, &apiH, &l7, &certs, dnsSelf)
 	if err == nil {
 		if dnsPC != nil {
 			g.addrs.Load().DNS = dnsPC.LocalAddr().String()
@@ -149,9 +152,10 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 }
 
 // startParts brings up the bus, the store, the table and the parts that
-// feed and serve it. Long-running parts join eg.
+// feed and serve it. Long-running parts join eg. dnsSelf is the address
+// of this gateway's own DNS server, empty when it is off.
 func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.Bus, e *edge.Edge,
-	apiH, l7 *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager]) error {
+	apiH, l7 *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], dnsSelf string) error {
 	cfg := g.cfg
 	if err := b.Start(ctx); err != nil {
 		return err
@@ -192,7 +196,11 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		return st.WatchHostKeys(ctx, func(id string) { _ = disc.Reverify(id) })
 	})
 
-	mgr, err := tlsmgr.New(g.tlsOptions(st))
+	tlsOpts, err := g.tlsOptions(st, dnsSelf)
+	if err != nil {
+		return err
+	}
+	mgr, err := tlsmgr.New(tlsOpts)
 	if err != nil {
 		return err
 	}
@@ -333,14 +341,20 @@ func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, 
 	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: conn, Logger: g.log})
 }
 
-func (g *Gatehouse) tlsOptions(st *store.Store) tlsmgr.Options {
+// tlsOptions configures certificates (DESIGN §9): the managed names of
+// each zone are api.{zone} and the wildcard *.{zone}, which covers every
+// {app}.{zone}; with ACME they are validated by DNS-01 through the
+// store's records, which every gateway's DNS server answers, and checked
+// against this gateway's own DNS server (dnsSelf) before the CA is asked.
+// Custom domains stay on demand, by HTTP-01 and TLS-ALPN-01.
+func (g *Gatehouse) tlsOptions(st *store.Store, dnsSelf string) (tlsmgr.Options, error) {
 	cfg := g.cfg
 	var names []string
 	if cfg.Zone != "" {
-		names = append(names, route.ReservedLabel+"."+cfg.Zone)
+		names = zoneNames(cfg.Zone)
 	}
 	live := &g.live
-	return tlsmgr.Options{
+	opts := tlsmgr.Options{
 		Names:         names,
 		Directory:     cfg.TLS.ACME.Directory,
 		Email:         cfg.TLS.ACME.Email,
@@ -359,10 +373,77 @@ func (g *Gatehouse) tlsOptions(st *store.Store) tlsmgr.Options {
 		TLSPort:  portOf(cfg.HTTPS.Addr),
 		Logger:   g.log,
 	}
+	if cfg.TLS.ACME.Directory == "" {
+		return opts, nil // the bootstrap certificate only; it names the wildcard too
+	}
+	if dnsSelf == "" {
+		// config.Validate refuses this; kept for a Gatehouse built otherwise.
+		return opts, errors.New("gatehouse: tls.acme.directory needs the dns listener (dns.addr): *.{zone} is validated by DNS-01")
+	}
+	provider, err := dns.NewACMEZones(func() []string {
+		var zs []string
+		for _, z := range live.Load().Zones() {
+			zs = append(zs, z.Name)
+		}
+		return zs
+	}, dnsRecords{st})
+	if err != nil {
+		return opts, err
+	}
+	opts.DNSProvider = provider
+	opts.DNSResolvers = []string{dnsSelf}
+	return opts, nil
 }
 
-// manageNames keeps certmagic managing api.{zone} and {app}.{zone} for
-// every zone and http-mode app in the table, as they appear.
+// zoneNames are the names the gateway keeps a certificate for in zone:
+// api.{zone} and the wildcard *.{zone}. The wildcard covers one label, so
+// every {app}.{zone} is served from it and a new app needs no ACME order;
+// the zone's apex is not an app name and gets none.
+func zoneNames(zone string) []string {
+	return []string{route.ReservedLabel + "." + zone, "*." + zone}
+}
+
+// dnsRecords adapts the store's record sets to dns.RecordStore, for the
+// DNS-01 provider: the same sets the control API's
+// PUT /api/v3/dns/zones/{zone}/records/{name}/{type} writes.
+type dnsRecords struct{ st *store.Store }
+
+var _ dns.RecordStore = dnsRecords{}
+
+func (r dnsRecords) UpdateRecord(ctx context.Context, zone, name, typ string, fn func(*dns.Record) (*dns.Record, error)) error {
+	return r.st.UpdateRecord(ctx, zone, name, typ, func(cur *route.Record) (*route.Record, error) {
+		var in *dns.Record
+		if cur != nil {
+			in = &dns.Record{Name: cur.Name, Type: cur.Type, TTL: uint32(max(cur.TTL, 0)), Values: slices.Clone(cur.Values)}
+		}
+		out, err := fn(in)
+		if err != nil || out == nil {
+			return nil, err
+		}
+		return &route.Record{Zone: zone, Name: out.Name, Type: out.Type, TTL: int(out.TTL), Values: out.Values}, nil
+	})
+}
+
+// selfAddr is where this process reaches a server listening on a: the
+// same address, with loopback for an unspecified IP.
+func selfAddr(a net.Addr) string {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	ip := ap.Addr().Unmap()
+	switch {
+	case ip.IsUnspecified() && ip.Is4():
+		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case ip.IsUnspecified():
+		ip = netip.IPv6Loopback()
+	}
+	return netip.AddrPortFrom(ip, ap.Port()).String()
+}
+
+// manageNames keeps certmagic managing api.{zone} and *.{zone} for every
+// zone in the table, as zones appear. Apps need nothing: the wildcard
+// covers {app}.{zone}, and custom domains are issued on demand.
 func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager) error {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -372,14 +453,7 @@ func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager) error 
 			last = tbl
 			var names []string
 			for _, z := range tbl.Zones() {
-				names = append(names, route.ReservedLabel+"."+z.Name)
-			}
-			for _, id := range tbl.AppIDs() {
-				if a := tbl.App(id); a != nil && a.Mode != route.ModePassthrough {
-					for _, z := range tbl.Zones() {
-						names = append(names, id+"."+z.Name)
-					}
-				}
+				names = append(names, zoneNames(z.Name)...)
 			}
 			var todo []string
 			for _, n := range names {

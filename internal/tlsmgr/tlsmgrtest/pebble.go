@@ -43,7 +43,7 @@ type Pebble struct {
 	Roots *x509.CertPool
 	// DNS is the DNS server Pebble validates against: A 127.0.0.1 for any
 	// name, SOA at the zones added to it, and the TXT records its libdns
-	// methods write (a DNS-01 provider for tlsmgr).
+	// methods write (a DNS-01 provider for tlsmgr). nil with StartWithDNS.
 	DNS *Zones
 	// DNSAddr is that server's address, for tlsmgr's DNSResolvers.
 	DNSAddr string
@@ -83,6 +83,21 @@ func (p *Pebble) Write(b []byte) (int, error) {
 // unless CI is set, where it fails.
 func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	t.Helper()
+	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}}
+	return start(t, httpPort, tlsPort, zones, "")
+}
+
+// StartWithDNS is Start with Pebble's VA resolving every name through the
+// DNS server at dnsAddr (a loopback host:port, UDP) instead of the
+// in-test one: the gateway's own DNS server, which must answer there by
+// the time Pebble validates.
+func StartWithDNS(t testing.TB, httpPort, tlsPort int, dnsAddr string) *Pebble {
+	t.Helper()
+	return start(t, httpPort, tlsPort, nil, dnsAddr)
+}
+
+func start(t testing.TB, httpPort, tlsPort int, zones *Zones, dnsAddr string) *Pebble {
+	t.Helper()
 	bin, err := exec.LookPath("pebble")
 	if err != nil {
 		if os.Getenv("CI") == "" {
@@ -92,8 +107,9 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	}
 	dir := t.TempDir()
 	caPEM, certFile, keyFile := serverCert(t, dir)
-	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}}
-	dnsAddr := startDNS(t, zones)
+	if zones != nil {
+		dnsAddr = startDNS(t, zones)
+	}
 	// Pebble's own ports are picked free and then bound by Pebble: another
 	// test's socket can take one in between ("address already in use"),
 	// so a start that fails that way is tried again on new ports.

@@ -1,0 +1,118 @@
+package gatehouse
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
+)
+
+// DESIGN §9 end to end, with a real Pebble whose VA asks only the
+// gateway's own DNS server, the embedded NATS store and the gateway's
+// listeners on loopback: the gateway orders *.{zone} (and api.{zone}) by
+// DNS-01, writing the challenge into the store's records that its DNS
+// server answers; an app's name is then served from the wildcard, with no
+// order of its own, and the challenge records are gone.
+func TestWildcardCertificateByDNS01(t *testing.T) {
+	// The gateway's DNS port is picked before the gateway starts, since
+	// Pebble is told it at launch (-dnsserver).
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	// No HTTP-01 or TLS-ALPN-01 should be tried: Pebble's VA gets ports
+	// nothing listens on, so such a challenge could only fail.
+	p := tlsmgrtest.StartWithDNS(t, testutil.FreePort(t), testutil.FreePort(t), dnsAddr)
+	cfg := testConfig(t)
+	cfg.DNS.Addr = dnsAddr
+	cfg.TLS.ACME.Directory = p.Directory
+	cfg.TLS.ACME.CARoot = p.CARoot
+	cfg.TLS.ACME.Email = "ops@test.local"
+	r := start(t, cfg)
+	// An app made right away: with one order per app, its own order
+	// would be placed within manageNames' first ticks.
+	if code, body := r.control(t, "PUT", "/api/v3/apps/someapp", `{}`); code != 200 {
+		t.Fatalf("put app: %d %s", code, body)
+	}
+
+	httpsAddr := r.g.Addrs().HTTPS
+	handshake := func(name string) (*x509.Certificate, error) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", httpsAddr, &tls.Config{ServerName: name, RootCAs: p.Roots})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0], nil
+	}
+	var leaf *x509.Certificate
+	var lastErr error
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+		leaf, lastErr = handshake("someapp.test.local")
+		return lastErr == nil
+	}, "someapp.test.local never served a certificate from Pebble's CA")
+	// The handshake verified the chain against Pebble's issuance root.
+	if !slices.Contains(leaf.DNSNames, "*.test.local") {
+		t.Fatalf("someapp.test.local served %v, want the wildcard *.test.local", leaf.DNSNames)
+	}
+	if slices.Contains(leaf.DNSNames, "someapp.test.local") {
+		t.Fatalf("someapp.test.local has a certificate of its own: %v", leaf.DNSNames)
+	}
+	// api.{zone} has its own order; the wildcard covers it meanwhile.
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool { return p.Orders() >= 2 }, "api.test.local never ordered")
+	if _, err := handshake("api.test.local"); err != nil {
+		t.Fatalf("api.test.local: %v", err)
+	}
+	// Past several of manageNames' 2 s rounds since the app was made.
+	time.Sleep(5 * time.Second)
+	if n := p.Orders(); n != 2 {
+		t.Fatalf("pebble saw %d orders, want 2 (*.test.local and api.test.local)", n)
+	}
+	if log := p.Log(); strings.Contains(log, "someapp") {
+		t.Fatalf("pebble was asked about someapp:\n%s", log)
+	}
+
+	// The challenge records are gone, from the store and from the DNS
+	// server's answers (certmagic cleans up just after validation).
+	txt := func(name string) []mdns.RR {
+		q := new(mdns.Msg)
+		q.SetQuestion(name, mdns.TypeTXT)
+		resp, _, err := (&mdns.Client{Timeout: 2 * time.Second}).Exchange(q, dnsAddr)
+		if err != nil {
+			t.Fatalf("%s TXT: %v", name, err)
+		}
+		if resp.Rcode != mdns.RcodeSuccess {
+			t.Fatalf("%s TXT: %s", name, mdns.RcodeToString[resp.Rcode])
+		}
+		return resp.Answer
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		_, body := r.control(t, "GET", "/api/v3/dns/zones/test.local/records", "")
+		return !strings.Contains(body, "_acme-challenge") &&
+			len(txt("_acme-challenge.test.local.")) == 0 && len(txt("_acme-challenge.api.test.local.")) == 0
+	}, "challenge records left behind")
+}
+
+// A DNS listener bound to every address is reached on loopback.
+func TestSelfAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"0.0.0.0:53":       "127.0.0.1:53",
+		"[::]:5353":        "[::1]:5353",
+		"127.0.0.1:5353":   "127.0.0.1:5353",
+		"10.1.2.3:53":      "10.1.2.3:53",
+		"[2001:db8::1]:53": "[2001:db8::1]:53",
+	} {
+		a, err := net.ResolveUDPAddr("udp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := selfAddr(a); got != want {
+			t.Errorf("selfAddr(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
