@@ -305,8 +305,8 @@ func (c *Config) validateTimers() error {
 			return bad(d.key, "must be positive, got %s", d.v)
 		}
 	}
-	if c.HostTTL < 3*c.HeartbeatInterval {
-		return bad("host_ttl", "must be at least 3 × heartbeat_interval (%s), got %s", 3*c.HeartbeatInterval, c.HostTTL)
+	if c.HostTTL <= 3*c.HeartbeatInterval { // discovery removes a host only after it is unhealthy
+		return bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", 3*c.HeartbeatInterval, c.HostTTL)
 	}
 	return oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 }
