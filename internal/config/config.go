@@ -19,7 +19,7 @@ type Config struct {
 
 	HTTP       HTTP      `yaml:"http" json:"http"`
 	HTTPS      Listener  `yaml:"https" json:"https"`
-	DNS        Listener  `yaml:"dns" json:"dns"`
+	DNS        DNS       `yaml:"dns" json:"dns"`
 	Management Listener  `yaml:"management" json:"management"`
 	Listeners  Listeners `yaml:"listeners" json:"listeners"`
 	Bus        Bus       `yaml:"bus" json:"bus"`
@@ -53,6 +53,30 @@ type Config struct {
 // started.
 type Listener struct {
 	Addr string `yaml:"addr" json:"addr"`
+}
+
+// DNS is the DNS listener and its recursion (DESIGN §8).
+type DNS struct {
+	// Addr is where it listens, UDP and TCP; empty: not started.
+	Addr string `yaml:"addr" json:"addr"`
+	// Recursion forwards names outside every zone upstream, for the
+	// platform only. Off by default.
+	Recursion Recursion `yaml:"recursion" json:"recursion"`
+}
+
+// Recursion is DESIGN §8's opt-in forwarding of off-zone names. The
+// gateway is not an open resolver: over UDP and TCP only the sources in
+// Allow may recurse, over HTTP only the platform credential.
+type Recursion struct {
+	// Upstreams are the resolvers off-zone queries are forwarded to, as
+	// host:port (normalized: a missing port is 53), tried in order. Empty:
+	// recursion is off, and every off-zone name is REFUSED.
+	Upstreams []string `yaml:"upstreams" json:"upstreams"`
+	// Allow are the source networks (CIDR prefixes; a bare IP means one
+	// address) whose UDP and TCP queries may recurse. Empty: none; the
+	// platform may still recurse over the HTTP resolve API. Normalized to
+	// canonical prefixes.
+	Allow []string `yaml:"allow" json:"allow"`
 }
 
 // HTTP is the plaintext listener (DESIGN §3).
@@ -215,7 +239,7 @@ func Default() Config {
 		DataDir:    "gatehouse-data",
 		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect},
 		HTTPS:      Listener{Addr: ":8443"},
-		DNS:        Listener{Addr: ":5353"},
+		DNS:        DNS{Addr: ":5353"},
 		Management: Listener{Addr: "127.0.0.1:9180"},
 		Listeners: Listeners{
 			MaxRequestLine:    8 << 10,

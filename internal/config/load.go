@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -348,12 +349,10 @@ func (c *Config) normalize() {
 	c.Cluster.Hash = strings.ToLower(strings.TrimSpace(c.Cluster.Hash))
 	c.TLS.CustomDomains = strings.ToLower(strings.TrimSpace(c.TLS.CustomDomains))
 	c.Log.Level = strings.ToLower(strings.TrimSpace(c.Log.Level))
-	for i, p := range c.TrustedProxies {
-		if a, err := netip.ParseAddr(p); err == nil {
-			c.TrustedProxies[i] = netip.PrefixFrom(a, a.BitLen()).String()
-		} else if pfx, err := netip.ParsePrefix(p); err == nil {
-			c.TrustedProxies[i] = pfx.Masked().String()
-		}
+	normalizePrefixes(c.TrustedProxies)
+	normalizePrefixes(c.DNS.Recursion.Allow)
+	for i, u := range c.DNS.Recursion.Upstreams {
+		c.DNS.Recursion.Upstreams[i] = normalizeUpstream(u)
 	}
 	if c.Bus.URL == nil {
 		c.Bus.URL = StringList{}
@@ -361,10 +360,47 @@ func (c *Config) normalize() {
 	if c.TrustedProxies == nil {
 		c.TrustedProxies = []string{}
 	}
+	if c.DNS.Recursion.Upstreams == nil {
+		c.DNS.Recursion.Upstreams = []string{}
+	}
+	if c.DNS.Recursion.Allow == nil {
+		c.DNS.Recursion.Allow = []string{}
+	}
 	if c.Clusters == nil {
 		c.Clusters = []Peer{}
 	}
 	if c.Auth.Issuers == nil {
 		c.Auth.Issuers = []Issuer{}
 	}
+}
+
+// normalizePrefixes rewrites each valid CIDR prefix in place in its
+// canonical form, and a bare IP as the prefix of that one address; what
+// does not parse is left for Validate to name.
+func normalizePrefixes(list []string) {
+	for i, p := range list {
+		if a, err := netip.ParseAddr(p); err == nil {
+			list[i] = netip.PrefixFrom(a, a.BitLen()).String()
+		} else if pfx, err := netip.ParsePrefix(p); err == nil {
+			list[i] = pfx.Masked().String()
+		}
+	}
+}
+
+// normalizeUpstream gives a resolver without a port the DNS port, 53:
+// "192.0.2.53", "[2001:db8::53]", "2001:db8::53" and "dns.example" all
+// gain ":53". Anything else is returned lower-cased, for Validate.
+func normalizeUpstream(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if _, _, err := net.SplitHostPort(s); err == nil {
+		return s
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	if a, err := netip.ParseAddr(host); err == nil && a.Zone() == "" {
+		return net.JoinHostPort(a.String(), "53")
+	}
+	if host != "" && !strings.ContainsAny(s, ":[]") {
+		return net.JoinHostPort(host, "53")
+	}
+	return s
 }

@@ -21,7 +21,7 @@ import (
 // It checks that the key files named exist, and nothing else outside c.
 func (c *Config) Validate() error {
 	for _, check := range []func() error{
-		c.validateListeners, c.validateBus, c.validateCluster, c.validatePeers,
+		c.validateListeners, c.validateRecursion, c.validateBus, c.validateCluster, c.validatePeers,
 		c.validateTLS, c.validateAuth, c.validateLimits, c.validateTimers,
 	} {
 		if err := check(); err != nil {
@@ -82,6 +82,47 @@ func (c *Config) validateListeners() error {
 	}
 	if c.Listeners.IdleTimeout <= 0 {
 		return bad("listeners.idle_timeout", "must be positive, got %s", c.Listeners.IdleTimeout)
+	}
+	return nil
+}
+
+func (c *Config) validateRecursion() error {
+	r := c.DNS.Recursion
+	for i, u := range r.Upstreams {
+		if err := checkUpstream(u); err != nil {
+			return bad(fmt.Sprintf("dns.recursion.upstreams[%d]", i), "%v", err)
+		}
+	}
+	for i, p := range r.Allow {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			return bad(fmt.Sprintf("dns.recursion.allow[%d]", i), "must be a CIDR like 10.0.0.0/8 or an IP, got %q", p)
+		}
+	}
+	if len(r.Allow) > 0 && len(r.Upstreams) == 0 {
+		return bad("dns.recursion.allow", "needs dns.recursion.upstreams: without upstreams recursion is off")
+	}
+	return nil
+}
+
+// checkUpstream accepts a resolver as host:port, the host an IP or a DNS
+// name, the port 1-65535 (normalize has given a bare host port 53).
+func checkUpstream(s string) error {
+	want := fmt.Errorf("must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got %q", s)
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || strings.Contains(s, "/") { // a URL, not an address
+		return want
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port must be a number 1-65535, got %q", s)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" || a.IsUnspecified() {
+			return want
+		}
+		return nil
+	}
+	if n, ok := route.NormalizeHost(host); !ok || n != host || strings.HasPrefix(host, "[") {
+		return want
 	}
 	return nil
 }
