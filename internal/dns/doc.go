@@ -3,7 +3,15 @@
 // answering the zone's gateway addresses, and the zone's explicit A, AAAA,
 // CNAME and TXT records, where a record set named *.{name} answers every
 // name under {name} that has none of its own. A name outside every zone
-// gets REFUSED: the gateway is not an open resolver, and it never recurses.
+// gets REFUSED: the gateway is not an open resolver.
+//
+// Recursion is the operator's opt-in, for the platform only: with a
+// [Forwarder], a query with RD set from a source network in
+// Options.RecursionAllow for a name outside every zone is forwarded to the
+// upstreams and their answer relayed with RA set (SERVFAIL when none
+// answers). Names in a zone are always answered here, never forwarded.
+// The HTTP resolve API offers the same through [ResolveRecursive] to the
+// platform's credential.
 //
 // The zones come from a snapshot function the caller supplies, so the
 // server reads whatever table is current without importing the store.

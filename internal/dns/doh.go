@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,8 +10,10 @@ import (
 )
 
 // DoH is one answer in the DNS-over-HTTPS JSON shape (DESIGN §8), as the
-// HTTP resolve API returns it. Status is the DNS rcode: 0 NOERROR, 5
-// REFUSED for a name outside every zone.
+// HTTP resolve API returns it. Status is the DNS rcode: 0 NOERROR, 2
+// SERVFAIL when no upstream answered a forwarded query, 3 NXDOMAIN from an
+// upstream, 5 REFUSED for a name outside every zone when recursion is not
+// offered. RA says whether it was.
 type DoH struct {
 	Status   int           `json:"Status"`
 	TC       bool          `json:"TC"`
@@ -63,17 +66,39 @@ func ParseQuestion(name, typ string) (DoHQuestion, error) {
 	return DoHQuestion{}, fmt.Errorf("dns: type %q is not a DNS type (A, AAAA, CNAME, TXT, SOA, NS… or a number)", typ)
 }
 
-// Resolve answers q from zones, exactly as the DNS listener would: the
-// same authoritative answer, REFUSED off-zone, and no recursion.
+// Resolve answers q from zones, exactly as the DNS listener answers a
+// source that may not recurse: the same authoritative answer, REFUSED
+// off-zone, RA false.
 func Resolve(q DoHQuestion, zones []Zone) DoH {
+	return ResolveRecursive(context.Background(), q, zones, nil)
+}
+
+// ResolveRecursive answers q as the DNS listener answers a source that
+// may recurse through f: a name in a zone authoritatively, any other from
+// f's upstreams (SERVFAIL, Status 2, when none answers), RA true either
+// way. ctx bounds the forward. A nil f offers no recursion: [Resolve].
+func ResolveRecursive(ctx context.Context, q DoHQuestion, zones []Zone, f *Forwarder) DoH {
 	req := new(mdns.Msg)
 	req.SetQuestion(q.Name, q.Type)
-	resp := Answer(req, zones)
+	var resp *mdns.Msg
+	switch {
+	case f != nil && recursable(req, zones):
+		resp = f.Forward(ctx, req, "tcp") // TCP: an HTTP answer has no size limit
+	default:
+		resp = Answer(req, zones)
+		resp.RecursionAvailable = f != nil
+	}
+	return toDoH(q, req, resp)
+}
+
+func toDoH(q DoHQuestion, req, resp *mdns.Msg) DoH {
 	out := DoH{
 		Status:   resp.Rcode,
 		TC:       resp.Truncated,
 		RD:       req.RecursionDesired,
 		RA:       resp.RecursionAvailable,
+		AD:       resp.AuthenticatedData,
+		CD:       req.CheckingDisabled,
 		Question: []DoHQuestion{q},
 	}
 	for _, rr := range resp.Answer {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	mdns "github.com/miekg/dns"
@@ -19,6 +20,13 @@ type Options struct {
 	// Zones returns the current zones; it is called once per query and must
 	// be cheap and safe for concurrent use. Required.
 	Zones func() []Zone
+	// Forwarder recurses for names outside every zone (DESIGN §8). nil:
+	// recursion is off, and every such name gets REFUSED.
+	Forwarder *Forwarder
+	// RecursionAllow are the source networks whose queries may recurse,
+	// over UDP and TCP alike. A query from elsewhere, or without RD, for a
+	// name outside every zone gets REFUSED. Empty: none. Needs Forwarder.
+	RecursionAllow []netip.Prefix
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -40,6 +48,14 @@ func New(opts Options) (*Server, error) {
 	if opts.Zones == nil {
 		return nil, errors.New("dns: zones source is required")
 	}
+	if len(opts.RecursionAllow) > 0 && opts.Forwarder == nil {
+		return nil, errors.New("dns: recursion allow-list without a forwarder")
+	}
+	for _, p := range opts.RecursionAllow {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("dns: recursion allow-list: invalid prefix %v", p)
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -47,10 +63,31 @@ func New(opts Options) (*Server, error) {
 	return &Server{opts: opts, log: log}, nil
 }
 
-// ServeDNS answers one query.
+// ServeDNS answers one query. A forwarded query is bounded by the
+// forwarder's deadline alone; [Server.Serve] also ends it when it stops.
 func (s *Server) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
-	resp := Answer(req, s.opts.Zones())
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+	s.serve(context.Background(), w, req)
+}
+
+// serve answers req: authoritatively from the zones, or, for a name
+// outside every zone from a source that may recurse, from the forwarder.
+// Every answer to such a source has RA set: recursion is available to it.
+func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg) {
+	zones := s.opts.Zones()
+	_, udp := w.RemoteAddr().(*net.UDPAddr)
+	var resp *mdns.Msg
+	switch ra := s.mayRecurse(w.RemoteAddr()); {
+	case ra && recursable(req, zones):
+		network := "tcp"
+		if udp {
+			network = "udp"
+		}
+		resp = s.opts.Forwarder.Forward(ctx, req, network)
+	default:
+		resp = Answer(req, zones)
+		resp.RecursionAvailable = ra
+	}
+	if udp {
 		size := mdns.MinMsgSize
 		if o := req.IsEdns0(); o != nil {
 			size = int(o.UDPSize())
@@ -58,6 +95,28 @@ func (s *Server) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 		resp.Truncate(size)
 	}
 	_ = w.WriteMsg(resp)
+}
+
+// mayRecurse reports whether a query from addr may recurse: recursion is
+// on and addr is in an allowed prefix.
+func (s *Server) mayRecurse(addr net.Addr) bool {
+	if s.opts.Forwarder == nil || len(s.opts.RecursionAllow) == 0 {
+		return false
+	}
+	var ip netip.Addr
+	switch a := addr.(type) {
+	case *net.UDPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	case *net.TCPAddr:
+		ip, _ = netip.AddrFromSlice(a.IP)
+	}
+	ip = ip.Unmap()
+	for _, p := range s.opts.RecursionAllow {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // Listen binds UDP and TCP on Addr, so that a port conflict is reported
@@ -89,9 +148,11 @@ func (s *Server) Listen() (net.PacketConn, net.Listener, error) {
 
 // Serve answers on pc and ln until ctx ends, then shuts both down.
 func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) error {
-	udp := newServing(&mdns.Server{PacketConn: pc, Handler: s, ReadTimeout: 2 * time.Second})
-	tcp := newServing(&mdns.Server{Listener: ln, Handler: s, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g, ctx := errgroup.WithContext(ctx)
+	// A query being forwarded when Serve stops ends with it.
+	h := mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) { s.serve(ctx, w, req) })
+	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second})
+	tcp := newServing(&mdns.Server{Listener: ln, Handler: h, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {
