@@ -76,6 +76,10 @@ type Options struct {
 	// ResolveZones returns the zones the resolve routes answer from, the
 	// DNS listener's. nil: none, so every name is REFUSED.
 	ResolveZones func() []dns.Zone
+	// Forwarder recurses for names outside every zone on the resolve
+	// routes, for requests with the platform credential only (DESIGN §8).
+	// nil: recursion is off, and such names are REFUSED for everyone.
+	Forwarder *dns.Forwarder
 	// ResolveLimits meter the resolve routes; zero fields take defaults.
 	ResolveLimits ResolveLimits
 	// Public are further public routes, mounted as given (Go ServeMux

@@ -20,7 +20,11 @@
 // (X-RateLimit-Limit/Remaining/Reset), of the session's own window
 // (X-RateLimit-Identity-Limit/Remaining/Reset) and of its daily quota,
 // charged all or none under one lock; over any of them: 429 with
-// Retry-After, and nothing spent.
+// Retry-After, and nothing spent. The platform credential is a session
+// too. A name outside every zone is Status 5 (REFUSED), except when
+// recursion is configured ([Options.Forwarder]) and the request carries
+// the platform credential: then it is the upstreams' answer, with RA
+// true, as RA is on every answer to the platform then.
 //
 // The handler is mounted on the management listener and under api.{zone}
 // on the public listeners.

@@ -117,7 +117,7 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if !a.chargeResolve(w, r, session, 1) {
 		return
 	}
-	writeJSON(w, http.StatusOK, dns.Resolve(q, a.zones()))
+	writeJSON(w, http.StatusOK, dns.ResolveRecursive(r.Context(), q, a.zones(), a.forwarderFor(r)))
 }
 
 // resolveBatch answers POST /api/v3/dns/resolve/batch: a JSON array of at
@@ -149,21 +149,49 @@ func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 	if !a.chargeResolve(w, r, session, len(qs)) {
 		return
 	}
-	zones := a.zones()
+	zones, fwd := a.zones(), a.forwarderFor(r)
 	out := make([]dns.DoH, len(qs))
-	for i, q := range qs {
-		out[i] = dns.Resolve(q, zones)
+	if fwd == nil {
+		for i, q := range qs {
+			out[i] = dns.Resolve(q, zones)
+		}
+	} else {
+		// Forwarded queries wait on the network: ask them together, so a
+		// batch takes one forwarder deadline at most, not ten.
+		var wg sync.WaitGroup
+		for i, q := range qs {
+			wg.Go(func() { out[i] = dns.ResolveRecursive(r.Context(), q, zones, fwd) })
+		}
+		wg.Wait()
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+// forwarderFor returns the forwarder when r may recurse: recursion is
+// configured and r carries the platform credential (DESIGN §8). nil
+// otherwise, and off-zone names are REFUSED.
+func (a *API) forwarderFor(r *http.Request) *dns.Forwarder {
+	if a.o.Forwarder == nil || !a.platform(r) {
+		return nil
+	}
+	return a.o.Forwarder
+}
+
+// platformSession names the session of the static control token, which
+// is metered like any other.
+const platformSession = "platform control.token"
+
 // session returns r's session, or answers 401: the resolve routes need a
-// signed-in session (DESIGN §8).
+// signed-in session (DESIGN §8). The platform credential is one: it is
+// how the platform recurses.
 func (a *API) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if a.o.VerifySession != nil {
 		if s, err := a.o.VerifySession(r); err == nil {
 			return s, true
 		}
+	}
+	if a.platform(r) {
+		return platformSession, true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
 	problem.Write(w, http.StatusUnauthorized, "resolving needs a signed-in session: send a valid bearer token")

@@ -17,6 +17,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 var resolveZones = []dns.Zone{{Name: "apps.example.com", Gateways: []netip.Addr{netip.MustParseAddr("192.0.2.7")}}}
@@ -24,6 +25,17 @@ var resolveZones = []dns.Zone{{Name: "apps.example.com", Gateways: []netip.Addr{
 // resolveEnv is an API whose sessions are real EdDSA tokens of issuer
 // "idp"; sign returns one for sub (any audience will do).
 func resolveEnv(t *testing.T, lim ResolveLimits) (e *env, sign func(sub string) string) {
+	t.Helper()
+	e, signClaims := resolveEnvWith(t, func(o *Options) { o.ResolveLimits = lim })
+	return e, func(sub string) string {
+		return signClaims(jwt.MapClaims{"sub": sub, "aud": "some-app"})
+	}
+}
+
+// resolveEnvWith is resolveEnv with mod applied to the options, and a
+// signer of any claims (iss and exp are added): a token with scope
+// platform is the platform's credential.
+func resolveEnvWith(t *testing.T, mod func(*Options)) (e *env, sign func(jwt.MapClaims) string) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -35,7 +47,6 @@ func resolveEnv(t *testing.T, lim ResolveLimits) (e *env, sign func(sub string) 
 	}
 	e = newEnv(t, func(o *Options) {
 		o.ResolveZones = func() []dns.Zone { return resolveZones }
-		o.ResolveLimits = lim
 		o.VerifySession = func(r *http.Request) (string, error) {
 			tok, err := auth.BearerToken(r)
 			if err != nil {
@@ -47,11 +58,19 @@ func resolveEnv(t *testing.T, lim ResolveLimits) (e *env, sign func(sub string) 
 			}
 			return c.Subject, nil
 		}
+		o.VerifyPlatform = func(r *http.Request) bool {
+			tok, err := auth.BearerToken(r)
+			if err != nil {
+				return false
+			}
+			_, err = v.VerifyPlatform(tok)
+			return err == nil
+		}
+		mod(o)
 	})
-	return e, func(sub string) string {
-		s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
-			"iss": "idp", "sub": sub, "aud": "some-app", "exp": time.Now().Add(time.Hour).Unix(),
-		}).SignedString(priv)
+	return e, func(c jwt.MapClaims) string {
+		c["iss"], c["exp"] = "idp", time.Now().Add(time.Hour).Unix()
+		s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(priv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +92,8 @@ func TestResolve(t *testing.T) {
 		want                    string // in the body
 	}{
 		{"no session", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", "", nil, 401, ""},
-		{"platform token is not a session", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", token, nil, 401, ""},
+		{"the platform token is a session", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", token, nil, 200, `"RA":false`},
+		{"the platform without recursion is REFUSED off-zone", "GET", "/api/v3/dns/resolve?name=wikipedia.org", token, nil, 200, `{"Status":5,"TC":false,"RD":true,"RA":false,`},
 		{"bad token", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", "x.y.z", nil, 401, ""},
 		{"A", "GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A", alice, nil, 200,
 			`{"Status":0,"TC":false,"RD":true,"RA":false,"AD":false,"CD":false,"Question":[{"name":"a.apps.example.com.","type":1}],"Answer":[{"name":"a.apps.example.com.","type":1,"TTL":60,"data":"192.0.2.7"}]}`},
@@ -172,5 +192,65 @@ func TestResolveChargeIsAtomic(t *testing.T) {
 	wg.Wait()
 	if admitted != 6 { // 6 × 3 = 18 ≤ 20 < 7 × 3
 		t.Errorf("%d batches of 3 admitted under a window of 20, want 6", admitted)
+	}
+}
+
+// TestResolveRecursion: with recursion configured, off-zone names reach
+// the upstream (a real resolver on loopback) only for the platform's
+// credential, the static token or a platform-scope JWT; every other
+// session still gets Status 5, and zone names are never forwarded.
+func TestResolveRecursion(t *testing.T) {
+	up := testutil.StartResolver(t, map[string]string{"wikipedia.org.": "198.51.100.9"})
+	fwd, err := dns.NewForwarder(dns.ForwarderOptions{Upstreams: []string{up.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, sign := resolveEnvWith(t, func(o *Options) { o.Forwarder = fwd })
+	alice := sign(jwt.MapClaims{"sub": "alice", "aud": "some-app"})
+	platformJWT := sign(jwt.MapClaims{"sub": "ops", "scope": "platform"})
+	const (
+		refused    = `{"Status":5,"TC":false,"RD":true,"RA":false,"AD":false,"CD":false,"Question":[{"name":"wikipedia.org.","type":1}]}`
+		recursed   = `{"Status":0,"TC":false,"RD":true,"RA":true,"AD":false,"CD":false,"Question":[{"name":"wikipedia.org.","type":1}],"Answer":[{"name":"wikipedia.org.","type":1,"TTL":300,"data":"198.51.100.9"}]}`
+		inZone     = `{"Status":0,"TC":false,"RD":true,"RA":true,"AD":false,"CD":false,"Question":[{"name":"a.apps.example.com.","type":1}],"Answer":[{"name":"a.apps.example.com.","type":1,"TTL":60,"data":"192.0.2.7"}]}`
+		nxdomain   = `{"Status":3,"TC":false,"RD":true,"RA":true,"AD":false,"CD":false,"Question":[{"name":"nx.example.org.","type":1}]}`
+		offZoneGET = "/api/v3/dns/resolve?name=wikipedia.org&type=A"
+	)
+	tests := []struct {
+		name, method, path, tok string
+		body                    string
+		want                    string
+		forwarded               int // queries the upstream receives
+	}{
+		{"a session is REFUSED", "GET", offZoneGET, alice, "", refused, 0},
+		{"a session's batch is REFUSED", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"wikipedia.org"}]`, "[" + refused + "]", 0},
+		{"the control token recurses", "GET", offZoneGET, token, "", recursed, 1},
+		{"a platform JWT recurses", "GET", offZoneGET, platformJWT, "", recursed, 1},
+		{"the platform's zone names are not forwarded", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", token, "", inZone, 0},
+		{"the platform's batch", "POST", "/api/v3/dns/resolve/batch", token,
+			`[{"name":"wikipedia.org"},{"name":"a.apps.example.com"},{"name":"nx.example.org"}]`, "[" + recursed + "," + inZone + "," + nxdomain + "]", 2},
+	}
+	for _, tt := range tests {
+		before := up.Queries()
+		var body any
+		if tt.body != "" {
+			body = tt.body
+		}
+		r := e.do(tt.method, tt.path, tt.tok, body)
+		if r.status != 200 || strings.TrimSpace(string(r.body)) != tt.want {
+			t.Errorf("%s: %d %s\nwant 200 %s", tt.name, r.status, r.body, tt.want)
+		}
+		if got := up.Queries() - before; got != tt.forwarded {
+			t.Errorf("%s: the upstream got %d queries, want %d", tt.name, got, tt.forwarded)
+		}
+	}
+
+	// an upstream that is down is SERVFAIL (Status 2) for the platform
+	dead, err := dns.NewForwarder(dns.ForwarderOptions{Upstreams: []string{testutil.FreeAddr(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ = resolveEnvWith(t, func(o *Options) { o.Forwarder = dead })
+	if r := e.do("GET", offZoneGET, token, nil); r.status != 200 || !strings.HasPrefix(string(r.body), `{"Status":2,"TC":false,"RD":true,"RA":true,`) {
+		t.Errorf("upstream down: %d %s", r.status, r.body)
 	}
 }
