@@ -117,4 +117,7 @@ func TestHelpers(t *testing.T) {
 	if got := (&Config{TrustedProxies: []string{"10.0.0.0/8", "::1/128"}}).TrustedPrefixes(); len(got) != 2 || got[1].String() != "::1/128" {
 		t.Errorf("prefixes %v", got)
 	}
+	if got := (&Config{DNS: DNS{Recursion: Recursion{Allow: []string{"127.0.0.2/32"}}}}).RecursionPrefixes(); len(got) != 1 || got[0].String() != "127.0.0.2/32" {
+		t.Errorf("recursion prefixes %v", got)
+	}
 }

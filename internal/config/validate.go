@@ -362,3 +362,15 @@ func (c *Config) TrustedPrefixes() []netip.Prefix {
 	}
 	return out
 }
+
+// RecursionPrefixes returns DNS.Recursion.Allow parsed; call it on a valid
+// Config.
+func (c *Config) RecursionPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(c.DNS.Recursion.Allow))
+	for _, p := range c.DNS.Recursion.Allow {
+		if pfx, err := netip.ParsePrefix(p); err == nil {
+			out = append(out, pfx)
+		}
+	}
+	return out
+}

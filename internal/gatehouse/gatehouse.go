@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
@@ -44,6 +45,9 @@ type Gatehouse struct {
 	// resolver answers custom-domain proofs (TXT, CNAME); nil is the
 	// system resolver. Tests point it at an in-process DNS server.
 	resolver verify.Resolver
+	// forwarder recurses for the platform (DESIGN §8), over DNS and the
+	// resolve API alike; nil: recursion is off (dns.recursion.upstreams).
+	forwarder *dns.Forwarder
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).
@@ -64,13 +68,20 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gatehouse: %w", err)
 	}
+	var fwd *dns.Forwarder
+	if ups := cfg.DNS.Recursion.Upstreams; len(ups) > 0 {
+		if fwd, err = dns.NewForwarder(dns.ForwarderOptions{Upstreams: ups}); err != nil {
+			return nil, fmt.Errorf("gatehouse: dns.recursion.upstreams: %w", err)
+		}
+	}
 	return &Gatehouse{
-		cfg:     cfg,
-		log:     log,
-		id:      gatewayID(cfg.Cluster.ID),
-		reg:     reg,
-		metrics: ms,
-		ready:   make(chan struct{}),
+		cfg:       cfg,
+		log:       log,
+		id:        gatewayID(cfg.Cluster.ID),
+		reg:       reg,
+		metrics:   ms,
+		ready:     make(chan struct{}),
+		forwarder: fwd,
 	}, nil
 }
 

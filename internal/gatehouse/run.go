@@ -60,7 +60,11 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	var dnsLn net.Listener
 	var dnsSelf string // where this process reaches its own DNS server
 	if cfg.DNS.Addr != "" {
-		if dnsSrv, err = dns.New(dns.Options{Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log}); err != nil {
+		dnsSrv, err = dns.New(dns.Options{
+			Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log,
+			Forwarder: g.forwarder, RecursionAllow: cfg.RecursionPrefixes(),
+		})
+		if err != nil {
 			return err
 		}
 		if dnsPC, dnsLn, err = dnsSrv.Listen(); err != nil {
@@ -92,6 +96,9 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		started.Store(true)
 		g.readyOnce.Do(func() { close(g.ready) })
 		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs())
+		if g.forwarder != nil {
+			g.log.Info("dns recursion on, for the platform only", "upstreams", cfg.DNS.Recursion.Upstreams, "allow", cfg.DNS.Recursion.Allow)
+		}
 	} else {
 		cancel()
 	}
@@ -266,6 +273,7 @@ func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers
 		VerifyPlatform: platformVerifier(authOpts),
 		VerifySession:  sessionVerifier(authOpts),
 		ResolveZones:   g.dnsZones(),
+		Forwarder:      g.forwarder,
 		Hosts:          disc.Hosts,
 		Clusters:       func() any { return pr.Discovery() },
 		VerifyDomain:   g.domainVerifier(),
