@@ -23,8 +23,9 @@
 // Retry-After, and nothing spent. The platform credential is a session
 // too. A name outside every zone is Status 5 (REFUSED), except when
 // recursion is configured ([Options.Forwarder]) and the request carries
-// the platform credential: then it is the upstreams' answer, with RA
-// true, as RA is on every answer to the platform then.
+// the platform credential: then it is the upstreams' answer. RA says
+// whether recursion was offered: true on every answer to the platform
+// while it is configured, false to everyone else.
 //
 // The handler is mounted on the management listener and under api.{zone}
 // on the public listeners.

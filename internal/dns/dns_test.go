@@ -89,7 +89,7 @@ func TestQueries(t *testing.T) {
 				continue
 			}
 			if r.RecursionAvailable {
-				t.Errorf("%s %s: RA set; the gateway never recurses", proto, tt.name)
+				t.Errorf("%s %s: RA set; recursion is off", proto, tt.name)
 			}
 			if tt.rcode == mdns.RcodeSuccess && !r.Authoritative {
 				t.Errorf("%s %s: not authoritative", proto, tt.name)
