@@ -82,15 +82,19 @@ func (p Policy) Preflight(r *http.Request, h http.Header) int {
 // exposed are the gateway's own response fields a page may read.
 const exposed = "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy, Retry-After, X-Request-Id"
 
+// hostFields are the CORS response fields a host's answer loses: the
+// gateway's allow-list is the only one (Respond).
+var hostFields = [...]string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
+	"Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"}
+
 // Respond sets the CORS headers of an actual (non-preflight) response to a
 // request from origin: first it removes any Access-Control-Allow-* and
 // Access-Control-Expose-Headers the host set, so only the gateway decides,
 // then, for an allowed origin only, it sets Access-Control-Allow-Origin,
 // Vary: Origin and, if the app allows them, credentials.
 func (p Policy) Respond(origin string, h http.Header) {
-	for _, k := range []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
-		"Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"} {
-		h.Del(k)
+	for _, k := range hostFields {
+		delete(h, k) // canonical already: h.Del would only canonicalize it again
 	}
 	if !p.Allowed(origin) {
 		return
