@@ -87,18 +87,26 @@ func NewWriter(ctx context.Context, w http.ResponseWriter, l *rate.Limiter) *Wri
 }
 
 func (w *Writer) Write(p []byte) (int, error) {
+	return paced(w.ctx, w.l, p, w.ResponseWriter.Write, w.Flush)
+}
+
+// paced writes p through write at l's rate: in slices of at most a burst,
+// each once its budget is there, then flush (nil: none).
+func paced(ctx context.Context, l *rate.Limiter, p []byte, write func([]byte) (int, error), flush func()) (int, error) {
 	done := 0
 	for len(p) > 0 {
-		c := min(len(p), w.l.Burst())
-		if err := w.l.WaitN(w.ctx, c); err != nil {
+		c := min(len(p), l.Burst())
+		if err := l.WaitN(ctx, c); err != nil {
 			return done, err
 		}
-		n, err := w.ResponseWriter.Write(p[:c])
+		n, err := write(p[:c])
 		done += n
 		if err != nil {
 			return done, err
 		}
-		_ = w.rc.Flush()
+		if flush != nil {
+			flush()
+		}
 		p = p[c:]
 	}
 	return done, nil
@@ -155,25 +163,12 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.read == nil {
 		return c.Conn.Read(p)
 	}
-	return (&Reader{ctx: c.ctx, r: c.Conn, l: c.read}).Read(p)
+	return (&Reader{ctx: c.ctx, r: c.Conn, l: c.read}).Read(p) // does not escape: no allocation
 }
 
 func (c *Conn) Write(p []byte) (int, error) {
 	if c.write == nil {
 		return c.Conn.Write(p)
 	}
-	done := 0
-	for len(p) > 0 {
-		n := min(len(p), c.write.Burst())
-		if err := c.write.WaitN(c.ctx, n); err != nil {
-			return done, err
-		}
-		m, err := c.Conn.Write(p[:n])
-		done += m
-		if err != nil {
-			return done, err
-		}
-		p = p[n:]
-	}
-	return done, nil
+	return paced(c.ctx, c.write, p, c.Conn.Write, nil)
 }
