@@ -64,11 +64,6 @@ func TestNewAcceptsGoodOptions(t *testing.T) {
 	}
 }
 
-func startEmbedded(t *testing.T, listen string) *bus.Bus {
-	t.Helper()
-	return startEmbeddedIn(t, t.TempDir(), listen)
-}
-
 func startEmbeddedIn(t *testing.T, dir, listen string) *bus.Bus {
 	t.Helper()
 	b, err := bus.New(bus.Options{DataDir: dir, Listen: listen, Name: "test"})
