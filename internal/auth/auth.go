@@ -171,20 +171,18 @@ func Status(err error) int {
 var queryTokenNames = []string{"access_token", "token", "jwt", "id_token", "auth_token", "bearer", "authorization", "auth", "api_key", "apikey"}
 
 // BearerToken returns the token of r's Authorization: Bearer header. A
-// token-like query parameter is refused (ErrQueryToken) rather than
-// ignored, so a client learns at once that it leaks its token into logs.
+// token is never taken from the query string. A token-like query
+// parameter (access_token, token, ...) is refused (ErrQueryToken) when
+// there is no Authorization header, or when it repeats the header's token,
+// so a client learns at once that it leaks its token into URLs and logs;
+// beside a header with another token it is the app's own parameter (a
+// password-reset or invitation link's ?token=) and is left alone.
 func BearerToken(r *http.Request) (string, error) {
-	if r.URL.RawQuery != "" {
-		for name := range r.URL.Query() {
-			for _, t := range queryTokenNames {
-				if strings.EqualFold(name, t) {
-					return "", ErrQueryToken
-				}
-			}
-		}
-	}
 	vals := r.Header.Values("Authorization")
 	if len(vals) == 0 {
+		if queryToken(r, "") {
+			return "", ErrQueryToken
+		}
 		return "", ErrNoToken
 	}
 	if len(vals) > 1 {
@@ -198,7 +196,26 @@ func BearerToken(r *http.Request) (string, error) {
 	if tok == "" {
 		return "", ErrNoToken
 	}
+	if queryToken(r, tok) {
+		return "", ErrQueryToken
+	}
 	return tok, nil
+}
+
+// queryToken reports whether r's query has a token-like parameter: any,
+// when tok is empty, else one whose value is tok.
+func queryToken(r *http.Request, tok string) bool {
+	if r.URL.RawQuery == "" {
+		return false
+	}
+	for name, vs := range r.URL.Query() {
+		for _, t := range queryTokenNames {
+			if strings.EqualFold(name, t) && (tok == "" || slices.Contains(vs, tok)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Verify checks tok for app: signature by a configured issuer's key,

@@ -267,6 +267,9 @@ func TestBearerToken(t *testing.T) {
 		{"/?x=1&Token=abc", "Bearer abc", "", ErrQueryToken},
 		{"/?jwt=abc", "", "", ErrQueryToken},
 		{"/?q=token", "Bearer abc", "abc", nil},
+		{"/?token=reset-123", "Bearer abc", "abc", nil}, // the app's own parameter
+		{"/?Access_Token=abc&x=1", "Bearer abc", "", ErrQueryToken},
+		{"/?token=reset-123", "", "", ErrQueryToken},
 	}
 	for _, c := range cases {
 		r := httptest.NewRequest("GET", c.url, nil)
