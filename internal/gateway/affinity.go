@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -394,7 +396,7 @@ type peerAttempt struct {
 	target   *url.URL
 	failover bool
 	retry    bool // a ≥ 500 answer is skipped (replayable request)
-	timer    *time.Timer
+	clock    peerClock
 	outcome  outcome
 	err      error
 	unsent   bool // a connect failure: the peer got nothing
@@ -430,10 +432,81 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 	}
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), peerAttemptKey{}, a))
 	defer cancel(nil)
-	a.timer = time.AfterFunc(left, func() { cancel(errDeadline) })
-	defer a.timer.Stop()
+	a.clock.start(left, func() { cancel(errDeadline) })
+	defer a.clock.stop()
+	if r.Body != nil && r.Body != http.NoBody {
+		// The client's upload is not the clusters' time: a local attempt's
+		// header timeout also starts once the body is sent, and a slow
+		// upload must not get 504 here and 200 at the owner's gateway.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteHeaders: a.clock.pause,
+			WroteRequest: func(httptrace.WroteRequestInfo) { a.clock.resume() },
+		})
+	}
 	g.clusters.rp.ServeHTTP(w, r.WithContext(ctx))
 	return a
+}
+
+// peerClock is what is left of the cluster deadline for one peer attempt:
+// it runs until the peer's response headers are in, except while the
+// request's body is being sent.
+type peerClock struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	state int           // clockRunning, clockPaused, clockFired or clockStopped
+	at    time.Time     // when it fires, while running
+	left  time.Duration // what is left, while paused
+}
+
+const (
+	clockRunning = iota
+	clockPaused
+	clockFired
+	clockStopped
+)
+
+func (c *peerClock) start(left time.Duration, fire func()) {
+	c.at = time.Now().Add(left)
+	c.timer = time.AfterFunc(left, func() {
+		c.mu.Lock()
+		run := c.state == clockRunning
+		if run {
+			c.state = clockFired
+		}
+		c.mu.Unlock()
+		if run {
+			fire()
+		}
+	})
+}
+
+func (c *peerClock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == clockRunning && c.timer.Stop() {
+		c.state, c.left = clockPaused, time.Until(c.at)
+	}
+}
+
+func (c *peerClock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == clockPaused {
+		c.state, c.at = clockRunning, time.Now().Add(c.left)
+		c.timer.Reset(c.left)
+	}
+}
+
+// stop ends the clock; it reports false when the deadline had passed.
+func (c *peerClock) stop() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == clockFired {
+		return false
+	}
+	c.state = clockStopped
+	c.timer.Stop()
+	return true
 }
 
 // rewritePeer builds the request to a peer gateway: its URL, the client's
@@ -455,7 +528,7 @@ func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 // limit headers the layers above set), and a failover is labelled.
 func modifyPeerResponse(res *http.Response) error {
 	a := res.Request.Context().Value(peerAttemptKey{}).(*peerAttempt)
-	if !a.timer.Stop() {
+	if !a.clock.stop() {
 		return errDeadline
 	}
 	if res.StatusCode >= 500 && a.retry {

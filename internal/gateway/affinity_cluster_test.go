@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -420,4 +421,74 @@ func TestClusterOptionsValidate(t *testing.T) {
 	}
 	g.Close()
 	g.closeCluster()
+}
+
+// trickle is a request body that sends n bytes in pieces, one every
+// every, like a client uploading over a slow link.
+type trickle struct {
+	n, piece int
+	every    time.Duration
+}
+
+func (b *trickle) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.every)
+	k := min(b.n, b.piece, len(p))
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	b.n -= k
+	return k, nil
+}
+
+// TestForwardDeadlineSparesUpload: the cluster deadline counts the
+// clusters' time, not the client's upload (DESIGN §5.2; a local attempt's
+// header timeout also starts once the body is sent). A POST whose body
+// takes 1.5 s to arrive, through a gateway that is not the app's owner,
+// with a 1 s deadline, is answered by the owner with the whole body, as it
+// is through the owner's own gateway. Once the body is sent the deadline
+// runs again: an owner that then hangs is a 504.
+func TestForwardDeadlineSparesUpload(t *testing.T) {
+	const deadline = time.Second
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: deadline, edit: func(c *testCluster, o *Options) {
+		o.Proxy = proxy.Options{DialTimeout: time.Second, ResponseHeaderTimeout: deadline}
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	post := func(via *testCluster) (*http.Response, string) {
+		req, err := http.NewRequest(http.MethodPost, via.url+"/upload", &trickle{n: 600, piece: 100, every: 250 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = app + "." + testZone
+		res, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("POST via %s: %v", via.id, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	for _, via := range []string{"ap", "us"} {
+		res, body := post(cs[via])
+		if res.StatusCode != http.StatusOK || body != "served by ap" {
+			t.Fatalf("slow upload via %s: %d %q, want 200 served by ap", via, res.StatusCode, body)
+		}
+	}
+	seen := cs["ap"].host.requests()
+	if len(seen) != 2 || seen[0].Body != 600 || seen[1].Body != 600 {
+		t.Fatalf("owner's host saw %+v, want two whole 600-byte bodies", seen)
+	}
+	cs["ap"].host.mode.Store(hostHang)
+	start := time.Now()
+	res, body := post(cs["us"])
+	took := time.Since(start)
+	if res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("owner hanging after the upload: %d %q, want 504", res.StatusCode, body)
+	}
+	if took < 1500*time.Millisecond+deadline-100*time.Millisecond {
+		t.Fatalf("504 after %s: the upload's 1.5 s counted against the %s deadline", took, deadline)
+	}
 }

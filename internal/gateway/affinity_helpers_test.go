@@ -68,13 +68,15 @@ type clHost struct {
 
 type seenReq struct {
 	Method, Path, ClientIP, Cluster string
-	Marks                           bool // any X-Gatehouse-Forwarded/-Client reached the host
+	Marks                           bool  // any X-Gatehouse-Forwarded/-Client reached the host
+	Body                            int64 // the body bytes the host read
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	n, _ := io.Copy(io.Discard, r.Body)
 	h.mu.Lock()
 	h.seen = append(h.seen, seenReq{
+		Body:     n,
 		Method:   r.Method,
 		Path:     r.URL.Path,
 		ClientIP: r.Header.Get(proxy.HeaderClientIP),
