@@ -255,13 +255,13 @@ func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.R
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	lw := &localWriter{ResponseWriter: w}
-	lw.timer = time.AfterFunc(left, func() {
+	lw.clock.start(left, func() {
 		if lw.state.CompareAndSwap(localWaiting, localExpired) {
 			cancel(errDeadline)
 		}
 	})
-	defer lw.timer.Stop()
-	next.ServeHTTP(lw, r.WithContext(ctx))
+	defer lw.clock.stop()
+	next.ServeHTTP(lw, r.WithContext(sparingUpload(ctx, r, &lw.clock)))
 	if lw.state.Load() == localExpired && !lw.wrote.Load() {
 		// The proxy took the cancellation for a client gone and wrote
 		// nothing: the deadline is what ended the attempt.
@@ -274,7 +274,7 @@ func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.R
 // started is never cut by it.
 type localWriter struct {
 	http.ResponseWriter
-	timer *time.Timer
+	clock deadlineClock
 	state atomic.Int32 // localWaiting, then localStarted or localExpired
 	wrote atomic.Bool  // a final status was written
 }
@@ -288,7 +288,7 @@ const (
 func (w *localWriter) start() {
 	w.wrote.Store(true)
 	if w.state.CompareAndSwap(localWaiting, localStarted) {
-		w.timer.Stop()
+		w.clock.stop()
 	}
 }
 
@@ -396,7 +396,7 @@ type peerAttempt struct {
 	target   *url.URL
 	failover bool
 	retry    bool // a ≥ 500 answer is skipped (replayable request)
-	clock    peerClock
+	clock    deadlineClock
 	outcome  outcome
 	err      error
 	unsent   bool // a connect failure: the peer got nothing
@@ -434,23 +434,29 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 	defer cancel(nil)
 	a.clock.start(left, func() { cancel(errDeadline) })
 	defer a.clock.stop()
-	if r.Body != nil && r.Body != http.NoBody {
-		// The client's upload is not the clusters' time: a local attempt's
-		// header timeout also starts once the body is sent, and a slow
-		// upload must not get 504 here and 200 at the owner's gateway.
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteHeaders: a.clock.pause,
-			WroteRequest: func(httptrace.WroteRequestInfo) { a.clock.resume() },
-		})
-	}
-	g.clusters.rp.ServeHTTP(w, r.WithContext(ctx))
+	g.clusters.rp.ServeHTTP(w, r.WithContext(sparingUpload(ctx, r, &a.clock)))
 	return a
 }
 
-// peerClock is what is left of the cluster deadline for one peer attempt:
-// it runs until the peer's response headers are in, except while the
-// request's body is being sent.
-type peerClock struct {
+// sparingUpload pauses c while r's body is sent upstream (from the
+// request's headers written to its body written), when it has one. The
+// client's upload is not the clusters' time: the proxy's header timeout
+// also starts only once the body is sent, and a slow upload must not get
+// 504 through one gateway and 200 through the owner's.
+func sparingUpload(ctx context.Context, r *http.Request, c *deadlineClock) context.Context {
+	if r.Body == nil || r.Body == http.NoBody {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: c.pause,
+		WroteRequest: func(httptrace.WroteRequestInfo) { c.resume() },
+	})
+}
+
+// deadlineClock is what is left of the cluster deadline for one attempt
+// (a peer's, or the local one after the owner's): it runs until response
+// headers are in, except while the request's body is being sent.
+type deadlineClock struct {
 	mu    sync.Mutex
 	timer *time.Timer
 	state int           // clockRunning, clockPaused, clockFired or clockStopped
@@ -465,7 +471,7 @@ const (
 	clockStopped
 )
 
-func (c *peerClock) start(left time.Duration, fire func()) {
+func (c *deadlineClock) start(left time.Duration, fire func()) {
 	c.at = time.Now().Add(left)
 	c.timer = time.AfterFunc(left, func() {
 		c.mu.Lock()
@@ -480,7 +486,7 @@ func (c *peerClock) start(left time.Duration, fire func()) {
 	})
 }
 
-func (c *peerClock) pause() {
+func (c *deadlineClock) pause() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == clockRunning && c.timer.Stop() {
@@ -488,7 +494,7 @@ func (c *peerClock) pause() {
 	}
 }
 
-func (c *peerClock) resume() {
+func (c *deadlineClock) resume() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == clockPaused {
@@ -498,7 +504,7 @@ func (c *peerClock) resume() {
 }
 
 // stop ends the clock; it reports false when the deadline had passed.
-func (c *peerClock) stop() bool {
+func (c *deadlineClock) stop() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == clockFired {

@@ -449,7 +449,8 @@ func (b *trickle) Read(p []byte) (int, error) {
 // takes 1.5 s to arrive, through a gateway that is not the app's owner,
 // with a 1 s deadline, is answered by the owner with the whole body, as it
 // is through the owner's own gateway. Once the body is sent the deadline
-// runs again: an owner that then hangs is a 504.
+// runs again: an owner that then hangs is a 504. The same holds for the
+// local attempt after an unreachable owner.
 func TestForwardDeadlineSparesUpload(t *testing.T) {
 	const deadline = time.Second
 	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: deadline, edit: func(c *testCluster, o *Options) {
@@ -490,5 +491,15 @@ func TestForwardDeadlineSparesUpload(t *testing.T) {
 	}
 	if took < 1500*time.Millisecond+deadline-100*time.Millisecond {
 		t.Fatalf("504 after %s: the upload's 1.5 s counted against the %s deadline", took, deadline)
+	}
+	// The owner's gateway is gone: the body was never sent to it, so us
+	// serves the upload itself, within the same deadline, and again the
+	// upload is not counted.
+	cs["ap"].stop()
+	if res, body := post(cs["us"]); res.StatusCode != http.StatusOK || body != "served by us" {
+		t.Fatalf("slow upload, owner unreachable: %d %q, want 200 served by us", res.StatusCode, body)
+	}
+	if seen := cs["us"].host.requests(); len(seen) != 1 || seen[0].Body != 600 {
+		t.Fatalf("us's host saw %+v, want one whole 600-byte body", seen)
 	}
 }
