@@ -20,9 +20,10 @@
 //	gatehouse.{c}.hosts.leave      Leave      once, when shutting down
 //
 // Every body is JSON of at most [MaxMessageSize] bytes; ts is unix seconds.
-// A heartbeat carries a NATS reply subject: a gateway that does not know
-// the host (it started after the host announced, or it forgot the host
-// after host_ttl) answers on it, and the host announces again. That answer
+// A heartbeat carries a NATS reply subject, an inbox under "_INBOX.": a
+// gateway that does not know the host (it started after the host
+// announced, or it forgot the host after host_ttl) answers on it, and the
+// host announces again. A reply subject outside "_INBOX." gets no answer. That answer
 // is the only message a gateway sends a host over the bus.
 //
 // A gateway then proves the host holds its key at the address it announced:

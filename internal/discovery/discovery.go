@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -390,8 +391,11 @@ func (d *Discovery) handle(m *nats.Msg) {
 			d.drop("malformed", m.Subject, err)
 			return
 		}
-		if !d.heartbeat(hb) && m.Reply != "" {
-			// We do not know this host: ask it to announce.
+		if !d.heartbeat(hb) && strings.HasPrefix(m.Reply, nats.InboxPrefix) {
+			// We do not know this host: ask it to announce, on its inbox
+			// only. The reply subject is the sender's choice and we publish
+			// with the gateway's full rights: anywhere else ($KV.…,
+			// $JS.API.…) a host could make us write what it may not.
 			d.opts.Conn.Publish(m.Reply, []byte("announce"))
 		}
 	case host.KindLeave:

@@ -198,3 +198,70 @@ func TestBusAnonymousHostProtocol(t *testing.T) {
 		return !ok || h.State == route.HostDraining
 	}, "h1 did not leave")
 }
+
+// A host may subscribe only to "_INBOX.>", but it picks the reply subject
+// of its heartbeat, and a gateway that does not know the host answers
+// there with its own full-rights connection. The answer must not land on
+// a subject the host could not publish to itself: a KV key, a JetStream
+// API subject, the store's republish or cluster announcements.
+func TestBusHeartbeatReplyIsNotAConfusedDeputy(t *testing.T) {
+	r := start(t, testConfig(t))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/victim", `{"mode":"http"}`); code != 200 {
+		t.Fatalf("put app: %d %s", code, body)
+	}
+	key, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
+	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/good", fmt.Sprintf(`{"public_key":%q,"apps":["victim"]}`, pub)); code != 200 {
+		t.Fatalf("enrol: %d %s", code, body)
+	}
+
+	// What a full-rights client sees published on the targets.
+	full := testutil.Connect(t, r.gatewayBusURL(t))
+	targets := []string{"$KV.gatehouse_hostkeys.good", "$KV.gatehouse_apps.victim", "$JS.API.STREAM.INFO.KV_gatehouse_apps"}
+	seen, err := full.SubscribeSync("$KV.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenAPI, err := full.SubscribeSync("$JS.API.STREAM.INFO.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := full.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	ghost := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
+	hb := func(reply string) {
+		t.Helper()
+		if err := ghost.PublishMsg(&nats.Msg{Subject: host.HeartbeatSubject("one"), Reply: reply, Data: []byte(`{"host_id":"ghost","ts":` + fmt.Sprint(time.Now().Unix()) + `,"inflight":0}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range targets {
+		hb(s)
+	}
+	// The honest request is answered after the others were handled.
+	inbox := ghost.NewInbox()
+	replies, err := ghost.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb(inbox)
+	if _, err := replies.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no answer on the host's own inbox: %v", err)
+	}
+	for _, sub := range []*nats.Subscription{seen, seenAPI} {
+		if m, err := sub.NextMsg(2 * time.Second); err == nil {
+			t.Errorf("a host made the gateway publish %q on %s", m.Data, m.Subject)
+		}
+	}
+	if code, body := r.control(t, "GET", "/api/v3/hosts/keys/good", ""); code != 200 {
+		t.Errorf("enrolment of good after the forged replies: %d %s", code, body)
+	}
+	if code, body := r.control(t, "GET", "/api/v3/apps/victim", ""); code != 200 {
+		t.Errorf("app victim after the forged replies: %d %s", code, body)
+	}
+}
