@@ -150,14 +150,20 @@ func writeSecret(dir, path, secret string) error {
 // as the user name) so the URL can be logged or put in an error.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		scheme, rest, ok := strings.Cut(raw, "://")
-		if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
+	if err == nil && u.Opaque == "" {
+		return redactURL(u).String()
+	}
+	// Unparsable, or without "//", where user:password@host parses as
+	// scheme:opaque and u.User is nil: hide all before the last '@'.
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		if i := strings.LastIndex(rest, "@"); i >= 0 {
 			return scheme + "://xxxxx@" + rest[i+1:]
 		}
-		return raw
 	}
-	return redactURL(u).String()
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "xxxxx@" + raw[i+1:]
+	}
+	return raw
 }
 
 func redactURL(u *url.URL) *url.URL {

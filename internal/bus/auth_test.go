@@ -320,7 +320,10 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // (what hosts are told) or in an error.
 func TestExternalCredential(t *testing.T) {
 	const secret = "s3cret-s3cret-s3cret"
-	for _, u := range []string{"nats://gatehouse:" + secret + "@[::1", "http://gatehouse:" + secret + "@a.example:4222", "nats://" + secret + "@a.example:99999"} {
+	for _, u := range []string{"nats://gatehouse:" + secret + "@[::1", "http://gatehouse:" + secret + "@a.example:4222", "nats://" + secret + "@a.example:99999",
+		// Without "//" the user info parses as an opaque part.
+		"gatehouse:" + secret + "@a.example:4222", "nats:gatehouse:" + secret + "@a.example:4222",
+		"nats://a.example:4222,gatehouse:" + secret + "@b.example:4222"} {
 		_, err := bus.New(bus.Options{URL: u})
 		if err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("New(%q) = %v, want an error without the secret", u, err)

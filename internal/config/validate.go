@@ -165,7 +165,7 @@ func (c *Config) validateBus() error {
 // did not parse): a bus.url may carry a credential
 // (nats://user:password@host), which an error must not repeat.
 func redactUser(raw string, p *url.URL) string {
-	if p != nil {
+	if p != nil && p.Opaque == "" {
 		if p.User == nil {
 			return raw
 		}
@@ -173,9 +173,15 @@ func redactUser(raw string, p *url.URL) string {
 		c.User = url.User("xxxxx")
 		return c.String()
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if i := strings.LastIndex(rest, "@"); ok && i >= 0 {
-		return scheme + "://xxxxx@" + rest[i+1:]
+	// Unparsable, or without "//", where user:password@host parses as
+	// scheme:opaque and p.User is nil: hide all before the last '@'.
+	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
+		if i := strings.LastIndex(rest, "@"); i >= 0 {
+			return scheme + "://xxxxx@" + rest[i+1:]
+		}
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "xxxxx@" + raw[i+1:]
 	}
 	return raw
 }
