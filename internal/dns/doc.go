@@ -9,7 +9,9 @@
 // [Forwarder], a query with RD set from a source network in
 // Options.RecursionAllow for a name outside every zone is forwarded to the
 // upstreams and their answer relayed with RA set (SERVFAIL when none
-// answers). Names in a zone are always answered here, never forwarded.
+// answers). Names in a zone are always answered here, never forwarded, and
+// a query another gatehouse forwarded (it carries an EDNS mark) is never
+// forwarded again, so upstreams that lead back to a gatehouse cannot loop.
 // The HTTP resolve API offers the same through [ResolveRecursive] to the
 // platform's credential.
 //

@@ -39,6 +39,25 @@ type Forwarder struct {
 // 2020 value that avoids IP fragmentation.
 const ednsSize = 1232
 
+// forwardedOption is the EDNS option (local/experimental range, RFC 6891
+// §6.1.2) that marks a query a gatehouse forwarded. A marked query is
+// never forwarded again: an upstream list that leads back to a gatehouse
+// (itself, or a peer that forwards to it) would otherwise turn one query
+// into a chain of forwards that feeds itself for as long as it runs.
+const forwardedOption uint16 = 0xFE47
+
+// forwarded reports whether req carries [forwardedOption].
+func forwarded(req *mdns.Msg) bool {
+	if o := req.IsEdns0(); o != nil {
+		for _, e := range o.Option {
+			if e.Option() == forwardedOption {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // NewForwarder validates o. It dials nothing.
 func NewForwarder(o ForwarderOptions) (*Forwarder, error) {
 	if len(o.Upstreams) == 0 {
@@ -59,11 +78,11 @@ func NewForwarder(o ForwarderOptions) (*Forwarder, error) {
 }
 
 // recursable reports whether req is a query the forwarder may relay: a
-// standard query with RD set for one IN name outside every zone. A zone
-// transfer is never relayed. Names in a zone are answered by [Answer],
+// standard query with RD set for one IN name outside every zone, that no
+// gatehouse has forwarded already. A zone transfer is never relayed. Names in a zone are answered by [Answer],
 // never forwarded.
 func recursable(req *mdns.Msg, zones []Zone) bool {
-	if req.Opcode != mdns.OpcodeQuery || req.Response || !req.RecursionDesired || len(req.Question) != 1 {
+	if req.Opcode != mdns.OpcodeQuery || req.Response || !req.RecursionDesired || len(req.Question) != 1 || forwarded(req) {
 		return false
 	}
 	q := req.Question[0]
@@ -92,6 +111,8 @@ func (f *Forwarder) Forward(ctx context.Context, req *mdns.Msg, network string) 
 		do = o.Do()
 	}
 	out.SetEdns0(ednsSize, do)
+	opt := out.IsEdns0()
+	opt.Option = append(opt.Option, &mdns.EDNS0_LOCAL{Code: forwardedOption})
 
 	resp, err := f.exchange(ctx, out, network)
 	if err != nil {

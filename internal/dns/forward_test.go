@@ -348,3 +348,38 @@ func TestResolveRecursive(t *testing.T) {
 		t.Errorf("in-zone: %+v, upstream asked %d", d, up.total()-before)
 	}
 }
+
+// TestRecursionNoLoop: an upstream list that leads back to a gatehouse
+// (here the gateway itself, first, then a real resolver) must not turn one
+// query into a chain of forwards that feeds itself: the query it forwarded
+// to itself is not forwarded again, so the real upstream is asked exactly
+// once and the client gets its answer without waiting out a timeout.
+func TestRecursionNoLoop(t *testing.T) {
+	up := startUpstream(t, 0)
+	pc, ln := listenPair(t)
+	self := pc.LocalAddr().String()
+	s, err := New(Options{Addr: self, Zones: func() []Zone { return testZones },
+		Forwarder: forwarder(t, self, up.addr), RecursionAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, pc, ln) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for _, network := range []string{"udp", "tcp"} {
+		r := query(t, network, self, "example.org.", mdns.TypeA, true)
+		if r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Errorf("%s: %s with %d answers, want the upstream's answer", network, mdns.RcodeToString[r.Rcode], len(r.Answer))
+		}
+	}
+	// A loop would keep forwarding after the answer; every hop whose ask
+	// to itself times out then asks the real upstream too.
+	time.Sleep(time.Second)
+	if n := up.count("udp", "example.org.") + up.count("tcp", "example.org."); n != 2 {
+		t.Errorf("the upstream was asked %d times for 2 queries: the gateway forwards its own forwards", n)
+	}
+}
