@@ -71,6 +71,16 @@ func TestRecursionKeys(t *testing.T) {
 			err:  `config: dns.recursion.allow[1]: must be a CIDR like 10.0.0.0/8 or an IP, got "10.0.0.0/33"`,
 		},
 		{
+			name: "allow every IPv4 source: an open resolver",
+			yaml: "dns: {recursion: {upstreams: [192.0.2.53], allow: [10.0.0.0/8, 0.0.0.0/0]}}\n",
+			err:  `config: dns.recursion.allow[1]: "0.0.0.0/0" lets every source recurse, an open resolver; list the platform's networks`,
+		},
+		{
+			name: "allow every IPv6 source: an open resolver",
+			env:  []string{"GATEHOUSE_DNS_RECURSION_UPSTREAMS=192.0.2.53", "GATEHOUSE_DNS_RECURSION_ALLOW=::/0"},
+			err:  `config: dns.recursion.allow[0]: "::/0" lets every source recurse, an open resolver; list the platform's networks`,
+		},
+		{
 			name: "bad upstream port",
 			args: []string{"-dns-recursion-upstreams=192.0.2.53:dns"},
 			err:  `config: dns.recursion.upstreams[0]: port must be a number 1-65535, got "192.0.2.53:dns"`,

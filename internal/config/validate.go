@@ -94,8 +94,14 @@ func (c *Config) validateRecursion() error {
 		}
 	}
 	for i, p := range r.Allow {
-		if _, err := netip.ParsePrefix(p); err != nil {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
 			return bad(fmt.Sprintf("dns.recursion.allow[%d]", i), "must be a CIDR like 10.0.0.0/8 or an IP, got %q", p)
+		}
+		// DESIGN §8: the gateway is not an open resolver, and recursion
+		// is for the platform only.
+		if pfx.Bits() == 0 {
+			return bad(fmt.Sprintf("dns.recursion.allow[%d]", i), "%q lets every source recurse, an open resolver; list the platform's networks", p)
 		}
 	}
 	if len(r.Allow) > 0 && len(r.Upstreams) == 0 {
