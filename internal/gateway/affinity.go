@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
@@ -261,7 +260,7 @@ func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.R
 		}
 	})
 	defer lw.clock.stop()
-	next.ServeHTTP(lw, r.WithContext(sparingUpload(ctx, r, &lw.clock)))
+	next.ServeHTTP(lw, sparingUpload(r.WithContext(ctx), &lw.clock))
 	if lw.state.Load() == localExpired && !lw.wrote.Load() {
 		// The proxy took the cancellation for a client gone and wrote
 		// nothing: the deadline is what ended the attempt.
@@ -434,28 +433,40 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 	defer cancel(nil)
 	a.clock.start(left, func() { cancel(errDeadline) })
 	defer a.clock.stop()
-	g.clusters.rp.ServeHTTP(w, r.WithContext(sparingUpload(ctx, r, &a.clock)))
+	g.clusters.rp.ServeHTTP(w, sparingUpload(r.WithContext(ctx), &a.clock))
 	return a
 }
 
-// sparingUpload pauses c while r's body is sent upstream (from the
-// request's headers written to its body written), when it has one. The
-// client's upload is not the clusters' time: the proxy's header timeout
-// also starts only once the body is sent, and a slow upload must not get
-// 504 through one gateway and 200 through the owner's.
-func sparingUpload(ctx context.Context, r *http.Request, c *deadlineClock) context.Context {
+// sparingUpload returns r (a copy of the caller's request) whose body
+// pauses c while each read waits for the client's bytes. The client's
+// upload is not the clusters' time: the proxy's header timeout also
+// starts only once the body is sent, and a slow upload must not get 504
+// through one gateway and 200 through the owner's. The time the body
+// waits for the owner or a host to take it does count: one that stops
+// reading it is bounded by the deadline like one that does not answer.
+func sparingUpload(r *http.Request, c *deadlineClock) *http.Request {
 	if r.Body == nil || r.Body == http.NoBody {
-		return ctx
+		return r
 	}
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: c.pause,
-		WroteRequest: func(httptrace.WroteRequestInfo) { c.resume() },
-	})
+	r.Body = &sparedBody{ReadCloser: r.Body, c: c}
+	return r
+}
+
+// sparedBody is a request body whose reads pause a deadlineClock.
+type sparedBody struct {
+	io.ReadCloser
+	c *deadlineClock
+}
+
+func (b *sparedBody) Read(p []byte) (int, error) {
+	b.c.pause()
+	defer b.c.resume()
+	return b.ReadCloser.Read(p)
 }
 
 // deadlineClock is what is left of the cluster deadline for one attempt
 // (a peer's, or the local one after the owner's): it runs until response
-// headers are in, except while the request's body is being sent.
+// headers are in, except while the request's body waits for the client.
 type deadlineClock struct {
 	mu    sync.Mutex
 	timer *time.Timer

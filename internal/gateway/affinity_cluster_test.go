@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
@@ -501,5 +502,58 @@ func TestForwardDeadlineSparesUpload(t *testing.T) {
 	}
 	if seen := cs["us"].host.requests(); len(seen) != 1 || seen[0].Body != 600 {
 		t.Fatalf("us's host saw %+v, want one whole 600-byte body", seen)
+	}
+}
+
+// zeros is a request body of n zero bytes, sent as fast as the
+// connection takes them.
+type zeros struct{ n int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.n == 0 {
+		return 0, io.EOF
+	}
+	k := int(min(int64(len(p)), z.n))
+	clear(p[:k])
+	z.n -= int64(k)
+	return k, nil
+}
+
+// TestForwardDeadlineOwnerNotReading: the upload is spared the cluster
+// deadline only while the gateway waits for the client's bytes, not while
+// it waits for the owner to take them. An owner whose side stops reading
+// the body (its host stuck, the body far larger than the sockets hold)
+// gets the client a 504 about one deadline after the request, as any
+// owner that does not answer does (DESIGN §5.2: one overall deadline
+// covers the owner forward).
+func TestForwardDeadlineOwnerNotReading(t *testing.T) {
+	const deadline = time.Second
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: deadline, edit: func(c *testCluster, o *Options) {
+		o.Proxy = proxy.Options{DialTimeout: time.Second, ResponseHeaderTimeout: deadline}
+	}})
+	app := ownedBy(t, "ap", threeIDs)
+	cs["ap"].host.mode.Store(hostStall)
+	// Far more than the loopback sockets of the three hops can buffer.
+	const size = 1 << 30
+	ctx, cancel := context.WithTimeout(context.Background(), 10*deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cs["us"].url+"/upload", &zeros{n: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = app + "." + testZone
+	req.ContentLength = size
+	start := time.Now()
+	res, err := clClient(t).Do(req)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("no answer after %s (deadline %s): %v", took.Round(time.Millisecond), deadline, err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("owner not reading the upload: %d after %s, want 504", res.StatusCode, took)
+	}
+	if took > 5*deadline {
+		t.Fatalf("504 after %s; want about the %s deadline", took, deadline)
 	}
 }

@@ -52,6 +52,7 @@ const (
 	hostHang                 // never answers (until the client gives up)
 	hostSlow503              // 503 after slowFor
 	hostStream               // 200 at once, the body "served by {cluster}" over slowFor
+	hostStall                // reads nothing of the body and never answers (until released)
 )
 
 // slowFor is how long a hostSlow503 host takes to answer.
@@ -62,6 +63,7 @@ type clHost struct {
 	cluster string
 	srv     *httptest.Server
 	mode    atomic.Int32
+	release chan struct{} // closed at cleanup: a hostStall handler returns
 	mu      sync.Mutex
 	seen    []seenReq
 }
@@ -73,6 +75,10 @@ type seenReq struct {
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.mode.Load() == hostStall {
+		<-h.release // not r.Context(): with the body unread, net/http never sees the client go
+		return
+	}
 	n, _ := io.Copy(io.Discard, r.Body)
 	h.mu.Lock()
 	h.seen = append(h.seen, seenReq{
@@ -218,9 +224,10 @@ func (c *testCluster) startGateway(t testing.TB, s clusterSetup) {
 	}
 	apps = append(apps, &route.App{ID: "gone", Mode: route.ModeHTTP, Status: route.StatusRetired})
 	c.b.Replace(route.State{Zones: []*route.Zone{{Name: testZone}}, Apps: apps})
-	c.host = &clHost{cluster: c.id}
+	c.host = &clHost{cluster: c.id, release: make(chan struct{})}
 	c.host.srv = httptest.NewServer(c.host)
 	t.Cleanup(c.host.srv.Close)
+	t.Cleanup(func() { close(c.host.release) }) // before Close, which waits for handlers
 	u, _ := url.Parse(c.host.srv.URL)
 	c.b.SetHost(&route.Host{ID: c.id + "-h1", Apps: append(slices.Clone(clApps), "gone"), Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})
 	o := Options{
