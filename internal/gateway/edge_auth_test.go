@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -343,5 +344,64 @@ func TestClaimLimitsNeedVerification(t *testing.T) {
 	}
 	if err := (auth.Options{ClaimLimits: true}).Validate(); err == nil {
 		t.Fatal("Validate accepted claim limits without issuers")
+	}
+}
+
+// TestClaimByteRatesOnUpgradeHalfClose: a connection upgraded under byte
+// rates keeps the proxy's half-close as one without them does. The host
+// ends its side; the client still sends, and the host still gets it:
+// the rates slow the stream, they never cut it.
+func TestClaimByteRatesOnUpgradeHalfClose(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	got := make(chan string, 1)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nbye")
+		_ = brw.Flush()
+		_ = c.(*net.TCPConn).CloseWrite() // the host is done sending
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(brw) // what the client sends after, until its EOF
+		got <- string(b)
+	})
+	for _, limits := range []map[string]int{nil, {"write_Bps": 32 << 10}, {"read_Bps": 32 << 10}} {
+		t.Run(fmt.Sprint(limits), func(t *testing.T) {
+			tok := e.token(func(c jwt.MapClaims) {
+				c["sub"] = "half"
+				if limits != nil {
+					c["limits"] = limits
+				}
+			})
+			c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+			_, _ = io.WriteString(c, "GET /half HTTP/1.1\r\nHost: shop.apps.test\r\nAuthorization: Bearer "+tok+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("upgrade: %v %v", res, err)
+			}
+			if b, err := io.ReadAll(br); err != nil || string(b) != "bye" {
+				t.Fatalf("from the host: %q %v, want bye then EOF", b, err)
+			}
+			if _, err := io.WriteString(c, "late words"); err != nil {
+				t.Fatalf("write after the host's half-close: %v", err)
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			select {
+			case s := <-got:
+				if s != "late words" {
+					t.Fatalf("the host got %q after its half-close, want %q", s, "late words")
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the host never got the client's end")
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package limit
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -171,4 +172,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	return paced(c.ctx, c.write, p, c.Conn.Write, nil)
+}
+
+// CloseWrite half-closes the connection when it can (a proxy passes a
+// host's end of stream on this way and goes on copying the client's
+// bytes), as the connection it wraps does: when that one cannot, the
+// error says so and the proxy closes the whole connection as it would.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }
