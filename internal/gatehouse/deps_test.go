@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"internal/config":    {"internal/route", "internal/cluster"},
 	"internal/gatehouse": {"*"},
 	"internal/gcfloor":   {},
+	"internal/dashboard": {},
 	"cmd/gatehouse":      {"internal/gatehouse", "internal/config", "internal/gcfloor", "host"},
 }
 

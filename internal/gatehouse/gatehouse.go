@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
+	"github.com/gatehouse-dev/gatehouse/internal/dashboard"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -139,8 +140,8 @@ func (g *Gatehouse) clusterKey() (ed25519.PrivateKey, error) {
 }
 
 // managementMux serves the management listener's own routes: /healthz
-// outside everything, /metrics, and the control API once it exists (503
-// until then, so status works while the rest boots).
+// outside everything, /metrics, the dashboard, and the control API once it
+// exists (503 until then, so status works while the rest boots).
 func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -148,6 +149,9 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
+	dash := dashboard.Handler()
+	mux.Handle("GET /{$}", dash)
+	mux.Handle("GET /dashboard/", dash)
 	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := api.Load(); h != nil {
 			(*h).ServeHTTP(w, r)

@@ -1,0 +1,13 @@
+// Package dashboard serves the management listener's dashboard (DESIGN
+// §3): one static page that shows, from the gateway's own JSON routes,
+// readiness and the open connection count (/readyz), this cluster and its
+// peers (GET /api/v3/discovery/clusters), and, once the operator types
+// the platform credential into the page, the apps (GET /api/v3/apps) and
+// hosts with their state (GET /api/v3/hosts).
+//
+// The page holds no secret: it is the same bytes for everyone, and the
+// credential an operator types stays in the page's memory (sent only as
+// an Authorization header to the same origin; never stored, never in the
+// address). Its Content-Security-Policy admits only its own script,
+// style and same-origin fetches.
+package dashboard

@@ -1,0 +1,144 @@
+package gatehouse
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// TestDashboardPage: the management listener serves the dashboard at /
+// (DESIGN §3), as a static page that carries no secret: the control token
+// is nowhere in what it serves, and its scripts come only from itself.
+func TestDashboardPage(t *testing.T) {
+	r := start(t, testConfig(t))
+	base := "http://" + r.g.Addrs().Management
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET / on management: %d %s\n%.300s", resp.StatusCode, resp.Header.Get("Content-Type"), page)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	for _, path := range []string{"/", "/dashboard/dashboard.js", "/dashboard/dashboard.css"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+		if strings.Contains(string(b), "secret-token") {
+			t.Errorf("GET %s carries the control token", path)
+		}
+	}
+}
+
+// jsString quotes s as a JavaScript string literal (s is ours).
+func jsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// TestDashboardInChromium drives a real headless Chromium at the
+// dashboard: it shows readiness and the cluster without any credential,
+// refuses the control view to a wrong token, and with the control token
+// the operator types in lists the apps and the verified host.
+func TestDashboardInChromium(t *testing.T) {
+	const chromiumPath = "/usr/bin/chromium"
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no Chromium at %s (install the Debian chromium package; CI requires it)", chromiumPath)
+		}
+		t.Fatalf("CI is set but Chromium is missing: %v", err)
+	}
+	r := start(t, testConfig(t))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
+		t.Fatalf("put app: %d %s", code, body)
+	}
+	startHost(t, r, "host-1", "hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hi") }))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host-1 never became routable")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	actx, acancel := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(sel)+`) || {}).textContent || ""`))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	waitText := func(sel, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := text(sel)
+			if strings.Contains(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s shows %q, want it to contain %q", sel, got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate("http://"+r.g.Addrs().Management+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitText("#status", "ready")
+	waitText("#clusters", "one")
+
+	login := func(token string) {
+		t.Helper()
+		// As a user does: type the token into the field, press the button.
+		js := `document.querySelector("#token").value = ` + jsString(token) + `; document.querySelector("#load").click(); "ok"`
+		if _, err := chromedp.Run(bctx, chromedp.Evaluate[string](js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login("wrong")
+	waitText("#control-error", "401")
+	login("secret-token")
+	waitText("#apps", "hello")
+	waitText("#hosts", "host-1")
+	waitText("#hosts", "verified")
+	if got := text("#control-error"); got != "" {
+		t.Errorf("control error shown with the right token: %q", got)
+	}
+	// The token stays in the page's memory: not in its address, not stored.
+	stored, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + JSON.stringify(localStorage) + JSON.stringify(sessionStorage) + document.cookie`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stored, "secret") {
+		t.Errorf("the token leaked into the address or storage: %q", stored)
+	}
+}
