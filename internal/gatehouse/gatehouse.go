@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/dashboard"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
@@ -157,8 +158,10 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 			(*h).ServeHTTP(w, r)
 			return
 		}
+		// The API is JSON only, its errors problems (DESIGN §2, §7): a
+		// client such as gatehouse ctl reads this 503 like any other.
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, "starting", http.StatusServiceUnavailable)
+		problem.Write(w, http.StatusServiceUnavailable, "the gateway is starting")
 	}))
 	return mux
 }

@@ -1,0 +1,115 @@
+package gatehouse
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+func mgmtGet(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestManagementWhileStarting: with the bus unreachable the gateway is
+// still starting; management answers /healthz 200, /readyz 503 starting,
+// /metrics 200, and the API 503 as a problem+json (DESIGN §2: errors the
+// gateway answers itself; §7: JSON only).
+func TestManagementWhileStarting(t *testing.T) {
+	cfg := testConfig(t)
+	mgmt := testutil.FreeAddr(t)
+	cfg.Management.Addr = mgmt
+	cfg.Bus.URL = []string{"nats://" + testutil.FreeAddr(t)}
+	g, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testutil.WaitFor(t, 5*time.Second, func() bool { c, _ := mgmtGet(t, mgmt, "/healthz"); return c == 200 }, "healthz")
+	if c, b := mgmtGet(t, mgmt, "/readyz"); c != 503 {
+		t.Errorf("readyz while starting: %d %s", c, b)
+	}
+	if c, _ := mgmtGet(t, mgmt, "/metrics"); c != 200 {
+		t.Errorf("metrics while starting: %d", c)
+	}
+	resp, err := http.Get("http://" + mgmt + "/api/v3/apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var p struct {
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}
+	if resp.StatusCode != 503 || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		json.Unmarshal(b, &p) != nil || p.Status != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("API while starting: %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+}
+
+// TestDrainFinishesProxiedRequest: a request in flight to a host when the
+// gateway is told to stop still completes with the host's answer.
+func TestDrainFinishesProxiedRequest(t *testing.T) {
+	r := start(t, testConfig(t))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	startHost(t, r, "h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		entered <- struct{}{}
+		<-release
+		io.WriteString(w, "late answer")
+	}))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host not routable")
+	mgmt := r.g.Addrs().Management
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().HTTP+"/slow", nil)
+		req.Host = "hello.test.local"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		res <- result{resp.StatusCode, string(b), err}
+	}()
+	<-entered
+	r.cancel()
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		c, b := mgmtGet(t, mgmt, "/readyz")
+		var v struct {
+			Status            string `json:"status"`
+			ActiveConnections int64  `json:"active_connections"`
+		}
+		_ = json.Unmarshal([]byte(b), &v)
+		return c == 503 && v.Status == "draining" && v.ActiveConnections == 1
+	}, "readyz not draining")
+	time.Sleep(300 * time.Millisecond) // let the rest of the parts stop
+	close(release)
+	got := <-res
+	if got.err != nil || got.code != 200 || got.body != "late answer" {
+		t.Fatalf("in-flight request during drain: %+v", got)
+	}
+}
