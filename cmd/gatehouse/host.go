@@ -160,7 +160,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
 		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, redactBus(f.bus))
-	return serveSidecar(ctx, srv, ln, h, f, logger)
+	return serveSidecar(ctx, srv, ln, h, f, &inflight, logger)
 }
 
 // redactBus hides the user info of each URL in a -bus list: an external
@@ -181,8 +181,9 @@ func redactBus(list string) string {
 }
 
 // serveSidecar runs the server and the host protocol until ctx ends, then
-// leaves and drains, in that order.
-func serveSidecar(ctx context.Context, srv *http.Server, ln net.Listener, h *host.Host, f *hostFlags, logger *slog.Logger) error {
+// leaves and drains, in that order. inflight counts the requests the
+// server's handler has in progress.
+func serveSidecar(ctx context.Context, srv *http.Server, ln net.Listener, h *host.Host, f *hostFlags, inflight *atomic.Int64, logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	hctx, stopHost := context.WithCancel(context.Background())
@@ -213,6 +214,9 @@ func serveSidecar(ctx context.Context, srv *http.Server, ln net.Listener, h *hos
 	defer cancel()
 	err := srv.Shutdown(dctx)
 	<-served
+	if err == nil {
+		err = waitIdle(dctx, inflight)
+	}
 	if err != nil {
 		return fmt.Errorf("host: drain: %w", err)
 	}
@@ -220,7 +224,24 @@ func serveSidecar(ctx context.Context, srv *http.Server, ln net.Listener, h *hos
 	return nil
 }
 
-// counted tracks requests in progress for heartbeats.
+// waitIdle waits until n is 0 or ctx ends. Shutdown does not wait for
+// hijacked connections, so an upgraded request (a WebSocket) proxied to the
+// upstream is still in flight after it returns; its handler, counted in n,
+// ends with the connection.
+func waitIdle(ctx context.Context, n *atomic.Int64) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for n.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// counted tracks requests in progress for heartbeats and the drain.
 func counted(n *atomic.Int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)

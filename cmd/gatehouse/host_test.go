@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -260,5 +261,84 @@ func TestRedactBus(t *testing.T) {
 		if got := redactBus(in); got != want {
 			t.Errorf("redactBus(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An upgraded connection (a WebSocket) through the sidecar is a request in
+// flight too: on SIGTERM it gets the drain timeout to finish, like any
+// other, instead of dying with the process as soon as plain requests are
+// done (http.Server.Shutdown does not wait for hijacked connections).
+func TestHostSidecarDrainsUpgraded(t *testing.T) {
+	ns := testutil.StartBus(t)
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		rw.Flush()
+		io.Copy(c, rw) // echo until the client closes
+	}))
+	defer upstream.Close()
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	defer sigterm()
+	var stdout, stderr testutil.SyncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "ws-1", "-key", keyFile,
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-leave-grace", "0s", "-drain-timeout", "5s"}, &stdout, &stderr)
+	}()
+	var addr string
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, rest, ok := strings.Cut(stdout.String(), "serving ")
+		addr, _, _ = strings.Cut(rest, " ")
+		return ok && addr != ""
+	}, "sidecar did not start")
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: hello.localhost\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	echo := func(s string) string {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		io.WriteString(c, s+"\n")
+		line, _ := br.ReadString('\n')
+		return strings.TrimSuffix(line, "\n")
+	}
+	if got := echo("before"); got != "before" {
+		t.Fatalf("echo before SIGTERM: %q", got)
+	}
+
+	sigterm()
+	select {
+	case err := <-exited:
+		t.Fatalf("exited with an upgraded connection in flight: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := echo("during drain"); got != "during drain" {
+		t.Fatalf("echo during drain: %q", got)
+	}
+	c.Close()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("runHost: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("did not exit once the upgraded connection ended")
 	}
 }
