@@ -101,6 +101,9 @@ func TestChallengeHandler(t *testing.T) {
 		{"not json", `{`, 400},
 		{"short nonce", `{"nonce":"AAAA","gateway":"g","host_id":"web-1","ts":1}`, 400},
 		{"nonce not base64", `{"nonce":"!!!!!!!!!!!!!!!!!!!!!!!!","gateway":"g","host_id":"web-1","ts":1}`, 400},
+		// base64 decoders skip \r and \n; the signed text must not.
+		{"newline in nonce", `{"nonce":"` + nonce[:8] + `\n` + nonce[8:] + `","gateway":"g","host_id":"web-1","ts":1}`, 400},
+		{"trailing CRLF nonce", `{"nonce":"` + nonce + `\r\n","gateway":"g","host_id":"web-1","ts":1}`, 400},
 		{"newline gateway", `{"nonce":"` + nonce + `","gateway":"g\nx","host_id":"web-1","ts":1}`, 400},
 		{"no gateway", `{"nonce":"` + nonce + `","host_id":"web-1","ts":1}`, 400},
 		{"other host", `{"nonce":"` + nonce + `","gateway":"g","host_id":"web-2","ts":1}`, 404},

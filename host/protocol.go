@@ -239,7 +239,9 @@ func (r *ChallengeRequest) Validate() error {
 		return errors.New("nonce too long")
 	}
 	n, err := base64.StdEncoding.Strict().DecodeString(r.Nonce)
-	if err != nil || len(n) < minNonceSize || len(n) > maxNonceSize {
+	// The decoder skips \r and \n, but the nonce enters the signed message
+	// as sent: a newline there would let one signature mean two messages.
+	if err != nil || strings.ContainsAny(r.Nonce, "\r\n") || len(n) < minNonceSize || len(n) > maxNonceSize {
 		return errors.New("nonce must be std base64 of 16 to 64 bytes")
 	}
 	if r.Gateway == "" || len(r.Gateway) > 253 {
