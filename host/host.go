@@ -226,7 +226,9 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 	}
 	var req ChallengeRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		http.Error(w, "host: challenge is not JSON", http.StatusBadRequest)
+		// Name what is wrong: a well-formed body with a field of the
+		// wrong type is JSON too, and "not JSON" would mislead.
+		http.Error(w, "host: challenge: bad json: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if err := req.Validate(); err != nil {

@@ -132,6 +132,25 @@ func TestChallengeHandler(t *testing.T) {
 	}
 }
 
+// A refused challenge says what is wrong with it, so whoever sent it can
+// tell a field of the wrong type from a broken body.
+func TestChallengeErrorsNameTheProblem(t *testing.T) {
+	h, _ := newTestHost(t, &nats.Conn{}, nil)
+	nonce := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, NonceSize))
+	for _, tc := range []struct{ name, body, want string }{
+		{"nonce a number", `{"nonce":5,"gateway":"g","host_id":"web-1","ts":1}`, "nonce"},
+		{"ts a string", `{"nonce":"` + nonce + `","gateway":"g","host_id":"web-1","ts":"now"}`, "ts"},
+		{"truncated", `{"nonce":`, "unexpected end of JSON"},
+		{"short nonce", `{"nonce":"AAAA","gateway":"g","host_id":"web-1","ts":1}`, "nonce"},
+	} {
+		w := httptest.NewRecorder()
+		h.ChallengeHandler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, ChallengePath, strings.NewReader(tc.body)))
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("%s: %d %q, want 400 naming %q", tc.name, w.Code, w.Body.String(), tc.want)
+		}
+	}
+}
+
 // recorder collects what a host publishes on the bus.
 type recorder struct {
 	mu   sync.Mutex
