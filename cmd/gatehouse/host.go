@@ -133,8 +133,22 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("host: announce address: %v", err)
 	}
 
+	// The sidecar may start before its bus and retries for ever, so it
+	// says when the bus is out of reach (once per outage): a mistyped or
+	// unreachable -bus must not leave it silently unannounced.
+	var busDown atomic.Bool
 	nc, err := nats.Connect(f.bus, nats.Name("gatehouse host "+f.id), nats.MaxReconnects(-1),
-		nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true))
+		nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if busDown.CompareAndSwap(false, true) {
+				logger.Warn("host: bus unreachable, retrying", "bus", redactBus(f.bus), "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			if busDown.Swap(false) {
+				logger.Info("host: bus reached", "bus", nc.ConnectedUrlRedacted())
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("host: bus %s: %w", redactBus(f.bus), err)
 	}

@@ -342,3 +342,34 @@ func TestHostSidecarDrainsUpgraded(t *testing.T) {
 		t.Fatal("did not exit once the upgraded connection ended")
 	}
 }
+
+// A sidecar started before its bus keeps retrying, but says so: an
+// unreachable or mistyped -bus must not leave it silently unannounced.
+func TestHostSidecarSaysBusUnreachable(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody := ln.Addr().String()
+	ln.Close()
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	var stdout, stderr testutil.SyncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", "nats://host:s3cret@" + nobody, "-cluster", "c1", "-id", "x-1", "-key", keyFile,
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s"}, &stdout, &stderr)
+	}()
+	defer func() { sigterm(); <-exited }()
+	testutil.WaitFor(t, 3*time.Second, func() bool {
+		return strings.Contains(stderr.String(), "bus unreachable")
+	}, "nothing said about the unreachable bus")
+	if strings.Contains(stderr.String(), "s3cret") {
+		t.Fatalf("bus credential logged: %s", stderr.String())
+	}
+}
