@@ -117,6 +117,12 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
 		return fmt.Errorf("host: -upstream %q must be an http:// or https:// URL", f.upstream)
 	}
+	if up.User != nil {
+		// The proxy never sends it (the client's Authorization passes
+		// through as it is), so refuse it rather than ignore it; and do
+		// not echo the credential.
+		return errors.New("host: -upstream must not carry user info: the sidecar does not authenticate to the upstream")
+	}
 	key, err := host.LoadKey(f.keyFile)
 	if err != nil {
 		return err

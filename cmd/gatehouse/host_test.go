@@ -373,3 +373,25 @@ func TestHostSidecarSaysBusUnreachable(t *testing.T) {
 		t.Fatalf("bus credential logged: %s", stderr.String())
 	}
 }
+
+// An -upstream with user info is refused: the proxy would never send it
+// (the client's own Authorization goes through untouched), and it would
+// be printed in the startup line.
+func TestHostUpstreamUserInfo(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := runHost(ctx, []string{"-bus", "nats://127.0.0.1:1", "-cluster", "c1", "-id", "h1", "-key", keyFile, "-app", "hello",
+		"-addr", "127.0.0.1:0", "-upstream", "http://app:s3cret@127.0.0.1:1", "-leave-grace", "0s"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-upstream") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("err = %v", err)
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "s3cret") {
+		t.Errorf("credential printed: %s%s", stdout.String(), stderr.String())
+	}
+}
