@@ -37,6 +37,17 @@ func checkApp(a *route.App) error {
 	default:
 		return badInput("status: must be active, suspended or retired, got %q", a.Status)
 	}
+	if a.Mode == route.ModePassthrough {
+		// A passthrough app's TLS ends at its host: the gateway pipes bytes
+		// it cannot read (internal/edge), so it checks no token and matches
+		// no path there, and an app stored so would be served without them.
+		if a.Auth.Required {
+			return badInput("auth.required: a passthrough app's TLS ends at its host, so the gateway cannot check its tokens; use mode http, or check tokens in the app")
+		}
+		if len(a.Policy) > 0 {
+			return badInput("policy: a passthrough app's TLS ends at its host, so the gateway cannot match its paths; use mode http, or apply the rules in the app")
+		}
+	}
 	if len(a.CORS.Origins) > maxOrigins {
 		return badInput("cors.origins: at most %d origins", maxOrigins)
 	}
