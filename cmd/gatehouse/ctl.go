@@ -65,7 +65,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("gatehouse ctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	api := fs.String("api", envOr("GATEHOUSE_API", "http://127.0.0.1:9180"), "base URL of the control API (GATEHOUSE_API)")
-	token := fs.String("token", os.Getenv("GATEHOUSE_CONTROL_TOKEN"), "platform bearer token (GATEHOUSE_CONTROL_TOKEN)")
+	// not the variable as the flag's default: -h prints defaults, and the
+	// token is a secret
+	token := fs.String("token", "", "platform bearer token (default GATEHOUSE_CONTROL_TOKEN)")
 	file := fs.String("f", "", "read the JSON body from `FILE` (- for stdin)")
 	timeout := fs.Duration("timeout", 30*time.Second, "request timeout")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), ctlUsage); fs.PrintDefaults() }
@@ -80,6 +82,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if *token == "" {
+		*token = os.Getenv("GATEHOUSE_CONTROL_TOKEN")
 	}
 	base, err := url.Parse(*api)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {

@@ -119,3 +119,31 @@ func TestCtlAgainstAPI(t *testing.T) {
 		t.Errorf("wrong token: %v", err)
 	}
 }
+
+// TestCtlNeverPrintsToken: the token from GATEHOUSE_CONTROL_TOKEN is a
+// secret, so neither help nor an error shows it.
+func TestCtlNeverPrintsToken(t *testing.T) {
+	const secret = "s3cret-platform-token"
+	t.Setenv("GATEHOUSE_CONTROL_TOKEN", secret)
+	url := startAPI(t)
+	for _, args := range [][]string{
+		{"ctl", "-h"},
+		{"ctl", "-bogus"},
+		{"ctl", "apps"},
+		{"ctl", "-api", url, "apps", "list"}, // 401: the env token is the wrong one
+	} {
+		out, errb, err := runCmd(t, args...)
+		var msg string
+		if err != nil {
+			msg = err.Error()
+		}
+		if strings.Contains(out+errb+msg, secret) {
+			t.Errorf("ctl %q printed the token:\nstdout %q\nstderr %q\nerr %q", args, out, errb, msg)
+		}
+	}
+	// the variable still supplies the token
+	t.Setenv("GATEHOUSE_CONTROL_TOKEN", ctlToken)
+	if _, _, err := runCmd(t, "ctl", "-api", url, "apps", "list"); err != nil {
+		t.Errorf("token from GATEHOUSE_CONTROL_TOKEN: %v", err)
+	}
+}
