@@ -498,6 +498,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin\\x"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","methods":["GE T"],"path":"/"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"id":"other"}`, 400},
+		// health paths no probe request can be built from: every host of
+		// the app would fail its probe and stop being routed to
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/health%"}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/health%zz"}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/health\u0000"}}`, 400},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/health\u007f"}}`, 400},
 		// a passthrough app's TLS ends at its host: the gateway pipes bytes
 		// it cannot read, so a token or path rule would silently not hold
 		{"PUT", "/api/v3/apps/shop", `{"mode":"passthrough","auth":{"required":true}}`, 400},

@@ -79,6 +79,12 @@ func checkApp(a *route.App) error {
 		if !strings.HasPrefix(h.Path, "/") || strings.ContainsAny(h.Path, " \t\r\n") {
 			return badInput("health.path: must be an absolute path like /healthz, got %q", h.Path)
 		}
+		// discovery probes scheme://addr+path: a path that is not a valid
+		// URL (a control byte, a bad %-escape) fails every probe, and every
+		// host of the app would stop being routed to.
+		if _, err := url.ParseRequestURI("http://h" + h.Path); err != nil {
+			return badInput("health.path: not a valid URL path (%%-escapes as %%XX, no control bytes), got %q", h.Path)
+		}
 		if iv := time.Duration(h.Interval); iv != 0 && (iv < time.Second || iv > time.Hour) {
 			return badInput("health.interval: must be between 1s and 1h, got %s", iv)
 		}
