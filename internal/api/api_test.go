@@ -638,3 +638,32 @@ func TestVerifyKeepsLaterChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestCNAMEOwnsItsName: a CNAME answers every type at its name (RFC 1034
+// §3.6.2, internal/dns), so a record beside it, or beside the apex's SOA
+// and NS, would be stored and never served: refused, with nothing changed.
+func TestCNAMEOwnsItsName(t *testing.T) {
+	e := newEnv(t, nil)
+	const z = "/api/v3/dns/zones/apps.example.com/records/"
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	e.ok("PUT", z+"www/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("PUT", z+"alias/CNAME", `{"values":["shop.example.org"]}`, 200)
+	before := e.snapshot()
+	for _, c := range []struct{ path, body string }{
+		{"www/CNAME", `{"values":["shop.example.org"]}`},
+		{"@/CNAME", `{"values":["shop.example.org"]}`},
+		{"apps.example.com/CNAME", `{"values":["shop.example.org"]}`},
+		{"alias/TXT", `{"values":["tok"]}`},
+		{"alias/A", `{"values":["192.0.2.2"]}`},
+	} {
+		if p := problemOf(t, e.ok("PUT", z+c.path, c.body, 400)); !strings.Contains(p.Detail, "CNAME") {
+			t.Errorf("PUT %s: detail %q does not name the CNAME", c.path, p.Detail)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("refused records changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// replacing a record set with one of its own type stays allowed
+	e.ok("PUT", z+"alias/CNAME", `{"values":["blog.example.org"]}`, 200)
+	e.ok("PUT", z+"www/A", `{"values":["192.0.2.3"]}`, 200)
+}

@@ -480,10 +480,33 @@ func (a *API) putRecord(r *http.Request) (int, any, error) {
 	if err := checkRecord(&rec); err != nil {
 		return 0, nil, err
 	}
+	if err := a.checkCNAME(r.Context(), &rec); err != nil {
+		return 0, nil, err
+	}
 	if err := a.o.Store.PutRecord(r.Context(), &rec); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, rec, nil
+}
+
+// checkCNAME refuses a record the DNS server would never serve: a CNAME
+// answers every type at its name (RFC 1034 §3.6.2, internal/dns), so
+// nothing may sit beside it, and it may not sit at the apex beside the
+// zone's SOA and NS.
+func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
+	if rec.Type == "CNAME" && rec.Name == rec.Zone {
+		return badInput("a CNAME cannot be at the zone apex %s, beside its SOA and NS", rec.Zone)
+	}
+	recs, err := a.o.Store.ListRecords(ctx, rec.Zone)
+	if err != nil {
+		return err
+	}
+	for _, o := range recs {
+		if o.Name == rec.Name && o.Type != rec.Type && (o.Type == "CNAME" || rec.Type == "CNAME") {
+			return badInput("%s already holds %s records, and a CNAME owns its name alone (RFC 1034 §3.6.2); delete them first", rec.Name, o.Type)
+		}
+	}
+	return nil
 }
 
 func (a *API) deleteRecord(r *http.Request) (int, any, error) {
