@@ -535,6 +535,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/a.*/A", `{"values":["10.0.0.1"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"AAAA","apps":["shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"not base64!","apps":["shop"]}`, 400},
+		// the same 32 bytes non-strict base64 would decode, but not the text discovery compares
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey[:len(testKey)-2] + `p=","apps":["shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":[]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["Shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop","shop"]}`, 400},

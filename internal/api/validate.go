@@ -218,7 +218,7 @@ func checkHostKey(k *route.HostKey) error {
 	if !hostIDRE.MatchString(k.HostID) {
 		return badInput("host_id: 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit, got %q", k.HostID)
 	}
-	b, err := base64.StdEncoding.DecodeString(k.PublicKey)
+	b, err := base64.StdEncoding.Strict().DecodeString(k.PublicKey)
 	if err != nil {
 		return badInput("public_key: must be the std base64 of a raw 32-byte Ed25519 key: %v", err)
 	}
