@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -52,12 +53,13 @@ func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
 }
 
 // limits answers 414 for a request line over MaxRequestLine. (The header
-// block limit, 431, is http.Server's MaxHeaderBytes.)
+// block limit, 431, is http.Server's MaxHeaderBytes.) Like every error the
+// gateway answers itself, it is a problem+json body (DESIGN §2).
 func (e *Edge) limits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.Method)+len(r.RequestURI)+len(r.Proto)+2 > e.opts.MaxRequestLine {
 			w.Header().Set("Connection", "close")
-			http.Error(w, "request line too long", http.StatusRequestURITooLong)
+			problem.Write(w, http.StatusRequestURITooLong, "the request line is over the listener's limit")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -73,7 +75,7 @@ func (e *Edge) headerLimit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 1 && headBytes(r) > e.opts.MaxHeaderBytes {
 			w.Header().Set("Connection", "close")
-			http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
 			return
 		}
 		next.ServeHTTP(w, r)
