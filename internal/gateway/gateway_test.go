@@ -389,11 +389,14 @@ func TestServerSentEventsFlushAtOnce(t *testing.T) {
 
 func TestWebSocketUpgrade(t *testing.T) {
 	e := newEnv(t, nil)
+	var hostSawID atomic.Value
+	hostSawID.Store("")
 	e.backend("ws", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "websocket" || r.Header.Get("X-Gatehouse-App-Id") != "hello" {
 			http.Error(w, "not an upgrade", 400)
 			return
 		}
+		hostSawID.Store(r.Header.Get("X-Request-Id"))
 		c, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -425,6 +428,10 @@ func TestWebSocketUpgrade(t *testing.T) {
 	}
 	if res.StatusCode != http.StatusSwitchingProtocols || res.Header.Get("X-Gatehouse-Cluster") != "c1" {
 		t.Fatalf("upgrade answered %d %v", res.StatusCode, res.Header)
+	}
+	// The 101 carries the request id like every other answer, once.
+	if id := res.Header.Values("X-Request-Id"); len(id) != 1 || id[0] != hostSawID.Load() {
+		t.Fatalf("101 X-Request-Id %q, the host saw %q", id, hostSawID.Load())
 	}
 	for _, msg := range []string{"ping", "pong", "1234"} {
 		if _, err := io.WriteString(c, msg); err != nil {

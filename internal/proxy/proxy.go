@@ -306,6 +306,15 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	} else {
 		delete(res.Header, HeaderCluster)
 	}
+	// A 101 is written by ReverseProxy on the hijacked connection, past
+	// the gateway's recorder that puts X-Request-Id on every other answer
+	// (unless the host's carries one): do the same here, with the id the
+	// host was sent.
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		if id := res.Request.Header["X-Request-Id"]; len(id) > 0 && len(res.Header["X-Request-Id"]) == 0 {
+			res.Header["X-Request-Id"] = id
+		}
+	}
 	return nil
 }
 
