@@ -169,12 +169,13 @@ func proxyServerOn(t *testing.T, p *Proxy, backend string, wrap func(http.Respon
 }
 
 type seen struct {
-	status  int
-	early   []int
-	header  http.Header
-	body    string
-	trailer http.Header
-	sent    *http.Request // what the backend received
+	status   int
+	early    []int
+	earlyHdr []textproto.MIMEHeader
+	header   http.Header
+	body     string
+	trailer  http.Header
+	sent     *http.Request // what the backend received
 }
 
 // TestFastPathMatchesReverseProxy sends the same requests through a
@@ -207,6 +208,8 @@ func TestFastPathMatchesReverseProxy(t *testing.T) {
 		{"until close", "GET", "/", nil, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close\x00close"},
 		{"http/1.0", "GET", "/", nil, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok\x00close"},
 		{"early hints", "GET", "/", nil, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"},
+		// A host claims neither a cluster nor a failover, in a 1xx either.
+		{"early hints claiming a cluster", "GET", "/", nil, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nX-Gatehouse-Cluster: evil\r\nX-Failover-Cluster: peer\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"},
 		{"204", "GET", "/", nil, "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n"},
 		{"304", "GET", "/", nil, "HTTP/1.1 304 Not Modified\r\nEtag: \"x\"\r\n\r\n"},
 		{"head", "HEAD", "/", nil, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/html\r\n\r\n"},
@@ -220,7 +223,10 @@ func TestFastPathMatchesReverseProxy(t *testing.T) {
 		t.Helper()
 		var s seen
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-			Got1xxResponse: func(code int, _ textproto.MIMEHeader) error { s.early = append(s.early, code); return nil },
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				s.early, s.earlyHdr = append(s.early, code), append(s.earlyHdr, h)
+				return nil
+			},
 		})
 		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
 		req.Host = "hello.apps.test"
@@ -259,6 +265,14 @@ func TestFastPathMatchesReverseProxy(t *testing.T) {
 			}
 			if !reflect.DeepEqual(f.header, s.header) {
 				t.Errorf("response headers differ:\nfast %v\nslow %v", f.header, s.header)
+			}
+			if !reflect.DeepEqual(f.earlyHdr, s.earlyHdr) {
+				t.Errorf("1xx headers differ:\nfast %v\nslow %v", f.earlyHdr, s.earlyHdr)
+			}
+			for _, h := range s.earlyHdr {
+				if h.Get(HeaderCluster) == "evil" || h.Get(HeaderFailover) != "" {
+					t.Errorf("a host's 1xx claimed a cluster: %v", h)
+				}
 			}
 			if !reflect.DeepEqual(f.trailer, s.trailer) {
 				t.Errorf("trailers differ:\nfast %v\nslow %v", f.trailer, s.trailer)

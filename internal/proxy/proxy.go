@@ -117,9 +117,31 @@ type attempt struct {
 	// client address's text, never rewritten while a header refers to it.
 	vals [3]string
 	ip   [48]byte
+
+	// interim is the writer ReverseProxy answers through (in the
+	// attempt, so it costs no allocation of its own).
+	interim interimGuard
 }
 
 type attemptKey struct{}
+
+// interimGuard removes a host's X-Gatehouse-Cluster and X-Failover-Cluster
+// from a 1xx response. ReverseProxy copies a 1xx's fields as they came,
+// past modifyResponse, which does the same for the final answer; the fast
+// path drops them from both. Unwrap keeps Flush and Hijack reachable for
+// http.ResponseController.
+type interimGuard struct{ http.ResponseWriter }
+
+func (w *interimGuard) WriteHeader(code int) {
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		h := w.Header()
+		delete(h, HeaderCluster)
+		delete(h, HeaderFailover)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *interimGuard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // request returns r with a as its context (and a's tracked body), as
 // ReverseProxy and the error handler see it.
@@ -214,7 +236,8 @@ func (p *Proxy) try(w http.ResponseWriter, r *http.Request, a *attempt, in *http
 		p.serveFast(w, r, a)
 		return
 	}
-	p.rp.ServeHTTP(w, in)
+	a.interim.ResponseWriter = w
+	p.rp.ServeHTTP(&a.interim, in)
 }
 
 // fallbackOr lets Options.Fallback answer a request the local hosts cannot
