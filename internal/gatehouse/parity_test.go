@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -170,10 +168,13 @@ func (p *parityEnv) dial(t *testing.T, proto string) *tls.Conn {
 
 // h2 is an HTTP/2 client of the https listener that adds nothing of its
 // own (no Accept-Encoding; requests carry their own User-Agent).
-func (p *parityEnv) h2() *http2.Transport {
-	return &http2.Transport{DisableCompression: true, DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
+func (p *parityEnv) h2() *http.Transport {
+	tr := &http.Transport{DisableCompression: true, DialTLSContext: func(context.Context, string, string) (net.Conn, error) {
 		return p.dial(nil, "h2"), nil
 	}}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP2(true) // HTTP/2 only: the dial negotiates h2 by ALPN
+	return tr
 }
 
 func rawReq(q parityReq) string {
@@ -270,6 +271,9 @@ func (p *parityEnv) send(t *testing.T, via string, q parityReq) parityRes {
 	if err != nil {
 		out.Status, out.Body = -1, err.Error()
 		return out
+	}
+	if res.ProtoMajor != 2 {
+		t.Fatalf("the HTTP/2 path answered over %s", res.Proto)
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
@@ -439,6 +443,9 @@ func TestParitySSE(t *testing.T) {
 			res, err := tr.RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if res.ProtoMajor != 2 {
+				t.Fatalf("the HTTP/2 path answered over %s", res.Proto)
 			}
 			defer res.Body.Close()
 			body = res.Body
