@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 )
 
 // hostFlags are `gatehouse host`'s settings.
@@ -188,14 +189,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func redactBus(list string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		switch {
-		case err == nil && u.User != nil:
-			u.User = url.User("xxxxx")
-			parts[i] = u.String()
-		case err != nil && strings.Contains(p, "@"):
-			parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
-		}
+		parts[i] = config.RedactURL(strings.TrimSpace(p))
 	}
 	return strings.Join(parts, ",")
 }

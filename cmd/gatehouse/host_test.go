@@ -256,7 +256,8 @@ func TestRedactBus(t *testing.T) {
 	for in, want := range map[string]string{
 		"nats://127.0.0.1:4222":                        "nats://127.0.0.1:4222",
 		"nats://host:s3cret@a:4222,tls://tok3n@b:4222": "nats://xxxxx@a:4222,tls://xxxxx@b:4222",
-		"nats://host:s3cret@[::1":                      "xxxxx@[::1",
+		"nats://host:s3cret@[::1":                      "nats://xxxxx@[::1",
+		"host:s3cret@nats:4222":                        "xxxxx@nats:4222", // no "//": parses as scheme and opaque
 	} {
 		if got := redactBus(in); got != want {
 			t.Errorf("redactBus(%q) = %q, want %q", in, got, want)

@@ -167,9 +167,19 @@ func (c *Config) validateBus() error {
 	return nil
 }
 
-// redactUser hides the user info of bus URL raw (parsed as p, nil if it
-// did not parse): a bus.url may carry a credential
-// (nats://user:password@host), which an error must not repeat.
+// RedactURL hides the user info of bus URL raw: a bus URL may carry a
+// credential (nats://user:password@host), which no error or log line may
+// repeat. It handles URLs that do not parse, and ones without "//".
+func RedactURL(raw string) string {
+	p, err := url.Parse(raw)
+	if err != nil {
+		p = nil
+	}
+	return redactUser(raw, p)
+}
+
+// redactUser is [RedactURL] for raw already parsed as p (nil if it did
+// not parse).
 func redactUser(raw string, p *url.URL) string {
 	if p != nil && p.Opaque == "" {
 		if p.User == nil {
