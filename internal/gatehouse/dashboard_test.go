@@ -1,15 +1,15 @@
 package gatehouse
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil/browser"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -48,21 +48,12 @@ func TestDashboardPage(t *testing.T) {
 	}
 }
 
-// jsString quotes s as a JavaScript string literal (s is ours).
-func jsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
-
 // TestDashboardInChromium drives a real headless Chromium at the
 // dashboard: it shows readiness and the cluster without any credential,
 // refuses the control view to a wrong token, and with the control token
 // the operator types in lists the apps and the verified host.
 func TestDashboardInChromium(t *testing.T) {
-	const chromiumPath = "/usr/bin/chromium"
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("no Chromium at %s (install the Debian chromium package; CI requires it)", chromiumPath)
-		}
-		t.Fatalf("CI is set but Chromium is missing: %v", err)
-	}
+
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)
@@ -70,27 +61,11 @@ func TestDashboardInChromium(t *testing.T) {
 	startHost(t, r, "host-1", "hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hi") }))
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host-1 never became routable")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	bctx := browser.Start(t)
 
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(sel)+`) || {}).textContent || ""`))
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(document.querySelector(`+browser.JSString(sel)+`) || {}).textContent || ""`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
@@ -119,7 +94,7 @@ func TestDashboardInChromium(t *testing.T) {
 	login := func(token string) {
 		t.Helper()
 		// As a user does: type the token into the field, press the button.
-		js := `document.querySelector("#token").value = ` + jsString(token) + `; document.querySelector("#load").click(); "ok"`
+		js := `document.querySelector("#token").value = ` + browser.JSString(token) + `; document.querySelector("#load").click(); "ok"`
 		if _, err := chromedp.Run(bctx, chromedp.Evaluate[string](js)); err != nil {
 			t.Fatal(err)
 		}

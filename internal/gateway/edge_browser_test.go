@@ -1,22 +1,19 @@
 package gateway
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gatehouse-dev/gatehouse/internal/testutil/browser"
+
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
-
-const chromiumPath = "/usr/bin/chromium"
 
 // TestCORSInChromium drives a real headless Chromium: a page on the allowed
 // origin fetches the app with a custom header (so the browser sends a
@@ -24,12 +21,7 @@ const chromiumPath = "/usr/bin/chromium"
 // and the host never saw a preflight. Chromium resolves *.localhost to
 // loopback, so the origins differ by host name on one loopback server.
 func TestCORSInChromium(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("no Chromium at %s (install the Debian chromium package; CI requires it)", chromiumPath)
-		}
-		t.Fatalf("CI is set but Chromium is missing: %v", err)
-	}
+
 	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		io.WriteString(w, "<!doctype html><title>page</title><p>origin page</p>")
@@ -43,25 +35,9 @@ func TestCORSInChromium(t *testing.T) {
 	gu, _ := url.Parse(e.srv.URL)
 	appURL := "http://app.localhost:" + gu.Port() + "/data"
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, acancel := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	bctx := browser.Start(t)
 
-	script := `fetch(` + jsString(appURL) + `, {method: "PUT", headers: {"X-Custom": "1"}, body: "hi"})
+	script := `fetch(` + browser.JSString(appURL) + `, {method: "PUT", headers: {"X-Custom": "1"}, body: "hi"})
 		.then(r => r.text().then(b => "status " + r.status + " limit " + r.headers.get("X-RateLimit-Limit") + " body " + b))
 		.catch(err => "failed: " + err)`
 	fetchFrom := func(origin string) string {
@@ -91,6 +67,3 @@ func TestCORSInChromium(t *testing.T) {
 		}
 	}
 }
-
-// jsString quotes s as a JavaScript string literal (s is a URL we built).
-func jsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
