@@ -96,19 +96,7 @@ func txt(name, v string) libdns.Record { return libdns.TXT{Name: name, Text: v} 
 // lookup against it.
 func serve(t *testing.T, zones func() []Zone) func(name string) []string {
 	t.Helper()
-	s, err := New(Options{Addr: "127.0.0.1:0", Zones: zones})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, ln, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	addr := pc.LocalAddr().String()
+	addr := startWith(t, Options{Zones: zones})
 	return func(name string) []string {
 		t.Helper()
 		q := new(mdns.Msg)

@@ -32,7 +32,15 @@ func startServer(t *testing.T) string {
 // startServerFor serves zones on a random loopback port over UDP and TCP.
 func startServerFor(t *testing.T, zones []Zone) string {
 	t.Helper()
-	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return zones }})
+	return startWith(t, Options{Zones: func() []Zone { return zones }})
+}
+
+// startWith serves a server built from o on a random loopback port over
+// UDP and TCP until t ends, and returns its address.
+func startWith(t *testing.T, o Options) string {
+	t.Helper()
+	o.Addr = "127.0.0.1:0"
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,24 +140,7 @@ func startGateway(t *testing.T, f *Forwarder, allow ...string) string {
 	for _, a := range allow {
 		prefixes = append(prefixes, netip.MustParsePrefix(a))
 	}
-	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }, Forwarder: f, RecursionAllow: prefixes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, ln, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return pc.LocalAddr().String()
+	return startWith(t, Options{Zones: func() []Zone { return testZones }, Forwarder: f, RecursionAllow: prefixes})
 }
 
 func forwarder(t *testing.T, upstreams ...string) *Forwarder {
