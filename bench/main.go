@@ -476,6 +476,12 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 		if err := measureH2(ctx, cfg, order, rep); err != nil {
 			return err
 		}
+		if cfg.perf {
+			profileEach(ctx, e, rep, profileH2, "request", having(order, func(t *target) bool { return t.https != "" }), func(t *target) (int64, error) {
+				r, err := runH2load(ctx, cfg.conns, cfg.threads, cfg.duration, t.https, path, requestFields(cfg.headers), nil)
+				return r.requests, err
+			})
+		}
 	}
 	if cfg.perf {
 		profileEach(ctx, e, rep, profileL7, "request", having(order, func(t *target) bool { return t.http != "" }), func(t *target) (int64, error) {

@@ -18,6 +18,7 @@ const (
 	profileL7         = ""           // one more L7 keep-alive wrk run
 	profileNewConn    = "newconn"    // one more L7-over-TLS new-connection run
 	profileHandshakes = "handshakes" // one more passthrough handshake run
+	profileH2         = "h2"         // one more L7-over-HTTP/2 h2load run
 )
 
 // profileEach profiles each target of ts that has a process during one

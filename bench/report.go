@@ -160,6 +160,7 @@ func (r *report) markdown() string {
 	}
 	const cols = "perf, cpu-clock, inclusive, symbols ≥ 3%, columns: with children, self"
 	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU (one extra %s wrk run; %s)", r.cfg.duration, cols), r.profiles[profileL7])
+	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU over HTTP/2 (one extra %s h2load run; %s)", r.cfg.duration, cols), r.profiles[profileH2])
 	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU per new L7 TLS connection (one extra %s new-connection run; %s)", r.cfg.tlsDuration, cols), r.profiles[profileNewConn])
 	r.profileSection(&b, fmt.Sprintf("Where the proxies spend CPU per new passthrough connection (one extra %s handshake run; %s)", r.cfg.tlsDuration, cols), r.profiles[profileHandshakes])
 	var missing []string
