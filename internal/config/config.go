@@ -34,7 +34,8 @@ type Config struct {
 
 	// TrustedProxies are the peers (CIDR prefixes; a bare IP means one
 	// address) whose Forwarded/X-Forwarded-* headers are believed. Empty
-	// trusts nobody. Normalized to canonical prefixes.
+	// trusts nobody. Normalized to canonical prefixes; an IPv4-mapped one
+	// is refused, as peers are compared unmapped and it would never match.
 	TrustedProxies []string `yaml:"trusted_proxies" json:"trusted_proxies"`
 	// DrainTimeout bounds how long in-flight requests and pipes may take to
 	// finish after SIGTERM.
@@ -75,7 +76,8 @@ type Recursion struct {
 	// Allow are the source networks (CIDR prefixes; a bare IP means one
 	// address) whose UDP and TCP queries may recurse. Empty: none; the
 	// platform may still recurse over the HTTP resolve API. Normalized to
-	// canonical prefixes.
+	// canonical prefixes; an IPv4-mapped one is refused, as sources are
+	// compared unmapped and it would never match.
 	Allow []string `yaml:"allow" json:"allow"`
 }
 

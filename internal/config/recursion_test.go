@@ -81,6 +81,30 @@ func TestRecursionKeys(t *testing.T) {
 			err:  `config: dns.recursion.allow[0]: "::/0" lets every source recurse, an open resolver; list the platform's networks`,
 		},
 		{
+			// The DNS server unmaps every source, and an IPv4 source never
+			// falls in an IPv6 prefix: this entry would match nothing.
+			name: "IPv4-mapped prefix in the file",
+			yaml: "dns: {recursion: {upstreams: [192.0.2.53], allow: [10.0.0.0/8, \"::ffff:10.0.0.0/104\"]}}\n",
+			err:  `config: dns.recursion.allow[1]: "::ffff:10.0.0.0/104" is IPv4-mapped and never matches (sources are compared as IPv4); write 10.0.0.0/8`,
+		},
+		{
+			name: "IPv4-mapped address in the environment",
+			env:  []string{"GATEHOUSE_DNS_RECURSION_UPSTREAMS=192.0.2.53", "GATEHOUSE_DNS_RECURSION_ALLOW=::ffff:192.0.2.7"},
+			err:  `config: dns.recursion.allow[0]: "::ffff:192.0.2.7/128" is IPv4-mapped and never matches (sources are compared as IPv4); write 192.0.2.7/32`,
+		},
+		{
+			name: "IPv4-mapped every source: never matches, and its IPv4 form is an open resolver",
+			args: []string{"-dns-recursion-upstreams=192.0.2.53", "-dns-recursion-allow=::ffff:0.0.0.0/96"},
+			err:  `config: dns.recursion.allow[0]: "::ffff:0.0.0.0/96" is IPv4-mapped and never matches (sources are compared as IPv4); its IPv4 form 0.0.0.0/0 would let every source recurse, an open resolver; list the platform's networks`,
+		},
+		{
+			// Wider than the mapped range, so it holds IPv6 sources too.
+			name:      "a prefix wider than the mapped range is accepted",
+			env:       []string{"GATEHOUSE_DNS_RECURSION_UPSTREAMS=192.0.2.53", "GATEHOUSE_DNS_RECURSION_ALLOW=::ffff:0:0/95,64:ff9b::/96"},
+			upstreams: []string{"192.0.2.53:53"},
+			allow:     []string{"::fffe:0:0/95", "64:ff9b::/96"},
+		},
+		{
 			name: "bad upstream port",
 			args: []string{"-dns-recursion-upstreams=192.0.2.53:dns"},
 			err:  `config: dns.recursion.upstreams[0]: port must be a number 1-65535, got "192.0.2.53:dns"`,

@@ -103,11 +103,30 @@ func (c *Config) validateRecursion() error {
 		if pfx.Bits() == 0 {
 			return bad(fmt.Sprintf("dns.recursion.allow[%d]", i), "%q lets every source recurse, an open resolver; list the platform's networks", p)
 		}
+		if v4, ok := mappedV4(pfx); ok {
+			fix := "write " + v4.String()
+			if v4.Bits() == 0 { // the IPv4 form is the open resolver refused above
+				fix = "its IPv4 form 0.0.0.0/0 would let every source recurse, an open resolver; list the platform's networks"
+			}
+			return bad(fmt.Sprintf("dns.recursion.allow[%d]", i), "%q is IPv4-mapped and never matches (sources are compared as IPv4); %s", p, fix)
+		}
 	}
 	if len(r.Allow) > 0 && len(r.Upstreams) == 0 {
 		return bad("dns.recursion.allow", "needs dns.recursion.upstreams: without upstreams recursion is off")
 	}
 	return nil
+}
+
+// mappedV4 reports whether p lies wholly inside the IPv4-mapped range
+// ::ffff:0:0/96, and returns its IPv4 form. Such a prefix can never match:
+// the DNS server and the gateway unmap every address before they compare
+// it, and netip.Prefix.Contains never matches an IPv4 address against an
+// IPv6 prefix. Accepted, it would fail closed without a word.
+func mappedV4(p netip.Prefix) (netip.Prefix, bool) {
+	if !p.Addr().Is4In6() || p.Bits() < 96 {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked(), true
 }
 
 // checkUpstream accepts a resolver as host:port, the host an IP or a DNS
@@ -347,8 +366,12 @@ func (c *Config) validateLimits() error {
 		return bad("limits.window", "must be positive, got %s", c.Limits.Window)
 	}
 	for i, p := range c.TrustedProxies {
-		if _, err := netip.ParsePrefix(p); err != nil {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
 			return bad(fmt.Sprintf("trusted_proxies[%d]", i), "must be a CIDR like 10.0.0.0/8 or an IP, got %q", p)
+		}
+		if v4, ok := mappedV4(pfx); ok {
+			return bad(fmt.Sprintf("trusted_proxies[%d]", i), "%q is IPv4-mapped and never matches (peers are compared as IPv4); write %s", p, v4)
 		}
 	}
 	return nil
