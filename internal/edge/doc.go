@@ -28,5 +28,6 @@
 //	})
 //	e.ListenManagement() // first, before anything else starts
 //	e.Listen()           // http, https
+//	// a part that fails to start before Run: e.Close() frees the ports
 //	// errgroup: e.Run(ctx), certs.Run(ctx) (after Listen, so challenges are answered), ...
 package edge

@@ -18,14 +18,15 @@ import (
 )
 
 // Edge runs the listeners. New validates; Listen binds; Run serves and
-// drains. Addr, ActiveConnections and Draining are safe for concurrent use.
+// drains; Close releases what Listen bound when Run will not be called.
+// Addr, ActiveConnections and Draining are safe for concurrent use.
 type Edge struct {
 	opts Options
 	log  *slog.Logger
 
 	mu                 sync.Mutex
 	mgmtLn, httpLn, ln net.Listener // ln: https
-	ran                bool
+	ran, closed        bool
 
 	conns    *tracker
 	serving  atomic.Bool
@@ -55,6 +56,9 @@ func New(opts Options) (*Edge, error) {
 func (e *Edge) ListenManagement() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
 	return e.bind(&e.mgmtLn, e.opts.ManagementAddr, "management")
 }
 
@@ -63,6 +67,9 @@ func (e *Edge) ListenManagement() error {
 func (e *Edge) Listen() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed
+	}
 	err := e.bind(&e.mgmtLn, e.opts.ManagementAddr, "management")
 	if err == nil {
 		err = e.bind(&e.httpLn, e.opts.HTTPAddr, "http")
@@ -71,14 +78,38 @@ func (e *Edge) Listen() error {
 		err = e.bind(&e.ln, e.opts.HTTPSAddr, "https")
 	}
 	if err != nil {
-		for _, l := range []*net.Listener{&e.mgmtLn, &e.httpLn, &e.ln} {
-			if *l != nil {
-				(*l).Close()
-				*l = nil
-			}
-		}
+		e.closeListeners()
 	}
 	return err
+}
+
+var errClosed = errors.New("edge: closed")
+
+// Close releases the listeners ListenManagement and Listen bound, for a
+// caller that will not Run e after all: a part meant to start after the
+// listeners failed, and the process (an embedder) goes on. Once Run has
+// been called its drain owns the listeners, and Close does nothing. After
+// Close, Listen and Run fail. Idempotent.
+func (e *Edge) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	if e.ran {
+		return nil
+	}
+	return e.closeListeners()
+}
+
+// closeListeners closes and forgets every bound listener; e.mu is held.
+func (e *Edge) closeListeners() error {
+	var errs []error
+	for _, l := range []*net.Listener{&e.mgmtLn, &e.httpLn, &e.ln} {
+		if *l != nil {
+			errs = append(errs, (*l).Close())
+			*l = nil
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (e *Edge) bind(l *net.Listener, addr, name string) error {

@@ -509,3 +509,46 @@ func TestListenError(t *testing.T) {
 		t.Fatal("management listener left open after a failed Listen")
 	}
 }
+
+// TestCloseBeforeRun: an embedder whose later part fails after Listen
+// closes the edge instead of running it; every port it bound is free
+// again, and the closed edge cannot be brought back by Listen or Run.
+func TestCloseBeforeRun(t *testing.T) {
+	e, err := New(Options{
+		ManagementAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", HTTPSAddr: "127.0.0.1:0",
+		HTTPMode: ModeACMEOnly, Handler: http.NotFoundHandler(),
+		TLS: gatewayTLS(t, tlsmgr.Options{Names: []string{"api." + zone}}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	bound := map[string]string{}
+	for _, name := range []string{"management", "http", "https"} {
+		bound[name] = e.Addr(name).String()
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for name, addr := range bound {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("%s %s still bound after Close: %v", name, addr, err)
+			continue
+		}
+		ln.Close()
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := e.Listen(); err == nil {
+		t.Error("Listen after Close succeeded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Run(ctx); err == nil {
+		t.Error("Run after Close succeeded")
+	}
+}
