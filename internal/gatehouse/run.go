@@ -36,7 +36,8 @@ import (
 )
 
 // Run starts every part, serves until ctx ends, drains, and returns when
-// every part has stopped. It may be called once.
+// every part has stopped. It may be called once. When a part fails to
+// start, Run returns after every socket it bound is closed again.
 func (g *Gatehouse) Run(ctx context.Context) error {
 	cfg := g.cfg
 	var (
@@ -55,21 +56,14 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	if err := e.Listen(); err != nil {
 		return err
 	}
-	var dnsSrv *dns.Server
-	var dnsPC net.PacketConn
-	var dnsLn net.Listener
+	dnsSrv, dnsPC, dnsLn, err := g.listenDNS()
+	if err != nil {
+		// e never runs, so its drain will not close what Listen bound;
+		// a process embedding the gateway outlives this error.
+		return errors.Join(err, e.Close())
+	}
 	var dnsSelf string // where this process reaches its own DNS server
-	if cfg.DNS.Addr != "" {
-		dnsSrv, err = dns.New(dns.Options{
-			Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log,
-			Forwarder: g.forwarder, RecursionAllow: cfg.RecursionPrefixes(),
-		})
-		if err != nil {
-			return err
-		}
-		if dnsPC, dnsLn, err = dnsSrv.Listen(); err != nil {
-			return err
-		}
+	if dnsPC != nil {
 		dnsSelf = selfAddr(dnsPC.LocalAddr())
 	}
 
@@ -111,6 +105,27 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		return nil
 	}
 	return werr
+}
+
+// listenDNS builds the DNS server and binds its UDP and TCP sockets on
+// dns.addr; all nil when dns.addr is empty. On error nothing is left bound.
+func (g *Gatehouse) listenDNS() (*dns.Server, net.PacketConn, net.Listener, error) {
+	cfg := g.cfg
+	if cfg.DNS.Addr == "" {
+		return nil, nil, nil, nil
+	}
+	srv, err := dns.New(dns.Options{
+		Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log,
+		Forwarder: g.forwarder, RecursionAllow: cfg.RecursionPrefixes(),
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pc, ln, err := srv.Listen()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return srv, pc, ln, nil
 }
 
 // newEdge builds the listeners with handlers that delegate to parts built
