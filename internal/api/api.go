@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -170,10 +170,14 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.control.ServeHTTP(w, r)
 }
 
-// platform reports whether r carries the platform credential.
+// platform reports whether r carries the platform credential. The static
+// token is read by auth.BearerToken, as every JWT is (VerifyPlatform,
+// VerifySession): one rule for both credentials, so a request the JWT path
+// refuses (its token repeated in the query string, two Authorization
+// headers) is refused with the static token too.
 func (a *API) platform(r *http.Request) bool {
 	if a.o.ControlToken != "" {
-		if tok, ok := bearer(r); ok {
+		if tok, err := auth.BearerToken(r); err == nil {
 			sum := sha256.Sum256([]byte(tok))
 			if subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1 {
 				return true
@@ -181,17 +185,6 @@ func (a *API) platform(r *http.Request) bool {
 		}
 	}
 	return a.o.VerifyPlatform != nil && a.o.VerifyPlatform(r)
-}
-
-// bearer returns the token of an "Authorization: Bearer" header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
 }
 
 func (a *API) clusters(w http.ResponseWriter, r *http.Request) {

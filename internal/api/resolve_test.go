@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -252,5 +254,66 @@ func TestResolveRecursion(t *testing.T) {
 	e, _ = resolveEnvWith(t, func(o *Options) { o.Forwarder = dead })
 	if r := e.do("GET", offZoneGET, token, nil); r.status != 200 || !strings.HasPrefix(string(r.body), `{"Status":2,"TC":false,"RD":true,"RA":true,`) {
 		t.Errorf("upstream down: %d %s", r.status, r.body)
+	}
+}
+
+// TestStaticTokenQueryRule: the static control.token is read by the rule
+// a platform JWT is read by (auth.BearerToken), on the control routes and
+// the resolve routes alike. Repeated in a token-like query parameter, or
+// sent in two Authorization headers, either credential is refused; beside
+// a query token of another value (the app's own ?token=) it is accepted.
+func TestStaticTokenQueryRule(t *testing.T) {
+	e, sign := resolveEnvWith(t, func(*Options) {})
+	creds := map[string]string{
+		"control.token": token,
+		"platform JWT":  sign(jwt.MapClaims{"sub": "ops", "scope": "platform"}),
+	}
+	routes := []struct{ method, path, body string }{
+		{"GET", "/api/v3/apps", ""},
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com", ""},
+		{"POST", "/api/v3/dns/resolve/batch", `[{"name":"a.apps.example.com"}]`},
+	}
+	tests := []struct {
+		name  string
+		query func(tok string) string // added to the route's query
+		twice bool                    // a second Authorization header
+		want  int
+	}{
+		{name: "the header alone", want: 200},
+		{name: "the header's token also in ?token=", query: func(tok string) string { return "token=" + url.QueryEscape(tok) }, want: 401},
+		{name: "the header's token also in ?Access_Token=", query: func(tok string) string { return "Access_Token=" + url.QueryEscape(tok) }, want: 401},
+		{name: "another ?token= is the app's own", query: func(string) string { return "token=reset-123" }, want: 200},
+		{name: "two Authorization headers", twice: true, want: 401},
+	}
+	for _, rt := range routes {
+		for _, tt := range tests {
+			for cred, tok := range creds {
+				target := e.srv.URL + rt.path
+				if tt.query != nil {
+					sep := "?"
+					if strings.Contains(rt.path, "?") {
+						sep = "&"
+					}
+					target += sep + tt.query(tok)
+				}
+				req, err := http.NewRequest(rt.method, target, strings.NewReader(rt.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+tok)
+				if tt.twice {
+					req.Header.Add("Authorization", "Bearer "+tok)
+				}
+				res, err := e.srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != tt.want {
+					t.Errorf("%s %s, %s, %s: status %d, want %d: %s", rt.method, rt.path, cred, tt.name, res.StatusCode, tt.want, b)
+				}
+			}
+		}
 	}
 }
