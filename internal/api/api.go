@@ -156,8 +156,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !a.platform(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
-		problem.Write(w, http.StatusUnauthorized, "the control API needs the platform credential")
+		unauthorized(w, r, "the control API needs the platform credential")
 		return
 	}
 	if _, pattern := a.control.Handler(r); pattern == "" {
@@ -168,6 +167,17 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	a.control.ServeHTTP(w, r)
+}
+
+// unauthorized answers 401 with detail, unless r's token was refused for
+// being in the query string: a client that sends the right token there
+// too must learn that, not that its credential is wrong.
+func unauthorized(w http.ResponseWriter, r *http.Request, detail string) {
+	if _, err := auth.BearerToken(r); errors.Is(err, auth.ErrQueryToken) {
+		detail = "tokens are accepted in the Authorization header only, never in the query string"
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
+	problem.Write(w, http.StatusUnauthorized, detail)
 }
 
 // platform reports whether r carries the platform credential. The static

@@ -193,8 +193,7 @@ func (a *API) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if a.platform(r) {
 		return platformSession, true
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
-	problem.Write(w, http.StatusUnauthorized, "resolving needs a signed-in session: send a valid bearer token")
+	unauthorized(w, r, "resolving needs a signed-in session: send a valid bearer token")
 	return "", false
 }
 

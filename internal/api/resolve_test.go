@@ -268,20 +268,22 @@ func TestStaticTokenQueryRule(t *testing.T) {
 		"control.token": token,
 		"platform JWT":  sign(jwt.MapClaims{"sub": "ops", "scope": "platform"}),
 	}
+	const inQuery = "tokens are accepted in the Authorization header only, never in the query string"
 	routes := []struct{ method, path, body string }{
 		{"GET", "/api/v3/apps", ""},
 		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com", ""},
 		{"POST", "/api/v3/dns/resolve/batch", `[{"name":"a.apps.example.com"}]`},
 	}
 	tests := []struct {
-		name  string
-		query func(tok string) string // added to the route's query
-		twice bool                    // a second Authorization header
-		want  int
+		name   string
+		query  func(tok string) string // added to the route's query
+		twice  bool                    // a second Authorization header
+		want   int
+		detail string // in the 401's body
 	}{
 		{name: "the header alone", want: 200},
-		{name: "the header's token also in ?token=", query: func(tok string) string { return "token=" + url.QueryEscape(tok) }, want: 401},
-		{name: "the header's token also in ?Access_Token=", query: func(tok string) string { return "Access_Token=" + url.QueryEscape(tok) }, want: 401},
+		{name: "the header's token also in ?token=", query: func(tok string) string { return "token=" + url.QueryEscape(tok) }, want: 401, detail: inQuery},
+		{name: "the header's token also in ?Access_Token=", query: func(tok string) string { return "Access_Token=" + url.QueryEscape(tok) }, want: 401, detail: inQuery},
 		{name: "another ?token= is the app's own", query: func(string) string { return "token=reset-123" }, want: 200},
 		{name: "two Authorization headers", twice: true, want: 401},
 	}
@@ -310,8 +312,8 @@ func TestStaticTokenQueryRule(t *testing.T) {
 				}
 				b, _ := io.ReadAll(res.Body)
 				res.Body.Close()
-				if res.StatusCode != tt.want {
-					t.Errorf("%s %s, %s, %s: status %d, want %d: %s", rt.method, rt.path, cred, tt.name, res.StatusCode, tt.want, b)
+				if res.StatusCode != tt.want || !strings.Contains(string(b), tt.detail) {
+					t.Errorf("%s %s, %s, %s: status %d, want %d %q: %s", rt.method, rt.path, cred, tt.name, res.StatusCode, tt.want, tt.detail, b)
 				}
 			}
 		}
