@@ -36,6 +36,14 @@
 // the request, so a signature obtained at one address proves nothing about
 // another.
 //
+// A leave carries sig, Ed25519 over [LeaveMessage] (host id and ts) by the
+// same key. Gateways drain a host only on a leave that verifies under the
+// key the host last proved, with a ts within a minute of their clock and
+// not older than the announce the host is routed by: anyone who may
+// publish on the bus could otherwise take any host out of rotation. A host
+// that sends an unsigned leave is taken out by its missed heartbeats
+// instead.
+//
 // Keys are PKCS#8 PEM ("PRIVATE KEY"), the format of
 // `openssl genpkey -algorithm ed25519`; public keys travel as standard
 // base64 of the raw 32 bytes ([PublicKeyString]).

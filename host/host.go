@@ -181,7 +181,9 @@ func (h *Host) heartbeat(inbox string) {
 }
 
 func (h *Host) leave() {
-	h.publish(&nats.Msg{Subject: LeaveSubject(h.opts.Cluster)}, Leave{HostID: h.opts.HostID, TS: h.opts.Now().Unix()})
+	ts := h.opts.Now().Unix()
+	l := Leave{HostID: h.opts.HostID, TS: ts, Sig: SignLeave(h.opts.Key, h.opts.HostID, ts)}
+	h.publish(&nats.Msg{Subject: LeaveSubject(h.opts.Cluster)}, l)
 	if err := h.opts.Conn.FlushTimeout(leaveFlushTimeout); err != nil {
 		h.opts.Logger.Warn("host: leave may not have reached the bus", "host_id", h.opts.HostID, "err", err)
 		return
@@ -204,6 +206,12 @@ func (h *Host) publish(m *nats.Msg, body any) {
 // the signature in its wire form (std base64).
 func SignChallenge(key ed25519.PrivateKey, hostID, addr, nonce, gateway string) string {
 	return base64.StdEncoding.EncodeToString(ed25519.Sign(key, ChallengeMessage(hostID, addr, nonce, gateway)))
+}
+
+// SignLeave signs the leave message for hostID at ts and returns the
+// signature in its wire form (std base64), the [Leave] Sig field.
+func SignLeave(key ed25519.PrivateKey, hostID string, ts int64) string {
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(key, LeaveMessage(hostID, ts)))
 }
 
 // ChallengeHandler answers POST [ChallengePath]: a valid challenge for this

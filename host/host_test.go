@@ -234,8 +234,14 @@ func TestRunAnnouncesHeartbeatsLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(LeaveSubject("c1")) == 1 }, "no leave")
-	if _, err := ParseLeave(rec.last(LeaveSubject("c1")).Data); err != nil {
+	l, err := ParseLeave(rec.last(LeaveSubject("c1")).Data)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Gateways drain only on a leave signed by the key the host proved.
+	sig, _ := base64.StdEncoding.DecodeString(l.Sig)
+	if l.HostID != "web-1" || !ed25519.Verify(k.Public().(ed25519.PublicKey), LeaveMessage(l.HostID, l.TS), sig) {
+		t.Fatalf("leave %+v is not signed by the host's key", l)
 	}
 	if err := h.Run(t.Context()); err == nil {
 		t.Fatal("second Run accepted")

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,10 @@ const ChallengePath = "/.well-known/gatehouse/challenge"
 // ChallengePrefix starts every signed challenge message; the version lets
 // the message change without one signature ever meaning two things.
 const ChallengePrefix = "gatehouse-challenge-v1"
+
+// LeavePrefix starts every signed leave message, distinct from
+// [ChallengePrefix] so that no challenge answer can pass for a leave.
+const LeavePrefix = "gatehouse-leave-v1"
 
 // MaxMessageSize bounds a bus message body; a longer one is rejected
 // unread.
@@ -79,10 +84,13 @@ type Heartbeat struct {
 	Inflight int64  `json:"inflight"`
 }
 
-// Leave says a host is going away: drain it.
+// Leave says a host is going away: drain it. Gateways act on it only when
+// Sig verifies under the host's key: without it anyone who may publish on
+// the bus could take any host out of rotation.
 type Leave struct {
 	HostID string `json:"host_id"`
-	TS     int64  `json:"ts"`
+	TS     int64  `json:"ts"`            // unix seconds
+	Sig    string `json:"sig,omitempty"` // std base64 of the Ed25519 signature over [LeaveMessage]
 }
 
 // ChallengeRequest is the body a gateway POSTs to [ChallengePath].
@@ -105,6 +113,15 @@ type ChallengeResponse struct {
 // nonce is the base64 text of the request's nonce field as sent.
 func ChallengeMessage(hostID, addr, nonce, gateway string) []byte {
 	return []byte(ChallengePrefix + "\n" + hostID + "\n" + addr + "\n" + nonce + "\n" + gateway)
+}
+
+// LeaveMessage is the exact byte string a host signs to leave:
+//
+//	"gatehouse-leave-v1\n" + hostID + "\n" + decimal ts
+//
+// A host id cannot hold a newline, so each message has one reading.
+func LeaveMessage(hostID string, ts int64) []byte {
+	return []byte(LeavePrefix + "\n" + hostID + "\n" + strconv.FormatInt(ts, 10))
 }
 
 var (
@@ -218,7 +235,9 @@ func (hb *Heartbeat) Validate() error {
 	return nil
 }
 
-// Validate reports the first thing wrong with l.
+// Validate reports the first thing wrong with l. An empty Sig is valid
+// here: whether an unsigned leave counts is the gateway's decision, and it
+// says so apart from a malformed one.
 func (l *Leave) Validate() error {
 	if !ValidHostID(l.HostID) {
 		return fmt.Errorf("host_id %q invalid", l.HostID)
@@ -226,8 +245,18 @@ func (l *Leave) Validate() error {
 	if l.TS <= 0 {
 		return errors.New("ts missing")
 	}
+	if l.Sig != "" {
+		// Strict still skips \r and \n; the exact length rules them out.
+		b, err := base64.StdEncoding.Strict().DecodeString(l.Sig)
+		if err != nil || len(l.Sig) != sigLen || len(b) != ed25519.SignatureSize {
+			return errors.New("sig must be std base64 of a 64-byte ed25519 signature")
+		}
+	}
 	return nil
 }
+
+// sigLen is the length of a signature in std base64.
+var sigLen = base64.StdEncoding.EncodedLen(ed25519.SignatureSize)
 
 // Validate reports the first thing wrong with r. The nonce must be std
 // base64 of 16 to 64 bytes; the gateway id 1 to 253 printable bytes.

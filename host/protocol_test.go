@@ -1,6 +1,8 @@
 package host
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -29,6 +31,13 @@ func TestChallengeMessage(t *testing.T) {
 	}
 }
 
+func TestLeaveMessage(t *testing.T) {
+	got := string(LeaveMessage("web-1", 1700000000))
+	if want := "gatehouse-leave-v1\nweb-1\n1700000000"; got != want {
+		t.Fatalf("%q", got)
+	}
+}
+
 func TestWireJSON(t *testing.T) {
 	a := Announce{HostID: "h", Apps: []string{"a"}, Addr: "127.0.0.1:1", Scheme: "http", PublicKey: opensslPub, TS: 7}
 	b, _ := json.Marshal(a)
@@ -41,6 +50,10 @@ func TestWireJSON(t *testing.T) {
 	}
 	b, _ = json.Marshal(Leave{HostID: "h", TS: 7})
 	if string(b) != `{"host_id":"h","ts":7}` {
+		t.Fatal(string(b))
+	}
+	b, _ = json.Marshal(Leave{HostID: "h", TS: 7, Sig: "s"})
+	if string(b) != `{"host_id":"h","ts":7,"sig":"s"}` {
 		t.Fatal(string(b))
 	}
 	b, _ = json.Marshal(ChallengeRequest{Nonce: "n", Gateway: "g", HostID: "h", TS: 7})
@@ -100,12 +113,36 @@ func TestParseHeartbeatLeave(t *testing.T) {
 			t.Errorf("heartbeat %s accepted", in)
 		}
 	}
-	if _, err := ParseLeave([]byte(`{"host_id":"h","ts":1}`)); err != nil {
+	k, err := GenerateKey()
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range []string{`{"ts":1}`, `{"host_id":"h"}`, `{"host_id":"h h","ts":1}`} {
-		if _, err := ParseLeave([]byte(in)); err == nil {
-			t.Errorf("leave %s accepted", in)
+	sig := SignLeave(k, "h", 1)
+	for _, in := range []string{`{"host_id":"h","ts":1}`, `{"host_id":"h","ts":1,"sig":""}`, `{"host_id":"h","ts":1,"sig":"` + sig + `"}`} {
+		if _, err := ParseLeave([]byte(in)); err != nil {
+			t.Fatalf("leave %s: %v", in, err)
+		}
+	}
+	short := base64.StdEncoding.EncodeToString(make([]byte, 63))
+	for name, in := range map[string]string{
+		"no host_id":     `{"ts":1}`,
+		"no ts":          `{"host_id":"h"}`,
+		"bad host_id":    `{"host_id":"h h","ts":1}`,
+		"sig not base64": `{"host_id":"h","ts":1,"sig":"not base64!"}`,
+		"sig unpadded":   `{"host_id":"h","ts":1,"sig":"` + strings.TrimRight(sig, "=") + `"}`,
+		"sig url base64": `{"host_id":"h","ts":1,"sig":"` + base64.URLEncoding.EncodeToString(bytes.Repeat([]byte{0xff}, 64)) + `"}`,
+		"sig 63 bytes":   `{"host_id":"h","ts":1,"sig":"` + short + `"}`,
+		"sig 65 bytes":   `{"host_id":"h","ts":1,"sig":"` + base64.StdEncoding.EncodeToString(make([]byte, 65)) + `"}`,
+		"sig newline":    `{"host_id":"h","ts":1,"sig":"` + sig[:40] + `\n` + sig[40:] + `"}`,
+		"sig not string": `{"host_id":"h","ts":1,"sig":7}`,
+	} {
+		_, err := ParseLeave([]byte(in))
+		if err == nil {
+			t.Errorf("%s: leave accepted", name)
+			continue
+		}
+		if strings.HasPrefix(name, "sig") && !strings.Contains(err.Error(), "sig") {
+			t.Errorf("%s: error %q does not name sig", name, err)
 		}
 	}
 }
@@ -116,6 +153,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"host_id":"web-1","apps":["hello"],"addr":"127.0.0.1:8081","scheme":"http","public_key":"` + opensslPub + `","ts":1}`))
 	f.Add([]byte(`{"host_id":"h","ts":1,"inflight":3}`))
 	f.Add([]byte(`{"host_id":"h","ts":1}`))
+	f.Add([]byte(`{"host_id":"h","ts":1,"sig":"` + base64.StdEncoding.EncodeToString(make([]byte, 64)) + `"}`))
 	f.Add([]byte(`{"nonce":"AAAAAAAAAAAAAAAAAAAAAA==","gateway":"g","host_id":"h","ts":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if a, err := ParseAnnounce(b); err == nil {
@@ -129,8 +167,16 @@ func FuzzParse(f *testing.F) {
 		if hb, err := ParseHeartbeat(b); err == nil && hb.Validate() != nil {
 			t.Fatal("accepted heartbeat does not validate")
 		}
-		if l, err := ParseLeave(b); err == nil && l.Validate() != nil {
-			t.Fatal("accepted leave does not validate")
+		if l, err := ParseLeave(b); err == nil {
+			if l.Validate() != nil {
+				t.Fatal("accepted leave does not validate")
+			}
+			if sig, err := base64.StdEncoding.DecodeString(l.Sig); l.Sig != "" && (err != nil || len(sig) != 64) {
+				t.Fatalf("accepted leave with sig %q", l.Sig)
+			}
+			if strings.ContainsAny(l.HostID, "\n") {
+				t.Fatal("a valid leave carries a newline into the signed message")
+			}
 		}
 		var r ChallengeRequest
 		if json.Unmarshal(b, &r) == nil && r.Validate() == nil {
