@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
@@ -469,14 +470,64 @@ func (d *Discovery) heartbeat(hb host.Heartbeat) bool {
 	return true
 }
 
+// leaveWindow is how far a leave's ts may be from the gateway's clock: a
+// captured leave replays for at most this long.
+const leaveWindow = 60 * time.Second
+
+// Reasons a leave is refused, as gatehouse_host_messages_dropped_total
+// labels.
+const (
+	dropUnsignedLeave = "unsigned_leave"
+	dropBadSignature  = "bad_signature"
+	dropStaleLeave    = "stale_leave"
+)
+
+// leave drains a host on a leave signed by the key it is routed by. Anyone
+// may publish on the leave subject (the embedded bus gives it to clients
+// without credentials), and a drained host stays out until it announces
+// again, which heartbeats do not make it do: an unchecked leave would be a
+// lasting denial of service of every app on the host.
 func (d *Discovery) leave(l host.Leave) {
+	reason, err := d.applyLeave(l)
+	if reason == "" {
+		return
+	}
+	d.m.dropped.WithLabelValues(reason).Inc()
+	d.opts.Logger.Warn("discovery: refused leave", "host_id", l.HostID, "reason", reason, "err", err)
+}
+
+// applyLeave drains l's host if l proves itself, else returns why not
+// (a dropped-messages reason, or "" when there is nothing to drain).
+func (d *Discovery) applyLeave(l host.Leave) (string, error) {
+	if l.Sig == "" {
+		return dropUnsignedLeave, errors.New("leave has no sig")
+	}
+	sig, _ := base64.StdEncoding.DecodeString(l.Sig) // validated by ParseLeave
+	now := d.opts.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.hosts[l.HostID]
-	if e == nil {
-		return
+	if e == nil || (!e.verified && e.proven == nil) {
+		return "", nil // no proven key, and nothing routed to drain
+	}
+	c := e.routed()
+	pub := e.pub
+	if c != &e.ann {
+		pub, _ = host.ParsePublicKey(c.PublicKey) // it verified, so it parses
+	}
+	if !ed25519.Verify(pub, host.LeaveMessage(l.HostID, l.TS), sig) {
+		return dropBadSignature, errors.New("sig does not verify under the host's proven key")
+	}
+	w := int64(leaveWindow / time.Second)
+	if skew := now.Unix() - l.TS; skew > w || skew < -w {
+		return dropStaleLeave, fmt.Errorf("ts %d is %ds off the gateway's clock (at most %s either way)", l.TS, skew, leaveWindow)
+	}
+	if l.TS < c.TS {
+		// Signed by an earlier life of the host, which has since announced.
+		return dropStaleLeave, fmt.Errorf("ts %d is older than the announce the host is routed by (ts %d)", l.TS, c.TS)
 	}
 	e.draining = true
 	d.updateLocked(l.HostID, e)
 	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
+	return "", nil
 }

@@ -226,6 +226,7 @@ func TestBadMessagesChangeNothing(t *testing.T) {
 	big := announce("web-1", "127.0.0.1:1", pub, "hello")
 	big.Apps = nil
 	oversized, _ := json.Marshal(map[string]any{"host_id": "web-1", "pad": strings.Repeat("x", host.MaxMessageSize)})
+	now := time.Now().Unix()
 	bad := []struct{ kind, body string }{
 		{host.KindAnnounce, `{`},
 		{host.KindAnnounce, `null`},
@@ -242,7 +243,8 @@ func TestBadMessagesChangeNothing(t *testing.T) {
 		{host.KindLeave, string(oversized)},
 		{"bogus", mustJSON(host.Leave{HostID: "web-1", TS: 1})},
 		{host.KindHeartbeat, mustJSON(heartbeat("nobody", 1))},
-		{host.KindLeave, mustJSON(host.Leave{HostID: "nobody", TS: 1})},
+		{host.KindLeave, `{"host_id":"web-1","ts":1,"sig":"not base64"}`},
+		{host.KindLeave, mustJSON(host.Leave{HostID: "nobody", TS: now, Sig: host.SignLeave(k, "nobody", now)})},
 	}
 	for _, m := range bad {
 		e.publish(m.kind, []byte(m.body))
@@ -263,8 +265,8 @@ func TestBadMessagesChangeNothing(t *testing.T) {
 	if e.live.Load() != tblBefore {
 		t.Fatal("a bad message republished the table")
 	}
-	if n := e.dropped("malformed") + e.dropped("oversized") + e.dropped("unknown_subject"); n != 14 {
-		t.Fatalf("dropped %v messages, want 14", n)
+	if n := e.dropped("malformed") + e.dropped("oversized") + e.dropped("unknown_subject"); n != 15 {
+		t.Fatalf("dropped %v messages, want 15", n)
 	}
 }
 

@@ -12,7 +12,7 @@
 //	                                    after a back-off or on re-announce
 //	no heartbeat for MissedHeartbeats intervals, or an active probe fails
 //	                                  -> unhealthy; back to verified on recovery
-//	leave                             -> draining (no new requests; the proxy
+//	signed, fresh leave               -> draining (no new requests; the proxy
 //	                                    holds the in-flight ones)
 //	no heartbeat for HostTTL          -> removed
 //
@@ -24,6 +24,12 @@
 // app list) are routed to only once they verify, and if they fail the host
 // keeps its proven claims, so a forged announce on the bus can neither
 // route to an address the key holder does not hold nor take a host out.
+//
+// A leave drains a host only when its sig verifies under the key the host
+// is routed by and its ts is within a minute of the gateway's clock and not
+// older than the announce the host is routed by. Anything else (unsigned,
+// another key, stale) changes nothing and is counted as dropped, so a bus
+// client without credentials cannot take a host out of rotation.
 //
 // While the gateway's own bus connection is down, missing heartbeats say
 // nothing about hosts: staleness and removal are suspended and resume with

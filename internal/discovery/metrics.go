@@ -11,7 +11,8 @@ import (
 //	gatehouse_hosts{state}                               gauge: hosts by state
 //	gatehouse_host_verification_failures_total{reason}  counter: unenrolled, key_mismatch,
 //	    app_not_allowed, bad_claim, unreachable, timeout, bad_response, bad_signature, other
-//	gatehouse_host_messages_dropped_total{reason}       counter: oversized, malformed, unknown_subject, too_many_hosts
+//	gatehouse_host_messages_dropped_total{reason}       counter: oversized, malformed, unknown_subject, too_many_hosts,
+//	    unsigned_leave, bad_signature, stale_leave (a leave that may not drain its host)
 type metrics struct {
 	hosts    *prometheus.GaugeVec
 	failures *prometheus.CounterVec

@@ -1,0 +1,233 @@
+package discovery_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/bus"
+	"github.com/gatehouse-dev/gatehouse/internal/discovery"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	tu "github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// startGatewayBus starts the gateway's own embedded bus, with its access
+// rules: gatewayURL carries the gateway credential, hostURL none (what
+// every host, and anyone else who reaches the port, connects with).
+func startGatewayBus(t *testing.T) (gatewayURL, hostURL string) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := bus.New(bus.Options{DataDir: dir, Listen: "127.0.0.1:0", Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.ReadFile(filepath.Join(dir, bus.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostURL = b.ClientURL()
+	scheme, rest, _ := strings.Cut(hostURL, "://")
+	return scheme + "://" + bus.GatewayUser + ":" + strings.TrimSpace(string(secret)) + "@" + rest, hostURL
+}
+
+// gatedKeys holds one enrolment lookup, and with it the verification that
+// made it, until the test closes the gate.
+type gatedKeys struct {
+	*keys
+	mu   sync.Mutex
+	gate chan struct{} // non-nil: the next lookup waits for it to close
+	held chan struct{} // receives when a lookup starts waiting
+}
+
+func (g *gatedKeys) GetHostKey(ctx context.Context, id string) (*route.HostKey, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.gate = nil
+	g.mu.Unlock()
+	if gate != nil {
+		g.held <- struct{}{}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	}
+	return g.keys.GetHostKey(ctx, id)
+}
+
+func (g *gatedKeys) hold() chan struct{} {
+	c := make(chan struct{})
+	g.mu.Lock()
+	g.gate = c
+	g.mu.Unlock()
+	return c
+}
+
+func signed(k ed25519.PrivateKey, id string, ts int64) host.Leave {
+	return host.Leave{HostID: id, TS: ts, Sig: host.SignLeave(k, id, ts)}
+}
+
+// refused publishes l from nc and waits until it is counted as reason;
+// web-1 must stay routable and verified throughout.
+func (e *env) refused(t *testing.T, nc *nats.Conn, l host.Leave, reason string) {
+	t.Helper()
+	n := e.dropped(reason)
+	b, _ := json.Marshal(l)
+	if err := nc.Publish(host.LeaveSubject(cluster), b); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		if !e.routable("hello", "web-1") {
+			t.Fatalf("%+v took the host out of rotation", l)
+		}
+		return e.dropped(reason) == n+1
+	}, "leave not refused as "+reason)
+	if s := e.info("web-1").State; s != route.HostVerified {
+		t.Fatalf("state %s after a refused leave", s)
+	}
+}
+
+// A leave drains a host only when the host signed it, recently, with the
+// key it proved. Anything a bus client without credentials can send (no
+// sig, another key, a leave replayed from a minute ago or from the host's
+// previous life) changes nothing, is counted and logged; the leave a real
+// host.Host sends on shutdown drains it.
+func TestLeaveMustBeSignedByTheHost(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	var logs tu.SyncBuffer
+	gk := &gatedKeys{held: make(chan struct{}, 1)}
+	e := start(t, gatewayURL, func(o *discovery.Options) {
+		gk.keys = o.Keys.(*keys)
+		o.Keys = gk
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		// Heartbeats every 100 ms; a busy machine must not make the host
+		// unhealthy while the test watches it stay put.
+		o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second
+	})
+	k, pub := newKey(t)
+	kOther, pubOther := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	before := time.Now().Unix() // every announce of this life is at least this
+	addr, stop := runHost(t, hostURL, "web-1", k, []string{"hello"})
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "host not routable")
+
+	anon, err := nats.Connect(hostURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+
+	now := time.Now().Unix()
+	tbl := e.live.Load()
+	cases := []struct {
+		name   string
+		leave  host.Leave
+		reason string
+	}{
+		{"unsigned", host.Leave{HostID: "web-1", TS: now}, "unsigned_leave"},
+		{"another key", signed(kOther, "web-1", now), "bad_signature"},
+		{"sig for another host", host.Leave{HostID: "web-1", TS: now, Sig: host.SignLeave(k, "web-2", now)}, "bad_signature"},
+		{"sig for another ts", host.Leave{HostID: "web-1", TS: now, Sig: host.SignLeave(k, "web-1", now-1)}, "bad_signature"},
+		{"challenge answer as sig", host.Leave{HostID: "web-1", TS: now, Sig: host.SignChallenge(k, "web-1", addr, "bm9uY2U=", "gw-1")}, "bad_signature"},
+		{"5 minutes old", signed(k, "web-1", now-300), "stale_leave"},
+		{"5 minutes ahead", signed(k, "web-1", now+300), "stale_leave"},
+		{"before the current announce", signed(k, "web-1", before-1), "stale_leave"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { e.refused(t, anon, c.leave, c.reason) })
+	}
+	if e.live.Load() != tbl {
+		t.Fatal("a refused leave republished the table")
+	}
+	if got := strings.Count(logs.String(), `msg="discovery: refused leave" host_id=web-1 reason=`); got != len(cases) {
+		t.Fatalf("%d refused-leave log lines naming host and reason, want %d:\n%s", got, len(cases), logs.String())
+	}
+
+	// A forged announce with another key is being checked: the host is
+	// still routed by the key it proved, and only that key's leave counts.
+	t.Run("key of unproven claims", func(t *testing.T) {
+		mismatches := e.failures("key_mismatch")
+		release := gk.hold()
+		forged := announce("web-1", addr, pubOther, "hello")
+		b, _ := json.Marshal(forged)
+		if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-gk.held:
+		case <-time.After(5 * time.Second):
+			t.Fatal("forged claims not being checked")
+		}
+		e.refused(t, anon, signed(kOther, "web-1", time.Now().Unix()), "bad_signature")
+		close(release)
+		tu.WaitFor(t, 5*time.Second, func() bool {
+			return e.failures("key_mismatch") > mismatches && e.routable("hello", "web-1") && e.info("web-1").State == route.HostVerified
+		}, "forged claims not rejected")
+	})
+
+	// The real host shuts down: its leave drains it.
+	n := e.dropped("unsigned_leave") + e.dropped("bad_signature") + e.dropped("stale_leave")
+	stop()
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1")
+	}, "host's own leave did not drain it")
+	if m := e.dropped("unsigned_leave") + e.dropped("bad_signature") + e.dropped("stale_leave"); m != n {
+		t.Fatalf("the host's own leave was counted as refused (%v -> %v)", n, m)
+	}
+}
+
+// A leave for a host that never proved a key drains nothing: there is no
+// key to check it against and nothing routed.
+func TestLeaveForUnverifiedHostIgnored(t *testing.T) {
+	e := start(t, "", nil)
+	k, pub := newKey(t)
+	// Not enrolled: announced, never verified.
+	cs := newChallengeServer(t, "web-1", k)
+	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").LastError != "" }, "verification did not fail")
+	ts := time.Now().Unix()
+	e.publish(host.KindLeave, host.Leave{HostID: "web-1", TS: ts, Sig: host.SignLeave(k, "web-1", ts)})
+	e.publish(host.KindHeartbeat, heartbeat("web-1", 7)) // handled after the leave
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").Inflight == 7 }, "sentinel heartbeat not seen")
+	if s := e.info("web-1").State; s != route.HostProvisional {
+		t.Fatalf("state %s", s)
+	}
+}
+
+// A host announces only at start and on reconnect, so the announce it is
+// routed by may be long past; a signed leave must still be within a minute
+// of the gateway's clock, either way.
+func TestLeaveOutsideClockWindow(t *testing.T) {
+	e := start(t, "", func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 100, time.Minute })
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	cs := newChallengeServer(t, "web-1", k)
+	now := time.Now().Unix()
+	a := announce("web-1", cs.addr, pub, "hello")
+	a.TS = now - 600
+	e.publish(host.KindAnnounce, a)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "host not routable")
+
+	for _, ts := range []int64{now - 300, now - 90, now + 90} {
+		t.Run(fmt.Sprint(ts-now), func(t *testing.T) { e.refused(t, e.nc, signed(k, "web-1", ts), "stale_leave") })
+	}
+	e.publish(host.KindLeave, signed(k, "web-1", now-30))
+	tu.WaitFor(t, 5*time.Second, func() bool { return !e.routable("hello", "web-1") }, "a leave 30 s old did not drain")
+}
