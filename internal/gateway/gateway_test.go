@@ -267,19 +267,55 @@ func TestUnreachable502(t *testing.T) {
 	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusBadGateway)
 }
 
+// TestSlowBackend504: a host that takes a request and never answers gets
+// the client a 504 problem once Proxy.ResponseHeaderTimeout passes, over
+// HTTP/1.1 and h2c alike, and the host's request is cancelled (its h2c
+// stream reset) rather than held; a slow host is not marked degraded.
 func TestSlowBackend504(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Proxy.ResponseHeaderTimeout = 100 * time.Millisecond })
-	release := make(chan struct{})
-	e.backend("slow", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer close(release)
-	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusGatewayTimeout)
-	if e.b.Host("slow").Health.Degraded(time.Now()) {
-		t.Fatal("a slow host was marked degraded as if unreachable")
+	for _, scheme := range []string{"http", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			e := newEnv(t, func(o *Options) { o.Proxy.ResponseHeaderTimeout = 100 * time.Millisecond })
+			release := make(chan struct{})
+			defer close(release)
+			gone := make(chan string, 1)
+			s := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					gone <- r.Proto
+				}
+			}))
+			t.Cleanup(s.Close)
+			e.addHost("slow", "hello", scheme, strings.Replace(s.URL, "http:", scheme+":", 1))
+			// Bounded: without the timeout the gateway would wait for ever.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/", nil)
+			req.Host = "hello.apps.test"
+			res, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatalf("no answer from the gateway: %v", err)
+			}
+			defer res.Body.Close()
+			p := wantProblem(t, res, http.StatusGatewayTimeout)
+			if p.Detail != "the app did not answer in time" {
+				t.Fatalf("detail %q", p.Detail)
+			}
+			select {
+			case proto := <-gone:
+				if want := map[string]string{"http": "HTTP/1.1", "h2c": "HTTP/2.0"}[scheme]; proto != want {
+					t.Fatalf("the host was reached over %s, want %s", proto, want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the host's request was still held after the 504")
+			}
+			if e.b.Host("slow").Health.Degraded(time.Now()) {
+				t.Fatal("a slow host was marked degraded as if unreachable")
+			}
+			if n := testutil.ToFloat64(e.gw.Metrics().UpstreamErrors.WithLabelValues("hello", "timeout")); n != 1 {
+				t.Fatalf("upstream timeout errors = %v, want 1", n)
+			}
+		})
 	}
 }
 

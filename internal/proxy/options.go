@@ -26,7 +26,7 @@ type Options struct {
 	// Zero means 5 s; negative is invalid.
 	DialTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for a host's response headers
-	// once the request is sent (http and https hosts). Zero means 30 s;
+	// once the request is sent (http, https and h2c hosts). Zero means 30 s;
 	// negative means no limit (the request's context still applies).
 	ResponseHeaderTimeout time.Duration
 	// IdleConnTimeout is how long an idle upstream connection is kept for

@@ -49,9 +49,13 @@ func newTransport(o *Options) *transport {
 		DialContext:         d.DialContext,
 		MaxIdleConnsPerHost: o.MaxIdleConnsPerHost,
 		IdleConnTimeout:     o.IdleConnTimeout,
-		DisableCompression:  true,
-		Protocols:           new(http.Protocols),
-		HTTP2:               &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		// The HTTP/2 transport reads this field too: a stream whose
+		// host never answers is reset, and the client gets the same 504
+		// an http host's silence gives, not a wait as long as its own.
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		DisableCompression:    true,
+		Protocols:             new(http.Protocols),
+		HTTP2:                 &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
 	return &transport{h1: h1, h2c: h2c, dial: d.DialContext}
