@@ -207,7 +207,7 @@ func (e *Edge) Run(ctx context.Context) error {
 		}
 	}
 	if e.ln != nil {
-		e.offload = newOffload(&e.wg, e.limits(e.opts.Handler))
+		e.offload = newOffload(&e.wg, e.limits(e.opts.Handler), e.opts.IdleTimeout)
 		l7h := withTLSState(e.offload)
 		l7 = e.server(l7h)
 		l7.ConnContext = tlsStateContext

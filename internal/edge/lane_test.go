@@ -62,7 +62,12 @@ func TestLaneServesPlainRequests(t *testing.T) {
 func TestLaneOverTLS(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		fmt.Fprintf(w, "%T tls=%v", w, r.TLS != nil && r.TLS.HandshakeComplete)
+		// The server's own writer, under the edge's HTTP/2 stall bound.
+		inner := w
+		for u, ok := inner.(interface{ Unwrap() http.ResponseWriter }); ok; u, ok = inner.(interface{ Unwrap() http.ResponseWriter }) {
+			inner = u.Unwrap()
+		}
+		fmt.Fprintf(w, "%T tls=%v", inner, r.TLS != nil && r.TLS.HandshakeComplete)
 	})
 	e := start(t, Options{HTTPMode: ModeServe, Handler: h})
 	h1 := &http.Client{Transport: &http.Transport{

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
@@ -22,8 +23,13 @@ import (
 // goroutine, which recovers it as before: http.ErrAbortHandler as it is
 // (the stream is reset quietly), anything else with the handler's stack
 // in its text, since the stack net/http logs is the waiting goroutine's.
+//
+// The HTTP/2 branch is also where a stream's stalled writes are bounded
+// (streamStall): it is the one place every HTTP/2 request passes and no
+// HTTP/1 request pays for.
 type offload struct {
 	next  http.Handler
+	stall time.Duration // streamStall's bound
 	pool  *workers.Pool[*offloadTask]
 	tasks sync.Pool // *offloadTask
 }
@@ -32,6 +38,9 @@ type offloadTask struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	done chan any // the handler's panic, or nil; buffered
+	// sw wraps the stream's writer; kept with the task, so that bounding
+	// a request allocates nothing.
+	sw streamStall
 }
 
 // offloadedPanic is a handler's panic raised again on another goroutine.
@@ -44,8 +53,8 @@ func (p offloadedPanic) String() string {
 	return fmt.Sprintf("%v\n\nhandler goroutine (offloaded):\n%s", p.value, p.stack)
 }
 
-func newOffload(wg *sync.WaitGroup, next http.Handler) *offload {
-	o := &offload{next: next}
+func newOffload(wg *sync.WaitGroup, next http.Handler, stall time.Duration) *offload {
+	o := &offload{next: next, stall: stall}
 	o.pool = workers.New(wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, o.run)
 	return o
 }
@@ -71,9 +80,11 @@ func (o *offload) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t == nil {
 		t = &offloadTask{done: make(chan any, 1)}
 	}
-	t.w, t.r = w, r
+	t.sw.start(w, o.stall)
+	t.w, t.r = &t.sw, r
 	o.pool.Go(t)
 	p := <-t.done
+	t.sw.stop()
 	t.w, t.r = nil, nil
 	o.tasks.Put(t)
 	if p != nil {

@@ -109,7 +109,8 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections, and a client that
 	// stops reading: a response write it does not take within IdleTimeout
-	// (to one and a half times it) fails and the connection is closed.
+	// (to one and a half times it) fails and the connection is closed; over
+	// HTTP/2, a write stalled on one stream's window resets that stream.
 	// Zero means 120 s.
 	IdleTimeout time.Duration
 	// DrainTimeout bounds graceful drain after Run's context ends. Zero

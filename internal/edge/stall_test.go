@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -96,6 +98,144 @@ func TestClientThatStopsReadingIsClosed(t *testing.T) {
 			// Closing a TLS connection first tries a close_notify, which
 			// crypto/tls bounds to 5 s: the client still reads nothing.
 			testutil.WaitFor(t, 10*time.Second, func() bool { return e.ActiveConnections() == 0 }, "stalled connection still counted")
+		})
+	}
+}
+
+// TestHTTP2StreamThatStopsReadingIsReset: over HTTP/2 the connection can
+// keep moving (PINGs, other streams) while one stream's window stays shut,
+// which the connection's write bound never sees. Such a stream is reset
+// once a write has waited for it about IdleTimeout, so the handler's write
+// fails instead of holding it (and its upstream connection) for as long
+// as the client likes, while the connection and its other streams go on.
+// A slow but steady reader gets the whole response, and so does a client
+// whose handler pauses between writes for longer than IdleTimeout: only a
+// write that cannot go through is bounded, never a quiet stream.
+func TestHTTP2StreamThatStopsReadingIsReset(t *testing.T) {
+	const idle = time.Second // as TestClientThatStopsReadingIsClosed
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	cases := []struct {
+		name   string
+		path   string
+		chunks int    // the response is chunks*64 KiB
+		window uint32 // the client's INITIAL_WINDOW_SIZE
+		grant  uint32 // stream window the client opens every 100 ms; 0: none
+		reset  bool   // the stream must be reset and the handler's write fail
+	}{
+		{"stream that reads nothing", "/stall", 256, 16, 0, true},
+		{"slow but steady reader", "/steady", 32, 16, 64 << 10, false}, // 2 MiB in about 3.2 s
+		{"handler that pauses", "/pause", 2, 1 << 30, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			wrote := make(chan error, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/small" {
+					_, _ = io.WriteString(w, "ok")
+					return
+				}
+				for i := range tc.chunks {
+					if r.URL.Path == "/pause" && i == 1 {
+						// Quiet for three IdleTimeouts, everything sent.
+						_ = http.NewResponseController(w).Flush()
+						select {
+						case <-time.After(3 * idle):
+						case <-r.Context().Done():
+						}
+					}
+					if _, err := w.Write(chunk); err != nil {
+						wrote <- err
+						return
+					}
+				}
+				wrote <- nil
+			})
+			e := start(t, Options{Handler: h, IdleTimeout: idle})
+			cl := dialH2(t, e.https, tc.window)
+			cl.get(t, 1, tc.path)
+			ping := time.NewTicker(idle / 4)
+			defer ping.Stop()
+			grant := time.NewTicker(100 * time.Millisecond)
+			defer grant.Stop()
+			bound := 10 * idle
+			if !tc.reset {
+				bound = 20 * idle // the reader takes its time
+			}
+			begun := time.Now()
+			expired := time.After(bound)
+			var (
+				got, acks       int
+				ended, wasReset bool
+				werr            error
+				handled         bool
+			)
+			for !handled || (tc.reset && !wasReset) || (!tc.reset && !ended) {
+				select {
+				case f, ok := <-cl.frames:
+					if !ok {
+						t.Fatalf("the connection closed (got %d bytes): only the stream should end", got)
+					}
+					switch {
+					case f.typ == http2.FramePing && f.ack:
+						acks++
+					case f.typ == http2.FrameRSTStream && f.stream == 1:
+						wasReset = true
+					case f.typ == http2.FrameData && f.stream == 1:
+						got += f.n
+						ended = f.end
+						if f.n > 0 {
+							_ = cl.open(0, uint32(f.n)) // the connection's window never binds
+						}
+					}
+				case werr = <-wrote:
+					handled = true
+				case <-ping.C:
+					if err := cl.ping(); err != nil {
+						t.Fatalf("ping: %v", err)
+					}
+				case <-grant.C:
+					if tc.grant > 0 {
+						_ = cl.open(1, tc.grant)
+					}
+				case <-expired:
+					t.Fatalf("after %v: handler done %v (err %v), stream reset %v, ended %v, %d bytes (IdleTimeout %v)",
+						bound, handled, werr, wasReset, ended, got, idle)
+				}
+			}
+			if !tc.reset {
+				if werr != nil || wasReset || got != tc.chunks*len(chunk) {
+					t.Fatalf("handler err %v, reset %v, got %d of %d bytes", werr, wasReset, got, tc.chunks*len(chunk))
+				}
+				return
+			}
+			if werr == nil {
+				t.Fatal("16 MiB written to a stream whose window never opened")
+			}
+			t.Logf("stalled stream reset after %v: %v", time.Since(begun).Round(time.Millisecond), werr)
+			if acks == 0 {
+				t.Fatal("no PING answered: the connection was not kept moving")
+			}
+			// The connection is still served: a new stream gets its answer.
+			cl.get(t, 3, "/small")
+			var status string
+			for done := false; !done; {
+				select {
+				case f, ok := <-cl.frames:
+					if !ok {
+						t.Fatal("the connection closed after the stream's reset")
+					}
+					if f.stream == 3 && f.typ == http2.FrameHeaders {
+						status = f.status
+					}
+					done = f.stream == 3 && f.end
+				case <-time.After(5 * time.Second):
+					t.Fatal("no answer on a new stream after the reset")
+				}
+			}
+			if status != "200" {
+				t.Fatalf("new stream answered %q", status)
+			}
 		})
 	}
 }
