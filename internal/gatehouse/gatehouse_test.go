@@ -237,8 +237,8 @@ func TestFramingRefusedOnHTTPListener(t *testing.T) {
 		io.WriteString(c, raw)
 		b, _ := io.ReadAll(c) // the gateway closes the connection
 		c.Close()
-		if !strings.HasPrefix(string(b), "HTTP/1.1 400") {
-			t.Errorf("%q: got %q", raw, b)
+		if !strings.HasPrefix(string(b), "HTTP/1.1 400") || !strings.Contains(string(b), "Content-Type: application/problem+json") {
+			t.Errorf("%q: got %q, want a 400 problem", raw, b)
 		}
 	}
 	select {

@@ -483,7 +483,14 @@ func TestParitySSE(t *testing.T) {
 func TestParityRawHTTP1(t *testing.T) {
 	p := newParityEnv(t)
 	const H = "Host: hello.test.local\r\n"
-	for _, req := range []string{
+	// Refused framings get the guard's 400 problem naming the reason on
+	// both paths; "close" in them makes the loop expect the connection's
+	// end, which follows any refusal.
+	refused := map[string]string{
+		"POST /echo HTTP/1.1\r\n" + H + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n": "both Content-Length and Transfer-Encoding",
+		"POST /echo HTTP/1.1\r\n" + H + "Content-Length : 3\r\nConnection: close\r\n\r\nabc":                                    "whitespace between a header field name and its colon",
+	}
+	reqs := []string{
 		"GET /echo HTTP/1.1\r\n" + H + "X-A: a\r\n b\r\n\r\n",
 		"POST /echo HTTP/1.1\r\n" + H + "Content-Length: 03\r\n\r\nabc",
 		"GET /echo HTTP/1.1\r\n" + H + "X-A: a \t\r\n\r\n",
@@ -497,7 +504,11 @@ func TestParityRawHTTP1(t *testing.T) {
 		"HEAD /api/v3/apps HTTP/1.1\r\nHost: api.test.local\r\n\r\n",
 		"HEAD /trailer HTTP/1.1\r\n" + H + "\r\n",
 		"HEAD /big HTTP/1.1\r\n" + H + "\r\n",
-	} {
+	}
+	for req := range refused {
+		reqs = append(reqs, req)
+	}
+	for _, req := range reqs {
 		var out [2]string
 		for i, via := range []string{viaLane, viaH1} {
 			c := p.dial(t, "http/1.1")
@@ -517,6 +528,11 @@ func TestParityRawHTTP1(t *testing.T) {
 			r := readRaw(t, br, method)
 			r.normalize()
 			out[i] = fmt.Sprintf("%d %v %s", r.Status, r.Header, r.Body)
+			if detail, ok := refused[req]; ok {
+				if r.Status != 400 || r.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.Body, `"detail":"`+detail+`"`) {
+					t.Errorf("via %s: %q answered %s, want a 400 problem %q", via, req, out[i], detail)
+				}
+			}
 			if closing {
 				if _, err := br.ReadByte(); err != io.EOF {
 					out[i] += fmt.Sprintf(" | not closed: %v", err)

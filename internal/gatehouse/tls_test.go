@@ -143,8 +143,8 @@ func TestFramingRefusedOnHTTPSListener(t *testing.T) {
 				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
 				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
 			} {
-				if out := exchange(raw); !strings.HasPrefix(out, "HTTP/1.1 400") {
-					t.Errorf("%q: got %q", raw, out)
+				if out := exchange(raw); !strings.HasPrefix(out, "HTTP/1.1 400") || !strings.Contains(out, "Content-Type: application/problem+json") {
+					t.Errorf("%q: got %q, want a 400 problem", raw, out)
 				}
 			}
 			select {

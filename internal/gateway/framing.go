@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
 // Hygiene at the connection: the HTTP/1 framing guard (DESIGN §2 step 4;
@@ -25,10 +28,13 @@ import (
 // the framing of the client's byte stream beside net/http: it holds back
 // each request head until it is complete, and a head that must be refused
 // is replaced by one net/http itself answers "400 Bad Request" with
-// Connection: close, after which the guard reads nothing more. Anything
-// it does not fully understand (HTTP/2 prior knowledge, CONNECT, an
-// Upgrade, an odd chunk line) ends its tracking and the bytes pass
-// through untouched, to net/http's own checks.
+// Connection: close, after which the guard reads nothing more. net/http
+// writes that answer in text/plain once it has answered every request
+// before it, and the guard writes in its place the problem+json one
+// (DESIGN §2) naming what was wrong. Anything it does not fully
+// understand (HTTP/2 prior knowledge, CONNECT, an Upgrade, an odd chunk
+// line) ends its tracking and the bytes pass through untouched, to
+// net/http's own checks.
 
 // GuardListener wraps every connection l accepts with [GuardConn]. Use it
 // on plaintext HTTP/1 listeners (http serve mode). On https, where a
@@ -82,6 +88,22 @@ func (c *guardTLSConn) ConnectionState() tls.ConnectionState { return c.cs.Conne
 
 func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
 
+// Write passes net/http's writes through, but for its answer to the
+// refusal head, which only comes after the answers to the requests before
+// it: the problem naming the reason goes out instead. Should net/http ever
+// word that answer otherwise, its own 400 goes out as it is: the refusal
+// and the close stand. Until a head is refused the only cost is the
+// flag's load.
+func (c *guardConn) Write(p []byte) (int, error) {
+	if c.f.refused.Load() && bytes.HasPrefix(p, refusalAnswer) {
+		if _, err := c.Conn.Write(refusals[c.f.why]); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
 // CloseWrite lets net/http half-close before it closes (its RST
 // avoidance), when the wrapped connection can.
 func (c *guardConn) CloseWrite() error {
@@ -124,14 +146,57 @@ const (
 )
 
 // refusal is the head handed to net/http in place of a refused one: a
-// header name with a space, which net/http answers "400 Bad Request" with
-// Connection: close.
-var refusal = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
+// header name with a space, which net/http answers with a status line
+// that starts with refusalAnswer (its own 400s, never a handler's, carry
+// a reason after the status text) and Connection: close.
+var (
+	refusal       = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
+	refusalAnswer = []byte("HTTP/1.1 400 Bad Request: ")
+)
+
+// Why a head is refused: the problem detail each reason is answered with.
+const (
+	passed uint8 = iota
+	whyBothFramings
+	whyLengths
+	whyLength
+	whyCoding
+	whyCodingFields
+	whyCodingHTTP10
+	whyNameSpace
+	nReasons
+)
+
+var reasons = [nReasons]string{
+	whyBothFramings: "both Content-Length and Transfer-Encoding",
+	whyLengths:      "differing Content-Length values",
+	whyLength:       "invalid Content-Length",
+	whyCoding:       "unknown transfer coding",
+	whyCodingFields: "more than one Transfer-Encoding field",
+	whyCodingHTTP10: "Transfer-Encoding on an HTTP/1.0 request",
+	whyNameSpace:    "whitespace between a header field name and its colon",
+}
+
+// refusals holds each reason's whole answer, built once, so that refusing
+// allocates nothing.
+var refusals = func() (a [nReasons][]byte) {
+	for why, detail := range reasons {
+		if why == int(passed) {
+			continue
+		}
+		body, _ := json.Marshal(problem.Problem{Type: "about:blank", Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest, Detail: detail})
+		a[why] = fmt.Appendf(nil, "HTTP/1.1 400 Bad Request\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s",
+			problem.ContentType, len(body), body)
+	}
+	return a
+}()
 
 // framer tracks HTTP/1 request framing over a byte stream. Only the
-// reading goroutine touches it, except refused.
+// reading goroutine touches it, except refused, and why once refused is
+// set.
 type framer struct {
 	state   uint8
+	why     uint8  // the refusal's reason; written before refused
 	n       int64  // bytes left of a body or chunk; CRLF bytes seen
 	held    []byte // a head being held back, or the line being parsed
 	out     []byte // bytes released and not yet read
@@ -234,9 +299,9 @@ func (f *framer) feedHead(b []byte) []byte {
 		return nil
 	}
 	rest := b[end-start:]
-	next, n, refuse := inspectHead(f.held[:end])
-	if refuse {
-		f.out, f.state = append(f.out, refusal...), stDone
+	next, n, why := inspectHead(f.held[:end])
+	if why != passed {
+		f.out, f.state, f.why = append(f.out, refusal...), stDone, why
 		f.refused.Store(true)
 		f.held = nil
 		return nil
@@ -303,12 +368,12 @@ func headEnd(h []byte, from int) int {
 }
 
 // inspectHead decides what follows a complete request head: the next
-// state and body length, or that the head must be refused.
-func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
+// state and body length, or why the head must be refused.
+func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 	line, rest := cutLine(head)
 	sp1, sp2 := bytes.IndexByte(line, ' '), bytes.LastIndexByte(line, ' ')
 	if sp1 <= 0 || sp2 == sp1 {
-		return stPass, 0, false
+		return stPass, 0, passed
 	}
 	var http11 bool
 	switch string(line[sp2+1:]) {
@@ -316,10 +381,10 @@ func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
 		http11 = true
 	case "HTTP/1.0":
 	default:
-		return stPass, 0, false // HTTP/2 prior knowledge, or not HTTP
+		return stPass, 0, passed // HTTP/2 prior knowledge, or not HTTP
 	}
 	if string(line[:sp1]) == http.MethodConnect {
-		return stPass, 0, false
+		return stPass, 0, passed
 	}
 	var cl, te []byte
 	var nCL, nTE int
@@ -330,17 +395,23 @@ func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return stPass, 0, false // obs-fold: net/http's to refuse
+			return stPass, 0, passed // obs-fold: net/http's to refuse
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
-			return stPass, 0, false
+			return stPass, 0, passed
+		}
+		// "Content-Length : 5" is a field some parsers read as
+		// Content-Length and others as a field of another name
+		// (RFC 9112 §5.1 requires a 400).
+		if k := len(name); k > 0 && (name[k-1] == ' ' || name[k-1] == '\t') {
+			return 0, 0, whyNameSpace
 		}
 		value = bytes.Trim(value, " \t")
 		switch {
 		case httpwire.EqualFold(name, "Content-Length"):
 			if nCL > 0 && !bytes.Equal(value, cl) {
-				return 0, 0, true // differing Content-Length values
+				return 0, 0, whyLengths
 			}
 			cl, nCL = value, nCL+1
 		case httpwire.EqualFold(name, "Transfer-Encoding"):
@@ -352,27 +423,34 @@ func inspectHead(head []byte) (next uint8, n int64, refuse bool) {
 	if nTE > 0 {
 		// Both framings, a coding other than chunked alone, or chunked
 		// on HTTP/1.0 (which net/http ignores while others may not).
-		if nCL > 0 || nTE > 1 || !http11 || !httpwire.EqualFold(te, "chunked") {
-			return 0, 0, true
+		switch {
+		case nCL > 0:
+			return 0, 0, whyBothFramings
+		case nTE > 1:
+			return 0, 0, whyCodingFields
+		case !http11:
+			return 0, 0, whyCodingHTTP10
+		case !httpwire.EqualFold(te, "chunked"):
+			return 0, 0, whyCoding
 		}
 		if upgrade {
-			return stPass, 0, false
+			return stPass, 0, passed
 		}
-		return stChunkLine, 0, false
+		return stChunkLine, 0, passed
 	}
 	if upgrade {
-		return stPass, 0, false // the stream may stop being HTTP
+		return stPass, 0, passed // the stream may stop being HTTP
 	}
 	if nCL > 0 {
 		v, ok := httpwire.ParseLength(cl)
 		switch {
 		case !ok:
-			return 0, 0, true
+			return 0, 0, whyLength
 		case v > 0:
-			return stBody, v, false
+			return stBody, v, passed
 		}
 	}
-	return stHead, 0, false
+	return stHead, 0, passed
 }
 
 // cutLine splits off the first line of b, without its CRLF or LF.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // guardedGateway serves e's gateway on a second loopback server whose
@@ -42,7 +46,9 @@ func rawTo(t testing.TB, addr string, chunks ...string) (string, bool) {
 }
 
 // TestGuardRefusesDesync: behind the guard, every framing DESIGN §2 step 4
-// names gets 400 and a closed connection, and never reaches the host.
+// names gets a 400 problem+json whose detail names what is wrong, with
+// Connection: close and a closed connection, and never reaches the host;
+// an honest request before it on the connection is answered first.
 func TestGuardRefusesDesync(t *testing.T) {
 	e := newEnv(t, nil)
 	var mu sync.Mutex
@@ -55,16 +61,22 @@ func TestGuardRefusesDesync(t *testing.T) {
 	}))
 	addr := guardedGateway(t, e)
 	const head = "POST /a HTTP/1.1\r\nHost: hello.apps.test\r\n"
-	tests := []struct{ name, raw string }{
-		{"content-length and chunked", head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n"},
-		{"chunked and content-length", head + "Transfer-Encoding: chunked\r\ncontent-length: 0\r\n\r\n0\r\n\r\n"},
-		{"unknown coding", head + "Transfer-Encoding: gzip\r\n\r\n"},
-		{"coding list", head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"},
-		{"two te fields", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
-		{"chunked on 1.0", "POST /a HTTP/1.0\r\nHost: hello.apps.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
-		{"differing content-length", head + "Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"},
-		{"bad content-length", head + "Content-Length: +3\r\n\r\nabc"},
-		{"second request refused", "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+	const (
+		both   = "both Content-Length and Transfer-Encoding"
+		coding = "unknown transfer coding"
+	)
+	tests := []struct{ name, raw, detail string }{
+		{"content-length and chunked", head + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n", both},
+		{"chunked and content-length", head + "Transfer-Encoding: chunked\r\ncontent-length: 0\r\n\r\n0\r\n\r\n", both},
+		{"unknown coding", head + "Transfer-Encoding: gzip\r\n\r\n", coding},
+		{"coding list", head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", coding},
+		{"two te fields", head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "more than one Transfer-Encoding field"},
+		{"chunked on 1.0", "POST /a HTTP/1.0\r\nHost: hello.apps.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding on an HTTP/1.0 request"},
+		{"differing content-length", head + "Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", "differing Content-Length values"},
+		{"bad content-length", head + "Content-Length: +3\r\n\r\nabc", "invalid Content-Length"},
+		{"space before colon", head + "Content-Length : 3\r\n\r\nabc", "whitespace between a header field name and its colon"},
+		{"tab before colon", head + "Transfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n", "whitespace between a header field name and its colon"},
+		{"second request refused", "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,11 +84,35 @@ func TestGuardRefusesDesync(t *testing.T) {
 			seen = nil
 			mu.Unlock()
 			out, closed := rawTo(t, addr, tt.raw)
-			if i := strings.LastIndex(out, "HTTP/1.1 "); i < 0 || !strings.HasPrefix(out[i:], "HTTP/1.1 400 ") {
-				t.Fatalf("got %q, want a final 400", out)
-			}
-			if !closed || !strings.Contains(out, "Connection: close") {
+			if !closed {
 				t.Fatalf("connection not closed: %q", out)
+			}
+			br := bufio.NewReader(strings.NewReader(out))
+			var res *http.Response
+			var body []byte
+			for n := 0; ; n++ {
+				r, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("response %d: %v in %q", n, err, out)
+				}
+				res = r
+				body, _ = io.ReadAll(r.Body)
+				if _, err := br.Peek(1); err != nil {
+					break // the last answer
+				}
+				if r.StatusCode != 200 {
+					t.Fatalf("answer %d before the refusal: %q", n, out)
+				}
+			}
+			if res.StatusCode != 400 || !res.Close || res.Header.Get("Content-Type") != problem.ContentType { // Close: Connection: close
+				t.Fatalf("want a final 400 problem with Connection: close, got %q", out)
+			}
+			var p problem.Problem
+			if err := json.Unmarshal(body, &p); err != nil || p.Status != 400 || p.Title != "Bad Request" || p.Type != "about:blank" || p.Detail != tt.detail {
+				t.Fatalf("problem %+v (%v), want detail %q, in %q", p, err, tt.detail, out)
+			}
+			if res.ContentLength != int64(len(body)) {
+				t.Fatalf("Content-Length %d for %d bytes", res.ContentLength, len(body))
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -86,6 +122,85 @@ func TestGuardRefusesDesync(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGuardRefusalWaitsForTheAnswerBefore: a refused head that arrives
+// while the request before it is still being answered (net/http reads it
+// in the background) is answered after that request's whole response, not
+// in the middle of it.
+func TestGuardRefusalWaitsForTheAnswerBefore(t *testing.T) {
+	e := newEnv(t, nil)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		_, _ = io.WriteString(w, strings.Repeat("first", 2000)) // more than one write's worth
+	}))
+	conns := make(chan *guardConn, 1)
+	s := httptest.NewUnstartedServer(e.gw)
+	s.Listener = capturing{s.Listener, conns}
+	s.Start()
+	t.Cleanup(s.Close)
+	c, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n")
+	<-arrived
+	_, _ = io.WriteString(c, "POST /a HTTP/1.1\r\nHost: hello.apps.test\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab")
+	g := <-conns
+	testutil.WaitFor(t, 5*time.Second, g.f.refused.Load, "the refused head was not read while the first request was served")
+	close(release)
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || string(b) != strings.Repeat("first", 2000) {
+		t.Fatalf("first answer %d, %d bytes", res.StatusCode, len(b))
+	}
+	wantRefusal(t, br, "differing Content-Length values")
+}
+
+// capturing wraps accepted connections with the guard and hands them to
+// the test.
+type capturing struct {
+	net.Listener
+	conns chan<- *guardConn
+}
+
+func (l capturing) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	g := GuardConn(c).(*guardConn)
+	select {
+	case l.conns <- g:
+	default:
+	}
+	return g, nil
+}
+
+// wantRefusal reads the guard's 400 problem from br, with the detail, and
+// then the connection's end.
+func wantRefusal(t *testing.T, br *bufio.Reader, detail string) {
+	t.Helper()
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p problem.Problem
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 400 || !res.Close || res.Header.Get("Content-Type") != problem.ContentType ||
+		json.Unmarshal(b, &p) != nil || p.Status != 400 || p.Detail != detail {
+		t.Fatalf("want a 400 problem %q with Connection: close, got %d %v %s", detail, res.StatusCode, res.Header, b)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection not closed after the refusal: %v", err)
 	}
 }
 
@@ -233,6 +348,7 @@ func FuzzFramingGuard(f *testing.F) {
 		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
 		"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\x81\x05hello",
 		"\r\n\r\nGET / HTTP/1.0\n\n",
+		"POST / HTTP/1.1\r\nContent-Length : 3\r\n\r\nabc",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s), uint8(1), uint8(3))
@@ -251,4 +367,23 @@ func FuzzFramingGuard(f *testing.F) {
 			t.Fatalf("output is neither the input nor a prefix and the refusal:\n%q\n%q", data, whole)
 		}
 	})
+}
+
+// BenchmarkFramingGuard is the guard's cost on a request it passes: a
+// typical browser GET head, read through the framer as net/http reads it.
+func BenchmarkFramingGuard(b *testing.B) {
+	head := []byte("GET /path?q=1 HTTP/1.1\r\nHost: hello.apps.test\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
+		"Accept: text/html,application/xhtml+xml\r\nAccept-Language: en\r\nAccept-Encoding: gzip, br\r\n" +
+		"Cookie: a=1; b=2\r\nConnection: keep-alive\r\n\r\n")
+	var f framer
+	src := &chunkReader{n: len(head)}
+	p := make([]byte, 4<<10)
+	b.SetBytes(int64(len(head)))
+	b.ReportAllocs()
+	for b.Loop() {
+		src.b = head
+		if n, err := f.read(src, p); err != nil || n != len(head) {
+			b.Fatalf("%d, %v", n, err)
+		}
+	}
 }
