@@ -104,6 +104,12 @@ func TestResolve(t *testing.T) {
 		{"no name", "GET", "/api/v3/dns/resolve", alice, nil, 400, "name is required"},
 		{"bad name", "GET", "/api/v3/dns/resolve?name=a%20b.apps.example.com", alice, nil, 400, "not a DNS name"},
 		{"bad type", "GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=NOPE", alice, nil, 400, `type \"NOPE\"`},
+		// ANY is answered as the DNS listener answers it: every record.
+		{"ANY", "GET", "/api/v3/dns/resolve?name=apps.example.com&type=ANY", alice, nil, 200, `"type":2,"TTL":60,"data":"ns.apps.example.com."`},
+		{"AXFR is refused", "GET", "/api/v3/dns/resolve?name=apps.example.com&type=AXFR", alice, nil, 400, `type \"AXFR\" is AXFR (252), a meta-type`},
+		{"OPT by number is refused", "GET", "/api/v3/dns/resolve?name=apps.example.com&type=41", alice, nil, 400, `type \"41\" is OPT (41)`},
+		{"a meta-type number is refused", "GET", "/api/v3/dns/resolve?name=apps.example.com&type=200", alice, nil, 400, `is TYPE200 (200), a meta-type`},
+		{"batch TSIG is refused", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"apps.example.com"},{"name":"apps.example.com","type":"TSIG"}]`, 400, `[1]: dns: type \"TSIG\" is TSIG (250)`},
 		{"batch", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com","type":"AAAA"},{"name":"example.org"}]`, 200, `"Status":5`},
 		{"batch of 10", "POST", "/api/v3/dns/resolve/batch", alice, batchOf(10, "b.apps.example.com"), 200, ""},
 		{"batch of 11", "POST", "/api/v3/dns/resolve/batch", alice, batchOf(11, "b.apps.example.com"), 400, "1 to 10 queries, got 11"},

@@ -42,7 +42,8 @@ type DoHAnswer struct {
 
 // ParseQuestion checks a resolve query: name must be a DNS name of at most
 // 253 characters; typ is a type mnemonic (A, aaaa, TXT…) or number, and
-// empty means A. The error names what is wrong.
+// empty means A; a meta-type or query-only type other than ANY is refused.
+// The error names what is wrong.
 func ParseQuestion(name, typ string) (DoHQuestion, error) {
 	n := strings.TrimSuffix(name, ".")
 	if n == "" {
@@ -57,13 +58,25 @@ func ParseQuestion(name, typ string) (DoHQuestion, error) {
 	}
 	if t, ok := mdns.StringToType[strings.ToUpper(typ)]; ok {
 		q.Type = t
-		return q, nil
-	}
-	if t, err := strconv.ParseUint(typ, 10, 16); err == nil && t > 0 {
+	} else if t, err := strconv.ParseUint(typ, 10, 16); err == nil && t > 0 {
 		q.Type = uint16(t)
-		return q, nil
+	} else {
+		return DoHQuestion{}, fmt.Errorf("dns: type %q is not a DNS type (A, AAAA, CNAME, TXT, SOA, NS… or a number)", typ)
 	}
-	return DoHQuestion{}, fmt.Errorf("dns: type %q is not a DNS type (A, AAAA, CNAME, TXT, SOA, NS… or a number)", typ)
+	if metaType(q.Type) {
+		return DoHQuestion{}, fmt.Errorf("dns: type %q is %s (%d), a meta-type or query-only type that cannot be resolved; of those only ANY (255) is answered", typ, mdns.Type(q.Type), q.Type)
+	}
+	return q, nil
+}
+
+// metaType reports whether t is OPT or in the range RFC 6895 §3.1 keeps
+// for meta-types and QTYPEs (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA…): no
+// record of such a type exists to be looked up, so a resolve query asking
+// for one is refused rather than answered NODATA. ANY is the exception:
+// the DNS listener answers it over UDP and TCP with every record at the
+// name, and the resolve API answers it the same.
+func metaType(t uint16) bool {
+	return t == mdns.TypeOPT || (t >= 128 && t <= 255 && t != mdns.TypeANY)
 }
 
 // Resolve answers q from zones, exactly as the DNS listener answers a
