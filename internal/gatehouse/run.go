@@ -364,9 +364,9 @@ func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, 
 	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: conn, Logger: g.log})
 }
 
-// tlsOptions configures certificates (DESIGN §9): the managed names of
-// each zone are api.{zone} and the wildcard *.{zone}, which covers every
-// {app}.{zone}; with ACME they are validated by DNS-01 through the
+// tlsOptions configures certificates (DESIGN §9): the managed name of
+// each zone is the wildcard *.{zone}, which covers api.{zone} and every
+// {app}.{zone}; with ACME it is validated by DNS-01 through the
 // store's records, which every gateway's DNS server answers, and checked
 // against this gateway's own DNS server (dnsSelf) before the CA is asked.
 // Custom domains stay on demand, by HTTP-01 and TLS-ALPN-01.
@@ -419,11 +419,14 @@ func (g *Gatehouse) tlsOptions(st *store.Store, dnsSelf string) (tlsmgr.Options,
 }
 
 // zoneNames are the names the gateway keeps a certificate for in zone:
-// api.{zone} and the wildcard *.{zone}. The wildcard covers one label, so
-// every {app}.{zone} is served from it and a new app needs no ACME order;
-// the zone's apex is not an app name and gets none.
+// the wildcard *.{zone} alone. It covers one label, so api.{zone} and
+// every {app}.{zone} are served from it: an order of their own would only
+// spend the CA's rate limits (one more order per zone) on a name already
+// covered. The zone's apex is not an app name and gets none. The wildcard
+// needs DNS-01, which the gateway always has with ACME (tlsOptions); the
+// bootstrap certificate names it too, so it covers api.{zone} likewise.
 func zoneNames(zone string) []string {
-	return []string{route.ReservedLabel + "." + zone, "*." + zone}
+	return []string{"*." + zone}
 }
 
 // dnsRecords adapts the store's record sets to dns.RecordStore, for the
@@ -464,9 +467,10 @@ func selfAddr(a net.Addr) string {
 	return netip.AddrPortFrom(ip, ap.Port()).String()
 }
 
-// manageNames keeps certmagic managing api.{zone} and *.{zone} for every
-// zone in the table, as zones appear. Apps need nothing: the wildcard
-// covers {app}.{zone}, and custom domains are issued on demand.
+// manageNames keeps certmagic managing *.{zone} for every zone in the
+// table, as zones appear. Apps and the API need nothing: the wildcard
+// covers {app}.{zone} and api.{zone}, and custom domains are issued on
+// demand.
 func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager) error {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()

@@ -13,11 +13,12 @@ import (
 // Options configures a Manager. The zero value serves a bootstrap
 // certificate for "localhost" and never talks to an ACME CA.
 type Options struct {
-	// Names are the gateway's own names: api.{zone} and, with a
-	// DNSProvider, the wildcard *.{zone} that covers every {app}.{zone}.
-	// The bootstrap certificate covers them, and with a Directory each gets
-	// an ACME certificate. More can be added later with Manage. Empty means
-	// only "localhost" for the bootstrap.
+	// Names are the gateway's own names: internal/gatehouse gives the
+	// wildcard *.{zone} (which needs a DNSProvider with a Directory), which
+	// covers api.{zone} and every {app}.{zone}. The bootstrap certificate
+	// covers them, and with a Directory each gets an ACME certificate. More
+	// can be added later with Manage. Empty means only "localhost" for the
+	// bootstrap.
 	Names []string
 
 	// Directory is the ACME directory URL (tls.acme.directory). Empty: no

@@ -133,7 +133,7 @@ func (m *Manager) HTTPHandler(next http.Handler) http.Handler {
 }
 
 // Manage adds names to keep an ACME certificate for (a new zone's
-// api.{zone} and *.{zone}). Before Run they are remembered; while Run runs they are
+// *.{zone}). Before Run they are remembered; while Run runs they are
 // ordered in the background. Names already managed are skipped.
 func (m *Manager) Manage(names ...string) error {
 	m.mu.Lock()
