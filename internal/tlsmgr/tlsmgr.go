@@ -30,20 +30,22 @@ var (
 )
 
 // Manager serves certificates. Create it with New; TLSConfig,
-// GetCertificate, HTTPHandler and Manage are safe for concurrent use and may
-// be called before, during and after Run.
+// GetCertificate, HTTPHandler, Manage and Unmanage are safe for concurrent
+// use and may be called before, during and after Run.
 type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	boot atomic.Pointer[tls.Certificate]  // the current bootstrap certificate
-	cm   atomic.Pointer[certmagic.Config] // managed names; set while ACME is on
-	od   atomic.Pointer[certmagic.Config] // on-demand custom domains; nil when off
-	iss  atomic.Pointer[certmagic.ACMEIssuer]
+	boot  atomic.Pointer[tls.Certificate]  // the current bootstrap certificate
+	cm    atomic.Pointer[certmagic.Config] // managed names; set while ACME is on
+	od    atomic.Pointer[certmagic.Config] // on-demand custom domains; nil when off
+	iss   atomic.Pointer[certmagic.ACMEIssuer]
+	cache atomic.Pointer[certmagic.Cache] // set while ACME is on
 
 	mu      sync.Mutex
-	names   map[string]bool // managed names (lower case)
-	running context.Context // Run's context, nil before Run
+	names   map[string]bool               // managed names (lower case)
+	stop    map[string]context.CancelFunc // ends each managed name's orders; set while Run runs
+	running context.Context               // Run's context, nil before Run
 	ran     bool
 }
 
@@ -53,7 +55,7 @@ func New(opts Options) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}}
+	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}, stop: map[string]context.CancelFunc{}}
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -146,16 +148,68 @@ func (m *Manager) Manage(names ...string) error {
 		m.names[n] = true
 		fresh = append(fresh, n)
 	}
-	ctx := m.running
+	ctxs := m.startLocked(fresh)
 	m.mu.Unlock()
-	cfg := m.cm.Load()
-	if ctx == nil || cfg == nil || len(fresh) == 0 {
+	return m.manageAsync(fresh, ctxs)
+}
+
+// startLocked gives each name its own context under Run's, so that
+// Unmanage can end the name's orders (certmagic retries a failing one
+// for up to 30 days); nil before Run. m.mu must be held.
+func (m *Manager) startLocked(names []string) []context.Context {
+	if m.running == nil {
 		return nil
 	}
-	if err := cfg.ManageAsync(ctx, fresh); err != nil {
-		return fmt.Errorf("tlsmgr: manage %v: %w", fresh, err)
+	ctxs := make([]context.Context, len(names))
+	for i, n := range names {
+		ctxs[i], m.stop[n] = context.WithCancel(m.running)
+	}
+	return ctxs
+}
+
+// manageAsync hands names to certmagic, each with its context from
+// startLocked. Nothing happens before Run or without ACME.
+func (m *Manager) manageAsync(names []string, ctxs []context.Context) error {
+	cfg := m.cm.Load()
+	if cfg == nil || ctxs == nil {
+		return nil
+	}
+	for i, n := range names {
+		if err := cfg.ManageAsync(ctxs[i], []string{n}); err != nil {
+			return fmt.Errorf("tlsmgr: manage %s: %w", n, err)
+		}
 	}
 	return nil
+}
+
+// Unmanage stops keeping a certificate for names (a deleted zone's
+// *.{zone}): an order still running for one is ended, its certificate
+// leaves the cache, so it is neither renewed nor served any more, and a
+// handshake for a name under it gets what any unknown name gets. The
+// certificate stays in the shared storage, where Manage finds it again.
+// Names not managed are skipped; the bootstrap certificate keeps the
+// names it was issued for.
+func (m *Manager) Unmanage(names ...string) {
+	var gone []certmagic.SubjectIssuer
+	m.mu.Lock()
+	for _, n := range names {
+		n = strings.ToLower(n)
+		if !m.names[n] {
+			continue
+		}
+		delete(m.names, n)
+		if stop := m.stop[n]; stop != nil {
+			stop()
+			delete(m.stop, n)
+		}
+		gone = append(gone, certmagic.SubjectIssuer{Subject: n})
+	}
+	m.mu.Unlock()
+	// After the names left m.names and their orders were ended: a
+	// certificate cached before this is removed here.
+	if c := m.cache.Load(); c != nil && len(gone) > 0 {
+		c.RemoveManaged(gone)
+	}
 }
 
 // Managed reports whether name is one of the managed names.
@@ -184,18 +238,18 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 		defer cache.Stop()
+		m.cache.Store(cache)
 		m.mu.Lock()
 		m.running = ctx
 		names := make([]string, 0, len(m.names))
 		for n := range m.names {
 			names = append(names, n)
 		}
-		m.mu.Unlock()
 		slices.Sort(names)
-		if len(names) > 0 {
-			if err := m.cm.Load().ManageAsync(ctx, names); err != nil {
-				return fmt.Errorf("tlsmgr: manage %v: %w", names, err)
-			}
+		ctxs := m.startLocked(names)
+		m.mu.Unlock()
+		if err := m.manageAsync(names, ctxs); err != nil {
+			return err
 		}
 	}
 	m.renewBootstrap(ctx)

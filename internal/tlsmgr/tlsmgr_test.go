@@ -199,3 +199,24 @@ type discard struct{}
 func (discard) Header() http.Header         { return http.Header{} }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
+
+// TestUnmanage: an unmanaged name leaves the managed set, in any case,
+// whether it was given at New or to Manage, and Manage takes it back.
+func TestUnmanage(t *testing.T) {
+	m, err := New(Options{Names: []string{"*.a.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Manage("*.b.example"); err != nil {
+		t.Fatal(err)
+	}
+	m.Unmanage("*.A.example", "*.b.example", "*.never.example")
+	for _, n := range []string{"*.a.example", "*.b.example", "*.never.example"} {
+		if m.Managed(n) {
+			t.Errorf("%s still managed", n)
+		}
+	}
+	if err := m.Manage("*.a.example"); err != nil || !m.Managed("*.a.example") {
+		t.Fatalf("managed again: %v, %v", m.Managed("*.a.example"), err)
+	}
+}
