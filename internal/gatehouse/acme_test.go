@@ -23,33 +23,13 @@ import (
 // app's name and api.{zone} are then served from the wildcard, with no
 // order of their own, and the challenge records are gone.
 func TestWildcardCertificateByDNS01(t *testing.T) {
-	// The gateway's DNS port is picked before the gateway starts, since
-	// Pebble is told it at launch (-dnsserver).
-	dnsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	// No HTTP-01 or TLS-ALPN-01 should be tried: Pebble's VA gets ports
-	// nothing listens on, so such a challenge could only fail.
-	p := tlsmgrtest.StartWithDNS(t, testutil.FreePort(t), testutil.FreePort(t), dnsAddr)
-	cfg := testConfig(t)
-	cfg.DNS.Addr = dnsAddr
-	cfg.TLS.ACME.Directory = p.Directory
-	cfg.TLS.ACME.CARoot = p.CARoot
-	cfg.TLS.ACME.Email = "ops@test.local"
-	r := start(t, cfg)
+	r, p, dnsAddr := startACME(t)
 	// An app made right away: with one order per app, its own order
 	// would be placed within manageNames' first ticks.
 	if code, body := r.control(t, "PUT", "/api/v3/apps/someapp", `{}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)
 	}
-
-	httpsAddr := r.g.Addrs().HTTPS
-	handshake := func(name string) (*x509.Certificate, error) {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", httpsAddr, &tls.Config{ServerName: name, RootCAs: p.Roots})
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		return c.ConnectionState().PeerCertificates[0], nil
-	}
+	handshake := func(name string) (*x509.Certificate, error) { return r.handshake(name, p.Roots) }
 	var leaf *x509.Certificate
 	var lastErr error
 	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
@@ -101,6 +81,76 @@ func TestWildcardCertificateByDNS01(t *testing.T) {
 		return !strings.Contains(body, "_acme-challenge") &&
 			len(txt("_acme-challenge.test.local.")) == 0 && len(txt("_acme-challenge.api.test.local.")) == 0
 	}, "challenge records left behind")
+}
+
+// startACME runs a gateway for zone test.local whose certificates come
+// from a real Pebble that validates DNS-01 against the gateway's own DNS
+// server, and returns both and that server's address.
+func startACME(t *testing.T) (*running, *tlsmgrtest.Pebble, string) {
+	t.Helper()
+	// The gateway's DNS port is picked before the gateway starts, since
+	// Pebble is told it at launch (-dnsserver).
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	// No HTTP-01 or TLS-ALPN-01 should be tried: Pebble's VA gets ports
+	// nothing listens on, so such a challenge could only fail.
+	p := tlsmgrtest.StartWithDNS(t, testutil.FreePort(t), testutil.FreePort(t), dnsAddr)
+	cfg := testConfig(t)
+	cfg.DNS.Addr = dnsAddr
+	cfg.TLS.ACME.Directory = p.Directory
+	cfg.TLS.ACME.CARoot = p.CARoot
+	cfg.TLS.ACME.Email = "ops@test.local"
+	return start(t, cfg), p, dnsAddr
+}
+
+// handshake completes a TLS handshake with the https listener for SNI
+// name and returns the leaf the gateway served; with roots, the chain and
+// name are verified against them, else nothing is.
+func (r *running) handshake(name string, roots *x509.CertPool) (*x509.Certificate, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", r.g.Addrs().HTTPS,
+		&tls.Config{ServerName: name, RootCAs: roots, InsecureSkipVerify: roots == nil})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0], nil
+}
+
+// A zone deleted through the control API takes its certificate with it:
+// the gateway stops managing *.{zone} (no renewal, which DNS-01 could no
+// longer answer for a zone the gateway does not serve) and no longer
+// presents that certificate for names under it.
+func TestDeletedZoneUnmanaged(t *testing.T) {
+	r, p, _ := startACME(t)
+	if code, body := r.control(t, "PUT", "/api/v3/dns/zones/other.local", `{"gateways":["127.0.0.1"]}`); code != 200 {
+		t.Fatalf("put zone: %d %s", code, body)
+	}
+	var lastErr error
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+		var leaf *x509.Certificate
+		leaf, lastErr = r.handshake("shop.other.local", p.Roots)
+		return lastErr == nil && slices.Contains(leaf.DNSNames, "*.other.local")
+	}, "*.other.local never served from Pebble's CA")
+
+	if code, body := r.control(t, "DELETE", "/api/v3/dns/zones/other.local", ""); code != 204 {
+		t.Fatalf("delete zone: %d %s", code, body)
+	}
+	var sans []string
+	ok := testutil.Eventually(10*time.Second, func() bool {
+		leaf, err := r.handshake("shop.other.local", nil)
+		if err != nil {
+			t.Fatalf("shop.other.local: %v", err)
+		}
+		sans = leaf.DNSNames
+		return !slices.Contains(sans, "*.other.local")
+	})
+	if !ok {
+		t.Fatalf("10s after the zone was deleted, shop.other.local still gets %v", sans)
+	}
+	// The zone that stays keeps its certificate.
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+		leaf, err := r.handshake("shop.test.local", p.Roots)
+		return err == nil && slices.Contains(leaf.DNSNames, "*.test.local")
+	}, "*.test.local not served after other.local went")
 }
 
 // A DNS listener bound to every address is reached on loopback.

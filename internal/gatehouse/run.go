@@ -229,7 +229,7 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	certs.Store(mgr)
 	eg.Go(func() error { return mgr.Run(ctx) })
 	if g.cfg.TLS.ACME.Directory != "" {
-		eg.Go(func() error { return g.manageNames(ctx, mgr) })
+		eg.Go(func() error { return g.manageNames(ctx, mgr, tlsOpts.Names) })
 	}
 
 	authOpts, err := g.authOptions()
@@ -468,31 +468,49 @@ func selfAddr(a net.Addr) string {
 }
 
 // manageNames keeps certmagic managing *.{zone} for every zone in the
-// table, as zones appear. Apps and the API need nothing: the wildcard
-// covers {app}.{zone} and api.{zone}, and custom domains are issued on
-// demand.
-func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager) error {
+// table, as zones appear, and stops when a zone goes: a deleted zone's
+// certificate could not be renewed anyway (the DNS-01 provider refuses
+// names outside the gateway's zones), and the gateway no longer serves
+// it. Apps and the API need nothing: the wildcard covers {app}.{zone} and
+// api.{zone}, and custom domains are issued on demand. initial are the
+// names mgr was built with (tlsOptions).
+func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager, initial []string) error {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	var last *route.Table
+	ours := make(map[string]bool) // the zones' names mgr manages
+	for _, n := range initial {
+		ours[n] = true
+	}
 	for {
 		if tbl := g.live.Load(); tbl != last {
 			last = tbl
-			var names []string
-			for _, z := range tbl.Zones() {
-				names = append(names, zoneNames(z.Name)...)
-			}
+			want := make(map[string]bool)
 			var todo []string
-			for _, n := range names {
-				if !mgr.Managed(n) {
-					todo = append(todo, n)
+			for _, z := range tbl.Zones() {
+				for _, n := range zoneNames(z.Name) {
+					want[n] = true
+					if !mgr.Managed(n) {
+						todo = append(todo, n)
+					}
 				}
+			}
+			var gone []string
+			for n := range ours {
+				if !want[n] {
+					gone = append(gone, n)
+				}
+			}
+			if len(gone) > 0 {
+				mgr.Unmanage(gone...)
+				g.log.Info("certificates: zone gone, name unmanaged", "names", gone)
 			}
 			if len(todo) > 0 {
 				if err := mgr.Manage(todo...); err != nil {
 					g.log.Warn("certificates: manage failed", "names", todo, "err", err)
 				}
 			}
+			ours = want
 		}
 		select {
 		case <-ctx.Done():
