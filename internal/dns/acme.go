@@ -2,8 +2,12 @@ package dns
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +37,38 @@ type RecordStore interface {
 	UpdateRecord(ctx context.Context, zone, name, typ string, fn func(cur *Record) (*Record, error)) error
 }
 
+// ChallengeNotes is the seam ACMEZones keeps a note of each value it adds
+// in, with the time it was added, so that a value whose removal never came
+// (the gateway that added it crashed) is found and swept. It must be
+// shared by every gateway, like the records: internal/store's CertKV (the
+// certificate storage) satisfies it. Keys are slash-separated paths;
+// Load of a missing key and List of a missing path return an error
+// wrapping fs.ErrNotExist, and Delete of a missing key returns nil.
+type ChallengeNotes interface {
+	Load(ctx context.Context, key string) ([]byte, error)
+	Store(ctx context.Context, key string, value []byte) error
+	Delete(ctx context.Context, key string) error
+	List(ctx context.Context, path string, recursive bool) ([]string, error)
+}
+
+// StaleChallengeAge is how long after it was added a challenge value is
+// swept. An ACME client needs its value for minutes (certmagic waits up
+// to 2 minutes for it to propagate, then the CA validates it and the
+// client removes it); a value an hour old is one nobody removed.
+const StaleChallengeAge = time.Hour
+
+// notesPath is where ACMEZones keeps its notes: a path of its own beside
+// certmagic's ("certificates", "acme", "ocsp", locks), one key per value.
+const notesPath = "gatehouse-dns01-challenges"
+
+// note is what ACMEZones keeps of one value it added.
+type note struct {
+	Zone  string    `json:"zone"`
+	Name  string    `json:"name"`
+	Value string    `json:"value"`
+	Added time.Time `json:"added"`
+}
+
 // ACMEZones is the DNS-01 provider certmagic drives (libdns's
 // RecordAppender and RecordDeleter) for the gateway's own zones: it adds
 // and removes the values of _acme-challenge TXT records in the store, the
@@ -49,9 +85,18 @@ type RecordStore interface {
 // last. The TTL belongs to the set: a new set gets the appended record's
 // TTL (zero: the zone's), an existing set keeps its own, and deleting
 // matches a record by name and value only.
+//
+// Each value it adds is also noted, with the time, in the shared
+// ChallengeNotes, and the note goes when the value does. A gateway that
+// crashes between adding a value and removing it leaves both behind;
+// [ACMEZones.Sweep] removes such values, and only those: an operator's
+// values at the same name have no note and are never swept. The record
+// sets themselves hold no time, as their JSON is the control API's.
 type ACMEZones struct {
 	zones   func() []string
 	records RecordStore
+	notes   ChallengeNotes
+	now     func() time.Time // when a value is added; tests set it
 }
 
 // Interface guards (STYLE §3.6).
@@ -62,12 +107,12 @@ var (
 
 // NewACMEZones returns a provider over records for the zones that zones
 // returns (names without a trailing dot; called on every write, so zones
-// added later are served).
-func NewACMEZones(zones func() []string, records RecordStore) (*ACMEZones, error) {
-	if zones == nil || records == nil {
-		return nil, errors.New("dns: acme zones: a zone source and a record store are required")
+// added later are served), noting the values it adds in notes.
+func NewACMEZones(zones func() []string, records RecordStore, notes ChallengeNotes) (*ACMEZones, error) {
+	if zones == nil || records == nil || notes == nil {
+		return nil, errors.New("dns: acme zones: a zone source, a record store and a notes store are required")
 	}
-	return &ACMEZones{zones: zones, records: records}, nil
+	return &ACMEZones{zones: zones, records: records, notes: notes, now: time.Now}, nil
 }
 
 // maxChallengeTTL caps the TTL a new challenge set gets.
@@ -130,10 +175,18 @@ func (a *ACMEZones) locateAll(zone string, recs []libdns.Record) ([]challenge, e
 	return out, nil
 }
 
+// noteKey is the key of c's note: one per value of a set, so that
+// gateways noting values of the same name never write the same key.
+func noteKey(zone, name, value string) string {
+	sum := sha256.Sum256([]byte(zone + "\n" + name + "\n" + value))
+	return notesPath + "/" + hex.EncodeToString(sum[:16])
+}
+
 // AppendRecords adds each record's value to its TXT set and returns the
 // records as stored (the TTL is the set's). Every record is checked before
 // anything is written; when a write fails, the values already added by
-// this call are removed again.
+// this call are removed again. Each value is noted before it is written,
+// so that no value of ours is ever in the store without a note.
 func (a *ACMEZones) AppendRecords(ctx context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
 	cs, err := a.locateAll(zone, recs)
 	if err != nil {
@@ -141,16 +194,22 @@ func (a *ACMEZones) AppendRecords(ctx context.Context, zone string, recs []libdn
 	}
 	out := make([]libdns.Record, 0, len(cs))
 	for i, c := range cs {
+		b, _ := json.Marshal(note{Zone: c.zone, Name: c.name, Value: c.value, Added: a.now().UTC()})
+		err := a.notes.Store(ctx, noteKey(c.zone, c.name, c.value), b)
 		var ttl uint32
-		err := a.records.UpdateRecord(ctx, c.zone, c.name, "TXT", func(cur *Record) (*Record, error) {
-			if cur == nil {
-				cur = &Record{Name: c.name, Type: "TXT", TTL: uint32(min(max(c.ttl, 0), maxChallengeTTL) / time.Second)}
-			}
-			cur.Values = append(cur.Values, c.value)
-			ttl = cur.TTL
-			return cur, nil
-		})
+		if err == nil {
+			err = a.records.UpdateRecord(ctx, c.zone, c.name, "TXT", func(cur *Record) (*Record, error) {
+				if cur == nil {
+					cur = &Record{Name: c.name, Type: "TXT", TTL: uint32(min(max(c.ttl, 0), maxChallengeTTL) / time.Second)}
+				}
+				cur.Values = append(cur.Values, c.value)
+				ttl = cur.TTL
+				return cur, nil
+			})
+		}
 		if err != nil {
+			// c's own note, if stored, is left to Sweep: its value may
+			// be in the set as another writer's.
 			for _, done := range cs[:i] {
 				_, _ = a.remove(context.WithoutCancel(ctx), done)
 			}
@@ -186,11 +245,13 @@ func (a *ACMEZones) DeleteRecords(ctx context.Context, zone string, recs []libdn
 }
 
 // remove takes one occurrence of c's value out of its set, and reports
-// the record removed (nil when the value was not there).
+// the record removed (nil when the value was not there). The value's note
+// goes with its last occurrence.
 func (a *ACMEZones) remove(ctx context.Context, c challenge) (libdns.Record, error) {
 	var removed libdns.Record
+	var left bool // an occurrence of the value is still in the set
 	err := a.records.UpdateRecord(ctx, c.zone, c.name, "TXT", func(cur *Record) (*Record, error) {
-		removed = nil
+		removed, left = nil, false
 		if cur == nil {
 			return nil, errUnchanged
 		}
@@ -200,6 +261,7 @@ func (a *ACMEZones) remove(ctx context.Context, c challenge) (libdns.Record, err
 		}
 		removed = libdns.TXT{Name: c.rel, TTL: time.Duration(cur.TTL) * time.Second, Text: c.value}
 		cur.Values = slices.Delete(cur.Values, i, i+1)
+		left = slices.Contains(cur.Values, c.value)
 		if len(cur.Values) == 0 {
 			return nil, nil
 		}
@@ -208,7 +270,65 @@ func (a *ACMEZones) remove(ctx context.Context, c challenge) (libdns.Record, err
 	if errors.Is(err, errUnchanged) {
 		err = nil
 	}
+	if err == nil && !left {
+		err = a.notes.Delete(ctx, noteKey(c.zone, c.name, c.value))
+	}
 	return removed, err
+}
+
+// Sweep removes every value noted before cutoff from its set, with every
+// occurrence of it, and the note: values that the gateway which added
+// them never removed. internal/gatehouse calls it at start and then
+// periodically with cutoff StaleChallengeAge ago. A note whose value is
+// gone already (removed, or its zone deleted) just goes. Sweeping is safe
+// from every gateway at once. The error names each note that could not
+// be swept; the others are swept regardless.
+func (a *ACMEZones) Sweep(ctx context.Context, cutoff time.Time) error {
+	keys, err := a.notes.List(ctx, notesPath, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dns: acme zones: sweep: %w", err)
+	}
+	var errs []error
+	for _, k := range keys {
+		if err := a.sweepOne(ctx, k, cutoff); err != nil {
+			errs = append(errs, fmt.Errorf("dns: acme zones: sweep %s: %w", k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *ACMEZones) sweepOne(ctx context.Context, key string, cutoff time.Time) error {
+	b, err := a.notes.Load(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // another gateway swept it, or its value was removed
+	}
+	if err != nil {
+		return err
+	}
+	var n note
+	if err := json.Unmarshal(b, &n); err != nil || n.Added.IsZero() || key != noteKey(n.Zone, n.Name, n.Value) {
+		return fmt.Errorf("not a challenge note, left alone: %.100q", b)
+	}
+	if !n.Added.Before(cutoff) {
+		return nil
+	}
+	err = a.records.UpdateRecord(ctx, n.Zone, n.Name, "TXT", func(cur *Record) (*Record, error) {
+		if cur == nil || !slices.Contains(cur.Values, n.Value) {
+			return nil, errUnchanged
+		}
+		cur.Values = slices.DeleteFunc(cur.Values, func(v string) bool { return v == n.Value })
+		if len(cur.Values) == 0 {
+			return nil, nil
+		}
+		return cur, nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) {
+		return err
+	}
+	return a.notes.Delete(ctx, key)
 }
 
 // errUnchanged makes UpdateRecord write nothing: the value to remove is

@@ -3,6 +3,7 @@ package dns
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/netip"
 	"slices"
 	"sort"
@@ -83,11 +84,65 @@ func (m *memRecords) zones(names ...string) func() []Zone {
 
 func acmeZones(t *testing.T, m *memRecords, zones ...string) *ACMEZones {
 	t.Helper()
-	a, err := NewACMEZones(func() []string { return zones }, m)
+	a, err := NewACMEZones(func() []string { return zones }, m, newMemNotes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// memNotes is a ChallengeNotes in memory, with CertKV's contract for
+// missing keys and paths.
+type memNotes struct {
+	mu sync.Mutex
+	kv map[string][]byte
+}
+
+func newMemNotes() *memNotes { return &memNotes{kv: map[string][]byte{}} }
+
+func (n *memNotes) Load(_ context.Context, key string) ([]byte, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if b, ok := n.kv[key]; ok {
+		return b, nil
+	}
+	return nil, fs.ErrNotExist
+}
+
+func (n *memNotes) Store(_ context.Context, key string, v []byte) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.kv[key] = slices.Clone(v)
+	return nil
+}
+
+func (n *memNotes) Delete(_ context.Context, key string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.kv, key)
+	return nil
+}
+
+func (n *memNotes) List(_ context.Context, path string, recursive bool) ([]string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for k := range n.kv {
+		if strings.HasPrefix(k, path+"/") && (recursive || !strings.Contains(k[len(path)+1:], "/")) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fs.ErrNotExist
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (n *memNotes) len() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.kv)
 }
 
 func txt(name, v string) libdns.Record { return libdns.TXT{Name: name, Text: v} }
@@ -263,11 +318,14 @@ func TestACMEZonesRefuses(t *testing.T) {
 	if _, err := acmeZones(t, m).AppendRecords(ctx, "apps.example.com.", []libdns.Record{txt("_acme-challenge", "v")}); !errors.Is(err, ErrNotOurZone) {
 		t.Errorf("no zones: %v", err)
 	}
-	if _, err := NewACMEZones(nil, m); err == nil {
+	if _, err := NewACMEZones(nil, m, newMemNotes()); err == nil {
 		t.Error("NewACMEZones without zones")
 	}
-	if _, err := NewACMEZones(func() []string { return nil }, nil); err == nil {
+	if _, err := NewACMEZones(func() []string { return nil }, nil, newMemNotes()); err == nil {
 		t.Error("NewACMEZones without records")
+	}
+	if _, err := NewACMEZones(func() []string { return nil }, m, nil); err == nil {
+		t.Error("NewACMEZones without notes")
 	}
 }
 
@@ -320,4 +378,90 @@ func (f *failAfter) UpdateRecord(ctx context.Context, zone, name, typ string, fn
 		f.n--
 	}
 	return nil
+}
+
+// A value whose removal never came (the gateway that added it crashed
+// between certmagic's Present and CleanUp) is swept once it is older than
+// the cutoff: the DNS server stops answering it, while an operator's value
+// at the same name, and a challenge still in flight, stay.
+func TestACMEZonesSweep(t *testing.T) {
+	m := newMemRecords()
+	a := acmeZones(t, m, "apps.example.com")
+	notes := a.notes.(*memNotes)
+	lookup := serve(t, m.zones("apps.example.com"))
+	ctx := context.Background()
+	const name = "_acme-challenge.apps.example.com"
+	if err := m.UpdateRecord(ctx, "apps.example.com", name, "TXT", func(*Record) (*Record, error) {
+		return &Record{Name: name, Type: "TXT", Values: []string{"operator"}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	a.now = func() time.Time { return t0 }
+	// The crashed gateway's values: never deleted.
+	if _, err := a.AppendRecords(ctx, "apps.example.com.", []libdns.Record{txt("_acme-challenge", "stale"), txt("_acme-challenge.api", "lone")}); err != nil {
+		t.Fatal(err)
+	}
+	// A challenge another gateway has in flight, a minute later.
+	a.now = func() time.Time { return t0.Add(time.Minute) }
+	fresh, err := a.AppendRecords(ctx, "apps.example.com.", []libdns.Record{txt("_acme-challenge", "fresh")})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Not older than the cutoff: nothing goes.
+	if err := a.Sweep(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	if v := lookup(name); !slices.Equal(v, []string{"fresh", "operator", "stale"}) {
+		t.Fatalf("after a sweep of nothing, served %v", v)
+	}
+	if err := a.Sweep(ctx, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if v := lookup(name); !slices.Equal(v, []string{"fresh", "operator"}) {
+		t.Fatalf("after the sweep, served %v", v)
+	}
+	if v := lookup("_acme-challenge.api.apps.example.com"); len(v) != 0 {
+		t.Fatalf("after the sweep, the api name served %v", v)
+	}
+	if _, ok := m.sets[[3]string{"apps.example.com", "_acme-challenge.api.apps.example.com", "TXT"}]; ok {
+		t.Fatal("a set the sweep emptied is still stored")
+	}
+	if notes.len() != 1 {
+		t.Fatalf("%d notes after the sweep, want fresh's alone", notes.len())
+	}
+	// Removing a value the usual way takes its note too.
+	if _, err := a.DeleteRecords(ctx, "apps.example.com.", fresh); err != nil {
+		t.Fatal(err)
+	}
+	if notes.len() != 0 {
+		t.Fatalf("%d notes after CleanUp, want none", notes.len())
+	}
+
+	// A crash between the note and the record write leaves a note alone:
+	// the sweep takes it and leaves the set as it is.
+	m.fail = errors.New("store down")
+	if _, err := a.AppendRecords(ctx, "apps.example.com.", []libdns.Record{txt("_acme-challenge", "ghost")}); err == nil {
+		t.Fatal("append through a failing store succeeded")
+	}
+	m.fail = nil
+	if notes.len() != 1 {
+		t.Fatalf("%d notes after a failed write, want 1", notes.len())
+	}
+	if err := a.Sweep(ctx, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if v := lookup(name); !slices.Equal(v, []string{"operator"}) || notes.len() != 0 {
+		t.Fatalf("after sweeping a lone note: served %v, %d notes", v, notes.len())
+	}
+
+	// A key under the notes' path that is no note is reported, not acted on.
+	_ = notes.Store(ctx, notesPath+"/junk", []byte(`{"zone":"apps.example.com","name":"`+name+`","value":"operator"}`))
+	if err := a.Sweep(ctx, t0.Add(time.Hour)); err == nil || !strings.Contains(err.Error(), "junk: not a challenge note") {
+		t.Fatalf("sweep over junk: %v", err)
+	}
+	if v := lookup(name); !slices.Equal(v, []string{"operator"}) {
+		t.Fatalf("a bad note changed the set: %v", v)
+	}
 }

@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libdns/libdns"
 	mdns "github.com/miekg/dns"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
 )
@@ -169,5 +174,64 @@ func TestSelfAddr(t *testing.T) {
 		if got := selfAddr(a); got != want {
 			t.Errorf("selfAddr(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// The DNS-01 provider as the gateway wires it, on a real store on
+// embedded NATS: a challenge value whose removal never came (its gateway
+// crashed) leaves the zone's records at the sweep once it is older than
+// dns.StaleChallengeAge, through the same record sets the control API
+// and every DNS server read, and its note in the certificate storage
+// goes with it. A younger value stays.
+func TestStaleChallengeSwept(t *testing.T) {
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	st, err := store.Open(ctx, js, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutZone(ctx, &route.Zone{Name: "test.local", Gateways: []string{"127.0.0.1"}, TTL: 60}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := dns.NewACMEZones(func() []string { return []string{"test.local"} }, dnsRecords{st}, st.Certs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendRecords(ctx, "test.local.", []libdns.Record{libdns.TXT{Name: "_acme-challenge", Text: "left-behind"}}); err != nil {
+		t.Fatal(err)
+	}
+	values := func() []string {
+		recs, err := st.ListRecords(ctx, "test.local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.Values...)
+		}
+		return out
+	}
+	if err := p.Sweep(ctx, time.Now().Add(-dns.StaleChallengeAge)); err != nil {
+		t.Fatal(err)
+	}
+	if v := values(); !slices.Equal(v, []string{"left-behind"}) {
+		t.Fatalf("a young value was swept: %v", v)
+	}
+	if keys, err := st.Certs().List(ctx, "", true); err != nil || len(keys) == 0 {
+		t.Fatalf("no note of the value in the certificate storage: %v, %v", keys, err)
+	}
+	// An hour on, as the gateway's sweep sees it.
+	if err := p.Sweep(ctx, time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if v := values(); len(v) != 0 {
+		t.Fatalf("the stale value is still stored: %v", v)
+	}
+	if keys, err := st.Certs().List(ctx, "", true); err != nil || len(keys) != 0 {
+		t.Fatalf("certificate storage after the sweep: %v, %v", keys, err)
 	}
 }

@@ -231,6 +231,9 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	if g.cfg.TLS.ACME.Directory != "" {
 		eg.Go(func() error { return g.manageNames(ctx, mgr, tlsOpts.Names) })
 	}
+	if p, ok := tlsOpts.DNSProvider.(*dns.ACMEZones); ok {
+		eg.Go(func() error { return g.sweepChallenges(ctx, p) })
+	}
 
 	authOpts, err := g.authOptions()
 	if err != nil {
@@ -409,7 +412,7 @@ func (g *Gatehouse) tlsOptions(st *store.Store, dnsSelf string) (tlsmgr.Options,
 			zs = append(zs, z.Name)
 		}
 		return zs
-	}, dnsRecords{st})
+	}, dnsRecords{st}, st.Certs())
 	if err != nil {
 		return opts, err
 	}
@@ -511,6 +514,33 @@ func (g *Gatehouse) manageNames(ctx context.Context, mgr *tlsmgr.Manager, initia
 				}
 			}
 			ours = want
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// challengeSweepEvery is how often sweepChallenges looks for DNS-01
+// challenge values left behind: a value then outlives its removal by at
+// most this plus dns.StaleChallengeAge while any gateway runs.
+const challengeSweepEvery = 10 * time.Minute
+
+// sweepChallenges removes the _acme-challenge values that a gateway added
+// and never removed, having crashed in between (dns.ACMEZones.Sweep): at
+// start, which is when a crashed gateway is back, and then every
+// challengeSweepEvery. Every gateway sweeps; sweeping is idempotent.
+func (g *Gatehouse) sweepChallenges(ctx context.Context, p *dns.ACMEZones) error {
+	t := time.NewTicker(challengeSweepEvery)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := p.Sweep(sctx, time.Now().Add(-dns.StaleChallengeAge))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			g.log.Warn("certificates: sweeping stale DNS-01 challenge values", "err", err)
 		}
 		select {
 		case <-ctx.Done():
