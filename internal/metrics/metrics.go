@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Label values for requests that did not reach an app.
@@ -77,7 +78,20 @@ func New(reg prometheus.Registerer) (*Set, error) {
 	if reg == nil {
 		return s, nil
 	}
-	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, s.FastPathHandoffs} {
+	// DESIGN §3 names the drain signal "active_connections" on /metrics,
+	// and a platform's drain automation may look for exactly that name;
+	// dashboards built on the namespaced name keep it. Both read one gauge.
+	design := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "active_connections",
+		Help: "Open client connections on every listener; drain waits for zero (DESIGN's name for gatehouse_active_connections).",
+	}, func() float64 {
+		var m dto.Metric
+		if s.ActiveConnections.Write(&m) != nil {
+			return 0
+		}
+		return m.GetGauge().GetValue()
+	})
+	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}

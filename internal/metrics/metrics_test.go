@@ -30,6 +30,36 @@ func TestNewRegistersOnce(t *testing.T) {
 	}
 }
 
+// TestActiveConnectionsNames: the drain gauge is on /metrics under
+// DESIGN's name, active_connections, and under the namespaced one, with
+// the same value.
+func TestActiveConnectionsNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ActiveConnections.Add(3)
+	s.ActiveConnections.Dec()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if g := m.GetGauge(); g != nil {
+				got[mf.GetName()] = g.GetValue()
+			}
+		}
+	}
+	for _, name := range []string{"active_connections", "gatehouse_active_connections"} {
+		if v, ok := got[name]; !ok || v != 2 {
+			t.Errorf("%s = %v (exported: %v), want 2", name, v, ok)
+		}
+	}
+}
+
 func TestLabels(t *testing.T) {
 	classes := map[int]string{100: "1xx", 101: "1xx", 200: "2xx", 308: "3xx", 404: "4xx", 499: "4xx", 502: "5xx", 999: "5xx", 0: "1xx"}
 	for code, want := range classes {
