@@ -28,9 +28,10 @@ const queueSize = 16384
 // Discovery tracks the hosts of one cluster. Its methods may be called
 // concurrently, before, during and after Run.
 type Discovery struct {
-	opts Options
-	m    *metrics
-	ran  atomic.Bool
+	opts  Options
+	m     *metrics
+	drops *dropLog
+	ran   atomic.Bool
 
 	queue  chan job      // verifications and probes for the workers
 	flushc chan struct{} // wakes the flusher; capacity 1
@@ -104,6 +105,7 @@ func New(opts Options) (*Discovery, error) {
 	return &Discovery{
 		opts:   opts,
 		m:      m,
+		drops:  newDropLog(opts.Logger),
 		queue:  make(chan job, queueSize),
 		flushc: make(chan struct{}, 1),
 		hosts:  map[string]*entry{},
@@ -315,7 +317,9 @@ func (d *Discovery) sweeper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			d.sweep(d.opts.Now())
+			now := d.opts.Now()
+			d.sweep(now)
+			d.drops.summarize(now)
 		}
 	}
 }
@@ -413,7 +417,7 @@ func (d *Discovery) handle(m *nats.Msg) {
 
 func (d *Discovery) drop(reason, subject string, err error) {
 	d.m.dropped.WithLabelValues(reason).Inc()
-	d.opts.Logger.Warn("discovery: dropped bus message", "reason", reason, "subject", subject, "err", err)
+	d.drops.warn(d.opts.Now(), reason, "discovery: dropped bus message", "reason", reason, "subject", subject, "err", err)
 }
 
 func (d *Discovery) announce(a host.Announce) {
@@ -427,7 +431,7 @@ func (d *Discovery) announce(a host.Announce) {
 	if e == nil {
 		if len(d.hosts) >= d.opts.MaxHosts {
 			d.m.dropped.WithLabelValues("too_many_hosts").Inc()
-			d.opts.Logger.Warn("discovery: dropped announce: host limit reached", "host_id", a.HostID, "max_hosts", d.opts.MaxHosts)
+			d.drops.warn(now, "too_many_hosts", "discovery: dropped announce: host limit reached", "host_id", a.HostID, "max_hosts", d.opts.MaxHosts)
 			return
 		}
 		e = &entry{health: new(route.Health)}
@@ -493,7 +497,7 @@ func (d *Discovery) leave(l host.Leave) {
 		return
 	}
 	d.m.dropped.WithLabelValues(reason).Inc()
-	d.opts.Logger.Warn("discovery: refused leave", "host_id", l.HostID, "reason", reason, "err", err)
+	d.drops.warn(d.opts.Now(), reason, "discovery: refused leave", "host_id", l.HostID, "reason", reason, "err", err)
 }
 
 // applyLeave drains l's host if l proves itself, else returns why not

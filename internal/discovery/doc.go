@@ -31,6 +31,13 @@
 // another key, stale) changes nothing and is counted as dropped, so a bus
 // client without credentials cannot take a host out of rotation.
 //
+// Every dropped message is counted in
+// gatehouse_host_messages_dropped_total, but its warning is rate-limited,
+// since a client without credentials can send them at bus speed: each
+// reason logs 10 lines at once and then one every 6 s (10 a minute), and
+// the sweeper writes one summary, at most once a minute, of how many lines
+// each reason held back ("discovery: dropped bus messages not logged").
+//
 // While the gateway's own bus connection is down, missing heartbeats say
 // nothing about hosts: staleness and removal are suspended and resume with
 // a fresh grace period on reconnect, so the gateway keeps serving from

@@ -53,10 +53,10 @@ type Options struct {
 	// Workers bounds concurrent verifications and probes. Zero means 16.
 	Workers int
 	// MaxHosts bounds how many hosts are tracked; announces of new hosts
-	// beyond it are dropped and logged. Zero means 100000.
+	// beyond it are dropped and counted. Zero means 100000.
 	MaxHosts int
-	// Logger receives dropped messages and verification results. Nil
-	// discards.
+	// Logger receives dropped messages (at most 10 lines per reason a
+	// minute, see doc.go) and verification results. Nil discards.
 	Logger *slog.Logger
 	// Registry receives the collectors (see metrics.go), registered by
 	// New. Nil registers nothing.
