@@ -35,9 +35,13 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 		return resp.SetRcodeFormatError(req)
 	}
 	resp.SetReply(req)
+	q := req.Question[0]
+	if metaType(q.Qtype) {
+		resp.Rcode = metaRcode(q.Qtype)
+		return resp
+	}
 	resp.Authoritative = true
 	resp.RecursionAvailable = false
-	q := req.Question[0]
 	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
 		resp.Rcode = mdns.RcodeRefused
 		return resp
@@ -111,6 +115,41 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 		resp.Ns = append(resp.Ns, soa(z, ttl))
 	}
 	return resp
+}
+
+// metaType reports whether t is OPT or in the range RFC 6895 §3.1 keeps
+// for meta-types and QTYPEs (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA…): no
+// record of such a type exists to be looked up. It is the one list of
+// the types gatehouse will not look up: [Answer] answers them
+// [metaRcode], the forwarder never relays them, and the resolve API
+// refuses them ([ParseQuestion]). ANY is the exception: it is answered
+// with every record at the name, over UDP and TCP and by the resolve API.
+func metaType(t uint16) bool {
+	return t == mdns.TypeOPT || (t >= 128 && t <= 255 && t != mdns.TypeANY)
+}
+
+// metaRcode is the answer to a question for a [metaType].
+//
+// AXFR and IXFR get REFUSED: a zone transfer is a real request this server
+// declines for everyone, the case RFC 1035 §4.1.1 gives for REFUSED ("may
+// not wish to perform a particular operation (e.g., zone transfer)"), and
+// RFC 5936 §5 leaves who may transfer to the server's policy. An empty
+// NOERROR would read as a transfer of nothing.
+//
+// Every other one gets FORMERR. OPT, TSIG and TKEY are meta-types (RFC
+// 6895 §3.1): records of one message's transaction, never held at a name
+// (RFC 6891 §6.1.1: OPT "MUST NOT be cached, forwarded, or stored"), so a
+// question asking for one is not a question the server can interpret,
+// RFC 1035 §4.1.1's FORMERR. NOTIMP ("does not support the requested kind
+// of query") is kept for an opcode the server does not do, so the two
+// stay apart; BIND answers these types FORMERR too. MAILA, MAILB and the
+// rest of 128-248 get the same: one rcode for every type [metaType] lists
+// but a transfer.
+func metaRcode(t uint16) int {
+	if t == mdns.TypeAXFR || t == mdns.TypeIXFR {
+		return mdns.RcodeRefused
+	}
+	return mdns.RcodeFormatError
 }
 
 func wants(q, t uint16) bool { return q == t || q == mdns.TypeANY }

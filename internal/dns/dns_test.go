@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,8 +285,12 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// FuzzAnswer: whatever a parsed query holds, Answer returns a reply that
+// packs, and a question for a meta-type or query-only type gets its
+// refusal with nothing in it, while every other type is looked up.
 func FuzzAnswer(f *testing.F) {
-	for _, q := range []uint16{mdns.TypeA, mdns.TypeTXT, mdns.TypeANY, mdns.TypeSOA} {
+	for _, q := range []uint16{mdns.TypeA, mdns.TypeTXT, mdns.TypeANY, mdns.TypeSOA,
+		mdns.TypeAXFR, mdns.TypeIXFR, mdns.TypeOPT, mdns.TypeTSIG, mdns.TypeTKEY, mdns.TypeMAILA, 128, 127, mdns.TypeURI} {
 		m := new(mdns.Msg)
 		m.SetQuestion("x.apps.example.com.", q)
 		b, _ := m.Pack()
@@ -303,5 +308,128 @@ func FuzzAnswer(f *testing.F) {
 		if _, err := resp.Pack(); err != nil && len(req.Question) == 1 && !strings.Contains(err.Error(), "domain") {
 			t.Fatalf("answer does not pack: %v", err)
 		}
+		if req.Opcode != mdns.OpcodeQuery || req.Response || len(req.Question) != 1 {
+			return
+		}
+		qt := req.Question[0].Qtype
+		switch {
+		case metaType(qt) && (resp.Rcode != metaRcode(qt) || len(resp.Answer)+len(resp.Ns) != 0):
+			t.Fatalf("type %d: %s with %d answers and %d authority records, want %s and none", qt, mdns.RcodeToString[resp.Rcode], len(resp.Answer), len(resp.Ns), mdns.RcodeToString[metaRcode(qt)])
+		case !metaType(qt) && resp.Rcode != mdns.RcodeSuccess && resp.Rcode != mdns.RcodeRefused:
+			t.Fatalf("type %d: %s, want an answer or REFUSED", qt, mdns.RcodeToString[resp.Rcode])
+		}
 	})
+}
+
+// TestMetaTypeQueries: a question for a zone transfer (AXFR, IXFR) gets
+// REFUSED, and one for another meta-type or query-only type (OPT, TSIG,
+// TKEY, MAILA, MAILB, the rest of 128-254) FORMERR, over UDP and TCP, for
+// a name in a zone or outside every zone, from a source that may recurse
+// or not, with nothing in the answer. None reaches the upstream, over the
+// listener or the resolve API's core. ANY and the data types are answered
+// as before.
+func TestMetaTypeQueries(t *testing.T) {
+	up := startUpstream(t, 0)
+	f := forwarder(t, up.addr)
+	servers := []struct {
+		name string
+		addr string
+		ra   bool
+	}{
+		{"authoritative", startServer(t), false},
+		{"recursing", startGateway(t, f, "127.0.0.1/32"), true},
+	}
+	tests := []struct {
+		qname  string
+		qtype  uint16
+		rcode  int
+		answer string // the first answer, "TYPE data"; "" none
+	}{
+		{"apps.example.com.", mdns.TypeAXFR, mdns.RcodeRefused, ""},
+		{"apps.example.com.", mdns.TypeIXFR, mdns.RcodeRefused, ""},
+		{"hello.apps.example.com.", mdns.TypeAXFR, mdns.RcodeRefused, ""},
+		{"example.org.", mdns.TypeAXFR, mdns.RcodeRefused, ""},
+		{"example.org.", mdns.TypeIXFR, mdns.RcodeRefused, ""},
+		{"hello.apps.example.com.", mdns.TypeOPT, mdns.RcodeFormatError, ""},
+		{"example.org.", mdns.TypeOPT, mdns.RcodeFormatError, ""},
+		{"hello.apps.example.com.", mdns.TypeTSIG, mdns.RcodeFormatError, ""},
+		{"example.org.", mdns.TypeTSIG, mdns.RcodeFormatError, ""},
+		{"apps.example.com.", mdns.TypeTKEY, mdns.RcodeFormatError, ""},
+		{"example.org.", mdns.TypeTKEY, mdns.RcodeFormatError, ""},
+		{"hello.apps.example.com.", mdns.TypeMAILA, mdns.RcodeFormatError, ""},
+		{"example.org.", mdns.TypeMAILB, mdns.RcodeFormatError, ""},
+		{"hello.apps.example.com.", 128, mdns.RcodeFormatError, ""},
+		{"example.org.", 200, mdns.RcodeFormatError, ""},
+		// Unchanged: the data types on either side of the range, and ANY.
+		{"hello.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, "A 127.0.0.1"},
+		{"_gatehouse-challenge.shop.apps.example.com.", mdns.TypeTXT, mdns.RcodeSuccess, `TXT "tok123"`},
+		{"apps.example.com.", mdns.TypeANY, mdns.RcodeSuccess, "SOA ns.apps.example.com."},
+		{"hello.apps.example.com.", 127, mdns.RcodeSuccess, ""},
+		{"hello.apps.example.com.", mdns.TypeURI, mdns.RcodeSuccess, ""},
+	}
+	for _, s := range servers {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, tt := range tests {
+				name := fmt.Sprintf("%s %s %s %s", s.name, network, tt.qname, mdns.Type(tt.qtype))
+				total := up.total()
+				r := query(t, network, s.addr, tt.qname, tt.qtype, true)
+				if r.Rcode != tt.rcode {
+					t.Errorf("%s: rcode %s, want %s", name, mdns.RcodeToString[r.Rcode], mdns.RcodeToString[tt.rcode])
+				}
+				got := ""
+				if len(r.Answer) > 0 {
+					f := strings.Fields(r.Answer[0].String())
+					got = f[3] + " " + f[4]
+				}
+				if got != tt.answer {
+					t.Errorf("%s: answer %q, want %q", name, got, tt.answer)
+				}
+				if len(r.Question) != 1 || r.Question[0].Name != tt.qname || r.Question[0].Qtype != tt.qtype {
+					t.Errorf("%s: question %v", name, r.Question)
+				}
+				if r.RecursionAvailable != s.ra {
+					t.Errorf("%s: RA %v, want %v", name, r.RecursionAvailable, s.ra)
+				}
+				if tt.rcode != mdns.RcodeSuccess && (r.Authoritative || len(r.Answer)+len(r.Ns) != 0) {
+					t.Errorf("%s: AA %v with %d answers and %d authority records, want neither", name, r.Authoritative, len(r.Answer), len(r.Ns))
+				}
+				if up.total() != total {
+					t.Errorf("%s: the upstream was asked", name)
+				}
+			}
+		}
+	}
+	// The resolve API's core, given such a question, answers the same and
+	// forwards nothing either.
+	for _, tt := range tests {
+		if tt.rcode == mdns.RcodeSuccess {
+			continue
+		}
+		total := up.total()
+		d := ResolveRecursive(context.Background(), DoHQuestion{Name: tt.qname, Type: tt.qtype}, testZones, f)
+		if d.Status != tt.rcode || len(d.Answer) != 0 || up.total() != total {
+			t.Errorf("resolve %s %s: %+v, upstream asked %d times; want %s", tt.qname, mdns.Type(tt.qtype), d, up.total()-total, mdns.RcodeToString[tt.rcode])
+		}
+	}
+	// The upstream does answer what may be forwarded: its silence above is
+	// the gateway's doing.
+	if r := query(t, "udp", servers[1].addr, "example.org.", mdns.TypeA, true); r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 || up.total() != 1 {
+		t.Errorf("example.org A: %s with %d answers, upstream asked %d times; want its answer", mdns.RcodeToString[r.Rcode], len(r.Answer), up.total())
+	}
+}
+
+// TestRefusedTypesAgree: the listener and the resolve API refuse the same
+// types. The API's 400 for a type and the listener's REFUSED or FORMERR
+// for a name it would otherwise answer come from one list, checked here
+// over every type number (0 aside: the API reads it as no type at all).
+func TestRefusedTypesAgree(t *testing.T) {
+	for typ := 1; typ <= 0xFFFF; typ++ {
+		_, err := ParseQuestion("hello.apps.example.com", strconv.Itoa(typ))
+		req := new(mdns.Msg)
+		req.SetQuestion("hello.apps.example.com.", uint16(typ))
+		rcode := Answer(req, testZones).Rcode
+		if api, listener := err != nil, rcode != mdns.RcodeSuccess; api != listener {
+			t.Errorf("type %d: the API refuses it %v (%v), the listener answers %s", typ, api, err, mdns.RcodeToString[rcode])
+		}
+	}
 }

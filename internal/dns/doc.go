@@ -3,15 +3,19 @@
 // answering the zone's gateway addresses, and the zone's explicit A, AAAA,
 // CNAME and TXT records, where a record set named *.{name} answers every
 // name under {name} that has none of its own. A name outside every zone
-// gets REFUSED: the gateway is not an open resolver.
+// gets REFUSED: the gateway is not an open resolver. A zone transfer
+// (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
+// TSIG, TKEY, the rest of 128-254 but ANY) FORMERR, for every name: the
+// resolve API refuses the same types ([ParseQuestion]).
 //
 // Recursion is the operator's opt-in, for the platform only: with a
 // [Forwarder], a query with RD set from a source network in
 // Options.RecursionAllow for a name outside every zone is forwarded to the
 // upstreams and their answer relayed with RA set (SERVFAIL when none
-// answers). Names in a zone are always answered here, never forwarded, and
-// a query another gatehouse forwarded (it carries an EDNS mark) is never
-// forwarded again, so upstreams that lead back to a gatehouse cannot loop.
+// answers). Names in a zone are always answered here, never forwarded, as
+// are the zone transfers and meta-types above; and a query another
+// gatehouse forwarded (it carries an EDNS mark) is never forwarded again,
+// so upstreams that lead back to a gatehouse cannot loop.
 // The HTTP resolve API offers the same through [ResolveRecursive] to the
 // platform's credential.
 //

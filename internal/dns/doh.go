@@ -69,16 +69,6 @@ func ParseQuestion(name, typ string) (DoHQuestion, error) {
 	return q, nil
 }
 
-// metaType reports whether t is OPT or in the range RFC 6895 §3.1 keeps
-// for meta-types and QTYPEs (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA…): no
-// record of such a type exists to be looked up, so a resolve query asking
-// for one is refused rather than answered NODATA. ANY is the exception:
-// the DNS listener answers it over UDP and TCP with every record at the
-// name, and the resolve API answers it the same.
-func metaType(t uint16) bool {
-	return t == mdns.TypeOPT || (t >= 128 && t <= 255 && t != mdns.TypeANY)
-}
-
 // Resolve answers q from zones, exactly as the DNS listener answers a
 // source that may not recurse: the same authoritative answer, REFUSED
 // off-zone, RA false.

@@ -79,14 +79,16 @@ func NewForwarder(o ForwarderOptions) (*Forwarder, error) {
 
 // recursable reports whether req is a query the forwarder may relay: a
 // standard query with RD set for one IN name outside every zone, that no
-// gatehouse has forwarded already. A zone transfer is never relayed. Names in a zone are answered by [Answer],
-// never forwarded.
+// gatehouse has forwarded already. A question for a [metaType] (a zone
+// transfer, OPT, TSIG…) is never relayed: [Answer] refuses it for every
+// name, and an upstream must not be asked what this server would refuse.
+// Names in a zone are answered by [Answer], never forwarded.
 func recursable(req *mdns.Msg, zones []Zone) bool {
 	if req.Opcode != mdns.OpcodeQuery || req.Response || !req.RecursionDesired || len(req.Question) != 1 || forwarded(req) {
 		return false
 	}
 	q := req.Question[0]
-	if q.Qclass != mdns.ClassINET || q.Qtype == mdns.TypeAXFR || q.Qtype == mdns.TypeIXFR {
+	if q.Qclass != mdns.ClassINET || metaType(q.Qtype) {
 		return false
 	}
 	return findZone(strings.ToLower(strings.TrimSuffix(q.Name, ".")), zones) == nil
