@@ -329,23 +329,79 @@ func TestACMEZonesRefuses(t *testing.T) {
 	}
 }
 
-// A write that fails takes back the values this call already added.
+// A write that fails takes back the values this call already added,
+// whether the failing write, or an earlier one, would have created its set
+// or added to one that holds an operator's value: what the DNS server
+// answers afterwards is what it answered before.
 func TestACMEZonesAppendRollsBack(t *testing.T) {
-	m := newMemRecords()
-	a := acmeZones(t, m, "apps.example.com")
-	boom := errors.New("store down")
-	f := &failAfter{memRecords: m, n: 1, err: boom}
-	a.records = f
-	_, err := a.AppendRecords(context.Background(), "apps.example.com.", []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")})
-	if !errors.Is(err, boom) {
-		t.Fatalf("err %v", err)
-	}
-	if len(m.sets) != 0 {
-		t.Fatalf("left behind: %+v", m.sets)
+	const (
+		apex = "_acme-challenge.apps.example.com"
+		api  = "_acme-challenge.api.apps.example.com"
+	)
+	for _, tc := range []struct {
+		name     string
+		operator []string // names holding an operator's value beforehand
+		recs     []libdns.Record
+		pass     int    // appends that go through before one fails
+		fails    string // the name whose append fails
+	}{
+		{"new sets", nil, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")}, 1, api},
+		{"the failing append adds to a set", []string{api}, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")}, 1, api},
+		{"the rolled-back append added to a set", []string{apex}, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")}, 1, api},
+		{"both add to sets", []string{apex, api}, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")}, 1, api},
+		{"both add to one set", []string{apex}, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge", "two")}, 1, apex},
+		{"the first append adds to a set", []string{apex}, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge.api", "two")}, 0, apex},
+		{"after two into one set", []string{apex}, []libdns.Record{txt("_acme-challenge", "one"), txt("_acme-challenge", "two"), txt("_acme-challenge.api", "three")}, 2, api},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMemRecords()
+			a := acmeZones(t, m, "apps.example.com")
+			lookup := serve(t, m.zones("apps.example.com"))
+			ctx := context.Background()
+			for _, name := range tc.operator {
+				if err := m.UpdateRecord(ctx, "apps.example.com", name, "TXT", func(*Record) (*Record, error) {
+					return &Record{Name: name, Type: "TXT", Values: []string{"operator"}}, nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := map[string][]string{apex: lookup(apex), api: lookup(api)}
+			boom := errors.New("store down")
+			a.records = &failAfter{memRecords: m, n: tc.pass, err: boom}
+			_, err := a.AppendRecords(ctx, "apps.example.com.", tc.recs)
+			if !errors.Is(err, boom) || !strings.Contains(err.Error(), "add "+tc.fails+" TXT") {
+				t.Fatalf("err %v, want the store's for %s", err, tc.fails)
+			}
+			for name, want := range before {
+				if got := lookup(name); !slices.Equal(got, want) {
+					t.Errorf("%s: served %v after the failed append, %v before", name, got, want)
+				}
+			}
+			if len(m.sets) != len(tc.operator) {
+				t.Errorf("%d sets stored, want the operator's %d: %+v", len(m.sets), len(tc.operator), m.sets)
+			}
+			// The failed value's note alone may be left; sweeping it
+			// changes no set.
+			a.records = m
+			if err := a.Sweep(ctx, time.Now().Add(StaleChallengeAge)); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range before {
+				if got := lookup(name); !slices.Equal(got, want) {
+					t.Errorf("%s: served %v after the sweep, %v before", name, got, want)
+				}
+			}
+			if n := a.notes.(*memNotes).len(); n != 0 {
+				t.Errorf("%d notes left after the sweep", n)
+			}
+		})
 	}
 }
 
-// failAfter lets n appends through, then fails appends; removals pass.
+// failAfter lets n appends through, then fails every append, writing
+// nothing; removals pass. An append is a write that leaves the set with
+// more values than it had, whether it creates the set or adds to one
+// (which ACMEZones does by changing the set it is given in place).
 type failAfter struct {
 	*memRecords
 	n   int
@@ -354,30 +410,22 @@ type failAfter struct {
 
 func (f *failAfter) UpdateRecord(ctx context.Context, zone, name, typ string, fn func(*Record) (*Record, error)) error {
 	adding := false
-	probe := func(cur *Record) (*Record, error) {
+	err := f.memRecords.UpdateRecord(ctx, zone, name, typ, func(cur *Record) (*Record, error) {
+		had := 0
+		if cur != nil {
+			had = len(cur.Values) // before fn, which may append to cur itself
+		}
 		next, err := fn(cur)
-		adding = err == nil && next != nil && (cur == nil || len(next.Values) > len(cur.Values))
+		adding = err == nil && next != nil && len(next.Values) > had
+		if adding && f.n == 0 {
+			return nil, f.err // an error from fn writes nothing
+		}
 		return next, err
-	}
-	if f.n == 0 {
-		// Decide on a copy first: a failing append must write nothing.
-		var dry *Record
-		if r := f.sets[[3]string{zone, name, typ}]; r != nil {
-			c := *r
-			c.Values = slices.Clone(r.Values)
-			dry = &c
-		}
-		if _, _ = probe(dry); adding {
-			return f.err
-		}
-	}
-	if err := f.memRecords.UpdateRecord(ctx, zone, name, typ, probe); err != nil {
-		return err
-	}
-	if adding {
+	})
+	if err == nil && adding {
 		f.n--
 	}
-	return nil
+	return err
 }
 
 // A value whose removal never came (the gateway that added it crashed
