@@ -2,10 +2,14 @@ package gateway
 
 import "net/http"
 
-// chain folds the L7 path of DESIGN §2 in reading order. Reading this list
-// tells you the whole path: each layer answers the request itself or calls
-// next, and knows nothing of the layers above it.
-func (g *Gateway) chain() http.Handler {
+// chain is the L7 path of DESIGN §2: the layers of fold, then step 10,
+// dispatch (pick a host and proxy, internal/proxy).
+func (g *Gateway) chain() http.Handler { return g.fold(g.dispatch()) }
+
+// fold wraps h in the layers in reading order. Reading this list tells you
+// the whole path: each layer answers the request itself or calls next, and
+// knows nothing of the layers above it.
+func (g *Gateway) fold(h http.Handler) http.Handler {
 	layers := []func(next http.Handler) http.Handler{
 		g.healthz,  // 1. GET /healthz: 200 ok, outside everything (layers.go)
 		g.observe,  // 2. request id, access log, metrics, panic recovery (layers.go)
@@ -17,7 +21,6 @@ func (g *Gateway) chain() http.Handler {
 		g.policy,   // 8. ordered path rules (policy.go)
 		g.affinity, // 9. forward to the owner cluster (affinity.go)
 	}
-	h := g.dispatch() // 10. pick a host and proxy (internal/proxy)
 	for i := len(layers) - 1; i >= 0; i-- {
 		h = layers[i](h)
 	}

@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+)
+
+// BenchmarkChain is the chain of DESIGN §2 (observe through affinity)
+// alone, with dispatch answering from memory: what the gateway's own
+// layers cost a request on a warm cache, without the proxy, the lane or a
+// host. The load harness's "floor-lane" target is the rest (the lane and
+// the proxy without the chain); the two together are the request path.
+func BenchmarkChain(b *testing.B) {
+	e := newEnv(b, func(o *Options) {
+		o.AccessLog = false
+		o.Edge.RateLimit = 1 << 30 // the limiter runs, but never refuses
+	})
+	e.addHost("h1", "hello", "http", "http://127.0.0.1:1")
+	g := e.gw
+	body := []byte("hello")
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = textPlain
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+	})
+	h := g.fold(answer)
+	req := serverLikeRequest(b)
+	req.RemoteAddr = "192.0.2.10:51234"
+	req.Header.Set("User-Agent", "bench")
+	req.Header.Set("Accept", "*/*")
+	w := &benchWriter{h: http.Header{}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		clear(w.h)
+		w.code, w.n = 0, 0
+		h.ServeHTTP(w, req)
+		if w.code != http.StatusOK || w.n != len(body) {
+			b.Fatalf("status %d, %d bytes", w.code, w.n)
+		}
+		for _, k := range [...]string{"X-Request-Id", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+			delete(req.Header, k)
+		}
+	}
+}
