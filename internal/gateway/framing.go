@@ -28,7 +28,7 @@ import (
 // the framing of the client's byte stream beside net/http: it holds back
 // each request head until it is complete, and a head that must be refused
 // is replaced by one net/http itself answers "400 Bad Request" with
-// Connection: close, after which the guard reads nothing more. net/http
+// Connection: close, after which the guard passes nothing more. net/http
 // writes that answer in text/plain once it has answered every request
 // before it, and the guard writes in its place the problem+json one
 // (DESIGN §2) naming what was wrong. Anything it does not fully
@@ -134,7 +134,7 @@ const (
 	stChunkEnd               // the CRLF after chunk data (n: bytes of it seen)
 	stTrailer                // trailer lines, until an empty one
 	stPass                   // tracking ended: bytes pass through
-	stDone                   // refused: nothing more is read
+	stDone                   // refused: what follows is dropped
 )
 
 // maxGuardHead bounds a held-back head (8 KiB request line and 64 KiB of
@@ -212,12 +212,14 @@ func (f *framer) read(src io.Reader, p []byte) (int, error) {
 			f.out = f.out[n:]
 			return n, nil
 		}
-		switch f.state {
-		case stPass:
+		if f.state == stPass {
 			return src.Read(p)
-		case stDone:
-			return 0, io.EOF
 		}
+		// After a refusal (stDone) reads go on, and feed drops what
+		// comes: net/http's background read while it answers the
+		// requests before the stand-in must wait as on any live
+		// connection, as an end of stream would tell it the client left
+		// and cancel them.
 		if f.buf == nil {
 			f.buf = make([]byte, 4<<10)
 		}

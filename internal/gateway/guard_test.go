@@ -165,6 +165,39 @@ func TestGuardRefusalWaitsForTheAnswerBefore(t *testing.T) {
 	wantRefusal(t, br, "differing Content-Length values")
 }
 
+// TestGuardRefusalKeepsTheAnswerBefore: a refused head that comes in one
+// piece with the request before it does not cancel that request, which
+// net/http is still answering when its background read reaches the
+// refusal; the host answers in full, then comes the refusal.
+func TestGuardRefusalKeepsTheAnswerBefore(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A grace for the gateway to give up on the request, which it
+		// does at once if it does.
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+		_, _ = io.WriteString(w, "first")
+	}))
+	addr := guardedGateway(t, e)
+	out, closed := rawTo(t, addr, "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n"+
+		"POST /a HTTP/1.1\r\nHost: hello.apps.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+	if !closed {
+		t.Fatalf("connection not closed: %q", out)
+	}
+	br := bufio.NewReader(strings.NewReader(out))
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || string(b) != "first" {
+		t.Fatalf("first answer %d %q, want the host's: %q", res.StatusCode, b, out)
+	}
+	wantRefusal(t, br, "both Content-Length and Transfer-Encoding")
+}
+
 // capturing wraps accepted connections with the guard and hands them to
 // the test.
 type capturing struct {
