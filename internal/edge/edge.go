@@ -223,6 +223,14 @@ func (e *Edge) Run(ctx context.Context) error {
 		}
 	}
 
+	if e.opts.WrapServer != nil {
+		for _, s := range []*http.Server{plain, l7} {
+			if s != nil {
+				e.opts.WrapServer(s)
+			}
+		}
+	}
+
 	errc := make(chan error, 4)
 	if mgmt != nil {
 		e.serve(mgmt, e.mgmtLn, errc)

@@ -83,6 +83,13 @@ type Options struct {
 	// from which r.TLS is restored. HTTP/2 connections are never wrapped.
 	// nil: no wrapper.
 	WrapTLS func(net.Conn) net.Conn
+	// WrapServer adjusts the http.Server of the http and of the https
+	// listener once, before it serves, for the guard WrapHTTP and WrapTLS
+	// put on their connections (gateway.GuardServer tells it when one of
+	// the server's handlers is answering). It may wrap the server's
+	// Handler, ConnContext and ConnState, keeping what they did. nil:
+	// nothing.
+	WrapServer func(*http.Server)
 
 	// DisableLane serves HTTP/1 with net/http alone. By default
 	// internal/lane reads each HTTP/1.1 connection first (the http

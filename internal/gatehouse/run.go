@@ -161,6 +161,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		PQOnly:            cfg.TLS.PQOnly,
 		WrapHTTP:          gateway.GuardListener,
 		WrapTLS:           gateway.GuardTLSConn,
+		WrapServer:        gateway.GuardServer,
 		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
 		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
 		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,

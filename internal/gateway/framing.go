@@ -31,7 +31,8 @@ import (
 // Connection: close, after which the guard passes nothing more. net/http
 // writes that answer in text/plain once it has answered every request
 // before it, and the guard writes in its place the problem+json one
-// (DESIGN §2) naming what was wrong. Anything it does not fully
+// (DESIGN §2) naming what was wrong, when no handler is answering (see
+// GuardServer). Anything it does not fully
 // understand (HTTP/2 prior knowledge, CONNECT, an Upgrade, an odd chunk
 // line) ends its tracking and the bytes pass through untouched, to
 // net/http's own checks.
@@ -40,6 +41,8 @@ import (
 // on plaintext HTTP/1 listeners (http serve mode). On https, where a
 // *tls.Conn must stay unwrapped for net/http to negotiate HTTP/2, the edge
 // guards each HTTP/1 connection after its handshake with [GuardTLSConn].
+// The server that serves the connections should be prepared with
+// [GuardServer].
 func GuardListener(l net.Listener) net.Listener { return guardListener{l} }
 
 type guardListener struct{ net.Listener }
@@ -60,6 +63,13 @@ func GuardConn(c net.Conn) net.Conn { return &guardConn{Conn: c} }
 type guardConn struct {
 	net.Conn
 	f framer
+
+	// hooked says GuardServer's hooks report on this connection. served
+	// counts the handlers started on it; idle is served as it was when
+	// net/http last finished an answer. A handler is answering while
+	// served and idle differ.
+	hooked       atomic.Bool
+	served, idle atomic.Uint32
 }
 
 // GuardTLSConn is [GuardConn] for an HTTP/1 connection of the https
@@ -89,14 +99,14 @@ func (c *guardTLSConn) ConnectionState() tls.ConnectionState { return c.cs.Conne
 func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
 
 // Write passes net/http's writes through, but for its answer to the
-// refusal head, which only comes after the answers to the requests before
-// it: the problem naming the reason goes out instead. Should net/http ever
-// word that answer otherwise, its own 400 goes out as it is: the refusal
-// and the close stand. Until a head is refused the only cost is the
-// flag's load.
+// refusal head (answerFor), which only comes after the answers to the
+// requests before it: the problem naming the reason goes out instead.
+// Should net/http ever word that answer otherwise, its own 400 goes out as
+// it is: the refusal and the close stand. While a handler answers the cost
+// is three loads.
 func (c *guardConn) Write(p []byte) (int, error) {
-	if c.f.refused.Load() && bytes.HasPrefix(p, refusalAnswer) {
-		if _, err := c.Conn.Write(refusals[c.f.why]); err != nil {
+	if a := c.answerFor(p); a != nil {
+		if _, err := c.Conn.Write(a); err != nil {
 			return 0, err
 		}
 		return len(p), nil
@@ -147,8 +157,7 @@ const (
 
 // refusal is the head handed to net/http in place of a refused one: a
 // header name with a space, which net/http answers with a status line
-// that starts with refusalAnswer (its own 400s, never a handler's, carry
-// a reason after the status text) and Connection: close.
+// that starts with refusalAnswer and Connection: close.
 var (
 	refusal       = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
 	refusalAnswer = []byte("HTTP/1.1 400 Bad Request: ")
@@ -192,17 +201,19 @@ var refusals = func() (a [nReasons][]byte) {
 }()
 
 // framer tracks HTTP/1 request framing over a byte stream. Only the
-// reading goroutine touches it, except refused, and why once refused is
-// set.
+// reading goroutine touches it, except refused, and why and refusedAt
+// once refused is set.
 type framer struct {
-	state   uint8
-	why     uint8  // the refusal's reason; written before refused
-	n       int64  // bytes left of a body or chunk; CRLF bytes seen
-	held    []byte // a head being held back, or the line being parsed
-	out     []byte // bytes released and not yet read
-	obuf    []byte // out's backing array, kept across refills
-	buf     []byte // read buffer
-	refused atomic.Bool
+	state     uint8
+	why       uint8  // the refusal's reason; written before refused
+	heads     uint32 // heads passed, but OPTIONS *, which has no handler
+	refusedAt uint32 // heads at the refusal; written before refused
+	n         int64  // bytes left of a body or chunk; CRLF bytes seen
+	held      []byte // a head being held back, or the line being parsed
+	out       []byte // bytes released and not yet read
+	obuf      []byte // out's backing array, kept across refills
+	buf       []byte // read buffer
+	refused   atomic.Bool
 }
 
 func (f *framer) read(src io.Reader, p []byte) (int, error) {
@@ -303,10 +314,13 @@ func (f *framer) feedHead(b []byte) []byte {
 	rest := b[end-start:]
 	next, n, why := inspectHead(f.held[:end])
 	if why != passed {
-		f.out, f.state, f.why = append(f.out, refusal...), stDone, why
+		f.out, f.state, f.why, f.refusedAt = append(f.out, refusal...), stDone, why, f.heads
 		f.refused.Store(true)
 		f.held = nil
 		return nil
+	}
+	if f.held[0] != 'O' || !optionsStar(f.held) {
+		f.heads++
 	}
 	f.out = append(f.out, f.held[:end]...)
 	f.held, f.state, f.n = f.held[:0], next, n
@@ -350,6 +364,13 @@ func (f *framer) feedLine(b []byte) []byte {
 		f.state, f.n = stChunkData, n
 	}
 	return b[i+1:]
+}
+
+// optionsStar reports whether head's request line is "OPTIONS *
+// HTTP/1.x", the one request net/http answers itself, without a handler.
+func optionsStar(head []byte) bool {
+	line, _ := cutLine(head)
+	return len(line) == len("OPTIONS * HTTP/1.1") && bytes.HasPrefix(line, []byte("OPTIONS * HTTP/1."))
 }
 
 // headEnd returns the index just past the empty line that ends the head

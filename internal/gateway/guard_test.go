@@ -18,11 +18,16 @@ import (
 )
 
 // guardedGateway serves e's gateway on a second loopback server whose
-// listener is wrapped by GuardListener, and returns its address.
-func guardedGateway(t testing.TB, e *env) string {
+// listener is wrapped by GuardListener, as the edge does (GuardServer),
+// and returns its address. edit, if any, changes the server first.
+func guardedGateway(t testing.TB, e *env, edit ...func(*http.Server)) string {
 	t.Helper()
 	s := httptest.NewUnstartedServer(e.gw)
 	s.Listener = GuardListener(s.Listener)
+	for _, f := range edit {
+		f(s.Config)
+	}
+	GuardServer(s.Config)
 	s.Start()
 	t.Cleanup(s.Close)
 	return s.Listener.Addr().String()
@@ -77,6 +82,9 @@ func TestGuardRefusesDesync(t *testing.T) {
 		{"space before colon", head + "Content-Length : 3\r\n\r\nabc", "whitespace between a header field name and its colon"},
 		{"tab before colon", head + "Transfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n", "whitespace between a header field name and its colon"},
 		{"second request refused", "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
+		// net/http answers OPTIONS * without a handler: the refusal after
+		// it is still known as the guard's.
+		{"refused after OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +148,7 @@ func TestGuardRefusalWaitsForTheAnswerBefore(t *testing.T) {
 	conns := make(chan *guardConn, 1)
 	s := httptest.NewUnstartedServer(e.gw)
 	s.Listener = capturing{s.Listener, conns}
+	GuardServer(s.Config)
 	s.Start()
 	t.Cleanup(s.Close)
 	c, err := net.Dial("tcp", s.Listener.Addr().String())
