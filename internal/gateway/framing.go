@@ -3,8 +3,6 @@ package gateway
 import (
 	"bytes"
 	"crypto/tls"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
-	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
 // Hygiene at the connection: the HTTP/1 framing guard (DESIGN §2 step 4;
@@ -31,8 +28,8 @@ import (
 // Connection: close, after which the guard passes nothing more. net/http
 // writes that answer in text/plain once it has answered every request
 // before it, and the guard writes in its place the problem+json one
-// (DESIGN §2) naming what was wrong, when no handler is answering (see
-// GuardServer). Anything it does not fully
+// (DESIGN §2) naming what was wrong, as it does for net/http's other
+// error answers (see GuardServer). Anything it does not fully
 // understand (HTTP/2 prior knowledge, CONNECT, an Upgrade, an odd chunk
 // line) ends its tracking and the bytes pass through untouched, to
 // net/http's own checks.
@@ -98,12 +95,11 @@ func (c *guardTLSConn) ConnectionState() tls.ConnectionState { return c.cs.Conne
 
 func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
 
-// Write passes net/http's writes through, but for its answer to the
-// refusal head (answerFor), which only comes after the answers to the
-// requests before it: the problem naming the reason goes out instead.
-// Should net/http ever word that answer otherwise, its own 400 goes out as
-// it is: the refusal and the close stand. While a handler answers the cost
-// is three loads.
+// Write passes net/http's writes through, but for its own error answers
+// (answerFor): a problem+json with the same status goes out instead, the
+// refusal's naming the reason. Should net/http ever word an answer
+// otherwise, it goes out as it is: the refusal and the close stand. While
+// a handler answers the cost is three loads.
 func (c *guardConn) Write(p []byte) (int, error) {
 	if a := c.answerFor(p); a != nil {
 		if _, err := c.Conn.Write(a); err != nil {
@@ -156,12 +152,9 @@ const (
 )
 
 // refusal is the head handed to net/http in place of a refused one: a
-// header name with a space, which net/http answers with a status line
-// that starts with refusalAnswer and Connection: close.
-var (
-	refusal       = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
-	refusalAnswer = []byte("HTTP/1.1 400 Bad Request: ")
-)
+// header name with a space, which net/http answers "400 Bad Request:
+// invalid header name" with Connection: close.
+var refusal = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
 
 // Why a head is refused: the problem detail each reason is answered with.
 const (
@@ -190,12 +183,9 @@ var reasons = [nReasons]string{
 // allocates nothing.
 var refusals = func() (a [nReasons][]byte) {
 	for why, detail := range reasons {
-		if why == int(passed) {
-			continue
+		if why != int(passed) {
+			a[why] = problemAnswer(http.StatusBadRequest, detail)
 		}
-		body, _ := json.Marshal(problem.Problem{Type: "about:blank", Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest, Detail: detail})
-		a[why] = fmt.Appendf(nil, "HTTP/1.1 400 Bad Request\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s",
-			problem.ContentType, len(body), body)
 	}
 	return a
 }()

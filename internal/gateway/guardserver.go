@@ -3,14 +3,20 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
-// net/http answers the guard's stand-in head itself, before any handler:
-// one write of "HTTP/1.1 400 Bad Request: invalid header name" in
-// text/plain, then it closes the connection, and the guard writes its
-// refusal in its place. A handler's body may hold those very bytes (a
+// net/http answers a request it fails to read (a bad Host, an invalid
+// header, a head over its limit, ...) itself, before any handler: one
+// write of "HTTP/1.1 <status>" with serverErrorHeaders and a text/plain
+// body, then it closes the connection. DESIGN §2 wants every error the
+// gateway answers as problem+json, so the guard writes a problem with the
+// same status in its place. A handler's body may hold those very bytes (a
 // host's echo, after a flush), even while a refused head waits behind its
 // request, so the guard replaces a write only when no handler is
 // answering on the connection, which GuardServer's hooks tell it.
@@ -19,10 +25,10 @@ import (
 // GuardTLSConn wrap, to tell each connection's guard when one of its
 // handlers is answering: from the handler's start until net/http has
 // written the whole answer (http.StateIdle). Only outside such an answer
-// does the guard replace net/http's answer to its stand-in. It wraps srv's
+// does the guard replace net/http's own error answers. It wraps srv's
 // Handler, ConnContext and ConnState, keeping what they did; call it once,
 // before srv serves. Without it the guard still refuses, but net/http's
-// answer goes out as net/http wrote it.
+// answers go out as net/http wrote them.
 func GuardServer(srv *http.Server) {
 	next := srv.Handler
 	if next == nil {
@@ -73,18 +79,90 @@ func guardOf(c net.Conn) *guardConn {
 	return nil
 }
 
-// answerFor returns the refusal to write in place of p, when p is
-// net/http's answer to the guard's stand-in head; nil otherwise. It is
-// when no handler is answering and every head the guard passed before the
-// stand-in has had its handler (OPTIONS *, which net/http answers itself,
-// is not counted on either side), not when net/http failed on one of
-// those.
+// answerFor returns what to write in place of p when p is one of
+// net/http's own error answers and no handler is answering; nil
+// otherwise. When net/http failed on the guard's stand-in (every head the
+// guard passed before it has had its handler; OPTIONS *, which net/http
+// answers itself, is counted on neither side) it is the guard's refusal,
+// which names the framing refused; else a problem with net/http's status
+// and reason.
 func (c *guardConn) answerFor(p []byte) []byte {
-	if !c.hooked.Load() || c.served.Load() != c.idle.Load() || !c.f.refused.Load() {
+	if !c.hooked.Load() || c.served.Load() != c.idle.Load() {
 		return nil
 	}
-	if c.served.Load() != c.f.refusedAt || !bytes.HasPrefix(p, refusalAnswer) {
+	status, detail, ok := parseServerError(p)
+	if !ok {
 		return nil
 	}
-	return refusals[c.f.why]
+	if status == http.StatusBadRequest && c.f.refused.Load() && c.served.Load() == c.f.refusedAt {
+		return refusals[c.f.why]
+	}
+	return problemAnswer(status, detail)
+}
+
+// serverErrorHeaders are the fields of net/http's error answers (its
+// errorHeaders), with the line ends around them.
+const serverErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// bareErrors are net/http's error answers that give no reason, by
+// status: the body it writes, and the detail the problem gives.
+var bareErrors = map[int]struct{ body, detail string }{
+	http.StatusBadRequest:                  {"400 Bad Request", "the request head is malformed"},
+	http.StatusRequestHeaderFieldsTooLarge: {"431 Request Header Fields Too Large", "the request head is over the listener's limit"},
+	http.StatusNotImplemented:              {"Unsupported transfer encoding", "unsupported transfer encoding"},
+}
+
+// parseServerError recognises p as one whole error answer of net/http's,
+// exactly as it formats them (server.go, conn.serve): "HTTP/1.1 <status>
+// <text>: <reason>", serverErrorHeaders and "<status> <text>: <reason>"
+// again as the body, or one of bareErrors. It returns the status and the
+// reason (for a bare one, its detail).
+func parseServerError(p []byte) (status int, detail string, ok bool) {
+	rest, ok := bytes.CutPrefix(p, []byte("HTTP/1.1 "))
+	if !ok {
+		return 0, "", false
+	}
+	line, body, ok := bytes.Cut(rest, []byte(serverErrorHeaders))
+	if !ok || len(line) < 5 || line[3] != ' ' {
+		return 0, "", false
+	}
+	for _, d := range line[:3] {
+		if d < '0' || d > '9' {
+			return 0, "", false
+		}
+		status = status*10 + int(d-'0')
+	}
+	if status < 400 || status > 599 {
+		return 0, "", false
+	}
+	text := http.StatusText(status)
+	after, ok := bytes.CutPrefix(line[4:], []byte(text))
+	if text == "" || !ok {
+		return 0, "", false
+	}
+	if len(after) == 0 {
+		bare, ok := bareErrors[status]
+		if !ok || string(body) != bare.body {
+			return 0, "", false
+		}
+		return status, bare.detail, true
+	}
+	reason, ok := bytes.CutPrefix(after, []byte(": "))
+	if !ok || len(reason) == 0 || !bytes.Equal(body, line) {
+		return 0, "", false
+	}
+	for _, b := range reason {
+		if b < ' ' || b > '~' {
+			return 0, "", false
+		}
+	}
+	return status, string(reason), true
+}
+
+// problemAnswer is a whole HTTP/1.1 answer with a problem+json body, which
+// closes the connection as net/http's error answers do.
+func problemAnswer(status int, detail string) []byte {
+	body, _ := json.Marshal(problem.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s",
+		status, http.StatusText(status), problem.ContentType, len(body), body)
 }

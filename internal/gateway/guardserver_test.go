@@ -12,6 +12,27 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
+// lastAnswer reads every answer in out, which must end with the closed
+// connection's last: those before it must be 200s. It returns the last
+// one and its body.
+func lastAnswer(t *testing.T, out string) (*http.Response, []byte) {
+	t.Helper()
+	br := bufio.NewReader(strings.NewReader(out))
+	for n := 0; ; n++ {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v in %q", n, err, out)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if _, err := br.Peek(1); err != nil {
+			return res, body
+		}
+		if res.StatusCode != 200 {
+			t.Fatalf("answer %d before the last: %q", n, out)
+		}
+	}
+}
+
 // wantConnProblem checks that res is a problem+json answer with status and
 // detail that closes the connection.
 func wantConnProblem(t *testing.T, res *http.Response, body []byte, status int, detail string) {
@@ -26,6 +47,58 @@ func wantConnProblem(t *testing.T, res *http.Response, body []byte, status int, 
 	}
 	if res.ContentLength != int64(len(body)) {
 		t.Fatalf("Content-Length %d for %d bytes", res.ContentLength, len(body))
+	}
+}
+
+// TestGuardAnswersServerErrorsAsProblems: a head net/http refuses itself,
+// before any handler, gets net/http's status as a problem+json naming
+// net/http's reason (DESIGN §2), not its text/plain answer, and the
+// connection is closed after it; an honest request before it on the
+// connection is answered first.
+func TestGuardAnswersServerErrorsAsProblems(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+	}))
+	addr := guardedGateway(t, e, func(s *http.Server) { s.MaxHeaderBytes = 4 << 10 })
+	const (
+		h         = "Host: hello.apps.test\r\n"
+		malformed = "the request head is malformed"
+	)
+	tests := []struct {
+		name, raw string
+		status    int
+		detail    string
+	}{
+		{"malformed Host", "GET /a HTTP/1.1\r\nHost: hello apps\r\n\r\n", 400, "malformed Host header"},
+		{"no Host", "GET /a HTTP/1.1\r\n\r\n", 400, "missing required Host header"},
+		{"invalid byte in a name", "GET /a HTTP/1.1\r\n" + h + "X(A: 1\r\n\r\n", 400, malformed},
+		{"control byte in a value", "GET /a HTTP/1.1\r\n" + h + "X-A: a\x01b\r\n\r\n", 400, malformed},
+		{"line without a colon", "GET /a HTTP/1.1\r\n" + h + "NoColon\r\n\r\n", 400, malformed},
+		{"folded first line", "GET /a HTTP/1.1\r\n X-A: a\r\n" + h + "\r\n", 400, malformed},
+		{"two Hosts", "GET /a HTTP/1.1\r\n" + h + "Host: other.apps.test\r\n\r\n", 400, malformed},
+		{"request line without a version", "GET /a\r\n" + h + "\r\n", 400, malformed},
+		{"HTTP/2.0 request line", "GET /a HTTP/2.0\r\n" + h + "\r\n", 505, "unsupported protocol version"},
+		{"head over the limit", "GET /a HTTP/1.1\r\n" + h + "X-Big: " + strings.Repeat("b", 10<<10) + "\r\n\r\n", 431, "the request head is over the listener's limit"},
+		{"request line over the limit", "GET /" + strings.Repeat("a", 10<<10) + " HTTP/1.1\r\n" + h + "\r\n", 431, "the request head is over the listener's limit"},
+		{"after an honest request", "GET /first HTTP/1.1\r\n" + h + "\r\nGET /a HTTP/1.1\r\nHost: hello apps\r\n\r\n", 400, "malformed Host header"},
+		// net/http fails on the first head, so its reason is the answer,
+		// not the guard's refusal of the head after it.
+		{"before a refused head", "GET /a HTTP/1.1\r\nHost: hello apps\r\n\r\nPOST /b HTTP/1.1\r\n" + h + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "malformed Host header"},
+		// An upgrade ends the guard's tracking, so net/http meets the
+		// coding it does not know on the next request itself.
+		{"unknown coding after a declined upgrade", "GET /first HTTP/1.1\r\n" + h + "Upgrade: foo\r\nConnection: Upgrade\r\n\r\n" +
+			"POST /a HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip\r\n\r\n", 501, "unsupported transfer encoding"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, closed := rawTo(t, addr, tt.raw)
+			if !closed {
+				t.Fatalf("connection not closed: %q", out)
+			}
+			res, body := lastAnswer(t, out)
+			wantConnProblem(t, res, body, tt.status, tt.detail)
+		})
 	}
 }
 
@@ -77,6 +150,41 @@ func TestGuardLeavesHandlersAnswersAlone(t *testing.T) {
 			}
 			b, _ = io.ReadAll(res.Body)
 			wantConnProblem(t, res, b, 400, "both Content-Length and Transfer-Encoding")
+		}
+	}
+}
+
+// TestParseServerError: net/http's error answers exactly as it writes
+// them are recognised, and nothing that differs from them by a byte.
+func TestParseServerError(t *testing.T) {
+	const eh = serverErrorHeaders
+	tests := []struct {
+		name, p string
+		status  int
+		detail  string
+	}{
+		{"reason", "HTTP/1.1 400 Bad Request: malformed Host header" + eh + "400 Bad Request: malformed Host header", 400, "malformed Host header"},
+		{"505", "HTTP/1.1 505 HTTP Version Not Supported: unsupported protocol version" + eh + "505 HTTP Version Not Supported: unsupported protocol version", 505, "unsupported protocol version"},
+		{"bare 400", "HTTP/1.1 400 Bad Request" + eh + "400 Bad Request", 400, "the request head is malformed"},
+		{"431", "HTTP/1.1 431 Request Header Fields Too Large" + eh + "431 Request Header Fields Too Large", 431, "the request head is over the listener's limit"},
+		{"501", "HTTP/1.1 501 Not Implemented" + eh + "Unsupported transfer encoding", 501, "unsupported transfer encoding"},
+		{"a byte more", "HTTP/1.1 400 Bad Request" + eh + "400 Bad Request\n", 0, ""},
+		{"a byte less", "HTTP/1.1 400 Bad Request" + eh + "400 Bad Reques", 0, ""},
+		{"body differs from the line", "HTTP/1.1 400 Bad Request: a" + eh + "400 Bad Request: b", 0, ""},
+		{"other fields", "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n400 Bad Request", 0, ""},
+		{"other status text", "HTTP/1.1 400 Bad request" + eh + "400 Bad request", 0, ""},
+		{"bare status net/http never writes", "HTTP/1.1 403 Forbidden" + eh + "403 Forbidden", 0, ""},
+		{"not an error", "HTTP/1.1 200 OK: fine" + eh + "200 OK: fine", 0, ""},
+		{"HTTP/1.0", "HTTP/1.0 400 Bad Request: x" + eh + "400 Bad Request: x", 0, ""},
+		{"empty reason", "HTTP/1.1 400 Bad Request: " + eh + "400 Bad Request: ", 0, ""},
+		{"control byte in the reason", "HTTP/1.1 400 Bad Request: a\x01" + eh + "400 Bad Request: a\x01", 0, ""},
+		{"no status", "HTTP/1.1 4x0 Bad Request" + eh + "4x0 Bad Request", 0, ""},
+		{"a handler's head", "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 3\r\n\r\nbad", 0, ""},
+	}
+	for _, tt := range tests {
+		status, detail, ok := parseServerError([]byte(tt.p))
+		if ok != (tt.status != 0) || status != tt.status || detail != tt.detail {
+			t.Errorf("%s: %d %q %v, want %d %q", tt.name, status, detail, ok, tt.status, tt.detail)
 		}
 	}
 }
