@@ -212,8 +212,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// Desync framings are refused on the plaintext listener with 400 and a
-// closed connection, before any host could see them (DESIGN §2 step 4).
+// Desync framings are refused on the plaintext listener with a 400
+// problem and a closed connection, before any host could see them
+// (DESIGN §2 step 4), as is a head net/http refuses itself.
 func TestFramingRefusedOnHTTPListener(t *testing.T) {
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
@@ -228,6 +229,7 @@ func TestFramingRefusedOnHTTPListener(t *testing.T) {
 		"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 		"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
 		"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+		"GET /smuggle HTTP/1.1\r\nHost: hello.test.local bad\r\n\r\n", // net/http refuses it itself
 	} {
 		c, err := net.Dial("tcp", r.g.Addrs().HTTP)
 		if err != nil {

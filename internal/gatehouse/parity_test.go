@@ -479,16 +479,29 @@ func TestParitySSE(t *testing.T) {
 // TestParityRawHTTP1 sends odd but valid (or refused) HTTP/1.1 requests on
 // a fresh connection (the lane) and on one the lane handed to net/http, and
 // asserts the same answer, each followed by a GET on the same connection
-// (a HEAD's answer must leave nothing behind).
+// (a HEAD's answer must leave nothing behind), or by the connection's end
+// after a refusal.
 func TestParityRawHTTP1(t *testing.T) {
 	p := newParityEnv(t)
 	const H = "Host: hello.test.local\r\n"
+	type refusal struct {
+		status int
+		detail string
+	}
 	// Refused framings get the guard's 400 problem naming the reason on
-	// both paths; "close" in them makes the loop expect the connection's
-	// end, which follows any refusal.
-	refused := map[string]string{
-		"POST /echo HTTP/1.1\r\n" + H + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n": "both Content-Length and Transfer-Encoding",
-		"POST /echo HTTP/1.1\r\n" + H + "Content-Length : 3\r\nConnection: close\r\n\r\nabc":                                    "whitespace between a header field name and its colon",
+	// both paths, and the heads net/http refuses itself (the lane hands
+	// them to it) a problem with net/http's status and reason.
+	malformed := refusal{400, "the request head is malformed"}
+	refused := map[string]refusal{
+		"POST /echo HTTP/1.1\r\n" + H + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n": {400, "both Content-Length and Transfer-Encoding"},
+		"POST /echo HTTP/1.1\r\n" + H + "Content-Length : 3\r\n\r\nabc":                                    {400, "whitespace between a header field name and its colon"},
+		"GET /echo HTTP/1.1\r\nHost: hello.test.local bad\r\n\r\n":                                         {400, "malformed Host header"},
+		"GET /echo HTTP/1.1\r\nUser-Agent: parity/1\r\n\r\n":                                               {400, "missing required Host header"},
+		"GET /echo HTTP/1.1\r\n" + H + "X(A: 1\r\n\r\n":                                                    malformed,
+		"GET /echo HTTP/1.1\r\n" + H + "X-A: a\x01b\r\n\r\n":                                               malformed,
+		"GET /echo HTTP/1.1\r\n" + H + "NoColon\r\n\r\n":                                                   malformed,
+		"GET /echo HTTP/2.0\r\n" + H + "\r\n":                                                              {505, "unsupported protocol version"},
+		"GET /echo HTTP/1.1\r\n" + H + "X-Big: " + strings.Repeat("b", 76<<10) + "\r\n\r\n":                {431, "the request head is over the listener's limit"},
 	}
 	reqs := []string{
 		"GET /echo HTTP/1.1\r\n" + H + "X-A: a\r\n b\r\n\r\n",
@@ -519,7 +532,8 @@ func TestParityRawHTTP1(t *testing.T) {
 				readRaw(t, br, "POST")
 			}
 			method, _, _ := strings.Cut(req, " ")
-			closing := strings.Contains(req, "close")
+			want, isRefused := refused[req]
+			closing := isRefused || strings.Contains(req, "close")
 			send := req
 			if !closing {
 				send += rawReq(parityReq{method: "GET", host: "hello.test.local", target: "/healthz"})
@@ -528,9 +542,9 @@ func TestParityRawHTTP1(t *testing.T) {
 			r := readRaw(t, br, method)
 			r.normalize()
 			out[i] = fmt.Sprintf("%d %v %s", r.Status, r.Header, r.Body)
-			if detail, ok := refused[req]; ok {
-				if r.Status != 400 || r.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.Body, `"detail":"`+detail+`"`) {
-					t.Errorf("via %s: %q answered %s, want a 400 problem %q", via, req, out[i], detail)
+			if isRefused {
+				if r.Status != want.status || r.Header.Get("Content-Type") != problem.ContentType || !strings.Contains(r.Body, `"detail":"`+want.detail+`"`) {
+					t.Errorf("via %s: %.100q answered %s, want a %d problem %q", via, req, out[i], want.status, want.detail)
 				}
 			}
 			if closing {
@@ -544,7 +558,7 @@ func TestParityRawHTTP1(t *testing.T) {
 			c.Close()
 		}
 		if out[0] != out[1] {
-			t.Errorf("%q:\nlane:     %s\nnet/http: %s", req, out[0], out[1])
+			t.Errorf("%.200q:\nlane:     %s\nnet/http: %s", req, out[0], out[1])
 		}
 	}
 }

@@ -106,9 +106,10 @@ func startTLSHost(t *testing.T, r *running, id, app string, cert tls.Certificate
 	runHost(t, r, "one", id, app, "tls", ln, h)
 }
 
-// Desync framings are refused on the https listener too, with 400 and a
-// closed connection, whether the lane reads the connection first or
-// net/http alone does (DESIGN §2 step 4); an honest chunked request still
+// Desync framings are refused on the https listener too, with a 400
+// problem and a closed connection, whether the lane reads the connection
+// first or net/http alone does (DESIGN §2 step 4), as is a head net/http
+// refuses itself; an honest chunked request still
 // reaches the host, which sees it came over TLS.
 func TestFramingRefusedOnHTTPSListener(t *testing.T) {
 	for _, fastPath := range []bool{true, false} {
@@ -142,6 +143,7 @@ func TestFramingRefusedOnHTTPSListener(t *testing.T) {
 				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
 				"POST /smuggle HTTP/1.1\r\nHost: hello.test.local\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+				"GET /smuggle HTTP/1.1\r\nHost: hello.test.local bad\r\n\r\n", // net/http refuses it itself
 			} {
 				if out := exchange(raw); !strings.HasPrefix(out, "HTTP/1.1 400") || !strings.Contains(out, "Content-Type: application/problem+json") {
 					t.Errorf("%q: got %q, want a 400 problem", raw, out)
