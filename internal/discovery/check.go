@@ -71,7 +71,10 @@ func (d *Discovery) verifyHost(ctx context.Context, id string) {
 	now := d.opts.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e = d.hosts[id]; e == nil {
+	if d.hosts[id] != e {
+		// Removed meanwhile, and maybe announced afresh: a new entry's gen
+		// starts over, so only its identity tells this check was of other
+		// claims.
 		return
 	}
 	e.verifying = false
@@ -189,8 +192,8 @@ func (d *Discovery) probe(ctx context.Context, id string) {
 	now := d.opts.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e = d.hosts[id]; e == nil {
-		return
+	if d.hosts[id] != e {
+		return // removed meanwhile; see verifyHost
 	}
 	e.probing = false
 	if e.gen != gen {

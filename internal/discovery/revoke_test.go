@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/discovery"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 	tu "github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -79,4 +82,76 @@ func TestRevocationNotUndoneByInFlightCheck(t *testing.T) {
 		}
 		return time.Now().After(deadline)
 	}, "")
+}
+
+// heldChallenger answers challenges as id at its own address, signing with
+// k (nil: refuses), but holds the first one until release is called;
+// held receives when it starts holding.
+func heldChallenger(t *testing.T, id string, k ed25519.PrivateKey) (addr string, held <-chan struct{}, release func()) {
+	t.Helper()
+	h := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	var once, first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req host.ChallengeRequest
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+			http.Error(w, "bad", 400)
+			return
+		}
+		first.Do(func() {
+			h <- struct{}{}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+			}
+		})
+		if k == nil {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, id, addr, req.Nonce, req.Gateway)})
+	}))
+	addr = srv.Listener.Addr().String()
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(srv.Close)
+	t.Cleanup(release) // before Close, which waits for the held handler
+	return addr, h, release
+}
+
+// A check that outlives its entry (removed after host_ttl while its
+// challenge hung) must not land on the entry announced afresh under the
+// same id: a new entry's claims were never challenged, whatever the old
+// check proved.
+func TestCheckOfRemovedEntryIgnored(t *testing.T) {
+	// One worker: the old check's result is handled before the next check
+	// starts, so that start tells the test the result has landed.
+	e := start(t, "", func(o *discovery.Options) {
+		o.Workers, o.HostTTL, o.VerifyTimeout = 1, 500*time.Millisecond, 10*time.Second
+	})
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	honest, honestHeld, release := heldChallenger(t, "web-1", k)
+	e.publish(host.KindAnnounce, announce("web-1", honest, pub, "hello"))
+	select {
+	case <-honestHeld:
+	case <-time.After(5 * time.Second):
+		t.Fatal("check did not reach the host")
+	}
+	// No heartbeat: the entry is removed while its check hangs.
+	tu.WaitFor(t, 5*time.Second, func() bool { _, ok := e.d.Host("web-1"); return !ok }, "not removed after host_ttl")
+
+	// Announced afresh with the enrolled key at an address whose holder
+	// has no key; its own check is held too, so it cannot overwrite what
+	// the old one leaves.
+	forged, forgedHeld, _ := heldChallenger(t, "web-1", nil)
+	e.publish(host.KindAnnounce, announce("web-1", forged, pub, "hello"))
+	release()
+	select {
+	case <-forgedHeld: // the old check's result has been handled
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new claims were not checked")
+	}
+	if hi := e.info("web-1"); e.routable("hello", "web-1") || hi.State != route.HostProvisional || !hi.VerifiedAt.IsZero() {
+		t.Fatalf("the old check verified the new claims: %+v", hi)
+	}
 }
