@@ -35,6 +35,21 @@ func reason(err error) string {
 	return verify.Reason(err)
 }
 
+// notEnrolled reports whether err says the enrolment refuses the claims,
+// which no retry can change until an operator enrols them.
+//
+// Anyone may announce on the bus, and heartbeat what they announced, so a
+// host that never verified is forgotten on such a failure rather than kept
+// until host_ttl: entries for made-up ids must not pile up. Forgetting
+// costs a real host enrolled later one heartbeat interval: its next
+// heartbeat is answered "announce" and it announces again. A host that
+// once verified keeps its entry, and its LastError in the API after a
+// revocation, as before: there is at most one such entry per enrolled id,
+// so no bus client can multiply them.
+func notEnrolled(err error) bool {
+	return errors.Is(err, errUnenrolled) || errors.Is(err, errKeyMismatch) || errors.Is(err, errAppNotAllowed)
+}
+
 // work runs queued verifications and probes until ctx ends.
 func (d *Discovery) work(ctx context.Context) {
 	for {
@@ -92,6 +107,10 @@ func (d *Discovery) verifyHost(ctx context.Context, id string) {
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
 		d.m.failures.WithLabelValues(reason(err)).Inc()
 		d.opts.Logger.Warn("discovery: host verification failed", "host_id", id, "addr", ann.Addr, "reason", reason(err), "err", err)
+		if e.verifiedAt.IsZero() && notEnrolled(err) {
+			d.removeLocked(id, e, "never verified, and not enrolled as announced")
+			return
+		}
 		if p := e.proven; p != nil {
 			// New claims failed: keep the proven ones, and prove them again
 			// now (the host may really have moved).

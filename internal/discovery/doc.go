@@ -10,6 +10,9 @@
 //	verification passes               -> verified (routable)
 //	verification fails               -> provisional with LastError, retried
 //	                                    after a back-off or on re-announce
+//	enrolment refuses a host that never verified (unenrolled, key_mismatch,
+//	app_not_allowed)                  -> removed at once; its next heartbeat is
+//	                                    answered "announce"
 //	no heartbeat for MissedHeartbeats intervals, or an active probe fails
 //	                                  -> unhealthy; back to verified on recovery
 //	signed, fresh leave               -> draining (no new requests; the proxy

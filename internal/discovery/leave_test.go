@@ -198,8 +198,11 @@ func TestLeaveMustBeSignedByTheHost(t *testing.T) {
 func TestLeaveForUnverifiedHostIgnored(t *testing.T) {
 	e := start(t, "", nil)
 	k, pub := newKey(t)
-	// Not enrolled: announced, never verified.
-	cs := newChallengeServer(t, "web-1", k)
+	kOther, _ := newKey(t)
+	// Enrolled, but its challenge is answered with another key: announced,
+	// never verified.
+	e.keys.enrol("web-1", pub, "hello")
+	cs := newChallengeServer(t, "web-1", kOther)
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").LastError != "" }, "verification did not fail")
 	ts := time.Now().Unix()

@@ -100,11 +100,12 @@ func TestBusClientCannotEnrolItself(t *testing.T) {
 	t.Cleanup(func() { hcancel(); <-done; srv.Close() })
 
 	startHost(t, r, "good", "victim", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "good") }))
+	// evil is refused as unenrolled, and forgotten until it announces again.
 	testutil.WaitFor(t, 10*time.Second, func() bool {
-		e, ok := r.hostInfo(t, "evil")
-		return ok && e.LastError != "" && len(r.g.Live().Load().Pool("victim")) == 1
+		_, m := mgmtGet(t, r.g.Addrs().Management, "/metrics")
+		return strings.Contains(m, `gatehouse_host_verification_failures_total{reason="unenrolled"}`) && len(r.g.Live().Load().Pool("victim")) == 1
 	}, "the announces were not both handled")
-	if e, _ := r.hostInfo(t, "evil"); e.State == route.HostVerified || e.LastError == "" {
+	if e, ok := r.hostInfo(t, "evil"); ok && e.State == route.HostVerified {
 		t.Fatalf("evil: state %s, last error %q: want refused", e.State, e.LastError)
 	}
 	for range 4 {
