@@ -60,23 +60,46 @@ func (d *Discovery) work(ctx context.Context) {
 			if j.probe {
 				d.probe(ctx, j.id)
 			} else {
-				d.verifyHost(ctx, j.id)
+				d.verifyHost(ctx, d.take(j.id))
 			}
+		case <-d.pendingc:
+			d.verifyHost(ctx, d.takePending())
 		}
 	}
 }
 
-func (d *Discovery) verifyHost(ctx context.Context, id string) {
+// started is a verification a worker has taken: the entry, and the
+// claims and gen it is checking.
+type started struct {
+	id  string
+	e   *entry
+	ann host.Announce
+	pub ed25519.PublicKey
+	gen uint64
+}
+
+// startLocked marks e as being verified (so it is not evicted meanwhile).
+func (e *entry) startLocked(id string) *started {
+	e.queued, e.verifying = false, true
+	return &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen}
+}
+
+// take starts the verification of host id; nil if it is not tracked.
+func (d *Discovery) take(id string) *started {
 	d.mu.Lock()
-	e := d.hosts[id]
-	if e == nil {
-		d.mu.Unlock()
+	defer d.mu.Unlock()
+	if e := d.hosts[id]; e != nil {
+		return e.startLocked(id)
+	}
+	return nil
+}
+
+// verifyHost runs s, if not nil, and applies its result.
+func (d *Discovery) verifyHost(ctx context.Context, s *started) {
+	if s == nil {
 		return
 	}
-	e.queued, e.verifying = false, true
-	ann, pub, gen := e.ann, e.pub, e.gen
-	d.mu.Unlock()
-
+	id, e, ann, pub, gen := s.id, s.e, s.ann, s.pub, s.gen
 	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
 	err := d.check(vctx, ann, pub)
 	cancel()
@@ -125,6 +148,7 @@ func (d *Discovery) verifyHost(ctx context.Context, id string) {
 			e.proven = nil
 			d.markLocked(id) // publish the new claims
 		}
+		d.unprovenDoneLocked(e)
 		if !e.verified {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
 		}

@@ -1,9 +1,15 @@
 package discovery_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/discovery"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	tu "github.com/gatehouse-dev/gatehouse/internal/testutil"
@@ -31,5 +37,93 @@ func TestHostEnrolledAfterItsFirstAnnounce(t *testing.T) {
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable once enrolled")
 	if hi := e.info("web-1"); hi.State != route.HostVerified || hi.LastError != "" {
 		t.Fatalf("info %+v", hi)
+	}
+}
+
+// flood announces n made-up host ids from a bus client without
+// credentials, and heartbeats them, over and over until the returned stop
+// is called. Each round ends with a heartbeat for an unknown id, whose
+// "announce" reply says the gateway has handled the round: the flood runs
+// as fast as the gateway takes it, without piling up in its subscription
+// (which would hold up every host's messages alike, a different matter).
+func flood(t *testing.T, hostURL string, n int) (stop func()) {
+	t.Helper()
+	nc, err := nats.Connect(hostURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pub := newKey(t)
+	var anns, hbs [][]byte
+	for i := range n {
+		id := fmt.Sprintf("bogus-%d", i)
+		a, _ := json.Marshal(announce(id, "127.0.0.1:1", pub, "hello"))
+		hb, _ := json.Marshal(heartbeat(id, 0))
+		anns, hbs = append(anns, a), append(hbs, hb)
+	}
+	end, _ := json.Marshal(heartbeat("bogus-end-of-round", 0))
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			for i := range anns {
+				nc.Publish(host.AnnounceSubject(cluster), anns[i])
+				nc.Publish(host.HeartbeatSubject(cluster), hbs[i])
+			}
+			if _, err := nc.Request(host.HeartbeatSubject(cluster), end, 10*time.Second); err != nil {
+				t.Errorf("flood: the gateway did not take a round: %v", err)
+				return
+			}
+			select {
+			case <-quit:
+				return
+			default:
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done; nc.Close() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// An anonymous client announces 3000 made-up host ids and keeps
+// announcing and heartbeating them. The hosts that never verified stay
+// within their cap, a tenth of MaxHosts; a real, enrolled host that comes
+// up during the flood is verified and routed within a bounded time, and,
+// verified, is never evicted for the flood's ids.
+func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	const maxHosts, maxUnverified = 100, 10
+	e := start(t, gatewayURL, func(o *discovery.Options) {
+		o.MaxHosts = maxHosts
+		o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second // a busy machine must not make the host miss heartbeats
+	})
+	bounded := func(verified int) {
+		if n := len(e.d.Hosts()); n > maxUnverified+verified {
+			t.Fatalf("%d hosts tracked, want at most %d never verified and %d verified", n, maxUnverified, verified)
+		}
+	}
+	stop := flood(t, hostURL, 3000)
+	tu.WaitFor(t, 10*time.Second, func() bool { bounded(0); return e.failures("unenrolled") >= 3000 }, "flood not under way")
+
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	began := time.Now()
+	runHost(t, hostURL, "web-1", k, []string{"hello"})
+	tu.WaitFor(t, 10*time.Second, func() bool { bounded(1); return e.routable("hello", "web-1") }, "enrolled host not routable during the flood")
+	t.Logf("routable %v after starting, %v evictions", time.Since(began).Round(time.Millisecond), e.dropped("too_many_unverified"))
+
+	// Verified, it stays, however many more made-up ids come.
+	evicted := e.dropped("too_many_unverified")
+	tu.WaitFor(t, 10*time.Second, func() bool {
+		bounded(1)
+		if !e.routable("hello", "web-1") {
+			t.Fatal("the flood took the verified host out")
+		}
+		return e.dropped("too_many_unverified") >= evicted+3000
+	}, "flood did not go on")
+	stop()
+	if d := e.dropped("too_many_hosts"); d != 0 {
+		t.Fatalf("%v announces dropped as too_many_hosts", d)
 	}
 }

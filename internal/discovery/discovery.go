@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"container/list"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -33,13 +34,20 @@ type Discovery struct {
 	drops *dropLog
 	ran   atomic.Bool
 
-	queue  chan job      // verifications and probes for the workers
-	flushc chan struct{} // wakes the flusher; capacity 1
+	queue    chan job      // verifications and probes of hosts that verified once
+	pendingc chan struct{} // wakes a worker for d.pending; capacity 1
+	flushc   chan struct{} // wakes the flusher; capacity 1
+
+	maxUnproven int // the cap on d.unproven, see unproven.go
 
 	mu      sync.Mutex
 	hosts   map[string]*entry
 	dirty   map[string]struct{} // ids whose published host must be rebuilt or deleted
 	busDown bool                // the sweeper saw the bus disconnected
+	// unproven holds the entries that never verified, in the order of
+	// their first announce; pending those of them waiting for a worker,
+	// in the order they were queued. Both hold *entry (see unproven.go).
+	unproven, pending list.List
 }
 
 type job struct {
@@ -74,6 +82,11 @@ type entry struct {
 
 	queued, verifying, probing bool
 	state                      route.HostState // as last computed and counted in metrics
+
+	// unproven is e's element in Discovery.unproven until e first
+	// verifies, and pending its element in Discovery.pending while it
+	// waits there for a check; nil otherwise.
+	unproven, pending *list.Element
 }
 
 func (e *entry) compute() route.HostState {
@@ -103,13 +116,15 @@ func New(opts Options) (*Discovery, error) {
 		return nil, fmt.Errorf("discovery: metrics: %w", err)
 	}
 	return &Discovery{
-		opts:   opts,
-		m:      m,
-		drops:  newDropLog(opts.Logger),
-		queue:  make(chan job, queueSize),
-		flushc: make(chan struct{}, 1),
-		hosts:  map[string]*entry{},
-		dirty:  map[string]struct{}{},
+		opts:        opts,
+		m:           m,
+		drops:       newDropLog(opts.Logger),
+		queue:       make(chan job, queueSize),
+		pendingc:    make(chan struct{}, 1),
+		flushc:      make(chan struct{}, 1),
+		maxUnproven: maxUnproven(opts.MaxHosts),
+		hosts:       map[string]*entry{},
+		dirty:       map[string]struct{}{},
 	}, nil
 }
 
@@ -215,10 +230,16 @@ func (d *Discovery) markLocked(id string) {
 	}
 }
 
-// enqueueLocked queues a verification unless one is already queued. When
-// the queue is full the sweeper retries at its next tick.
+// enqueueLocked queues a verification unless one is already queued. A
+// host that never verified waits in d.pending, which its cap bounds; the
+// others in d.queue, and when that is full the sweeper retries at its next
+// tick.
 func (d *Discovery) enqueueLocked(id string, e *entry) {
 	if e.queued {
+		return
+	}
+	if e.unproven != nil {
+		d.pendLocked(e)
 		return
 	}
 	select {
@@ -369,10 +390,15 @@ func (d *Discovery) sweep(now time.Time) {
 }
 
 func (d *Discovery) removeLocked(id string, e *entry, why string) {
+	d.deleteLocked(id, e)
+	d.opts.Logger.Info("discovery: host removed", "host_id", id, "why", why)
+}
+
+func (d *Discovery) deleteLocked(id string, e *entry) {
 	d.m.move(e.state, "")
 	delete(d.hosts, id)
+	d.unprovenDoneLocked(e)
 	d.markLocked(id)
-	d.opts.Logger.Info("discovery: host removed", "host_id", id, "why", why)
 }
 
 // handle is the subscription callback: parse, update, queue; never block.
@@ -429,12 +455,11 @@ func (d *Discovery) announce(a host.Announce) {
 	defer d.mu.Unlock()
 	e := d.hosts[a.HostID]
 	if e == nil {
-		if len(d.hosts) >= d.opts.MaxHosts {
-			d.m.dropped.WithLabelValues("too_many_hosts").Inc()
-			d.drops.warn(now, "too_many_hosts", "discovery: dropped announce: host limit reached", "host_id", a.HostID, "max_hosts", d.opts.MaxHosts)
+		if !d.makeRoomLocked(now, a.HostID) {
 			return
 		}
 		e = &entry{health: new(route.Health)}
+		e.unproven = d.unproven.PushBack(e)
 		d.hosts[a.HostID] = e
 		d.opts.Logger.Info("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
 	}

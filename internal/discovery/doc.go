@@ -28,6 +28,11 @@
 // keeps its proven claims, so a forged announce on the bus can neither
 // route to an address the key holder does not hold nor take a host out.
 //
+// Hosts that never verified, which anyone on the bus can make up, are held
+// to a tenth of MaxHosts and checked from a list of their own; a new one
+// beyond that evicts the oldest of them, so they can delay a real host but
+// never lock it out, nor displace a host that verified (unproven.go).
+//
 // A leave drains a host only when its sig verifies under the key the host
 // is routed by and its ts is within a minute of the gateway's clock and not
 // older than the announce the host is routed by. Anything else (unsigned,

@@ -12,6 +12,7 @@ import (
 //	gatehouse_host_verification_failures_total{reason}  counter: unenrolled, key_mismatch,
 //	    app_not_allowed, bad_claim, unreachable, timeout, bad_response, bad_signature, other
 //	gatehouse_host_messages_dropped_total{reason}       counter: oversized, malformed, unknown_subject, too_many_hosts,
+//	    too_many_unverified (a never-verified host's announce, forgotten for a newer one),
 //	    unsigned_leave, bad_signature, stale_leave (a leave that may not drain its host)
 type metrics struct {
 	hosts    *prometheus.GaugeVec

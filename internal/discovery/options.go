@@ -52,8 +52,11 @@ type Options struct {
 	VerifyTimeout time.Duration
 	// Workers bounds concurrent verifications and probes. Zero means 16.
 	Workers int
-	// MaxHosts bounds how many hosts are tracked; announces of new hosts
-	// beyond it are dropped and counted. Zero means 100000.
+	// MaxHosts bounds how many hosts are tracked. Hosts that never
+	// verified are also held to a tenth of it (at least 1): a new host
+	// beyond either bound evicts the one of them announced first, and is
+	// dropped and counted only when every tracked host has verified (see
+	// unproven.go). Zero means 100000.
 	MaxHosts int
 	// Logger receives dropped messages (at most 10 lines per reason a
 	// minute, see doc.go) and verification results. Nil discards.
