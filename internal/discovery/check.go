@@ -129,9 +129,13 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		e.lastErr = err.Error()
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
 		d.m.failures.WithLabelValues(reason(err)).Inc()
-		d.opts.Logger.Warn("discovery: host verification failed", "host_id", id, "addr", ann.Addr, "reason", reason(err), "err", err)
-		if e.verifiedAt.IsZero() && notEnrolled(err) {
-			d.removeLocked(id, e, "never verified, and not enrolled as announced")
+		// A bus client can cause these at will (a made-up id, a forged
+		// announce), so they are bounded like dropped messages.
+		forget := e.verifiedAt.IsZero() && notEnrolled(err)
+		d.fails.warn(now, reason(err), "discovery: host verification failed",
+			"host_id", id, "addr", ann.Addr, "reason", reason(err), "err", err, "forgotten", forget)
+		if forget {
+			d.deleteLocked(id, e)
 			return
 		}
 		if p := e.proven; p != nil {

@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -90,12 +91,16 @@ func flood(t *testing.T, hostURL string, n int) (stop func()) {
 // announcing and heartbeating them. The hosts that never verified stay
 // within their cap, a tenth of MaxHosts; a real, enrolled host that comes
 // up during the flood is verified and routed within a bounded time, and,
-// verified, is never evicted for the flood's ids.
+// verified, is never evicted for the flood's ids. The log stays bounded
+// however many ids the flood makes up.
 func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
 	gatewayURL, hostURL := startGatewayBus(t)
 	const maxHosts, maxUnverified = 100, 10
+	var logs tu.SyncBuffer
+	began := time.Now()
 	e := start(t, gatewayURL, func(o *discovery.Options) {
 		o.MaxHosts = maxHosts
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second // a busy machine must not make the host miss heartbeats
 	})
 	bounded := func(verified int) {
@@ -108,10 +113,10 @@ func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
 
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
-	began := time.Now()
+	hostStart := time.Now()
 	runHost(t, hostURL, "web-1", k, []string{"hello"})
 	tu.WaitFor(t, 10*time.Second, func() bool { bounded(1); return e.routable("hello", "web-1") }, "enrolled host not routable during the flood")
-	t.Logf("routable %v after starting, %v evictions", time.Since(began).Round(time.Millisecond), e.dropped("too_many_unverified"))
+	t.Logf("routable %v after starting, %v evictions", time.Since(hostStart).Round(time.Millisecond), e.dropped("too_many_unverified"))
 
 	// Verified, it stays, however many more made-up ids come.
 	evicted := e.dropped("too_many_unverified")
@@ -125,5 +130,18 @@ func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
 	stop()
 	if d := e.dropped("too_many_hosts"); d != 0 {
 		t.Fatalf("%v announces dropped as too_many_hosts", d)
+	}
+
+	// Two reasons (unenrolled, too_many_unverified), each its burst and
+	// one line per 6 s; a summary each; web-1's own line.
+	lines := map[string]int{}
+	total := 0
+	for _, m := range logLines(t, logs.String()) {
+		lines[m["msg"].(string)]++
+		total++
+	}
+	bound := 2*(logBurst+1+int(time.Since(began)/(6*time.Second))) + 2 + 1
+	if total > bound {
+		t.Fatalf("%d log lines for a flood of %v made-up ids, want at most %d: %v", total, e.failures("unenrolled")+e.dropped("too_many_unverified"), bound, lines)
 	}
 }

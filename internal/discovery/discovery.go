@@ -31,7 +31,8 @@ const queueSize = 16384
 type Discovery struct {
 	opts  Options
 	m     *metrics
-	drops *dropLog
+	drops *dropLog // dropped bus messages
+	fails *dropLog // failed verifications
 	ran   atomic.Bool
 
 	queue    chan job      // verifications and probes of hosts that verified once
@@ -118,7 +119,8 @@ func New(opts Options) (*Discovery, error) {
 	return &Discovery{
 		opts:        opts,
 		m:           m,
-		drops:       newDropLog(opts.Logger),
+		drops:       newDropLog(opts.Logger, dropsNotLogged),
+		fails:       newDropLog(opts.Logger, failuresNotLogged),
 		queue:       make(chan job, queueSize),
 		pendingc:    make(chan struct{}, 1),
 		flushc:      make(chan struct{}, 1),
@@ -341,6 +343,7 @@ func (d *Discovery) sweeper(ctx context.Context) {
 			now := d.opts.Now()
 			d.sweep(now)
 			d.drops.summarize(now)
+			d.fails.summarize(now)
 		}
 	}
 }
@@ -461,7 +464,9 @@ func (d *Discovery) announce(a host.Announce) {
 		e = &entry{health: new(route.Health)}
 		e.unproven = d.unproven.PushBack(e)
 		d.hosts[a.HostID] = e
-		d.opts.Logger.Info("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
+		// Debug: anyone can make one of these per made-up id. A host
+		// that proves itself logs "host verified" with the same fields.
+		d.opts.Logger.Debug("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
 	}
 	if !sameClaims(e.ann, a) {
 		if e.verified {

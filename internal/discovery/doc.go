@@ -45,6 +45,10 @@
 // reason logs 10 lines at once and then one every 6 s (10 a minute), and
 // the sweeper writes one summary, at most once a minute, of how many lines
 // each reason held back ("discovery: dropped bus messages not logged").
+// Failed verifications, which a made-up id or a forged announce causes at
+// will, are logged through buckets of their own, per failure reason, with
+// their own summary ("discovery: host verification failures not logged"),
+// and a new host's announce only at debug level.
 //
 // While the gateway's own bus connection is down, missing heartbeats say
 // nothing about hosts: staleness and removal are suspended and resume with

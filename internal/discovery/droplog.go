@@ -22,10 +22,19 @@ const (
 	dropLogEvery = dropLogRefill / dropLogBurst // one token
 )
 
-// dropLog writes the warnings for dropped bus messages through a token
-// bucket per reason. Its methods may be called concurrently.
+// Summaries of the lines held back, one per dropLog.
+const (
+	dropsNotLogged    = "discovery: dropped bus messages not logged"
+	failuresNotLogged = "discovery: host verification failures not logged"
+)
+
+// dropLog writes the warnings for dropped bus messages (or for other
+// events a bus client can cause at will, such as failed verifications)
+// through a token bucket per reason. Its methods may be called
+// concurrently.
 type dropLog struct {
-	logger *slog.Logger
+	logger     *slog.Logger
+	summaryMsg string // dropsNotLogged or failuresNotLogged
 
 	mu      sync.Mutex
 	buckets map[string]*dropBucket // by reason, a fixed set
@@ -39,8 +48,8 @@ type dropBucket struct {
 	suppressed int64     // lines held back since the last summary
 }
 
-func newDropLog(l *slog.Logger) *dropLog {
-	return &dropLog{logger: l, buckets: map[string]*dropBucket{}}
+func newDropLog(l *slog.Logger, summaryMsg string) *dropLog {
+	return &dropLog{logger: l, summaryMsg: summaryMsg, buckets: map[string]*dropBucket{}}
 }
 
 // warn logs msg and args as a warning unless reason's bucket is empty, in
@@ -106,5 +115,5 @@ func (l *dropLog) summarize(now time.Time) {
 	from := l.from
 	l.from, l.summary = time.Time{}, now
 	l.mu.Unlock()
-	l.logger.Warn("discovery: dropped bus messages not logged", slog.Group("suppressed", counts...), "since", from)
+	l.logger.Warn(l.summaryMsg, slog.Group("suppressed", counts...), "since", from)
 }

@@ -47,7 +47,7 @@ func TestDropLogBucket(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := newDropLog(slog.New(slog.DiscardHandler))
+			l := newDropLog(slog.New(slog.DiscardHandler), dropsNotLogged)
 			t0 := time.Unix(1700000000, 0)
 			for i, s := range c.steps {
 				got := 0
@@ -69,7 +69,7 @@ func TestDropLogBucket(t *testing.T) {
 // and says nothing when nothing was held back.
 func TestDropLogSummary(t *testing.T) {
 	var buf bytes.Buffer
-	l := newDropLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	l := newDropLog(slog.New(slog.NewJSONHandler(&buf, nil)), dropsNotLogged)
 	t0 := time.Unix(1700000000, 0)
 	summaries := func() []map[string]any {
 		var out []map[string]any
