@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // TestDNSBusyClosesListeners: when dns.addr is taken, over UDP or over
@@ -20,7 +22,7 @@ func TestDNSBusyClosesListeners(t *testing.T) {
 			busy := occupy(t, network)
 			cfg := testConfig(t)
 			cfg.DNS.Addr = busy
-			cfg.Management.Addr, cfg.HTTP.Addr, cfg.HTTPS.Addr = freeAddr(t), freeAddr(t), freeAddr(t)
+			cfg.Management.Addr, cfg.HTTP.Addr, cfg.HTTPS.Addr = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 			g, err := New(cfg, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -75,16 +77,4 @@ func occupy(t *testing.T, network string) string {
 	}
 	t.Fatal("no TCP port on 127.0.0.1 with its UDP port free")
 	return ""
-}
-
-// freeAddr returns a TCP address on 127.0.0.1 that was free a moment ago,
-// so the test knows which ports the gateway binds.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
