@@ -125,7 +125,6 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		e.nextVerify = now.Add(d.opts.HeartbeatInterval)
 		return
 	case err != nil:
-		e.undrain = false // a leaving host fails here: it stays drained
 		e.verified = false
 		e.lastErr = err.Error()
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
@@ -156,12 +155,6 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		d.unprovenDoneLocked(e)
 		if !e.verified {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
-		}
-		if e.undrain {
-			// Checked after an announce that came while draining: the
-			// host is back (a restart) and proved it.
-			e.draining, e.undrain = false, false
-			d.opts.Logger.Info("discovery: host back from draining", "host_id", id, "addr", ann.Addr)
 		}
 		e.verified = true
 		e.verifiedAt = now

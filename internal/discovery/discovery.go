@@ -74,14 +74,10 @@ type entry struct {
 	lastErr    string
 	nextVerify time.Time
 
-	lastHB   time.Time
-	inflight int64
-	stale    bool // no heartbeat for MissedHeartbeats intervals
-	draining bool
-	// undrain says an announce arrived while draining: a verification
-	// that passes for a later gen ends the drain. Announces are
-	// unsigned, so one alone must not (see announce).
-	undrain   bool
+	lastHB    time.Time
+	inflight  int64
+	stale     bool // no heartbeat for MissedHeartbeats intervals
+	draining  bool
 	probeFail bool
 	nextProbe time.Time
 
@@ -379,11 +375,6 @@ func (d *Discovery) sweep(now time.Time) {
 		e.stale = since > stale
 		d.updateLocked(id, e)
 		if e.draining {
-			// Only the check an announce asked for, retried if it could
-			// not run (bus down, queue full); nothing else while drained.
-			if e.undrain && !e.queued && !e.verifying && !now.Before(e.nextVerify) {
-				d.enqueueLocked(id, e)
-			}
 			continue
 		}
 		if !e.queued && !e.verifying && !now.Before(e.nextVerify) {
@@ -488,11 +479,7 @@ func (d *Discovery) announce(a host.Announce) {
 	e.ann, e.pub = a, pub
 	e.gen++
 	e.lastHB = now
-	e.stale, e.probeFail = false, false
-	// Anyone may republish a leaving host's announce: it stays drained
-	// until the verification queued below passes, which a restarted host
-	// does and a leaving one (503 to every challenge) does not.
-	e.undrain = e.draining
+	e.stale, e.draining, e.probeFail = false, false, false
 	e.nextProbe = time.Time{}
 	d.enqueueLocked(a.HostID, e)
 	d.updateLocked(a.HostID, e)
@@ -573,7 +560,7 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 		// Signed by an earlier life of the host, which has since announced.
 		return dropStaleLeave, fmt.Errorf("ts %d is older than the announce the host is routed by (ts %d)", l.TS, c.TS)
 	}
-	e.draining, e.undrain = true, false
+	e.draining = true
 	d.updateLocked(l.HostID, e)
 	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
 	return "", nil
