@@ -166,6 +166,7 @@ const (
 	whyCodingFields
 	whyCodingHTTP10
 	whyNameSpace
+	whyObsFold
 	nReasons
 )
 
@@ -177,6 +178,7 @@ var reasons = [nReasons]string{
 	whyCodingFields: "more than one Transfer-Encoding field",
 	whyCodingHTTP10: "Transfer-Encoding on an HTTP/1.0 request",
 	whyNameSpace:    "whitespace between a header field name and its colon",
+	whyObsFold:      "obsolete line folding of Content-Length or Transfer-Encoding",
 }
 
 // refusals holds each reason's whole answer, built once, so that refusing
@@ -388,28 +390,43 @@ func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 	if sp1 <= 0 || sp2 == sp1 {
 		return stPass, 0, passed
 	}
-	var http11 bool
-	switch string(line[sp2+1:]) {
-	case "HTTP/1.1":
-		http11 = true
-	case "HTTP/1.0":
-	default:
+	// net/http reads any "HTTP/1.<digit>" as HTTP/1, and from 1.1 up with
+	// 1.1's framing (chunked bodies): HTTP/1.2 must be tracked like 1.1,
+	// not passed, or a desync framing would get through under it.
+	vers := line[sp2+1:]
+	if len(vers) != len("HTTP/1.1") || !bytes.HasPrefix(vers, []byte("HTTP/1.")) || vers[7] < '0' || vers[7] > '9' {
 		return stPass, 0, passed // HTTP/2 prior knowledge, or not HTTP
 	}
+	http11 := vers[7] != '0'
 	if string(line[:sp1]) == http.MethodConnect {
 		return stPass, 0, passed
 	}
 	var cl, te []byte
 	var nCL, nTE int
 	var upgrade bool
+	var seen, framing bool // a field was read; the last one was CL or TE
 	for len(rest) > 0 {
 		line, rest = cutLine(rest)
 		if len(line) == 0 {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return stPass, 0, passed // obs-fold: net/http's to refuse
+			// obs-fold: net/http joins a folded line to the field before
+			// and reads the fields after it as usual, so the guard reads
+			// on too (it used to stop looking here, and a Transfer-Encoding
+			// after a fold got past it). A fold of Content-Length or
+			// Transfer-Encoding itself changes the framing under one
+			// parser and not another: refused (RFC 9112 §5.2 allows 400).
+			// A folded first line net/http refuses itself.
+			if !seen {
+				return stPass, 0, passed
+			}
+			if framing {
+				return 0, 0, whyObsFold
+			}
+			continue
 		}
+		seen = true
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
 			return stPass, 0, passed
@@ -421,13 +438,16 @@ func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 			return 0, 0, whyNameSpace
 		}
 		value = bytes.Trim(value, " \t")
+		framing = false
 		switch {
 		case httpwire.EqualFold(name, "Content-Length"):
+			framing = true
 			if nCL > 0 && !bytes.Equal(value, cl) {
 				return 0, 0, whyLengths
 			}
 			cl, nCL = value, nCL+1
 		case httpwire.EqualFold(name, "Transfer-Encoding"):
+			framing = true
 			te, nTE = value, nTE+1
 		case httpwire.EqualFold(name, "Upgrade"):
 			upgrade = true

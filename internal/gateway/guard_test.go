@@ -81,6 +81,13 @@ func TestGuardRefusesDesync(t *testing.T) {
 		{"bad content-length", head + "Content-Length: +3\r\n\r\nabc", "invalid Content-Length"},
 		{"space before colon", head + "Content-Length : 3\r\n\r\nabc", "whitespace between a header field name and its colon"},
 		{"tab before colon", head + "Transfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n", "whitespace between a header field name and its colon"},
+		// net/http reads HTTP/1.2 with 1.1's framing: it is no way past.
+		{"both framings on HTTP/1.2", "POST /a HTTP/1.2\r\nHost: hello.apps.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
+		// net/http joins a folded line; the fields after it are read all
+		// the same, so the fold must not end the guard's look.
+		{"obs-fold before both framings", head + "Content-Length: 5\r\nX: a\r\n b\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
+		{"folded content-length", head + "Content-Length: 5\r\n 0\r\n\r\nabcde", "obsolete line folding of Content-Length or Transfer-Encoding"},
+		{"folded transfer-encoding", head + "Transfer-Encoding: chunked\r\n\t, gzip\r\n\r\n0\r\n\r\n", "obsolete line folding of Content-Length or Transfer-Encoding"},
 		{"second request refused", "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
 		// net/http answers OPTIONS * without a handler: the refusal after
 		// it is still known as the guard's.
