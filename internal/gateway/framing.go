@@ -345,7 +345,13 @@ func (f *framer) feedLine(b []byte) []byte {
 		f.state = stPass
 		return b[i+1:]
 	}
-	size, _, _ := bytes.Cut(line[:len(line)-2], []byte(";"))
+	// net/http trims trailing blanks off the line before it cuts the
+	// extension, and takes up to 16 hex digits: a line it reads and the
+	// guard did not would end the guard's look at the connection.
+	size, _, _ := bytes.Cut(bytes.TrimRight(line[:len(line)-2], " \t"), []byte(";"))
+	for len(size) > 15 && size[0] == '0' {
+		size = size[1:] // leading zeros change nothing; ParseChunkSize takes 15 digits
+	}
 	n, ok := httpwire.ParseChunkSize(size)
 	switch {
 	case !ok:

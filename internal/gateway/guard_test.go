@@ -66,6 +66,7 @@ func TestGuardRefusesDesync(t *testing.T) {
 	}))
 	addr := guardedGateway(t, e)
 	const head = "POST /a HTTP/1.1\r\nHost: hello.apps.test\r\n"
+	const first = "POST /first HTTP/1.1\r\nHost: hello.apps.test\r\nTransfer-Encoding: chunked\r\n\r\n"
 	const (
 		both   = "both Content-Length and Transfer-Encoding"
 		coding = "unknown transfer coding"
@@ -88,6 +89,10 @@ func TestGuardRefusesDesync(t *testing.T) {
 		{"obs-fold before both framings", head + "Content-Length: 5\r\nX: a\r\n b\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
 		{"folded content-length", head + "Content-Length: 5\r\n 0\r\n\r\nabcde", "obsolete line folding of Content-Length or Transfer-Encoding"},
 		{"folded transfer-encoding", head + "Transfer-Encoding: chunked\r\n\t, gzip\r\n\r\n0\r\n\r\n", "obsolete line folding of Content-Length or Transfer-Encoding"},
+		// Chunk lines net/http reads must not end the guard's look at the
+		// connection: the request after them is still checked.
+		{"after a chunk size with a trailing blank", first + "5 \r\nhello\r\n0\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
+		{"after a 16-digit chunk size", first + "0000000000000005\r\nhello\r\n0\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
 		{"second request refused", "GET /first HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n" + head + "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", both},
 		// net/http answers OPTIONS * without a handler: the refusal after
 		// it is still known as the guard's.
@@ -132,7 +137,7 @@ func TestGuardRefusesDesync(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, s := range seen {
-				if s != "/first:" {
+				if !strings.HasPrefix(s, "/first:") {
 					t.Fatalf("host saw %q", seen)
 				}
 			}
