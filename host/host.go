@@ -65,9 +65,9 @@ type Host struct {
 	pub     string
 	running atomic.Bool
 	// leaving is set once Run has decided to leave, before the leave is
-	// published. A leaving host must never prove itself again: any
-	// gateway that checks it from then on (a re-verification, or a copy
-	// of our announce that anyone may republish) must find it gone.
+	// published. Announces are unsigned, so anyone may republish ours
+	// after we leave; a challenge answer is what would bring us back
+	// into rotation, and a leaving host must never give one again.
 	leaving atomic.Bool
 }
 
@@ -255,8 +255,8 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.leaving.Load() {
-		// The gateways drain us on our leave; an answer now would tell
-		// one that checks us again that we are still here to route to.
+		// The gateways drain us on our leave; an answer now would let a
+		// copy of our announce put us back while we shut down.
 		http.Error(w, "host: host is leaving", http.StatusServiceUnavailable)
 		return
 	}
