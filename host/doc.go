@@ -42,9 +42,7 @@
 // not older than the announce the host is routed by: anyone who may
 // publish on the bus could otherwise take any host out of rotation. A host
 // that sends an unsigned leave is taken out by its missed heartbeats
-// instead. Once Run starts to leave, the challenge handler answers 503:
-// announces are unsigned, and a copy of a leaving host's announce must not
-// win it a challenge that would undo its drain.
+// instead.
 //
 // Keys are PKCS#8 PEM ("PRIVATE KEY"), the format of
 // `openssl genpkey -algorithm ed25519`; public keys travel as standard
