@@ -156,7 +156,13 @@ func TestLeaveMustBeSignedByTheHost(t *testing.T) {
 	if e.live.Load() != tbl {
 		t.Fatal("a refused leave republished the table")
 	}
-	if got := strings.Count(logs.String(), `msg="discovery: refused leave" host_id=web-1 reason=`); got != len(cases) {
+	// The counter moves just before the line is written: wait for the
+	// last line rather than read the log at once.
+	refusedLines := func() int {
+		return strings.Count(logs.String(), `msg="discovery: refused leave" host_id=web-1 reason=`)
+	}
+	tu.WaitFor(t, 5*time.Second, func() bool { return refusedLines() >= len(cases) }, "refused-leave log lines")
+	if got := refusedLines(); got != len(cases) {
 		t.Fatalf("%d refused-leave log lines naming host and reason, want %d:\n%s", got, len(cases), logs.String())
 	}
 
