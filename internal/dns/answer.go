@@ -117,15 +117,16 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	return resp
 }
 
-// metaType reports whether t is OPT or in the range RFC 6895 §3.1 keeps
-// for meta-types and QTYPEs (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA…): no
-// record of such a type exists to be looked up. It is the one list of
+// metaType reports whether t is 0, OPT or in the range RFC 6895 §3.1
+// keeps for meta-types and QTYPEs (TKEY, TSIG, IXFR, AXFR, MAILB, MAILA…):
+// no record of such a type exists to be looked up. Type 0 is reserved and
+// never allocated (RFC 6895 §3.1: it marks SIG(0)), so it is one of them. It is the one list of
 // the types gatehouse will not look up: [Answer] answers them
 // [metaRcode], the forwarder never relays them, and the resolve API
 // refuses them ([ParseQuestion]). ANY is the exception: it is answered
 // with every record at the name, over UDP and TCP and by the resolve API.
 func metaType(t uint16) bool {
-	return t == mdns.TypeOPT || (t >= 128 && t <= 255 && t != mdns.TypeANY)
+	return t == mdns.TypeNone || t == mdns.TypeOPT || (t >= 128 && t <= 255 && t != mdns.TypeANY)
 }
 
 // metaRcode is the answer to a question for a [metaType].
@@ -136,7 +137,7 @@ func metaType(t uint16) bool {
 // RFC 5936 §5 leaves who may transfer to the server's policy. An empty
 // NOERROR would read as a transfer of nothing.
 //
-// Every other one gets FORMERR. OPT, TSIG and TKEY are meta-types (RFC
+// Every other one gets FORMERR, type 0 included. OPT, TSIG and TKEY are meta-types (RFC
 // 6895 §3.1): records of one message's transaction, never held at a name
 // (RFC 6891 §6.1.1: OPT "MUST NOT be cached, forwarded, or stored"), so a
 // question asking for one is not a question the server can interpret,

@@ -360,6 +360,8 @@ func TestMetaTypeQueries(t *testing.T) {
 		{"example.org.", mdns.TypeMAILB, mdns.RcodeFormatError, ""},
 		{"hello.apps.example.com.", 128, mdns.RcodeFormatError, ""},
 		{"example.org.", 200, mdns.RcodeFormatError, ""},
+		{"hello.apps.example.com.", mdns.TypeNone, mdns.RcodeFormatError, ""},
+		{"example.org.", mdns.TypeNone, mdns.RcodeFormatError, ""},
 		// Unchanged: the data types on either side of the range, and ANY.
 		{"hello.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, "A 127.0.0.1"},
 		{"_gatehouse-challenge.shop.apps.example.com.", mdns.TypeTXT, mdns.RcodeSuccess, `TXT "tok123"`},

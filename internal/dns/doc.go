@@ -5,7 +5,8 @@
 // name under {name} that has none of its own. A name outside every zone
 // gets REFUSED: the gateway is not an open resolver. A zone transfer
 // (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
-// TSIG, TKEY, the rest of 128-254 but ANY) FORMERR, for every name: the
+// TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0 FORMERR,
+// for every name: the
 // resolve API refuses the same types ([ParseQuestion]).
 //
 // Recursion is the operator's opt-in, for the platform only: with a

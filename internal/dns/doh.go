@@ -58,7 +58,7 @@ func ParseQuestion(name, typ string) (DoHQuestion, error) {
 	}
 	if t, ok := mdns.StringToType[strings.ToUpper(typ)]; ok {
 		q.Type = t
-	} else if t, err := strconv.ParseUint(typ, 10, 16); err == nil && t > 0 {
+	} else if t, err := strconv.ParseUint(typ, 10, 16); err == nil {
 		q.Type = uint16(t)
 	} else {
 		return DoHQuestion{}, fmt.Errorf("dns: type %q is not a DNS type (A, AAAA, CNAME, TXT, SOA, NS… or a number)", typ)

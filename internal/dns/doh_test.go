@@ -41,6 +41,7 @@ func TestParseQuestionTypes(t *testing.T) {
 		{"128", 0, `"128" is NXNAME (128)`},
 		{"200", 0, `"200" is TYPE200 (200)`},
 		{"254", 0, `"254" is MAILA (254)`},
+		{"0", 0, `"0" is None (0)`},
 	} {
 		q, err := ParseQuestion("x.apps.example.com", tc.typ)
 		switch {
