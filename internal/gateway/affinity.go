@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/proxy"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -224,7 +225,8 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 		case a.outcome == outcomeMoveOn && (replayable(r) || a.unsent && !body.touched()):
 			// Serve here; failover (if it comes to that) skips the owner.
 			g.log.Debug("gateway: owner cannot serve, serving locally", "app", rq.Match.App.ID, "owner", owner, "err", a.err)
-			g.serveLocal(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, owner)), rq, next)
+			tried := ownerTried{id: owner, noHost: a.status == http.StatusServiceUnavailable}
+			g.serveLocal(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, tried)), rq, next)
 		case a.outcome == outcomeMoveOn:
 			// A write that may have reached the owner: never replayed.
 			writeUpstreamError(w, a.err)
@@ -322,9 +324,15 @@ func (w *localWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (w *localWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ownerTriedKey marks a request the affinity layer already forwarded to
-// its owner (the value is the owner's id), so failover does not try it
+// its owner (the value is an ownerTried), so failover does not try it
 // twice.
 type ownerTriedKey struct{}
+
+// ownerTried is how the owner answered a request it could not serve.
+type ownerTried struct {
+	id     string
+	noHost bool // it answered 503: no host there
+}
 
 // failover is the proxy's Fallback (DESIGN §5.2): the local attempt could
 // not serve the request (no routable host, or every host unreachable)
@@ -333,7 +341,11 @@ type ownerTriedKey struct{}
 // the one cluster deadline; the first peer answer below 500 is returned
 // with X-Failover-Cluster. It returns false, leaving the proxy's own
 // 502/503, for writes, forwarded requests (one hop), and when no peer
-// answered below 500.
+// answered below 500 — except that the proxy's 503 (no host here) becomes
+// 502 when a cluster tried could have had one: DESIGN §5.2 keeps 503 for
+// no host anywhere, so it is answered only when every peer tried said 503
+// too. A peer that answered another 5xx has hosts that failed, and one
+// that could not be reached may have hosts: that is "no peer available".
 func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) bool {
 	st := &g.clusters
 	rq := route.RequestFrom(r.Context())
@@ -345,14 +357,16 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		return false
 	}
 	app := rq.Match.App.ID
-	tried, _ := r.Context().Value(ownerTriedKey{}).(string)
+	tried, ownerWasTried := r.Context().Value(ownerTriedKey{}).(ownerTried)
+	hostElsewhere := ownerWasTried && !tried.noHost
 	for _, peer := range set.Failover(set.Owner(app, st.hash)) {
-		if peer.ID == tried {
+		if ownerWasTried && peer.ID == tried.id {
 			continue
 		}
 		a := g.tryPeer(w, r, rq, peer, true)
 		if a.outcome == outcomeMoveOn {
 			g.log.Debug("gateway: failover peer skipped", "app", app, "cluster", peer.ID, "err", a.err)
+			hostElsewhere = hostElsewhere || a.status != http.StatusServiceUnavailable
 			continue
 		}
 		if a.outcome == outcomeServed {
@@ -360,6 +374,10 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 			g.log.Debug("gateway: failed over", "app", app, "cluster", peer.ID, "cause", cause)
 		}
 		g.finishAttempt(w, rq, a)
+		return true
+	}
+	if hostElsewhere && errors.Is(cause, proxy.ErrNoHost) {
+		problem.Write(w, http.StatusBadGateway, "no cluster could serve this app")
 		return true
 	}
 	return false
@@ -399,6 +417,7 @@ type peerAttempt struct {
 	outcome  outcome
 	err      error
 	unsent   bool // a connect failure: the peer got nothing
+	status   int  // the 5xx a skipped peer answered; 0 when it did not answer
 }
 
 type peerAttemptKey struct{}
@@ -549,6 +568,7 @@ func modifyPeerResponse(res *http.Response) error {
 		return errDeadline
 	}
 	if res.StatusCode >= 500 && a.retry {
+		a.status = res.StatusCode
 		return fmt.Errorf("%w: %s answered %d", errSkip, a.peer.ID, res.StatusCode)
 	}
 	wh := a.w.Header()

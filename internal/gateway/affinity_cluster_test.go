@@ -557,3 +557,50 @@ func TestForwardDeadlineOwnerNotReading(t *testing.T) {
 		t.Fatalf("504 after %s; want about the %s deadline", took, deadline)
 	}
 }
+
+// TestNoHostHereStatus: a GET for an app with no host in the cluster it
+// reached, that no peer could serve either, gets 503 only when no host
+// exists anywhere (every cluster tried answered 503), and 502 when a
+// cluster tried has hosts that failed (DESIGN §5.2: "no peer available:
+// 502, or 503 when no host exists anywhere"). Both with the request at the
+// owner and at a non-owner that forwarded to it first.
+func TestNoHostHereStatus(t *testing.T) {
+	tests := []struct {
+		name    string
+		via     string   // the cluster the client asks; ap owns the app
+		noHosts []string // clusters whose host is removed
+		broken  []string // clusters whose host answers 500
+		want    int
+	}{
+		{"at the owner, every peer's host failing", "ap", []string{"ap"}, []string{"eu", "us"}, http.StatusBadGateway},
+		{"at the owner, one peer's host failing", "ap", []string{"ap", "us"}, []string{"eu"}, http.StatusBadGateway},
+		{"at the owner, no host anywhere", "ap", threeIDs, nil, http.StatusServiceUnavailable},
+		{"via a peer, the owner's host failing", "us", []string{"us", "eu"}, []string{"ap"}, http.StatusBadGateway},
+		{"via a peer, no host anywhere", "us", threeIDs, nil, http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := startClusters(t, clusterSetup{ids: threeIDs})
+			cl := clClient(t)
+			app := ownedBy(t, "ap", threeIDs)
+			for _, id := range tt.noHosts {
+				cs[id].b.DeleteHost(id + "-h1")
+			}
+			for _, id := range tt.broken {
+				cs[id].host.mode.Store(host500)
+			}
+			res, body := send(t, cl, cs[tt.via], http.MethodGet, app, "/page", nil)
+			if res.StatusCode != tt.want || res.Header.Get(cluster.HeaderFailover) != "" {
+				t.Fatalf("GET via %s = %d %q (failover %q), want %d", tt.via, res.StatusCode, body, res.Header.Get(cluster.HeaderFailover), tt.want)
+			}
+			if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type %q, want application/problem+json", ct)
+			}
+			for _, id := range tt.broken {
+				if n := len(cs[id].host.requests()); n != 1 {
+					t.Errorf("%s's host saw %d requests, want 1", id, n)
+				}
+			}
+		})
+	}
+}
