@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +54,9 @@ func TestHTTPSPassthroughAndTerminate(t *testing.T) {
 	cert, pool := selfSigned(t, "vault.test.local")
 	// The tls host answers the gateway's challenge over TLS with the same
 	// certificate, and serves the app's own HTTPS.
+	var vaultHits atomic.Int32
 	startTLSHost(t, r, "vault-1", "vault", cert, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		vaultHits.Add(1)
 		io.WriteString(w, "plaintext only the host saw")
 	}))
 	startHost(t, r, "web-1", "web", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "terminated") }))
@@ -92,6 +95,43 @@ func TestHTTPSPassthroughAndTerminate(t *testing.T) {
 	}
 	if resp.TLS.PeerCertificates[0].Equal(cert.Leaf) || resp.TLS.PeerCertificates[0].Subject.CommonName == "vault.test.local" {
 		t.Fatal("the gateway served the passthrough host's certificate")
+	}
+
+	// The passthrough app's name on a connection the gateway terminated for
+	// web (a client reusing a connection, HTTP/1.1 or HTTP/2): 421, and
+	// neither its host nor any other saw the request or its cookie.
+	hits := vaultHits.Load()
+	for _, proto := range []string{"http/1.1", "h2"} {
+		tr := &http.Transport{
+			TLSClientConfig:   &tls.Config{ServerName: "web.test.local", InsecureSkipVerify: true, NextProtos: []string{proto}},
+			ForceAttemptHTTP2: proto == "h2",
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
+			},
+		}
+		req, _ := http.NewRequest(http.MethodGet, "https://web.test.local/", nil)
+		req.Host = "vault.test.local"
+		req.Header.Set("Cookie", "session=vault-secret")
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s: vault's Host on web's connection = %d %q, want 421 problem+json", proto, resp.StatusCode, b)
+		}
+		if got := resp.Proto; (proto == "h2") != (got == "HTTP/2.0") {
+			t.Fatalf("%s: answered over %s", proto, got)
+		}
+	}
+	if vaultHits.Load() != hits {
+		t.Fatal("the passthrough host saw a request the gateway terminated")
+	}
+	// Its own connection still reaches the host.
+	if _, body := get("vault.test.local", &tls.Config{RootCAs: pool}); body != "plaintext only the host saw" {
+		t.Fatalf("passthrough after the 421s: %q", body)
 	}
 }
 

@@ -250,6 +250,32 @@ func TestSuspendedAndRetired503(t *testing.T) {
 	}
 }
 
+// TestPassthroughApp421: a request for a passthrough app that reaches the
+// L7 path (a reused TLS connection terminated for another name, or
+// plaintext) gets 421 with nothing sent to any host, its cookies included.
+func TestPassthroughApp421(t *testing.T) {
+	e := newEnv(t, nil)
+	e.b.PutApp(&route.App{ID: "vault", Mode: route.ModePassthrough, Status: route.StatusActive})
+	var hits atomic.Int32
+	seen := func(http.ResponseWriter, *http.Request) { hits.Add(1) }
+	// A tls host (what a passthrough app has) and, so that a proxy attempt
+	// would have somewhere to go, an http one.
+	e.addHost("vault-tls", "vault", "tls", "tls://127.0.0.1:1")
+	e.backend("vault-http", "vault", http.HandlerFunc(seen))
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		res := e.do(m, "vault.apps.test", "/", http.Header{"Cookie": {"session=secret"}}, nil)
+		wantProblem(t, res, http.StatusMisdirectedRequest)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("a passthrough app's request reached a host %d times", hits.Load())
+	}
+	// An http app is served as before.
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hi") }))
+	if res := e.get("hello.apps.test", "/"); res.StatusCode != 200 || readBody(t, res) != "hi" {
+		t.Fatalf("hello: %d", res.StatusCode)
+	}
+}
+
 func TestUnreachable502(t *testing.T) {
 	e := newEnv(t, nil)
 	e.addHost("dead", "hello", "http", deadURL(t))

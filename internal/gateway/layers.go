@@ -398,6 +398,14 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // route reads the Host against one table snapshot: an app goes on down
 // the chain, api.{zone} to the API, anything else gets 404. A suspended
 // or retired app answers 503 here, with no failover.
+//
+// A passthrough app answers 421 Misdirected Request, before anything is
+// sent anywhere: its host terminates TLS itself and the gateway never
+// handles its plaintext (DESIGN §3). Such a request reaches this layer on
+// a connection the gateway terminated for another name (an HTTP/2 or
+// HTTP/1.1 client reusing a connection whose certificate also covers the
+// app's name) or in plaintext; 421 is what tells a client to retry on a
+// connection of its own, which the https listener then pipes by SNI.
 func (g *Gateway) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := route.RequestFrom(r.Context())
@@ -411,6 +419,10 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			case route.StatusRetired:
 				problem.Write(w, http.StatusServiceUnavailable, "this app is retired")
 			default:
+				if rq.Match.App.Mode == route.ModePassthrough {
+					problem.Write(w, http.StatusMisdirectedRequest, "this app is served only over TLS passthrough: connect with TLS and this name as SNI")
+					return
+				}
 				next.ServeHTTP(w, r)
 			}
 		case route.KindAPI:
