@@ -80,7 +80,7 @@ type started struct {
 
 // startLocked marks e as being verified (so it is not evicted meanwhile).
 func (e *entry) startLocked(id string) *started {
-	e.queued, e.verifying = false, true
+	e.queued, e.verifying, e.checkGen = false, true, e.gen
 	return &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen}
 }
 
@@ -115,7 +115,9 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		// claims.
 		return
 	}
-	e.verifying = false
+	if e.checkGen == gen {
+		e.verifying = false // else a later check is still in flight
+	}
 	if e.gen != gen {
 		return // re-announced meanwhile: a newer verification is queued
 	}

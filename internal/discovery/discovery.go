@@ -58,9 +58,13 @@ type job struct {
 
 // entry is one host's discovery record, guarded by Discovery.mu.
 type entry struct {
-	ann    host.Announce // apps sorted and unique
-	pub    ed25519.PublicKey
-	gen    uint64 // bumped by every announce and Reverify; a result for an older gen is dropped
+	ann host.Announce // apps sorted and unique
+	pub ed25519.PublicKey
+	// gen is bumped by an announce of other claims and by Reverify; a
+	// result for an older gen is dropped. An announce of the same claims
+	// leaves it alone: it changes nothing a check depends on, and anyone
+	// may repeat a host's announce faster than its challenge takes.
+	gen    uint64
 	health *route.Health
 
 	verified bool // the last verification for this gen passed
@@ -82,6 +86,7 @@ type entry struct {
 	nextProbe time.Time
 
 	queued, verifying, probing bool
+	checkGen                   uint64          // the gen of the last check started
 	state                      route.HostState // as last computed and counted in metrics
 
 	// unproven is e's element in Discovery.unproven until e first
@@ -468,22 +473,31 @@ func (d *Discovery) announce(a host.Announce) {
 		// that proves itself logs "host verified" with the same fields.
 		d.opts.Logger.Debug("discovery: host announced", "host_id", a.HostID, "addr", a.Addr, "apps", a.Apps)
 	}
-	if !sameClaims(e.ann, a) {
+	changed := !sameClaims(e.ann, a)
+	if changed {
 		if e.verified {
 			prev := e.ann
 			e.proven = &prev // keeps routing to these until a check decides
 		}
 		e.verified, e.lastErr = false, ""
+		e.gen++ // a check in flight is of other claims
 		d.markLocked(a.HostID)
 	}
 	e.ann, e.pub = a, pub
-	e.gen++
 	e.lastHB = now
 	e.stale, e.draining, e.probeFail = false, false, false
 	e.nextProbe = time.Time{}
-	d.enqueueLocked(a.HostID, e)
+	// Every announce is checked (DESIGN §4), but a check of these very
+	// claims already under way answers for this one too.
+	if changed || !e.checkingLocked() {
+		d.enqueueLocked(a.HostID, e)
+	}
 	d.updateLocked(a.HostID, e)
 }
+
+// checkingLocked reports whether a check of e's current claims is in
+// flight.
+func (e *entry) checkingLocked() bool { return e.verifying && e.checkGen == e.gen }
 
 func sameClaims(old, a host.Announce) bool {
 	return old.Addr == a.Addr && old.Scheme == a.Scheme && old.PublicKey == a.PublicKey && slices.Equal(old.Apps, a.Apps)
