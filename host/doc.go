@@ -38,11 +38,13 @@
 //
 // A leave carries sig, Ed25519 over [LeaveMessage] (host id and ts) by the
 // same key. Gateways drain a host only on a leave that verifies under the
-// key the host last proved, with a ts within a minute of their clock and
-// not older than the announce the host is routed by: anyone who may
-// publish on the bus could otherwise take any host out of rotation. A host
-// that sends an unsigned leave is taken out by its missed heartbeats
-// instead.
+// key the host last proved, with a ts within a minute of their clock,
+// newer than the last leave they accepted for the host id and not from
+// before the host's current run passed its challenge: anyone who may
+// publish on the bus could otherwise take any host out of rotation. Two
+// leaves of one key in one second are the same bytes, and the second is
+// refused as a replay. A host that sends an unsigned leave is taken out by
+// its missed heartbeats instead.
 //
 // Keys are PKCS#8 PEM ("PRIVATE KEY"), the format of
 // `openssl genpkey -algorithm ed25519`; public keys travel as standard

@@ -157,6 +157,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		d.unprovenDoneLocked(e)
 		if !e.verified {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
+			e.since = now
 		}
 		e.verified = true
 		e.verifiedAt = now

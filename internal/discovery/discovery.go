@@ -41,8 +41,14 @@ type Discovery struct {
 
 	maxUnproven int // the cap on d.unproven, see unproven.go
 
-	mu      sync.Mutex
-	hosts   map[string]*entry
+	mu    sync.Mutex
+	hosts map[string]*entry
+	// left holds the ts of the last leave accepted per host id, for as
+	// long as a leave that old is inside the clock window (the sweeper
+	// prunes it): a leave is accepted only if newer, so a captured one
+	// cannot be replayed. It outlives the entry, which host_ttl may
+	// remove within that window.
+	left    map[string]int64
 	dirty   map[string]struct{} // ids whose published host must be rebuilt or deleted
 	busDown bool                // the sweeper saw the bus disconnected
 	// unproven holds the entries that never verified, in the order of
@@ -75,6 +81,12 @@ type entry struct {
 	// route to an unproven address nor take the host out of rotation.
 	proven     *host.Announce
 	verifiedAt time.Time
+	// since is the gateway's clock when the claims the host is routed by
+	// passed a check after not being verified (first verification, new
+	// claims, recovery from a failed check): when this life of the host
+	// began, as far as the gateway can tell. Leaves are weighed against
+	// it (see leaveFloor).
+	since      time.Time
 	lastErr    string
 	nextVerify time.Time
 
@@ -131,6 +143,7 @@ func New(opts Options) (*Discovery, error) {
 		flushc:      make(chan struct{}, 1),
 		maxUnproven: maxUnproven(opts.MaxHosts),
 		hosts:       map[string]*entry{},
+		left:        map[string]int64{},
 		dirty:       map[string]struct{}{},
 	}, nil
 }
@@ -370,6 +383,11 @@ func (d *Discovery) sweep(now time.Time) {
 			e.lastHB = now
 		}
 	}
+	for id, ts := range d.left {
+		if ts < now.Unix()-int64(leaveWindow/time.Second) {
+			delete(d.left, id) // the clock window refuses its replays now
+		}
+	}
 	stale := time.Duration(d.opts.MissedHeartbeats) * d.opts.HeartbeatInterval
 	for id, e := range d.hosts {
 		since := now.Sub(e.lastHB)
@@ -518,8 +536,8 @@ func (d *Discovery) heartbeat(hb host.Heartbeat) bool {
 	return true
 }
 
-// leaveWindow is how far a leave's ts may be from the gateway's clock: a
-// captured leave replays for at most this long.
+// leaveWindow is how far a leave's ts may be from the gateway's clock,
+// either way: the hosts' clocks are trusted no further.
 const leaveWindow = 60 * time.Second
 
 // Reasons a leave is refused, as gatehouse_host_messages_dropped_total
@@ -570,12 +588,44 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	if skew := now.Unix() - l.TS; skew > w || skew < -w {
 		return dropStaleLeave, fmt.Errorf("ts %d is %ds off the gateway's clock (at most %s either way)", l.TS, skew, leaveWindow)
 	}
-	if l.TS < c.TS {
-		// Signed by an earlier life of the host, which has since announced.
-		return dropStaleLeave, fmt.Errorf("ts %d is older than the announce the host is routed by (ts %d)", l.TS, c.TS)
+	if last, ok := d.left[l.HostID]; ok && l.TS <= last {
+		return dropStaleLeave, fmt.Errorf("ts %d is not newer than the host's last leave (ts %d)", l.TS, last)
 	}
+	if floor := e.leaveFloor(); l.TS < floor {
+		return dropStaleLeave, fmt.Errorf("ts %d is older than the host's current run (from ts %d)", l.TS, floor)
+	}
+	d.left[l.HostID] = l.TS
 	e.draining = true
 	d.updateLocked(l.HostID, e)
 	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
 	return "", nil
+}
+
+// leaveFloor is the oldest ts a leave of the host's current run may carry.
+//
+// A leave is signed, but its ts is the host's clock and an announce is not
+// signed at all, so the rule must hold whatever announces anyone copies:
+//
+//   - Replays: a leave is accepted only if its ts is newer than the last
+//     leave accepted for the host (d.left). A captured leave, replayed
+//     within the clock window after the host came back, is refused
+//     whatever ts the announces carry.
+//   - The floor: the run the host is routed by began, on the gateway's
+//     clock, when its claims passed their check (e.since); any leave of it
+//     is signed later. The host's clock may be up to leaveWindow behind
+//     the gateway's, so the floor is its announce's ts (the host's own
+//     clock, and exact for an honest host) held within
+//     [since-leaveWindow, since]. Anyone may republish that announce with
+//     any ts: a huge one raises the floor to since, which refuses only a
+//     leave signed within the host's clock lag of its check; a tiny one
+//     lowers it to where the clock window already refuses.
+//
+// What neither rule refuses is a leave of an earlier run this gateway
+// never accepted (it was down, or the leave never reached it), replayed
+// within a minute of being signed against a host that came back within
+// that minute and whose announce someone copied with an old ts. Closing
+// that would take a signed announce.
+func (e *entry) leaveFloor() int64 {
+	since := e.since.Unix()
+	return min(max(e.routed().TS, since-int64(leaveWindow/time.Second)), since)
 }

@@ -34,10 +34,13 @@
 // never lock it out, nor displace a host that verified (unproven.go).
 //
 // A leave drains a host only when its sig verifies under the key the host
-// is routed by and its ts is within a minute of the gateway's clock and not
-// older than the announce the host is routed by. Anything else (unsigned,
-// another key, stale) changes nothing and is counted as dropped, so a bus
-// client without credentials cannot take a host out of rotation.
+// is routed by, its ts is within a minute of the gateway's clock, newer
+// than the last leave accepted for the host and not from before the
+// host's current run began (leaveFloor: the gateway's clock when its
+// claims passed, which an announce, being unsigned, can move by at most
+// the clock window). Anything else (unsigned, another key, stale, a
+// replay) changes nothing and is counted as dropped, so a bus client
+// without credentials cannot take a host out of rotation, nor keep it in.
 //
 // Every dropped message is counted in
 // gatehouse_host_messages_dropped_total, but its warning is rate-limited,

@@ -261,3 +261,14 @@ func runHost(t testing.TB, url, id string, k ed25519.PrivateKey, apps []string, 
 	t.Cleanup(stop)
 	return addr, stop
 }
+
+// handled returns once the gateway has handled every message nc sent
+// before: it asks about a host it does not know, and the gateway's answer
+// comes from the same subscription, in order.
+func (e *env) handled(nc *nats.Conn) {
+	e.t.Helper()
+	b, _ := json.Marshal(heartbeat("nobody-sync", 0))
+	if _, err := nc.Request(host.HeartbeatSubject(cluster), b, 5*time.Second); err != nil {
+		e.t.Fatalf("gateway did not answer a heartbeat of an unknown host: %v", err)
+	}
+}

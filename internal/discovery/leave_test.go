@@ -240,3 +240,79 @@ func TestLeaveOutsideClockWindow(t *testing.T) {
 	e.publish(host.KindLeave, signed(k, "web-1", now-30))
 	tu.WaitFor(t, 5*time.Second, func() bool { return !e.routable("hello", "web-1") }, "a leave 30 s old did not drain")
 }
+
+// Announces are unsigned, so what a leave must be newer than cannot be
+// read from them: a copy of a host's announce with any ts neither makes
+// its real leave stale nor lets a leave captured from its previous run
+// drain it again.
+func TestCopiedAnnounceCannotMoveTheLeaveRule(t *testing.T) {
+	cases := []struct {
+		name string
+		ts   int64 // of the copy
+	}{
+		{"ts far ahead", time.Now().AddDate(10, 0, 0).Unix()},
+		{"ts 1", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gatewayURL, hostURL := startGatewayBus(t)
+			e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
+			k, pub := newKey(t)
+			e.keys.enrol("web-1", pub, "hello")
+			anon := tu.Connect(t, hostURL)
+			leaves := make(chan *nats.Msg, 4)
+			sub, err := e.nc.ChanSubscribe(host.LeaveSubject(cluster), leaves)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := e.nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+
+			// The host's first run verifies and leaves; its leave is captured.
+			_, stop1 := runHost(t, hostURL, "web-1", k, []string{"hello"})
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "first run not routable")
+			stop1()
+			var captured host.Leave
+			select {
+			case m := <-leaves:
+				if err := json.Unmarshal(m.Data, &captured); err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("first run sent no leave")
+			}
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").State == route.HostDraining }, "first run's leave did not drain it")
+
+			// It comes back; anyone copies its announce with another ts.
+			addr2, stop2 := runHost(t, hostURL, "web-1", k, []string{"hello"})
+			tu.WaitFor(t, 5*time.Second, func() bool {
+				return e.routable("hello", "web-1") && e.info("web-1").Addr == addr2 && e.info("web-1").State == route.HostVerified
+			}, "second run not routable")
+			copied := announce("web-1", addr2, pub, "hello")
+			copied.TS = c.ts
+			b, _ := json.Marshal(copied)
+			if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+				t.Fatal(err)
+			}
+			e.handled(anon)
+
+			// The first run's leave, replayed within its minute, drains nothing.
+			e.refused(t, anon, captured, "stale_leave")
+
+			// The second run's own leave drains it. Two leaves of one key
+			// in one second are the same bytes, a replay for all anyone
+			// can tell: let the second come a second later.
+			tu.WaitFor(t, 2*time.Second, func() bool { return time.Now().Unix() > captured.TS }, "clock")
+			n := e.dropped("unsigned_leave") + e.dropped("bad_signature") + e.dropped("stale_leave")
+			stop2()
+			tu.WaitFor(t, 5*time.Second, func() bool {
+				return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1")
+			}, "second run's own leave did not drain it")
+			if m := e.dropped("unsigned_leave") + e.dropped("bad_signature") + e.dropped("stale_leave"); m != n {
+				t.Fatalf("the host's own leave was counted as refused (%v -> %v)", n, m)
+			}
+		})
+	}
+}
