@@ -34,6 +34,9 @@ type Discovery struct {
 	drops *dropLog // dropped bus messages
 	fails *dropLog // failed verifications
 	ran   atomic.Bool
+	// verifySig checks a leave's signature: ed25519.Verify, which tests
+	// watch to see d.mu is not held meanwhile.
+	verifySig func(pub ed25519.PublicKey, msg, sig []byte) bool
 
 	queue    chan job      // verifications and probes of hosts that verified once
 	pendingc chan struct{} // wakes a worker for d.pending; capacity 1
@@ -135,6 +138,7 @@ func New(opts Options) (*Discovery, error) {
 	}
 	return &Discovery{
 		opts:        opts,
+		verifySig:   ed25519.Verify,
 		m:           m,
 		drops:       newDropLog(opts.Logger, dropsNotLogged),
 		fails:       newDropLog(opts.Logger, failuresNotLogged),
@@ -564,26 +568,44 @@ func (d *Discovery) leave(l host.Leave) {
 
 // applyLeave drains l's host if l proves itself, else returns why not
 // (a dropped-messages reason, or "" when there is nothing to drain).
+//
+// The signature is checked without d.mu: anyone may send leaves at bus
+// speed, each costs an Ed25519 verification, and the workers, the flusher,
+// the sweeper and the API all wait for d.mu. What the check relied on (the
+// entry and its key) is looked at again once d.mu is held back.
 func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	if l.Sig == "" {
 		return dropUnsignedLeave, errors.New("leave has no sig")
 	}
 	sig, _ := base64.StdEncoding.DecodeString(l.Sig) // validated by ParseLeave
-	now := d.opts.Now()
+	msg := host.LeaveMessage(l.HostID, l.TS)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.hosts[l.HostID]
-	if e == nil || (!e.verified && e.proven == nil) {
-		return "", nil // no proven key, and nothing routed to drain
+	for tries := 1; ; tries++ {
+		pub := e.leaveKey()
+		if pub == nil {
+			return "", nil // no proven key, and nothing routed to drain
+		}
+		d.mu.Unlock()
+		ok := d.verifySig(pub, msg, sig)
+		d.mu.Lock()
+		e2 := d.hosts[l.HostID]
+		if e2 == e && pub.Equal(e.leaveKey()) {
+			if !ok {
+				return dropBadSignature, errors.New("sig does not verify under the host's proven key")
+			}
+			break
+		}
+		// Replaced, or it proved another key, meanwhile: check against
+		// what it holds now. Keys change only when a check passes, so
+		// this ends; the bound is for the worst case anyway.
+		if tries == 3 {
+			return dropBadSignature, errors.New("the host's proven key kept changing while the sig was checked")
+		}
+		e = e2
 	}
-	c := e.routed()
-	pub := e.pub
-	if c != &e.ann {
-		pub, _ = host.ParsePublicKey(c.PublicKey) // it verified, so it parses
-	}
-	if !ed25519.Verify(pub, host.LeaveMessage(l.HostID, l.TS), sig) {
-		return dropBadSignature, errors.New("sig does not verify under the host's proven key")
-	}
+	now := d.opts.Now()
 	w := int64(leaveWindow / time.Second)
 	if skew := now.Unix() - l.TS; skew > w || skew < -w {
 		return dropStaleLeave, fmt.Errorf("ts %d is %ds off the gateway's clock (at most %s either way)", l.TS, skew, leaveWindow)
@@ -599,6 +621,20 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	d.updateLocked(l.HostID, e)
 	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
 	return "", nil
+}
+
+// leaveKey is the key a leave for e must be signed by: the one of the
+// claims it is routed by, if they verified; nil if e is nil or none did.
+// Called with d.mu held.
+func (e *entry) leaveKey() ed25519.PublicKey {
+	if e == nil || (!e.verified && e.proven == nil) {
+		return nil
+	}
+	if c := e.routed(); c != &e.ann {
+		pub, _ := host.ParsePublicKey(c.PublicKey) // it verified, so it parses
+		return pub
+	}
+	return e.pub
 }
 
 // leaveFloor is the oldest ts a leave of the host's current run may carry.
