@@ -22,9 +22,11 @@
 // Every body is JSON of at most [MaxMessageSize] bytes; ts is unix seconds.
 // A heartbeat carries a NATS reply subject, an inbox under "_INBOX.": a
 // gateway that does not know the host (it started after the host
-// announced, or it forgot the host after host_ttl) answers on it, and the
-// host announces again. A reply subject outside "_INBOX." gets no answer. That answer
-// is the only message a gateway sends a host over the bus.
+// announced, or it forgot the host after host_ttl), or whose last check of
+// the host's claims failed (anyone may announce other claims in its name),
+// answers on it, the latter at most once a heartbeat interval, and the
+// host announces again. A reply subject outside "_INBOX." gets no answer.
+// That answer is the only message a gateway sends a host over the bus.
 //
 // A gateway then proves the host holds its key at the address it announced:
 // it POSTs a [ChallengeRequest] to {scheme}://{addr}[ChallengePath] and the

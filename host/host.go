@@ -125,7 +125,8 @@ func (h *Host) PublicKey() string { return h.pub }
 
 // Run announces the host, heartbeats every HeartbeatInterval, announces
 // again after every reconnect (and when a gateway that does not know the
-// host answers a heartbeat), and sends leave when ctx ends. It returns nil
+// host, or failed to verify it, answers a heartbeat), and sends leave when
+// ctx ends. It returns nil
 // once leave is sent (or could not be flushed, which is logged), or an
 // error if the connection is closed under it. Run may be called once.
 func (h *Host) Run(ctx context.Context) error {

@@ -128,6 +128,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		return
 	case err != nil:
 		e.verified = false
+		e.failed = !notEnrolled(err)
 		e.lastErr = err.Error()
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
 		d.m.failures.WithLabelValues(reason(err)).Inc()
@@ -144,7 +145,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			// New claims failed: keep the proven ones, and prove them again
 			// now (the host may really have moved).
 			e.proven = nil
-			e.ann, e.verified, e.nextVerify = *p, true, time.Time{}
+			e.ann, e.verified, e.failed, e.nextVerify = *p, true, false, time.Time{}
 			e.pub, _ = host.ParsePublicKey(p.PublicKey)
 			e.gen++
 			e.lastErr = "rejected new claims (addr " + ann.Addr + "): " + err.Error()
@@ -159,7 +160,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
 			e.since = now
 		}
-		e.verified = true
+		e.verified, e.failed = true, false
 		e.verifiedAt = now
 		e.lastErr = ""
 		e.nextVerify = now.Add(d.opts.Reverify)

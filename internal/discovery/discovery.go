@@ -92,6 +92,14 @@ type entry struct {
 	since      time.Time
 	lastErr    string
 	nextVerify time.Time
+	// failed says the last check of these claims failed for a reason an
+	// announce may mend (not an enrolment refusal). A forged announce of
+	// the same id at another address fails so, and the real host, whose
+	// claims it replaced, is then known here and would never be asked to
+	// announce again: its heartbeats are answered "announce" while this
+	// holds, at most once a heartbeat interval (asked).
+	failed bool
+	asked  time.Time
 
 	lastHB    time.Time
 	inflight  int64
@@ -452,11 +460,13 @@ func (d *Discovery) handle(m *nats.Msg) {
 			d.drop("malformed", m.Subject, err)
 			return
 		}
-		if !d.heartbeat(hb) && strings.HasPrefix(m.Reply, nats.InboxPrefix) {
-			// We do not know this host: ask it to announce, on its inbox
-			// only. The reply subject is the sender's choice and we publish
-			// with the gateway's full rights: anywhere else ($KV.…,
-			// $JS.API.…) a host could make us write what it may not.
+		// Ask the host to announce when we do not know it or its claims
+		// failed, on its inbox only. The reply subject is the sender's
+		// choice and we publish with the gateway's full rights: anywhere
+		// else ($KV.…, $JS.API.…) a host could make us write what it may
+		// not.
+		inbox := strings.HasPrefix(m.Reply, nats.InboxPrefix)
+		if d.heartbeat(hb, inbox) && inbox {
 			d.opts.Conn.Publish(m.Reply, []byte("announce"))
 		}
 	case host.KindLeave:
@@ -501,7 +511,7 @@ func (d *Discovery) announce(a host.Announce) {
 			prev := e.ann
 			e.proven = &prev // keeps routing to these until a check decides
 		}
-		e.verified, e.lastErr = false, ""
+		e.verified, e.lastErr, e.failed = false, "", false
 		e.gen++ // a check in flight is of other claims
 		d.markLocked(a.HostID)
 	}
@@ -525,18 +535,27 @@ func sameClaims(old, a host.Announce) bool {
 	return old.Addr == a.Addr && old.Scheme == a.Scheme && old.PublicKey == a.PublicKey && slices.Equal(old.Apps, a.Apps)
 }
 
-// heartbeat reports whether the host is known.
-func (d *Discovery) heartbeat(hb host.Heartbeat) bool {
+// heartbeat reports whether the host should be asked to announce: it is
+// not known, or its last check failed and it was not asked within a
+// heartbeat interval (canAsk: it can be, and will be, asked now). A
+// known host is asked at most that often, however many heartbeats anyone
+// sends for it.
+func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool) bool {
+	now := d.opts.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.hosts[hb.HostID]
 	if e == nil {
-		return false
+		return true
 	}
-	e.lastHB = d.opts.Now()
+	e.lastHB = now
 	e.inflight = hb.Inflight
 	e.stale = false
 	d.updateLocked(hb.HostID, e)
+	if !e.failed || !canAsk || now.Sub(e.asked) < d.opts.HeartbeatInterval {
+		return false
+	}
+	e.asked = now
 	return true
 }
 

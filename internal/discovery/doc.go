@@ -9,7 +9,11 @@
 //	announce (new or changed claims) -> provisional (published, never routed)
 //	verification passes               -> verified (routable)
 //	verification fails               -> provisional with LastError, retried
-//	                                    after a back-off or on re-announce
+//	                                    after a back-off or on re-announce;
+//	                                    unless the enrolment refused it, its
+//	                                    heartbeats are answered "announce"
+//	                                    (once an interval), since a forged
+//	                                    announce may have replaced its claims
 //	enrolment refuses a host that never verified (unenrolled, key_mismatch,
 //	app_not_allowed)                  -> removed at once; its next heartbeat is
 //	                                    answered "announce"

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/discovery"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	tu "github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -75,5 +78,78 @@ func TestRepeatedAnnounceDoesNotStarveVerification(t *testing.T) {
 	}
 	if challenges != 1 {
 		t.Fatalf("%d challenges for one set of claims, want 1", challenges)
+	}
+}
+
+// One announce of a new host's id and key at another address, while the
+// real host's first check is under way, replaces its claims and fails.
+// The real host is then known to the gateway, which used to leave its
+// heartbeats unanswered: it stayed provisional until it reconnected. Its
+// heartbeats are now answered "announce", and it gets in.
+func TestForgedAnnounceOfNewHostDoesNotHoldItBack(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	gk := &gatedKeys{held: make(chan struct{}, 1)}
+	e := start(t, gatewayURL, func(o *discovery.Options) {
+		gk.keys = o.Keys.(*keys)
+		o.Keys = gk
+		o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second
+	})
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	release := gk.hold()
+	addr, _ := runHost(t, hostURL, "web-1", k, []string{"hello"})
+	select {
+	case <-gk.held: // the real host's first check
+	case <-time.After(5 * time.Second):
+		t.Fatal("the real host was not checked")
+	}
+
+	anon := tu.Connect(t, hostURL)
+	forged := tu.FreeAddr(t) // nothing answers there
+	n := e.failures("unreachable")
+	b, _ := json.Marshal(announce("web-1", forged, pub, "hello"))
+	if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+		t.Fatal(err)
+	}
+	e.handled(anon)
+	close(release)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.failures("unreachable") > n }, "forged claims not checked")
+
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "real host not routable after a forged announce")
+	if hi := e.info("web-1"); hi.State != route.HostVerified || hi.Addr != addr || hi.LastError != "" {
+		t.Fatalf("info %+v", hi)
+	}
+}
+
+// A host whose check failed is asked to announce at most once a
+// heartbeat interval, however many heartbeats anyone sends for it.
+func TestFailedHostAskedAtMostOncePerInterval(t *testing.T) {
+	const every = time.Hour // one ask in the test's life
+	e := start(t, "", func(o *discovery.Options) { o.HeartbeatInterval, o.HostTTL = every, 4*every })
+	_, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	e.publish(host.KindAnnounce, announce("web-1", tu.FreeAddr(t), pub, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.failures("unreachable") > 0 }, "check did not fail")
+
+	inbox := nats.NewInbox()
+	replies := make(chan *nats.Msg, 1024)
+	sub, err := e.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	hb, _ := json.Marshal(heartbeat("web-1", 0))
+	for range 200 {
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: host.HeartbeatSubject(cluster), Reply: inbox, Data: hb}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.handled(e.nc)
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The sync heartbeat's answer came after any to these, on one connection.
+	if n := len(replies); n != 1 {
+		t.Fatalf("%d answers to 200 heartbeats of a failed host, want 1", n)
 	}
 }
