@@ -161,6 +161,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			e.since = now
 		}
 		e.verified, e.failed = true, false
+		e.provenKey = pub
 		e.verifiedAt = now
 		e.lastErr = ""
 		e.nextVerify = now.Add(d.opts.Reverify)

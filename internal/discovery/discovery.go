@@ -84,6 +84,11 @@ type entry struct {
 	// route to an unproven address nor take the host out of rotation.
 	proven     *host.Announce
 	verifiedAt time.Time
+	// provenKey is the key of the claims that last passed a check, nil
+	// until one does: a leave must be signed by it. It outlives a failed
+	// check, so a host whose re-check failed as it began to shut down is
+	// still drained by its leave.
+	provenKey ed25519.PublicKey
 	// since is the gateway's clock when the claims the host is routed by
 	// passed a check after not being verified (first verification, new
 	// claims, recovery from a failed check): when this life of the host
@@ -604,7 +609,7 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	for tries := 1; ; tries++ {
 		pub := e.leaveKey()
 		if pub == nil {
-			return "", nil // no proven key, and nothing routed to drain
+			return "", nil // never verified: no key to check it by, nothing routed
 		}
 		d.mu.Unlock()
 		ok := d.verifySig(pub, msg, sig)
@@ -642,18 +647,15 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	return "", nil
 }
 
-// leaveKey is the key a leave for e must be signed by: the one of the
-// claims it is routed by, if they verified; nil if e is nil or none did.
-// Called with d.mu held.
+// leaveKey is the key a leave for e must be signed by: the key of the
+// claims that last passed a check (the ones it is routed by, unless its
+// latest check failed); nil if e is nil or never verified. Called with
+// d.mu held.
 func (e *entry) leaveKey() ed25519.PublicKey {
-	if e == nil || (!e.verified && e.proven == nil) {
+	if e == nil {
 		return nil
 	}
-	if c := e.routed(); c != &e.ann {
-		pub, _ := host.ParsePublicKey(c.PublicKey) // it verified, so it parses
-		return pub
-	}
-	return e.pub
+	return e.provenKey
 }
 
 // leaveFloor is the oldest ts a leave of the host's current run may carry.

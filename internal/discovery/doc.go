@@ -37,12 +37,13 @@
 // beyond that evicts the oldest of them, so they can delay a real host but
 // never lock it out, nor displace a host that verified (unproven.go).
 //
-// A leave drains a host only when its sig verifies under the key the host
-// is routed by, its ts is within a minute of the gateway's clock, newer
-// than the last leave accepted for the host and not from before the
-// host's current run began (leaveFloor: the gateway's clock when its
-// claims passed, which an announce, being unsigned, can move by at most
-// the clock window). Anything else (unsigned, another key, stale, a
+// A leave drains a host that verified once only when its sig verifies
+// under the key it last proved (even if a later check failed, as one that
+// reaches a host shutting down may), its ts is within a minute of the
+// gateway's clock, newer than the last leave accepted for the host and
+// not from before the host's current run began (leaveFloor: the gateway's
+// clock when its claims passed, which an announce, being unsigned, can
+// move by at most the clock window). Anything else (unsigned, another key, stale, a
 // replay) changes nothing and is counted as dropped, so a bus client
 // without credentials cannot take a host out of rotation, nor keep it in.
 //

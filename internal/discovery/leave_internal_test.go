@@ -67,7 +67,7 @@ func TestLeaveSignatureCheckedOutsideTheLock(t *testing.T) {
 		{"the host proves another key meanwhile", func(d *Discovery) {
 			d.mu.Lock()
 			e := d.hosts["web-1"]
-			e.ann.PublicKey, e.pub = host.PublicKeyString(pub2), pub2
+			e.ann.PublicKey, e.pub, e.provenKey = host.PublicKeyString(pub2), pub2, pub2
 			d.mu.Unlock()
 		}, false, dropBadSignature},
 		{"the host is removed meanwhile", func(d *Discovery) {
