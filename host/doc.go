@@ -48,6 +48,11 @@
 // refused as a replay. A host that sends an unsigned leave is taken out by
 // its missed heartbeats instead.
 //
+// Once Run starts to leave, the challenge handler answers 503: announces
+// are unsigned, so anyone may republish a leaving host's announce, and a
+// gateway ends a drain only on a challenge that passes after it; a
+// leaving host must never pass one again.
+//
 // Keys are PKCS#8 PEM ("PRIVATE KEY"), the format of
 // `openssl genpkey -algorithm ed25519`; public keys travel as standard
 // base64 of the raw 32 bytes ([PublicKeyString]).

@@ -64,6 +64,11 @@ type Host struct {
 	opts    Options
 	pub     string
 	running atomic.Bool
+	// leaving is set once Run has decided to leave, before the leave is
+	// published. Announces are unsigned, so anyone may republish ours
+	// after we leave; a challenge answer is what would bring us back
+	// into rotation, and a leaving host must never give one again.
+	leaving atomic.Bool
 }
 
 // New validates opts and returns a Host. It starts nothing.
@@ -150,6 +155,7 @@ func (h *Host) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			h.leaving.Store(true)
 			h.leave()
 			return nil
 		case <-status:
@@ -218,8 +224,9 @@ func SignLeave(key ed25519.PrivateKey, hostID string, ts int64) string {
 // ChallengeHandler answers POST [ChallengePath]: a valid challenge for this
 // host id gets 200 and a [ChallengeResponse] signed for the configured
 // Addr. It answers 405 for other methods, 413 for a body over
-// [MaxChallengeSize], 400 for a malformed challenge and 404 for one meant
-// for another host id. It does not look at the request path.
+// [MaxChallengeSize], 400 for a malformed challenge, 404 for one meant
+// for another host id and, once Run has begun to leave, 503 for every
+// challenge. It does not look at the request path.
 func (h *Host) ChallengeHandler() http.Handler { return http.HandlerFunc(h.serveChallenge) }
 
 func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
@@ -246,6 +253,12 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.HostID != h.opts.HostID {
 		http.Error(w, "host: no such host id here", http.StatusNotFound)
+		return
+	}
+	if h.leaving.Load() {
+		// The gateways drain us on our leave; an answer now would let a
+		// copy of our announce put us back while we shut down.
+		http.Error(w, "host: host is leaving", http.StatusServiceUnavailable)
 		return
 	}
 	sig := SignChallenge(h.opts.Key, h.opts.HostID, h.opts.Addr, req.Nonce, req.Gateway)

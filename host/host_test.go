@@ -312,3 +312,70 @@ func TestRunReannouncesAfterReconnect(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// Announces are unsigned, so anyone may republish a host's after it
+// leaves; a leaving host must never answer a challenge again, or a
+// gateway would put it back into rotation while it shuts down. The
+// challenge is sent as soon as the leave is seen on the bus: by then the
+// host already refuses.
+func TestLeavingHostRefusesChallenges(t *testing.T) {
+	ns := testutil.StartBus(t)
+	nc := testutil.Connect(t, ns.ClientURL())
+	watch := testutil.Connect(t, ns.ClientURL())
+	h, _ := newTestHost(t, nc, nil)
+	srv := httptest.NewServer(h.Wrap(http.NotFoundHandler()))
+	defer srv.Close()
+	nonce := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, NonceSize))
+	challenge := func() (int, string) {
+		resp, err := http.Post(srv.URL+ChallengePath, "application/json",
+			strings.NewReader(`{"nonce":"`+nonce+`","gateway":"gw-1","host_id":"web-1","ts":1}`))
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	onLeave := make(chan answer, 1)
+	sub, err := watch.Subscribe(LeaveSubject("c1"), func(*nats.Msg) {
+		s, b := challenge()
+		onLeave <- answer{s, b}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	if s, b := challenge(); s != http.StatusOK || !strings.Contains(b, `"signature"`) {
+		t.Fatalf("running host: %d %q, want 200 with a signature", s, b)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var got []answer
+	select {
+	case a := <-onLeave:
+		got = append(got, a)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no leave")
+	}
+	s, b := challenge()
+	got = append(got, answer{s, b})
+	for i, a := range got {
+		if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "host is leaving") || strings.Contains(a.body, "signature") {
+			t.Errorf("challenge %d after leave: %d %q, want 503 \"host is leaving\" and no signature", i, a.status, a.body)
+		}
+	}
+}
