@@ -131,6 +131,15 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		e.failed = !notEnrolled(err)
 		e.lastErr = err.Error()
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
+		if e.draining && e.undrain {
+			if e.failed {
+				// A restarted host may fail its first check (its app not
+				// up yet): it is back within a few heartbeats.
+				e.nextVerify = now.Add(d.opts.HeartbeatInterval)
+			} else {
+				e.undrain = false // no retry mends an enrolment refusal
+			}
+		}
 		d.m.failures.WithLabelValues(reason(err)).Inc()
 		// A bus client can cause these at will (a made-up id, a forged
 		// announce), so they are bounded like dropped messages.
@@ -159,6 +168,13 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		if !e.verified {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
 			e.since = now
+		}
+		if e.draining && e.undrain {
+			// Announced since it left, and answered a challenge since: a
+			// new run of the host (one leaving answers none).
+			e.draining, e.undrain = false, false
+			e.since = now
+			d.opts.Logger.Info("discovery: host back from draining", "host_id", id, "addr", ann.Addr)
 		}
 		e.verified, e.failed = true, false
 		e.provenKey = pub

@@ -106,10 +106,18 @@ type entry struct {
 	failed bool
 	asked  time.Time
 
-	lastHB    time.Time
-	inflight  int64
-	stale     bool // no heartbeat for MissedHeartbeats intervals
-	draining  bool
+	lastHB   time.Time
+	inflight int64
+	stale    bool // no heartbeat for MissedHeartbeats intervals
+	draining bool
+	// undrain says something announced the host since it left: the next
+	// check that passes ends the drain (a restarted host answered), and
+	// until then the host is checked again every heartbeat interval
+	// while it heartbeats. Announces are unsigned, so one alone never
+	// ends a drain: a host that has begun to leave fails every challenge
+	// (the host package answers 503). Only an enrolment refusal, which no
+	// retry mends, or a newer leave clears it.
+	undrain   bool
 	probeFail bool
 	nextProbe time.Time
 
@@ -415,6 +423,9 @@ func (d *Discovery) sweep(now time.Time) {
 		e.stale = since > stale
 		d.updateLocked(id, e)
 		if e.draining {
+			if e.undrain && !e.stale && !e.queued && !e.checkingLocked() && !now.Before(e.nextVerify) {
+				d.enqueueLocked(id, e)
+			}
 			continue
 		}
 		if !e.queued && !e.verifying && !now.Before(e.nextVerify) {
@@ -522,7 +533,12 @@ func (d *Discovery) announce(a host.Announce) {
 	}
 	e.ann, e.pub = a, pub
 	e.lastHB = now
-	e.stale, e.draining, e.probeFail = false, false, false
+	e.stale, e.probeFail = false, false
+	if e.draining {
+		// Anyone may copy a leaving host's announce: it stays drained
+		// until a challenge passes (see undrain).
+		e.undrain = true
+	}
 	e.nextProbe = time.Time{}
 	// Every announce is checked (DESIGN §4), but a check of these very
 	// claims already under way answers for this one too.
@@ -541,10 +557,16 @@ func sameClaims(old, a host.Announce) bool {
 }
 
 // heartbeat reports whether the host should be asked to announce: it is
-// not known, or its last check failed and it was not asked within a
-// heartbeat interval (canAsk: it can be, and will be, asked now). A
-// known host is asked at most that often, however many heartbeats anyone
-// sends for it.
+// not known, or its last check failed or it is draining, and it was not
+// asked within a heartbeat interval (canAsk: it can be, and will be, asked
+// now). A known host is asked at most that often, however many heartbeats
+// anyone sends for it.
+//
+// A host stops heartbeating when it leaves, and its last heartbeats reach
+// us before its leave, on the same connection: a heartbeat of a draining
+// host is another run of it (or someone pretending), whose announce may
+// have come before the old run's leave, and which must announce again to
+// be checked and end the drain (see undrain).
 func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool) bool {
 	now := d.opts.Now()
 	d.mu.Lock()
@@ -557,7 +579,7 @@ func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool) bool {
 	e.inflight = hb.Inflight
 	e.stale = false
 	d.updateLocked(hb.HostID, e)
-	if !e.failed || !canAsk || now.Sub(e.asked) < d.opts.HeartbeatInterval {
+	if !(e.failed || e.draining) || !canAsk || now.Sub(e.asked) < d.opts.HeartbeatInterval {
 		return false
 	}
 	e.asked = now
@@ -576,11 +598,11 @@ const (
 	dropStaleLeave    = "stale_leave"
 )
 
-// leave drains a host on a leave signed by the key it is routed by. Anyone
+// leave drains a host on a leave signed by the key it last proved. Anyone
 // may publish on the leave subject (the embedded bus gives it to clients
 // without credentials), and a drained host stays out until it announces
-// again, which heartbeats do not make it do: an unchecked leave would be a
-// lasting denial of service of every app on the host.
+// and passes a challenge again: an unchecked leave would take any host
+// out of rotation at will, as often as anyone liked.
 func (d *Discovery) leave(l host.Leave) {
 	reason, err := d.applyLeave(l)
 	if reason == "" {
@@ -641,7 +663,17 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 		return dropStaleLeave, fmt.Errorf("ts %d is older than the host's current run (from ts %d)", l.TS, floor)
 	}
 	d.left[l.HostID] = l.TS
-	e.draining = true
+	if p := e.proven; p != nil {
+		// Claims announced since the host last proved itself were never
+		// shown to be its own, and it is going away: drop them.
+		e.ann, e.verified, e.proven = *p, true, nil
+		e.pub, _ = host.ParsePublicKey(p.PublicKey) // it verified, so it parses
+		d.markLocked(l.HostID)
+	}
+	e.draining, e.undrain = true, false
+	// A check in flight may have been answered before the host began to
+	// leave; its pass must not end the drain once something announces.
+	e.gen++
 	d.updateLocked(l.HostID, e)
 	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
 	return "", nil

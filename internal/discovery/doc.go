@@ -21,6 +21,12 @@
 //	                                  -> unhealthy; back to verified on recovery
 //	signed, fresh leave               -> draining (no new requests; the proxy
 //	                                    holds the in-flight ones)
+//	announce while draining           -> still draining, checked; a pass ends
+//	                                    the drain (a new run: a host that has
+//	                                    begun to leave answers no challenge),
+//	                                    a failure is retried every heartbeat
+//	                                    interval while it heartbeats; its
+//	                                    heartbeats are answered "announce"
 //	no heartbeat for HostTTL          -> removed
 //
 // A verification checks the enrolment first (the key for host_id must equal
