@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -30,9 +31,16 @@ import (
 // before it, and the guard writes in its place the problem+json one
 // (DESIGN §2) naming what was wrong, as it does for net/http's other
 // error answers (see GuardServer). Anything it does not fully
-// understand (HTTP/2 prior knowledge, CONNECT, an Upgrade, an odd chunk
-// line) ends its tracking and the bytes pass through untouched, to
-// net/http's own checks.
+// understand (HTTP/2 prior knowledge, an odd chunk line) ends its
+// tracking and the bytes pass through untouched, to net/http's own
+// checks, which refuse them and close.
+//
+// A request with Upgrade, or a CONNECT, is tracked like any other: it
+// switches protocols only if a handler takes the connection over
+// (Hijack), which GuardServer tells the guard; only then does tracking
+// end. A host that declines it (a 400, a 404, a 200 without the switch)
+// leaves net/http reading requests on the connection, and the guard
+// checking them, which it once stopped doing at the head.
 
 // GuardListener wraps every connection l accepts with [GuardConn]. Use it
 // on plaintext HTTP/1 listeners (http serve mode). On https, where a
@@ -54,7 +62,10 @@ func (l guardListener) Accept() (net.Conn, error) {
 
 // GuardConn wraps an HTTP/1 client connection with the framing guard. The
 // caller gives c up: Close closes it. Read must not be called
-// concurrently (net/http never does); Close may be.
+// concurrently (net/http never does); Close may be. The server must be
+// prepared with [GuardServer]: without it the guard never learns that a
+// handler took the connection over, and goes on reading an upgraded
+// stream as HTTP requests (it fails closed: the upgrade stalls).
 func GuardConn(c net.Conn) net.Conn { return &guardConn{Conn: c} }
 
 type guardConn struct {
@@ -206,10 +217,26 @@ type framer struct {
 	obuf      []byte // out's backing array, kept across refills
 	buf       []byte // read buffer
 	refused   atomic.Bool
+	// hijacked is set (by GuardServer's ConnState hook, on the handler's
+	// goroutine, with no Read in progress) once a handler has taken the
+	// connection over.
+	hijacked atomic.Bool
 }
+
+// errRefusedThenHijacked ends reads of a connection a handler took over
+// after the guard had refused what followed its request: the client sent
+// the refused head, not the new protocol's bytes.
+var errRefusedThenHijacked = errors.New("gateway: connection taken over after the framing guard refused its next request")
 
 func (f *framer) read(src io.Reader, p []byte) (int, error) {
 	for {
+		if f.state != stPass && f.hijacked.Load() {
+			if f.state == stDone {
+				f.out = nil
+				return 0, errRefusedThenHijacked
+			}
+			f.handOver()
+		}
 		if len(f.out) > 0 {
 			n := copy(p, f.out)
 			f.out = f.out[n:]
@@ -240,6 +267,16 @@ func (f *framer) read(src io.Reader, p []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// handOver ends tracking once a handler has taken the connection over: a
+// head held back (bytes a client sent right behind its upgrade request,
+// before the 101) goes on as it came, and so does everything after it.
+func (f *framer) handOver() {
+	if f.state == stHead {
+		f.out = append(f.out, f.held...)
+	}
+	f.held, f.state = nil, stPass
 }
 
 // feed runs b through the state machine, appending what may be released
@@ -404,12 +441,8 @@ func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 		return stPass, 0, passed // HTTP/2 prior knowledge, or not HTTP
 	}
 	http11 := vers[7] != '0'
-	if string(line[:sp1]) == http.MethodConnect {
-		return stPass, 0, passed
-	}
 	var cl, te []byte
 	var nCL, nTE int
-	var upgrade bool
 	var seen, framing bool // a field was read; the last one was CL or TE
 	for len(rest) > 0 {
 		line, rest = cutLine(rest)
@@ -455,8 +488,6 @@ func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 		case httpwire.EqualFold(name, "Transfer-Encoding"):
 			framing = true
 			te, nTE = value, nTE+1
-		case httpwire.EqualFold(name, "Upgrade"):
-			upgrade = true
 		}
 	}
 	if nTE > 0 {
@@ -472,13 +503,7 @@ func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 		case !httpwire.EqualFold(te, "chunked"):
 			return 0, 0, whyCoding
 		}
-		if upgrade {
-			return stPass, 0, passed
-		}
 		return stChunkLine, 0, passed
-	}
-	if upgrade {
-		return stPass, 0, passed // the stream may stop being HTTP
 	}
 	if nCL > 0 {
 		v, ok := httpwire.ParseLength(cl)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +141,74 @@ func TestGuardRefusesDesync(t *testing.T) {
 				if !strings.HasPrefix(s, "/first:") {
 					t.Fatalf("host saw %q", seen)
 				}
+			}
+		})
+	}
+}
+
+// TestGuardTracksDeclinedUpgrades: a request with Upgrade, or a CONNECT,
+// that the host answers without switching protocols (no 101, or a 2xx
+// to CONNECT that leaves net/http reading requests) leaves the connection
+// HTTP, and the guard still checks the requests after it: a desync
+// framing behind it gets the refusal and never reaches the host.
+func TestGuardTracksDeclinedUpgrades(t *testing.T) {
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	var seen []string
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		if s := r.Header.Get("X-Status"); s != "" {
+			code, _ := strconv.Atoi(s)
+			w.WriteHeader(code)
+		}
+	}))
+	addr := guardedGateway(t, e)
+	const (
+		h       = "Host: hello.apps.test\r\n"
+		upgrade = "GET /ws HTTP/1.1\r\n" + h + "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+		connect = "CONNECT hello.apps.test:80 HTTP/1.1\r\n" + h
+		both    = "POST /smuggled HTTP/1.1\r\n" + h + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	)
+	tests := []struct {
+		name, first, then string
+		status            int
+		detail            string
+	}{
+		{"upgrade answered 404", upgrade + "X-Status: 404\r\n\r\n", both, 404, "both Content-Length and Transfer-Encoding"},
+		{"upgrade answered 400", upgrade + "X-Status: 400\r\n\r\n", both, 400, "both Content-Length and Transfer-Encoding"},
+		{"upgrade answered 200", upgrade + "\r\n", both, 200, "both Content-Length and Transfer-Encoding"},
+		{"h2c upgrade answered 200", "GET /h2c HTTP/1.1\r\n" + h + "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n", both, 200, "both Content-Length and Transfer-Encoding"},
+		{"upgrade with a body answered 404", upgrade + "X-Status: 404\r\nContent-Length: 3\r\n\r\nabc", both, 404, "both Content-Length and Transfer-Encoding"},
+		{"upgrade answered 200, then an unknown coding", upgrade + "\r\n", "POST /smuggled HTTP/1.1\r\n" + h + "Transfer-Encoding: gzip\r\n\r\n", 200, "unknown transfer coding"},
+		{"CONNECT answered 405", connect + "X-Status: 405\r\n\r\n", both, 405, "both Content-Length and Transfer-Encoding"},
+		{"CONNECT answered 200", connect + "\r\n", both, 200, "both Content-Length and Transfer-Encoding"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			out, closed := rawTo(t, addr, tt.first+tt.then)
+			if !closed {
+				t.Fatalf("connection not closed: %q", out)
+			}
+			br := bufio.NewReader(strings.NewReader(out))
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("first answer: %v in %q", err, out)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			if res.StatusCode != tt.status {
+				t.Fatalf("first answer %d, want the host's %d: %q", res.StatusCode, tt.status, out)
+			}
+			wantRefusal(t, br, tt.detail)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != 1 || strings.Contains(seen[0], "smuggled") {
+				t.Fatalf("host saw %q, want only the first request", seen)
 			}
 		})
 	}
@@ -343,15 +412,24 @@ func TestGuardedGatewayStreams(t *testing.T) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: hello.apps.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	// A client may send the new protocol's first bytes right behind the
+	// upgrade request, before the 101: the guard holds them as the start
+	// of a head until the handler takes the connection over, then hands
+	// them on as they came.
+	const early = "\x81\x05hello"
+	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: hello.apps.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"+early)
 	br := bufio.NewReader(c)
 	if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 101 {
 		t.Fatalf("upgrade: %v %v", res, err)
 	}
+	got := make([]byte, len(early))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != early {
+		t.Fatalf("early bytes echoed as %q, %v", got, err)
+	}
 	// Bytes that look like a refused head pass untouched once upgraded.
 	msg := "POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
 	_, _ = io.WriteString(c, msg)
-	got := make([]byte, len(msg))
+	got = make([]byte, len(msg))
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != msg {
 		t.Fatalf("echo %q, %v", got, err)
 	}

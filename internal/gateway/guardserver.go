@@ -25,10 +25,13 @@ import (
 // GuardTLSConn wrap, to tell each connection's guard when one of its
 // handlers is answering: from the handler's start until net/http has
 // written the whole answer (http.StateIdle). Only outside such an answer
-// does the guard replace net/http's own error answers. It wraps srv's
+// does the guard replace net/http's own error answers. It also tells the
+// guard when a handler takes the connection over (http.StateHijacked, a
+// WebSocket upgrade), which ends the guard's tracking. It wraps srv's
 // Handler, ConnContext and ConnState, keeping what they did; call it once,
 // before srv serves. Without it the guard still refuses, but net/http's
-// answers go out as net/http wrote them.
+// answers go out as net/http wrote them, and an upgraded connection stays
+// tracked as HTTP.
 func GuardServer(srv *http.Server) {
 	next := srv.Handler
 	if next == nil {
@@ -55,9 +58,17 @@ func GuardServer(srv *http.Server) {
 	}
 	connState := srv.ConnState
 	srv.ConnState = func(c net.Conn, st http.ConnState) {
-		if st == http.StateIdle {
+		switch st {
+		case http.StateIdle:
 			if g := guardOf(c); g != nil {
 				g.idle.Store(g.served.Load())
+			}
+		case http.StateHijacked:
+			// The one way a connection net/http serves switches
+			// protocols (a 101 or a 2xx to CONNECT written through the
+			// ResponseWriter leaves net/http reading requests on it).
+			if g := guardOf(c); g != nil {
+				g.f.hijacked.Store(true)
 			}
 		}
 		if connState != nil {
