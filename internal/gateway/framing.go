@@ -41,6 +41,19 @@ import (
 // end. A host that declines it (a 400, a 404, a 200 without the switch)
 // leaves net/http reading requests on the connection, and the guard
 // checking them, which it once stopped doing at the head.
+//
+// On a keep-alive connection net/http waits for the next request under
+// the idle timeout and starts its read_header_timeout only once it has
+// the request's first bytes: a head held back whole until its last field
+// line would be bound by the idle timeout, and a client sending one field
+// line every so often could hold the connection that long. So while
+// net/http waits for a request (from GuardServer's StateIdle on) the
+// guard passes its request line on as it comes and holds back the rest;
+// the fields of such a head, if refused, are replaced by a line net/http
+// answers 400 after the request line it already has. Not while a handler
+// answers: what comes then (a pipelined head, or a client's first bytes
+// of an upgraded protocol) stays with the guard until net/http asks for
+// it, or is handed over whole to the handler that takes the connection.
 
 // GuardListener wraps every connection l accepts with [GuardConn]. Use it
 // on plaintext HTTP/1 listeners (http serve mode). On https, where a
@@ -163,9 +176,14 @@ const (
 )
 
 // refusal is the head handed to net/http in place of a refused one: a
-// header name with a space, which net/http answers "400 Bad Request:
-// invalid header name" with Connection: close.
-var refusal = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
+// header name with a space, which net/http answers "400 Bad Request"
+// with Connection: close. refusalFields is its fields alone, for a head
+// whose request line net/http already has (any request line: net/http
+// reads the fields before it checks anything else of the request).
+var (
+	refusal       = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
+	refusalFields = refusal[bytes.Index(refusal, []byte("Refused")):]
+)
 
 // Why a head is refused: the problem detail each reason is answered with.
 const (
@@ -213,6 +231,7 @@ type framer struct {
 	refusedAt uint32 // heads at the refusal; written before refused
 	n         int64  // bytes left of a body or chunk; CRLF bytes seen
 	held      []byte // a head being held back, or the line being parsed
+	sent      int    // bytes of held passed on already: the request line
 	out       []byte // bytes released and not yet read
 	obuf      []byte // out's backing array, kept across refills
 	buf       []byte // read buffer
@@ -221,6 +240,9 @@ type framer struct {
 	// goroutine, with no Read in progress) once a handler has taken the
 	// connection over.
 	hijacked atomic.Bool
+	// await says net/http waits for the next request: set by GuardServer
+	// at StateIdle (no Read in progress), cleared once a head is whole.
+	await atomic.Bool
 }
 
 // errRefusedThenHijacked ends reads of a connection a handler took over
@@ -236,6 +258,9 @@ func (f *framer) read(src io.Reader, p []byte) (int, error) {
 				return 0, errRefusedThenHijacked
 			}
 			f.handOver()
+		}
+		if f.state == stHead && len(f.held) > f.sent && f.await.Load() {
+			f.passLine() // a head begun while a handler answered
 		}
 		if len(f.out) > 0 {
 			n := copy(p, f.out)
@@ -259,7 +284,7 @@ func (f *framer) read(src io.Reader, p []byte) (int, error) {
 		f.obuf = f.out[:0]
 		if err != nil && len(f.out) == 0 {
 			if err == io.EOF && f.state == stHead && len(f.held) > 0 {
-				f.out, f.held = append(f.out, f.held...), f.held[:0] // a truncated head: net/http judges it
+				f.out, f.held, f.sent = append(f.out, f.held[f.sent:]...), f.held[:0], 0 // a truncated head: net/http judges it
 				continue
 			}
 			// Not sticky: net/http aborts a background read with a past
@@ -274,9 +299,9 @@ func (f *framer) read(src io.Reader, p []byte) (int, error) {
 // before the 101) goes on as it came, and so does everything after it.
 func (f *framer) handOver() {
 	if f.state == stHead {
-		f.out = append(f.out, f.held...)
+		f.out = append(f.out, f.held[f.sent:]...)
 	}
-	f.held, f.state = nil, stPass
+	f.held, f.sent, f.state = nil, 0, stPass
 }
 
 // feed runs b through the state machine, appending what may be released
@@ -318,8 +343,9 @@ func (f *framer) feed(b []byte) {
 	}
 }
 
-// feedHead holds back bytes until a head is complete, then judges it. It
-// returns what follows the head in b.
+// feedHead passes the request line on and holds back the rest of a head
+// until it is complete, then judges it. It returns what follows the head
+// in b.
 func (f *framer) feedHead(b []byte) []byte {
 	if len(f.held) == 0 { // CR/LF between requests: net/http's to skip or refuse
 		i := 0
@@ -333,27 +359,52 @@ func (f *framer) feedHead(b []byte) []byte {
 	}
 	start := len(f.held)
 	f.held = append(f.held, b...)
+	if f.await.Load() {
+		f.passLine()
+	}
 	end := headEnd(f.held, start)
 	if end < 0 {
 		if len(f.held) > maxGuardHead {
-			f.out, f.held, f.state = append(f.out, f.held...), f.held[:0], stPass
+			f.out, f.held, f.sent, f.state = append(f.out, f.held[f.sent:]...), f.held[:0], 0, stPass
 		}
 		return nil
 	}
 	rest := b[end-start:]
+	f.await.Store(false)
 	next, n, why := inspectHead(f.held[:end])
 	if why != passed {
-		f.out, f.state, f.why, f.refusedAt = append(f.out, refusal...), stDone, why, f.heads
+		standIn := refusal
+		if f.sent > 0 { // the whole request line: it ends before the head
+			standIn = refusalFields
+		}
+		f.out, f.state, f.why, f.refusedAt = append(f.out, standIn...), stDone, why, f.heads
 		f.refused.Store(true)
-		f.held = nil
+		f.held, f.sent = nil, 0
 		return nil
 	}
 	if f.held[0] != 'O' || !optionsStar(f.held) {
 		f.heads++
 	}
-	f.out = append(f.out, f.held[:end]...)
-	f.held, f.state, f.n = f.held[:0], next, n
+	f.out = append(f.out, f.held[f.sent:end]...) // the line ends before the head: sent < end
+	f.held, f.sent, f.state, f.n = f.held[:0], 0, next, n
 	return rest
+}
+
+// passLine passes on the bytes of the held head's request line not yet
+// passed, up to its LF. With a request line alone net/http can do
+// nothing but wait for the fields, so passing it changes nothing the
+// guard decides; but it starts net/http's header clock.
+func (f *framer) passLine() {
+	if f.sent > 0 && f.held[f.sent-1] == '\n' {
+		return // the whole line is out
+	}
+	from := f.sent
+	if i := bytes.IndexByte(f.held[from:], '\n'); i >= 0 {
+		f.sent += i + 1
+	} else {
+		f.sent = len(f.held)
+	}
+	f.out = append(f.out, f.held[from:f.sent]...)
 }
 
 // feedLine passes a chunk-size or trailer line through while collecting

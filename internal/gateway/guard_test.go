@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +214,84 @@ func TestGuardTracksDeclinedUpgrades(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGuardSlowHeadMeetsReadHeaderTimeout: on a keep-alive connection, a
+// client that sends its next head one field line every 100 ms is cut at
+// the server's ReadHeaderTimeout, as without the guard, not at its
+// IdleTimeout; its request never reaches the host. A head sent the same
+// way that the guard refuses still gets the refusal.
+func TestGuardSlowHeadMeetsReadHeaderTimeout(t *testing.T) {
+	e := newEnv(t, nil)
+	var slow atomic.Int32
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			slow.Add(1)
+		}
+	}))
+	const rht, idle = 500 * time.Millisecond, 30 * time.Second
+	addr := guardedGateway(t, e, func(s *http.Server) { s.ReadHeaderTimeout, s.IdleTimeout = rht, idle })
+	const h = "Host: hello.apps.test\r\n"
+	// dribble sends a first request and reads its answer, then sends head
+	// at once and a field line every 100 ms, the lastAt-th being last, for
+	// at most 5 s or until the server closes; it returns how long after
+	// head the server closed, and what it answered.
+	dribble := func(t *testing.T, head string, lastAt int, last string) (time.Duration, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		_, _ = io.WriteString(c, "GET /first HTTP/1.1\r\n"+h+"\r\n")
+		if res, err := http.ReadResponse(br, nil); err != nil || res.StatusCode != 200 {
+			t.Fatalf("first answer: %v %v", res, err)
+		}
+		closed := make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(br) // ends at the server's close (or the deadline)
+			closed <- string(b)
+		}()
+		start := time.Now()
+		_, _ = io.WriteString(c, head)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case out := <-closed:
+				return time.Since(start), out
+			case <-tick.C:
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("connection still open %v after the head began (ReadHeaderTimeout %v)", time.Since(start), rht)
+			}
+			line := fmt.Sprintf("X-Slow-%d: %d\r\n", i, i)
+			if i == lastAt {
+				line = last
+			}
+			_, _ = io.WriteString(c, line)
+		}
+	}
+	t.Run("cut", func(t *testing.T) {
+		took, out := dribble(t, "GET /slow HTTP/1.1\r\n"+h, -1, "")
+		if took < rht || took > 3*time.Second {
+			t.Fatalf("cut %v after the head began, want about ReadHeaderTimeout (%v)", took, rht)
+		}
+		if out != "" || slow.Load() != 0 {
+			t.Fatalf("answered %q, the host saw %d slow requests", out, slow.Load())
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		// The fields come 100 ms after the request line, which net/http
+		// already has: it gets the refusal's stand-in fields after it.
+		_, out := dribble(t, "POST /slow HTTP/1.1\r\n", 0, h+"Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+		br := bufio.NewReader(strings.NewReader(out))
+		wantRefusal(t, br, "both Content-Length and Transfer-Encoding")
+		if slow.Load() != 0 {
+			t.Fatal("the refused request reached the host")
+		}
+	})
 }
 
 // TestGuardRefusalWaitsForTheAnswerBefore: a refused head that arrives
@@ -452,9 +532,10 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 }
 
 // through runs data through a framer, read in pieces of at most n bytes
-// into buffers of size m.
-func through(data []byte, n, m int) []byte {
+// into buffers of size m; await: as when net/http waits for a request.
+func through(data []byte, n, m int, await bool) []byte {
 	var f framer
+	f.await.Store(await)
 	src := &chunkReader{b: data, n: n}
 	var out []byte
 	p := make([]byte, m)
@@ -470,7 +551,8 @@ func through(data []byte, n, m int) []byte {
 
 // FuzzFramingGuard: whatever the bytes and however they are split, the
 // guard either passes them through unchanged or passes a prefix and then
-// the refusal, and the result does not depend on the split.
+// the refusal (its fields alone after a request line passed while net/http
+// awaited a request), and the result does not depend on the split.
 func FuzzFramingGuard(f *testing.F) {
 	seeds := []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -483,11 +565,12 @@ func FuzzFramingGuard(f *testing.F) {
 		"POST / HTTP/1.1\r\nContent-Length : 3\r\n\r\nabc",
 	}
 	for _, s := range seeds {
-		f.Add([]byte(s), uint8(1), uint8(3))
+		f.Add([]byte(s), uint8(1), uint8(3), false)
+		f.Add([]byte(s), uint8(2), uint8(5), true)
 	}
-	f.Fuzz(func(t *testing.T, data []byte, n, m uint8) {
-		whole := through(data, len(data)+1, 64<<10)
-		split := through(data, int(n)%17+1, int(m)%13+1)
+	f.Fuzz(func(t *testing.T, data []byte, n, m uint8, await bool) {
+		whole := through(data, len(data)+1, 64<<10, await)
+		split := through(data, int(n)%17+1, int(m)%13+1, await)
 		if !bytes.Equal(whole, split) {
 			t.Fatalf("split changed the output:\n%q\n%q", whole, split)
 		}
@@ -495,6 +578,10 @@ func FuzzFramingGuard(f *testing.F) {
 			return
 		}
 		prefix, ok := bytes.CutSuffix(whole, refusal)
+		if !ok && await {
+			prefix, ok = bytes.CutSuffix(whole, refusalFields)
+			ok = ok && bytes.HasSuffix(prefix, []byte("\n"))
+		}
 		if !ok || !bytes.HasPrefix(data, prefix) {
 			t.Fatalf("output is neither the input nor a prefix and the refusal:\n%q\n%q", data, whole)
 		}

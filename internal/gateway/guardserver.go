@@ -62,6 +62,7 @@ func GuardServer(srv *http.Server) {
 		case http.StateIdle:
 			if g := guardOf(c); g != nil {
 				g.idle.Store(g.served.Load())
+				g.f.await.Store(true) // net/http waits for a request now
 			}
 		case http.StateHijacked:
 			// The one way a connection net/http serves switches
