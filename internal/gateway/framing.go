@@ -167,13 +167,23 @@ const (
 	stDone                   // refused: what follows is dropped
 )
 
-// maxGuardHead bounds a held-back head (8 KiB request line and 64 KiB of
-// header fields, DESIGN §3, and slack): past it the head is released and
-// net/http answers 431 itself. maxGuardLine bounds a chunk or trailer line.
-const (
-	maxGuardHead = 80 << 10
-	maxGuardLine = 4 << 10
-)
+// maxGuardLine bounds a chunk or trailer line.
+const maxGuardLine = 4 << 10
+
+// guardHeadLimit bounds a held-back head for a server whose MaxHeaderBytes
+// is maxHeaderBytes: past it the head is released unread and net/http
+// answers 431 itself, so the bound must be above the longest head net/http
+// would read. net/http reads a head until MaxHeaderBytes + 4 KiB have come
+// off the connection (its initialReadLimitSize), on top of up to 4 KiB its
+// buffer already held (zero or less: http.DefaultMaxHeaderBytes, as
+// net/http takes it). A fixed bound below that let a larger configured
+// max_header_bytes carry a refused framing past the guard.
+func guardHeadLimit(maxHeaderBytes int) int {
+	if maxHeaderBytes <= 0 {
+		maxHeaderBytes = http.DefaultMaxHeaderBytes
+	}
+	return maxHeaderBytes + 16<<10
+}
 
 // refusal is the head handed to net/http in place of a refused one: a
 // header name with a space, which net/http answers "400 Bad Request"
@@ -232,6 +242,7 @@ type framer struct {
 	n         int64  // bytes left of a body or chunk; CRLF bytes seen
 	held      []byte // a head being held back, or the line being parsed
 	sent      int    // bytes of held passed on already: the request line
+	maxHead   int    // guardHeadLimit of the server; 0: of net/http's default
 	out       []byte // bytes released and not yet read
 	obuf      []byte // out's backing array, kept across refills
 	buf       []byte // read buffer
@@ -364,7 +375,7 @@ func (f *framer) feedHead(b []byte) []byte {
 	}
 	end := headEnd(f.held, start)
 	if end < 0 {
-		if len(f.held) > maxGuardHead {
+		if len(f.held) > f.headLimit() {
 			f.out, f.held, f.sent, f.state = append(f.out, f.held[f.sent:]...), f.held[:0], 0, stPass
 		}
 		return nil
@@ -388,6 +399,14 @@ func (f *framer) feedHead(b []byte) []byte {
 	f.out = append(f.out, f.held[f.sent:end]...) // the line ends before the head: sent < end
 	f.held, f.sent, f.state, f.n = f.held[:0], 0, next, n
 	return rest
+}
+
+// headLimit is the bound on a held-back head.
+func (f *framer) headLimit() int {
+	if f.maxHead == 0 {
+		return guardHeadLimit(0)
+	}
+	return f.maxHead
 }
 
 // passLine passes on the bytes of the held head's request line not yet

@@ -294,6 +294,52 @@ func TestGuardSlowHeadMeetsReadHeaderTimeout(t *testing.T) {
 	})
 }
 
+// TestGuardHoldsHeadsUpToMaxHeaderBytes: with MaxHeaderBytes above the
+// 64 KiB default, a desync framing after 100 KiB of fields is still
+// refused, a 200 KiB honest head is served, and a head over the limit gets
+// net/http's 431 as a problem, none reaching the host but the honest one.
+func TestGuardHoldsHeadsUpToMaxHeaderBytes(t *testing.T) {
+	e := newEnv(t, nil)
+	var hits atomic.Int32
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	const limit = 256 << 10
+	addr := guardedGateway(t, e, func(s *http.Server) { s.MaxHeaderBytes = limit })
+	const h = "Host: hello.apps.test\r\n"
+	big := func(n int) string { return "X-Big: " + strings.Repeat("b", n) + "\r\n" }
+	tests := []struct {
+		name, raw string
+		status    int
+		detail    string // of the problem; "" for the host's answer
+		hits      int32
+	}{
+		{"both framings after 100 KiB", "POST /a HTTP/1.1\r\n" + h + big(100<<10) + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+			400, "both Content-Length and Transfer-Encoding", 0},
+		{"honest 200 KiB head", "GET /a HTTP/1.1\r\n" + h + big(200<<10) + "Connection: close\r\n\r\n", 200, "", 1},
+		{"over the limit", "GET /a HTTP/1.1\r\n" + h + big(limit+(20<<10)) + "\r\n", 431, "the request head is over the listener's limit", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := hits.Load()
+			out, closed := rawTo(t, addr, tt.raw)
+			if !closed {
+				t.Fatalf("connection not closed: %.300q", out)
+			}
+			res, body := lastAnswer(t, out)
+			if tt.detail != "" {
+				wantConnProblem(t, res, body, tt.status, tt.detail)
+			} else if res.StatusCode != tt.status {
+				t.Fatalf("answered %d, want %d", res.StatusCode, tt.status)
+			}
+			if got := hits.Load() - before; got != tt.hits {
+				t.Fatalf("the host saw %d requests, want %d", got, tt.hits)
+			}
+		})
+	}
+}
+
 // TestGuardRefusalWaitsForTheAnswerBefore: a refused head that arrives
 // while the request before it is still being answered (net/http reads it
 // in the background) is answered after that request's whole response, not

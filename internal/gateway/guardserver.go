@@ -28,8 +28,9 @@ import (
 // does the guard replace net/http's own error answers. It also tells the
 // guard when a handler takes the connection over (http.StateHijacked, a
 // WebSocket upgrade), which ends the guard's tracking. It wraps srv's
-// Handler, ConnContext and ConnState, keeping what they did; call it once,
-// before srv serves. Without it the guard still refuses, but net/http's
+// Handler, ConnContext and ConnState, keeping what they did, and sizes the
+// guard's hold on a head from srv.MaxHeaderBytes; call it once, before
+// srv serves. Without it the guard still refuses, but net/http's
 // answers go out as net/http wrote them, and an upgraded connection stays
 // tracked as HTTP.
 func GuardServer(srv *http.Server) {
@@ -52,6 +53,8 @@ func GuardServer(srv *http.Server) {
 		}
 		if g := guardOf(c); g != nil {
 			g.hooked.Store(true)
+			// Before the connection's goroutine starts: it reads maxHead.
+			g.f.maxHead = guardHeadLimit(srv.MaxHeaderBytes)
 			ctx = context.WithValue(ctx, guardKey{}, g)
 		}
 		return ctx
