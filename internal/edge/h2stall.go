@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -29,42 +30,73 @@ import (
 // The zero value is unused; offload arms one per HTTP/2 request (start)
 // and disarms it once the handler has returned (stop), keeping it with
 // its task for the next request.
+//
+// What the handler writes to is not the streamStall but a stallWriter
+// handed out for that request alone and never again: a write after the
+// handler returned (from a goroutine it left behind) reaches a writer
+// marked done and fails, instead of the next request's stream, which a
+// pooled wrapper reused as it is would give it. Writers come in blocks of
+// stallWriters, so that this costs no allocation per request: a block per
+// stallWriters requests of the task.
 type streamStall struct {
-	http.ResponseWriter
+	mu    sync.Mutex // serializes check with start and stop
 	stall time.Duration
+	timer *time.Timer
+	cur   *stallWriter // the running handler's; nil between requests
+	seen  uint64       // cur's writes at the last check
+	same  int          // checks in a row that saw the same write waiting
+	spare []stallWriter
+}
+
+// stallWriters is how many writers a block holds.
+const stallWriters = 64
+
+// stallWriter is the ResponseWriter of one HTTP/2 request's handler.
+type stallWriter struct {
+	w http.ResponseWriter
 
 	// writes is incremented when a Write or Flush begins and when it
 	// ends: odd while one is waiting. The only cost on each write.
 	writes atomic.Uint64
-
-	mu    sync.Mutex // serializes check with start and stop
-	timer *time.Timer
-	live  bool   // the handler runs: ResponseWriter may be used
-	seen  uint64 // writes at the last check
-	same  int    // checks in a row that saw the same write waiting
+	// done is set once the handler has returned: from then on net/http
+	// owns w again, and the writer refuses to touch it. (A write racing
+	// the handler's return is the handler's race, as with net/http's own
+	// writer; it can reach no stream but its own.)
+	done atomic.Bool
 }
 
-// start arms s for a request whose handler writes to w.
-func (s *streamStall) start(w http.ResponseWriter, stall time.Duration) {
+// errWriteAfterReturn is what a write to a response gets once its
+// handler has returned.
+var errWriteAfterReturn = errors.New("edge: write to an HTTP/2 response after its handler returned")
+
+// start arms s for a request whose handler writes to w, and returns the
+// writer the handler gets.
+func (s *streamStall) start(w http.ResponseWriter, stall time.Duration) *stallWriter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ResponseWriter, s.stall, s.live, s.seen, s.same = w, stall, true, 0, 0
-	s.writes.Store(0)
+	if len(s.spare) == 0 {
+		s.spare = make([]stallWriter, stallWriters)
+	}
+	sw := &s.spare[0]
+	s.spare = s.spare[1:]
+	sw.w = w
+	s.cur, s.stall, s.seen, s.same = sw, stall, 0, 0
 	if s.timer == nil {
 		s.timer = time.AfterFunc(stall/2, s.check)
 	} else {
 		s.timer.Reset(stall / 2)
 	}
+	return sw
 }
 
-// stop disarms s once the handler has returned: from then on net/http
-// owns the ResponseWriter again, and a check that runs late (its timer
-// fired before stop) finds s not live and leaves it alone.
+// stop disarms s once the handler has returned, and retires its writer;
+// a check that runs late (its timer fired before stop) finds no writer
+// and leaves the stream alone.
 func (s *streamStall) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.live = false
-	s.ResponseWriter = nil
+	s.cur.done.Store(true)
+	s.cur = nil
 	s.timer.Stop()
 }
 
@@ -74,36 +106,64 @@ func (s *streamStall) stop() {
 func (s *streamStall) check() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.live {
+	sw := s.cur
+	if sw == nil {
 		return
 	}
-	if n := s.writes.Load(); n&1 == 1 && n == s.seen {
+	if n := sw.writes.Load(); n&1 == 1 && n == s.seen {
 		s.same++
 	} else {
 		s.seen, s.same = n, 0
 	}
 	if s.same >= 2 {
-		_ = http.NewResponseController(s.ResponseWriter).SetWriteDeadline(time.Unix(1, 0))
+		_ = http.NewResponseController(sw.w).SetWriteDeadline(time.Unix(1, 0))
 		return // the stream is reset: no more checks
 	}
 	s.timer.Reset(s.stall / 2)
 }
 
-func (s *streamStall) Write(p []byte) (int, error) {
-	s.writes.Add(1)
-	defer s.writes.Add(1)
-	return s.ResponseWriter.Write(p)
+// Header returns the response's header, or after the handler returned a
+// header of nobody's (net/http's own writer would panic).
+func (w *stallWriter) Header() http.Header {
+	if w.done.Load() {
+		return http.Header{}
+	}
+	return w.w.Header()
+}
+
+func (w *stallWriter) WriteHeader(code int) {
+	if !w.done.Load() {
+		w.w.WriteHeader(code)
+	}
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	if w.done.Load() {
+		return 0, errWriteAfterReturn
+	}
+	w.writes.Add(1)
+	defer w.writes.Add(1)
+	return w.w.Write(p)
 }
 
 // FlushError is counted like Write: a flush waits on the window too.
-func (s *streamStall) FlushError() error {
-	s.writes.Add(1)
-	defer s.writes.Add(1)
-	return http.NewResponseController(s.ResponseWriter).Flush()
+func (w *stallWriter) FlushError() error {
+	if w.done.Load() {
+		return errWriteAfterReturn
+	}
+	w.writes.Add(1)
+	defer w.writes.Add(1)
+	return http.NewResponseController(w.w).Flush()
 }
 
-func (s *streamStall) Flush() { _ = s.FlushError() }
+func (w *stallWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap keeps the rest of http.ResponseController (deadlines, full
-// duplex) reaching the stream.
-func (s *streamStall) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+// duplex) reaching the stream while the handler runs; after, nothing, and
+// the controller's methods fail with an error.
+func (w *stallWriter) Unwrap() http.ResponseWriter {
+	if w.done.Load() {
+		return nil
+	}
+	return w.w
+}

@@ -38,7 +38,7 @@ type offloadTask struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	done chan any // the handler's panic, or nil; buffered
-	// sw wraps the stream's writer; kept with the task, so that bounding
+	// sw bounds the stream's writes; kept with the task, so that bounding
 	// a request allocates nothing.
 	sw streamStall
 }
@@ -80,8 +80,7 @@ func (o *offload) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t == nil {
 		t = &offloadTask{done: make(chan any, 1)}
 	}
-	t.sw.start(w, o.stall)
-	t.w, t.r = &t.sw, r
+	t.w, t.r = t.sw.start(w, o.stall), r
 	o.pool.Go(t)
 	p := <-t.done
 	t.sw.stop()

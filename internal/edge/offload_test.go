@@ -2,6 +2,7 @@ package edge
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -77,5 +78,105 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 	}
 	if !testutil.Eventually(5*time.Second, func() bool { return carried(logs.String()) }) {
 		t.Fatalf("the panic's log does not carry the handler's stack:\n%s", logs.String())
+	}
+}
+
+// TestHTTP2WriteAfterReturnFails: a handler that leaves its HTTP/2
+// ResponseWriter to a goroutine that writes after it returned gets an
+// error from every write, flush and ResponseController call then, never
+// a panic, and never a byte into the stream of the request served next
+// (whose handler may be given the same pooled task).
+func TestHTTP2WriteAfterReturnFails(t *testing.T) {
+	kept := make(chan http.ResponseWriter, 1)
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/keep":
+			_, _ = io.WriteString(w, "first")
+			kept <- w
+		case "/next":
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+			_, _ = io.WriteString(w, "second")
+		}
+	})
+	e := start(t, Options{Handler: h})
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	get := func(path string) (string, error) {
+		resp, err := hc.Get("https://" + e.https + path)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			return "", fmt.Errorf("answered over %s", resp.Proto)
+		}
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	// stray writes to w as a goroutine left behind would, and says what
+	// went through: a panic is a failure too.
+	stray := func(w http.ResponseWriter) (errs []error, panicked any) {
+		defer func() { panicked = recover() }()
+		w.Header().Set("X-Stray", "1")
+		w.WriteHeader(http.StatusTeapot)
+		_, err := w.Write([]byte("STRAY"))
+		errs = append(errs, err)
+		rc := http.NewResponseController(w)
+		errs = append(errs, rc.Flush(), rc.SetWriteDeadline(time.Now().Add(time.Second)))
+		return errs, nil
+	}
+	check := func(when string, w http.ResponseWriter) {
+		t.Helper()
+		errs, p := stray(w)
+		if p != nil {
+			t.Fatalf("%s: a write after the handler returned panicked: %v", when, p)
+		}
+		for i, err := range errs {
+			if err == nil {
+				t.Fatalf("%s: call %d after the handler returned succeeded", when, i)
+			}
+		}
+	}
+
+	if body, err := get("/keep"); err != nil || body != "first" {
+		t.Fatalf("/keep: %q, %v", body, err)
+	}
+	var w http.ResponseWriter
+	select {
+	case w = <-kept:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no writer kept")
+	}
+	// The client has the whole answer: the handler has returned.
+	check("after /keep", w)
+
+	next := make(chan string, 1)
+	go func() {
+		body, err := get("/next")
+		if err != nil {
+			body = err.Error()
+		}
+		next <- body
+	}()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("/next did not start")
+	}
+	check("while /next runs", w)
+	close(release)
+	select {
+	case body := <-next:
+		if body != "second" {
+			t.Fatalf("/next answered %q, want only its own handler's %q", body, "second")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("/next did not finish")
 	}
 }
