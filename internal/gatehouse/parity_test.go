@@ -501,6 +501,7 @@ func TestParityRawHTTP1(t *testing.T) {
 		"GET /echo HTTP/1.1\r\n" + H + "X-A: a\x01b\r\n\r\n":                                               malformed,
 		"GET /echo HTTP/1.1\r\n" + H + "NoColon\r\n\r\n":                                                   malformed,
 		"GET /echo HTTP/2.0\r\n" + H + "\r\n":                                                              {505, "unsupported protocol version"},
+		"GET /echo HTTP/1.1\r\n" + H + "Expect: foo\r\n\r\n":                                               {417, "the Expect field names an expectation other than 100-continue"},
 		"GET /echo HTTP/1.1\r\n" + H + "X-Big: " + strings.Repeat("b", 76<<10) + "\r\n\r\n":                {431, "the request head is over the listener's limit"},
 	}
 	reqs := []string{

@@ -95,8 +95,8 @@ func guardOf(c net.Conn) *guardConn {
 }
 
 // answerFor returns what to write in place of p when p is one of
-// net/http's own error answers and no handler is answering; nil
-// otherwise. When net/http failed on the guard's stand-in (every head the
+// net/http's own error answers (or its 417 to an unknown Expect) and no
+// handler is answering; nil otherwise. When net/http failed on the guard's stand-in (every head the
 // guard passed before it has had its handler; OPTIONS *, which net/http
 // answers itself, is counted on neither side) it is the guard's refusal,
 // which names the framing refused; else a problem with net/http's status
@@ -107,6 +107,9 @@ func (c *guardConn) answerFor(p []byte) []byte {
 	}
 	status, detail, ok := parseServerError(p)
 	if !ok {
+		if expectationFailed(p) {
+			return expectationAnswer
+		}
 		return nil
 	}
 	if status == http.StatusBadRequest && c.f.refused.Load() && c.served.Load() == c.f.refusedAt {
@@ -172,6 +175,34 @@ func parseServerError(p []byte) (status int, detail string, ok bool) {
 		}
 	}
 	return status, string(reason), true
+}
+
+// net/http answers a request whose Expect is not 100-continue 417 itself,
+// before any handler, as a response of its own rather than an error
+// answer: "HTTP/1.x 417 Expectation Failed", Connection: close, its Date
+// and Content-Length: 0, in one write.
+const (
+	expectationHead = " 417 Expectation Failed\r\nConnection: close\r\nDate: "
+	expectationTail = "\r\nContent-Length: 0\r\n\r\n"
+)
+
+var expectationAnswer = problemAnswer(http.StatusExpectationFailed, "the Expect field names an expectation other than 100-continue")
+
+// expectationFailed recognises p as net/http's 417, exactly as it writes
+// it (server.go, sendExpectationFailed), for HTTP/1.1 or HTTP/1.0.
+func expectationFailed(p []byte) bool {
+	rest, ok := bytes.CutPrefix(p, []byte("HTTP/1.1"))
+	if !ok {
+		rest, ok = bytes.CutPrefix(p, []byte("HTTP/1.0"))
+	}
+	if !ok {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(expectationHead)); !ok {
+		return false
+	}
+	date, ok := bytes.CutSuffix(rest, []byte(expectationTail))
+	return ok && len(date) == len(http.TimeFormat) && bytes.HasSuffix(date, []byte(" GMT"))
 }
 
 // problemAnswer is a whole HTTP/1.1 answer with a problem+json body, which

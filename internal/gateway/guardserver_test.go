@@ -62,8 +62,9 @@ func TestGuardAnswersServerErrorsAsProblems(t *testing.T) {
 	}))
 	addr := guardedGateway(t, e, func(s *http.Server) { s.MaxHeaderBytes = 4 << 10 })
 	const (
-		h         = "Host: hello.apps.test\r\n"
-		malformed = "the request head is malformed"
+		h           = "Host: hello.apps.test\r\n"
+		malformed   = "the request head is malformed"
+		expectation = "the Expect field names an expectation other than 100-continue"
 	)
 	tests := []struct {
 		name, raw string
@@ -79,6 +80,9 @@ func TestGuardAnswersServerErrorsAsProblems(t *testing.T) {
 		{"two Hosts", "GET /a HTTP/1.1\r\n" + h + "Host: other.apps.test\r\n\r\n", 400, malformed},
 		{"request line without a version", "GET /a\r\n" + h + "\r\n", 400, malformed},
 		{"HTTP/2.0 request line", "GET /a HTTP/2.0\r\n" + h + "\r\n", 505, "unsupported protocol version"},
+		{"unknown expectation", "GET /a HTTP/1.1\r\n" + h + "Expect: foo\r\n\r\n", 417, expectation},
+		{"unknown expectation on HTTP/1.0", "POST /a HTTP/1.0\r\n" + h + "Expect: bar\r\nContent-Length: 1\r\n\r\nx", 417, expectation},
+		{"unknown expectation after an honest request", "GET /first HTTP/1.1\r\n" + h + "\r\nGET /a HTTP/1.1\r\n" + h + "Expect: foo\r\n\r\n", 417, expectation},
 		{"head over the limit", "GET /a HTTP/1.1\r\n" + h + "X-Big: " + strings.Repeat("b", 10<<10) + "\r\n\r\n", 431, "the request head is over the listener's limit"},
 		{"request line over the limit", "GET /" + strings.Repeat("a", 10<<10) + " HTTP/1.1\r\n" + h + "\r\n", 431, "the request head is over the listener's limit"},
 		{"after an honest request", "GET /first HTTP/1.1\r\n" + h + "\r\nGET /a HTTP/1.1\r\nHost: hello apps\r\n\r\n", 400, "malformed Host header"},
@@ -146,6 +150,29 @@ func TestGuardLeavesHandlersAnswersAlone(t *testing.T) {
 			}
 			b, _ = io.ReadAll(res.Body)
 			wantConnProblem(t, res, b, 400, "both Content-Length and Transfer-Encoding")
+		}
+	}
+}
+
+// TestExpectationFailed: net/http's 417 exactly as it writes it is
+// recognised, and nothing that differs from it.
+func TestExpectationFailed(t *testing.T) {
+	const date = "Wed, 02 Dec 2026 08:52:59 GMT"
+	tests := []struct {
+		name, p string
+		want    bool
+	}{
+		{"HTTP/1.1", "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: " + date + "\r\nContent-Length: 0\r\n\r\n", true},
+		{"HTTP/1.0", "HTTP/1.0 417 Expectation Failed\r\nConnection: close\r\nDate: " + date + "\r\nContent-Length: 0\r\n\r\n", true},
+		{"a body", "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: " + date + "\r\nContent-Length: 0\r\n\r\nx", false},
+		{"other fields", "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: " + date + "\r\nX-A: 1\r\nContent-Length: 0\r\n\r\n", false},
+		{"short date", "HTTP/1.1 417 Expectation Failed\r\nConnection: close\r\nDate: today\r\nContent-Length: 0\r\n\r\n", false},
+		{"a handler's 417", "HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\nDate: " + date + "\r\n\r\n", false},
+		{"HTTP/2.0", "HTTP/2.0 417 Expectation Failed\r\nConnection: close\r\nDate: " + date + "\r\nContent-Length: 0\r\n\r\n", false},
+	}
+	for _, tt := range tests {
+		if got := expectationFailed([]byte(tt.p)); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
