@@ -224,7 +224,7 @@ func (e *Edge) Run(ctx context.Context) error {
 	}
 
 	if e.opts.WrapServer != nil {
-		for _, s := range []*http.Server{plain, l7} {
+		for _, s := range []*http.Server{mgmt, plain, l7} {
 			if s != nil {
 				e.opts.WrapServer(s)
 			}
@@ -233,7 +233,13 @@ func (e *Edge) Run(ctx context.Context) error {
 
 	errc := make(chan error, 4)
 	if mgmt != nil {
-		e.serve(mgmt, e.mgmtLn, errc)
+		// Wrapped like the http listener, so that net/http's own error
+		// answers there are problems too (DESIGN §2).
+		ln := e.mgmtLn
+		if e.opts.WrapHTTP != nil {
+			ln = e.opts.WrapHTTP(ln)
+		}
+		e.serve(mgmt, ln, errc)
 	}
 	if plain != nil {
 		var ln net.Listener = trackingListener{e.httpLn, e.conns}

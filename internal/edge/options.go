@@ -70,11 +70,13 @@ type Options struct {
 	// A hello below TLS 1.2 is never piped either way.
 	PQOnly bool
 
-	// WrapHTTP wraps the plaintext http listener, for a guard that must see
-	// the raw bytes of each connection before Go's server parses them
-	// (gateway.GuardListener refuses request-smuggling framings the server
-	// would otherwise accept). It is not applied to https: wrapping a
-	// *tls.Conn would hide r.TLS and HTTP/2. nil: no wrapper.
+	// WrapHTTP wraps the plaintext listeners, http and management, for a
+	// guard that must see the raw bytes of each connection before Go's
+	// server parses them (gateway.GuardListener refuses request-smuggling
+	// framings the server would otherwise accept, and with WrapServer
+	// answers the server's own errors as problems). It is not applied to
+	// https: wrapping a *tls.Conn would hide r.TLS and HTTP/2. nil: no
+	// wrapper.
 	WrapHTTP func(net.Listener) net.Listener
 	// WrapTLS wraps each HTTP/1 connection of the https listener once its
 	// handshake is done (ALPN other than h2), for the same guard: the
@@ -83,12 +85,12 @@ type Options struct {
 	// from which r.TLS is restored. HTTP/2 connections are never wrapped.
 	// nil: no wrapper.
 	WrapTLS func(net.Conn) net.Conn
-	// WrapServer adjusts the http.Server of the http and of the https
-	// listener once, before it serves, for the guard WrapHTTP and WrapTLS
-	// put on their connections (gateway.GuardServer tells it when one of
-	// the server's handlers is answering). It may wrap the server's
-	// Handler, ConnContext and ConnState, keeping what they did. nil:
-	// nothing.
+	// WrapServer adjusts the http.Server of the management, the http and
+	// the https listener once, before it serves, for the guard WrapHTTP
+	// and WrapTLS put on their connections (gateway.GuardServer tells it
+	// when one of the server's handlers is answering). It may wrap the
+	// server's Handler, ConnContext and ConnState, keeping what they did.
+	// nil: nothing.
 	WrapServer func(*http.Server)
 
 	// DisableLane serves HTTP/1 with net/http alone. By default

@@ -1,6 +1,8 @@
 package gatehouse
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -209,6 +211,70 @@ func TestEndToEnd(t *testing.T) {
 	mresp.Body.Close()
 	if !strings.Contains(string(mb), `app="hello"`) {
 		t.Errorf("metrics lack the hello app:\n%.2000s", mb)
+	}
+}
+
+// TestManagementErrorsAreProblems: the heads net/http refuses itself on
+// the management listener (no handler runs) are answered with its status
+// as a problem+json naming the reason, as on the http listener (DESIGN
+// §2), and the connection is closed; so is a desync framing, which the
+// guard refuses there too. /readyz after an honest request still answers.
+func TestManagementErrorsAreProblems(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listeners.MaxHeaderBytes = 4 << 10
+	r := start(t, cfg)
+	const h = "Host: 127.0.0.1\r\n"
+	tests := []struct {
+		name, raw string
+		status    int
+		detail    string
+	}{
+		{"malformed Host", "GET /readyz HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "malformed Host header"},
+		{"no Host", "GET /readyz HTTP/1.1\r\n\r\n", 400, "missing required Host header"},
+		{"invalid byte in a name", "GET /readyz HTTP/1.1\r\n" + h + "X(A: 1\r\n\r\n", 400, "the request head is malformed"},
+		{"HTTP/2.0 request line", "GET /readyz HTTP/2.0\r\n" + h + "\r\n", 505, "unsupported protocol version"},
+		{"head over the limit", "GET /readyz HTTP/1.1\r\n" + h + "X-Big: " + strings.Repeat("b", 10<<10) + "\r\n\r\n", 431, "the request head is over the listener's limit"},
+		{"unknown expectation", "GET /readyz HTTP/1.1\r\n" + h + "Expect: foo\r\n\r\n", 417, "the Expect field names an expectation other than 100-continue"},
+		{"both framings", "POST /api/v3/apps HTTP/1.1\r\n" + h + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "both Content-Length and Transfer-Encoding"},
+		{"after /readyz", "GET /readyz HTTP/1.1\r\n" + h + "\r\nGET /readyz HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "malformed Host header"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", r.g.Addrs().Management)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.WriteString(c, tt.raw)
+			b, err := io.ReadAll(c) // the listener closes the connection
+			if err != nil {
+				t.Fatalf("%v after %q", err, b)
+			}
+			br := bufio.NewReader(bytes.NewReader(b))
+			var res *http.Response
+			var body []byte
+			for {
+				if res, err = http.ReadResponse(br, nil); err != nil {
+					t.Fatalf("%v in %q", err, b)
+				}
+				body, _ = io.ReadAll(res.Body)
+				if _, err := br.Peek(1); err != nil {
+					break
+				}
+				if res.StatusCode != 200 {
+					t.Fatalf("an answer before the last is not /readyz's: %q", b)
+				}
+			}
+			var p struct {
+				Status int    `json:"status"`
+				Detail string `json:"detail"`
+			}
+			if res.StatusCode != tt.status || res.Header.Get("Content-Type") != "application/problem+json" || !res.Close ||
+				json.Unmarshal(body, &p) != nil || p.Status != tt.status || p.Detail != tt.detail {
+				t.Fatalf("got %q, want a %d problem %q with Connection: close", b, tt.status, tt.detail)
+			}
+		})
 	}
 }
 
