@@ -33,7 +33,7 @@ import (
 // error answers (see GuardServer). Anything it does not fully
 // understand (HTTP/2 prior knowledge, an odd chunk line) ends its
 // tracking and the bytes pass through untouched, to net/http's own
-// checks, which refuse them and close.
+// checks.
 //
 // A request with Upgrade, or a CONNECT, is tracked like any other: it
 // switches protocols only if a handler takes the connection over
@@ -59,7 +59,7 @@ import (
 // on plaintext HTTP/1 listeners (http serve mode). On https, where a
 // *tls.Conn must stay unwrapped for net/http to negotiate HTTP/2, the edge
 // guards each HTTP/1 connection after its handshake with [GuardTLSConn].
-// The server that serves the connections should be prepared with
+// The server that serves the connections must be prepared with
 // [GuardServer].
 func GuardListener(l net.Listener) net.Listener { return guardListener{l} }
 
