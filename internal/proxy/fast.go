@@ -555,8 +555,19 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	}
 	// The host answers only once it has the head, so the first read
 	// sends it and then waits (sock.Conn.Ask): no read that finds nothing.
+	// A kept-alive connection must be idle when asked (AskIdle): bytes a
+	// host sent after its last response (a body after a HEAD, 204 or
+	// 304, a stray CRLF, or a whole forged response) came after put's
+	// look, and would be read as the answer to this request, from
+	// another client perhaps, and shift every answer after it.
+	// net/http's Transport, whose connections always have a read
+	// pending, drops such a connection; here one peek finds it.
 	if ak, ok := c.Conn.(asker); ok && c.br.Buffered() == 0 {
-		ak.Ask(c.wb.Bytes())
+		if c.reused {
+			ak.AskIdle(c.wb.Bytes())
+		} else {
+			ak.Ask(c.wb.Bytes())
+		}
 	} else if _, err := c.Conn.Write(c.wb.Bytes()); err != nil {
 		return ctx.Err() == nil, err
 	}
@@ -571,6 +582,9 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 			// the host had closed it.
 			dead := n1xx == 0 && ctx.Err() == nil && !isTimeout(err) && (err == io.EOF || isConnBroken(err)) &&
 				!errors.Is(err, io.ErrUnexpectedEOF)
+			if errors.Is(err, sock.ErrNotIdle) {
+				dead = true // the request never went out: a new connection takes it
+			}
 			return dead, err
 		}
 		if res.status >= 200 || res.status == http.StatusSwitchingProtocols {
@@ -633,7 +647,10 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 
 // asker is a connection whose next read can send the request it waits
 // an answer to (internal/sock, on Linux).
-type asker interface{ Ask(p []byte) }
+type asker interface {
+	Ask(p []byte)
+	AskIdle(p []byte)
+}
 
 // maxKeptHead bounds the head buffer a pooled connection keeps.
 const maxKeptHead = 64 << 10

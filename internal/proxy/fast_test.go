@@ -475,6 +475,47 @@ func TestFastPathDropsAConnectionWithUnaskedBytes(t *testing.T) {
 	}
 }
 
+// TestFastPathDropsAConnectionWithLateBytes: bytes a host sends after its
+// response, in a later write, arrive once the connection is back in the
+// pool, where put's look cannot see them: a body after a HEAD or a 204, a
+// stray CRLF, a whole forged response. The next request must not read
+// them as its answer (another client's, perhaps); it goes out on a new
+// connection and gets the host's own answer to it.
+func TestFastPathDropsAConnectionWithLateBytes(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string // of the first request
+		resp   string // the host's answer to every request; \x00pause splits its writes
+	}{
+		{"forged response", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x00pauseHTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nnot your answer"},
+		{"body after HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n\x00pauseok"},
+		{"body after 204", "GET", "HTTP/1.1 204 No Content\r\n\r\n\x00pauseHTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nnot your answer"},
+		{"stray CRLF", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x00pause\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be := newScripted(t)
+			p, _ := New(Options{ClusterID: "c1"})
+			defer p.Close()
+			srv := proxyServer(t, p, be.ln.Addr().String())
+			be.set(tt.resp)
+			req, _ := http.NewRequest(tt.method, srv.URL+"/", nil)
+			req.Host = "hello.apps.test"
+			res, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			time.Sleep(80 * time.Millisecond) // the late bytes reach the pooled connection
+			be.set("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nyours!")
+			if s, body := fastGet(t, srv); s != 200 || body != "yours!" {
+				t.Fatalf("the request after: %d %q, want the host's 200 \"yours!\"", s, body)
+			}
+		})
+	}
+}
+
 // FuzzFastResponse feeds a host's response bytes (hosts are not trusted)
 // to the fast path's head parser and body decoder: no input may panic, and
 // a head it accepts has a status in range and a consistent framing.

@@ -27,9 +27,13 @@ type Conn struct {
 
 	// ask is written by the next Read before it waits (Ask); askErr is
 	// that write's failure, askStuck says the socket took only part.
-	ask      []byte
-	askErr   syscall.Errno
-	askStuck bool
+	// askIdle says the socket must hold nothing before ask is written
+	// (AskIdle); askUnsent that it held something, and ask was not sent.
+	ask       []byte
+	askErr    syscall.Errno
+	askStuck  bool
+	askIdle   bool
+	askUnsent bool
 
 	wmu     sync.Mutex // one Write at a time owns wp/wn/werr
 	wp      []byte
@@ -89,18 +93,49 @@ func (c *Conn) read(fd uintptr) bool {
 // Write concurrently. A failed write is the Read's error (Op "write");
 // when the socket takes only part of p, the Read writes the rest as
 // Write does and then reads as usual.
-func (c *Conn) Ask(p []byte) {
+func (c *Conn) Ask(p []byte) { c.setAsk(p, false) }
+
+// AskIdle is Ask for a connection that should be idle: a kept-alive
+// connection to a host, taken from a pool. If the socket already holds
+// something (bytes the peer sent after its last answer, which would be
+// read as the answer to p; or its end of the stream), p is not written
+// and the Read fails with ErrNotIdle. The look costs one more system call,
+// a peek that finds nothing.
+func (c *Conn) AskIdle(p []byte) { c.setAsk(p, true) }
+
+func (c *Conn) setAsk(p []byte, idle bool) {
 	if len(p) == 0 {
 		return // nothing sent: the read must try first
 	}
 	c.rmu.Lock()
-	c.ask, c.askErr, c.askStuck = p, 0, false
+	c.ask, c.askErr, c.askStuck, c.askIdle, c.askUnsent = p, 0, false, idle, false
 	c.rmu.Unlock()
 }
 
 // sendAsk writes c.ask as read's first step. It reports false, so that
 // the netpoller waits for readiness, once all of it is written.
 func (c *Conn) sendAsk(fd uintptr) bool {
+	if c.askIdle {
+		c.askIdle = false
+		var b [1]byte
+		for {
+			_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				// Idle, as it should be: ask.
+			case 0:
+				c.askUnsent = true // a byte, or the end of the stream
+				return true
+			default:
+				c.askErr = e // reset by the peer, say
+				return true
+			}
+			break
+		}
+	}
 	n, e := writeAll(fd, c.ask)
 	c.ask = c.ask[n:]
 	switch e {
@@ -125,11 +160,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rp, c.rn, c.rerr = p, 0, 0
 	err := c.rc.Read(c.readFn)
 	n, errno := c.rn, c.rerr
-	rest, askErr, stuck := c.ask, c.askErr, c.askStuck
-	c.rp, c.ask, c.askErr, c.askStuck = nil, nil, 0, false
+	rest, askErr, stuck, unsent := c.ask, c.askErr, c.askStuck, c.askUnsent
+	c.rp, c.ask, c.askErr, c.askStuck, c.askIdle, c.askUnsent = nil, nil, 0, false, false, false
 	c.rmu.Unlock()
 	if asked {
 		switch {
+		case unsent && err == nil:
+			return 0, c.opError("write", ErrNotIdle)
 		case askErr != 0:
 			return 0, c.opError("write", os.NewSyscallError("write", askErr))
 		case stuck && err == nil:

@@ -365,6 +365,48 @@ func TestAsk(t *testing.T) {
 			}
 			return out + " differs"
 		}},
+		{"idle-answer", "n=4 ok pong peer=ping", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, 4)
+				n, _ := io.ReadFull(peer, buf)
+				got <- string(buf[:n])
+				_, _ = peer.Write([]byte("pong"))
+			}()
+			c.AskIdle([]byte("ping"))
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			return describe(n, err) + " " + string(buf[:n]) + " peer=" + <-got
+		}},
+		{"idle-stray-bytes-send-nothing", "not-idle op=write; then n=5 ok stray peer=", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			// Bytes the peer sent unasked stay in the socket, unread, and
+			// the question is not sent.
+			_, _ = peer.Write([]byte("stray"))
+			time.Sleep(20 * time.Millisecond)
+			c.AskIdle([]byte("ping"))
+			_, err := c.Read(make([]byte, 8))
+			var oe *net.OpError
+			out := describe(0, err)
+			if errors.Is(err, ErrNotIdle) && errors.As(err, &oe) {
+				out = "not-idle op=" + oe.Op
+			}
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			_ = c.CloseWrite()
+			_ = peer.SetReadDeadline(time.Now().Add(2 * time.Second))
+			sent, _ := io.ReadAll(peer)
+			return out + "; then " + describe(n, err) + " " + string(buf[:n]) + " peer=" + string(sent)
+		}},
+		{"idle-peer-closed", "not-idle", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			peer.Close()
+			time.Sleep(20 * time.Millisecond)
+			c.AskIdle([]byte("ping"))
+			_, err := c.Read(make([]byte, 8))
+			if errors.Is(err, ErrNotIdle) {
+				return "not-idle"
+			}
+			return describe(0, err)
+		}},
 		{"empty-ask-reads-first", "n=3 ok abc", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
 			// Nothing to send: the read must try before it waits, or
 			// bytes already there would wait for the next edge.
