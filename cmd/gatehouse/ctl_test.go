@@ -98,6 +98,14 @@ func TestCtlAgainstAPI(t *testing.T) {
 	if h := must("hosts", "list"); len(h["hosts"].([]any)) != 0 {
 		t.Errorf("hosts: %v", h)
 	}
+	// an app still named by a mapping or a host key stays, and the
+	// refusal says what to delete first
+	if _, err := ctl("apps", "delete", "shop"); err == nil || !strings.Contains(err.Error(), "409 Conflict") ||
+		!strings.Contains(err.Error(), "domain shop.example.org") || !strings.Contains(err.Error(), "host key web-1") {
+		t.Errorf("delete of a still-named app: %v, want 409 naming its domain and key", err)
+	}
+	must("domains", "delete", "shop.example.org")
+	must("keys", "delete", "web-1")
 	must("apps", "delete", "shop")
 
 	// failures: the problem detail, one line, exit 1

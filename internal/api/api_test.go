@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -668,4 +669,77 @@ func TestCNAMEOwnsItsName(t *testing.T) {
 	// replacing a record set with one of its own type stays allowed
 	e.ok("PUT", z+"alias/CNAME", `{"values":["blog.example.org"]}`, 200)
 	e.ok("PUT", z+"www/A", `{"values":["192.0.2.3"]}`, 200)
+}
+
+// TestDeleteAppStillNamed: an app that a domain mapping or a host key
+// still names is not deleted (409 naming them, nothing changed), since
+// the next app created under its id would inherit a verified domain with
+// no proof and the old owner's host. Once they are gone, or a shared
+// key is re-PUT without the app, the delete goes through and a new app
+// of that name starts with nothing.
+func TestDeleteAppStillNamed(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	e.ok("PUT", "/api/v3/domains/www.customer.example", `{"app":"shop"}`, 200)
+	e.ok("POST", "/api/v3/domains/www.customer.example/verify", `{"method":"manual"}`, 200)
+	e.ok("PUT", "/api/v3/domains/blog.customer.example", `{"app":"blog"}`, 200)
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"blog", "shop"}}, 200)
+	e.ok("PUT", "/api/v3/hosts/keys/web-2", map[string]any{"public_key": testKey, "apps": []string{"shop"}}, 200)
+
+	steps := []struct {
+		name   string
+		do     func()
+		named  []string // in the 409's detail
+		absent []string // not in it
+	}{
+		{"domain and keys", func() {},
+			[]string{"domain www.customer.example (verified)", "host key web-1 (also serves 1 other app)", "host key web-2", `PUT it without "shop"`},
+			[]string{"blog.customer.example"}},
+		{"keys left", func() { e.ok("DELETE", "/api/v3/domains/www.customer.example", nil, 204) },
+			[]string{"host key web-1", "host key web-2"}, []string{"www.customer.example"}},
+		{"shared key left", func() { e.ok("DELETE", "/api/v3/hosts/keys/web-2", nil, 204) },
+			[]string{"host key web-1"}, []string{"web-2"}},
+	}
+	for _, s := range steps {
+		s.do()
+		before := e.snapshot()
+		p := problemOf(t, e.ok("DELETE", "/api/v3/apps/shop", nil, 409))
+		for _, want := range s.named {
+			if !strings.Contains(p.Detail, want) {
+				t.Errorf("%s: detail %q does not name %q", s.name, p.Detail, want)
+			}
+		}
+		for _, not := range s.absent {
+			if strings.Contains(p.Detail, not) {
+				t.Errorf("%s: detail %q names %q", s.name, p.Detail, not)
+			}
+		}
+		if after := e.snapshot(); after != before {
+			t.Errorf("%s: a refused delete changed the store\nbefore %s\nafter  %s", s.name, before, after)
+		}
+	}
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"blog"}}, 200)
+	e.ok("DELETE", "/api/v3/apps/shop", nil, 204)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("GET", "/api/v3/domains/www.customer.example", nil, 404)
+	var k route.HostKey
+	decodeInto(t, e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 200), &k)
+	if !slices.Equal(k.Apps, []string{"blog"}) {
+		t.Errorf("blog's host key after the delete: %+v", k)
+	}
+}
+
+// TestDeleteAppConflictIsBounded: an app with many mappings gets a 409
+// that names the first 20 and counts the rest.
+func TestDeleteAppConflictIsBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	for i := range 25 {
+		e.ok("PUT", fmt.Sprintf("/api/v3/domains/d%02d.example.org", i), `{"app":"shop"}`, 200)
+	}
+	p := problemOf(t, e.ok("DELETE", "/api/v3/apps/shop", nil, 409))
+	if !strings.Contains(p.Detail, "domain d19.example.org") || strings.Contains(p.Detail, "d20.example.org") || !strings.Contains(p.Detail, "and 5 more") {
+		t.Errorf("detail %q: want d00 to d19 named and 5 more counted", p.Detail)
+	}
 }

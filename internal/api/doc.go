@@ -8,6 +8,11 @@
 // strictly (unknown fields refused, 1 MiB cap) and validated in full before
 // anything is written to the store, so bad input changes nothing.
 //
+// A write that would hand what one app proved or was given to another
+// answers 409 naming what stands in the way, and changes nothing:
+// deleting an app that a domain mapping or host key still names (the next
+// app of that id would inherit them).
+//
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)
 //

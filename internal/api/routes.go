@@ -168,15 +168,88 @@ func (a *API) appFrom(id string, b *appBody) (route.App, error) {
 	return app, checkApp(&app)
 }
 
+// deleteApp deletes an app that nothing else names. A domain mapping or a
+// host key left naming a deleted app would pass to the next app created
+// under that id: a verified domain with no proof, and the old owner's host
+// serving the new app. So while any names it, the answer is 409 listing
+// them, and the platform deletes them (or re-PUTs a key that serves other
+// apps too without this one) first.
+//
+// The store has no transaction across its buckets: a mapping or key PUT
+// for this app that lands between the listing and the delete survives it.
+// Only the platform writes either, so it closes that window by not racing
+// its own writes for one app.
 func (a *API) deleteApp(r *http.Request) (int, any, error) {
+	ctx := r.Context()
 	id := r.PathValue("app")
 	if err := checkAppID(id); err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.DeleteApp(r.Context(), id); err != nil {
+	if _, err := a.o.Store.GetApp(ctx, id); err != nil {
+		return 0, nil, a.missing(err, "app", id)
+	}
+	refs, err := a.appRefs(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(refs) > 0 {
+		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
+			"app %q is still named by %s; delete those first (a host key that serves other apps too: PUT it without %q), so that no later app named %q inherits them",
+			id, listSome(refs, maxListed), id, id)}
+	}
+	if err := a.o.Store.DeleteApp(ctx, id); err != nil {
 		return 0, nil, a.missing(err, "app", id)
 	}
 	return http.StatusNoContent, nil, nil
+}
+
+// appRefs names the domain mappings and host keys that name app id,
+// domains first, each sorted.
+func (a *API) appRefs(ctx context.Context, id string) ([]string, error) {
+	ds, err := a.o.Store.ListDomains(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := a.o.Store.ListHostKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var doms, keys []string
+	for _, d := range ds {
+		if d.App != id {
+			continue
+		}
+		s := "domain " + d.Domain
+		if d.Verified {
+			s += " (verified)"
+		}
+		doms = append(doms, s)
+	}
+	for _, k := range ks {
+		if !slices.Contains(k.Apps, id) {
+			continue
+		}
+		s := "host key " + k.HostID
+		if n := len(k.Apps) - 1; n > 0 {
+			s += fmt.Sprintf(" (also serves %d other app%s)", n, map[bool]string{true: "s"}[n > 1])
+		}
+		keys = append(keys, s)
+	}
+	slices.Sort(doms)
+	slices.Sort(keys)
+	return append(doms, keys...), nil
+}
+
+// maxListed is how many items a conflict names before it only counts the
+// rest: enough to act on, and a problem detail stays one screen.
+const maxListed = 20
+
+// listSome joins the first n items and counts the rest.
+func listSome(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // ---- domains
