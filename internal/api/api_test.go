@@ -743,3 +743,36 @@ func TestDeleteAppConflictIsBounded(t *testing.T) {
 		t.Errorf("detail %q: want d00 to d19 named and 5 more counted", p.Detail)
 	}
 }
+
+// TestZoneOverMappedDomain: a zone that would contain a mapped custom
+// domain is refused (409 naming it, nothing changed), since {app}.{zone}
+// is looked up first and an app named after the domain's first label
+// would take its traffic. putDomain already refuses the other order.
+func TestZoneOverMappedDomain(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/domains/www.shop.example", `{"app":"shop"}`, 200)
+	e.ok("POST", "/api/v3/domains/www.shop.example/verify", `{"method":"manual"}`, 200)
+	e.ok("PUT", "/api/v3/domains/shop.example", `{"app":"shop"}`, 200)
+	gw := `{"gateways":["127.0.0.1"]}`
+	before := e.snapshot()
+	for _, c := range []struct{ zone, want string }{
+		{"shop.example", "www.shop.example"}, // over it
+		{"shop.example", "(shop.example, "},  // at it
+		{"example", "www.shop.example"},      // further up
+	} {
+		if p := problemOf(t, e.ok("PUT", "/api/v3/dns/zones/"+c.zone, gw, 409)); !strings.Contains(p.Detail, c.want) {
+			t.Errorf("zone %s: detail %q does not name %q", c.zone, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused zone changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// below or beside the domains is fine: no mapped name is in them
+	e.ok("PUT", "/api/v3/dns/zones/eu.www.shop.example", gw, 200)
+	e.ok("PUT", "/api/v3/dns/zones/blog.example", gw, 200)
+	e.ok("PUT", "/api/v3/dns/zones/hop.example", gw, 200)
+	e.ok("DELETE", "/api/v3/domains/www.shop.example", nil, 204)
+	e.ok("DELETE", "/api/v3/domains/shop.example", nil, 204)
+	e.ok("PUT", "/api/v3/dns/zones/shop.example", gw, 200)
+}

@@ -11,7 +11,9 @@
 // A write that would hand what one app proved or was given to another
 // answers 409 naming what stands in the way, and changes nothing:
 // deleting an app that a domain mapping or host key still names (the next
-// app of that id would inherit them).
+// app of that id would inherit them); a zone at or over a mapped custom
+// domain (an app named after the domain's first label would take its
+// traffic, since {app}.{zone} is looked up first).
 //
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)

@@ -465,10 +465,38 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 	if err := checkZone(&z); err != nil {
 		return 0, nil, err
 	}
+	if err := a.checkZoneFree(r.Context(), name); err != nil {
+		return 0, nil, err
+	}
 	if err := a.o.Store.PutZone(r.Context(), &z); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, z, nil
+}
+
+// checkZoneFree is checkDomainFree the other way round: a zone over an
+// existing custom domain would hand the domain's traffic to whichever app
+// has its first label as id, since {app}.{zone} is looked up before the
+// mappings (DESIGN §2 step 3). The same window as deleteApp's is left
+// between this listing and the write.
+func (a *API) checkZoneFree(ctx context.Context, zone string) error {
+	ds, err := a.o.Store.ListDomains(ctx)
+	if err != nil {
+		return err
+	}
+	var under []string
+	for _, d := range ds {
+		if d.Domain == zone || strings.HasSuffix(d.Domain, "."+zone) {
+			under = append(under, d.Domain)
+		}
+	}
+	if len(under) == 0 {
+		return nil
+	}
+	slices.Sort(under)
+	return &statusError{http.StatusConflict, fmt.Sprintf(
+		"zone %q would hold mapped custom domains (%s), which apps named after their first label would take over ({app}.%s is looked up first); delete those mappings first",
+		zone, listSome(under, maxListed), zone)}
 }
 
 // deleteZone removes the zone and then its records.

@@ -3,23 +3,36 @@ package gatehouse
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
-// A custom domain routes only once proven: the platform maps it, publishes
-// the token as TXT in a zone this very gateway serves over DNS, asks for
-// verification, and from then on the domain reaches the app.
+// A custom domain routes only once proven: the platform maps it, the
+// customer publishes the token as TXT in their own DNS (here the
+// project's DNS server on another port), the platform asks for
+// verification, and from then on the domain reaches the app. The
+// gateway's own DNS cannot host that record: a zone over a mapped domain
+// is refused (TestZoneOverMappedDomain in internal/api), checked here too.
 func TestCustomDomainProvenByTXT(t *testing.T) {
+	var proof atomic.Pointer[string]
+	customer := startCustomerDNS(t, func() []dns.Zone {
+		z := dns.Zone{Name: "shop.example", Gateways: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, TTL: 1}
+		if tok := proof.Load(); tok != nil {
+			z.Records = []dns.Record{{Name: "_gatehouse-challenge.www.shop.example", Type: "TXT", Values: []string{*tok}}}
+		}
+		return []dns.Zone{z}
+	})
 	r := startWith(t, testConfig(t), func(g *Gatehouse) {
 		g.resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, g.Addrs().DNS)
+			return (&net.Dialer{}).DialContext(ctx, network, customer)
 		}}
 	})
 	if code, body := r.control(t, "PUT", "/api/v3/apps/shop", `{}`); code != 200 {
@@ -43,14 +56,11 @@ func TestCustomDomainProvenByTXT(t *testing.T) {
 	if code, body := r.control(t, "POST", "/api/v3/domains/www.shop.example/verify", `{"method":"txt"}`); code < 400 {
 		t.Fatalf("verify without a record: %d %s", code, body)
 	}
-	// The customer's zone happens to be served by this gateway's DNS.
-	if code, body := r.control(t, "PUT", "/api/v3/dns/zones/shop.example", `{"gateways":["127.0.0.1"],"ttl":5}`); code != 200 {
-		t.Fatalf("put zone: %d %s", code, body)
+	// The gateway will not serve the customer's zone over the mapping.
+	if code, body := r.control(t, "PUT", "/api/v3/dns/zones/shop.example", `{"gateways":["127.0.0.1"],"ttl":5}`); code != 409 {
+		t.Fatalf("put a zone over the mapped domain: %d %s, want 409", code, body)
 	}
-	rec := fmt.Sprintf(`{"ttl":5,"values":[%q]}`, d.Token)
-	if code, body := r.control(t, "PUT", "/api/v3/dns/zones/shop.example/records/_gatehouse-challenge.www.shop.example/TXT", rec); code != 200 {
-		t.Fatalf("put record: %d %s", code, body)
-	}
+	proof.Store(&d.Token)
 	testutil.WaitFor(t, 5*time.Second, func() bool {
 		code, _ := r.control(t, "POST", "/api/v3/domains/www.shop.example/verify", `{"method":"txt"}`)
 		return code == 200
@@ -59,4 +69,29 @@ func TestCustomDomainProvenByTXT(t *testing.T) {
 		resp, body := r.get(t, "www.shop.example", "/", nil)
 		return resp.StatusCode == 200 && body == "shop"
 	}, "verified domain does not route")
+}
+
+// startCustomerDNS serves zones with the project's own authoritative DNS
+// server on a loopback port, as a customer's DNS would, and returns its
+// address.
+func startCustomerDNS(t *testing.T, zones func() []dns.Zone) string {
+	t.Helper()
+	s, err := dns.New(dns.Options{Addr: "127.0.0.1:0", Zones: zones})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, pc, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("customer dns: %v", err)
+		}
+	})
+	return pc.LocalAddr().String()
 }

@@ -75,8 +75,9 @@ func (t *Table) Lookup(host string) Match {
 				return Match{Kind: KindApp, App: a, Zone: z, Name: name}
 			}
 			// Not an app label: a verified custom domain may still live
-			// under a zone the gateway serves (its DNS hosts the customer's
-			// zone too).
+			// under a zone the gateway serves. The API refuses a zone over
+			// a mapping and a mapping inside a zone, but a store written
+			// before that, or a race of the two PUTs, can hold one.
 		}
 	}
 	if s := n.domains.find(name); s != nil && s.aux != noEntry {
