@@ -334,10 +334,12 @@ func TestDomainLifecycle(t *testing.T) {
 	e := newEnv(t, nil)
 	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
 	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
-	var d1, d2, d3 route.Domain
+	var d0, d1, d2, d3 route.Domain
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/Shop.Example.ORG", `{"app":"blog"}`, 200), &d0)
+	// an unverified mapping moves, starting over
 	decodeInto(t, e.ok("PUT", "/api/v3/domains/Shop.Example.ORG", `{"app":"shop"}`, 200), &d1)
-	if d1.Domain != "shop.example.org" || d1.App != "shop" || d1.Verified || len(d1.Token) < 20 {
-		t.Fatalf("new mapping: %+v", d1)
+	if d1.Domain != "shop.example.org" || d1.App != "shop" || d1.Verified || len(d1.Token) < 20 || d1.Token == d0.Token {
+		t.Fatalf("new mapping: %+v (moved from %+v)", d1, d0)
 	}
 	if !strings.Contains(string(e.ok("GET", "/api/v3/domains/shop.example.org", nil, 200).body), `"verified":false`) {
 		t.Error("verified field missing")
@@ -355,10 +357,25 @@ func TestDomainLifecycle(t *testing.T) {
 	if !v.Verified || v.Token != d1.Token {
 		t.Errorf("after verify: %+v", v)
 	}
-	// moving to another app starts over
+	// a re-PUT to the same app keeps it verified
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"shop"}`, 200), &d2)
+	if d2 != v {
+		t.Errorf("re-PUT of a verified mapping changed it: %+v -> %+v", v, d2)
+	}
+	// a verified mapping does not move: the app that proved it keeps it
+	// until the platform deletes the mapping, and the new app proves it again
+	before := e.snapshot()
+	p := problemOf(t, e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"blog"}`, 409))
+	if !strings.Contains(p.Detail, `verified for app "shop"`) || !strings.Contains(p.Detail, "DELETE") {
+		t.Errorf("move of a verified mapping: detail %q", p.Detail)
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused move changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	e.ok("DELETE", "/api/v3/domains/shop.example.org", nil, 204)
 	decodeInto(t, e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"blog"}`, 200), &d3)
 	if d3.App != "blog" || d3.Verified || d3.Token == d1.Token {
-		t.Errorf("moved mapping: %+v", d3)
+		t.Errorf("remapped domain: %+v", d3)
 	}
 	e.ok("GET", "/api/v3/domains", nil, 200)
 	e.ok("DELETE", "/api/v3/domains/shop.example.org", nil, 204)

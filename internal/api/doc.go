@@ -13,7 +13,9 @@
 // deleting an app that a domain mapping or host key still names (the next
 // app of that id would inherit them); a zone at or over a mapped custom
 // domain (an app named after the domain's first label would take its
-// traffic, since {app}.{zone} is looked up first).
+// traffic, since {app}.{zone} is looked up first); a PUT moving a
+// verified domain mapping to another app (it would cut off the app that
+// proved it; DELETE the mapping first).
 //
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)

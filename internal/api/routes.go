@@ -281,7 +281,12 @@ func (a *API) getDomain(r *http.Request) (int, any, error) {
 
 // putDomain maps a custom domain to an app. The mapping starts unverified
 // with a fresh token; a re-PUT to the same app keeps token and state, a
-// move to another app starts over.
+// move to another app starts over. A verified mapping is not moved (409):
+// that would cut the app that proved the domain off at once, on nothing
+// but the new app's word; the platform deletes the mapping first. A
+// verify that completes between the read here and the write is
+// overwritten (the store has no compare-and-set here); only the platform
+// does either, and verifyDomain re-reads for the other order.
 func (a *API) putDomain(r *http.Request) (int, any, error) {
 	ctx := r.Context()
 	name, err := normalizeDomain(r.PathValue("domain"))
@@ -308,6 +313,9 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 	switch {
 	case err == nil && old.App == b.App:
 		return http.StatusOK, old, nil
+	case err == nil && old.Verified:
+		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
+			"domain %q is verified for app %q; to map it to %q, DELETE the mapping first, and %q proves it again", name, old.App, b.App, b.App)}
 	case err != nil && !errors.Is(err, a.o.NotFound):
 		return 0, nil, err
 	}
