@@ -82,6 +82,12 @@ type Options struct {
 	Forwarder *dns.Forwarder
 	// ResolveLimits meter the resolve routes; zero fields take defaults.
 	ResolveLimits ResolveLimits
+	// BadTokens is how many wrong bearer tokens one client address (an
+	// IPv4 address or an IPv6 /48) may send per window to the control and
+	// resolve routes; then each request with a token gets 429, the right
+	// token too, until the window has room. A good token is never
+	// counted. Zero: 100 per 60 s.
+	BadTokens limit.Quota
 	// Public are further public routes, mounted as given (Go ServeMux
 	// patterns such as "GET /api/v3/dns/resolve"). They need no credential.
 	Public map[string]http.Handler
@@ -104,6 +110,7 @@ type API struct {
 	control *http.ServeMux
 	token   [sha256.Size]byte // sha256 of ControlToken, so the compare does not leak its length
 	meter   *meter            // the resolve routes' budgets
+	guard   *guard            // wrong tokens per client address
 }
 
 var _ http.Handler = (*API)(nil)
@@ -133,7 +140,11 @@ func New(o Options) (*API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: resolve limits: %w", err)
 	}
-	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux(), meter: &meter{w: win, lim: o.ResolveLimits}}
+	g, err := newGuard(o.BadTokens, o.ResolveLimits.MaxKeys, o.Now)
+	if err != nil {
+		return nil, err
+	}
+	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux(), meter: &meter{w: win, lim: o.ResolveLimits}, guard: g}
 	if o.ControlToken != "" {
 		a.token = sha256.Sum256([]byte(o.ControlToken))
 	}
@@ -149,13 +160,18 @@ func New(o Options) (*API, error) {
 
 // ServeHTTP serves a public route to anyone; everything else under /api/v3
 // is a control route, and a caller without the platform credential gets
-// 401 before the method, the route or the body is looked at.
+// 401 before the method, the route or the body is looked at (429 once its
+// address has sent too many wrong tokens: guard.go).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := a.public.Handler(r); pattern != "" {
 		a.public.ServeHTTP(w, r)
 		return
 	}
-	if !a.platform(r) {
+	ok, answered := a.checkToken(w, r, func() bool { return a.platform(r) })
+	if answered {
+		return
+	}
+	if !ok {
 		unauthorized(w, r, "the control API needs the platform credential")
 		return
 	}

@@ -11,11 +11,15 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
@@ -183,6 +187,9 @@ var allMethods = []string{"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTI
 func TestControlNeedsCredential(t *testing.T) {
 	e := newEnv(t, func(o *Options) {
 		o.VerifyPlatform = func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good-jwt" }
+		// every wrong token here must meet the check, not the
+		// guessing limit (TestWrongTokensLimited)
+		o.BadTokens = limit.Quota{Limit: 1 << 20, Window: time.Minute}
 	})
 	e.seed()
 	before := e.snapshot()
@@ -792,4 +799,123 @@ func TestZoneOverMappedDomain(t *testing.T) {
 	e.ok("DELETE", "/api/v3/domains/www.shop.example", nil, 204)
 	e.ok("DELETE", "/api/v3/domains/shop.example", nil, 204)
 	e.ok("PUT", "/api/v3/dns/zones/shop.example", gw, 200)
+}
+
+// TestWrongTokensLimited: each wrong bearer token, on a control route or
+// a resolve route, is charged to the client address; once the window is
+// spent every request with a token gets 429 with Retry-After, the right
+// token too (else the answer would tell a guesser which guess was right),
+// until the window has room. Right tokens are never charged, requests
+// without a token guess nothing and are not metered, and another address
+// has its own window. A concurrent burst is checked no more times than
+// the window has room for.
+func TestWrongTokensLimited(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e, _ := resolveEnvWith(t, func(o *Options) {
+		o.BadTokens = limit.Quota{Limit: 5, Window: time.Minute}
+		o.Now = clock
+	})
+	want := func(tok, path string, status int) resp {
+		t.Helper()
+		r := e.do("GET", path, tok, nil)
+		if r.status != status {
+			t.Fatalf("GET %s with %q: %d, want %d: %s", path, tok, r.status, status, r.body)
+		}
+		return r
+	}
+	for range 10 {
+		want(token, "/api/v3/apps", 200) // never charged
+	}
+	for i := range 5 {
+		path := "/api/v3/apps"
+		if i%2 == 1 {
+			path = "/api/v3/dns/resolve?name=a.apps.example.com"
+		}
+		want(fmt.Sprintf("guess-%d", i), path, 401)
+	}
+	for _, c := range []struct{ tok, path string }{
+		{"guess-5", "/api/v3/apps"},
+		{"guess-6", "/api/v3/dns/resolve?name=a.apps.example.com"},
+		{token, "/api/v3/apps"},
+	} {
+		r := want(c.tok, c.path, 429)
+		problemOf(t, r)
+		if s := r.header.Get("Retry-After"); s == "" || s == "0" {
+			t.Errorf("429 with Retry-After %q", s)
+		}
+	}
+	want("", "/api/v3/apps", 401) // no token: no guess
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	t.Cleanup(other.CloseIdleConnections)
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/v3/apps", nil)
+	req.Header.Set("Authorization", "Bearer guess-from-elsewhere")
+	if res, err := other.Do(req); err != nil {
+		t.Fatal(err)
+	} else if res.Body.Close(); res.StatusCode != 401 {
+		t.Errorf("another address: %d, want 401", res.StatusCode)
+	}
+
+	advance(2 * time.Minute)
+	burst := func(tok func(i int) string) map[int]int {
+		codes := make([]int, 40)
+		var wg sync.WaitGroup
+		for i := range codes {
+			wg.Go(func() { codes[i] = e.do("GET", "/api/v3/apps", tok(i), nil).status })
+		}
+		wg.Wait()
+		n := map[int]int{}
+		for _, c := range codes {
+			n[c]++
+		}
+		return n
+	}
+	if n := burst(func(int) string { return token }); n[200] != 40 {
+		t.Errorf("40 right tokens at once: %v, want all 200", n)
+	}
+	if n := burst(func(i int) string { return fmt.Sprintf("burst-%d", i) }); n[401] != 5 || n[429] != 35 {
+		t.Errorf("40 wrong tokens at once: %v, want 5 checked (401) and 35 refused (429)", n)
+	}
+}
+
+// TestWrongTokenBurstHeldToWindow: a burst of wrong tokens that all find
+// room in the window before any is charged is still checked no more
+// times than the window has room for: here the checks block until the
+// rest of the burst has been answered, and only 5 of 40 are inside.
+func TestWrongTokenBurstHeldToWindow(t *testing.T) {
+	var inside atomic.Int32
+	release := make(chan struct{})
+	e := newEnv(t, func(o *Options) {
+		o.BadTokens = limit.Quota{Limit: 5, Window: time.Minute}
+		o.VerifyPlatform = func(*http.Request) bool {
+			inside.Add(1)
+			<-release
+			return false
+		}
+	})
+	var done atomic.Int32
+	codes := make([]int, 40)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() {
+			codes[i] = e.do("GET", "/api/v3/apps", fmt.Sprintf("burst-%d", i), nil).status
+			done.Add(1)
+		})
+	}
+	ok := testutil.Eventually(5*time.Second, func() bool { return done.Load() == 35 })
+	got := inside.Load()
+	close(release)
+	wg.Wait()
+	if !ok || got != 5 {
+		t.Errorf("while the checks were held: %d answered and %d being checked, want 35 and 5", done.Load(), got)
+	}
+	n := map[int]int{}
+	for _, c := range codes {
+		n[c]++
+	}
+	if n[401] != 5 || n[429] != 35 {
+		t.Errorf("codes %v, want 5 401 and 35 429", n)
+	}
 }

@@ -184,17 +184,28 @@ const platformSession = "platform control.token"
 // session returns r's session, or answers 401: the resolve routes need a
 // signed-in session (DESIGN §8). The platform credential is one: it is
 // how the platform recurses.
+//
+// A wrong token here is metered as on the control routes: the control
+// token works here too, so this is as good a place to guess it.
 func (a *API) session(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if a.o.VerifySession != nil {
-		if s, err := a.o.VerifySession(r); err == nil {
-			return s, true
+	var session string
+	ok, answered := a.checkToken(w, r, func() bool {
+		if a.o.VerifySession != nil {
+			if s, err := a.o.VerifySession(r); err == nil {
+				session = s
+				return true
+			}
 		}
+		if a.platform(r) {
+			session = platformSession
+			return true
+		}
+		return false
+	})
+	if !ok && !answered {
+		unauthorized(w, r, "resolving needs a signed-in session: send a valid bearer token")
 	}
-	if a.platform(r) {
-		return platformSession, true
-	}
-	unauthorized(w, r, "resolving needs a signed-in session: send a valid bearer token")
-	return "", false
+	return session, ok
 }
 
 // chargeResolve charges n queries and sets the rate-limit fields, or

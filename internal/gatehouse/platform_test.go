@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -67,5 +68,26 @@ func TestPlatformJWT(t *testing.T) {
 		if res.StatusCode != c.status {
 			t.Errorf("%s: status %d, want %d", c.name, res.StatusCode, c.status)
 		}
+	}
+}
+
+// TestControlTokenGuessingLimited: wrong bearer tokens sent to the
+// control API at api.{zone} on a public listener are charged to the
+// client address, 100 per 60 s; then that address gets 429 with
+// Retry-After, on the management listener too (one API, one window),
+// and for the right token as well while the window is spent.
+func TestControlTokenGuessingLimited(t *testing.T) {
+	r := start(t, testConfig(t))
+	for i := range 100 {
+		if resp, body := r.get(t, "api.test.local", "/api/v3/apps", map[string]string{"Authorization": fmt.Sprintf("Bearer guess-%d", i)}); resp.StatusCode != 401 {
+			t.Fatalf("wrong token %d: %d %s, want 401", i, resp.StatusCode, body)
+		}
+	}
+	resp, body := r.get(t, "api.test.local", "/api/v3/apps", map[string]string{"Authorization": "Bearer guess-100"})
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("wrong token 101: %d %v %s, want 429 problem with Retry-After", resp.StatusCode, resp.Header, body)
+	}
+	if code, body := r.control(t, "GET", "/api/v3/apps", ""); code != 429 {
+		t.Errorf("the right token on the management listener from the same address: %d %s, want 429", code, body)
 	}
 }
