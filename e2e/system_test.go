@@ -21,7 +21,7 @@ import (
 const (
 	zone    = "e2e.test"
 	cluster = "e2e"
-	token   = "e2e-token"
+	token   = "e2e-control-token-0123456789"
 	app     = "web"
 	appHost = app + "." + zone
 	// drainTimeout is the gateway's and the sidecars' -drain-timeout.

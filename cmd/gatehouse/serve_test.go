@@ -13,6 +13,9 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
+// serveToken is the control token TestServeEndToEnd serves with.
+const serveToken = "serve-test-token-0123456789"
+
 // TestServeEndToEnd runs `gatehouse serve` as a user would (temp data
 // dir, control token), drives it with `gatehouse ctl`, and stops it with
 // the signal context: serve returns nil after draining. While it runs,
@@ -26,7 +29,7 @@ func TestServeEndToEnd(t *testing.T) {
 	var logs bytes.Buffer
 	go func() {
 		done <- run(ctx, []string{"serve",
-			"-data", t.TempDir(), "-zone", "apps.test", "-control-token", "tok",
+			"-data", t.TempDir(), "-zone", "apps.test", "-control-token", serveToken,
 			"-http", "127.0.0.1:0", "-http-mode", "serve", "-https", "127.0.0.1:0", "-dns", "127.0.0.1:0",
 			"-management", mgmt, "-bus-listen", "127.0.0.1:0", "-drain-timeout", "5s",
 			"-runtime-gc-floor-mb", "512",
@@ -57,19 +60,19 @@ func TestServeEndToEnd(t *testing.T) {
 		{"apps", "put", "shop", `{"rate_limit":{"requests":10}}`},
 		{"keys", "put", "web-1", `{"public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=","apps":["shop"]}`},
 	} {
-		if _, _, err := runCmd(t, append([]string{"ctl", "-api", api, "-token", "tok"}, args...)...); err != nil {
+		if _, _, err := runCmd(t, append([]string{"ctl", "-api", api, "-token", serveToken}, args...)...); err != nil {
 			t.Fatalf("ctl %q: %v", args, err)
 		}
 	}
-	out, _, err := runCmd(t, "ctl", "-api", api, "-token", "tok", "apps", "get", "shop")
+	out, _, err := runCmd(t, "ctl", "-api", api, "-token", serveToken, "apps", "get", "shop")
 	if err != nil || !strings.Contains(out, `"requests": 10`) {
 		t.Errorf("app read back: %v\n%s", err, out)
 	}
-	out, _, err = runCmd(t, "ctl", "-api", api, "-token", "tok", "keys", "list")
+	out, _, err = runCmd(t, "ctl", "-api", api, "-token", serveToken, "keys", "list")
 	if err != nil || !strings.Contains(out, `"web-1"`) {
 		t.Errorf("keys read back: %v\n%s", err, out)
 	}
-	out, _, err = runCmd(t, "ctl", "-api", api, "-token", "tok", "zones", "get", "apps.test")
+	out, _, err = runCmd(t, "ctl", "-api", api, "-token", serveToken, "zones", "get", "apps.test")
 	if err != nil {
 		t.Errorf("seeded zone: %v\n%s", err, out)
 	}

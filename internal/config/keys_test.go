@@ -62,11 +62,11 @@ func TestConfigFromEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/g.yaml"
 	writeFile(t, path, "zone: apps.test\n")
-	cfg, err := Load(nil, []string{"GATEHOUSE_CONFIG=" + path, "GATEHOUSE_CONTROL_TOKEN=tok"})
+	cfg, err := Load(nil, []string{"GATEHOUSE_CONFIG=" + path, "GATEHOUSE_CONTROL_TOKEN=tok-0123456789abcdef"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Zone != "apps.test" || cfg.Control.Token != "tok" {
+	if cfg.Zone != "apps.test" || cfg.Control.Token != "tok-0123456789abcdef" {
 		t.Errorf("got zone %q token %q", cfg.Zone, cfg.Control.Token)
 	}
 	// -config on the command line wins over GATEHOUSE_CONFIG

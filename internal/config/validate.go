@@ -338,8 +338,17 @@ func (c *Config) validateAuth() error {
 	if strings.ContainsAny(c.Control.Token, " \t\r\n") {
 		return bad("control.token", "must not contain white space")
 	}
+	if n := len(c.Control.Token); n > 0 && n < minControlToken {
+		return bad("control.token", "must be at least %d bytes, got %d; make one with: openssl rand -hex 16", minControlToken, n)
+	}
 	return nil
 }
+
+// minControlToken is the shortest control.token accepted: 16 bytes of a
+// random hex token still hold 64 bits, out of reach of a guesser held to
+// 100 tries a minute per address (internal/api), where a short word is
+// not.
+const minControlToken = 16
 
 // maxGCFloorMB bounds runtime.gc_floor_mb at 64 GiB: a floor is about
 // the garbage between collections, not a reservation, and a larger one is

@@ -42,7 +42,7 @@ func TestDashboardPage(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %d", path, resp.StatusCode)
 		}
-		if strings.Contains(string(b), "secret-token") {
+		if strings.Contains(string(b), controlToken) {
 			t.Errorf("GET %s carries the control token", path)
 		}
 	}
@@ -101,7 +101,7 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	login("wrong")
 	waitText("#control-error", "401")
-	login("secret-token")
+	login(controlToken)
 	waitText("#apps", "hello")
 	waitText("#hosts", "host-1")
 	waitText("#hosts", "verified")

@@ -19,6 +19,9 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
+// controlToken is testConfig's control.token.
+const controlToken = "secret-token-0123456789"
+
 // testConfig is a gateway on loopback with every port picked by the kernel.
 func testConfig(t *testing.T) config.Config {
 	cfg := config.Default()
@@ -31,7 +34,7 @@ func testConfig(t *testing.T) config.Config {
 	cfg.Management.Addr = "127.0.0.1:0"
 	cfg.Bus.Listen = "127.0.0.1:0"
 	cfg.Cluster.ID = "one"
-	cfg.Control.Token = "secret-token"
+	cfg.Control.Token = controlToken
 	cfg.DrainTimeout = 5 * time.Second
 	return cfg
 }
@@ -90,7 +93,7 @@ func (r *running) stop(t *testing.T) error {
 func (r *running) control(t *testing.T, method, path, body string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+r.g.Addrs().Management+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer secret-token")
+	req.Header.Set("Authorization", "Bearer "+controlToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
