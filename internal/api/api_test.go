@@ -919,3 +919,47 @@ func TestWrongTokenBurstHeldToWindow(t *testing.T) {
 		t.Errorf("codes %v, want 5 401 and 35 429", n)
 	}
 }
+
+// TestAmbiguousKeysRefused: a body that repeats a key, or spells a
+// field's key in another case (encoding/json would match it, and keep
+// the last of repeats), at any depth, is refused with 400 naming the key,
+// and changes nothing; a key no field has keeps its unknown-field error.
+func TestAmbiguousKeysRefused(t *testing.T) {
+	e, _ := resolveEnv(t, ResolveLimits{})
+	e.seed()
+	before := e.snapshot()
+	cases := []struct{ method, path, body, want string }{
+		{"PUT", "/api/v3/apps/shop", `{"auth":{"required":true},"auth":{"required":false}}`, `key "auth" appears twice`},
+		{"PUT", "/api/v3/apps/shop", `{"auth":{"required":true},"Auth":{"required":false}}`, `keys "auth" and "Auth" differ only in case`},
+		{"PUT", "/api/v3/apps/shop", `{"Auth":{"required":true}}`, `key "Auth" must be spelled "auth"`},
+		{"PUT", "/api/v3/apps/shop", `{"auth":{"Required":true}}`, `key "Required" in auth must be spelled "required"`},
+		{"PUT", "/api/v3/apps/shop", `{"auth":{"required":false,"required":true}}`, `key "required" appears twice in auth`},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"allow","path":"/"},{"action":"deny","path":"/a","PATH":"/b"}]}`, `keys "path" and "PATH" in policy[1] differ only in case`},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","path":"/x"}}`, `key "path" appears twice in health`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"1s","WINDOW":"1h"}}`, `differ only in case`},
+		// simple folding, as encoding/json matches: ſ (U+017F) is s
+		{"PUT", "/api/v3/apps/shop", `{"\u017ftatus":"retired"}`, `must be spelled "status"`},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop"],"public_\u212aey":"x"}`, `differ only in case`},
+		{"PUT", "/api/v3/domains/shop.example.org", `{"app":"shop","App":"shop"}`, `keys "app" and "App" differ only in case`},
+		{"POST", "/api/v3/domains/shop.example.org/verify", `{"Method":"manual"}`, `must be spelled "method"`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":60,"ttl":5}`, `key "ttl" appears twice`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["192.0.2.9"],"Values":["192.0.2.1"]}`, `differ only in case`},
+		{"POST", "/api/v3/dns/resolve/batch", `[{"name":"a.apps.example.com"},{"name":"a.apps.example.com","Name":"b"}]`, `keys "name" and "Name" in [1] differ only in case`},
+		{"PUT", "/api/v3/apps/shop", `{"colour":"red"}`, `unknown field "colour"`},
+		{"PUT", "/api/v3/apps/shop", `{"mode":`, `invalid JSON body`},
+		// nesting far past any body's is left to the decoder, unwalked
+		{"POST", "/api/v3/dns/resolve/batch", strings.Repeat("[", 1<<16), `invalid JSON body`},
+		{"PUT", "/api/v3/apps/shop", strings.Repeat(`{"auth":`, 1<<15), `invalid JSON body`},
+	}
+	for _, c := range cases {
+		p := problemOf(t, e.ok(c.method, c.path, c.body, 400))
+		if !strings.Contains(p.Detail, c.want) {
+			t.Errorf("%s %s %.100s: detail %.200q, want %q", c.method, c.path, c.body, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("ambiguous bodies changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// the same keys, each once and as spelled, are fine
+	e.ok("PUT", "/api/v3/apps/shop", `{"auth":{"required":true},"policy":[{"action":"deny","path":"/a"}],"health":{"path":"/h"}}`, 200)
+}

@@ -6,9 +6,10 @@
 // platform — before it looks at the method or the body, and answers 401 to
 // anyone else, whatever the route, method or body; an address that has
 // sent too many wrong tokens gets 429 instead ([Options.BadTokens]).
-// Every body is decoded strictly (unknown fields refused, 1 MiB cap) and
-// validated in full before anything is written to the store, so bad input
-// changes nothing.
+// Every body is decoded strictly (unknown fields, repeated keys and keys
+// in another case than the field's refused, 1 MiB cap) and validated in
+// full before anything is written to the store, so bad input changes
+// nothing.
 //
 // A write that would hand what one app proved or was given to another
 // answers 409 naming what stands in the way, and changes nothing:

@@ -20,6 +20,9 @@ func FuzzAppBody(f *testing.F) {
 		`{"rate_limit":{"requests":1,"window":"1s"}}`, `{"rate_limit":{"window":30}}`,
 		`{"policy":[{"action":"deny","methods":["post"],"path":"/admin/*"}]}`,
 		`{"health":{"path":"/healthz","interval":"5s"}}`, `{"id":"shop"}`, `[]`, `{"mode":`,
+		// repeated keys and keys in another case: refused (checkKeys)
+		`{"auth":{"required":true},"auth":{"required":false}}`, `{"auth":{"required":true},"Auth":{"Required":false}}`,
+		`{"policy":[{"action":"deny","path":"/a","Path":"/b"}]}`, `{"\u017ftatus":"retired"}`,
 	} {
 		f.Add([]byte(s))
 	}

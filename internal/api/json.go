@@ -8,7 +8,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
+	"sync"
+	"unicode"
 
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
@@ -23,7 +27,8 @@ func badInput(format string, args ...any) error {
 }
 
 // decode reads r's body as exactly one JSON value into v, refusing
-// unknown fields. An empty body decodes as {}.
+// unknown fields and ambiguous keys (checkKeys). An empty body decodes as
+// {}.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -40,6 +45,9 @@ func decode(r *http.Request, v any) error {
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
+	}
+	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -94,3 +102,167 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // errNotFound is the API's own not-found, for items it looks up itself.
 var errNotFound = errors.New("api: not found")
+
+// checkKeys refuses a body whose objects, at any depth, repeat a key or
+// spell a field's key in another case. encoding/json takes the last of
+// repeated keys and matches field names case-insensitively, so
+// {"auth":{"required":true},"Auth":{"required":false}} would be taken
+// silently as the last one, where another reader of the same bytes may
+// take the first: the body must say one thing. t is the type decoded
+// into; keys under a type it does not know (not a struct field) are left
+// to the decoder's unknown-field error. A body that is not valid JSON is
+// left to the decoder too.
+func checkKeys(b []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers are skipped, never converted
+	var path []string
+	err := walkKeys(dec, t, &path)
+	var ke *keyError
+	if errors.As(err, &ke) {
+		return badInput("invalid JSON body: %s", ke.msg)
+	}
+	return nil
+}
+
+// maxKeyDepth bounds the nesting checkKeys walks: the API's bodies nest
+// a few levels, so a deeper body fails decoding anyway, and the walk
+// stays shallow on any input.
+const maxKeyDepth = 32
+
+type keyError struct{ msg string }
+
+func (e *keyError) Error() string { return e.msg }
+
+// errDeep stops a walk that went past maxKeyDepth.
+var errDeep = errors.New("api: too deep")
+
+// walkKeys reads one value from dec, whose Go type is t (nil: unknown),
+// checking the keys of every object in it. path names where it is.
+func walkKeys(dec *json.Decoder, t reflect.Type, path *[]string) error {
+	if len(*path) > maxKeyDepth {
+		return errDeep
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		t = nil // it reads its own shape; its keys are not fields
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		return walkObject(dec, t, path)
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			*path = append(*path, fmt.Sprintf("[%d]", i))
+			if err := walkKeys(dec, elem, path); err != nil {
+				return err
+			}
+			*path = (*path)[:len(*path)-1]
+		}
+		_, err = dec.Token()
+		return err
+	}
+	return nil
+}
+
+func walkObject(dec *json.Decoder, t reflect.Type, path *[]string) error {
+	var fields map[string]reflect.Type
+	if t != nil && t.Kind() == reflect.Struct {
+		fields = jsonFields(t)
+	}
+	seen := map[string]string{} // folded key -> the key as first written
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		fk := foldKey(key)
+		if prev, dup := seen[fk]; dup {
+			if prev == key {
+				return &keyError{fmt.Sprintf("key %q appears twice%s", key, where(*path))}
+			}
+			return &keyError{fmt.Sprintf("keys %q and %q%s differ only in case", prev, key, where(*path))}
+		}
+		seen[fk] = key
+		var child reflect.Type
+		if fields != nil {
+			if ft, ok := fields[key]; ok {
+				child = ft
+			} else {
+				for name := range fields {
+					if foldKey(name) == fk {
+						return &keyError{fmt.Sprintf("key %q%s must be spelled %q (keys are case-sensitive)", key, where(*path), name)}
+					}
+				}
+			}
+		}
+		*path = append(*path, "."+key)
+		if err := walkKeys(dec, child, path); err != nil {
+			return err
+		}
+		*path = (*path)[:len(*path)-1]
+	}
+	_, err := dec.Token()
+	return err
+}
+
+// where names the object at path for an error: "" at the top, else
+// " in policy[0]".
+func where(path []string) string {
+	if len(path) == 0 {
+		return ""
+	}
+	return " in " + strings.TrimPrefix(strings.Join(path, ""), ".")
+}
+
+// fieldCache holds jsonFields' answers, one per struct type.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields maps the JSON keys of struct t's fields, as encoding/json
+// names them, to the fields' types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	fieldCache.Store(t, m)
+	return m
+}
+
+// foldKey maps s to one spelling per case-insensitive class, by the
+// simple folding encoding/json matches field names with (so the Kelvin
+// sign folds with k, as it does there).
+func foldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
