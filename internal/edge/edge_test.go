@@ -471,6 +471,83 @@ func TestReadyzAndManagement(t *testing.T) {
 	}
 }
 
+// TestManagementHostOnLoopback: a management listener bound to loopback
+// answers a Host that is localhost or a loopback address, and 421 to any
+// other name, on every route but /healthz, so a web page cannot read it
+// by DNS rebinding (its name, re-pointed at 127.0.0.1, is in Host). Bound
+// elsewhere, it answers any Host: a scraper reaches it by name.
+func TestManagementHostOnLoopback(t *testing.T) {
+	mgmt := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "mgmt "+r.URL.Path) })
+	loop := start(t, Options{Management: mgmt})
+	wide := start(t, Options{Management: mgmt, ManagementAddr: "0.0.0.0:0"})
+	_, port, _ := net.SplitHostPort(wide.mgmt)
+	get := func(addr, host, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Host = host
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == 421 && resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("421 for %q is not a problem: %v", host, resp.Header)
+		}
+		return resp.StatusCode, string(b)
+	}
+	hosts := []struct {
+		host string
+		ok   bool
+	}{
+		{loop.mgmt, true},
+		{"127.0.0.1", true},
+		{"127.0.0.2:9180", true},
+		{"localhost:9180", true},
+		{"LocalHost", true},
+		{"localhost.:9180", true},
+		{"[::1]:9180", true},
+		{"[::1]", true},
+		{"[::ffff:127.0.0.1]:9180", true},
+		{"rebind.attacker.example:9180", false},
+		{"rebind.attacker.example", false},
+		{"localhost.attacker.example", false},
+		{"127.0.0.1.nip.io", false},
+		{"10.0.0.1:9180", false},
+		{"0.0.0.0:9180", false},
+		{"[::2]:9180", false},
+	}
+	for _, h := range hosts {
+		for _, path := range []string{"/metrics", "/readyz", "/api/v3/discovery/clusters"} {
+			if code, _ := get(loop.mgmt, h.host, path); (code != 421) != h.ok {
+				t.Errorf("loopback listener, Host %q, %s: %d", h.host, path, code)
+			}
+			if code, _ := get("127.0.0.1:"+port, h.host, path); code == 421 {
+				t.Errorf("listener on 0.0.0.0, Host %q, %s: 421", h.host, path)
+			}
+		}
+		if code, body := get(loop.mgmt, h.host, "/healthz"); code != 200 || body != "mgmt /healthz" {
+			t.Errorf("loopback listener, Host %q, /healthz: %d %q", h.host, code, body)
+		}
+	}
+	// HTTP/1.0 without a Host: no browser sends that
+	c, err := net.DialTimeout("tcp", loop.mgmt, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET /metrics HTTP/1.0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("HTTP/1.0 without Host: %d", resp.StatusCode)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	h := http.NotFoundHandler()
 	cases := []struct {

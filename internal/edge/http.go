@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -124,5 +125,47 @@ func (e *Edge) managementHandler() http.Handler {
 	if e.opts.Management != nil {
 		mux.Handle("/", e.opts.Management)
 	}
+	if a, ok := e.mgmtLn.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		return loopbackHosts(mux)
+	}
 	return mux
+}
+
+// loopbackHosts guards a listener bound to loopback against DNS
+// rebinding: a web page the operator opens can make the browser send
+// requests here under a name of the page's that it re-points at
+// 127.0.0.1, and read /metrics, /readyz and the API's public routes. That
+// browser sends the page's name in Host, so only localhost or a loopback
+// address is answered, and anything else gets 421. /healthz answers any
+// Host, as on the public listeners (DESIGN §2), and tells nothing. A
+// listener bound elsewhere is left alone: scrapers reach it by name.
+func loopbackHosts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && !loopbackHost(r.Host) {
+			problem.Write(w, http.StatusMisdirectedRequest,
+				"this listener is bound to loopback and answers Host localhost or a loopback address only")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether host (a Host header, port optional) is
+// localhost or a loopback IP literal. An empty Host is let through: a
+// browser always sends one, so it is no rebinding.
+func loopbackHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = strings.TrimSuffix(host, ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }

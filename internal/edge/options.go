@@ -33,6 +33,9 @@ type Gauge interface {
 // Options configures an Edge. Zero values take the defaults given.
 type Options struct {
 	// Listener addresses; an empty address disables that listener.
+	// A management listener bound to a loopback address answers only a
+	// Host that is localhost or a loopback address (421 otherwise, but
+	// for /healthz), against DNS rebinding.
 	HTTPAddr, HTTPSAddr, ManagementAddr string
 
 	// HTTPMode is ModeRedirect (default when empty), ModeACMEOnly or

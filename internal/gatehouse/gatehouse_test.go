@@ -318,3 +318,33 @@ func TestFramingRefusedOnHTTPListener(t *testing.T) {
 	default:
 	}
 }
+
+// TestManagementRefusesForeignHost: the management listener, on loopback
+// as by default, answers 421 to a Host that is not localhost or a
+// loopback address (a page's own name under DNS rebinding), on /metrics,
+// /readyz and the API alike, and serves the loopback names.
+func TestManagementRefusesForeignHost(t *testing.T) {
+	r := start(t, testConfig(t))
+	for _, c := range []struct {
+		host string
+		want int
+	}{
+		{"rebind.attacker.example:9180", 421},
+		{"rebind.attacker.example", 421},
+		{r.g.Addrs().Management, 200},
+		{"localhost:9180", 200},
+	} {
+		for _, path := range []string{"/metrics", "/readyz", "/api/v3/discovery/clusters"} {
+			req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().Management+path, nil)
+			req.Host = c.host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("Host %s %s: %d, want %d", c.host, path, resp.StatusCode, c.want)
+			}
+		}
+	}
+}
