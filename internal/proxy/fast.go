@@ -811,6 +811,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 	http10 := line[7] == '0'
 	keepAlive := false
 	var te bool
+	folds := false // the last field read was stored last, and may be continued
 	for {
 		line, err = readLine(br, &long, &budget)
 		if err != nil {
@@ -819,6 +820,26 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 		if len(line) == 0 {
 			break
 		}
+		if line[0] == ' ' || line[0] == '\t' {
+			// obs-fold: a proxy replaces it with a space (RFC 9112 §5.2),
+			// as net/http's client does for the slow path. The value
+			// continued is the last bytes of res.text. A fold of a field
+			// read for the framing or the connection is refused instead.
+			v := httpwire.TrimOWS(line)
+			if !folds || !httpwire.ValidValue(v) {
+				return errFastHead
+			}
+			if len(v) > 0 {
+				res.text = append(append(res.text, ' '), v...)
+				if len(res.more) > 0 {
+					res.more[len(res.more)-1].end = int32(len(res.text))
+				} else {
+					res.vals[res.n-1][1] = int32(len(res.text))
+				}
+			}
+			continue
+		}
+		folds = false
 		i := bytes.IndexByte(line, ':')
 		if i <= 0 {
 			return errFastHead
@@ -867,7 +888,12 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			if !ok || (res.lengthSet && n != res.length) {
 				return errFastHead
 			}
+			if res.lengthSet {
+				continue // the same again: passed on once, as net/http's client does
+			}
 			res.length, res.lengthSet = n, true
+		default:
+			folds = true
 		}
 		start := int32(len(res.text))
 		res.text = append(res.text, v...)

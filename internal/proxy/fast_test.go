@@ -218,6 +218,10 @@ func TestFastPathMatchesReverseProxy(t *testing.T) {
 		{"malformed", "GET", "/", nil, "HTTP/1.1 2x0 OK\r\n\r\n\x00close"},
 		{"bad header", "GET", "/", nil, "HTTP/1.1 200 OK\r\nBad Name: 1\r\nContent-Length: 0\r\n\r\n\x00close"},
 		{"two lengths", "GET", "/", nil, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx\x00close"},
+		{"the same length twice", "GET", "/", nil, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok"},
+		{"folded field", "GET", "/", nil, "HTTP/1.1 200 OK\r\nX-Long: a\r\n b\r\n\t c \r\nX-Next: 1\r\nContent-Length: 2\r\n\r\nok"},
+		{"folded field past 24", "GET", "/", nil, "HTTP/1.1 200 OK\r\n" + many + "X-Long: a\r\n b\r\nContent-Length: 2\r\n\r\nok"},
+		{"fold first", "GET", "/", nil, "HTTP/1.1 200 OK\r\n X-A: 1\r\nContent-Length: 2\r\n\r\nok\x00close"},
 	}
 	do := func(t *testing.T, srv *httptest.Server, method, path string, hdr http.Header) seen {
 		t.Helper()
@@ -475,6 +479,66 @@ func TestFastPathDropsAConnectionWithUnaskedBytes(t *testing.T) {
 	}
 }
 
+// TestFastPathFoldedFraming: a fold of a field the fast path reads for the
+// framing is refused (502: RFC 9112 §5.2 lets a proxy answer a response
+// with obs-fold so), where net/http's client would unfold it; a fold of
+// any other field is unfolded as it does (TestFastPathMatchesReverseProxy).
+func TestFastPathFoldedFraming(t *testing.T) {
+	be := newScripted(t)
+	p, _ := New(Options{ClusterID: "c1"})
+	defer p.Close()
+	srv := proxyServer(t, p, be.ln.Addr().String())
+	for _, resp := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length:\r\n 2\r\n\r\nok\x00close",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n\x00close",
+		"HTTP/1.1 200 OK\r\nConnection: X-A,\r\n X-B\r\nContent-Length: 2\r\n\r\nok\x00close",
+	} {
+		be.set(resp)
+		if s, body := fastGet(t, srv); s != http.StatusBadGateway {
+			t.Errorf("%q: %d %q, want 502", resp, s, body)
+		}
+	}
+}
+
+// TestFastPathOneContentLength: a host's repeated, equal Content-Length
+// reaches the client once (net/http's client keeps one too; a strict
+// client refuses a response with two).
+func TestFastPathOneContentLength(t *testing.T) {
+	be := newScripted(t)
+	p, _ := New(Options{ClusterID: "c1"})
+	defer p.Close()
+	srv := proxyServer(t, p, be.ln.Addr().String())
+	be.set("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok")
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n")
+	br := bufio.NewReader(c)
+	var head []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line = strings.TrimRight(line, "\r\n"); line == "" {
+			break
+		}
+		head = append(head, line)
+	}
+	n := 0
+	for _, l := range head {
+		if strings.HasPrefix(strings.ToLower(l), "content-length:") {
+			n++
+		}
+	}
+	if n != 1 || head[0] != "HTTP/1.1 200 OK" {
+		t.Fatalf("%d Content-Length fields in %q, want 1", n, head)
+	}
+}
+
 // TestFastPathDropsAConnectionWithLateBytes: bytes a host sends after its
 // response, in a later write, arrive once the connection is back in the
 // pool, where put's look cannot see them: a body after a HEAD or a 204, a
@@ -528,6 +592,7 @@ func FuzzFastResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n",
+		"HTTP/1.1 200 OK\r\nX-A: 1\r\n b\r\n\t\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
 	} {
 		f.Add([]byte(s))
 	}
