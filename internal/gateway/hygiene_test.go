@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -156,5 +158,60 @@ func TestClientGatehouseTrailersNeverArrive(t *testing.T) {
 				t.Errorf("X-Checksum trailer lost: %v", h)
 			}
 		})
+	}
+}
+
+// TestH2CUpgradeNotForwarded: a client's HTTP/2 cleartext upgrade (the
+// request curl --http2 sends to an http URL) reaches the host as plain
+// HTTP/1.1. Were it forwarded, a host that took it would speak HTTP/2 over
+// a connection the gateway only copies, and every later request on it
+// would skip routing, auth, limits and policy (h2c smuggling). A
+// WebSocket upgrade is forwarded as before.
+func TestH2CUpgradeNotForwarded(t *testing.T) {
+	e := newEnv(t, nil)
+	upgrades := make(chan string, 4)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up := r.Header.Get("Upgrade")
+		upgrades <- up
+		if up == "" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		// A host that takes any upgrade it is offered.
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + up + "\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+	}))
+	for _, tc := range []struct {
+		upgrade  string
+		want     int
+		hostSees string
+	}{
+		{"h2c", http.StatusOK, ""},
+		{"H2C", http.StatusOK, ""},
+		{"websocket, h2c", http.StatusOK, ""},
+		{"websocket", http.StatusSwitchingProtocols, "websocket"},
+	} {
+		c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: hello.apps.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: "+tc.upgrade+"\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("Upgrade %q: %v", tc.upgrade, err)
+		}
+		c.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("Upgrade %q: %d, want %d", tc.upgrade, res.StatusCode, tc.want)
+		}
+		if got := <-upgrades; got != tc.hostSees {
+			t.Errorf("Upgrade %q: the host saw Upgrade %q, want %q", tc.upgrade, got, tc.hostSees)
+		}
 	}
 }

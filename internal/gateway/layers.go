@@ -527,6 +527,14 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 			delete(h, k)
 		}
 	}
+	if up, ok := h["Upgrade"]; ok && httpguts.HeaderValuesContainsToken(up, "h2c") {
+		// An HTTP/2 cleartext upgrade would turn the connection to the
+		// host into HTTP/2 streams the gateway only copies: every request
+		// after it would skip the layers below (h2c smuggling). The
+		// request goes on as plain HTTP/1.1; a client (curl --http2 on
+		// an http URL) takes the HTTP/1.1 answer.
+		delete(h, "Upgrade")
+	}
 	if r.Trailer != nil {
 		stripTrailers(r)
 	}
