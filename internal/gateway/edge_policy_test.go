@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -70,5 +72,31 @@ func TestPolicyThroughChain(t *testing.T) {
 	e.b.PutApp(&route.App{ID: "open", Mode: route.ModeHTTP, Status: route.StatusActive, Policy: []route.PolicyRule{{Action: "deny", Path: "/*"}}})
 	if res, _ := e.do(edgeReq{app: "open", path: "/anything"}); res.StatusCode != 403 {
 		t.Errorf("open app after deny-all: %d", res.StatusCode)
+	}
+}
+
+// TestPolicyDotDotUnderDeniedPrefix: a deny of /admin/* holds against a
+// host that routes the path as received, without removing dot segments
+// (Express, Werkzeug and most prefix routers): to it /admin/../x is under
+// /admin/. Nothing reaches the host.
+func TestPolicyDotDotUnderDeniedPrefix(t *testing.T) {
+	app := &route.App{ID: "shop", Policy: []route.PolicyRule{{Action: "deny", Path: "/admin/*"}}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/admin/") { // a prefix router's mount point
+			_, _ = w.Write([]byte("ADMIN PANEL"))
+			return
+		}
+		_, _ = w.Write([]byte("public"))
+	})
+	for _, p := range []string{"/admin/../x", "/admin/users/../../x", "/admin/health/..", "/admin/./../x"} {
+		before := e.backendOf("shop").count()
+		res, body := e.do(edgeReq{app: "shop", path: p})
+		if e.backendOf("shop").count() > before || res.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s: %d %q, host reached: %v; want 403 (deny /admin/*)", p, res.StatusCode, body, e.backendOf("shop").count() > before)
+		}
+	}
+	if res, body := e.do(edgeReq{app: "shop", path: "/x/../y"}); res.StatusCode != 200 || body != "public" {
+		t.Errorf("GET /x/../y: %d %q, want the host's 200", res.StatusCode, body)
 	}
 }

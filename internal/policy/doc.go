@@ -17,7 +17,10 @@
 // changes which segment a ".." removes - so every combination of them is
 // tried, each followed by path.Clean (removing //, . and .. segments and
 // any trailing slash); the case-free readings match lower-cased paths
-// against lower-cased rules. [Clean] makes all but folding at once. The
+// against lower-cased rules. A path with ".." is also read as a host that
+// does not remove dot segments reads it (a prefix router: /admin/../x is
+// under /admin/), with `\` as `/` or not, folded or not. [Clean] makes all
+// but folding at once. The
 // request is allowed only if every reading is allowed, so a reading can
 // add a denial, never lift one. Method names compare case-insensitively, and a rule naming GET
 // also covers HEAD, which most hosts serve with their GET handler.

@@ -99,6 +99,30 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	var lowered []Rule // the rules for the folded reading, made when first needed
 	for round := 0; ; round++ {
 		kinds := lenientIn(cur) | ruleKinds
+		if strings.Contains(cur, "..") {
+			// Every reading below removes dot segments, as RFC 3986 has a
+			// server do; many hosts do not (a prefix router, a handler
+			// mounted under /admin/), and to them /admin/../x is under
+			// /admin/. So ".." kept is a reading too, with `\` as a
+			// separator or not, and folded.
+			for _, p := range [...]string{cur, strings.ReplaceAll(cur, "\\", "/")} {
+				k := keepDotDot(p)
+				if ok, i := Decide(rules, method, k); !ok {
+					return false, i
+				}
+				if kinds&folded != 0 {
+					if lowered == nil {
+						lowered = rules
+						if ruleKinds != 0 {
+							lowered = lowerRules(rules)
+						}
+					}
+					if ok, i := Decide(lowered, method, strings.ToLower(k)); !ok {
+						return false, i
+					}
+				}
+			}
+		}
 		var cleaned [folded]string // this round's readings without folding, by m
 		for m := 0; m <= allLenient; m++ {
 			if m&^kinds != 0 {
@@ -279,4 +303,17 @@ func token(s string) bool {
 		return false
 	}
 	return true
+}
+
+// keepDotDot is p as a host that does not remove dot segments routes it:
+// empty and "." segments dropped, ".." kept, no trailing slash.
+func keepDotDot(p string) string {
+	segs := strings.Split(p, "/")
+	out := segs[:0]
+	for _, s := range segs {
+		if s != "" && s != "." {
+			out = append(out, s)
+		}
+	}
+	return "/" + strings.Join(out, "/")
 }
