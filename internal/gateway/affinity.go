@@ -552,10 +552,20 @@ func (c *deadlineClock) stop() bool {
 func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 	a := pr.In.Context().Value(peerAttemptKey{}).(*peerAttempt)
 	pr.SetURL(a.target)
-	pr.Out.Host = pr.In.Host
+	host := pr.In.Host
+	if !isASCII(host) {
+		// Only HTTP/2's :authority can be so (net/http refuses such a
+		// Host over HTTP/1). net/http's transport would send its own
+		// punycode of it, without the lookup mapping the route layer
+		// applied: not the name signed below, and for a name the mapping
+		// changes (full-width letters) not the name routed. Send and sign
+		// the name routed.
+		host = a.rq.Match.Name
+	}
+	pr.Out.Host = host
 	h := pr.Out.Header
 	h[cluster.HeaderForwarded] = g.clusterHdr
-	h[cluster.HeaderClient] = []string{cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), pr.In.Host)}
+	h[cluster.HeaderClient] = []string{cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), host)}
 }
 
 // modifyPeerResponse runs once a peer's response headers are in: the
@@ -643,3 +653,12 @@ func (b *keptBody) Read(p []byte) (int, error) {
 func (b *keptBody) Close() error { return nil }
 
 func (b *keptBody) touched() bool { return b.read.Load() }
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
