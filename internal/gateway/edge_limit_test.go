@@ -266,3 +266,34 @@ func TestRateLimitFieldsSurviveInterimResponses(t *testing.T) {
 		})
 	}
 }
+
+// TestHostRateFieldsDoNotDoubleTheGateways: a host that sets X-RateLimit-*
+// of its own (an API with limits of its own) does not give the client a
+// second value of the gateway's fields, over the fast path (GET) and
+// ReverseProxy (POST); its own RateLimit-Policy, a list, is kept beside
+// the gateway's.
+func TestHostRateFieldsDoNotDoubleTheGateways(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", []*route.App{{ID: "shop"}}, nil)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "10")
+		w.Header().Set("X-RateLimit-Remaining", "3")
+		w.Header().Set("X-RateLimit-Reset", "7")
+		w.Header().Set("RateLimit-Policy", `"host";q=10;w=1`)
+		_, _ = w.Write([]byte("ok"))
+	})
+	for _, m := range []string{"GET", "POST"} {
+		res, body := e.do(edgeReq{method: m, app: "shop", path: "/", body: strings.NewReader("")})
+		if res.StatusCode != 200 || body != "ok" {
+			t.Fatalf("%s: %d %q", m, res.StatusCode, body)
+		}
+		for k, want := range map[string]string{"X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "", "X-RateLimit-Reset": ""} {
+			v := res.Header.Values(k)
+			if len(v) != 1 || (want != "" && v[0] != want) {
+				t.Errorf("%s: %s = %q, want the gateway's one value", m, k, v)
+			}
+		}
+		if v := res.Header.Values("RateLimit-Policy"); len(v) != 2 || !strings.HasPrefix(v[0], `"app"`) || v[1] != `"host";q=10;w=1` {
+			t.Errorf("%s: RateLimit-Policy = %q, want the gateway's and the host's", m, v)
+		}
+	}
+}

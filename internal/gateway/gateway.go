@@ -106,6 +106,11 @@ func New(opts Options) (*Gateway, error) {
 	if po.Fallback == nil {
 		po.Fallback = g.peerFallback
 	}
+	if g.edge.apps != nil && po.OwnFields == nil {
+		// The limit layer's one-value fields: a host's own would make
+		// two values the client cannot read (DESIGN §2 step 6).
+		po.OwnFields = rateFields[:3]
+	}
 	p, err := proxy.New(po)
 	if err != nil {
 		return nil, err

@@ -607,6 +607,9 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	}
 	a.host.Health.OK()
 	h := w.Header()
+	for _, k := range p.opts.OwnFields {
+		res.dropKey(k)
+	}
 	res.copyTo(h, p.clusterHdr)
 	if cap(res.text) <= readSize {
 		c.text = res.text[:0] // copyTo copied what it handed out

@@ -50,6 +50,12 @@ type Options struct {
 	// never called for timeouts or failures after the request was sent.
 	// Nil means no fallback.
 	Fallback func(w http.ResponseWriter, r *http.Request, cause error) bool
+
+	// OwnFields are response fields the handler in front of the proxy sets
+	// itself, with one value each (the gateway's X-RateLimit-*): a host's
+	// response may not add a second value, so the host's are dropped.
+	// Names in canonical form.
+	OwnFields []string
 }
 
 func (o *Options) fill() error {

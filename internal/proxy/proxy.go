@@ -324,6 +324,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		a.host.Health.OK()
 	}
 	delete(res.Header, HeaderFailover)
+	for _, k := range p.opts.OwnFields {
+		delete(res.Header, k)
+	}
 	if p.clusterHdr != nil {
 		res.Header[HeaderCluster] = p.clusterHdr
 	} else {
