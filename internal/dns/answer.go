@@ -57,12 +57,17 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	if ttl == 0 {
 		ttl = 60
 	}
+	// Answers are owned by the name as asked, in its case (RFC 4343 §4.1:
+	// resolvers that randomise a question's case compare it).
+	owner := mdns.Fqdn(q.Name)
 	hdr := func(t uint16, ttl uint32) mdns.RR_Header {
-		return mdns.RR_Header{Name: mdns.Fqdn(name), Rrtype: t, Class: mdns.ClassINET, Ttl: ttl}
+		return mdns.RR_Header{Name: owner, Rrtype: t, Class: mdns.ClassINET, Ttl: ttl}
 	}
 	apex := name == z.Name
 	if apex && (q.Qtype == mdns.TypeSOA || q.Qtype == mdns.TypeANY) {
-		resp.Answer = append(resp.Answer, soa(z, ttl))
+		rr := soa(z, ttl)
+		rr.Header().Name = owner
+		resp.Answer = append(resp.Answer, rr)
 	}
 	if apex && (q.Qtype == mdns.TypeNS || q.Qtype == mdns.TypeANY) {
 		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: "ns." + z.Name + "."})
@@ -99,13 +104,17 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 			}
 		}
 	}
-	// The apex and the wildcard *.{zone} answer the gateways, unless an
-	// explicit record of that type says otherwise.
+	// The apex and the wildcard *.{zone} answer the gateways, unless the
+	// name has an address record of its own, of either type: a name that
+	// has records is not covered by the wildcard (RFC 4592 §2.2.1), and an
+	// operator who points mail.{zone} elsewhere with an A record alone
+	// does not want dual-stack clients sent to the gateways by AAAA.
+	ownAddr := haveA || haveAAAA
 	for _, g := range z.Gateways {
-		if g.Is4() && !haveA && wants(q.Qtype, mdns.TypeA) {
+		if g.Is4() && !ownAddr && wants(q.Qtype, mdns.TypeA) {
 			resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr(mdns.TypeA, ttl), A: g.AsSlice()})
 		}
-		if g.Is6() && !g.Is4In6() && !haveAAAA && wants(q.Qtype, mdns.TypeAAAA) {
+		if g.Is6() && !g.Is4In6() && !ownAddr && wants(q.Qtype, mdns.TypeAAAA) {
 			resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, ttl), AAAA: g.AsSlice()})
 		}
 	}

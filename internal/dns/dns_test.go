@@ -435,3 +435,102 @@ func TestRefusedTypesAgree(t *testing.T) {
 		}
 	}
 }
+
+// ask sends one question over network, with an EDNS(0) OPT of edns bytes
+// when edns is not 0, and returns the reply.
+func ask(t *testing.T, network, addr, name string, qt uint16, edns uint16) *mdns.Msg {
+	t.Helper()
+	q := new(mdns.Msg)
+	q.SetQuestion(name, qt)
+	if edns > 0 {
+		q.SetEdns0(edns, false)
+	}
+	resp, _, err := (&mdns.Client{Net: network, Timeout: 3 * time.Second, UDPSize: 65535}).Exchange(q, addr)
+	if err != nil {
+		t.Fatalf("%s %s %s: %v", network, name, mdns.TypeToString[qt], err)
+	}
+	return resp
+}
+
+// TestOwnAddressRecordOwnsTheName: a name with an address record of its
+// own (fixed: A only) is not covered by the wildcard for the other type
+// either: its AAAA is NODATA, not the gateways' (RFC 4592 §2.2.1). A name
+// with a TXT record only, and any other name, still gets the gateways.
+func TestOwnAddressRecordOwnsTheName(t *testing.T) {
+	addr := startServer(t)
+	tests := []struct {
+		name string
+		qt   uint16
+		want []string // the answers' data
+	}{
+		{"fixed.apps.example.com.", mdns.TypeA, []string{"127.0.0.9"}},
+		{"fixed.apps.example.com.", mdns.TypeAAAA, nil},
+		{"_gatehouse-challenge.shop.apps.example.com.", mdns.TypeAAAA, []string{"::1"}},
+		{"shop.apps.example.com.", mdns.TypeAAAA, []string{"::1"}},
+		{"shop.apps.example.com.", mdns.TypeA, []string{"127.0.0.1"}},
+	}
+	for _, tt := range tests {
+		r := ask(t, "udp", addr, tt.name, tt.qt, 0)
+		var got []string
+		for _, rr := range r.Answer {
+			got = append(got, strings.TrimPrefix(rr.String(), rr.Header().String()))
+		}
+		if r.Rcode != mdns.RcodeSuccess || strings.Join(got, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("%s %s: %s %q, want %q", tt.name, mdns.TypeToString[tt.qt], mdns.RcodeToString[r.Rcode], got, tt.want)
+		}
+		if len(tt.want) == 0 && (len(r.Ns) != 1 || r.Ns[0].Header().Rrtype != mdns.TypeSOA) {
+			t.Errorf("%s %s: NODATA without the SOA: %v", tt.name, mdns.TypeToString[tt.qt], r.Ns)
+		}
+	}
+}
+
+// TestEDNSReplyHasOPT: a reply to a query with OPT carries OPT (RFC 6891
+// §7), over UDP and TCP, answered, refused or malformed alike; a query
+// without OPT gets none.
+func TestEDNSReplyHasOPT(t *testing.T) {
+	addr := startServer(t)
+	for _, network := range []string{"udp", "tcp"} {
+		for _, q := range []struct {
+			name string
+			qt   uint16
+		}{{"shop.apps.example.com.", mdns.TypeA}, {"example.org.", mdns.TypeA}, {"shop.apps.example.com.", mdns.TypeTSIG}} {
+			r := ask(t, network, addr, q.name, q.qt, 1232)
+			if o := r.IsEdns0(); o == nil || o.UDPSize() != ednsSize {
+				t.Errorf("%s %s %s (%s): OPT %v, want one stating %d", network, q.name, mdns.TypeToString[q.qt], mdns.RcodeToString[r.Rcode], o, ednsSize)
+			}
+		}
+		if r := ask(t, network, addr, "shop.apps.example.com.", mdns.TypeA, 0); r.IsEdns0() != nil {
+			t.Errorf("%s: a query without OPT got one", network)
+		}
+	}
+}
+
+// TestAnswerKeepsQuestionCase: answers are owned by the name as asked, in
+// its case (RFC 4343 §4.1), the apex's SOA too.
+func TestAnswerKeepsQuestionCase(t *testing.T) {
+	addr := startServer(t)
+	for _, q := range []struct {
+		name string
+		qt   uint16
+	}{{"ShOp.ApPs.ExAmPlE.cOm.", mdns.TypeA}, {"FIXED.apps.example.com.", mdns.TypeA}, {"Apps.Example.Com.", mdns.TypeSOA}} {
+		r := ask(t, "udp", addr, q.name, q.qt, 0)
+		if len(r.Answer) == 0 || r.Answer[0].Header().Name != q.name {
+			t.Errorf("%s %s: answers %v, want them owned by %s", q.name, mdns.TypeToString[q.qt], r.Answer, q.name)
+		}
+	}
+}
+
+// TestUnpackableReplyIsServfail: a reply that cannot be packed (a TXT set
+// past 64 KiB, which the API refuses now but a store may still hold) gets
+// SERVFAIL over TCP, not silence until the client gives up.
+func TestUnpackableReplyIsServfail(t *testing.T) {
+	vals := make([]string, 34)
+	for i := range vals {
+		vals[i] = strings.Repeat("x", 2048)
+	}
+	zones := []Zone{{Name: "z.test", Gateways: testZones[0].Gateways, Records: []Record{{Name: "big.z.test", Type: "TXT", Values: vals}}}}
+	addr := startServerFor(t, zones)
+	if r := ask(t, "tcp", addr, "big.z.test.", mdns.TypeTXT, 0); r.Rcode != mdns.RcodeServerFailure {
+		t.Fatalf("rcode %s, want SERVFAIL", mdns.RcodeToString[r.Rcode])
+	}
+}

@@ -2,7 +2,10 @@
 // zones in the store: SOA and NS at each apex, the wildcard *.{zone}
 // answering the zone's gateway addresses, and the zone's explicit A, AAAA,
 // CNAME and TXT records, where a record set named *.{name} answers every
-// name under {name} that has none of its own. A name outside every zone
+// name under {name} that has none of its own. A name with an A or AAAA
+// record of its own gets no gateway address of either type. Answers keep
+// the question's case, and a reply to a query with EDNS(0) carries OPT. A
+// reply too large to pack is SERVFAIL. A name outside every zone
 // gets REFUSED: the gateway is not an open resolver. A zone transfer
 // (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
 // TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0 FORMERR,

@@ -35,8 +35,9 @@ type Forwarder struct {
 	deadline  time.Duration
 }
 
-// ednsSize is the UDP payload size asked of upstreams, the DNS flag day
-// 2020 value that avoids IP fragmentation.
+// ednsSize is the UDP payload size asked of upstreams and stated in the
+// server's own OPT records: the DNS flag day 2020 value that avoids IP
+// fragmentation.
 const ednsSize = 1232
 
 // forwardedOption is the EDNS option (local/experimental range, RFC 6891

@@ -87,14 +87,29 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		resp = Answer(req, zones)
 		resp.RecursionAvailable = ra
 	}
+	opt := req.IsEdns0()
+	if opt != nil && resp.IsEdns0() == nil {
+		// RFC 6891 §7: a reply to a request with OPT carries OPT, or the
+		// requester reads the server as one without EDNS. The size stated
+		// is the one the forwarder asks of upstreams (forward.go).
+		resp.SetEdns0(ednsSize, false)
+	}
 	if udp {
 		size := mdns.MinMsgSize
-		if o := req.IsEdns0(); o != nil {
-			size = int(o.UDPSize())
+		if opt != nil {
+			size = max(int(opt.UDPSize()), mdns.MinMsgSize)
 		}
 		resp.Truncate(size)
 	}
-	_ = w.WriteMsg(resp)
+	if err := w.WriteMsg(resp); err != nil {
+		// A reply that cannot be packed (a record set past 64 KiB) would
+		// leave the client waiting: tell it the server failed.
+		fail := new(mdns.Msg).SetRcode(req, mdns.RcodeServerFailure)
+		if opt != nil {
+			fail.SetEdns0(ednsSize, false)
+		}
+		_ = w.WriteMsg(fail)
+	}
 }
 
 // mayRecurse reports whether a query from addr may recurse: recursion is
