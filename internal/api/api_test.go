@@ -442,6 +442,20 @@ func TestZonesAndRecords(t *testing.T) {
 	}
 	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", nil, 204)
 	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", nil, 404)
+	// A TXT set is bounded in all (16 KiB), so that its answer packs into
+	// one DNS message: 8 values of 2048 bytes fit, a ninth does not.
+	txt := func(n int) string {
+		vals := make([]string, n)
+		for i := range vals {
+			vals[i] = `"` + strings.Repeat("x", 2048) + `"`
+		}
+		return `{"values":[` + strings.Join(vals, ",") + `]}`
+	}
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/big/TXT", txt(8), 200)
+	if p := problemOf(t, e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/big/TXT", txt(9), 400)); !strings.Contains(p.Detail, "at most 16384 bytes") {
+		t.Errorf("9 × 2048 bytes of TXT: %q", p.Detail)
+	}
+	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/big/TXT", nil, 204)
 	// a custom domain inside a served zone is refused
 	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
 	problemOf(t, e.ok("PUT", "/api/v3/domains/shop.apps.example.com", `{"app":"shop"}`, 400))

@@ -14,11 +14,15 @@ import (
 
 // Bounds on what one body may hold, so a stored item stays small.
 const (
-	maxOrigins     = 100
-	maxRules       = 100
-	maxHostApps    = 1000
-	maxGateways    = 16
-	maxValues      = 32
+	maxOrigins  = 100
+	maxRules    = 100
+	maxHostApps = 1000
+	maxGateways = 16
+	maxValues   = 32
+	// maxTXTSet bounds a TXT set's values in all, so that its answer packs
+	// into one DNS message (64 KiB) with room to spare; each value is at
+	// most 2048 bytes.
+	maxTXTSet      = 16 << 10
 	maxTTL         = 7 * 24 * 3600
 	defaultZoneTTL = 60
 )
@@ -280,6 +284,15 @@ func checkRecord(r *route.Record) error {
 	for i, v := range r.Values {
 		if err := checkRecordValue(r.Type, v); err != nil {
 			return badInput("values[%d]: %v", i, err)
+		}
+	}
+	if r.Type == "TXT" {
+		n := 0
+		for _, v := range r.Values {
+			n += len(v)
+		}
+		if n > maxTXTSet {
+			return badInput("values: a TXT set holds at most %d bytes in all, got %d", maxTXTSet, n)
 		}
 	}
 	if r.Type == "CNAME" && len(r.Values) != 1 {
