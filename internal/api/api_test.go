@@ -768,6 +768,81 @@ func TestDeleteAppStillNamed(t *testing.T) {
 	}
 }
 
+// hookStore runs a hook (once) just before the store call it is set for,
+// to put another request between a handler's read and its write.
+type hookStore struct {
+	Store
+	beforeDeleteApp, beforePutDomain atomic.Pointer[func()]
+}
+
+func (h *hookStore) DeleteApp(ctx context.Context, id string) error {
+	if f := h.beforeDeleteApp.Swap(nil); f != nil {
+		(*f)()
+	}
+	return h.Store.DeleteApp(ctx, id)
+}
+
+func (h *hookStore) PutDomain(ctx context.Context, d *route.Domain) error {
+	if f := h.beforePutDomain.Swap(nil); f != nil {
+		(*f)()
+	}
+	return h.Store.PutDomain(ctx, d)
+}
+
+// TestDeleteAppRacesPutDomain: a DELETE of an app and a PUT of a domain
+// to it, each landing between the other's check and its write, never
+// leave the domain mapped to the deleted app (a later app of that name
+// would inherit it): the one whose write lands second backs out with a
+// 409, and the store holds either both or neither.
+func TestDeleteAppRacesPutDomain(t *testing.T) {
+	var hs *hookStore
+	e := newEnv(t, func(o *Options) {
+		hs = &hookStore{Store: o.Store}
+		o.Store = hs
+	})
+	const dom = "/api/v3/domains/www.customer.example"
+	cases := []struct {
+		name             string
+		first            string // the request sent; the other runs inside it
+		putWant, delWant int
+		appKept, domKept bool
+	}{
+		// DELETE lists no mapping, then the PUT runs to completion
+		// before the app is deleted.
+		{"mapping written before the delete", "DELETE", 200, 409, true, true},
+		// The PUT finds the app, then the DELETE runs to completion
+		// before the mapping is written.
+		{"app deleted before the mapping is written", "PUT", 409, 204, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+			var put, del resp
+			doPut := func() { put = e.do("PUT", dom, token, `{"app":"shop"}`) }
+			doDel := func() { del = e.do("DELETE", "/api/v3/apps/shop", token, nil) }
+			if c.first == "DELETE" {
+				hs.beforeDeleteApp.Store(&doPut)
+				doDel()
+			} else {
+				hs.beforePutDomain.Store(&doDel)
+				doPut()
+			}
+			if put.status != c.putWant || del.status != c.delWant {
+				t.Errorf("PUT domain %d, DELETE app %d; want %d and %d\nPUT: %s\nDELETE: %s",
+					put.status, del.status, c.putWant, c.delWant, put.body, del.body)
+			}
+			if got := e.do("GET", "/api/v3/apps/shop", token, nil).status == 200; got != c.appKept {
+				t.Errorf("app shop exists: %v, want %v", got, c.appKept)
+			}
+			if got := e.do("GET", dom, token, nil); (got.status == 200) != c.domKept {
+				t.Errorf("mapping exists: %v, want %v: %s", got.status == 200, c.domKept, got.body)
+			}
+			e.do("DELETE", dom, token, nil)
+			e.do("DELETE", "/api/v3/apps/shop", token, nil)
+		})
+	}
+}
+
 // TestDeleteAppConflictIsBounded: an app with many mappings gets a 409
 // that names the first 20 and counts the rest.
 func TestDeleteAppConflictIsBounded(t *testing.T) {

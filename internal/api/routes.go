@@ -175,17 +175,17 @@ func (a *API) appFrom(id string, b *appBody) (route.App, error) {
 // them, and the platform deletes them (or re-PUTs a key that serves other
 // apps too without this one) first.
 //
-// The store has no transaction across its buckets: a mapping or key PUT
-// for this app that lands between the listing and the delete survives it.
-// Only the platform writes either, so it closes that window by not racing
-// its own writes for one app.
+// The store has no transaction across its buckets, so a mapping PUT for
+// this app can land between the listing and the delete. See
+// recheckAppRefs for how the two requests still agree.
 func (a *API) deleteApp(r *http.Request) (int, any, error) {
 	ctx := r.Context()
 	id := r.PathValue("app")
 	if err := checkAppID(id); err != nil {
 		return 0, nil, err
 	}
-	if _, err := a.o.Store.GetApp(ctx, id); err != nil {
+	app, err := a.o.Store.GetApp(ctx, id)
+	if err != nil {
 		return 0, nil, a.missing(err, "app", id)
 	}
 	refs, err := a.appRefs(ctx, id)
@@ -193,14 +193,46 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if len(refs) > 0 {
-		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
-			"app %q is still named by %s; delete those first (a host key that serves other apps too: PUT it without %q), so that no later app named %q inherits them",
-			id, listSome(refs, maxListed), id, id)}
+		return 0, nil, stillNamed(id, refs)
 	}
 	if err := a.o.Store.DeleteApp(ctx, id); err != nil {
 		return 0, nil, a.missing(err, "app", id)
 	}
+	if err := a.recheckAppRefs(ctx, app); err != nil {
+		return 0, nil, err
+	}
 	return http.StatusNoContent, nil, nil
+}
+
+// recheckAppRefs lists what names app again after deleteApp deleted it,
+// and puts it back (409) if a reference appeared meanwhile.
+//
+// deleteApp and putDomain each write first and then read the other's key:
+// deleteApp deletes the app and then lists the mappings, putDomain writes
+// the mapping and then reads the app. Whichever of the two writes lands
+// second, its request reads after the other's write and backs out, so a
+// mapping to a deleted app never stands; when the reads interleave both
+// may back out, and both answer 409 for the platform to retry. A host
+// key written before the delete is caught here too.
+func (a *API) recheckAppRefs(ctx context.Context, app *route.App) error {
+	refs, err := a.appRefs(ctx, app.ID)
+	if err != nil {
+		return err
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	if err := a.o.Store.PutApp(ctx, app); err != nil {
+		return fmt.Errorf("app %q: restoring it after %s named it during its delete: %w", app.ID, listSome(refs, maxListed), err)
+	}
+	return stillNamed(app.ID, refs)
+}
+
+// stillNamed is deleteApp's 409 for an app that refs name.
+func stillNamed(id string, refs []string) error {
+	return &statusError{http.StatusConflict, fmt.Sprintf(
+		"app %q is still named by %s; delete those first (a host key that serves other apps too: PUT it without %q), so that no later app named %q inherits them",
+		id, listSome(refs, maxListed), id, id)}
 }
 
 // appRefs names the domain mappings and host keys that name app id,
@@ -318,12 +350,51 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 			"domain %q is verified for app %q; to map it to %q, DELETE the mapping first, and %q proves it again", name, old.App, b.App, b.App)}
 	case err != nil && !errors.Is(err, a.o.NotFound):
 		return 0, nil, err
+	case err != nil:
+		old = nil
 	}
 	d := route.Domain{Domain: name, App: b.App, Token: newToken()}
 	if err := a.o.Store.PutDomain(ctx, &d); err != nil {
 		return 0, nil, err
 	}
+	// A DELETE of the app may have listed the mappings before the write
+	// above; reading the app after it closes that (recheckAppRefs).
+	if _, err := a.o.Store.GetApp(ctx, b.App); err != nil {
+		if !errors.Is(err, a.o.NotFound) {
+			return 0, nil, err
+		}
+		if err := a.undoPutDomain(ctx, &d, old); err != nil {
+			return 0, nil, err
+		}
+		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
+			"app %q was deleted while domain %q was mapped to it; the mapping is not kept", b.App, name)}
+	}
 	return http.StatusOK, d, nil
+}
+
+// undoPutDomain takes back mapping d, restoring old (nil: none), unless
+// another request has replaced d meanwhile.
+func (a *API) undoPutDomain(ctx context.Context, d, old *route.Domain) error {
+	cur, err := a.o.Store.GetDomain(ctx, d.Domain)
+	switch {
+	case errors.Is(err, a.o.NotFound):
+		return nil
+	case err != nil:
+		return err
+	case cur.App != d.App || cur.Token != d.Token:
+		return nil
+	case old != nil:
+		err = a.o.Store.PutDomain(ctx, old)
+	default:
+		err = a.o.Store.DeleteDomain(ctx, d.Domain)
+		if errors.Is(err, a.o.NotFound) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("domain %q: taking back its mapping to deleted app %q: %w", d.Domain, d.App, err)
+	}
+	return nil
 }
 
 // checkDomainFree refuses a custom domain inside one of the gateway's own
