@@ -185,6 +185,77 @@ func TestACMEOnDemand(t *testing.T) {
 	}
 }
 
+// TestACMEOnDemandFollowsMapping: a custom domain's certificate, once
+// cached, is served only while its mapping stands. After the mapping is
+// deleted the name gets the bootstrap certificate, as on a gateway that
+// never cached it; mapped again, it is served the same certificate from
+// storage (no new order). A managed name's certificate is served without
+// asking the decision.
+func TestACMEOnDemandFollowsMapping(t *testing.T) {
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	var mapped atomic.Bool
+	var asked atomic.Int32
+	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, name string) error {
+		asked.Add(1)
+		if name == "shop.customer.test" && mapped.Load() {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped.Store(true)
+	r.start(t, m)
+	api := r.issued(t, p, m, "api.example.test")
+	shop := r.issued(t, p, m, "shop.customer.test")
+	orders := p.Orders()
+	addr := serveTLS(t, m.TLSConfig())
+
+	for _, step := range []struct {
+		name    string
+		mapped  bool
+		sni     string
+		want    *x509.Certificate // nil: the bootstrap certificate
+		decides bool              // whether the handshake asks Allow
+	}{
+		{"managed name", true, "api.example.test", api, false},
+		{"mapped", true, "shop.customer.test", shop, true},
+		{"mapping deleted", false, "shop.customer.test", nil, true},
+		{"still deleted", false, "shop.customer.test", nil, true},
+		{"managed name while deleted", false, "api.example.test", api, false},
+		{"mapped again", true, "shop.customer.test", shop, true},
+	} {
+		mapped.Store(step.mapped)
+		before := asked.Load()
+		leaf, _, err := handshake(addr, &tls.Config{ServerName: step.sni, InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		want := step.want
+		if want == nil {
+			want = m.boot.Load().Leaf
+		}
+		if !leaf.Equal(want) {
+			t.Errorf("%s: %s served %v issued by %q, want %v issued by %q",
+				step.name, step.sni, leaf.DNSNames, leaf.Issuer.CommonName, want.DNSNames, want.Issuer.CommonName)
+		}
+		if got := asked.Load() != before; got != step.decides {
+			t.Errorf("%s: Allow asked: %v, want %v", step.name, got, step.decides)
+		}
+	}
+	if n := p.Orders(); n != orders {
+		t.Errorf("pebble saw %d orders, want %d (the certificate comes back from storage)", n, orders)
+	}
+}
+
 func TestACMECustomDomainsOff(t *testing.T) {
 	// Not parallel: certmagic keeps active challenges in one process-wide
 	// map keyed by name, and these tests issue the same names.

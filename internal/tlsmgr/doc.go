@@ -7,7 +7,9 @@
 // only), ALPN h2, http/1.1 and acme-tls/1. Its GetCertificate answers, in
 // order: ACME TLS-ALPN-01 challenges; certificates certmagic holds (issued
 // for the managed names, or on demand for custom domains that
-// Options.Allow accepts); else the bootstrap certificate.
+// Options.Allow accepts, asked again at each handshake served from the
+// cache, so a deleted mapping's certificate is no longer served); else the
+// bootstrap certificate.
 //
 // The bootstrap certificate is self-issued at New for the gateway's own
 // names and lives 24 h (re-issued by Run at half-life), so the gateway

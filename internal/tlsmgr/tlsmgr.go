@@ -98,10 +98,12 @@ func (m *Manager) TLSConfig() *tls.Config {
 // TLS-ALPN-01 challenge certificate, else what certmagic holds or may
 // obtain on demand for the name, else the bootstrap certificate (also for
 // no SNI and unknown names, which therefore see the gateway's default
-// certificate, never a pipe).
+// certificate, never a pipe). A custom domain's on-demand certificate is
+// served only while the decision still allows the name.
 func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cfg := m.cm.Load()
-	if od := m.od.Load(); od != nil {
+	od := m.od.Load()
+	if od != nil {
 		cfg = od // same cache: managed names hit it too
 	}
 	if cfg == nil || hello.ServerName == "" {
@@ -113,13 +115,52 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, err // never a fallback for a challenge
 	}
 	if err == nil && cert != nil && cert.Leaf != nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
-		return cert, nil
+		if od == nil || !m.onDemand(cert.Leaf) || m.stillAllowed(hello, cert.Leaf) {
+			return cert, nil
+		}
+		return m.boot.Load(), nil
 	}
 	boot := m.boot.Load()
 	if err == nil && cert != nil && len(cert.Certificate) > 0 && boot.Leaf.VerifyHostname(hello.ServerName) != nil {
 		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
 	}
 	return boot, nil
+}
+
+// onDemand reports whether leaf is a custom domain's on-demand
+// certificate: one that covers none of the managed names. Those are
+// issued for the one name a handshake asked for, never a wildcard, so a
+// zone's *.{zone} (nearly every handshake) is told apart without a lock.
+func (m *Manager) onDemand(leaf *x509.Certificate) bool {
+	for _, n := range leaf.DNSNames {
+		if strings.HasPrefix(n, "*.") || m.Managed(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// stillAllowed asks the on-demand decision again for a cached on-demand
+// certificate. certmagic asks only before it loads or orders one, and
+// then serves it from its cache until it is due for renewal (weeks): a
+// deleted mapping would go on being served by every gateway that had
+// handshaked it, while the others refuse it. Refused, the certificate
+// leaves the cache (it stays in storage, where a later allowed handshake
+// loads it again), and the handshake gets what any unknown name gets.
+func (m *Manager) stillAllowed(hello *tls.ClientHelloInfo, leaf *x509.Certificate) bool {
+	err := m.decide(hello.Context(), strings.ToLower(hello.ServerName))
+	if err == nil {
+		return true
+	}
+	if c := m.cache.Load(); c != nil {
+		gone := make([]certmagic.SubjectIssuer, len(leaf.DNSNames))
+		for i, n := range leaf.DNSNames {
+			gone[i] = certmagic.SubjectIssuer{Subject: n}
+		}
+		c.RemoveManaged(gone)
+	}
+	m.log.Info("tlsmgr: on-demand certificate no longer allowed; removed from the cache", "name", hello.ServerName, "err", err)
+	return false
 }
 
 // HTTPHandler answers ACME HTTP-01 challenges (for this gateway or, through
