@@ -788,6 +788,13 @@ func readLine(br *bufio.Reader, long *[]byte, budget *int) ([]byte, error) {
 	return line, nil
 }
 
+// What a folded line of a host's response head continues (readFastHead).
+const (
+	refuseFold = iota
+	foldValue
+	dropFold
+)
+
 // readFastHead reads one response head into res.
 func readFastHead(br *bufio.Reader, res *fastResp) error {
 	*res = fastResp{length: -1, text: res.text[:0]}
@@ -814,7 +821,11 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 	http10 := line[7] == '0'
 	keepAlive := false
 	var te bool
-	folds := false // the last field read was stored last, and may be continued
+	// What a folded line continues: refuseFold (none yet, or a field read
+	// for the framing, the connection or the trailers), foldValue (the
+	// value stored last, the last bytes of res.text), dropFold (a field
+	// dropped anyway).
+	folds := refuseFold
 	for {
 		line, err = readLine(br, &long, &budget)
 		if err != nil {
@@ -824,25 +835,32 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			break
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			// obs-fold: a proxy replaces it with a space (RFC 9112 §5.2),
-			// as net/http's client does for the slow path. The value
-			// continued is the last bytes of res.text. A fold of a field
-			// read for the framing or the connection is refused instead.
+			// obs-fold: a proxy replaces it with a space (RFC 9112 §5.2).
+			// Done as net/http's client does it for the slow path: each
+			// continuation adds a space and its trimmed text, blank or
+			// not, and the value loses its leading spaces (so a fold of
+			// an empty value adds no space). A fold of a field read for
+			// the framing, the connection or the trailers is refused.
 			v := httpwire.TrimOWS(line)
-			if !folds || !httpwire.ValidValue(v) {
+			switch {
+			case folds == refuseFold || !httpwire.ValidValue(v):
 				return errFastHead
+			case folds == dropFold:
+				continue
 			}
-			if len(v) > 0 {
-				res.text = append(append(res.text, ' '), v...)
-				if len(res.more) > 0 {
-					res.more[len(res.more)-1].end = int32(len(res.text))
-				} else {
-					res.vals[res.n-1][1] = int32(len(res.text))
-				}
+			start, end := &res.vals[res.n-1][0], &res.vals[res.n-1][1]
+			if len(res.more) > 0 {
+				m := &res.more[len(res.more)-1]
+				start, end = &m.start, &m.end
 			}
+			if *end > *start {
+				res.text = append(res.text, ' ')
+			}
+			res.text = append(res.text, v...)
+			*end = int32(len(res.text))
 			continue
 		}
-		folds = false
+		folds = refuseFold
 		i := bytes.IndexByte(line, ':')
 		if i <= 0 {
 			return errFastHead
@@ -854,6 +872,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			return errFastHead
 		}
 		if key == "" {
+			folds = dropFold
 			continue // a name with a space: net/http reads it, and its server never writes it
 		}
 		switch key {
@@ -885,6 +904,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			}
 			continue
 		case "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+			folds = dropFold
 			continue
 		case "Content-Length":
 			n, ok := httpwire.ParseLength(v)
@@ -896,7 +916,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			}
 			res.length, res.lengthSet = n, true
 		default:
-			folds = true
+			folds = foldValue
 		}
 		start := int32(len(res.text))
 		res.text = append(res.text, v...)

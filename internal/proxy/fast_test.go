@@ -222,6 +222,8 @@ func TestFastPathMatchesReverseProxy(t *testing.T) {
 		{"folded field", "GET", "/", nil, "HTTP/1.1 200 OK\r\nX-Long: a\r\n b\r\n\t c \r\nX-Next: 1\r\nContent-Length: 2\r\n\r\nok"},
 		{"folded field past 24", "GET", "/", nil, "HTTP/1.1 200 OK\r\n" + many + "X-Long: a\r\n b\r\nContent-Length: 2\r\n\r\nok"},
 		{"fold first", "GET", "/", nil, "HTTP/1.1 200 OK\r\n X-A: 1\r\nContent-Length: 2\r\n\r\nok\x00close"},
+		{"blank fold between", "GET", "/", nil, "HTTP/1.1 200 OK\r\nX-A: a\r\n \r\n b\r\nContent-Length: 2\r\n\r\nok"},
+		{"fold of a dropped field", "GET", "/", nil, "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5\r\n max=9\r\nBad Name: 1\r\n 2\r\nX-A: a\r\nContent-Length: 2\r\n\r\nok"},
 	}
 	do := func(t *testing.T, srv *httptest.Server, method, path string, hdr http.Header) seen {
 		t.Helper()
@@ -476,6 +478,42 @@ func TestFastPathDropsAConnectionWithUnaskedBytes(t *testing.T) {
 		if s, body := fastGet(t, srv); s != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, s, body)
 		}
+	}
+}
+
+// headerSeen records the values of one field a handler's writer holds
+// when the head is written.
+type headerSeen struct {
+	http.ResponseWriter
+	key string
+	got *[]string
+}
+
+func (w headerSeen) WriteHeader(code int) {
+	*w.got = append([]string(nil), w.Header().Values(w.key)...)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// TestFastPathFoldOfEmptyValue: a fold of an empty value gives the value
+// net/http's client gives ("b", not " b"), as handed to the writer: the
+// HTTP/1 writers trim it, but HTTP/2's does not, and RFC 9113 §8.2.1 makes
+// a value with leading white space malformed.
+func TestFastPathFoldOfEmptyValue(t *testing.T) {
+	be := newScripted(t)
+	var vals [2][]string
+	for i, disable := range []bool{false, true} {
+		p, _ := New(Options{ClusterID: "c1", DisableFastPath: disable})
+		defer p.Close()
+		srv := proxyServerWith(t, p, be.ln.Addr().String(), func(w http.ResponseWriter) http.ResponseWriter {
+			return headerSeen{w, "X-A", &vals[i]}
+		})
+		be.set("HTTP/1.1 200 OK\r\nX-A:\r\n b\r\nContent-Length: 2\r\n\r\nok")
+		if s, _ := fastGet(t, srv); s != 200 {
+			t.Fatalf("status %d", s)
+		}
+	}
+	if !reflect.DeepEqual(vals[0], vals[1]) || len(vals[0]) != 1 || vals[0][0] != "b" {
+		t.Fatalf("X-A handed to the writer: fast path %q, ReverseProxy %q, want [\"b\"]", vals[0], vals[1])
 	}
 }
 
