@@ -67,6 +67,17 @@ func GuardServer(srv *http.Server) {
 				g.idle.Store(g.served.Load())
 				g.f.await.Store(true) // net/http waits for a request now
 			}
+		case http.StateActive:
+			// net/http has the whole head and starts the handler: what
+			// comes next (a pipelined head, or an upgrade's first bytes
+			// of its new protocol) waits with the guard until net/http
+			// asks for it or a hijack takes it whole. Left set from the
+			// idle before a pipelined request, await would pass such a
+			// line on now, and net/http's background read would keep
+			// its first byte from the hijacker.
+			if g := guardOf(c); g != nil {
+				g.f.await.Store(false)
+			}
 		case http.StateHijacked:
 			// The one way a connection net/http serves switches
 			// protocols (a 101 or a 2xx to CONNECT written through the
