@@ -24,7 +24,7 @@
 // gateway that does not know the host (it started after the host
 // announced, or it forgot the host after host_ttl), or whose last check of
 // the host's claims failed (anyone may announce other claims in its name),
-// answers on it, the latter at most once a heartbeat interval, and the
+// answers on it, the latter at most once a heartbeat interval per inbox, and the
 // host announces again. A reply subject outside "_INBOX." gets no answer.
 // That answer is the only message a gateway sends a host over the bus.
 //

@@ -101,6 +101,13 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 	}
 	id, e, ann, pub, gen := s.id, s.e, s.ann, s.pub, s.gen
 	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
+	d.mu.Lock()
+	if e.gen == gen {
+		e.stop = cancel // a newer gen makes this check moot: free the worker
+	} else {
+		cancel()
+	}
+	d.mu.Unlock()
 	err := d.check(vctx, ann, pub)
 	cancel()
 	if ctx.Err() != nil {
@@ -160,12 +167,13 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			e.lastErr = "rejected new claims (addr " + ann.Addr + "): " + err.Error()
 		}
 	default:
+		back := e.proven != nil && sameClaims(*e.proven, ann)
 		if e.proven != nil {
 			e.proven = nil
 			d.markLocked(id) // publish the new claims
 		}
 		d.unprovenDoneLocked(e)
-		if !e.verified {
+		if !e.verified && !back {
 			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
 			e.since = now
 		}

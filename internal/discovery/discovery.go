@@ -102,9 +102,12 @@ type entry struct {
 	// the same id at another address fails so, and the real host, whose
 	// claims it replaced, is then known here and would never be asked to
 	// announce again: its heartbeats are answered "announce" while this
-	// holds, at most once a heartbeat interval (asked).
-	failed bool
-	asked  time.Time
+	// holds, at most once a heartbeat interval to the same reply inbox
+	// (asked, askedReply): per inbox, so that anyone heartbeating the id
+	// faster than the host cannot take the host's own replies.
+	failed     bool
+	asked      time.Time
+	askedReply string
 
 	lastHB   time.Time
 	inflight int64
@@ -123,6 +126,7 @@ type entry struct {
 
 	queued, verifying, probing bool
 	checkGen                   uint64          // the gen of the last check started
+	stop                       func()          // cancels the check of gen in flight
 	state                      route.HostState // as last computed and counted in metrics
 
 	// unproven is e's element in Discovery.unproven until e first
@@ -482,7 +486,7 @@ func (d *Discovery) handle(m *nats.Msg) {
 		// else ($KV.…, $JS.API.…) a host could make us write what it may
 		// not.
 		inbox := strings.HasPrefix(m.Reply, nats.InboxPrefix)
-		if d.heartbeat(hb, inbox) && inbox {
+		if d.heartbeat(hb, inbox, m.Reply) && inbox {
 			d.opts.Conn.Publish(m.Reply, []byte("announce"))
 		}
 	case host.KindLeave:
@@ -529,6 +533,9 @@ func (d *Discovery) announce(a host.Announce) {
 		}
 		e.verified, e.lastErr, e.failed = false, "", false
 		e.gen++ // a check in flight is of other claims
+		if e.stop != nil {
+			e.stop()
+		}
 		d.markLocked(a.HostID)
 	}
 	e.ann, e.pub = a, pub
@@ -567,7 +574,7 @@ func sameClaims(old, a host.Announce) bool {
 // host is another run of it (or someone pretending), whose announce may
 // have come before the old run's leave, and which must announce again to
 // be checked and end the drain (see undrain).
-func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool) bool {
+func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool, reply string) bool {
 	now := d.opts.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -579,10 +586,10 @@ func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool) bool {
 	e.inflight = hb.Inflight
 	e.stale = false
 	d.updateLocked(hb.HostID, e)
-	if !(e.failed || e.draining) || !canAsk || now.Sub(e.asked) < d.opts.HeartbeatInterval {
+	if !(e.failed || e.draining) || !canAsk || (now.Sub(e.asked) < d.opts.HeartbeatInterval && reply == e.askedReply) {
 		return false
 	}
-	e.asked = now
+	e.asked, e.askedReply = now, reply
 	return true
 }
 

@@ -1,0 +1,257 @@
+package discovery_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/discovery"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	tu "github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// TestHeartbeatFloodCannotTakeTheAsk: the "announce" reply to a failed
+// host's heartbeats is limited per reply inbox, not per host id. An
+// anonymous client that forges the host's announce at a dead address and
+// heartbeats its id (reply in _INBOX.) faster than the host must not take
+// every reply: the real host, whose claims were replaced, is asked and
+// becomes routable.
+func TestHeartbeatFloodCannotTakeTheAsk(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 20*time.Second })
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	// The real host; its app is not up yet, so its first check fails.
+	h := startHost(t, hostURL, "web-1", k, []string{"hello"}, "127.0.0.1:0", true)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.failures("bad_response") > 0 }, "first check did not fail")
+
+	anon := tu.Connect(t, hostURL)
+	hb, _ := json.Marshal(heartbeat("web-1", 0))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			anon.PublishMsg(&nats.Msg{Subject: host.HeartbeatSubject(cluster), Reply: "_INBOX.anon.x", Data: hb})
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(3 * hbEvery) // asks already under way reach the host
+
+	forged := announce("web-1", tu.FreeAddr(t), pub, "hello")
+	n := e.failures("unreachable")
+	b, _ := json.Marshal(forged)
+	if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+		t.Fatal(err)
+	}
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.failures("unreachable") > n }, "forged announce not checked")
+	h.down.Store(false)
+	tu.WaitFor(t, 30*hbEvery, func() bool { return e.routable("hello", "web-1") },
+		"real host (now answering) never asked to announce: stuck at "+e.info("web-1").Addr)
+}
+
+// TestClaimsBackDoNotMoveTheLeaveFloor: announcing other claims and then
+// the real ones again (the host stays routed by its proven claims) must
+// not move the time its run began: with a copy with a huge ts on top, that
+// would lift the leave floor to now, and a host whose clock lags the
+// gateway's by a few seconds would have its signed leave refused as
+// stale_leave and stay routed while it shuts down.
+func TestClaimsBackDoNotMoveTheLeaveFloor(t *testing.T) {
+	const lag = 2 * time.Second
+	for _, c := range []struct {
+		name  string
+		other bool // announce another addr first
+	}{
+		{"copy with a huge ts", false},
+		{"another addr, then a copy with a huge ts", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gatewayURL, hostURL := startGatewayBus(t)
+			e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 50, 20*time.Second })
+			k, pub := newKey(t)
+			e.keys.enrol("web-1", pub, "hello")
+			addr, leave := runLaggingHost(t, hostURL, "web-1", k, []string{"hello"}, lag)
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "host not routable")
+			first := e.info("web-1").VerifiedAt
+			// Long enough after its check that the host's own leave is fresh.
+			tu.WaitFor(t, 5*time.Second, func() bool { return time.Since(first) > lag+1500*time.Millisecond }, "")
+
+			anon := tu.Connect(t, hostURL)
+			pubAnn := func(a host.Announce) {
+				b, _ := json.Marshal(a)
+				if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+					t.Fatal(err)
+				}
+				anon.Flush()
+			}
+			if c.other {
+				// Back to back: the real claims are re-checked while not verified.
+				// An address that accepts and never answers holds the check.
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ln.Close() })
+				pubAnn(announce("web-1", ln.Addr().String(), pub, "hello"))
+			}
+			copyAnn := announce("web-1", addr, pub, "hello")
+			copyAnn.TS = time.Now().Unix() + 1_000_000
+			pubAnn(copyAnn)
+			tu.WaitFor(t, 5*time.Second, func() bool {
+				hi := e.info("web-1")
+				return hi.VerifiedAt.After(first) && hi.State == route.HostVerified
+			}, "copy not re-checked")
+			if !e.routable("hello", "web-1") {
+				t.Fatal("not routable after the copies")
+			}
+			leave()
+			if !tu.Eventually(3*time.Second, func() bool { return e.info("web-1").State == route.HostDraining }) {
+				t.Fatalf("the host's own signed leave did not drain it: state %s, routable %v, stale_leave dropped %v",
+					e.info("web-1").State, e.routable("hello", "web-1"), e.dropped("stale_leave"))
+			}
+		})
+	}
+}
+
+// runLaggingHost runs a real host.Host whose clock is lag behind.
+func runLaggingHost(t *testing.T, url, id string, k ed25519.PrivateKey, apps []string, lag time.Duration) (string, func()) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	h, err := host.New(host.Options{Conn: nc, Cluster: cluster, HostID: id, Key: k, Apps: apps, Addr: addr,
+		HeartbeatInterval: hbEvery, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return time.Now().Add(-lag) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(id)) }))
+	srv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return addr, stop
+}
+
+// TestOneIDCannotHoldEveryWorker: announces of one id alternating between
+// two addresses that accept and never answer each start a check; a check
+// of claims announced over must end at once, or one anonymous client
+// holds every worker for VerifyTimeout with a single id, and every other
+// host's check waits.
+func TestOneIDCannotHoldEveryWorker(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	e := start(t, gatewayURL, func(o *discovery.Options) { o.Workers, o.VerifyTimeout = 8, 5*time.Second })
+	_, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	var mu sync.Mutex
+	held, peak := 0, 0
+	var addrs []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		addrs = append(addrs, ln.Addr().String())
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+				mu.Lock()
+				held++
+				peak = max(peak, held)
+				mu.Unlock()
+				go func() {
+					io.Copy(io.Discard, c) // until the gateway gives up on it
+					mu.Lock()
+					held--
+					mu.Unlock()
+				}()
+			}
+		}()
+	}
+	anon := tu.Connect(t, hostURL)
+	for i := range 40 {
+		b, _ := json.Marshal(announce("web-1", addrs[i%2], pub, "hello"))
+		anon.Publish(host.AnnounceSubject(cluster), b)
+		anon.Flush()
+		time.Sleep(5 * time.Millisecond) // let a worker take each
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > 2 {
+		t.Fatalf("%d concurrent checks of one host id (of 8 workers), want at most 2 (one, and one being cancelled)", peak)
+	}
+}
+
+// TestHeartbeatFloodCannotStrandARestartedHost: the same flood must not
+// strand a restarted host drained after the honest late-leave race
+// (TestRestartedHostBackWhenTheOldLeaveComesLate).
+func TestHeartbeatFloodCannotStrandARestartedHost(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	old := newChallengeServer(t, "web-1", k)
+	e.publish(host.KindAnnounce, announce("web-1", old.addr, pub, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "first run not routable")
+	verifiedAt := e.info("web-1").VerifiedAt
+	old.Close()
+	startHost(t, hostURL, "web-1", k, []string{"hello"}, old.addr, false)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").VerifiedAt.After(verifiedAt) }, "second run not checked")
+
+	anon := tu.Connect(t, hostURL)
+	hb, _ := json.Marshal(heartbeat("web-1", 0))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			anon.PublishMsg(&nats.Msg{Subject: host.HeartbeatSubject(cluster), Reply: "_INBOX.anon.x", Data: hb})
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	ts := time.Now().Unix()
+	e.publish(host.KindLeave, host.Leave{HostID: "web-1", TS: ts, Sig: host.SignLeave(k, "web-1", ts)})
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").State == route.HostDraining }, "late leave did not drain")
+	tu.WaitFor(t, 30*hbEvery, func() bool {
+		return e.routable("hello", "web-1") && e.info("web-1").State == route.HostVerified
+	}, "the running host stayed drained: its heartbeats' asks went to the anonymous client")
+}
