@@ -215,3 +215,39 @@ func TestH2CUpgradeNotForwarded(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectRefused: a CONNECT for an app's name gets 405 with Allow, and
+// the host sees nothing of it; the connection goes on serving requests.
+func TestConnectRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	var hits atomic.Int32
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, r.Method)
+	}))
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "CONNECT hello.apps.test:443 HTTP/1.1\r\nHost: hello.apps.test:443\r\n\r\nGET / HTTP/1.1\r\nHost: hello.apps.test\r\n\r\n")
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") == "" || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("CONNECT: %d %v", res.StatusCode, res.Header)
+	}
+	res, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "GET" || hits.Load() != 1 {
+		t.Fatalf("the GET after: %d %q, host hits %d, want 200 \"GET\" and 1", res.StatusCode, body, hits.Load())
+	}
+}

@@ -468,10 +468,21 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodConnect {
+			// A reverse proxy has no tunnel to offer (ReverseProxy makes
+			// none), and a host asked to open one would be asked by the
+			// gateway's address: refused here, before anything is sent.
+			w.Header()["Allow"] = allowed
+			problem.Write(w, http.StatusMethodNotAllowed, "CONNECT is not served: the gateway is a reverse proxy")
+			return
+		}
 		g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx))
 		next.ServeHTTP(w, r)
 	})
 }
+
+// allowed is the Allow field of the 405 to CONNECT.
+var allowed = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
 
 // desync names what is wrong with r's framing or header bytes, or "".
 func desync(r *http.Request) string {
