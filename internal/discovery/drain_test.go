@@ -220,30 +220,39 @@ func TestDrainEndsOnlyThroughAPassingChallenge(t *testing.T) {
 // A restarted host's announce may reach the gateway before the previous
 // run's leave (they come over two connections): the leave drains it, and
 // the new run, which heartbeats, must not stay drained. A heartbeat of a
-// draining host is answered "announce", and its check ends the drain.
+// draining host is answered "announce", and its check ends the drain;
+// also while a client without credentials floods heartbeats for the id,
+// which must not take the host's own replies.
 func TestRestartedHostBackWhenTheOldLeaveComesLate(t *testing.T) {
-	gatewayURL, hostURL := startGatewayBus(t)
-	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
-	k, pub := newKey(t)
-	e.keys.enrol("web-1", pub, "hello")
+	for _, flood := range []bool{false, true} {
+		t.Run(map[bool]string{false: "quiet", true: "heartbeat flood"}[flood], func(t *testing.T) {
+			gatewayURL, hostURL := startGatewayBus(t)
+			e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
+			k, pub := newKey(t)
+			e.keys.enrol("web-1", pub, "hello")
 
-	// The first run, answering challenges and announcing by hand.
-	old := newChallengeServer(t, "web-1", k)
-	e.publish(host.KindAnnounce, announce("web-1", old.addr, pub, "hello"))
-	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "first run not routable")
-	verifiedAt := e.info("web-1").VerifiedAt
+			// The first run, answering challenges and announcing by hand.
+			old := newChallengeServer(t, "web-1", k)
+			e.publish(host.KindAnnounce, announce("web-1", old.addr, pub, "hello"))
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "first run not routable")
+			verifiedAt := e.info("web-1").VerifiedAt
 
-	// The second run at the same address announces and passes.
-	old.Close()
-	startHost(t, hostURL, "web-1", k, []string{"hello"}, old.addr, false)
-	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").VerifiedAt.After(verifiedAt) }, "second run not checked")
+			// The second run at the same address announces and passes.
+			old.Close()
+			startHost(t, hostURL, "web-1", k, []string{"hello"}, old.addr, false)
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").VerifiedAt.After(verifiedAt) }, "second run not checked")
+			if flood {
+				floodHeartbeats(t, tu.Connect(t, hostURL), "web-1")
+			}
 
-	// Then the first run's leave arrives.
-	ts := time.Now().Unix()
-	e.publish(host.KindLeave, host.Leave{HostID: "web-1", TS: ts, Sig: host.SignLeave(k, "web-1", ts)})
-	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").State == route.HostDraining }, "late leave did not drain")
+			// Then the first run's leave arrives.
+			ts := time.Now().Unix()
+			e.publish(host.KindLeave, host.Leave{HostID: "web-1", TS: ts, Sig: host.SignLeave(k, "web-1", ts)})
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").State == route.HostDraining }, "late leave did not drain")
 
-	tu.WaitFor(t, 30*hbEvery, func() bool {
-		return e.routable("hello", "web-1") && e.info("web-1").State == route.HostVerified
-	}, "the running host stayed drained after its previous run's leave")
+			tu.WaitFor(t, 30*hbEvery, func() bool {
+				return e.routable("hello", "web-1") && e.info("web-1").State == route.HostVerified
+			}, "the running host stayed drained after its previous run's leave")
+		})
+	}
 }

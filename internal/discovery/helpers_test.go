@@ -232,6 +232,13 @@ func heartbeat(id string, inflight int64) host.Heartbeat {
 // host's stop function, which sends leave and waits for Run.
 func runHost(t testing.TB, url, id string, k ed25519.PrivateKey, apps []string, opts ...nats.Option) (addr string, stop func()) {
 	t.Helper()
+	return runHostWith(t, url, id, k, apps, nil, opts...)
+}
+
+// runHostWith is runHost with edit applied to the host's options (a clock
+// of its own, say).
+func runHostWith(t testing.TB, url, id string, k ed25519.PrivateKey, apps []string, edit func(*host.Options), opts ...nats.Option) (addr string, stop func()) {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	t.Cleanup(srv.Close)
 	addr = srv.Listener.Addr().String()
@@ -240,7 +247,11 @@ func runHost(t testing.TB, url, id string, k ed25519.PrivateKey, apps []string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	h, err := host.New(host.Options{Conn: nc, Cluster: cluster, HostID: id, Key: k, Apps: apps, Addr: addr, HeartbeatInterval: hbEvery, Logger: slog.New(slog.DiscardHandler)})
+	ho := host.Options{Conn: nc, Cluster: cluster, HostID: id, Key: k, Apps: apps, Addr: addr, HeartbeatInterval: hbEvery, Logger: slog.New(slog.DiscardHandler)}
+	if edit != nil {
+		edit(&ho)
+	}
+	h, err := host.New(ho)
 	if err != nil {
 		t.Fatal(err)
 	}
