@@ -117,23 +117,14 @@ func (c *Conn) setAsk(p []byte, idle bool) {
 func (c *Conn) sendAsk(fd uintptr) bool {
 	if c.askIdle {
 		c.askIdle = false
-		var b [1]byte
-		for {
-			_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
-				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				// Idle, as it should be: ask.
-			case 0:
-				c.askUnsent = true // a byte, or the end of the stream
-				return true
-			default:
-				c.askErr = e // reset by the peer, say
-				return true
-			}
-			break
+		switch e := peek(fd); e {
+		case syscall.EAGAIN: // idle, as it should be: ask
+		case 0:
+			c.askUnsent = true // a byte, or the end of the stream
+			return true
+		default:
+			c.askErr = e // reset by the peer, say
+			return true
 		}
 	}
 	n, e := writeAll(fd, c.ask)
@@ -197,6 +188,20 @@ func (c *Conn) write(fd uintptr) bool {
 	}
 	c.werr = e
 	return true
+}
+
+// peek looks at fd's next byte without taking it or waiting for it:
+// EAGAIN when the socket holds nothing, 0 when it holds a byte or the
+// peer's end of the stream, else the error.
+func peek(fd uintptr) syscall.Errno {
+	var b [1]byte
+	for {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if e != syscall.EINTR {
+			return e
+		}
+	}
 }
 
 // writeAll writes p to fd until all of it is written (errno 0), the
