@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/h2"
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
@@ -35,7 +37,8 @@ type Edge struct {
 	wg       sync.WaitGroup // accept loops, servers and connection goroutines
 	pipeCtx  context.Context
 	pipeStop context.CancelFunc
-	offload  *offload // HTTP/2 handlers on reused goroutines; nil without https
+	offload  *offload   // HTTP/2 handlers on reused goroutines; nil without https
+	h2       *h2.Server // HTTP/2 over TLS; nil without https or with DisableLane
 }
 
 // New validates opts. It binds and starts nothing.
@@ -220,6 +223,9 @@ func (e *Edge) Run(ctx context.Context) error {
 			if fastTLS, err = e.newLane(l7, l7h, handTLS); err != nil {
 				return err
 			}
+			if e.h2, err = e.newH2(l7); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -308,6 +314,10 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 			go func() { defer wg.Done(); _ = s.Shutdown(ctx) }()
 		}
 	}
+	if e.h2 != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = e.h2.Shutdown(ctx) }()
+	}
 	wg.Wait()
 	select {
 	case <-e.conns.idle():
@@ -324,6 +334,9 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 		if l != nil {
 			l.Close()
 		}
+	}
+	if e.h2 != nil {
+		e.h2.Close()
 	}
 	e.pipeStop()
 	e.conns.closeAll()
@@ -351,6 +364,28 @@ func (e *Edge) newLane(srv *http.Server, h http.Handler, handoff func(net.Conn))
 		Logger:            e.log,
 		OnHandoff:         e.opts.LaneHandoff,
 		RequestContext:    e.opts.RequestContext,
+	})
+}
+
+// newH2 builds gatehouse's HTTP/2 server for the https listener: it
+// serves what srv's HTTP/2 would, with the same bounds, and answers its
+// own refusals as problems (DESIGN §2).
+func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
+	return h2.New(h2.Options{
+		Handler:           e.limits(e.opts.Handler),
+		Server:            srv,
+		RequestContext:    e.opts.RequestContext,
+		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
+		IdleTimeout:       e.opts.IdleTimeout,
+		WriteStall:        e.opts.IdleTimeout,
+		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
+		TooLarge: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
+		}),
+		BadRequest: func(w http.ResponseWriter, _ *http.Request, why string) {
+			problem.Write(w, http.StatusBadRequest, why)
+		},
+		Logger: e.log,
 	})
 }
 

@@ -49,6 +49,10 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		conn.Close() // the challenge is the handshake; nothing follows
 		return
 	case "h2":
+		if e.h2 != nil {
+			e.h2.ServeConn(conn)
+			return
+		}
 		l7.hand(conn) // HTTP/2 frames its own bodies: nothing to guard
 		return
 	}

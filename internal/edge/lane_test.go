@@ -88,8 +88,8 @@ func TestLaneOverTLS(t *testing.T) {
 		{h1, "GET", "*lane.writer tls=true"},
 		{h1, "PUT", "*lane.writer tls=true"},
 		{h1, "POST", "*http.response tls=true"},
-		{h1, "GET", "*http.response tls=true"}, // the connection stays with net/http
-		{h2, "GET", "*http.http2responseWriter tls=true"},
+		{h1, "GET", "*http.response tls=true"},     // the connection stays with net/http
+		{h2, "GET", "*h2.responseWriter tls=true"}, // gatehouse's own HTTP/2 server
 	} {
 		var body io.Reader
 		switch tc.method {

@@ -34,8 +34,20 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok "+r.Proto)
 	})
+	// gatehouse's HTTP/2 server runs handlers on its pool itself; with
+	// the fast path off, net/http's runs them through offload.
+	for _, own := range []bool{true, false} {
+		t.Run(map[bool]string{true: "h2", false: "net/http"}[own], func(t *testing.T) { reusedGoroutines(t, h, own) })
+	}
+}
+
+func reusedGoroutines(t *testing.T, h http.Handler, own bool) {
 	var logs testutil.SyncBuffer
-	e := start(t, Options{Handler: h, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	e := start(t, Options{Handler: h, DisableLane: !own, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	started, idle := e.offload.pool.Started, e.offload.pool.Idle
+	if own {
+		started, idle = e.h2.Started, e.h2.IdleHandlers
+	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
@@ -57,9 +69,9 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 		// The stream's end can reach the client before the handler's
 		// goroutine is back waiting: let it be, as a pause between
 		// requests would (up to 1 s on a busy machine).
-		testutil.Eventually(time.Second, func() bool { return e.offload.pool.Idle() > 0 })
+		testutil.Eventually(time.Second, func() bool { return idle() > 0 })
 	}
-	if got := e.offload.pool.Started(); got > 5 {
+	if got := started(); got > 5 {
 		t.Fatalf("%d goroutines started for %d requests one after another: not reused", got, n)
 	}
 	for _, path := range []string{"/abort", "/boom", "/late"} {
@@ -74,6 +86,9 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 	// the handler's is in the text. HTTP/2 resets the stream before it
 	// logs, so the client can see its error before the log is written.
 	carried := func(l string) bool {
+		if own { // logged where it happened
+			return strings.Contains(l, "h2: panic serving request") && strings.Contains(l, "TestHTTP2HandlersOnReusedGoroutines.func1")
+		}
 		return strings.Contains(l, "handler goroutine (offloaded)") && strings.Contains(l, "TestHTTP2HandlersOnReusedGoroutines.func1")
 	}
 	if !testutil.Eventually(5*time.Second, func() bool { return carried(logs.String()) }) {
@@ -87,6 +102,12 @@ func TestHTTP2HandlersOnReusedGoroutines(t *testing.T) {
 // a panic, and never a byte into the stream of the request served next
 // (whose handler may be given the same pooled task).
 func TestHTTP2WriteAfterReturnFails(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		t.Run(map[bool]string{true: "h2", false: "net/http"}[own], func(t *testing.T) { writeAfterReturn(t, own) })
+	}
+}
+
+func writeAfterReturn(t *testing.T, own bool) {
 	kept := make(chan http.ResponseWriter, 1)
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -103,7 +124,7 @@ func TestHTTP2WriteAfterReturnFails(t *testing.T) {
 			_, _ = io.WriteString(w, "second")
 		}
 	})
-	e := start(t, Options{Handler: h})
+	e := start(t, Options{Handler: h, DisableLane: !own})
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}

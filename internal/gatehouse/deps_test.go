@@ -22,7 +22,8 @@ var allowed = map[string][]string{
 	"internal/gateway": {"internal/auth", "internal/cluster", "internal/cors", "internal/httpwire", "internal/limit", "internal/metrics",
 		"internal/policy", "internal/problem", "internal/proxy", "internal/route"},
 	"internal/lane":      {"internal/deadline", "internal/httpwire", "internal/workers"},
-	"internal/edge":      {"internal/lane", "internal/pipe", "internal/problem", "internal/route", "internal/sni", "internal/sock", "internal/workers"},
+	"internal/h2":        {"internal/workers"},
+	"internal/edge":      {"internal/h2", "internal/lane", "internal/pipe", "internal/problem", "internal/route", "internal/sni", "internal/sock", "internal/workers"},
 	"internal/workers":   {},
 	"internal/api":       {"internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth", "internal/limit"},
 	"internal/config":    {"internal/route", "internal/cluster"},
@@ -35,7 +36,7 @@ var allowed = map[string][]string{
 // dataPlane must not reach the bus, even indirectly: it reads route.Live,
 // so "if NATS is unreachable the gateway keeps serving" holds by
 // construction (DESIGN §10).
-var dataPlane = []string{"internal/httpwire", "internal/lane", "internal/sock", "internal/deadline", "internal/edge", "internal/sni", "internal/pipe", "internal/workers", "internal/gateway", "internal/proxy",
+var dataPlane = []string{"internal/httpwire", "internal/h2", "internal/lane", "internal/sock", "internal/deadline", "internal/edge", "internal/sni", "internal/pipe", "internal/workers", "internal/gateway", "internal/proxy",
 	"internal/route", "internal/cluster", "internal/cors", "internal/limit", "internal/auth", "internal/policy"}
 
 func goList(t *testing.T, format string, pkgs ...string) map[string][]string {

@@ -1,0 +1,558 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// conn is one HTTP/2 connection. Its goroutine (serve) reads every frame;
+// handlers write theirs under wmu.
+type conn struct {
+	s      *Server
+	c      net.Conn
+	remote string
+	tls    *tls.ConnectionState
+	ctx    context.Context // requests' parent; cancelled when the conn ends
+	cancel context.CancelCauseFunc
+	fr     *http2.Framer // the reading side; serve's alone
+
+	// The writing side. wmu orders frames on the wire. Header blocks use
+	// no dynamic table (see hpack.go), so no encoder state is shared.
+	wmu  sync.Mutex
+	bw   bufWriter
+	wf   *http2.Framer // writes into bw
+	werr error         // the first write error: every later write fails
+
+	// Control frames queued by serve while a handler holds wmu (see
+	// sendControl): encoded into cbuf by cf.
+	cmu  sync.Mutex
+	cbuf bytes.Buffer
+	cf   *http2.Framer
+
+	// mu guards the stream table, flow control on both sides and the
+	// connection's state.
+	mu           sync.Mutex
+	streams      map[uint32]*stream
+	sendWin      int64  // the connection's send window
+	peerInitWin  int64  // SETTINGS_INITIAL_WINDOW_SIZE of the client
+	peerMaxFrame uint32 // SETTINGS_MAX_FRAME_SIZE of the client
+	recvWin      int64  // what the client may still send on the connection
+	recvUnacked  int64  // taken by handlers or dropped, not yet returned by WINDOW_UPDATE
+	lastID       uint32 // highest stream id the client opened
+	handlers     int    // handlers running; they count until they return
+	goaway       bool   // GOAWAY sent: no new stream is served
+	done         bool   // closed
+	idleTimer    *time.Timer
+	allDone      chan struct{} // closed when handlers drops to 0 after done
+	refusals     int
+	empties      int // frames that carried nothing since a stream last started
+}
+
+func newConn(s *Server, c net.Conn) *conn {
+	cn := &conn{
+		s:            s,
+		c:            c,
+		remote:       c.RemoteAddr().String(),
+		streams:      map[uint32]*stream{},
+		sendWin:      65535,
+		peerInitWin:  65535,
+		peerMaxFrame: 16384,
+		recvWin:      65535,
+	}
+	if tc, ok := c.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		st := tc.ConnectionState()
+		cn.tls = &st
+	}
+	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.opts.Server)
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, c.LocalAddr())
+	cn.ctx, cn.cancel = context.WithCancelCause(ctx)
+	cn.fr = http2.NewFramer(nil, c)
+	cn.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	cn.fr.MaxHeaderListSize = s.maxList
+	cn.fr.SetMaxReadFrameSize(maxFrameRead)
+	cn.bw = bufWriter{c: c, pool: &s.bufs}
+	cn.wf = http2.NewFramer(&cn.bw, nil)
+	cn.cf = http2.NewFramer(&cn.cbuf, nil)
+	return cn
+}
+
+// serve reads the connection until it ends, then waits for its handlers.
+func (cn *conn) serve() {
+	err := cn.run()
+	cn.close(err)
+	cn.mu.Lock()
+	wait := cn.handlers > 0
+	if wait && cn.allDone == nil {
+		cn.allDone = make(chan struct{})
+	}
+	ch := cn.allDone
+	cn.mu.Unlock()
+	if wait {
+		<-ch
+	}
+	cn.wmu.Lock()
+	cn.bw.release()
+	if cn.werr == nil {
+		cn.werr = net.ErrClosed
+	}
+	cn.wmu.Unlock()
+}
+
+// A connError ends the connection with GOAWAY and its code.
+type connError struct {
+	code http2.ErrCode
+	why  string
+}
+
+func (e connError) Error() string { return fmt.Sprintf("h2: connection error %v: %s", e.code, e.why) }
+
+func (cn *conn) run() error {
+	if t := cn.s.opts.ReadHeaderTimeout; t > 0 {
+		_ = cn.c.SetReadDeadline(time.Now().Add(t))
+	}
+	var pre [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(cn.c, pre[:]); err != nil {
+		return err
+	}
+	if string(pre[:]) != http2.ClientPreface {
+		return errors.New("h2: bad client preface")
+	}
+	if err := cn.writeSettings(); err != nil {
+		return err
+	}
+	f, err := cn.fr.ReadFrame()
+	if err != nil {
+		return cn.readError(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
+		return cn.fail(http2.ErrCodeProtocol, "first frame is not SETTINGS")
+	}
+	if err := cn.onSettings(sf); err != nil {
+		return err
+	}
+	_ = cn.c.SetReadDeadline(time.Time{})
+	cn.armIdle()
+	for {
+		f, err := cn.fr.ReadFrame()
+		if err != nil {
+			if err = cn.readError(err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := cn.onFrame(f); err != nil {
+			return err
+		}
+	}
+}
+
+// writeSettings sends the server's SETTINGS and opens the connection's
+// receive window to recvWindow.
+func (cn *conn) writeSettings() error {
+	cn.mu.Lock()
+	cn.recvWin = recvWindow
+	cn.mu.Unlock()
+	cn.wmu.Lock()
+	defer cn.unlockWrite()
+	if cn.werr != nil {
+		return cn.werr
+	}
+	err := cn.wf.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cn.s.opts.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: recvWindow},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: maxFrameRead},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: cn.s.maxList},
+	)
+	if err == nil {
+		err = cn.wf.WriteWindowUpdate(0, recvWindow-65535)
+	}
+	if err == nil {
+		err = cn.bw.Flush()
+	}
+	if err != nil {
+		cn.werr = err
+	}
+	return err
+}
+
+// readError sorts an error of ReadFrame: a stream error resets that
+// stream and reading goes on (nil); anything else ends the connection.
+func (cn *conn) readError(err error) error {
+	var se http2.StreamError
+	switch {
+	case errors.As(err, &se):
+		cn.mu.Lock()
+		if se.StreamID%2 == 1 && se.StreamID > cn.lastID {
+			cn.lastID = se.StreamID // a malformed head still uses its id
+		}
+		st := cn.streams[se.StreamID]
+		cn.mu.Unlock()
+		if st != nil {
+			st.abort(fmt.Errorf("h2: stream error: %w", err))
+		}
+		cn.sendControl(func(f *http2.Framer) error { return f.WriteRSTStream(se.StreamID, se.Code) })
+		return nil
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		return cn.fail(http2.ErrCodeFrameSize, "frame over SETTINGS_MAX_FRAME_SIZE")
+	}
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		return cn.fail(http2.ErrCode(ce), err.Error())
+	}
+	return err
+}
+
+// fail sends GOAWAY with code and returns the error that ends serve.
+func (cn *conn) fail(code http2.ErrCode, why string) error {
+	cn.mu.Lock()
+	last := cn.lastID
+	cn.goaway = true
+	cn.mu.Unlock()
+	cn.wmu.Lock()
+	if cn.werr == nil {
+		_ = cn.wf.WriteGoAway(last, code, nil)
+		_ = cn.bw.Flush()
+	}
+	cn.wmu.Unlock()
+	return connError{code, why}
+}
+
+func (cn *conn) onFrame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return cn.onHeaders(f)
+	case *http2.DataFrame:
+		return cn.onData(f)
+	case *http2.WindowUpdateFrame:
+		return cn.onWindowUpdate(f)
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		if err := cn.onSettings(f); err != nil {
+			return err
+		}
+		return cn.emptyFrame()
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return cn.emptyFrame()
+		}
+		if f.StreamID != 0 {
+			return cn.fail(http2.ErrCodeProtocol, "PING on a stream")
+		}
+		data := f.Data
+		cn.sendControl(func(w *http2.Framer) error { return w.WritePing(true, data) })
+		return cn.emptyFrame()
+	case *http2.RSTStreamFrame:
+		return cn.onReset(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			cn.sendControl(func(w *http2.Framer) error { return w.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol) })
+		}
+		return cn.emptyFrame()
+	case *http2.GoAwayFrame:
+		cn.startDrain() // the client opens no more streams; ours finish
+		return nil
+	case *http2.PushPromiseFrame:
+		return cn.fail(http2.ErrCodeProtocol, "PUSH_PROMISE from a client")
+	case *http2.ContinuationFrame:
+		return cn.fail(http2.ErrCodeProtocol, "CONTINUATION outside a header block")
+	default: // unknown types are ignored (RFC 9113 §5.5)
+		return cn.emptyFrame()
+	}
+}
+
+// emptyFrame counts a frame that made no request progress; a client that
+// sends only such frames is told to go away.
+func (cn *conn) emptyFrame() error {
+	cn.mu.Lock()
+	cn.empties++
+	n := cn.empties
+	cn.mu.Unlock()
+	if n > maxEmptyFrames {
+		return cn.fail(http2.ErrCodeEnhanceYourCalm, "too many frames without a request")
+	}
+	return nil
+}
+
+func (cn *conn) onSettings(f *http2.SettingsFrame) error {
+	if f.StreamID != 0 {
+		return cn.fail(http2.ErrCodeProtocol, "SETTINGS on a stream")
+	}
+	if err := f.ForeachSetting(func(s http2.Setting) error { return s.Valid() }); err != nil {
+		var ce http2.ConnectionError
+		if errors.As(err, &ce) {
+			return cn.fail(http2.ErrCode(ce), err.Error())
+		}
+		return cn.fail(http2.ErrCodeProtocol, err.Error())
+	}
+	cn.mu.Lock()
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - cn.peerInitWin
+			cn.peerInitWin = int64(s.Val)
+			for _, st := range cn.streams {
+				st.sendWin += delta
+				if st.sendWin > 1<<31-1 {
+					return http2.ConnectionError(http2.ErrCodeFlowControl)
+				}
+				st.wake()
+			}
+		case http2.SettingMaxFrameSize:
+			cn.peerMaxFrame = s.Val
+		}
+		return nil
+	})
+	cn.mu.Unlock()
+	if err != nil {
+		return cn.fail(http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflows a window")
+	}
+	cn.sendControl(func(w *http2.Framer) error { return w.WriteSettingsAck() })
+	return nil
+}
+
+func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	inc := int64(f.Increment)
+	cn.mu.Lock()
+	if f.StreamID == 0 {
+		cn.sendWin += inc
+		over := cn.sendWin > 1<<31-1
+		if !over {
+			for _, st := range cn.streams {
+				st.wake()
+			}
+		}
+		cn.mu.Unlock()
+		if over {
+			return cn.fail(http2.ErrCodeFlowControl, "connection window over 2^31-1")
+		}
+		return nil
+	}
+	st := cn.streams[f.StreamID]
+	if st == nil {
+		idle := f.StreamID > cn.lastID
+		cn.mu.Unlock()
+		if idle {
+			return cn.fail(http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream")
+		}
+		return cn.emptyFrame()
+	}
+	st.sendWin += inc
+	over := st.sendWin > 1<<31-1
+	st.wake()
+	cn.mu.Unlock()
+	if over {
+		st.abort(errors.New("h2: stream window over 2^31-1"))
+		cn.sendControl(func(w *http2.Framer) error { return w.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl) })
+	}
+	return nil
+}
+
+func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
+	cn.mu.Lock()
+	st := cn.streams[f.StreamID]
+	idle := st == nil && f.StreamID > cn.lastID
+	cn.mu.Unlock()
+	if idle {
+		return cn.fail(http2.ErrCodeProtocol, "RST_STREAM on an idle stream")
+	}
+	if st != nil {
+		st.abort(fmt.Errorf("h2: stream reset by the client: %v", f.ErrCode))
+	}
+	return nil
+}
+
+// sendControl has write's frame sent: at once if the write lock is free,
+// otherwise by the handler that holds it, before it lets go (unlockWrite).
+// The queue is bounded: past maxControlQueue the caller waits for the
+// lock, so a client that floods and does not read stops being read.
+func (cn *conn) sendControl(write func(*http2.Framer) error) {
+	cn.cmu.Lock()
+	_ = write(cn.cf)
+	full := cn.cbuf.Len() > maxControlQueue
+	cn.cmu.Unlock()
+	if full {
+		cn.wmu.Lock()
+	} else if !cn.wmu.TryLock() {
+		return
+	}
+	cn.unlockWrite()
+}
+
+// unlockWrite sends the queued control frames, flushes, and lets go of
+// wmu; if frames were queued after that, and the lock is free, it sends
+// those too. Every holder of wmu lets go through here, so a frame queued
+// while wmu was held is sent by the holder or by whoever queued it.
+func (cn *conn) unlockWrite() {
+	for {
+		cn.cmu.Lock()
+		if cn.cbuf.Len() > 0 && cn.werr == nil {
+			_, err := cn.bw.Write(cn.cbuf.Bytes())
+			if err != nil {
+				cn.werr = err
+			}
+		}
+		cn.cbuf.Reset()
+		cn.cmu.Unlock()
+		if cn.bw.Buffered() > 0 && cn.werr == nil {
+			if err := cn.bw.Flush(); err != nil {
+				cn.werr = err
+			}
+		}
+		err := cn.werr
+		cn.wmu.Unlock()
+		if err != nil {
+			cn.close(err)
+			return
+		}
+		cn.cmu.Lock()
+		more := cn.cbuf.Len() > 0
+		cn.cmu.Unlock()
+		if !more || !cn.wmu.TryLock() {
+			return
+		}
+	}
+}
+
+// close ends the connection: every stream's context and body fail, and
+// the socket closes (the reading goroutine's ReadFrame returns).
+func (cn *conn) close(err error) {
+	cn.mu.Lock()
+	if cn.done {
+		cn.mu.Unlock()
+		return
+	}
+	cn.done = true
+	if cn.idleTimer != nil {
+		cn.idleTimer.Stop()
+	}
+	streams := make([]*stream, 0, len(cn.streams))
+	for _, st := range cn.streams {
+		streams = append(streams, st)
+	}
+	cn.mu.Unlock()
+	if err == nil {
+		err = io.EOF
+	}
+	cn.cancel(err)
+	for _, st := range streams {
+		st.abort(err)
+	}
+	_ = cn.c.Close()
+}
+
+// startDrain sends GOAWAY naming the last stream opened: those finish,
+// later ones are not served, and the connection closes once none is open.
+func (cn *conn) startDrain() {
+	cn.mu.Lock()
+	if cn.goaway || cn.done {
+		cn.mu.Unlock()
+		return
+	}
+	cn.goaway = true
+	last := cn.lastID
+	idle := cn.handlers == 0
+	cn.mu.Unlock()
+	cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	if idle {
+		cn.closeSoon()
+	}
+}
+
+// closeSoon closes a connection that has sent GOAWAY and has no stream
+// left, after a moment in which the client can read the GOAWAY: closing
+// with its frames unread makes the kernel send a reset that can destroy
+// what is in flight.
+func (cn *conn) closeSoon() {
+	time.AfterFunc(50*time.Millisecond, func() { cn.close(nil) })
+}
+
+// armIdle (re)starts the idle timer while no stream is open.
+func (cn *conn) armIdle() {
+	t := cn.s.opts.IdleTimeout
+	if t <= 0 {
+		return
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.done || cn.handlers > 0 {
+		return
+	}
+	if cn.idleTimer == nil {
+		cn.idleTimer = time.AfterFunc(t, cn.onIdle)
+		return
+	}
+	cn.idleTimer.Reset(t)
+}
+
+func (cn *conn) onIdle() {
+	cn.mu.Lock()
+	busy := cn.handlers > 0 || cn.done
+	cn.mu.Unlock()
+	if !busy {
+		cn.startDrain()
+	}
+}
+
+// bufWriter is the connection's write buffer, taken from the server's
+// pool while frames are written and given back at each flush, so that an
+// idle connection holds none (net/http's HTTP/2 server does the same).
+type bufWriter struct {
+	c    net.Conn
+	pool *sync.Pool
+	bw   *bufio.Writer
+}
+
+const writeBuf = 16<<10 + 512 // a full DATA frame and a header block
+
+func (b *bufWriter) get() *bufio.Writer {
+	if b.bw == nil {
+		if v, ok := b.pool.Get().(*bufio.Writer); ok {
+			v.Reset(b.c)
+			b.bw = v
+		} else {
+			b.bw = bufio.NewWriterSize(b.c, writeBuf)
+		}
+	}
+	return b.bw
+}
+
+func (b *bufWriter) Write(p []byte) (int, error) { return b.get().Write(p) }
+
+func (b *bufWriter) Buffered() int {
+	if b.bw == nil {
+		return 0
+	}
+	return b.bw.Buffered()
+}
+
+func (b *bufWriter) Flush() error {
+	if b.bw == nil {
+		return nil
+	}
+	err := b.bw.Flush()
+	b.release()
+	return err
+}
+
+func (b *bufWriter) release() {
+	if b.bw != nil {
+		b.bw.Reset(nil)
+		b.pool.Put(b.bw)
+		b.bw = nil
+	}
+}

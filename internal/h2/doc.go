@@ -1,0 +1,41 @@
+// Package h2 is an HTTP/2 server built for a proxy's common case: it owns
+// the HTTP/2 connections the https listener negotiates by ALPN and runs
+// each request's handler, the same http.Handler net/http would run.
+//
+// Why: net/http's HTTP/2 server costs an edge gateway ~3× nginx's CPU for a
+// small proxied request (BENCHMARKS.md). Three of its design choices are
+// most of that, and a proxy needs none of them:
+//   - Every frame goes through a serve loop goroutine and is written by a
+//     goroutine of its own, so a request crosses four goroutines.
+//   - A response's HEADERS frame is written and flushed before its
+//     handler may queue the DATA (the handler's header map is not the
+//     server's), so a small response is two writes.
+//   - Each stream runs on a new goroutine, which grows its stack through
+//     the whole handler chain every time.
+//
+// Here the connection's goroutine reads frames and does nothing else but
+// answer control frames. Handlers run on reused goroutines (package
+// workers) and write their own frames under the connection's write lock:
+// a small response is HEADERS and DATA in one write, flushed when the
+// handler returns. The response's header fields are encoded (HPACK) before
+// the lock is taken for data, so nothing is shared with the handler after
+// that.
+//
+// Control frames the reading goroutine must send (SETTINGS and PING
+// acknowledgements, WINDOW_UPDATE, RST_STREAM) are queued and sent by
+// whoever holds the write lock, so a handler blocked writing to a client
+// that does not read never stops the connection from reading, and the
+// queue is bounded: past it, the reader waits for the lock
+// (backpressure, not memory).
+//
+// What it enforces (RFC 9113): the preface and SETTINGS first; odd,
+// increasing stream ids; SETTINGS_MAX_CONCURRENT_STREAMS (running
+// handlers count until they return, so resetting streams frees no slot:
+// the rapid reset attack meets REFUSED_STREAM and then GOAWAY); flow
+// control both ways (a stream whose client keeps its window shut longer
+// than WriteStall is reset); malformed requests (pseudo-header fields,
+// connection-specific fields, a content-length that disagrees with the
+// DATA) reset or refused before a handler runs; header lists over
+// MaxHeaderBytes answered 431; and floods of empty DATA, SETTINGS or PING
+// frames bounded. It does not push, and does not take extended CONNECT.
+package h2

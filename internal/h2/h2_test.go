@@ -1,0 +1,337 @@
+package h2
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// serve starts a Server for h on a loopback listener (HTTP/2 with prior
+// knowledge: what ServeConn is given after ALPN is the same). Cleanup
+// closes both.
+func serve(t testing.TB, o Options) (*Server, string) {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); s.ServeConn(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.Close()
+		wg.Wait()
+	})
+	return s, ln.Addr().String()
+}
+
+// client is net/http's HTTP/2 client speaking it over plain TCP (prior
+// knowledge), with a connection pool of its own.
+func client(t testing.TB) *http.Client {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func TestRequestsAndResponses(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo":
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			w.Header().Set("X-Len", fmt.Sprint(r.ContentLength))
+			w.Header().Set("X-Proto", r.Proto)
+			w.Header().Set("X-Host", r.Host)
+			w.Header().Set("X-Cookie", r.Header.Get("Cookie"))
+			w.Header().Set("X-Trailer", r.Trailer.Get("X-T"))
+			_, _ = w.Write(b)
+		case "/big":
+			chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+			for range 32 {
+				_, _ = w.Write(chunk)
+			}
+		case "/trailers":
+			w.Header().Set("Trailer", "X-Sum")
+			_, _ = io.WriteString(w, "body")
+			w.Header().Set("X-Sum", "42")
+			w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+		case "/nocontent":
+			w.Header().Set("X-A", "1")
+			w.WriteHeader(http.StatusNoContent)
+			if _, err := w.Write([]byte("x")); err != http.ErrBodyNotAllowed {
+				panic(fmt.Sprint("write to 204: ", err))
+			}
+		case "/declared":
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+			if _, err := io.WriteString(w, "!"); err != http.ErrContentLength {
+				panic(fmt.Sprint("write past content-length: ", err))
+			}
+		case "/flush":
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: 1\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done() // the client reads the first event, then leaves
+		default:
+			_, _ = io.WriteString(w, "<html>hello")
+		}
+	})
+	_, addr := serve(t, Options{Handler: h})
+	c := client(t)
+	base := "http://" + addr
+
+	t.Run("small GET: sniffed type, length, date", func(t *testing.T) {
+		resp, err := c.Get(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "<html>hello" || resp.ProtoMajor != 2 {
+			t.Fatalf("%d %q %s", resp.StatusCode, b, resp.Proto)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("content-type %q", ct)
+		}
+		if resp.ContentLength != int64(len(b)) || resp.Header.Get("Date") == "" {
+			t.Errorf("content-length %d, date %q", resp.ContentLength, resp.Header.Get("Date"))
+		}
+	})
+	t.Run("POST body, cookies joined, request trailers", func(t *testing.T) {
+		body := strings.Repeat("x", 3<<20) // over the 1 MiB windows: flow control both ways
+		req, _ := http.NewRequest("POST", base+"/echo", io.MultiReader(strings.NewReader(body)))
+		req.Header.Add("Cookie", "a=1")
+		req.Header.Add("Cookie", "b=2")
+		req.Trailer = http.Header{"X-T": nil}
+		req.Body = &trailerBody{Reader: strings.NewReader(body), set: func() { req.Trailer.Set("X-T", "tv") }}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != body {
+			t.Fatalf("echoed %d bytes, want %d", len(b), len(body))
+		}
+		if got := resp.Header.Get("X-Cookie"); got != "a=1; b=2" {
+			t.Errorf("cookie %q", got)
+		}
+		if got := resp.Header.Get("X-Trailer"); got != "tv" {
+			t.Errorf("request trailer %q", got)
+		}
+		if got := resp.Header.Get("X-Len"); got != "-1" {
+			t.Errorf("content length %s for a body without one", got)
+		}
+	})
+	t.Run("big response", func(t *testing.T) {
+		resp, err := c.Get(base + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || n != 32*64<<10 {
+			t.Fatalf("%d bytes, %v", n, err)
+		}
+	})
+	t.Run("response trailers", func(t *testing.T) {
+		resp, err := c.Get(base + "/trailers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "body" || resp.Trailer.Get("X-Sum") != "42" || resp.Trailer.Get("X-Late") != "late" {
+			t.Fatalf("%q, trailers %v", b, resp.Trailer)
+		}
+		if resp.Header.Get("X-Sum") != "" {
+			t.Errorf("a trailer went out as a header too")
+		}
+	})
+	t.Run("204 and HEAD carry no body", func(t *testing.T) {
+		resp, err := c.Get(base + "/nocontent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 204 || len(b) != 0 || resp.Header.Get("X-A") != "1" {
+			t.Fatalf("%d %q %v", resp.StatusCode, b, resp.Header)
+		}
+		resp, err = c.Head(base + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(b) != 0 || resp.ContentLength != int64(len("<html>hello")) {
+			t.Fatalf("HEAD: %d %q length %d", resp.StatusCode, b, resp.ContentLength)
+		}
+	})
+	t.Run("declared length", func(t *testing.T) {
+		resp, err := c.Get(base + "/declared")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "hello" || resp.ContentLength != 5 {
+			t.Fatalf("%q %v length %d", b, err, resp.ContentLength)
+		}
+	})
+	t.Run("flush streams", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/flush", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len("data: 1\n\n"))
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "data: 1\n\n" {
+			t.Fatalf("%q %v", buf, err)
+		}
+		resp.Body.Close()
+	})
+}
+
+type trailerBody struct {
+	io.Reader
+	set func()
+}
+
+func (b *trailerBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.set()
+	}
+	return n, err
+}
+
+func (b *trailerBody) Close() error { return nil }
+
+// TestConcurrentStreams: many streams on one connection at once each get
+// their own answer, and a reset stream's handler sees its context end.
+func TestConcurrentStreams(t *testing.T) {
+	var cancelled atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			<-r.Context().Done()
+			cancelled.Add(1)
+			return
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	_, addr := serve(t, Options{Handler: h})
+	c := client(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := fmt.Sprintf("/%d", i)
+			resp, err := c.Get("http://" + addr + p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != p {
+				errs <- fmt.Errorf("%s answered %q", p, b)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/hang", nil)
+	if _, err := c.Do(req); err == nil {
+		t.Fatal("the hanging request answered")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cancelled.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cancelled.Load() != 1 {
+		t.Fatal("the client's RST_STREAM did not cancel the handler's context")
+	}
+}
+
+// TestShutdownFinishesStreams: Shutdown sends GOAWAY; a stream in flight
+// finishes, and Shutdown returns once the connection is gone.
+func TestShutdownFinishesStreams(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	s, addr := serve(t, Options{Handler: h})
+	c := client(t)
+	got := make(chan string, 1)
+	go func() {
+		resp, err := c.Get("http://" + addr + "/slow")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- string(b)
+	}()
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) with a stream in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if b := <-got; b != "done" {
+		t.Fatalf("in-flight stream: %q", b)
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+}

@@ -1,0 +1,189 @@
+package h2
+
+import (
+	"context"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+)
+
+// newStream builds the stream and request a HEADERS frame opens, as
+// net/http's HTTP/2 server would (the same Request fields), or returns the
+// code to reset a malformed one with (RFC 9113 §8.1.1, §8.3).
+func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
+	var method, scheme, authority, path string
+	for _, hf := range f.PseudoFields() {
+		switch hf.Name {
+		case ":method":
+			method = hf.Value
+		case ":scheme":
+			scheme = hf.Value
+		case ":authority":
+			authority = hf.Value
+		case ":path":
+			path = hf.Value
+		default: // :protocol: extended CONNECT is not offered
+			return nil, http2.ErrCodeProtocol
+		}
+	}
+	if method == http.MethodConnect {
+		if path != "" || scheme != "" || authority == "" {
+			return nil, http2.ErrCodeProtocol
+		}
+	} else if method == "" || path == "" || scheme != "https" && scheme != "http" {
+		return nil, http2.ErrCodeProtocol
+	}
+
+	regular := f.RegularFields()
+	header := make(http.Header, len(regular))
+	for _, hf := range regular {
+		k := textproto.CanonicalMIMEHeaderKey(hf.Name)
+		header[k] = append(header[k], hf.Value)
+	}
+	if authority == "" {
+		authority = header.Get("Host")
+	}
+	if strings.IndexByte(authority, '@') >= 0 {
+		return nil, http2.ErrCodeProtocol // no userinfo (RFC 9113 §8.3.1)
+	}
+	needsContinue := httpguts.HeaderValuesContainsToken(header["Expect"], "100-continue")
+	if needsContinue {
+		delete(header, "Expect")
+	}
+	if cookies := header["Cookie"]; len(cookies) > 1 {
+		header["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
+	var trailer http.Header
+	for _, v := range header["Trailer"] {
+		for key := range strings.SplitSeq(v, ",") {
+			switch key = textproto.CanonicalMIMEHeaderKey(textproto.TrimString(key)); key {
+			case "Transfer-Encoding", "Trailer", "Content-Length", "":
+			default:
+				if trailer == nil {
+					trailer = http.Header{}
+				}
+				trailer[key] = nil
+			}
+		}
+	}
+	delete(header, "Trailer")
+
+	var u *url.URL
+	requestURI := path
+	if method == http.MethodConnect {
+		u, requestURI = &url.URL{Host: authority}, authority
+	} else {
+		var err error
+		if u, err = url.ParseRequestURI(path); err != nil {
+			return nil, http2.ErrCodeProtocol
+		}
+	}
+
+	// The body: none when HEADERS ends the stream; otherwise as long as
+	// content-length says (exactly one, digits only: anything else is a
+	// request a host behind an HTTP/1.1 hop could be made to read
+	// differently), or until END_STREAM.
+	declLen := int64(-1)
+	if vs, ok := header["Content-Length"]; ok {
+		if len(vs) != 1 {
+			return nil, http2.ErrCodeProtocol
+		}
+		n, err := strconv.ParseUint(vs[0], 10, 63)
+		if err != nil || vs[0] == "" || vs[0][0] == '+' {
+			return nil, http2.ErrCodeProtocol
+		}
+		declLen = int64(n)
+	}
+	ended := f.StreamEnded()
+	if ended && declLen > 0 {
+		return nil, http2.ErrCodeProtocol
+	}
+
+	cn.mu.Lock()
+	sendWin := cn.peerInitWin
+	cn.mu.Unlock()
+	st := &stream{
+		cn:         cn,
+		id:         f.StreamID,
+		run:        cn.s.opts.Handler,
+		sendWin:    sendWin,
+		recvWin:    recvWindow,
+		declLen:    declLen,
+		remoteDone: ended,
+		trailer:    trailer,
+		wait:       make(chan struct{}, 1),
+	}
+	req := http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/2.0",
+		ProtoMajor: 2,
+		Header:     header,
+		Body:       http.NoBody,
+		Host:       authority,
+		RemoteAddr: cn.remote,
+		RequestURI: requestURI,
+		Trailer:    trailer,
+	}
+	if scheme == "https" {
+		req.TLS = cn.tls
+	}
+	if !ended {
+		st.body = &reqBody{st: st, ready: make(chan struct{}, 1), needContinue: needsContinue}
+		req.Body, req.ContentLength = st.body, declLen
+	}
+	ctx := cn.ctx
+	if rc := cn.s.opts.RequestContext; rc != nil {
+		ctx = rc(ctx)
+	}
+	ctx, st.cancel = context.WithCancelCause(ctx)
+	st.req = req.WithContext(ctx)
+	st.w.init(st, method == http.MethodHead)
+
+	switch {
+	case f.Truncated:
+		st.run = cn.s.tooLarge()
+	case badFields(header) != "":
+		st.run = cn.s.badRequest(badFields(header))
+	}
+	return st, 0
+}
+
+// badFields names a field net/http's HTTP/2 server answers 400 for: a
+// connection-specific one, or a TE other than "trailers" (RFC 9113
+// §8.2.2).
+func badFields(h http.Header) string {
+	for _, k := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"} {
+		if _, ok := h[k]; ok {
+			return "request header " + strconv.Quote(k) + " is not valid in HTTP/2"
+		}
+	}
+	if te := h["Te"]; len(te) > 0 && (len(te) > 1 || te[0] != "trailers" && te[0] != "") {
+		return `request header "TE" may only be "trailers" in HTTP/2`
+	}
+	return ""
+}
+
+func (s *Server) tooLarge() http.Handler {
+	if s.opts.TooLarge != nil {
+		return s.opts.TooLarge
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
+	})
+}
+
+func (s *Server) badRequest(why string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.BadRequest != nil {
+			s.opts.BadRequest(w, r, why)
+			return
+		}
+		http.Error(w, why, http.StatusBadRequest)
+	})
+}

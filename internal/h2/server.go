@@ -1,0 +1,217 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/workers"
+)
+
+// Options configure a Server. Handler is required.
+type Options struct {
+	// Handler serves every request.
+	Handler http.Handler
+	// Server is what a request's context carries under
+	// http.ServerContextKey, as net/http's would. Optional.
+	Server *http.Server
+	// RequestContext, when set, returns the context a request is served
+	// with, made from the connection's. Optional.
+	RequestContext func(conn context.Context) context.Context
+	// ReadHeaderTimeout bounds the client's preface and first SETTINGS.
+	// Zero: none.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a connection (GOAWAY first) that has had no open
+	// stream for this long. Zero: never.
+	IdleTimeout time.Duration
+	// WriteStall resets a stream whose response has waited this long (up
+	// to twice it) for the client's flow-control window. Zero: no bound.
+	// A write the connection itself does not take is the net.Conn's to
+	// bound (a write deadline).
+	WriteStall time.Duration
+	// MaxHeaderBytes bounds a request's header list, as
+	// http.Server.MaxHeaderBytes does (plus HTTP/2's 32 bytes a field for
+	// ten fields, as net/http pads it); over it the request gets 431.
+	// Zero: http.DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+	// MaxConcurrentStreams is advertised and enforced per connection.
+	// Zero: 250, net/http's default.
+	MaxConcurrentStreams uint32
+	// TooLarge answers a request whose header list is over the bound
+	// (with a 431). Optional: a plain 431.
+	TooLarge http.Handler
+	// BadRequest answers a request net/http would refuse with 400 (a
+	// connection-specific field, a TE other than "trailers"). Optional:
+	// a plain 400.
+	BadRequest func(w http.ResponseWriter, r *http.Request, why string)
+	Logger     *slog.Logger
+}
+
+// Defaults and bounds. The windows match net/http's (1 MiB a stream and a
+// connection), so that an upload goes as fast as before; they are filled
+// only by clients that send, and a connection's total is the connection
+// window.
+const (
+	defaultMaxStreams = 250
+	recvWindow        = 1 << 20 // advertised, per stream and per connection
+	maxFrameRead      = 16 << 10
+	// maxRefusals is how many streams over the limit a connection may
+	// open before it is told to go away: a client that honours SETTINGS
+	// meets none; the rapid reset attack meets them all.
+	maxRefusalsPerStream = 4
+	// maxEmptyFrames bounds frames that carry nothing and cost a wake-up
+	// each (empty DATA, unknown types, PRIORITY) per connection between two
+	// requests that start.
+	maxEmptyFrames = 1000
+	// maxControlQueue bounds the control frames queued while a handler
+	// holds the write lock; past it the reader waits for the lock.
+	maxControlQueue = 64 << 10
+)
+
+// Server serves HTTP/2 connections given to ServeConn. Safe for
+// concurrent use.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	maxList  uint32
+	handlers *workers.Pool[*stream]
+	wg       sync.WaitGroup // the handlers' goroutines
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	zero     chan struct{} // closed while no connection is served
+	draining bool
+	closed   bool
+
+	date atomic.Pointer[dateText]
+	bufs sync.Pool // *bufWriter's buffers
+}
+
+// New validates o. It starts nothing.
+func New(o Options) (*Server, error) {
+	if o.Handler == nil {
+		return nil, errors.New("h2: Handler is required")
+	}
+	if o.ReadHeaderTimeout < 0 || o.IdleTimeout < 0 || o.WriteStall < 0 || o.MaxHeaderBytes < 0 {
+		return nil, errors.New("h2: timeouts and MaxHeaderBytes must not be negative")
+	}
+	if o.MaxConcurrentStreams == 0 {
+		o.MaxConcurrentStreams = defaultMaxStreams
+	}
+	if o.Server == nil {
+		o.Server = &http.Server{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := o.MaxHeaderBytes
+	if n == 0 {
+		n = http.DefaultMaxHeaderBytes
+	}
+	s := &Server{opts: o, log: o.Logger, maxList: uint32(n + 10*32), conns: map[*conn]struct{}{}, zero: make(chan struct{})}
+	close(s.zero)
+	s.handlers = workers.New(&s.wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, (*stream).serve)
+	return s, nil
+}
+
+// ServeConn serves c, an established connection whose client speaks
+// HTTP/2 (ALPN h2), until it ends. It owns c and closes it.
+func (s *Server) ServeConn(c net.Conn) {
+	cn := newConn(s, c)
+	if !s.add(cn) {
+		_ = c.Close()
+		return
+	}
+	defer s.remove(cn)
+	cn.serve()
+}
+
+func (s *Server) add(cn *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if len(s.conns) == 0 {
+		s.zero = make(chan struct{})
+	}
+	s.conns[cn] = struct{}{}
+	if s.draining {
+		cn.startDrain()
+	}
+	return true
+}
+
+func (s *Server) remove(cn *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, cn)
+	if len(s.conns) == 0 {
+		close(s.zero)
+	}
+}
+
+// Shutdown sends every connection GOAWAY and waits until their streams
+// have ended and they are closed, or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	for cn := range s.conns {
+		cn.startDrain()
+	}
+	zero := s.zero
+	s.mu.Unlock()
+	select {
+	case <-zero:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close closes every connection at once and waits for their handlers to
+// return. No connection is served after it.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for cn := range s.conns {
+		cn.close(errServerClosed)
+	}
+	zero := s.zero
+	s.mu.Unlock()
+	<-zero
+	s.handlers.Stop()
+	s.wg.Wait()
+	return nil
+}
+
+// Started is how many goroutines have been started to run handlers; they
+// are reused, so under a steady load it stays put.
+func (s *Server) Started() int64 { return s.handlers.Started() }
+
+// IdleHandlers is how many handler goroutines wait for a request.
+func (s *Server) IdleHandlers() int { return s.handlers.Idle() }
+
+var errServerClosed = errors.New("h2: server closed")
+
+// dateText returns the current time in the HTTP date format, formatted
+// once a second.
+func (s *Server) dateText() string {
+	now := time.Now().Unix()
+	if d := s.date.Load(); d != nil && d.sec == now {
+		return d.text
+	}
+	d := &dateText{sec: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
+	s.date.Store(d)
+	return d.text
+}
+
+type dateText struct {
+	sec  int64
+	text string
+}

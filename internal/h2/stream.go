@@ -1,0 +1,503 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// stream is one request and its response. A new one per request: a
+// handler that leaves a goroutine behind holding its writer or body must
+// reach this request's, marked done, never a later one's.
+type stream struct {
+	cn  *conn
+	id  uint32
+	req *http.Request
+	w   responseWriter
+	// run is the handler that serves it: the server's, or an answer the
+	// server gives itself (431, 400).
+	run    http.Handler
+	cancel context.CancelCauseFunc
+
+	// Guarded by cn.mu.
+	sendWin     int64
+	recvWin     int64
+	recvUnacked int64
+	declLen     int64 // the request's content-length; -1: none
+	gotLen      int64
+	remoteDone  bool // END_STREAM received, or the stream is reset
+	reset       bool // RST_STREAM sent or received
+	resetErr    error
+	trailer     http.Header // r.Trailer; filled by trailers
+
+	wait chan struct{} // a window grew, or the stream ended; cap 1
+	body *reqBody      // nil without a body
+}
+
+// wake tells a writer waiting for window to look again. Callers hold cn.mu
+// or not; it never blocks.
+func (st *stream) wake() {
+	select {
+	case st.wait <- struct{}{}:
+	default:
+	}
+}
+
+// abort ends the stream from the outside (reset, connection closed): its
+// writes and body reads fail with err, and its context is cancelled.
+func (st *stream) abort(err error) {
+	st.cn.mu.Lock()
+	if st.reset {
+		st.cn.mu.Unlock()
+		return
+	}
+	st.reset, st.resetErr, st.remoteDone = true, err, true
+	st.cn.mu.Unlock()
+	st.wake()
+	if st.body != nil {
+		st.body.fail(err)
+	}
+	st.cancel(err)
+}
+
+// resetStream aborts st and sends RST_STREAM with code.
+func (cn *conn) resetStream(st *stream, code http2.ErrCode, err error) {
+	st.abort(err)
+	id := st.id
+	cn.sendControl(func(w *http2.Framer) error { return w.WriteRSTStream(id, code) })
+}
+
+func (cn *conn) rst(id uint32, code http2.ErrCode) {
+	cn.sendControl(func(w *http2.Framer) error { return w.WriteRSTStream(id, code) })
+}
+
+func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 != 1 {
+		return cn.fail(http2.ErrCodeProtocol, "HEADERS on an even stream id")
+	}
+	cn.mu.Lock()
+	if st := cn.streams[id]; st != nil {
+		cn.mu.Unlock()
+		return cn.onTrailers(st, f)
+	}
+	if id <= cn.lastID {
+		cn.mu.Unlock()
+		return cn.fail(http2.ErrCodeStreamClosed, "HEADERS on a closed stream")
+	}
+	cn.lastID = id
+	if cn.goaway {
+		cn.mu.Unlock()
+		cn.rst(id, http2.ErrCodeRefusedStream) // the client may retry it elsewhere
+		return nil
+	}
+	if uint32(cn.handlers) >= cn.s.opts.MaxConcurrentStreams {
+		cn.refusals++
+		over := cn.refusals > maxRefusalsPerStream*int(cn.s.opts.MaxConcurrentStreams)
+		cn.mu.Unlock()
+		if over {
+			return cn.fail(http2.ErrCodeEnhanceYourCalm, "too many streams over the limit")
+		}
+		cn.rst(id, http2.ErrCodeRefusedStream)
+		return cn.emptyFrame()
+	}
+	cn.mu.Unlock()
+
+	st, code := cn.newStream(f)
+	if st == nil {
+		cn.rst(id, code)
+		return cn.emptyFrame()
+	}
+	cn.mu.Lock()
+	if cn.done {
+		cn.mu.Unlock()
+		return errConnClosed
+	}
+	cn.streams[id] = st
+	cn.handlers++
+	cn.empties = 0
+	if cn.handlers == 1 && cn.idleTimer != nil {
+		cn.idleTimer.Stop()
+	}
+	cn.mu.Unlock()
+	cn.s.handlers.Go(st)
+	return nil
+}
+
+var errConnClosed = errors.New("h2: connection closed")
+
+// onTrailers takes a HEADERS frame on an open stream: the request's
+// trailers, which must end it.
+func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
+	cn.mu.Lock()
+	switch {
+	case st.reset:
+		cn.mu.Unlock()
+		return nil
+	case st.remoteDone:
+		cn.mu.Unlock()
+		cn.rst(st.id, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	bad := ""
+	switch {
+	case !f.StreamEnded():
+		bad = "trailers do not end the stream"
+	case len(f.PseudoFields()) > 0:
+		bad = "pseudo-header fields in trailers"
+	case st.declLen >= 0 && st.gotLen != st.declLen:
+		bad = "request body shorter than its content-length"
+	}
+	if bad == "" && st.trailer != nil {
+		for _, hf := range f.RegularFields() {
+			k := http.CanonicalHeaderKey(hf.Name)
+			switch k {
+			case "Transfer-Encoding", "Content-Length", "Trailer", "Host", "Te", "Connection", "Keep-Alive", "Upgrade", "Proxy-Connection":
+				bad = "field " + hf.Name + " in trailers"
+			}
+			st.trailer[k] = append(st.trailer[k], hf.Value)
+		}
+	}
+	if bad == "" {
+		st.remoteDone = true
+	}
+	cn.mu.Unlock()
+	if bad != "" {
+		cn.resetStream(st, http2.ErrCodeProtocol, errors.New("h2: "+bad))
+		return nil
+	}
+	if st.body != nil {
+		st.body.end()
+	}
+	return nil
+}
+
+func (cn *conn) onData(f *http2.DataFrame) error {
+	id := f.StreamID
+	n := int64(f.Header().Length) // padding included: it counts against the windows
+	data := f.Data()
+	cn.mu.Lock()
+	if n > cn.recvWin {
+		cn.mu.Unlock()
+		return cn.fail(http2.ErrCodeFlowControl, "DATA over the connection window")
+	}
+	cn.recvWin -= n
+	st := cn.streams[id]
+	if st == nil || st.remoteDone {
+		idle := st == nil && id > cn.lastID
+		quiet := st != nil && st.reset
+		cn.mu.Unlock()
+		if idle {
+			return cn.fail(http2.ErrCodeProtocol, "DATA on an idle stream")
+		}
+		cn.consumed(nil, n)
+		if !quiet {
+			cn.rst(id, http2.ErrCodeStreamClosed)
+		}
+		return cn.emptyFrame()
+	}
+	if n > st.recvWin {
+		cn.mu.Unlock()
+		cn.resetStream(st, http2.ErrCodeFlowControl, errors.New("h2: DATA over the stream window"))
+		cn.consumed(nil, n)
+		return nil
+	}
+	st.recvWin -= n
+	st.gotLen += int64(len(data))
+	bad := ""
+	if st.declLen >= 0 && (st.gotLen > st.declLen || f.StreamEnded() && st.gotLen != st.declLen) {
+		bad = "request body disagrees with its content-length"
+	}
+	if f.StreamEnded() && bad == "" {
+		st.remoteDone = true
+	}
+	cn.mu.Unlock()
+	if bad != "" {
+		cn.resetStream(st, http2.ErrCodeProtocol, errors.New("h2: "+bad))
+		cn.consumed(nil, n)
+		return nil
+	}
+	if len(data) > 0 {
+		st.body.write(data)
+	} else if !f.StreamEnded() {
+		if err := cn.emptyFrame(); err != nil {
+			return err
+		}
+	}
+	if pad := n - int64(len(data)); pad > 0 {
+		cn.consumed(st, pad)
+	}
+	if f.StreamEnded() {
+		st.body.end()
+	}
+	return nil
+}
+
+// consumed returns n bytes of receive window, taken by a handler's reads
+// or dropped, to the connection and (st non-nil) the stream, in
+// WINDOW_UPDATEs of at least a quarter window so that a body costs few.
+func (cn *conn) consumed(st *stream, n int64) {
+	if n <= 0 {
+		return
+	}
+	var connInc, stInc int64
+	cn.mu.Lock()
+	cn.recvUnacked += n
+	if cn.recvUnacked >= recvWindow/4 {
+		connInc, cn.recvUnacked = cn.recvUnacked, 0
+		cn.recvWin += connInc
+	}
+	if st != nil && !st.remoteDone {
+		st.recvUnacked += n
+		if st.recvUnacked >= recvWindow/4 {
+			stInc, st.recvUnacked = st.recvUnacked, 0
+			st.recvWin += stInc
+		}
+	}
+	done := cn.done
+	cn.mu.Unlock()
+	if done || connInc == 0 && stInc == 0 {
+		return
+	}
+	id := uint32(0)
+	if st != nil {
+		id = st.id
+	}
+	cn.sendControl(func(w *http2.Framer) error {
+		if connInc > 0 {
+			if err := w.WriteWindowUpdate(0, uint32(connInc)); err != nil {
+				return err
+			}
+		}
+		if stInc > 0 {
+			return w.WriteWindowUpdate(id, uint32(stInc))
+		}
+		return nil
+	})
+}
+
+// take reserves up to want bytes of send window for st, waiting while
+// the client keeps the connection's or the stream's shut, at most
+// WriteStall at a time: then the stream is reset.
+func (st *stream) take(want int) (int, error) {
+	cn := st.cn
+	var timer *time.Timer
+	var expired <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		cn.mu.Lock()
+		if st.reset {
+			err := st.resetErr
+			cn.mu.Unlock()
+			return 0, err
+		}
+		if n := min(int64(want), cn.sendWin, st.sendWin); n > 0 {
+			cn.sendWin -= n
+			st.sendWin -= n
+			cn.mu.Unlock()
+			return int(n), nil
+		}
+		cn.mu.Unlock()
+		if d := cn.s.opts.WriteStall; d > 0 && timer == nil {
+			timer = time.NewTimer(d)
+			expired = timer.C
+		}
+		select {
+		case <-st.wait:
+		case <-expired:
+			err := errors.New("h2: the client kept the stream's window shut")
+			cn.resetStream(st, http2.ErrCodeCancel, err)
+			return 0, err
+		}
+	}
+}
+
+// serve runs the stream's handler on a pool goroutine, then ends the
+// response and the stream.
+func (st *stream) serve() {
+	ok := st.call()
+	st.w.done.Store(true) // before finish: nothing the handler left behind writes beside it
+	if ok {
+		st.w.finish()
+	} else {
+		st.cn.mu.Lock()
+		reset := st.reset
+		st.cn.mu.Unlock()
+		if !reset {
+			st.cn.resetStream(st, http2.ErrCodeInternal, errors.New("h2: handler panicked"))
+		}
+	}
+	st.end()
+}
+
+// call runs the handler; a panic is logged (http.ErrAbortHandler quietly)
+// and reported as !ok.
+func (st *stream) call() (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				st.cn.s.log.Error("h2: panic serving request", "remote", st.cn.remote, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			}
+			ok = false
+		}
+	}()
+	st.run.ServeHTTP(&st.w, st.req)
+	return true
+}
+
+// end removes the stream once its handler has returned. A client still
+// sending a body it no longer needs is told to stop (RST_STREAM
+// NO_ERROR after the response, RFC 9113 §8.1), and what it sent is given
+// back to the connection's window.
+func (st *stream) end() {
+	cn := st.cn
+	cn.mu.Lock()
+	stop := !st.remoteDone && !st.reset
+	st.remoteDone, st.reset = true, true
+	if st.resetErr == nil {
+		st.resetErr = errStreamDone
+	}
+	delete(cn.streams, st.id)
+	cn.handlers--
+	last := cn.handlers == 0
+	draining := cn.goaway
+	var all chan struct{}
+	if last && cn.done {
+		if cn.allDone == nil {
+			cn.allDone = make(chan struct{})
+		}
+		all = cn.allDone
+	}
+	cn.mu.Unlock()
+	if stop {
+		cn.rst(st.id, http2.ErrCodeNo)
+	}
+	if st.body != nil {
+		cn.consumed(nil, st.body.drop(errStreamDone))
+	}
+	st.cancel(errStreamDone)
+	switch {
+	case all != nil:
+		close(all)
+	case last && draining:
+		cn.closeSoon()
+	case last:
+		cn.armIdle()
+	}
+}
+
+var errStreamDone = errors.New("h2: the stream has ended")
+
+// reqBody is a request's body: DATA the connection's goroutine received,
+// read by the handler.
+type reqBody struct {
+	st           *stream
+	mu           sync.Mutex
+	buf          []byte
+	off          int
+	eof          bool  // END_STREAM: Read returns io.EOF once buf is read
+	err          error // the stream failed: Read returns it at once
+	ready        chan struct{}
+	needContinue bool // send 100 Continue at the first Read
+}
+
+func (b *reqBody) signal() {
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (b *reqBody) write(p []byte) {
+	b.mu.Lock()
+	if b.err != nil {
+		b.mu.Unlock()
+		b.st.cn.consumed(nil, int64(len(p)))
+		return
+	}
+	if b.off == len(b.buf) {
+		b.buf, b.off = b.buf[:0], 0
+	}
+	b.buf = append(b.buf, p...)
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *reqBody) end() {
+	b.mu.Lock()
+	b.eof = true
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *reqBody) fail(err error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
+	b.signal()
+}
+
+// drop fails the body and returns how many received bytes were never read.
+func (b *reqBody) drop(err error) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = err
+	}
+	n := len(b.buf) - b.off
+	b.buf, b.off = nil, 0
+	return int64(n)
+}
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	if b.needContinue {
+		b.needContinue = false
+		b.st.w.writeContinue()
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	b.mu.Lock()
+	for {
+		if b.err != nil {
+			err := b.err
+			b.mu.Unlock()
+			return 0, err
+		}
+		if b.off < len(b.buf) {
+			n := copy(p, b.buf[b.off:])
+			b.off += n
+			b.mu.Unlock()
+			b.st.cn.consumed(b.st, int64(n))
+			return n, nil
+		}
+		if b.eof {
+			b.mu.Unlock()
+			return 0, io.EOF
+		}
+		b.mu.Unlock()
+		<-b.ready
+		b.mu.Lock()
+	}
+}
+
+// Close fails later Reads; what the client sends from then on is dropped.
+func (b *reqBody) Close() error {
+	b.st.cn.consumed(nil, b.drop(errBodyClosed))
+	return nil
+}
+
+var errBodyClosed = errors.New("h2: request body closed")

@@ -1,0 +1,385 @@
+package h2
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+)
+
+// holdBody is how much of a response body the writer keeps before it
+// sends anything: a response that fits goes out whole, HEADERS and DATA in
+// one write, when the handler returns.
+const holdBody = 4 << 10
+
+// responseWriter is the stream's http.ResponseWriter. Used by the
+// handler's goroutine only (as net/http requires); done makes a write
+// from a goroutine the handler left behind fail.
+type responseWriter struct {
+	st     *stream
+	hdr    http.Header
+	isHead bool
+	done   atomic.Bool
+
+	status      int
+	wroteHeader bool
+	block       []byte // the response's header block, encoded at WriteHeader
+	sniff       bool   // content-type is to be sniffed from the first bytes
+	sent        bool   // block is on the wire
+	clen        int64  // declared content-length; -1: none
+	wrote       int64  // body bytes the handler wrote
+	trailers    []string
+	hold        []byte // body bytes not yet sent
+	err         error  // the first write error
+}
+
+func (w *responseWriter) init(st *stream, isHead bool) {
+	w.st, w.isHead, w.clen = st, isHead, -1
+	w.hdr = make(http.Header, 8)
+}
+
+var errAfterReturn = errors.New("h2: response written after its handler returned")
+
+// Header returns the response's fields; after the handler has returned,
+// a map of no consequence, so that a goroutine it left behind touches
+// nothing the server reads.
+func (w *responseWriter) Header() http.Header {
+	if w.done.Load() {
+		return http.Header{}
+	}
+	return w.hdr
+}
+
+// WriteHeader encodes the header block as the map is now, as net/http
+// does: changes after it reach only the trailers.
+func (w *responseWriter) WriteHeader(code int) {
+	if w.done.Load() {
+		return
+	}
+	w.writeHeader(code)
+}
+
+func (w *responseWriter) writeHeader(code int) {
+	if w.wroteHeader {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if code < 200 {
+		if code != http.StatusSwitchingProtocols {
+			w.informational(code)
+		}
+		return
+	}
+	w.wroteHeader, w.status = true, code
+	h := w.hdr
+	if v := h.Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseUint(v, 10, 63); err == nil {
+			w.clen = int64(n)
+		}
+	}
+	for _, v := range h["Trailer"] {
+		for k := range strings.SplitSeq(v, ",") {
+			if k = textproto.TrimString(k); k != "" {
+				w.trailers = append(w.trailers, http.CanonicalHeaderKey(k))
+			}
+		}
+	}
+	if v, ok := h["Connection"]; ok && len(v) > 0 && strings.EqualFold(v[0], "close") {
+		// net/http's meaning over HTTP/2: this stream ends, then the
+		// connection (GOAWAY).
+		w.st.cn.startDrain()
+	}
+	_, hasType := h["Content-Type"]
+	w.sniff = !hasType && h.Get("Content-Encoding") == "" && bodyAllowed(code)
+	b := appendStatus(w.block[:0], code)
+	b = appendFields(b, h)
+	if w.clen >= 0 && bodyAllowed(code) {
+		b = appendField(b, "content-length", strconv.FormatInt(w.clen, 10), false)
+	}
+	if _, ok := h["Date"]; !ok {
+		b = appendField(b, "date", w.st.cn.s.dateText(), false)
+	}
+	w.block = b
+}
+
+// appendFields appends h's fields, leaving out what HTTP/2 has no place
+// for (connection-specific fields) or the writer adds itself, and fields
+// net/http would not send (invalid names or values).
+func appendFields(b []byte, h http.Header) []byte {
+	for k, vs := range h {
+		switch k {
+		case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Content-Length":
+			continue
+		}
+		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				continue
+			}
+			b = appendLowerField(b, k, v)
+		}
+	}
+	return b
+}
+
+func bodyAllowed(code int) bool {
+	return code >= 200 && code != http.StatusNoContent && code != http.StatusNotModified
+}
+
+// informational sends a 1xx response at once (103 Early Hints, 100
+// Continue).
+func (w *responseWriter) informational(code int) {
+	b := appendStatus(nil, code)
+	b = appendFields(b, w.hdr)
+	w.writeBlock(b, false)
+}
+
+// writeContinue sends 100 Continue for a body the handler began to read,
+// unless the response has begun.
+func (w *responseWriter) writeContinue() {
+	if !w.sent && !w.wroteHeader && !w.done.Load() {
+		w.writeBlock(appendStatus(nil, http.StatusContinue), false)
+	}
+}
+
+// writeBlock sends a header block by itself and flushes.
+func (w *responseWriter) writeBlock(b []byte, end bool) {
+	cn := w.st.cn
+	if w.reset() != nil {
+		return
+	}
+	cn.mu.Lock()
+	maxFrame := int(cn.peerMaxFrame)
+	cn.mu.Unlock()
+	cn.wmu.Lock()
+	if cn.werr == nil {
+		cn.werr = writeHeaders(cn.wf, w.st.id, b, end, maxFrame)
+	}
+	cn.unlockWrite()
+}
+
+func (w *responseWriter) reset() error {
+	cn := w.st.cn
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if w.st.reset {
+		return w.st.resetErr
+	}
+	return nil
+}
+
+// writeHeaders writes a header block as HEADERS and CONTINUATION frames
+// of at most maxFrame bytes.
+func writeHeaders(f *http2.Framer, id uint32, b []byte, end bool, maxFrame int) error {
+	first := b
+	if len(first) > maxFrame {
+		first = b[:maxFrame]
+	}
+	b = b[len(first):]
+	err := f.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(b) == 0})
+	for err == nil && len(b) > 0 {
+		frag := b
+		if len(frag) > maxFrame {
+			frag = b[:maxFrame]
+		}
+		b = b[len(frag):]
+		err = f.WriteContinuation(id, len(b) == 0, frag)
+	}
+	return err
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if w.done.Load() {
+		return 0, errAfterReturn
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.clen >= 0 && w.wrote+int64(len(p)) > w.clen {
+		return 0, http.ErrContentLength
+	}
+	w.wrote += int64(len(p))
+	if w.isHead {
+		return len(p), nil
+	}
+	if len(w.hold)+len(p) <= holdBody {
+		w.hold = append(w.hold, p...) // sized by the first write: most bodies are one
+		return len(p), nil
+	}
+	if err := w.send(p, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w *responseWriter) WriteString(s string) (int, error) {
+	// A string that fits goes to hold without a copy to a []byte first.
+	if !w.done.Load() && w.wroteHeader && w.err == nil && bodyAllowed(w.status) && !w.isHead &&
+		len(w.hold)+len(s) <= holdBody && (w.clen < 0 || w.wrote+int64(len(s)) <= w.clen) {
+		w.hold = append(w.hold, s...)
+		w.wrote += int64(len(s))
+		return len(s), nil
+	}
+	return w.Write([]byte(s))
+}
+
+// Flush sends what is held (and the header block) now.
+func (w *responseWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush for http.ResponseController.
+func (w *responseWriter) FlushError() error {
+	if w.done.Load() {
+		return errAfterReturn
+	}
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	return w.send(nil, false)
+}
+
+// finish ends the response once the handler has returned (and done is
+// set): what is held, the trailers, END_STREAM.
+func (w *responseWriter) finish() {
+	if !w.wroteHeader {
+		w.writeHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return
+	}
+	if !w.sent && w.clen < 0 && bodyAllowed(w.status) && len(w.trailers) == 0 && !w.hasPrefixed() && (w.wrote > 0 || !w.isHead) {
+		// The whole body is known: say how long it is, as net/http does.
+		w.block = appendField(w.block, "content-length", strconv.FormatInt(w.wrote, 10), false)
+	}
+	_ = w.send(nil, true)
+}
+
+func (w *responseWriter) hasPrefixed() bool {
+	for k := range w.hdr {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// trailerBlock encodes the trailers the handler set, if any.
+func (w *responseWriter) trailerBlock() []byte {
+	var b []byte
+	for _, k := range w.trailers {
+		for _, v := range w.hdr[k] {
+			if httpguts.ValidHeaderFieldValue(v) && httpguts.ValidTrailerHeader(k) {
+				b = appendLowerField(b, k, v)
+			}
+		}
+	}
+	for k, vs := range w.hdr {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && httpguts.ValidHeaderFieldName(name) && httpguts.ValidTrailerHeader(http.CanonicalHeaderKey(name)) {
+			for _, v := range vs {
+				if httpguts.ValidHeaderFieldValue(v) {
+					b = appendLowerField(b, http.CanonicalHeaderKey(name), v)
+				}
+			}
+		}
+	}
+	return b
+}
+
+// send writes the header block if it is not on the wire yet, then hold
+// and p as DATA, within the client's windows, and flushes; end ends the
+// stream (after the trailers, if any).
+func (w *responseWriter) send(p []byte, end bool) error {
+	st, cn := w.st, w.st.cn
+	var trailers []byte
+	if end {
+		trailers = w.trailerBlock()
+	}
+	if !w.sent && w.sniff {
+		first := w.hold
+		if len(first) == 0 {
+			first = p
+		}
+		if len(first) > 0 {
+			w.block = appendField(w.block, "content-type", http.DetectContentType(first), false)
+		}
+		w.sniff = false
+	}
+	data := [2][]byte{w.hold, p}
+	left := len(w.hold) + len(p)
+	if w.isHead {
+		data, left = [2][]byte{}, 0
+	}
+	endData := end && len(trailers) == 0
+	ended := false
+	for {
+		// Window first, without the write lock: a stream whose client
+		// keeps its window shut waits alone.
+		n := 0
+		if left > 0 {
+			var err error
+			if n, err = st.take(left); err != nil {
+				w.err = err
+				return err
+			}
+		}
+		cn.mu.Lock()
+		maxFrame := int(cn.peerMaxFrame)
+		cn.mu.Unlock()
+		cn.wmu.Lock()
+		err := cn.werr
+		if err == nil && !w.sent {
+			ended = endData && left == 0
+			err = writeHeaders(cn.wf, st.id, w.block, ended, maxFrame)
+			w.sent = true
+		}
+		for err == nil && n > 0 {
+			d := &data[0]
+			if len(*d) == 0 {
+				d = &data[1]
+			}
+			m := min(n, maxFrame, len(*d))
+			left -= m
+			n -= m
+			ended = endData && left == 0
+			err = cn.wf.WriteData(st.id, ended, (*d)[:m])
+			*d = (*d)[m:]
+		}
+		if err == nil && left == 0 && end && !ended {
+			if len(trailers) > 0 {
+				err = writeHeaders(cn.wf, st.id, trailers, true, maxFrame)
+			} else {
+				err = cn.wf.WriteData(st.id, true, nil)
+			}
+		}
+		if err != nil && cn.werr == nil {
+			cn.werr = err
+		}
+		cn.unlockWrite()
+		if err != nil {
+			w.err = err
+			return err
+		}
+		if left == 0 {
+			w.hold = w.hold[:0]
+			return nil
+		}
+	}
+}
