@@ -335,3 +335,45 @@ func TestShutdownFinishesStreams(t *testing.T) {
 		t.Fatal("Shutdown did not return")
 	}
 }
+
+// TestFullDuplex: a handler that answers each piece of the request body as
+// it comes (gRPC's bidirectional streams, a tunnel) works in lockstep with
+// a client that sends the next piece only after it has the last answer.
+func TestFullDuplex(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		buf := make([]byte, 64)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				_, _ = w.Write(bytes.ToUpper(buf[:n]))
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	_, addr := serve(t, Options{Handler: h})
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", "http://"+addr+"/", pr)
+	resp, err := client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for _, piece := range []string{"one", "two", "three"} {
+		if _, err := io.WriteString(pw, piece); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(piece))
+		if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != strings.ToUpper(piece) {
+			t.Fatalf("%s: %q %v", piece, got, err)
+		}
+	}
+	pw.Close()
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
+		t.Fatalf("after the end: %q %v", rest, err)
+	}
+}

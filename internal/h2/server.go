@@ -29,8 +29,8 @@ type Options struct {
 	// IdleTimeout closes a connection (GOAWAY first) that has had no open
 	// stream for this long. Zero: never.
 	IdleTimeout time.Duration
-	// WriteStall resets a stream whose response has waited this long (up
-	// to twice it) for the client's flow-control window. Zero: no bound.
+	// WriteStall resets a stream whose response has waited this long at
+	// once for the client's flow-control window. Zero: no bound.
 	// A write the connection itself does not take is the net.Conn's to
 	// bound (a write deadline).
 	WriteStall time.Duration
