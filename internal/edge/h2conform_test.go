@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -405,6 +406,56 @@ func TestH2RapidReset(t *testing.T) {
 		}
 		if peak > maxStreams+1 { // +1: the second connection's request
 			t.Fatalf("%d handlers at once, over the %d streams advertised", peak, maxStreams)
+		}
+	})
+}
+
+// TestH2RequestLineLimit: the listener's MaxRequestLine holds over HTTP/2
+// too (method, path and protocol as they would make a request line):
+// longer gets 414 and never reaches the application.
+func TestH2RequestLineLimit(t *testing.T) {
+	forEachH2(t, func(t *testing.T, impl h2Impl) {
+		var c calls
+		e := impl.start(t, Options{Handler: c.counting(okHandler), MaxRequestLine: 1 << 10})
+		cl := dialRawH2(t, e.https)
+		if res := cl.get(1, "/"+strings.Repeat("a", 900)); res.status != "200" {
+			t.Fatalf("path within the limit: %+v", res)
+		}
+		if res := cl.get(3, "/"+strings.Repeat("a", 1100)); res.status != "414" {
+			t.Fatalf("path over the limit: %s, want 414", res.status)
+		}
+		if n := c.n.Load(); n != 1 {
+			t.Fatalf("%d handler calls, want 1", n)
+		}
+	})
+}
+
+// TestH2RequestAsTheApplicationSeesIt: the http.Request an HTTP/2 stream
+// becomes is what the gateway's layers read: protocol 2.0, r.TLS with
+// ALPN h2, Host from :authority, path and query from :path, the body's
+// length from content-length, repeated fields kept in order, cookie
+// crumbs joined with "; " (RFC 9113 §8.2.3), and a remote address.
+func TestH2RequestAsTheApplicationSeesIt(t *testing.T) {
+	forEachH2(t, func(t *testing.T, impl h2Impl) {
+		e := impl.start(t, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			alpn := ""
+			if r.TLS != nil {
+				alpn = r.TLS.NegotiatedProtocol
+			}
+			fmt.Fprintf(w, "%s %d|%s|%s|%s|%s|%s|%d|%s|%q|%q|%v",
+				r.Proto, r.ProtoMajor, alpn, r.Method, r.Host, r.URL.Path, r.URL.RawQuery, r.ContentLength, b,
+				r.Header.Values("X-Multi"), r.Header.Get("Cookie"), r.RemoteAddr != "")
+		})})
+		cl := dialRawH2(t, e.https)
+		cl.headers(1, request("PUT", "/a/b%20c?x=1&y=2",
+			[2]string{"content-length", "4"}, [2]string{"x-multi", "one"}, [2]string{"cookie", "a=1"},
+			[2]string{"x-multi", "two"}, [2]string{"cookie", "b=2"}), false)
+		cl.data(1, []byte("body"), true)
+		res := cl.response(1, true)
+		want := `HTTP/2.0 2|h2|PUT|api.example.test|/a/b c|x=1&y=2|4|body|["one" "two"]|"a=1; b=2"|true`
+		if res.status != "200" || string(res.body) != want {
+			t.Fatalf("the application saw\n%s\nwant\n%s", res.body, want)
 		}
 	})
 }
