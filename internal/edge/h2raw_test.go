@@ -47,6 +47,14 @@ func dialRawH2(t testing.TB, addr string, settings ...http2.Setting) *rawH2 {
 	r := &rawH2{t: t, c: c, fr: http2.NewFramer(c, c), settings: map[http2.SettingID]uint32{}}
 	r.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	r.fr.MaxHeaderListSize = 1 << 20
+	// The server may send no frame larger than the client's
+	// SETTINGS_MAX_FRAME_SIZE (RFC 9113 §4.2): a larger one fails the read.
+	r.fr.SetMaxReadFrameSize(16384)
+	for _, s := range settings {
+		if s.ID == http2.SettingMaxFrameSize {
+			r.fr.SetMaxReadFrameSize(s.Val)
+		}
+	}
 	r.enc = hpack.NewEncoder(&r.hbuf)
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
