@@ -29,7 +29,12 @@ type rawH2 struct {
 	settings map[http2.SettingID]uint32 // the server's first SETTINGS
 }
 
-const rawH2ReadWait = 5 * time.Second
+// rawH2ReadWait bounds each read; rawH2Total a whole response or drain,
+// against a server that keeps sending frames but never ends the stream.
+const (
+	rawH2ReadWait = 5 * time.Second
+	rawH2Total    = 30 * time.Second
+)
 
 // dialRawH2 connects to addr with ALPN h2, sends the preface and a
 // SETTINGS frame with settings, and reads the server's SETTINGS (which
@@ -41,6 +46,9 @@ func dialRawH2(t testing.TB, addr string, settings ...http2.Setting) *rawH2 {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	// No test writes for this long: a server that stops reading without
+	// closing fails the write instead of hanging the test.
+	_ = c.SetWriteDeadline(time.Now().Add(rawH2Total))
 	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("ALPN chose %q, want h2", p)
 	}
@@ -166,7 +174,11 @@ type h2Resp struct {
 func (r *rawH2) response(id uint32, grant bool) h2Resp {
 	r.t.Helper()
 	var res h2Resp
+	deadline := time.Now().Add(rawH2Total)
 	for !res.ended && !res.reset && !res.closed {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("stream %d not ended after %v: %+v", id, rawH2Total, res)
+		}
 		r.next(&res, id, grant)
 	}
 	return res
@@ -177,7 +189,11 @@ func (r *rawH2) response(id uint32, grant bool) h2Resp {
 func (r *rawH2) drain(id uint32) h2Resp {
 	r.t.Helper()
 	var res h2Resp
+	deadline := time.Now().Add(rawH2Total)
 	for !res.closed {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("connection still open after %v: %+v", rawH2Total, res)
+		}
 		r.next(&res, id, true)
 	}
 	return res

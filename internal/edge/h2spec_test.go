@@ -151,11 +151,25 @@ func runH2Spec(t *testing.T, cases []h2specCase, cfg func() *config.Config) map[
 	return failed
 }
 
+// runH2SpecCase runs one case on its own connection. h2spec bounds its
+// reads by the config's timeout but not its writes, so a case still
+// running after h2specCaseWait has its connection closed under it, which
+// ends any read or write it waits on.
 func runH2SpecCase(tc *spec.TestCase, c *config.Config) error {
 	conn, err := spec.Dial(c)
 	if err != nil {
 		return fmt.Errorf("dial: %w", err)
 	}
 	defer conn.Close()
-	return tc.Run(c, conn)
+	res := make(chan error, 1)
+	go func() { res <- tc.Run(c, conn) }()
+	select {
+	case err := <-res:
+		return err
+	case <-time.After(h2specCaseWait):
+		conn.Close()
+		return fmt.Errorf("still running after %v: %v", h2specCaseWait, <-res)
+	}
 }
+
+const h2specCaseWait = 20 * time.Second
