@@ -132,6 +132,48 @@ func TestH2UploadWithinServerWindow(t *testing.T) {
 	})
 }
 
+// TestH2DataBeyondServerWindow: a client that sends more DATA than the
+// server's window allows, to a handler that reads none of it, gets a
+// FLOW_CONTROL_ERROR (RST_STREAM, or GOAWAY if the connection's window
+// gave first; RFC 9113 §6.9.1): the server buffers no more than it
+// advertised, and the handler's request is cancelled.
+func TestH2DataBeyondServerWindow(t *testing.T) {
+	forEachH2(t, func(t *testing.T, impl h2Impl) {
+		cancelled := make(chan error, 1)
+		e := impl.start(t, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select { // reads nothing
+			case <-r.Context().Done():
+				cancelled <- r.Context().Err()
+			case <-time.After(10 * time.Second):
+				cancelled <- nil
+			}
+		})})
+		cl := dialRawH2(t, e.https)
+		window := int(cl.setting(http2.SettingInitialWindowSize))
+		cl.headers(1, request("POST", "/"), false)
+		chunk := make([]byte, 16384)
+		for sent := 0; sent <= window; sent += len(chunk) {
+			if err := cl.fr.WriteData(1, false, chunk); err != nil {
+				break // the server may have closed the connection already
+			}
+		}
+		res := cl.response(1, false)
+		stream := res.reset && res.rstCode == http2.ErrCodeFlowControl
+		conn := res.goaway && res.goCode == http2.ErrCodeFlowControl
+		if !stream && !conn {
+			t.Fatalf("%d bytes past a %d-byte window: want FLOW_CONTROL_ERROR, got %+v", len(chunk), window, res)
+		}
+		select {
+		case err := <-cancelled:
+			if err == nil {
+				t.Fatal("the handler's context was not cancelled")
+			}
+		case <-time.After(rawH2ReadWait):
+			t.Fatal("the handler's context was not cancelled")
+		}
+	})
+}
+
 // TestH2WindowUpdateErrors: a WINDOW_UPDATE that takes a window past
 // 2^31-1 is a FLOW_CONTROL_ERROR, of the connection (GOAWAY) or of the
 // stream (RST_STREAM), and one of zero a PROTOCOL_ERROR (RFC 9113
