@@ -59,9 +59,6 @@ var h2specKnown = map[string]map[string]string{
 // connect. Cases run a few at a time, each on its own connection, with
 // h2spec's timeout (how long a case waits for a frame it expects) at 2 s.
 func TestH2Spec(t *testing.T) {
-	if testing.Short() {
-		t.Skip("h2spec takes a few seconds")
-	}
 	forEachH2(t, func(t *testing.T, impl h2Impl) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
