@@ -382,9 +382,6 @@ func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
 		TooLarge: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
 		}),
-		BadRequest: func(w http.ResponseWriter, _ *http.Request, why string) {
-			problem.Write(w, http.StatusBadRequest, why)
-		},
 		Logger: e.log,
 	})
 }

@@ -371,6 +371,9 @@ func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 		return cn.fail(http2.ErrCodeProtocol, "RST_STREAM on an idle stream")
 	}
 	if st != nil {
+		cn.mu.Lock()
+		st.peerReset = true
+		cn.mu.Unlock()
 		st.abort(fmt.Errorf("h2: stream reset by the client: %v", f.ErrCode))
 	}
 	return nil

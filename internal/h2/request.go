@@ -72,6 +72,9 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		}
 	}
 	delete(header, "Trailer")
+	if badFields(header) {
+		return nil, http2.ErrCodeProtocol
+	}
 
 	var u *url.URL
 	requestURI := path
@@ -145,28 +148,24 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	st.req = req.WithContext(ctx)
 	st.w.init(st, method == http.MethodHead)
 
-	switch {
-	case f.Truncated:
+	if f.Truncated {
 		st.run = cn.s.tooLarge()
-	case badFields(header) != "":
-		st.run = cn.s.badRequest(badFields(header))
 	}
 	return st, 0
 }
 
-// badFields names a field net/http's HTTP/2 server answers 400 for: a
-// connection-specific one, or a TE other than "trailers" (RFC 9113
-// §8.2.2).
-func badFields(h http.Header) string {
+// badFields reports a field that makes a request malformed (RFC 9113
+// §8.2.2): a connection-specific one, or a TE other than "trailers".
+// net/http answers such a request 400; the RFC and h2spec want the
+// stream reset, and no client that speaks HTTP/2 sends one.
+func badFields(h http.Header) bool {
 	for _, k := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"} {
 		if _, ok := h[k]; ok {
-			return "request header " + strconv.Quote(k) + " is not valid in HTTP/2"
+			return true
 		}
 	}
-	if te := h["Te"]; len(te) > 0 && (len(te) > 1 || te[0] != "trailers" && te[0] != "") {
-		return `request header "TE" may only be "trailers" in HTTP/2`
-	}
-	return ""
+	te := h["Te"]
+	return len(te) > 0 && (len(te) > 1 || te[0] != "trailers")
 }
 
 func (s *Server) tooLarge() http.Handler {
@@ -175,15 +174,5 @@ func (s *Server) tooLarge() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "request header fields too large", http.StatusRequestHeaderFieldsTooLarge)
-	})
-}
-
-func (s *Server) badRequest(why string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.BadRequest != nil {
-			s.opts.BadRequest(w, r, why)
-			return
-		}
-		http.Error(w, why, http.StatusBadRequest)
 	})
 }

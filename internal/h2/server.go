@@ -45,11 +45,7 @@ type Options struct {
 	// TooLarge answers a request whose header list is over the bound
 	// (with a 431). Optional: a plain 431.
 	TooLarge http.Handler
-	// BadRequest answers a request net/http would refuse with 400 (a
-	// connection-specific field, a TE other than "trailers"). Optional:
-	// a plain 400.
-	BadRequest func(w http.ResponseWriter, r *http.Request, why string)
-	Logger     *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Defaults and bounds. The windows match net/http's (1 MiB a stream and a

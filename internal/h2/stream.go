@@ -34,6 +34,7 @@ type stream struct {
 	gotLen      int64
 	remoteDone  bool // END_STREAM received, or the stream is reset
 	reset       bool // RST_STREAM sent or received
+	peerReset   bool // the client reset it: to the client it is closed
 	resetErr    error
 	trailer     http.Header // r.Trailer; filled by trailers
 
@@ -84,13 +85,16 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return cn.fail(http2.ErrCodeProtocol, "HEADERS on an even stream id")
 	}
 	cn.mu.Lock()
-	if st := cn.streams[id]; st != nil {
+	if st := cn.streams[id]; st != nil && !st.peerReset {
 		cn.mu.Unlock()
 		return cn.onTrailers(st, f)
 	}
 	if id <= cn.lastID {
+		// A closed stream (one the client reset counts, though its
+		// handler may run on) or a lower id: PROTOCOL_ERROR, as net/http
+		// (RFC 9113 §5.1.1).
 		cn.mu.Unlock()
-		return cn.fail(http2.ErrCodeStreamClosed, "HEADERS on a closed stream")
+		return cn.fail(http2.ErrCodeProtocol, "HEADERS on a closed stream")
 	}
 	cn.lastID = id
 	if cn.goaway {
@@ -109,6 +113,10 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return cn.emptyFrame()
 	}
 	cn.mu.Unlock()
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		cn.rst(id, http2.ErrCodeProtocol) // a stream cannot depend on itself (RFC 9113 §5.3.1)
+		return cn.emptyFrame()
+	}
 
 	st, code := cn.newStream(f)
 	if st == nil {
@@ -192,7 +200,9 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 	st := cn.streams[id]
 	if st == nil || st.remoteDone {
 		idle := st == nil && id > cn.lastID
-		quiet := st != nil && st.reset
+		// Frames in flight after our RST_STREAM are ignored (RFC 9113
+		// §5.4.2); after the client's own, they are an error.
+		quiet := st != nil && st.reset && !st.peerReset
 		cn.mu.Unlock()
 		if idle {
 			return cn.fail(http2.ErrCodeProtocol, "DATA on an idle stream")
