@@ -461,14 +461,17 @@ func (b *reqBody) fail(err error) {
 }
 
 // drop fails the body and returns how many received bytes were never read.
+// A Read waiting on another goroutine returns too (Close must unblock it,
+// as http.Request.Body's contract says).
 func (b *reqBody) drop(err error) int64 {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.err == nil {
 		b.err = err
 	}
 	n := len(b.buf) - b.off
 	b.buf, b.off = nil, 0
+	b.mu.Unlock()
+	b.signal()
 	return int64(n)
 }
 

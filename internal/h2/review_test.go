@@ -1,0 +1,95 @@
+package h2
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// rawClient speaks HTTP/2 frame by frame to a server from serve().
+type rawClient struct {
+	t   testing.TB
+	c   net.Conn
+	fr  *http2.Framer
+	enc *hpack.Encoder
+	hb  bytes.Buffer
+}
+
+// dialRaw opens a connection, sends the preface and settings, and leaves
+// the server's frames unread.
+func dialRaw(t testing.TB, addr string, settings ...http2.Setting) *rawClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rc := &rawClient{t: t, c: c, fr: http2.NewFramer(c, c)}
+	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.enc = hpack.NewEncoder(&rc.hb)
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.fr.WriteSettings(settings...); err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// headers sends a request's header block on stream id.
+func (rc *rawClient) headers(id uint32, end bool, fields ...string) {
+	rc.t.Helper()
+	rc.hb.Reset()
+	for i := 0; i+1 < len(fields); i += 2 {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.hb.Bytes(), EndStream: end, EndHeaders: true}); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+func reqFields(method, path string, extra ...string) []string {
+	return append([]string{":method", method, ":scheme", "https", ":path", path, ":authority", "a.example"}, extra...)
+}
+
+// TestBodyReadUnblocks: a Read of the request body waiting for DATA on
+// another goroutine (as httputil.ReverseProxy's transport reads it) must
+// return when the body is closed or the handler returns, as net/http's
+// does; otherwise that goroutine waits for DATA that never comes.
+func TestBodyReadUnblocks(t *testing.T) {
+	for _, how := range []string{"close", "return"} {
+		t.Run(how, func(t *testing.T) {
+			readDone := make(chan error, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reading := make(chan struct{})
+				go func() {
+					close(reading)
+					_, err := r.Body.Read(make([]byte, 10))
+					readDone <- err
+				}()
+				<-reading
+				time.Sleep(20 * time.Millisecond) // let the Read wait for DATA
+				if how == "close" {
+					r.Body.Close()
+				}
+			})
+			_, addr := serve(t, Options{Handler: h})
+			rc := dialRaw(t, addr)
+			rc.headers(1, false, reqFields("POST", "/")...) // a body that never comes
+			select {
+			case err := <-readDone:
+				if err == nil {
+					t.Fatal("Read returned no error")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the body's Read still waits after the body was " + map[string]string{"close": "closed", "return": "left by its handler"}[how])
+			}
+		})
+	}
+}
