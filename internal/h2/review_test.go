@@ -93,3 +93,67 @@ func TestBodyReadUnblocks(t *testing.T) {
 		})
 	}
 }
+
+// TestContinueWhileResponding: with Expect: 100-continue, the handler may
+// answer on its goroutine while another reads the body (full duplex, as a
+// proxy streams an upload): the first Read's 100 Continue must not race
+// the response's header block (-race), nor follow it on the wire.
+func TestContinueWhileResponding(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := io.ReadAll(r.Body)
+			got <- b
+		}()
+		w.WriteHeader(http.StatusAccepted)
+		w.(http.Flusher).Flush()
+		_, _ = w.Write(<-got)
+	})
+	_, addr := serve(t, Options{Handler: h})
+	for i := range 20 {
+		rc := dialRaw(t, addr)
+		rc.headers(1, false, reqFields("POST", "/", "expect", "100-continue")...)
+		final := false
+		for {
+			f, err := rc.next()
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+			if hf, ok := f.(*http2.MetaHeadersFrame); ok && hf.StreamID == 1 {
+				status := hf.PseudoValue("status")
+				if final && status == "100" {
+					t.Fatalf("round %d: 100 Continue after the final response", i)
+				}
+				if status == "202" {
+					final = true
+					_ = rc.fr.WriteData(1, true, []byte("up"))
+				}
+			}
+			if endOf(1)(f) {
+				break
+			}
+		}
+		rc.c.Close()
+	}
+}
+
+// next reads the next frame, failing the test after 10s without one.
+func (rc *rawClient) next() (http2.Frame, error) {
+	_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return rc.fr.ReadFrame()
+}
+
+// endOf reports whether f ends stream id's response.
+func endOf(id uint32) func(http2.Frame) bool {
+	return func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			return f.StreamID == id && f.StreamEnded()
+		case *http2.MetaHeadersFrame:
+			return f.StreamID == id && f.StreamEnded()
+		case *http2.RSTStreamFrame:
+			return f.StreamID == id
+		}
+		return false
+	}
+}

@@ -145,15 +145,18 @@ func (w *responseWriter) informational(code int) {
 }
 
 // writeContinue sends 100 Continue for a body the handler began to read,
-// unless the response has begun.
+// unless the response's header block is on the wire. The body may be read
+// on a goroutine of its own while the handler responds (a proxy streams
+// an upload), so this looks only at sent, and under wmu.
 func (w *responseWriter) writeContinue() {
-	if !w.sent && !w.wroteHeader && !w.done.Load() {
-		w.writeBlock(appendStatus(nil, http.StatusContinue), false)
+	if !w.done.Load() {
+		w.writeBlock(appendStatus(nil, http.StatusContinue), true)
 	}
 }
 
-// writeBlock sends a header block by itself and flushes.
-func (w *responseWriter) writeBlock(b []byte, end bool) {
+// writeBlock sends a 1xx header block by itself and flushes; early: only
+// while the final header block is not on the wire.
+func (w *responseWriter) writeBlock(b []byte, early bool) {
 	cn := w.st.cn
 	if w.reset() != nil {
 		return
@@ -162,8 +165,8 @@ func (w *responseWriter) writeBlock(b []byte, end bool) {
 	maxFrame := int(cn.peerMaxFrame)
 	cn.mu.Unlock()
 	cn.wmu.Lock()
-	if cn.werr == nil {
-		cn.werr = writeHeaders(cn.wf, w.st.id, b, end, maxFrame)
+	if cn.werr == nil && !(early && w.sent) {
+		cn.werr = writeHeaders(cn.wf, w.st.id, b, false, maxFrame)
 	}
 	cn.unlockWrite()
 }
