@@ -52,6 +52,7 @@ type conn struct {
 	recvUnacked  int64  // taken by handlers or dropped, not yet returned by WINDOW_UPDATE
 	lastID       uint32 // highest stream id the client opened
 	handlers     int    // handlers running; they count until they return
+	active       int    // streams counted against MaxConcurrentStreams (see stream.release)
 	goaway       bool   // GOAWAY sent: no new stream is served
 	done         bool   // closed
 	idleTimer    *time.Timer

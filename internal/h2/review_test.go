@@ -157,3 +157,48 @@ func endOf(id uint32) func(http2.Frame) bool {
 		return false
 	}
 }
+
+// until reads frames until stop returns true; it fails the test if the
+// connection ends or stalls first.
+func (rc *rawClient) until(what string, stop func(http2.Frame) bool) {
+	rc.t.Helper()
+	for {
+		f, err := rc.next()
+		if err != nil {
+			rc.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if stop(f) {
+			return
+		}
+	}
+}
+
+// TestNoRefusalAfterEndStream: a client at SETTINGS_MAX_CONCURRENT_STREAMS
+// that opens its next stream as soon as one's END_STREAM arrives honours
+// the limit (RFC 9113 §5.1.2: that stream is closed for it), so it must
+// be neither refused nor, refusals adding up, told to go away.
+func TestNoRefusalAfterEndStream(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := serve(t, Options{Handler: h, MaxConcurrentStreams: 1})
+	rc := dialRaw(t, addr)
+	refused := 0
+	for id := uint32(1); id < 2*2000; id += 2 {
+		rc.headers(id, true, reqFields("GET", "/")...)
+		rc.until("the response", func(f http2.Frame) bool {
+			switch f := f.(type) {
+			case *http2.GoAwayFrame:
+				t.Fatalf("GOAWAY %v after %d requests, %d refused", f.ErrCode, id/2, refused)
+			case *http2.RSTStreamFrame:
+				if f.ErrCode == http2.ErrCodeRefusedStream {
+					refused++
+				}
+			}
+			return endOf(id)(f)
+		})
+	}
+	if refused > 0 {
+		t.Fatalf("%d of 2000 streams refused", refused)
+	}
+}

@@ -33,6 +33,7 @@ type stream struct {
 	declLen     int64 // the request's content-length; -1: none
 	gotLen      int64
 	remoteDone  bool // END_STREAM received, or the stream is reset
+	released    bool // no longer counted in cn.active
 	reset       bool // RST_STREAM sent or received
 	peerReset   bool // the client reset it: to the client it is closed
 	resetErr    error
@@ -102,7 +103,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		cn.rst(id, http2.ErrCodeRefusedStream) // the client may retry it elsewhere
 		return nil
 	}
-	if uint32(cn.handlers) >= cn.s.opts.MaxConcurrentStreams {
+	if uint32(cn.active) >= cn.s.opts.MaxConcurrentStreams {
 		cn.refusals++
 		over := cn.refusals > maxRefusalsPerStream*int(cn.s.opts.MaxConcurrentStreams)
 		cn.mu.Unlock()
@@ -130,6 +131,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	cn.streams[id] = st
 	cn.handlers++
+	cn.active++
 	cn.empties = 0
 	if cn.handlers == 1 && cn.idleTimer != nil {
 		cn.idleTimer.Stop()
@@ -345,10 +347,28 @@ func (st *stream) serve() {
 		reset := st.reset
 		st.cn.mu.Unlock()
 		if !reset {
+			st.release()
 			st.cn.resetStream(st, http2.ErrCodeInternal, errors.New("h2: handler panicked"))
 		}
 	}
 	st.end()
+}
+
+// release frees the stream's slot under MaxConcurrentStreams, once its
+// handler has returned and before the frame that closes the stream
+// (END_STREAM, RST_STREAM) is written: the client may open another as
+// soon as it reads that frame, and honours the limit in doing so.
+func (st *stream) release() {
+	st.cn.mu.Lock()
+	st.releaseLocked()
+	st.cn.mu.Unlock()
+}
+
+func (st *stream) releaseLocked() {
+	if !st.released {
+		st.released = true
+		st.cn.active--
+	}
 }
 
 // call runs the handler; a panic is logged (http.ErrAbortHandler quietly)
@@ -379,6 +399,7 @@ func (st *stream) end() {
 		st.resetErr = errStreamDone
 	}
 	delete(cn.streams, st.id)
+	st.releaseLocked()
 	cn.handlers--
 	last := cn.handlers == 0
 	draining := cn.goaway

@@ -345,6 +345,9 @@ func (w *responseWriter) send(p []byte, end bool) error {
 		}
 		cn.mu.Lock()
 		maxFrame := int(cn.peerMaxFrame)
+		if end && n == left {
+			st.releaseLocked() // this write ends the stream (see release)
+		}
 		cn.mu.Unlock()
 		cn.wmu.Lock()
 		err := cn.werr
