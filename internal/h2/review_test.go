@@ -202,3 +202,25 @@ func TestNoRefusalAfterEndStream(t *testing.T) {
 		t.Fatalf("%d of 2000 streams refused", refused)
 	}
 }
+
+// TestHeadSniffsContentType: a HEAD response carries the fields the GET
+// would (RFC 9110 §9.3.2), the sniffed Content-Type included, as
+// net/http's server sends them.
+func TestHeadSniffsContentType(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "<html><body>hello</body></html>")
+	})
+	_, addr := serve(t, Options{Handler: h})
+	c := client(t)
+	for _, method := range []string{"GET", "HEAD"} {
+		req, _ := http.NewRequest(method, "http://"+addr+"/", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("%s: content-type %q", method, ct)
+		}
+	}
+}

@@ -18,6 +18,9 @@ import (
 // one write, when the handler returns.
 const holdBody = 4 << 10
 
+// sniffLen is how much of a body http.DetectContentType looks at.
+const sniffLen = 512
+
 // responseWriter is the stream's http.ResponseWriter. Used by the
 // handler's goroutine only (as net/http requires); done makes a write
 // from a goroutine the handler left behind fail.
@@ -219,6 +222,10 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	w.wrote += int64(len(p))
 	if w.isHead {
+		if w.sniff && len(w.hold) < sniffLen {
+			// Kept only to sniff the Content-Type the GET would have.
+			w.hold = append(w.hold, p[:min(len(p), sniffLen-len(w.hold))]...)
+		}
 		return len(p), nil
 	}
 	if len(w.hold)+len(p) <= holdBody {
