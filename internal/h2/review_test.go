@@ -2,6 +2,7 @@ package h2
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -224,3 +225,46 @@ func TestHeadSniffsContentType(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyBufferBounded: a body read more slowly than it arrives is never
+// drained; what the handler has read must still be let go, so that the
+// body's buffer stays about the stream's window however long the upload.
+func TestBodyBufferBounded(t *testing.T) {
+	const size = 16 << 20
+	most := make(chan int, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := r.Body.(*reqBody)
+		buf := make([]byte, 32<<10)
+		peak, n := 0, 0
+		for {
+			m, err := r.Body.Read(buf)
+			n += m
+			b.mu.Lock()
+			peak = max(peak, cap(b.buf))
+			b.mu.Unlock()
+			if err != nil {
+				break
+			}
+			time.Sleep(time.Millisecond) // a slow host behind a fast client
+		}
+		most <- peak
+		_, _ = fmt.Fprint(w, n)
+	})
+	_, addr := serve(t, Options{Handler: h})
+	resp, err := client(t).Post("http://"+addr+"/", "application/octet-stream", io.LimitReader(zeros{}, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != fmt.Sprint(size) {
+		t.Fatalf("the handler read %s bytes of %d", got, size)
+	}
+	if peak := <-most; peak > 4*recvWindow {
+		t.Fatalf("the body's buffer grew to %d bytes for a %d-byte window", peak, recvWindow)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }

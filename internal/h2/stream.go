@@ -459,6 +459,12 @@ func (b *reqBody) write(p []byte) {
 	}
 	if b.off == len(b.buf) {
 		b.buf, b.off = b.buf[:0], 0
+	} else if b.off > 0 && len(b.buf)+len(p) > cap(b.buf) {
+		// Let go of what was read before growing: a body read more
+		// slowly than it arrives is never drained, and append would
+		// carry the read bytes along for the whole upload.
+		n := copy(b.buf, b.buf[b.off:])
+		b.buf, b.off = b.buf[:n], 0
 	}
 	b.buf = append(b.buf, p...)
 	b.mu.Unlock()
