@@ -118,7 +118,6 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		recvWin:    recvWindow,
 		declLen:    declLen,
 		remoteDone: ended,
-		trailer:    trailer,
 		wait:       make(chan struct{}, 1),
 	}
 	req := http.Request{
@@ -137,7 +136,7 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		req.TLS = cn.tls
 	}
 	if !ended {
-		st.body = &reqBody{st: st, ready: make(chan struct{}, 1), needContinue: needsContinue}
+		st.body = &reqBody{st: st, ready: make(chan struct{}, 1), needContinue: needsContinue, declared: trailer}
 		req.Body, req.ContentLength = st.body, declLen
 	}
 	ctx := cn.ctx

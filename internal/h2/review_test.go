@@ -268,3 +268,29 @@ func TestBodyBufferBounded(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestTrailersReachTheHandlerAtEOF: the request's trailers are the
+// handler's to read once the body has returned io.EOF, and until then
+// r.Trailer is the handler's alone: a handler (httputil.ReverseProxy's
+// req.Clone) may read it while the trailers arrive, and the connection's
+// goroutine writing it then is a concurrent map access, which crashes
+// the process (-race shows it every time).
+func TestTrailersReachTheHandlerAtEOF(t *testing.T) {
+	got := make(chan string, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond) // the trailers are in by now
+		before := len(r.Trailer.Clone()["X-T"])
+		_, err := io.ReadAll(r.Body)
+		got <- fmt.Sprintf("%d %q %v", before, r.Trailer["X-T"], err)
+	})
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, reqFields("POST", "/", "trailer", "x-t")...)
+	if err := rc.fr.WriteData(1, false, []byte("body")); err != nil {
+		t.Fatal(err)
+	}
+	rc.headers(1, true, "x-t", "v")
+	if g := <-got; g != `0 ["v"] <nil>` {
+		t.Fatalf("trailer before EOF, after, read error: %s", g)
+	}
+}

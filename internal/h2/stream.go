@@ -37,7 +37,7 @@ type stream struct {
 	reset       bool // RST_STREAM sent or received
 	peerReset   bool // the client reset it: to the client it is closed
 	resetErr    error
-	trailer     http.Header // r.Trailer; filled by trailers
+	trailer     http.Header // the trailers received, if r.Trailer declared any
 
 	wait chan struct{} // a window grew, or the stream ended; cap 1
 	body *reqBody      // nil without a body
@@ -165,7 +165,8 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	case st.declLen >= 0 && st.gotLen != st.declLen:
 		bad = "request body shorter than its content-length"
 	}
-	if bad == "" && st.trailer != nil {
+	if bad == "" && st.body != nil && st.body.declared != nil {
+		st.trailer = make(http.Header)
 		for _, hf := range f.RegularFields() {
 			k := http.CanonicalHeaderKey(hf.Name)
 			switch k {
@@ -441,6 +442,12 @@ type reqBody struct {
 	err          error // the stream failed: Read returns it at once
 	ready        chan struct{}
 	needContinue bool // send 100 Continue at the first Read
+	// declared is r.Trailer, the keys the request declared: filled from
+	// st.trailer by the Read that meets io.EOF, on the goroutine reading
+	// the body, as net/http does: the connection's goroutine never
+	// touches a map the handler can read.
+	declared http.Header
+	copied   bool // declared is filled
 }
 
 func (b *reqBody) signal() {
@@ -525,6 +532,16 @@ func (b *reqBody) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if b.eof {
+			if !b.copied {
+				// st.trailer was written before end set eof under mu:
+				// it is final.
+				for k, vs := range b.st.trailer {
+					if _, ok := b.declared[k]; ok {
+						b.declared[k] = vs
+					}
+				}
+				b.copied = true
+			}
 			b.mu.Unlock()
 			return 0, io.EOF
 		}
