@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -34,6 +35,9 @@ type conn struct {
 	bw   bufWriter
 	wf   *http2.Framer // writes into bw
 	werr error         // the first write error: every later write fails
+	// shrunk: the client lowered SETTINGS_HEADER_TABLE_SIZE, and the next
+	// header block must say our table's size (see conn.writeHeaders).
+	shrunk atomic.Bool
 
 	// Control frames queued by serve while a handler holds wmu (see
 	// sendControl): encoded into cbuf by cf.
@@ -315,6 +319,10 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 			}
 		case http2.SettingMaxFrameSize:
 			cn.peerMaxFrame = s.Val
+		case http2.SettingHeaderTableSize:
+			if s.Val < 4096 {
+				cn.shrunk.Store(true)
+			}
 		}
 		return nil
 	})

@@ -294,3 +294,30 @@ func TestTrailersReachTheHandlerAtEOF(t *testing.T) {
 		t.Fatalf("trailer before EOF, after, read error: %s", g)
 	}
 }
+
+// TestTableSizeUpdateAfterLoweredSetting: a client that lowers
+// SETTINGS_HEADER_TABLE_SIZE below the default 4096 must find a dynamic
+// table size update at the start of the next header block (RFC 7541
+// §4.2); nghttp2-based clients (curl, h2load) fail the connection with
+// COMPRESSION_ERROR without one. net/http's encoder sends it.
+func TestTableSizeUpdateAfterLoweredSetting(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+	rc.headers(1, true, reqFields("GET", "/")...)
+	rc.fr.ReadMetaHeaders = nil // the block's bytes, undecoded
+	rc.until("the response's HEADERS", func(f http2.Frame) bool {
+		hf, ok := f.(*http2.HeadersFrame)
+		if !ok || hf.StreamID != 1 {
+			return false
+		}
+		if b := hf.HeaderBlockFragment(); len(b) == 0 || b[0]&0xe0 != 0x20 {
+			t.Fatalf("header block starts % x: no dynamic table size update", b[:min(len(b), 4)])
+		}
+		fields, err := hpack.NewDecoder(0, nil).DecodeFull(hf.HeaderBlockFragment())
+		if err != nil || len(fields) == 0 || fields[0].Value != "200" {
+			t.Fatalf("%v %v", fields, err)
+		}
+		return true
+	})
+}

@@ -169,7 +169,7 @@ func (w *responseWriter) writeBlock(b []byte, early bool) {
 	cn.mu.Unlock()
 	cn.wmu.Lock()
 	if cn.werr == nil && !(early && w.sent) {
-		cn.werr = writeHeaders(cn.wf, w.st.id, b, false, maxFrame)
+		cn.werr = cn.writeHeaders(w.st.id, b, false, maxFrame)
 	}
 	cn.unlockWrite()
 }
@@ -182,6 +182,18 @@ func (w *responseWriter) reset() error {
 		return w.st.resetErr
 	}
 	return nil
+}
+
+// writeHeaders writes a header block of stream id; under wmu, so that a
+// table size update goes at the start of the first block on the wire
+// after the client lowered SETTINGS_HEADER_TABLE_SIZE: RFC 7541 §4.2
+// requires it (nghttp2 fails the connection without it), and our table
+// is always empty, so it says 0, which fits any setting.
+func (cn *conn) writeHeaders(id uint32, b []byte, end bool, maxFrame int) error {
+	if cn.shrunk.Load() && cn.shrunk.Swap(false) {
+		b = append([]byte{0x20}, b...)
+	}
+	return writeHeaders(cn.wf, id, b, end, maxFrame)
 }
 
 // writeHeaders writes a header block as HEADERS and CONTINUATION frames
@@ -360,7 +372,7 @@ func (w *responseWriter) send(p []byte, end bool) error {
 		err := cn.werr
 		if err == nil && !w.sent {
 			ended = endData && left == 0
-			err = writeHeaders(cn.wf, st.id, w.block, ended, maxFrame)
+			err = cn.writeHeaders(st.id, w.block, ended, maxFrame)
 			w.sent = true
 		}
 		for err == nil && n > 0 {
@@ -377,7 +389,7 @@ func (w *responseWriter) send(p []byte, end bool) error {
 		}
 		if err == nil && left == 0 && end && !ended {
 			if len(trailers) > 0 {
-				err = writeHeaders(cn.wf, st.id, trailers, true, maxFrame)
+				err = cn.writeHeaders(st.id, trailers, true, maxFrame)
 			} else {
 				err = cn.wf.WriteData(st.id, true, nil)
 			}
