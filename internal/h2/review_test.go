@@ -321,3 +321,74 @@ func TestTableSizeUpdateAfterLoweredSetting(t *testing.T) {
 		return true
 	})
 }
+
+// TestNoFramesAfterReset: once a stream is reset, by the client or by
+// the server answering a frame on a half-closed stream with
+// STREAM_CLOSED, the server must send nothing more on it (RFC 9113
+// §5.1, §5.4.2): not even the HEADERS of a bodiless response its handler
+// ends with.
+func TestNoFramesAfterReset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		poke func(rc *rawClient)
+	}{
+		{"client RST_STREAM", func(rc *rawClient) { _ = rc.fr.WriteRSTStream(1, http2.ErrCodeCancel) }},
+		{"DATA after END_STREAM", func(rc *rawClient) { _ = rc.fr.WriteData(1, false, []byte("late")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered := make(chan struct{})
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				close(entered)
+				select {
+				case <-r.Context().Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+				w.WriteHeader(http.StatusNoContent)
+			})
+			s, addr := serve(t, Options{Handler: h})
+			rc := dialRaw(t, addr)
+			rc.headers(1, true, reqFields("GET", "/")...)
+			<-entered
+			tc.poke(rc)
+			// Wait for the handler to be done: what it wrote is flushed
+			// before it counts as done.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if handlersRunning(s) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the handler did not return")
+				}
+			}
+			_ = rc.fr.WritePing(false, [8]byte{7})
+			rc.until("the PING's ACK", func(f http2.Frame) bool {
+				switch f := f.(type) {
+				case *http2.MetaHeadersFrame:
+					if f.StreamID == 1 {
+						t.Fatalf("HEADERS %s on stream 1 after it was reset", f.PseudoValue("status"))
+					}
+				case *http2.DataFrame:
+					if f.StreamID == 1 {
+						t.Fatal("DATA on stream 1 after it was reset")
+					}
+				case *http2.PingFrame:
+					return f.IsAck() && f.Data[0] == 7
+				}
+				return false
+			})
+		})
+	}
+}
+
+// handlersRunning counts the handlers of s's connections.
+func handlersRunning(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for cn := range s.conns {
+		cn.mu.Lock()
+		n += cn.handlers
+		cn.mu.Unlock()
+	}
+	return n
+}

@@ -141,7 +141,10 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	return nil
 }
 
-var errConnClosed = errors.New("h2: connection closed")
+var (
+	errConnClosed = errors.New("h2: connection closed")
+	errHalfClosed = errors.New("h2: the client sent on a stream it had ended")
+)
 
 // onTrailers takes a HEADERS frame on an open stream: the request's
 // trailers, which must end it.
@@ -153,7 +156,7 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 		return nil
 	case st.remoteDone:
 		cn.mu.Unlock()
-		cn.rst(st.id, http2.ErrCodeStreamClosed)
+		cn.resetStream(st, http2.ErrCodeStreamClosed, errHalfClosed)
 		return nil
 	}
 	bad := ""
@@ -211,7 +214,12 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 			return cn.fail(http2.ErrCodeProtocol, "DATA on an idle stream")
 		}
 		cn.consumed(nil, n)
-		if !quiet {
+		switch {
+		case st != nil && !quiet:
+			// The stream error closes the stream: its handler is
+			// told, and sends nothing more on it.
+			cn.resetStream(st, http2.ErrCodeStreamClosed, errHalfClosed)
+		case !quiet:
 			cn.rst(id, http2.ErrCodeStreamClosed)
 		}
 		return cn.emptyFrame()

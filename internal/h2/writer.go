@@ -363,6 +363,16 @@ func (w *responseWriter) send(p []byte, end bool) error {
 			}
 		}
 		cn.mu.Lock()
+		if st.reset {
+			// Nothing more goes out on a reset stream (RFC 9113 §5.1),
+			// not even the HEADERS of a bodiless response; what take
+			// reserved goes back to the connection.
+			cn.sendWin += int64(n)
+			err := st.resetErr
+			cn.mu.Unlock()
+			w.err = err
+			return err
+		}
 		maxFrame := int(cn.peerMaxFrame)
 		if end && n == left {
 			st.releaseLocked() // this write ends the stream (see release)
