@@ -488,9 +488,18 @@ func (cn *conn) startDrain() {
 // closeSoon closes a connection that has sent GOAWAY and has no stream
 // left, after a moment in which the client can read the GOAWAY: closing
 // with its frames unread makes the kernel send a reset that can destroy
-// what is in flight.
+// what is in flight. A stream that started meanwhile (read before the
+// GOAWAY, so promised an answer) keeps it open: its end calls closeSoon
+// again.
 func (cn *conn) closeSoon() {
-	time.AfterFunc(50*time.Millisecond, func() { cn.close(nil) })
+	time.AfterFunc(50*time.Millisecond, func() {
+		cn.mu.Lock()
+		busy := cn.handlers > 0
+		cn.mu.Unlock()
+		if !busy {
+			cn.close(nil)
+		}
+	})
 }
 
 // armIdle (re)starts the idle timer while no stream is open.

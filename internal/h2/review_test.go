@@ -2,6 +2,7 @@ package h2
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -391,4 +392,66 @@ func handlersRunning(s *Server) int {
 		cn.mu.Unlock()
 	}
 	return n
+}
+
+// TestShutdownKeepsStreamBeingOpened: Shutdown's GOAWAY names the last
+// stream the connection's goroutine has read, and promises it an
+// answer; one read but not yet counted as running (its request being
+// built) must not let the connection close as if idle.
+func TestShutdownKeepsStreamBeingOpened(t *testing.T) {
+	building, drained := make(chan struct{}), make(chan struct{})
+	o := Options{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(200 * time.Millisecond) // past closeSoon's moment
+			_, _ = io.WriteString(w, "answered")
+		}),
+		RequestContext: func(ctx context.Context) context.Context {
+			close(building)
+			<-drained
+			return ctx
+		},
+	}
+	s, addr := serve(t, o)
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, reqFields("GET", "/")...)
+	<-building
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	for deadline := time.Now().Add(5 * time.Second); !draining(s); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Shutdown did not start draining")
+		}
+	}
+	close(drained)
+	var body []byte
+	rc.until("stream 1's answer", func(f http2.Frame) bool {
+		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+			body = append(body, d.Data()...)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok && g.LastStreamID < 1 {
+			t.Fatalf("GOAWAY names %d", g.LastStreamID)
+		}
+		return endOf(1)(f)
+	})
+	if string(body) != "answered" {
+		t.Fatalf("stream 1: %q", body)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// draining reports whether every connection of s has sent GOAWAY.
+func draining(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cn := range s.conns {
+		cn.mu.Lock()
+		g := cn.goaway
+		cn.mu.Unlock()
+		if !g {
+			return false
+		}
+	}
+	return len(s.conns) > 0
 }
