@@ -63,6 +63,7 @@ type conn struct {
 	allDone      chan struct{} // closed when handlers drops to 0 after done
 	refusals     int
 	empties      int // frames that carried nothing since a stream last started
+	emptiesSince time.Time
 }
 
 func newConn(s *Server, c net.Conn) *conn {
@@ -284,6 +285,9 @@ func (cn *conn) onFrame(f http2.Frame) error {
 // sends only such frames is told to go away.
 func (cn *conn) emptyFrame() error {
 	cn.mu.Lock()
+	if now := time.Now(); now.Sub(cn.emptiesSince) > emptyWindow {
+		cn.empties, cn.emptiesSince = 0, now
+	}
 	cn.empties++
 	n := cn.empties
 	cn.mu.Unlock()

@@ -3,10 +3,12 @@ package h2
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -454,4 +456,52 @@ func draining(s *Server) bool {
 		}
 	}
 	return len(s.conns) > 0
+}
+
+// TestKeepalivePingsOnALongStream: a client that pings now and then (a
+// gRPC keepalive, a browser on an idle event stream) while one long
+// stream runs and no other starts is not flooding: the bound on frames
+// without a request is a rate, not a lifetime total.
+func TestKeepalivePingsOnALongStream(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, reqFields("GET", "/events")...)
+	for burst := range 2 {
+		if burst > 0 {
+			time.Sleep(1100 * time.Millisecond) // past the second over which they count
+		}
+		for i := range maxEmptyFrames * 6 / 10 {
+			if err := rc.fr.WritePing(false, [8]byte{byte(burst), byte(i >> 8), byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+			rc.until("the PING's ACK", func(f http2.Frame) bool {
+				if g, ok := f.(*http2.GoAwayFrame); ok {
+					t.Fatalf("GOAWAY %v after %d pings in %d bursts", g.ErrCode, i+1, burst+1)
+				}
+				p, ok := f.(*http2.PingFrame)
+				return ok && p.IsAck()
+			})
+		}
+	}
+	// A flood still meets the bound.
+	go func() {
+		for i := 0; i < 3*maxEmptyFrames; i++ {
+			if rc.fr.WritePing(false, [8]byte{9}) != nil {
+				return
+			}
+		}
+	}()
+	for { // GOAWAY, or the connection closed (which can reset it first)
+		f, err := rc.next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("a flood of PINGs was not bounded")
+		}
+		if g, ok := f.(*http2.GoAwayFrame); err != nil || ok && g.ErrCode == http2.ErrCodeEnhanceYourCalm {
+			return
+		}
+	}
 }

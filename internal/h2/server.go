@@ -62,8 +62,11 @@ const (
 	maxRefusalsPerStream = 4
 	// maxEmptyFrames bounds frames that carry nothing and cost a wake-up
 	// each (empty DATA, unknown types, PRIORITY) per connection between two
-	// requests that start.
+	// requests that start, or within emptyWindow: a rate, so that a
+	// client pinging now and then along one long stream (a keepalive) is
+	// never counted as a flood.
 	maxEmptyFrames = 1000
+	emptyWindow    = time.Second
 	// maxControlQueue bounds the control frames queued while a handler
 	// holds the write lock; past it the reader waits for the lock.
 	maxControlQueue = 64 << 10
