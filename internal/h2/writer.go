@@ -102,6 +102,9 @@ func (w *responseWriter) writeHeader(code int) {
 	}
 	_, hasType := h["Content-Type"]
 	w.sniff = !hasType && h.Get("Content-Encoding") == "" && bodyAllowed(code)
+	if w.block == nil {
+		w.block = make([]byte, 0, 256) // a typical response's block at once, not in four growths
+	}
 	b := appendStatus(w.block[:0], code)
 	b = appendFields(b, h)
 	if w.clen >= 0 && bodyAllowed(code) {
