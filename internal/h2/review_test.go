@@ -505,3 +505,56 @@ func TestKeepalivePingsOnALongStream(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainedBodiesLetGo: a connection's receive window bounds the body
+// bytes it holds at once, and so should its memory: streams whose bodies
+// have been read (their handlers waiting for more, as a proxy streaming
+// an upload does) must not each keep a window's worth of buffer.
+func TestDrainedBodiesLetGo(t *testing.T) {
+	const each, streams = 512 << 10, 16
+	read := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 32<<10)
+		n := 0
+		for {
+			m, err := r.Body.Read(buf)
+			if n += m; n == each {
+				select {
+				case read <- struct{}{}:
+				case <-r.Context().Done():
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	s, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	chunk := make([]byte, 16<<10)
+	for i := range streams {
+		id := uint32(2*i + 1)
+		rc.headers(id, false, reqFields("POST", "/up")...)
+		for range each / len(chunk) {
+			if err := rc.fr.WriteData(id, false, chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-read // its window comes back before the next stream sends
+	}
+	held := 0
+	s.mu.Lock()
+	for cn := range s.conns {
+		cn.mu.Lock()
+		for _, st := range cn.streams {
+			st.body.mu.Lock()
+			held += cap(st.body.buf)
+			st.body.mu.Unlock()
+		}
+		cn.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if held > 2*recvWindow {
+		t.Fatalf("%d streams whose bodies were read hold %d bytes of buffer", streams, held)
+	}
+}

@@ -535,6 +535,12 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		if b.off < len(b.buf) {
 			n := copy(p, b.buf[b.off:])
 			b.off += n
+			if b.off == len(b.buf) && cap(b.buf) > keepBodyBuf {
+				// Drained: a large buffer goes, so that what the
+				// connection holds follows its window, not the number
+				// of streams that once had a window's worth.
+				b.buf, b.off = nil, 0
+			}
 			b.mu.Unlock()
 			b.st.cn.consumed(b.st, int64(n))
 			return n, nil
@@ -566,3 +572,7 @@ func (b *reqBody) Close() error {
 }
 
 var errBodyClosed = errors.New("h2: request body closed")
+
+// keepBodyBuf is the largest buffer a drained body keeps for the next
+// DATA: a couple of frames.
+const keepBodyBuf = 32 << 10
