@@ -58,6 +58,8 @@ type conn struct {
 	handlers     int    // handlers running; they count until they return
 	active       int    // streams counted against MaxConcurrentStreams (see stream.release)
 	goaway       bool   // GOAWAY sent: no new stream is served
+	settled      bool   // our SETTINGS are written: a GOAWAY may follow
+	drainLater   bool   // startDrain was called before settled
 	done         bool   // closed
 	idleTimer    *time.Timer
 	allDone      chan struct{} // closed when handlers drops to 0 after done
@@ -137,6 +139,13 @@ func (cn *conn) run() error {
 	}
 	if err := cn.writeSettings(); err != nil {
 		return err
+	}
+	cn.mu.Lock()
+	cn.settled = true
+	drain := cn.drainLater
+	cn.mu.Unlock()
+	if drain {
+		cn.startDrain()
 	}
 	f, err := cn.fr.ReadFrame()
 	if err != nil {
@@ -476,6 +485,13 @@ func (cn *conn) close(err error) {
 func (cn *conn) startDrain() {
 	cn.mu.Lock()
 	if cn.goaway || cn.done {
+		cn.mu.Unlock()
+		return
+	}
+	if !cn.settled {
+		// SETTINGS must be the first frame (RFC 9113 §3.4): run drains
+		// once they are written.
+		cn.drainLater = true
 		cn.mu.Unlock()
 		return
 	}

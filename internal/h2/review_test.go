@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -556,5 +557,44 @@ func TestDrainedBodiesLetGo(t *testing.T) {
 	s.mu.Unlock()
 	if held > 2*recvWindow {
 		t.Fatalf("%d streams whose bodies were read hold %d bytes of buffer", streams, held)
+	}
+}
+
+// TestDrainingConnectionStartsWithSettings: a connection that arrives
+// while the server drains still opens with SETTINGS, the server's
+// connection preface (RFC 9113 §3.4), and then gets its GOAWAY; a
+// GOAWAY first is a protocol error to the client (net/http's Transport
+// fails the request), not a clean "go elsewhere".
+func TestDrainingConnectionStartsWithSettings(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	})
+	s, addr := serve(t, Options{Handler: h})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before serve's
+	busy := dialRaw(t, addr)
+	busy.headers(1, true, reqFields("GET", "/")...)
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	for deadline := time.Now().Add(5 * time.Second); !draining(s); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Shutdown did not start draining")
+		}
+	}
+	late := dialRaw(t, addr)
+	f, err := late.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+		t.Fatalf("the connection opened with %v", f)
+	}
+	late.until("GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	once.Do(func() { close(release) })
+	if err := <-shut; err != nil {
+		t.Fatal(err)
 	}
 }
