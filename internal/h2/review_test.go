@@ -598,3 +598,35 @@ func TestDrainingConnectionStartsWithSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSmallFramesAfterEarlyAnswer: a client streaming small DATA frames
+// (a gRPC client stream of tiny messages) when the handler answers early
+// has many frames in flight on a stream the server has closed. They are
+// answered (RST_STREAM) and their window given back; they are not a flood
+// of frames without a request, and the connection goes on.
+func TestSmallFramesAfterEarlyAnswer(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) })
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	rc.headers(1, false, reqFields("POST", "/")...)
+	rc.until("401", endOf(1))
+	msg := make([]byte, 100)
+	for range 1500 {
+		if err := rc.fr.WriteData(1, false, msg); err != nil {
+			break
+		}
+	}
+	_ = rc.fr.WritePing(false, [8]byte{5})
+	for {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatalf("conn ended: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			t.Fatalf("GOAWAY %v", g.ErrCode)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data[0] == 5 {
+			return
+		}
+	}
+}

@@ -222,6 +222,13 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 		case !quiet:
 			cn.rst(id, http2.ErrCodeStreamClosed)
 		}
+		if n > 0 {
+			// Bytes a client had in flight when the stream closed (a
+			// stream of small messages answered early) are traffic like
+			// any upload, paid for by the client and bounded by its
+			// window; only frames that carry nothing count as a flood.
+			return nil
+		}
 		return cn.emptyFrame()
 	}
 	if n > st.recvWin {
