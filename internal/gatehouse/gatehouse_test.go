@@ -149,6 +149,13 @@ func runHost(t *testing.T, r *running, clusterID, id, app, scheme string, ln net
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: hh.Wrap(h)}
+	if scheme == host.SchemeH2C {
+		// HTTP/2 with prior knowledge and nothing else, as a gRPC server
+		// speaks: the gateway must reach it (challenge, probes, requests)
+		// over h2c.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	go srv.Serve(ln)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
