@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ const h2Wait = 10 * time.Second
 var h2Impls = []struct {
 	name string
 	fast bool
-}{{"gatehouse h2", true}, {"net/http h2", false}}
+}{{"internal-h2", true}, {"net-http", false}}
 
 // h2Env is a whole gatehouse with these apps:
 //   - web: a plain HTTP/1.1 host that streams, holds and hashes (webHost);
@@ -87,7 +88,7 @@ func newH2Env(t *testing.T, fast, withGRPC bool) *h2Env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runHost(t, e.r, "one", "grpc-1", "grpc", host.SchemeH2C, ln, http.HandlerFunc(grpcHost))
+		runHost(t, e.r, "one", "grpc-1", "grpc", host.SchemeH2C, ln, http.HandlerFunc(e.grpcHost))
 	}
 	testutil.WaitFor(t, 5*time.Second, func() bool {
 		tbl := e.r.g.Live().Load()
@@ -145,8 +146,15 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 //   - /bytes?n=&seed=[&all=]: n pseudo-random bytes of seed, once all
 //     (default 1) requests of the probe have arrived.
 //   - /upload[?all=]: the body's length and SHA-256, likewise.
-//   - /hang[?head=1]: (with head, a flushed answer first) wait for the
-//     request's context to end, and tell the probe.
+//   - /hang[?head=1]: (with head, a flushed answer first; for a PUT, after
+//     reading the body) wait for the request's context to end, and tell
+//     the probe.
+//   - /bighead: a 40 KiB response field, and the length of the request's
+//     X-Req-Big.
+//   - /short, /chunkabort: 30000 bytes, then the host fails (with and
+//     without a Content-Length promising more).
+//   - /early, /earlyread: 413 to an upload, before reading any of it or
+//     after 1 MiB.
 func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := e.probe(q.Get("k"))
@@ -185,6 +193,11 @@ func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
 		io.Copy(w, pseudoRandom(seed, n))
 	case "/hang":
+		if r.Method == "PUT" {
+			// An HTTP/1.1 server notices a closed connection only while
+			// it reads: an upload's handler reads until the body fails.
+			io.Copy(io.Discard, r.Body)
+		}
 		if q.Get("head") != "" {
 			io.WriteString(w, "started")
 			rc.Flush()
@@ -192,6 +205,21 @@ func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
 		if !hold(r.Context(), p.release) && r.Context().Err() != nil {
 			p.end()
 		}
+	case "/bighead":
+		w.Header().Set("X-Big", strings.Repeat("b", 40<<10))
+		fmt.Fprintf(w, "saw %d", len(r.Header.Get("X-Req-Big")))
+	case "/short", "/chunkabort":
+		if r.URL.Path == "/short" {
+			w.Header().Set("Content-Length", "100000")
+		}
+		io.WriteString(w, strings.Repeat("s", 30000))
+		rc.Flush()
+		panic(http.ErrAbortHandler) // the connection to the gateway is cut
+	case "/early":
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	case "/earlyread":
+		io.CopyN(io.Discard, r.Body, 1<<20)
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
 	default:
 		io.WriteString(w, "ok")
 	}
@@ -273,9 +301,13 @@ func TestH2EndToEnd(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			e := newH2Env(t, impl.fast, true)
 			t.Run("grpc", e.testGRPC)
+			t.Run("grpc errors", e.testGRPCErrors)
 			t.Run("sse", e.testSSE)
 			t.Run("bulk", e.testBulk)
 			t.Run("cancel", e.testCancel)
+			t.Run("broken host", e.testBrokenHost)
+			t.Run("large header blocks", e.testLargeHeaders)
+			t.Run("early answer to an upload", e.testEarlyAnswer)
 			t.Run("refusals", e.testRefusals)
 		})
 	}
@@ -302,14 +334,37 @@ func readGRPC(r io.Reader) (string, error) {
 // grpcHost is a bidirectional-streaming gRPC method in miniature: each
 // message it reads is answered at once, and when the client's half ends
 // the status goes in the trailers, with the request trailer it saw (in an
-// undeclared trailer, as gRPC servers send metadata).
-func grpcHost(w http.ResponseWriter, r *http.Request) {
+// undeclared trailer, as gRPC servers send metadata). /Fail answers
+// trailers-only (the status in the only HEADERS), /Abort resets its
+// stream after one answer, /Hang (with probe k) waits for its request's
+// context to end.
+func (e *h2Env) grpcHost(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor != 2 || r.Header.Get("Content-Type") != "application/grpc" {
 		http.Error(w, "gRPC over HTTP/2 only, got "+r.Proto, http.StatusBadRequest)
 		return
 	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/grpc")
+	switch r.URL.Path {
+	case "/echo.Echo/Fail":
+		w.Header().Set("Grpc-Status", "5")
+		w.Header().Set("Grpc-Message", "not found")
+		return
+	case "/echo.Echo/Abort":
+		readGRPC(r.Body)
+		w.Write(grpcFrame("partial"))
+		rc.Flush()
+		panic(http.ErrAbortHandler) // RST_STREAM to the gateway
+	case "/echo.Echo/Hang":
+		p := e.probe(r.URL.Query().Get("k"))
+		p.arrive()
+		rc.Flush()
+		p.start()
+		if !hold(r.Context(), p.release) && r.Context().Err() != nil {
+			p.end()
+		}
+		return
+	}
 	w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
 	w.WriteHeader(http.StatusOK)
 	rc.Flush()
@@ -334,19 +389,50 @@ func grpcHost(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(http.TrailerPrefix+"X-Saw-Checksum", r.Trailer.Get("X-Checksum"))
 }
 
-// A bidirectional stream in lockstep (each message sent only once the
-// previous one's answer came back, so nothing can be batched on the way),
-// then the client's trailers to the host and the host's status trailers
-// back to the client as HTTP/2 trailers.
-func (e *h2Env) testGRPC(t *testing.T) {
-	tr, _ := e.client(t, "grpc.test.local", "h2")
-	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
-	defer cancel()
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	req := newReq(t, ctx, "POST", "https://grpc.test.local/echo.Echo/Chat", pr)
+// grpcReq is a gRPC call's request for method with body.
+func grpcReq(t *testing.T, ctx context.Context, method string, body io.Reader) *http.Request {
+	req := newReq(t, ctx, "POST", "https://grpc.test.local/echo.Echo/"+method, body)
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("Te", "trailers")
+	return req
+}
+
+// Four bidirectional streams at once on one connection, each in lockstep
+// (a message sent only once the previous one's answer came back, so
+// nothing can be batched on the way), then the client's trailers to the
+// host and the host's status trailers back to the client as HTTP/2
+// trailers.
+func (e *h2Env) testGRPC(t *testing.T) {
+	tr, dials := e.client(t, "grpc.test.local", "h2")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	// One call first: a transport dials for each request that finds no
+	// connection yet, and the streams must share one.
+	warm := roundTrip(t, tr, grpcReq(t, ctx, "Fail", nil))
+	io.Copy(io.Discard, warm.Body)
+	warm.Body.Close()
+	const streams = 4
+	errs := make(chan error, streams)
+	for i := range streams {
+		req := grpcReq(t, ctx, "Chat", nil)
+		go func() { errs <- grpcChat(tr, req, fmt.Sprint(i)) }()
+	}
+	for range streams {
+		if err := <-errs; err != nil { // each call ends with ctx at the latest
+			t.Error(err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the streams took %d connections, want 1", n)
+	}
+}
+
+// grpcChat runs one lockstep Chat of three messages on req (its body is
+// set here), tagged with id.
+func grpcChat(tr *http.Transport, req *http.Request, id string) error {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req.Body, req.ContentLength = pr, -1
 	req.Trailer = http.Header{"X-Checksum": nil}
 	type answer struct {
 		res *http.Response
@@ -359,38 +445,60 @@ func (e *h2Env) testGRPC(t *testing.T) {
 	}()
 	var res *http.Response
 	for i := 1; i <= 3; i++ {
-		if _, err := pw.Write(grpcFrame(fmt.Sprintf("msg %d", i))); err != nil {
-			t.Fatalf("sending message %d: %v", i, err)
+		if _, err := pw.Write(grpcFrame(fmt.Sprintf("msg %s.%d", id, i))); err != nil {
+			return fmt.Errorf("stream %s: sending message %d: %w", id, i, err)
 		}
 		if res == nil {
-			a := <-answers // RoundTrip ends with ctx at the latest
+			a := <-answers // RoundTrip ends with the request's context at the latest
 			if a.err != nil {
-				t.Fatalf("round trip: %v", a.err)
+				return fmt.Errorf("stream %s: %w", id, a.err)
 			}
 			res = a.res
 			defer res.Body.Close()
 			if res.StatusCode != 200 || res.ProtoMajor != 2 || res.Header.Get("Content-Type") != "application/grpc" {
-				t.Fatalf("answer: %s %d %v", res.Proto, res.StatusCode, res.Header)
+				return fmt.Errorf("stream %s: answer %s %d %v", id, res.Proto, res.StatusCode, res.Header)
 			}
 		}
 		got, err := readGRPC(res.Body)
-		if want := fmt.Sprintf("echo %d: msg %d", i, i); err != nil || got != want {
-			t.Fatalf("answer %d: %q, %v; want %q", i, got, err, want)
+		if want := fmt.Sprintf("echo %d: msg %s.%d", i, id, i); err != nil || got != want {
+			return fmt.Errorf("stream %s: answer %d %q, %v; want %q", id, i, got, err, want)
 		}
 	}
-	req.Trailer.Set("X-Checksum", "c-3")
+	req.Trailer.Set("X-Checksum", "c-"+id)
 	pw.Close()
 	if rest, err := io.ReadAll(res.Body); err != nil || len(rest) != 0 {
-		t.Fatalf("after the last answer: %q, %v", rest, err)
+		return fmt.Errorf("stream %s: after the last answer: %q, %v", id, rest, err)
 	}
-	want := http.Header{"Grpc-Status": {"3"}, "Grpc-Message": {"3 messages"}, "X-Saw-Checksum": {"c-3"}}
+	want := map[string]string{"Grpc-Status": "3", "Grpc-Message": "3 messages", "X-Saw-Checksum": "c-" + id}
 	for k, v := range want {
-		if got := res.Trailer.Values(k); len(got) != 1 || got[0] != v[0] {
-			t.Errorf("trailer %s = %q, want %q (trailers %v)", k, got, v[0], res.Trailer)
+		if got := res.Trailer.Values(k); len(got) != 1 || got[0] != v || res.Header.Get(k) != "" {
+			return fmt.Errorf("stream %s: %s is %q in the trailers, %q in the header; want %q in the trailers only", id, k, got, res.Header.Get(k), v)
 		}
-		if res.Header.Get(k) != "" {
-			t.Errorf("%s came in the header, not the trailers: %v", k, res.Header)
-		}
+	}
+	return nil
+}
+
+// A trailers-only error keeps its status in the header block; a host that
+// resets its stream mid-answer resets the client's too: the client sees
+// an error where the body ends, never a clean end of a cut answer.
+func (e *h2Env) testGRPCErrors(t *testing.T) {
+	tr, dials := e.client(t, "grpc.test.local", "h2")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	res := roundTrip(t, tr, grpcReq(t, ctx, "Fail", bytes.NewReader(grpcFrame("x"))))
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || len(b) != 0 || res.StatusCode != 200 || res.Header.Get("Grpc-Status") != "5" || res.Header.Get("Grpc-Message") != "not found" {
+		t.Errorf("trailers-only: %d %v %q %v", res.StatusCode, res.Header, b, err)
+	}
+	res = roundTrip(t, tr, grpcReq(t, ctx, "Abort", bytes.NewReader(grpcFrame("x"))))
+	b, err = io.ReadAll(res.Body)
+	res.Body.Close()
+	if err == nil || string(b) != string(grpcFrame("partial")) {
+		t.Errorf("host reset mid-answer: %q, %v; want the first message, then an error", b, err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the calls took %d connections, want 1", n)
 	}
 }
 
@@ -505,35 +613,58 @@ func (e *h2Env) bulkJob(ctx context.Context, tr *http.Transport, batch string, a
 	return nil
 }
 
-// A client that cancels a stream (RST_STREAM CANCEL), before the answer
-// or in the middle of its body, cancels the host's request too, and the
-// connection goes on serving the client's other streams.
+// A client that cancels a stream (RST_STREAM CANCEL) cancels the host's
+// request too: before the answer, in the middle of its body, in the
+// middle of the client's upload, and on a gRPC stream to an h2c host (a
+// reset the gateway passes on as one). The connection goes on serving the
+// client's other streams.
 func (e *h2Env) testCancel(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		head bool
-	}{{"before the answer", false}, {"mid-body", true}} {
+		name, app, method, path string
+		upload                  bool   // the request's body is still open at the reset
+		answered                bool   // the reset comes after the answer's head
+		first                   string // and after this much of its body
+	}{
+		{name: "before the answer", app: "web", method: "GET", path: "/hang"},
+		{name: "mid-body", app: "web", method: "GET", path: "/hang?head=1", answered: true, first: "started"},
+		{name: "mid-upload", app: "web", method: "PUT", path: "/hang", upload: true},
+		{name: "grpc stream to an h2c host", app: "grpc", method: "POST", path: "/echo.Echo/Hang", upload: true, answered: true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, dials := e.client(t, "web.test.local", "h2")
+			tr, dials := e.client(t, tc.app+".test.local", "h2")
 			key := "cancel-" + t.Name()
 			p := e.probe(key)
 			ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
 			defer cancel()
-			url := "https://web.test.local/hang?k=" + key
-			if tc.head {
-				url += "&head=1"
+			sep := "?"
+			if strings.Contains(tc.path, "?") {
+				sep = "&"
 			}
-			req := newReq(t, ctx, "GET", url, nil)
+			req := newReq(t, ctx, tc.method, "https://"+tc.app+".test.local"+tc.path+sep+"k="+key, nil)
+			req.Header.Set("Content-Type", "application/grpc")
+			if tc.upload {
+				pr, pw := io.Pipe()
+				defer pw.Close()
+				req.Body, req.ContentLength = pr, -1
+				go pw.Write(grpcFrame(strings.Repeat("u", 64<<10))) // ends when the transport closes pr
+				// Go's transport, once it has the answer, notices the
+				// cancel only when the body it is sending ends (its
+				// body read does not watch ctx): a body that ends with
+				// ctx, as a gRPC client's stream does.
+				context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+			}
 			errc := make(chan error, 1)
 			go func() {
 				res, err := tr.RoundTrip(req)
 				if err == nil {
-					b := make([]byte, len("started"))
-					if _, err = io.ReadFull(res.Body, b); err == nil && string(b) != "started" {
+					b := make([]byte, len(tc.first))
+					if _, err = io.ReadFull(res.Body, b); err == nil && string(b) != tc.first {
 						err = fmt.Errorf("body %q", b)
 					}
+					if err == nil && tc.answered {
+						errc <- nil // the stream is where the case resets it
+					}
 					if err == nil {
-						errc <- nil // the stream is open mid-body
 						_, err = io.Copy(io.Discard, res.Body)
 					}
 					res.Body.Close()
@@ -541,8 +672,8 @@ func (e *h2Env) testCancel(t *testing.T) {
 				errc <- err
 			}()
 			await(t, p.started, "the host to see the request")
-			if tc.head {
-				if err := <-errc; err != nil { // the read ends with ctx at the latest
+			if tc.answered {
+				if err := <-errc; err != nil { // the round trip ends with ctx at the latest
 					t.Fatalf("before the reset: %v", err)
 				}
 			}
@@ -553,14 +684,83 @@ func (e *h2Env) testCancel(t *testing.T) {
 			}
 			ctx2, cancel2 := context.WithTimeout(context.Background(), h2Wait)
 			defer cancel2()
-			res := roundTrip(t, tr, newReq(t, ctx2, "GET", "https://web.test.local/ok", nil))
-			b, _ := io.ReadAll(res.Body)
+			after := newReq(t, ctx2, "GET", "https://web.test.local/ok", nil)
+			if tc.app == "grpc" {
+				after = grpcReq(t, ctx2, "Fail", nil)
+			}
+			res := roundTrip(t, tr, after)
+			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode != 200 || string(b) != "ok" || dials.Load() != 1 {
-				t.Errorf("after the reset: %d %q on connection %d, want 200 ok on the first", res.StatusCode, b, dials.Load())
+			if res.StatusCode != 200 || dials.Load() != 1 {
+				t.Errorf("after the reset: %d on connection %d, want 200 on the first", res.StatusCode, dials.Load())
 			}
 		})
 	}
+}
+
+// A host that fails mid-answer (its connection cut after 30000 bytes,
+// with or without a Content-Length promising more) resets the client's
+// stream: the client sees an error where the body stops, never a clean
+// end of a truncated answer, and the connection serves on.
+func (e *h2Env) testBrokenHost(t *testing.T) {
+	tr, dials := e.client(t, "web.test.local", "h2")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	for _, path := range []string{"/short", "/chunkabort"} {
+		res := roundTrip(t, tr, newReq(t, ctx, "GET", "https://web.test.local"+path, nil))
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || len(b) != 30000 || err == nil || ctx.Err() != nil {
+			t.Errorf("%s: %d, %d bytes, %v; want 200, 30000 bytes, then a reset", path, res.StatusCode, len(b), err)
+		}
+	}
+	e.expectOK(t, ctx, tr, dials)
+}
+
+// expectOK asserts that tr's one connection still serves a request.
+func (e *h2Env) expectOK(t *testing.T, ctx context.Context, tr *http.Transport, dials *atomic.Int32) {
+	t.Helper()
+	res := roundTrip(t, tr, newReq(t, ctx, "GET", "https://web.test.local/ok", nil))
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != "ok" || err != nil || dials.Load() != 1 {
+		t.Errorf("then: %d %q %v on connection %d, want 200 ok on the first", res.StatusCode, b, err, dials.Load())
+	}
+}
+
+// Header blocks over one frame (16 KiB) cross the gateway both ways, as
+// HEADERS and CONTINUATION frames.
+func (e *h2Env) testLargeHeaders(t *testing.T) {
+	tr, _ := e.client(t, "web.test.local", "h2")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	req := newReq(t, ctx, "GET", "https://web.test.local/bighead", nil)
+	req.Header.Set("X-Req-Big", strings.Repeat("r", 30<<10))
+	res := roundTrip(t, tr, req)
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != fmt.Sprint("saw ", 30<<10) || err != nil || res.Header.Get("X-Big") != strings.Repeat("b", 40<<10) {
+		t.Errorf("%d %q %v, X-Big of %d bytes; want the host to see 30 KiB and the client 40 KiB", res.StatusCode, b, err, len(res.Header.Get("X-Big")))
+	}
+}
+
+// A host that answers an upload before reading it all: the client gets
+// the answer, its upload stops, and the connection serves on.
+func (e *h2Env) testEarlyAnswer(t *testing.T) {
+	tr, dials := e.client(t, "web.test.local", "h2")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	for _, path := range []string{"/early", "/earlyread"} {
+		req := newReq(t, ctx, "PUT", "https://web.test.local"+path, pseudoRandom(3, 16<<20))
+		req.ContentLength = 16 << 20
+		res := roundTrip(t, tr, req)
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "too large\n" || err != nil {
+			t.Errorf("%s: %d %q %v; want 413 too large", path, res.StatusCode, b, err)
+		}
+	}
+	e.expectOK(t, ctx, tr, dials)
 }
 
 // The gateway's own refusals over HTTP/2 are the problem+json answers
