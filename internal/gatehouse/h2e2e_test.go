@@ -143,8 +143,9 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 
 // webHost answers by path; k names the request's probe.
 //   - /sse: one event, flushed; the second after the probe's release.
-//   - /bytes?n=&seed=[&all=]: n pseudo-random bytes of seed, once all
-//     (default 1) requests of the probe have arrived.
+//   - /bytes?n=&seed=[&all=][&pause=]: n pseudo-random bytes of seed,
+//     once all requests of the probe have arrived; with pause, that many
+//     first and the rest after the probe's release.
 //   - /upload[?all=]: the body's length and SHA-256, likewise.
 //   - /hang[?head=1]: (with head, a flushed answer first; for a PUT, after
 //     reading the body) wait for the request's context to end, and tell
@@ -171,9 +172,9 @@ func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
 		}
 		io.WriteString(w, "data: 2\n\n")
 	case "/bytes", "/upload":
-		if all, _ := strconv.Atoi(q.Get("all")); arrived >= all {
+		if all, _ := strconv.Atoi(q.Get("all")); all > 1 && arrived >= all {
 			p.letGo()
-		} else if !hold(r.Context(), p.release) {
+		} else if all > 1 && !hold(r.Context(), p.release) {
 			http.Error(w, "the other streams of the batch never arrived", http.StatusServiceUnavailable)
 			return
 		}
@@ -190,8 +191,22 @@ func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.ParseInt(q.Get("n"), 10, 64)
 		seed, _ := strconv.ParseUint(q.Get("seed"), 10, 64)
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		io.Copy(w, pseudoRandom(seed, n))
+		src := pseudoRandom(seed, n)
+		pause, _ := strconv.ParseInt(q.Get("pause"), 10, 64)
+		// Of a length-delimited answer the chain may hold the last few
+		// KiB before a pause in its buffers (net/http's server and
+		// internal/h2 alike: a known length is not a stream, flushed only
+		// at its end); one of unknown length is flushed on every write.
+		if pause == 0 {
+			w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		} else {
+			io.CopyN(w, src, pause)
+			rc.Flush()
+			if !hold(r.Context(), p.release) {
+				return
+			}
+		}
+		io.Copy(w, src)
 	case "/hang":
 		if r.Method == "PUT" {
 			// An HTTP/1.1 server notices a closed connection only while
@@ -231,6 +246,13 @@ func pseudoRandom(seed uint64, n int64) io.Reader {
 	var s [32]byte
 	binary.LittleEndian.PutUint64(s[:], seed)
 	return io.LimitReader(rand.NewChaCha8(s), n)
+}
+
+// mustSum is r's length and SHA-256 as /upload reports them, for a
+// reader that cannot fail.
+func mustSum(r io.Reader) string {
+	n, sum, _ := sumOf(r)
+	return fmt.Sprintf("%d %s", n, sum)
 }
 
 func sumOf(r io.Reader) (int64, string, error) {
@@ -555,8 +577,7 @@ func (e *h2Env) testBulk(t *testing.T) {
 		jobs = append(jobs, job{name: fmt.Sprintf("download %d", i), n: 256<<10 + int64(i), seed: uint64(10 + i)})
 	}
 	for i := range jobs {
-		n, sum, _ := sumOf(pseudoRandom(jobs[i].seed, jobs[i].n))
-		jobs[i].expect = fmt.Sprintf("%d %s", n, sum)
+		jobs[i].expect = mustSum(pseudoRandom(jobs[i].seed, jobs[i].n))
 	}
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
@@ -839,39 +860,48 @@ func jsonStrict(b []byte, v any) error {
 }
 
 // TestH2Drain stops the gateway while HTTP/2 streams are in flight, on
-// two connections: one driven frame by frame, one a Go transport. The
-// raw client gets GOAWAY naming its stream as processed; a stream it opens
-// after the GOAWAY reaches no host; its stream in flight completes, and
-// then the connection closes. The transport's stream completes too, and
-// a new request on it is not sent on the draining connection: it fails
-// cleanly (the listener is closed) without reaching the host.
+// two connections: one driven frame by frame, one a Go transport. The raw
+// client has an event stream and an upload open; it gets GOAWAY naming
+// the last of them as processed, sends the rest of its upload after it,
+// and both streams complete; a stream it opens after the GOAWAY reaches no
+// host; then the connection closes. The transport's 4 MiB download,
+// paused by the host at 1 MiB, completes byte-exact (the window updates it
+// needs flow after the GOAWAY), and a new request on it is not sent on
+// the draining connection: it fails cleanly (the listener is closed)
+// without reaching the host.
 func TestH2Drain(t *testing.T) {
 	for _, impl := range h2Impls {
 		t.Run(impl.name, func(t *testing.T) {
 			e := newH2Env(t, impl.fast, false)
 			k := func(s string) string { return "drain-" + s + "-" + t.Name() }
-			first, late, viaTr, lateTr := e.probe(k("first")), e.probe(k("late")), e.probe(k("tr")), e.probe(k("late-tr"))
+			sse, up, late, down, lateTr := e.probe(k("sse")), e.probe(k("up")), e.probe(k("late")), e.probe(k("down")), e.probe(k("late-tr"))
 			c := dialRawH2(t, e.r.g.Addrs().HTTPS, "web.test.local")
-			c.get(t, 1, "web.test.local", "/sse?k="+k("first"))
+			c.open(t, 1, "GET", "/sse?k="+k("sse"), true)
 			c.until(t, "the first event", func() bool { return bytes.Equal(c.body[1], []byte("data: 1\n\n")) })
+			upload, _ := io.ReadAll(pseudoRandom(4, 20000))
+			c.open(t, 3, "PUT", "/upload?k="+k("up"), false, [2]string{"content-length", "20000"})
+			c.data(t, 3, upload[:10000], false)
+			await(t, up.started, "the upload to reach the host")
+
 			tr, dials := e.client(t, "web.test.local", "h2")
 			ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
 			defer cancel()
-			res := roundTrip(t, tr, newReq(t, ctx, "GET", "https://web.test.local/sse?k="+k("tr"), nil))
+			const n, pause = 4 << 20, 1 << 20
+			res := roundTrip(t, tr, newReq(t, ctx, "GET", fmt.Sprintf("https://web.test.local/bytes?k=%s&n=%d&seed=7&pause=%d", k("down"), n, pause), nil))
 			defer res.Body.Close()
-			ev := make([]byte, len("data: 1\n\n"))
-			if _, err := io.ReadFull(res.Body, ev); err != nil {
-				t.Fatalf("the transport's first event: %v", err)
+			h := sha256.New()
+			if _, err := io.CopyN(h, res.Body, pause); err != nil {
+				t.Fatalf("the download's first MiB: %v", err)
 			}
 
 			e.r.cancel() // what SIGTERM does: Run drains
 			c.until(t, "GOAWAY", func() bool { return c.goaway })
-			if c.goCode != http2.ErrCodeNo || c.goLast != 1 {
-				t.Errorf("GOAWAY %v, last stream %d; want NO_ERROR, 1 (the stream in flight)", c.goCode, c.goLast)
+			if c.goCode != http2.ErrCodeNo || c.goLast != 3 {
+				t.Errorf("GOAWAY %v, last stream %d; want NO_ERROR, 3 (the last stream in flight)", c.goCode, c.goLast)
 			}
 			// A client that ignores the GOAWAY: its new stream is past the
 			// last one the gateway processes, and must reach no host.
-			c.get(t, 3, "web.test.local", "/sse?k="+k("late"))
+			c.open(t, 5, "GET", "/sse?k="+k("late"), true)
 			// One that honours it: the request goes to a new connection,
 			// which the closed listener refuses.
 			if res, err := tr.RoundTrip(newReq(t, ctx, "GET", "https://web.test.local/ok?k="+k("late-tr"), nil)); err == nil {
@@ -881,19 +911,28 @@ func TestH2Drain(t *testing.T) {
 				t.Errorf("a new request on the transport during the drain: %v after %d dials; want a failed second dial", err, dials.Load())
 			}
 
-			first.letGo()
-			viaTr.letGo()
-			c.until(t, "the stream in flight to end", func() bool { return c.ended[1] || c.reset[1] })
+			c.data(t, 3, upload[10000:], true)
+			sse.letGo()
+			down.letGo()
+			c.until(t, "the streams in flight to end", func() bool { return (c.ended[1] || c.reset[1]) && (c.ended[3] || c.reset[3]) })
 			if !c.ended[1] || c.status[1] != "200" || string(c.body[1]) != "data: 1\n\ndata: 2\n\n" {
-				t.Errorf("the stream in flight: status %q, body %q, ended %v, reset %v; want all of it",
+				t.Errorf("the event stream: status %q, body %q, ended %v, reset %v; want all of it",
 					c.status[1], c.body[1], c.ended[1], c.reset[1])
 			}
-			if rest, err := io.ReadAll(res.Body); err != nil || string(rest) != "data: 2\n\n" {
-				t.Errorf("the transport's stream in flight: %q, %v after the first event; want the second", rest, err)
+			want := mustSum(bytes.NewReader(upload))
+			if !c.ended[3] || c.status[3] != "200" || string(c.body[3]) != want {
+				t.Errorf("the upload: status %q, body %q, ended %v, reset %v; want 200 %q",
+					c.status[3], c.body[3], c.ended[3], c.reset[3], want)
+			}
+			if _, err := io.Copy(h, res.Body); err != nil {
+				t.Errorf("the download after the drain began: %v", err)
+			}
+			if _, want, _ := sumOf(pseudoRandom(7, n)); hex.EncodeToString(h.Sum(nil)) != want {
+				t.Errorf("the download: SHA-256 %x, want %s", h.Sum(nil), want)
 			}
 			c.until(t, "the connection to close", func() bool { return false })
-			if c.status[3] != "" || len(c.body[3]) > 0 {
-				t.Errorf("the stream opened after GOAWAY was answered: %q %q", c.status[3], c.body[3])
+			if c.status[5] != "" || len(c.body[5]) > 0 {
+				t.Errorf("the stream opened after GOAWAY was answered: %q %q", c.status[5], c.body[5])
 			}
 			if late.seen() || lateTr.seen() {
 				t.Errorf("a request sent after GOAWAY reached the host (raw %v, transport %v)", late.seen(), lateTr.seen())
@@ -955,15 +994,25 @@ func dialRawH2(t *testing.T, addr, sni string) *h2RawConn {
 	return c
 }
 
-// get opens stream id with a GET for path at authority.
-func (c *h2RawConn) get(t *testing.T, id uint32, authority, path string) {
+// open opens stream id with a request for path at web.test.local, and
+// extra fields.
+func (c *h2RawConn) open(t *testing.T, id uint32, method, path string, endStream bool, extra ...[2]string) {
 	t.Helper()
 	c.hbuf.Reset()
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", authority}, {":path", path}} {
+	fields := append([][2]string{{":method", method}, {":scheme", "https"}, {":authority", "web.test.local"}, {":path", path}}, extra...)
+	for _, f := range fields {
 		_ = c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
-	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: endStream, EndHeaders: true}); err != nil {
 		t.Fatalf("opening stream %d: %v", id, err)
+	}
+}
+
+// data sends p on stream id, within the initial windows (64 KiB).
+func (c *h2RawConn) data(t *testing.T, id uint32, p []byte, endStream bool) {
+	t.Helper()
+	if err := c.fr.WriteData(id, endStream, p); err != nil {
+		t.Fatalf("data on stream %d: %v", id, err)
 	}
 }
 
