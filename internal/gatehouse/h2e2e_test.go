@@ -323,6 +323,7 @@ func TestH2EndToEnd(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			e := newH2Env(t, impl.fast, true)
 			t.Run("grpc", e.testGRPC)
+			t.Run("grpc full duplex", e.testGRPCDuplex)
 			t.Run("grpc errors", e.testGRPCErrors)
 			t.Run("sse", e.testSSE)
 			t.Run("bulk", e.testBulk)
@@ -358,8 +359,8 @@ func readGRPC(r io.Reader) (string, error) {
 // the status goes in the trailers, with the request trailer it saw (in an
 // undeclared trailer, as gRPC servers send metadata). /Fail answers
 // trailers-only (the status in the only HEADERS), /Abort resets its
-// stream after one answer, /Hang (with probe k) waits for its request's
-// context to end.
+// stream after one answer, /Pipe sends back each chunk as it reads it,
+// /Hang (with probe k) waits for its request's context to end.
 func (e *h2Env) grpcHost(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor != 2 || r.Header.Get("Content-Type") != "application/grpc" {
 		http.Error(w, "gRPC over HTTP/2 only, got "+r.Proto, http.StatusBadRequest)
@@ -377,6 +378,20 @@ func (e *h2Env) grpcHost(w http.ResponseWriter, r *http.Request) {
 		w.Write(grpcFrame("partial"))
 		rc.Flush()
 		panic(http.ErrAbortHandler) // RST_STREAM to the gateway
+	case "/echo.Echo/Pipe":
+		// Full duplex in bulk: every chunk read is sent back at once.
+		w.WriteHeader(http.StatusOK)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
 	case "/echo.Echo/Hang":
 		p := e.probe(r.URL.Query().Get("k"))
 		p.arrive()
@@ -498,6 +513,22 @@ func grpcChat(tr *http.Transport, req *http.Request, id string) error {
 		}
 	}
 	return nil
+}
+
+// Full duplex in bulk to the h2c host: 8 MiB sent while the host sends
+// every chunk back as it reads it, so both directions' windows cross the
+// gateway at once; the echo must be byte-exact.
+func (e *h2Env) testGRPCDuplex(t *testing.T) {
+	tr, _ := e.client(t, "grpc.test.local", "h2")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	const n = 8 << 20
+	res := roundTrip(t, tr, grpcReq(t, ctx, "Pipe", pseudoRandom(9, n)))
+	defer res.Body.Close()
+	got, sum, err := sumOf(res.Body)
+	if _, want, _ := sumOf(pseudoRandom(9, n)); err != nil || sum != want {
+		t.Errorf("echo of %d bytes: %d bytes, %v, SHA-256 %s; want %s", n, got, err, sum, want)
+	}
 }
 
 // A trailers-only error keeps its status in the header block; a host that
