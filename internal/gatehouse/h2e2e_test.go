@@ -332,6 +332,7 @@ func TestH2EndToEnd(t *testing.T) {
 			t.Run("large header blocks", e.testLargeHeaders)
 			t.Run("early answer to an upload", e.testEarlyAnswer)
 			t.Run("refusals", e.testRefusals)
+			t.Run("header list too large", e.testHeaderListTooLarge)
 		})
 	}
 }
@@ -882,6 +883,47 @@ func (e *h2Env) testRefusals(t *testing.T) {
 
 var retryAfterSeconds = regexp.MustCompile(`retry after \d+ s`)
 
+// A header list over listeners.max_header_bytes (64 KiB) is refused with
+// the 431 problem HTTP/1.1 gets for a head over it. The HTTP/2 request is
+// sent frame by frame: Go's transport will not send a header list over
+// the server's advertised limit.
+func (e *h2Env) testHeaderListTooLarge(t *testing.T) {
+	var fields [][2]string
+	for i := range 68 {
+		// Pseudo-random values: HPACK cannot shrink the list much.
+		v, _ := io.ReadAll(pseudoRandom(uint64(100+i), 500))
+		fields = append(fields, [2]string{"x-pad-" + strconv.Itoa(i), hex.EncodeToString(v)})
+	}
+	c := dialRawH2(t, e.r.g.Addrs().HTTPS, "web.test.local")
+	c.open(t, 1, "GET", "/ok", true, append(fields, [2]string{"user-agent", "h2e2e/1"})...)
+	c.until(t, "the answer", func() bool { return c.ended[1] || c.reset[1] })
+	h2 := parityRes{Header: c.header[1], Body: string(c.body[1])}
+	h2.Status, _ = strconv.Atoi(c.status[1])
+
+	tr, _ := e.client(t, "web.test.local", "http/1.1")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	req := newReq(t, ctx, "GET", "https://web.test.local/ok", nil)
+	req.Header.Set("User-Agent", "h2e2e/1")
+	for _, f := range fields {
+		req.Header.Set(f[0], f[1])
+	}
+	res := roundTrip(t, tr, req)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	h1 := parityRes{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+	h1.Header.Del("Connection") // HTTP/1.1 closes after a head it could not read whole
+	for _, r := range []*parityRes{&h2, &h1} {
+		if r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Header.Get("Content-Type") != problem.ContentType {
+			t.Errorf("got %d %q %q, want a 431 problem", r.Status, r.Header.Get("Content-Type"), r.Body)
+		}
+		r.normalize()
+	}
+	if fmt.Sprint(h2) != fmt.Sprint(h1) {
+		t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", h2, h1)
+	}
+}
+
 // jsonStrict decodes b into v, refusing fields v does not have: a problem
 // carries type, title, status and detail, and nothing else.
 func jsonStrict(b []byte, v any) error {
@@ -991,6 +1033,7 @@ type h2RawConn struct {
 	enc    *hpack.Encoder
 	hbuf   bytes.Buffer
 	status map[uint32]string
+	header map[uint32]http.Header // the first HEADERS' regular fields
 	body   map[uint32][]byte
 	ended  map[uint32]bool
 	reset  map[uint32]bool
@@ -1007,7 +1050,7 @@ func dialRawH2(t *testing.T, addr, sni string) *h2RawConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &h2RawConn{c: nc.(*tls.Conn), status: map[uint32]string{}, body: map[uint32][]byte{}, ended: map[uint32]bool{}, reset: map[uint32]bool{}}
+	c := &h2RawConn{c: nc.(*tls.Conn), status: map[uint32]string{}, header: map[uint32]http.Header{}, body: map[uint32][]byte{}, ended: map[uint32]bool{}, reset: map[uint32]bool{}}
 	t.Cleanup(func() { c.c.Close() })
 	if p := c.c.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("ALPN %q, want h2", p)
@@ -1025,16 +1068,28 @@ func dialRawH2(t *testing.T, addr, sni string) *h2RawConn {
 	return c
 }
 
-// open opens stream id with a request for path at web.test.local, and
-// extra fields.
+// open opens stream id with a request for path at the connection's
+// server name, and extra fields.
 func (c *h2RawConn) open(t *testing.T, id uint32, method, path string, endStream bool, extra ...[2]string) {
 	t.Helper()
 	c.hbuf.Reset()
-	fields := append([][2]string{{":method", method}, {":scheme", "https"}, {":authority", "web.test.local"}, {":path", path}}, extra...)
+	fields := append([][2]string{{":method", method}, {":scheme", "https"}, {":authority", c.c.ConnectionState().ServerName}, {":path", path}}, extra...)
 	for _, f := range fields {
 		_ = c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
-	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndStream: endStream, EndHeaders: true}); err != nil {
+	// Frames of at most 16 KiB, the size every server takes: HEADERS,
+	// then CONTINUATION.
+	const max = 16 << 10
+	b := c.hbuf.Bytes()
+	first := b[:min(len(b), max)]
+	b = b[len(first):]
+	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: endStream, EndHeaders: len(b) == 0})
+	for err == nil && len(b) > 0 {
+		n := min(len(b), max)
+		err = c.fr.WriteContinuation(id, n == len(b), b[:n])
+		b = b[n:]
+	}
+	if err != nil {
 		t.Fatalf("opening stream %d: %v", id, err)
 	}
 }
@@ -1087,6 +1142,10 @@ func (c *h2RawConn) record(f http2.Frame) {
 	case *http2.MetaHeadersFrame:
 		if c.status[id] == "" {
 			c.status[id] = f.PseudoValue("status")
+			c.header[id] = http.Header{}
+			for _, hf := range f.RegularFields() {
+				c.header[id].Add(hf.Name, hf.Value)
+			}
 		}
 		c.ended[id] = c.ended[id] || f.StreamEnded()
 	case *http2.DataFrame:
