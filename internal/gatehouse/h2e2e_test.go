@@ -1,6 +1,7 @@
 package gatehouse
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -57,7 +58,8 @@ var h2Impls = []struct {
 type h2Env struct {
 	r      *running
 	issuer ed25519.PrivateKey
-	probes sync.Map // key → *h2Probe: where a test and a host handler meet
+	probes sync.Map     // key → *h2Probe: where a test and a host handler meet
+	hits   atomic.Int64 // requests webHost has seen
 }
 
 // withGRPC false leaves grpc without its host: a host outliving a gateway
@@ -157,6 +159,7 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 //   - /early, /earlyread: 413 to an upload, before reading any of it or
 //     after 1 MiB.
 func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
+	e.hits.Add(1)
 	q := r.URL.Query()
 	p := e.probe(q.Get("k"))
 	arrived := p.arrive()
@@ -333,6 +336,7 @@ func TestH2EndToEnd(t *testing.T) {
 			t.Run("early answer to an upload", e.testEarlyAnswer)
 			t.Run("refusals", e.testRefusals)
 			t.Run("header list too large", e.testHeaderListTooLarge)
+			t.Run("OPTIONS *", e.testOptionsStar)
 		})
 	}
 }
@@ -921,6 +925,39 @@ func (e *h2Env) testHeaderListTooLarge(t *testing.T) {
 	}
 	if fmt.Sprint(h2) != fmt.Sprint(h1) {
 		t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", h2, h1)
+	}
+}
+
+// "OPTIONS *" asks about the server, not a resource: over HTTP/2 it gets
+// what HTTP/1.1 gets on the same listener (net/http's answer: 200 with an
+// empty body), and reaches no host.
+func (e *h2Env) testOptionsStar(t *testing.T) {
+	before := e.hits.Load()
+	c := dialRawH2(t, e.r.g.Addrs().HTTPS, "web.test.local")
+	c.open(t, 1, "OPTIONS", "*", true)
+	c.until(t, "the answer", func() bool { return c.ended[1] || c.reset[1] })
+	h2 := parityRes{Header: c.header[1], Body: string(c.body[1])}
+	h2.Status, _ = strconv.Atoi(c.status[1])
+
+	tc, err := tls.Dial("tcp", e.r.g.Addrs().HTTPS, &tls.Config{ServerName: "web.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	_ = tc.SetDeadline(time.Now().Add(h2Wait))
+	io.WriteString(tc, "OPTIONS * HTTP/1.1\r\nHost: web.test.local\r\n\r\n")
+	h1 := readRaw(t, bufio.NewReader(tc), "OPTIONS")
+	for _, r := range []*parityRes{&h2, &h1} {
+		r.normalize()
+	}
+	if fmt.Sprint(h2) != fmt.Sprint(h1) {
+		t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", h2, h1)
+	}
+	if h1.Status != 200 || h1.Body != "" {
+		t.Errorf("HTTP/1.1: %+v, want 200 and no body", h1)
+	}
+	if n := e.hits.Load() - before; n != 0 {
+		t.Errorf("the host saw %d requests", n)
 	}
 }
 
