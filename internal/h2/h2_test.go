@@ -377,3 +377,37 @@ func TestFullDuplex(t *testing.T) {
 		t.Fatalf("after the end: %q %v", rest, err)
 	}
 }
+
+// TestOptionsStar: "OPTIONS *" is answered by the server, as net/http's
+// is (200, no body), and reaches the handler only when the Server asks
+// for that (DisableGeneralOptionsHandler).
+func TestOptionsStar(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprint("DisableGeneralOptionsHandler=", disable), func(t *testing.T) {
+			var seen atomic.Value
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen.Store(r.Method + " " + r.RequestURI)
+				_, _ = io.WriteString(w, "handler")
+			})
+			_, addr := serve(t, Options{Handler: h, Server: &http.Server{DisableGeneralOptionsHandler: disable}})
+			req, err := http.NewRequest(http.MethodOptions, "http://"+addr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.URL.Opaque = "*"
+			res, err := client(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			want, wantSeen := "", any(nil)
+			if disable {
+				want, wantSeen = "handler", "OPTIONS *"
+			}
+			if res.StatusCode != 200 || string(b) != want || seen.Load() != wantSeen {
+				t.Fatalf("%d %q, handler saw %v; want 200 %q, handler saw %v", res.StatusCode, b, seen.Load(), want, wantSeen)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package h2
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -147,11 +148,25 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	st.req = req.WithContext(ctx)
 	st.w.init(st, method == http.MethodHead)
 
-	if f.Truncated {
+	switch {
+	case f.Truncated:
 		st.run = cn.s.tooLarge()
+	case method == http.MethodOptions && path == "*" && !cn.s.opts.Server.DisableGeneralOptionsHandler:
+		st.run = globalOptions // as net/http's serverHandler does, for HTTP/1 and HTTP/2
 	}
 	return st, 0
 }
+
+// globalOptions answers "OPTIONS *", which asks about the server, not a
+// resource, as net/http's server does (its globalOptionsHandler): 200
+// with no body, having read up to 4 KiB of a request body so the stream
+// can end cleanly.
+var globalOptions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Length", "0")
+	if r.ContentLength != 0 {
+		_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 4<<10))
+	}
+})
 
 // badFields reports a field that makes a request malformed (RFC 9113
 // §8.2.2): a connection-specific one, or a TE other than "trailers".
