@@ -1,0 +1,170 @@
+package gatehouse
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+)
+
+// The gateway's own refusals over HTTP/2 are the problem+json answers
+// HTTP/1.1 gets on the same listener: status, fields and body alike.
+func (e *h2Env) testRefusals(t *testing.T) {
+	other, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{
+		"iss": "idp", "sub": "alice", "aud": []string{"shop"}, "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString(e.issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tight allows one request a minute: this one spends it.
+	h1, _ := e.client(t, "tight.test.local", "http/1.1")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	res := roundTrip(t, h1, newReq(t, ctx, "GET", "https://tight.test.local/", nil))
+	res.Body.Close()
+	if res.StatusCode == http.StatusTooManyRequests {
+		t.Fatal("the first request to tight was already over its limit")
+	}
+	for _, tc := range []struct {
+		name, sni, host, path, token string
+		status                       int
+	}{
+		{"unknown host", "nope.test.local", "nope.test.local", "/", "", 404},
+		{"passthrough app on a terminated connection", "web.test.local", "vault.test.local", "/", "", 421},
+		{"over the rate limit", "tight.test.local", "tight.test.local", "/", "", 429},
+		{"no token", "locked.test.local", "locked.test.local", "/", "", 401},
+		{"token for another app", "locked.test.local", "locked.test.local", "/", other, 403},
+		{"denied by policy", "fenced.test.local", "fenced.test.local", "/admin/users", "", 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]parityRes
+			for i, proto := range []string{"h2", "http/1.1"} {
+				tr, _ := e.client(t, tc.sni, proto)
+				req := newReq(t, ctx, "GET", "https://"+tc.sni+tc.path, nil)
+				req.Host = tc.host
+				req.Header.Set("User-Agent", "h2e2e/1")
+				if tc.token != "" {
+					req.Header.Set("Authorization", "Bearer "+tc.token)
+				}
+				res := roundTrip(t, tr, req)
+				b, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil {
+					t.Fatalf("%s: reading the body: %v", proto, err)
+				}
+				var p problem.Problem
+				if res.StatusCode != tc.status || res.Header.Get("Content-Type") != problem.ContentType ||
+					jsonStrict(b, &p) != nil || p.Status != tc.status || p.Title != http.StatusText(tc.status) {
+					t.Errorf("%s: %d %v %q, want a %d problem", proto, res.StatusCode, res.Header, b, tc.status)
+				}
+				got[i] = parityRes{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+				got[i].normalize()
+				// The wait left may tick between the two requests.
+				if got[i].Header.Get("Retry-After") != "" {
+					got[i].Header.Set("Retry-After", "(present)")
+				}
+				got[i].Body = retryAfterSeconds.ReplaceAllString(got[i].Body, "retry after (n) s")
+			}
+			if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) {
+				t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", got[0], got[1])
+			}
+		})
+	}
+}
+
+var retryAfterSeconds = regexp.MustCompile(`retry after \d+ s`)
+
+// A header list over listeners.max_header_bytes (64 KiB) is refused with
+// the 431 problem HTTP/1.1 gets for a head over it. The HTTP/2 request is
+// sent frame by frame: Go's transport will not send a header list over
+// the server's advertised limit.
+func (e *h2Env) testHeaderListTooLarge(t *testing.T) {
+	var fields [][2]string
+	for i := range 68 {
+		// Pseudo-random values: HPACK cannot shrink the list much.
+		v, _ := io.ReadAll(pseudoRandom(uint64(100+i), 500))
+		fields = append(fields, [2]string{"x-pad-" + strconv.Itoa(i), hex.EncodeToString(v)})
+	}
+	c := dialRawH2(t, e.r.g.Addrs().HTTPS, "web.test.local")
+	c.open(t, 1, "GET", "/ok", true, append(fields, [2]string{"user-agent", "h2e2e/1"})...)
+	c.until(t, "the answer", func() bool { return c.ended[1] || c.reset[1] })
+	h2 := parityRes{Header: c.header[1], Body: string(c.body[1])}
+	h2.Status, _ = strconv.Atoi(c.status[1])
+
+	tr, _ := e.client(t, "web.test.local", "http/1.1")
+	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	defer cancel()
+	req := newReq(t, ctx, "GET", "https://web.test.local/ok", nil)
+	req.Header.Set("User-Agent", "h2e2e/1")
+	for _, f := range fields {
+		req.Header.Set(f[0], f[1])
+	}
+	res := roundTrip(t, tr, req)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	h1 := parityRes{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+	h1.Header.Del("Connection") // HTTP/1.1 closes after a head it could not read whole
+	for _, r := range []*parityRes{&h2, &h1} {
+		if r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Header.Get("Content-Type") != problem.ContentType {
+			t.Errorf("got %d %q %q, want a 431 problem", r.Status, r.Header.Get("Content-Type"), r.Body)
+		}
+		r.normalize()
+	}
+	if fmt.Sprint(h2) != fmt.Sprint(h1) {
+		t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", h2, h1)
+	}
+}
+
+// "OPTIONS *" asks about the server, not a resource: over HTTP/2 it gets
+// what HTTP/1.1 gets on the same listener (net/http's answer: 200 with an
+// empty body), and reaches no host.
+func (e *h2Env) testOptionsStar(t *testing.T) {
+	before := e.hits.Load()
+	c := dialRawH2(t, e.r.g.Addrs().HTTPS, "web.test.local")
+	c.open(t, 1, "OPTIONS", "*", true)
+	c.until(t, "the answer", func() bool { return c.ended[1] || c.reset[1] })
+	h2 := parityRes{Header: c.header[1], Body: string(c.body[1])}
+	h2.Status, _ = strconv.Atoi(c.status[1])
+
+	tc, err := tls.Dial("tcp", e.r.g.Addrs().HTTPS, &tls.Config{ServerName: "web.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	_ = tc.SetDeadline(time.Now().Add(h2Wait))
+	io.WriteString(tc, "OPTIONS * HTTP/1.1\r\nHost: web.test.local\r\n\r\n")
+	h1 := readRaw(t, bufio.NewReader(tc), "OPTIONS")
+	for _, r := range []*parityRes{&h2, &h1} {
+		r.normalize()
+	}
+	if fmt.Sprint(h2) != fmt.Sprint(h1) {
+		t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", h2, h1)
+	}
+	if h1.Status != 200 || h1.Body != "" {
+		t.Errorf("HTTP/1.1: %+v, want 200 and no body", h1)
+	}
+	if n := e.hits.Load() - before; n != 0 {
+		t.Errorf("the host saw %d requests", n)
+	}
+}
+
+// jsonStrict decodes b into v, refusing fields v does not have: a problem
+// carries type, title, status and detail, and nothing else.
+func jsonStrict(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
