@@ -49,6 +49,7 @@ var h2Impls = []struct {
 //     (/admin/* denied), vault (passthrough): refusals, no host needed.
 type h2Env struct {
 	r      *running
+	fast   bool // listeners.fast_path: gatehouse's HTTP/2 server, else net/http's
 	issuer ed25519.PrivateKey
 	probes sync.Map     // key → *h2Probe: where a test and a host handler meet
 	hits   atomic.Int64 // requests webHost has seen
@@ -63,7 +64,7 @@ func newH2Env(t *testing.T, fast, withGRPC bool) *h2Env {
 	cfg := testConfig(t)
 	cfg.Listeners.FastPath = fast
 	cfg.Auth.Issuers = []config.Issuer{{Issuer: "idp", KeysFile: keys}}
-	e := &h2Env{r: start(t, cfg), issuer: priv}
+	e := &h2Env{r: start(t, cfg), fast: fast, issuer: priv}
 	for app, body := range map[string]string{
 		"web":    `{"rate_limit":{"requests":100000,"window":"60s"}}`,
 		"grpc":   `{}`,

@@ -117,6 +117,16 @@ func (e *h2Env) testHeaderListTooLarge(t *testing.T) {
 	res.Body.Close()
 	h1 := parityRes{Status: res.StatusCode, Header: res.Header, Body: string(b)}
 	h1.Header.Del("Connection") // HTTP/1.1 closes after a head it could not read whole
+	if !e.fast {
+		// net/http's HTTP/2 server (fast_path off) answers an oversized
+		// header list with its own handler, before the gateway's runs:
+		// a 431 in HTML, not the problem (docs/config.md says so). The
+		// status is what it shares with the others.
+		if h2.Status != http.StatusRequestHeaderFieldsTooLarge || h1.Status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("got %d over HTTP/2 and %d over HTTP/1.1, want 431 for both", h2.Status, h1.Status)
+		}
+		return
+	}
 	for _, r := range []*parityRes{&h2, &h1} {
 		if r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Header.Get("Content-Type") != problem.ContentType {
 			t.Errorf("got %d %q %q, want a 431 problem", r.Status, r.Header.Get("Content-Type"), r.Body)
