@@ -66,6 +66,14 @@ type conn struct {
 	refusals     int
 	empties      int // frames that carried nothing since a stream last started
 	emptiesSince time.Time
+	takeWakes    int // how often a take woke to look again: tests bound it
+
+	// connWaiters are the streams whose take waits for the connection's
+	// window (their own is open), first come first: a WINDOW_UPDATE on
+	// the connection wakes the first, and each one that leaves the line
+	// while window is left wakes the next, so a client's tiny updates
+	// cost a wake-up each, not one per stream (see stream.take).
+	connWaiters []*stream
 }
 
 func newConn(s *Server, c net.Conn) *conn {
@@ -324,11 +332,14 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 			delta := int64(s.Val) - cn.peerInitWin
 			cn.peerInitWin = int64(s.Val)
 			for _, st := range cn.streams {
+				was := st.sendWin
 				st.sendWin += delta
 				if st.sendWin > 1<<31-1 {
 					return http2.ConnectionError(http2.ErrCodeFlowControl)
 				}
-				st.wake()
+				if was <= 0 && st.sendWin > 0 {
+					st.wake() // only a writer waiting for its own window
+				}
 			}
 		case http2.SettingMaxFrameSize:
 			cn.peerMaxFrame = s.Val
@@ -354,9 +365,7 @@ func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		cn.sendWin += inc
 		over := cn.sendWin > 1<<31-1
 		if !over {
-			for _, st := range cn.streams {
-				st.wake()
-			}
+			cn.wakeConnWaiterLocked()
 		}
 		cn.mu.Unlock()
 		if over {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ type stream struct {
 	declLen     int64 // the request's content-length; -1: none
 	gotLen      int64
 	remoteDone  bool // END_STREAM received, or the stream is reset
+	queued      bool // in cn.connWaiters
 	released    bool // no longer counted in cn.active
 	reset       bool // RST_STREAM sent or received
 	peerReset   bool // the client reset it: to the client it is closed
@@ -313,7 +315,9 @@ func (cn *conn) consumed(st *stream, n int64) {
 
 // take reserves up to want bytes of send window for st, waiting while
 // the client keeps the connection's or the stream's shut, at most
-// WriteStall at a time: then the stream is reset.
+// WriteStall at a time: then the stream is reset. A stream whose own
+// window is open waits for the connection's in line (cn.connWaiters); it
+// leaves the line on every way out, handing on what window is left.
 func (st *stream) take(want int) (int, error) {
 	cn := st.cn
 	var timer *time.Timer
@@ -323,18 +327,29 @@ func (st *stream) take(want int) (int, error) {
 			timer.Stop()
 		}
 	}()
+	woke := false
 	for {
 		cn.mu.Lock()
+		if woke {
+			cn.takeWakes++
+		}
 		if st.reset {
 			err := st.resetErr
+			cn.leaveLocked(st)
 			cn.mu.Unlock()
 			return 0, err
 		}
 		if n := min(int64(want), cn.sendWin, st.sendWin); n > 0 {
 			cn.sendWin -= n
 			st.sendWin -= n
+			cn.leaveLocked(st)
 			cn.mu.Unlock()
 			return int(n), nil
+		}
+		if st.sendWin > 0 {
+			cn.queueLocked(st)
+		} else {
+			cn.leaveLocked(st) // its own window is shut: its WINDOW_UPDATE wakes it
 		}
 		cn.mu.Unlock()
 		if d := cn.s.opts.WriteStall; d > 0 && timer == nil {
@@ -343,11 +358,46 @@ func (st *stream) take(want int) (int, error) {
 		}
 		select {
 		case <-st.wait:
+			woke = true
 		case <-expired:
 			err := errors.New("h2: the client kept the stream's window shut")
 			cn.resetStream(st, http2.ErrCodeCancel, err)
+			cn.mu.Lock()
+			cn.leaveLocked(st)
+			cn.mu.Unlock()
 			return 0, err
 		}
+	}
+}
+
+// queueLocked puts st at the end of the line for the connection's window,
+// unless it is in it. Called with cn.mu held.
+func (cn *conn) queueLocked(st *stream) {
+	if !st.queued {
+		st.queued = true
+		cn.connWaiters = append(cn.connWaiters, st)
+	}
+}
+
+// leaveLocked takes st out of the line, if it is in it, and wakes the
+// first in line if window is left: whoever leaves hands it on, so
+// window the connection has never sits unused while a stream waits for
+// it. Called with cn.mu held.
+func (cn *conn) leaveLocked(st *stream) {
+	if st.queued {
+		st.queued = false
+		if i := slices.Index(cn.connWaiters, st); i >= 0 {
+			cn.connWaiters = slices.Delete(cn.connWaiters, i, i+1)
+		}
+	}
+	cn.wakeConnWaiterLocked()
+}
+
+// wakeConnWaiterLocked wakes the first stream waiting for the
+// connection's window, if there is window. Called with cn.mu held.
+func (cn *conn) wakeConnWaiterLocked() {
+	if cn.sendWin > 0 && len(cn.connWaiters) > 0 {
+		cn.connWaiters[0].wake()
 	}
 }
 
@@ -416,6 +466,7 @@ func (st *stream) end() {
 	}
 	delete(cn.streams, st.id)
 	st.releaseLocked()
+	cn.leaveLocked(st)
 	cn.handlers--
 	last := cn.handlers == 0
 	draining := cn.goaway

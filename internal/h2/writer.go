@@ -371,6 +371,7 @@ func (w *responseWriter) send(p []byte, end bool) error {
 			// not even the HEADERS of a bodiless response; what take
 			// reserved goes back to the connection.
 			cn.sendWin += int64(n)
+			cn.wakeConnWaiterLocked() // a stream may wait for it; the client sends no more for it
 			err := st.resetErr
 			cn.mu.Unlock()
 			w.err = err
