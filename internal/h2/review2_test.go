@@ -2,7 +2,9 @@ package h2
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,164 @@ func TestConnWindowUpdateWakesOne(t *testing.T) {
 	if woke := takeWakes(s) - before; woke > 3*updates {
 		t.Fatalf("%d WINDOW_UPDATEs of the connection woke writers %d times (%d streams waiting)", updates, woke, streams)
 	}
+}
+
+// pattern is stream-specific bytes: a response that arrives misordered,
+// duplicated or cut shows up as a mismatch.
+func pattern(seed, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(seed*31 + i*7 + i/251)
+	}
+	return b
+}
+
+// TestLargeResponsesUnderFlowControl: many streams write large responses
+// at once, in writes of every size, one with a header block over the
+// client's frame size and each with trailers, to a client that reads
+// slowly with small windows: it shuts every stream's window with
+// SETTINGS_INITIAL_WINDOW_SIZE 0 mid-response and opens them again, and
+// resets some streams mid-send. Every other response arrives byte for
+// byte, no frame is over SETTINGS_MAX_FRAME_SIZE, and afterwards the
+// server's view of the connection's window is the client's: window a
+// reset stream had reserved went back, none was lost.
+func TestLargeResponsesUnderFlowControl(t *testing.T) {
+	const streams, maxFrame = 16, 20000
+	size := func(id uint32) int { return 150<<10 + int(id)*997 }
+	sizes := []int{1, 100, 4096, 5000, 17000, 70000, 3}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id int
+		_, _ = fmt.Sscanf(r.URL.Path, "/%d", &id)
+		body := pattern(id, size(uint32(id)))
+		w.Header().Set("Trailer", "X-Len")
+		if id == 3 {
+			w.Header().Set("X-Big", strings.Repeat("b", 3*maxFrame)) // HEADERS and CONTINUATIONs
+		}
+		for i := 0; len(body) > 0; i++ {
+			n := min(sizes[i%len(sizes)], len(body))
+			if _, err := w.Write(body[:n]); err != nil {
+				return
+			}
+			body = body[n:]
+			if i%5 == 0 {
+				w.(http.Flusher).Flush()
+			}
+		}
+		w.Header().Set("X-Len", fmt.Sprint(size(uint32(id))))
+	})
+	s, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr,
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: maxFrame})
+	rc.fr.SetMaxReadFrameSize(maxFrame) // a larger frame fails the read
+	for i := range streams {
+		id := uint32(2*i + 1)
+		rc.headers(id, true, reqFields("GET", fmt.Sprintf("/%d", id))...)
+	}
+	reset := map[uint32]bool{5: true, 13: true}
+	bodies := map[uint32][]byte{}
+	trailers := map[uint32]string{}
+	connWin := int64(65535) // the server's send window, as the client counts it
+	total, phase, acks := 0, 0, 0
+	for done := 0; done < streams-len(reset); {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatalf("after %d bytes, %d streams done: %v", total, done, err)
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() && !reset[f.StreamID] {
+				trailers[f.StreamID] = f.PseudoValue("status") + "|" + headerValue(f, "x-len")
+				done++
+			} else if f.StreamID == 3 && len(headerValue(f, "x-big")) != 3*maxFrame {
+				t.Fatalf("stream 3's large header: %d bytes", len(headerValue(f, "x-big")))
+			}
+		case *http2.DataFrame:
+			n := int64(f.Header().Length)
+			connWin -= n
+			total += int(n)
+			if !reset[f.StreamID] {
+				bodies[f.StreamID] = append(bodies[f.StreamID], f.Data()...)
+			}
+			if n > 0 {
+				// Give back slowly: the connection's window in pieces,
+				// the stream's only while it is open to us.
+				_ = rc.fr.WriteWindowUpdate(0, uint32(n))
+				connWin += n
+				if !reset[f.StreamID] && !f.StreamEnded() {
+					_ = rc.fr.WriteWindowUpdate(f.StreamID, uint32(n))
+				}
+			}
+			if f.StreamEnded() && !reset[f.StreamID] {
+				t.Fatalf("stream %d ended without its trailers", f.StreamID)
+			}
+		case *http2.RSTStreamFrame:
+			if !reset[f.StreamID] {
+				t.Fatalf("stream %d reset: %v", f.StreamID, f.ErrCode)
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v", f.ErrCode)
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				acks++
+			}
+		}
+		switch {
+		case phase == 0 && total > 300<<10:
+			for id := range reset {
+				_ = rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+			}
+			_ = rc.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			phase++
+		case phase == 1 && acks == 2: // the shut windows are in force: open them again
+			_ = rc.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 30000})
+			phase++
+		}
+	}
+	for i := range streams {
+		id := uint32(2*i + 1)
+		if reset[id] {
+			continue
+		}
+		if want := pattern(int(id), size(id)); !bytes.Equal(bodies[id], want) {
+			t.Errorf("stream %d: %d bytes, want %d, equal prefix %d", id, len(bodies[id]), len(want), commonPrefix(bodies[id], want))
+		}
+		if want := fmt.Sprintf("|%d", size(id)); trailers[id] != want {
+			t.Errorf("stream %d: trailers %q, want %q", id, trailers[id], want)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); handlersRunning(s) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("handlers still running")
+		}
+	}
+	// The client's updates are read by now: a PING's answer comes after them.
+	_ = rc.fr.WritePing(false, [8]byte{1})
+	rc.until("the PING's ACK", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+	s.mu.Lock()
+	for cn := range s.conns {
+		cn.mu.Lock()
+		if cn.sendWin != connWin {
+			t.Errorf("the server's connection window is %d, the client's %d", cn.sendWin, connWin)
+		}
+		cn.mu.Unlock()
+	}
+	s.mu.Unlock()
+}
+
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.RegularFields() {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
