@@ -228,3 +228,54 @@ func commonPrefix(a, b []byte) int {
 	}
 	return n
 }
+
+// TestRefusalsDoNotAddUpOverALifetime: a client that resets a stream
+// has closed it (RFC 9113 §5.1), and may open another at once; while the
+// reset stream's handler still runs, the server refuses it (REFUSED_STREAM,
+// which the client retries). That is the client honouring the limit, and
+// over a long-lived connection such refusals add up: they must not, past
+// a lifetime total, end the connection as the rapid reset attack would.
+func TestRefusalsDoNotAddUpOverALifetime(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release, stop := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		select { // a handler slow to notice its stream was reset
+		case <-release:
+		case <-stop:
+		}
+	})
+	s, addr := serve(t, Options{Handler: h, MaxConcurrentStreams: 1})
+	t.Cleanup(func() { close(stop) }) // before serve's: Close waits for handlers
+	rc := dialRaw(t, addr)
+	id := uint32(1)
+	for round := range 3 * maxRefusalsPerStream {
+		rc.headers(id, true, reqFields("GET", "/")...)
+		<-entered
+		_ = rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		rc.headers(id+2, true, reqFields("GET", "/")...)
+		rc.until("the refusal", func(f http2.Frame) bool {
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("round %d: GOAWAY %v", round, g.ErrCode)
+			}
+			r, ok := f.(*http2.RSTStreamFrame)
+			return ok && r.StreamID == id+2
+		})
+		release <- struct{}{}
+		for deadline := time.Now().Add(5 * time.Second); handlersRunning(s) > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the handler did not return")
+			}
+		}
+		id += 4
+	}
+	// The connection still serves.
+	_ = rc.fr.WritePing(false, [8]byte{3})
+	rc.until("the PING's ACK", func(f http2.Frame) bool {
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			t.Fatalf("GOAWAY %v", g.ErrCode)
+		}
+		p, ok := f.(*http2.PingFrame)
+		return ok && p.IsAck()
+	})
+}

@@ -57,8 +57,11 @@ const (
 	recvWindow        = 1 << 20 // advertised, per stream and per connection
 	maxFrameRead      = 16 << 10
 	// maxRefusals is how many streams over the limit a connection may
-	// open before it is told to go away: a client that honours SETTINGS
-	// meets none; the rapid reset attack meets them all.
+	// open between two streams that start before it is told to go away:
+	// a client that honours SETTINGS meets few (only while the handler of
+	// a stream it reset still runs); the rapid reset attack meets them
+	// all. Not over the connection's lifetime: a long-lived client that
+	// cancels now and then would add up to the bound.
 	maxRefusalsPerStream = 4
 	// maxEmptyFrames bounds frames that carry nothing and cost a wake-up
 	// each (empty DATA, unknown types, PRIORITY) per connection between two

@@ -134,7 +134,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.streams[id] = st
 	cn.handlers++
 	cn.active++
-	cn.empties = 0
+	cn.empties, cn.refusals = 0, 0
 	if cn.handlers == 1 && cn.idleTimer != nil {
 		cn.idleTimer.Stop()
 	}
