@@ -38,6 +38,11 @@ type conn struct {
 	// shrunk: the client lowered SETTINGS_HEADER_TABLE_SIZE, and the next
 	// header block must say our table's size (see conn.writeHeaders).
 	shrunk atomic.Bool
+	// peerMaxFrame is the client's SETTINGS_MAX_FRAME_SIZE. Written
+	// before the SETTINGS' ACK is queued, and read only under wmu: a
+	// frame sized by it goes out before that ACK, or was sized by the
+	// new value (RFC 9113 §6.5.3: a lowered size binds after the ACK).
+	peerMaxFrame atomic.Uint32
 
 	// Control frames queued by serve while a handler holds wmu (see
 	// sendControl): encoded into cbuf by cf.
@@ -51,7 +56,6 @@ type conn struct {
 	streams      map[uint32]*stream
 	sendWin      int64  // the connection's send window
 	peerInitWin  int64  // SETTINGS_INITIAL_WINDOW_SIZE of the client
-	peerMaxFrame uint32 // SETTINGS_MAX_FRAME_SIZE of the client
 	recvWin      int64  // what the client may still send on the connection
 	recvUnacked  int64  // taken by handlers or dropped, not yet returned by WINDOW_UPDATE
 	lastID       uint32 // highest stream id the client opened
@@ -78,14 +82,13 @@ type conn struct {
 
 func newConn(s *Server, c net.Conn) *conn {
 	cn := &conn{
-		s:            s,
-		c:            c,
-		remote:       c.RemoteAddr().String(),
-		streams:      map[uint32]*stream{},
-		sendWin:      65535,
-		peerInitWin:  65535,
-		peerMaxFrame: 16384,
-		recvWin:      65535,
+		s:           s,
+		c:           c,
+		remote:      c.RemoteAddr().String(),
+		streams:     map[uint32]*stream{},
+		sendWin:     65535,
+		peerInitWin: 65535,
+		recvWin:     65535,
 	}
 	if tc, ok := c.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		st := tc.ConnectionState()
@@ -98,6 +101,7 @@ func newConn(s *Server, c net.Conn) *conn {
 	cn.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	cn.fr.MaxHeaderListSize = s.maxList
 	cn.fr.SetMaxReadFrameSize(maxFrameRead)
+	cn.peerMaxFrame.Store(16384)
 	cn.bw = bufWriter{c: c, pool: &s.bufs}
 	cn.wf = http2.NewFramer(&cn.bw, nil)
 	cn.cf = http2.NewFramer(&cn.cbuf, nil)
@@ -342,7 +346,7 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 				}
 			}
 		case http2.SettingMaxFrameSize:
-			cn.peerMaxFrame = s.Val
+			cn.peerMaxFrame.Store(s.Val)
 		case http2.SettingHeaderTableSize:
 			if s.Val < 4096 {
 				cn.shrunk.Store(true)

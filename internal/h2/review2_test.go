@@ -279,3 +279,61 @@ func TestRefusalsDoNotAddUpOverALifetime(t *testing.T) {
 		return ok && p.IsAck()
 	})
 }
+
+// TestLoweredMaxFrameSize: once the server has acknowledged a SETTINGS
+// that lowers SETTINGS_MAX_FRAME_SIZE, no frame after the ACK may be over
+// it (RFC 9113 §6.5.3); a handler that read the old size and waited for
+// the write lock while the ACK went out must use the new one.
+func TestLoweredMaxFrameSize(t *testing.T) {
+	const big, small, each, chunk = 1 << 20, 16384, 16 << 20, 1 << 20
+	stop := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, chunk)
+		for range each / chunk {
+			if _, err := w.Write(b); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	})
+	_, addr := serve(t, Options{Handler: h})
+	t.Cleanup(func() { close(stop) })
+	rc := dialRaw(t, addr,
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: big})
+	rc.fr.SetMaxReadFrameSize(big)
+	if err := rc.fr.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
+		t.Fatal(err)
+	}
+	rc.headers(1, true, reqFields("GET", "/")...)
+	rc.headers(3, true, reqFields("GET", "/")...)
+	// Unread, the socket fills: one handler waits in a write holding the
+	// write lock, the other for the lock.
+	time.Sleep(300 * time.Millisecond)
+	if err := rc.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: small}); err != nil {
+		t.Fatal(err)
+	}
+	acks, ended := 0, 0
+	for ended < 2 {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok && sf.IsAck() {
+			acks++
+		}
+		if n := f.Header().Length; acks == 2 && n > small {
+			t.Fatalf("%v of %d bytes after the ACK of SETTINGS_MAX_FRAME_SIZE %d", f.Header().Type, n, small)
+		}
+		if d, ok := f.(*http2.DataFrame); ok && d.Length > 0 {
+			_ = rc.fr.WriteWindowUpdate(0, d.Length)
+		}
+		if endOf(1)(f) || endOf(3)(f) {
+			ended++
+		}
+	}
+}

@@ -167,12 +167,9 @@ func (w *responseWriter) writeBlock(b []byte, early bool) {
 	if w.reset() != nil {
 		return
 	}
-	cn.mu.Lock()
-	maxFrame := int(cn.peerMaxFrame)
-	cn.mu.Unlock()
 	cn.wmu.Lock()
 	if cn.werr == nil && !(early && w.sent) {
-		cn.werr = cn.writeHeaders(w.st.id, b, false, maxFrame)
+		cn.werr = cn.writeHeaders(w.st.id, b, false, int(cn.peerMaxFrame.Load()))
 	}
 	cn.unlockWrite()
 }
@@ -377,12 +374,12 @@ func (w *responseWriter) send(p []byte, end bool) error {
 			w.err = err
 			return err
 		}
-		maxFrame := int(cn.peerMaxFrame)
 		if end && n == left {
 			st.releaseLocked() // this write ends the stream (see release)
 		}
 		cn.mu.Unlock()
 		cn.wmu.Lock()
+		maxFrame := int(cn.peerMaxFrame.Load()) // under wmu: see conn.peerMaxFrame
 		err := cn.werr
 		if err == nil && !w.sent {
 			ended = endData && left == 0
