@@ -337,3 +337,51 @@ func TestLoweredMaxFrameSize(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersBeforeWindow: the response's HEADERS are not flow
+// controlled (RFC 9113 §6.9); a client may open a stream's window only
+// once it has seen them (SETTINGS_INITIAL_WINDOW_SIZE 0, then a
+// WINDOW_UPDATE sized by the content-length). The server must not hold
+// them back with the body until the window opens: that client waits
+// for headers, the server for window, until WriteStall resets the stream.
+func TestHeadersBeforeWindow(t *testing.T) {
+	for _, size := range []int{100, 64 << 10} { // held until the handler returns; written at once
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			body := pattern(size, size)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
+			_, addr := serve(t, Options{Handler: h, WriteStall: 3 * time.Second})
+			rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			rc.headers(1, true, reqFields("GET", "/")...)
+			rc.until("the response's HEADERS", func(f http2.Frame) bool {
+				switch f := f.(type) {
+				case *http2.RSTStreamFrame:
+					t.Fatalf("stream reset (%v) before its HEADERS", f.ErrCode)
+				case *http2.DataFrame:
+					t.Fatal("DATA beyond a shut window")
+				case *http2.MetaHeadersFrame:
+					if f.StreamEnded() {
+						t.Fatal("HEADERS end a stream with a body")
+					}
+					return true
+				}
+				return false
+			})
+			if err := rc.fr.WriteWindowUpdate(1, uint32(size)); err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			rc.until("the body", func(f http2.Frame) bool {
+				if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+					got = append(got, d.Data()...)
+					if len(got) < size {
+						_ = rc.fr.WriteWindowUpdate(0, uint32(len(d.Data()))) // the connection's, past 65535
+					}
+				}
+				return endOf(1)(f)
+			})
+			if !bytes.Equal(got, body) {
+				t.Fatalf("%d bytes, want %d", len(got), size)
+			}
+		})
+	}
+}

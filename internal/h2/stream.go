@@ -315,10 +315,11 @@ func (cn *conn) consumed(st *stream, n int64) {
 
 // take reserves up to want bytes of send window for st, waiting while
 // the client keeps the connection's or the stream's shut, at most
-// WriteStall at a time: then the stream is reset. A stream whose own
+// WriteStall at a time: then the stream is reset. Without wait, it
+// returns 0 at once when there is no window. A stream whose own
 // window is open waits for the connection's in line (cn.connWaiters); it
 // leaves the line on every way out, handing on what window is left.
-func (st *stream) take(want int) (int, error) {
+func (st *stream) take(want int, wait bool) (int, error) {
 	cn := st.cn
 	var timer *time.Timer
 	var expired <-chan time.Time
@@ -345,6 +346,10 @@ func (st *stream) take(want int) (int, error) {
 			cn.leaveLocked(st)
 			cn.mu.Unlock()
 			return int(n), nil
+		}
+		if !wait {
+			cn.mu.Unlock()
+			return 0, nil
 		}
 		if st.sendWin > 0 {
 			cn.queueLocked(st)

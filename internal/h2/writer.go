@@ -353,11 +353,14 @@ func (w *responseWriter) send(p []byte, end bool) error {
 	ended := false
 	for {
 		// Window first, without the write lock: a stream whose client
-		// keeps its window shut waits alone.
+		// keeps its window shut waits alone. The header block is not
+		// flow controlled: when there is no window for the body yet, it
+		// goes out by itself first, for a client may open the window
+		// only once it has seen it.
 		n := 0
 		if left > 0 {
 			var err error
-			if n, err = st.take(left); err != nil {
+			if n, err = st.take(left, w.sent); err != nil {
 				w.err = err
 				return err
 			}
