@@ -60,6 +60,7 @@ type conn struct {
 	recvUnacked  int64  // taken by handlers or dropped, not yet returned by WINDOW_UPDATE
 	lastID       uint32 // highest stream id the client opened
 	handlers     int    // handlers running; they count until they return
+	opening      bool   // the reader is building a stream it has taken as lastID
 	active       int    // streams counted against MaxConcurrentStreams (see stream.release)
 	goaway       bool   // GOAWAY sent: no new stream is served
 	settled      bool   // our SETTINGS are written: a GOAWAY may follow
@@ -523,11 +524,12 @@ func (cn *conn) startDrain() {
 // with its frames unread makes the kernel send a reset that can destroy
 // what is in flight. A stream that started meanwhile (read before the
 // GOAWAY, so promised an answer) keeps it open: its end calls closeSoon
-// again.
+// again, as does one still being built (opening) when the moment ends:
+// its handler's end, or notOpened.
 func (cn *conn) closeSoon() {
 	time.AfterFunc(50*time.Millisecond, func() {
 		cn.mu.Lock()
-		busy := cn.handlers > 0
+		busy := cn.handlers > 0 || cn.opening
 		cn.mu.Unlock()
 		if !busy {
 			cn.close(nil)

@@ -115,18 +115,22 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		cn.rst(id, http2.ErrCodeRefusedStream)
 		return cn.emptyFrame()
 	}
+	cn.opening = true
 	cn.mu.Unlock()
 	if f.HasPriority() && f.Priority.StreamDep == id {
+		cn.notOpened()
 		cn.rst(id, http2.ErrCodeProtocol) // a stream cannot depend on itself (RFC 9113 §5.3.1)
 		return cn.emptyFrame()
 	}
 
 	st, code := cn.newStream(f)
 	if st == nil {
+		cn.notOpened()
 		cn.rst(id, code)
 		return cn.emptyFrame()
 	}
 	cn.mu.Lock()
+	cn.opening = false
 	if cn.done {
 		cn.mu.Unlock()
 		return errConnClosed
@@ -141,6 +145,19 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.mu.Unlock()
 	cn.s.handlers.Go(st)
 	return nil
+}
+
+// notOpened ends the opening of a stream that is not served (see
+// conn.opening): a connection drained meanwhile closes, as at a stream's
+// end.
+func (cn *conn) notOpened() {
+	cn.mu.Lock()
+	cn.opening = false
+	closing := cn.goaway && cn.handlers == 0 && !cn.done
+	cn.mu.Unlock()
+	if closing {
+		cn.closeSoon()
+	}
 }
 
 var (
