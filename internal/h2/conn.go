@@ -446,6 +446,9 @@ func (cn *conn) unlockWrite() {
 			}
 		}
 		cn.cbuf.Reset()
+		if cn.cbuf.Cap() > keepControlBuf {
+			cn.cbuf = bytes.Buffer{} // a burst's buffer goes with the burst
+		}
 		cn.cmu.Unlock()
 		if cn.bw.Buffered() > 0 && cn.werr == nil {
 			if err := cn.bw.Flush(); err != nil {

@@ -431,3 +431,43 @@ func TestShutdownKeepsSlowOpeningStream(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestControlQueueLetsGo: control frames queued while a handler holds the
+// write lock (PING ACKs while it writes to a client slow to read) are
+// sent, and the queue's buffer, grown for them, is let go: an idle
+// connection holds no buffer (bufWriter), and this one should not hold
+// one the size of its largest burst for as long as it stays open.
+func TestControlQueueLetsGo(t *testing.T) {
+	const size, pings = 8 << 20, 600
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(make([]byte, size)) })
+	s, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	if err := rc.fr.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
+		t.Fatal(err)
+	}
+	rc.headers(1, true, reqFields("GET", "/")...)
+	time.Sleep(200 * time.Millisecond) // unread, the socket fills: the handler holds the write lock
+	for i := range pings {
+		if err := rc.fr.WritePing(false, [8]byte{byte(i >> 8), byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acks, ended := 0, false
+	rc.until("the response and every PING's ACK", func(f http2.Frame) bool {
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			acks++
+		}
+		ended = ended || endOf(1)(f)
+		return acks == pings && ended
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for cn := range s.conns {
+		cn.cmu.Lock()
+		held := cn.cbuf.Cap()
+		cn.cmu.Unlock()
+		if held > 4<<10 {
+			t.Fatalf("the control queue holds a %d-byte buffer after it was sent", held)
+		}
+	}
+}

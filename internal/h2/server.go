@@ -73,6 +73,9 @@ const (
 	// maxControlQueue bounds the control frames queued while a handler
 	// holds the write lock; past it the reader waits for the lock.
 	maxControlQueue = 64 << 10
+	// keepControlBuf is the largest buffer the control queue keeps once
+	// sent: a few frames' worth, for the usual ACK or WINDOW_UPDATE.
+	keepControlBuf = 4 << 10
 )
 
 // Server serves HTTP/2 connections given to ServeConn. Safe for
