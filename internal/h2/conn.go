@@ -131,6 +131,12 @@ func (cn *conn) serve() {
 	cn.wmu.Unlock()
 }
 
+// frameSize is the largest frame to write: the client's
+// SETTINGS_MAX_FRAME_SIZE, but never over maxFrameWrite. Under wmu.
+func (cn *conn) frameSize() int {
+	return int(min(cn.peerMaxFrame.Load(), maxFrameWrite))
+}
+
 // A connError ends the connection with GOAWAY and its code.
 type connError struct {
 	code http2.ErrCode

@@ -471,3 +471,39 @@ func TestControlQueueLetsGo(t *testing.T) {
 		}
 	}
 }
+
+// TestFramesStaySmall: a client may allow frames up to 16 MiB; the
+// server's framer keeps a buffer the size of the largest frame it ever
+// wrote for the connection's life, so a client that allows large frames
+// and downloads one large response would make its connection hold
+// megabytes while idle. Frames stay at 16 KiB, which every client takes.
+func TestFramesStaySmall(t *testing.T) {
+	const size = 4 << 20
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("h", 64<<10))
+		_, _ = w.Write(make([]byte, size))
+	})
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr,
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1},
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1<<24 - 1})
+	rc.fr.SetMaxReadFrameSize(1<<24 - 1)
+	if err := rc.fr.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
+		t.Fatal(err)
+	}
+	rc.headers(1, true, reqFields("GET", "/")...)
+	rc.fr.ReadMetaHeaders = nil // the frames as they come, CONTINUATIONs too
+	got := 0
+	rc.until("the response", func(f http2.Frame) bool {
+		if n := f.Header().Length; n > 16<<10 {
+			t.Fatalf("%v frame of %d bytes", f.Header().Type, n)
+		}
+		if d, ok := f.(*http2.DataFrame); ok {
+			got += len(d.Data())
+		}
+		return endOf(1)(f)
+	})
+	if got != size {
+		t.Fatalf("%d bytes of %d", got, size)
+	}
+}

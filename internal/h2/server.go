@@ -56,6 +56,12 @@ const (
 	defaultMaxStreams = 250
 	recvWindow        = 1 << 20 // advertised, per stream and per connection
 	maxFrameRead      = 16 << 10
+	// maxFrameWrite caps the frames written, whatever larger size the
+	// client allows: the framer's buffer grows to the largest frame it
+	// ever wrote and keeps it for the connection's life (16 MiB for a
+	// client that allows that and downloads a large file), while frames
+	// over 16 KiB save nothing worth it (nginx writes 8 KiB).
+	maxFrameWrite = 16 << 10
 	// maxRefusals is how many streams over the limit a connection may
 	// open between two streams that start before it is told to go away:
 	// a client that honours SETTINGS meets few (only while the handler of

@@ -169,7 +169,7 @@ func (w *responseWriter) writeBlock(b []byte, early bool) {
 	}
 	cn.wmu.Lock()
 	if cn.werr == nil && !(early && w.sent) {
-		cn.werr = cn.writeHeaders(w.st.id, b, false, int(cn.peerMaxFrame.Load()))
+		cn.werr = cn.writeHeaders(w.st.id, b, false, cn.frameSize())
 	}
 	cn.unlockWrite()
 }
@@ -382,7 +382,7 @@ func (w *responseWriter) send(p []byte, end bool) error {
 		}
 		cn.mu.Unlock()
 		cn.wmu.Lock()
-		maxFrame := int(cn.peerMaxFrame.Load()) // under wmu: see conn.peerMaxFrame
+		maxFrame := cn.frameSize() // under wmu: see conn.peerMaxFrame
 		err := cn.werr
 		if err == nil && !w.sent {
 			ended = endData && left == 0
