@@ -411,3 +411,47 @@ func TestOptionsStar(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeWrite: one Write of many MiB goes out whole and in order, in
+// the chunks the writer lets go of the lock between, while another
+// stream of the same connection is answered beside it.
+func TestLargeWrite(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			_, _ = w.Write(big)
+			return
+		}
+		_, _ = io.WriteString(w, "small")
+	})
+	_, addr := serve(t, Options{Handler: h})
+	c := client(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, p := range []string{"/big", "/small"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get("http://" + addr + p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case err != nil:
+				errs <- err
+			case p == "/big" && !bytes.Equal(b, big):
+				errs <- fmt.Errorf("/big: %d bytes, not the body written", len(b))
+			case p == "/small" && string(b) != "small":
+				errs <- fmt.Errorf("/small: %q", b)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -18,6 +18,10 @@ import (
 // one write, when the handler returns.
 const holdBody = 4 << 10
 
+// sendChunk bounds the body bytes one stream writes under the connection's
+// write lock at a time.
+const sendChunk = 64 << 10
+
 // sniffLen is how much of a body http.DetectContentType looks at.
 const sniffLen = 512
 
@@ -360,7 +364,11 @@ func (w *responseWriter) send(p []byte, end bool) error {
 		n := 0
 		if left > 0 {
 			var err error
-			if n, err = st.take(left, w.sent); err != nil {
+			// At most sendChunk at a time: the lock is let go between
+			// chunks, so that one handler's large Write does not hold
+			// every other stream of the connection until the client has
+			// taken it all (net/http's server interleaves frame by frame).
+			if n, err = st.take(min(left, sendChunk), w.sent); err != nil {
 				w.err = err
 				return err
 			}
