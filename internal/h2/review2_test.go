@@ -507,3 +507,30 @@ func TestFramesStaySmall(t *testing.T) {
 		t.Fatalf("%d bytes of %d", got, size)
 	}
 }
+
+// TestLeftBehindWriterWakes: a goroutine the handler left writing, blocked
+// for a window the client keeps shut, gets an error once the handler has
+// returned, instead of waiting for a window update that may never come.
+func TestLeftBehindWriterWakes(t *testing.T) {
+	result := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		go func() {
+			_, err := w.Write(make([]byte, 64<<10)) // over hold: waits in take
+			result <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // let it reach the wait
+	})
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	rc.headers(1, true, reqFields("GET", "/")...)
+	select {
+	case err := <-result:
+		if err == nil {
+			t.Fatal("a write with no window and no handler succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the left-behind writer is still waiting after its handler returned")
+	}
+}

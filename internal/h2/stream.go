@@ -500,6 +500,7 @@ func (st *stream) end() {
 		all = cn.allDone
 	}
 	cn.mu.Unlock()
+	st.wake() // a writer the handler left behind, waiting for window, fails now
 	if stop {
 		cn.rst(st.id, http2.ErrCodeNo)
 	}
