@@ -7,9 +7,9 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
 
@@ -99,7 +99,7 @@ type Server struct {
 	draining bool
 	closed   bool
 
-	date atomic.Pointer[dateText]
+	date httpwire.Date
 	bufs sync.Pool // *bufWriter's buffers
 }
 
@@ -209,20 +209,3 @@ func (s *Server) Started() int64 { return s.handlers.Started() }
 func (s *Server) IdleHandlers() int { return s.handlers.Idle() }
 
 var errServerClosed = errors.New("h2: server closed")
-
-// dateText returns the current time in the HTTP date format, formatted
-// once a second.
-func (s *Server) dateText() string {
-	now := time.Now().Unix()
-	if d := s.date.Load(); d != nil && d.sec == now {
-		return d.text
-	}
-	d := &dateText{sec: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
-	s.date.Store(d)
-	return d.text
-}
-
-type dateText struct {
-	sec  int64
-	text string
-}

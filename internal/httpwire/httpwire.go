@@ -1,8 +1,9 @@
 // Package httpwire holds the few HTTP/1.1 wire primitives that gatehouse
 // reads and writes raw bytes with, outside net/http: the plaintext
 // listener's framing guard and hygiene (internal/gateway), the lane's
-// parser and response writer (internal/lane) and the proxy's fast path
-// (internal/proxy). They must parse lengths and tokens, check field
+// parser and response writer (internal/lane), the proxy's fast path
+// (internal/proxy), and the Date value the lane and the HTTP/2 server
+// (internal/h2) write. They must parse lengths and tokens, check field
 // values, and write values exactly as net/http does, so they share one
 // definition.
 package httpwire

@@ -67,7 +67,7 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	zero     chan struct{} // closed while no connection is served
-	dateText atomic.Pointer[dateText]
+	date     httpwire.Date
 	pool     sync.Pool // *exchange
 	bufs     sync.Pool // *[idleBuf]byte
 	joins    sync.Pool // *[joinSize]byte, see out

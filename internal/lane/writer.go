@@ -387,7 +387,7 @@ func (w *writer) commit(done bool, p []byte) {
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
 	if !hasDate {
-		bw.field("Date", w.cn.s.date())
+		bw.field("Date", w.cn.s.date.Text())
 	}
 	if setCL != "" {
 		bw.field("Content-Length", setCL)
@@ -453,21 +453,4 @@ func hasToken(v, tok string) bool {
 		}
 	}
 	return false
-}
-
-// date returns the current time in the HTTP date format, formatted once a
-// second.
-func (s *Server) date() string {
-	now := time.Now().Unix()
-	if d := s.dateText.Load(); d != nil && d.sec == now {
-		return d.text
-	}
-	d := &dateText{sec: now, text: time.Unix(now, 0).UTC().Format(http.TimeFormat)}
-	s.dateText.Store(d)
-	return d.text
-}
-
-type dateText struct {
-	sec  int64
-	text string
 }
