@@ -115,7 +115,7 @@ func (w *responseWriter) writeHeader(code int) {
 		b = appendField(b, "content-length", strconv.FormatInt(w.clen, 10), false)
 	}
 	if _, ok := h["Date"]; !ok {
-		b = appendField(b, "date", w.st.cn.s.dateText(), false)
+		b = appendField(b, "date", w.st.cn.s.date.Text(), false)
 	}
 	w.block = b
 }
@@ -248,7 +248,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 		w.hold = append(w.hold, p...) // sized by the first write: most bodies are one
 		return len(p), nil
 	}
-	if err := w.send(p, false); err != nil {
+	if err := w.send(p, false, nil); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -279,7 +279,7 @@ func (w *responseWriter) FlushError() error {
 	if w.err != nil {
 		return w.err
 	}
-	return w.send(nil, false)
+	return w.send(nil, false, nil)
 }
 
 // finish ends the response once the handler has returned (and done is
@@ -291,25 +291,18 @@ func (w *responseWriter) finish() {
 	if w.err != nil {
 		return
 	}
-	if !w.sent && w.clen < 0 && bodyAllowed(w.status) && len(w.trailers) == 0 && !w.hasPrefixed() && (w.wrote > 0 || !w.isHead) {
+	trailers, prefixed := w.trailerBlock()
+	if !w.sent && w.clen < 0 && bodyAllowed(w.status) && len(w.trailers) == 0 && !prefixed && (w.wrote > 0 || !w.isHead) {
 		// The whole body is known: say how long it is, as net/http does.
 		w.block = appendField(w.block, "content-length", strconv.FormatInt(w.wrote, 10), false)
 	}
-	_ = w.send(nil, true)
+	_ = w.send(nil, true, trailers)
 }
 
-func (w *responseWriter) hasPrefixed() bool {
-	for k := range w.hdr {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// trailerBlock encodes the trailers the handler set, if any.
-func (w *responseWriter) trailerBlock() []byte {
-	var b []byte
+// trailerBlock encodes the trailers the handler set, if any, and reports
+// whether a field was named with http.TrailerPrefix (a trailer promised,
+// whatever its value), in one walk of the header map.
+func (w *responseWriter) trailerBlock() (b []byte, prefixed bool) {
 	for _, k := range w.trailers {
 		for _, v := range w.hdr[k] {
 			if httpguts.ValidHeaderFieldValue(v) && httpguts.ValidTrailerHeader(k) {
@@ -318,7 +311,12 @@ func (w *responseWriter) trailerBlock() []byte {
 		}
 	}
 	for k, vs := range w.hdr {
-		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok && httpguts.ValidHeaderFieldName(name) && httpguts.ValidTrailerHeader(http.CanonicalHeaderKey(name)) {
+		name, ok := strings.CutPrefix(k, http.TrailerPrefix)
+		if !ok {
+			continue
+		}
+		prefixed = true
+		if httpguts.ValidHeaderFieldName(name) && httpguts.ValidTrailerHeader(http.CanonicalHeaderKey(name)) {
 			for _, v := range vs {
 				if httpguts.ValidHeaderFieldValue(v) {
 					b = appendLowerField(b, http.CanonicalHeaderKey(name), v)
@@ -326,18 +324,14 @@ func (w *responseWriter) trailerBlock() []byte {
 			}
 		}
 	}
-	return b
+	return b, prefixed
 }
 
 // send writes the header block if it is not on the wire yet, then hold
 // and p as DATA, within the client's windows, and flushes; end ends the
-// stream (after the trailers, if any).
-func (w *responseWriter) send(p []byte, end bool) error {
+// stream (after trailers, an encoded block, if any).
+func (w *responseWriter) send(p []byte, end bool, trailers []byte) error {
 	st, cn := w.st, w.st.cn
-	var trailers []byte
-	if end {
-		trailers = w.trailerBlock()
-	}
 	if !w.sent && w.sniff {
 		first := w.hold
 		if len(first) == 0 {
