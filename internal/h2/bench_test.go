@@ -5,12 +5,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // BenchmarkIdleConnection reports the memory an idle HTTP/2 connection
@@ -39,13 +40,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 
 func idleConns(b *testing.B, addr string) {
 	const n = 500
-	inUse := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc + m.StackInuse
-	}
+	inUse := testutil.HeapInUse
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "a.example"}} {

@@ -2,9 +2,7 @@ package h2
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -385,50 +383,6 @@ func TestHeadersBeforeWindow(t *testing.T) {
 				t.Fatalf("%d bytes, want %d", len(got), size)
 			}
 		})
-	}
-}
-
-// TestShutdownKeepsSlowOpeningStream: as TestShutdownKeepsStreamBeingOpened,
-// with the request slower to build than closeSoon's moment (a GC pause,
-// a busy machine, a RequestContext hook that takes its time): the stream
-// the GOAWAY promised an answer must still get one.
-func TestShutdownKeepsSlowOpeningStream(t *testing.T) {
-	building, drained := make(chan struct{}), make(chan struct{})
-	o := Options{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, "answered")
-		}),
-		RequestContext: func(ctx context.Context) context.Context {
-			close(building)
-			<-drained
-			time.Sleep(200 * time.Millisecond) // past closeSoon's moment
-			return ctx
-		},
-	}
-	s, addr := serve(t, o)
-	rc := dialRaw(t, addr)
-	rc.headers(1, true, reqFields("GET", "/")...)
-	<-building
-	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(context.Background()) }()
-	for deadline := time.Now().Add(5 * time.Second); !draining(s); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Shutdown did not start draining")
-		}
-	}
-	close(drained)
-	var body []byte
-	rc.until("stream 1's answer", func(f http2.Frame) bool {
-		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
-			body = append(body, d.Data()...)
-		}
-		return endOf(1)(f)
-	})
-	if string(body) != "answered" {
-		t.Fatalf("stream 1: %q", body)
-	}
-	if err := <-shut; err != nil {
-		t.Fatal(err)
 	}
 }
 

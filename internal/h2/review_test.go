@@ -400,47 +400,62 @@ func handlersRunning(s *Server) int {
 // TestShutdownKeepsStreamBeingOpened: Shutdown's GOAWAY names the last
 // stream the connection's goroutine has read, and promises it an
 // answer; one read but not yet counted as running (its request being
-// built) must not let the connection close as if idle.
+// built) must not let the connection close as if idle: not when its
+// handler takes longer than closeSoon's moment, nor when building the
+// request does (a GC pause, a busy machine, a RequestContext hook that
+// takes its time).
 func TestShutdownKeepsStreamBeingOpened(t *testing.T) {
-	building, drained := make(chan struct{}), make(chan struct{})
-	o := Options{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			time.Sleep(200 * time.Millisecond) // past closeSoon's moment
-			_, _ = io.WriteString(w, "answered")
-		}),
-		RequestContext: func(ctx context.Context) context.Context {
-			close(building)
-			<-drained
-			return ctx
-		},
-	}
-	s, addr := serve(t, o)
-	rc := dialRaw(t, addr)
-	rc.headers(1, true, reqFields("GET", "/")...)
-	<-building
-	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(context.Background()) }()
-	for deadline := time.Now().Add(5 * time.Second); !draining(s); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Shutdown did not start draining")
-		}
-	}
-	close(drained)
-	var body []byte
-	rc.until("stream 1's answer", func(f http2.Frame) bool {
-		if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
-			body = append(body, d.Data()...)
-		}
-		if g, ok := f.(*http2.GoAwayFrame); ok && g.LastStreamID < 1 {
-			t.Fatalf("GOAWAY names %d", g.LastStreamID)
-		}
-		return endOf(1)(f)
-	})
-	if string(body) != "answered" {
-		t.Fatalf("stream 1: %q", body)
-	}
-	if err := <-shut; err != nil {
-		t.Fatal(err)
+	const pastCloseSoon = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name           string
+		handler, build time.Duration
+	}{
+		{"slow handler", pastCloseSoon, 0},
+		{"slow to open", 0, pastCloseSoon},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			building, drained := make(chan struct{}), make(chan struct{})
+			o := Options{
+				Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					time.Sleep(tc.handler)
+					_, _ = io.WriteString(w, "answered")
+				}),
+				RequestContext: func(ctx context.Context) context.Context {
+					close(building)
+					<-drained
+					time.Sleep(tc.build)
+					return ctx
+				},
+			}
+			s, addr := serve(t, o)
+			rc := dialRaw(t, addr)
+			rc.headers(1, true, reqFields("GET", "/")...)
+			<-building
+			shut := make(chan error, 1)
+			go func() { shut <- s.Shutdown(context.Background()) }()
+			for deadline := time.Now().Add(5 * time.Second); !draining(s); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("Shutdown did not start draining")
+				}
+			}
+			close(drained)
+			var body []byte
+			rc.until("stream 1's answer", func(f http2.Frame) bool {
+				if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+					body = append(body, d.Data()...)
+				}
+				if g, ok := f.(*http2.GoAwayFrame); ok && g.LastStreamID < 1 {
+					t.Fatalf("GOAWAY names %d", g.LastStreamID)
+				}
+				return endOf(1)(f)
+			})
+			if string(body) != "answered" {
+				t.Fatalf("stream 1: %q", body)
+			}
+			if err := <-shut; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
 
@@ -221,13 +222,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 	const n = 1000
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	addr := laneListener(b, h)
-	inUse := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc + m.StackInuse
-	}
+	inUse := testutil.HeapInUse
 	var sum float64
 	for range b.N {
 		before := inUse()
