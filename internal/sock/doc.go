@@ -11,7 +11,13 @@
 // makes the same calls with RawSyscall through the connection's
 // syscall.RawConn, so the runtime's netpoller still parks a read or write
 // that would block and honours deadlines, but the calls themselves run as
-// ordinary code.
+// ordinary code. They are recvfrom(2) and sendto(2), not read(2) and
+// write(2): on a socket those go through the file layer first (the
+// file-position lock, fsnotify's hooks, the iterator wrappers) before
+// they reach the same socket calls: ~130 ns a call on this kind of
+// machine (BENCHMARKS.md, "Session 18"). sendto also says MSG_NOSIGNAL:
+// a peer that is gone is an EPIPE, not a SIGPIPE for the runtime to
+// swallow.
 //
 // Ask saves a read per exchange on the hosts' pool: the request is written
 // by the read that waits for its answer, which then waits for readiness
