@@ -42,9 +42,18 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 
 	regular := f.RegularFields()
 	header := make(http.Header, len(regular))
-	for _, hf := range regular {
+	// One backing array for the values, as net/textproto's reader does:
+	// a field's first value is a full slice of one, so a repeated name
+	// appends into a new array of its own, never over the next name's.
+	vals := make([]string, len(regular))
+	for i, hf := range regular {
 		k := textproto.CanonicalMIMEHeaderKey(hf.Name)
-		header[k] = append(header[k], hf.Value)
+		if vs, ok := header[k]; ok {
+			header[k] = append(vs, hf.Value)
+			continue
+		}
+		vals[i] = hf.Value
+		header[k] = vals[i : i+1 : i+1]
 	}
 	if authority == "" {
 		authority = header.Get("Host")
