@@ -34,7 +34,8 @@ type Options struct {
 	// needs verification: Validate fails if it is on with no issuer.
 	ClaimLimits bool
 	// MaxSubjects bounds the per-subject limiter population
-	// (auth.max_subjects). Zero means 10,000; negative is an error.
+	// (auth.max_subjects), a subject being an (iss, sub) pair. Zero means
+	// 10,000; negative is an error.
 	MaxSubjects int
 	// Leeway is the clock skew allowed on exp and nbf. Zero means none.
 	Leeway time.Duration

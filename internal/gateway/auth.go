@@ -22,7 +22,8 @@ import (
 // dispatch to send as X-Gatehouse-Subject/Scopes. The token itself goes
 // on verbatim.
 //
-// With claim limits on, the token's limits apply per subject: over rps or
+// With claim limits on, the token's limits apply per subject, that is per
+// (iss, sub) pair, since a sub is unique only within its issuer: over rps or
 // connections is 429; read_Bps slows the request body and write_Bps the
 // response to their rate (backpressure, never a cut), and both the two
 // directions of a connection upgraded to another protocol. A Server-Sent Events
@@ -41,7 +42,8 @@ func (g *Gateway) auth(next http.Handler) http.Handler {
 		}
 		rq.Subject, rq.Scopes = c.Subject, c.Scope
 		if g.edge.claims && c.Limits != nil {
-			grant, err := g.edge.subjects.Admit(c.Subject, claimLimits(c.Limits))
+			who := limit.Subject{Issuer: c.Issuer, Sub: c.Subject}
+			grant, err := g.edge.subjects.Admit(who, claimLimits(c.Limits))
 			if err != nil {
 				g.claimRefused(w, rq.Match.App.ID, err)
 				return

@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/gatehouse-dev/gatehouse/internal/auth"
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -133,14 +134,14 @@ func TestClaimLimitsRPSAndConnections(t *testing.T) {
 		res, _ := e.do(edgeReq{app: "shop", path: "/hold", hdr: edgeBearer(conn)})
 		held <- res.StatusCode
 	}()
-	testutil.WaitFor(t, 5*time.Second, func() bool { return e.gw.edge.subjects.Active("conn-user") == 1 }, "the held request never arrived")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.gw.edge.subjects.Active(limit.Subject{Issuer: "idp", Sub: "conn-user"}) == 1 }, "the held request never arrived")
 	res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(conn)})
 	edgeProblem(t, res, body, 429)
 	close(release)
 	if code := <-held; code != 200 {
 		t.Fatalf("held request: %d", code)
 	}
-	testutil.WaitFor(t, 5*time.Second, func() bool { return e.gw.edge.subjects.Active("conn-user") == 0 }, "connection slot not released")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.gw.edge.subjects.Active(limit.Subject{Issuer: "idp", Sub: "conn-user"}) == 0 }, "connection slot not released")
 	if res, _ := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(conn)}); res.StatusCode != 200 {
 		t.Fatalf("after release: %d", res.StatusCode)
 	}

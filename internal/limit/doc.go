@@ -5,7 +5,8 @@
 //     /48 prefix ([KeyFor]). The gateway keys it by (app, client) and, for
 //     unknown hosts, by client alone.
 //   - [Subjects]: the limits a verified token carries as claims (rps,
-//     connections, read_Bps, write_Bps), per token subject.
+//     connections, read_Bps, write_Bps), per token subject: a [Subject] is
+//     the (issuer, sub) pair, since a sub is unique only within its issuer.
 //   - [Reader] and [Writer]: byte-rate limiting that slows a stream to its
 //     rate (backpressure) and never cuts it; [Hijacker] and [Conn] do the
 //     same for a connection hijacked for a protocol switch (WebSocket).

@@ -7,25 +7,34 @@ import "sync"
 // still gives each shard room.
 const nshards = 32
 
-// table is a bounded map from Key to V: nshards shards, each an LRU list
-// over a slice of nodes (indexes, not pointers, so a million keys are one
-// allocation per shard for the GC to scan, not a million).
-type table[V any] struct {
-	shards [nshards]shard[V]
+// tableKey is what a table is keyed by: a comparable value (the per-shard
+// map compares keys whole, so the hash only spreads them) that picks its
+// shard. Each limiter has its own key type: [Key] for [Window], [Subject]
+// for [Subjects].
+type tableKey interface {
+	comparable
+	hash() uint64
 }
 
-type shard[V any] struct {
+// table is a bounded map from K to V: nshards shards, each an LRU list
+// over a slice of nodes (indexes, not pointers, so a million keys are one
+// allocation per shard for the GC to scan, not a million).
+type table[K tableKey, V any] struct {
+	shards [nshards]shard[K, V]
+}
+
+type shard[K tableKey, V any] struct {
 	mu    sync.Mutex
 	max   int
-	idx   map[Key]int32
-	nodes []node[V]
+	idx   map[K]int32
+	nodes []node[K, V]
 	head  int32    // most recently used; -1 when empty
 	tail  int32    // least recently used; -1 when empty
 	_     [72]byte // keep shards on separate cache lines
 }
 
-type node[V any] struct {
-	key        Key
+type node[K tableKey, V any] struct {
+	key        K
 	val        V
 	prev, next int32
 }
@@ -33,8 +42,8 @@ type node[V any] struct {
 // newTable returns a table holding at most maxKeys keys (at least one per
 // shard). pinned, when not nil, reports values that eviction should skip
 // while it can (a subject with open connections).
-func newTable[V any](maxKeys int) *table[V] {
-	t := &table[V]{}
+func newTable[K tableKey, V any](maxKeys int) *table[K, V] {
+	t := &table[K, V]{}
 	per := (maxKeys + nshards - 1) / nshards
 	if per < 1 {
 		per = 1
@@ -42,7 +51,7 @@ func newTable[V any](maxKeys int) *table[V] {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.max, s.head, s.tail = per, -1, -1
-		s.idx = make(map[Key]int32)
+		s.idx = make(map[K]int32)
 	}
 	return t
 }
@@ -52,7 +61,7 @@ func newTable[V any](maxKeys int) *table[V] {
 // the shard is full. pinned, when not nil, marks values eviction should
 // pass over: it looks at no more than 8 candidates, then evicts the oldest
 // anyway so memory stays bounded. The *V is valid only during f.
-func with[V, R any](t *table[V], k Key, pinned func(*V) bool, f func(v *V, fresh bool) R) R {
+func with[K tableKey, V, R any](t *table[K, V], k K, pinned func(*V) bool, f func(v *V, fresh bool) R) R {
 	s := &t.shards[k.hash()%nshards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,14 +71,14 @@ func with[V, R any](t *table[V], k Key, pinned func(*V) bool, f func(v *V, fresh
 	}
 	var i int32
 	if len(s.nodes) < s.max {
-		s.nodes = append(s.nodes, node[V]{})
+		s.nodes = append(s.nodes, node[K, V]{})
 		i = int32(len(s.nodes) - 1)
 	} else {
 		i = s.victim(pinned)
 		s.unlink(i)
 		delete(s.idx, s.nodes[i].key)
 	}
-	s.nodes[i] = node[V]{key: k, prev: -1, next: -1}
+	s.nodes[i] = node[K, V]{key: k, prev: -1, next: -1}
 	s.idx[k] = i
 	s.pushFront(i)
 	return f(&s.nodes[i].val, true)
@@ -77,7 +86,7 @@ func with[V, R any](t *table[V], k Key, pinned func(*V) bool, f func(v *V, fresh
 
 // peek runs f on k's value if present, without creating it or touching its
 // recency. It reports whether k was present.
-func peek[V any](t *table[V], k Key, f func(v *V)) bool {
+func peek[K tableKey, V any](t *table[K, V], k K, f func(v *V)) bool {
 	s := &t.shards[k.hash()%nshards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,7 +98,7 @@ func peek[V any](t *table[V], k Key, f func(v *V)) bool {
 }
 
 // len returns the number of keys held.
-func (t *table[V]) len() int {
+func (t *table[K, V]) len() int {
 	n := 0
 	for i := range t.shards {
 		s := &t.shards[i]
@@ -100,7 +109,7 @@ func (t *table[V]) len() int {
 	return n
 }
 
-func (s *shard[V]) victim(pinned func(*V) bool) int32 {
+func (s *shard[K, V]) victim(pinned func(*V) bool) int32 {
 	if pinned != nil {
 		for i, n := s.tail, 0; i >= 0 && n < 8; i, n = s.nodes[i].prev, n+1 {
 			if !pinned(&s.nodes[i].val) {
@@ -111,7 +120,7 @@ func (s *shard[V]) victim(pinned func(*V) bool) int32 {
 	return s.tail
 }
 
-func (s *shard[V]) touch(i int32) {
+func (s *shard[K, V]) touch(i int32) {
 	if s.head == i {
 		return
 	}
@@ -119,7 +128,7 @@ func (s *shard[V]) touch(i int32) {
 	s.pushFront(i)
 }
 
-func (s *shard[V]) unlink(i int32) {
+func (s *shard[K, V]) unlink(i int32) {
 	n := &s.nodes[i]
 	if n.prev >= 0 {
 		s.nodes[n.prev].next = n.next
@@ -134,7 +143,7 @@ func (s *shard[V]) unlink(i int32) {
 	n.prev, n.next = -1, -1
 }
 
-func (s *shard[V]) pushFront(i int32) {
+func (s *shard[K, V]) pushFront(i int32) {
 	n := &s.nodes[i]
 	n.prev, n.next = -1, s.head
 	if s.head >= 0 {

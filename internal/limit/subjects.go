@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -18,22 +19,43 @@ type Claims struct {
 
 // SubjectsOptions configures [Subjects].
 type SubjectsOptions struct {
-	// MaxSubjects bounds the subjects held (auth.max_subjects). Zero means
+	// MaxSubjects bounds the subjects (issuer, sub pairs) held
+	// (auth.max_subjects). Zero means
 	// 10,000; negative is an error.
 	MaxSubjects int
 	// Now is the clock of the rps window; nil means time.Now.
 	Now func() time.Time
 }
 
-// Subjects enforces claim limits per token subject in a bounded population
+// Subject names a token subject: the issuer that signed the token (iss)
+// and the sub it gave. A sub is unique only within its issuer (RFC 7519
+// §4.1.2): two tenants' issuers may both mint "user1", and each must get
+// its own budget, or one tenant could spend the other's. The key is the
+// pair itself, never a string joined from it, so no choice of separator
+// can make two pairs collide.
+type Subject struct {
+	Issuer string
+	Sub    string
+}
+
+// hash picks k's shard; the shard's map compares the pair whole.
+func (k Subject) hash() uint64 {
+	h := maphash.String(seed, k.Issuer)
+	h ^= maphash.String(seed, k.Sub) * 0x9e3779b97f4a7c15
+	h ^= h >> 32
+	return h
+}
+
+// Subjects enforces claim limits per [Subject] in a bounded population
 // (LRU). A subject with connections in flight is passed over by eviction
 // while another candidate exists. Safe for concurrent use.
 type Subjects struct {
 	now func() time.Time
-	t   *table[subject]
+	t   *table[Subject, budget]
 }
 
-type subject struct {
+// budget is one subject's claim limits in use.
+type budget struct {
 	rps    counter
 	active int32
 	read   *rate.Limiter // nil until a token with read_Bps is seen
@@ -54,14 +76,14 @@ func NewSubjects(o SubjectsOptions) (*Subjects, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Subjects{now: o.Now, t: newTable[subject](o.MaxSubjects)}, nil
+	return &Subjects{now: o.Now, t: newTable[Subject, budget](o.MaxSubjects)}, nil
 }
 
 // Grant is an admitted request's hold on its subject's limits. Release it
 // exactly once when the request ends.
 type Grant struct {
 	s     *Subjects
-	key   Key
+	key   Subject
 	conn  bool
 	Read  *rate.Limiter // nil: request body not limited
 	Write *rate.Limiter // nil: response not limited
@@ -77,16 +99,15 @@ func (r *Refusal) Error() string {
 	return fmt.Sprintf("limit: subject over its %s limit", r.Limit)
 }
 
-// Admit charges one request of sub under c: one unit of its rps budget and
+// Admit charges one request of k under c: one unit of its rps budget and
 // one connection slot. It returns a Grant to release when the request ends,
 // or a *Refusal. An rps unit charged to a request refused for connections
 // is not given back: the attempt counted.
-func (s *Subjects) Admit(sub string, c Claims) (*Grant, error) {
-	k := Key{Scope: sub}
+func (s *Subjects) Admit(k Subject, c Claims) (*Grant, error) {
 	now := s.now().UnixNano()
 	g := &Grant{s: s, key: k}
 	var ref *Refusal
-	with(s.t, k, pinned, func(v *subject, _ bool) struct{} {
+	with(s.t, k, pinned, func(v *budget, _ bool) struct{} {
 		if c.RPS > 0 {
 			r := v.rps.charge(now, 1, Quota{Limit: c.RPS, Window: time.Second})
 			if !r.Allowed {
@@ -112,7 +133,7 @@ func (s *Subjects) Admit(sub string, c Claims) (*Grant, error) {
 	return g, nil
 }
 
-func pinned(v *subject) bool { return v.active > 0 }
+func pinned(v *budget) bool { return v.active > 0 }
 
 // byteRate returns the subject's limiter for bps, creating it or following
 // a changed claim; nil when bps is zero.
@@ -135,19 +156,19 @@ func (g *Grant) Release() {
 		return
 	}
 	g.conn = false
-	peek(g.s.t, g.key, func(v *subject) {
+	peek(g.s.t, g.key, func(v *budget) {
 		if v.active > 0 {
 			v.active--
 		}
 	})
 }
 
-// Active returns sub's requests in flight (for tests and metrics).
-func (s *Subjects) Active(sub string) int {
+// Active returns k's requests in flight (for tests and metrics).
+func (s *Subjects) Active(k Subject) int {
 	n := 0
-	peek(s.t, Key{Scope: sub}, func(v *subject) { n = int(v.active) })
+	peek(s.t, k, func(v *budget) { n = int(v.active) })
 	return n
 }
 
-// Len returns the number of subjects held.
+// Len returns the number of subjects (issuer, sub pairs) held.
 func (s *Subjects) Len() int { return s.t.len() }

@@ -53,7 +53,7 @@ type WindowOptions struct {
 // use.
 type Window struct {
 	now func() time.Time
-	t   *table[counter]
+	t   *table[Key, counter]
 }
 
 // counter is one key's state: 24 bytes.
@@ -78,7 +78,7 @@ func NewWindow(o WindowOptions) (*Window, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Window{now: o.Now, t: newTable[counter](o.MaxKeys)}, nil
+	return &Window{now: o.Now, t: newTable[Key, counter](o.MaxKeys)}, nil
 }
 
 // ErrQuota is returned by Charge for a quota that fails Validate.
