@@ -197,7 +197,8 @@ type ACME struct {
 type Auth struct {
 	// Issuers whose EdDSA JWTs are accepted; empty: verification off.
 	Issuers []Issuer `yaml:"issuers" json:"issuers"`
-	// MaxSubjects bounds the per-subject limiter population (LRU).
+	// MaxSubjects bounds the per-subject limiter population (LRU); a
+	// subject is an (iss, sub) pair.
 	MaxSubjects int `yaml:"max_subjects" json:"max_subjects"`
 }
 

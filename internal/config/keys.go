@@ -58,7 +58,7 @@ var keys = []key{
 	{"tls.acme.email", "tls-acme-email", "ACME account email", func(c *Config) any { return &c.TLS.ACME.Email }},
 	{"tls.acme.ca_root", "tls-acme-ca-root", "PEM file of roots trusted for the ACME server (empty: system roots)", func(c *Config) any { return &c.TLS.ACME.CARoot }},
 	{"auth.issuers", "issuer", "trusted token issuer ISSUER=KEYS_FILE (repeatable)", func(c *Config) any { return &c.Auth.Issuers }},
-	{"auth.max_subjects", "auth-max-subjects", "most token subjects with live limiters (LRU)", func(c *Config) any { return &c.Auth.MaxSubjects }},
+	{"auth.max_subjects", "auth-max-subjects", "most token subjects (iss, sub pairs) with live limiters (LRU)", func(c *Config) any { return &c.Auth.MaxSubjects }},
 	{"limits.requests", "limits-requests", "default requests per window per (app, client)", func(c *Config) any { return &c.Limits.Requests }},
 	{"limits.window", "limits-window", "default rate-limit window", func(c *Config) any { return &c.Limits.Window }},
 	{"limits.unknown_requests", "limits-unknown-requests", "requests per window per client to unknown hosts", func(c *Config) any { return &c.Limits.UnknownRequests }},
