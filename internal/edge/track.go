@@ -117,6 +117,11 @@ type trackedConn struct {
 // timer update, so it happens only when less than a stall is left, for a
 // stall and a half: every write has at least a stall to go through.
 func (c *trackedConn) Write(p []byte) (int, error) {
+	c.armStall()
+	return c.Conn.Write(p)
+}
+
+func (c *trackedConn) armStall() {
 	if s := int64(c.t.stall); s > 0 && !c.theirs.Load() {
 		now := time.Now().UnixNano()
 		if c.wdl.Load()-now < s {
@@ -126,7 +131,19 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 			}
 		}
 	}
-	return c.Conn.Write(p)
+}
+
+// Reply has p written by the next Read, as sock.Conn's Reply, under the
+// same stall bound as Write: the lane's last write of a response rides
+// on its wait for the next request. It reports false, and does nothing,
+// over a connection that cannot.
+func (c *trackedConn) Reply(p []byte) bool {
+	r, ok := c.Conn.(interface{ Reply([]byte) bool })
+	if !ok {
+		return false
+	}
+	c.armStall()
+	return r.Reply(p)
 }
 
 func (c *trackedConn) SetDeadline(t time.Time) error {

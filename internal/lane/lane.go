@@ -70,6 +70,7 @@ type Server struct {
 	date     httpwire.Date
 	pool     sync.Pool // *exchange
 	bufs     sync.Pool // *[idleBuf]byte
+	replies  sync.Pool // *[outSize]byte, see replier
 	joins    sync.Pool // *[joinSize]byte, see out
 	parker   *parker
 	wg       sync.WaitGroup // goroutines that took over an idle connection
@@ -154,8 +155,16 @@ type conn struct {
 	// bytes are in, a reused goroutine (s.resumers) serves it instead of
 	// this one growing its stack through the handler chain.
 	waiter bool
-	served int       // requests the lane served on the connection
-	x      *exchange // while a request is read and served; nil idle
+	served int // requests the lane served on the connection
+
+	// The last of a response, held for the next wait's Read to write
+	// (see replier); pipelines says the client has sent a request before
+	// it had the answer to the one before, so none is held for it again.
+	rp        replier
+	reply     *[outSize]byte
+	replyN    int
+	pipelines bool
+	x         *exchange // while a request is read and served; nil idle
 
 	// The watch: a bodiless request still running after watchDelay gets a
 	// background read, so that a client that leaves cancels it (as
@@ -271,6 +280,7 @@ func (s *Server) putExchange(x *exchange) {
 // goroutine. The Server owns c from the call on.
 func (s *Server) ServeConn(c net.Conn) {
 	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String()}
+	cn.rp, _ = c.(replier)
 	cn.acquireBuf()
 	if cs, ok := c.(connectionStater); ok {
 		st := cs.ConnectionState() // the handshake is done: the caller's job
@@ -369,6 +379,7 @@ func (cn *conn) end() {
 // finish lets go of a connection that is closed or handed off.
 func (cn *conn) finish(handed net.Conn) {
 	s := cn.s
+	cn.dropReply()
 	if cn.x != nil {
 		s.putExchange(cn.x)
 		cn.x = nil
@@ -561,6 +572,16 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 			cn.n++
 			cn.wgot = false
 		}
+		if cn.n > 0 {
+			cn.pipelines = true // the next request came before its answer went
+		}
+		// The held answer rides on the warm wait's Read; anything else
+		// comes first (a pipelined request, the first request's wait on
+		// a fresh goroutine, the drain), so it goes now.
+		if cn.replyN > 0 && (cn.n > 0 || cn.served == 0 || s.draining.Load()) && !cn.sendReply() {
+			_ = cn.c.Close()
+			return nil, false, false
+		}
 		if s.draining.Load() {
 			_ = cn.c.Close()
 			return nil, false, false
@@ -613,15 +634,36 @@ func (cn *conn) waitWarm() (got, ok bool) {
 	}
 	cn.state.Store(stateIdle)
 	if cn.s.draining.Load() {
+		if cn.replyN > 0 {
+			cn.sendReply()
+		}
 		return false, false
 	}
+	replied := false
+	if cn.replyN > 0 {
+		if replied = cn.rp.Reply(cn.reply[:cn.replyN]); !replied && !cn.sendReply() {
+			return false, false
+		}
+	}
 	k, err := cn.c.Read(cn.buf)
+	if replied {
+		cn.dropReply()
+	}
 	cn.state.Store(stateActive)
 	cn.n = k
 	switch {
 	case k > 0:
 		return true, true
+	case isWrite(err):
+		// The answer's write failed or stalled: the client is gone or
+		// does not read.
 	case isTimeout(err) && !last && !cn.s.draining.Load():
+		if replied {
+			// Either a slow client, or a request sent before its answer
+			// whose readiness the Read missed: the parker finds it, and
+			// the connection replies no more.
+			cn.pipelines = true
+		}
 		return false, true
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !isTimeout(err) {
@@ -630,12 +672,77 @@ func (cn *conn) waitWarm() (got, ok bool) {
 	return false, false
 }
 
+// replier is a connection that can write the last of a response at the
+// start of its next Read, which then waits for the next request without
+// first trying to read it (sock.Conn, and the edge's counted connection
+// over one). Without it every wait for a next request begins with a read
+// that finds nothing (EAGAIN: the client sends its next request only
+// after it has the answer), one system call per request for nothing.
+//
+// The Read forgets readiness that came before it began, so a request the
+// client sent before it had the answer (pipelining) can be missed: it is
+// then found when the warm wait ends and the parker looks (level, not
+// edge). To keep that a one-off, a connection that has pipelined once,
+// or whose warm wait after a reply ran out, gets no replies again.
+type replier interface {
+	Reply(p []byte) bool
+}
+
+func (cn *conn) canReply() bool {
+	return cn.rp != nil && !cn.pipelines && !cn.s.draining.Load()
+}
+
+// holdReply takes what bw holds as the reply for the next wait's Read. It
+// reports false when bw holds nothing to take (or failed before).
+func (cn *conn) holdReply(bw *out) bool {
+	if bw.Buffered() == 0 {
+		return false
+	}
+	if cn.reply == nil {
+		cn.reply, _ = cn.s.replies.Get().(*[outSize]byte)
+		if cn.reply == nil {
+			cn.reply = new([outSize]byte)
+		}
+	}
+	b, ok := bw.take(cn.reply[:cn.replyN])
+	cn.replyN = len(b)
+	if !ok {
+		cn.dropReply()
+	}
+	return ok
+}
+
+// sendReply writes the held reply now.
+func (cn *conn) sendReply() bool {
+	_, err := cn.c.Write(cn.reply[:cn.replyN])
+	cn.dropReply()
+	return err == nil
+}
+
+// dropReply lets go of the reply buffer: what it held is written, or is
+// never to be.
+func (cn *conn) dropReply() {
+	if cn.reply != nil {
+		cn.s.replies.Put(cn.reply)
+		cn.reply, cn.replyN = nil, 0
+	}
+}
+
+// isWrite reports an error from writing: a reply's write, made by a Read.
+func isWrite(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "write"
+}
+
 // readHead waits for the first bytes of the next request (there may be
 // some already). It reports false when the connection is to be closed:
 // the client left, the wait timed out, or drain began while idle.
 func (cn *conn) readHead(first bool) bool {
 	if cn.n > 0 {
 		return true
+	}
+	if cn.replyN > 0 && !cn.sendReply() {
+		return false
 	}
 	timeout := cn.s.opts.IdleTimeout
 	if first {
@@ -768,8 +875,11 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 		return false
 	}
 	w.finish()
-	if err := x.bw.Flush(); err != nil {
-		return false
+	replying := b == nil && w.err == nil && !w.closeAfter && cn.canReply() && cn.holdReply(x.bw)
+	if !replying {
+		if err := x.bw.Flush(); err != nil {
+			return false
+		}
 	}
 	if b != nil && !b.end() {
 		return false // the rest of the body is still on the wire

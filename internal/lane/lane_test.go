@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
 // seen is what the handler observed of one request.
@@ -176,7 +177,9 @@ func servers(t *testing.T, th *testHandler, o Options) (plain, lane string, s *S
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); s.ServeConn(c) }()
+			// As the edge serves them: raw system calls, and the last of
+			// each response written by the wait for the next request.
+			go func() { defer wg.Done(); s.ServeConn(sock.Wrap(c)) }()
 		}
 	}()
 	t.Cleanup(func() { ln2.Close(); s.Close(); s2.Close(); wg.Wait() })
@@ -599,7 +602,9 @@ func TestShutdown(t *testing.T) {
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); s.ServeConn(c) }()
+			// As the edge serves them: raw system calls, and the last of
+			// each response written by the wait for the next request.
+			go func() { defer wg.Done(); s.ServeConn(sock.Wrap(c)) }()
 		}
 	}()
 	dial := func() (net.Conn, *bufio.Reader) {

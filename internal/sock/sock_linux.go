@@ -32,11 +32,13 @@ type Conn struct {
 	// that write's failure, askStuck says the socket took only part.
 	// askIdle says the socket must hold nothing before ask is written
 	// (AskIdle); askUnsent that it held something, and ask was not sent.
+	// askMust says ask goes out even if the Read cannot start (Reply).
 	ask       []byte
 	askErr    syscall.Errno
 	askStuck  bool
 	askIdle   bool
 	askUnsent bool
+	askMust   bool
 
 	wmu     sync.Mutex // one Write at a time owns wp/wn/werr
 	wp      []byte
@@ -97,7 +99,7 @@ func (c *Conn) read(fd uintptr) bool {
 // Write concurrently. A failed write is the Read's error (Op "write");
 // when the socket takes only part of p, the Read writes the rest as
 // Write does and then reads as usual.
-func (c *Conn) Ask(p []byte) { c.setAsk(p, false) }
+func (c *Conn) Ask(p []byte) { c.setAsk(p, false, false) }
 
 // AskIdle is Ask for a connection that should be idle: a kept-alive
 // connection to a host, taken from a pool. If the socket already holds
@@ -105,14 +107,32 @@ func (c *Conn) Ask(p []byte) { c.setAsk(p, false) }
 // read as the answer to p; or its end of the stream), p is not written
 // and the Read fails with ErrNotIdle. The look costs one more system call,
 // a peek that finds nothing.
-func (c *Conn) AskIdle(p []byte) { c.setAsk(p, true) }
+func (c *Conn) AskIdle(p []byte) { c.setAsk(p, true, false) }
 
-func (c *Conn) setAsk(p []byte, idle bool) {
+// Reply is Ask for an answer: p, the last of a response to a client, is
+// written at the start of the next Read, which then waits for the
+// client's next request without first trying to read it. The client
+// sends that only once it has the answer, so its readiness comes after
+// the Read began and is not lost; a client that pipelines may have sent
+// it before, and the caller must not Reply to one (its readiness can be
+// lost, and the Read then waits for the next one, or its deadline).
+//
+// Unlike an Ask's request, an answer must go out even when the Read
+// cannot start (its deadline has passed, the drain woke it): Read writes
+// p as Write does before it returns its error. A failed write is the
+// Read's error (Op "write"), as for Ask. It reports true: a Conn always
+// can (a wrapper that cannot reports false, and the caller writes p).
+func (c *Conn) Reply(p []byte) bool {
+	c.setAsk(p, false, true)
+	return true
+}
+
+func (c *Conn) setAsk(p []byte, idle, must bool) {
 	if len(p) == 0 {
 		return // nothing sent: the read must try first
 	}
 	c.rmu.Lock()
-	c.ask, c.askErr, c.askStuck, c.askIdle, c.askUnsent = p, 0, false, idle, false
+	c.ask, c.askErr, c.askStuck, c.askIdle, c.askUnsent, c.askMust = p, 0, false, idle, false, must
 	c.rmu.Unlock()
 }
 
@@ -155,8 +175,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rp, c.rn, c.rerr = p, 0, 0
 	err := c.rc.Read(c.readFn)
 	n, errno := c.rn, c.rerr
-	rest, askErr, stuck, unsent := c.ask, c.askErr, c.askStuck, c.askUnsent
-	c.rp, c.ask, c.askErr, c.askStuck, c.askIdle, c.askUnsent = nil, nil, 0, false, false, false
+	rest, askErr, stuck, unsent, must := c.ask, c.askErr, c.askStuck, c.askUnsent, c.askMust
+	c.rp, c.ask, c.askErr, c.askStuck, c.askIdle, c.askUnsent, c.askMust = nil, nil, 0, false, false, false, false
 	c.rmu.Unlock()
 	if asked {
 		switch {
@@ -164,6 +184,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, c.opError("write", ErrNotIdle)
 		case askErr != 0:
 			return 0, c.opError("write", os.NewSyscallError("write", askErr))
+		case must && err != nil && len(rest) > 0:
+			// The read could not start, or stopped before the answer was
+			// all out: the answer goes now, and the read's error after it.
+			if _, werr := c.Write(rest); werr != nil {
+				return 0, werr
+			}
+			return 0, c.opError("read", unwrapRaw(err))
 		case stuck && err == nil:
 			// The socket is full: the rest waits for room as Write's
 			// would, and the read starts over with its usual attempt.

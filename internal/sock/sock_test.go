@@ -384,6 +384,41 @@ func TestAsk(t *testing.T) {
 			}
 			return describe(0, err)
 		}},
+		{"reply-answer-then-request", "n=4 ok next peer=answer", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, 6)
+				n, _ := io.ReadFull(peer, buf)
+				got <- string(buf[:n])
+				_, _ = peer.Write([]byte("next"))
+			}()
+			c.Reply([]byte("answer"))
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			return describe(n, err) + " " + string(buf[:n]) + " peer=" + <-got
+		}},
+		{"reply-deadline-past-still-answers", "[timeout deadline op=read net=tcp] peer=answer", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			// The read cannot start (the drain sets a deadline in the
+			// past to wake idle connections), but the answer goes out.
+			_ = c.SetReadDeadline(time.Now().Add(-time.Second))
+			c.Reply([]byte("answer"))
+			out := describe(c.Read(make([]byte, 8)))
+			_ = c.CloseWrite()
+			got, _ := io.ReadAll(peer)
+			return out + " peer=" + string(got)
+		}},
+		{"reply-closed-peer", "reset-or-pipe op=write", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			_ = peer.SetLinger(0)
+			peer.Close()
+			time.Sleep(20 * time.Millisecond)
+			c.Reply([]byte("answer"))
+			_, err := c.Read(make([]byte, 8))
+			var oe *net.OpError
+			if (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && errors.As(err, &oe) {
+				return "reset-or-pipe op=" + oe.Op
+			}
+			return describe(0, err)
+		}},
 		{"empty-ask-reads-first", "n=3 ok abc", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
 			// Nothing to send: the read must try before it waits, or
 			// bytes already there would wait for the next edge.
