@@ -43,7 +43,8 @@ type Pebble struct {
 	Roots *x509.CertPool
 	// DNS is the DNS server Pebble validates against: A 127.0.0.1 for any
 	// name, SOA at the zones added to it, and the TXT records its libdns
-	// methods write (a DNS-01 provider for tlsmgr). nil with StartWithDNS.
+	// methods write (a DNS-01 provider for tlsmgr); PointAway sends a name
+	// elsewhere. nil with StartWithDNS.
 	DNS *Zones
 	// DNSAddr is that server's address, for tlsmgr's DNSResolvers.
 	DNSAddr string
@@ -83,7 +84,7 @@ func (p *Pebble) Write(b []byte) (int, error) {
 // unless CI is set, where it fails.
 func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	t.Helper()
-	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}}
+	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}, away: map[string]bool{}}
 	return start(t, httpPort, tlsPort, zones, "")
 }
 
@@ -272,6 +273,17 @@ type Zones struct {
 	mu   sync.Mutex
 	apex map[string]bool     // fqdn, lower case
 	txt  map[string][]string // fqdn -> values
+	away map[string]bool     // fqdn answered 127.0.0.2, where no gateway listens
+}
+
+// PointAway makes name resolve to 127.0.0.2 (away true), where nothing
+// listens, so Pebble's HTTP-01 and TLS-ALPN-01 validation of it fails at
+// once, as for a custom domain whose DNS names another server; away
+// false points it back at the gateways (127.0.0.1).
+func (z *Zones) PointAway(name string, away bool) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.away[dns.Fqdn(strings.ToLower(name))] = away
 }
 
 // AddZone makes the server answer SOA at name.
@@ -328,6 +340,9 @@ func (z *Zones) answer(q dns.Question) []dns.RR {
 	defer z.mu.Unlock()
 	switch q.Qtype {
 	case dns.TypeA:
+		if z.away[name] {
+			return []dns.RR{&dns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 2)}}
+		}
 		return []dns.RR{&dns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 1)}}
 	case dns.TypeSOA:
 		if z.apex[name] {
