@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -359,4 +360,78 @@ func TestWildcardNeedsDNSProvider(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "DNS provider") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// clock is a test clock that moves only when told.
+type clock struct{ now atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.now.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *clock) Now() time.Time      { return time.Unix(0, c.now.Load()) }
+func (c *clock) Add(d time.Duration) { c.now.Add(int64(d)) }
+
+// TestACMEOnDemandFailureBacksOff: a verified custom domain whose
+// validation cannot succeed (its DNS names another server) must not cost
+// an ACME order per handshake, nor hold handshakes while certmagic
+// retries: the first handshake orders, fails, and gets the bootstrap
+// certificate; the next ones get it too without asking the CA, until the
+// backoff window has passed. Once the domain points at the gateways, the
+// first handshake after the window is issued its certificate.
+func TestACMEOnDemandFailureBacksOff(t *testing.T) {
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	const name = "broken.customer.test"
+	p.DNS.PointAway(name, true)
+	clk := newClock()
+	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(context.Context, string) error { return nil } // a verified mapping
+	opts.Now = clk.Now
+	var logs testutil.SyncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	const handshakes = 10
+	var failed []error
+	for i := 0; i < handshakes; i++ {
+		leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		if err != nil {
+			failed = append(failed, err)
+			continue
+		}
+		if !leaf.Equal(m.boot.Load().Leaf) {
+			t.Fatalf("handshake %d: served %v, want the bootstrap certificate", i, leaf.DNSNames)
+		}
+	}
+	orders := p.Orders() - before
+	t.Logf("%d handshakes: %d failed, %d orders", handshakes, len(failed), orders)
+	if len(failed) > 0 {
+		t.Errorf("%d of %d handshakes failed (held while certmagic retries?): first: %v", len(failed), handshakes, failed[0])
+	}
+	// One attempt, which may order once per challenge type.
+	if orders < 1 || orders > 2 {
+		t.Fatalf("%d handshakes placed %d orders, want 1 or 2", handshakes, orders)
+	}
+	if n := strings.Count(logs.String(), "on-demand certificate failed"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once for the window:\n%s", n, logs.String())
+	}
+
+	// The domain is fixed; past the window, the next handshake orders again.
+	p.DNS.PointAway(name, false)
+	clk.Add(time.Minute + time.Second)
+	r.issued(t, p, m, name)
 }

@@ -9,7 +9,9 @@
 // for the managed names, or on demand for custom domains that
 // Options.Allow accepts, asked again at each handshake served from the
 // cache, so a deleted mapping's certificate is no longer served); else the
-// bootstrap certificate.
+// bootstrap certificate. A custom domain whose on-demand order failed is
+// served the bootstrap certificate, without ACME traffic, for a window
+// that doubles from 1 minute to 1 hour (backoff.go).
 //
 // The bootstrap certificate is self-issued at New for the gateway's own
 // names and lives 24 h (re-issued by Run at half-life), so the gateway

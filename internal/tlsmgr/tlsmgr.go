@@ -27,6 +27,7 @@ const ACMETLS1 = "acme-tls/1"
 var (
 	ErrCustomDomainsOff = errors.New("tlsmgr: custom domains are off")
 	ErrNotAllowed       = errors.New("tlsmgr: name not allowed for on-demand certificates")
+	ErrBackoff          = errors.New("tlsmgr: on-demand order failed lately; backing off")
 )
 
 // Manager serves certificates. Create it with New; TLSConfig,
@@ -41,6 +42,8 @@ type Manager struct {
 	od    atomic.Pointer[certmagic.Config] // on-demand custom domains; nil when off
 	iss   atomic.Pointer[certmagic.ACMEIssuer]
 	cache atomic.Pointer[certmagic.Cache] // set while ACME is on
+
+	failed failures // on-demand names whose last order failed (backoff.go)
 
 	mu      sync.Mutex
 	names   map[string]bool               // managed names (lower case)
@@ -110,7 +113,13 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return m.boot.Load(), nil
 	}
 	isChallenge := len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == ACMETLS1
-	cert, err := cfg.GetCertificateWithContext(hello.Context(), hello)
+	ctx := hello.Context()
+	if od != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = withHandshakeObtain(ctx)
+		defer cancel()
+	}
+	cert, err := cfg.GetCertificateWithContext(ctx, hello)
 	if isChallenge {
 		return cert, err // never a fallback for a challenge
 	}
@@ -148,7 +157,7 @@ func (m *Manager) onDemand(leaf *x509.Certificate) bool {
 // leaves the cache (it stays in storage, where a later allowed handshake
 // loads it again), and the handshake gets what any unknown name gets.
 func (m *Manager) stillAllowed(hello *tls.ClientHelloInfo, leaf *x509.Certificate) bool {
-	err := m.decide(hello.Context(), strings.ToLower(hello.ServerName))
+	err := m.allowed(hello.Context(), strings.ToLower(hello.ServerName))
 	if err == nil {
 		return true
 	}
@@ -421,8 +430,31 @@ func (m *Manager) roots() (*x509.CertPool, error) {
 
 // decide is certmagic's on-demand gate: only custom domains (not managed
 // names, which have their own order), only with custom_domains auto, only
-// when Allow says yes. It runs before any ACME traffic.
+// when Allow says yes, and not while the name's last order failed lately
+// (backoff.go). It runs before any ACME traffic and storage access, so a
+// refused name costs a map lookup or two.
 func (m *Manager) decide(ctx context.Context, name string) error {
+	if err := m.allowed(ctx, name); err != nil {
+		return err
+	}
+	if until, ok := m.failed.blocked(name, m.opts.now()); ok {
+		return fmt.Errorf("%w: %s: no new order before %s", ErrBackoff, name, until.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// allowed is decide without the backoff: whether name may have an
+// on-demand certificate at all. A refused name's failures are forgotten.
+func (m *Manager) allowed(ctx context.Context, name string) error {
+	err := m.allow(ctx, name)
+	if err != nil {
+		m.failed.clear(name)
+	}
+	return err
+}
+
+// allow is the decision proper, which keeps no state.
+func (m *Manager) allow(ctx context.Context, name string) error {
 	if m.opts.CustomDomains != CustomDomainsAuto {
 		return ErrCustomDomainsOff
 	}
@@ -438,13 +470,29 @@ func (m *Manager) decide(ctx context.Context, name string) error {
 	return nil
 }
 
-// onEvent logs certmagic's certificate events.
-func (m *Manager) onEvent(_ context.Context, event string, data map[string]any) error {
+// onEvent logs certmagic's certificate events, and keeps the on-demand
+// backoff: an order that a handshake placed (ctx carries
+// handshakeObtain) and that failed opens the name's window and ends that
+// handshake's context, which stops certmagic's retries for it; it is
+// logged once, with the window. A certificate obtained clears the name.
+func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any) error {
 	switch event {
 	case "cert_obtained", "cert_ocsp_revoked":
+		if name, ok := data["identifier"].(string); ok && event == "cert_obtained" {
+			m.failed.clear(strings.ToLower(name))
+		}
 		m.log.Info("tlsmgr: "+event, "identifier", data["identifier"], "renewal", data["renewal"])
 	case "cert_failed":
-		m.log.Error("tlsmgr: "+event, "identifier", data["identifier"], "err", data["error"], "renewal", data["renewal"])
+		name, _ := data["identifier"].(string)
+		end, handshake := ctx.Value(handshakeObtain{}).(context.CancelFunc)
+		if !handshake || data["renewal"] != false || name == "" {
+			m.log.Error("tlsmgr: "+event, "identifier", data["identifier"], "err", data["error"], "renewal", data["renewal"])
+			return nil
+		}
+		f := m.failed.fail(strings.ToLower(name), m.opts.now())
+		m.log.Error("tlsmgr: on-demand certificate failed; the name gets the bootstrap certificate and no new order until the window ends",
+			"identifier", name, "err", data["error"], "window", f.wait, "until", f.until)
+		end()
 	}
 	return nil
 }
