@@ -150,7 +150,7 @@ func echo(c *tls.Conn) { _, _ = io.Copy(c, c) }
 func table(hostAddr string) *route.Live {
 	live := &route.Live{}
 	b := route.NewBuilder(live)
-	b.PutZone(&route.Zone{Name: zone})
+	b.PutZone(&route.Zone{Name: zone}, 1)
 	b.PutApp(&route.App{ID: "web", Mode: route.ModeHTTP, Status: route.StatusActive})
 	b.PutApp(&route.App{ID: "secure", Mode: route.ModePassthrough, Status: route.StatusActive})
 	b.PutApp(&route.App{ID: "frozen", Mode: route.ModePassthrough, Status: route.StatusSuspended})

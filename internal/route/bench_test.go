@@ -234,7 +234,7 @@ func BenchmarkEdit(b *testing.B) {
 			d := benchDomain(benchStride(i, benchDomains))
 			bl.PutDomain(&Domain{Domain: d, App: benchDomApp(benchStride(i, benchDomains)), Verified: true})
 		}},
-		{"put-zone", func(i int) { bl.PutZone(&Zone{Name: benchZone, Gateways: []string{"192.0.2.1"}, TTL: 60}) }},
+		{"put-zone", func(i int) { bl.PutZone(&Zone{Name: benchZone, Gateways: []string{"192.0.2.1"}, TTL: 60}, uint64(i)) }},
 		{"set-host", func(i int) {
 			bl.SetHost(&Host{ID: "h1", Apps: []string{benchAppID(i % benchApps)}, State: HostVerified})
 		}},

@@ -38,12 +38,18 @@ type State struct {
 	Apps    []*App
 	Domains []*Domain
 	Records []*Record
+	// Revisions are the zones' store revisions; Replace takes the map.
+	// nil: none, and every zone's serial is 0.
+	Revisions Revisions
 }
 
 // Replace swaps every zone, app and domain at once: the initial load and
 // the periodic resync. Hosts are left as they are.
 func (b *Builder) Replace(s State) {
-	n := &names{records: make(map[string]*Record, len(s.Records))}
+	n := &names{records: make(map[string]*Record, len(s.Records)), revs: s.Revisions}
+	if n.revs == nil {
+		n.revs = Revisions{}
+	}
 	zones := make(map[string]*Zone, len(s.Zones))
 	for _, z := range s.Zones {
 		zones[z.Name] = z
@@ -134,21 +140,23 @@ func (b *Builder) DeleteApp(id string) {
 	})
 }
 
-// PutZone adds or replaces a zone.
-func (b *Builder) PutZone(z *Zone) {
+// PutZone adds or replaces a zone, written to the store at revision rev.
+func (b *Builder) PutZone(z *Zone, rev uint64) {
 	b.editNames(func(n *names) {
 		zones := maps.Clone(n.zones)
 		zones[z.Name] = z
 		n.setZones(zones)
+		n.sawZone(z.Name, rev)
 	})
 }
 
-// DeleteZone removes a zone.
-func (b *Builder) DeleteZone(name string) {
+// DeleteZone removes a zone, deleted from the store at revision rev.
+func (b *Builder) DeleteZone(name string, rev uint64) {
 	b.editNames(func(n *names) {
 		zones := maps.Clone(n.zones)
 		delete(zones, name)
 		n.setZones(zones)
+		n.sawZone(name, rev)
 	})
 }
 
@@ -177,21 +185,37 @@ func (b *Builder) DeleteDomain(name string) {
 	})
 }
 
-// PutRecord adds or replaces a DNS record set.
-func (b *Builder) PutRecord(r *Record) {
+// PutRecord adds or replaces a DNS record set, written to the store at
+// revision rev.
+func (b *Builder) PutRecord(r *Record, rev uint64) {
 	b.editNames(func(n *names) {
 		n.records = maps.Clone(n.records)
 		n.records[r.Key()] = r
+		n.sawRecord(r.Zone, rev)
 	})
 }
 
-// DeleteRecord removes a DNS record set.
-func (b *Builder) DeleteRecord(zone, name, typ string) {
+// DeleteRecord removes a DNS record set, deleted from the store at
+// revision rev.
+func (b *Builder) DeleteRecord(zone, name, typ string, rev uint64) {
 	k := (&Record{Zone: zone, Name: name, Type: typ}).Key()
 	b.editNames(func(n *names) {
 		n.records = maps.Clone(n.records)
 		delete(n.records, k)
+		n.sawRecord(zone, rev)
 	})
+}
+
+// sawZone and sawRecord note a change in n's own copy of the revisions:
+// the published tables hold the old one.
+func (n *names) sawZone(zone string, rev uint64) {
+	n.revs = maps.Clone(n.revs)
+	n.revs.SawZone(zone, rev)
+}
+
+func (n *names) sawRecord(zone string, rev uint64) {
+	n.revs = maps.Clone(n.revs)
+	n.revs.SawRecord(zone, rev)
 }
 
 // rebuildMin is how many deletions editNames lets pass before it may

@@ -336,15 +336,15 @@ func TestLookupAgreesWithMaps(t *testing.T) {
 					delete(ref.domains, name)
 				case op < 94:
 					z := &Zone{Name: zones[rng.IntN(len(zones))]}
-					b.PutZone(z)
+					b.PutZone(z, 0)
 					ref.zones[z.Name] = z
 				case op < 97:
 					name := zones[rng.IntN(len(zones))]
-					b.DeleteZone(name)
+					b.DeleteZone(name, 0)
 					delete(ref.zones, name)
 				case rng.IntN(10) > 0:
 					z := &Zone{Name: zones[0]}
-					b.PutZone(z)
+					b.PutZone(z, 0)
 					ref.zones[z.Name] = z
 				default:
 					replaced = true

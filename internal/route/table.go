@@ -32,6 +32,7 @@ type names struct {
 	// rather than hashing the name once more.
 	zoneList []*Zone
 	records  map[string]*Record // by Record.Key
+	revs     Revisions          // by zone name
 	// apps holds the apps by id; a slot's aux is the app's entry in
 	// appVals, which custom domains route through.
 	apps    strIndex[App]
@@ -54,7 +55,7 @@ type Table struct {
 }
 
 func emptyTable() *Table {
-	return &Table{n: &names{zones: map[string]*Zone{}, records: map[string]*Record{}}, pools: map[string][]*Host{}}
+	return &Table{n: &names{zones: map[string]*Zone{}, records: map[string]*Record{}, revs: Revisions{}}, pools: map[string][]*Host{}}
 }
 
 // Lookup routes a host name (a Host header or SNI value, normalized here).
@@ -132,6 +133,10 @@ func (t *Table) Zones() []*Zone {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Serial returns the SOA serial of a zone: its [Revision.Serial], 0 for a
+// zone the store has not told the builder the revisions of.
+func (t *Table) Serial(zone string) uint32 { return t.n.revs[zone].Serial() }
 
 // Records returns the record sets of a zone, sorted by key.
 func (t *Table) Records(zone string) []*Record {

@@ -30,13 +30,16 @@ type feed struct {
 	kv     jetstream.KeyValue
 	// add decodes a live value into st (the full load).
 	add func(st *route.State, key string, val []byte) error
-	// apply applies one change to b (the watch); del means the key was
-	// deleted or purged.
-	apply func(b *route.Builder, key string, val []byte, del bool) error
+	// apply applies one change, made at store revision rev, to b (the
+	// watch); del means the key was deleted or purged.
+	apply func(b *route.Builder, key string, val []byte, rev uint64, del bool) error
+	// saw notes in rs that key was written or deleted at rev, for the
+	// buckets that make up a zone (DNS serials); nil for the others.
+	saw func(rs route.Revisions, key string, rev uint64)
 }
 
 // feedOf builds the feed of one kind from its decoder and builder calls.
-func feedOf[T any](k kind[T], bucket string, addTo func(*route.State, *T), put func(*route.Builder, *T), del func(*route.Builder, string) error) feed {
+func feedOf[T any](k kind[T], bucket string, addTo func(*route.State, *T), put func(*route.Builder, *T, uint64), del func(*route.Builder, string, uint64) error) feed {
 	return feed{bucket: bucket, kv: k.kv,
 		add: func(st *route.State, key string, val []byte) error {
 			v, err := k.decode(key, val)
@@ -45,24 +48,54 @@ func feedOf[T any](k kind[T], bucket string, addTo func(*route.State, *T), put f
 			}
 			return err
 		},
-		apply: func(b *route.Builder, key string, val []byte, deleted bool) error {
+		apply: func(b *route.Builder, key string, val []byte, rev uint64, deleted bool) error {
 			if deleted {
-				return del(b, key)
+				return del(b, key, rev)
 			}
 			v, err := k.decode(key, val)
 			if err == nil {
-				put(b, v)
+				put(b, v, rev)
 			}
 			return err
 		}}
 }
 
 func (s *Store) feeds() []feed {
+	zones := feedOf(s.zones, bucketZones,
+		func(st *route.State, z *route.Zone) { st.Zones = append(st.Zones, z) },
+		(*route.Builder).PutZone,
+		func(b *route.Builder, key string, rev uint64) error {
+			name, err := parseNameKey(key)
+			if err == nil {
+				b.DeleteZone(name, rev)
+			}
+			return err
+		})
+	zones.saw = func(rs route.Revisions, key string, rev uint64) {
+		if name, err := parseNameKey(key); err == nil {
+			rs.SawZone(name, rev)
+		}
+	}
+	records := feedOf(s.records, bucketRecords,
+		func(st *route.State, r *route.Record) { st.Records = append(st.Records, r) },
+		(*route.Builder).PutRecord,
+		func(b *route.Builder, key string, rev uint64) error {
+			zone, name, typ, err := parseRecordKey(key)
+			if err == nil {
+				b.DeleteRecord(zone, name, typ, rev)
+			}
+			return err
+		})
+	records.saw = func(rs route.Revisions, key string, rev uint64) {
+		if zone, _, _, err := parseRecordKey(key); err == nil {
+			rs.SawRecord(zone, rev)
+		}
+	}
 	return []feed{
 		feedOf(s.apps, bucketApps,
 			func(st *route.State, a *route.App) { st.Apps = append(st.Apps, a) },
-			(*route.Builder).PutApp,
-			func(b *route.Builder, key string) error {
+			func(b *route.Builder, a *route.App, _ uint64) { b.PutApp(a) },
+			func(b *route.Builder, key string, _ uint64) error {
 				id, err := parseNameKey(key)
 				if err == nil {
 					b.DeleteApp(id)
@@ -71,34 +104,16 @@ func (s *Store) feeds() []feed {
 			}),
 		feedOf(s.domains, bucketDomains,
 			func(st *route.State, d *route.Domain) { st.Domains = append(st.Domains, d) },
-			(*route.Builder).PutDomain,
-			func(b *route.Builder, key string) error {
+			func(b *route.Builder, d *route.Domain, _ uint64) { b.PutDomain(d) },
+			func(b *route.Builder, key string, _ uint64) error {
 				name, err := parseNameKey(key)
 				if err == nil {
 					b.DeleteDomain(name)
 				}
 				return err
 			}),
-		feedOf(s.zones, bucketZones,
-			func(st *route.State, z *route.Zone) { st.Zones = append(st.Zones, z) },
-			(*route.Builder).PutZone,
-			func(b *route.Builder, key string) error {
-				name, err := parseNameKey(key)
-				if err == nil {
-					b.DeleteZone(name)
-				}
-				return err
-			}),
-		feedOf(s.records, bucketRecords,
-			func(st *route.State, r *route.Record) { st.Records = append(st.Records, r) },
-			(*route.Builder).PutRecord,
-			func(b *route.Builder, key string) error {
-				zone, name, typ, err := parseRecordKey(key)
-				if err == nil {
-					b.DeleteRecord(zone, name, typ)
-				}
-				return err
-			}),
+		zones,
+		records,
 	}
 }
 
@@ -166,11 +181,22 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 		}
 		watchers = append(watchers, w)
 	}
-	var st route.State
+	st := route.State{Revisions: route.Revisions{}}
 	revs := make([]map[string]uint64, len(feeds))
 	for i, f := range feeds {
 		if revs[i], err = s.load(loadCtx, f, watchers[i], &st); err != nil {
 			return err
+		}
+		if f.saw == nil {
+			continue
+		}
+		// Every key counts, deleted ones and values that do not decode
+		// too: the serial a load gives is then never below the one the
+		// changes it replaces gave, so a resync cannot move it back. (A
+		// change to a value that does not decode, written around the API,
+		// reaches the serial of a gateway that follows it only then.)
+		for key, rev := range revs[i] {
+			f.saw(st.Revisions, key, rev)
 		}
 	}
 	b.Replace(st)
@@ -267,7 +293,7 @@ func (f *follower) apply(i int, key string, val []byte, rev uint64, del bool) {
 		return
 	}
 	f.revs[i][key] = rev
-	if err := f.feeds[i].apply(f.b, key, val, del); err != nil {
+	if err := f.feeds[i].apply(f.b, key, val, rev, del); err != nil {
 		f.s.logBad(err)
 	}
 }
