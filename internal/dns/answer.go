@@ -12,7 +12,11 @@ type Zone struct {
 	Name     string       // "apps.example.com", no trailing dot
 	Gateways []netip.Addr // what the apex and *.{zone} resolve to
 	TTL      uint32       // 0 = 60
-	Records  []Record
+	// Serial is the SOA serial, served as it is. Secondaries, caches and
+	// monitors read a change of content from it (RFC 1982 arithmetic), so
+	// the caller moves it forward whenever Gateways, TTL or Records change.
+	Serial  uint32
+	Records []Record
 }
 
 // Record is an explicit record set. Name is a full name under the zone (no
@@ -220,7 +224,7 @@ func soa(z *Zone, ttl uint32) mdns.RR {
 		Hdr:     mdns.RR_Header{Name: mdns.Fqdn(z.Name), Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: ttl},
 		Ns:      "ns." + z.Name + ".",
 		Mbox:    "hostmaster." + z.Name + ".",
-		Serial:  1,
+		Serial:  z.Serial,
 		Refresh: 3600, Retry: 600, Expire: 86400, Minttl: ttl,
 	}
 }

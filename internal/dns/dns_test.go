@@ -534,3 +534,26 @@ func TestUnpackableReplyIsServfail(t *testing.T) {
 		t.Fatalf("rcode %s, want SERVFAIL", mdns.RcodeToString[r.Rcode])
 	}
 }
+
+// TestSOASerial: the SOA carries the zone's serial, as the apex's answer
+// and in a NODATA reply's authority section, over UDP and TCP.
+func TestSOASerial(t *testing.T) {
+	z := testZones[0]
+	z.Serial = 4242
+	addr := startServerFor(t, []Zone{z})
+	for _, network := range []string{"udp", "tcp"} {
+		for _, q := range []struct {
+			name string
+			qt   uint16
+		}{{"apps.example.com.", mdns.TypeSOA}, {"hello.apps.example.com.", mdns.TypeMX}} {
+			r := ask(t, network, addr, q.name, q.qt, 0)
+			rrs := append(r.Answer, r.Ns...)
+			if len(rrs) != 1 {
+				t.Fatalf("%s %s %s: %v", network, q.name, mdns.TypeToString[q.qt], r)
+			}
+			if soa, ok := rrs[0].(*mdns.SOA); !ok || soa.Serial != z.Serial {
+				t.Errorf("%s %s %s: %v, want the SOA with serial %d", network, q.name, mdns.TypeToString[q.qt], rrs[0], z.Serial)
+			}
+		}
+	}
+}

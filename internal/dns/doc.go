@@ -24,5 +24,8 @@
 // platform's credential.
 //
 // The zones come from a snapshot function the caller supplies, so the
-// server reads whatever table is current without importing the store.
+// server reads whatever table is current without importing the store. A
+// zone's SOA serial is the caller's [Zone.Serial]: gatehouse derives it
+// from the store's revisions of the zone and its records, so it moves
+// forward with every change and is the same on every gateway.
 package dns

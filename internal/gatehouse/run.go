@@ -627,7 +627,7 @@ func (g *Gatehouse) dnsZones() func() []dns.Zone {
 		}
 		var zs []dns.Zone
 		for _, z := range tbl.Zones() {
-			dz := dns.Zone{Name: z.Name, TTL: uint32(max(z.TTL, 0))}
+			dz := dns.Zone{Name: z.Name, TTL: uint32(max(z.TTL, 0)), Serial: tbl.Serial(z.Name)}
 			for _, gw := range z.Gateways {
 				if a, err := netip.ParseAddr(gw); err == nil {
 					dz.Gateways = append(dz.Gateways, a)
