@@ -162,7 +162,7 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 		}
 		x.peer = peerAddr(r.RemoteAddr)
 		x.Req.ClientIP = g.clientIP(x.peer, r)
-		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID]}
+		x.w = recorder{ResponseWriter: w, cluster: g.clusterHdr, id: r.Header[headerRequestID], noInterim: !r.ProtoAtLeast(1, 1)}
 		if !made {
 			r = r.WithContext(x)
 		}
@@ -317,6 +317,11 @@ type recorder struct {
 	wrote   bool
 	interim bool                      // a 1xx was written
 	rate    [len(rateFields)][]string // the limit layer's fields, kept over a 1xx
+	// noInterim drops 1xx responses (but 101): the client speaks
+	// HTTP/1.0, which defined none, and a server must not send it one
+	// (RFC 9110 §15.2). A host's 103 Early Hints, or its 100 Continue to
+	// an Expect, would reach it through the proxy otherwise.
+	noInterim bool
 }
 
 // WriteHeader records a final status and stamps the gateway's headers,
@@ -354,6 +359,8 @@ func (w *recorder) WriteHeader(code int) {
 		}
 		if code >= 200 || code == http.StatusSwitchingProtocols {
 			w.wrote, w.status = true, code
+		} else if w.noInterim {
+			return
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -548,6 +555,13 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	}
 	if r.Trailer != nil {
 		stripTrailers(r)
+	}
+	if !r.ProtoAtLeast(1, 1) {
+		// An HTTP/1.0 client's Expect: 100-continue is to be ignored
+		// (RFC 9110 §10.1.1; net/http answers any other expectation 417
+		// itself): passed on, it would have the host answer a 100, and
+		// the proxy wait for that 100 before sending the body.
+		delete(h, "Expect")
 	}
 	client := peer
 	switch {
