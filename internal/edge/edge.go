@@ -159,14 +159,17 @@ func (e *Edge) httpsPort() int {
 
 // server returns an http.Server for h. Its HTTP/1 requests pass
 // headerLimit first; a lane in front of it serves h itself (newLane).
-func (e *Edge) server(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           e.headerLimit(h),
+// lineLimit says the listener bounds the request line (the public ones:
+// h answers 414 through limits).
+func (e *Edge) server(h http.Handler, lineLimit bool) *http.Server {
+	srv := &http.Server{
+		Handler:           e.headerLimit(h, lineLimit),
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
 		IdleTimeout:       e.opts.IdleTimeout,
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
 	}
+	return srv
 }
 
 // Run binds what Listen has not, serves every listener, and when ctx ends
@@ -194,11 +197,11 @@ func (e *Edge) Run(ctx context.Context) error {
 	var handed, l7ln *chanListener
 	var fast, fastTLS *lane.Server
 	if e.mgmtLn != nil {
-		mgmt = e.server(e.managementHandler())
+		mgmt = e.server(e.managementHandler(), false)
 	}
 	if e.httpLn != nil {
 		ph := e.httpHandler()
-		plain = e.server(ph)
+		plain = e.server(ph, true)
 		if e.opts.HTTPMode == ModeServe && !e.opts.DisableLane {
 			// The lane reads the connections first and hands net/http
 			// those it does not serve itself (see internal/lane).
@@ -212,7 +215,7 @@ func (e *Edge) Run(ctx context.Context) error {
 	if e.ln != nil {
 		e.offload = newOffload(&e.wg, e.limits(e.opts.Handler), e.opts.IdleTimeout)
 		l7h := withTLSState(e.offload)
-		l7 = e.server(l7h)
+		l7 = e.server(l7h, true)
 		l7.ConnContext = tlsStateContext
 		l7ln = newChanListener(e.ln.Addr())
 		if !e.opts.DisableLane {

@@ -58,23 +58,39 @@ func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
 // gateway answers itself, it is a problem+json body (DESIGN §2).
 func (e *Edge) limits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.Method)+len(r.RequestURI)+len(r.Proto)+2 > e.opts.MaxRequestLine {
-			w.Header().Set("Connection", "close")
-			problem.Write(w, http.StatusRequestURITooLong, "the request line is over the listener's limit")
+		if e.lineOver(r) {
+			lineTooLong(w)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// lineOver reports whether r's request line is over MaxRequestLine.
+func (e *Edge) lineOver(r *http.Request) bool {
+	return len(r.Method)+len(r.RequestURI)+len(r.Proto)+2 > e.opts.MaxRequestLine
+}
+
+func lineTooLong(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	problem.Write(w, http.StatusRequestURITooLong, "the request line is over the listener's limit")
+}
+
 // headerLimit answers 431 for an HTTP/1 head (request line and header
 // block) over MaxHeaderBytes. net/http reads up to MaxHeaderBytes plus
 // 4 KiB (its read buffer's slack) before it answers 431 itself, so the
 // head it parsed is measured again here, as it came on the wire but for
-// optional white space. HTTP/2 bounds its header list itself.
-func (e *Edge) headerLimit(next http.Handler) http.Handler {
+// optional white space. HTTP/2 bounds its header list itself. On a
+// listener that bounds the request line (lineLimit), a head over both
+// limits gets the request line's 414: the line is what the client must
+// shorten, and a line too long for any head would get it too.
+func (e *Edge) headerLimit(next http.Handler, lineLimit bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 1 && headBytes(r) > e.opts.MaxHeaderBytes {
+			if lineLimit && e.lineOver(r) {
+				lineTooLong(w)
+				return
+			}
 			w.Header().Set("Connection", "close")
 			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
 			return

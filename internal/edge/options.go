@@ -110,8 +110,9 @@ type Options struct {
 	// context, made without a second copy of the Request. Optional.
 	RequestContext func(conn context.Context) context.Context
 
-	// MaxRequestLine bounds the request line (method, target, version):
-	// longer gets 414. Zero means 8 KiB.
+	// MaxRequestLine bounds the request line (method, target, version)
+	// on the http and https listeners: longer gets 414, even in a head
+	// over MaxHeaderBytes. Zero means 8 KiB.
 	MaxRequestLine int
 	// MaxHeaderBytes bounds the request line plus header block: larger
 	// gets 431. Zero means 64 KiB.
