@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/h2"
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
@@ -160,7 +161,12 @@ func (e *Edge) httpsPort() int {
 // server returns an http.Server for h. Its HTTP/1 requests pass
 // headerLimit first; a lane in front of it serves h itself (newLane).
 // lineLimit says the listener bounds the request line (the public ones:
-// h answers 414 through limits).
+// h answers 414 through limits). A line too long for net/http to read
+// whole (over MaxHeaderBytes plus its 4 KiB of slack) it answers 431
+// itself, never reaching h: the server's base context carries the limit
+// (httpwire.WithLineLimit) for a guard that reads each head before
+// net/http (WrapHTTP, WrapTLS) to answer such a line 414 in its place,
+// as soon as the line is over the limit.
 func (e *Edge) server(h http.Handler, lineLimit bool) *http.Server {
 	srv := &http.Server{
 		Handler:           e.headerLimit(h, lineLimit),
@@ -168,6 +174,10 @@ func (e *Edge) server(h http.Handler, lineLimit bool) *http.Server {
 		IdleTimeout:       e.opts.IdleTimeout,
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
+	}
+	if lineLimit {
+		ctx := httpwire.WithLineLimit(context.Background(), e.opts.MaxRequestLine)
+		srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	}
 	return srv
 }

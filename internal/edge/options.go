@@ -112,7 +112,11 @@ type Options struct {
 
 	// MaxRequestLine bounds the request line (method, target, version)
 	// on the http and https listeners: longer gets 414, even in a head
-	// over MaxHeaderBytes. Zero means 8 KiB.
+	// over MaxHeaderBytes. A line longer than net/http reads (MaxHeaderBytes
+	// plus 4 KiB) never reaches edge's handler: net/http answers 431,
+	// unless a guard in front of it (WrapHTTP, WrapTLS; gateway's) cuts
+	// the line off at this limit, which the servers' base context carries
+	// (httpwire.LineLimit). Zero means 8 KiB.
 	MaxRequestLine int
 	// MaxHeaderBytes bounds the request line plus header block: larger
 	// gets 431. Zero means 64 KiB.

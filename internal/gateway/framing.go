@@ -35,6 +35,11 @@ import (
 // tracking and the bytes pass through untouched, to net/http's own
 // checks.
 //
+// A request line over the listener's limit (httpwire.LineLimit) is
+// refused the same way, as soon as it is over, and answered 414: net/http
+// would read a line up to its head limit and answer 431 (DESIGN §3 wants
+// 414), and a line it reads whole edge answers 414 itself.
+//
 // A request with Upgrade, or a CONNECT, is tracked like any other: it
 // switches protocols only if a handler takes the connection over
 // (Hijack), which GuardServer tells the guard; only then does tracking
@@ -190,9 +195,13 @@ func guardHeadLimit(maxHeaderBytes int) int {
 // with Connection: close. refusalFields is its fields alone, for a head
 // whose request line net/http already has (any request line: net/http
 // reads the fields before it checks anything else of the request).
+// refusalLineEnd ends a request line net/http has part of: whatever that
+// part is, net/http answers 400, for a malformed request line or for the
+// field after it.
 var (
-	refusal       = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
-	refusalFields = refusal[bytes.Index(refusal, []byte("Refused")):]
+	refusal        = []byte("GET / HTTP/1.1\r\nHost: refused.invalid\r\nRefused Framing: 1\r\n\r\n")
+	refusalFields  = refusal[bytes.Index(refusal, []byte("Refused")):]
+	refusalLineEnd = append([]byte("\r\n"), refusalFields...)
 )
 
 // Why a head is refused: the problem detail each reason is answered with.
@@ -206,6 +215,7 @@ const (
 	whyCodingHTTP10
 	whyNameSpace
 	whyObsFold
+	whyRequestLine // not framing: a request line over the listener's limit (414)
 	nReasons
 )
 
@@ -218,13 +228,18 @@ var reasons = [nReasons]string{
 	whyCodingHTTP10: "Transfer-Encoding on an HTTP/1.0 request",
 	whyNameSpace:    "whitespace between a header field name and its colon",
 	whyObsFold:      "obsolete line folding of Content-Length or Transfer-Encoding",
+	whyRequestLine:  "the request line is over the listener's limit", // edge's words for its own 414
 }
 
 // refusals holds each reason's whole answer, built once, so that refusing
 // allocates nothing.
 var refusals = func() (a [nReasons][]byte) {
 	for why, detail := range reasons {
-		if why != int(passed) {
+		switch why {
+		case int(passed):
+		case int(whyRequestLine):
+			a[why] = problemAnswer(http.StatusRequestURITooLong, detail)
+		default:
 			a[why] = problemAnswer(http.StatusBadRequest, detail)
 		}
 	}
@@ -243,6 +258,7 @@ type framer struct {
 	held      []byte // a head being held back, or the line being parsed
 	sent      int    // bytes of held passed on already: the request line
 	maxHead   int    // guardHeadLimit of the server; 0: of net/http's default
+	maxLine   int    // the listener's request-line limit (httpwire.LineLimit); 0: none
 	out       []byte // bytes released and not yet read
 	obuf      []byte // out's backing array, kept across refills
 	buf       []byte // read buffer
@@ -370,6 +386,18 @@ func (f *framer) feedHead(b []byte) []byte {
 	}
 	start := len(f.held)
 	f.held = append(f.held, b...)
+	if f.lineOver() {
+		// Refused as soon as the line is over the limit: net/http would
+		// read on to its head limit and answer 431, and with no limit
+		// of the guard's own a line could be as long as that. Part of it
+		// may be out already (passLine): the stand-in then ends it.
+		standIn := refusal
+		if f.sent > 0 {
+			standIn = refusalLineEnd
+		}
+		f.refuse(whyRequestLine, standIn)
+		return nil
+	}
 	if f.await.Load() {
 		f.passLine()
 	}
@@ -388,9 +416,7 @@ func (f *framer) feedHead(b []byte) []byte {
 		if f.sent > 0 { // the whole request line: it ends before the head
 			standIn = refusalFields
 		}
-		f.out, f.state, f.why, f.refusedAt = append(f.out, standIn...), stDone, why, f.heads
-		f.refused.Store(true)
-		f.held, f.sent = nil, 0
+		f.refuse(why, standIn)
 		return nil
 	}
 	if f.held[0] != 'O' || !optionsStar(f.held) {
@@ -399,6 +425,32 @@ func (f *framer) feedHead(b []byte) []byte {
 	f.out = append(f.out, f.held[f.sent:end]...) // the line ends before the head: sent < end
 	f.held, f.sent, f.state, f.n = f.held[:0], 0, next, n
 	return rest
+}
+
+// refuse drops the held head and what follows it, and hands net/http
+// standIn, which it answers 400, in its place; GuardServer's guard
+// writes the refusal for why instead of that 400.
+func (f *framer) refuse(why uint8, standIn []byte) {
+	f.out, f.state, f.why, f.refusedAt = append(f.out, standIn...), stDone, why, f.heads
+	f.refused.Store(true)
+	f.held, f.sent = nil, 0
+}
+
+// lineOver reports whether the held head's request line, as far as it
+// has come, is over maxLine (not counting its CRLF, as edge counts it).
+// A line passed whole was checked before it was passed.
+func (f *framer) lineOver() bool {
+	if f.maxLine <= 0 || f.sent > 0 && f.held[f.sent-1] == '\n' {
+		return false
+	}
+	i := bytes.IndexByte(f.held[:min(len(f.held), f.maxLine+2)], '\n')
+	if i < 0 {
+		return len(f.held) > f.maxLine+1 // a CR at the end might yet be the line's
+	}
+	if i > 0 && f.held[i-1] == '\r' {
+		i--
+	}
+	return i > f.maxLine
 }
 
 // headLimit is the bound on a held-back head.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
@@ -29,7 +30,9 @@ import (
 // guard when a handler takes the connection over (http.StateHijacked, a
 // WebSocket upgrade), which ends the guard's tracking. It wraps srv's
 // Handler, ConnContext and ConnState, keeping what they did, and sizes the
-// guard's hold on a head from srv.MaxHeaderBytes; call it once, before
+// guard's hold on a head from srv.MaxHeaderBytes, and its bound on a
+// request line from the connection's context (httpwire.WithLineLimit,
+// which edge puts on its public listeners' servers); call it once, before
 // srv serves. Without it the guard still refuses, but net/http's
 // answers go out as net/http wrote them, and an upgraded connection stays
 // tracked as HTTP.
@@ -55,6 +58,7 @@ func GuardServer(srv *http.Server) {
 			g.hooked.Store(true)
 			// Before the connection's goroutine starts: it reads maxHead.
 			g.f.maxHead = guardHeadLimit(srv.MaxHeaderBytes)
+			g.f.maxLine = httpwire.LineLimit(ctx)
 			ctx = context.WithValue(ctx, guardKey{}, g)
 		}
 		return ctx

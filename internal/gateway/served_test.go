@@ -3,6 +3,8 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,18 +16,22 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/edge"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
 )
 
 // serve puts e's gateway behind a real edge, wired as internal/gatehouse
-// wires it (the guard on the plaintext listener, the lane unless
-// disableLane), and returns the address of its http listener (serve mode).
-func (e *env) serve(disableLane bool, edit func(*edge.Options)) string {
+// wires it (the guard on the HTTP/1 connections, the lane unless
+// disableLane), and returns the addresses of its http listener (serve
+// mode) and its https listener (a self-signed certificate).
+func (e *env) serve(disableLane bool) (httpAddr, httpsAddr string) {
 	e.t.Helper()
-	o := edge.Options{HTTPAddr: "127.0.0.1:0", ManagementAddr: "127.0.0.1:0", HTTPMode: edge.ModeServe,
-		Handler: e.gw, DisableLane: disableLane, WrapHTTP: GuardListener, WrapServer: GuardServer, RequestContext: e.gw.RequestContext}
-	if edit != nil {
-		edit(&o)
+	m, err := tlsmgr.New(tlsmgr.Options{Names: []string{"*." + testZone}})
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	o := edge.Options{HTTPAddr: "127.0.0.1:0", HTTPSAddr: "127.0.0.1:0", ManagementAddr: "127.0.0.1:0", HTTPMode: edge.ModeServe,
+		TLS: m.TLSConfig(), Handler: e.gw, DisableLane: disableLane, RequestContext: e.gw.RequestContext,
+		WrapHTTP: GuardListener, WrapTLS: GuardTLSConn, WrapServer: GuardServer}
 	ed, err := edge.New(o)
 	if err != nil {
 		e.t.Fatal(err)
@@ -37,7 +43,23 @@ func (e *env) serve(disableLane bool, edit func(*edge.Options)) string {
 	done := make(chan error, 1)
 	go func() { done <- ed.Run(ctx) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	return ed.Addr("http").String()
+	return ed.Addr("http").String(), ed.Addr("https").String()
+}
+
+// dialTo opens a connection to addr, over TLS (HTTP/1.1) when tlsOn.
+func dialTo(t testing.TB, addr string, tlsOn bool) net.Conn {
+	t.Helper()
+	var c net.Conn
+	var err error
+	if tlsOn {
+		c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "hello." + testZone, NextProtos: []string{"http/1.1"}})
+	} else {
+		c, err = net.Dial("tcp", addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // exchangeAt writes raw to addr over a new TCP connection and returns
@@ -99,7 +121,7 @@ func TestHTTP10GetsNoInterimResponse(t *testing.T) {
 			mu.Unlock()
 			_, _ = io.WriteString(w, "got "+string(b))
 		}))
-		addr := e.serve(disableLane, nil)
+		addr, _ := e.serve(disableLane)
 		host := "Host: hello." + testZone + "\r\n"
 		upload := "Expect: 100-continue\r\nContent-Length: 5\r\n\r\nhello"
 		tests := []struct {
@@ -138,6 +160,127 @@ func TestHTTP10GetsNoInterimResponse(t *testing.T) {
 				t.Errorf("%s: the host got %q, want [%q]", name, seen, tt.hostGot)
 			}
 			mu.Unlock()
+		}
+	}
+}
+
+// TestLongRequestLine: a request line over the listener's limit gets the
+// 414 problem however long it is (DESIGN §3), where net/http alone answers
+// a line longer than it reads (MaxHeaderBytes plus 4 KiB) 431; and one
+// that never ends is cut off. Through the lane and net/http alone, as a
+// connection's first request and after others on it (the guard passes a
+// waited-for request line on as it comes), after a body net/http read.
+func TestLongRequestLine(t *testing.T) {
+	host := "Host: hello." + testZone + "\r\n"
+	line := func(n int) string { return "GET /" + strings.Repeat("a", n) + " HTTP/1.1\r\n" + host + "\r\n" }
+	before := []struct {
+		name, raw string
+		pipelined bool // sent with the long line, not answered before it
+	}{
+		{"first", "", false},
+		{"after a GET", "GET /x HTTP/1.1\r\n" + host + "\r\n", false},
+		{"after a POST", "POST /x HTTP/1.1\r\n" + host + "Content-Length: 5\r\n\r\nhello", false},
+		{"after a chunked POST", "POST /x HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false},
+		{"pipelined behind a POST", "POST /x HTTP/1.1\r\n" + host + "Content-Length: 5\r\n\r\nhello", true},
+	}
+	for _, disableLane := range []bool{false, true} {
+		e := newEnv(t, nil)
+		e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, "ok")
+		}))
+		httpAddr, httpsAddr := e.serve(disableLane)
+		for _, b := range before {
+			for _, tc := range []struct{ name, raw string }{
+				{"9 KiB", line(9 << 10)},
+				{"70 KiB", line(70 << 10)},
+				{"1 MiB", line(1 << 20)},
+				{"1 MiB, no line end", "GET /" + strings.Repeat("a", 1<<20)},
+			} {
+				for _, tlsOn := range []bool{false, true} {
+					name := fmt.Sprintf("lane off %v, tls %v, %s, %s", disableLane, tlsOn, b.name, tc.name)
+					addr := httpAddr
+					if tlsOn {
+						addr = httpsAddr
+					}
+					c := dialTo(t, addr, tlsOn)
+					_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+					br := bufio.NewReader(c)
+					answered := func() {
+						res := readResponse(t, br)
+						_, _ = io.ReadAll(res.Body)
+						if res.StatusCode != 200 {
+							t.Fatalf("%s: the request before got %d", name, res.StatusCode)
+						}
+					}
+					raw := tc.raw
+					switch {
+					case b.pipelined:
+						raw = b.raw + raw
+					case b.raw != "":
+						_, _ = io.WriteString(c, b.raw)
+						answered()
+					}
+					go func() { _, _ = io.WriteString(c, raw) }()
+					if b.pipelined {
+						answered()
+					}
+					res, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("%s: %v", name, err)
+						c.Close()
+						continue
+					}
+					body, _ := io.ReadAll(res.Body)
+					if res.StatusCode != http.StatusRequestURITooLong || res.Header.Get("Content-Type") != "application/problem+json" ||
+						!strings.Contains(string(body), "the request line is over the listener's limit") {
+						t.Errorf("%s: %d %s %s", name, res.StatusCode, res.Header.Get("Content-Type"), body)
+					}
+					c.Close()
+				}
+			}
+		}
+	}
+}
+
+// TestEndlessRequestLineIsCutOff: a client that sends a request line
+// without end gets its 414 and the connection closed: the gateway stops
+// reading at a bound, so the client's writes fail (not time out, as they
+// would if the gateway read on).
+func TestEndlessRequestLineIsCutOff(t *testing.T) {
+	for _, disableLane := range []bool{false, true} {
+		e := newEnv(t, nil)
+		httpAddr, httpsAddr := e.serve(disableLane)
+		for _, tlsOn := range []bool{false, true} {
+			addr := httpAddr
+			if tlsOn {
+				addr = httpsAddr
+			}
+			c := dialTo(t, addr, tlsOn)
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			wrote := make(chan error, 1)
+			go func() {
+				chunk := []byte(strings.Repeat("a", 64<<10))
+				_, err := io.WriteString(c, "GET /")
+				for n := 0; err == nil && n < 1<<30; n += len(chunk) { // bounded: 1 GiB
+					_, err = c.Write(chunk)
+				}
+				wrote <- err
+			}()
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("lane off %v, tls %v: %v", disableLane, tlsOn, err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusRequestURITooLong {
+				t.Errorf("lane off %v, tls %v: %d, want 414", disableLane, tlsOn, res.StatusCode)
+			}
+			err = <-wrote
+			var ne net.Error
+			if err == nil || errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("lane off %v, tls %v: the client's writes ended with %v, want the connection closed", disableLane, tlsOn, err)
+			}
+			c.Close()
 		}
 	}
 }

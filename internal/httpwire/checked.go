@@ -25,3 +25,23 @@ func Checked(ctx context.Context) bool {
 	v, _ := ctx.Value(checkedKey{}).(bool)
 	return v
 }
+
+// lineLimitKey carries the request-line limit of the listener a
+// connection came to.
+type lineLimitKey struct{}
+
+// WithLineLimit returns ctx carrying n, the longest request line (method,
+// target and version, without the CRLF) the listener serving under ctx
+// takes: it answers a longer one 414 (DESIGN §3). A server whose own head
+// limit is looser than n cannot tell a line too long to read from a head
+// too big to read; the mark tells a reader in front of it (gateway's
+// framing guard) where to cut such a line off and answer 414 itself.
+func WithLineLimit(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, lineLimitKey{}, n)
+}
+
+// LineLimit returns the limit WithLineLimit put on ctx, or 0 for none.
+func LineLimit(ctx context.Context) int {
+	n, _ := ctx.Value(lineLimitKey{}).(int)
+	return n
+}
