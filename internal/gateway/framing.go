@@ -389,10 +389,13 @@ func (f *framer) feedHead(b []byte) []byte {
 	if f.lineOver() {
 		// Refused as soon as the line is over the limit: net/http would
 		// read on to its head limit and answer 431, and with no limit
-		// of the guard's own a line could be as long as that. Part of it
-		// may be out already (passLine): the stand-in then ends it.
+		// of the guard's own a line could be as long as that. While
+		// net/http awaits the line, part of it may be out already
+		// (passLine): it gets the line's first maxLine+1 bytes, however
+		// they came, and the stand-in ends the line.
 		standIn := refusal
-		if f.sent > 0 {
+		if f.sent > 0 || f.await.Load() {
+			f.out = append(f.out, f.held[f.sent:f.maxLine+1]...)
 			standIn = refusalLineEnd
 		}
 		f.refuse(whyRequestLine, standIn)
@@ -438,7 +441,8 @@ func (f *framer) refuse(why uint8, standIn []byte) {
 
 // lineOver reports whether the held head's request line, as far as it
 // has come, is over maxLine (not counting its CRLF, as edge counts it).
-// A line passed whole was checked before it was passed.
+// A line passed whole was checked before it was passed, and no more than
+// maxLine+1 bytes of one are passed before it is found over.
 func (f *framer) lineOver() bool {
 	if f.maxLine <= 0 || f.sent > 0 && f.held[f.sent-1] == '\n' {
 		return false

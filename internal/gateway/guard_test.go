@@ -583,9 +583,10 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 }
 
 // through runs data through a framer, read in pieces of at most n bytes
-// into buffers of size m; await: as when net/http waits for a request.
-func through(data []byte, n, m int, await bool) []byte {
-	var f framer
+// into buffers of size m; await: as when net/http waits for a request;
+// maxLine: the listener's request-line limit (0: none).
+func through(data []byte, n, m int, await bool, maxLine int) []byte {
+	f := framer{maxLine: maxLine}
 	f.await.Store(await)
 	src := &chunkReader{b: data, n: n}
 	var out []byte
@@ -603,7 +604,8 @@ func through(data []byte, n, m int, await bool) []byte {
 // FuzzFramingGuard: whatever the bytes and however they are split, the
 // guard either passes them through unchanged or passes a prefix and then
 // the refusal (its fields alone after a request line passed while net/http
-// awaited a request), and the result does not depend on the split.
+// awaited a request, or with a line end first after part of a line over
+// the limit), and the result does not depend on the split.
 func FuzzFramingGuard(f *testing.F) {
 	seeds := []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -614,26 +616,32 @@ func FuzzFramingGuard(f *testing.F) {
 		"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\x81\x05hello",
 		"\r\n\r\nGET / HTTP/1.0\n\n",
 		"POST / HTTP/1.1\r\nContent-Length : 3\r\n\r\nabc",
+		"GET /" + strings.Repeat("a", 40) + " HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /" + strings.Repeat("a", 40),
 	}
 	for _, s := range seeds {
-		f.Add([]byte(s), uint8(1), uint8(3), false)
-		f.Add([]byte(s), uint8(2), uint8(5), true)
+		f.Add([]byte(s), uint8(1), uint8(3), false, uint8(0))
+		f.Add([]byte(s), uint8(2), uint8(5), true, uint8(0))
+		f.Add([]byte(s), uint8(3), uint8(7), false, uint8(20))
+		f.Add([]byte(s), uint8(4), uint8(2), true, uint8(30))
 	}
-	f.Fuzz(func(t *testing.T, data []byte, n, m uint8, await bool) {
-		whole := through(data, len(data)+1, 64<<10, await)
-		split := through(data, int(n)%17+1, int(m)%13+1, await)
+	f.Fuzz(func(t *testing.T, data []byte, n, m uint8, await bool, line uint8) {
+		maxLine := int(line) % 64 // small, for lines over it to be common
+		whole := through(data, len(data)+1, 64<<10, await, maxLine)
+		split := through(data, int(n)%17+1, int(m)%13+1, await, maxLine)
 		if !bytes.Equal(whole, split) {
 			t.Fatalf("split changed the output:\n%q\n%q", whole, split)
 		}
 		if bytes.Equal(whole, data) {
 			return
 		}
-		prefix, ok := bytes.CutSuffix(whole, refusal)
-		if !ok && await {
-			prefix, ok = bytes.CutSuffix(whole, refusalFields)
-			ok = ok && bytes.HasSuffix(prefix, []byte("\n"))
+		// refusedWith: whole is a prefix of data, then standIn.
+		refusedWith := func(standIn []byte, afterLine bool) bool {
+			prefix, ok := bytes.CutSuffix(whole, standIn)
+			return ok && bytes.HasPrefix(data, prefix) && (!afterLine || bytes.HasSuffix(prefix, []byte("\n")))
 		}
-		if !ok || !bytes.HasPrefix(data, prefix) {
+		if !refusedWith(refusal, false) && !(await && refusedWith(refusalFields, true)) &&
+			!(await && maxLine > 0 && refusedWith(refusalLineEnd, false)) {
 			t.Fatalf("output is neither the input nor a prefix and the refusal:\n%q\n%q", data, whole)
 		}
 	})
