@@ -50,6 +50,16 @@
 // connections wait on a goroutine, as crypto/tls may hold a record it has
 // read.
 //
+// On a plaintext keep-alive connection after its first request, the last
+// write of a bodiless request's response is made by the read that waits
+// for the next request (sock.Conn's Reply, see replier): the read then
+// waits for readiness without first trying, which would find nothing,
+// since a client sends its next request only once it has the answer. It
+// saves a system call per request (~3 % of a small proxied request's CPU
+// on the load harness's machine). A client that pipelines gets no such
+// replies once seen to pipeline; before that, a request it sent ahead of
+// its answer can wait for the end of the warm wait (see replier).
+//
 // A client that leaves mid-request cancels the request's context, as with
 // net/http, but not at once: the lane starts reading the connection in the
 // background only once a bodiless request has run for half a second
