@@ -641,7 +641,13 @@ func (cn *conn) waitWarm() (got, ok bool) {
 	}
 	replied := false
 	if cn.replyN > 0 {
-		if replied = cn.rp.Reply(cn.reply[:cn.replyN]); !replied && !cn.sendReply() {
+		// Not when this wait is the whole idle timeout: a request whose
+		// readiness the Read missed would find the connection closed,
+		// not the parker.
+		if !last {
+			replied = cn.rp.Reply(cn.reply[:cn.replyN])
+		}
+		if !replied && !cn.sendReply() {
 			return false, false
 		}
 	}
