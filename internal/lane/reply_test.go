@@ -57,6 +57,14 @@ func serveTCP(t *testing.T, o Options) string {
 // parker finds it when the warm wait ends, and the connection replies no
 // more).
 func TestReply(t *testing.T) {
+	for _, idle := range []time.Duration{0, 200 * time.Millisecond} {
+		// With an idle timeout under the warm wait, a wait that ends
+		// closes the connection: the missed request must not be lost.
+		t.Run(fmt.Sprintf("idle=%v", idle), func(t *testing.T) { testReply(t, idle) })
+	}
+}
+
+func testReply(t *testing.T, idle time.Duration) {
 	release := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/held" {
@@ -65,7 +73,7 @@ func TestReply(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "answer "+r.URL.Path)
 	})
-	addr := serveTCP(t, Options{Handler: h})
+	addr := serveTCP(t, Options{Handler: h, IdleTimeout: idle})
 
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
