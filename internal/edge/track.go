@@ -133,17 +133,40 @@ func (c *trackedConn) armStall() {
 	}
 }
 
-// Reply has p written by the next Read, as sock.Conn's Reply, under the
-// same stall bound as Write: the lane's last write of a response rides
-// on its wait for the next request. It reports false, and does nothing,
-// over a connection that cannot.
-func (c *trackedConn) Reply(p []byte) bool {
-	r, ok := c.Conn.(interface{ Reply([]byte) bool })
+// holder is a connection whose writes can be kept for its next Read to
+// write (sock.Conn, sni.Conn over one): see the lane's holder.
+type holder interface {
+	Hold(buf []byte) bool
+	Unhold()
+	Release() error
+}
+
+// Hold keeps the writes that follow for the next Read to write, as
+// sock.Conn's Hold, under the same stall bound as Write: the last of a
+// response rides on the wait for the next request. It reports false, and
+// keeps nothing, over a connection that cannot.
+func (c *trackedConn) Hold(buf []byte) bool {
+	h, ok := c.Conn.(holder)
 	if !ok {
 		return false
 	}
 	c.armStall()
-	return r.Reply(p)
+	return h.Hold(buf)
+}
+
+func (c *trackedConn) Unhold() {
+	if h, ok := c.Conn.(holder); ok {
+		h.Unhold()
+	}
+}
+
+func (c *trackedConn) Release() error {
+	h, ok := c.Conn.(holder)
+	if !ok {
+		return nil
+	}
+	c.armStall()
+	return h.Release()
 }
 
 func (c *trackedConn) SetDeadline(t time.Time) error {

@@ -70,7 +70,7 @@ type Server struct {
 	date     httpwire.Date
 	pool     sync.Pool // *exchange
 	bufs     sync.Pool // *[idleBuf]byte
-	replies  sync.Pool // *[outSize]byte, see replier
+	replies  sync.Pool // *[replySize]byte, see holder
 	joins    sync.Pool // *[joinSize]byte, see out
 	parker   *parker
 	wg       sync.WaitGroup // goroutines that took over an idle connection
@@ -158,11 +158,12 @@ type conn struct {
 	served int // requests the lane served on the connection
 
 	// The last of a response, held for the next wait's Read to write
-	// (see replier); pipelines says the client has sent a request before
-	// it had the answer to the one before, so none is held for it again.
-	rp        replier
-	reply     *[outSize]byte
-	replyN    int
+	// (see holder): reply is the buffer the connection keeps it in while
+	// held. pipelines says the client has sent a request before it had
+	// the answer to the one before, so none is held for it again.
+	h         holder
+	reply     *[replySize]byte
+	held      bool
 	pipelines bool
 	x         *exchange // while a request is read and served; nil idle
 
@@ -280,7 +281,7 @@ func (s *Server) putExchange(x *exchange) {
 // goroutine. The Server owns c from the call on.
 func (s *Server) ServeConn(c net.Conn) {
 	cn := &conn{s: s, c: c, remote: c.RemoteAddr().String()}
-	cn.rp, _ = c.(replier)
+	cn.h = holderOf(c)
 	cn.acquireBuf()
 	if cs, ok := c.(connectionStater); ok {
 		st := cs.ConnectionState() // the handshake is done: the caller's job
@@ -379,7 +380,7 @@ func (cn *conn) end() {
 // finish lets go of a connection that is closed or handed off.
 func (cn *conn) finish(handed net.Conn) {
 	s := cn.s
-	cn.dropReply()
+	cn.endReply()
 	if cn.x != nil {
 		s.putExchange(cn.x)
 		cn.x = nil
@@ -578,7 +579,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 		// The held answer rides on the warm wait's Read; anything else
 		// comes first (a pipelined request, the first request's wait on
 		// a fresh goroutine, the drain), so it goes now.
-		if cn.replyN > 0 && (cn.n > 0 || cn.served == 0 || s.draining.Load()) && !cn.sendReply() {
+		if cn.held && (cn.n > 0 || cn.served == 0 || s.draining.Load()) && !cn.endReply() {
 			_ = cn.c.Close()
 			return nil, false, false
 		}
@@ -634,26 +635,21 @@ func (cn *conn) waitWarm() (got, ok bool) {
 	}
 	cn.state.Store(stateIdle)
 	if cn.s.draining.Load() {
-		if cn.replyN > 0 {
-			cn.sendReply()
-		}
+		cn.endReply()
 		return false, false
 	}
-	replied := false
-	if cn.replyN > 0 {
-		// Not when this wait is the whole idle timeout: a request whose
-		// readiness the Read missed would find the connection closed,
-		// not the parker.
-		if !last {
-			replied = cn.rp.Reply(cn.reply[:cn.replyN])
-		}
-		if !replied && !cn.sendReply() {
-			return false, false
-		}
+	// Not when this wait is the whole idle timeout: a request whose
+	// readiness the Read missed would find the connection closed, not
+	// the parker.
+	replied := cn.held && !last
+	if cn.held && last && !cn.endReply() {
+		return false, false
 	}
 	k, err := cn.c.Read(cn.buf)
-	if replied {
-		cn.dropReply()
+	if replied && !cn.endReply() {
+		// A layer above answered the Read from what it had buffered, and
+		// the reply, written now, failed.
+		return false, false
 	}
 	cn.state.Store(stateActive)
 	cn.n = k
@@ -678,60 +674,69 @@ func (cn *conn) waitWarm() (got, ok bool) {
 	return false, false
 }
 
-// replier is a connection that can write the last of a response at the
-// start of its next Read, which then waits for the next request without
-// first trying to read it (sock.Conn, and the edge's counted connection
-// over one). Without it every wait for a next request begins with a read
+// holder is a connection that can keep what is written to it and have
+// its next Read write it first, then wait for readiness without first
+// trying to read (sock.Conn's Hold; the edge's counted connection and
+// sni.Conn pass it on; for TLS, the connection under crypto/tls, which
+// writes its records through it). The lane holds the last of a response
+// that way. Without it every wait for a next request begins with a read
 // that finds nothing (EAGAIN: the client sends its next request only
 // after it has the answer), one system call per request for nothing.
+// Release writes what the Read did not (crypto/tls may answer a read
+// from what it buffered, without reading the connection).
 //
 // The Read forgets readiness that came before it began, so a request the
 // client sent before it had the answer (pipelining) can be missed: it is
 // then found when the warm wait ends and the parker looks (level, not
-// edge). To keep that a one-off, a connection that has pipelined once,
-// or whose warm wait after a reply ran out, gets no replies again.
-type replier interface {
-	Reply(p []byte) bool
+// edge), or, for TLS, the goroutine that waits on reads again. To keep
+// that a one-off, a connection that has pipelined once, or whose warm
+// wait after a reply ran out, gets no replies again.
+type holder interface {
+	Hold(buf []byte) bool
+	Unhold()
+	Release() error
 }
 
-func (cn *conn) canReply() bool {
-	return cn.rp != nil && !cn.pipelines && !cn.s.draining.Load()
+// replySize is the reply buffer: the out buffer's worth, and room for a
+// TLS record's overhead.
+const replySize = outSize + 256
+
+func holderOf(c net.Conn) holder {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	h, _ := c.(holder)
+	return h
 }
 
-// holdReply takes what bw holds as the reply for the next wait's Read. It
-// reports false when bw holds nothing to take (or failed before).
-func (cn *conn) holdReply(bw *out) bool {
-	if bw.Buffered() == 0 {
+// hold starts keeping what the connection is written for the next wait's
+// Read, if it can.
+func (cn *conn) hold() bool {
+	if cn.h == nil || cn.pipelines || cn.s.draining.Load() {
 		return false
 	}
-	if cn.reply == nil {
-		cn.reply, _ = cn.s.replies.Get().(*[outSize]byte)
-		if cn.reply == nil {
-			cn.reply = new([outSize]byte)
-		}
+	b, _ := cn.s.replies.Get().(*[replySize]byte)
+	if b == nil {
+		b = new([replySize]byte)
 	}
-	b, ok := bw.take(cn.reply[:cn.replyN])
-	cn.replyN = len(b)
-	if !ok {
-		cn.dropReply()
+	if !cn.h.Hold(b[:]) {
+		cn.s.replies.Put(b)
+		return false
 	}
-	return ok
+	cn.reply, cn.held = b, true
+	return true
 }
 
-// sendReply writes the held reply now.
-func (cn *conn) sendReply() bool {
-	_, err := cn.c.Write(cn.reply[:cn.replyN])
-	cn.dropReply()
+// endReply ends a held reply: what no Read wrote is written now, and the
+// buffer is the lane's again. It reports false when that write failed.
+func (cn *conn) endReply() bool {
+	if !cn.held {
+		return true
+	}
+	err := cn.h.Release()
+	cn.s.replies.Put(cn.reply)
+	cn.reply, cn.held = nil, false
 	return err == nil
-}
-
-// dropReply lets go of the reply buffer: what it held is written, or is
-// never to be.
-func (cn *conn) dropReply() {
-	if cn.reply != nil {
-		cn.s.replies.Put(cn.reply)
-		cn.reply, cn.replyN = nil, 0
-	}
 }
 
 // isWrite reports an error from writing: a reply's write, made by a Read.
@@ -747,7 +752,7 @@ func (cn *conn) readHead(first bool) bool {
 	if cn.n > 0 {
 		return true
 	}
-	if cn.replyN > 0 && !cn.sendReply() {
+	if cn.held && !cn.endReply() {
 		return false
 	}
 	timeout := cn.s.opts.IdleTimeout
@@ -881,11 +886,13 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 		return false
 	}
 	w.finish()
-	replying := b == nil && w.err == nil && !w.closeAfter && cn.canReply() && cn.holdReply(x.bw)
-	if !replying {
-		if err := x.bw.Flush(); err != nil {
-			return false
-		}
+	holding := b == nil && w.err == nil && !w.closeAfter && cn.hold()
+	err := x.bw.Flush()
+	if holding {
+		cn.h.Unhold()
+	}
+	if err != nil {
+		return false
 	}
 	if b != nil && !b.end() {
 		return false // the rest of the body is still on the wire

@@ -37,18 +37,6 @@ func (o *out) Reset(w io.Writer) {
 	o.w, o.buf, o.err = w, o.buf[:0], nil
 }
 
-// take moves what is held to the end of dst, as if it had been sent: the
-// caller sends it (the lane's Reply). It reports false, and takes
-// nothing, after a write error.
-func (o *out) take(dst []byte) ([]byte, bool) {
-	if o.err != nil {
-		return dst, false
-	}
-	dst = append(dst, o.buf...)
-	o.buf = o.buf[:0]
-	return dst, true
-}
-
 // Buffered is how many bytes are held.
 func (o *out) Buffered() int { return len(o.buf) }
 

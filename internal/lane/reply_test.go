@@ -2,8 +2,14 @@ package lane
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -16,8 +22,9 @@ import (
 
 // serveTCP serves a loopback listener with a Server made from o, each
 // connection wrapped as the edge wraps it (sock: raw system calls, and
-// the last of each answer written by the wait for the next request).
-func serveTCP(t *testing.T, o Options) string {
+// the last of each answer written by the wait for the next request),
+// over TLS when cfg is not nil.
+func serveTCP(t *testing.T, o Options, cfg ...*tls.Config) string {
 	t.Helper()
 	if o.Handoff == nil {
 		o.Handoff = func(c net.Conn) { c.Close() }
@@ -43,7 +50,19 @@ func serveTCP(t *testing.T, o Options) string {
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); s.ServeConn(sock.Wrap(c)) }()
+			go func() {
+				defer wg.Done()
+				c = sock.Wrap(c)
+				if len(cfg) > 0 {
+					tc := tls.Server(c, cfg[0])
+					if err := tc.Handshake(); err != nil {
+						c.Close()
+						return
+					}
+					c = tc
+				}
+				s.ServeConn(c)
+			}()
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); s.Close(); wg.Wait() })
@@ -57,14 +76,32 @@ func serveTCP(t *testing.T, o Options) string {
 // parker finds it when the warm wait ends, and the connection replies no
 // more).
 func TestReply(t *testing.T) {
-	for _, idle := range []time.Duration{0, 200 * time.Millisecond} {
-		// With an idle timeout under the warm wait, a wait that ends
-		// closes the connection: the missed request must not be lost.
-		t.Run(fmt.Sprintf("idle=%v", idle), func(t *testing.T) { testReply(t, idle) })
+	for _, overTLS := range []bool{false, true} {
+		for _, idle := range []time.Duration{0, 200 * time.Millisecond} {
+			// With an idle timeout under the warm wait, a wait that ends
+			// closes the connection: the missed request must not be lost.
+			t.Run(fmt.Sprintf("tls=%v/idle=%v", overTLS, idle), func(t *testing.T) { testReply(t, overTLS, idle) })
+		}
 	}
 }
 
-func testReply(t *testing.T, idle time.Duration) {
+// selfSigned is a certificate for 127.0.0.1, made for the test.
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func testReply(t *testing.T, overTLS bool, idle time.Duration) {
 	release := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/held" {
@@ -73,9 +110,14 @@ func testReply(t *testing.T, idle time.Duration) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "answer "+r.URL.Path)
 	})
-	addr := serveTCP(t, Options{Handler: h, IdleTimeout: idle})
-
-	c, err := net.Dial("tcp", addr)
+	var c net.Conn
+	var err error
+	if overTLS {
+		addr := serveTCP(t, Options{Handler: h, IdleTimeout: idle}, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}})
+		c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the test's own certificate
+	} else {
+		c, err = net.Dial("tcp", serveTCP(t, Options{Handler: h, IdleTimeout: idle}))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

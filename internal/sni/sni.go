@@ -76,6 +76,36 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// holder is a connection that can keep writes for its next Read to send
+// (internal/sock's Conn).
+type holder interface {
+	Hold(buf []byte) bool
+	Unhold()
+	Release() error
+}
+
+// Hold passes Hold on to the underlying connection, but only once the
+// peeked bytes are replayed: until then a Read is answered from them, and
+// would not send what was kept. It reports whether the writes are kept.
+func (c *Conn) Hold(buf []byte) bool {
+	h, ok := c.Conn.(holder)
+	return ok && c.off == len(c.peeked) && h.Hold(buf)
+}
+
+// Unhold and Release pass on to the underlying connection.
+func (c *Conn) Unhold() {
+	if h, ok := c.Conn.(holder); ok {
+		h.Unhold()
+	}
+}
+
+func (c *Conn) Release() error {
+	if h, ok := c.Conn.(holder); ok {
+		return h.Release()
+	}
+	return nil
+}
+
 // Peeked returns the bytes not yet replayed by Read. The pipe writes them to
 // the passthrough host, then copies the raw connection (which splices).
 func (c *Conn) Peeked() []byte { return c.peeked[c.off:] }

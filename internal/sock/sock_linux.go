@@ -40,11 +40,16 @@ type Conn struct {
 	askUnsent bool
 	askMust   bool
 
-	wmu     sync.Mutex // one Write at a time owns wp/wn/werr
+	wmu     sync.Mutex // one Write at a time owns wp/wn/werr, and hold/kept
 	wp      []byte
 	wn      int
 	werr    syscall.Errno
 	writeFn func(fd uintptr) bool
+
+	// hold says Writes are kept in kept, not written (Hold); kept is the
+	// next Read's reply (or Release's, or the next Write's, first).
+	hold bool
+	kept []byte
 }
 
 // Wrap returns c as a Conn when it is a *net.TCPConn, else c unchanged.
@@ -127,6 +132,57 @@ func (c *Conn) Reply(p []byte) bool {
 	return true
 }
 
+// Hold has the Writes that follow, until Unhold, kept in buf (appended,
+// up to its capacity) instead of written: they become the reply of the
+// next Read (see Reply). A layer that writes through the Conn, such as
+// crypto/tls's, can so have its last records of an answer ride on the
+// wait for the next request. A Write that would not fit ends the hold: it
+// goes out after what was kept, as do Release and any Write after
+// Unhold. buf is the Conn's until that Read, Release or Write has sent
+// it. It reports true: a Conn always can (a wrapper that cannot reports
+// false, and keeps nothing).
+func (c *Conn) Hold(buf []byte) bool {
+	c.wmu.Lock()
+	c.hold, c.kept = true, buf[:0]
+	c.wmu.Unlock()
+	return true
+}
+
+// Unhold ends the hold: what was kept stays kept, for the next Read.
+func (c *Conn) Unhold() {
+	c.wmu.Lock()
+	c.hold = false
+	c.wmu.Unlock()
+}
+
+// Release writes what Hold kept now, if the next Read has not: a layer
+// above may answer a read from what it buffered, without reading the
+// Conn. After it, Hold's buffer is the caller's again.
+func (c *Conn) Release() error {
+	c.wmu.Lock()
+	k := c.kept
+	c.hold, c.kept = false, nil
+	c.wmu.Unlock()
+	if len(k) == 0 {
+		return nil
+	}
+	_, err := c.Write(k)
+	return err
+}
+
+// takeKept returns what Hold kept, unless a hold is still on, and
+// forgets it.
+func (c *Conn) takeKept() []byte {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.hold || len(c.kept) == 0 {
+		return nil
+	}
+	k := c.kept
+	c.kept = nil
+	return k
+}
+
 func (c *Conn) setAsk(p []byte, idle, must bool) {
 	if len(p) == 0 {
 		return // nothing sent: the read must try first
@@ -169,6 +225,9 @@ func (c *Conn) sendAsk(fd uintptr) bool {
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return c.TCPConn.Read(p)
+	}
+	if k := c.takeKept(); k != nil {
+		c.setAsk(k, false, true)
 	}
 	c.rmu.Lock()
 	asked := c.ask != nil
@@ -259,11 +318,33 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return c.TCPConn.Write(p)
 	}
 	c.wmu.Lock()
+	if len(c.kept) > 0 || c.hold {
+		if c.hold && len(c.kept)+len(p) <= cap(c.kept) {
+			c.kept = append(c.kept, p...)
+			c.wmu.Unlock()
+			return len(p), nil
+		}
+		// Kept bytes go first, and a Write that does not fit ends the hold.
+		k := c.kept
+		c.hold, c.kept = false, nil
+		if len(k) > 0 {
+			if _, err := c.writeLocked(k); err != nil {
+				c.wmu.Unlock()
+				return 0, err
+			}
+		}
+	}
+	n, err := c.writeLocked(p)
+	c.wmu.Unlock()
+	return n, err
+}
+
+// writeLocked writes all of p; under wmu.
+func (c *Conn) writeLocked(p []byte) (int, error) {
 	c.wp, c.wn, c.werr = p, 0, 0
 	err := c.rc.Write(c.writeFn)
 	n, errno := c.wn, c.werr
 	c.wp = nil
-	c.wmu.Unlock()
 	switch {
 	case err != nil:
 		return n, c.opError("write", unwrapRaw(err))

@@ -419,6 +419,50 @@ func TestAsk(t *testing.T) {
 			}
 			return describe(0, err)
 		}},
+		{"hold-then-read-sends-kept", "n=4 ok next peer=answer", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			got := make(chan string, 1)
+			go func() {
+				buf := make([]byte, 6)
+				n, _ := io.ReadFull(peer, buf)
+				got <- string(buf[:n])
+				_, _ = peer.Write([]byte("next"))
+			}()
+			c.Hold(make([]byte, 0, 16))
+			_, _ = c.Write([]byte("ans"))
+			_, _ = c.Write([]byte("wer"))
+			c.Unhold()
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			if c.Release() != nil {
+				return "release failed"
+			}
+			return describe(n, err) + " " + string(buf[:n]) + " peer=" + <-got
+		}},
+		{"hold-overflow-and-later-writes-keep-order", "peer=abcdefghij-xyz", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			c.Hold(make([]byte, 0, 4))
+			_, _ = c.Write([]byte("abc"))
+			_, _ = c.Write([]byte("defghij")) // does not fit: ends the hold, after abc
+			_, _ = c.Write([]byte("-"))
+			c.Unhold()
+			c.Hold(make([]byte, 0, 4))
+			_, _ = c.Write([]byte("xy"))
+			c.Unhold()
+			_, _ = c.Write([]byte("z")) // kept bytes go first
+			_ = c.CloseWrite()
+			got, _ := io.ReadAll(peer)
+			return "peer=" + string(got)
+		}},
+		{"hold-release", "peer=kept", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			c.Hold(make([]byte, 0, 8))
+			_, _ = c.Write([]byte("kept"))
+			c.Unhold()
+			if err := c.Release(); err != nil {
+				return err.Error()
+			}
+			_ = c.CloseWrite()
+			got, _ := io.ReadAll(peer)
+			return "peer=" + string(got)
+		}},
 		{"empty-ask-reads-first", "n=3 ok abc", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
 			// Nothing to send: the read must try before it waits, or
 			// bytes already there would wait for the next edge.
