@@ -24,6 +24,12 @@
 // first instead of trying a read that, that soon after sending, finds
 // nothing (EAGAIN) almost every time.
 //
+// Reply (and Hold, which keeps the writes of a layer above, such as
+// crypto/tls's, for it) does the same for a client's connection in the
+// other direction: the last of an answer is written by the read that
+// waits for the client's next request, which the client sends only once
+// it has the answer, so that read need not try first either.
+//
 // Listen opens the edge's listening sockets with TCP keep-alive set on
 // the listener, which Linux copies to each accepted connection, instead of
 // the four setsockopt calls net makes after every accept.
