@@ -173,3 +173,125 @@ func testReply(t *testing.T, overTLS bool, idle time.Duration) {
 	send("/last")
 	expect("/last")
 }
+
+// TestReplyOneAtATime: a client that sends each request only once it has
+// the last answer, as most do, so that from its third request on each
+// answer is a reply: it gets what net/http would send, whatever the
+// framing, and the connection closes where net/http's does.
+func TestReplyOneAtATime(t *testing.T) {
+	th := &testHandler{}
+	plain, laneAddr, _ := servers(t, th, Options{})
+	paths := []string{"/", "/a", "/cl", "/small", "/big", "/cl16k", "/cl40k", "/flush", "/204", "/304",
+		"/empty", "/status", "/trailer", "/early", "/notype", "/multi", "/badcl", "/long", "/",
+		"HEAD /small", "HEAD /big", "HEAD /cl", "/b", "/short", "/after-short"}
+	run := func(addr string) (out []answer) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for _, p := range paths {
+			m := "GET"
+			if after, ok := strings.CutPrefix(p, "HEAD "); ok {
+				m, p = "HEAD", after
+			}
+			if _, err := io.WriteString(c, m+" "+p+" HTTP/1.1\r\nHost: a.test\r\n\r\n"); err != nil {
+				out = append(out, answer{Err: "write: " + err.Error()})
+				return out
+			}
+			res, err := http.ReadResponse(br, &http.Request{Method: m})
+			for err == nil && res.StatusCode < 200 {
+				// An informational answer: the final one follows, before
+				// the client sends its next request.
+				out = append(out, answer{Status: res.StatusCode, Header: res.Header})
+				res, err = http.ReadResponse(br, &http.Request{Method: m})
+			}
+			if err != nil {
+				out = append(out, answer{Err: "read: " + errKind(err)})
+				return out
+			}
+			b, err := io.ReadAll(res.Body)
+			a := answer{Status: res.StatusCode, TE: res.TransferEncoding, Length: res.ContentLength, Header: res.Header, Body: string(b), Trailer: res.Trailer}
+			if err != nil {
+				a.Err = "body: " + errKind(err)
+			}
+			a.Header.Del("Date")
+			out = append(out, a)
+			if err != nil || res.Close {
+				break
+			}
+		}
+		return out
+	}
+	want, got := run(plain), run(laneAddr)
+	if len(got) != len(want) {
+		t.Fatalf("lane: %d answers, net/http %d\nlane %+v\nnet/http %+v", len(got), len(want), got, want)
+	}
+	for i := range want {
+		if fmt.Sprintf("%+v", got[i]) != fmt.Sprintf("%+v", want[i]) {
+			t.Errorf("answer %d:\nlane     %+v\nnet/http %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestReplyAfterALongAnswer: the last of a long answer (one the client
+// starts reading late) is held for the next wait and goes after the rest,
+// which the handler wrote; the next request is then served. (A reply
+// that finds the socket full is sock's TestAsk/reply-full-socket.)
+func TestReplyAfterALongAnswer(t *testing.T) {
+	const size = 4 << 20
+	chunk := []byte(strings.Repeat("z", 64<<10))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/huge" {
+			_, _ = io.WriteString(w, "answer "+r.URL.Path)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		for n := 0; n < size-3000; n += len(chunk) {
+			_, _ = w.Write(chunk[:min(len(chunk), size-3000-n)])
+		}
+		_, _ = io.WriteString(w, strings.Repeat("y", 3000)) // held: the reply
+	})
+	addr := serveTCP(t, Options{Handler: h})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	ask := func(p string) *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(c, get(p)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the answer for %s: %v", p, err)
+		}
+		return res
+	}
+	for _, p := range []string{"/1", "/2"} {
+		res := ask(p)
+		if b, _ := io.ReadAll(res.Body); string(b) != "answer "+p {
+			t.Fatalf("%s: %q", p, b)
+		}
+	}
+	for range 2 {
+		res := ask("/huge")
+		time.Sleep(100 * time.Millisecond) // the handler waits on the socket
+		b, err := io.ReadAll(res.Body)
+		if err != nil || len(b) != size {
+			t.Fatalf("/huge: %d bytes of %d, %v", len(b), size, err)
+		}
+		if strings.Trim(string(b[:size-3000]), "z") != "" || strings.Trim(string(b[size-3000:]), "y") != "" {
+			t.Fatal("/huge: its last 3000 bytes are not where they belong")
+		}
+		res = ask("/after")
+		if b, _ := io.ReadAll(res.Body); string(b) != "answer /after" {
+			t.Fatalf("/after: %q", b)
+		}
+	}
+}

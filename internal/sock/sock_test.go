@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -463,6 +464,45 @@ func TestAsk(t *testing.T) {
 			got, _ := io.ReadAll(peer)
 			return "peer=" + string(got)
 		}},
+		// The socket is full when the Read starts (a client that reads
+		// late): what it does not take goes as Write's would, in order,
+		// before the Read waits; under a write deadline that passes
+		// (the edge's stall bound), the Read fails as a write.
+		{"reply-full-socket", "n=4 ok next peer=in-order", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			before := fill(t, c)
+			answer := []byte(strings.Repeat("answer.", 600))
+			got := make(chan string, 1)
+			go func() {
+				time.Sleep(50 * time.Millisecond) // the Read has begun
+				got <- readExpect(peer, before, answer)
+				_, _ = peer.Write([]byte("next"))
+			}()
+			c.Reply(answer)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 8)
+			n, err := c.Read(buf)
+			return describe(n, err) + " " + string(buf[:n]) + " peer=" + <-got
+		}},
+		{"reply-full-socket-deadline-past", "[timeout deadline op=read net=tcp] peer=in-order", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			before := fill(t, c)
+			answer := []byte(strings.Repeat("answer.", 600))
+			got := make(chan string, 1)
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				got <- readExpect(peer, before, answer)
+			}()
+			_ = c.SetReadDeadline(time.Now().Add(-time.Second))
+			c.Reply(answer)
+			out := describe(c.Read(make([]byte, 8)))
+			return out + " peer=" + <-got
+		}},
+		{"reply-full-socket-stalls", "[timeout deadline op=write net=tcp]", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
+			fill(t, c)
+			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			c.Reply([]byte(strings.Repeat("answer.", 600)))
+			return describe(c.Read(make([]byte, 8)))
+		}},
 		{"empty-ask-reads-first", "n=3 ok abc", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
 			// Nothing to send: the read must try before it waits, or
 			// bytes already there would wait for the next edge.
@@ -628,4 +668,41 @@ func BenchmarkEmptyCalls(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fill writes to c until its socket and its peer's take no more (the peer
+// reads nothing): until a write makes no progress for 50 ms. It returns
+// how much went.
+func fill(t *testing.T, c *Conn) int {
+	t.Helper()
+	_ = c.SetWriteBuffer(16 << 10)
+	total := 0
+	buf := make([]byte, 1<<20)
+	for range 200 {
+		_ = c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+		n, err := c.Write(buf)
+		total += n
+		if !errors.Is(err, os.ErrDeadlineExceeded) && err != nil {
+			t.Fatalf("filling: %v", err)
+		}
+		if n == 0 {
+			_ = c.SetWriteDeadline(time.Time{})
+			return total
+		}
+	}
+	t.Fatalf("filling: the socket still takes bytes after %d", total)
+	return 0
+}
+
+// readExpect reads skip bytes (zeros, from fill) and then want from r, and
+// says whether they came so.
+func readExpect(r io.Reader, skip int, want []byte) string {
+	b := make([]byte, skip+len(want))
+	if n, err := io.ReadFull(r, b); err != nil {
+		return fmt.Sprintf("%d bytes: %v", n, err)
+	}
+	if !bytes.Equal(b[:skip], make([]byte, skip)) || !bytes.Equal(b[skip:], want) {
+		return "out of order"
+	}
+	return "in-order"
 }
