@@ -659,6 +659,17 @@ func (cn *conn) waitWarm() (got, ok bool) {
 	case isWrite(err):
 		// The answer's write failed or stalled: the client is gone or
 		// does not read.
+	case replied && isTimeout(err) && cn.s.draining.Load():
+		// The drain woke the wait, and a request sent before its answer
+		// may be there unseen (the replying Read forgot readiness from
+		// before it). It came before the drain, so it is served (its
+		// answer says Connection: close) rather than cut with a reset:
+		// one more read, which tries before it waits, briefly.
+		cn.setReadDeadline(time.Now().Add(drainLook), true)
+		if k, _ := cn.c.Read(cn.buf); k > 0 {
+			cn.n = k
+			return true, true
+		}
 	case isTimeout(err) && !last && !cn.s.draining.Load():
 		if replied {
 			// Either a slow client, or a request sent before its answer
@@ -696,6 +707,10 @@ type holder interface {
 	Unhold()
 	Release() error
 }
+
+// drainLook bounds the read a drain makes on a connection whose replying
+// wait it woke (see waitWarm): what was sent before it is there already.
+const drainLook = 50 * time.Millisecond
 
 // replySize is the reply buffer: the out buffer's worth, and room for a
 // TLS record's overhead.

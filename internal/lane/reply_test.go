@@ -2,6 +2,7 @@ package lane
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -25,6 +26,13 @@ import (
 // the last of each answer written by the wait for the next request),
 // over TLS when cfg is not nil.
 func serveTCP(t *testing.T, o Options, cfg ...*tls.Config) string {
+	t.Helper()
+	addr, _ := serveTCPServer(t, o, cfg...)
+	return addr
+}
+
+// serveTCPServer is serveTCP that also returns the Server.
+func serveTCPServer(t *testing.T, o Options, cfg ...*tls.Config) (string, *Server) {
 	t.Helper()
 	if o.Handoff == nil {
 		o.Handoff = func(c net.Conn) { c.Close() }
@@ -66,7 +74,7 @@ func serveTCP(t *testing.T, o Options, cfg ...*tls.Config) string {
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); s.Close(); wg.Wait() })
-	return ln.Addr().String()
+	return ln.Addr().String(), s
 }
 
 // TestReply: a connection's answers ride on the waits for its next
@@ -293,5 +301,84 @@ func TestReplyAfterALongAnswer(t *testing.T) {
 		if b, _ := io.ReadAll(res.Body); string(b) != "answer /after" {
 			t.Fatalf("/after: %q", b)
 		}
+	}
+}
+
+// TestReplyDrain: drain begins while a client that has just pipelined
+// for the first time waits for the answer to a request it sent while the
+// last was served. That request came before the drain: it is answered,
+// as it is without replies, not dropped with the connection (a reset,
+// with its bytes unread) because the replying wait did not see it.
+func TestReplyDrain(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", overTLS), func(t *testing.T) { testReplyDrain(t, overTLS) })
+	}
+}
+
+func testReplyDrain(t *testing.T, overTLS bool) {
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/held" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "answer "+r.URL.Path)
+	})
+	var c net.Conn
+	var s *Server
+	var err error
+	if overTLS {
+		var addr string
+		addr, s = serveTCPServer(t, Options{Handler: h}, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}})
+		c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the test's own certificate
+	} else {
+		var addr string
+		addr, s = serveTCPServer(t, Options{Handler: h})
+		c, err = net.Dial("tcp", addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	send := func(p string) {
+		t.Helper()
+		if _, err := io.WriteString(c, get(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(p string) *http.Response {
+		t.Helper()
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the answer for %s: %v", p, err)
+		}
+		if b, _ := io.ReadAll(res.Body); string(b) != "answer "+p {
+			t.Fatalf("the answer for %s: %q", p, b)
+		}
+		return res
+	}
+	for _, p := range []string{"/1", "/2"} {
+		send(p)
+		expect(p)
+	}
+	send("/held")
+	time.Sleep(20 * time.Millisecond) // the held request is in the handler
+	send("/during")
+	time.Sleep(20 * time.Millisecond) // its bytes are in the socket
+	release <- struct{}{}
+	expect("/held")
+	time.Sleep(20 * time.Millisecond) // the lane waits for what comes next
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	if res := expect("/during"); !res.Close {
+		t.Errorf("the answer for /during, served in the drain, does not close the connection")
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 }
