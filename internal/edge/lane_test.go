@@ -1,10 +1,12 @@
 package edge
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -146,4 +148,56 @@ func TestLaneOverTLSAcrossWaits(t *testing.T) {
 			t.Errorf("request %d (after %v) came on a new connection, want the kept-alive one", i, pause)
 		}
 	}
+}
+
+// TestLaneDrainAnswersAMissedRequest: through the edge (whose counted
+// connections reply as sock's do), a client that pipelines for the first
+// time sends a request while the last is served, and the drain begins as
+// the lane waits, replying, without having seen it. That request came
+// before the drain and is answered, not cut with the connection.
+func TestLaneDrainAnswersAMissedRequest(t *testing.T) {
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/held" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "answer "+r.URL.Path)
+	})
+	e := start(t, Options{HTTPMode: ModeServe, Handler: h, DrainTimeout: 5 * time.Second})
+	c, err := net.Dial("tcp", e.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	send := func(p string) {
+		t.Helper()
+		if _, err := io.WriteString(c, "GET "+p+" HTTP/1.1\r\nHost: a.test\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(p string) {
+		t.Helper()
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the answer for %s: %v", p, err)
+		}
+		if b, _ := io.ReadAll(res.Body); string(b) != "answer "+p {
+			t.Fatalf("the answer for %s: %d %q", p, res.StatusCode, b)
+		}
+	}
+	for _, p := range []string{"/1", "/2"} {
+		send(p)
+		expect(p)
+	}
+	send("/held")
+	time.Sleep(20 * time.Millisecond) // the held request is in the handler
+	send("/during")
+	time.Sleep(20 * time.Millisecond) // its bytes are in the socket
+	release <- struct{}{}
+	expect("/held")
+	time.Sleep(20 * time.Millisecond) // the lane waits for what comes next
+	e.cancel()                        // drain
+	expect("/during")
 }
