@@ -189,10 +189,17 @@ func testReply(t *testing.T, overTLS bool, idle time.Duration) {
 func TestReplyOneAtATime(t *testing.T) {
 	th := &testHandler{}
 	plain, laneAddr, _ := servers(t, th, Options{})
-	paths := []string{"/", "/a", "/cl", "/small", "/big", "/cl16k", "/cl40k", "/flush", "/204", "/304",
-		"/empty", "/status", "/trailer", "/early", "/notype", "/multi", "/badcl", "/long", "/",
-		"HEAD /small", "HEAD /big", "HEAD /cl", "/b", "/short", "/after-short"}
-	run := func(addr string) (out []answer) {
+	// Each sequence ends its connection: a short answer, a panic, the
+	// client's close, or a request handed to net/http.
+	sequences := [][]string{
+		{"/", "/a", "/cl", "/small", "/big", "/cl16k", "/cl40k", "/flush", "/204", "/304",
+			"/empty", "/status", "/trailer", "/early", "/notype", "/multi", "/badcl", "/long", "/",
+			"HEAD /small", "HEAD /big", "HEAD /cl", "/b", "/short", "/after-short"},
+		{"/", "/a", "/b", "/abort", "/after-abort"},
+		{"/", "/a", "/b", "CLOSE /c", "/after-close"},
+		{"/", "/a", "/b", "/é", "/after-handoff", "/again"},
+	}
+	run := func(addr string, paths []string) (out []answer) {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -201,11 +208,14 @@ func TestReplyOneAtATime(t *testing.T) {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(c)
 		for _, p := range paths {
-			m := "GET"
+			m, extra := "GET", ""
 			if after, ok := strings.CutPrefix(p, "HEAD "); ok {
 				m, p = "HEAD", after
 			}
-			if _, err := io.WriteString(c, m+" "+p+" HTTP/1.1\r\nHost: a.test\r\n\r\n"); err != nil {
+			if after, ok := strings.CutPrefix(p, "CLOSE "); ok {
+				p, extra = after, "Connection: close\r\n"
+			}
+			if _, err := io.WriteString(c, m+" "+p+" HTTP/1.1\r\nHost: a.test\r\n"+extra+"\r\n"); err != nil {
 				out = append(out, answer{Err: "write: " + err.Error()})
 				return out
 			}
@@ -233,7 +243,11 @@ func TestReplyOneAtATime(t *testing.T) {
 		}
 		return out
 	}
-	want, got := run(plain), run(laneAddr)
+	var want, got []answer
+	for _, paths := range sequences {
+		want = append(append(want, run(plain, paths)...), answer{Err: "end of sequence"})
+		got = append(append(got, run(laneAddr, paths)...), answer{Err: "end of sequence"})
+	}
 	if len(got) != len(want) {
 		t.Fatalf("lane: %d answers, net/http %d\nlane %+v\nnet/http %+v", len(got), len(want), got, want)
 	}
