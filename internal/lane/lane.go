@@ -727,7 +727,9 @@ func holderOf(c net.Conn) holder {
 // hold starts keeping what the connection is written for the next wait's
 // Read, if it can.
 func (cn *conn) hold() bool {
-	if cn.h == nil || cn.pipelines || cn.s.draining.Load() {
+	// Not for the first request: the wait for its next one is a fresh
+	// goroutine's, and the answer goes before that starts.
+	if cn.h == nil || cn.served == 0 || cn.pipelines || cn.s.draining.Load() {
 		return false
 	}
 	b, _ := cn.s.replies.Get().(*[replySize]byte)
