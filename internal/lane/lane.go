@@ -903,7 +903,7 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 		return false
 	}
 	w.finish()
-	holding := b == nil && w.err == nil && !w.closeAfter && cn.hold()
+	holding := b == nil && w.err == nil && !w.closeAfter && x.bw.Buffered() > 0 && cn.hold()
 	err := x.bw.Flush()
 	if holding {
 		cn.h.Unhold()
