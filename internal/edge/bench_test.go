@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // BenchmarkHandshake is full TLS handshakes (no resumption) terminated by
@@ -36,7 +38,7 @@ const benchChunk = 1 << 20
 // sinkHost is a tls host that reads and discards until EOF, then answers
 // the byte count's low byte so the client knows everything arrived.
 func sinkHost(b *testing.B) (*tlsHost, *tls.Config) {
-	cert, pool := hostCert(b, "secure."+zone)
+	cert, pool := testutil.SelfSigned(b, "secure."+zone)
 	h := startTLSHost(b, cert, func(c *tls.Conn) {
 		n, _ := io.Copy(io.Discard, c)
 		_, _ = c.Write([]byte{byte(n)})

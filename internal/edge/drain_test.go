@@ -24,7 +24,7 @@ func TestDrainKeepsInFlight(t *testing.T) {
 		<-release
 		io.WriteString(w, "done")
 	})
-	cert, pool := hostCert(t, "secure."+zone)
+	cert, pool := testutil.SelfSigned(t, "secure."+zone)
 	host := startTLSHost(t, cert, echo)
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "active_connections"})
 	e := start(t, Options{Handler: slow, DrainTimeout: 20 * time.Second, ActiveConns: gauge,

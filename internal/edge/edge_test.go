@@ -3,14 +3,9 @@ package edge
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -93,21 +88,6 @@ func gatewayTLS(t testing.TB, o tlsmgr.Options) *tls.Config {
 	return m.TLSConfig()
 }
 
-// hostCert is a passthrough host's own certificate and a pool trusting it.
-func hostCert(t testing.TB, name string) (tls.Certificate, *x509.CertPool) {
-	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	tmpl.Subject.CommonName = "host " + name
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k, Leaf: leaf}, pool
-}
-
 // tlsHost is a passthrough host: it terminates TLS with its own
 // certificate and runs serve on each connection.
 type tlsHost struct {
@@ -164,7 +144,7 @@ func dialTLS(t testing.TB, addr string, cfg *tls.Config) (*tls.Conn, error) {
 }
 
 func TestPassthroughEndToEnd(t *testing.T) {
-	cert, pool := hostCert(t, "secure."+zone)
+	cert, pool := testutil.SelfSigned(t, "secure."+zone)
 	host := startTLSHost(t, cert, echo)
 	e := start(t, Options{Passthrough: RoutePassthrough(table(host.ln.Addr().String()), nil)})
 
@@ -219,7 +199,7 @@ func TestPassthroughNoHostCloses(t *testing.T) {
 // TestPassthroughHostKilled: the host dies mid-pipe; the client's side
 // closes promptly.
 func TestPassthroughHostKilled(t *testing.T) {
-	cert, pool := hostCert(t, "secure."+zone)
+	cert, pool := testutil.SelfSigned(t, "secure."+zone)
 	killed := make(chan struct{})
 	host := startTLSHost(t, cert, func(c *tls.Conn) {
 		buf := make([]byte, 5)

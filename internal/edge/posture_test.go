@@ -15,7 +15,7 @@ import (
 // host; it meets the gateway's own handshake, which refuses it with an
 // alert. A hello that meets it is piped as before.
 func TestPassthroughKeepsTLSPosture(t *testing.T) {
-	cert, pool := hostCert(t, "secure."+zone)
+	cert, pool := testutil.SelfSigned(t, "secure."+zone)
 	cases := []struct {
 		name   string
 		pqOnly bool

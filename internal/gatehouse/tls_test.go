@@ -2,14 +2,8 @@ package gatehouse
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -19,26 +13,6 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
-
-// selfSigned returns a certificate for name, as a host that terminates
-// TLS itself would have.
-func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(c)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k, Leaf: c}, pool
-}
 
 // Through the whole assembly: a passthrough app's TLS reaches its host
 // untouched (the client sees the host's own certificate), while an http
@@ -51,7 +25,7 @@ func TestHTTPSPassthroughAndTerminate(t *testing.T) {
 	if code, body := r.control(t, "PUT", "/api/v3/apps/web", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}
-	cert, pool := selfSigned(t, "vault.test.local")
+	cert, pool := testutil.SelfSigned(t, "vault.test.local")
 	// The tls host answers the gateway's challenge over TLS with the same
 	// certificate, and serves the app's own HTTPS.
 	var vaultHits atomic.Int32

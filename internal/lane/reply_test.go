@@ -3,14 +3,9 @@ package lane
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -19,20 +14,14 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // serveTCP serves a loopback listener with a Server made from o, each
 // connection wrapped as the edge wraps it (sock: raw system calls, and
 // the last of each answer written by the wait for the next request),
-// over TLS when cfg is not nil.
-func serveTCP(t *testing.T, o Options, cfg ...*tls.Config) string {
-	t.Helper()
-	addr, _ := serveTCPServer(t, o, cfg...)
-	return addr
-}
-
-// serveTCPServer is serveTCP that also returns the Server.
-func serveTCPServer(t *testing.T, o Options, cfg ...*tls.Config) (string, *Server) {
+// over TLS when cfg is not nil. It returns the address and the Server.
+func serveTCP(t *testing.T, o Options, cfg ...*tls.Config) (string, *Server) {
 	t.Helper()
 	if o.Handoff == nil {
 		o.Handoff = func(c net.Conn) { c.Close() }
@@ -77,6 +66,86 @@ func serveTCPServer(t *testing.T, o Options, cfg ...*tls.Config) (string, *Serve
 	return ln.Addr().String(), s
 }
 
+// replyClient is one client connection to a Server served by serveTCP,
+// plain or over TLS.
+type replyClient struct {
+	t  *testing.T
+	s  *Server
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func newReplyClient(t *testing.T, overTLS bool, o Options) *replyClient {
+	t.Helper()
+	var (
+		addr string
+		s    *Server
+		c    net.Conn
+		err  error
+	)
+	if overTLS {
+		cert, pool := testutil.SelfSigned(t, "127.0.0.1")
+		addr, s = serveTCP(t, o, &tls.Config{Certificates: []tls.Certificate{cert}})
+		c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: pool})
+	} else {
+		addr, s = serveTCP(t, o)
+		c, err = net.Dial("tcp", addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &replyClient{t: t, s: s, c: c, br: bufio.NewReader(c)}
+}
+
+// send writes a GET for each path, all in one write.
+func (rc *replyClient) send(paths ...string) {
+	rc.t.Helper()
+	var raw strings.Builder
+	for _, p := range paths {
+		raw.WriteString(get(p))
+	}
+	if _, err := io.WriteString(rc.c, raw.String()); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// next reads the next answer, for path p.
+func (rc *replyClient) next(p string) *http.Response {
+	rc.t.Helper()
+	res, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		rc.t.Fatalf("the answer for %s: %v", p, err)
+	}
+	return res
+}
+
+// expect reads the next answers, one for each path, and wants each to be
+// 200 "answer {path}" (as answerPaths answers); it returns the last.
+func (rc *replyClient) expect(paths ...string) *http.Response {
+	rc.t.Helper()
+	var res *http.Response
+	for _, p := range paths {
+		res = rc.next(p)
+		if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || string(b) != "answer "+p {
+			rc.t.Fatalf("the answer for %s: %d %q", p, res.StatusCode, b)
+		}
+	}
+	return res
+}
+
+// answerPaths answers "answer {path}"; /held waits for release first.
+func answerPaths(release <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/held" {
+			<-release
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "answer "+r.URL.Path)
+	})
+}
+
 // TestReply: a connection's answers ride on the waits for its next
 // requests, and a client that pipelines still gets every answer, in
 // order, whether its next request came with the last (seen at once) or
@@ -93,68 +162,10 @@ func TestReply(t *testing.T) {
 	}
 }
 
-// selfSigned is a certificate for 127.0.0.1, made for the test.
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 func testReply(t *testing.T, overTLS bool, idle time.Duration) {
 	release := make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/held" {
-			<-release
-		}
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "answer "+r.URL.Path)
-	})
-	var c net.Conn
-	var err error
-	if overTLS {
-		addr := serveTCP(t, Options{Handler: h, IdleTimeout: idle}, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}})
-		c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the test's own certificate
-	} else {
-		c, err = net.Dial("tcp", serveTCP(t, Options{Handler: h, IdleTimeout: idle}))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	expect := func(paths ...string) {
-		t.Helper()
-		for _, p := range paths {
-			res, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("the answer for %s: %v", p, err)
-			}
-			b, _ := io.ReadAll(res.Body)
-			if res.StatusCode != 200 || string(b) != "answer "+p {
-				t.Fatalf("the answer for %s: %d %q", p, res.StatusCode, b)
-			}
-		}
-	}
-	send := func(paths ...string) {
-		t.Helper()
-		var raw strings.Builder
-		for _, p := range paths {
-			raw.WriteString(get(p))
-		}
-		if _, err := io.WriteString(c, raw.String()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rc := newReplyClient(t, overTLS, Options{Handler: answerPaths(release), IdleTimeout: idle})
+	send, expect := rc.send, rc.expect
 
 	// One request at a time: from the second on, each answer is a reply.
 	for i := range 20 {
@@ -276,30 +287,15 @@ func TestReplyAfterALongAnswer(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, strings.Repeat("y", 3000)) // held: the reply
 	})
-	addr := serveTCP(t, Options{Handler: h})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	br := bufio.NewReader(c)
+	rc := newReplyClient(t, false, Options{Handler: h})
 	ask := func(p string) *http.Response {
 		t.Helper()
-		if _, err := io.WriteString(c, get(p)); err != nil {
-			t.Fatal(err)
-		}
-		res, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("the answer for %s: %v", p, err)
-		}
-		return res
+		rc.send(p)
+		return rc.next(p)
 	}
 	for _, p := range []string{"/1", "/2"} {
-		res := ask(p)
-		if b, _ := io.ReadAll(res.Body); string(b) != "answer "+p {
-			t.Fatalf("%s: %q", p, b)
-		}
+		rc.send(p)
+		rc.expect(p)
 	}
 	for range 2 {
 		res := ask("/huge")
@@ -311,10 +307,8 @@ func TestReplyAfterALongAnswer(t *testing.T) {
 		if strings.Trim(string(b[:size-3000]), "z") != "" || strings.Trim(string(b[size-3000:]), "y") != "" {
 			t.Fatal("/huge: its last 3000 bytes are not where they belong")
 		}
-		res = ask("/after")
-		if b, _ := io.ReadAll(res.Body); string(b) != "answer /after" {
-			t.Fatalf("/after: %q", b)
-		}
+		rc.send("/after")
+		rc.expect("/after")
 	}
 }
 
@@ -331,47 +325,8 @@ func TestReplyDrain(t *testing.T) {
 
 func testReplyDrain(t *testing.T, overTLS bool) {
 	release := make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/held" {
-			<-release
-		}
-		_, _ = io.WriteString(w, "answer "+r.URL.Path)
-	})
-	var c net.Conn
-	var s *Server
-	var err error
-	if overTLS {
-		var addr string
-		addr, s = serveTCPServer(t, Options{Handler: h}, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}})
-		c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) // the test's own certificate
-	} else {
-		var addr string
-		addr, s = serveTCPServer(t, Options{Handler: h})
-		c, err = net.Dial("tcp", addr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	send := func(p string) {
-		t.Helper()
-		if _, err := io.WriteString(c, get(p)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	expect := func(p string) *http.Response {
-		t.Helper()
-		res, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("the answer for %s: %v", p, err)
-		}
-		if b, _ := io.ReadAll(res.Body); string(b) != "answer "+p {
-			t.Fatalf("the answer for %s: %q", p, b)
-		}
-		return res
-	}
+	rc := newReplyClient(t, overTLS, Options{Handler: answerPaths(release)})
+	send, expect, s := rc.send, rc.expect, rc.s
 	for _, p := range []string{"/1", "/2"} {
 		send(p)
 		expect(p)

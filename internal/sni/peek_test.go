@@ -1,33 +1,17 @@
 package sni
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"testing"
 	"time"
-)
 
-func selfSigned(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
-}
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
 
 func listen(t *testing.T) net.Listener {
 	t.Helper()
@@ -43,7 +27,7 @@ func listen(t *testing.T) net.Listener {
 // the name and the replaying Conn still completes a real TLS handshake.
 func TestPeekThenHandshake(t *testing.T) {
 	ln := listen(t)
-	cert := selfSigned(t, "app.example.com")
+	cert, _ := testutil.SelfSigned(t, "app.example.com")
 	type result struct {
 		h   *Hello
 		err error
