@@ -256,6 +256,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
+// answers reads n bytes on peer, sends them on got, then writes answer:
+// the far end of an exchange.
+func answers(peer *net.TCPConn, n int, answer string) <-chan string {
+	got := make(chan string, 1)
+	go func() {
+		buf := make([]byte, n)
+		k, _ := io.ReadFull(peer, buf)
+		got <- string(buf[:k])
+		_, _ = peer.Write([]byte(answer))
+	}()
+	return got
+}
+
 // TestAsk: the request rides on the read that waits for its answer, and
 // every way that write can go is reported as a write would.
 func TestAsk(t *testing.T) {
@@ -265,13 +278,7 @@ func TestAsk(t *testing.T) {
 		run  func(t *testing.T, c *Conn, peer *net.TCPConn) string
 	}{
 		{"answer", "n=4 ok pong peer=ping", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
-			got := make(chan string, 1)
-			go func() {
-				buf := make([]byte, 4)
-				n, _ := io.ReadFull(peer, buf)
-				got <- string(buf[:n])
-				_, _ = peer.Write([]byte("pong"))
-			}()
+			got := answers(peer, 4, "pong")
 			c.Ask([]byte("ping"))
 			buf := make([]byte, 8)
 			n, err := c.Read(buf)
@@ -344,13 +351,7 @@ func TestAsk(t *testing.T) {
 			return out + " differs"
 		}},
 		{"idle-answer", "n=4 ok pong peer=ping", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
-			got := make(chan string, 1)
-			go func() {
-				buf := make([]byte, 4)
-				n, _ := io.ReadFull(peer, buf)
-				got <- string(buf[:n])
-				_, _ = peer.Write([]byte("pong"))
-			}()
+			got := answers(peer, 4, "pong")
 			c.AskIdle([]byte("ping"))
 			buf := make([]byte, 8)
 			n, err := c.Read(buf)
@@ -386,13 +387,7 @@ func TestAsk(t *testing.T) {
 			return describe(0, err)
 		}},
 		{"reply-answer-then-request", "n=4 ok next peer=answer", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
-			got := make(chan string, 1)
-			go func() {
-				buf := make([]byte, 6)
-				n, _ := io.ReadFull(peer, buf)
-				got <- string(buf[:n])
-				_, _ = peer.Write([]byte("next"))
-			}()
+			got := answers(peer, 6, "next")
 			c.Reply([]byte("answer"))
 			buf := make([]byte, 8)
 			n, err := c.Read(buf)
@@ -421,13 +416,7 @@ func TestAsk(t *testing.T) {
 			return describe(0, err)
 		}},
 		{"hold-then-read-sends-kept", "n=4 ok next peer=answer", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
-			got := make(chan string, 1)
-			go func() {
-				buf := make([]byte, 6)
-				n, _ := io.ReadFull(peer, buf)
-				got <- string(buf[:n])
-				_, _ = peer.Write([]byte("next"))
-			}()
+			got := answers(peer, 6, "next")
 			c.Hold(make([]byte, 0, 16))
 			_, _ = c.Write([]byte("ans"))
 			_, _ = c.Write([]byte("wer"))
