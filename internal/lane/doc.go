@@ -52,7 +52,7 @@
 //
 // On a plaintext keep-alive connection after its first request, the last
 // write of a bodiless request's response is made by the read that waits
-// for the next request (sock.Conn's Reply, see replier): the read then
+// for the next request (sock.Conn's Hold, see holder): the read then
 // waits for readiness without first trying, which would find nothing,
 // since a client sends its next request only once it has the answer. It
 // saves a system call per request (~3 % of a small proxied request's CPU

@@ -24,11 +24,11 @@
 // first instead of trying a read that, that soon after sending, finds
 // nothing (EAGAIN) almost every time.
 //
-// Reply (and Hold, which keeps the writes of a layer above, such as
-// crypto/tls's, for it) does the same for a client's connection in the
-// other direction: the last of an answer is written by the read that
-// waits for the client's next request, which the client sends only once
-// it has the answer, so that read need not try first either.
+// Hold does the same for a client's connection in the other direction:
+// the last writes of an answer (the lane's, or crypto/tls's records of
+// it) are kept and written by the read that waits for the client's next
+// request, which the client sends only once it has the answer, so that
+// read need not try first either.
 //
 // Listen opens the edge's listening sockets with TCP keep-alive set on
 // the listener, which Linux copies to each accepted connection, instead of

@@ -32,7 +32,7 @@ type Conn struct {
 	// that write's failure, askStuck says the socket took only part.
 	// askIdle says the socket must hold nothing before ask is written
 	// (AskIdle); askUnsent that it held something, and ask was not sent.
-	// askMust says ask goes out even if the Read cannot start (Reply).
+	// askMust says ask goes out even if the Read cannot start (Hold).
 	ask       []byte
 	askErr    syscall.Errno
 	askStuck  bool
@@ -114,33 +114,26 @@ func (c *Conn) Ask(p []byte) { c.setAsk(p, false, false) }
 // a peek that finds nothing.
 func (c *Conn) AskIdle(p []byte) { c.setAsk(p, true, false) }
 
-// Reply is Ask for an answer: p, the last of a response to a client, is
-// written at the start of the next Read, which then waits for the
-// client's next request without first trying to read it. The client
-// sends that only once it has the answer, so its readiness comes after
-// the Read began and is not lost; a client that pipelines may have sent
-// it before, and the caller must not Reply to one (its readiness can be
-// lost, and the Read then waits for the next one, or its deadline).
-//
-// Unlike an Ask's request, an answer must go out even when the Read
-// cannot start (its deadline has passed, the drain woke it): Read writes
-// p as Write does before it returns its error. A failed write is the
-// Read's error (Op "write"), as for Ask. It reports true: a Conn always
-// can (a wrapper that cannot reports false, and the caller writes p).
-func (c *Conn) Reply(p []byte) bool {
-	c.setAsk(p, false, true)
-	return true
-}
-
 // Hold has the Writes that follow, until Unhold, kept in buf (appended,
-// up to its capacity) instead of written: they become the reply of the
-// next Read (see Reply). A layer that writes through the Conn, such as
-// crypto/tls's, can so have its last records of an answer ride on the
-// wait for the next request. A Write that would not fit ends the hold: it
-// goes out after what was kept, as do Release and any Write after
-// Unhold. buf is the Conn's until that Read, Release or Write has sent
-// it. It reports true: a Conn always can (a wrapper that cannot reports
-// false, and keeps nothing).
+// up to its capacity) instead of written: they are the reply of the next
+// Read, which writes them at its start, as an Ask's request, and then
+// waits for the peer without first trying to read. That is for the last
+// of an answer to a client: the client sends its next request only once
+// it has the answer, so the request's readiness comes after the Read
+// began and is not lost. A client that pipelines may have sent it
+// before, and the caller must not hold for one (its readiness can be
+// lost, and the Read then waits for the next one, or its deadline).
+// A layer that writes through the Conn, such as crypto/tls, has its
+// records kept the same way.
+//
+// Unlike an Ask's request, the reply goes out even when the Read cannot
+// start (its deadline has passed, the drain woke it): Read writes it as
+// Write does before it returns its error; a failed write is the Read's
+// error (Op "write"), as for Ask. A Write that would not fit ends the
+// hold: it goes out after what was kept, as do Release and any Write
+// after Unhold. buf is the Conn's until that Read, Release or Write has
+// sent it. It reports true: a Conn always can (a wrapper that cannot
+// reports false, and keeps nothing).
 func (c *Conn) Hold(buf []byte) bool {
 	c.wmu.Lock()
 	c.hold, c.kept = true, buf[:0]

@@ -256,6 +256,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
+// reply has p be the reply of c's next Read, as the lane does: held,
+// written, unheld.
+func reply(c *Conn, p []byte) {
+	c.Hold(make([]byte, 0, len(p)))
+	_, _ = c.Write(p)
+	c.Unhold()
+}
+
 // answers reads n bytes on peer, sends them on got, then writes answer:
 // the far end of an exchange.
 func answers(peer *net.TCPConn, n int, answer string) <-chan string {
@@ -388,7 +396,7 @@ func TestAsk(t *testing.T) {
 		}},
 		{"reply-answer-then-request", "n=4 ok next peer=answer", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
 			got := answers(peer, 6, "next")
-			c.Reply([]byte("answer"))
+			reply(c, []byte("answer"))
 			buf := make([]byte, 8)
 			n, err := c.Read(buf)
 			return describe(n, err) + " " + string(buf[:n]) + " peer=" + <-got
@@ -397,7 +405,7 @@ func TestAsk(t *testing.T) {
 			// The read cannot start (the drain sets a deadline in the
 			// past to wake idle connections), but the answer goes out.
 			_ = c.SetReadDeadline(time.Now().Add(-time.Second))
-			c.Reply([]byte("answer"))
+			reply(c, []byte("answer"))
 			out := describe(c.Read(make([]byte, 8)))
 			_ = c.CloseWrite()
 			got, _ := io.ReadAll(peer)
@@ -407,7 +415,7 @@ func TestAsk(t *testing.T) {
 			_ = peer.SetLinger(0)
 			peer.Close()
 			time.Sleep(20 * time.Millisecond)
-			c.Reply([]byte("answer"))
+			reply(c, []byte("answer"))
 			_, err := c.Read(make([]byte, 8))
 			var oe *net.OpError
 			if (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) && errors.As(err, &oe) {
@@ -466,7 +474,7 @@ func TestAsk(t *testing.T) {
 				got <- readExpect(peer, before, answer)
 				_, _ = peer.Write([]byte("next"))
 			}()
-			c.Reply(answer)
+			reply(c, answer)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			buf := make([]byte, 8)
 			n, err := c.Read(buf)
@@ -481,7 +489,7 @@ func TestAsk(t *testing.T) {
 				got <- readExpect(peer, before, answer)
 			}()
 			_ = c.SetReadDeadline(time.Now().Add(-time.Second))
-			c.Reply(answer)
+			reply(c, answer)
 			out := describe(c.Read(make([]byte, 8)))
 			return out + " peer=" + <-got
 		}},
@@ -489,7 +497,7 @@ func TestAsk(t *testing.T) {
 			fill(t, c)
 			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			c.Reply([]byte(strings.Repeat("answer.", 600)))
+			reply(c, []byte(strings.Repeat("answer.", 600)))
 			return describe(c.Read(make([]byte, 8)))
 		}},
 		{"empty-ask-reads-first", "n=3 ok abc", func(t *testing.T, c *Conn, peer *net.TCPConn) string {
@@ -624,7 +632,7 @@ func BenchmarkSocketCalls(b *testing.B) {
 
 // BenchmarkEmptyCalls is what a system call that does nothing costs on
 // the machine: the EAGAIN read that began every wait for a client's next
-// request (until Reply), the pool's peek (AskIdle), and getpid for
+// request (until Hold), the pool's peek (AskIdle), and getpid for
 // reference. On a paravirtual guest this is far from free.
 func BenchmarkEmptyCalls(b *testing.B) {
 	c, peer := pair(b, func(c net.Conn) net.Conn { return c })
