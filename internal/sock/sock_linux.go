@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -50,6 +51,9 @@ type Conn struct {
 	// next Read's reply (or Release's, or the next Write's, first).
 	hold bool
 	kept []byte
+	// holding is hold || kept != nil, for Read to skip wmu when nothing
+	// is held (every read of a host's connection, most of a client's).
+	holding atomic.Bool
 }
 
 // Wrap returns c as a Conn when it is a *net.TCPConn, else c unchanged.
@@ -137,6 +141,7 @@ func (c *Conn) AskIdle(p []byte) { c.setAsk(p, true, false) }
 func (c *Conn) Hold(buf []byte) bool {
 	c.wmu.Lock()
 	c.hold, c.kept = true, buf[:0]
+	c.holding.Store(true)
 	c.wmu.Unlock()
 	return true
 }
@@ -145,6 +150,7 @@ func (c *Conn) Hold(buf []byte) bool {
 func (c *Conn) Unhold() {
 	c.wmu.Lock()
 	c.hold = false
+	c.holding.Store(c.kept != nil)
 	c.wmu.Unlock()
 }
 
@@ -155,6 +161,7 @@ func (c *Conn) Release() error {
 	c.wmu.Lock()
 	k := c.kept
 	c.hold, c.kept = false, nil
+	c.holding.Store(false)
 	c.wmu.Unlock()
 	if len(k) == 0 {
 		return nil
@@ -166,6 +173,9 @@ func (c *Conn) Release() error {
 // takeKept returns what Hold kept, unless a hold is still on, and
 // forgets it.
 func (c *Conn) takeKept() []byte {
+	if !c.holding.Load() {
+		return nil
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.hold || len(c.kept) == 0 {
@@ -173,6 +183,7 @@ func (c *Conn) takeKept() []byte {
 	}
 	k := c.kept
 	c.kept = nil
+	c.holding.Store(false)
 	return k
 }
 
@@ -320,6 +331,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		// Kept bytes go first, and a Write that does not fit ends the hold.
 		k := c.kept
 		c.hold, c.kept = false, nil
+		c.holding.Store(false)
 		if len(k) > 0 {
 			if _, err := c.writeLocked(k); err != nil {
 				c.wmu.Unlock()
