@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Stats counts the bytes a pipe carried.
@@ -39,6 +40,7 @@ func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, err
 		closeOnce sync.Once
 		wg        sync.WaitGroup
 		up, down  result
+		ended     atomic.Int32 // directions that reached EOF
 	)
 	closeBoth := func() { closeOnce.Do(func() { client.Close(); host.Close() }) }
 	stop := context.AfterFunc(ctx, closeBoth)
@@ -46,8 +48,8 @@ func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, err
 	// has already grown: a third goroutine would grow its own, and the
 	// caller would park in Wait and be woken, on every connection.
 	wg.Add(2)
-	go copyHalf(&wg, &up, host, client, closeBoth)
-	copyHalf(&wg, &down, client, host, closeBoth)
+	go copyHalf(&wg, &up, host, client, &ended, closeBoth)
+	copyHalf(&wg, &down, client, host, &ended, closeBoth)
 	wg.Wait()
 	stop()
 	closeBoth()
@@ -66,14 +68,21 @@ type result struct {
 
 // copyHalf copies src to dst. On EOF it half-closes dst so the peer sees
 // the end of the stream while the other direction carries on; on any error
-// it closes both sides, which unblocks the other direction at once.
-func copyHalf(wg *sync.WaitGroup, r *result, dst, src net.Conn, closeBoth func()) {
+// it closes both sides, which unblocks the other direction at once. The
+// second direction to reach EOF closes both instead of half-closing: the
+// close sends dst its FIN as the shutdown would, one system call fewer
+// on every passthrough connection that ends cleanly.
+func copyHalf(wg *sync.WaitGroup, r *result, dst, src net.Conn, ended *atomic.Int32, closeBoth func()) {
 	defer wg.Done()
 	r.n, r.err = io.Copy(dst, src) // *net.TCPConn.ReadFrom: splice on Linux
 	if r.err != nil {
 		if errors.Is(r.err, net.ErrClosed) {
 			r.err = nil // closed by the other direction or by ctx
 		}
+		closeBoth()
+		return
+	}
+	if ended.Add(1) == 2 {
 		closeBoth()
 		return
 	}
