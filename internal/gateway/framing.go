@@ -131,7 +131,7 @@ func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
 // a handler answers the cost is three loads.
 func (c *guardConn) Write(p []byte) (int, error) {
 	if a := c.answerFor(p); a != nil {
-		if _, err := c.Conn.Write(a); err != nil {
+		if _, err := c.Conn.Write(dated(a, time.Now())); err != nil {
 			return 0, err
 		}
 		return len(p), nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -222,6 +223,17 @@ func expectationFailed(p []byte) bool {
 
 // problemAnswer is a whole HTTP/1.1 answer with a problem+json body, which
 // closes the connection as net/http's error answers do.
+// dated returns answer with a Date field for now after its status line:
+// the answers are made once, and a server with a clock dates every answer
+// (RFC 9110 §6.6.1), which net/http's own error answers do not.
+func dated(answer []byte, now time.Time) []byte {
+	i := bytes.Index(answer, []byte("\r\n")) + 2
+	b := make([]byte, 0, len(answer)+len("Date: \r\n")+len(http.TimeFormat))
+	b = append(append(b, answer[:i]...), "Date: "...)
+	b = now.UTC().AppendFormat(b, http.TimeFormat)
+	return append(append(b, "\r\n"...), answer[i:]...)
+}
+
 func problemAnswer(status int, detail string) []byte {
 	body, _ := json.Marshal(problem.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s",

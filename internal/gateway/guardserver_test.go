@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
@@ -47,6 +48,17 @@ func wantConnProblem(t *testing.T, res *http.Response, body []byte, status int, 
 	}
 	if res.ContentLength != int64(len(body)) {
 		t.Fatalf("Content-Length %d for %d bytes", res.ContentLength, len(body))
+	}
+	wantDate(t, res)
+}
+
+// wantDate checks that res carries a Date a client can parse, as every
+// answer of a server with a clock must (RFC 9110 §6.6.1).
+func wantDate(t *testing.T, res *http.Response) {
+	t.Helper()
+	d, err := http.ParseTime(res.Header.Get("Date"))
+	if err != nil || time.Since(d).Abs() > time.Minute {
+		t.Fatalf("Date %q (%v), want the time now", res.Header.Get("Date"), err)
 	}
 }
 

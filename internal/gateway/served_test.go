@@ -236,6 +236,9 @@ func TestLongRequestLine(t *testing.T) {
 						!strings.Contains(string(body), "the request line is over the listener's limit") {
 						t.Errorf("%s: %d %s %s", name, res.StatusCode, res.Header.Get("Content-Type"), body)
 					}
+					if _, err := http.ParseTime(res.Header.Get("Date")); err != nil {
+						t.Errorf("%s: Date %q: %v", name, res.Header.Get("Date"), err)
+					}
 					c.Close()
 				}
 			}
