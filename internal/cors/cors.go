@@ -88,10 +88,14 @@ var hostFields = [...]string{"Access-Control-Allow-Origin", "Access-Control-Allo
 	"Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Max-Age"}
 
 // Respond sets the CORS headers of an actual (non-preflight) response to a
-// request from origin: first it removes any Access-Control-Allow-* and
-// Access-Control-Expose-Headers the host set, so only the gateway decides,
-// then, for an allowed origin only, it sets Access-Control-Allow-Origin,
-// Vary: Origin and, if the app allows them, credentials.
+// request from origin: first it removes the Access-Control-Allow-* and
+// Max-Age fields the host set, so only the gateway decides who may read
+// the response, then, for an allowed origin only, it sets
+// Access-Control-Allow-Origin, Vary: Origin and, if the app allows them,
+// credentials, and adds the gateway's fields to the host's
+// Access-Control-Expose-Headers. The host's list is kept: it names only
+// which fields an allowed reader sees, and without an allowed origin a
+// browser reads none.
 func (p Policy) Respond(origin string, h http.Header) {
 	for _, k := range hostFields {
 		delete(h, k) // canonical already: h.Del would only canonicalize it again

@@ -14,8 +14,9 @@ import (
 // is answered here, 204 for an allowed origin and 403 otherwise, and never
 // goes further: the host never sees one. Any other request goes on, and its
 // response carries Access-Control-Allow-Origin and Vary: Origin only when
-// it came from an origin on the app's list; whatever CORS headers the host
-// set are replaced, so the gateway's list is the only one.
+// it came from an origin on the app's list; whatever Access-Control-Allow-*
+// fields the host set are replaced, so the gateway's list is the only one
+// (cors.Policy.Respond).
 func (g *Gateway) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := route.RequestFrom(r.Context())
