@@ -297,3 +297,33 @@ func TestHostRateFieldsDoNotDoubleTheGateways(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitClockStepsBack: the limiters read the wall clock, which an
+// NTP step or a restored VM can move back. Until it catches up again a
+// client's counter must count as it did when time stood still (at the
+// start of its current window), never weigh its last window more than
+// its whole count: a client well inside its budget is not refused, and
+// the fields it gets still say what fits.
+func TestRateLimitClockStepsBack(t *testing.T) {
+	app := &route.App{ID: "shop", RateLimit: route.RateLimit{Requests: 10, Window: route.Duration(30 * time.Second)}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	e.advance(-time.Duration(e.now.Load() % int64(30*time.Second))) // at a window start
+	get := func() *http.Response {
+		res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeFrom("192.0.2.7")})
+		if res.StatusCode != 200 {
+			t.Fatalf("status %d with 10 a window and at most 6 used: %s (X-RateLimit-Remaining %q, Retry-After %q)",
+				res.StatusCode, body, res.Header.Get("X-RateLimit-Remaining"), res.Header.Get("Retry-After"))
+		}
+		return res
+	}
+	for range 4 {
+		get()
+	}
+	e.advance(45 * time.Second) // halfway into the next window: 4 × ½ carried
+	get()
+	e.advance(-time.Minute) // the clock steps back, before that window began
+	// At most the 4 of the last window and the 1 of this one count.
+	if got := get().Header.Get("X-RateLimit-Remaining"); got != "4" {
+		t.Fatalf("X-RateLimit-Remaining %q after the step back, want 4", got)
+	}
+}

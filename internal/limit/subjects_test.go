@@ -36,6 +36,35 @@ func TestSubjectsRPS(t *testing.T) {
 	}
 }
 
+// TestSubjectsRPSClockStepsBack: a token's rps window is one second, so
+// even a small step back of the wall clock would weigh the last second's
+// requests several times over. Until the clock catches up they count once.
+func TestSubjectsRPSClockStepsBack(t *testing.T) {
+	clk := newClock()
+	s, _ := NewSubjects(SubjectsOptions{Now: clk.Now})
+	c := Claims{RPS: 5}
+	admit := func(what string) {
+		t.Helper()
+		g, err := s.Admit(alice, c)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		g.Release()
+	}
+	admit("first")
+	admit("second")
+	clk.Add(1500 * time.Millisecond)
+	admit("in the next second")
+	clk.Add(-3 * time.Second)
+	// 2 carried, 1 in this second: two more fit in a budget of 5.
+	admit("fourth, after the step back")
+	admit("fifth, after the step back")
+	var ref *Refusal
+	if _, err := s.Admit(alice, c); !errors.As(err, &ref) || ref.RetryAfter <= 0 {
+		t.Fatalf("sixth: %v, want a refusal that says when to retry", err)
+	}
+}
+
 func TestSubjectsConnections(t *testing.T) {
 	s, _ := NewSubjects(SubjectsOptions{})
 	c := Claims{Connections: 2}

@@ -105,7 +105,7 @@ func (w *Window) Len() int { return w.t.len() }
 // compared as prev×(length−e) + cur×length against limit×length.
 func (c *counter) charge(now int64, n int, q Quota) Result {
 	length := uint64(q.Window)
-	c.advance(now, int64(length))
+	now = c.advance(now, int64(length))
 	if n < 0 {
 		n = 0
 	}
@@ -127,8 +127,14 @@ func (c *counter) charge(now int64, n int, q Quota) Result {
 	return r
 }
 
-// advance moves c's fixed windows forward to the one holding now.
-func (c *counter) advance(now, length int64) {
+// advance moves c's fixed windows forward to the one holding now, and
+// returns the time to count at: now, or the start of c's window when the
+// wall clock went back before it (an NTP step, a restored VM). Counting at
+// the real now would make the time into the window negative, and weigh the
+// last window's count more than whole: a client well inside its budget
+// would be refused, and told it fits again at once, until the clock caught
+// up. Time that stands still for a counter costs nothing of the sort.
+func (c *counter) advance(now, length int64) int64 {
 	start := now - now%length
 	switch {
 	case c.length != length:
@@ -139,7 +145,7 @@ func (c *counter) advance(now, length int64) {
 	case start > c.start:
 		c.prev, c.cur, c.start = 0, 0, start
 	}
-	// start < c.start: the clock went back; keep counting in c's window.
+	return max(now, c.start)
 }
 
 // until returns how long from now until n more units fit, given that no
