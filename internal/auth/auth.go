@@ -171,13 +171,21 @@ func Status(err error) int {
 // queryTokenNames are query parameters that carry tokens in the wild.
 var queryTokenNames = []string{"access_token", "token", "jwt", "id_token", "auth_token", "bearer", "authorization", "auth", "api_key", "apikey"}
 
+// rfc6750Param is the query parameter RFC 6750 §2.3 defines for bearer
+// tokens: whatever its value, it is a token sent a second way.
+const rfc6750Param = "access_token"
+
 // BearerToken returns the token of r's Authorization: Bearer header. A
 // token is never taken from the query string. A token-like query
 // parameter (access_token, token, ...) is refused (ErrQueryToken) when
 // there is no Authorization header, or when it repeats the header's token,
 // so a client learns at once that it leaks its token into URLs and logs;
 // beside a header with another token it is the app's own parameter (a
-// password-reset or invitation link's ?token=) and is left alone.
+// password-reset or invitation link's ?token=) and is left alone. The
+// exception is access_token, RFC 6750's own name for a token in the query:
+// beside the header it is a second method, which RFC 6750 §2 forbids, and
+// a host that reads the query first would take a token the gateway never
+// verified.
 func BearerToken(r *http.Request) (string, error) {
 	vals := r.Header.Values("Authorization")
 	if len(vals) == 0 {
@@ -204,14 +212,14 @@ func BearerToken(r *http.Request) (string, error) {
 }
 
 // queryToken reports whether r's query has a token-like parameter: any,
-// when tok is empty, else one whose value is tok.
+// when tok is empty, else access_token or one whose value is tok.
 func queryToken(r *http.Request, tok string) bool {
 	if r.URL.RawQuery == "" {
 		return false
 	}
 	for name, vs := range r.URL.Query() {
 		for _, t := range queryTokenNames {
-			if strings.EqualFold(name, t) && (tok == "" || slices.Contains(vs, tok)) {
+			if strings.EqualFold(name, t) && (tok == "" || t == rfc6750Param || slices.Contains(vs, tok)) {
 				return true
 			}
 		}

@@ -267,7 +267,8 @@ func TestBearerToken(t *testing.T) {
 		{"/?x=1&Token=abc", "Bearer abc", "", ErrQueryToken},
 		{"/?jwt=abc", "", "", ErrQueryToken},
 		{"/?q=token", "Bearer abc", "abc", nil},
-		{"/?token=reset-123", "Bearer abc", "abc", nil}, // the app's own parameter
+		{"/?token=reset-123", "Bearer abc", "abc", nil},           // the app's own parameter
+		{"/?access_token=other", "Bearer abc", "", ErrQueryToken}, // RFC 6750's name: a second method
 		{"/?Access_Token=abc&x=1", "Bearer abc", "", ErrQueryToken},
 		{"/?token=reset-123", "", "", ErrQueryToken},
 	}

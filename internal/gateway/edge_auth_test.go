@@ -44,6 +44,10 @@ func TestAuthThroughChain(t *testing.T) {
 		{"query token beside a good header", "/?token=" + good, edgeBearer(good), 401},
 		{"query jwt", "/?jwt=" + good, nil, 401},
 		{"an app's own token parameter beside a good header", "/reset?token=r3s3t", edgeBearer(good), 200},
+		// RFC 6750 §2: one method per request, and access_token is the
+		// query method's own name: never an app's parameter.
+		{"access_token of another token beside a good header", "/?access_token=forged", edgeBearer(good), 401},
+		{"empty access_token beside a good header", "/?x=1&ACCESS_TOKEN=", edgeBearer(good), 401},
 		{"malformed", "/", edgeBearer("a.b.c"), 401},
 		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401},
 		{"not yet valid", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })), 401},
@@ -68,6 +72,9 @@ func TestAuthThroughChain(t *testing.T) {
 				}
 				if res.Header.Get("WWW-Authenticate") == "" {
 					t.Fatal("no WWW-Authenticate challenge")
+				}
+				if got := res.Header.Get("WWW-Authenticate"); strings.Contains(c.path, "?") && !strings.Contains(got, `error="invalid_request"`) {
+					t.Fatalf("a token in the query string: challenge %q, want error=\"invalid_request\"", got)
 				}
 				return
 			}
