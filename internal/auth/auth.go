@@ -155,6 +155,10 @@ var (
 	ErrNoToken    = errors.New("auth: no bearer token")
 	ErrQueryToken = errors.New("auth: a token in the query string is not accepted; send it in the Authorization header")
 	ErrInvalid    = errors.New("auth: invalid token")
+	// ErrTwoHeaders is a request with more than one Authorization field:
+	// malformed (RFC 6750 invalid_request), and refused like any invalid
+	// token (it wraps ErrInvalid).
+	ErrTwoHeaders = fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
 	ErrAudience   = errors.New("auth: token audience does not cover this app")
 	ErrScope      = errors.New("auth: token scope does not include platform")
 )
@@ -195,11 +199,14 @@ func BearerToken(r *http.Request) (string, error) {
 		return "", ErrNoToken
 	}
 	if len(vals) > 1 {
-		return "", fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
+		return "", ErrTwoHeaders
 	}
-	scheme, tok, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", fmt.Errorf("%w: Authorization is not a Bearer token", ErrInvalid)
+	// Another scheme's credentials, or the scheme alone, carry no bearer
+	// token: RFC 6750 §3.1 answers that with the bare challenge, not with
+	// invalid_token, on which a client would fetch a new token in vain.
+	scheme, tok, _ := strings.Cut(vals[0], " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", fmt.Errorf("%w: Authorization is not a Bearer token", ErrNoToken)
 	}
 	tok = strings.TrimSpace(tok)
 	if tok == "" {

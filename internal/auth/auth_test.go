@@ -261,8 +261,9 @@ func TestBearerToken(t *testing.T) {
 		{"/", "bearer abc", "abc", nil},
 		{"/", "", "", ErrNoToken},
 		{"/", "Bearer ", "", ErrNoToken},
-		{"/", "Basic dXNlcjpwYXNz", "", ErrInvalid},
-		{"/", "Bearerabc", "", ErrInvalid},
+		{"/", "Basic dXNlcjpwYXNz", "", ErrNoToken}, // no bearer credential at all (RFC 6750 §3.1)
+		{"/", "Bearerabc", "", ErrNoToken},
+		{"/", "Bearer", "", ErrNoToken},
 		{"/?access_token=abc", "", "", ErrQueryToken},
 		{"/?x=1&Token=abc", "Bearer abc", "", ErrQueryToken},
 		{"/?jwt=abc", "", "", ErrQueryToken},
@@ -288,7 +289,7 @@ func TestBearerToken(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Add("Authorization", "Bearer a")
 	r.Header.Add("Authorization", "Bearer b")
-	if _, err := BearerToken(r); !errors.Is(err, ErrInvalid) {
+	if _, err := BearerToken(r); !errors.Is(err, ErrTwoHeaders) || !errors.Is(err, ErrInvalid) {
 		t.Errorf("two headers: %v", err)
 	}
 }

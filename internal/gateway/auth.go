@@ -89,6 +89,9 @@ func authError(w http.ResponseWriter, err error) {
 	case errors.Is(err, auth.ErrQueryToken):
 		detail = "tokens are accepted in the Authorization header only, never in the query string"
 		challenge = `Bearer realm="gatehouse", error="invalid_request"`
+	case errors.Is(err, auth.ErrTwoHeaders):
+		detail = "send one bearer token, in one Authorization header"
+		challenge = `Bearer realm="gatehouse", error="invalid_request"`
 	case errors.Is(err, auth.ErrNoToken):
 		challenge = `Bearer realm="gatehouse"`
 	}

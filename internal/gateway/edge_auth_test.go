@@ -100,6 +100,44 @@ func TestAuthThroughChain(t *testing.T) {
 	}
 }
 
+// TestAuthChallenges: the WWW-Authenticate of each refusal says what
+// RFC 6750 §3.1 says it should, since OAuth clients act on it (on
+// invalid_token they fetch a new token and try again). A request with no
+// bearer credential at all, another scheme's included, gets the bare
+// challenge; a token sent two ways or in two fields is a malformed request;
+// only a token that fails verification is invalid_token.
+func TestAuthChallenges(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	good := e.token(nil)
+	const bare = `Bearer realm="gatehouse"`
+	cases := []struct {
+		name   string
+		path   string
+		hdr    http.Header
+		status int
+		want   string
+	}{
+		{"no credentials", "/", nil, 401, bare},
+		{"another scheme", "/", http.Header{"Authorization": {"Basic YTpi"}}, 401, bare},
+		{"Bearer and nothing", "/", http.Header{"Authorization": {"Bearer"}}, 401, bare},
+		{"Bearer and blanks", "/", http.Header{"Authorization": {"Bearer   "}}, 401, bare},
+		{"two Authorization fields", "/", http.Header{"Authorization": {"Bearer " + good, "Bearer " + good}}, 401, bare + `, error="invalid_request"`},
+		{"header and query", "/?access_token=" + good, edgeBearer(good), 401, bare + `, error="invalid_request"`},
+		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401, bare + `, error="invalid_token"`},
+		{"not a JWT", "/", edgeBearer("abc"), 401, bare + `, error="invalid_token"`},
+		{"another app's token", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["aud"] = "blog" })), 403, bare + `, error="insufficient_scope"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, body := e.do(edgeReq{app: "shop", path: c.path, hdr: c.hdr})
+			edgeProblem(t, res, body, c.status)
+			if got := res.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != c.want {
+				t.Fatalf("WWW-Authenticate %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
 func noneToken(t *testing.T) string {
 	s, err := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"iss": "idp", "sub": "alice", "aud": "*", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
 	if err != nil {
