@@ -3,6 +3,7 @@ package limit
 import (
 	"fmt"
 	"hash/maphash"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -50,16 +51,20 @@ func (k Subject) hash() uint64 {
 // (LRU). A subject with connections in flight is passed over by eviction
 // while another candidate exists. Safe for concurrent use.
 type Subjects struct {
-	now func() time.Time
-	t   *table[Subject, budget]
+	now  func() time.Time
+	t    *table[Subject, budget]
+	gens atomic.Uint64 // the last budget generation given out
 }
 
 // budget is one subject's claim limits in use.
 type budget struct {
 	rps    counter
 	active int32
-	read   *rate.Limiter // nil until a token with read_Bps is seen
-	write  *rate.Limiter
+	// gen tells this budget from a later one of the same subject, made
+	// after eviction: a grant gives its slot back only to its own.
+	gen   uint64
+	read  *rate.Limiter // nil until a token with read_Bps is seen
+	write *rate.Limiter
 }
 
 // DefaultMaxSubjects is the bound when SubjectsOptions.MaxSubjects is zero.
@@ -84,6 +89,7 @@ func NewSubjects(o SubjectsOptions) (*Subjects, error) {
 type Grant struct {
 	s     *Subjects
 	key   Subject
+	gen   uint64 // the budget's generation the slot was taken from
 	conn  bool
 	Read  *rate.Limiter // nil: request body not limited
 	Write *rate.Limiter // nil: response not limited
@@ -107,7 +113,10 @@ func (s *Subjects) Admit(k Subject, c Claims) (*Grant, error) {
 	now := s.now().UnixNano()
 	g := &Grant{s: s, key: k}
 	var ref *Refusal
-	with(s.t, k, pinned, func(v *budget, _ bool) struct{} {
+	with(s.t, k, pinned, func(v *budget, fresh bool) struct{} {
+		if fresh {
+			v.gen = s.gens.Add(1)
+		}
 		if c.RPS > 0 {
 			r := v.rps.charge(now, 1, Quota{Limit: c.RPS, Window: time.Second})
 			if !r.Allowed {
@@ -122,7 +131,7 @@ func (s *Subjects) Admit(k Subject, c Claims) (*Grant, error) {
 			}
 		}
 		v.active++
-		g.conn = true
+		g.conn, g.gen = true, v.gen
 		g.Read = byteRate(&v.read, c.ReadBps)
 		g.Write = byteRate(&v.write, c.WriteBps)
 		return struct{}{}
@@ -151,13 +160,15 @@ func byteRate(l **rate.Limiter, bps int64) *rate.Limiter {
 }
 
 // Release gives back g's connection slot. Calling it again does nothing.
+// If the subject was evicted meanwhile, the slot went with its budget: a
+// budget made for the subject since holds requests of its own.
 func (g *Grant) Release() {
 	if g == nil || !g.conn {
 		return
 	}
 	g.conn = false
 	peek(g.s.t, g.key, func(v *budget) {
-		if v.active > 0 {
+		if v.gen == g.gen && v.active > 0 {
 			v.active--
 		}
 	})
