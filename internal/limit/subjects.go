@@ -48,8 +48,11 @@ func (k Subject) hash() uint64 {
 }
 
 // Subjects enforces claim limits per [Subject] in a bounded population
-// (LRU). A subject with connections in flight is passed over by eviction
-// while another candidate exists. Safe for concurrent use.
+// (LRU). Eviction passes over a subject with connections in flight while
+// one of the eight least recently used subjects of its shard has none;
+// past that it evicts the oldest anyway, so that memory stays bounded,
+// and that subject starts again with fresh budgets. Safe for concurrent
+// use.
 type Subjects struct {
 	now  func() time.Time
 	t    *table[Subject, budget]
