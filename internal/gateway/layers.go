@@ -682,10 +682,16 @@ func (g *Gateway) clientFromChain(chain []string, peer netip.Addr) netip.Addr {
 }
 
 // parseHop reads one X-Forwarded-For entry: an address, optionally with a
-// port (and brackets for IPv6).
+// port (and brackets for IPv6), or an IPv6 address in brackets alone, as
+// some proxies write it (RFC 7239's node form without a port).
 func parseHop(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		return a.Unmap(), true
+	}
+	if inner, ok := strings.CutPrefix(s, "["); ok && strings.HasSuffix(inner, "]") {
+		if a, err := netip.ParseAddr(inner[:len(inner)-1]); err == nil && a.Is6() {
+			return a.Unmap(), true
+		}
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap.Addr().Unmap(), true
