@@ -563,6 +563,12 @@ func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 		host = a.rq.Match.Name
 	}
 	pr.Out.Host = host
+	if pr.In.Trailer != nil {
+		// The incoming map, which net/http fills once the body has been
+		// read (and hygiene's guard cleans): ProxyRequest's clone of it
+		// holds only the declared names, so the peer would get none.
+		pr.Out.Trailer = pr.In.Trailer
+	}
 	h := pr.Out.Header
 	h[cluster.HeaderForwarded] = g.clusterHdr
 	h[cluster.HeaderClient] = []string{cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), host)}

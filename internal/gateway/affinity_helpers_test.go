@@ -70,8 +70,9 @@ type clHost struct {
 
 type seenReq struct {
 	Method, Path, ClientIP, Cluster string
-	Marks                           bool  // any X-Gatehouse-Forwarded/-Client reached the host
-	Body                            int64 // the body bytes the host read
+	Marks                           bool   // any X-Gatehouse-Forwarded/-Client reached the host
+	Body                            int64  // the body bytes the host read
+	Checksum                        string // the X-Checksum trailer the host read
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -88,6 +89,7 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ClientIP: r.Header.Get(proxy.HeaderClientIP),
 		Cluster:  r.Header.Get(proxy.HeaderCluster),
 		Marks:    r.Header.Get(cluster.HeaderForwarded) != "" || r.Header.Get(cluster.HeaderClient) != "",
+		Checksum: r.Trailer.Get("X-Checksum"),
 	})
 	h.mu.Unlock()
 	switch h.mode.Load() {
