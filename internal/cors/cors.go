@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // MaxAge is the Access-Control-Max-Age of every allowed preflight, in
@@ -104,14 +106,20 @@ func (p Policy) Respond(origin string, h http.Header) {
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Add("Vary", "Origin")
+	// Both fields may already say so: the host's Vary, or a peer
+	// gateway's answer to a forward, to which the owner's gateway has
+	// applied this same policy.
+	if !httpguts.HeaderValuesContainsToken(h["Vary"], "Origin") {
+		h.Add("Vary", "Origin")
+	}
 	if p.AllowCredentials {
 		h.Set("Access-Control-Allow-Credentials", "true")
 	}
-	if h.Get("Access-Control-Expose-Headers") == "" {
+	switch have := h.Get("Access-Control-Expose-Headers"); {
+	case have == "":
 		h.Set("Access-Control-Expose-Headers", exposed)
-	} else {
-		h.Set("Access-Control-Expose-Headers", h.Get("Access-Control-Expose-Headers")+", "+exposed)
+	case !strings.Contains(have, exposed):
+		h.Set("Access-Control-Expose-Headers", have+", "+exposed)
 	}
 }
 

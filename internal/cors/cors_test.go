@@ -3,6 +3,7 @@ package cors
 import (
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 )
 
@@ -84,6 +85,15 @@ func TestRespond(t *testing.T) {
 	Policy{Origins: p.Origins, AllowCredentials: true}.Respond("https://a.example", h)
 	if h.Get("Access-Control-Allow-Credentials") != "true" {
 		t.Fatalf("credentials: %v", h)
+	}
+	// Applied to an answer that already has it (a peer gateway's, or a
+	// host's Vary), the policy adds nothing twice.
+	h = http.Header{"Vary": {"Accept-Encoding, origin"}}
+	p.Respond("https://a.example", h)
+	once := h.Clone()
+	p.Respond("https://a.example", h)
+	if !reflect.DeepEqual(h, once) || len(h["Vary"]) != 1 {
+		t.Fatalf("Respond twice: %v, once: %v", h, once)
 	}
 	if IsPreflight(httptest.NewRequest("OPTIONS", "/", nil)) {
 		t.Fatal("OPTIONS without Access-Control-Request-Method is a preflight")
