@@ -546,9 +546,11 @@ func (c *deadlineClock) stop() bool {
 }
 
 // rewritePeer builds the request to a peer gateway: its URL, the client's
-// own Host, this gateway's signed marks. X-Forwarded-* and Forwarded were
-// removed by ReverseProxy: the peer computes its own, and learns the
-// client's address from the signed mark.
+// own Host, this gateway's signed marks. X-Forwarded-For/Host and
+// Forwarded were removed by ReverseProxy: the peer computes its own, and
+// learns the client's address from the signed mark. X-Forwarded-Proto is
+// this gateway's (the client's scheme), which the peer keeps only when the
+// mark verifies.
 func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 	a := pr.In.Context().Value(peerAttemptKey{}).(*peerAttempt)
 	pr.SetURL(a.target)
@@ -570,6 +572,9 @@ func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 		pr.Out.Trailer = pr.In.Trailer
 	}
 	h := pr.Out.Header
+	if v := pr.In.Header["X-Forwarded-Proto"]; len(v) > 0 {
+		h["X-Forwarded-Proto"] = v // hygiene's: the client's scheme, which the peer's host is to see
+	}
 	h[cluster.HeaderForwarded] = g.clusterHdr
 	h[cluster.HeaderClient] = []string{cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), host)}
 }

@@ -73,6 +73,7 @@ type seenReq struct {
 	Marks                           bool   // any X-Gatehouse-Forwarded/-Client reached the host
 	Body                            int64  // the body bytes the host read
 	Checksum                        string // the X-Checksum trailer the host read
+	Proto                           string // X-Forwarded-Proto
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +91,7 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Cluster:  r.Header.Get(proxy.HeaderCluster),
 		Marks:    r.Header.Get(cluster.HeaderForwarded) != "" || r.Header.Get(cluster.HeaderClient) != "",
 		Checksum: r.Trailer.Get("X-Checksum"),
+		Proto:    r.Header.Get("X-Forwarded-Proto"),
 	})
 	h.mu.Unlock()
 	switch h.mode.Load() {

@@ -45,9 +45,17 @@ func TestHygieneBelievesOnlyVerifiedForwardMarks(t *testing.T) {
 			h := echoed(t, e.do("GET", host, "/", http.Header{
 				cluster.HeaderForwarded: {tt.from},
 				cluster.HeaderClient:    {mark},
+				"X-Forwarded-Proto":     {"https"}, // the client's scheme at the forwarding gateway
 			}, nil))
 			if got := h.Get("X-Gatehouse-Client-Ip"); got != tt.client {
 				t.Errorf("client ip %q, want %q", got, tt.client)
+			}
+			wantProto := "http" // this connection's, for anyone but a verified peer
+			if tt.client != "127.0.0.1" {
+				wantProto = "https"
+			}
+			if got := h.Values("X-Forwarded-Proto"); len(got) != 1 || got[0] != wantProto {
+				t.Errorf("X-Forwarded-Proto %q, want %q", got, wantProto)
 			}
 			if h.Get(cluster.HeaderForwarded) != "" || h.Get(cluster.HeaderClient) != "" {
 				t.Errorf("marks reached the host: %v", h)

@@ -535,9 +535,13 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	// below removes them: verified, they name the client; otherwise the
 	// request is an ordinary one from the connecting address.
 	fwdIP, from, forwarded := g.verifyForward(r)
+	var proto []string
 	if forwarded {
 		rq.ForwardedBy = from
 		chain = []string{fwdIP.String()}
+		// The forwarding gateway says how the client reached it: the
+		// hop between gateways is not the client's scheme.
+		proto = peerProto(h["X-Forwarded-Proto"])
 	}
 	for k := range h {
 		if hasPrefixFold(k, "x-gatehouse-") ||
@@ -562,6 +566,9 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 		// itself): passed on, it would have the host answer a 100, and
 		// the proxy wait for that 100 before sending the body.
 		delete(h, "Expect")
+	}
+	if proto != nil {
+		h["X-Forwarded-Proto"] = proto
 	}
 	client := peer
 	switch {
@@ -629,6 +636,20 @@ var (
 	protoHTTP  = []string{"http"}
 	protoHTTPS = []string{"https"}
 )
+
+// peerProto is the X-Forwarded-Proto of a verified forward when it is one
+// this gateway would set itself, else nil.
+func peerProto(v []string) []string {
+	if len(v) == 1 {
+		switch v[0] {
+		case "http":
+			return protoHTTP
+		case "https":
+			return protoHTTPS
+		}
+	}
+	return nil
+}
 
 // clientIP is the client's address as observe records it, before
 // hygiene runs: the peer, or behind a trusted proxy the rightmost
