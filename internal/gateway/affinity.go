@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -69,7 +70,7 @@ type clusterState struct {
 	failover  bool
 	deadline  time.Duration
 	rp        *httputil.ReverseProxy
-	transport *http.Transport // ours, when Options.Transport was nil; closed by closeCluster
+	transport *peerTransport // ours, when Options.Transport was nil; closed by closeCluster
 }
 
 // initCluster builds g.clusters from opts; New calls it once, after the
@@ -109,7 +110,7 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 	}
 	rt := opts.Transport
 	if rt == nil {
-		st.transport = newPeerTransport()
+		st.transport = newPeerTransport(nil)
 		rt = st.transport
 	}
 	st.rp = &httputil.ReverseProxy{
@@ -126,16 +127,56 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 	return nil
 }
 
-func newPeerTransport() *http.Transport {
+// peerTransport is the gateway's own transport to peer gateways: HTTP/2
+// to an https peer, except for a request that asks to upgrade its
+// connection (WebSocket, or any other protocol a host speaks after a
+// 101). HTTP/2 cannot carry an upgrade, and net/http's transport moves
+// only a WebSocket one to HTTP/1.1 by itself: any other failed as
+// "invalid Upgrade request header", so that the owner never got it.
+type peerTransport struct {
+	h2, h1 *http.Transport
+}
+
+// newPeerTransport builds a peerTransport; tlsConf nil means the system's
+// roots.
+func newPeerTransport(tlsConf *tls.Config) *peerTransport {
+	// Two of them, not a Clone: cloning sets the original's HTTP/2 up
+	// first and copies it, ALPN "h2" and all.
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	return &peerTransport{h2: newHTTPTransport(tlsConf, nil), h1: newHTTPTransport(tlsConf, &h1)}
+}
+
+// newHTTPTransport is one pool of peerTransport; nil protocols means
+// HTTP/2 where the peer offers it, else HTTP/1.1.
+func newHTTPTransport(tlsConf *tls.Config, protocols *http.Protocols) *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if tlsConf != nil {
+		tlsConf = tlsConf.Clone() // a transport adds its ALPN protocols to it
+	}
 	return &http.Transport{
 		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       tlsConf,
+		ForceAttemptHTTP2:     protocols == nil,
+		Protocols:             protocols,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: 1 * time.Second,
 	}
+}
+
+func (t *peerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, ok := r.Header["Upgrade"]; ok { // ReverseProxy keeps it only on an upgrade
+		return t.h1.RoundTrip(r)
+	}
+	return t.h2.RoundTrip(r)
+}
+
+// CloseIdleConnections drops the pooled idle connections of both.
+func (t *peerTransport) CloseIdleConnections() {
+	t.h2.CloseIdleConnections()
+	t.h1.CloseIdleConnections()
 }
 
 // closeCluster drops the pooled idle connections to peer gateways.

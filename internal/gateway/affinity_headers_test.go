@@ -1,15 +1,19 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -91,4 +95,65 @@ func TestForwardKeepsClientProto(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestForwardUpgrade: a request that upgrades its connection to another
+// protocol (WebSocket, or any other a host speaks after a 101) reaches
+// the owner's host through a gateway that forwards it, and a peer's host
+// through failover, whether the gateways reach each other over plain
+// HTTP/1.1 or over TLS, where the forwards are HTTP/2, which cannot carry
+// an upgrade.
+func TestForwardUpgrade(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", overTLS), func(t *testing.T) {
+			cs := startClusters(t, clusterSetup{ids: threeIDs, tls: overTLS})
+			app := ownedBy(t, "ap", threeIDs)
+			for _, proto := range []string{"websocket", "echo/1"} {
+				got, hdr := upgradeVia(t, cs["us"], app, proto)
+				if want := proto + " by ap"; got != want || hdr.Get(cluster.HeaderCluster) != "ap" {
+					t.Errorf("%s upgrade via us: %q from cluster %q, want %q from ap, the owner", proto, got, hdr.Get(cluster.HeaderCluster), want)
+				}
+			}
+			cs["ap"].host.kill()
+			for _, proto := range []string{"websocket", "echo/1"} {
+				got, hdr := upgradeVia(t, cs["ap"], app, proto)
+				if want := proto + " by eu"; got != want || hdr.Get(cluster.HeaderFailover) != "eu" {
+					t.Errorf("%s upgrade at ap, its host gone: %q (failover %q), want %q failed over to eu", proto, got, hdr.Get(cluster.HeaderFailover), want)
+				}
+			}
+		})
+	}
+}
+
+// upgradeVia asks c's gateway, from the client address, to upgrade a
+// GET /upgrade for app to proto, and returns the line read after the 101
+// ("" if none) and the 101's header.
+func upgradeVia(t *testing.T, c *testCluster, app, proto string) (string, http.Header) {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientAddr)}, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", c.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if c.roots != nil {
+		tc := tls.Client(conn, &tls.Config{RootCAs: c.roots, ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}})
+		defer tc.Close()
+		conn = tc
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	key := "dGhlIHNhbXBsZSBub25jZQ=="
+	fmt.Fprintf(conn, "GET /upgrade HTTP/1.1\r\nHost: %s.%s\r\nConnection: Upgrade\r\nUpgrade: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n\r\n", app, testZone, proto, key)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("%s upgrade via %s: %v", proto, c.id, err)
+	}
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		b, _ := io.ReadAll(res.Body)
+		t.Logf("%s upgrade via %s: %d %s", proto, c.id, res.StatusCode, b)
+		return "", res.Header
+	}
+	line, _ := br.ReadString('\n')
+	return strings.TrimSuffix(line, "\n"), res.Header
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -94,6 +96,10 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Proto:    r.Header.Get("X-Forwarded-Proto"),
 	})
 	h.mu.Unlock()
+	if r.URL.Path == "/upgrade" && h.mode.Load() == hostOK {
+		h.upgrade(w, r)
+		return
+	}
 	switch h.mode.Load() {
 	case host500:
 		http.Error(w, "host broken", http.StatusInternalServerError)
@@ -126,6 +132,22 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "served by %s", h.cluster)
 }
 
+// upgrade switches to the protocol the request's Upgrade names, in which
+// the host writes one line, "{protocol} by {cluster}", and hangs up.
+func (h *clHost) upgrade(w http.ResponseWriter, r *http.Request) {
+	proto := r.Header.Get("Upgrade")
+	w.Header().Set("Connection", "Upgrade")
+	w.Header().Set("Upgrade", proto)
+	w.WriteHeader(http.StatusSwitchingProtocols)
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	fmt.Fprintf(brw, "%s by %s\n", proto, h.cluster)
+	brw.Flush()
+}
+
 func (h *clHost) requests() []seenReq {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -146,6 +168,7 @@ type testCluster struct {
 	peers *peers.Peers
 	host  *clHost
 	srv   *http.Server
+	roots *x509.CertPool // trusts the gateway's certificate (clusterSetup.tls)
 }
 
 // stop kills c's gateway: listener and every open connection closed.
@@ -158,6 +181,13 @@ type clusterSetup struct {
 	bus      *nats.Conn // non-nil: discover over this bus instead of the static list
 	edit     func(c *testCluster, o *Options)
 	noWait   bool // do not wait for every set to see every cluster
+	// tls serves every gateway over TLS (a certificate for 127.0.0.1)
+	// and has them reach each other at https URLs, so forwards and
+	// failovers travel over HTTP/2 as between public gateways.
+	tls bool
+
+	cert          *tls.Certificate // set by startClusters when tls
+	peerTransport *peerTransport   // likewise: the gateways' own kind, trusting cert
 }
 
 // startClusters builds and serves the clusters of s, returned by id.
@@ -165,6 +195,12 @@ func startClusters(t testing.TB, s clusterSetup) map[string]*testCluster {
 	t.Helper()
 	cs := map[string]*testCluster{}
 	var static []cluster.Peer
+	var certs *x509.CertPool
+	if s.tls {
+		var cert tls.Certificate
+		cert, certs = testutil.SelfSigned(t, "127.0.0.1")
+		s.cert = &cert
+	}
 	for _, id := range s.ids {
 		_, key, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -174,7 +210,11 @@ func startClusters(t testing.TB, s clusterSetup) map[string]*testCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &testCluster{id: id, key: key, ln: ln, url: "http://" + ln.Addr().String()}
+		scheme := "http://"
+		if s.tls {
+			scheme = "https://"
+		}
+		c := &testCluster{id: id, key: key, ln: ln, url: scheme + ln.Addr().String(), roots: certs}
 		cs[id] = c
 		static = append(static, cluster.Peer{ID: id, URL: c.url, PublicKey: key.Public().(ed25519.PublicKey)})
 	}
@@ -186,6 +226,11 @@ func startClusters(t testing.TB, s clusterSetup) map[string]*testCluster {
 			ProbeInterval:    100 * time.Millisecond,
 			ProbeTimeout:     time.Second,
 			AnnounceInterval: 200 * time.Millisecond,
+		}
+		if certs != nil {
+			po.HTTPClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs}}}
+			s.peerTransport = newPeerTransport(&tls.Config{RootCAs: certs})
+			t.Cleanup(s.peerTransport.CloseIdleConnections)
 		}
 		if s.bus != nil {
 			po.Conn = s.bus
@@ -240,6 +285,9 @@ func (c *testCluster) startGateway(t testing.TB, s clusterSetup) {
 		Cluster:   ClusterOptions{Members: c.peers.Set, Key: c.key, Deadline: s.deadline},
 		Proxy:     proxy.Options{DialTimeout: time.Second},
 	}
+	if s.peerTransport != nil {
+		o.Cluster.Transport = s.peerTransport
+	}
 	if s.edit != nil {
 		s.edit(c, &o)
 	}
@@ -251,7 +299,12 @@ func (c *testCluster) startGateway(t testing.TB, s clusterSetup) {
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
 	c.srv = srv
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(c.ln) }()
+	if s.cert != nil {
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*s.cert}}
+		go func() { defer close(done); _ = srv.ServeTLS(c.ln, "", "") }()
+	} else {
+		go func() { defer close(done); _ = srv.Serve(c.ln) }()
+	}
 	t.Cleanup(func() {
 		srv.Close()
 		<-done
@@ -272,10 +325,14 @@ func ownedBy(t testing.TB, owner string, ids []string) string {
 	return ""
 }
 
-// clClient returns a client that connects from clientAddr.
-func clClient(t testing.TB) *http.Client {
+// clClient returns a client that connects from clientAddr, and trusts
+// roots (nil: the system's) over https.
+func clClient(t testing.TB, roots ...*x509.CertPool) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientAddr)}, Timeout: 5 * time.Second}
 	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16}
+	if len(roots) > 0 {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots[0]}
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
