@@ -95,9 +95,14 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		resp.SetEdns0(ednsSize, false)
 	}
 	if udp {
+		// A UDP reply fits what the query offers (RFC 6891 §6.2.5: 512 at
+		// least) and never more than the size our OPT states: a spoofed
+		// source offering 64 KiB must not buy a reply that large, and one
+		// past the path MTU is fragmented (RFC 9715 §3.2). The client
+		// asks again over TCP for the rest.
 		size := mdns.MinMsgSize
 		if opt != nil {
-			size = max(int(opt.UDPSize()), mdns.MinMsgSize)
+			size = min(max(int(opt.UDPSize()), mdns.MinMsgSize), ednsSize)
 		}
 		resp.Truncate(size)
 	}

@@ -1,0 +1,77 @@
+package dns
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// rawUDP sends q over UDP to addr and returns the reply as it came off
+// the wire, so a test sees its size before any client repacks it.
+func rawUDP(t *testing.T, addr string, q *mdns.Msg) []byte {
+	t.Helper()
+	b, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 65535)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+// bigTXTZone is testZones with a TXT set at big.apps.example.com of
+// about 4 KiB, the size the API allows two values of.
+func bigTXTZone() []Zone {
+	z := testZones[0]
+	vals := make([]string, 20)
+	for i := range vals {
+		vals[i] = strings.Repeat(string(rune('a'+i)), 200)
+	}
+	z.Records = append(append([]Record(nil), z.Records...), Record{Name: "big.apps.example.com", Type: "TXT", Values: vals})
+	return []Zone{z}
+}
+
+// TestUDPReplyAtMostOurSize: a UDP reply is never larger than the size the
+// server states in its own OPT (1232), whatever larger size the query
+// offers: the rest is cut and TC set, and the client asks again over TCP.
+// A query's source address over UDP is not proven, so a larger reply is
+// the amplification a spoofed query buys, and a reply past the path MTU
+// is fragmented (RFC 9715 §3.2, RFC 6891 §6.2.5, DNS flag day 2020).
+func TestUDPReplyAtMostOurSize(t *testing.T) {
+	addr := startServerFor(t, bigTXTZone())
+	for _, offer := range []uint16{0, 512, 1232, 4096, 65535} {
+		q := new(mdns.Msg)
+		q.SetQuestion("big.apps.example.com.", mdns.TypeTXT)
+		if offer > 0 {
+			q.SetEdns0(offer, false)
+		}
+		wire := rawUDP(t, addr, q)
+		limit := min(max(int(offer), mdns.MinMsgSize), ednsSize)
+		r := new(mdns.Msg)
+		if err := r.Unpack(wire); err != nil {
+			t.Fatalf("offer %d: %v", offer, err)
+		}
+		if len(wire) > limit || !r.Truncated {
+			t.Errorf("offer %d: %d bytes, TC %v; want at most %d and TC", offer, len(wire), r.Truncated, limit)
+		}
+	}
+	// Over TCP the whole set comes back.
+	if r := ask(t, "tcp", addr, "big.apps.example.com.", mdns.TypeTXT, 4096); r.Truncated || len(r.Answer) != 20 {
+		t.Errorf("tcp: TC %v with %d answers, want all 20", r.Truncated, len(r.Answer))
+	}
+}
