@@ -4,7 +4,8 @@
 // CNAME and TXT records, where a record set named *.{name} answers every
 // name under {name} that has none of its own. A name with an A or AAAA
 // record of its own gets no gateway address of either type. Answers keep
-// the question's case, and a reply to a query with EDNS(0) carries OPT. A
+// the question's case, a reply to a query with EDNS(0) carries OPT, and a
+// query with another EDNS version gets BADVERS. A
 // reply too large to pack is SERVFAIL. A UDP reply is at most the size
 // the query's OPT offers (512 without one) and never past 1232 bytes, the
 // size our OPT states: what does not fit is cut and TC set. A name

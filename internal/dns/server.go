@@ -76,7 +76,13 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	zones := s.opts.Zones()
 	_, udp := w.RemoteAddr().(*net.UDPAddr)
 	var resp *mdns.Msg
+	opt := req.IsEdns0()
 	switch ra := s.mayRecurse(w.RemoteAddr()); {
+	case opt != nil && opt.Version() != 0:
+		// RFC 6891 §6.1.3: a version we do not speak is answered BADVERS,
+		// whose OPT (added below) tells the requester the one we do.
+		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeBadVers)
+		resp.RecursionAvailable = ra
 	case ra && recursable(req, zones):
 		network := "tcp"
 		if udp {
@@ -87,7 +93,6 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		resp = Answer(req, zones)
 		resp.RecursionAvailable = ra
 	}
-	opt := req.IsEdns0()
 	if opt != nil && resp.IsEdns0() == nil {
 		// RFC 6891 §7: a reply to a request with OPT carries OPT, or the
 		// requester reads the server as one without EDNS. The size stated

@@ -75,3 +75,32 @@ func TestUDPReplyAtMostOurSize(t *testing.T) {
 		t.Errorf("tcp: TC %v with %d answers, want all 20", r.Truncated, len(r.Answer))
 	}
 }
+
+// TestEDNSVersion: a query with an EDNS version other than 0 gets BADVERS
+// with an OPT of version 0 and nothing else (RFC 6891 §6.1.3), over UDP
+// and TCP, in a zone or outside every one; the requester learns the
+// version it can use. Version 0 is answered as usual.
+func TestEDNSVersion(t *testing.T) {
+	addr := startServer(t)
+	for _, network := range []string{"udp", "tcp"} {
+		for _, name := range []string{"hello.apps.example.com.", "example.org."} {
+			for _, v := range []uint8{1, 255} {
+				q := new(mdns.Msg)
+				q.SetQuestion(name, mdns.TypeA)
+				q.SetEdns0(1232, false)
+				q.IsEdns0().SetVersion(v)
+				r, _, err := (&mdns.Client{Net: network, Timeout: 3 * time.Second}).Exchange(q, addr)
+				if err != nil {
+					t.Fatalf("%s %s version %d: %v", network, name, v, err)
+				}
+				o := r.IsEdns0()
+				if r.Rcode != mdns.RcodeBadVers || o == nil || o.Version() != 0 || len(r.Answer)+len(r.Ns) != 0 {
+					t.Errorf("%s %s version %d: %s, OPT %v, %d answers; want BADVERS, OPT version 0, none", network, name, v, mdns.RcodeToString[r.Rcode], o, len(r.Answer))
+				}
+			}
+		}
+		if r := ask(t, network, addr, "hello.apps.example.com.", mdns.TypeA, 1232); r.Rcode != mdns.RcodeSuccess || len(r.Answer) == 0 {
+			t.Errorf("%s version 0: %s with %d answers", network, mdns.RcodeToString[r.Rcode], len(r.Answer))
+		}
+	}
+}
