@@ -96,8 +96,10 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	if opt != nil && resp.IsEdns0() == nil {
 		// RFC 6891 §7: a reply to a request with OPT carries OPT, or the
 		// requester reads the server as one without EDNS. The size stated
-		// is the one the forwarder asks of upstreams (forward.go).
-		resp.SetEdns0(ednsSize, false)
+		// is the one the forwarder asks of upstreams (forward.go). The
+		// query's DO bit is copied, though no zone here is signed: RFC
+		// 3225 §3 says it MUST be, and EDNS compliance checks look for it.
+		resp.SetEdns0(ednsSize, opt.Do())
 	}
 	if udp {
 		// A UDP reply fits what the query offers (RFC 6891 §6.2.5: 512 at
@@ -116,7 +118,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		// leave the client waiting: tell it the server failed.
 		fail := new(mdns.Msg).SetRcode(req, mdns.RcodeServerFailure)
 		if opt != nil {
-			fail.SetEdns0(ednsSize, false)
+			fail.SetEdns0(ednsSize, opt.Do())
 		}
 		_ = w.WriteMsg(fail)
 	}

@@ -104,3 +104,29 @@ func TestEDNSVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestEDNSDOBitCopied: the DO bit of a query's OPT is copied into the
+// reply's (RFC 3225 §3), answered, refused or BADVERS alike, over UDP and
+// TCP; a query without it gets a reply without it.
+func TestEDNSDOBitCopied(t *testing.T) {
+	addr := startServer(t)
+	for _, network := range []string{"udp", "tcp"} {
+		for _, name := range []string{"hello.apps.example.com.", "example.org."} {
+			for _, do := range []bool{true, false} {
+				for _, v := range []uint8{0, 1} {
+					q := new(mdns.Msg)
+					q.SetQuestion(name, mdns.TypeA)
+					q.SetEdns0(1232, do)
+					q.IsEdns0().SetVersion(v)
+					r, _, err := (&mdns.Client{Net: network, Timeout: 3 * time.Second}).Exchange(q, addr)
+					if err != nil {
+						t.Fatalf("%s %s DO %v: %v", network, name, do, err)
+					}
+					if o := r.IsEdns0(); o == nil || o.Do() != do {
+						t.Errorf("%s %s DO %v version %d (%s): OPT %v, want DO %v", network, name, do, v, mdns.RcodeToString[r.Rcode], o, do)
+					}
+				}
+			}
+		}
+	}
+}
