@@ -180,13 +180,35 @@ func findZone(name string, zones []Zone) *Zone {
 	var best *Zone
 	for i := range zones {
 		z := &zones[i]
-		if name == z.Name || strings.HasSuffix(name, "."+z.Name) {
+		if inZone(name, z.Name) {
 			if best == nil || len(z.Name) > len(best.Name) {
 				best = z
 			}
 		}
 	}
 	return best
+}
+
+// inZone reports whether name, in presentation form, is zone or a name
+// under it. The dot before zone must end a label: in a\.apps.example.com
+// (first label "a.apps", a name in example.com) it is escaped, and the
+// name is not in apps.example.com.
+func inZone(name, zone string) bool {
+	if name == zone {
+		return true
+	}
+	i := len(name) - len(zone) - 1
+	return i > 0 && name[i] == '.' && name[i+1:] == zone && !escaped(name, i)
+}
+
+// escaped reports whether s[i] follows an odd run of backslashes, and so
+// is part of a label rather than syntax.
+func escaped(s string, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && s[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 func recordsFor(name string, z *Zone) []Record {
@@ -210,7 +232,11 @@ func recordsFor(name string, z *Zone) []Record {
 // _gatehouse-challenge.shop) is still covered, as the gateways cover it.
 func wildcardFor(name string, z *Zone) []Record {
 	for n := name; n != z.Name; {
-		_, parent, _ := strings.Cut(n, ".")
+		i, end := mdns.NextLabel(n, 0) // an escaped dot is inside a label
+		if end {
+			return nil
+		}
+		parent := n[i:]
 		if recs := recordsFor("*."+parent, z); len(recs) > 0 {
 			return recs
 		}

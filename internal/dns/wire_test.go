@@ -130,3 +130,38 @@ func TestEDNSDOBitCopied(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapedDotInLabel: a dot inside a label (a\.apps.example.com. is
+// the name whose first label is "a.apps", in example.com) is not a label
+// boundary. Such a name is not in apps.example.com and gets REFUSED, and
+// x\.y.apps.example.com. is one label under the zone, not a name under
+// y.apps.example.com. An escaped backslash before a real dot is a
+// boundary as usual.
+func TestEscapedDotInLabel(t *testing.T) {
+	z := testZones[0]
+	z.Records = append(append([]Record(nil), z.Records...), Record{Name: "*.y.apps.example.com", Type: "A", Values: []string{"192.0.2.7"}})
+	addr := startServerFor(t, []Zone{z})
+	tests := []struct {
+		name  string
+		rcode int
+		want  string // the first answer's data
+	}{
+		{`a\.apps.example.com.`, mdns.RcodeRefused, ""},
+		{`x.y\.apps.example.com.`, mdns.RcodeRefused, ""},
+		{`x\.y.apps.example.com.`, mdns.RcodeSuccess, "127.0.0.1"},
+		{`x.y.apps.example.com.`, mdns.RcodeSuccess, "192.0.2.7"},
+		{`a\\.apps.example.com.`, mdns.RcodeSuccess, "127.0.0.1"},
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tt := range tests {
+			r := ask(t, network, addr, tt.name, mdns.TypeA, 0)
+			got := ""
+			if len(r.Answer) > 0 {
+				got = strings.TrimPrefix(r.Answer[0].String(), r.Answer[0].Header().String())
+			}
+			if r.Rcode != tt.rcode || got != tt.want || r.Authoritative != (tt.rcode == mdns.RcodeSuccess) {
+				t.Errorf("%s %s: %s AA %v answer %q; want %s answer %q", network, tt.name, mdns.RcodeToString[r.Rcode], r.Authoritative, got, mdns.RcodeToString[tt.rcode], tt.want)
+			}
+		}
+	}
+}
