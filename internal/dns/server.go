@@ -35,7 +35,15 @@ type Options struct {
 type Server struct {
 	opts Options
 	log  *slog.Logger
+	// writeTimeout bounds one TCP write ([tcpWriteTimeout]; tests shorten it).
+	writeTimeout time.Duration
 }
+
+// tcpWriteTimeout bounds one TCP write. A client that does not take an
+// answer (64 KiB at most) within it is closed: one that queues queries and
+// never reads would otherwise hold its connection and goroutine for ever,
+// and keep Serve from returning when it stops.
+const tcpWriteTimeout = 5 * time.Second
 
 // New validates opts. It binds nothing.
 func New(opts Options) (*Server, error) {
@@ -60,7 +68,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log}, nil
+	return &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout}, nil
 }
 
 // ServeDNS answers one query. A forwarded query is bounded by the
@@ -179,7 +187,9 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	// A query being forwarded when Serve stops ends with it.
 	h := mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) { s.serve(ctx, w, req) })
 	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second})
-	tcp := newServing(&mdns.Server{Listener: ln, Handler: h, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	// mdns.Server.WriteTimeout is documented but never applied (miekg/dns
+	// v1.1.73), so the connections bound their writes themselves.
+	tcp := newServing(&mdns.Server{Listener: boundedListener{ln, s.writeTimeout}, Handler: h, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {
@@ -193,6 +203,41 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 		return nil
 	}
 	return err
+}
+
+// boundedListener gives each connection it accepts a deadline on every
+// write.
+type boundedListener struct {
+	net.Listener
+	timeout time.Duration
+}
+
+func (l boundedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &boundedConn{Conn: c, timeout: l.timeout}, nil
+}
+
+// boundedConn is a connection whose writes each end within timeout.
+type boundedConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *boundedConn) Write(b []byte) (int, error) {
+	if err := c.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		// Part of a message may have gone, and with it the framing:
+		// nothing more can be said here. Closing also ends the read of
+		// the next queued query at once, not after another stall.
+		c.Conn.Close()
+	}
+	return n, err
 }
 
 // serving is one mdns.Server with its start and end. ShutdownContext on a

@@ -1,12 +1,15 @@
 package dns
 
 import (
+	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
+	"go.uber.org/goleak"
 )
 
 // rawUDP sends q over UDP to addr and returns the reply as it came off
@@ -164,4 +167,106 @@ func TestEscapedDotInLabel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTCPClientThatStopsReading: a TCP client that sends queries and
+// never reads the answers does not hold its connection, and a goroutine,
+// for ever: a write that cannot finish within the write timeout closes
+// the connection. And such a client does not keep Serve from returning
+// when its context ends (a SIGTERM must end the process, DESIGN §3).
+func TestTCPClientThatStopsReading(t *testing.T) {
+	base := goleak.IgnoreCurrent()
+
+	// Stop reading for well past the write timeout, then read: the server
+	// has closed the connection after what the kernel buffered, not
+	// waited to answer every query.
+	addr, stop := startBigTXT(t, 200*time.Millisecond)
+	c := stall(t, addr)
+	time.Sleep(time.Second)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	frames := 0
+	for {
+		var hdr [2]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			break
+		}
+		if _, err := io.ReadFull(c, make([]byte, int(hdr[0])<<8|int(hdr[1]))); err != nil {
+			break
+		}
+		frames++
+	}
+	if frames >= 128 {
+		t.Errorf("read all %d answers: the server waited for a client that did not read", frames)
+	}
+	stop(c)
+
+	// A client stalled as Serve stops, within the write timeout, does not
+	// keep it running.
+	addr, stop = startBigTXT(t, 3*time.Second)
+	c = stall(t, addr)
+	time.Sleep(time.Second)
+	stop(c)
+	goleak.VerifyNone(t, base)
+}
+
+// startBigTXT serves a zone whose big.z.test TXT set is 57 KiB, with TCP
+// writes bounded by writeTimeout. stop ends Serve and fails t unless it
+// returns within 15 s while c, a client that may not read, is still open.
+func startBigTXT(t *testing.T, writeTimeout time.Duration) (addr string, stop func(c net.Conn)) {
+	t.Helper()
+	vals := make([]string, 28)
+	for i := range vals {
+		vals[i] = strings.Repeat("x", 2048) // 28 of the API's largest
+	}
+	zones := []Zone{{Name: "z.test", Records: []Record{{Name: "big.z.test", Type: "TXT", Values: vals}}}}
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return zones }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.writeTimeout = writeTimeout
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, pc, ln) }()
+	return ln.Addr().String(), func(c net.Conn) {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			c.Close()
+			<-done
+			t.Errorf("Serve still running 15 s after its context ended, held by a client that does not read")
+		}
+	}
+}
+
+// stall connects to addr over TCP and queues more answers than the
+// kernel buffers on both sides hold while nobody reads (128, the most one
+// connection is answered, of 57 KiB: 7 MiB), so the server's writes
+// block; then it reads nothing.
+func stall(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	q := new(mdns.Msg)
+	q.SetQuestion("big.z.test.", mdns.TypeTXT)
+	b, _ := q.Pack()
+	frame := append([]byte{byte(len(b) >> 8), byte(len(b))}, b...)
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	for range 128 {
+		if _, err := c.Write(frame); err != nil {
+			break // the server gave up on us already
+		}
+	}
+	return c
 }
