@@ -86,6 +86,12 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	var resp *mdns.Msg
 	opt := req.IsEdns0()
 	switch ra := s.mayRecurse(w.RemoteAddr()); {
+	case opt != nil && optCount(req) > 1:
+		// RFC 6891 §6.1.1: more than one OPT is FORMERR. Which one holds
+		// the requester's size and flags is unknown, so the reply has none.
+		resp = new(mdns.Msg).SetRcodeFormatError(req)
+		resp.RecursionAvailable = ra
+		opt = nil
 	case opt != nil && opt.Version() != 0:
 		// RFC 6891 §6.1.3: a version we do not speak is answered BADVERS,
 		// whose OPT (added below) tells the requester the one we do.
@@ -130,6 +136,17 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		}
 		_ = w.WriteMsg(fail)
 	}
+}
+
+// optCount is the number of OPT records in req's additional section.
+func optCount(req *mdns.Msg) int {
+	n := 0
+	for _, rr := range req.Extra {
+		if rr.Header().Rrtype == mdns.TypeOPT {
+			n++
+		}
+	}
+	return n
 }
 
 // mayRecurse reports whether a query from addr may recurse: recursion is

@@ -270,3 +270,26 @@ func stall(t *testing.T, addr string) net.Conn {
 	}
 	return c
 }
+
+// TestTwoOPTRecords: a query with more than one OPT record gets FORMERR
+// (RFC 6891 §6.1.1), over UDP and TCP, in a zone or outside every one;
+// which of the two states the requester's size and flags is anyone's
+// guess.
+func TestTwoOPTRecords(t *testing.T) {
+	addr := startServer(t)
+	for _, network := range []string{"udp", "tcp"} {
+		for _, name := range []string{"hello.apps.example.com.", "example.org."} {
+			q := new(mdns.Msg)
+			q.SetQuestion(name, mdns.TypeA)
+			q.SetEdns0(1232, false)
+			q.Extra = append(q.Extra, &mdns.OPT{Hdr: mdns.RR_Header{Name: ".", Rrtype: mdns.TypeOPT, Class: 4096}})
+			r, _, err := (&mdns.Client{Net: network, Timeout: 3 * time.Second}).Exchange(q, addr)
+			if err != nil {
+				t.Fatalf("%s %s: %v", network, name, err)
+			}
+			if r.Rcode != mdns.RcodeFormatError || len(r.Answer) != 0 {
+				t.Errorf("%s %s: %s with %d answers, want FORMERR and none", network, name, mdns.RcodeToString[r.Rcode], len(r.Answer))
+			}
+		}
+	}
+}
