@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	mdns "github.com/miekg/dns"
@@ -37,6 +38,9 @@ type Server struct {
 	log  *slog.Logger
 	// writeTimeout bounds one TCP write ([tcpWriteTimeout]; tests shorten it).
 	writeTimeout time.Duration
+	// maxConns is the most TCP connections open at once ([maxTCPConns];
+	// tests lower it).
+	maxConns int
 }
 
 // tcpWriteTimeout bounds one TCP write. A client that does not take an
@@ -44,6 +48,14 @@ type Server struct {
 // never reads would otherwise hold its connection and goroutine for ever,
 // and keep Serve from returning when it stops.
 const tcpWriteTimeout = 5 * time.Second
+
+// maxTCPConns is the most TCP connections served at once; one past it is
+// closed as soon as it is accepted (RFC 7766 §6.2.2: servers SHOULD limit
+// concurrent connections; BIND's tcp-clients, Knot's tcp-max-clients).
+// Each holds a descriptor and a goroutine for up to 128 queries, and the
+// descriptors are the HTTPS listener's too. Resolvers come over TCP only
+// after a truncated UDP answer, and close or idle out within seconds.
+const maxTCPConns = 1000
 
 // New validates opts. It binds nothing.
 func New(opts Options) (*Server, error) {
@@ -68,7 +80,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout}, nil
+	return &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout, maxConns: maxTCPConns}, nil
 }
 
 // ServeDNS answers one query. A forwarded query is bounded by the
@@ -206,7 +218,7 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second})
 	// mdns.Server.WriteTimeout is documented but never applied (miekg/dns
 	// v1.1.73), so the connections bound their writes themselves.
-	tcp := newServing(&mdns.Server{Listener: boundedListener{ln, s.writeTimeout}, Handler: h, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns)}, Handler: h, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {
@@ -222,25 +234,46 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	return err
 }
 
-// boundedListener gives each connection it accepts a deadline on every
-// write.
+// boundedListener serves at most cap(slots) connections at once, closing
+// any past that as soon as it is accepted, and gives each it serves a
+// deadline on every write.
 type boundedListener struct {
 	net.Listener
 	timeout time.Duration
+	slots   chan struct{} // one held per connection open
 }
 
-func (l boundedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+func (l *boundedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &boundedConn{Conn: c, timeout: l.timeout, release: func() { <-l.slots }}, nil
+		default:
+			// Refused at once: left in the backlog it would wait for a
+			// slot that may not come, and a client told now can retry
+			// elsewhere.
+			c.Close()
+		}
 	}
-	return &boundedConn{Conn: c, timeout: l.timeout}, nil
 }
 
-// boundedConn is a connection whose writes each end within timeout.
+// boundedConn is a connection whose writes each end within timeout, and
+// that gives its slot back when closed.
 type boundedConn struct {
 	net.Conn
 	timeout time.Duration
+	release func()
+	once    sync.Once
+}
+
+func (c *boundedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 func (c *boundedConn) Write(b []byte) (int, error) {

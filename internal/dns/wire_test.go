@@ -293,3 +293,64 @@ func TestTwoOPTRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestTCPConnectionLimit: TCP connections past the limit are closed at
+// once, unanswered, rather than each holding a socket and a goroutine
+// (the process's descriptors are the HTTPS listener's too); a slot frees
+// when a connection ends. RFC 7766 §6.2.2.
+func TestTCPConnectionLimit(t *testing.T) {
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maxConns = 2
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, pc, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	addr := ln.Addr().String()
+	q := new(mdns.Msg)
+	q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+	// query opens a connection, asks q on it and returns the connection,
+	// left open, and whether q was answered.
+	query := func() (*mdns.Conn, bool) {
+		co, err := mdns.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { co.Close() })
+		co.SetDeadline(time.Now().Add(3 * time.Second))
+		if err := co.WriteMsg(q); err != nil {
+			return co, false
+		}
+		r, err := co.ReadMsg()
+		return co, err == nil && r.Rcode == mdns.RcodeSuccess && len(r.Answer) == 1
+	}
+	first, ok1 := query()
+	_, ok2 := query()
+	if !ok1 || !ok2 {
+		t.Fatalf("the first two connections answered %v, %v; want both", ok1, ok2)
+	}
+	if _, ok := query(); ok {
+		t.Errorf("a third connection while two are open was answered; want it closed")
+	}
+	first.Close()
+	for i := 0; ; i++ {
+		if _, ok := query(); ok {
+			break
+		}
+		if i == 50 {
+			t.Fatal("no connection answered after one of the two closed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
