@@ -2,6 +2,7 @@ package dns
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	mdns "github.com/miekg/dns"
@@ -64,16 +65,53 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	// Answers are owned by the name as asked, in its case (RFC 4343 §4.1:
 	// resolvers that randomise a question's case compare it).
 	owner := mdns.Fqdn(q.Name)
+	// A CNAME to a name in this zone is followed, the target's records
+	// added after it (RFC 1034 §4.3.2 step 3a), as BIND, Knot and CoreDNS
+	// do: a stub that asks this server directly gets the address, and a
+	// resolver saves a round trip. A target in another zone, a loop or a
+	// chain past maxChain ends it; ANY and CNAME are answered by the
+	// CNAME itself.
+	var seen []string
+	for {
+		n := len(resp.Answer)
+		target := appendName(resp, z, name, owner, q.Qtype, ttl)
+		if target == "" {
+			if len(resp.Answer) == n {
+				// NODATA: the name exists (the wildcard covers every
+				// name), the type does not; the SOA tells resolvers how
+				// long to cache that (RFC 2308 §2.2, after a chain too).
+				resp.Ns = append(resp.Ns, soa(z, ttl))
+			}
+			return resp
+		}
+		seen = append(seen, name)
+		next := strings.ToLower(strings.TrimSuffix(target, "."))
+		if q.Qtype == mdns.TypeCNAME || q.Qtype == mdns.TypeANY || len(seen) >= maxChain ||
+			findZone(next, zones) != z || slices.Contains(seen, next) {
+			return resp
+		}
+		name, owner = next, target
+	}
+}
+
+// maxChain is the most CNAMEs [Answer] follows in one reply (CoreDNS's
+// file plugin stops at 8 too).
+const maxChain = 8
+
+// appendName appends to resp the records of type qtype at name in z,
+// owned by owner (name in the question's case), and returns the target
+// of name's CNAME, if it has one: then that CNAME is all it appends.
+func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl uint32) (cname string) {
 	hdr := func(t uint16, ttl uint32) mdns.RR_Header {
 		return mdns.RR_Header{Name: owner, Rrtype: t, Class: mdns.ClassINET, Ttl: ttl}
 	}
 	apex := name == z.Name
-	if apex && (q.Qtype == mdns.TypeSOA || q.Qtype == mdns.TypeANY) {
+	if apex && (qtype == mdns.TypeSOA || qtype == mdns.TypeANY) {
 		rr := soa(z, ttl)
 		rr.Header().Name = owner
 		resp.Answer = append(resp.Answer, rr)
 	}
-	if apex && (q.Qtype == mdns.TypeNS || q.Qtype == mdns.TypeANY) {
+	if apex && (qtype == mdns.TypeNS || qtype == mdns.TypeANY) {
 		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: "ns." + z.Name + "."})
 	}
 	explicit := recordsFor(name, z)
@@ -83,8 +121,9 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	// A CNAME owns its name alone (RFC 1034 §3.6.2): it answers every type.
 	for _, r := range explicit {
 		if strings.EqualFold(r.Type, "CNAME") && len(r.Values) > 0 {
-			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: hdr(mdns.TypeCNAME, rttl(r, ttl)), Target: mdns.Fqdn(r.Values[0])})
-			return resp
+			target := mdns.Fqdn(r.Values[0])
+			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: hdr(mdns.TypeCNAME, rttl(r, ttl)), Target: target})
+			return target
 		}
 	}
 	var haveA, haveAAAA bool
@@ -93,16 +132,16 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 			switch strings.ToUpper(r.Type) {
 			case "A":
 				haveA = true
-				if a, err := netip.ParseAddr(v); err == nil && a.Is4() && wants(q.Qtype, mdns.TypeA) {
+				if a, err := netip.ParseAddr(v); err == nil && a.Is4() && wants(qtype, mdns.TypeA) {
 					resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr(mdns.TypeA, rttl(r, ttl)), A: a.AsSlice()})
 				}
 			case "AAAA":
 				haveAAAA = true
-				if a, err := netip.ParseAddr(v); err == nil && a.Is6() && wants(q.Qtype, mdns.TypeAAAA) {
+				if a, err := netip.ParseAddr(v); err == nil && a.Is6() && wants(qtype, mdns.TypeAAAA) {
 					resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, rttl(r, ttl)), AAAA: a.AsSlice()})
 				}
 			case "TXT":
-				if wants(q.Qtype, mdns.TypeTXT) {
+				if wants(qtype, mdns.TypeTXT) {
 					resp.Answer = append(resp.Answer, &mdns.TXT{Hdr: hdr(mdns.TypeTXT, rttl(r, ttl)), Txt: splitTXT(v)})
 				}
 			}
@@ -115,19 +154,14 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	// does not want dual-stack clients sent to the gateways by AAAA.
 	ownAddr := haveA || haveAAAA
 	for _, g := range z.Gateways {
-		if g.Is4() && !ownAddr && wants(q.Qtype, mdns.TypeA) {
+		if g.Is4() && !ownAddr && wants(qtype, mdns.TypeA) {
 			resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr(mdns.TypeA, ttl), A: g.AsSlice()})
 		}
-		if g.Is6() && !g.Is4In6() && !ownAddr && wants(q.Qtype, mdns.TypeAAAA) {
+		if g.Is6() && !g.Is4In6() && !ownAddr && wants(qtype, mdns.TypeAAAA) {
 			resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, ttl), AAAA: g.AsSlice()})
 		}
 	}
-	if len(resp.Answer) == 0 {
-		// NODATA: the name exists (the wildcard covers every name), the
-		// type does not; the SOA tells resolvers how long to cache that.
-		resp.Ns = append(resp.Ns, soa(z, ttl))
-	}
-	return resp
+	return ""
 }
 
 // metaType reports whether t is 0, OPT or in the range RFC 6895 §3.1

@@ -76,7 +76,7 @@ func TestQueries(t *testing.T) {
 		{"apps.example.com.", mdns.TypeSOA, mdns.RcodeSuccess, []string{"SOA ns.apps.example.com."}},
 		{"apps.example.com.", mdns.TypeNS, mdns.RcodeSuccess, []string{"NS ns.apps.example.com."}},
 		{"_gatehouse-challenge.shop.apps.example.com.", mdns.TypeTXT, mdns.RcodeSuccess, []string{`TXT "tok123"`}},
-		{"www.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"CNAME hello.apps.example.com."}},
+		{"www.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"CNAME hello.apps.example.com.", "A 127.0.0.1"}},
 		{"fixed.apps.example.com.", mdns.TypeA, mdns.RcodeSuccess, []string{"A 127.0.0.9"}},
 		{"hello.apps.example.com.", mdns.TypeMX, mdns.RcodeSuccess, nil},
 		{"example.com.", mdns.TypeA, mdns.RcodeRefused, nil},

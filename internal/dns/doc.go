@@ -3,13 +3,14 @@
 // answering the zone's gateway addresses, and the zone's explicit A, AAAA,
 // CNAME and TXT records, where a record set named *.{name} answers every
 // name under {name} that has none of its own. A name with an A or AAAA
-// record of its own gets no gateway address of either type. Answers keep
-// the question's case, a reply to a query with EDNS(0) carries OPT, and a
-// query with another EDNS version gets BADVERS. A
-// reply too large to pack is SERVFAIL. A UDP reply is at most the size
-// the query's OPT offers (512 without one) and never past 1232 bytes, the
-// size our OPT states: what does not fit is cut and TC set. A name
-// outside every zone gets REFUSED: the gateway is not an open resolver. A zone transfer
+// record of its own gets no gateway address of either type. A CNAME to a
+// name in the same zone is followed, its target's records added. Answers
+// keep the question's case, a reply to a query with EDNS(0) carries OPT,
+// and a query with another EDNS version gets BADVERS. A reply too large
+// to pack is SERVFAIL. A UDP reply is at most the size the query's OPT
+// offers (512 without one) and never past 1232 bytes, the size our OPT
+// states: what does not fit is cut and TC set. A name outside every zone
+// gets REFUSED: the gateway is not an open resolver. A zone transfer
 // (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
 // TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0 FORMERR,
 // for every name: the

@@ -354,3 +354,58 @@ func TestTCPConnectionLimit(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestCNAMEChasedInZone: a CNAME whose target is in the same zone is
+// followed, and the target's records of the asked type added after it
+// (RFC 1034 §4.3.2 step 3a), so a stub that asks this server directly
+// gets an address; NODATA at the end of the chain has the SOA (RFC 2308
+// §2.2). A target outside the zone, and a loop, end the chain.
+func TestCNAMEChasedInZone(t *testing.T) {
+	z := testZones[0]
+	z.Records = append(append([]Record(nil), z.Records...),
+		Record{Name: "two.apps.example.com", Type: "CNAME", Values: []string{"www.apps.example.com"}},
+		Record{Name: "out.apps.example.com", Type: "CNAME", Values: []string{"example.org"}},
+		Record{Name: "loop1.apps.example.com", Type: "CNAME", Values: []string{"loop2.apps.example.com"}},
+		Record{Name: "loop2.apps.example.com", Type: "CNAME", Values: []string{"loop1.apps.example.com"}},
+		Record{Name: "tofixed.apps.example.com", Type: "CNAME", Values: []string{"FIXED.apps.example.com"}},
+	)
+	addr := startServerFor(t, []Zone{z})
+	tests := []struct {
+		name   string
+		qt     uint16
+		answer []string // owner and data of each answer
+		soa    bool     // the SOA in authority
+	}{
+		{"www.apps.example.com.", mdns.TypeA, []string{"www.apps.example.com. hello.apps.example.com.", "hello.apps.example.com. 127.0.0.1"}, false},
+		{"WWW.apps.example.com.", mdns.TypeAAAA, []string{"WWW.apps.example.com. hello.apps.example.com.", "hello.apps.example.com. ::1"}, false},
+		{"two.apps.example.com.", mdns.TypeA, []string{"two.apps.example.com. www.apps.example.com.", "www.apps.example.com. hello.apps.example.com.", "hello.apps.example.com. 127.0.0.1"}, false},
+		{"tofixed.apps.example.com.", mdns.TypeA, []string{"tofixed.apps.example.com. FIXED.apps.example.com.", "FIXED.apps.example.com. 127.0.0.9"}, false},
+		{"www.apps.example.com.", mdns.TypeTXT, []string{"www.apps.example.com. hello.apps.example.com."}, true},
+		{"www.apps.example.com.", mdns.TypeCNAME, []string{"www.apps.example.com. hello.apps.example.com."}, false},
+		{"out.apps.example.com.", mdns.TypeA, []string{"out.apps.example.com. example.org."}, false},
+		{"loop1.apps.example.com.", mdns.TypeA, []string{"loop1.apps.example.com. loop2.apps.example.com.", "loop2.apps.example.com. loop1.apps.example.com."}, false},
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tt := range tests {
+			r := ask(t, network, addr, tt.name, tt.qt, 0)
+			var got []string
+			for _, rr := range r.Answer {
+				got = append(got, rr.Header().Name+" "+strings.TrimPrefix(rr.String(), rr.Header().String()))
+			}
+			soa := len(r.Ns) == 1 && r.Ns[0].Header().Rrtype == mdns.TypeSOA
+			if r.Rcode != mdns.RcodeSuccess || !r.Authoritative || strings.Join(got, "|") != strings.Join(tt.answer, "|") || soa != tt.soa {
+				t.Errorf("%s %s %s: %s AA %v %q, SOA %v; want %q, SOA %v", network, tt.name, mdns.TypeToString[tt.qt], mdns.RcodeToString[r.Rcode], r.Authoritative, got, soa, tt.answer, tt.soa)
+			}
+		}
+	}
+	// A stub resolver pointed at the server gets the address.
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if ips, err := res.LookupIP(ctx, "ip4", "www.apps.example.com"); err != nil || len(ips) != 1 || !ips[0].Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("LookupIP www.apps.example.com: %v, %v; want 127.0.0.1", ips, err)
+	}
+}
