@@ -230,7 +230,7 @@ func startBigTXT(t *testing.T, writeTimeout time.Duration) (addr string, stop fu
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
+	go func() { done <- s.Serve(ctx, pc, smallSendBuffer{ln}) }()
 	return ln.Addr().String(), func(c net.Conn) {
 		t.Helper()
 		cancel()
@@ -245,6 +245,23 @@ func startBigTXT(t *testing.T, writeTimeout time.Duration) (addr string, stop fu
 			t.Errorf("Serve still running 15 s after its context ended, held by a client that does not read")
 		}
 	}
+}
+
+// smallSendBuffer gives the connections it accepts a small send buffer,
+// so that a client that does not read stalls the server's writes within
+// a few answers, whatever the host's TCP buffer sizes.
+type smallSendBuffer struct{ net.Listener }
+
+func (l smallSendBuffer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.(*net.TCPConn).SetWriteBuffer(16 << 10); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // stall connects to addr over TCP and queues more answers than the
