@@ -557,3 +557,34 @@ func TestSOASerial(t *testing.T) {
 		}
 	}
 }
+
+// TestMinimalANYOverUDP: an ANY question over UDP gets one RRset, not the
+// name's every record (RFC 8482 §4.2): ANY is the amplifier of choice for
+// a spoofed source, and no resolver needs the whole set. Over TCP, where
+// the source is real, it still gets all of them; and a name whose only
+// record is a CNAME gets that CNAME either way.
+func TestMinimalANYOverUDP(t *testing.T) {
+	addr := startServer(t)
+	rrsets := func(m *mdns.Msg) map[uint16]bool {
+		types := map[uint16]bool{}
+		for _, rr := range m.Answer {
+			types[rr.Header().Rrtype] = true
+		}
+		return types
+	}
+	tcp := ask(t, "tcp", addr, "apps.example.com.", mdns.TypeANY, 1232)
+	if got := rrsets(tcp); len(got) < 3 || !got[mdns.TypeSOA] || !got[mdns.TypeNS] {
+		t.Fatalf("apex ANY over TCP: %v, want the SOA, the NS and the addresses", tcp.Answer)
+	}
+	for _, edns := range []uint16{0, 1232} {
+		udp := ask(t, "udp", addr, "apps.example.com.", mdns.TypeANY, edns)
+		if udp.Rcode != mdns.RcodeSuccess || !udp.Authoritative || udp.Truncated || len(rrsets(udp)) != 1 {
+			t.Errorf("apex ANY over UDP (EDNS %d): %s aa=%v tc=%v %v, want one RRset", edns,
+				mdns.RcodeToString[udp.Rcode], udp.Authoritative, udp.Truncated, udp.Answer)
+		}
+		www := ask(t, "udp", addr, "www.apps.example.com.", mdns.TypeANY, edns)
+		if len(www.Answer) != 1 || www.Answer[0].Header().Rrtype != mdns.TypeCNAME {
+			t.Errorf("www ANY over UDP (EDNS %d): %v, want its CNAME", edns, www.Answer)
+		}
+	}
+}

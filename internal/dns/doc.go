@@ -9,12 +9,13 @@
 // and a query with another EDNS version gets BADVERS. A reply too large
 // to pack is SERVFAIL. A UDP reply is at most the size the query's OPT
 // offers (512 without one) and never past 1232 bytes, the size our OPT
-// states: what does not fit is cut and TC set. A name outside every zone
-// gets REFUSED: the gateway is not an open resolver. A zone transfer
+// states: what does not fit is cut and TC set. An ANY question over UDP
+// gets one RRset (RFC 8482), over TCP all of them. A name outside every
+// zone gets REFUSED: the gateway is not an open resolver. A zone transfer
 // (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
-// TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0 FORMERR,
-// for every name: the
-// resolve API refuses the same types ([ParseQuestion]).
+// TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0
+// FORMERR, for every name: the resolve API refuses the same types
+// ([ParseQuestion]).
 //
 // Recursion is the operator's opt-in, for the platform only: with a
 // [Forwarder], a query with RD set from a source network in

@@ -118,6 +118,12 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	default:
 		resp = Answer(req, zones)
 		resp.RecursionAvailable = ra
+		if udp && len(req.Question) == 1 && req.Question[0].Qtype == mdns.TypeANY {
+			// RFC 8482 §4.2: one RRset answers ANY over UDP. The whole
+			// set is what a spoofed source would ask for, to amplify;
+			// over TCP, where the source is real, it is still given.
+			resp.Answer = firstRRset(resp.Answer)
+		}
 	}
 	if opt != nil && resp.IsEdns0() == nil {
 		// RFC 6891 §7: a reply to a request with OPT carries OPT, or the
@@ -148,6 +154,22 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		}
 		_ = w.WriteMsg(fail)
 	}
+}
+
+// firstRRset returns the records of rrs that share the first one's owner
+// and type.
+func firstRRset(rrs []mdns.RR) []mdns.RR {
+	if len(rrs) == 0 {
+		return rrs
+	}
+	first := rrs[0].Header()
+	out := rrs[:0]
+	for _, rr := range rrs {
+		if h := rr.Header(); h.Rrtype == first.Rrtype && h.Name == first.Name {
+			out = append(out, rr)
+		}
+	}
+	return out
 }
 
 // optCount is the number of OPT records in req's additional section.
