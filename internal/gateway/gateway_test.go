@@ -132,7 +132,8 @@ func TestClientGatehouseHeadersNeverArrive(t *testing.T) {
 	for _, name := range spellings {
 		t.Run(name, func(t *testing.T) {
 			raw := "GET / HTTP/1.1\r\nHost: hello.apps.test\r\n" + name + ": forged\r\n" +
-				"X-Forwarded-For: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nForwarded: for=6.6.6.6\r\nX-Forwarded-Host: evil\r\nConnection: close\r\n\r\n"
+				"X-Forwarded-For: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nForwarded: for=6.6.6.6\r\nX-Forwarded-Host: evil\r\n" +
+				"X-Real-Ip: 6.6.6.6\r\nx_real_ip: 6.6.6.6\r\nTrue-Client-IP: 6.6.6.6\r\nConnection: close\r\n\r\n"
 			out, _ := e.rawExchange(raw)
 			res := readResponse(t, bufio.NewReader(strings.NewReader(out)))
 			h := echoed(t, res)
@@ -162,8 +163,12 @@ func TestTrustedProxyClientIP(t *testing.T) {
 		"X-Forwarded-For":    {"6.6.6.6, 203.0.113.9", "10.1.2.3"},
 		"X-Forwarded-Proto":  {"https"},
 		"X-Gatehouse-App-Id": {"forged"},
+		"X-Real-Ip":          {"203.0.113.9"},
 	}, nil)
 	h := echoed(t, res)
+	if got := h.Get("X-Real-Ip"); got != "203.0.113.9" {
+		t.Errorf("a trusted proxy's X-Real-Ip %q", got)
+	}
 	if got := h.Get("X-Gatehouse-Client-Ip"); got != "203.0.113.9" {
 		t.Errorf("client ip %q, want the rightmost untrusted hop", got)
 	}

@@ -544,8 +544,7 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 		proto = peerProto(h["X-Forwarded-Proto"])
 	}
 	for k := range h {
-		if hasPrefixFold(k, "x-gatehouse-") ||
-			(!trusted && (hasPrefixFold(k, "x-forwarded-") || strings.EqualFold(k, "forwarded"))) {
+		if hasPrefixFold(k, "x-gatehouse-") || (!trusted && clientAddressField(k)) {
 			delete(h, k)
 		}
 	}
@@ -718,6 +717,23 @@ func parseHop(s string) (netip.Addr, bool) {
 		return ap.Addr().Unmap(), true
 	}
 	return netip.Addr{}, false
+}
+
+// clientAddressField reports whether header name k is one a proxy sets
+// to name the client: Forwarded and X-Forwarded-* (DESIGN §2), and
+// X-Real-Ip and True-Client-Ip, which host frameworks read as the client's
+// address before X-Forwarded-For (chi's RealIP reads True-Client-Ip
+// first). From a peer that is not a trusted proxy each is a forgery.
+func clientAddressField(k string) bool {
+	switch len(k) {
+	case len("forwarded"):
+		return strings.EqualFold(k, "forwarded") || hasPrefixFold(k, "x-real-ip")
+	case len("true-client-ip"):
+		if hasPrefixFold(k, "true-client-ip") {
+			return true
+		}
+	}
+	return hasPrefixFold(k, "x-forwarded-")
 }
 
 // hasPrefixFold reports whether header name k starts with prefix (lower
