@@ -19,19 +19,26 @@ import (
 // to that, should it reuse per-stream state.
 
 // response reads frames until stream id's response ends and returns the
-// names and values of its header fields, trailers included, in order.
-func (rc *rawClient) response(id uint32) []string {
+// names and values of its header fields, trailers included, in order,
+// and its body.
+func (rc *rawClient) response(id uint32) (fields []string, body string) {
 	rc.t.Helper()
-	var fields []string
 	rc.until(fmt.Sprint("the end of stream ", id), func(f http2.Frame) bool {
-		if hf, ok := f.(*http2.MetaHeadersFrame); ok && hf.StreamID == id {
-			for _, p := range hf.Fields {
-				fields = append(fields, p.Name, p.Value)
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == id {
+				for _, p := range f.Fields {
+					fields = append(fields, p.Name, p.Value)
+				}
+			}
+		case *http2.DataFrame:
+			if f.StreamID == id {
+				body += string(f.Data())
 			}
 		}
 		return endOf(id)(f)
 	})
-	return fields
+	return fields, body
 }
 
 func fieldMap(fields []string) map[string]string {
@@ -101,6 +108,7 @@ func TestNoHeadersFromAnEarlierStream(t *testing.T) {
 		}, false},
 		{"reset", func(w http.ResponseWriter, r *http.Request, _ *round) {
 			w.Header().Set("X-Earlier", "1")
+			_, _ = w.Write([]byte("first")) // held, never sent
 			<-r.Context().Done()
 			w.Header().Set("X-Earlier-After-Reset", "1")
 		}, true},
@@ -136,6 +144,7 @@ func TestNoHeadersFromAnEarlierStream(t *testing.T) {
 				w.Header().Set("X-Seen-Response", seenW)
 				w.Header().Set("X-Seen-Request", keys(r.Header))
 				w.Header().Set("X-Seen-Late", keys(w.Header()))
+				_, _ = w.Write([]byte("second"))
 			})
 			s, addr := serve(t, Options{Handler: h})
 			rc := dialRaw(t, addr)
@@ -157,7 +166,10 @@ func TestNoHeadersFromAnEarlierStream(t *testing.T) {
 				}
 				waitHandlers(t, s)
 				rc.headers(id+2, true, reqFields("GET", "/second", "x-later", "1")...)
-				fields := rc.response(id + 2)
+				fields, body := rc.response(id + 2)
+				if body != "second" {
+					t.Errorf("stream %d's body is %q, want %q", id+2, body, "second")
+				}
 				for i := 0; i+1 < len(fields); i += 2 {
 					if strings.HasPrefix(fields[i], "x-earlier") || fields[i] == "set-cookie" || fields[i] == "link" {
 						t.Errorf("stream %d's response has stream %d's %s: %s", id+2, id, fields[i], fields[i+1])
@@ -234,7 +246,7 @@ func TestHeldMapsAreNotReused(t *testing.T) {
 			for id := uint32(3); id <= 11; id += 2 {
 				n := fmt.Sprint(id)
 				rc.headers(id, true, reqFields("GET", "/", "x-n", n)...)
-				fields := rc.response(id)
+				fields, _ := rc.response(id)
 				got := fieldMap(fields)
 				if got["x-n"] != n || got["x-seen-request"] != "X-N" || got["x-checked"] != "" {
 					t.Errorf("stream %d: response fields %q", id, fields)
@@ -245,7 +257,7 @@ func TestHeldMapsAreNotReused(t *testing.T) {
 				t.Errorf("stream 1's handler held %q, want %q", got, want)
 			}
 			if !reset {
-				fields := rc.response(1)
+				fields, _ := rc.response(1)
 				if got := fieldMap(fields); got["x-checked"] != "1" || got["x-n"] != "1" {
 					t.Errorf("stream 1: response fields %q", fields)
 				}
