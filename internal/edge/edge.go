@@ -382,7 +382,9 @@ func (e *Edge) newLane(srv *http.Server, h http.Handler, handoff func(net.Conn))
 
 // newH2 builds gatehouse's HTTP/2 server for the https listener: it
 // serves what srv's HTTP/2 would, with the same bounds, and answers its
-// own refusals as problems (DESIGN §2).
+// own refusals as problems (DESIGN §2). The handler must not use a
+// request's or response's header map after it returns: h2 reuses them
+// (h2.Options.Handler); the gateway's chain and proxy do not.
 func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
 	return h2.New(h2.Options{
 		Handler:           e.limits(e.opts.Handler),

@@ -21,6 +21,13 @@
 // the lock is taken for data, so nothing is shared with the handler after
 // that.
 //
+// A stream's header maps (the request's and the response's) and its
+// response buffers are cleared and reused by later streams once its
+// handler has returned and its frames are written, so a handler must not
+// use r.Header after it returns, as net/http would allow (Options.Handler).
+// The stream itself, its writer and its body are never reused: a
+// goroutine a handler left behind reaches only its own, marked done.
+//
 // Control frames the reading goroutine must send (SETTINGS and PING
 // acknowledgements, WINDOW_UPDATE, RST_STREAM) are queued and sent by
 // whoever holds the write lock, so a handler blocked writing to a client

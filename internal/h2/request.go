@@ -41,7 +41,7 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	}
 
 	regular := f.RegularFields()
-	header := make(http.Header, len(regular))
+	header := cn.s.header(len(regular))
 	// One backing array for the values, as net/textproto's reader does:
 	// a field's first value is a full slice of one, so a repeated name
 	// appends into a new array of its own, never over the next name's.
@@ -129,6 +129,7 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		declLen:    declLen,
 		remoteDone: ended,
 		wait:       make(chan struct{}, 1),
+		header:     header,
 	}
 	req := http.Request{
 		Method:     method,

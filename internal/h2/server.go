@@ -15,7 +15,12 @@ import (
 
 // Options configure a Server. Handler is required.
 type Options struct {
-	// Handler serves every request.
+	// Handler serves every request. Once it has returned, neither it nor
+	// a goroutine it left behind may use the request's header map
+	// (r.Header) or the response's (w.Header() as it was before the
+	// return): the server clears both and reuses them for later streams.
+	// net/http lets a handler read r.Header after it returns; this server
+	// does not.
 	Handler http.Handler
 	// Server is what a request's context carries under
 	// http.ServerContextKey, as net/http's would. Optional.
@@ -101,6 +106,35 @@ type Server struct {
 
 	date httpwire.Date
 	bufs sync.Pool // *bufWriter's buffers
+
+	// What ended streams give back for later ones (stream.recycle): their
+	// header maps, cleared, and their response's buffers. A pool, not a
+	// connection's own: an idle connection holds none of it.
+	headers sync.Pool // http.Header
+	outs    sync.Pool // *outBufs
+}
+
+// maxKeptFields bounds the header maps kept for reuse: a map keeps the
+// room it grew to, and clear costs that room at every reuse.
+const maxKeptFields = 32
+
+// header returns an empty header map: one an ended stream gave back, or a
+// new one with room for n fields.
+func (s *Server) header(n int) http.Header {
+	if h, ok := s.headers.Get().(http.Header); ok {
+		return h
+	}
+	return make(http.Header, n)
+}
+
+// putHeader clears h and keeps it for a later stream; the caller
+// guarantees nothing uses h any more (see stream.recycle).
+func (s *Server) putHeader(h http.Header) {
+	if h == nil || len(h) > maxKeptFields {
+		return
+	}
+	clear(h)
+	s.headers.Put(h)
 }
 
 // New validates o. It starts nothing.

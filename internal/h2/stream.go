@@ -16,7 +16,8 @@ import (
 
 // stream is one request and its response. A new one per request: a
 // handler that leaves a goroutine behind holding its writer or body must
-// reach this request's, marked done, never a later one's.
+// reach this request's, marked done, never a later one's. Only its
+// header maps and response buffers are reused (recycle).
 type stream struct {
 	cn  *conn
 	id  uint32
@@ -43,6 +44,9 @@ type stream struct {
 
 	wait chan struct{} // a window grew, or the stream ended; cap 1
 	body *reqBody      // nil without a body
+	// header is the request's header map as the server made it (the
+	// handler may swap r.Header), given back by recycle.
+	header http.Header
 }
 
 // wake tells a writer waiting for window to look again. Callers hold cn.mu
@@ -439,7 +443,34 @@ func (st *stream) serve() {
 			st.cn.resetStream(st, http2.ErrCodeInternal, errors.New("h2: handler panicked"))
 		}
 	}
+	st.recycle()
 	st.end()
+}
+
+// recycle gives the stream's header maps and response buffers back for
+// later streams. Only here, once the handler has returned (after which
+// it uses neither map: see Options.Handler) and the response's frames are
+// written or the stream reset: nothing of the server's touches them
+// after that. A goroutine the handler left behind gets a map of its own
+// from Header and errAfterReturn from Write (done), and the stream itself
+// is never reused. Before end, so that a stream whose end is seen (the
+// handler count) has given them back.
+func (st *stream) recycle() {
+	s, w := st.cn.s, &st.w
+	s.putHeader(st.header)
+	s.putHeader(w.hdr)
+	st.header = nil
+	if b := w.bufs; b != nil {
+		b.block = w.block[:0]
+		b.hold = nil
+		if cap(w.hold) <= 2*holdBody {
+			b.hold = w.hold[:0]
+		}
+		w.bufs, w.block, w.hold = nil, nil, nil
+		if cap(b.block) <= maxKeptBlock {
+			s.outs.Put(b)
+		}
+	}
 }
 
 // release frees the stream's slot under MaxConcurrentStreams, once its

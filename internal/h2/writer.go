@@ -44,11 +44,20 @@ type responseWriter struct {
 	trailers    []string
 	hold        []byte // body bytes not yet sent
 	err         error  // the first write error
+	bufs        *outBufs
 }
+
+// outBufs are a response's byte buffers, block and hold, kept between
+// streams (stream.recycle): a header block, and a small body, written
+// without allocating once the server has served a few.
+type outBufs struct{ block, hold []byte }
+
+// maxKeptBlock bounds the header block buffers kept for reuse.
+const maxKeptBlock = 4 << 10
 
 func (w *responseWriter) init(st *stream, isHead bool) {
 	w.st, w.isHead, w.clen = st, isHead, -1
-	w.hdr = make(http.Header, 8)
+	w.hdr = st.cn.s.header(8)
 }
 
 var errAfterReturn = errors.New("h2: response written after its handler returned")
@@ -106,8 +115,14 @@ func (w *responseWriter) writeHeader(code int) {
 	}
 	_, hasType := h["Content-Type"]
 	w.sniff = !hasType && h.Get("Content-Encoding") == "" && bodyAllowed(code)
-	if w.block == nil {
-		w.block = make([]byte, 0, 256) // a typical response's block at once, not in four growths
+	if w.bufs == nil {
+		b, ok := w.st.cn.s.outs.Get().(*outBufs)
+		if !ok {
+			b = &outBufs{block: make([]byte, 0, 256)} // a typical response's block at once, not in four growths
+		}
+		// hold is only appended to from here on: a body is written after
+		// the final status.
+		w.bufs, w.block, w.hold = b, b.block, b.hold
 	}
 	b := appendStatus(w.block[:0], code)
 	b = appendFields(b, h)
