@@ -155,7 +155,11 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		ctx = rc(ctx)
 	}
 	ctx, st.cancel = context.WithCancelCause(ctx)
-	st.req = req.WithContext(ctx)
+	// The Request lives in the stream, one allocation for both (the
+	// stream is new per request, so it is never another's); WithContext's
+	// copy stays on the stack.
+	st.reqv = *req.WithContext(ctx)
+	st.req = &st.reqv
 	st.w.init(st, method == http.MethodHead)
 
 	switch {

@@ -19,10 +19,11 @@ import (
 // reach this request's, marked done, never a later one's. Only its
 // header maps and response buffers are reused (recycle).
 type stream struct {
-	cn  *conn
-	id  uint32
-	req *http.Request
-	w   responseWriter
+	cn   *conn
+	id   uint32
+	req  *http.Request // &reqv
+	reqv http.Request
+	w    responseWriter
 	// run is the handler that serves it: the server's, or an answer the
 	// server gives itself (431, 400).
 	run    http.Handler
