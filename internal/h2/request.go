@@ -40,12 +40,17 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		return nil, http2.ErrCodeProtocol
 	}
 
+	st := &stream{cn: cn, id: f.StreamID}
 	regular := f.RegularFields()
 	header := cn.s.header(len(regular))
-	// One backing array for the values, as net/textproto's reader does:
-	// a field's first value is a full slice of one, so a repeated name
-	// appends into a new array of its own, never over the next name's.
-	vals := make([]string, len(regular))
+	// One backing array for the values, as net/textproto's reader does
+	// (the stream's own when they fit): a field's first value is a full
+	// slice of one, so a repeated name appends into a new array of its
+	// own, never over the next name's.
+	vals := st.vals[:]
+	if len(regular) > len(vals) {
+		vals = make([]string, len(regular))
+	}
 	for i, hf := range regular {
 		k := textproto.CanonicalMIMEHeaderKey(hf.Name)
 		if vs, ok := header[k]; ok {
@@ -120,17 +125,11 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	cn.mu.Lock()
 	sendWin := cn.peerInitWin
 	cn.mu.Unlock()
-	st := &stream{
-		cn:         cn,
-		id:         f.StreamID,
-		run:        cn.s.opts.Handler,
-		sendWin:    sendWin,
-		recvWin:    recvWindow,
-		declLen:    declLen,
-		remoteDone: ended,
-		wait:       make(chan struct{}, 1),
-		header:     header,
-	}
+	st.run = cn.s.opts.Handler
+	st.sendWin, st.recvWin = sendWin, recvWindow
+	st.declLen, st.remoteDone = declLen, ended
+	st.wait = make(chan struct{}, 1)
+	st.header = header
 	req := http.Request{
 		Method:     method,
 		URL:        u,

@@ -48,6 +48,9 @@ type stream struct {
 	// header is the request's header map as the server made it (the
 	// handler may swap r.Header), given back by recycle.
 	header http.Header
+	// vals backs the request's header values when they fit: a browser's
+	// dozen fields, in the stream's allocation.
+	vals [16]string
 }
 
 // wake tells a writer waiting for window to look again. Callers hold cn.mu
