@@ -128,7 +128,6 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	st.run = cn.s.opts.Handler
 	st.sendWin, st.recvWin = sendWin, recvWindow
 	st.declLen, st.remoteDone = declLen, ended
-	st.wait = make(chan struct{}, 1)
 	st.header = header
 	req := http.Request{
 		Method:     method,

@@ -43,7 +43,7 @@ type stream struct {
 	resetErr    error
 	trailer     http.Header // the trailers received, if r.Trailer declared any
 
-	wait chan struct{} // a window grew, or the stream ended; cap 1
+	wait chan struct{} // a window grew, or the stream ended; cap 1; made by take
 	body *reqBody      // nil without a body
 	// header is the request's header map as the server made it (the
 	// handler may swap r.Header), given back by recycle.
@@ -53,8 +53,10 @@ type stream struct {
 	vals [16]string
 }
 
-// wake tells a writer waiting for window to look again. Callers hold cn.mu
-// or not; it never blocks.
+// wake tells a writer waiting for window to look again; it never blocks.
+// Callers hold cn.mu, under which take makes the channel when it first
+// waits (most streams never do): a wake before that finds none, and
+// take, looking under the same lock, sees what the waker changed.
 func (st *stream) wake() {
 	select {
 	case st.wait <- struct{}{}:
@@ -71,8 +73,8 @@ func (st *stream) abort(err error) {
 		return
 	}
 	st.reset, st.resetErr, st.remoteDone = true, err, true
-	st.cn.mu.Unlock()
 	st.wake()
+	st.cn.mu.Unlock()
 	if st.body != nil {
 		st.body.fail(err)
 	}
@@ -381,13 +383,17 @@ func (st *stream) take(want int, wait bool) (int, error) {
 		} else {
 			cn.leaveLocked(st) // its own window is shut: its WINDOW_UPDATE wakes it
 		}
+		if st.wait == nil {
+			st.wait = make(chan struct{}, 1)
+		}
+		wake := st.wait
 		cn.mu.Unlock()
 		if d := cn.s.opts.WriteStall; d > 0 && timer == nil {
 			timer = time.NewTimer(d)
 			expired = timer.C
 		}
 		select {
-		case <-st.wait:
+		case <-wake:
 			woke = true
 		case <-expired:
 			err := errors.New("h2: the client kept the stream's window shut")
@@ -534,8 +540,8 @@ func (st *stream) end() {
 		}
 		all = cn.allDone
 	}
-	cn.mu.Unlock()
 	st.wake() // a writer the handler left behind, waiting for window, fails now
+	cn.mu.Unlock()
 	if stop {
 		cn.rst(st.id, http2.ErrCodeNo)
 	}
