@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -51,6 +52,7 @@ type stream struct {
 	// vals backs the request's header values when they fit: a browser's
 	// dozen fields, in the stream's allocation.
 	vals [16]string
+	url  url.URL // the request's URL, when a plain path (parseRequestURI)
 }
 
 // wake tells a writer waiting for window to look again; it never blocks.
