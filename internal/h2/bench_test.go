@@ -98,23 +98,55 @@ func BenchmarkRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	benchRequests(b, c, false)
+	benchRequests(b, c, false, benchFields)
 }
 
 // BenchmarkRequestPipe is BenchmarkRequest over net.Pipe: no system
 // calls, whose cost and noise (on a shared machine) are most of the other,
-// so what it measures is mostly the server's own work.
+// so what it measures is mostly the server's own work. "browser" sends the
+// dozen fields a browser sends on a page load (bench's -headers browser).
 func BenchmarkRequestPipe(b *testing.B) {
-	s, err := New(Options{Handler: benchHandler()})
-	if err != nil {
-		b.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		fields [][2]string
+	}{
+		{"host", benchFields},
+		{"browser", browserFields},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := New(Options{Handler: benchHandler()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, sc := net.Pipe()
+			done := make(chan struct{})
+			go func() { defer close(done); s.ServeConn(sc) }()
+			defer func() { c.Close(); s.Close(); <-done }()
+			benchRequests(b, c, true, tc.fields)
+		})
 	}
-	c, sc := net.Pipe()
-	done := make(chan struct{})
-	go func() { defer close(done); s.ServeConn(sc) }()
-	defer func() { c.Close(); s.Close(); <-done }()
-	benchRequests(b, c, true)
 }
+
+// benchFields are BenchmarkRequest's request fields beside the pseudo
+// ones; browserFields those Firefox 128 sends on a page load (as in
+// bench/wrk.go).
+var (
+	benchFields   = [][2]string{{"user-agent", "bench"}, {"accept", "*/*"}}
+	browserFields = [][2]string{
+		{"user-agent", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"},
+		{"accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"},
+		{"accept-language", "en-US,en;q=0.5"},
+		{"accept-encoding", "gzip, deflate, br, zstd"},
+		{"referer", "https://a.example/"},
+		{"cookie", "session=4f1c2a9e7b3d4c5e8f6a0b1c2d3e4f5a; theme=dark"},
+		{"upgrade-insecure-requests", "1"},
+		{"sec-fetch-dest", "document"},
+		{"sec-fetch-mode", "navigate"},
+		{"sec-fetch-site", "same-origin"},
+		{"sec-fetch-user", "?1"},
+		{"priority", "u=0, i"},
+	}
+)
 
 func benchHandler() http.Handler {
 	body := bytes.Repeat([]byte("x"), 1024)
@@ -125,12 +157,12 @@ func benchHandler() http.Handler {
 	})
 }
 
-// benchRequests runs the requests of BenchmarkRequest on c, a net.Pipe
-// if pipe.
-func benchRequests(b *testing.B, c net.Conn, pipe bool) {
+// benchRequests runs the requests of BenchmarkRequest, with fields, on c,
+// a net.Pipe if pipe.
+func benchRequests(b *testing.B, c net.Conn, pipe bool, fields [][2]string) {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/"}, {":authority", "a.example"}, {"user-agent", "bench"}, {"accept", "*/*"}} {
+	for _, f := range append([][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/"}, {":authority", "a.example"}}, fields...) {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	block := hb.Bytes()
