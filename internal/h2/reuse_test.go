@@ -265,3 +265,42 @@ func TestHeldMapsAreNotReused(t *testing.T) {
 		})
 	}
 }
+
+// TestBuffersStayWithACallInProgress: a call on the response that began
+// before its handler returned (a goroutine the handler left behind,
+// waiting in Write for window with the held bytes in hand: the handler's
+// race, but one that must reach only its own response) keeps the
+// response's buffers from later streams. The call is stood for by
+// enter, which such a Write made.
+func TestBuffersStayWithACallInProgress(t *testing.T) {
+	for _, inProgress := range []bool{false, true} {
+		t.Run(fmt.Sprint("in progress ", inProgress), func(t *testing.T) {
+			got := make(chan *responseWriter, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write([]byte("held"))
+				rw := w.(*responseWriter)
+				if inProgress && !rw.enter() {
+					t.Error("enter refused while the handler runs")
+				}
+				got <- rw
+			})
+			s, addr := serve(t, Options{Handler: h})
+			rc := dialRaw(t, addr)
+			rc.headers(1, true, reqFields("GET", "/")...)
+			if _, body := rc.response(1); body != "held" {
+				t.Errorf("body %q", body)
+			}
+			waitHandlers(t, s) // under cn.mu, after recycle: what it did is seen
+			rw := <-got
+			if kept := rw.bufs != nil; kept != inProgress {
+				t.Errorf("buffers kept by the stream: %v, want %v", kept, inProgress)
+			}
+			if inProgress {
+				rw.leave()
+				if rw.enter() {
+					t.Error("enter let a call in after the handler returned")
+				}
+			}
+		})
+	}
+}

@@ -33,6 +33,11 @@ type responseWriter struct {
 	hdr    http.Header
 	isHead bool
 	done   atomic.Bool
+	// active counts the calls in progress that may use block and hold
+	// (enter): recycle gives the buffers to later streams only when none
+	// is, so a call racing its handler's return (the handler's race, as
+	// with net/http) still reaches only this response's bytes.
+	active atomic.Int32
 
 	status      int
 	wroteHeader bool
@@ -72,12 +77,28 @@ func (w *responseWriter) Header() http.Header {
 	return w.hdr
 }
 
+// enter reports whether the handler's call may go on, the handler not
+// having returned, and counts it in active until leave. It counts before
+// it looks at done, and recycle sets done before it looks at active, so
+// one of the two sees the other (see stream.recycle).
+func (w *responseWriter) enter() bool {
+	w.active.Add(1)
+	if w.done.Load() {
+		w.active.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (w *responseWriter) leave() { w.active.Add(-1) }
+
 // WriteHeader encodes the header block as the map is now, as net/http
 // does: changes after it reach only the trailers.
 func (w *responseWriter) WriteHeader(code int) {
-	if w.done.Load() {
+	if !w.enter() {
 		return
 	}
+	defer w.leave()
 	w.writeHeader(code)
 }
 
@@ -236,11 +257,16 @@ func writeHeaders(f *http2.Framer, id uint32, b []byte, end bool, maxFrame int) 
 }
 
 func (w *responseWriter) Write(p []byte) (int, error) {
-	if w.done.Load() {
+	if !w.enter() {
 		return 0, errAfterReturn
 	}
+	defer w.leave()
+	return w.write(p)
+}
+
+func (w *responseWriter) write(p []byte) (int, error) {
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
@@ -270,14 +296,18 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 }
 
 func (w *responseWriter) WriteString(s string) (int, error) {
+	if !w.enter() {
+		return 0, errAfterReturn
+	}
+	defer w.leave()
 	// A string that fits goes to hold without a copy to a []byte first.
-	if !w.done.Load() && w.wroteHeader && w.err == nil && bodyAllowed(w.status) && !w.isHead &&
+	if w.wroteHeader && w.err == nil && bodyAllowed(w.status) && !w.isHead &&
 		len(w.hold)+len(s) <= holdBody && (w.clen < 0 || w.wrote+int64(len(s)) <= w.clen) {
 		w.hold = append(w.hold, s...)
 		w.wrote += int64(len(s))
 		return len(s), nil
 	}
-	return w.Write([]byte(s))
+	return w.write([]byte(s))
 }
 
 // Flush sends what is held (and the header block) now.
@@ -285,11 +315,12 @@ func (w *responseWriter) Flush() { _ = w.FlushError() }
 
 // FlushError is Flush for http.ResponseController.
 func (w *responseWriter) FlushError() error {
-	if w.done.Load() {
+	if !w.enter() {
 		return errAfterReturn
 	}
+	defer w.leave()
 	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
+		w.writeHeader(http.StatusOK)
 	}
 	if w.err != nil {
 		return w.err
