@@ -2,6 +2,7 @@ package h2
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -302,5 +303,54 @@ func TestBuffersStayWithACallInProgress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoBodyFromAnEarlierStream: a request body's buffer holds nothing of
+// an earlier stream's body (bytes its handler left unread), and a
+// goroutine an earlier handler left reading its body gets an error, not
+// a later stream's bytes.
+func TestNoBodyFromAnEarlierStream(t *testing.T) {
+	oneP(t)
+	type late struct {
+		n   int
+		err error
+	}
+	var second atomic.Pointer[chan struct{}]
+	lateRead := make(chan late, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			var one [1]byte
+			_, _ = io.ReadFull(r.Body, one[:]) // the rest stays in the buffer
+			body, ch := r.Body, *second.Load()
+			go func() {
+				<-ch
+				var p [64]byte
+				n, err := body.Read(p[:])
+				lateRead <- late{n, err}
+			}()
+			return
+		}
+		close(*second.Load())
+		b, _ := io.ReadAll(r.Body)
+		l := <-lateRead
+		w.Header().Set("X-Late", fmt.Sprint(l.n, l.err != nil))
+		_, _ = w.Write(b)
+	})
+	s, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	for id := uint32(1); id < 16; id += 4 {
+		ch := make(chan struct{})
+		second.Store(&ch)
+		rc.headers(id, false, reqFields("POST", "/first")...)
+		_ = rc.fr.WriteData(id, true, []byte("earlier stream's body"))
+		rc.response(id)
+		waitHandlers(t, s)
+		rc.headers(id+2, false, reqFields("POST", "/second")...)
+		_ = rc.fr.WriteData(id+2, true, []byte("b"))
+		fields, body := rc.response(id + 2)
+		if got := fieldMap(fields)["x-late"]; body != "b" || got != "0 true" {
+			t.Errorf("stream %d: body %q, x-late %q; want %q, %q", id+2, body, got, "b", "0 true")
+		}
 	}
 }
