@@ -98,20 +98,23 @@ func BenchmarkRequest(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	benchRequests(b, c, false, benchFields)
+	benchRequests(b, c, false, benchFields, nil)
 }
 
 // BenchmarkRequestPipe is BenchmarkRequest over net.Pipe: no system
 // calls, whose cost and noise (on a shared machine) are most of the other,
 // so what it measures is mostly the server's own work. "browser" sends the
-// dozen fields a browser sends on a page load (bench's -headers browser).
+// dozen fields a browser sends on a page load (bench's -headers browser),
+// "post" a 1 KiB body the handler reads.
 func BenchmarkRequestPipe(b *testing.B) {
 	for _, tc := range []struct {
 		name   string
 		fields [][2]string
+		body   []byte
 	}{
-		{"host", benchFields},
-		{"browser", browserFields},
+		{"host", benchFields, nil},
+		{"browser", browserFields, nil},
+		{"post", benchFields, bytes.Repeat([]byte("y"), 1024)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := New(Options{Handler: benchHandler()})
@@ -122,7 +125,7 @@ func BenchmarkRequestPipe(b *testing.B) {
 			done := make(chan struct{})
 			go func() { defer close(done); s.ServeConn(sc) }()
 			defer func() { c.Close(); s.Close(); <-done }()
-			benchRequests(b, c, true, tc.fields)
+			benchRequests(b, c, true, tc.fields, tc.body)
 		})
 	}
 }
@@ -151,18 +154,23 @@ var (
 func benchHandler() http.Handler {
 	body := bytes.Repeat([]byte("x"), 1024)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("X-Request-Id", "0123456789abcdef")
 		_, _ = w.Write(body)
 	})
 }
 
-// benchRequests runs the requests of BenchmarkRequest, with fields, on c,
-// a net.Pipe if pipe.
-func benchRequests(b *testing.B, c net.Conn, pipe bool, fields [][2]string) {
+// benchRequests runs the requests of BenchmarkRequest, with fields and
+// body (none if nil), on c, a net.Pipe if pipe.
+func benchRequests(b *testing.B, c net.Conn, pipe bool, fields [][2]string, body []byte) {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range append([][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/"}, {":authority", "a.example"}}, fields...) {
+	method := "GET"
+	if body != nil {
+		method = "POST"
+	}
+	for _, f := range append([][2]string{{":method", method}, {":scheme", "https"}, {":path", "/"}, {":authority", "a.example"}}, fields...) {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	block := hb.Bytes()
@@ -195,8 +203,13 @@ func benchRequests(b *testing.B, c net.Conn, pipe bool, fields [][2]string) {
 	}
 	id := uint32(1)
 	request := func() {
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}); err != nil {
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: body == nil, EndHeaders: true}); err != nil {
 			b.Fatal(err)
+		}
+		if body != nil {
+			if err := fr.WriteData(id, true, body); err != nil {
+				b.Fatal(err)
+			}
 		}
 		for {
 			f, err := fr.ReadFrame()
