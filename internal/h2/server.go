@@ -112,6 +112,7 @@ type Server struct {
 	// connection's own: an idle connection holds none of it.
 	headers sync.Pool // http.Header
 	outs    sync.Pool // *outBufs
+	bodies  sync.Pool // *[]byte: request bodies' buffers (reqBody.drop)
 }
 
 // maxKeptFields bounds the header maps kept for reuse: a map keeps the
@@ -135,6 +136,29 @@ func (s *Server) putHeader(h http.Header) {
 	}
 	clear(h)
 	s.headers.Put(h)
+}
+
+// bodyBuf returns a handle on an empty buffer for a request body: one an
+// ended stream's body gave back, or a new handle on none.
+func (s *Server) bodyBuf() *[]byte {
+	if h, ok := s.bodies.Get().(*[]byte); ok {
+		return h
+	}
+	return new([]byte)
+}
+
+// putBodyBuf keeps buf for a later stream's body, in h (new if nil);
+// the caller guarantees nothing uses buf any more. A large one goes, as
+// a drained body lets it go (keepBodyBuf).
+func (s *Server) putBodyBuf(h *[]byte, buf []byte) {
+	if cap(buf) == 0 || cap(buf) > keepBodyBuf {
+		return
+	}
+	if h == nil {
+		h = new([]byte)
+	}
+	*h = buf[:0]
+	s.bodies.Put(h)
 }
 
 // New validates o. It starts nothing.

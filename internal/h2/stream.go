@@ -571,6 +571,7 @@ type reqBody struct {
 	st           *stream
 	mu           sync.Mutex
 	buf          []byte
+	kept         *[]byte // the pool's handle that came with buf, if any
 	off          int
 	eof          bool  // END_STREAM: Read returns io.EOF once buf is read
 	err          error // the stream failed: Read returns it at once
@@ -607,6 +608,10 @@ func (b *reqBody) write(p []byte) {
 		n := copy(b.buf, b.buf[b.off:])
 		b.buf, b.off = b.buf[:n], 0
 	}
+	if cap(b.buf) == 0 {
+		b.kept = b.st.cn.s.bodyBuf()
+		b.buf, *b.kept = (*b.kept)[:0], nil
+	}
 	b.buf = append(b.buf, p...)
 	b.mu.Unlock()
 	b.signal()
@@ -630,16 +635,20 @@ func (b *reqBody) fail(err error) {
 
 // drop fails the body and returns how many received bytes were never read.
 // A Read waiting on another goroutine returns too (Close must unblock it,
-// as http.Request.Body's contract says).
+// as http.Request.Body's contract says). The buffer goes back for later
+// streams' bodies: with err set under mu, no Read or write touches it
+// again, whoever holds the body.
 func (b *reqBody) drop(err error) int64 {
 	b.mu.Lock()
 	if b.err == nil {
 		b.err = err
 	}
 	n := len(b.buf) - b.off
-	b.buf, b.off = nil, 0
+	buf, kept := b.buf, b.kept
+	b.buf, b.kept, b.off = nil, nil, 0
 	b.mu.Unlock()
 	b.signal()
+	b.st.cn.s.putBodyBuf(kept, buf)
 	return int64(n)
 }
 
