@@ -106,6 +106,14 @@ func (m *Manager) TLSConfig() *tls.Config {
 func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cfg := m.cm.Load()
 	od := m.od.Load()
+	if od != nil && m.coveredByManaged(hello.ServerName) {
+		// A managed certificate is renewed by its own maintenance. Through
+		// od, certmagic would "renew" a due one on demand, for the name
+		// in the hello, which the decision refuses; and a refused renewal
+		// drops the certificate from the cache: the whole zone would get
+		// the bootstrap certificate.
+		od = nil
+	}
 	if od != nil {
 		cfg = od // same cache: managed names hit it too
 	}
@@ -134,6 +142,16 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
 	}
 	return boot, nil
+}
+
+// coveredByManaged reports whether a managed name covers name: the name
+// itself, or the wildcard one label up.
+func (m *Manager) coveredByManaged(name string) bool {
+	if m.Managed(name) {
+		return true
+	}
+	_, parent, ok := strings.Cut(name, ".")
+	return ok && m.Managed("*."+parent)
 }
 
 // onDemand reports whether leaf is a custom domain's on-demand

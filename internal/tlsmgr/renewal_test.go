@@ -1,0 +1,123 @@
+package tlsmgr
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
+	"github.com/libdns/libdns"
+)
+
+// failingDNS is a DNS-01 provider that cannot write records, so no
+// renewal of the wildcard succeeds while the test runs.
+type failingDNS struct{}
+
+func (failingDNS) AppendRecords(context.Context, string, []libdns.Record) ([]libdns.Record, error) {
+	return nil, errors.New("dns provider down")
+}
+
+func (failingDNS) DeleteRecords(context.Context, string, []libdns.Record) ([]libdns.Record, error) {
+	return nil, nil
+}
+
+// seedDueWildcard writes into certmagic's file storage a certificate for
+// name that is due for renewal (10 of its 70 days left), as a gateway
+// finds its wildcard some weeks after it was issued.
+func seedDueWildcard(t *testing.T, dir, directory, name string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    now.Add(-60 * 24 * time.Hour),
+		NotAfter:     now.Add(10 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuerKey := (&certmagic.ACMEIssuer{CA: directory}).IssuerKey()
+	meta, _ := json.Marshal(map[string]any{"sans": []string{name}, "issuer_data": map[string]any{}})
+	files := map[string][]byte{
+		certmagic.StorageKeys.SiteCert(issuerKey, name):       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		certmagic.StorageKeys.SitePrivateKey(issuerKey, name): pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		certmagic.StorageKeys.SiteMeta(issuerKey, name):       meta,
+	}
+	for k, v := range files {
+		p := filepath.Join(dir, filepath.FromSlash(k))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, v, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return leaf
+}
+
+// TestACMEDueWildcardSurvivesOnDemand: with custom domains on, a
+// handshake for an app under a zone whose wildcard is due for renewal
+// must not make certmagic's on-demand path "renew" the wildcard for the
+// app's name, which the decision refuses and which then drops the
+// wildcard from the cache: every app of the zone would get the bootstrap
+// certificate from the next handshake on. The wildcard is renewed by the
+// managed names' own maintenance (DNS-01), and served until then.
+func TestACMEDueWildcardSurvivesOnDemand(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	seeded := seedDueWildcard(t, dir, p.Directory, "*.example.test")
+	opts := acmeOptions(p, r, dir, "*.example.test")
+	opts.DNSProvider = failingDNS{}
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(context.Context, string) error { return errors.New("not a verified mapping") }
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	addr := serveTLS(t, m.TLSConfig())
+	cfg := &tls.Config{ServerName: "web.example.test", InsecureSkipVerify: true}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		leaf, _, err := handshake(addr, cfg)
+		return err == nil && leaf.Equal(seeded)
+	}, "the stored wildcard was never served")
+	for i := range 30 {
+		leaf, _, err := handshake(addr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !leaf.Equal(seeded) {
+			t.Fatalf("handshake %d after the first: served %v (the bootstrap: %v), want the stored wildcard", i+1, leaf.DNSNames, leaf.Equal(m.boot.Load().Leaf))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
