@@ -609,3 +609,32 @@ func TestCloseBeforeRun(t *testing.T) {
 		t.Error("Run after Close succeeded")
 	}
 }
+
+// TestPassthroughDegradedHostStillTried: an app whose every host cools
+// down after a failed dial (one host that restarted) is still piped to
+// the host that failed longest ago, as the L7 dispatch does, rather than
+// having every client closed for the whole cool-down while the host is
+// back.
+func TestPassthroughDegradedHostStillTried(t *testing.T) {
+	cert, pool := testutil.SelfSigned(t, "secure."+zone)
+	host := startTLSHost(t, cert, echo)
+	live := table(host.ln.Addr().String())
+	now := time.Now()
+	for _, h := range live.Load().Pool("secure") {
+		h.Health.Fail(now) // the restart's failed dial
+	}
+	e := start(t, Options{Passthrough: RoutePassthrough(live, func() time.Time { return now })})
+	c, err := dialTLS(t, e.https, &tls.Config{ServerName: "secure." + zone, RootCAs: pool})
+	if err != nil {
+		t.Fatalf("handshake through the pipe to the cooling host: %v", err)
+	}
+	defer c.Close()
+	if got := c.ConnectionState().PeerCertificates[0]; !got.Equal(cert.Leaf) {
+		t.Fatalf("client saw %q, want the host's own certificate", got.Subject)
+	}
+	for _, h := range live.Load().Pool("secure") {
+		if h.Health.Degraded(now) {
+			t.Fatalf("host %s still degraded after a dial that worked", h.ID)
+		}
+	}
+}

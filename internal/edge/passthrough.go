@@ -18,7 +18,8 @@ var ErrNoHost = errors.New("edge: no verified tls host for passthrough app")
 // RoutePassthrough returns an Options.Passthrough that reads live: a name
 // that reaches an active app in passthrough mode is piped to one of the
 // app's verified hosts with scheme "tls" (round robin, skipping degraded
-// hosts, trying the next on a failed dial and marking it degraded). Any
+// hosts unless all are, trying the next on a failed dial and marking it
+// degraded). Any
 // other name (unknown, http mode, suspended or retired app) is terminated
 // by the gateway. now may be nil (time.Now).
 func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName string) (Dial, bool) {
@@ -32,17 +33,35 @@ func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName st
 		if m.Kind != route.KindApp || m.App.Mode != route.ModePassthrough || m.App.Status != route.StatusActive {
 			return nil, false
 		}
-		var hosts []*route.Host
-		for _, h := range tbl.Pool(m.App.ID) {
-			if h.Scheme == "tls" && !h.Health.Degraded(now()) {
-				hosts = append(hosts, h)
-			}
-		}
+		hosts := passthroughHosts(tbl.Pool(m.App.ID), now())
 		start := int(rr.Add(1))
 		return func(ctx context.Context) (net.Conn, error) {
 			return dialFirst(ctx, hosts, start, now)
 		}, true
 	}
+}
+
+// passthroughHosts are the tls hosts of pool that are not cooling down
+// at now; when every one is, the one that failed longest ago, as the L7
+// dispatch picks (internal/proxy): a host back from a restart is tried
+// rather than every client closed until its cool-down ends.
+func passthroughHosts(pool []*route.Host, now time.Time) []*route.Host {
+	var hosts []*route.Host
+	var oldest *route.Host
+	for _, h := range pool {
+		if h.Scheme != "tls" {
+			continue
+		}
+		if !h.Health.Degraded(now) {
+			hosts = append(hosts, h)
+		} else if oldest == nil || h.Health.LastFail().Before(oldest.Health.LastFail()) {
+			oldest = h
+		}
+	}
+	if len(hosts) == 0 && oldest != nil {
+		hosts = append(hosts, oldest)
+	}
+	return hosts
 }
 
 // dialFirst dials hosts in round-robin order from start until one answers.
