@@ -638,3 +638,55 @@ func TestPassthroughDegradedHostStillTried(t *testing.T) {
 		}
 	}
 }
+
+// slowClient is a TLS client's connection that sends its ClientHello in
+// two parts, the second at helloDone, and everything after the hello (its
+// Finished, its request) at finished; both times count from the dial.
+type slowClient struct {
+	net.Conn
+	helloDone, finished time.Time
+	writes              int
+}
+
+func (c *slowClient) Write(p []byte) (int, error) {
+	c.writes++
+	if c.writes == 1 {
+		n, err := c.Conn.Write(p[:len(p)/2])
+		if err != nil {
+			return n, err
+		}
+		time.Sleep(time.Until(c.helloDone))
+		m, err := c.Conn.Write(p[len(p)/2:])
+		return n + m, err
+	}
+	time.Sleep(time.Until(c.finished))
+	return c.Conn.Write(p)
+}
+
+// TestHandshakeBoundedWithTheHello: ReadHeaderTimeout bounds the
+// ClientHello and the TLS handshake together, from the connection's
+// start: a client that spends most of it sending the hello does not get
+// the whole timeout again to finish the handshake.
+func TestHandshakeBoundedWithTheHello(t *testing.T) {
+	const budget = 2 * time.Second
+	e := start(t, Options{ReadHeaderTimeout: budget})
+	raw, err := net.Dial("tcp", e.https)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	dialed := time.Now()
+	// The hello is whole at three quarters of the budget, the client's
+	// Finished comes after the budget (but within the budget counted
+	// from the hello).
+	sc := &slowClient{Conn: raw, helloDone: dialed.Add(budget * 3 / 4), finished: dialed.Add(budget * 3 / 2)}
+	c := tls.Client(sc, &tls.Config{ServerName: "web." + zone, InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := c.Handshake(); err != nil {
+		return // refused already: what the test wants
+	}
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: web."+zone+"\r\n\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+		t.Fatalf("a handshake finished after ReadHeaderTimeout was served: %q", line)
+	}
+}

@@ -19,6 +19,10 @@ import (
 // passthrough host or terminates TLS and hands the connection to the L7
 // server.
 func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
+	// One budget for the hello and the handshake (as net/http gives the
+	// handshake its ReadHeaderTimeout once): a fresh one after the peek
+	// would give a client that dribbles its hello twice the time.
+	deadline := time.Now().Add(e.opts.ReadHeaderTimeout)
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
@@ -37,7 +41,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	pc.Conn = sock.Wrap(pc.Conn)
 	tc := e.conns.wrap(pc) // counted since accept; Close counts it done
 	conn := tls.Server(tc, e.opts.TLS)
-	_ = tc.SetDeadline(time.Now().Add(e.opts.ReadHeaderTimeout))
+	_ = tc.SetDeadline(deadline)
 	if err := conn.Handshake(); err != nil {
 		e.log.Debug("edge: tls handshake", "remote", c.RemoteAddr(), "server_name", hello.ServerName, "err", err)
 		conn.Close()
