@@ -16,16 +16,16 @@ const acmePrefix = "/.well-known/acme-challenge/"
 
 // httpHandler is the http listener: ACME challenges first, then the mode.
 func (e *Edge) httpHandler() http.Handler {
-	acme := http.Handler(http.NotFoundHandler())
+	acme := http.Handler(notFound)
 	if e.opts.ACME != nil {
-		acme = e.opts.ACME(http.NotFoundHandler())
+		acme = e.opts.ACME(notFound)
 	}
 	var rest http.Handler
 	switch e.opts.HTTPMode {
 	case ModeServe:
 		rest = e.opts.Handler
 	case ModeACMEOnly:
-		rest = http.NotFoundHandler()
+		rest = notFound
 	default:
 		rest = http.HandlerFunc(e.redirect)
 	}
@@ -38,19 +38,44 @@ func (e *Edge) httpHandler() http.Handler {
 	}))
 }
 
+// notFound is the http listener's own 404: an ACME token no gateway
+// holds, and everything in acme-only mode.
+var notFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	problem.Write(w, http.StatusNotFound, "not found on the http listener")
+})
+
 // redirect answers 308 to the same host, path and query over https.
 func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
 	host, ok := route.NormalizeHost(r.Host)
 	if !ok {
-		http.Error(w, "bad host", http.StatusBadRequest)
+		host, ok = ipLiteral(r.Host)
+	}
+	if !ok {
+		problem.Write(w, http.StatusBadRequest, "the Host is not a valid host name")
 		return
 	}
 	if p := e.httpsPort(); p != 0 && p != 443 {
-		host = net.JoinHostPort(host, strconv.Itoa(p))
+		host = net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(p))
 	}
 	target := "https://" + host + r.URL.RequestURI()
 	w.Header().Set("Location", target)
 	w.WriteHeader(http.StatusPermanentRedirect)
+}
+
+// ipLiteral returns h's IP address (its port dropped) as it goes in a
+// URL: an IPv6 one in brackets, which NormalizeHost refuses as a name.
+func ipLiteral(h string) (string, bool) {
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		h = hh
+	}
+	a, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	if err != nil || a.Zone() != "" {
+		return "", false
+	}
+	if a.Is6() {
+		return "[" + a.String() + "]", true
+	}
+	return a.String(), true
 }
 
 // limits answers 414 for a request line over MaxRequestLine. (The header

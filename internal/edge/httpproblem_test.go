@@ -1,0 +1,73 @@
+package edge
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
+)
+
+// TestHTTPListenerAnswers: what the http listener answers itself is a
+// problem (DESIGN §2: "Errors the gateway answers itself are RFC 9457
+// application/problem+json bodies"): an ACME token it does not hold, the
+// fixed 404 of acme-only, a Host redirect cannot use. And redirect sends
+// a client that named the gateway by an IPv6 literal to https at that
+// literal, as it does for an IPv4 one.
+func TestHTTPListenerAnswers(t *testing.T) {
+	noRedirect := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cases := []struct {
+		mode, host, path string
+		status           int
+		location         string // for 308; "" means a problem body
+	}{
+		{ModeRedirect, "web." + zone, acmePrefix + "unknown", 404, ""},
+		{ModeACMEOnly, "web." + zone, acmePrefix + "unknown", 404, ""},
+		{ModeServe, "web." + zone, acmePrefix + "unknown", 404, ""},
+		{ModeACMEOnly, "web." + zone, "/a", 404, ""},
+		{ModeRedirect, "bad_host." + zone, "/a", 400, ""},
+		{ModeRedirect, "192.0.2.1", "/a?b", 308, "https://192.0.2.1:{port}/a?b"},
+		{ModeRedirect, "[2001:db8::1]:80", "/a?b", 308, "https://[2001:db8::1]:{port}/a?b"},
+	}
+	for _, mode := range []string{ModeRedirect, ModeACMEOnly, ModeServe} {
+		for _, withACME := range []bool{false, true} {
+			opts := Options{HTTPMode: mode}
+			if withACME {
+				// What tlsmgr's HTTPHandler does with a token it does not hold.
+				opts.ACME = func(next http.Handler) http.Handler { return next }
+			}
+			e := start(t, opts)
+			_, port, _ := net.SplitHostPort(e.https)
+			for _, tc := range cases {
+				if tc.mode != mode {
+					continue
+				}
+				req, _ := http.NewRequest("GET", "http://"+e.http+tc.path, nil)
+				req.Host = tc.host
+				resp, err := noRedirect.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status {
+					t.Errorf("%s %s%s: %d %q, want %d", mode, tc.host, tc.path, resp.StatusCode, body, tc.status)
+					continue
+				}
+				if tc.location != "" {
+					want := strings.Replace(tc.location, "{port}", port, 1)
+					if got := resp.Header.Get("Location"); got != want {
+						t.Errorf("%s %s%s: Location %q, want %q", mode, tc.host, tc.path, got, want)
+					}
+					continue
+				}
+				if ct := resp.Header.Get("Content-Type"); ct != problem.ContentType {
+					t.Errorf("%s %s%s: %d with %q %q, want a problem", mode, tc.host, tc.path, resp.StatusCode, ct, body)
+				}
+			}
+		}
+	}
+}
