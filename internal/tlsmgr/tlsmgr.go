@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -121,6 +122,9 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return m.boot.Load(), nil
 	}
 	isChallenge := len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == ACMETLS1
+	if isChallenge && !m.challengeable(hello.Context(), hello.ServerName) {
+		return nil, fmt.Errorf("tlsmgr: no challenge for %s", hello.ServerName)
+	}
 	ctx := hello.Context()
 	if od != nil {
 		var cancel context.CancelFunc
@@ -195,11 +199,31 @@ func (m *Manager) stillAllowed(hello *tls.ClientHelloInfo, leaf *x509.Certificat
 // request to next. The http listener puts it in front of everything.
 func (m *Manager) HTTPHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if iss := m.iss.Load(); iss != nil && iss.HandleHTTPChallenge(w, r) {
+		if iss := m.iss.Load(); iss != nil && certmagic.LooksLikeHTTPChallenge(r) &&
+			m.challengeable(r.Context(), hostOnly(r.Host)) && iss.HandleHTTPChallenge(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// challengeable reports whether name may be in an order of this cluster,
+// so that a challenge for it may be under way: a managed name, or a
+// custom domain the on-demand decision allows. Anyone can send a
+// challenge hello or request for any name, and certmagic looks for one
+// it did not begin in the shared storage: a name no gateway would order
+// is refused first, at the cost of the decision, not of a store read.
+func (m *Manager) challengeable(ctx context.Context, name string) bool {
+	name = strings.ToLower(name)
+	return m.Managed(name) || m.allow(ctx, name) == nil
+}
+
+// hostOnly is a Host header without its port.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return h
 }
 
 // Manage adds names to keep an ACME certificate for (a new zone's
