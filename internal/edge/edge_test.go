@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net"
@@ -688,5 +689,43 @@ func TestHandshakeBoundedWithTheHello(t *testing.T) {
 	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: web."+zone+"\r\n\r\n")
 	if line, err := bufio.NewReader(c).ReadString('\n'); err == nil {
 		t.Fatalf("a handshake finished after ReadHeaderTimeout was served: %q", line)
+	}
+}
+
+// TestPassthroughRoundRobinPerApp: each passthrough app takes turns over
+// its own hosts. With one counter shared by every app, two apps whose
+// clients take turns would each land on the same one of their hosts every
+// time.
+func TestPassthroughRoundRobinPerApp(t *testing.T) {
+	live := &route.Live{}
+	b := route.NewBuilder(live)
+	b.PutZone(&route.Zone{Name: zone}, 1)
+	hosts := map[string]*tlsHost{}
+	pools := map[string]*x509.CertPool{}
+	for _, app := range []string{"one", "two"} {
+		b.PutApp(&route.App{ID: app, Mode: route.ModePassthrough, Status: route.StatusActive})
+		cert, pool := testutil.SelfSigned(t, app+"."+zone)
+		pools[app] = pool
+		for _, id := range []string{app + "-a", app + "-b"} {
+			h := startTLSHost(t, cert, func(*tls.Conn) {})
+			hosts[id] = h
+			b.SetHost(&route.Host{ID: id, Apps: []string{app}, Addr: h.ln.Addr().String(), Scheme: "tls", State: route.HostVerified})
+		}
+	}
+	e := start(t, Options{Passthrough: RoutePassthrough(live, nil)})
+	for range 4 {
+		for _, app := range []string{"one", "two"} {
+			c, err := dialTLS(t, e.https, &tls.Config{ServerName: app + "." + zone, RootCAs: pools[app]})
+			if err != nil {
+				t.Fatalf("%s: %v", app, err)
+			}
+			c.Close()
+		}
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.ActiveConnections() == 0 }, "pipes still open")
+	for id, h := range hosts {
+		if n := h.accepted.Load(); n != 2 {
+			t.Errorf("host %s took %d of its app's 4 connections, want 2", id, n)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,14 +20,16 @@ var ErrNoHost = errors.New("edge: no verified tls host for passthrough app")
 // that reaches an active app in passthrough mode is piped to one of the
 // app's verified hosts with scheme "tls" (round robin, skipping degraded
 // hosts unless all are, trying the next on a failed dial and marking it
-// degraded). Any
-// other name (unknown, http mode, suspended or retired app) is terminated
-// by the gateway. now may be nil (time.Now).
+// degraded). Any other name (unknown, http mode, suspended or retired
+// app) is terminated by the gateway. now may be nil (time.Now).
 func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName string) (Dial, bool) {
 	if now == nil {
 		now = time.Now
 	}
-	var rr atomic.Uint32
+	// One counter per app, as the L7 dispatch keeps (internal/proxy): with
+	// one for all, two apps whose clients take turns would each always
+	// start at the same host. At most one small counter per app id seen.
+	var robins sync.Map // app id -> *atomic.Uint32
 	return func(name string) (Dial, bool) {
 		tbl := live.Load()
 		m := tbl.Lookup(name)
@@ -34,7 +37,12 @@ func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName st
 			return nil, false
 		}
 		hosts := passthroughHosts(tbl.Pool(m.App.ID), now())
-		start := int(rr.Add(1))
+		rr, ok := robins.Load(m.App.ID)
+		if !ok {
+			rr, _ = robins.LoadOrStore(m.App.ID, new(atomic.Uint32))
+		}
+		// Reduced as a uint32: an int of it turns negative on 32-bit.
+		start := int(rr.(*atomic.Uint32).Add(1) % uint32(max(len(hosts), 1)))
 		return func(ctx context.Context) (net.Conn, error) {
 			return dialFirst(ctx, hosts, start, now)
 		}, true
