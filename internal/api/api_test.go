@@ -572,6 +572,20 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/CNAME", `{"values":["a.example","b.example"]}`, 400},
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/w%20w/A", `{"values":["10.0.0.1"]}`, 400},
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/a.*/A", `{"values":["10.0.0.1"]}`, 400},
+		// a CNAME names a name: an address there would be looked up as
+		// the name "192.0.2.7." under the TLD "7"
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www2/CNAME", `{"values":["192.0.2.7"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www2/CNAME", `{"values":["2001:db8::7"]}`, 400},
+		// a listen address is not one to send clients to: every app of the
+		// zone would resolve to it
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["0.0.0.0"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["::"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["224.0.0.1"]}`, 400},
+		// an RRset holds each record once (RFC 2181 §5)
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1","127.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1","::ffff:127.0.0.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["192.0.2.1","192.0.2.1"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/AAAA", `{"values":["2001:db8::1","2001:DB8:0::1"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"AAAA","apps":["shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"not base64!","apps":["shop"]}`, 400},
 		// the same 32 bytes non-strict base64 would decode, but not the text discovery compares

@@ -198,12 +198,24 @@ func checkZone(z *route.Zone) error {
 	if len(z.Gateways) == 0 || len(z.Gateways) > maxGateways {
 		return badInput("gateways: must list 1 to %d IP addresses", maxGateways)
 	}
+	seen := map[netip.Addr]bool{}
 	for i, g := range z.Gateways {
 		a, err := netip.ParseAddr(g)
 		if err != nil || a.Zone() != "" {
 			return badInput("gateways[%d]: must be an IP address, got %q", i, g)
 		}
-		z.Gateways[i] = a.Unmap().String()
+		a = a.Unmap()
+		// The apex and every {app}.{zone} resolve to these: a listen
+		// address such as 0.0.0.0 (what zoneGateways never seeds either)
+		// or a group address sends every client of the zone nowhere.
+		if a.IsUnspecified() || a.IsMulticast() {
+			return badInput("gateways[%d]: must be an address clients can reach the gateways at, not %s", i, a)
+		}
+		if seen[a] {
+			return badInput("gateways[%d]: %s listed twice", i, a)
+		}
+		seen[a] = true
+		z.Gateways[i] = a.String()
 	}
 	if z.TTL == 0 {
 		z.TTL = defaultZoneTTL
@@ -281,9 +293,19 @@ func checkRecord(r *route.Record) error {
 	if r.TTL < 0 || r.TTL > maxTTL {
 		return badInput("ttl: must be between 0 (the zone's) and %d seconds, got %d", maxTTL, r.TTL)
 	}
+	addrs := map[netip.Addr]bool{}
 	for i, v := range r.Values {
 		if err := checkRecordValue(r.Type, v); err != nil {
 			return badInput("values[%d]: %v", i, err)
+		}
+		// An RRset holds each record once (RFC 2181 §5); the DNS server
+		// would answer a repeated address twice. TXT sets may repeat a
+		// value: internal/dns's ACME provider adds one per challenge.
+		if a, err := netip.ParseAddr(v); err == nil && (r.Type == "A" || r.Type == "AAAA") {
+			if addrs[a] {
+				return badInput("values[%d]: %s listed twice", i, a)
+			}
+			addrs[a] = true
 		}
 	}
 	if r.Type == "TXT" {
@@ -311,6 +333,11 @@ func checkRecordValue(typ, v string) error {
 	case "CNAME":
 		if n, ok := route.NormalizeHost(v); !ok || n != strings.ToLower(strings.TrimSuffix(v, ".")) {
 			return badInput("must be a DNS name, got %q", v)
+		}
+		// resolvers would look the address up as a name under the TLD
+		// of its last byte; an address wants an A or AAAA record
+		if _, err := netip.ParseAddr(strings.TrimSuffix(v, ".")); err == nil {
+			return badInput("must be a DNS name, not an IP address (use an A or AAAA record): %q", v)
 		}
 	case "TXT":
 		if len(v) == 0 || len(v) > 2048 {
