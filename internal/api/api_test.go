@@ -472,6 +472,8 @@ func TestHostKeysAndHosts(t *testing.T) {
 			return []route.HostInfo{{HostID: "web-2", State: route.HostVerified}, {HostID: "web-1", State: route.HostProvisional}}
 		}
 	})
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
 	body := map[string]any{"public_key": testKey, "apps": []string{"shop", "blog"}}
 	e.ok("PUT", "/api/v3/hosts/keys/web-1", body, 200)
 	var k route.HostKey
@@ -786,7 +788,14 @@ func TestDeleteAppStillNamed(t *testing.T) {
 // to put another request between a handler's read and its write.
 type hookStore struct {
 	Store
-	beforeDeleteApp, beforePutDomain atomic.Pointer[func()]
+	beforeDeleteApp, beforePutDomain, beforePutHostKey atomic.Pointer[func()]
+}
+
+func (h *hookStore) PutHostKey(ctx context.Context, k *route.HostKey) error {
+	if f := h.beforePutHostKey.Swap(nil); f != nil {
+		(*f)()
+	}
+	return h.Store.PutHostKey(ctx, k)
 }
 
 func (h *hookStore) DeleteApp(ctx context.Context, id string) error {
@@ -1065,4 +1074,51 @@ func TestAmbiguousKeysRefused(t *testing.T) {
 	}
 	// the same keys, each once and as spelled, are fine
 	e.ok("PUT", "/api/v3/apps/shop", `{"auth":{"required":true},"policy":[{"action":"deny","path":"/a"}],"health":{"path":"/h"}}`, 200)
+}
+
+// TestHostKeyNamesLiveApps: a host key may name only apps that exist, as
+// a domain mapping may: a key naming an app not created yet would pass
+// to whichever app is created under that id later (the hazard deleteApp's
+// 409 guards against), and its host would serve that app. A DELETE of
+// the app that lands between the PUT's check and its write makes the PUT
+// back out, so no key names a deleted app.
+func TestHostKeyNamesLiveApps(t *testing.T) {
+	var hs *hookStore
+	e := newEnv(t, func(o *Options) {
+		hs = &hookStore{Store: o.Store}
+		o.Store = hs
+	})
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	before := e.snapshot()
+	r := e.do("PUT", "/api/v3/hosts/keys/web-1", token, map[string]any{"public_key": testKey, "apps": []string{"shop", "ghost"}})
+	if r.status != 400 || !strings.Contains(problemOf(t, r).Detail, `"ghost"`) {
+		t.Fatalf("key naming a missing app: %d %s, want 400 naming ghost", r.status, r.body)
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("refused key changed the store\nbefore %s\nafter  %s", before, after)
+	}
+
+	// an earlier enrolment is put back when the PUT backs out
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"shop"}}, 200)
+	var del resp
+	doDel := func() { del = e.do("DELETE", "/api/v3/apps/blog", token, nil) }
+	hs.beforePutHostKey.Store(&doDel)
+	r = e.do("PUT", "/api/v3/hosts/keys/web-1", token, map[string]any{"public_key": testKey, "apps": []string{"shop", "blog"}})
+	if r.status != 409 || del.status != 204 {
+		t.Fatalf("PUT key %d, DELETE app %d; want 409 and 204: %s", r.status, del.status, r.body)
+	}
+	var k route.HostKey
+	decodeInto(t, e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 200), &k)
+	if !slices.Equal(k.Apps, []string{"shop"}) {
+		t.Errorf("key after the PUT backed out: %+v, want the earlier enrolment for shop", k)
+	}
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 200)
+	hs.beforePutHostKey.Store(&doDel)
+	// a first enrolment is taken back altogether
+	if r := e.do("PUT", "/api/v3/hosts/keys/web-2", token, map[string]any{"public_key": testKey, "apps": []string{"blog"}}); r.status != 409 {
+		t.Fatalf("PUT new key: %d, want 409: %s", r.status, r.body)
+	}
+	e.ok("GET", "/api/v3/hosts/keys/web-2", nil, 404)
 }

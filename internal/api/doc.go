@@ -18,7 +18,9 @@
 // domain (an app named after the domain's first label would take its
 // traffic, since {app}.{zone} is looked up first); a PUT moving a
 // verified domain mapping to another app (it would cut off the app that
-// proved it; DELETE the mapping first).
+// proved it; DELETE the mapping first). For the same reason a domain
+// mapping or a host key may name only apps that exist (400 otherwise),
+// and one whose app is deleted while it is written is taken back (409).
 //
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)

@@ -753,10 +753,82 @@ func (a *API) putHostKey(r *http.Request) (int, any, error) {
 	if err := checkHostKey(&k); err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutHostKey(r.Context(), &k); err != nil {
+	ctx := r.Context()
+	// A key naming an app that does not exist would pass to whichever
+	// app is created under that id later, as deleteApp explains; so,
+	// like a domain mapping, it may name existing apps only.
+	if missing, err := a.missingApps(ctx, k.Apps); err != nil {
+		return 0, nil, err
+	} else if missing >= 0 {
+		return 0, nil, badInput("apps[%d]: %q does not exist; create it first", missing, k.Apps[missing])
+	}
+	old, err := a.o.Store.GetHostKey(ctx, id)
+	if errors.Is(err, a.o.NotFound) {
+		old = nil
+	} else if err != nil {
 		return 0, nil, err
 	}
+	if err := a.o.Store.PutHostKey(ctx, &k); err != nil {
+		return 0, nil, err
+	}
+	// A DELETE of an app may have listed the keys before the write above;
+	// reading the apps after it closes that, as in putDomain.
+	missing, err := a.missingApps(ctx, k.Apps)
+	if err != nil {
+		return 0, nil, err
+	}
+	if missing >= 0 {
+		if err := a.undoPutHostKey(ctx, &k, old); err != nil {
+			return 0, nil, err
+		}
+		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
+			"app %q was deleted while host key %q was written naming it; the key is not kept", k.Apps[missing], id)}
+	}
 	return http.StatusOK, k, nil
+}
+
+// missingApps returns the index of the first of ids that is not an
+// app, or -1 when all are.
+func (a *API) missingApps(ctx context.Context, ids []string) (int, error) {
+	apps, err := a.o.Store.ListApps(ctx)
+	if err != nil {
+		return 0, err
+	}
+	have := make(map[string]bool, len(apps))
+	for _, app := range apps {
+		have[app.ID] = true
+	}
+	for i, id := range ids {
+		if !have[id] {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// undoPutHostKey takes back enrolment k, restoring old (nil: none),
+// unless another request has replaced k meanwhile.
+func (a *API) undoPutHostKey(ctx context.Context, k, old *route.HostKey) error {
+	cur, err := a.o.Store.GetHostKey(ctx, k.HostID)
+	switch {
+	case errors.Is(err, a.o.NotFound):
+		return nil
+	case err != nil:
+		return err
+	case cur.PublicKey != k.PublicKey || !slices.Equal(cur.Apps, k.Apps):
+		return nil
+	case old != nil:
+		err = a.o.Store.PutHostKey(ctx, old)
+	default:
+		err = a.o.Store.DeleteHostKey(ctx, k.HostID)
+		if errors.Is(err, a.o.NotFound) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("host key %q: taking it back after an app it names was deleted: %w", k.HostID, err)
+	}
+	return nil
 }
 
 func (a *API) deleteHostKey(r *http.Request) (int, any, error) {
