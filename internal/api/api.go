@@ -158,13 +158,23 @@ func New(o Options) (*API, error) {
 	return a, nil
 }
 
-// ServeHTTP serves a public route to anyone; everything else under /api/v3
-// is a control route, and a caller without the platform credential gets
-// 401 before the method, the route or the body is looked at (429 once its
-// address has sent too many wrong tokens: guard.go).
+// ServeHTTP serves a public route to anyone, and answers anyone 405 for
+// a public route's path asked with another method; everything else under
+// /api/v3 is a control route, and a caller without the platform
+// credential gets 401 before the method, the route or the body is looked
+// at (429 once its address has sent too many wrong tokens: guard.go).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := a.public.Handler(r); pattern != "" {
 		a.public.ServeHTTP(w, r)
+		return
+	}
+	if allow := a.publicAllow(r); allow != "" {
+		// a public route asked with another method: no credential
+		// could make it a control request, so asking for one (401), or
+		// charging a session's token as a guess at the control token,
+		// would mislead
+		w.Header().Set("Allow", allow)
+		problem.Write(w, http.StatusMethodNotAllowed, "method not allowed here; see the Allow header")
 		return
 	}
 	ok, answered := a.checkToken(w, r, func() bool { return a.platform(r) })
@@ -183,6 +193,42 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	a.control.ServeHTTP(w, r)
+}
+
+// publicAllow returns the Allow list of the public route at r's path when
+// r asks it with a method it does not take and no control route takes
+// r; "" otherwise. The mux's own answer is run into a header-only writer
+// to learn it: its 404 and 405 handlers read no body.
+func (a *API) publicAllow(r *http.Request) string {
+	if _, pattern := a.control.Handler(r); pattern != "" {
+		return ""
+	}
+	h, _ := a.public.Handler(r)
+	rec := &headerRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.code != http.StatusMethodNotAllowed {
+		return ""
+	}
+	return rec.header.Get("Allow")
+}
+
+// headerRecorder keeps a response's header and status and drops its body.
+type headerRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+
+func (h *headerRecorder) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 // unauthorized answers 401 with detail, unless r's token was refused for

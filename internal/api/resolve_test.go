@@ -325,3 +325,35 @@ func TestStaticTokenQueryRule(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicRouteWrongMethod: a public route asked with another method is
+// 405 with Allow, to anyone: not the control API's 401 (which tells a
+// signed-in session its token is wrong, and meters it as a guess) nor its
+// 404.
+func TestPublicRouteWrongMethod(t *testing.T) {
+	// one wrong token spends the address's guessing window: a session
+	// that only used the wrong method must not be counted as one
+	e, sign := resolveEnvWith(t, func(o *Options) { o.BadTokens = limit.Quota{Limit: 1, Window: time.Hour} })
+	sess := sign(jwt.MapClaims{"sub": "alice", "aud": "some-app"})
+	cases := []struct {
+		method, path, allow string
+	}{
+		{"POST", "/api/v3/dns/resolve?name=apps.example.com&type=A", "GET"},
+		{"DELETE", "/api/v3/dns/resolve", "GET"},
+		{"GET", "/api/v3/dns/resolve/batch", "POST"},
+		{"PUT", "/api/v3/discovery/clusters", "GET"},
+	}
+	for _, c := range cases {
+		for _, tok := range []string{"", sess, token} {
+			r := e.do(c.method, c.path, tok, `[{"name":"apps.example.com","type":"A"}]`)
+			if r.status != 405 || !strings.Contains(r.header.Get("Allow"), c.allow) {
+				t.Errorf("%s %s (token %.6q): %d Allow=%q, want 405 allowing %s: %s", c.method, c.path, tok, r.status, r.header.Get("Allow"), c.allow, r.body)
+				continue
+			}
+			problemOf(t, r)
+		}
+	}
+	if r := e.do("GET", "/api/v3/dns/resolve?name=apps.example.com&type=A", sess, nil); r.status != 200 {
+		t.Errorf("resolve after the wrong methods: %d, want 200: %s", r.status, r.body)
+	}
+}
