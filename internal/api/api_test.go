@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -789,7 +790,22 @@ func TestDeleteAppStillNamed(t *testing.T) {
 // to put another request between a handler's read and its write.
 type hookStore struct {
 	Store
-	beforeDeleteApp, beforePutDomain, beforePutHostKey atomic.Pointer[func()]
+	beforeDeleteApp, beforePutDomain, beforePutHostKey, beforePutRecord atomic.Pointer[func()]
+	failDeleteRecord                                                    atomic.Bool // once
+}
+
+func (h *hookStore) PutRecord(ctx context.Context, r *route.Record) error {
+	if f := h.beforePutRecord.Swap(nil); f != nil {
+		(*f)()
+	}
+	return h.Store.PutRecord(ctx, r)
+}
+
+func (h *hookStore) DeleteRecord(ctx context.Context, zone, name, typ string) error {
+	if h.failDeleteRecord.Swap(false) {
+		return errors.New("injected store failure")
+	}
+	return h.Store.DeleteRecord(ctx, zone, name, typ)
 }
 
 func (h *hookStore) PutHostKey(ctx context.Context, k *route.HostKey) error {
@@ -1122,4 +1138,45 @@ func TestHostKeyNamesLiveApps(t *testing.T) {
 		t.Fatalf("PUT new key: %d, want 409: %s", r.status, r.body)
 	}
 	e.ok("GET", "/api/v3/hosts/keys/web-2", nil, 404)
+}
+
+// TestZoneRecreatedWithoutOldRecords: the records of a deleted zone never
+// come back with a new zone of the same name, neither one written by a
+// PUT that raced the zone's DELETE, nor one a DELETE failed to remove
+// (the zone is gone by then, so the platform cannot retry the DELETE).
+func TestZoneRecreatedWithoutOldRecords(t *testing.T) {
+	var hs *hookStore
+	e := newEnv(t, func(o *Options) {
+		hs = &hookStore{Store: o.Store}
+		o.Store = hs
+	})
+	const zone = "/api/v3/dns/zones/apps.example.com"
+	recreate := func(t *testing.T) {
+		t.Helper()
+		e.ok("PUT", zone, `{"gateways":["127.0.0.1"]}`, 200)
+		var l struct{ Records []route.Record }
+		decodeInto(t, e.ok("GET", zone+"/records", nil, 200), &l)
+		if len(l.Records) != 0 {
+			t.Errorf("the new zone has the old zone's records: %+v", l.Records)
+		}
+		e.ok("DELETE", zone, nil, 204)
+	}
+	t.Run("PUT record raced the DELETE", func(t *testing.T) {
+		e.ok("PUT", zone, `{"gateways":["127.0.0.1"]}`, 200)
+		var del resp
+		doDel := func() { del = e.do("DELETE", zone, token, nil) }
+		hs.beforePutRecord.Store(&doDel)
+		put := e.do("PUT", zone+"/records/old/A", token, `{"values":["192.0.2.66"]}`)
+		if del.status != 204 || put.status != 409 {
+			t.Errorf("DELETE zone %d, PUT record %d; want 204 and 409: %s", del.status, put.status, put.body)
+		}
+		recreate(t)
+	})
+	t.Run("DELETE failed on a record", func(t *testing.T) {
+		e.ok("PUT", zone, `{"gateways":["127.0.0.1"]}`, 200)
+		e.ok("PUT", zone+"/records/old/A", `{"values":["192.0.2.66"]}`, 200)
+		hs.failDeleteRecord.Store(true)
+		e.ok("DELETE", zone, nil, 500)
+		recreate(t)
+	})
 }

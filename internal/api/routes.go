@@ -547,10 +547,43 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 	if err := a.checkZoneFree(r.Context(), name); err != nil {
 		return 0, nil, err
 	}
+	if err := a.purgeOldRecords(r.Context(), name); err != nil {
+		return 0, nil, err
+	}
 	if err := a.o.Store.PutZone(r.Context(), &z); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, z, nil
+}
+
+// purgeOldRecords deletes the records stored under zone when there is no
+// such zone: ones a DELETE of the zone failed to remove (it answered 500
+// with the zone gone, so it cannot be retried) or that a PUT racing it
+// wrote. A zone created under the same name must not serve them. Two
+// creations of one zone at once may purge a record PUT between them.
+func (a *API) purgeOldRecords(ctx context.Context, zone string) error {
+	_, err := a.o.Store.GetZone(ctx, zone)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, a.o.NotFound) {
+		return err
+	}
+	return a.deleteRecords(ctx, zone)
+}
+
+// deleteRecords deletes every record stored under zone.
+func (a *API) deleteRecords(ctx context.Context, zone string) error {
+	recs, err := a.o.Store.ListRecords(ctx, zone)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if err := a.o.Store.DeleteRecord(ctx, zone, rec.Name, rec.Type); err != nil && !errors.Is(err, a.o.NotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkZoneFree is checkDomainFree the other way round: a zone over an
@@ -588,14 +621,8 @@ func (a *API) deleteZone(r *http.Request) (int, any, error) {
 	if err := a.o.Store.DeleteZone(ctx, z.Name); err != nil {
 		return 0, nil, a.missing(err, "zone", z.Name)
 	}
-	recs, err := a.o.Store.ListRecords(ctx, z.Name)
-	if err != nil {
+	if err := a.deleteRecords(ctx, z.Name); err != nil {
 		return 0, nil, err
-	}
-	for _, rec := range recs {
-		if err := a.o.Store.DeleteRecord(ctx, z.Name, rec.Name, rec.Type); err != nil && !errors.Is(err, a.o.NotFound) {
-			return 0, nil, err
-		}
 	}
 	return http.StatusNoContent, nil, nil
 }
@@ -665,6 +692,18 @@ func (a *API) putRecord(r *http.Request) (int, any, error) {
 	}
 	if err := a.o.Store.PutRecord(r.Context(), &rec); err != nil {
 		return 0, nil, err
+	}
+	// A DELETE of the zone may have listed its records before the write
+	// above; reading the zone after it closes that, as in putDomain.
+	if _, err := a.o.Store.GetZone(r.Context(), zone); err != nil {
+		if !errors.Is(err, a.o.NotFound) {
+			return 0, nil, err
+		}
+		if err := a.o.Store.DeleteRecord(r.Context(), zone, name, typ); err != nil && !errors.Is(err, a.o.NotFound) {
+			return 0, nil, fmt.Errorf("record %s %s: taking it back from deleted zone %q: %w", name, typ, zone, err)
+		}
+		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
+			"zone %q was deleted while record %s %s was written; the record is not kept", zone, name, typ)}
 	}
 	return http.StatusOK, rec, nil
 }
