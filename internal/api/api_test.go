@@ -580,6 +580,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// the name "192.0.2.7." under the TLD "7"
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www2/CNAME", `{"values":["192.0.2.7"]}`, 400},
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www2/CNAME", `{"values":["2001:db8::7"]}`, 400},
+		// the gateway answers DNS-01 for its wildcard *.{zone} with TXT
+		// values here (DESIGN §9); a CNAME would send the CA elsewhere
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/_acme-challenge/CNAME", `{"values":["acme.example.net"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/_ACME-Challenge.apps.example.com./CNAME", `{"values":["acme.example.net"]}`, 400},
 		// a listen address is not one to send clients to: every app of the
 		// zone would resolve to it
 		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["0.0.0.0"]}`, 400},

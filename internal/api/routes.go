@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -715,6 +716,13 @@ func (a *API) putRecord(r *http.Request) (int, any, error) {
 func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
 	if rec.Type == "CNAME" && rec.Name == rec.Zone {
 		return badInput("a CNAME cannot be at the zone apex %s, beside its SOA and NS", rec.Zone)
+	}
+	// The gateway proves *.{zone} to its CA by DNS-01 (DESIGN §9),
+	// adding TXT values at this name in the store (internal/dns's
+	// ACMEZones); a CNAME there would answer for them, and the CA would
+	// look for the proof where the CNAME points, so renewals would fail.
+	if rec.Type == "CNAME" && rec.Name == dns.ACMEChallengeLabel+"."+rec.Zone {
+		return badInput("a CNAME cannot be at %s: the gateway answers its DNS-01 challenges for *.%s there with TXT records", rec.Name, rec.Zone)
 	}
 	recs, err := a.o.Store.ListRecords(ctx, rec.Zone)
 	if err != nil {
