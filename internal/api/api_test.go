@@ -555,6 +555,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `[1,2]`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"mode":`, 400},
 		{"PUT", "/api/v3/apps/shop", big, 413},
+		// JSON text is UTF-8 (RFC 8259 §8.1); encoding/json would store
+		// U+FFFD in place of the bad bytes, not what was sent
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", "{\"values\":[\"v=\xff\xfe\"]}", 400},
+		{"PUT", "/api/v3/apps/shop", "{\"policy\":[{\"action\":\"deny\",\"path\":\"/adm\xc0in\"}]}", 400},
 		{"PUT", "/api/v3/domains/localhost", `{"app":"shop"}`, 400},
 		{"PUT", "/api/v3/domains/192.0.2.1", `{"app":"shop"}`, 400},
 		{"PUT", "/api/v3/domains/bad_name.example", `{"app":"shop"}`, 400},

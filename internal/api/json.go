@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
@@ -27,7 +28,7 @@ func badInput(format string, args ...any) error {
 }
 
 // decode reads r's body as exactly one JSON value into v, refusing
-// unknown fields and ambiguous keys (checkKeys). An empty body decodes as
+// invalid UTF-8, unknown fields and ambiguous keys (checkKeys). An empty body decodes as
 // {}.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -45,6 +46,12 @@ func decode(r *http.Request, v any) error {
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
+	}
+	// encoding/json turns each invalid byte into U+FFFD: the body would
+	// be stored as something its sender never wrote (a deny rule's path
+	// that no request matches, a TXT value that proves nothing).
+	if !utf8.Valid(b) {
+		return badInput("invalid JSON body: not valid UTF-8 (RFC 8259 §8.1)")
 	}
 	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
 		return err
