@@ -562,6 +562,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/domains/localhost", `{"app":"shop"}`, 400},
 		{"PUT", "/api/v3/domains/192.0.2.1", `{"app":"shop"}`, 400},
 		{"PUT", "/api/v3/domains/bad_name.example", `{"app":"shop"}`, 400},
+		{"PUT", "/api/v3/domains/bücher.example.net", `{"app":"shop"}`, 400},
+		{"PUT", "/api/v3/dns/zones/bücher.example.net", `{"gateways":["127.0.0.1"]}`, 400},
 		{"PUT", "/api/v3/domains/new.example.org", `{"app":"ghost"}`, 400},
 		{"PUT", "/api/v3/domains/new.example.org", `{"app":"API"}`, 400},
 		{"PUT", "/api/v3/domains/new.example.org", `{}`, 400},
@@ -1187,4 +1189,21 @@ func TestZoneRecreatedWithoutOldRecords(t *testing.T) {
 		e.ok("DELETE", zone, nil, 500)
 		recreate(t)
 	})
+}
+
+// TestUnicodeNameNamesItsALabel: a name in Unicode is refused, as the
+// store and every Host lookup use the ASCII form, and the answer says
+// which form to send instead of claiming it is no DNS name at all.
+func TestUnicodeNameNamesItsALabel(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	for _, c := range []struct{ path, body string }{
+		{"/api/v3/domains/bücher.example.net", `{"app":"shop"}`},
+		{"/api/v3/dns/zones/bücher.example.net", `{"gateways":["127.0.0.1"]}`},
+	} {
+		p := problemOf(t, e.ok("PUT", c.path, c.body, 400))
+		if !strings.Contains(p.Detail, `"xn--bcher-kva.example.net"`) {
+			t.Errorf("PUT %s: detail %q does not name the ASCII form", c.path, p.Detail)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
@@ -173,6 +174,9 @@ func cleanRulePath(p string) bool {
 // form: a DNS name with at least two labels, not an IP address.
 func normalizeDomain(s string) (string, error) {
 	n, ok := route.NormalizeHost(s)
+	if err := unicodeName("domain", s, n, ok); err != nil {
+		return "", err
+	}
 	if !ok || n != strings.ToLower(strings.TrimSuffix(s, ".")) || !strings.Contains(n, ".") {
 		return "", badInput("domain must be a DNS name like shop.example.com, got %q", s)
 	}
@@ -182,9 +186,27 @@ func normalizeDomain(s string) (string, error) {
 	return n, nil
 }
 
+// unicodeName refuses s, a name given in Unicode whose ASCII form
+// (route.NormalizeHost) is n, naming n: names are stored and looked up in
+// that form, and mapping Unicode to it silently would take look-alikes.
+func unicodeName(what, s, n string, ok bool) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			if ok {
+				return badInput("%s must be given in its ASCII form %q, got %q", what, n, s)
+			}
+			return badInput("%s must be a DNS name in ASCII (xn-- labels for Unicode), got %q", what, s)
+		}
+	}
+	return nil
+}
+
 // normalizeZone checks a zone name.
 func normalizeZone(s string) (string, error) {
 	n, ok := route.NormalizeHost(s)
+	if err := unicodeName("zone", s, n, ok); err != nil {
+		return "", err
+	}
 	if !ok || n != strings.ToLower(strings.TrimSuffix(s, ".")) {
 		return "", badInput("zone must be a DNS name like apps.example.com, got %q", s)
 	}
