@@ -3,6 +3,9 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1206,4 +1209,60 @@ func TestUnicodeNameNamesItsALabel(t *testing.T) {
 			t.Errorf("PUT %s: detail %q does not name the ASCII form", c.path, p.Detail)
 		}
 	}
+}
+
+// smallOrderTestY are the y coordinates (little endian, x's sign bit
+// clear) of Ed25519's points of order 1, 2, 4 and 8, and the other
+// spellings (y+p) of y = 0 and y = 1.
+var smallOrderTestY = []string{
+	"0000000000000000000000000000000000000000000000000000000000000000",
+	"0100000000000000000000000000000000000000000000000000000000000000",
+	"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+	"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+	"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+	"edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+	"eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+}
+
+// TestWeakHostKeyRefused: a public key of small order is refused at
+// enrolment. crypto/ed25519 verifies signatures under such a key that
+// anyone can make without a private key (R the identity, S zero: the
+// check holds whenever the challenge hash is a multiple of the key's
+// order), so a host id enrolled with one — an all-zero buffer a careless
+// integration sent — could be claimed by anyone on the bus.
+func TestWeakHostKeyRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	forged := make([]byte, ed25519.SignatureSize)
+	forged[0] = 1 // R = the identity, S = 0
+	for _, y := range smallOrderTestY {
+		for _, sign := range []byte{0, 0x80} {
+			key, err := hex.DecodeString(y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key[31] |= sign
+			if sign == 0 {
+				// the premise: this key takes a signature nobody made
+				n := 0
+				for i := range 200 {
+					if ed25519.Verify(key, fmt.Appendf(nil, "challenge %d", i), forged) {
+						n++
+					}
+				}
+				if n == 0 {
+					t.Fatalf("key %x: no forged signature verifies; not a weak key", key)
+				}
+			}
+			b64 := base64.StdEncoding.EncodeToString(key)
+			r := e.do("PUT", "/api/v3/hosts/keys/web-1", token, map[string]any{"public_key": b64, "apps": []string{"shop"}})
+			if r.status != 400 {
+				t.Errorf("weak key %s: status %d, want 400: %s", b64, r.status, r.body)
+				continue
+			}
+			problemOf(t, r)
+		}
+	}
+	e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 404)
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"shop"}}, 200)
 }
