@@ -562,6 +562,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		// U+FFFD in place of the bad bytes, not what was sent
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", "{\"values\":[\"v=\xff\xfe\"]}", 400},
 		{"PUT", "/api/v3/apps/shop", "{\"policy\":[{\"action\":\"deny\",\"path\":\"/adm\xc0in\"}]}", 400},
+		// nor is half a UTF-16 surrogate pair a character; encoding/json
+		// would store U+FFFD for it too
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", `{"values":["v=\ud800"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", `{"values":["v=\uDC00\ud83d"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", `{"values":["v=\ud83d\u0041"]}`, 400},
 		{"PUT", "/api/v3/domains/localhost", `{"app":"shop"}`, 400},
 		{"PUT", "/api/v3/domains/192.0.2.1", `{"app":"shop"}`, 400},
 		{"PUT", "/api/v3/domains/bad_name.example", `{"app":"shop"}`, 400},
@@ -1265,4 +1270,16 @@ func TestWeakHostKeyRefused(t *testing.T) {
 	}
 	e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 404)
 	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"shop"}}, 200)
+}
+
+// TestEscapedPairsKept: a character escaped as a UTF-16 surrogate pair,
+// and a backslash before a u, are taken as written.
+func TestEscapedPairsKept(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	var rec route.Record
+	decodeInto(t, e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", `{"values":["\ud83d\ude00","\\ud800","\"\\u"]}`, 200), &rec)
+	if want := []string{"\U0001F600", `\ud800`, `"\u`}; !slices.Equal(rec.Values, want) {
+		t.Errorf("values %q, want %q", rec.Values, want)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -53,6 +54,9 @@ func decode(r *http.Request, v any) error {
 	if !utf8.Valid(b) {
 		return badInput("invalid JSON body: not valid UTF-8 (RFC 8259 §8.1)")
 	}
+	if loneSurrogate(b) {
+		return badInput(`invalid JSON body: a \u escape holds half a UTF-16 surrogate pair, which is no character`)
+	}
 	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
 		return err
 	}
@@ -65,6 +69,49 @@ func decode(r *http.Request, v any) error {
 		return badInput("invalid JSON body: more than one JSON value")
 	}
 	return nil
+}
+
+// loneSurrogate reports whether JSON text b escapes half a UTF-16
+// surrogate pair in a string (\ud800 without a \udc00-\udfff after it, or
+// the low half alone), which encoding/json would take as U+FFFD. Text
+// that is not JSON is left to the decoder.
+func loneSurrogate(b []byte) bool {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch {
+		case !in:
+			in = b[i] == '"'
+		case b[i] == '"':
+			in = false
+		case b[i] == '\\':
+			r, ok := escapedRune(b[i:])
+			if !ok {
+				i++ // \" \\ \n …: skip the escaped byte
+				continue
+			}
+			i += 5
+			if !utf16.IsSurrogate(r) {
+				continue
+			}
+			if r >= 0xdc00 {
+				return true
+			}
+			if lo, ok := escapedRune(b[i+1:]); !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
+}
+
+// escapedRune decodes the \uXXXX escape that b starts with.
+func escapedRune(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[2:6]), 16, 16)
+	return rune(n), err == nil
 }
 
 // statusError is an error answered with a given status.
