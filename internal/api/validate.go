@@ -7,6 +7,7 @@ import (
 	"net/url"
 	pathpkg "path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -59,7 +60,7 @@ func checkApp(a *route.App) error {
 	}
 	for i, o := range a.CORS.Origins {
 		if !validOrigin(o) {
-			return badInput("cors.origins[%d]: must be an exact origin scheme://host[:port] in lower case, got %q", i, o)
+			return badInput("cors.origins[%d]: must be an origin as a browser sends it, scheme://host[:port]: lower case, the host in ASCII (xn-- labels), no default port, got %q", i, o)
 		}
 	}
 	for i, h := range a.CORS.AllowHeaders {
@@ -120,6 +121,24 @@ func validOrigin(o string) bool {
 	}
 	if h := u.Hostname(); h == "" || strings.Contains(h, "*") {
 		return false
+	}
+	// A browser serializes an origin (RFC 6454 §6.1) with the host in
+	// its ASCII form and the port only when it is not the scheme's
+	// default, as a plain number; cors matches the Origin header as a
+	// string, so an entry spelled otherwise would never match.
+	for i := 0; i < len(o); i++ {
+		if o[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p || p == map[string]string{"http": "80", "https": "443"}[u.Scheme] {
+			return false
+		}
 	}
 	return u.Scheme+"://"+u.Host == o && strings.ToLower(o) == o
 }
