@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/base64"
-	"encoding/hex"
 	"net/netip"
 	"net/url"
 	pathpkg "path"
@@ -12,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -283,7 +283,7 @@ func checkHostKey(k *route.HostKey) error {
 	if len(b) != 32 {
 		return badInput("public_key: must be 32 bytes (an Ed25519 public key), got %d", len(b))
 	}
-	if smallOrder(b) {
+	if edkey.SmallOrder(b) {
 		return badInput("public_key: a point of small order, not a key: anyone can sign for it; send the host's real public key (gatehouse keygen)")
 	}
 	if len(k.Apps) == 0 || len(k.Apps) > maxHostApps {
@@ -300,34 +300,6 @@ func checkHostKey(k *route.HostKey) error {
 		seen[a] = true
 	}
 	return nil
-}
-
-// smallOrderY are the y coordinates (little endian, x's sign bit clear)
-// of the Ed25519 points whose order divides 8, and p and p+1, the other
-// spellings of y = 0 and y = 1 (libsodium refuses the same list).
-var smallOrderY = [...]string{
-	"0000000000000000000000000000000000000000000000000000000000000000", // order 4
-	"0100000000000000000000000000000000000000000000000000000000000000", // the identity
-	"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05", // order 8
-	"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a", // order 8
-	"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // p-1, order 2
-	"edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // p: 0
-	"eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // p+1: 1
-}
-
-// smallOrder reports whether key encodes a point of small order.
-// crypto/ed25519 verifies, under such a key, signatures that need no
-// private key (R the identity and S zero hold for every message whose
-// hash is a multiple of the point's order), so a host id enrolled with
-// one could pass its challenge for anyone on the bus (DESIGN §4).
-func smallOrder(key []byte) bool {
-	y := hex.EncodeToString(key[:31]) + hex.EncodeToString([]byte{key[31] &^ 0x80})
-	for _, w := range smallOrderY {
-		if y == w {
-			return true
-		}
-	}
-	return false
 }
 
 // recordName turns the {name} of a record route into the full name under

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
@@ -264,9 +267,10 @@ func (c *Config) validatePeers() error {
 			return bad(key+".id", "duplicate cluster %q", p.ID)
 		}
 		seen[p.ID] = true
-		u, err := url.Parse(p.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad(key+".url", "must be an http(s) URL like https://gw.example.com, got %q", p.URL)
+		// The same rule peers.New applies: caught here, before anything
+		// starts, and with a password in the URL not repeated.
+		if _, err := cluster.ParseURL(p.URL); err != nil {
+			return bad(key+".url", "must be an http(s) base URL like https://gw.example.com, without user info, query or fragment, got %q", RedactURL(p.URL))
 		}
 		if err := checkKey(p.PublicKey); err != nil {
 			return bad(key+".public_key", "%v", err)
@@ -283,6 +287,11 @@ func checkKey(s string) error {
 	}
 	if len(b) != 32 {
 		return fmt.Errorf("must be 32 bytes (an Ed25519 key), got %d", len(b))
+	}
+	// A peer's key checks its forwards' client marks (DESIGN §5.3): one
+	// that takes signatures nobody made would let anyone speak for it.
+	if edkey.SmallOrder(b) {
+		return errors.New("a point of small order, not a key: anyone can sign for it; give the cluster's real public key (gatehouse keygen)")
 	}
 	return nil
 }
