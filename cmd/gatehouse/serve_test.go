@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -90,5 +93,55 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not return after its context ended")
+	}
+}
+
+// TestServeBadKeyFileChangesNothing: a key file that exists but holds no
+// key stops serve with an error naming its key, before anything starts
+// (DESIGN §11: bad input changes nothing else). Found at run time instead,
+// the data directory was already created, the embedded bus's credential
+// and JetStream store written, the cluster key generated and the -zone
+// seeded into the store, all for a start that failed.
+func TestServeBadKeyFileChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		key  string
+	}{
+		{"issuer keys", []string{"-issuer", "https://id.example.com=" + junk}, "auth.issuers[0].keys_file"},
+		{"cluster key", []string{"-cluster-key", junk}, "cluster.key"},
+		{"acme ca root", []string{"-tls-acme-directory", "https://127.0.0.1:1/dir", "-tls-acme-ca-root", junk}, "tls.acme.ca_root"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data := filepath.Join(dir, fmt.Sprintf("data-%d", i))
+			args := append([]string{"serve", "-data", data, "-zone", "apps.test",
+				"-http", "127.0.0.1:0", "-https", "127.0.0.1:0", "-dns", "127.0.0.1:0",
+				"-management", "127.0.0.1:0", "-bus-listen", "127.0.0.1:0"}, c.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, args, &bytes.Buffer{}, &bytes.Buffer{})
+			if err == nil {
+				t.Fatal("serve succeeded")
+			}
+			if msg := err.Error(); !strings.Contains(msg, c.key) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line naming %s", msg, c.key)
+			}
+			if exitCode(err, &bytes.Buffer{}) != 1 {
+				t.Errorf("exit code not 1")
+			}
+			if ents, err := os.ReadDir(data); !os.IsNotExist(err) {
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				t.Errorf("data_dir written by a start that failed: %v %v", names, err)
+			}
+		})
 	}
 }

@@ -20,12 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/dashboard"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
@@ -60,6 +62,9 @@ type Addrs struct {
 // New validates cfg and returns a gateway that has started nothing.
 func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkKeyFiles(cfg); err != nil {
 		return nil, err
 	}
 	if log == nil {
@@ -115,6 +120,30 @@ func gatewayID(cluster string) string {
 		hn = "gw"
 	}
 	return cluster + "/" + hn + "-" + hex.EncodeToString(b[:])
+}
+
+// checkKeyFiles reads the key files cfg names, which Validate only finds,
+// so one that holds no key stops the start before anything is bound or
+// written: found by Run, it would follow the embedded bus's store, the
+// generated credentials and the seeded zone (DESIGN §11: bad input changes
+// nothing else). Run reads them again.
+func checkKeyFiles(cfg config.Config) error {
+	if cfg.Cluster.Key != "" {
+		if _, err := host.LoadKey(cfg.Cluster.Key); err != nil {
+			return fmt.Errorf("config: cluster.key: %w", err)
+		}
+	}
+	for i, is := range cfg.Auth.Issuers {
+		if _, err := auth.LoadKeys(is.KeysFile); err != nil {
+			return fmt.Errorf("config: auth.issuers[%d].keys_file: %w", i, err)
+		}
+	}
+	if cfg.TLS.ACME.CARoot != "" {
+		if _, err := tlsmgr.LoadRoots(cfg.TLS.ACME.CARoot); err != nil {
+			return fmt.Errorf("config: tls.acme.ca_root: %w", err)
+		}
+	}
+	return nil
 }
 
 // clusterKey loads the cluster's Ed25519 key, generating it into the data

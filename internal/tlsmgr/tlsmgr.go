@@ -456,7 +456,13 @@ func (m *Manager) roots() (*x509.CertPool, error) {
 	if m.opts.CARoot == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(m.opts.CARoot)
+	return LoadRoots(m.opts.CARoot)
+}
+
+// LoadRoots returns the system roots plus the PEM certificates in file
+// (Options.CARoot); a file without one is an error.
+func LoadRoots(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("tlsmgr: acme ca_root: %w", err)
 	}
@@ -465,7 +471,7 @@ func (m *Manager) roots() (*x509.CertPool, error) {
 		pool = x509.NewCertPool()
 	}
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tlsmgr: acme ca_root %s: no PEM certificate", m.opts.CARoot)
+		return nil, fmt.Errorf("tlsmgr: acme ca_root %s: no PEM certificate", file)
 	}
 	return pool, nil
 }
