@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 )
 
 // Issuer is one trusted token issuer.
@@ -67,6 +69,9 @@ func (o Options) Validate() error {
 		for j, k := range is.Keys {
 			if len(k) != ed25519.PublicKeySize {
 				return fmt.Errorf("auth: issuers[%d] (%s): key %d is not an Ed25519 public key", i, is.Name, j)
+			}
+			if edkey.SmallOrder(k) {
+				return fmt.Errorf("auth: issuers[%d] (%s): key %d: %s", i, is.Name, j, errWeakKey)
 			}
 		}
 		seen[is.Name] = true

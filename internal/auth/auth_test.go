@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -291,5 +292,46 @@ func TestBearerToken(t *testing.T) {
 	r.Header.Add("Authorization", "Bearer b")
 	if _, err := BearerToken(r); !errors.Is(err, ErrTwoHeaders) || !errors.Is(err, ErrInvalid) {
 		t.Errorf("two headers: %v", err)
+	}
+}
+
+// TestWeakIssuerKeyRefused: an issuer key of small order (here the
+// identity point) is refused, from a JWKS, a PEM file or Options.Keys.
+// crypto/ed25519 verifies under it a signature nobody made (R the
+// identity, S zero), so with it configured anyone could mint a platform
+// token and take the control API.
+func TestWeakIssuerKeyRefused(t *testing.T) {
+	weak := make(ed25519.PublicKey, ed25519.PublicKeySize)
+	weak[0] = 1 // y = 1: the identity
+	dir := t.TempDir()
+	jwksFile := filepath.Join(dir, "weak.json")
+	os.WriteFile(jwksFile, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"`+base64.RawURLEncoding.EncodeToString(weak)+`"}]}`), 0o600)
+	der, err := x509.MarshalPKIXPublicKey(weak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemFile := filepath.Join(dir, "weak.pem")
+	os.WriteFile(pemFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+
+	head := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"EdDSA","typ":"JWT"}`))
+	body := base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"idp","sub":"mallory","scope":"platform","exp":` + strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `}`))
+	sig := make([]byte, ed25519.SignatureSize)
+	sig[0] = 1 // R = the identity, S = 0
+	forged := head + "." + body + "." + base64.RawURLEncoding.EncodeToString(sig)
+
+	for name, is := range map[string]Issuer{
+		"jwks":         {Name: "idp", KeysFile: jwksFile},
+		"pem":          {Name: "idp", KeysFile: pemFile},
+		"options keys": {Name: "idp", Keys: []ed25519.PublicKey{weak}},
+	} {
+		v, err := New(Options{Issuers: []Issuer{is}, Now: func() time.Time { return now }})
+		if err == nil {
+			_, verr := v.VerifyPlatform(forged)
+			t.Errorf("%s: weak key accepted; a platform token nobody signed: err %v", name, verr)
+			continue
+		}
+		if !strings.Contains(err.Error(), "small order") {
+			t.Errorf("%s: error %q does not say why", name, err)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 )
 
 // Key is one issuer public key; ID is the JWKS kid, if any.
@@ -69,6 +71,9 @@ func parsePEM(b []byte) ([]Key, error) {
 		if !ok {
 			return nil, fmt.Errorf("auth: keys: PEM block %d is a %T, want an Ed25519 key", n, k)
 		}
+		if edkey.SmallOrder(pub) {
+			return nil, fmt.Errorf("auth: keys: PEM block %d: %s", n, errWeakKey)
+		}
 		keys = append(keys, Key{Pub: pub})
 	}
 	if len(bytes.TrimSpace(b)) > 0 && len(keys) == 0 {
@@ -76,6 +81,11 @@ func parsePEM(b []byte) ([]Key, error) {
 	}
 	return keys, nil
 }
+
+// errWeakKey explains a refused key of small order: crypto/ed25519
+// verifies under it signatures that need no private key (R the identity,
+// S zero), so with it anyone could mint tokens, platform ones included.
+const errWeakKey = "a point of small order, not a key: anyone can sign for it"
 
 type jwk struct {
 	Kty string `json:"kty"`
@@ -102,6 +112,9 @@ func parseJWKS(b []byte) ([]Key, error) {
 		x, err := base64.RawURLEncoding.DecodeString(k.X)
 		if err != nil || len(x) != ed25519.PublicKeySize {
 			return nil, fmt.Errorf("auth: keys: JWKS key %d (kid %q): x must be a base64url 32-byte key", i, k.Kid)
+		}
+		if edkey.SmallOrder(x) {
+			return nil, fmt.Errorf("auth: keys: JWKS key %d (kid %q): %s", i, k.Kid, errWeakKey)
 		}
 		keys = append(keys, Key{ID: k.Kid, Pub: ed25519.PublicKey(x)})
 	}

@@ -31,6 +31,7 @@ var allowed = map[string][]string{
 	"internal/gatehouse": {"*"},
 	"internal/gcfloor":   {},
 	"internal/dashboard": {},
+	"internal/auth":      {"internal/edkey"},
 	"cmd/gatehouse":      {"internal/gatehouse", "internal/config", "internal/gcfloor", "host"},
 }
 
