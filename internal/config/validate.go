@@ -229,9 +229,11 @@ func (c *Config) validateCluster() error {
 		return bad("cluster.id", "must be a DNS label (a-z, 0-9, '-'), got %q", c.Cluster.ID)
 	}
 	if u := c.Cluster.URL; u != "" {
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || (p.Path != "" && p.Path != "/") || p.RawQuery != "" {
-			return bad("cluster.url", "must be a base URL like https://eu-1.gw.example.com, got %q", u)
+		// peers.New applies cluster.ParseURL to it too: caught here,
+		// before anything starts, and without repeating a password.
+		p, err := cluster.ParseURL(u)
+		if err != nil || (p.Path != "" && p.Path != "/") {
+			return bad("cluster.url", "must be a base URL like https://eu-1.gw.example.com, without user info, query or fragment, got %q", RedactURL(u))
 		}
 	}
 	if c.Cluster.Deadline <= 0 {
