@@ -163,6 +163,7 @@ func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 func (e *Edge) managementHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", e.readyz)
+	mux.HandleFunc("/readyz", problem.GetOnly) // not Management's 404
 	if e.opts.Management != nil {
 		mux.Handle("/", e.opts.Management)
 	}

@@ -180,8 +180,17 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	dash := dashboard.Handler()
-	mux.Handle("GET /{$}", dash)
-	mux.Handle("GET /dashboard/", dash)
+	for _, p := range []string{"/{$}", "/dashboard/dashboard.js", "/dashboard/dashboard.css"} {
+		mux.Handle("GET "+p, dash)
+	}
+	// Errors the gateway answers itself are problems (DESIGN §2), so the
+	// mux's own plain-text 404 and 405 are never reached.
+	for _, p := range []string{"/healthz", "/metrics", "/{$}", "/dashboard/dashboard.js", "/dashboard/dashboard.css"} {
+		mux.HandleFunc(p, problem.GetOnly)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem.Write(w, http.StatusNotFound, "the management listener serves no such path")
+	})
 	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := api.Load(); h != nil {
 			(*h).ServeHTTP(w, r)

@@ -355,3 +355,55 @@ func TestManagementRefusesForeignHost(t *testing.T) {
 		}
 	}
 }
+
+// TestManagementRouteErrorsAreProblems: a path the management listener
+// does not serve is a 404, and a method its route does not take a 405
+// naming the methods it does, both as problem+json like every error the
+// gateway answers itself (DESIGN §2), not net/http's plain text. The
+// routes themselves still answer.
+func TestManagementRouteErrorsAreProblems(t *testing.T) {
+	r := start(t, testConfig(t))
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/nope", 404, ""},
+		{"GET", "/dashboard/nope.js", 404, ""},
+		{"GET", "/dashboard/", 404, ""},
+		{"POST", "/healthz", 405, "GET, HEAD"},
+		{"POST", "/readyz", 405, "GET, HEAD"},
+		{"PUT", "/metrics", 405, "GET, HEAD"},
+		{"DELETE", "/", 405, "GET, HEAD"},
+		{"POST", "/dashboard/dashboard.js", 405, "GET, HEAD"},
+		{"GET", "/healthz", 200, ""},
+		{"HEAD", "/readyz", 200, ""},
+		{"GET", "/metrics", 200, ""},
+		{"GET", "/", 200, ""},
+		{"GET", "/dashboard/dashboard.css", 200, ""},
+	} {
+		req, _ := http.NewRequest(c.method, "http://"+r.g.Addrs().Management+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, resp.StatusCode, c.status)
+			continue
+		}
+		if c.status < 400 {
+			continue
+		}
+		var p struct {
+			Status int `json:"status"`
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" || json.Unmarshal(b, &p) != nil || p.Status != c.status {
+			t.Errorf("%s %s: %s %q, want a %d problem", c.method, c.path, ct, b, c.status)
+		}
+		if got := resp.Header.Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+	}
+}

@@ -37,3 +37,10 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(b)
 }
+
+// GetOnly answers 405, with Allow, a request to a route that takes GET
+// and HEAD only: net/http's own 405 is plain text.
+func GetOnly(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "GET, HEAD")
+	Write(w, http.StatusMethodNotAllowed, r.Method+" is not allowed here: GET or HEAD")
+}
