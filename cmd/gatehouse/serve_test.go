@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -143,5 +144,51 @@ func TestServeBadKeyFileChangesNothing(t *testing.T) {
 				t.Errorf("data_dir written by a start that failed: %v %v", names, err)
 			}
 		})
+	}
+}
+
+// TestServeStoppedWhileStarting: a stop (SIGTERM, the signal context)
+// that comes while serve still waits for its bus is a stop, not a failure:
+// serve returns nil, so the process exits 0, as after a drain, and the
+// management listener it bound is closed. It used to fail with "bus: not
+// connected to ...: context canceled", exit 1.
+func TestServeStoppedWhileStarting(t *testing.T) {
+	mgmt := testutil.FreeAddr(t)
+	down := testutil.FreeAddr(t) // nothing listens: the bus never answers
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve",
+			"-data", t.TempDir(), "-bus", "nats://" + down,
+			"-http", "", "-https", "", "-dns", "", "-management", mgmt,
+		}, &bytes.Buffer{}, &logs)
+	}()
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended early: %v\n%s", err, logs.String())
+		default:
+		}
+		res, err := http.Get("http://" + mgmt + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusServiceUnavailable
+	}, "serve never answered /readyz while starting")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve stopped while starting: %v (exit %d), want nil", err, exitCode(err, &bytes.Buffer{}))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not return after its context ended")
+	}
+	if c, err := net.Dial("tcp", mgmt); err == nil {
+		c.Close()
+		t.Error("management listener still open after serve returned")
 	}
 }

@@ -37,9 +37,11 @@ import (
 
 // Run starts every part, serves until ctx ends, drains, and returns when
 // every part has stopped. It may be called once. When a part fails to
-// start, Run returns after every socket it bound is closed again.
+// start, Run returns after every socket it bound is closed again. A stop
+// (ctx ending) returns nil, also one that comes while parts still start.
 func (g *Gatehouse) Run(ctx context.Context) error {
 	cfg := g.cfg
+	stop := ctx // ends when the caller asks the gateway to stop (SIGTERM)
 	var (
 		apiH    atomic.Pointer[http.Handler]
 		l7      atomic.Pointer[http.Handler]
@@ -99,6 +101,11 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	werr := eg.Wait()
 	b.Close() // last: hosts and peers were let go first
 	if err != nil {
+		if stop.Err() != nil {
+			// Told to stop while starting (a bus still unreachable, say):
+			// the start ends for that, and a stop is not a failure.
+			return nil
+		}
 		return err
 	}
 	if ctx.Err() != nil && errors.Is(werr, context.Canceled) {
