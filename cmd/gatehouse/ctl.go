@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 )
 
 const ctlUsage = `usage: gatehouse ctl [-api URL] [-token TOKEN] RESOURCE VERB [NAME...] [-f FILE | JSON]
@@ -64,7 +66,9 @@ type ctlRequest struct {
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gatehouse ctl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	api := fs.String("api", envOr("GATEHOUSE_API", "http://127.0.0.1:9180"), "base URL of the control API (GATEHOUSE_API)")
+	// GATEHOUSE_API is not the flag's default either: -h prints defaults,
+	// and the URL may carry a password
+	api := fs.String("api", "", "base URL of the control API (default GATEHOUSE_API, else http://127.0.0.1:9180)")
 	// not the variable as the flag's default: -h prints defaults, and the
 	// token is a secret
 	token := fs.String("token", "", "platform bearer token (default GATEHOUSE_CONTROL_TOKEN)")
@@ -86,9 +90,12 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *token == "" {
 		*token = os.Getenv("GATEHOUSE_CONTROL_TOKEN")
 	}
+	if *api == "" {
+		*api = envOr("GATEHOUSE_API", "http://127.0.0.1:9180")
+	}
 	base, err := url.Parse(*api)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return fmt.Errorf("ctl: -api must be an http(s) URL, got %q", *api)
+		return fmt.Errorf("ctl: -api must be an http(s) URL, got %q", config.RedactURL(*api))
 	}
 	req, err := ctlParse(pos, *file)
 	if err != nil {

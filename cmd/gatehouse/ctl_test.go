@@ -155,3 +155,31 @@ func TestCtlNeverPrintsToken(t *testing.T) {
 		t.Errorf("token from GATEHOUSE_CONTROL_TOKEN: %v", err)
 	}
 }
+
+// TestCtlNeverPrintsAPIPassword: an API URL may carry a password (a
+// management listener behind an authenticating proxy); like the token,
+// neither help (GATEHOUSE_API as the default) nor an error shows it, and
+// the variable still gives the URL.
+func TestCtlNeverPrintsAPIPassword(t *testing.T) {
+	const secret = "s3cret-proxy-password"
+	t.Setenv("GATEHOUSE_API", "http://ops:"+secret+"@127.0.0.1:1")
+	for _, args := range [][]string{
+		{"ctl", "-h"},
+		{"ctl", "-bogus"},
+		{"ctl", "apps", "list"}, // the variable's URL: connection refused
+		{"ctl", "-api", "ftp://ops:" + secret + "@x", "apps", "list"},
+		{"ctl", "-api", "http://ops:" + secret + "@[::1", "apps", "list"},
+	} {
+		out, errb, err := runCmd(t, args...)
+		var msg string
+		if err != nil {
+			msg = err.Error()
+		}
+		if strings.Contains(out+errb+msg, secret) {
+			t.Errorf("ctl %q printed the password:\nstdout %q\nstderr %q\nerr %q", args, out, errb, msg)
+		}
+	}
+	if _, _, err := runCmd(t, "ctl", "apps", "list"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("GATEHOUSE_API not used: %v", err)
+	}
+}
