@@ -133,7 +133,7 @@ func loadFile(cfg *Config, path string) error {
 		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
 		return fmt.Errorf("config: %s: %s", path, msg)
 	}
-	if err := applyTree(cfg, "", doc); err != nil {
+	if err := applyTree(cfg, "", doc, map[string]bool{}); err != nil {
 		return fmt.Errorf("config: %s: %v", path, err)
 	}
 	return nil
@@ -158,7 +158,11 @@ func isSection(path string) bool {
 	return false
 }
 
-func applyTree(cfg *Config, prefix string, m map[string]any) error {
+// applyTree applies m, the mapping at prefix, over cfg. seen holds the
+// keys already applied: a key may be spelt nested (http: {addr: …}) or
+// dotted (http.addr: …), and the YAML parser, which refuses a repeated
+// name, sees two names there, so one value would be dropped unseen.
+func applyTree(cfg *Config, prefix string, m map[string]any, seen map[string]bool) error {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -171,6 +175,10 @@ func applyTree(cfg *Config, prefix string, m map[string]any) error {
 		}
 		v := m[n]
 		if k, ok := keyByName[path]; ok {
+			if seen[path] {
+				return fmt.Errorf("%s: given twice", path)
+			}
+			seen[path] = true
 			if err := applyValue(cfg, k, v); err != nil {
 				return fmt.Errorf("%s: %v", path, err)
 			}
@@ -183,7 +191,7 @@ func applyTree(cfg *Config, prefix string, m map[string]any) error {
 		if !ok && v != nil {
 			return fmt.Errorf("%s: must be a mapping of keys", path)
 		}
-		if err := applyTree(cfg, path, sub); err != nil {
+		if err := applyTree(cfg, path, sub, seen); err != nil {
 			return err
 		}
 	}
