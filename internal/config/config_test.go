@@ -168,3 +168,35 @@ func writeFile(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// TestFileNumbersKeepTheirText: a string key written as an unquoted
+// number keeps the text as written. YAML reads 0123 as octal 83 and 1_000
+// as 1000, so a cluster id 0123 became 83, silently another cluster (its
+// hosts announce on gatehouse.0123.hosts.*), and a digits-only token lost
+// its leading zero and no longer matched. Number keys still read numbers.
+func TestFileNumbersKeepTheirText(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	src := "cluster:\n  id: 0123\ncontrol:\n  token: 0012345678901234567\nlimits:\n  requests: 0x10\n  unknown_requests: 1_000\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load([]string{"-config", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster.ID != "0123" || c.Control.Token != "0012345678901234567" {
+		t.Errorf("cluster.id %q, control.token %q: want the text as written", c.Cluster.ID, c.Control.Token)
+	}
+	if c.Limits.Requests != 16 || c.Limits.UnknownRequests != 1000 {
+		t.Errorf("limits.requests %d, limits.unknown_requests %d: want 16 and 1000", c.Limits.Requests, c.Limits.UnknownRequests)
+	}
+	for _, bad := range []string{"cluster:\n  id: 1_000\n", "cluster:\n  id: .inf\n"} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := Load([]string{"-config", path}, nil); err == nil {
+			t.Errorf("%q: loaded as cluster.id %q, want an error", bad, c.Cluster.ID)
+		}
+	}
+}

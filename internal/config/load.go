@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
 )
 
 // ErrHelp is returned by [Load] when args ask for help (-h, -help); the
@@ -133,7 +135,8 @@ func loadFile(cfg *Config, path string) error {
 		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
 		return fmt.Errorf("config: %s: %s", path, msg)
 	}
-	if err := applyTree(cfg, "", doc, map[string]bool{}); err != nil {
+	f := &file{seen: map[string]bool{}, numbers: numberTexts(b)}
+	if err := f.applyTree(cfg, "", doc); err != nil {
 		return fmt.Errorf("config: %s: %v", path, err)
 	}
 	return nil
@@ -158,11 +161,58 @@ func isSection(path string) bool {
 	return false
 }
 
-// applyTree applies m, the mapping at prefix, over cfg. seen holds the
-// keys already applied: a key may be spelt nested (http: {addr: …}) or
-// dotted (http.addr: …), and the YAML parser, which refuses a repeated
-// name, sees two names there, so one value would be dropped unseen.
-func applyTree(cfg *Config, prefix string, m map[string]any, seen map[string]bool) error {
+// file is what applyTree needs to know of the file beyond its values.
+type file struct {
+	// seen holds the keys already applied: a key may be spelt nested
+	// (http: {addr: …}) or dotted (http.addr: …), and the YAML parser,
+	// which refuses a repeated name, sees two names there, so one value
+	// would be dropped unseen.
+	seen map[string]bool
+	// numbers are the unquoted numbers of the file as written, by key
+	// (numberTexts).
+	numbers map[string]string
+}
+
+// numberTexts maps the key path of every unquoted number in the YAML
+// document b to its text as written. A string key keeps that text: YAML
+// reads 0123 as 83 and 1_000 as 1000, and a cluster id or a token must be
+// what the operator wrote.
+func numberTexts(b []byte) map[string]string {
+	f, err := parser.ParseBytes(b, 0)
+	if err != nil {
+		return nil // yaml.Unmarshal has reported it
+	}
+	out := map[string]string{}
+	for _, d := range f.Docs {
+		collectNumbers(d.Body, "", out)
+	}
+	return out
+}
+
+func collectNumbers(n ast.Node, path string, out map[string]string) {
+	switch n := n.(type) {
+	case *ast.MappingNode:
+		for _, v := range n.Values {
+			collectNumbers(v, path, out)
+		}
+	case *ast.MappingValueNode:
+		if n.Key == nil || n.Key.GetToken() == nil {
+			return
+		}
+		k := n.Key.GetToken().Value
+		if path != "" {
+			k = path + "." + k
+		}
+		collectNumbers(n.Value, k, out)
+	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		if t := n.GetToken(); t != nil {
+			out[path] = t.Value
+		}
+	}
+}
+
+// applyTree applies m, the mapping at prefix, over cfg.
+func (f *file) applyTree(cfg *Config, prefix string, m map[string]any) error {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -175,10 +225,15 @@ func applyTree(cfg *Config, prefix string, m map[string]any, seen map[string]boo
 		}
 		v := m[n]
 		if k, ok := keyByName[path]; ok {
-			if seen[path] {
+			if f.seen[path] {
 				return fmt.Errorf("%s: given twice", path)
 			}
-			seen[path] = true
+			f.seen[path] = true
+			if text, ok := f.numbers[path]; ok {
+				if _, isString := k.field(cfg).(*string); isString {
+					v = text
+				}
+			}
 			if err := applyValue(cfg, k, v); err != nil {
 				return fmt.Errorf("%s: %v", path, err)
 			}
@@ -191,7 +246,7 @@ func applyTree(cfg *Config, prefix string, m map[string]any, seen map[string]boo
 		if !ok && v != nil {
 			return fmt.Errorf("%s: must be a mapping of keys", path)
 		}
-		if err := applyTree(cfg, path, sub, seen); err != nil {
+		if err := f.applyTree(cfg, path, sub); err != nil {
 			return err
 		}
 	}
