@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -351,6 +352,45 @@ func TestNoBodyFromAnEarlierStream(t *testing.T) {
 		fields, body := rc.response(id + 2)
 		if got := fieldMap(fields)["x-late"]; body != "b" || got != "0 true" {
 			t.Errorf("stream %d: body %q, x-late %q; want %q, %q", id+2, body, got, "b", "0 true")
+		}
+	}
+}
+
+// TestHeaderMapStaysWithACallInProgress: the response's header map, like
+// its buffers, stays with the stream while a call that began before its
+// handler returned is still in it: such a call (a left-behind goroutine's
+// first Write) encodes the map (writeHeader), so the map given to a later
+// stream, as its request's or response's, would put that stream's fields,
+// a cookie or an authorization, into this response, for this client.
+func TestHeaderMapStaysWithACallInProgress(t *testing.T) {
+	oneP(t)
+	var first atomic.Pointer[responseWriter]
+	seen := make(chan [2]uintptr, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			rw := w.(*responseWriter)
+			if !rw.enter() { // stands for the left-behind Write, in writeHeader
+				t.Error("enter refused while the handler runs")
+			}
+			first.Store(rw)
+			return
+		}
+		seen <- [2]uintptr{reflect.ValueOf(r.Header).Pointer(), reflect.ValueOf(w.Header()).Pointer()}
+	})
+	s, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	for id := uint32(1); id < 32; id += 4 {
+		rc.headers(id, true, reqFields("GET", "/first")...)
+		rc.response(id)
+		waitHandlers(t, s)
+		rw := first.Load()
+		held := reflect.ValueOf(rw.hdr).Pointer()
+		rc.headers(id+2, true, reqFields("GET", "/second", "authorization", "secret")...)
+		got := <-seen
+		rc.response(id + 2)
+		rw.leave()
+		if got[0] == held || got[1] == held {
+			t.Fatalf("stream %d got the header map stream %d's call in progress still encodes", id+2, id)
 		}
 	}
 }

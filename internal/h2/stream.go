@@ -465,16 +465,22 @@ func (st *stream) serve() {
 // written or the stream reset: nothing of the server's touches them
 // after that. A goroutine the handler left behind gets a map of its own
 // from Header and errAfterReturn from Write (done), and the stream itself
-// is never reused. The buffers stay with the stream if a call that began
-// before the handler returned is still in them (w.active: a Write
+// is never reused. The map and buffers stay with the stream if a call that
+// began before the handler returned is still in them (w.active: a Write
 // waiting for window with held bytes in hand). Before end, so that a
 // stream whose end is seen (the handler count) has given them back.
 func (st *stream) recycle() {
 	s, w := st.cn.s, &st.w
 	s.putHeader(st.header)
-	s.putHeader(w.hdr)
 	st.header = nil
-	if b := w.bufs; b != nil && w.active.Load() == 0 {
+	if w.active.Load() != 0 {
+		// The call encodes the map too (writeHeader, informational):
+		// given to a later stream, as its request's or response's, that
+		// stream's fields would go out in this response.
+		return
+	}
+	s.putHeader(w.hdr)
+	if b := w.bufs; b != nil {
 		b.block = w.block[:0]
 		b.hold = nil
 		if cap(w.hold) <= 2*holdBody {
