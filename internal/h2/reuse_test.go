@@ -394,3 +394,49 @@ func TestHeaderMapStaysWithACallInProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestNoBytesFromAStreamCutMidWrite: a response cut while its held body
+// waits for a window the client never opens (the client resets the
+// stream, or closes the connection) gives its buffers back with those
+// bytes still in them; a later stream, on the same connection or
+// another, sends only its own.
+func TestNoBytesFromAStreamCutMidWrite(t *testing.T) {
+	oneP(t)
+	for _, closeConn := range []bool{false, true} {
+		t.Run(fmt.Sprint("close ", closeConn), func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/first" {
+					w.Header().Set("X-Earlier", "1")
+					_, _ = io.WriteString(w, strings.Repeat("secret;", 100)) // held: no window
+					return
+				}
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "ok")
+			})
+			s, addr := serve(t, Options{Handler: h})
+			later := dialRaw(t, addr)
+			for id := uint32(1); id < 16; id += 4 {
+				rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+				rc.headers(1, true, reqFields("GET", "/first")...)
+				rc.until("stream 1's head", func(f http2.Frame) bool {
+					_, ok := f.(*http2.MetaHeadersFrame)
+					return ok
+				})
+				if closeConn {
+					rc.c.Close()
+				} else {
+					_ = rc.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+				}
+				waitHandlers(t, s)
+				later.headers(id, true, reqFields("GET", "/second")...)
+				fields, body := later.response(id)
+				if body != "ok" {
+					t.Errorf("stream %d's body is %q", id, body)
+				}
+				if got := fieldMap(fields); got["x-earlier"] != "" || got["content-length"] != "2" {
+					t.Errorf("stream %d: fields %q", id, fields)
+				}
+			}
+		})
+	}
+}
