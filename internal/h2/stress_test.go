@@ -17,14 +17,13 @@ import (
 // blocks, held bodies, request bodies): bodies in both directions, HEAD,
 // 103 Early Hints, trailers, a client reset while the handler writes
 // into a shut window, a handler that panics, one that leaves a goroutine
-// writing behind. Each handler checks that its request is its own and
+// writing behind, one that drains its connection (GOAWAY). Each handler checks that its request is its own and
 // that its response map starts empty; the client checks that each
 // response carries its own stream's fields and bytes only. Under -race,
 // a map or buffer reused while held is also a report.
 func TestStreamsSeeOnlyTheirOwn(t *testing.T) {
 	const n, workers = 240, 8
 	var left sync.WaitGroup
-	defer left.Wait()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(r.URL.Path, "/p/")
 		var i int
@@ -40,6 +39,9 @@ func TestStreamsSeeOnlyTheirOwn(t *testing.T) {
 		}
 		w.Header().Set("X-Id", id)
 		w.Header().Set("X-Only-"+id, "1")
+		if i%13 == 0 {
+			w.Header().Set("Connection", "close") // GOAWAY, streams in flight on the connection
+		}
 		switch i % 6 {
 		case 1:
 			b, err := io.ReadAll(r.Body)
@@ -80,7 +82,7 @@ func TestStreamsSeeOnlyTheirOwn(t *testing.T) {
 			w.Header().Set("X-T", id)
 		}
 	})
-	_, addr := serve(t, Options{Handler: h})
+	s, addr := serve(t, Options{Handler: h})
 	tr := &http.Transport{Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 10}}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
@@ -104,6 +106,10 @@ func TestStreamsSeeOnlyTheirOwn(t *testing.T) {
 	}
 	close(jobs)
 	wg.Wait()
+	// A reset stream's handler may run on after its client has gone: it
+	// adds to left.
+	waitHandlers(t, s)
+	left.Wait()
 }
 
 // oneOfMany makes request i of TestStreamsSeeOnlyTheirOwn and checks its
