@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -65,8 +66,15 @@ func TestStreamsSeeOnlyTheirOwn(t *testing.T) {
 				}
 			}
 			left.Add(1)
+			rw := w.(*responseWriter)
 			go func() { // left behind, writing after its handler returned
 				defer left.Done()
+				// Only once it has: a call racing the return is the
+				// handler's race (and a data race), as with net/http, and
+				// a map Header gave before it is the server's again.
+				for !rw.done.Load() {
+					runtime.Gosched()
+				}
 				for range 3 {
 					w.Header().Set("X-Late-"+id, "1")
 					_, _ = w.Write([]byte("late-" + id))
