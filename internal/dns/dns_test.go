@@ -11,6 +11,8 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 var testZones = []Zone{{
@@ -49,15 +51,7 @@ func startWith(t *testing.T, o Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	testutil.Serve(t, "serve", func(ctx context.Context) error { return s.Serve(ctx, pc, ln) })
 	return pc.LocalAddr().String()
 }
 

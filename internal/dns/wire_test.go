@@ -10,6 +10,8 @@ import (
 
 	mdns "github.com/miekg/dns"
 	"go.uber.org/goleak"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // rawUDP sends q over UDP to addr and returns the reply as it came off
@@ -325,15 +327,7 @@ func TestTCPConnectionLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	testutil.Serve(t, "serve", func(ctx context.Context) error { return s.Serve(ctx, pc, ln) })
 	addr := ln.Addr().String()
 	q := new(mdns.Msg)
 	q.SetQuestion("hello.apps.example.com.", mdns.TypeA)

@@ -84,14 +84,6 @@ func startCustomerDNS(t *testing.T, zones func() []dns.Zone) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("customer dns: %v", err)
-		}
-	})
+	testutil.Serve(t, "customer dns", func(ctx context.Context) error { return s.Serve(ctx, pc, ln) })
 	return pc.LocalAddr().String()
 }

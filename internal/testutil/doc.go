@@ -1,6 +1,7 @@
 // Package testutil starts the real things that tests of two or more
 // packages need: an embedded NATS server with JetStream (alone or as a
 // 3-node cluster), an upstream DNS resolver on loopback, polling waits in
-// place of sleeps, a buffer that goroutines may write to while the test
-// reads it, and the heap reading of memory benchmarks. It is imported by tests only.
+// place of sleeps, a test server's life from its start to the test's end,
+// a buffer that goroutines may write to while the test reads it, and the
+// heap reading of memory benchmarks. It is imported by tests only.
 package testutil

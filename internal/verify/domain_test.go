@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
@@ -31,15 +32,7 @@ func startDNS(t *testing.T, zones []dns.Zone) *net.Resolver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, pc, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dns serve: %v", err)
-		}
-	})
+	testutil.Serve(t, "dns serve", func(ctx context.Context) error { return s.Serve(ctx, pc, ln) })
 	return resolverAt(pc.LocalAddr().String())
 }
 
