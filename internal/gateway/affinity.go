@@ -71,6 +71,7 @@ type clusterState struct {
 	deadline  time.Duration
 	rp        *httputil.ReverseProxy
 	transport *peerTransport // ours, when Options.Transport was nil; closed by closeCluster
+	health    *peerHealth    // the transport's, when it is a peerTransport; else nil
 }
 
 // initCluster builds g.clusters from opts; New calls it once, after the
@@ -113,6 +114,9 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 		st.transport = newPeerTransport(nil)
 		rt = st.transport
 	}
+	if pt, ok := rt.(*peerTransport); ok {
+		st.health = pt.health
+	}
 	st.rp = &httputil.ReverseProxy{
 		Rewrite:        g.rewritePeer,
 		Transport:      rt,
@@ -135,6 +139,7 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 // "invalid Upgrade request header", so that the owner never got it.
 type peerTransport struct {
 	h2, h1 *http.Transport
+	health *peerHealth // fed by both pools' dials
 }
 
 // newPeerTransport builds a peerTransport; tlsConf nil means the system's
@@ -144,18 +149,19 @@ func newPeerTransport(tlsConf *tls.Config) *peerTransport {
 	// first and copies it, ALPN "h2" and all.
 	var h1 http.Protocols
 	h1.SetHTTP1(true)
-	return &peerTransport{h2: newHTTPTransport(tlsConf, nil), h1: newHTTPTransport(tlsConf, &h1)}
+	health := &peerHealth{now: time.Now}
+	dial := health.dial(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
+	return &peerTransport{h2: newHTTPTransport(tlsConf, nil, dial), h1: newHTTPTransport(tlsConf, &h1, dial), health: health}
 }
 
 // newHTTPTransport is one pool of peerTransport; nil protocols means
 // HTTP/2 where the peer offers it, else HTTP/1.1.
-func newHTTPTransport(tlsConf *tls.Config, protocols *http.Protocols) *http.Transport {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+func newHTTPTransport(tlsConf *tls.Config, protocols *http.Protocols, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
 	if tlsConf != nil {
 		tlsConf = tlsConf.Clone() // a transport adds its ALPN protocols to it
 	}
 	return &http.Transport{
-		DialContext:           d.DialContext,
+		DialContext:           dial,
 		TLSClientConfig:       tlsConf,
 		ForceAttemptHTTP2:     protocols == nil,
 		Protocols:             protocols,
@@ -177,6 +183,69 @@ func (t *peerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (t *peerTransport) CloseIdleConnections() {
 	t.h2.CloseIdleConnections()
 	t.h1.CloseIdleConnections()
+}
+
+// peerHealth is the passive health of peer gateways by the address their
+// URL dials: a peer that could not be connected to cools down (1 s,
+// doubling to 30 s while it keeps failing, as a host does) and requests
+// skip it meanwhile. A cluster can stay active in the set while its
+// gateways cannot be reached from here (it still announces on the bus,
+// or a /healthz path answers that the public one does not): without this
+// every request for its apps waited out the connect timeout before the
+// next cluster was tried (DESIGN §5.2: owner unreachable → the others).
+// Only failing addresses are kept: a connect that succeeds forgets its
+// address.
+type peerHealth struct {
+	now   func() time.Time
+	mu    sync.Mutex
+	addrs map[string]*route.Health
+}
+
+// dial wraps d's DialContext with the bookkeeping. The transport dials
+// apart from any one request (a cancelled request does not cancel its
+// dial), so a hung connect is counted when it times out even if every
+// request that wanted it has given up.
+func (p *peerHealth) dial(d *net.Dialer) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		switch {
+		case err == nil:
+			delete(p.addrs, addr)
+		case ctx.Err() == nil: // not one the transport called off itself
+			h := p.addrs[addr]
+			if h == nil {
+				if p.addrs == nil {
+					p.addrs = map[string]*route.Health{}
+				}
+				h = new(route.Health)
+				p.addrs[addr] = h
+			}
+			h.Fail(p.now())
+		}
+		return c, err
+	}
+}
+
+// coolingDown reports whether the peer at u is to be skipped at now. Nil
+// p (a transport that is not the gateway's own) never is.
+func (p *peerHealth) coolingDown(u *url.URL, now time.Time) bool {
+	if p == nil {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	addr := net.JoinHostPort(u.Hostname(), port)
+	p.mu.Lock()
+	h := p.addrs[addr]
+	p.mu.Unlock()
+	return h != nil && h.Degraded(now)
 }
 
 // closeCluster drops the pooled idle connections to peer gateways.
@@ -466,6 +535,8 @@ type peerAttemptKey struct{}
 var (
 	errDeadline = errors.New("gateway: cluster deadline passed")
 	errSkip     = errors.New("gateway: peer answered 5xx")
+	// errPeerCooling: a recent connect to the peer failed (peerHealth).
+	errPeerCooling = errors.New("gateway: peer unreachable, cooling down")
 )
 
 // tryPeer sends r to peer's gateway, with the forward marks, and writes
@@ -480,6 +551,10 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 		return a
 	}
 	a.target = u
+	if g.clusters.health.coolingDown(u, time.Now()) {
+		a.outcome, a.err, a.unsent = outcomeMoveOn, fmt.Errorf("%w: %s", errPeerCooling, peer.ID), true
+		return a
+	}
 	start := rq.Start
 	if start.IsZero() {
 		start = g.now()

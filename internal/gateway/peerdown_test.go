@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// blackhole returns a loopback address whose connects hang: a listener
+// with a backlog of zero that never accepts, its one queue slot taken.
+// Linux drops the SYNs of a listener whose accept queue is full, as a
+// firewall that drops packets would.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := (&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sa.(*syscall.SockaddrInet4).Port}).String()
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+		if err != nil {
+			return addr // the queue is full: this connect hung
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Fatal("the listener's queue never filled")
+		}
+	}
+}
+
+// TestUnreachablePeerCoolsDown: a cluster that stays active in the set (it
+// announces, or its /healthz answers) but whose gateway cannot be reached
+// at its URL. Every forward to it used to wait out the connect timeout, so
+// with a cluster deadline under that timeout every request for its apps
+// got 504. A failed connect now cools the peer down and the gateway serves
+// locally meanwhile; once it can be reached again it is the owner again.
+func TestUnreachablePeerCoolsDown(t *testing.T) {
+	hole := "http://" + blackhole(t)
+	var cut atomic.Bool
+	cut.Store(true)
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: time.Second, edit: func(c *testCluster, o *Options) {
+		if c.id != "eu" {
+			return
+		}
+		members := o.Cluster.Members
+		o.Cluster.Members = func() cluster.Set {
+			set := members()
+			if !cut.Load() {
+				return set
+			}
+			ps := set.Peers()
+			out := make([]cluster.Peer, len(ps))
+			for i, p := range ps {
+				if p.ID == "us" {
+					p.URL = hole
+				}
+				out[i] = p
+			}
+			return cluster.NewSet(set.Self(), out)
+		}
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "us", threeIDs)
+
+	res, _ := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
+	if res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("first GET while us hangs = %d, want 504 (the connect outlasts the 1 s deadline)", res.StatusCode)
+	}
+	var last string
+	testutil.WaitFor(t, 15*time.Second, func() bool {
+		res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
+		last = res.Status + " " + body
+		return res.StatusCode == 200 && body == "served by eu"
+	}, "eu never stopped waiting for the unreachable owner")
+	// Cooling down, us costs the next requests nothing: each is served
+	// here, and a write too (the owner got none of it).
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		if res, body := send(t, cl, cs["eu"], m, app, "/", nil); res.StatusCode != 200 || body != "served by eu" {
+			t.Fatalf("%s while us cools down = %d %q (before: %s)", m, res.StatusCode, body, last)
+		}
+	}
+	if n := len(cs["us"].host.requests()); n != 0 {
+		t.Fatalf("us's host saw %d requests", n)
+	}
+
+	// Reachable again: once its cool-down is over us serves its apps.
+	cut.Store(false)
+	testutil.WaitFor(t, 40*time.Second, func() bool {
+		res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
+		return res.StatusCode == 200 && body == "served by us"
+	}, "us never became the owner again")
+}
