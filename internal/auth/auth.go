@@ -118,6 +118,7 @@ type Claims struct {
 type Verifier struct {
 	issuers map[string][]Key
 	parser  *jwt.Parser
+	leeway  time.Duration
 }
 
 // New validates o and loads every issuer's keys.
@@ -128,7 +129,7 @@ func New(o Options) (*Verifier, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	v := &Verifier{issuers: map[string][]Key{}}
+	v := &Verifier{issuers: map[string][]Key{}, leeway: o.Leeway}
 	for _, is := range o.Issuers {
 		var keys []Key
 		if is.KeysFile != "" {
@@ -154,6 +155,14 @@ func New(o Options) (*Verifier, error) {
 
 // Enabled reports whether any issuer is configured.
 func (v *Verifier) Enabled() bool { return v != nil && len(v.issuers) > 0 }
+
+// Leeway is Options.Leeway: a token is accepted until its exp plus this.
+func (v *Verifier) Leeway() time.Duration {
+	if v == nil {
+		return 0
+	}
+	return v.leeway
+}
 
 // Errors, each mapped to a status by [Status].
 var (

@@ -200,6 +200,9 @@ type Auth struct {
 	// MaxSubjects bounds the per-subject limiter population (LRU); a
 	// subject is an (iss, sub) pair.
 	MaxSubjects int `yaml:"max_subjects" json:"max_subjects"`
+	// Leeway is the clock skew allowed between an issuer and the gateway
+	// on a token's exp and nbf.
+	Leeway time.Duration `yaml:"leeway" json:"leeway"`
 }
 
 // Issuer is one trusted token issuer.
@@ -260,7 +263,7 @@ func Default() Config {
 			Hash:     HashModN,
 		},
 		TLS:               TLS{CustomDomains: "off"},
-		Auth:              Auth{MaxSubjects: 10000},
+		Auth:              Auth{MaxSubjects: 10000, Leeway: time.Minute},
 		Limits:            Limits{Requests: 600, Window: 60 * time.Second, UnknownRequests: 100, MaxKeys: 100000},
 		Log:               Log{Level: "info"},
 		Runtime:           Runtime{GCFloorMB: 64},

@@ -346,6 +346,9 @@ func (c *Config) validateAuth() error {
 	if c.Auth.MaxSubjects <= 0 {
 		return bad("auth.max_subjects", "must be positive, got %d", c.Auth.MaxSubjects)
 	}
+	if c.Auth.Leeway < 0 || c.Auth.Leeway > maxLeeway {
+		return bad("auth.leeway", "must be between 0s and %s, got %s", maxLeeway, c.Auth.Leeway)
+	}
 	if strings.ContainsAny(c.Control.Token, " \t\r\n") {
 		return bad("control.token", "must not contain white space")
 	}
@@ -365,6 +368,10 @@ const minControlToken = 16
 // the garbage between collections, not a reservation, and a larger one is
 // more likely a unit mistake.
 const maxGCFloorMB = 64 << 10
+
+// maxLeeway bounds auth.leeway: past a few minutes the skew is a broken
+// clock to fix, and every expired token lives on by the leeway.
+const maxLeeway = 5 * time.Minute
 
 func (c *Config) validateLimits() error {
 	for _, n := range []struct {

@@ -53,7 +53,12 @@ func TestPlatformJWT(t *testing.T) {
 		{"no aud", sign(priv, func(jwt.MapClaims) {}), 200},
 		{"scope list", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["scope"] = []string{"read", "platform"} }), 200},
 		{"no platform scope", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["scope"] = "read write" }), 401},
-		{"expired", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["exp"] = time.Now().Add(-time.Minute).Unix() }), 401},
+		{"expired", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["exp"] = time.Now().Add(-2 * time.Minute).Unix() }), 401},
+		// auth.leeway (1m by default): an issuer's clock a little off
+		// from the gateway's does not refuse a fresh token.
+		{"expired within the leeway", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["exp"] = time.Now().Add(-20 * time.Second).Unix() }), 200},
+		{"valid soon, within the leeway", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["nbf"] = time.Now().Add(20 * time.Second).Unix() }), 200},
+		{"valid later than the leeway", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["nbf"] = time.Now().Add(2 * time.Minute).Unix() }), 401},
 		{"unknown issuer", sign(priv, func(c jwt.MapClaims) { c["aud"] = "*"; c["iss"] = "other" }), 401},
 		{"wrong key", sign(other, func(c jwt.MapClaims) { c["aud"] = "*" }), 401},
 	}

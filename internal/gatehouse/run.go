@@ -559,7 +559,7 @@ func (g *Gatehouse) sweepChallenges(ctx context.Context, p *dns.ACMEZones) error
 }
 
 func (g *Gatehouse) authOptions() (auth.Options, error) {
-	o := auth.Options{MaxSubjects: g.cfg.Auth.MaxSubjects}
+	o := auth.Options{MaxSubjects: g.cfg.Auth.MaxSubjects, Leeway: g.cfg.Auth.Leeway}
 	for _, is := range g.cfg.Auth.Issuers {
 		o.Issuers = append(o.Issuers, auth.Issuer{Name: is.Issuer, KeysFile: is.KeysFile})
 	}

@@ -65,7 +65,9 @@ func (g *Gateway) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		g.serveUntilExpiry(next, w, r, c.ExpiresAt.Time)
+		// The token is good until exp plus the leeway Verify allowed: a
+		// stream admitted inside the leeway would otherwise end at once.
+		g.serveUntilExpiry(next, w, r, c.ExpiresAt.Time.Add(g.edge.verifier.Leeway()))
 	})
 }
 

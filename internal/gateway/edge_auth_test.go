@@ -325,7 +325,22 @@ func TestClaimByteRatesOnUpgrade(t *testing.T) {
 // two seconds: the stream ends with an auth-expired event and the host's
 // request is cancelled.
 func TestSSEAuthExpired(t *testing.T) {
-	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	for _, c := range []struct {
+		name   string
+		leeway time.Duration
+		exp    time.Duration // from now
+	}{
+		{"expires in 2s", 0, 2 * time.Second},
+		// Admitted inside the leeway, the stream lasts until exp plus
+		// the leeway, as the token does, not one event.
+		{"expired 1s ago, 3s leeway", 3 * time.Second, -time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) { testSSEAuthExpired(t, c.leeway, c.exp) })
+	}
+}
+
+func testSSEAuthExpired(t *testing.T, leeway, exp time.Duration) {
+	e := newEdgeEnv(t, "apps.test", authApps(), func(o *Options) { o.Edge.Auth.Leeway = leeway })
 	hostDone := make(chan struct{})
 	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(hostDone)
@@ -345,7 +360,7 @@ func TestSSEAuthExpired(t *testing.T) {
 			}
 		}
 	})
-	tok := e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(2 * time.Second).Unix() })
+	tok := e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(exp).Unix() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/events", nil)
@@ -368,8 +383,8 @@ func TestSSEAuthExpired(t *testing.T) {
 		t.Fatal("the stream did not end when the token expired")
 	}
 	all := strings.Join(lines, "\n")
-	if !strings.Contains(all, "data: tick") {
-		t.Fatalf("no events before expiry: %q", all)
+	if n := strings.Count(all, "data: tick"); n < 5 {
+		t.Fatalf("%d events before expiry, want a second's worth: %q", n, all)
 	}
 	i := strings.LastIndex(all, "event: auth-expired\ndata: ")
 	if i < 0 || strings.Contains(all[i:], "tick") {
