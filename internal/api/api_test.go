@@ -438,6 +438,25 @@ func TestZonesAndRecords(t *testing.T) {
 	if rec.Name != "_gatehouse-challenge.shop.apps.example.com" || rec.Type != "TXT" || rec.Zone != "apps.example.com" {
 		t.Errorf("record: %+v", rec)
 	}
+	// A record's GET body can be PUT back as it is (ctl records get,
+	// edit, put -f): zone, name and type may repeat the path's, in any
+	// of the forms the path takes, but must name the same record.
+	const txtPath = "/api/v3/dns/zones/apps.example.com/records/_gatehouse-challenge.shop/TXT"
+	got := e.ok("GET", txtPath, nil, 200)
+	if back := e.ok("PUT", txtPath, string(got.body), 200); string(back.body) != string(got.body) {
+		t.Errorf("PUT of the GET body changed the record: %s, was %s", back.body, got.body)
+	}
+	e.ok("PUT", txtPath, `{"zone":"Apps.Example.com.","name":"_gatehouse-challenge.shop","type":"txt","values":["tok"],"ttl":30}`, 200)
+	for _, body := range []string{
+		`{"zone":"other.example.com","values":["tok"]}`,
+		`{"name":"www","values":["tok"]}`,
+		`{"name":"_gatehouse-challenge.shop.other.example.com","values":["tok"]}`,
+		`{"type":"A","values":["tok"]}`,
+	} {
+		if p := problemOf(t, e.ok("PUT", txtPath, body, 400)); !strings.Contains(p.Detail, "the path says") {
+			t.Errorf("PUT %s: %q, want the mismatch named", body, p.Detail)
+		}
+	}
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", `{"values":["2001:db8::2"]}`, 200)
 	e.ok("GET", "/api/v3/dns/zones/apps.example.com/records/apps.example.com/AAAA", nil, 200)
 	var l struct{ Records []route.Record }

@@ -496,8 +496,30 @@ type zoneBody struct {
 }
 
 type recordBody struct {
+	// Zone, Name and Type may repeat the path's, so that a record's GET
+	// body can be PUT back; they must then name the same record.
+	Zone   *string  `json:"zone"`
+	Name   *string  `json:"name"`
+	Type   *string  `json:"type"`
 	TTL    int      `json:"ttl"`
 	Values []string `json:"values"`
+}
+
+// sameRecord checks the record b names, if it names one, against the
+// path's zone, name and type (already normalized).
+func (b *recordBody) sameRecord(zone, name, typ string) error {
+	if b.Zone != nil && strings.TrimSuffix(strings.ToLower(*b.Zone), ".") != zone {
+		return badInput("zone: the body says %q but the path says %q", *b.Zone, zone)
+	}
+	if b.Name != nil {
+		if n, err := recordName(*b.Name, zone); err != nil || n != name {
+			return badInput("name: the body says %q but the path says %q", *b.Name, name)
+		}
+	}
+	if b.Type != nil && strings.ToUpper(*b.Type) != typ {
+		return badInput("type: the body says %q but the path says %q", *b.Type, typ)
+	}
+	return nil
 }
 
 func (a *API) listZones(r *http.Request) (int, any, error) {
@@ -682,6 +704,9 @@ func (a *API) putRecord(r *http.Request) (int, any, error) {
 	}
 	var b recordBody
 	if err := decode(r, &b); err != nil {
+		return 0, nil, err
+	}
+	if err := b.sameRecord(zone, name, typ); err != nil {
 		return 0, nil, err
 	}
 	rec := route.Record{Zone: zone, Name: name, Type: typ, TTL: b.TTL, Values: b.Values}
