@@ -41,6 +41,9 @@ type Server struct {
 	// maxConns is the most TCP connections open at once ([maxTCPConns];
 	// tests lower it).
 	maxConns int
+	// maxPerSource is the most of them one source may hold
+	// ([maxTCPConnsPerSource]; tests lower it).
+	maxPerSource int
 }
 
 // tcpWriteTimeout bounds one TCP write. A client that does not take an
@@ -56,6 +59,15 @@ const tcpWriteTimeout = 5 * time.Second
 // descriptors are the HTTPS listener's too. Resolvers come over TCP only
 // after a truncated UDP answer, and close or idle out within seconds.
 const maxTCPConns = 1000
+
+// maxTCPConnsPerSource is the most of those one source holds (an IPv4
+// address, or an IPv6 /64, which one host is commonly given): without it
+// a single client could take every slot and shut all resolvers out of
+// TCP, the only path for an answer too large for UDP. dnsdist's
+// setMaxTCPConnectionsPerClient and PowerDNS's
+// max-tcp-connections-per-client are the same bound (off by default
+// there); 50 leaves a busy resolver room and takes 20 sources to fill.
+const maxTCPConnsPerSource = 50
 
 // New validates opts. It binds nothing.
 func New(opts Options) (*Server, error) {
@@ -80,7 +92,7 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout, maxConns: maxTCPConns}, nil
+	return &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout, maxConns: maxTCPConns, maxPerSource: maxTCPConnsPerSource}, nil
 }
 
 // ServeDNS answers one query. A forwarded query is bounded by the
@@ -240,7 +252,7 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second})
 	// mdns.Server.WriteTimeout is documented but never applied (miekg/dns
 	// v1.1.73), so the connections bound their writes themselves.
-	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns)}, Handler: h, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource}, Handler: h, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {
@@ -256,13 +268,17 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	return err
 }
 
-// boundedListener serves at most cap(slots) connections at once, closing
-// any past that as soon as it is accepted, and gives each it serves a
-// deadline on every write.
+// boundedListener serves at most cap(slots) connections at once, and at
+// most perSource of them from one source, closing any past that as soon
+// as it is accepted, and gives each it serves a deadline on every write.
 type boundedListener struct {
 	net.Listener
-	timeout time.Duration
-	slots   chan struct{} // one held per connection open
+	timeout   time.Duration
+	slots     chan struct{} // one held per connection open
+	perSource int
+
+	mu       sync.Mutex
+	bySource map[netip.Prefix]int // open connections per source; no zero entries
 }
 
 func (l *boundedListener) Accept() (net.Conn, error) {
@@ -271,15 +287,69 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		src, ok := l.takeSource(c.RemoteAddr())
+		if !ok {
+			c.Close() // over its source's share: as over the total, below
+			continue
+		}
 		select {
 		case l.slots <- struct{}{}:
-			return &boundedConn{Conn: c, timeout: l.timeout, release: func() { <-l.slots }}, nil
+			return &boundedConn{Conn: c, timeout: l.timeout, release: func() { <-l.slots; l.giveSource(src) }}, nil
 		default:
 			// Refused at once: left in the backlog it would wait for a
 			// slot that may not come, and a client told now can retry
 			// elsewhere.
+			l.giveSource(src)
 			c.Close()
 		}
+	}
+}
+
+// sourceOf is the prefix a per-source share is counted on: the address,
+// or for IPv6 its /64.
+func sourceOf(a net.Addr) netip.Prefix {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Prefix{}
+	}
+	ip, _ := netip.AddrFromSlice(ta.IP)
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return netip.PrefixFrom(ip, 32)
+	}
+	p, _ := ip.Prefix(64)
+	return p
+}
+
+// takeSource counts a connection from a against its source's share, and
+// reports false (counting nothing) when the share is full.
+func (l *boundedListener) takeSource(a net.Addr) (netip.Prefix, bool) {
+	src := sourceOf(a)
+	if l.perSource <= 0 {
+		return src, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bySource[src] >= l.perSource {
+		return src, false
+	}
+	if l.bySource == nil {
+		l.bySource = map[netip.Prefix]int{}
+	}
+	l.bySource[src]++
+	return src, true
+}
+
+func (l *boundedListener) giveSource(src netip.Prefix) {
+	if l.perSource <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := l.bySource[src] - 1; n > 0 {
+		l.bySource[src] = n
+	} else {
+		delete(l.bySource, src)
 	}
 }
 

@@ -420,3 +420,63 @@ func TestCNAMEChasedInZone(t *testing.T) {
 		t.Errorf("LookupIP www.apps.example.com: %v, %v; want 127.0.0.1", ips, err)
 	}
 }
+
+// TestTCPConnectionLimitPerSource: one address may hold only so many of
+// the TCP slots, so a single client cannot take all of them and shut
+// every resolver out of TCP (the truncated answers' only path). Past its
+// share its next connection is closed at once; another address is still
+// answered.
+func TestTCPConnectionLimitPerSource(t *testing.T) {
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maxConns, s.maxPerSource = 10, 2
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Serve(t, "serve", func(ctx context.Context) error { return s.Serve(ctx, pc, ln) })
+	addr := ln.Addr().String()
+	q := new(mdns.Msg)
+	q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+	// query opens a connection from the loopback address from, asks q on
+	// it, and returns the connection, left open, and whether q was
+	// answered.
+	query := func(from string) (*mdns.Conn, bool) {
+		d := &net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co := &mdns.Conn{Conn: c}
+		t.Cleanup(func() { co.Close() })
+		co.SetDeadline(time.Now().Add(3 * time.Second))
+		if err := co.WriteMsg(q); err != nil {
+			return co, false
+		}
+		r, err := co.ReadMsg()
+		return co, err == nil && r.Rcode == mdns.RcodeSuccess && len(r.Answer) == 1
+	}
+	first, ok1 := query("127.0.0.1")
+	_, ok2 := query("127.0.0.1")
+	if !ok1 || !ok2 {
+		t.Fatalf("127.0.0.1's first two connections answered %v, %v; want both", ok1, ok2)
+	}
+	if _, ok := query("127.0.0.1"); ok {
+		t.Errorf("127.0.0.1's third connection while two are open was answered; want it closed")
+	}
+	if _, ok := query("127.0.0.2"); !ok {
+		t.Errorf("127.0.0.2 was refused while 127.0.0.1 held its share")
+	}
+	first.Close()
+	for i := 0; ; i++ {
+		if _, ok := query("127.0.0.1"); ok {
+			break
+		}
+		if i == 50 {
+			t.Fatal("127.0.0.1 was not answered after one of its connections closed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
