@@ -40,6 +40,7 @@ type Edge struct {
 	pipeStop context.CancelFunc
 	offload  *offload   // HTTP/2 handlers on reused goroutines; nil without https
 	h2       *h2.Server // HTTP/2 over TLS; nil without https or with DisableLane
+	dialLog  failLog    // passthrough dial failures, said once per app and window
 }
 
 // New validates opts. It binds and starts nothing.

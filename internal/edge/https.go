@@ -101,7 +101,9 @@ func (e *Edge) passthrough(c net.Conn, hello []byte, name string, dial Dial) {
 	host, err := dial(ctx)
 	cancel()
 	if err != nil {
-		e.log.Info("edge: passthrough dial", "server_name", name, "err", err)
+		if say, left := e.dialLog.say(name, time.Now()); say {
+			e.log.Info("edge: passthrough dial", "server_name", name, "err", err, "not_logged_since", left)
+		}
 		c.Close()
 		return
 	}

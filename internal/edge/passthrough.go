@@ -72,6 +72,50 @@ func passthroughHosts(pool []*route.Host, now time.Time) []*route.Host {
 	return hosts
 }
 
+// failLog says a failure once per key and window, and the next time it
+// speaks, how many it left out: every client of a passthrough app whose
+// hosts are down fails its dial, and a line each would flood the log.
+// The zero value is ready; safe for concurrent use.
+type failLog struct {
+	mu   sync.Mutex
+	keys map[string]*failLogKey
+}
+
+type failLogKey struct {
+	next time.Time // when the key may be said again
+	left int       // failures not said since the last line
+}
+
+// failLogWindow is how often one key is said; failLogKeys bounds how many
+// are remembered (the keys are routed names, so few; past it the memory
+// starts over, and each key may be said once more).
+const (
+	failLogWindow = 10 * time.Second
+	failLogKeys   = 1024
+)
+
+// say reports whether a failure for key at now is to be logged, and how
+// many for it were not since the last that was.
+func (l *failLog) say(key string, now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := l.keys[key]
+	if k == nil {
+		if l.keys == nil || len(l.keys) >= failLogKeys {
+			l.keys = map[string]*failLogKey{}
+		}
+		k = &failLogKey{}
+		l.keys[key] = k
+	}
+	if now.Before(k.next) {
+		k.left++
+		return false, 0
+	}
+	left := k.left
+	k.next, k.left = now.Add(failLogWindow), 0
+	return true, left
+}
+
 // dialFirst dials hosts in round-robin order from start until one answers.
 func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() time.Time) (net.Conn, error) {
 	if len(hosts) == 0 {
