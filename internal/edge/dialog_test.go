@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -55,5 +57,34 @@ func TestFailLogSay(t *testing.T) {
 		if say != s.say || left != s.left {
 			t.Errorf("step %d (%s at %s): say %v, left %d; want %v, %d", i, s.key, s.at, say, left, s.say, s.left)
 		}
+	}
+}
+
+// TestDialCalledOffIsNoHostFailure: a dial the gateway itself calls off
+// (its drain cancels the pipes' context) says nothing about the host: it
+// must not put the host in its cool-down, where every client after the
+// drain of one gateway would skip it. A dial that times out does.
+func TestDialCalledOffIsNoHostFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h := &route.Host{ID: "h1", Addr: ln.Addr().String(), Health: new(route.Health)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := dialFirst(ctx, []*route.Host{h}, 0, time.Now); err == nil {
+		t.Fatal("a called-off dial succeeded")
+	}
+	if h.Health.Degraded(time.Now()) {
+		t.Error("a dial the gateway called off put the host in its cool-down")
+	}
+	tctx, tcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer tcancel()
+	if _, err := dialFirst(tctx, []*route.Host{h}, 0, time.Now); err == nil {
+		t.Fatal("a timed-out dial succeeded")
+	}
+	if !h.Health.Degraded(time.Now()) {
+		t.Error("a dial that timed out did not put the host in its cool-down")
 	}
 }

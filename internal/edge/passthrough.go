@@ -130,6 +130,12 @@ func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() t
 			h.Health.OK()
 			return c, nil
 		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Called off by the gateway (its drain): nothing is known
+			// of the host, and a cool-down would turn its clients away.
+			errs = append(errs, fmt.Errorf("%s: %w", h.ID, err))
+			break
+		}
 		h.Health.Fail(now())
 		errs = append(errs, fmt.Errorf("%s: %w", h.ID, err))
 		if ctx.Err() != nil {
