@@ -148,11 +148,16 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		st.body = &reqBody{st: st, ready: make(chan struct{}, 1), needContinue: needsContinue, declared: trailer}
 		req.Body, req.ContentLength = st.body, declLen
 	}
-	ctx := cn.ctx
+	// The stream's cancellation is RequestContext's parent, so that the
+	// handler is served with the very context RequestContext made (the
+	// gateway finds its per-request state by that context's type, and
+	// made a second one, with a copy of the Request, when a cancellable
+	// context came between), and still sees the stream end.
+	var ctx context.Context
+	ctx, st.cancel = context.WithCancelCause(cn.ctx)
 	if rc := cn.s.opts.RequestContext; rc != nil {
 		ctx = rc(ctx)
 	}
-	ctx, st.cancel = context.WithCancelCause(ctx)
 	// The Request lives in the stream, one allocation for both (the
 	// stream is new per request, so it is never another's); WithContext's
 	// copy stays on the stack.

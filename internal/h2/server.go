@@ -26,7 +26,9 @@ type Options struct {
 	// http.ServerContextKey, as net/http's would. Optional.
 	Server *http.Server
 	// RequestContext, when set, returns the context a request is served
-	// with, made from the connection's. Optional.
+	// with, made from a parent that carries the connection's values and
+	// ends with the stream; the handler gets exactly what it returns.
+	// Optional.
 	RequestContext func(conn context.Context) context.Context
 	// ReadHeaderTimeout bounds the client's preface and first SETTINGS.
 	// Zero: none.
