@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -76,6 +77,54 @@ func BenchmarkServedRequest(b *testing.B) {
 						break
 					}
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkServedRequestTLS is BenchmarkServedRequest's GET over the https
+// listener, on one kept-alive connection: HTTP/1.1 (the lane over TLS)
+// and HTTP/2 (gatehouse's h2 server), with Go's clients. allocs/op and
+// B/op count the clients and the backend too, which are the same for
+// every build: compare builds, not the two protocols.
+func BenchmarkServedRequestTLS(b *testing.B) {
+	body := bytes.Repeat([]byte("x"), 1024)
+	for _, proto := range []string{"http1", "h2"} {
+		b.Run(proto, func(b *testing.B) {
+			e := newEnv(b, func(o *Options) {
+				o.AccessLog = false
+				o.Edge.RateLimit = 1 << 30 // the limiter runs, but never refuses
+			})
+			e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = w.Write(body)
+			}))
+			_, addr := e.serve(false)
+			tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: proto == "h2", MaxIdleConnsPerHost: 1}
+			if proto == "http1" {
+				tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+			}
+			defer tr.CloseIdleConnections()
+			cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			url := "https://" + addr + "/path?q=1"
+			get := func() {
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Host = "hello." + testZone
+				res, err := cl.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || n != int64(len(body)) || (proto == "h2") != (res.ProtoMajor == 2) {
+					b.Fatalf("answer: %s %s, %d bytes", res.Proto, res.Status, n)
+				}
+			}
+			get() // the handshake, outside the loop
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				get()
 			}
 		})
 	}
