@@ -148,12 +148,20 @@ func (w *responseWriter) writeHeader(code int) {
 	b := appendStatus(w.block[:0], code)
 	b = appendFields(b, h)
 	if w.clen >= 0 && bodyAllowed(code) {
-		b = appendField(b, "content-length", strconv.FormatInt(w.clen, 10), false)
+		b = appendLength(b, w.clen)
 	}
 	if _, ok := h["Date"]; !ok {
 		b = appendField(b, "date", w.st.cn.s.date.Text(), false)
 	}
 	w.block = b
+}
+
+// appendLength appends a content-length field of n. Its digits go through
+// a buffer on the stack: strconv.FormatInt made a string on the heap for
+// every length of 100 and up, that is for most responses.
+func appendLength(b []byte, n int64) []byte {
+	var d [20]byte
+	return appendField(b, "content-length", string(strconv.AppendInt(d[:0], n, 10)), false)
 }
 
 // appendFields appends h's fields, leaving out what HTTP/2 has no place
@@ -340,7 +348,7 @@ func (w *responseWriter) finish() {
 	trailers, prefixed := w.trailerBlock()
 	if !w.sent && w.clen < 0 && bodyAllowed(w.status) && len(w.trailers) == 0 && !prefixed && (w.wrote > 0 || !w.isHead) {
 		// The whole body is known: say how long it is, as net/http does.
-		w.block = appendField(w.block, "content-length", strconv.FormatInt(w.wrote, 10), false)
+		w.block = appendLength(w.block, w.wrote)
 	}
 	_ = w.send(nil, true, trailers)
 }
