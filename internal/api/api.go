@@ -28,6 +28,10 @@ type Store interface {
 
 	GetDomain(ctx context.Context, name string) (*route.Domain, error)
 	PutDomain(ctx context.Context, d *route.Domain) error
+	// UpdateDomain changes a mapping conditionally on the one fn was
+	// given (nil: none); fn returns the new one, or nil to delete it, and
+	// its error is returned as is with nothing written.
+	UpdateDomain(ctx context.Context, name string, fn func(cur *route.Domain) (*route.Domain, error)) error
 	DeleteDomain(ctx context.Context, name string) error
 	ListDomains(ctx context.Context) ([]*route.Domain, error)
 

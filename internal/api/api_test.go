@@ -836,7 +836,10 @@ func TestDeleteAppStillNamed(t *testing.T) {
 type hookStore struct {
 	Store
 	beforeDeleteApp, beforePutDomain, beforePutHostKey, beforePutRecord atomic.Pointer[func()]
-	failDeleteRecord                                                    atomic.Bool // once
+	// inUpdateDomain runs once inside an UpdateDomain, after its read and
+	// before its write.
+	inUpdateDomain   atomic.Pointer[func()]
+	failDeleteRecord atomic.Bool // once
 }
 
 func (h *hookStore) PutRecord(ctx context.Context, r *route.Record) error {
@@ -874,17 +877,32 @@ func (h *hookStore) PutDomain(ctx context.Context, d *route.Domain) error {
 	return h.Store.PutDomain(ctx, d)
 }
 
+// newHookEnv is newEnv with its store behind a hookStore.
+func newHookEnv(t *testing.T) (*env, *hookStore) {
+	var hs *hookStore
+	e := newEnv(t, func(o *Options) {
+		hs = &hookStore{Store: o.Store}
+		o.Store = hs
+	})
+	return e, hs
+}
+
+func (h *hookStore) UpdateDomain(ctx context.Context, name string, fn func(*route.Domain) (*route.Domain, error)) error {
+	return h.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
+		if f := h.inUpdateDomain.Swap(nil); f != nil {
+			(*f)()
+		}
+		return fn(cur)
+	})
+}
+
 // TestDeleteAppRacesPutDomain: a DELETE of an app and a PUT of a domain
 // to it, each landing between the other's check and its write, never
 // leave the domain mapped to the deleted app (a later app of that name
 // would inherit it): the one whose write lands second backs out with a
 // 409, and the store holds either both or neither.
 func TestDeleteAppRacesPutDomain(t *testing.T) {
-	var hs *hookStore
-	e := newEnv(t, func(o *Options) {
-		hs = &hookStore{Store: o.Store}
-		o.Store = hs
-	})
+	e, hs := newHookEnv(t)
 	const dom = "/api/v3/domains/www.customer.example"
 	cases := []struct {
 		name             string
@@ -1145,11 +1163,7 @@ func TestAmbiguousKeysRefused(t *testing.T) {
 // the app that lands between the PUT's check and its write makes the PUT
 // back out, so no key names a deleted app.
 func TestHostKeyNamesLiveApps(t *testing.T) {
-	var hs *hookStore
-	e := newEnv(t, func(o *Options) {
-		hs = &hookStore{Store: o.Store}
-		o.Store = hs
-	})
+	e, hs := newHookEnv(t)
 	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
 	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
 	before := e.snapshot()
@@ -1190,11 +1204,7 @@ func TestHostKeyNamesLiveApps(t *testing.T) {
 // PUT that raced the zone's DELETE, nor one a DELETE failed to remove
 // (the zone is gone by then, so the platform cannot retry the DELETE).
 func TestZoneRecreatedWithoutOldRecords(t *testing.T) {
-	var hs *hookStore
-	e := newEnv(t, func(o *Options) {
-		hs = &hookStore{Store: o.Store}
-		o.Store = hs
-	})
+	e, hs := newHookEnv(t)
 	const zone = "/api/v3/dns/zones/apps.example.com"
 	recreate := func(t *testing.T) {
 		t.Helper()
@@ -1308,5 +1318,31 @@ func TestEscapedPairsKept(t *testing.T) {
 	decodeInto(t, e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", `{"values":["\ud83d\ude00","\\ud800","\"\\u"]}`, 200), &rec)
 	if want := []string{"\U0001F600", `\ud800`, `"\u`}; !slices.Equal(rec.Values, want) {
 		t.Errorf("values %q, want %q", rec.Values, want)
+	}
+}
+
+// TestVerifyWriteIsConditional: the verify's write of the mapping it read
+// is conditional on that read. A move to another app landing between the
+// read and the write, here through the store as another gateway's PUT
+// would, stands: the verify answers 409, and the old app's mapping is
+// not written back verified over the new one.
+func TestVerifyWriteIsConditional(t *testing.T) {
+	e, hs := newHookEnv(t)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	const dom = "/api/v3/domains/shop.example.org"
+	e.ok("PUT", dom, `{"app":"shop"}`, 200)
+	move := func() {
+		if err := hs.Store.PutDomain(context.Background(), &route.Domain{Domain: "shop.example.org", App: "blog", Token: "moved-token-0123456789"}); err != nil {
+			t.Error(err)
+		}
+	}
+	hs.inUpdateDomain.Store(&move)
+	if r := e.do("POST", dom+"/verify", token, `{"method":"manual"}`); r.status != http.StatusConflict {
+		t.Errorf("verify racing a move: %d, want 409: %s", r.status, r.body)
+	}
+	got := e.do("GET", dom, token, nil)
+	if !strings.Contains(string(got.body), `"app":"blog"`) || !strings.Contains(string(got.body), `"verified":false`) {
+		t.Errorf("the move was overwritten by the verify: %s", got.body)
 	}
 }

@@ -464,28 +464,35 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 		if err := a.o.VerifyDomain(ctx, *d, b.Method); err != nil {
 			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %v", b.Method, err)}
 		}
-		// A proof takes up to seconds, and the mapping may have been
-		// deleted or moved to another app (a new token) meanwhile:
-		// writing back the copy read before would bring it back,
-		// verified, for the app it no longer belongs to.
-		cur, err := a.o.Store.GetDomain(ctx, name)
-		if err != nil {
-			return 0, nil, a.missing(err, "domain", name)
-		}
-		if cur.App != d.App || cur.Token != d.Token {
-			return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf("domain %q was changed while its proof was checked; verify it again", name)}
-		}
-		d = cur
 	}
-	if d.Verified {
-		return http.StatusOK, d, nil
-	}
-	d.Verified = true
-	if err := a.o.Store.PutDomain(ctx, d); err != nil {
+	// The mapping may have been deleted or moved to another app (a new
+	// token) since it was read (a proof takes up to seconds; another
+	// gateway's PUT can land at any time): writing back the copy read
+	// would bring it back, verified, for the app it no longer belongs to.
+	// The write is conditional on the mapping still being that one.
+	var out *route.Domain
+	err = a.o.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
+		switch {
+		case cur == nil:
+			return nil, &statusError{http.StatusNotFound, fmt.Sprintf("domain %q not found", name)}
+		case cur.App != d.App || cur.Token != d.Token:
+			return nil, &statusError{http.StatusConflict, fmt.Sprintf("domain %q was changed while it was verified; verify it again", name)}
+		case cur.Verified:
+			out = cur
+			return nil, errUnchanged
+		}
+		cur.Verified = true
+		out = cur
+		return cur, nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) {
 		return 0, nil, err
 	}
-	return http.StatusOK, d, nil
+	return http.StatusOK, out, nil
 }
+
+// errUnchanged ends an update that has nothing to write.
+var errUnchanged = errors.New("api: nothing to change")
 
 // ---- zones and records
 

@@ -10,40 +10,31 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// maxUpdateTries bounds UpdateRecord's read-modify-write loop: each lost
-// race means another writer succeeded, so many in a row mean a livelock
-// or a misbehaving writer, not bad luck.
+// maxUpdateTries bounds update's read-modify-write loop: each lost race
+// means another writer succeeded, so many in a row mean a livelock or a
+// misbehaving writer, not bad luck.
 const maxUpdateTries = 50
 
-// UpdateRecord changes the record set (zone, name, typ) atomically. fn
-// gets the current set (nil when there is none) and returns the new one,
-// or nil to delete it; it may return cur itself, changed. The write is
-// conditional on the revision fn saw, so a concurrent writer (another
-// gateway adding its own ACME challenge value to the same name) makes
-// UpdateRecord read again and call fn again, and neither write is lost.
-// fn's error is returned as is, with nothing written.
-//
-// The set fn returns must keep zone, name and type. Names are stored as
-// given, like PutRecord's.
-func (s *Store) UpdateRecord(ctx context.Context, zone, name, typ string, fn func(cur *route.Record) (*route.Record, error)) error {
-	key, err := recordKey(zone, name, typ)
-	if err != nil {
-		return fmt.Errorf("store: update %v", err)
-	}
-	kv := s.records.kv
+// update changes the value under key atomically. fn gets the current
+// value (nil when there is none) and returns the new one, or nil to
+// delete it; it may return cur itself, changed. The write is conditional
+// on the revision fn saw, so a concurrent writer makes update read again
+// and call fn again, and neither write is lost. fn's error is returned as
+// is, with nothing written. The value fn returns must keep key.
+func (k kind[T]) update(ctx context.Context, key string, fn func(cur *T) (*T, error)) error {
 	for range maxUpdateTries {
 		var (
-			cur *route.Record
+			cur *T
 			rev uint64
 		)
-		e, err := kv.Get(ctx, key)
+		e, err := k.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		case err != nil:
-			return fmt.Errorf("store: update record %s: %w", key, err)
+			return fmt.Errorf("store: update %s %s: %w", k.what, key, err)
 		default:
 			rev = e.Revision()
-			if cur, err = s.records.decode(key, e.Value()); err != nil {
+			if cur, err = k.decode(key, e.Value()); err != nil {
 				return err // a bad stored value is not silently replaced
 			}
 		}
@@ -55,33 +46,61 @@ func (s *Store) UpdateRecord(ctx context.Context, zone, name, typ string, fn fun
 		case next == nil && cur == nil:
 			return nil
 		case next == nil:
-			err = kv.Purge(ctx, key, jetstream.LastRevision(rev))
+			err = k.kv.Purge(ctx, key, jetstream.LastRevision(rev))
 		default:
-			if err := s.records.valid(next); err != nil {
-				return fmt.Errorf("store: update record %s: %v", key, err)
+			if err := k.valid(next); err != nil {
+				return fmt.Errorf("store: update %s %s: %v", k.what, key, err)
 			}
-			if k, err := s.records.key(next); err != nil || k != key {
-				return fmt.Errorf("store: update record %s: the new set is %s %s %s", key, next.Zone, next.Name, next.Type)
+			if nk, err := k.key(next); err != nil || nk != key {
+				return fmt.Errorf("store: update %s %s: the new value is stored under another key", k.what, key)
 			}
 			b, merr := json.Marshal(next)
 			if merr != nil {
-				return fmt.Errorf("store: update record %s: %v", key, merr)
+				return fmt.Errorf("store: update %s %s: %v", k.what, key, merr)
 			}
 			if cur == nil {
-				_, err = kv.Create(ctx, key, b)
+				_, err = k.kv.Create(ctx, key, b)
 			} else {
-				_, err = kv.Update(ctx, key, b, rev)
+				_, err = k.kv.Update(ctx, key, b, rev)
 			}
 		}
 		if err == nil {
 			return nil
 		}
 		if !contended(err) {
-			return fmt.Errorf("store: update record %s: %w", key, err)
+			return fmt.Errorf("store: update %s %s: %w", k.what, key, err)
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("store: update record %s: %w", key, err)
+			return fmt.Errorf("store: update %s %s: %w", k.what, key, err)
 		}
 	}
-	return fmt.Errorf("store: update record %s: lost %d races in a row to other writers", key, maxUpdateTries)
+	return fmt.Errorf("store: update %s %s: lost %d races in a row to other writers", k.what, key, maxUpdateTries)
+}
+
+// UpdateRecord changes the record set (zone, name, typ) atomically, as
+// update does: fn gets the current set (nil when there is none) and
+// returns the new one, or nil to delete it. A concurrent writer (another
+// gateway adding its own ACME challenge value to the same name) makes it
+// read again and call fn again, and neither write is lost.
+//
+// The set fn returns must keep zone, name and type. Names are stored as
+// given, like PutRecord's.
+func (s *Store) UpdateRecord(ctx context.Context, zone, name, typ string, fn func(cur *route.Record) (*route.Record, error)) error {
+	key, err := recordKey(zone, name, typ)
+	if err != nil {
+		return fmt.Errorf("store: update %v", err)
+	}
+	return s.records.update(ctx, key, fn)
+}
+
+// UpdateDomain changes the mapping of domain atomically, as update does:
+// fn gets the current mapping (nil when there is none) and returns the
+// new one, or nil to delete it. A verify that read a mapping before a
+// move to another app never writes the old one back (DESIGN §7).
+func (s *Store) UpdateDomain(ctx context.Context, domain string, fn func(cur *route.Domain) (*route.Domain, error)) error {
+	key, err := nameKey(domain)
+	if err != nil {
+		return fmt.Errorf("store: update domain %q: %v", domain, err)
+	}
+	return s.domains.update(ctx, key, fn)
 }
