@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
 // Hygiene at the connection: the HTTP/1 framing guard (DESIGN §2 step 4;
@@ -131,7 +132,7 @@ func (c *guardConn) Read(p []byte) (int, error) { return c.f.read(c.Conn, p) }
 // a handler answers the cost is three loads.
 func (c *guardConn) Write(p []byte) (int, error) {
 	if a := c.answerFor(p); a != nil {
-		if _, err := c.Conn.Write(dated(a, time.Now())); err != nil {
+		if _, err := c.Conn.Write(problem.Dated(a, time.Now())); err != nil {
 			return 0, err
 		}
 		return len(p), nil
@@ -238,9 +239,9 @@ var refusals = func() (a [nReasons][]byte) {
 		switch why {
 		case int(passed):
 		case int(whyRequestLine):
-			a[why] = problemAnswer(http.StatusRequestURITooLong, detail)
+			a[why] = problem.Raw(http.StatusRequestURITooLong, detail)
 		default:
-			a[why] = problemAnswer(http.StatusBadRequest, detail)
+			a[why] = problem.Raw(http.StatusBadRequest, detail)
 		}
 	}
 	return a

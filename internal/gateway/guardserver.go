@@ -3,11 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -131,7 +128,7 @@ func (c *guardConn) answerFor(p []byte) []byte {
 	if status == http.StatusBadRequest && c.f.refused.Load() && c.served.Load() == c.f.refusedAt {
 		return refusals[c.f.why]
 	}
-	return problemAnswer(status, detail)
+	return problem.Raw(status, detail)
 }
 
 // serverErrorHeaders are the fields of net/http's error answers (its
@@ -202,7 +199,7 @@ const (
 	expectationTail = "\r\nContent-Length: 0\r\n\r\n"
 )
 
-var expectationAnswer = problemAnswer(http.StatusExpectationFailed, "the Expect field names an expectation other than 100-continue")
+var expectationAnswer = problem.Raw(http.StatusExpectationFailed, "the Expect field names an expectation other than 100-continue")
 
 // expectationFailed recognises p as net/http's 417, exactly as it writes
 // it (server.go, sendExpectationFailed), for HTTP/1.1 or HTTP/1.0.
@@ -219,23 +216,4 @@ func expectationFailed(p []byte) bool {
 	}
 	date, ok := bytes.CutSuffix(rest, []byte(expectationTail))
 	return ok && len(date) == len(http.TimeFormat) && bytes.HasSuffix(date, []byte(" GMT"))
-}
-
-// problemAnswer is a whole HTTP/1.1 answer with a problem+json body, which
-// closes the connection as net/http's error answers do.
-// dated returns answer with a Date field for now after its status line:
-// the answers are made once, and a server with a clock dates every answer
-// (RFC 9110 §6.6.1), which net/http's own error answers do not.
-func dated(answer []byte, now time.Time) []byte {
-	i := bytes.Index(answer, []byte("\r\n")) + 2
-	b := make([]byte, 0, len(answer)+len("Date: \r\n")+len(http.TimeFormat))
-	b = append(append(b, answer[:i]...), "Date: "...)
-	b = now.UTC().AppendFormat(b, http.TimeFormat)
-	return append(append(b, "\r\n"...), answer[i:]...)
-}
-
-func problemAnswer(status int, detail string) []byte {
-	body, _ := json.Marshal(problem.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
-	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n%s",
-		status, http.StatusText(status), problem.ContentType, len(body), body)
 }
