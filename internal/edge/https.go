@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/pipe"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/sni"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
@@ -26,6 +27,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
+		refuseHello(c, err)
 		c.Close()
 		e.conns.done()
 		return
@@ -65,6 +67,35 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		return
 	}
 	l7.hand(e.wrapTLS(conn))
+}
+
+// plainHTTPAnswer is the https listener's answer to a plain HTTP request:
+// an http:// URL with the https port is a common mistake, and a bare
+// close shows the user nothing (nginx answers 400 too).
+var plainHTTPAnswer = problem.Raw(http.StatusBadRequest, "this port speaks TLS: use an https:// URL")
+
+// decodeErrorAlert is a fatal decode_error alert record (RFC 8446 §6.2),
+// what a TLS server sends for a ClientHello it cannot parse; clients
+// report it as such, where a bare close looks like a network fault.
+var decodeErrorAlert = []byte{21, 3, 3, 0, 2, 2, 50}
+
+// refuseHello answers, before the close, a client whose first bytes were
+// not a ClientHello: err is sni.Peek's. A hello cut short, a timeout or a
+// reset get nothing: there is no one, or nothing whole, to answer.
+func refuseHello(c net.Conn, err error) {
+	var answer []byte
+	switch {
+	case errors.Is(err, sni.ErrPlainHTTP):
+		answer = problem.Dated(plainHTTPAnswer, time.Now())
+	case errors.Is(err, sni.ErrInvalid) && !errors.Is(err, sni.ErrTruncated):
+		answer = decodeErrorAlert
+	default:
+		return
+	}
+	// Bounded: a client that does not read gets the close instead.
+	if c.SetWriteDeadline(time.Now().Add(time.Second)) == nil {
+		_, _ = c.Write(answer)
+	}
 }
 
 // wrapTLS applies Options.WrapTLS to an HTTP/1 connection of the https

@@ -33,6 +33,9 @@ var (
 	ErrInvalid   = errors.New("sni: not a valid TLS ClientHello")
 	ErrTooLarge  = fmt.Errorf("%w: larger than %d bytes", ErrInvalid, MaxHelloBytes)
 	ErrTruncated = fmt.Errorf("%w: truncated", ErrInvalid)
+	// ErrPlainHTTP: the client began an HTTP/1 request, not a TLS
+	// record (an http:// URL sent to the https port).
+	ErrPlainHTTP = fmt.Errorf("%w: a plain HTTP request", ErrInvalid)
 )
 
 // Hello is what the gateway learns from a ClientHello. Slices are never
@@ -196,6 +199,9 @@ func (rr *recordReader) record() error {
 		return err
 	}
 	if hdr[0] != recordTypeHandshake {
+		if rr.pos == 5 && looksLikeHTTP(hdr) {
+			return ErrPlainHTTP
+		}
 		return fmt.Errorf("%w: record type %d", ErrInvalid, hdr[0])
 	}
 	if hdr[1] != 3 {
@@ -211,6 +217,19 @@ func (rr *recordReader) record() error {
 	}
 	rr.hs = append(rr.hs, body...)
 	return nil
+}
+
+// looksLikeHTTP reports whether the first five bytes of a stream are an
+// HTTP/1 request's: a method's capitals, then its space or more of it
+// ("GET /", "POST ", "OPTIO"). No TLS record starts with a capital letter
+// (record types are 20-24).
+func looksLikeHTTP(b []byte) bool {
+	for i, c := range b[:5] {
+		if !('A' <= c && c <= 'Z' || i > 0 && (c == ' ' || c == '/' || c == '*')) {
+			return false
+		}
+	}
+	return true
 }
 
 // firstRead is the buffer of the first read: a whole hello (a

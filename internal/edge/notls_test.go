@@ -1,0 +1,78 @@
+package edge
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawAnswer sends b to addr over a new TCP connection and returns what
+// came back before the server closed it (or 5 s passed).
+func rawAnswer(t *testing.T, addr string, b []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(c)
+	return got
+}
+
+// TestHTTPSListenerRefusesClearly: what is not a ClientHello gets an
+// answer a client can show before the close, not just the close: a plain
+// HTTP request (http:// to the https port, a common mistake) gets 400
+// problem+json saying so, as nginx and net/http answer it; a TLS record
+// that is no valid hello gets a fatal decode_error alert (RFC 8446
+// §6.2), which TLS clients report as such. A client that sends nothing
+// whole (a cut hello) is only closed.
+func TestHTTPSListenerRefusesClearly(t *testing.T) {
+	e := start(t, Options{})
+	t.Run("plain HTTP", func(t *testing.T) {
+		got := string(rawAnswer(t, e.https, []byte("GET / HTTP/1.1\r\nHost: app."+zone+"\r\n\r\n")))
+		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "application/problem+json") ||
+			!strings.Contains(got, "https://") || !strings.Contains(got, "Connection: close") {
+			t.Fatalf("plain HTTP to the https port got %q", got)
+		}
+	})
+	decodeError := []byte{21, 3, 3, 0, 2, 2, 50} // alert record: fatal, decode_error
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want []byte
+	}{
+		{"handshake record that is no hello", []byte{22, 3, 1, 0, 4, 2, 0, 0, 0}, decodeError},
+		{"hello with a bad length", append([]byte{22, 3, 1, 0, 8, 1, 0, 0, 4}, 3, 3, 0, 0), decodeError},
+		{"record of another type", []byte{23, 3, 3, 0, 1, 0}, decodeError},
+		{"cut hello", []byte{22, 3, 1, 0, 200, 1}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.want == nil {
+				// A client that stops mid-hello: close our write side so
+				// the server's read ends.
+				conn, err := net.Dial("tcp", e.https)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = conn.Write(c.in)
+				_ = conn.(*net.TCPConn).CloseWrite()
+				if got, _ := io.ReadAll(conn); len(got) != 0 {
+					t.Fatalf("a cut hello got %v, want a bare close", got)
+				}
+				return
+			}
+			if got := rawAnswer(t, e.https, c.in); !bytes.Equal(got, c.want) {
+				t.Fatalf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
