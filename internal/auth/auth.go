@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 )
@@ -295,6 +296,17 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 	_, err := v.parser.ParseWithClaims(tok, c, v.keyFor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	// sub and scope reach hosts as X-Gatehouse-Subject and -Scopes: bytes
+	// no header value may hold would go raw down one proxy path and make
+	// the other fail with 502. An issuer that signs them is refused.
+	if !httpguts.ValidHeaderFieldValue(c.Subject) {
+		return nil, fmt.Errorf("%w: sub holds bytes a header cannot carry", ErrInvalid)
+	}
+	for _, sc := range c.Scope {
+		if !httpguts.ValidHeaderFieldValue(sc) {
+			return nil, fmt.Errorf("%w: scope holds bytes a header cannot carry", ErrInvalid)
+		}
 	}
 	if c.Limits != nil {
 		l := c.Limits

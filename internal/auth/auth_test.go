@@ -88,6 +88,12 @@ func TestVerify(t *testing.T) {
 		{"alg RS256", rs, "shop", 401},
 		{"negative limits", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["limits"] = map[string]int{"rps": -1} })), "shop", 401},
 		{"limits without sub", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["limits"] = map[string]int{"rps": 1}; delete(c, "sub") })), "shop", 401},
+		// sub and scope go to the host as X-Gatehouse-Subject/-Scopes:
+		// bytes no header value may hold are refused, not sent raw by one
+		// proxy path and refused with 502 by the other.
+		{"sub with a NUL", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = "al\x00ice" })), "shop", 401},
+		{"sub with a line break", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = "alice\r\nX-Admin: 1" })), "shop", 401},
+		{"scope with a DEL", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = "read wr\x7fite" })), "shop", 401},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
