@@ -135,6 +135,16 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 	return nil
 }
 
+// StartError is the embedded server failing to start on Addr (its
+// listener could not bind, most often): Msg is nats-server's own word.
+type StartError struct {
+	Addr, Msg string
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("bus: embedded nats on %s failed to start: %s", e.Addr, e.Msg)
+}
+
 // waitReady polls the server in short slices so a listen failure (which
 // nats-server reports only through Fatalf) fails Start at once.
 func (b *Bus) waitReady(ctx context.Context, ns *server.Server) error {
@@ -145,7 +155,7 @@ func (b *Bus) waitReady(ctx context.Context, ns *server.Server) error {
 			return nil
 		}
 		if msg := b.srvLog.fatalMsg(); msg != "" {
-			return fmt.Errorf("bus: embedded nats on %s failed to start: %s", addr, msg)
+			return &StartError{Addr: addr, Msg: msg}
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("bus: embedded nats on %s: %w", addr, err)

@@ -117,13 +117,24 @@ func (e *Edge) closeListeners() error {
 	return errors.Join(errs...)
 }
 
+// ListenError is a listener that could not bind: Listener is
+// "management", "http" or "https", so that the caller can name its own
+// setting for it.
+type ListenError struct {
+	Listener string
+	Err      error
+}
+
+func (e *ListenError) Error() string { return fmt.Sprintf("edge: %s listener: %v", e.Listener, e.Err) }
+func (e *ListenError) Unwrap() error { return e.Err }
+
 func (e *Edge) bind(l *net.Listener, addr, name string) error {
 	if *l != nil || addr == "" {
 		return nil
 	}
 	ln, err := sock.Listen(context.Background(), addr)
 	if err != nil {
-		return fmt.Errorf("edge: %s listener: %w", name, err)
+		return &ListenError{Listener: name, Err: err}
 	}
 	*l = ln
 	return nil

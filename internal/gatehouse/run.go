@@ -53,16 +53,16 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		return err
 	}
 	if err := e.ListenManagement(); err != nil {
-		return err
+		return listenerKey(err)
 	}
 	if err := e.Listen(); err != nil {
-		return err
+		return listenerKey(err)
 	}
 	dnsSrv, dnsPC, dnsLn, err := g.listenDNS()
 	if err != nil {
 		// e never runs, so its drain will not close what Listen bound;
 		// a process embedding the gateway outlives this error.
-		return errors.Join(err, e.Close())
+		return errors.Join(fmt.Errorf("config: dns.addr: %w", err), e.Close())
 	}
 	var dnsSelf string // where this process reaches its own DNS server
 	if dnsPC != nil {
@@ -112,6 +112,20 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		return nil
 	}
 	return werr
+}
+
+// listenerKey names the config key of an edge listener that could not
+// bind, as every other unusable setting is named (DESIGN §11).
+func listenerKey(err error) error {
+	var le *edge.ListenError
+	if !errors.As(err, &le) {
+		return err
+	}
+	key := map[string]string{"management": "management.addr", "http": "http.addr", "https": "https.addr"}[le.Listener]
+	if key == "" {
+		return err
+	}
+	return fmt.Errorf("config: %s: %w", key, le.Err)
 }
 
 // listenDNS builds the DNS server and binds its UDP and TCP sockets on
@@ -188,6 +202,10 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	apiH, l7 *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], dnsSelf string) error {
 	cfg := g.cfg
 	if err := b.Start(ctx); err != nil {
+		var se *bus.StartError
+		if errors.As(err, &se) { // the embedded server's listener, named as the setting
+			err = fmt.Errorf("config: bus.listen: %w", err)
+		}
 		return err
 	}
 	g.addrs.Store(&Addrs{

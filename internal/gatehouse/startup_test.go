@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -23,13 +24,7 @@ func TestDNSBusyClosesListeners(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.DNS.Addr = busy
 			cfg.Management.Addr, cfg.HTTP.Addr, cfg.HTTPS.Addr = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
-			g, err := New(cfg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			err = g.Run(ctx)
+			err := runToError(t, cfg)
 			if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "listen "+network+" "+busy) {
 				t.Fatalf("Run = %v, want address in use naming %s %s", err, network, busy)
 			}
@@ -77,4 +72,47 @@ func occupy(t *testing.T, network string) string {
 	}
 	t.Fatal("no TCP port on 127.0.0.1 with its UDP port free")
 	return ""
+}
+
+// TestBusyListenerNamesItsKey: a listener that cannot bind stops the start
+// with an error that begins with the config key to change, as every other
+// bad value does (DESIGN §11), not the name of a part of the gateway.
+func TestBusyListenerNamesItsKey(t *testing.T) {
+	for _, key := range []string{"management.addr", "http.addr", "https.addr", "dns.addr", "bus.listen"} {
+		t.Run(key, func(t *testing.T) {
+			busy := occupy(t, "tcp")
+			cfg := testConfig(t)
+			cfg.Management.Addr, cfg.HTTP.Addr, cfg.HTTPS.Addr = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
+			cfg.DNS.Addr, cfg.Bus.Listen = "127.0.0.1:0", "127.0.0.1:0"
+			switch key {
+			case "management.addr":
+				cfg.Management.Addr = busy
+			case "http.addr":
+				cfg.HTTP.Addr = busy
+			case "https.addr":
+				cfg.HTTPS.Addr = busy
+			case "dns.addr":
+				cfg.DNS.Addr = busy
+			case "bus.listen":
+				cfg.Bus.Listen = busy
+			}
+			err := runToError(t, cfg)
+			if err == nil || !strings.HasPrefix(err.Error(), "config: "+key+": ") || !strings.Contains(err.Error(), busy) {
+				t.Fatalf("Run = %v, want an error beginning %q and naming %s", err, "config: "+key+": ", busy)
+			}
+		})
+	}
+}
+
+// runToError runs a gateway of cfg that is expected to stop at start, and
+// returns Run's error (30 s at most).
+func runToError(t *testing.T, cfg config.Config) error {
+	t.Helper()
+	g, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return g.Run(ctx)
 }
