@@ -175,6 +175,9 @@ type Control struct {
 type TLS struct {
 	// PQOnly refuses clients that cannot do X25519MLKEM768.
 	PQOnly bool `yaml:"pq_only" json:"pq_only"`
+	// PassthroughIdleTimeout closes a passthrough pipe that carried no
+	// byte either way for this long; 0: never.
+	PassthroughIdleTimeout time.Duration `yaml:"passthrough_idle_timeout" json:"passthrough_idle_timeout"`
 	// CustomDomains is "auto" (on-demand certificates for verified
 	// mappings) or "off" (default).
 	CustomDomains string `yaml:"custom_domains" json:"custom_domains"`
@@ -262,8 +265,8 @@ func Default() Config {
 			Deadline: 15 * time.Second,
 			Hash:     HashModN,
 		},
-		TLS:               TLS{CustomDomains: "off"},
 		Auth:              Auth{MaxSubjects: 10000, Leeway: time.Minute},
+		TLS:               TLS{CustomDomains: "off", PassthroughIdleTimeout: time.Hour},
 		Limits:            Limits{Requests: 600, Window: 60 * time.Second, UnknownRequests: 100, MaxKeys: 100000},
 		Log:               Log{Level: "info"},
 		Runtime:           Runtime{GCFloorMB: 64},

@@ -53,6 +53,7 @@ var keys = []key{
 	{"clusters", "peer", "static peer cluster id=URL,key=BASE64 (repeatable)", func(c *Config) any { return &c.Clusters }},
 	{"control.token", "control-token", "static platform bearer token for the control API", func(c *Config) any { return &c.Control.Token }},
 	{"tls.pq_only", "tls-pq-only", "refuse clients without X25519MLKEM768", func(c *Config) any { return &c.TLS.PQOnly }},
+	{"tls.passthrough_idle_timeout", "tls-passthrough-idle-timeout", "close a passthrough pipe idle both ways this long (0: never)", func(c *Config) any { return &c.TLS.PassthroughIdleTimeout }},
 	{"tls.custom_domains", "tls-custom-domains", "certificates for verified custom domains: auto or off", func(c *Config) any { return &c.TLS.CustomDomains }},
 	{"tls.acme.directory", "tls-acme-directory", "ACME directory URL (empty: bootstrap certificate only)", func(c *Config) any { return &c.TLS.ACME.Directory }},
 	{"tls.acme.email", "tls-acme-email", "ACME account email", func(c *Config) any { return &c.TLS.ACME.Email }},

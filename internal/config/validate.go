@@ -302,6 +302,11 @@ func (c *Config) validateTLS() error {
 	if err := oneOf("tls.custom_domains", c.TLS.CustomDomains, "auto", "off"); err != nil {
 		return err
 	}
+	// Under a second it would cut pipes between a client's keystrokes;
+	// the kernel reports the idle time in milliseconds.
+	if d := c.TLS.PassthroughIdleTimeout; d != 0 && d < time.Second {
+		return bad("tls.passthrough_idle_timeout", "must be 0 (never) or at least 1s, got %s", d)
+	}
 	if d := c.TLS.ACME.Directory; d != "" {
 		u, err := url.Parse(d)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {

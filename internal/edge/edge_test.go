@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -181,6 +182,56 @@ func TestPassthroughEndToEnd(t *testing.T) {
 	if n := host.accepted.Load(); n != before {
 		t.Fatalf("host accepted %d connections for non-passthrough names", n-before)
 	}
+}
+
+// TestPassthroughIdleTimeout: a passthrough pipe that carries nothing for
+// PipeIdleTimeout is closed and no longer counted; one whose client keeps
+// talking, each gap shorter than the timeout, is kept past it.
+func TestPassthroughIdleTimeout(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the pipe's idle timeout asks the socket (TCP_INFO), Linux only")
+	}
+	const idle = 400 * time.Millisecond
+	cert, pool := testutil.SelfSigned(t, "secure."+zone)
+	host := startTLSHost(t, cert, echo)
+	e := start(t, Options{Passthrough: RoutePassthrough(table(host.ln.Addr().String()), nil), PipeIdleTimeout: idle})
+	cfg := &tls.Config{ServerName: "secure." + zone, RootCAs: pool}
+
+	busy, err := dialTLS(t, e.https, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	quiet, err := dialTLS(t, e.https, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	closed := make(chan error, 1)
+	go func() {
+		_, err := quiet.Read(make([]byte, 1))
+		closed <- err
+	}()
+	buf := make([]byte, 4)
+	for i := range 6 { // 6 × idle/2: the busy pipe outlives the timeout
+		if _, err := busy.Write([]byte("ping")); err != nil {
+			t.Fatalf("busy pipe, write %d: %v", i, err)
+		}
+		_ = busy.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(busy, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("busy pipe, echo %d: %q, %v", i, buf, err)
+		}
+		time.Sleep(idle / 2)
+	}
+	select {
+	case err := <-closed:
+		if err == nil {
+			t.Fatal("the quiet pipe read data")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a pipe silent for %v was not closed (idle timeout %v)", 3*idle+5*time.Second, idle)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.ActiveConnections() == 1 }, "the idle pipe is still counted")
 }
 
 func TestPassthroughNoHostCloses(t *testing.T) {

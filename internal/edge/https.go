@@ -138,7 +138,11 @@ func (e *Edge) passthrough(c net.Conn, hello []byte, name string, dial Dial) {
 		c.Close()
 		return
 	}
-	st, err := pipe.Join(e.pipeCtx, c, host, hello)
+	st, err := pipe.Join(e.pipeCtx, c, host, hello, e.opts.PipeIdleTimeout)
+	if errors.Is(err, pipe.ErrIdle) {
+		e.log.Debug("edge: passthrough idle, closed", "server_name", name, "up", st.Up, "down", st.Down, "idle_timeout", e.opts.PipeIdleTimeout)
+		return
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		e.log.Debug("edge: passthrough", "server_name", name, "up", st.Up, "down", st.Down, "err", err)
 	}

@@ -135,6 +135,9 @@ type Options struct {
 	DrainTimeout time.Duration
 	// DialTimeout bounds dialing a passthrough host. Zero means 5 s.
 	DialTimeout time.Duration
+	// PipeIdleTimeout closes a passthrough pipe that carried no byte
+	// either way for this long (Linux; see pipe.Join). Zero: never.
+	PipeIdleTimeout time.Duration
 
 	// ActiveConns counts open client connections on the http and https
 	// listeners (passthrough pipes included). nil: not exported (the count
@@ -164,7 +167,7 @@ func (o *Options) validate() error {
 			return fmt.Errorf("edge: %s must not be negative, got %d", name, v)
 		}
 	}
-	for name, d := range map[string]time.Duration{"read header timeout": o.ReadHeaderTimeout, "idle timeout": o.IdleTimeout, "drain timeout": o.DrainTimeout, "dial timeout": o.DialTimeout} {
+	for name, d := range map[string]time.Duration{"read header timeout": o.ReadHeaderTimeout, "idle timeout": o.IdleTimeout, "drain timeout": o.DrainTimeout, "dial timeout": o.DialTimeout, "pipe idle timeout": o.PipeIdleTimeout} {
 		if d < 0 {
 			return fmt.Errorf("edge: %s must not be negative, got %s", name, d)
 		}

@@ -180,6 +180,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		},
 		Passthrough:       edge.RoutePassthrough(&g.live, nil),
 		PQOnly:            cfg.TLS.PQOnly,
+		PipeIdleTimeout:   cfg.TLS.PassthroughIdleTimeout,
 		WrapHTTP:          gateway.GuardListener,
 		WrapTLS:           gateway.GuardTLSConn,
 		WrapServer:        gateway.GuardServer,

@@ -3,9 +3,11 @@ package gatehouse
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,9 +18,12 @@ import (
 
 // Through the whole assembly: a passthrough app's TLS reaches its host
 // untouched (the client sees the host's own certificate), while an http
-// app on the same listener is terminated by the gateway.
+// app on the same listener is terminated by the gateway; a passthrough
+// pipe left silent is closed after tls.passthrough_idle_timeout.
 func TestHTTPSPassthroughAndTerminate(t *testing.T) {
-	r := start(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.TLS.PassthroughIdleTimeout = time.Second
+	r := start(t, cfg)
 	if code, body := r.control(t, "PUT", "/api/v3/apps/vault", `{"mode":"passthrough"}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}
@@ -106,6 +111,18 @@ func TestHTTPSPassthroughAndTerminate(t *testing.T) {
 	// Its own connection still reaches the host.
 	if _, body := get("vault.test.local", &tls.Config{RootCAs: pool}); body != "plaintext only the host saw" {
 		t.Fatalf("passthrough after the 421s: %q", body)
+	}
+
+	// A pipe that carries nothing is closed once the idle timeout passes.
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", httpsAddr, &tls.Config{ServerName: "vault.test.local", RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a silent passthrough pipe: read = %v after %v, want it closed", err, time.Since(start))
 	}
 }
 

@@ -47,7 +47,7 @@ func gateway(b *testing.B, target string, wrap bool) (string, chan error) {
 		if wrap {
 			c, h = plainConn{c}, plainConn{h}
 		}
-		_, err = Join(context.Background(), c, h, nil)
+		_, err = Join(context.Background(), c, h, nil, 0)
 		done <- err
 	}()
 	return ln.Addr().String(), done

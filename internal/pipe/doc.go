@@ -10,4 +10,9 @@
 // error either way closes both sides at once, so a host that dies mid-pipe
 // closes the client promptly. The host-to-client copy runs on Join's
 // caller; the other on a goroutine Join owns and joins before it returns.
+//
+// A pipe can be given an idle timeout. Splice does not say when it last
+// moved a byte, so the client socket is asked instead (TCP_INFO: when it
+// last received or sent data), once per timeout period, by a timer Join
+// stops before it returns.
 package pipe

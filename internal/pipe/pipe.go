@@ -8,7 +8,12 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// ErrIdle is Join's error for a pipe that carried no byte either way for
+// its idle timeout.
+var ErrIdle = errors.New("pipe: idle timeout")
 
 // Stats counts the bytes a pipe carried.
 type Stats struct {
@@ -24,8 +29,15 @@ type Stats struct {
 // For zero-copy, client and host must be the raw *net.TCPConn values: a
 // wrapper (for metrics, or a replaying conn) hides ReadFrom and turns the
 // splice into a user-space copy. The returned error is nil for a pipe that ended by
-// EOF both ways, ctx.Err() when ctx ended it, or the first copy error.
-func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, error) {
+// EOF both ways, ctx.Err() when ctx ended it, ErrIdle when idle ended it,
+// or the first copy error.
+//
+// idle > 0 closes a pipe that carried no byte either way for that long;
+// the client's socket says when it last received or sent data (TCP_INFO),
+// so the copies are spliced as they are and a check runs once per idle
+// period. Where the socket cannot say (not Linux, or not a TCP socket),
+// idle is not enforced.
+func Join(ctx context.Context, client, host net.Conn, prefix []byte, idle time.Duration) (Stats, error) {
 	var st Stats
 	if len(prefix) > 0 {
 		n, err := host.Write(prefix)
@@ -44,6 +56,23 @@ func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, err
 	)
 	closeBoth := func() { closeOnce.Do(func() { client.Close(); host.Close() }) }
 	stop := context.AfterFunc(ctx, closeBoth)
+	var idled atomic.Bool
+	if idle > 0 && canAsk(client) {
+		var t *time.Timer
+		t = time.AfterFunc(idle, func() {
+			since, ok := sinceData(client)
+			switch {
+			case !ok:
+				// Closed by the pipe's end, which is under way.
+			case since >= idle:
+				idled.Store(true)
+				closeBoth()
+			default:
+				t.Reset(idle - since)
+			}
+		})
+		defer t.Stop()
+	}
 	// The answer's direction runs on the caller's goroutine, whose stack
 	// has already grown: a third goroutine would grow its own, and the
 	// caller would park in Wait and be woken, on every connection.
@@ -57,6 +86,9 @@ func Join(ctx context.Context, client, host net.Conn, prefix []byte) (Stats, err
 	st.Down += down.n
 	if err := ctx.Err(); err != nil {
 		return st, err
+	}
+	if idled.Load() {
+		return st, ErrIdle
 	}
 	return st, errors.Join(up.err, down.err)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,11 +50,15 @@ func connPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
 // piped builds client <-> [gateway side: cs | hs] <-> host and runs Join on
 // the gateway side in a goroutine whose result arrives on the channel.
 func piped(t testing.TB, ctx context.Context, prefix []byte) (client, host *net.TCPConn, done chan joinResult) {
+	return pipedIdle(t, ctx, prefix, 0)
+}
+
+func pipedIdle(t testing.TB, ctx context.Context, prefix []byte, idle time.Duration) (client, host *net.TCPConn, done chan joinResult) {
 	client, cs := connPair(t)
 	hs, host := connPair(t)
 	done = make(chan joinResult, 1)
 	go func() {
-		st, err := Join(ctx, cs, hs, prefix)
+		st, err := Join(ctx, cs, hs, prefix, idle)
 		done <- joinResult{st, err}
 	}()
 	return client, host, done
@@ -171,7 +176,7 @@ func TestJoinHostUnwritable(t *testing.T) {
 	hs, host := connPair(t)
 	host.Close()
 	hs.Close()
-	if _, err := Join(context.Background(), cs, hs, []byte("x")); err == nil {
+	if _, err := Join(context.Background(), cs, hs, []byte("x"), 0); err == nil {
 		t.Fatal("join to a closed host succeeded")
 	}
 	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -212,7 +217,7 @@ func TestJoinCarriesBothWays(t *testing.T) {
 				if tc.wrap {
 					c, h = plainConn{cs}, plainConn{hs}
 				}
-				st, err := Join(context.Background(), c, h, nil)
+				st, err := Join(context.Background(), c, h, nil, 0)
 				done <- joinResult{st, err}
 			}()
 			gotUp, gotDown := make(chan []byte, 1), make(chan []byte, 1)
@@ -274,4 +279,95 @@ func readChars(t *testing.T) int64 {
 	}
 	t.Fatal("no rchar in /proc/self/io")
 	return 0
+}
+
+// TestJoinIdle: a pipe that carries nothing either way for its idle
+// timeout is closed, both sides; one that carries bytes in one direction
+// only, each gap shorter than the timeout, is kept well past it; and with
+// no timeout a silent pipe stays.
+func TestJoinIdle(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the idle timeout asks the socket (TCP_INFO), Linux only")
+	}
+	const idle = 300 * time.Millisecond
+	t.Run("silent", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		client, host, done := pipedIdle(t, context.Background(), []byte("hello"), idle)
+		defer client.Close()
+		defer host.Close()
+		start := time.Now()
+		var r joinResult
+		select {
+		case r = <-done:
+		case <-time.After(10 * idle):
+			t.Fatalf("a silent pipe was still open after %v (idle timeout %v)", 10*idle, idle)
+		}
+		if d := time.Since(start); d < idle*9/10 {
+			t.Fatalf("pipe closed after %v, before its idle timeout %v", d, idle)
+		}
+		if !errors.Is(r.err, ErrIdle) {
+			t.Fatalf("join err = %v, want ErrIdle", r.err)
+		}
+		for name, c := range map[string]*net.TCPConn{"client": client, "host": host} {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 16)
+			n, err := c.Read(buf)
+			for err == nil && n > 0 { // the host reads the hello first
+				n, err = c.Read(buf)
+			}
+			if err == nil || isTimeout(err) {
+				t.Errorf("%s not closed by the idle pipe: %v", name, err)
+			}
+		}
+	})
+	for _, dir := range []string{"up", "down"} {
+		t.Run("busy "+dir, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			client, host, done := pipedIdle(t, context.Background(), nil, idle)
+			defer client.Close()
+			defer host.Close()
+			src, dst := client, host
+			if dir == "down" {
+				src, dst = host, client
+			}
+			got := make(chan int, 1)
+			go func() {
+				n, _ := io.Copy(io.Discard, dst)
+				got <- int(n)
+			}()
+			// A byte every idle/3 for 4 idle periods: never a gap as long
+			// as the timeout.
+			const sends = 12
+			for range sends {
+				if _, err := src.Write([]byte{'x'}); err != nil {
+					t.Fatalf("write %s: %v", dir, err)
+				}
+				time.Sleep(idle / 3)
+			}
+			select {
+			case r := <-done:
+				t.Fatalf("a pipe busy %s was closed: %v", dir, r.err)
+			default:
+			}
+			src.Close()
+			dst.Close()
+			if n := <-got; n != sends {
+				t.Errorf("%d bytes arrived %s, want %d", n, dir, sends)
+			}
+			<-done
+		})
+	}
+	t.Run("off", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		client, host, done := pipedIdle(t, context.Background(), nil, 0)
+		time.Sleep(3 * idle)
+		select {
+		case r := <-done:
+			t.Fatalf("a pipe without idle timeout was closed: %v", r.err)
+		default:
+		}
+		client.Close()
+		host.Close()
+		<-done
+	})
 }
