@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,7 +97,10 @@ func startGatehouse(ctx context.Context, e *env, name, bin string) (*target, *ga
 		"-data", data, "-zone", benchZone, "-cluster", benchCluster,
 		"-http", httpAddr, "-http-mode", "serve", "-https", httpsAddr, "-dns", "",
 		"-management", mgmt, "-bus-listen", bus, "-control-token", token,
-		"-limits-requests", "1000000000", "-log-level", "error")
+		"-limits-requests", "1000000000", "-log-level", "error",
+		// As nginx's worker_connections and HAProxy's maxconn: the idle
+		// test's connections and a margin, whatever RLIMIT_NOFILE is.
+		"-listeners-max-connections", strconv.Itoa(e.maxConns+1024))
 	if err != nil {
 		return t, nil, err
 	}

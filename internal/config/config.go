@@ -107,6 +107,10 @@ type Listeners struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxConnections caps the open client connections on the http and
+	// https listeners together; 0: a quarter of the process's file
+	// descriptor limit.
+	MaxConnections int `yaml:"max_connections" json:"max_connections"`
 	// FastPath serves plain HTTP/1.1 requests (the http listener in serve
 	// mode, and https) with gatehouse's own HTTP/1.1 loop
 	// (internal/lane), everything else with net/http. False: net/http

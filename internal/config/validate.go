@@ -86,6 +86,9 @@ func (c *Config) validateListeners() error {
 	if c.Listeners.IdleTimeout <= 0 {
 		return bad("listeners.idle_timeout", "must be positive, got %s", c.Listeners.IdleTimeout)
 	}
+	if c.Listeners.MaxConnections < 0 {
+		return bad("listeners.max_connections", "must be 0 (a quarter of the file descriptor limit) or positive, got %d", c.Listeners.MaxConnections)
+	}
 	return nil
 }
 

@@ -41,6 +41,7 @@ type Edge struct {
 	offload  *offload   // HTTP/2 handlers on reused goroutines; nil without https
 	h2       *h2.Server // HTTP/2 over TLS; nil without https or with DisableLane
 	dialLog  failLog    // passthrough dial failures, said once per app and window
+	overLog  failLog    // connections closed at the cap, said once per window
 }
 
 // New validates opts. It binds and starts nothing.
@@ -53,7 +54,24 @@ func New(opts Options) (*Edge, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout)}, nil
+	e := &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout)}
+	e.conns.max = int64(o.MaxConnections)
+	e.conns.over = e.overCap
+	return e, nil
+}
+
+// MaxConnections is the cap on open client connections; 0: none.
+func (e *Edge) MaxConnections() int { return e.opts.MaxConnections }
+
+// overCap counts and, once per window, logs a connection closed at
+// accept because MaxConnections were open.
+func (e *Edge) overCap() {
+	if e.opts.ConnsRefused != nil {
+		e.opts.ConnsRefused.Inc()
+	}
+	if say, left := e.overLog.say("", time.Now()); say {
+		e.log.Warn("edge: connection limit reached, closing new connections", "max_connections", e.opts.MaxConnections, "not_logged_since", left)
+	}
 }
 
 // ListenManagement binds the management listener only. Call it before

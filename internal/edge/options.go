@@ -30,6 +30,11 @@ type Gauge interface {
 	Dec()
 }
 
+// Counter is the part of a prometheus.Counter the edge uses.
+type Counter interface {
+	Inc()
+}
+
 // Options configures an Edge. Zero values take the defaults given.
 type Options struct {
 	// Listener addresses; an empty address disables that listener.
@@ -143,6 +148,13 @@ type Options struct {
 	// listeners (passthrough pipes included). nil: not exported (the count
 	// is still on /readyz).
 	ActiveConns Gauge
+	// MaxConnections caps the open client connections on the http and
+	// https listeners together (the management listener is apart): one
+	// more is closed as soon as it is accepted. Zero: no cap.
+	MaxConnections int
+	// ConnsRefused counts the connections closed at the cap; nil: not
+	// counted (they are still logged, once per 10 s).
+	ConnsRefused Counter
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -162,7 +174,7 @@ func (o *Options) validate() error {
 	if o.Handler == nil && (o.HTTPSAddr != "" || (o.HTTPAddr != "" && o.HTTPMode == ModeServe)) {
 		return errors.New("edge: handler is required")
 	}
-	for name, v := range map[string]int{"max request line": o.MaxRequestLine, "max header bytes": o.MaxHeaderBytes} {
+	for name, v := range map[string]int{"max request line": o.MaxRequestLine, "max header bytes": o.MaxHeaderBytes, "max connections": o.MaxConnections} {
 		if v < 0 {
 			return fmt.Errorf("edge: %s must not be negative, got %d", name, v)
 		}

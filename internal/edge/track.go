@@ -16,6 +16,10 @@ import (
 // drain can close what is left, hijacked connections included.
 type tracker struct {
 	gauge Gauge
+	// max caps the open connections; zero: no cap. over is told of each
+	// connection closed at accept because the cap was reached.
+	max  int64
+	over func()
 	// stall bounds how long a write to a wrapped connection may wait for
 	// the client to take it; zero: no bound.
 	stall time.Duration
@@ -32,9 +36,14 @@ func newTracker(g Gauge, stall time.Duration) *tracker {
 	return &tracker{gauge: g, stall: stall, conns: map[*trackedConn]struct{}{}, zero: z}
 }
 
-// add counts one more connection.
-func (t *tracker) add() {
+// add counts one more connection, unless the cap is reached: then it
+// reports false and counts nothing.
+func (t *tracker) add() bool {
 	t.mu.Lock()
+	if t.max > 0 && t.n >= t.max {
+		t.mu.Unlock()
+		return false
+	}
 	if t.n == 0 {
 		t.zero = make(chan struct{})
 	}
@@ -42,6 +51,29 @@ func (t *tracker) add() {
 	t.mu.Unlock()
 	if t.gauge != nil {
 		t.gauge.Inc()
+	}
+	return true
+}
+
+// accept is ln.Accept for a counted listener: a connection over the cap
+// is closed at once, unread, and the next one is waited for. At the cap
+// the process keeps descriptors for its hosts, its bus and its
+// management listener, which a flood of clients would otherwise take
+// (each accepted connection may hold up to four: itself, a host
+// connection and a splice pipe's two ends).
+func (t *tracker) accept(ln net.Listener) (net.Conn, error) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if t.add() {
+			return c, nil
+		}
+		c.Close()
+		if t.over != nil {
+			t.over()
+		}
 	}
 }
 
@@ -213,11 +245,10 @@ type trackingListener struct {
 }
 
 func (l trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
+	c, err := l.t.accept(l.Listener)
 	if err != nil {
 		return nil, err
 	}
-	l.t.add()
 	return l.t.wrap(sock.Wrap(c)), nil
 }
 
@@ -231,12 +262,7 @@ type countingListener struct {
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.t.add()
-	return c, nil
+	return l.t.accept(l.Listener)
 }
 
 // chanListener feeds connections the https accept loop terminated to the

@@ -91,7 +91,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		}
 		started.Store(true)
 		g.readyOnce.Do(func() { close(g.ready) })
-		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs())
+		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs(), "max_connections", e.MaxConnections())
 		if g.forwarder != nil {
 			g.log.Info("dns recursion on, for the platform only", "upstreams", cfg.DNS.Recursion.Upstreams, "allow", cfg.DNS.Recursion.Allow)
 		}
@@ -154,6 +154,10 @@ func (g *Gatehouse) listenDNS() (*dns.Server, net.PacketConn, net.Listener, erro
 // that arrive before the table is loaded get 503, not a reset.
 func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], started *atomic.Bool) (*edge.Edge, error) {
 	cfg := g.cfg
+	maxConns, err := maxConnections(cfg.Listeners.MaxConnections)
+	if err != nil {
+		return nil, err
+	}
 	return edge.New(edge.Options{
 		HTTPAddr:       cfg.HTTP.Addr,
 		HTTPSAddr:      cfg.HTTPS.Addr,
@@ -190,6 +194,8 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		IdleTimeout:       cfg.Listeners.IdleTimeout,
 		DrainTimeout:      cfg.DrainTimeout,
 		ActiveConns:       g.metrics.ActiveConnections,
+		MaxConnections:    maxConns,
+		ConnsRefused:      g.metrics.ConnectionsRefused,
 		LaneHandoff:       func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
 		RequestContext:    requestContext(l7),
 		Logger:            g.log,

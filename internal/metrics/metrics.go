@@ -44,6 +44,9 @@ type Set struct {
 	// (internal/lane) handed to net/http, by the reason of the request
 	// that made it.
 	FastPathHandoffs *prometheus.CounterVec
+	// ConnectionsRefused counts client connections closed as soon as they
+	// were accepted because listeners.max_connections were open.
+	ConnectionsRefused prometheus.Counter
 
 	apps sync.Map // app id -> *App, see [Set.App]
 }
@@ -74,6 +77,10 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: "gatehouse", Name: "fast_path_handoffs_total",
 			Help: "HTTP/1.1 connections the fast path handed to net/http, by why (method, version, target, header, host, framing, upgrade, expect, size, line_ending).",
 		}, []string{"reason"}),
+		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "connections_refused_total",
+			Help: "Client connections closed as soon as they were accepted, because listeners.max_connections were open.",
+		}),
 	}
 	if reg == nil {
 		return s, nil
@@ -91,7 +98,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 		}
 		return m.GetGauge().GetValue()
 	})
-	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs} {
+	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs, s.ConnectionsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
