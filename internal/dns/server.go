@@ -156,6 +156,12 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 			size = min(max(int(opt.UDPSize()), mdns.MinMsgSize), ednsSize)
 		}
 		resp.Truncate(size)
+	} else {
+		// Truncate compresses a UDP reply when it must; over TCP the
+		// names are compressed always, as other servers send them: an
+		// RRset at one name then carries it once, and a set whose plain
+		// form is past the 64 KiB a TCP message holds still goes out.
+		resp.Compress = true
 	}
 	if err := w.WriteMsg(resp); err != nil {
 		// A reply that cannot be packed (a record set past 64 KiB) would

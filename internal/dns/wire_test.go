@@ -480,3 +480,51 @@ func TestTCPConnectionLimitPerSource(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestTCPReplyCompressed: a TCP reply's names are compressed, as a UDP
+// one's are: an RRset of many records at one name is sent with its owner
+// name once, not once a record, so it costs less and fits the 64 KiB a
+// TCP message may carry where the uncompressed form would not.
+func TestTCPReplyCompressed(t *testing.T) {
+	z := testZones[0]
+	vals := make([]string, 200)
+	for i := range vals {
+		vals[i] = net.IPv4(10, 0, byte(i/250), byte(i%250+1)).String()
+	}
+	z.Records = append(append([]Record(nil), z.Records...), Record{Name: "many.apps.example.com", Type: "A", Values: vals})
+	addr := startServerFor(t, []Zone{z})
+
+	q := new(mdns.Msg).SetQuestion("many.apps.example.com.", mdns.TypeA)
+	b, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write(append([]byte{byte(len(b) >> 8), byte(len(b))}, b...)); err != nil {
+		t.Fatal(err)
+	}
+	var n [2]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		t.Fatal(err)
+	}
+	wire := make([]byte, int(n[0])<<8|int(n[1]))
+	if _, err := io.ReadFull(c, wire); err != nil {
+		t.Fatal(err)
+	}
+	r := new(mdns.Msg)
+	if err := r.Unpack(wire); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answer) != len(vals) {
+		t.Fatalf("%d answers, want %d", len(r.Answer), len(vals))
+	}
+	r.Compress = false
+	if plain := r.Len(); len(wire) >= plain {
+		t.Fatalf("TCP reply of %d bytes, uncompressed it is %d: names not compressed", len(wire), plain)
+	}
+}
