@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -32,13 +33,42 @@ func burstFor(bps int64) int {
 // wait blocks until n bytes may pass, in slices no larger than the burst.
 func wait(ctx context.Context, l *rate.Limiter, n int) error {
 	for n > 0 {
-		c := min(n, l.Burst())
-		if err := l.WaitN(ctx, c); err != nil {
+		c, err := waitSlice(ctx, l, n)
+		if err != nil {
 			return err
 		}
 		n -= c
 	}
 	return nil
+}
+
+// waitSlice waits for the budget of the next slice of n bytes, at most a
+// burst, and returns its size. A subject's requests share its limiter,
+// and one whose claim changed the rate may lower the burst between the
+// read of it and the reservation: the slice is then cut to the new
+// burst, where WaitN would fail the transfer (its burst check and its
+// reservation each read the burst anew).
+func waitSlice(ctx context.Context, l *rate.Limiter, n int) (int, error) {
+	for {
+		c := min(n, l.Burst())
+		r := l.ReserveN(time.Now(), c)
+		if !r.OK() {
+			continue // only c past the burst, lowered since it was read
+		}
+		d := r.Delay()
+		if d == 0 {
+			return c, nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return c, nil
+		case <-ctx.Done():
+			t.Stop()
+			r.Cancel() // give the budget back to the subject's other requests
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // Reader slows reads from r to l's rate: each Read returns at most a burst
@@ -96,8 +126,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 func paced(ctx context.Context, l *rate.Limiter, p []byte, write func([]byte) (int, error), flush func()) (int, error) {
 	done := 0
 	for len(p) > 0 {
-		c := min(len(p), l.Burst())
-		if err := l.WaitN(ctx, c); err != nil {
+		c, err := waitSlice(ctx, l, len(p))
+		if err != nil {
 			return done, err
 		}
 		n, err := write(p[:c])
