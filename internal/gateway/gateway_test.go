@@ -183,6 +183,34 @@ func TestTrustedProxyClientIP(t *testing.T) {
 	}
 }
 
+// TestTrustedProxyForwarded: a trusted proxy's RFC 7239 Forwarded reaches
+// the host with the proxy appended as the last hop, on the fast path (GET)
+// and through ReverseProxy (POST), as its X-Forwarded-For does; the
+// gateway makes none where the proxy sent none. (A client's own Forwarded
+// never arrives: TestClientGatehouseHeadersNeverArrive.)
+func TestTrustedProxyForwarded(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	e.backend("h1", "hello", echo())
+	for _, m := range []string{"GET", "POST"} {
+		res := e.do(m, "hello.apps.test", "/", http.Header{
+			"Forwarded": {"for=198.51.100.7;proto=https", `for="[2001:db8::7]"`},
+		}, strings.NewReader(""))
+		h := echoed(t, res)
+		if got, want := h.Values("Forwarded"), `for=198.51.100.7;proto=https, for="[2001:db8::7]", for=127.0.0.1`; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: Forwarded %q, want %q", m, got, want)
+		}
+		if got := h.Get("X-Gatehouse-Client-Ip"); got != "127.0.0.1" {
+			t.Errorf("%s: client ip %q: Forwarded does not name the client, X-Forwarded-For does", m, got)
+		}
+		res = e.do(m, "hello.apps.test", "/", nil, strings.NewReader(""))
+		if got, ok := echoed(t, res)["Forwarded"]; ok {
+			t.Errorf("%s: a Forwarded %q the proxy did not send", m, got)
+		}
+	}
+}
+
 func TestClientFromChain(t *testing.T) {
 	g := &Gateway{trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 	peer := netip.MustParseAddr("10.0.0.1")

@@ -586,6 +586,14 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	} else {
 		delete(h, "X-Forwarded-For")
 	}
+	if trusted && peer.IsValid() {
+		// A trusted proxy's RFC 7239 chain goes on, as its X-Forwarded-For
+		// does, with the proxy itself as the last hop. The gateway adds
+		// none of its own (DESIGN §2 sets the X-Forwarded-* fields).
+		if fv, ok := h["Forwarded"]; ok {
+			h["Forwarded"] = []string{strings.Join(fv, ", ") + ", for=" + forwardedNode(peer)}
+		}
+	}
 	if _, ok := h["X-Forwarded-Proto"]; !ok { // a trusted proxy's value stands
 		if r.TLS != nil {
 			h["X-Forwarded-Proto"] = protoHTTPS
@@ -596,6 +604,15 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	if _, ok := h["X-Forwarded-Host"]; !ok {
 		h["X-Forwarded-Host"] = x.value(r.Host)
 	}
+}
+
+// forwardedNode is addr as an RFC 7239 node: an IPv6 address bracketed
+// and quoted (its colons are not token characters).
+func forwardedNode(addr netip.Addr) string {
+	if addr.Is4() || addr.Is4In6() {
+		return addr.Unmap().String()
+	}
+	return `"[` + addr.String() + `]"`
 }
 
 // stripTrailers keeps client X-Gatehouse-* fields out of r's trailers too.

@@ -36,7 +36,7 @@ import (
 //
 // It sends what the ReverseProxy path sends, header for header: the
 // request line and Host, the client's headers less the hop-by-hop ones
-// and Forwarded (X-Forwarded-For/Host/Proto as hygiene computed them), no
+// (X-Forwarded-For/Host/Proto and Forwarded as hygiene left them), no
 // User-Agent unless the client sent one, and the context headers; and it
 // answers as that path does: 1xx responses forwarded, hop-by-hop response
 // headers removed, X-Gatehouse-Cluster stamped, trailers passed on,
@@ -427,13 +427,13 @@ func isHex(c byte) bool {
 }
 
 // skipOut reports the request headers the fast path does not copy: hop-by-hop
-// ones, Forwarded (ReverseProxy drops it), those written separately, and
-// the context headers (written from the attempt).
+// ones, those written separately, and the context headers (written from
+// the attempt). Forwarded is copied: hygiene left only a trusted proxy's.
 func skipOut(k string) bool {
 	switch k {
 	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Forwarded", "Host", "Content-Length", "User-Agent",
+		"Host", "Content-Length", "User-Agent",
 		HeaderAppID, HeaderClientIP, HeaderCluster, HeaderRequestID, HeaderSubject, HeaderScopes:
 		return true
 	}

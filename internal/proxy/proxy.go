@@ -290,9 +290,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	in, out := pr.In.Header, pr.Out.Header
 	// ReverseProxy removed these from Out; hygiene already computed them
-	// on In (appending to a trusted proxy's chain), so they are copied,
-	// never appended to a second time.
-	for _, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+	// on In (appending to a trusted proxy's chain, and removing a
+	// client's Forwarded), so they are copied, never appended to a second
+	// time.
+	for _, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
 		if v := in[k]; len(v) > 0 {
 			out[k] = v
 		}
