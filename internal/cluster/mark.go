@@ -20,6 +20,12 @@ const (
 	// response; HeaderCluster the cluster that served any response.
 	HeaderFailover = "X-Failover-Cluster"
 	HeaderCluster  = "X-Gatehouse-Cluster"
+	// HeaderNoHost is on the 503 an owner answers a forwarded request
+	// with when it has no routable host for the app: no host saw the
+	// request, so the forwarding gateway may serve it itself, a write
+	// included. Its value signs the forward's own X-Gatehouse-Client
+	// mark ([SignNoHost]); the forwarding gateway removes it.
+	HeaderNoHost = "X-Gatehouse-No-Host"
 )
 
 // MarkWindow is how far a mark's ts may be from the receiver's clock.
@@ -47,6 +53,32 @@ func SignClient(key ed25519.PrivateKey, from, clientIP string, ts time.Time, hos
 	t := strconv.FormatInt(ts.Unix(), 10)
 	sig := ed25519.Sign(key, clientMessage(from, clientIP, t, host))
 	return "ip=" + clientIP + "; ts=" + t + "; sig=" + base64.StdEncoding.EncodeToString(sig)
+}
+
+const noHostContext = "gatehouse-nohost-v1"
+
+// noHostMessage is what a no-host answer signs:
+// "gatehouse-nohost-v1\n" + owner + "\n" + the forward's X-Gatehouse-Client.
+func noHostMessage(owner, mark string) []byte {
+	return []byte(noHostContext + "\n" + owner + "\n" + mark)
+}
+
+// SignNoHost returns the X-Gatehouse-No-Host value with which cluster
+// owner says it has no host for the request whose X-Gatehouse-Client was
+// mark. Bound to that mark, the answer cannot be replayed for another
+// forward, and only the owner's key makes it: a host behind the owner
+// that answers 503 cannot pass its own answer off as one no host saw.
+func SignNoHost(key ed25519.PrivateKey, owner, mark string) string {
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(key, noHostMessage(owner, mark)))
+}
+
+// VerifyNoHost reports whether value is owner's no-host answer to the
+// forward that carried mark, checked with pub (owner's key, as discovery
+// knows it).
+func VerifyNoHost(pub ed25519.PublicKey, owner, mark, value string) bool {
+	sig, err := base64.StdEncoding.DecodeString(value)
+	return err == nil && len(sig) == ed25519.SignatureSize && len(pub) == ed25519.PublicKeySize &&
+		mark != "" && ed25519.Verify(pub, noHostMessage(owner, mark), sig)
 }
 
 // ClientMark is a parsed X-Gatehouse-Client value, not yet verified.

@@ -93,3 +93,30 @@ func FuzzParseClient(f *testing.F) {
 		}
 	})
 }
+
+// TestNoHostSignature: an owner's no-host answer verifies only with the
+// owner's key, for the owner named, and for the very forward it answers.
+func TestNoHostSignature(t *testing.T) {
+	pub, key, _ := ed25519.GenerateKey(nil)
+	other, _, _ := ed25519.GenerateKey(nil)
+	mark := SignClient(key, "ap", "203.0.113.9", time.Unix(1_700_000_000, 0), "app.example.test")
+	v := SignNoHost(key, "us", mark)
+	if !VerifyNoHost(pub, "us", mark, v) {
+		t.Fatal("a good answer did not verify")
+	}
+	otherMark := SignClient(key, "ap", "203.0.113.9", time.Unix(1_700_000_001, 0), "app.example.test")
+	for name, ok := range map[string]bool{
+		"another key":     VerifyNoHost(other, "us", mark, v),
+		"another owner":   VerifyNoHost(pub, "eu", mark, v),
+		"another forward": VerifyNoHost(pub, "us", otherMark, v),
+		"no mark":         VerifyNoHost(pub, "us", "", SignNoHost(key, "us", "")),
+		"not base64":      VerifyNoHost(pub, "us", mark, "!!"),
+		"short":           VerifyNoHost(pub, "us", mark, v[:20]),
+		"zero signature":  VerifyNoHost(pub, "us", mark, strings.Repeat("A", 86)+"=="),
+		"no key":          VerifyNoHost(nil, "us", mark, v),
+	} {
+		if ok {
+			t.Errorf("%s: verified", name)
+		}
+	}
+}

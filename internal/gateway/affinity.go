@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -298,6 +299,9 @@ func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromClust
 		g.log.Debug("gateway: forward mark stripped", "from", peer.ID, "err", err)
 		return netip.Addr{}, "", false
 	}
+	if rq := route.RequestFrom(r.Context()); rq != nil {
+		rq.ForwardMark = client[0]
+	}
 	return ip, peer.ID, true
 }
 
@@ -326,17 +330,40 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 		}
 		peer, _ := set.Peer(owner)
 		body := &keptBody{}
+		var small []byte // a small write's body, read before the forward
 		if r.Body != nil && r.Body != http.NoBody {
-			body.ReadCloser = r.Body
-			r.Body = body
+			if !replayable(r) && r.ContentLength > 0 && r.ContentLength <= maxKeptBody {
+				// Kept whole, a write the owner proves no host of its saw
+				// can still be served here with its body.
+				small = make([]byte, r.ContentLength)
+				if _, err := io.ReadFull(r.Body, small); err != nil {
+					problem.Write(w, http.StatusBadRequest, "the request body ended before its Content-Length")
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(small))
+			} else {
+				body.ReadCloser = r.Body
+				r.Body = body
+			}
 		}
 		a := g.tryPeer(w, r, rq, peer, false)
+		// Resent here: what may go to a second cluster anyway, and a write
+		// no host of the owner's saw (it could not be reached, or said so)
+		// whose body is still whole.
+		resend := replayable(r) || (a.unsent || a.noHost) && (small != nil || !body.touched())
 		switch {
-		case a.outcome == outcomeMoveOn && (replayable(r) || a.unsent && !body.touched()):
+		case a.outcome == outcomeMoveOn && resend:
 			// Serve here; failover (if it comes to that) skips the owner.
 			g.log.Debug("gateway: owner cannot serve, serving locally", "app", rq.Match.App.ID, "owner", owner, "err", a.err)
+			if small != nil {
+				r.Body = io.NopCloser(bytes.NewReader(small))
+			}
 			tried := ownerTried{id: owner, noHost: a.status == http.StatusServiceUnavailable}
 			g.serveLocal(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, tried)), rq, next)
+		case a.outcome == outcomeMoveOn && a.noHost:
+			// The body streamed to the owner, which had no host for it:
+			// gone, so not servable here either.
+			problem.Write(w, http.StatusServiceUnavailable, "the owner cluster has no host for this app, and the request's body went to it")
 		case a.outcome == outcomeMoveOn:
 			// A write that may have reached the owner: never replayed.
 			writeUpstreamError(w, a.err)
@@ -459,6 +486,12 @@ type ownerTried struct {
 func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) bool {
 	st := &g.clusters
 	rq := route.RequestFrom(r.Context())
+	if rq != nil && rq.ForwardedBy != "" && rq.ForwardMark != "" && errors.Is(cause, proxy.ErrNoHost) {
+		// No host here saw this forward: the proxy's 503 says so, signed,
+		// and the gateway that forwarded it may serve it itself.
+		w.Header()[cluster.HeaderNoHost] = []string{cluster.SignNoHost(st.key, g.clusterID, rq.ForwardMark)}
+		return false
+	}
 	if rq == nil || rq.Match.App == nil || rq.ForwardedBy != "" || rq.ForwardMarked || !replayable(r) || !rq.ClientIP.IsValid() {
 		return false
 	}
@@ -526,8 +559,10 @@ type peerAttempt struct {
 	clock    deadlineClock
 	outcome  outcome
 	err      error
-	unsent   bool // a connect failure: the peer got nothing
-	status   int  // the 5xx a skipped peer answered; 0 when it did not answer
+	unsent   bool   // a connect failure: the peer got nothing
+	status   int    // the 5xx a skipped peer answered; 0 when it did not answer
+	mark     string // the X-Gatehouse-Client value sent
+	noHost   bool   // the owner answered, signed, that no host of its saw the request
 }
 
 type peerAttemptKey struct{}
@@ -692,7 +727,8 @@ func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 		h["X-Forwarded-Proto"] = v // hygiene's: the client's scheme, which the peer's host is to see
 	}
 	h[cluster.HeaderForwarded] = g.clusterHdr
-	h[cluster.HeaderClient] = []string{cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), host)}
+	a.mark = cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), host)
+	h[cluster.HeaderClient] = []string{a.mark}
 }
 
 // modifyPeerResponse runs once a peer's response headers are in: the
@@ -703,6 +739,15 @@ func modifyPeerResponse(res *http.Response) error {
 	a := res.Request.Context().Value(peerAttemptKey{}).(*peerAttempt)
 	if !a.clock.stop() {
 		return errDeadline
+	}
+	noHost := res.Header[cluster.HeaderNoHost]
+	delete(res.Header, cluster.HeaderNoHost)
+	if res.StatusCode == http.StatusServiceUnavailable && !a.failover && len(noHost) == 1 &&
+		cluster.VerifyNoHost(a.peer.PublicKey, a.peer.ID, a.mark, noHost[0]) {
+		// The owner's own word that none of its hosts saw the request:
+		// even a write may then be served here (affinity decides).
+		a.status, a.noHost = res.StatusCode, true
+		return fmt.Errorf("%w: %s has no host for the app", errSkip, a.peer.ID)
 	}
 	if res.StatusCode >= 500 && a.retry {
 		a.status = res.StatusCode
@@ -762,6 +807,12 @@ func writeUpstreamError(w http.ResponseWriter, err error) {
 	}
 	problem.Write(w, http.StatusBadGateway, "the owner cluster is unreachable")
 }
+
+// maxKeptBody bounds the body of a write read whole before its forward to
+// the owner (see affinity): at most this much memory per forwarded write,
+// the size of most API calls and forms. A larger or chunked body streams
+// to the owner and cannot be served here after.
+const maxKeptBody = 16 << 10
 
 // keptBody is the request body while it is offered to the owner cluster:
 // ReverseProxy's transport closes the body it sent, but if the owner got

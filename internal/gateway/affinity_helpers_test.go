@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -49,12 +50,13 @@ var clApps = func() []string {
 
 // Host behaviours, set per cluster host.
 const (
-	hostOK      int32 = iota // 200 "served by {cluster}"; /status/NNN answers NNN
-	host500                  // 500 on every path
-	hostHang                 // never answers (until the client gives up)
-	hostSlow503              // 503 after slowFor
-	hostStream               // 200 at once, the body "served by {cluster}" over slowFor
-	hostStall                // reads nothing of the body and never answers (until released)
+	hostOK        int32 = iota // 200 "served by {cluster}"; /status/NNN answers NNN
+	host500                    // 500 on every path
+	hostHang                   // never answers (until the client gives up)
+	hostSlow503                // 503 after slowFor
+	hostStream                 // 200 at once, the body "served by {cluster}" over slowFor
+	hostStall                  // reads nothing of the body and never answers (until released)
+	host503NoHost              // 503 with an X-Gatehouse-No-Host of its own making
 )
 
 // slowFor is how long a hostSlow503 host takes to answer.
@@ -101,6 +103,10 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch h.mode.Load() {
+	case host503NoHost:
+		w.Header().Set(cluster.HeaderNoHost, base64.StdEncoding.EncodeToString(make([]byte, 64)))
+		http.Error(w, "host says no host", http.StatusServiceUnavailable)
+		return
 	case host500:
 		http.Error(w, "host broken", http.StatusInternalServerError)
 		return

@@ -24,6 +24,9 @@ type Request struct {
 	// ForwardedBy is the cluster id of the peer gateway that forwarded this
 	// request, once its signature verified; empty otherwise (hygiene).
 	ForwardedBy string
+	// ForwardMark is that peer's X-Gatehouse-Client value, once it
+	// verified: an answer saying no host here is signed over it.
+	ForwardMark string
 	// ForwardMarked: the request arrived with X-Gatehouse-Forwarded or
 	// X-Gatehouse-Client, verified or not (hygiene, through the cluster
 	// layer's check). Such a request is never forwarded again, so that

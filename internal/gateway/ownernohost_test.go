@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+)
+
+// TestWriteServedLocallyWhenOwnerHasNoHost: an app not deployed on its
+// owner cluster. A request landing on a cluster that has its host is
+// forwarded to the owner first (affinity), which has no host for it and
+// says so, signed; no host saw the request, so even a write is served
+// here, body and all, rather than failed. A host at the owner cannot fake
+// that answer, and a body too large to keep is not resent.
+func TestWriteServedLocallyWhenOwnerHasNoHost(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			cs := startClusters(t, clusterSetup{ids: threeIDs})
+			cl := clClient(t)
+			app := ownedBy(t, "us", threeIDs)
+			cs["us"].b.DeleteHost("us-h1")
+			res, body := send(t, cl, cs["ap"], method, app, "/write", nil)
+			if res.StatusCode != http.StatusOK || body != "served by ap" {
+				t.Fatalf("%s via ap, owner us without a host = %d %q, want 200 served by ap", method, res.StatusCode, body)
+			}
+			if got := res.Header.Get(cluster.HeaderCluster); got != "ap" {
+				t.Errorf("X-Gatehouse-Cluster = %q, want ap", got)
+			}
+			if _, ok := res.Header[cluster.HeaderNoHost]; ok {
+				t.Errorf("the client got the owner's %s", cluster.HeaderNoHost)
+			}
+			seen := cs["ap"].host.requests()
+			if len(seen) != 1 {
+				t.Fatalf("ap's host saw %d requests, want 1", len(seen))
+			}
+			if want := map[string]int64{http.MethodPost: 7, http.MethodPut: 7}[method]; seen[0].Body != want {
+				t.Errorf("ap's host read %d body bytes, want %d", seen[0].Body, want)
+			}
+		})
+	}
+	t.Run("the owner's host says so", func(t *testing.T) {
+		cs := startClusters(t, clusterSetup{ids: threeIDs})
+		cl := clClient(t)
+		app := ownedBy(t, "us", threeIDs)
+		cs["us"].host.mode.Store(host503NoHost)
+		res, body := send(t, cl, cs["ap"], http.MethodPost, app, "/write", nil)
+		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "host says no host") {
+			t.Fatalf("POST via ap, the owner's host answering 503 = %d %q; want that answer: a write the owner's host may have done is never resent", res.StatusCode, body)
+		}
+		if _, ok := res.Header[cluster.HeaderNoHost]; ok {
+			t.Errorf("the client got the host's %s", cluster.HeaderNoHost)
+		}
+		if n := len(cs["ap"].host.requests()); n != 0 {
+			t.Errorf("ap's host saw %d requests: the write was resent", n)
+		}
+	})
+	t.Run("a body too large to keep", func(t *testing.T) {
+		cs := startClusters(t, clusterSetup{ids: threeIDs})
+		cl := clClient(t)
+		app := ownedBy(t, "us", threeIDs)
+		cs["us"].b.DeleteHost("us-h1")
+		req, err := http.NewRequest(http.MethodPost, cs["ap"].url+"/write", strings.NewReader(strings.Repeat("x", maxKeptBody+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = app + "." + testZone
+		res, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a %d-byte POST via ap, owner us without a host = %d, want the owner's 503", maxKeptBody+1, res.StatusCode)
+		}
+		if n := len(cs["ap"].host.requests()); n != 0 {
+			t.Errorf("ap's host saw %d requests", n)
+		}
+	})
+}
