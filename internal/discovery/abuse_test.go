@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -188,4 +189,91 @@ func floodHeartbeats(t *testing.T, nc *nats.Conn, id string) {
 		}
 	}()
 	t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
+// tarpit listens on 127.0.0.1, accepts every connection and never answers
+// it: a check of a host announced there holds its worker for the whole
+// VerifyTimeout. It returns the address and how many connections it holds.
+func tarpit(t *testing.T) (addr string, held func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	open := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			open++
+			mu.Unlock()
+			go func() {
+				io.Copy(io.Discard, c) // until the gateway gives up on it
+				mu.Lock()
+				open--
+				mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return open }
+}
+
+// TestOneAddressCannotHoldEveryWorker: an anonymous client announces 50
+// enrolled host ids (their public keys are on the bus for anyone to read)
+// at one address that accepts and never answers. One check per id would
+// take every worker for VerifyTimeout, three times over, and a real host
+// announced after them would wait behind all of them; the checks at one
+// address must be few at a time, so the real host is verified at once,
+// and so is a host whose own id was among the forged ones (its check,
+// waiting for the unanswering address, must not wait once it announces
+// its own).
+func TestOneAddressCannotHoldEveryWorker(t *testing.T) {
+	const ids, workers, timeout = 50, 16, 5 * time.Second
+	gatewayURL, hostURL := startGatewayBus(t)
+	e := start(t, gatewayURL, func(o *discovery.Options) {
+		o.Workers, o.VerifyTimeout = workers, timeout
+		o.MissedHeartbeats, o.HostTTL = 100, time.Minute
+	})
+	_, pub := newKey(t)
+	addr, held := tarpit(t)
+	anon := tu.Connect(t, hostURL)
+	for i := range ids {
+		id := fmt.Sprintf("web-%d", i)
+		e.keys.enrol(id, pub, "hello")
+		b, _ := json.Marshal(announce(id, addr, pub, "hello"))
+		if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.handled(anon)
+	tu.WaitFor(t, 2*time.Second, func() bool { return held() > 0 }, "no check reached the tarpit")
+
+	for _, id := range []string{"real-1", fmt.Sprintf("web-%d", ids-1)} {
+		k, realPub := newKey(t)
+		e.keys.enrol(id, realPub, "hello")
+		began := time.Now()
+		runHost(t, hostURL, id, k, []string{"hello"})
+		if !tu.Eventually(timeout/2, func() bool { return e.routable("hello", id) }) {
+			t.Fatalf("real host %s not routable %v after it announced (behind %d checks at one unanswering address, %d held there now; serially %v)",
+				id, time.Since(began).Round(time.Millisecond), ids, held(), time.Duration((ids+workers-1)/workers)*timeout)
+		}
+		t.Logf("real host %s routable after %v; %d checks held at the tarpit", id, time.Since(began).Round(time.Millisecond), held())
+	}
 }

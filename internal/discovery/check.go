@@ -78,20 +78,28 @@ type started struct {
 	gen uint64
 }
 
-// startLocked marks e as being verified (so it is not evicted meanwhile).
-func (e *entry) startLocked(id string) *started {
+// startLocked marks e as being verified (so it is not evicted meanwhile)
+// and counts the check at its address.
+func (d *Discovery) startLocked(id string, e *entry) *started {
 	e.queued, e.verifying, e.checkGen = false, true, e.gen
+	d.startedLocked(e.ann.Addr)
 	return &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen}
 }
 
-// take starts the verification of host id; nil if it is not tracked.
+// take starts the verification of host id; nil if it is not tracked, or
+// if it is parked until a check at its address ends (see peraddr.go).
 func (d *Discovery) take(id string) *started {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.hosts[id]; e != nil {
-		return e.startLocked(id)
+	e := d.hosts[id]
+	if e == nil || e.parked != nil {
+		return nil
 	}
-	return nil
+	if d.fullLocked(e) {
+		d.parkLocked(e)
+		return nil
+	}
+	return d.startLocked(id, e)
 }
 
 // verifyHost runs s, if not nil, and applies its result.
@@ -110,12 +118,13 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 	d.mu.Unlock()
 	err := d.check(vctx, ann, pub)
 	cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.doneLocked(ann.Addr)
 	if ctx.Err() != nil {
 		return
 	}
 	now := d.opts.Now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.hosts[id] != e {
 		// Removed meanwhile, and maybe announced afresh: a new entry's gen
 		// starts over, so only its identity tells this check was of other

@@ -58,6 +58,11 @@ type Discovery struct {
 	// their first announce; pending those of them waiting for a worker,
 	// in the order they were queued. Both hold *entry (see unproven.go).
 	unproven, pending list.List
+	// checking counts the checks in flight per announced address; parked
+	// holds, per address, the entries whose check waits for one of them
+	// to end (see peraddr.go).
+	checking map[string]int
+	parked   map[string]*list.List
 }
 
 type job struct {
@@ -133,6 +138,11 @@ type entry struct {
 	// verifies, and pending its element in Discovery.pending while it
 	// waits there for a check; nil otherwise.
 	unproven, pending *list.Element
+	// parked is e's element in Discovery.parked[parkedAt] while its check
+	// waits for a check at that address to end (e.queued holds); nil
+	// otherwise.
+	parked   *list.Element
+	parkedAt string
 }
 
 func (e *entry) compute() route.HostState {
@@ -174,6 +184,8 @@ func New(opts Options) (*Discovery, error) {
 		hosts:       map[string]*entry{},
 		left:        map[string]int64{},
 		dirty:       map[string]struct{}{},
+		checking:    map[string]int{},
+		parked:      map[string]*list.List{},
 	}, nil
 }
 
@@ -284,6 +296,9 @@ func (d *Discovery) markLocked(id string) {
 // others in d.queue, and when that is full the sweeper retries at its next
 // tick.
 func (d *Discovery) enqueueLocked(id string, e *entry) {
+	if e.parked != nil && e.parkedAt != e.ann.Addr {
+		d.unparkLocked(e) // announced elsewhere since: wait there, if at all
+	}
 	if e.queued {
 		return
 	}
@@ -456,6 +471,7 @@ func (d *Discovery) deleteLocked(id string, e *entry) {
 	d.m.move(e.state, "")
 	delete(d.hosts, id)
 	d.unprovenDoneLocked(e)
+	d.unparkLocked(e)
 	d.markLocked(id)
 }
 

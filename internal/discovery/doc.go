@@ -71,7 +71,8 @@
 //
 // Concurrency: the subscription handler only updates the in-memory map and
 // queues work; verifications and probes run on a fixed pool of workers,
-// each bounded by VerifyTimeout; one flusher publishes batched changes to
-// the builder; one sweeper (Run's own goroutine) ages hosts. All of them
-// are owned by Run.
+// each bounded by VerifyTimeout, at most two verifications at one
+// announced address at a time (peraddr.go); one flusher publishes batched
+// changes to the builder; one sweeper (Run's own goroutine) ages hosts.
+// All of them are owned by Run.
 package discovery

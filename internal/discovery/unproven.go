@@ -85,24 +85,31 @@ func (d *Discovery) pendLocked(e *entry) {
 	}
 }
 
-// takePending starts the check waiting longest in d.pending, if any, and
-// wakes another worker if more wait.
+// takePending starts the check waiting longest in d.pending whose address
+// has room for it, if any, parking those before it that have none (see
+// peraddr.go), and wakes another worker if more wait.
 func (d *Discovery) takePending() *started {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	el := d.pending.Front()
-	if el == nil {
-		return nil
-	}
-	e := d.pending.Remove(el).(*entry)
-	e.pending = nil
-	if d.pending.Len() > 0 {
-		select {
-		case d.pendingc <- struct{}{}:
-		default:
+	for {
+		el := d.pending.Front()
+		if el == nil {
+			return nil
 		}
+		e := d.pending.Remove(el).(*entry)
+		e.pending = nil
+		if d.fullLocked(e) {
+			d.parkLocked(e)
+			continue
+		}
+		if d.pending.Len() > 0 {
+			select {
+			case d.pendingc <- struct{}{}:
+			default:
+			}
+		}
+		return d.startLocked(e.ann.HostID, e)
 	}
-	return e.startLocked(e.ann.HostID)
 }
 
 // unprovenDoneLocked takes e out of the never-verified hosts, when it
