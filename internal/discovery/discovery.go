@@ -636,7 +636,7 @@ func (d *Discovery) leave(l host.Leave) {
 }
 
 // applyLeave drains l's host if l proves itself, else returns why not
-// (a dropped-messages reason, or "" when there is nothing to drain).
+// (a dropped-messages reason; "" when it drained the host).
 //
 // The signature is checked without d.mu: anyone may send leaves at bus
 // speed, each costs an Ed25519 verification, and the workers, the flusher,
@@ -654,7 +654,10 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	for tries := 1; ; tries++ {
 		pub := e.leaveKey()
 		if pub == nil {
-			return "", nil // never verified: no key to check it by, nothing routed
+			// Unknown, or never verified: nothing routed, and no key the
+			// host proved can verify the sig. Refused and counted like
+			// any other leave that drains nothing.
+			return dropBadSignature, errors.New("the host never proved a key to verify the sig by")
 		}
 		d.mu.Unlock()
 		ok := d.verifySig(pub, msg, sig)

@@ -49,9 +49,10 @@
 // gateway's clock, newer than the last leave accepted for the host and
 // not from before the host's current run began (leaveFloor: the gateway's
 // clock when its claims passed, which an announce, being unsigned, can
-// move by at most the clock window). Anything else (unsigned, another key, stale, a
-// replay) changes nothing and is counted as dropped, so a bus client
-// without credentials cannot take a host out of rotation, nor keep it in.
+// move by at most the clock window). Anything else (unsigned, another key,
+// stale, a replay, a host that never verified or is not known) changes
+// nothing and is counted as dropped, so a bus client without credentials
+// cannot take a host out of rotation, nor keep it in.
 //
 // Every dropped message is counted in
 // gatehouse_host_messages_dropped_total, but its warning is rate-limited,

@@ -76,7 +76,7 @@ func TestLeaveSignatureCheckedOutsideTheLock(t *testing.T) {
 				d.deleteLocked("web-1", e)
 			}
 			d.mu.Unlock()
-		}, false, ""},
+		}, false, dropBadSignature}, // as a leave of an unknown host is
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

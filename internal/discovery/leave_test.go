@@ -199,9 +199,12 @@ func TestLeaveMustBeSignedByTheHost(t *testing.T) {
 	}
 }
 
-// A leave for a host that never proved a key drains nothing: there is no
-// key to check it against and nothing routed.
-func TestLeaveForUnverifiedHostIgnored(t *testing.T) {
+// A leave for a host that never proved a key, or for an id the gateway
+// does not know, drains nothing: there is no key to check it against and
+// nothing routed. Like every other leave refused, it is counted, signed or
+// not (an unsigned one always was): as bad_signature, since no key the
+// host proved can verify it.
+func TestLeaveForUnverifiedHostRefused(t *testing.T) {
 	e := start(t, "", nil)
 	k, pub := newKey(t)
 	kOther, _ := newKey(t)
@@ -212,11 +215,20 @@ func TestLeaveForUnverifiedHostIgnored(t *testing.T) {
 	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").LastError != "" }, "verification did not fail")
 	ts := time.Now().Unix()
+	bad, unsigned := e.dropped("bad_signature"), e.dropped("unsigned_leave")
 	e.publish(host.KindLeave, host.Leave{HostID: "web-1", TS: ts, Sig: host.SignLeave(k, "web-1", ts)})
-	e.publish(host.KindHeartbeat, heartbeat("web-1", 7)) // handled after the leave
+	e.publish(host.KindLeave, host.Leave{HostID: "nobody", TS: ts, Sig: host.SignLeave(k, "nobody", ts)})
+	e.publish(host.KindLeave, host.Leave{HostID: "nobody", TS: ts})
+	e.publish(host.KindHeartbeat, heartbeat("web-1", 7)) // handled after the leaves
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").Inflight == 7 }, "sentinel heartbeat not seen")
 	if s := e.info("web-1").State; s != route.HostProvisional {
 		t.Fatalf("state %s", s)
+	}
+	if got := e.dropped("unsigned_leave") - unsigned; got != 1 {
+		t.Errorf("unsigned leave of an unknown id: unsigned_leave +%v, want +1", got)
+	}
+	if got := e.dropped("bad_signature") - bad; got != 2 {
+		t.Errorf("signed leaves of a never-verified and an unknown host: bad_signature +%v, want +2", got)
 	}
 }
 
