@@ -116,7 +116,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		cancel()
 	}
 	d.mu.Unlock()
-	err := d.check(vctx, ann, pub)
+	k, err := d.check(vctx, ann, pub)
 	cancel()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -168,11 +168,20 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		}
 		if p := e.proven; p != nil {
 			// New claims failed: keep the proven ones, and prove them again
-			// now (the host may really have moved).
+			// now (the host may really have moved); unless the enrolment
+			// this check read refuses them too (revoked, or another key
+			// enrolled meanwhile): else every announce of other claims
+			// would put them back until their own check.
 			e.proven = nil
-			e.ann, e.verified, e.failed, e.nextVerify = *p, true, false, time.Time{}
+			e.ann, e.gen = *p, e.gen+1
 			e.pub, _ = host.ParsePublicKey(p.PublicKey)
-			e.gen++
+			d.markLocked(id)
+			if refused := allows(k, *p, e.pub); refused != nil {
+				e.failed = false
+				e.lastErr = "the enrolment no longer allows the proven claims: " + refused.Error()
+				break
+			}
+			e.verified, e.failed, e.nextVerify = true, false, time.Time{}
 			e.lastErr = "rejected new claims (addr " + ann.Addr + "): " + err.Error()
 		}
 	default:
@@ -204,13 +213,27 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 }
 
 // check verifies the enrolment, then the challenge at the announced addr.
-func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.PublicKey) error {
+// It also returns the enrolment it read (nil if there is none), which
+// judges the claims the host proved before as well.
+func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.PublicKey) (*route.HostKey, error) {
 	k, err := d.opts.Keys.GetHostKey(ctx, a.HostID)
 	if err != nil || k == nil {
 		if !d.opts.Conn.IsConnected() {
-			return errKeysDown
+			return nil, errKeysDown
 		}
-		return fmt.Errorf("%w %q: %v", errUnenrolled, a.HostID, err)
+		return nil, fmt.Errorf("%w %q: %v", errUnenrolled, a.HostID, err)
+	}
+	if err := allows(k, a, pub); err != nil {
+		return k, err
+	}
+	return k, verify.Host(ctx, d.opts.HTTPClient, verify.Claim{HostID: a.HostID, Addr: a.Addr, Scheme: a.Scheme}, d.opts.GatewayID, pub)
+}
+
+// allows reports why enrolment k (nil: none) refuses claims a made with
+// key pub, or nil if it allows them.
+func allows(k *route.HostKey, a host.Announce, pub ed25519.PublicKey) error {
+	if k == nil {
+		return fmt.Errorf("%w %q", errUnenrolled, a.HostID)
 	}
 	enrolled, err := host.ParsePublicKey(k.PublicKey)
 	if err != nil || !enrolled.Equal(pub) {
@@ -221,7 +244,7 @@ func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.Publ
 			return fmt.Errorf("%w %q (host %q)", errAppNotAllowed, app, a.HostID)
 		}
 	}
-	return verify.Host(ctx, d.opts.HTTPClient, verify.Claim{HostID: a.HostID, Addr: a.Addr, Scheme: a.Scheme}, d.opts.GatewayID, enrolled)
+	return nil
 }
 
 // defaultProbeInterval applies to an app health check without interval.

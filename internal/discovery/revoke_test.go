@@ -155,3 +155,71 @@ func TestCheckOfRemovedEntryIgnored(t *testing.T) {
 		t.Fatalf("the old check verified the new claims: %+v", hi)
 	}
 }
+
+// When new claims of a verified host fail their check, the host goes back
+// to the claims it proved, but only if the enrolment that check read still
+// allows them: an operator who revokes a host's key, or enrols another,
+// must not see the host routed again by its old claims because someone
+// (the host itself, say) announced other claims around that moment. Each
+// announce of other claims would otherwise put it back until the next
+// check of the old ones, and a stream of them would keep it in.
+func TestEnrolmentChangeNotUndoneByFailedNewClaims(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(e *env, pub2 ed25519.PublicKey)
+		newKey bool // the new claims carry the newly enrolled key
+	}{
+		{"key revoked", func(e *env, _ ed25519.PublicKey) { e.keys.revoke("web-1") }, false},
+		{"another key enrolled", func(e *env, pub2 ed25519.PublicKey) { e.keys.enrol("web-1", pub2, "hello") }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gk := &gatedKeys{held: make(chan struct{}, 1)}
+			e := start(t, "", func(o *discovery.Options) {
+				gk.keys = o.Keys.(*keys)
+				o.Keys = gk
+				o.MissedHeartbeats, o.HostTTL = 100, time.Minute
+			})
+			k, pub := newKey(t)
+			_, pub2 := newKey(t)
+			e.keys.enrol("web-1", pub, "hello")
+			cs := newChallengeServer(t, "web-1", k)
+			e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+
+			// Other claims are announced; their check waits in the lookup.
+			first := gk.hold()
+			other := pub
+			if c.newKey {
+				other = pub2
+			}
+			e.publish(host.KindAnnounce, announce("web-1", tu.FreeAddr(t), other, "hello"))
+			waitHeld(t, gk)
+			// The operator changes the enrolment; the check then reads it.
+			c.change(e, pub2)
+			second := gk.hold()
+			defer close(second)
+			close(first)
+			// The next lookup is the old claims' check, if they came back.
+			select {
+			case <-gk.held:
+				if e.routable("hello", "web-1") {
+					t.Fatalf("routed again by claims the enrolment no longer allows: %+v", e.info("web-1"))
+				}
+			case <-time.After(2 * time.Second):
+			}
+			tu.WaitFor(t, 5*time.Second, func() bool { return !e.routable("hello", "web-1") }, "still routable")
+			if hi := e.info("web-1"); hi.State != route.HostProvisional || hi.LastError == "" {
+				t.Fatalf("info %+v, want provisional with an error", hi)
+			}
+		})
+	}
+}
+
+func waitHeld(t *testing.T, gk *gatedKeys) {
+	t.Helper()
+	select {
+	case <-gk.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no enrolment lookup")
+	}
+}
