@@ -76,6 +76,10 @@ type started struct {
 	ann host.Announce
 	pub ed25519.PublicKey
 	gen uint64
+	// proof says the claims checked are the verified ones, which the
+	// host is routed by (see entry.proof); stop cancels such a check.
+	proof bool
+	stop  func()
 }
 
 // startLocked marks e as being verified (so it is not evicted meanwhile)
@@ -83,16 +87,25 @@ type started struct {
 func (d *Discovery) startLocked(id string, e *entry) *started {
 	e.queued, e.verifying, e.checkGen = false, true, e.gen
 	d.startedLocked(e.ann.Addr)
-	return &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen}
+	s := &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen, proof: e.verified}
+	if s.proof {
+		e.proof = s
+	}
+	return s
 }
 
-// take starts the verification of host id; nil if it is not tracked, or
-// if it is parked until a check at its address ends (see peraddr.go).
+// take starts the verification of host id; nil if it is not tracked, if
+// it is parked until a check at its address ends (see peraddr.go), or if
+// a check of its verified claims already under way answers for this one.
 func (d *Discovery) take(id string) *started {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.hosts[id]
 	if e == nil || e.parked != nil {
+		return nil
+	}
+	if e.verified && e.proof != nil {
+		e.queued = false
 		return nil
 	}
 	if d.fullLocked(e) {
@@ -110,9 +123,12 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 	id, e, ann, pub, gen := s.id, s.e, s.ann, s.pub, s.gen
 	vctx, cancel := context.WithTimeout(ctx, d.opts.VerifyTimeout)
 	d.mu.Lock()
-	if e.gen == gen {
+	switch {
+	case s.proof:
+		s.stop = cancel // only a newer check of the same claims ends it
+	case e.gen == gen:
 		e.stop = cancel // a newer gen makes this check moot: free the worker
-	} else {
+	default:
 		cancel()
 	}
 	d.mu.Unlock()
@@ -134,7 +150,16 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 	if e.checkGen == gen {
 		e.verifying = false // else a later check is still in flight
 	}
+	if s.proof {
+		if e.proof != s {
+			return // Reverify started a newer check of these claims
+		}
+		e.proof = nil
+	}
 	if e.gen != gen {
+		if s.proof {
+			d.proofLocked(now, s, err)
+		}
 		return // re-announced meanwhile: a newer verification is queued
 	}
 	switch {
@@ -209,6 +234,40 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		e.nextVerify = now.Add(d.opts.Reverify)
 		e.health.OK() // the challenge just reached it
 	}
+	d.updateLocked(id, e)
+}
+
+// proofLocked applies the result of a check of the claims a host is
+// routed by that other claims, announced meanwhile, overtook. Those other
+// claims are checked on their own, but the host stays routed by the ones
+// checked here until they pass: so this check's result still counts for
+// them. Were it thrown away, a stream of announces of other claims
+// (anyone may send them) would keep a host routed at an address that no
+// longer answers its challenge, past every Reverify.
+func (d *Discovery) proofLocked(now time.Time, s *started, err error) {
+	id, e := s.id, s.e
+	if e.draining || errors.Is(err, errKeysDown) || !(e.verified || e.proven != nil) || !sameClaims(*e.routed(), s.ann) {
+		return // not routed, or routed by other claims now
+	}
+	if err == nil {
+		e.provenKey, e.verifiedAt = s.pub, now
+		if e.proven == nil {
+			e.nextVerify = now.Add(d.opts.Reverify)
+		}
+		e.health.OK()
+		return
+	}
+	d.m.failures.WithLabelValues(reason(err)).Inc()
+	d.fails.warn(now, reason(err), "discovery: host verification failed",
+		"host_id", id, "addr", s.ann.Addr, "reason", reason(err), "err", err, "forgotten", false)
+	e.lastErr = "proven claims failed their check (addr " + s.ann.Addr + "): " + err.Error()
+	if e.proven != nil {
+		e.proven = nil // the claims being checked are all it has now
+	} else {
+		e.verified, e.failed = false, !notEnrolled(err)
+		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
+	}
+	d.markLocked(id)
 	d.updateLocked(id, e)
 }
 

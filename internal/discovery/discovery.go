@@ -130,9 +130,14 @@ type entry struct {
 	nextProbe time.Time
 
 	queued, verifying, probing bool
-	checkGen                   uint64          // the gen of the last check started
-	stop                       func()          // cancels the check of gen in flight
-	state                      route.HostState // as last computed and counted in metrics
+	checkGen                   uint64 // the gen of the last check started
+	stop                       func() // cancels the check of gen in flight
+	// proof is the check in flight of the claims e is routed by, started
+	// while they were verified, if any. An announce of other claims does
+	// not cancel it (see proofLocked), Reverify does; no other check of
+	// verified claims starts meanwhile.
+	proof *started
+	state route.HostState // as last computed and counted in metrics
 
 	// unproven is e's element in Discovery.unproven until e first
 	// verifies, and pending its element in Discovery.pending while it
@@ -251,6 +256,12 @@ func (d *Discovery) Reverify(id string) error {
 	// A check already in flight read the enrolment before this call (a
 	// revoked key, say): its result must not land after this one's.
 	e.gen++
+	if p := e.proof; p != nil {
+		if p.stop != nil {
+			p.stop()
+		}
+		e.proof = nil
+	}
 	d.enqueueLocked(id, e)
 	return nil
 }
@@ -447,7 +458,7 @@ func (d *Discovery) sweep(now time.Time) {
 			}
 			continue
 		}
-		if !e.queued && !e.verifying && !now.Before(e.nextVerify) {
+		if !e.queued && !e.verifying && e.proof == nil && !now.Before(e.nextVerify) {
 			d.enqueueLocked(id, e)
 		}
 		if e.verified && !e.stale && !e.probing && !now.Before(e.nextProbe) {

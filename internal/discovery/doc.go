@@ -35,8 +35,11 @@
 // A re-announce keeps a verified host routed by the claims it proved while
 // the new ones are checked: changed claims (a new address, scheme, key or
 // app list) are routed to only once they verify, and if they fail the host
-// keeps its proven claims, so a forged announce on the bus can neither
-// route to an address the key holder does not hold nor take a host out.
+// keeps its proven claims (if the enrolment still allows them), so a
+// forged announce on the bus can neither route to an address the key
+// holder does not hold nor take a host out. Nor can it spare the proven
+// claims their own checks: an announce does not cancel a check of them
+// under way, whose failure takes the host out as ever.
 //
 // Hosts that never verified, which anyone on the bus can make up, are held
 // to a tenth of MaxHosts and checked from a list of their own; a new one

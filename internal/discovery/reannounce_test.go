@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,5 +152,68 @@ func TestFailedHostAskedAtMostOncePerInterval(t *testing.T) {
 	// The sync heartbeat's answer came after any to these, on one connection.
 	if n := len(replies); n != 1 {
 		t.Fatalf("%d answers to 200 heartbeats of a failed host, want 1", n)
+	}
+}
+
+// Announces of other claims, each of which starts a check of its own,
+// must not keep the claims a host proved from being checked again: those
+// stay routed while the new ones are checked, and a stream of forged
+// announces (anyone may send them, at bus speed) would otherwise keep a
+// host routed at an address that stopped answering its challenge, past
+// every Reverify.
+func TestAnnounceStreamCannotSkipReverification(t *testing.T) {
+	e := start(t, "", func(o *discovery.Options) {
+		o.Reverify, o.VerifyTimeout, o.HostTTL = 300*time.Millisecond, time.Second, time.Minute
+	})
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	// The host; once gone, its address takes a connection and never
+	// answers (a host that hangs, or an address whose packets are lost).
+	var gone atomic.Bool
+	var addr string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req host.ChallengeRequest
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+			http.Error(w, "bad", 400)
+			return
+		}
+		if gone.Load() {
+			<-r.Context().Done()
+			return
+		}
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, "web-1", addr, req.Nonce, req.Gateway)})
+	}))
+	t.Cleanup(srv.Close)
+	addr = srv.Listener.Addr().String()
+	e.publish(host.KindAnnounce, announce("web-1", addr, pub, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+
+	anon := tu.Connect(t, e.url)
+	var forged [2][]byte
+	for i := range forged {
+		forged[i], _ = json.Marshal(announce("web-1", tu.FreeAddr(t), pub, "hello"))
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			anon.Publish(host.AnnounceSubject(cluster), forged[i%2])
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	time.Sleep(100 * time.Millisecond) // the stream is under way
+
+	// The host's address stops answering: its next check fails, after
+	// VerifyTimeout (1 s).
+	gone.Store(true)
+	if !tu.Eventually(5*time.Second, func() bool { return !e.routable("hello", "web-1") }) {
+		t.Fatalf("still routed to an address that stopped answering, 5 s and a Reverify of 300 ms later: %+v", e.info("web-1"))
 	}
 }
