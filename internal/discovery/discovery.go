@@ -567,7 +567,10 @@ func (d *Discovery) announce(a host.Announce) {
 	}
 	e.ann, e.pub = a, pub
 	e.lastHB = now
-	e.stale, e.probeFail = false, false
+	// A sign of life, as a heartbeat is; but not of health: a host that
+	// failed its health probe stays out until one passes (soon: see
+	// nextProbe), or anyone could put it back by copying its announce.
+	e.stale = false
 	if e.draining {
 		// Anyone may copy a leaving host's announce: it stays drained
 		// until a challenge passes (see undrain).

@@ -217,3 +217,49 @@ func TestAnnounceStreamCannotSkipReverification(t *testing.T) {
 		t.Fatalf("still routed to an address that stopped answering, 5 s and a Reverify of 300 ms later: %+v", e.info("web-1"))
 	}
 }
+
+// A host its app's health check found failing stays out of rotation until
+// a probe passes. An announce of the same claims, which anyone may copy,
+// says nothing about its health and must not put it back meanwhile.
+func TestCopiedAnnounceDoesNotEndAFailedProbe(t *testing.T) {
+	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute })
+	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(50 * time.Millisecond)}})
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	var sick atomic.Bool
+	var addr string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			if sick.Load() {
+				time.Sleep(300 * time.Millisecond) // a slow failure
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			return
+		}
+		var req host.ChallengeRequest
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+			http.Error(w, "bad", 400)
+			return
+		}
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, "web-1", addr, req.Nonce, req.Gateway)})
+	}))
+	t.Cleanup(srv.Close)
+	addr = srv.Listener.Addr().String()
+	a := announce("web-1", addr, pub, "hello")
+	e.publish(host.KindAnnounce, a)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+	sick.Store(true)
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		return e.info("web-1").State == route.HostUnhealthy && !e.routable("hello", "web-1")
+	}, "failed probe did not make it unhealthy")
+
+	anon := tu.Connect(t, e.url)
+	b, _ := json.Marshal(a)
+	if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+		t.Fatal(err)
+	}
+	e.handled(anon)
+	if tu.Eventually(250*time.Millisecond, func() bool { return e.routable("hello", "web-1") }) {
+		t.Fatalf("a copy of its announce put a host failing its health check back: %+v", e.info("web-1"))
+	}
+}
