@@ -243,8 +243,27 @@ func tarpit(t *testing.T) (addr string, held func() int) {
 // address must be few at a time, so the real host is verified at once,
 // and so is a host whose own id was among the forged ones (its check,
 // waiting for the unanswering address, must not wait once it announces
-// its own).
+// its own). Nor may other spellings of the address (IPv4-mapped IPv6,
+// written out in full or with its hex groups) count as other addresses.
 func TestOneAddressCannotHoldEveryWorker(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		spellings func(ip, port string) []string
+	}{
+		{"one spelling", func(ip, port string) []string { return []string{net.JoinHostPort(ip, port)} }},
+		{"many spellings", func(ip, port string) []string {
+			var out []string
+			for _, h := range []string{ip, "::ffff:" + ip, "0::ffff:" + ip, "0:0:0:0:0:ffff:" + ip, "::ffff:7f00:1", "::FFFF:7F00:0001", "0:0::ffff:7f00:1", "::0:ffff:7f00:1"} {
+				out = append(out, net.JoinHostPort(h, port))
+			}
+			return out
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testOneAddress(t, c.spellings) })
+	}
+}
+
+func testOneAddress(t *testing.T, spellings func(ip, port string) []string) {
 	const ids, workers, timeout = 50, 16, 5 * time.Second
 	gatewayURL, hostURL := startGatewayBus(t)
 	e := start(t, gatewayURL, func(o *discovery.Options) {
@@ -253,11 +272,13 @@ func TestOneAddressCannotHoldEveryWorker(t *testing.T) {
 	})
 	_, pub := newKey(t)
 	addr, held := tarpit(t)
+	ip, port, _ := net.SplitHostPort(addr)
+	addrs := spellings(ip, port)
 	anon := tu.Connect(t, hostURL)
 	for i := range ids {
 		id := fmt.Sprintf("web-%d", i)
 		e.keys.enrol(id, pub, "hello")
-		b, _ := json.Marshal(announce(id, addr, pub, "hello"))
+		b, _ := json.Marshal(announce(id, addrs[i%len(addrs)], pub, "hello"))
 		if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
 			t.Fatal(err)
 		}

@@ -143,9 +143,9 @@ type entry struct {
 	// verifies, and pending its element in Discovery.pending while it
 	// waits there for a check; nil otherwise.
 	unproven, pending *list.Element
-	// parked is e's element in Discovery.parked[parkedAt] while its check
-	// waits for a check at that address to end (e.queued holds); nil
-	// otherwise.
+	// parked is e's element in Discovery.parked[parkedAt] (an addrKey)
+	// while its check waits for a check at that address to end (e.queued
+	// holds); nil otherwise.
 	parked   *list.Element
 	parkedAt string
 }
@@ -307,7 +307,7 @@ func (d *Discovery) markLocked(id string) {
 // others in d.queue, and when that is full the sweeper retries at its next
 // tick.
 func (d *Discovery) enqueueLocked(id string, e *entry) {
-	if e.parked != nil && e.parkedAt != e.ann.Addr {
+	if e.parked != nil && e.parkedAt != addrKey(e.ann.Addr) {
 		d.unparkLocked(e) // announced elsewhere since: wait there, if at all
 	}
 	if e.queued {

@@ -1,6 +1,11 @@
 package discovery
 
-import "container/list"
+import (
+	"container/list"
+	"net"
+	"net/netip"
+	"strings"
+)
 
 // Anyone may announce an enrolled host_id (its public key is on the bus
 // for anyone to read) at an address of their choosing, and the challenge
@@ -18,24 +23,41 @@ import "container/list"
 // operator enrolled.
 
 // maxChecksPerAddr bounds the verifications in flight at one announced
-// address (host:port, as announced).
+// address (host:port, see addrKey).
 const maxChecksPerAddr = 2
+
+// addrKey is the key the checks at addr (host:port) are counted under:
+// one per address however it is spelled, so that an IP written another
+// way (IPv4-mapped IPv6, IPv6 groups written out or in capitals) or a host
+// name in capitals or with a final dot does not count apart. Two names of
+// one machine still do: telling would take resolving them.
+func addrKey(addr string) string {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return net.JoinHostPort(ip.Unmap().String(), p)
+	}
+	return net.JoinHostPort(strings.TrimSuffix(strings.ToLower(h), "."), p)
+}
 
 // fullLocked reports whether a check of e's claims must wait for one at
 // its address to end.
 func (d *Discovery) fullLocked(e *entry) bool {
-	return d.checking[e.ann.Addr] >= maxChecksPerAddr
+	return d.checking[addrKey(e.ann.Addr)] >= maxChecksPerAddr
 }
 
 // parkLocked sets e, whose check is due (e.queued), aside until a check at
 // its address ends.
 func (d *Discovery) parkLocked(e *entry) {
-	l := d.parked[e.ann.Addr]
+	k := addrKey(e.ann.Addr)
+	l := d.parked[k]
 	if l == nil {
 		l = list.New()
-		d.parked[e.ann.Addr] = l
+		d.parked[k] = l
 	}
-	e.parked, e.parkedAt = l.PushBack(e), e.ann.Addr
+	e.parked, e.parkedAt = l.PushBack(e), k
 }
 
 // unparkLocked takes e out of the parked checks, if it is there; its
@@ -53,11 +75,12 @@ func (d *Discovery) unparkLocked(e *entry) {
 }
 
 // startedLocked counts a check starting at addr.
-func (d *Discovery) startedLocked(addr string) { d.checking[addr]++ }
+func (d *Discovery) startedLocked(addr string) { d.checking[addrKey(addr)]++ }
 
 // doneLocked counts a check at addr ending, and queues the check parked
 // there first, if any.
 func (d *Discovery) doneLocked(addr string) {
+	addr = addrKey(addr)
 	if d.checking[addr]--; d.checking[addr] <= 0 {
 		delete(d.checking, addr)
 	}
