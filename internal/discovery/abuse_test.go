@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -296,5 +297,59 @@ func testOneAddress(t *testing.T, spellings func(ip, port string) []string) {
 				id, time.Since(began).Round(time.Millisecond), ids, held(), time.Duration((ids+workers-1)/workers)*timeout)
 		}
 		t.Logf("real host %s routable after %v; %d checks held at the tarpit", id, time.Since(began).Round(time.Millisecond), held())
+	}
+}
+
+// A host whose last check failed is asked to announce at its heartbeats,
+// since a forged announce may have replaced its claims; a forged announce
+// the enrolment refuses (another key, an app it does not allow) must not
+// end that. Its claims, which nobody proved, are then all the gateway
+// holds for the host and are what every retry checks: unasked, the real
+// host stayed out until it reconnected.
+func TestForgedClaimsTheEnrolmentRefusesDoNotStrandAHost(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		forged func(addr string, pub, other ed25519.PublicKey) host.Announce
+	}{
+		{"another key", func(addr string, _, other ed25519.PublicKey) host.Announce {
+			return announce("web-1", addr, other, "hello")
+		}},
+		{"an app not allowed", func(addr string, pub, _ ed25519.PublicKey) host.Announce {
+			return announce("web-1", addr, pub, "hello", "shop")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gatewayURL, hostURL := startGatewayBus(t)
+			e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 20*time.Second })
+			k, pub := newKey(t)
+			_, other := newKey(t)
+			e.keys.enrol("web-1", pub, "hello")
+			h := startHost(t, hostURL, "web-1", k, []string{"hello"}, "127.0.0.1:0", false)
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+
+			// A check fails (the host is busy a moment): not routed, and
+			// asked to announce at its heartbeats, which it does.
+			h.down.Store(true)
+			n := e.failures("bad_response")
+			if err := e.d.Reverify("web-1"); err != nil {
+				t.Fatal(err)
+			}
+			tu.WaitFor(t, 5*time.Second, func() bool { return e.failures("bad_response") > n }, "check did not fail")
+
+			// Someone announces claims for it that the enrolment refuses.
+			anon := tu.Connect(t, hostURL)
+			b, _ := json.Marshal(c.forged(h.addr, pub, other))
+			refusals := e.failures("key_mismatch") + e.failures("app_not_allowed")
+			if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+				t.Fatal(err)
+			}
+			tu.WaitFor(t, 5*time.Second, func() bool {
+				return e.failures("key_mismatch")+e.failures("app_not_allowed") > refusals
+			}, "forged claims not refused")
+
+			h.down.Store(false)
+			tu.WaitFor(t, 40*hbEvery, func() bool { return e.routable("hello", "web-1") },
+				"real host never asked to announce after forged claims the enrolment refused")
+		})
 	}
 }

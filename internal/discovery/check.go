@@ -169,11 +169,14 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		return
 	case err != nil:
 		e.verified = false
-		e.failed = !notEnrolled(err)
+		// An enrolment refusal of claims nobody proved (a forged announce
+		// with another key, or an app the host does not serve) says nothing
+		// of the host's own claims, which it replaced: ask the host too.
+		e.failed = !notEnrolled(err) || !sameClaims(ann, e.passed)
 		e.lastErr = err.Error()
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
 		if e.draining && e.undrain {
-			if e.failed {
+			if !notEnrolled(err) {
 				// A restarted host may fail its first check (its app not
 				// up yet): it is back within a few heartbeats.
 				e.nextVerify = now.Add(d.opts.HeartbeatInterval)
@@ -228,7 +231,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			d.opts.Logger.Info("discovery: host back from draining", "host_id", id, "addr", ann.Addr)
 		}
 		e.verified, e.failed = true, false
-		e.provenKey = pub
+		e.provenKey, e.passed = pub, ann
 		e.verifiedAt = now
 		e.lastErr = ""
 		e.nextVerify = now.Add(d.opts.Reverify)
@@ -250,7 +253,7 @@ func (d *Discovery) proofLocked(now time.Time, s *started, err error) {
 		return // not routed, or routed by other claims now
 	}
 	if err == nil {
-		e.provenKey, e.verifiedAt = s.pub, now
+		e.provenKey, e.passed, e.verifiedAt = s.pub, s.ann, now
 		if e.proven == nil {
 			e.nextVerify = now.Add(d.opts.Reverify)
 		}

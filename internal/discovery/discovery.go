@@ -94,6 +94,10 @@ type entry struct {
 	// check, so a host whose re-check failed as it began to shut down is
 	// still drained by its leave.
 	provenKey ed25519.PublicKey
+	// passed is the claims that last passed a check (zero until one
+	// does); an enrolment refusal of others does not stop the host being
+	// asked to announce (see failed).
+	passed host.Announce
 	// since is the gateway's clock when the claims the host is routed by
 	// passed a check after not being verified (first verification, new
 	// claims, recovery from a failed check): when this life of the host

@@ -10,7 +10,8 @@
 //	verification passes               -> verified (routable)
 //	verification fails               -> provisional with LastError, retried
 //	                                    after a back-off or on re-announce;
-//	                                    unless the enrolment refused it, its
+//	                                    unless the enrolment refused the
+//	                                    claims it last proved, its
 //	                                    heartbeats are answered "announce"
 //	                                    (once an interval), since a forged
 //	                                    announce may have replaced its claims
