@@ -86,6 +86,7 @@ type started struct {
 // and counts the check at its address.
 func (d *Discovery) startLocked(id string, e *entry) *started {
 	e.queued, e.verifying, e.checkGen = false, true, e.gen
+	e.checkedAt = d.opts.Now()
 	d.startedLocked(e.ann.Addr)
 	s := &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen, proof: e.verified}
 	if s.proof {

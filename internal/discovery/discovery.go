@@ -134,8 +134,9 @@ type entry struct {
 	nextProbe time.Time
 
 	queued, verifying, probing bool
-	checkGen                   uint64 // the gen of the last check started
-	stop                       func() // cancels the check of gen in flight
+	checkGen                   uint64    // the gen of the last check started
+	checkedAt                  time.Time // when the last check started
+	stop                       func()    // cancels the check of gen in flight
 	// proof is the check in flight of the claims e is routed by, started
 	// while they were verified, if any. An announce of other claims does
 	// not cancel it (see proofLocked), Reverify does; no other check of
@@ -582,8 +583,19 @@ func (d *Discovery) announce(a host.Announce) {
 	}
 	e.nextProbe = time.Time{}
 	// Every announce is checked (DESIGN §4), but a check of these very
-	// claims already under way answers for this one too.
-	if changed || !e.checkingLocked() {
+	// claims already under way answers for this one too; and one begun
+	// less than a heartbeat interval ago makes this one wait for the
+	// interval to end: anyone may copy a host's announce at bus speed,
+	// and each check is a challenge at the host.
+	switch due := e.checkedAt.Add(d.opts.HeartbeatInterval); {
+	case changed:
+		d.enqueueLocked(a.HostID, e)
+	case e.checkingLocked():
+	case now.Before(due):
+		if e.nextVerify.After(due) {
+			e.nextVerify = due
+		}
+	default:
 		d.enqueueLocked(a.HostID, e)
 	}
 	d.updateLocked(a.HostID, e)

@@ -32,7 +32,11 @@
 //
 // A verification checks the enrolment first (the key for host_id must equal
 // the announced public_key and allow every claimed app), then challenges
-// the announced address. It is re-run on every announce and every Reverify.
+// the announced address. It is re-run on every announce and every Reverify
+// (an announce of the same claims less than a heartbeat interval after the
+// last check began, at the end of that interval: one challenge an
+// interval, however often anyone copies the announce).
+//
 // A re-announce keeps a verified host routed by the claims it proved while
 // the new ones are checked: changed claims (a new address, scheme, key or
 // app list) are routed to only once they verify, and if they fail the host

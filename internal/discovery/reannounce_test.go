@@ -263,3 +263,48 @@ func TestCopiedAnnounceDoesNotEndAFailedProbe(t *testing.T) {
 		t.Fatalf("a copy of its announce put a host failing its health check back: %+v", e.info("web-1"))
 	}
 }
+
+// Every announce is checked, but copies of a host's announce, which anyone
+// may send at bus speed, must not turn into as many challenges at the
+// host: checks of the same claims come at most once a heartbeat interval.
+func TestAnnounceCopiesDoNotFloodTheHostWithChallenges(t *testing.T) {
+	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute })
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	var challenges atomic.Int64
+	var addr string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req host.ChallengeRequest
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+			http.Error(w, "bad", 400)
+			return
+		}
+		challenges.Add(1)
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, "web-1", addr, req.Nonce, req.Gateway)})
+	}))
+	t.Cleanup(srv.Close)
+	addr = srv.Listener.Addr().String()
+	a := announce("web-1", addr, pub, "hello")
+	e.publish(host.KindAnnounce, a)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+
+	anon := tu.Connect(t, e.url)
+	b, _ := json.Marshal(a)
+	const span = time.Second
+	began, before := time.Now(), challenges.Load()
+	for time.Since(began) < span {
+		if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	e.handled(anon)
+	n := challenges.Load() - before
+	if limit := int64(time.Since(began)/hbEvery) + 2; n > limit {
+		t.Fatalf("%d challenges at the host for copies of its announce over %v, want at most %d (one a heartbeat interval)", n, time.Since(began).Round(time.Millisecond), limit)
+	}
+	t.Logf("%d challenges over %v", n, time.Since(began).Round(time.Millisecond))
+	if !e.routable("hello", "web-1") {
+		t.Fatal("not routable")
+	}
+}
