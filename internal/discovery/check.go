@@ -57,9 +57,12 @@ func (d *Discovery) work(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case j := <-d.queue:
-			if j.probe {
+			switch {
+			case j.probe:
 				d.probe(ctx, j.id)
-			} else {
+			case j.prove:
+				d.verifyHost(ctx, d.takeProven(j.id))
+			default:
 				d.verifyHost(ctx, d.take(j.id))
 			}
 		case <-d.pendingc:
@@ -78,8 +81,9 @@ type started struct {
 	gen uint64
 	// proof says the claims checked are the verified ones, which the
 	// host is routed by (see entry.proof); stop cancels such a check.
-	proof bool
-	stop  func()
+	// proven says they are e.proven, not e.ann (see takeProven).
+	proof, proven bool
+	stop          func()
 }
 
 // startLocked marks e as being verified (so it is not evicted meanwhile)
@@ -116,6 +120,31 @@ func (d *Discovery) take(id string) *started {
 	return d.startLocked(id, e)
 }
 
+// takeProven starts a check of the claims host id is routed by while
+// other claims it announced are checked (e.proven): their proof must not
+// wait for those, which anyone may keep announcing, to be settled. nil if
+// there is none to start. It is not counted in e.verifying, which is for
+// checks of e.ann, and not parked at a busy address (see peraddr.go): it
+// is at most one per host, at the address the host proved.
+func (d *Discovery) takeProven(id string) *started {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[id]
+	if e == nil {
+		return nil
+	}
+	e.proveQueued = false
+	if e.proven == nil || e.verified || e.proof != nil {
+		return nil
+	}
+	p := *e.proven
+	pub, _ := host.ParsePublicKey(p.PublicKey) // it verified, so it parses
+	d.startedLocked(p.Addr)
+	s := &started{id: id, e: e, ann: p, pub: pub, gen: e.gen, proof: true, proven: true}
+	e.proof = s
+	return s
+}
+
 // verifyHost runs s, if not nil, and applies its result.
 func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 	if s == nil {
@@ -148,7 +177,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		// claims.
 		return
 	}
-	if e.checkGen == gen {
+	if e.checkGen == gen && !s.proven {
 		e.verifying = false // else a later check is still in flight
 	}
 	if s.proof {
@@ -157,7 +186,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		}
 		e.proof = nil
 	}
-	if e.gen != gen {
+	if e.gen != gen || s.proven {
 		if s.proof {
 			d.proofLocked(now, s, err)
 		}

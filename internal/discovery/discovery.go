@@ -68,6 +68,7 @@ type Discovery struct {
 type job struct {
 	id    string
 	probe bool // an active health probe rather than a verification
+	prove bool // a check of the proven claims (see takeProven)
 }
 
 // entry is one host's discovery record, guarded by Discovery.mu.
@@ -142,7 +143,9 @@ type entry struct {
 	// not cancel it (see proofLocked), Reverify does; no other check of
 	// verified claims starts meanwhile.
 	proof *started
-	state route.HostState // as last computed and counted in metrics
+	// proveQueued says a check of the proven claims waits in the queue.
+	proveQueued bool
+	state       route.HostState // as last computed and counted in metrics
 
 	// unproven is e's element in Discovery.unproven until e first
 	// verifies, and pending its element in Discovery.pending while it
@@ -465,6 +468,15 @@ func (d *Discovery) sweep(now time.Time) {
 		}
 		if !e.queued && !e.verifying && e.proof == nil && !now.Before(e.nextVerify) {
 			d.enqueueLocked(id, e)
+		}
+		if e.proven != nil && !e.verified && e.proof == nil && !e.proveQueued && !now.Before(e.verifiedAt.Add(d.opts.Reverify)) {
+			// Routed by claims whose proof is due while others are
+			// checked: prove them on their own (see takeProven).
+			select {
+			case d.queue <- job{id: id, prove: true}:
+				e.proveQueued = true
+			default:
+			}
 		}
 		if e.verified && !e.stale && !e.probing && !now.Before(e.nextProbe) {
 			if _, ok := probeTargets(tbl, e.ann.Apps); ok || e.probeFail {

@@ -162,6 +162,17 @@ func TestFailedHostAskedAtMostOncePerInterval(t *testing.T) {
 // host routed at an address that stopped answering its challenge, past
 // every Reverify.
 func TestAnnounceStreamCannotSkipReverification(t *testing.T) {
+	// Forged claims at addresses that refuse at once, and at ones that
+	// never answer (the host is then never seen verified between them).
+	t.Run("refusing addresses", func(t *testing.T) {
+		testAnnounceStream(t, func(t *testing.T) string { return tu.FreeAddr(t) })
+	})
+	t.Run("unanswering addresses", func(t *testing.T) {
+		testAnnounceStream(t, func(t *testing.T) string { a, _ := tarpit(t); return a })
+	})
+}
+
+func testAnnounceStream(t *testing.T, forgedAddr func(*testing.T) string) {
 	e := start(t, "", func(o *discovery.Options) {
 		o.Reverify, o.VerifyTimeout, o.HostTTL = 300*time.Millisecond, time.Second, time.Minute
 	})
@@ -191,7 +202,7 @@ func TestAnnounceStreamCannotSkipReverification(t *testing.T) {
 	anon := tu.Connect(t, e.url)
 	var forged [2][]byte
 	for i := range forged {
-		forged[i], _ = json.Marshal(announce("web-1", tu.FreeAddr(t), pub, "hello"))
+		forged[i], _ = json.Marshal(announce("web-1", forgedAddr(t), pub, "hello"))
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
