@@ -60,7 +60,8 @@ func (t *tracker) add() bool {
 // the process keeps descriptors for its hosts, its bus and its
 // management listener, which a flood of clients would otherwise take
 // (each accepted connection may hold up to four: itself, a host
-// connection and a splice pipe's two ends).
+// connection and a splice pipe's two ends; six while a passthrough pipe
+// moves bytes both ways).
 func (t *tracker) accept(ln net.Listener) (net.Conn, error) {
 	for {
 		c, err := ln.Accept()

@@ -5,8 +5,9 @@ import "fmt"
 // maxConnections is the cap on open client connections for
 // listeners.max_connections set: set itself when positive, otherwise a
 // quarter of the file descriptor limit (a connection may hold up to four:
-// itself, a host connection and a splice pipe's two ends; the rest is the
-// bus's, the hosts' pools' and the management listener's). Zero, no cap,
+// itself, a host connection and a splice pipe's two ends, and a pipe
+// moving bytes both ways six; the rest is the bus's, the hosts' pools'
+// and the management listener's). Zero, no cap,
 // only where the limit cannot be read. A set cap the limit cannot hold
 // even at one descriptor a connection is refused: it would show only
 // under load, as failed dials to hosts and a lost bus.

@@ -15,4 +15,9 @@
 // moved a byte, so the client socket is asked instead (TCP_INFO: when it
 // last received or sent data), once per timeout period, by a timer Join
 // stops before it returns.
+//
+// Go's splice holds a kernel pipe while it waits for bytes. A direction
+// quiet for 2 s gives it back and waits for its next byte by peeking
+// (MSG_PEEK) instead, so an idle passthrough pipe holds its two sockets
+// and nothing more.
 package pipe

@@ -15,6 +15,32 @@ func canAsk(c net.Conn) bool {
 	return ok
 }
 
+// canPark reports whether copyHalf may wait on c without a kernel pipe.
+func canPark(c net.Conn) bool {
+	_, ok := c.(*net.TCPConn)
+	return ok
+}
+
+// waitReadable returns once c has a byte to read, or its end, or an
+// error: it peeks (MSG_PEEK, consuming nothing) and, finding nothing,
+// waits in the netpoller. Peeking first matters: the netpoller forgets a
+// readiness that came before the wait began.
+func waitReadable(c net.Conn) error {
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	var b [1]byte
+	return rc.Read(func(fd uintptr) bool {
+		for {
+			_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			if err != unix.EINTR {
+				return err != unix.EAGAIN
+			}
+		}
+	})
+}
+
 // sinceData is how long ago c's socket last received or sent data,
 // whichever is later, as the kernel keeps it (TCP_INFO's
 // tcpi_last_data_recv and tcpi_last_data_sent, in milliseconds). ok is

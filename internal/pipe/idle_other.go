@@ -11,3 +11,8 @@ import (
 func canAsk(net.Conn) bool { return false }
 
 func sinceData(net.Conn) (time.Duration, bool) { return 0, false }
+
+// canPark is false off Linux: a waiting copy keeps what it holds.
+func canPark(net.Conn) bool { return false }
+
+func waitReadable(net.Conn) error { return nil }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,15 @@ type Stats struct {
 // period. Where the socket cannot say (not Linux, or not a TCP socket),
 // idle is not enforced.
 func Join(ctx context.Context, client, host net.Conn, prefix []byte, idle time.Duration) (Stats, error) {
+	return join(ctx, client, host, prefix, idle, parkAfter)
+}
+
+// parkAfter is how long a direction waits for bytes inside splice before
+// it gives its kernel pipe back and waits without one (see copyHalf).
+const parkAfter = 2 * time.Second
+
+// join is Join with the park delay as a parameter (0: never park).
+func join(ctx context.Context, client, host net.Conn, prefix []byte, idle, park time.Duration) (Stats, error) {
 	var st Stats
 	if len(prefix) > 0 {
 		n, err := host.Write(prefix)
@@ -77,8 +87,8 @@ func Join(ctx context.Context, client, host net.Conn, prefix []byte, idle time.D
 	// has already grown: a third goroutine would grow its own, and the
 	// caller would park in Wait and be woken, on every connection.
 	wg.Add(2)
-	go copyHalf(&wg, &up, host, client, &ended, closeBoth)
-	copyHalf(&wg, &down, client, host, &ended, closeBoth)
+	go copyHalf(&wg, &up, host, client, &ended, closeBoth, park)
+	copyHalf(&wg, &down, client, host, &ended, closeBoth, park)
 	wg.Wait()
 	stop()
 	closeBoth()
@@ -104,9 +114,37 @@ type result struct {
 // second direction to reach EOF closes both instead of half-closing: the
 // close sends dst its FIN as the shutdown would, one system call fewer
 // on every passthrough connection that ends cleanly.
-func copyHalf(wg *sync.WaitGroup, r *result, dst, src net.Conn, ended *atomic.Int32, closeBoth func()) {
+//
+// Go's splice holds a kernel pipe (two descriptors) for as long as it
+// waits for src, so an idle pipe would hold six descriptors, not two.
+// With park > 0 a direction that has waited that long for a byte gives
+// its kernel pipe back and waits for the next byte without one; an active
+// direction only starts a new splice once per park.
+func copyHalf(wg *sync.WaitGroup, r *result, dst, src net.Conn, ended *atomic.Int32, closeBoth func(), park time.Duration) {
 	defer wg.Done()
-	r.n, r.err = io.Copy(dst, src) // *net.TCPConn.ReadFrom: splice on Linux
+	if park > 0 && !canPark(src) {
+		park = 0
+	}
+	for {
+		if park > 0 {
+			_ = src.SetReadDeadline(time.Now().Add(park))
+		}
+		n, err := io.Copy(dst, src) // *net.TCPConn.ReadFrom: splice on Linux
+		r.n += n
+		r.err = err
+		if park == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if n == 0 {
+			// Quiet for a whole park: wait for the next byte with no
+			// kernel pipe held (and no deadline: the idle timeout and
+			// the pipe's end close src).
+			_ = src.SetReadDeadline(time.Time{})
+			if r.err = waitReadable(src); r.err != nil {
+				break
+			}
+		}
+	}
 	if r.err != nil {
 		if errors.Is(r.err, net.ErrClosed) {
 			r.err = nil // closed by the other direction or by ctx

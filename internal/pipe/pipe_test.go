@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 func listen(t testing.TB) net.Listener {
@@ -370,4 +372,79 @@ func TestJoinIdle(t *testing.T) {
 		host.Close()
 		<-done
 	})
+}
+
+// TestIdlePipeHoldsNoKernelPipe: Go's splice holds a kernel pipe (two
+// descriptors) while it waits for bytes, so every idle passthrough pipe
+// held six descriptors. A direction quiet for its park gives its kernel
+// pipe back; the pipes still carry bytes both ways after.
+func TestIdlePipeHoldsNoKernelPipe(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("parking is for Linux's splice")
+	}
+	defer goleak.VerifyNone(t)
+	const n = 16
+	const park = 100 * time.Millisecond
+	type pair struct{ client, host *net.TCPConn }
+	var pairs []pair
+	var dones []chan joinResult
+	for range n {
+		client, cs := connPair(t)
+		hs, host := connPair(t)
+		done := make(chan joinResult, 1)
+		go func() {
+			st, err := join(context.Background(), cs, hs, nil, 0, park)
+			done <- joinResult{st, err}
+		}()
+		pairs = append(pairs, pair{client, host})
+		dones = append(dones, done)
+	}
+	roundTrip := func(p pair) {
+		t.Helper()
+		buf := make([]byte, 4)
+		for _, d := range [][2]*net.TCPConn{{p.client, p.host}, {p.host, p.client}} {
+			if _, err := d[0].Write([]byte("ping")); err != nil {
+				t.Fatal(err)
+			}
+			_ = d[1].SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(d[1], buf); err != nil || string(buf) != "ping" {
+				t.Fatalf("through the pipe: %q, %v", buf, err)
+			}
+		}
+	}
+	for _, p := range pairs {
+		roundTrip(p) // both directions have spliced
+	}
+	// Parked, the kernel pipes go back to Go's pool, whose entries the
+	// collector closes: what stays open is far below 2 per direction.
+	var open int
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		runtime.GC()
+		open = pipeFDs(t)
+		return open < n
+	}, "idle pipes still hold their kernel pipes")
+	for _, p := range pairs {
+		roundTrip(p) // a parked direction wakes for its next byte
+	}
+	for i, p := range pairs {
+		p.client.Close()
+		p.host.Close()
+		<-dones[i]
+	}
+	t.Logf("%d pipe descriptors open for %d idle pipes (%d without parking)", open, n, 4*n)
+}
+
+// pipeFDs counts this process's open descriptors that are pipes.
+func pipeFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c int
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "pipe:") {
+			c++
+		}
+	}
+	return c
 }
