@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -90,8 +92,19 @@ func (b *Bus) Start(ctx context.Context) error {
 	return nil
 }
 
-func (b *Bus) startEmbedded(ctx context.Context) error {
-	secret, created, err := loadOrCreateSecret(b.opts.DataDir)
+func (b *Bus) startEmbedded(ctx context.Context) (err error) {
+	// A start that fails leaves the data directory as it found it: a
+	// fresh credential or an empty JetStream store left behind would be
+	// taken for the bus's own by the next start or an operator.
+	dirNew, jsNew := !exists(b.opts.DataDir), !exists(filepath.Join(b.opts.DataDir, server.JetStreamStoreDir))
+	var created bool // the credential
+	defer func() {
+		if err != nil {
+			b.undoStart(created, dirNew, jsNew)
+		}
+	}()
+	var secret string
+	secret, created, err = loadOrCreateSecret(b.opts.DataDir)
 	if err != nil {
 		return err
 	}
@@ -133,6 +146,35 @@ func (b *Bus) startEmbedded(ctx context.Context) error {
 	b.nc = nc
 	b.log.Info("embedded nats started", "url", ns.ClientURL(), "store", b.opts.DataDir, "credential", tokenPath)
 	return nil
+}
+
+// exists reports whether path exists; an error other than not-exist
+// counts as existing, so that nothing there is ever removed.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// undoStart removes what a failed embedded start created, and only that:
+// the credential it generated, the JetStream store directory if there
+// was none, and the data directory if it made it. The server is down by
+// then (startEmbedded shuts it down or Close did).
+func (b *Bus) undoStart(tokenNew, dirNew, jsNew bool) {
+	dir := b.opts.DataDir
+	remove := func(rm func(string) error, path string) {
+		if err := rm(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			b.log.Warn("could not remove what a failed start of the embedded bus created", "path", path, "err", err)
+		}
+	}
+	if tokenNew {
+		remove(os.Remove, filepath.Join(dir, TokenFile))
+	}
+	if jsNew {
+		remove(os.RemoveAll, filepath.Join(dir, server.JetStreamStoreDir))
+	}
+	if dirNew {
+		remove(os.Remove, dir) // empty by now
+	}
 }
 
 // StartError is the embedded server failing to start on Addr (its

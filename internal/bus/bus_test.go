@@ -238,3 +238,78 @@ func TestExternalConnectsOnceServerAppears(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A start that fails (here: the port is taken) leaves the data directory
+// as it found it: no bus.token an operator would take for the bus's
+// credential, no empty JetStream store; and what an earlier run left
+// there, credential and data, is kept.
+func TestEmbeddedFailedStartLeavesNothing(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	failStart := func(dir string) {
+		t.Helper()
+		b, err := bus.New(bus.Options{DataDir: dir, Listen: l.Addr().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Start(t.Context()); err == nil {
+			t.Fatal("Start on a taken port succeeded")
+		}
+	}
+	list := func(dir string) []string {
+		t.Helper()
+		var out []string
+		err := filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+			if err == nil {
+				out = append(out, p)
+			}
+			return err
+		})
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	empty := t.TempDir()
+	failStart(empty)
+	if got := list(empty); len(got) != 1 {
+		t.Fatalf("a failed start left %v in an empty data dir", got[1:])
+	}
+	missing := filepath.Join(t.TempDir(), "data")
+	failStart(missing)
+	if got := list(missing); len(got) != 0 {
+		t.Fatalf("a failed start left %v behind in a data dir it created", got)
+	}
+
+	used := t.TempDir()
+	b := startEmbeddedIn(t, used, "127.0.0.1:0")
+	kv, err := b.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	token, err := os.ReadFile(filepath.Join(used, bus.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failStart(used)
+	if again, err := os.ReadFile(filepath.Join(used, bus.TokenFile)); err != nil || string(again) != string(token) {
+		t.Fatalf("a failed start changed the existing credential: %v", err)
+	}
+	b = startEmbeddedIn(t, used, "127.0.0.1:0")
+	kv, err = b.JetStream().KeyValue(t.Context(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(t.Context(), "k"); err != nil || string(e.Value()) != "v" {
+		t.Fatalf("a failed start lost the existing data: %v", err)
+	}
+}
