@@ -64,6 +64,9 @@ func (c *CertKV) Load(ctx context.Context, key string) ([]byte, error) {
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, notExist(key)
 	}
+	if err == nil {
+		err = checkSize(e.Value())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: certs load %s: %w", key, err)
 	}
@@ -75,6 +78,9 @@ func (c *CertKV) Store(ctx context.Context, key string, value []byte) error {
 	k, err := c.keyOf(key)
 	if err != nil {
 		return err
+	}
+	if err := checkSize(value); err != nil {
+		return fmt.Errorf("store: certs store %s: %w", key, err)
 	}
 	if _, err := c.kv.Put(ctx, k, value); err != nil {
 		return fmt.Errorf("store: certs store %s: %w", key, err)

@@ -26,6 +26,9 @@ type kind[T any] struct {
 // decode turns a stored entry into a value, refusing bad JSON, an invalid
 // value, and a value whose identity does not match its key.
 func (k kind[T]) decode(key string, val []byte) (*T, error) {
+	if err := checkSize(val); err != nil {
+		return nil, fmt.Errorf("store: %s %s: %v", k.what, key, err)
+	}
 	v := new(T)
 	if err := json.Unmarshal(val, v); err != nil {
 		return nil, fmt.Errorf("store: %s %s: bad json: %v", k.what, key, err)
@@ -62,6 +65,9 @@ func (k kind[T]) put(ctx context.Context, v *T) error {
 		return fmt.Errorf("store: put %s: %v", k.what, err)
 	}
 	b, err := json.Marshal(v)
+	if err == nil {
+		err = checkSize(b)
+	}
 	if err != nil {
 		return fmt.Errorf("store: put %s %s: %v", k.what, key, err)
 	}
@@ -152,6 +158,16 @@ func stopWatch(w jetstream.KeyWatcher) {
 			return
 		}
 	}
+}
+
+// checkSize refuses a value past maxValueSize. Buckets this package
+// creates refuse such writes themselves; one made by another tool, or by
+// hand, may not, and every gateway would hold the value in memory.
+func checkSize(val []byte) error {
+	if len(val) > maxValueSize {
+		return fmt.Errorf("value of %d bytes is too large (at most %d)", len(val), maxValueSize)
+	}
+	return nil
 }
 
 func isDelete(e jetstream.KeyValueEntry) bool {

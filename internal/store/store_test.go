@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -283,3 +285,77 @@ func TestAppJSONIsTheAPIShape(t *testing.T) {
 
 var _ = jetstream.AllKeys
 var _ = context.Background
+
+// A bucket made by another tool (or by hand) may hold values past the
+// store's 1 MiB bound: the store refuses them on read, logged and with a
+// clear error, instead of loading megabytes into every gateway's table.
+func TestOversizedValuesRefused(t *testing.T) {
+	t.Parallel()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		JetStream: true, StoreDir: t.TempDir(), MaxPayload: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	j, _ := js(t, ns.ClientURL())
+	ctx := t.Context()
+	kvs := map[string]jetstream.KeyValue{}
+	for _, b := range []string{"gatehouse_apps", "gatehouse_certs"} {
+		kv, err := j.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b}) // no MaxValueSize
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs[b] = kv
+	}
+	var logs logCount
+	s := open(t, j, store.Options{Logger: slogger(&logs)})
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "good"}))
+	huge := `{"id":"huge"` + strings.Repeat(" ", 2<<20) + `}`
+	if _, err := kvs["gatehouse_apps"].Put(ctx, "huge", []byte(huge)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvs["gatehouse_certs"].Put(ctx, "huge", make([]byte, 2<<20)); err != nil {
+		t.Fatal(err)
+	}
+
+	g := run(t, s)
+	if !g.routes("good.z.test", "good") || g.live.Load().App("huge") != nil {
+		t.Fatal("an oversized app was loaded, or the good one was not")
+	}
+	if logs.count("bad stored value") != 1 {
+		t.Fatalf("the oversized app was not logged: %v", logs.msgs)
+	}
+	if _, err := s.GetApp(ctx, "huge"); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("GetApp of an oversized value = %v", err)
+	}
+	if _, err := s.Certs().Load(ctx, "huge"); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("Certs().Load of an oversized value = %v", err)
+	}
+	// Nor does the store write one there.
+	big := &route.App{ID: "big", Policy: make([]route.PolicyRule, 1)}
+	big.Policy[0] = route.PolicyRule{Action: "deny", Path: "/" + strings.Repeat("a", 2<<20)}
+	if err := s.PutApp(ctx, big); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("PutApp of an oversized app = %v", err)
+	}
+	if err := s.Certs().Store(ctx, "big", make([]byte, 2<<20)); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("Certs().Store of an oversized value = %v", err)
+	}
+	if _, err := kvs["gatehouse_apps"].Get(ctx, "big"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("an oversized app was written: %v", err)
+	}
+	// Live too.
+	if _, err := kvs["gatehouse_apps"].Put(ctx, "huge2", []byte(strings.Replace(huge, "huge", "huge2", 1))); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "later"}))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g.routes("later.z.test", "later") }, "later app not applied")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return logs.count("bad stored value") >= 2 }, "live oversized value not logged")
+	if g.live.Load().App("huge2") != nil {
+		t.Fatal("an oversized app was applied live")
+	}
+}
