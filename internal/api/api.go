@@ -43,6 +43,9 @@ type Store interface {
 	PutRecord(ctx context.Context, r *route.Record) error
 	DeleteRecord(ctx context.Context, zone, name, typ string) error
 	ListRecords(ctx context.Context, zone string) ([]*route.Record, error)
+	// DeleteRecords deletes every record stored under zone, including
+	// values ListRecords skips because they do not decode.
+	DeleteRecords(ctx context.Context, zone string) error
 
 	GetHostKey(ctx context.Context, hostID string) (*route.HostKey, error)
 	PutHostKey(ctx context.Context, k *route.HostKey) error

@@ -838,8 +838,8 @@ type hookStore struct {
 	beforeDeleteApp, beforePutDomain, beforePutHostKey, beforePutRecord atomic.Pointer[func()]
 	// inUpdateDomain runs once inside an UpdateDomain, after its read and
 	// before its write.
-	inUpdateDomain   atomic.Pointer[func()]
-	failDeleteRecord atomic.Bool // once
+	inUpdateDomain    atomic.Pointer[func()]
+	failDeleteRecords atomic.Bool // once
 }
 
 func (h *hookStore) PutRecord(ctx context.Context, r *route.Record) error {
@@ -849,11 +849,11 @@ func (h *hookStore) PutRecord(ctx context.Context, r *route.Record) error {
 	return h.Store.PutRecord(ctx, r)
 }
 
-func (h *hookStore) DeleteRecord(ctx context.Context, zone, name, typ string) error {
-	if h.failDeleteRecord.Swap(false) {
+func (h *hookStore) DeleteRecords(ctx context.Context, zone string) error {
+	if h.failDeleteRecords.Swap(false) {
 		return errors.New("injected store failure")
 	}
-	return h.Store.DeleteRecord(ctx, zone, name, typ)
+	return h.Store.DeleteRecords(ctx, zone)
 }
 
 func (h *hookStore) PutHostKey(ctx context.Context, k *route.HostKey) error {
@@ -1230,7 +1230,7 @@ func TestZoneRecreatedWithoutOldRecords(t *testing.T) {
 	t.Run("DELETE failed on a record", func(t *testing.T) {
 		e.ok("PUT", zone, `{"gateways":["127.0.0.1"]}`, 200)
 		e.ok("PUT", zone+"/records/old/A", `{"values":["192.0.2.66"]}`, 200)
-		hs.failDeleteRecord.Store(true)
+		hs.failDeleteRecords.Store(true)
 		e.ok("DELETE", zone, nil, 500)
 		recreate(t)
 	})

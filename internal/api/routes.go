@@ -599,21 +599,7 @@ func (a *API) purgeOldRecords(ctx context.Context, zone string) error {
 	if !errors.Is(err, a.o.NotFound) {
 		return err
 	}
-	return a.deleteRecords(ctx, zone)
-}
-
-// deleteRecords deletes every record stored under zone.
-func (a *API) deleteRecords(ctx context.Context, zone string) error {
-	recs, err := a.o.Store.ListRecords(ctx, zone)
-	if err != nil {
-		return err
-	}
-	for _, rec := range recs {
-		if err := a.o.Store.DeleteRecord(ctx, zone, rec.Name, rec.Type); err != nil && !errors.Is(err, a.o.NotFound) {
-			return err
-		}
-	}
-	return nil
+	return a.o.Store.DeleteRecords(ctx, zone)
 }
 
 // checkZoneFree is checkDomainFree the other way round: a zone over an
@@ -651,7 +637,7 @@ func (a *API) deleteZone(r *http.Request) (int, any, error) {
 	if err := a.o.Store.DeleteZone(ctx, z.Name); err != nil {
 		return 0, nil, a.missing(err, "zone", z.Name)
 	}
-	if err := a.deleteRecords(ctx, z.Name); err != nil {
+	if err := a.o.Store.DeleteRecords(ctx, z.Name); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil

@@ -152,3 +152,24 @@ func (s *Store) ListRecords(ctx context.Context, zone string) ([]*route.Record, 
 	}
 	return s.records.list(ctx, z+".>", s.logBad)
 }
+
+// DeleteRecords deletes every record set stored under zone, values that
+// do not decode included (ListRecords skips those), so that a zone
+// deleted and created again serves none of the old one's records. A
+// zone without records is not an error.
+func (s *Store) DeleteRecords(ctx context.Context, zone string) error {
+	z, err := tokensKey(zone)
+	if err != nil {
+		return fmt.Errorf("store: delete records: zone is required")
+	}
+	keys, err := keysUnder(ctx, s.records.kv, z+".>")
+	if err != nil {
+		return fmt.Errorf("store: delete records of %s: %w", zone, err)
+	}
+	for _, k := range keys {
+		if err := s.records.kv.Purge(ctx, k); err != nil {
+			return fmt.Errorf("store: delete records of %s: %w", zone, err)
+		}
+	}
+	return nil
+}
