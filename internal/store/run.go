@@ -39,6 +39,12 @@ type feed struct {
 }
 
 // feedOf builds the feed of one kind from its decoder and builder calls.
+//
+// A value that does not decode (written around the API by another tool or
+// a buggy peer) is logged and is not in the table, in a load as in the
+// watch: a good value it was written over leaves the table at once, as
+// the next load would drop it anyway. The table then holds what the
+// store's lists show and what a gateway started later serves.
 func feedOf[T any](k kind[T], bucket string, addTo func(*route.State, *T), put func(*route.Builder, *T, uint64), del func(*route.Builder, string, uint64) error) feed {
 	return feed{bucket: bucket, kv: k.kv,
 		add: func(st *route.State, key string, val []byte) error {
@@ -53,10 +59,12 @@ func feedOf[T any](k kind[T], bucket string, addTo func(*route.State, *T), put f
 				return del(b, key, rev)
 			}
 			v, err := k.decode(key, val)
-			if err == nil {
-				put(b, v, rev)
+			if err != nil {
+				_ = del(b, key, rev) // a key that does not parse was never in the table
+				return err
 			}
-			return err
+			put(b, v, rev)
+			return nil
 		}}
 }
 

@@ -212,7 +212,7 @@ func TestChangesReachOtherGateway(t *testing.T) {
 }
 
 // Bad values in a bucket, written behind the store's back, are skipped
-// both in the initial load and live, and never replace a good value.
+// both in the initial load and live, and logged.
 func TestBadValuesSkipped(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartBus(t)
@@ -251,15 +251,63 @@ func TestBadValuesSkipped(t *testing.T) {
 		t.Fatal("GetApp returned a mismatched value")
 	}
 
-	// Live: a bad value over a good one is skipped; the good one stays.
-	rawPut("good", `{"id":`)
+	// Live: a bad value is skipped and logged (TestBadValueOverGoodOne).
+	rawPut("bad", `{"id":`)
 	mustPut(t, s.PutApp(ctx, &route.App{ID: "later"}))
 	testutil.WaitFor(t, 5*time.Second, func() bool { return g.routes("later.z.test", "later") }, "later app not applied")
-	if !g.routes("good.z.test", "good") {
-		t.Fatal("a bad live value replaced a good app")
+	if !g.routes("good.z.test", "good") || g.live.Load().App("bad") != nil {
+		t.Fatal("a bad live value changed the table")
 	}
 	if n := logs.count("bad stored value"); n < 5 {
 		t.Fatalf("live bad value not logged (%d)", n)
+	}
+}
+
+// A bad value written over a good one, behind the store's back, takes it
+// out of the table at once, as the load does: the watch once kept the
+// good one until the next resync (30 s) dropped it, so for that long the
+// table served what the store no longer held, what the API's lists no
+// longer showed (and checked, e.g. for a mapping naming an app it
+// deletes), and what a gateway started meanwhile did not serve. Nothing
+// else changes.
+func TestBadValueOverGoodOne(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	var logs logCount
+	s := open(t, j, store.Options{Logger: slogger(&logs)}) // resync 30 s: the watch alone
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "y.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "good"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "other"}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "shop.example", App: "other", Verified: true}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "kept.example", App: "other", Verified: true}))
+	mustPut(t, s.PutRecord(ctx, &route.Record{Zone: "y.test", Name: "www.y.test", Type: "A", Values: []string{"192.0.2.1"}}))
+	mustPut(t, s.PutRecord(ctx, &route.Record{Zone: "y.test", Name: "kept.y.test", Type: "A", Values: []string{"192.0.2.2"}}))
+	g := run(t, s)
+
+	rawPut := func(bucket, key, val string) {
+		t.Helper()
+		kv, err := j.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rawPut("gatehouse_apps", "good", `{"id":`)
+	rawPut("gatehouse_zones", "z.test", `{"name":"z.test","ttl":"sixty"}`)
+	rawPut("gatehouse_domains", "shop.example", `{"domain":"elsewhere.example","app":"other","verified":true}`)
+	rawPut("gatehouse_records", "y_2Etest.www_2Ey_2Etest.A", `[]`)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return logs.count("bad stored value") >= 4 }, "bad values not logged")
+	tbl := g.live.Load()
+	if tbl.App("good") != nil || tbl.Zone("z.test") != nil || tbl.Domain("shop.example") != nil || len(tbl.Records("y.test")) != 1 {
+		t.Fatal("the table still serves a value the store no longer holds")
+	}
+	if !g.routes("other.y.test", "other") || !g.routes("kept.example", "other") || tbl.Records("y.test")[0].Name != "kept.y.test" {
+		t.Fatal("a bad value changed other state")
 	}
 }
 
