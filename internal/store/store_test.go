@@ -407,3 +407,77 @@ func TestOversizedValuesRefused(t *testing.T) {
 		t.Fatal("an oversized app was applied live")
 	}
 }
+
+// An app value written around the API whose settings the gateway would
+// apply open is refused on read, logged, like one that does not decode:
+// the gateway serves any status but suspended and retired, allows on any
+// policy action but "deny", never matches a rule path that is not clean,
+// and cannot check tokens or paths of a passthrough app. The zero mode
+// and status stay what they always were, http and active.
+func TestAppsTheGatewayWouldApplyOpenRefused(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	var logs logCount
+	s := open(t, j, store.Options{Logger: slogger(&logs)})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	kv, err := j.KeyValue(ctx, "gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]string{
+		"status":   `{"id":"status","status":"Suspended"}`,
+		"mode":     `{"id":"mode","mode":"tcp"}`,
+		"action":   `{"id":"action","policy":[{"action":"Deny","path":"/admin/*"}]}`,
+		"nopath":   `{"id":"nopath","policy":[{"action":"deny","path":""}]}`,
+		"unclean":  `{"id":"unclean","policy":[{"action":"deny","path":"/admin/"}]}`,
+		"dotdot":   `{"id":"dotdot","policy":[{"action":"deny","path":"/a/../admin/*"}]}`,
+		"star":     `{"id":"star","policy":[{"action":"deny","path":"/adm*"}]}`,
+		"escaped":  `{"id":"escaped","policy":[{"action":"deny","path":"/%61dmin"}]}`,
+		"method":   `{"id":"method","policy":[{"action":"deny","methods":["GET "],"path":"/*"}]}`,
+		"ptauth":   `{"id":"ptauth","mode":"passthrough","auth":{"required":true}}`,
+		"ptpolicy": `{"id":"ptpolicy","mode":"passthrough","policy":[{"action":"deny","path":"/*"}]}`,
+	}
+	for k, v := range bad {
+		if _, err := kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := map[string]string{
+		"zero":  `{"id":"zero"}`,
+		"susp":  `{"id":"susp","mode":"http","status":"suspended","policy":[{"action":"deny","methods":["get","POST"],"path":"/admin/*"},{"action":"allow","path":"/*"},{"action":"deny","path":"/"}]}`,
+		"ptok":  `{"id":"ptok","mode":"passthrough","status":"retired"}`,
+		"exact": `{"id":"exact","policy":[{"action":"deny","path":"/a/b.txt"}]}`,
+	}
+	for k, v := range good {
+		if _, err := kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := run(t, s)
+	tbl := g.live.Load()
+	for k := range bad {
+		if tbl.App(k) != nil {
+			t.Errorf("app %s loaded", k)
+		}
+		if _, err := s.GetApp(ctx, k); err == nil {
+			t.Errorf("GetApp(%s) succeeded", k)
+		}
+		var a route.App
+		if err := json.Unmarshal([]byte(bad[k]), &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutApp(ctx, &a); err == nil {
+			t.Errorf("PutApp(%s) succeeded", k)
+		}
+	}
+	for k := range good {
+		if tbl.App(k) == nil {
+			t.Errorf("app %s not loaded", k)
+		}
+	}
+	if n := logs.count("bad stored value"); n != len(bad) {
+		t.Errorf("%d bad values logged, want %d", n, len(bad))
+	}
+}
