@@ -15,7 +15,7 @@ const mod = "github.com/gatehouse-dev/gatehouse/"
 var allowed = map[string][]string{
 	"internal/verify":    {"host"},
 	"internal/route":     {},
-	"internal/store":     {"internal/route"},
+	"internal/store":     {"host", "internal/edkey", "internal/route"},
 	"internal/discovery": {"host", "internal/route", "internal/verify"},
 	"internal/peers":     {"internal/cluster", "internal/problem"},
 	"internal/proxy":     {"internal/deadline", "internal/httpwire", "internal/metrics", "internal/problem", "internal/route", "internal/sock"},

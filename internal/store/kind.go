@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -294,11 +296,32 @@ func recordKind(kv jetstream.KeyValue) kind[route.Record] {
 
 func hostKeyKind(kv jetstream.KeyValue) kind[route.HostKey] {
 	return kind[route.HostKey]{what: "host key", kv: kv,
-		key: func(h *route.HostKey) (string, error) { return nameKey(h.HostID) },
-		valid: func(h *route.HostKey) error {
-			if h.HostID == "" {
-				return errors.New("host_id is required")
-			}
-			return nil
-		}}
+		key:   func(h *route.HostKey) (string, error) { return nameKey(h.HostID) },
+		valid: checkHostKey}
+}
+
+// checkHostKey refuses an enrolment discovery could not trust as written:
+// a host id the host protocol does not allow, an app id that is none, or
+// a public key that is not one. A point of small order (an all-zero
+// buffer, say) verifies signatures that anyone can make without a
+// private key, so whoever is on the bus could claim the host. The API
+// refuses the same at enrolment; a value written around it must not be
+// read as an enrolment either.
+func checkHostKey(h *route.HostKey) error {
+	if !host.ValidHostID(h.HostID) {
+		return fmt.Errorf("host_id %q: must be 1 to 128 of [A-Za-z0-9._-], starting with a letter or digit", h.HostID)
+	}
+	pub, err := host.ParsePublicKey(h.PublicKey)
+	if err != nil {
+		return fmt.Errorf("host %s: %v", h.HostID, err)
+	}
+	if edkey.SmallOrder(pub) {
+		return fmt.Errorf("host %s: public_key is a point of small order, not a key: anyone can sign for it", h.HostID)
+	}
+	for i, a := range h.Apps {
+		if !route.ValidLabel(a) {
+			return fmt.Errorf("host %s: apps[%d]: %q is not an app id", h.HostID, i, a)
+		}
+	}
+	return nil
 }
