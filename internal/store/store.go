@@ -99,8 +99,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	return s, nil
 }
 
-// bucket binds to cfg.Bucket, creating it if missing, and rescales it
-// when Options.Replicas asks for a different replica count.
+// bucket binds to cfg.Bucket, creating it if missing, rescales it when
+// Options.Replicas asks for a different replica count, and adds the
+// republish a routing bucket made before it (or by another tool) lacks.
 func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := s.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -113,7 +114,7 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 	if err != nil {
 		return nil, fmt.Errorf("store: bucket %s (replicas %d): %w", cfg.Bucket, max(s.opts.Replicas, 1), err)
 	}
-	if s.opts.Replicas == 0 {
+	if s.opts.Replicas == 0 && cfg.RePublish == nil {
 		return kv, nil
 	}
 	st, err := kv.Status(ctx)
@@ -121,16 +122,20 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 		return nil, fmt.Errorf("store: bucket %s: %w", cfg.Bucket, err)
 	}
 	have := st.Config()
-	if have.Replicas == s.opts.Replicas && (cfg.RePublish == nil || have.RePublish != nil) {
+	replicas := have.Replicas
+	if s.opts.Replicas > 0 {
+		replicas = s.opts.Replicas
+	}
+	if have.Replicas == replicas && (cfg.RePublish == nil || have.RePublish != nil) {
 		return kv, nil
 	}
-	have.Replicas = s.opts.Replicas
+	have.Replicas = replicas
 	if have.RePublish == nil {
 		have.RePublish = cfg.RePublish
 	}
 	kv, err = s.js.UpdateKeyValue(ctx, have)
 	if err != nil {
-		return nil, fmt.Errorf("store: bucket %s: rescale to %d replicas: %w", cfg.Bucket, s.opts.Replicas, err)
+		return nil, fmt.Errorf("store: bucket %s: update to %d replicas, republishing: %w", cfg.Bucket, replicas, err)
 	}
 	return kv, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -534,5 +535,47 @@ func TestHostKeysThatAreNoKeysRefused(t *testing.T) {
 	}
 	if n := logs.count("bad stored value"); n != len(bad) {
 		t.Errorf("%d bad values logged, want %d", n, len(bad))
+	}
+}
+
+// A routing bucket made before buckets republished their writes (or by
+// another tool) gets the republish on Open whatever the replica count:
+// without it a gateway learns changes only from its watch consumer, and
+// losing the node that hosts it stalls the table for seconds, up to the
+// resync (TestClusterNodeLoss). It was added only when Open rescaled.
+func TestOpenAddsRepublishToOldBuckets(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, nc := js(t, ns.ClientURL())
+	ctx := t.Context()
+	if _, err := j.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "gatehouse_apps", History: 1, MaxValueSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, j, store.Options{})
+	kv, err := j.KeyValue(ctx, "gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.Config(); c.RePublish == nil || c.Replicas != 1 {
+		t.Fatalf("after Open: republish %v, replicas %d", c.RePublish, c.Replicas)
+	}
+	ch := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe("gatehouse._store.gatehouse_apps.>", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "a"}))
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write to the old bucket was not republished")
 	}
 }
