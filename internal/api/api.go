@@ -60,6 +60,10 @@ type Options struct {
 	// NotFound is the store's not-found sentinel (store.ErrNotFound).
 	// Required.
 	NotFound error
+	// TooLarge is the store's sentinel for a value past its bound
+	// (store.ErrTooLarge): a write refused so answers 413. Nil: such a
+	// refusal answers 500 like any store failure.
+	TooLarge error
 	// ControlToken is the static platform bearer token; empty accepts no
 	// static token.
 	ControlToken string

@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
@@ -41,7 +42,7 @@ type env struct {
 func newEnv(t *testing.T, mod func(*Options)) *env {
 	t.Helper()
 	st, notFound := newStore(t)
-	o := Options{Store: st, NotFound: notFound, ControlToken: token}
+	o := Options{Store: st, NotFound: notFound, TooLarge: store.ErrTooLarge, ControlToken: token}
 	if mod != nil {
 		mod(&o)
 	}

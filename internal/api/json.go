@@ -148,6 +148,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, se.status, se.detail)
 	case errors.Is(err, a.o.NotFound), errors.Is(err, errNotFound):
 		problem.Write(w, http.StatusNotFound, "not found")
+	case a.o.TooLarge != nil && errors.Is(err, a.o.TooLarge) && r.Method != http.MethodGet:
+		// Retrying cannot help: the stored form (JSON) of what was sent
+		// is past the store's bound, though the body was not past ours.
+		problem.Write(w, http.StatusRequestEntityTooLarge, "too large to store: at most 1 MiB once stored as JSON")
 	default:
 		a.o.Logger.Error("api: store failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Write(w, http.StatusInternalServerError, "the store failed; try again")

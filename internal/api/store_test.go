@@ -88,3 +88,24 @@ func TestDeleteZoneRemovesUndecodableRecords(t *testing.T) {
 		t.Fatalf("records of the old zone left in the store after it was created again: %v (%v)", keys, err)
 	}
 }
+
+// A body within the API's bound whose stored form is past the store's
+// (JSON escapes '&' as six bytes) is refused as too large, 413 with
+// nothing written, not a 500 that says to try again.
+func TestPutPastTheStoreBoundIs413(t *testing.T) {
+	e := newEnv(t, nil)
+	h := `"` + strings.Repeat("&", 64) + `"`
+	n := (maxBody - 100) / (len(h) + 1)
+	body := `{"cors":{"allow_headers":[` + strings.TrimSuffix(strings.Repeat(h+",", n), ",") + `]}}`
+	if len(body) > maxBody {
+		t.Fatalf("body of %d bytes", len(body))
+	}
+	before := e.snapshot()
+	p := problemOf(t, e.ok("PUT", "/api/v3/apps/shop", body, 413))
+	if !strings.Contains(p.Detail, "too large") {
+		t.Errorf("detail %q", p.Detail)
+	}
+	if e.snapshot() != before {
+		t.Error("the refused PUT changed the store")
+	}
+}

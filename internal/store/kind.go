@@ -32,7 +32,7 @@ type kind[T any] struct {
 // value, and a value whose identity does not match its key.
 func (k kind[T]) decode(key string, val []byte) (*T, error) {
 	if err := checkSize(val); err != nil {
-		return nil, fmt.Errorf("store: %s %s: %v", k.what, key, err)
+		return nil, fmt.Errorf("store: %s %s: %w", k.what, key, err)
 	}
 	v := new(T)
 	if err := json.Unmarshal(val, v); err != nil {
@@ -70,11 +70,11 @@ func (k kind[T]) put(ctx context.Context, v *T) error {
 		return fmt.Errorf("store: put %s: %v", k.what, err)
 	}
 	b, err := json.Marshal(v)
-	if err == nil {
-		err = checkSize(b)
-	}
 	if err != nil {
 		return fmt.Errorf("store: put %s %s: %v", k.what, key, err)
+	}
+	if err := checkSize(b); err != nil {
+		return fmt.Errorf("store: put %s %s: %w", k.what, key, err)
 	}
 	if _, err := k.kv.Put(ctx, key, b); err != nil {
 		return fmt.Errorf("store: put %s %s: %w", k.what, key, err)
@@ -165,12 +165,16 @@ func stopWatch(w jetstream.KeyWatcher) {
 	}
 }
 
+// ErrTooLarge is returned, wrapped, for a value past the store's bound of
+// 1 MiB as stored (JSON for the typed methods), read or written.
+var ErrTooLarge = errors.New("value too large")
+
 // checkSize refuses a value past maxValueSize. Buckets this package
 // creates refuse such writes themselves; one made by another tool, or by
 // hand, may not, and every gateway would hold the value in memory.
 func checkSize(val []byte) error {
 	if len(val) > maxValueSize {
-		return fmt.Errorf("value of %d bytes is too large (at most %d)", len(val), maxValueSize)
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(val), maxValueSize)
 	}
 	return nil
 }

@@ -55,11 +55,11 @@ func (k kind[T]) update(ctx context.Context, key string, fn func(cur *T) (*T, er
 				return fmt.Errorf("store: update %s %s: the new value is stored under another key", k.what, key)
 			}
 			b, merr := json.Marshal(next)
-			if merr == nil {
-				merr = checkSize(b)
-			}
 			if merr != nil {
 				return fmt.Errorf("store: update %s %s: %v", k.what, key, merr)
+			}
+			if merr := checkSize(b); merr != nil {
+				return fmt.Errorf("store: update %s %s: %w", k.what, key, merr)
 			}
 			if cur == nil {
 				_, err = k.kv.Create(ctx, key, b)
