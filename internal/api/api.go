@@ -19,7 +19,8 @@ import (
 
 // Store is the subset of *store.Store (internal/store) the API uses. Every method takes the
 // request's context first. Get and Delete of a missing item return an
-// error for which Options.NotFound answers errors.Is.
+// error for which Options.NotFound answers errors.Is; Get of a value that
+// does not read, one for which Options.BadValue does.
 type Store interface {
 	GetApp(ctx context.Context, id string) (*route.App, error)
 	PutApp(ctx context.Context, app *route.App) error
@@ -64,6 +65,11 @@ type Options struct {
 	// (store.ErrTooLarge): a write refused so answers 413. Nil: such a
 	// refusal answers 500 like any store failure.
 	TooLarge error
+	// BadValue is the store's sentinel for a stored value that does not
+	// read (store.ErrBadValue): a GET of one answers a problem that says
+	// so, and a PUT or DELETE replaces or deletes it as it would a good
+	// one. Nil: every such read answers 500 like any store failure.
+	BadValue error
 	// ControlToken is the static platform bearer token; empty accepts no
 	// static token.
 	ControlToken string

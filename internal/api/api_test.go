@@ -42,7 +42,7 @@ type env struct {
 func newEnv(t *testing.T, mod func(*Options)) *env {
 	t.Helper()
 	st, notFound := newStore(t)
-	o := Options{Store: st, NotFound: notFound, TooLarge: store.ErrTooLarge, ControlToken: token}
+	o := Options{Store: st, NotFound: notFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, ControlToken: token}
 	if mod != nil {
 		mod(&o)
 	}

@@ -148,7 +148,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, se.status, se.detail)
 	case errors.Is(err, a.o.NotFound), errors.Is(err, errNotFound):
 		problem.Write(w, http.StatusNotFound, "not found")
-	case a.o.TooLarge != nil && errors.Is(err, a.o.TooLarge) && r.Method != http.MethodGet:
+	case a.badValue(err):
+		a.o.Logger.Error("api: bad stored value", "method", r.Method, "path", r.URL.Path, "err", err)
+		problem.Write(w, http.StatusInternalServerError, "the stored value does not read (written around this API?); PUT a new one or DELETE it")
+	case a.o.TooLarge != nil && errors.Is(err, a.o.TooLarge):
 		// Retrying cannot help: the stored form (JSON) of what was sent
 		// is past the store's bound, though the body was not past ours.
 		problem.Write(w, http.StatusRequestEntityTooLarge, "too large to store: at most 1 MiB once stored as JSON")
@@ -156,6 +159,12 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.o.Logger.Error("api: store failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Write(w, http.StatusInternalServerError, "the store failed; try again")
 	}
+}
+
+// badValue reports whether err is the store's refusal of a stored value
+// that does not read (Options.BadValue).
+func (a *API) badValue(err error) bool {
+	return a.o.BadValue != nil && errors.Is(err, a.o.BadValue)
 }
 
 // errNotFound is the API's own not-found, for items it looks up itself.

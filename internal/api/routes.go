@@ -186,7 +186,7 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	app, err := a.o.Store.GetApp(ctx, id)
-	if err != nil {
+	if err != nil && !a.badValue(err) { // a value that does not read is deleted too
 		return 0, nil, a.missing(err, "app", id)
 	}
 	refs, err := a.appRefs(ctx, id)
@@ -199,7 +199,7 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 	if err := a.o.Store.DeleteApp(ctx, id); err != nil {
 		return 0, nil, a.missing(err, "app", id)
 	}
-	if err := a.recheckAppRefs(ctx, app); err != nil {
+	if err := a.recheckAppRefs(ctx, id, app); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -214,19 +214,23 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 // second, its request reads after the other's write and backs out, so a
 // mapping to a deleted app never stands; when the reads interleave both
 // may back out, and both answer 409 for the platform to retry. A host
-// key written before the delete is caught here too.
-func (a *API) recheckAppRefs(ctx context.Context, app *route.App) error {
-	refs, err := a.appRefs(ctx, app.ID)
+// key written before the delete is caught here too. An app whose stored
+// value did not read (app nil) is not put back: there is nothing to put.
+func (a *API) recheckAppRefs(ctx context.Context, id string, app *route.App) error {
+	refs, err := a.appRefs(ctx, id)
 	if err != nil {
 		return err
 	}
 	if len(refs) == 0 {
 		return nil
 	}
-	if err := a.o.Store.PutApp(ctx, app); err != nil {
-		return fmt.Errorf("app %q: restoring it after %s named it during its delete: %w", app.ID, listSome(refs, maxListed), err)
+	if app == nil {
+		return stillNamed(id, refs)
 	}
-	return stillNamed(app.ID, refs)
+	if err := a.o.Store.PutApp(ctx, app); err != nil {
+		return fmt.Errorf("app %q: restoring it after %s named it during its delete: %w", id, listSome(refs, maxListed), err)
+	}
+	return stillNamed(id, refs)
 }
 
 // stillNamed is deleteApp's 409 for an app that refs name.
@@ -349,6 +353,8 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 	case err == nil && old.Verified:
 		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
 			"domain %q is verified for app %q; to map it to %q, DELETE the mapping first, and %q proves it again", name, old.App, b.App, b.App)}
+	case a.badValue(err): // replaced by a fresh, unverified mapping
+		old = nil
 	case err != nil && !errors.Is(err, a.o.NotFound):
 		return 0, nil, err
 	case err != nil:
@@ -593,7 +599,7 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 // creations of one zone at once may purge a record PUT between them.
 func (a *API) purgeOldRecords(ctx context.Context, zone string) error {
 	_, err := a.o.Store.GetZone(ctx, zone)
-	if err == nil {
+	if err == nil || a.badValue(err) { // there is a zone, though it does not read
 		return nil
 	}
 	if !errors.Is(err, a.o.NotFound) {
@@ -630,14 +636,17 @@ func (a *API) checkZoneFree(ctx context.Context, zone string) error {
 // deleteZone removes the zone and then its records.
 func (a *API) deleteZone(r *http.Request) (int, any, error) {
 	ctx := r.Context()
-	z, err := a.zone(r)
+	name, err := normalizeZone(r.PathValue("zone"))
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.DeleteZone(ctx, z.Name); err != nil {
-		return 0, nil, a.missing(err, "zone", z.Name)
+	if _, err := a.o.Store.GetZone(ctx, name); err != nil && !a.badValue(err) { // a value that does not read is deleted too
+		return 0, nil, a.missing(err, "zone", name)
 	}
-	if err := a.o.Store.DeleteRecords(ctx, z.Name); err != nil {
+	if err := a.o.Store.DeleteZone(ctx, name); err != nil {
+		return 0, nil, a.missing(err, "zone", name)
+	}
+	if err := a.o.Store.DeleteRecords(ctx, name); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -828,7 +837,7 @@ func (a *API) putHostKey(r *http.Request) (int, any, error) {
 		return 0, nil, badInput("apps[%d]: %q does not exist; create it first", missing, k.Apps[missing])
 	}
 	old, err := a.o.Store.GetHostKey(ctx, id)
-	if errors.Is(err, a.o.NotFound) {
+	if errors.Is(err, a.o.NotFound) || a.badValue(err) { // a value that does not read is replaced
 		old = nil
 	} else if err != nil {
 		return 0, nil, err

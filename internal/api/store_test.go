@@ -109,3 +109,85 @@ func TestPutPastTheStoreBoundIs413(t *testing.T) {
 		t.Error("the refused PUT changed the store")
 	}
 }
+
+// newRawEnv is newEnv on a store whose buckets the test can also write
+// around the API, as another tool or a buggy peer would.
+func newRawEnv(t *testing.T) (*env, jetstream.JetStream) {
+	t.Helper()
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), js, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, ControlToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, st: st}, js
+}
+
+// An item whose stored value does not decode (written around the API)
+// answers a GET with a problem that says so, and can be replaced and
+// deleted through the API. A DELETE of such an app or zone, and a PUT
+// over such a zone, mapping or host key, read the old value first and
+// answered 500 "try again" for ever: nothing but a tool outside the API
+// could mend the store.
+func TestBadStoredValuesCanBeReplacedAndDeleted(t *testing.T) {
+	e, js := newRawEnv(t)
+	ctx := t.Context()
+	raw := func(bucket, key, val string) {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, []byte(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(bucket, key string) {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			t.Errorf("%s %s still stored: %v", bucket, key, err)
+		}
+	}
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+
+	raw("gatehouse_apps", "bad", `{"id":`)
+	if p := problemOf(t, e.ok("GET", "/api/v3/apps/bad", nil, 500)); !strings.Contains(p.Detail, "does not read") {
+		t.Errorf("GET of a bad app: %q", p.Detail)
+	}
+	e.ok("DELETE", "/api/v3/apps/bad", nil, 204)
+	gone("gatehouse_apps", "bad")
+
+	raw("gatehouse_zones", "z.example", `{"name":"z.example","ttl":"sixty"}`)
+	problemOf(t, e.ok("GET", "/api/v3/dns/zones/z.example", nil, 500))
+	e.ok("PUT", "/api/v3/dns/zones/z.example", `{"gateways":["192.0.2.1"]}`, 200)
+	e.ok("GET", "/api/v3/dns/zones/z.example", nil, 200)
+	raw("gatehouse_zones", "z.example", `{"name":"z.example","ttl":"sixty"}`)
+	e.ok("DELETE", "/api/v3/dns/zones/z.example", nil, 204)
+	gone("gatehouse_zones", "z.example")
+
+	raw("gatehouse_domains", "shop.example", `{"domain":"other.example","app":"shop","verified":true}`)
+	problemOf(t, e.ok("GET", "/api/v3/domains/shop.example", nil, 500))
+	var d struct{ Verified bool }
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/shop.example", `{"app":"shop"}`, 200), &d)
+	if d.Verified {
+		t.Error("a mapping PUT over a bad value came out verified")
+	}
+
+	raw("gatehouse_hostkeys", "web-1", `{"host_id":"web-1","public_key":"AAAA"}`)
+	problemOf(t, e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 500))
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"`+testKey+`","apps":["shop"]}`, 200)
+	e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 200)
+}

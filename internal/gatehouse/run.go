@@ -320,7 +320,7 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers.Peers, authOpts auth.Options) (*api.API, error) {
 	cfg := g.cfg
 	return api.New(api.Options{
-		Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, ControlToken: cfg.Control.Token,
+		Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, ControlToken: cfg.Control.Token,
 		VerifyPlatform: platformVerifier(authOpts),
 		VerifySession:  sessionVerifier(authOpts),
 		ResolveZones:   g.dnsZones(),

@@ -28,21 +28,22 @@ type kind[T any] struct {
 	valid func(v *T) error
 }
 
-// decode turns a stored entry into a value, refusing bad JSON, an invalid
-// value, and a value whose identity does not match its key.
+// decode turns a stored entry into a value, refusing an oversized value,
+// bad JSON, an invalid value, and a value whose identity does not match
+// its key, with an error wrapping ErrBadValue.
 func (k kind[T]) decode(key string, val []byte) (*T, error) {
 	if err := checkSize(val); err != nil {
-		return nil, fmt.Errorf("store: %s %s: %w", k.what, key, err)
+		return nil, fmt.Errorf("store: %s %s: %w: %v", k.what, key, ErrBadValue, err)
 	}
 	v := new(T)
 	if err := json.Unmarshal(val, v); err != nil {
-		return nil, fmt.Errorf("store: %s %s: bad json: %v", k.what, key, err)
+		return nil, fmt.Errorf("store: %s %s: %w: bad json: %v", k.what, key, ErrBadValue, err)
 	}
 	if err := k.valid(v); err != nil {
-		return nil, fmt.Errorf("store: %s %s: %v", k.what, key, err)
+		return nil, fmt.Errorf("store: %s %s: %w: %v", k.what, key, ErrBadValue, err)
 	}
 	if want, err := k.key(v); err != nil || want != key {
-		return nil, fmt.Errorf("store: %s %s: value is stored under the wrong key", k.what, key)
+		return nil, fmt.Errorf("store: %s %s: %w: it is stored under the wrong key", k.what, key, ErrBadValue)
 	}
 	return v, nil
 }
@@ -166,7 +167,8 @@ func stopWatch(w jetstream.KeyWatcher) {
 }
 
 // ErrTooLarge is returned, wrapped, for a value past the store's bound of
-// 1 MiB as stored (JSON for the typed methods), read or written.
+// 1 MiB as stored (JSON for the typed methods): by a write of one, and by
+// CertKV.Load. A typed read of one returns an ErrBadValue.
 var ErrTooLarge = errors.New("value too large")
 
 // checkSize refuses a value past maxValueSize. Buckets this package

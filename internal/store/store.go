@@ -15,6 +15,12 @@ import (
 // ErrNotFound is returned by Get and Delete methods for a missing key.
 var ErrNotFound = errors.New("store: not found")
 
+// ErrBadValue is returned, wrapped, by Get and Update methods for a stored
+// value that does not read: bad JSON, an invalid or oversized value, one
+// under another item's key (written around the store). Delete and Put
+// replace it as they would a good one.
+var ErrBadValue = errors.New("bad stored value")
+
 // Bucket names. Every gateway of a cluster, and every cluster sharing one
 // NATS, uses the same buckets.
 const (
