@@ -219,7 +219,14 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	for !nc.IsConnected() {
 		select {
 		case <-ctx.Done():
+			// The connection retries quietly: say why it did not connect
+			// (a refused credential, a TLS error), not only that time ran
+			// out. The server's word never repeats the credential.
+			last := nc.LastError()
 			nc.Close()
+			if last != nil {
+				return fmt.Errorf("bus: not connected to %s: %w (last error: %v)", redactList(b.urls), ctx.Err(), last)
+			}
 			return fmt.Errorf("bus: not connected to %s: %w", redactList(b.urls), ctx.Err())
 		case <-t.C:
 		}

@@ -313,3 +313,26 @@ func TestEmbeddedFailedStartLeavesNothing(t *testing.T) {
 		t.Fatalf("a failed start lost the existing data: %v", err)
 	}
 }
+
+// An external bus that refuses the gateway's credential fails Start with
+// the server's word for it, not only "context deadline exceeded": the
+// connection retries quietly, and the operator was left to guess why.
+func TestExternalWrongCredentialSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	srv := startEmbeddedIn(t, dir, "127.0.0.1:0")
+	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
+	b, err := bus.New(bus.Options{URL: "nats://" + bus.GatewayUser + ":not-the-secret-at-all@" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	err = b.Start(ctx)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("Start = %v, want the authorization failure", err)
+	}
+	if strings.Contains(err.Error(), "not-the-secret") {
+		t.Fatalf("the error repeats the credential: %v", err)
+	}
+}
