@@ -199,7 +199,7 @@ func (e *Edge) httpsPort() int {
 // as soon as the line is over the limit.
 func (e *Edge) server(h http.Handler, lineLimit bool) *http.Server {
 	srv := &http.Server{
-		Handler:           e.headerLimit(h, lineLimit),
+		Handler:           e.headerLimit(stallBodies(h, e.opts.IdleTimeout), lineLimit),
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
 		IdleTimeout:       e.opts.IdleTimeout,
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
@@ -423,6 +423,7 @@ func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
 		IdleTimeout:       e.opts.IdleTimeout,
 		WriteStall:        e.opts.IdleTimeout,
+		BodyStall:         e.opts.IdleTimeout,
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 		TooLarge: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")

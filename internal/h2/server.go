@@ -36,6 +36,12 @@ type Options struct {
 	// IdleTimeout closes a connection (GOAWAY first) that has had no open
 	// stream for this long. Zero: never.
 	IdleTimeout time.Duration
+	// BodyStall fails a request body's Read that has waited this long
+	// for the client's next DATA (a timeout net.Error; the handler's
+	// answer or the stream's reset follows as for any body error): a
+	// client that stalls its upload would otherwise hold the handler, and
+	// the host behind it, for ever. Zero: no bound.
+	BodyStall time.Duration
 	// WriteStall resets a stream whose response has waited this long at
 	// once for the client's flow-control window. Zero: no bound.
 	// A write the connection itself does not take is the net.Conn's to
@@ -168,7 +174,7 @@ func New(o Options) (*Server, error) {
 	if o.Handler == nil {
 		return nil, errors.New("h2: Handler is required")
 	}
-	if o.ReadHeaderTimeout < 0 || o.IdleTimeout < 0 || o.WriteStall < 0 || o.MaxHeaderBytes < 0 {
+	if o.ReadHeaderTimeout < 0 || o.IdleTimeout < 0 || o.WriteStall < 0 || o.BodyStall < 0 || o.MaxHeaderBytes < 0 {
 		return nil, errors.New("h2: timeouts and MaxHeaderBytes must not be negative")
 	}
 	if o.MaxConcurrentStreams == 0 {

@@ -701,10 +701,40 @@ func (b *reqBody) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		b.mu.Unlock()
-		<-b.ready
+		if !b.wait() {
+			b.fail(errBodyStalled)
+		}
 		b.mu.Lock()
 	}
 }
+
+// wait waits for the connection's goroutine to signal more of the body,
+// at most BodyStall; false: it did not come.
+func (b *reqBody) wait() bool {
+	stall := b.st.cn.s.opts.BodyStall
+	if stall <= 0 {
+		<-b.ready
+		return true
+	}
+	t := time.NewTimer(stall)
+	defer t.Stop()
+	select {
+	case <-b.ready:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// errBodyStalled is a body Read's error when the client sent nothing for
+// BodyStall: a timeout, as a connection's read deadline gives.
+var errBodyStalled error = stallError{}
+
+type stallError struct{}
+
+func (stallError) Error() string   { return "h2: the request body stalled" }
+func (stallError) Timeout() bool   { return true }
+func (stallError) Temporary() bool { return true }
 
 // Close fails later Reads; what the client sends from then on is dropped.
 func (b *reqBody) Close() error {

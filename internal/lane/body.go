@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // maxPostHandlerReadBytes is net/http's: an unread request body up to
@@ -23,8 +24,9 @@ type body struct {
 	left    int64  // bytes still to read from the connection
 	err     error  // the connection's read error, sticky
 	closed  bool
-	tooBig  bool // closed or answered with more than maxPostHandlerReadBytes unread
-	sawDone bool // every byte of the body was read
+	tooBig  bool      // closed or answered with more than maxPostHandlerReadBytes unread
+	sawDone bool      // every byte of the body was read
+	until   time.Time // the read deadline the last read armed
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -51,6 +53,15 @@ func (b *body) readLocked(p []byte) (int, error) {
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
+	}
+	// Each wait for the client's next bytes is bounded by IdleTimeout,
+	// re-armed only when less than half of it is left: a timer update
+	// per read would cost more than the bound is worth.
+	if stall := b.cn.s.opts.IdleTimeout; stall > 0 {
+		if now := time.Now(); b.until.Sub(now) < stall/2 {
+			b.until = now.Add(stall)
+			b.cn.setReadDeadline(b.until, false)
+		}
 	}
 	n, err := b.cn.c.Read(p)
 	b.left -= int64(n)

@@ -45,7 +45,9 @@ type Options struct {
 	// byte (for a new connection, from the start). Zero: none.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout bounds the wait for the next request on a kept-alive
-	// connection. Zero: ReadHeaderTimeout.
+	// connection, and each wait for a request body's next bytes (a
+	// client that stalls its upload would otherwise hold the handler,
+	// and the host behind it, for ever). Zero: ReadHeaderTimeout.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes is the largest head the lane reads itself (capped at
 	// 4 KiB); a larger one goes to net/http with its own limits.
@@ -544,8 +546,8 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 		if x.h.length > 0 {
 			take = int(min(int64(cn.n-end), x.h.length))
 			b = &body{cn: cn, pre: cn.buf[end : end+take], left: x.h.length - int64(take)}
-			// The head is in; the body has no deadline (net/http's
-			// ReadTimeout, zero here, would be the one).
+			// The head is in; the body's reads arm their own stall bound
+			// (body.readLocked).
 			cn.setReadDeadline(time.Time{}, false)
 		}
 		if !cn.exchange(x, b) {

@@ -363,9 +363,15 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 		if !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
-	} else if a.body.readErr() != nil {
+	} else if berr := a.body.readErr(); berr != nil {
 		client = true
-		err = fmt.Errorf("%w: %w", errBadBody, err)
+		if isTimeout(berr) {
+			// The listener's bound on a stalled upload (edge), not the
+			// host's slowness.
+			err = fmt.Errorf("%w: %w", errBodyStalled, err)
+		} else {
+			err = fmt.Errorf("%w: %w", errBadBody, err)
+		}
 	}
 	reason := reasonFor(err)
 	p.opts.Metrics.UpstreamErrors.WithLabelValues(a.app, reason).Inc()

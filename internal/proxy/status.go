@@ -24,6 +24,9 @@ var (
 	errNotApp = errors.New("proxy: request was not routed to an app")
 	// errBadBody: the client's request body could not be read (400).
 	errBadBody = errors.New("proxy: the request body could not be read")
+	// errBodyStalled: the client's request body stopped coming for the
+	// listener's bound (408).
+	errBodyStalled = errors.New("proxy: the request body stalled")
 )
 
 // StatusClientClosed is logged (never sent) when the client went away
@@ -36,6 +39,8 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return StatusClientClosed
+	case errors.Is(err, errBodyStalled):
+		return http.StatusRequestTimeout
 	case errors.Is(err, ErrNoHost):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
@@ -57,6 +62,8 @@ func reasonFor(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return metrics.ReasonCanceled
+	case errors.Is(err, errBodyStalled):
+		return metrics.ReasonBadBody
 	case errors.Is(err, ErrNoHost), errors.Is(err, ErrNoRoutableHost):
 		return metrics.ReasonNoHost
 	case isDial(err), errors.Is(err, ErrUnreachable):
@@ -83,6 +90,8 @@ func detailFor(status int, err error) string {
 		return "the app is unreachable"
 	case status == http.StatusBadRequest:
 		return "the request body could not be read"
+	case status == http.StatusRequestTimeout:
+		return "the request body stopped coming"
 	}
 	return "the request could not be proxied"
 }

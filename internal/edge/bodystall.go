@@ -1,0 +1,87 @@
+package edge
+
+import (
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// stallBodies bounds each wait for a request body's next bytes by stall
+// on what net/http serves (the lane and the HTTP/2 server bound their own
+// bodies): net/http's ReadTimeout would bound the whole request, a long
+// upload included, so a read deadline is armed through the response's
+// controller before body reads instead, and cleared when the body ends.
+// A client that stalls its upload would otherwise hold the handler, and
+// the host behind it, for ever.
+func stallBodies(next http.Handler, stall time.Duration) http.Handler {
+	if stall <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &stallBody{ReadCloser: r.Body, rc: http.NewResponseController(w), stall: stall}
+		r.Body = b
+		next.ServeHTTP(w, r)
+		b.mu.Lock()
+		b.returned = true // net/http sets the next request's deadlines
+		b.mu.Unlock()
+	})
+}
+
+// stallBody is a request body whose reads arm a read deadline. Read and
+// Close may come from a transport's goroutine, after the handler
+// returned: from then on the deadlines are left to net/http.
+type stallBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	stall time.Duration
+
+	mu       sync.Mutex
+	until    time.Time // the deadline armed last; zero: none
+	returned bool      // the handler returned
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	b.arm()
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.clear()
+	}
+	return n, err
+}
+
+func (b *stallBody) Close() error {
+	b.clear()
+	return b.ReadCloser.Close()
+}
+
+// arm sets the deadline a stall from now when less than half of one is
+// left: a timer update per read would cost more than the bound is worth.
+func (b *stallBody) arm() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.returned {
+		return
+	}
+	if now := time.Now(); b.until.Sub(now) < b.stall/2 {
+		b.until = now.Add(b.stall)
+		_ = b.rc.SetReadDeadline(b.until)
+	}
+}
+
+// clear lifts the deadline once the body is done with: a read that waits
+// after it (net/http's watch for the client leaving, an event stream's
+// long response) is not the body's.
+func (b *stallBody) clear() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.returned || b.until.IsZero() {
+		return
+	}
+	b.until = time.Time{}
+	_ = b.rc.SetReadDeadline(time.Time{})
+}
