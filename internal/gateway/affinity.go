@@ -337,6 +337,11 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 				// can still be served here with its body.
 				small = make([]byte, r.ContentLength)
 				if _, err := io.ReadFull(r.Body, small); err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						problem.Write(w, http.StatusRequestTimeout, "the request body stopped coming")
+						return
+					}
 					problem.Write(w, http.StatusBadRequest, "the request body ended before its Content-Length")
 					return
 				}
