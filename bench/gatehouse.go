@@ -63,6 +63,20 @@ func hostKey(e *env) (ed25519.PrivateKey, error) {
 	return key, host.WriteKey(e.hostKeyFile(), key)
 }
 
+// hasFlag reports whether bin's serve subcommand knows -name: an A/B run
+// may measure a build older than a flag the harness sets.
+func hasFlag(ctx context.Context, bin, name string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, bin, "serve", "-h").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "-"+name {
+			return true
+		}
+	}
+	return false
+}
+
 // buildGatehouse builds ./cmd/gatehouse from the module at root.
 func buildGatehouse(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "gatehouse")
@@ -93,14 +107,18 @@ func startGatehouse(ctx context.Context, e *env, name, bin string) (*target, *ga
 	if err := os.RemoveAll(data); err != nil { // what an earlier attempt left
 		return t, nil, err
 	}
-	p, err := e.ps.start(e.dir, name, bin, "serve",
+	args := []string{"serve",
 		"-data", data, "-zone", benchZone, "-cluster", benchCluster,
 		"-http", httpAddr, "-http-mode", "serve", "-https", httpsAddr, "-dns", "",
 		"-management", mgmt, "-bus-listen", bus, "-control-token", token,
-		"-limits-requests", "1000000000", "-log-level", "error",
+		"-limits-requests", "1000000000", "-log-level", "error"}
+	if hasFlag(ctx, bin, "listeners-max-connections") {
 		// As nginx's worker_connections and HAProxy's maxconn: the idle
 		// test's connections and a margin, whatever RLIMIT_NOFILE is.
-		"-listeners-max-connections", strconv.Itoa(e.maxConns+1024))
+		// (Builds before the key, measured in an A/B, have no cap.)
+		args = append(args, "-listeners-max-connections", strconv.Itoa(e.maxConns+1024))
+	}
+	p, err := e.ps.start(e.dir, name, bin, args...)
 	if err != nil {
 		return t, nil, err
 	}
