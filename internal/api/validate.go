@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/netip"
 	"net/url"
-	pathpkg "path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -166,28 +165,10 @@ func checkRule(i int, p *route.PolicyRule) error {
 	if strings.Contains(base, "*") {
 		return badInput("policy[%d].path: '*' is allowed only as a final /*, got %q", i, path)
 	}
-	if path != "/*" && (strings.Contains(path, "//") || !cleanRulePath(base)) { // "//*" would match "/" alone
+	if p.Check() != nil { // what the policy layer can match (route.PolicyRule.Check)
 		return badInput("policy[%d].path: must be a clean path (no empty, '.' or '..' segment, no trailing '/' or '.', no '%%', ';' or '\\'), as requests are matched after cleaning, got %q", i, path)
 	}
 	return nil
-}
-
-// cleanRulePath reports whether p is a path the gateway's policy layer can
-// match: it compares rules with requests' cleaned, decoded paths
-// (internal/policy.Clean), so a rule such as "/admin/" or "/a/../admin"
-// would match no request at all, and a deny written so would let
-// everything through. This is internal/policy.Validate's rule, repeated
-// here because api does not import policy (STYLE §6.1).
-func cleanRulePath(p string) bool {
-	if strings.ContainsAny(p, "%;\\") || pathpkg.Clean(p) != p {
-		return false
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if strings.HasSuffix(seg, ".") {
-			return false // a host drops a segment's trailing dots
-		}
-	}
-	return true
 }
 
 // normalizeDomain checks a custom domain name and returns its normalized

@@ -14,7 +14,7 @@ const mod = "github.com/gatehouse-dev/gatehouse/"
 // here may import nothing internal.
 var allowed = map[string][]string{
 	"internal/verify":    {"host"},
-	"internal/route":     {},
+	"internal/route":     {"internal/policy"}, // STYLE §6.1 allows cors, limit, auth, policy
 	"internal/store":     {"host", "internal/edkey", "internal/route"},
 	"internal/discovery": {"host", "internal/route", "internal/verify"},
 	"internal/peers":     {"internal/cluster", "internal/problem"},

@@ -23,14 +23,20 @@ type Rule struct {
 	Path    string   `json:"path"`
 }
 
-// Validate reports the first rule that cannot be applied as written.
+// Validate reports the first rule that cannot be applied as written: Check
+// matches rules against requests' cleaned paths, so a rule that is not
+// clean (an empty, '.' or '..' segment, a trailing '/' or '.', '%', ';',
+// '\', white space, '?' or '#'; and "//*" would match "/" alone) would
+// match no request, and a deny so written would let everything through.
+// It is the one copy of this rule: route.PolicyRule.Check applies it for
+// the API and the store.
 func Validate(rules []Rule) error {
 	for i, r := range rules {
 		if r.Action != Allow && r.Action != Deny {
 			return fmt.Errorf("policy: rule %d: action must be %q or %q, got %q", i, Allow, Deny, r.Action)
 		}
 		for _, m := range r.Methods {
-			if !token(m) {
+			if len(m) > maxMethod || !token(m) {
 				return fmt.Errorf("policy: rule %d: %q is not a method", i, m)
 			}
 		}
@@ -38,12 +44,15 @@ func Validate(rules []Rule) error {
 		if r.Path == "/*" {
 			base = "/"
 		}
-		if !strings.HasPrefix(r.Path, "/") || strings.ContainsAny(base, "*%\\;") || Clean(base) != base {
+		if !strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "//") || strings.ContainsAny(base, "*%\\; \t\r\n?#") || Clean(base) != base {
 			return fmt.Errorf("policy: rule %d: path %q must be a clean absolute path, optionally ending in /*", i, r.Path)
 		}
 	}
 	return nil
 }
+
+// maxMethod bounds a rule's method, as the API bounds every token.
+const maxMethod = 64
 
 // Matches reports whether r covers method and the cleaned path p.
 func (r Rule) Matches(method, p string) bool {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/policy"
 )
 
 // Mode says who terminates TLS for an app.
@@ -144,3 +146,9 @@ func ValidLabel(s string) bool { return labelRE.MatchString(s) }
 // ReservedLabel is the label under every zone that reaches the gateway's
 // own API; no app may take it.
 const ReservedLabel = "api"
+
+// Check reports why r cannot be applied as written (policy.Validate's
+// rule): the API refuses such a rule, and the store a value holding one.
+func (r PolicyRule) Check() error {
+	return policy.Validate([]policy.Rule{policy.Rule(r)})
+}

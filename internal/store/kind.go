@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	pathpkg "path"
-	"regexp"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -203,8 +200,8 @@ func appKind(kv jetstream.KeyValue) kind[route.App] {
 // every policy action but "deny", never matches a rule whose method is no
 // token or whose path is not clean (it matches cleaned request paths),
 // and checks neither tokens nor paths of a passthrough app. The API
-// refuses all of these (internal/api's checkApp, whose rules these
-// repeat, as store does not import api); a value written around it by
+// refuses all of these (internal/api's checkApp; the rule check is
+// route.PolicyRule.Check for both); a value written around it by
 // another tool or a buggy peer must not open what it meant to close. The
 // zero mode and status are http and active, as the gateway has always
 // read them.
@@ -223,42 +220,11 @@ func checkAppEnforceable(a *route.App) error {
 		return fmt.Errorf("app %s: a passthrough app can have no auth.required and no policy: the gateway cannot enforce them", a.ID)
 	}
 	for i, r := range a.Policy {
-		if r.Action != "allow" && r.Action != "deny" {
-			return fmt.Errorf("app %s: policy[%d]: action must be allow or deny, got %q", a.ID, i, r.Action)
-		}
-		for _, m := range r.Methods {
-			if !methodRE.MatchString(m) {
-				return fmt.Errorf("app %s: policy[%d]: %q is not an HTTP method", a.ID, i, m)
-			}
-		}
-		if !cleanRulePath(r.Path) {
-			return fmt.Errorf("app %s: policy[%d]: path %q is not a clean path, optionally ending in /*", a.ID, i, r.Path)
+		if err := r.Check(); err != nil {
+			return fmt.Errorf("app %s: policy[%d]: %v", a.ID, i, err)
 		}
 	}
 	return nil
-}
-
-// methodRE is an RFC 9110 token of at most 64 bytes.
-var methodRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
-
-// cleanRulePath reports whether p is "/*", or an absolute path that is
-// its own clean form (no empty, '.' or '..' segment, no trailing '/' or
-// '.' on a segment, no '%', ';', '\', '*', '?', '#' or white space),
-// optionally followed by "/*"; "//*" would match "/" alone.
-func cleanRulePath(p string) bool {
-	if p == "/*" {
-		return true
-	}
-	base := strings.TrimSuffix(p, "/*")
-	if !strings.HasPrefix(base, "/") || strings.Contains(p, "//") || strings.ContainsAny(base, "*%;\\?# \t\r\n") || pathpkg.Clean(base) != base {
-		return false
-	}
-	for _, seg := range strings.Split(base, "/") {
-		if strings.HasSuffix(seg, ".") {
-			return false
-		}
-	}
-	return true
 }
 
 func domainKind(kv jetstream.KeyValue) kind[route.Domain] {
