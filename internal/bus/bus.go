@@ -45,6 +45,8 @@ type Bus struct {
 	js     jetstream.JetStream
 	closed chan struct{} // closed by the connection's ClosedHandler
 
+	cluster string // the external server's cluster name at Start; "" if none
+
 	closeOnce sync.Once
 	stopped   bool // Close was called
 }
@@ -232,7 +234,8 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 		}
 	}
 	b.nc = nc
-	b.log.Info("connected to nats", "url", nc.ConnectedUrlRedacted())
+	b.cluster = nc.ConnectedClusterName()
+	b.log.Info("connected to nats", "url", nc.ConnectedUrlRedacted(), "cluster", b.cluster)
 	return nil
 }
 
@@ -260,6 +263,13 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 	}, extra...)
 }
+
+// Clustered reports whether the external server connected to at Start is
+// a member of a NATS cluster, as the server itself told the client in its
+// INFO (its cluster name), however many URLs led there: one DNS name or
+// load balancer in front of a cluster is a cluster. False for the
+// embedded bus, which is a single server.
+func (b *Bus) Clustered() bool { return b.cluster != "" }
 
 // Conn returns the connection. Nil before a successful Start.
 func (b *Bus) Conn() *nats.Conn { return b.nc }

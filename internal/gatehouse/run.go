@@ -33,6 +33,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Run starts every part, serves until ctx ends, drains, and returns when
@@ -294,11 +295,20 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 // empty table by mistake.
 func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bus) (*store.Store, *route.Builder, error) {
 	cfg := g.cfg
+	// An external NATS cluster replicates the buckets (R3), whether
+	// bus.url lists its nodes or one name in front of them; a single
+	// server (the embedded bus too) keeps R1.
 	replicas := 0
-	if !b.Embedded() && len(cfg.Bus.URL) > 1 {
-		replicas = 3 // an external NATS cluster: JetStream replicates the buckets (R3)
+	if b.Clustered() {
+		replicas = 3
 	}
 	st, err := store.Open(ctx, b.JetStream(), store.Options{Replicas: replicas, Logger: g.log})
+	if replicas > 1 && notClustered(err) {
+		// A server with a cluster name but no cluster (no routes) is a
+		// single server to JetStream, which says so: keep R1.
+		g.log.Info("nats has a cluster name but JetStream is not clustered: routing buckets kept at one replica", "err", err)
+		st, err = store.Open(ctx, b.JetStream(), store.Options{Logger: g.log})
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -315,6 +325,17 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	case <-time.After(30 * time.Second):
 		return nil, nil, errors.New("gatehouse: store: routing state not loaded after 30s")
 	}
+}
+
+// jsErrReplicasNotSupported is JetStream's "replicas > 1 not supported in
+// non-clustered mode".
+const jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+
+// notClustered reports whether err is JetStream refusing replicas because
+// it runs as a single server.
+func notClustered(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrReplicasNotSupported
 }
 
 func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers.Peers, authOpts auth.Options) (*api.API, error) {
