@@ -46,6 +46,7 @@ type Bus struct {
 	closed chan struct{} // closed by the connection's ClosedHandler
 
 	cluster string // the external server's cluster name at Start; "" if none
+	fails   reconnectFails
 
 	closeOnce sync.Once
 	stopped   bool // Close was called
@@ -64,7 +65,8 @@ func New(opts Options) (*Bus, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log.With("component", "bus")}, nil
+	log = log.With("component", "bus")
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, fails: reconnectFails{log: log}}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -251,9 +253,16 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 			b.log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "failed_attempts", b.fails.reset())
 		}),
+		// A dial that fails comes here; a server that refuses the
+		// credential (rotated, revoked) comes to ErrorHandler below.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { b.fails.failed(err) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub == nil && isAuthErr(err) {
+				b.fails.failed(err)
+				return
+			}
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
@@ -270,6 +279,56 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 // load balancer in front of a cluster is a cluster. False for the
 // embedded bus, which is a single server.
 func (b *Bus) Clustered() bool { return b.cluster != "" }
+
+// reconnectLogEvery is how often failed reconnect attempts are logged: a
+// connection that retries every 250 ms would otherwise log four lines a
+// second for as long as the bus is gone.
+const reconnectLogEvery = 10 * time.Second
+
+// reconnectFails logs why reconnect attempts fail, the first at once and
+// then at most one per reconnectLogEvery with the count of those left out
+// since the line before, so an operator sees the server's word (a refused
+// dial, "Authorization Violation") without a flood.
+type reconnectFails struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	last    time.Time // when a failure was last logged; zero after a reconnect
+	total   int       // failures since the last reconnect
+	skipped int       // failures not logged since the last line
+}
+
+func (r *reconnectFails) failed(err error) {
+	r.mu.Lock()
+	r.total++
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < reconnectLogEvery {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	r.last = now
+	skipped := r.skipped
+	r.skipped = 0
+	r.mu.Unlock()
+	r.log.Warn("nats reconnect failed", "err", err, "not_logged", skipped, "every", reconnectLogEvery)
+}
+
+// reset starts over after a reconnect and returns how many attempts
+// failed before it.
+func (r *reconnectFails) reset() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.total
+	r.last, r.total, r.skipped = time.Time{}, 0, 0
+	return n
+}
+
+// isAuthErr reports whether err is the server refusing the credential.
+func isAuthErr(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
+}
 
 // Conn returns the connection. Nil before a successful Start.
 func (b *Bus) Conn() *nats.Conn { return b.nc }

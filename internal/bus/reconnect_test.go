@@ -1,0 +1,111 @@
+package bus_test
+
+import (
+	"bytes"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/gatehouse-dev/gatehouse/internal/bus"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// logBuf collects a text log for a test to read while it is written.
+type logBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuf) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(lockedWriter{&l.mu, &l.buf}, nil))
+}
+
+// lines returns the log lines that contain sub.
+func (l *logBuf) lines(sub string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// userServer starts a NATS server on addr ("127.0.0.1:0" for any port)
+// that accepts the user gw with password.
+func userServer(t *testing.T, addr, password string) *server.Server {
+	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	p, _ := strconv.Atoi(port)
+	if p == 0 {
+		p = server.RANDOM_PORT
+	}
+	ns, err := server.NewServer(&server.Options{Host: host, Port: p, NoSigs: true, NoLog: true,
+		Users: []*server.User{{Username: "gw", Password: password}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	return ns
+}
+
+// reconnectFailed is what the bus logs for a failed reconnect attempt.
+const reconnectFailed = `msg="nats reconnect failed"`
+
+// Once started, the bus says why its reconnect attempts fail (here: the
+// server is gone, the dial refused), not only "nats disconnected"; a
+// reconnect loop trying four times a second logs that once per 10 s, and
+// the count of the attempts it left out is told when it reconnects.
+func TestReconnectFailuresSayWhy(t *testing.T) {
+	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	addr := ns.Addr().String()
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + addr, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(logs.lines(reconnectFailed)) > 0 }, "no reconnect failure logged:\n"+logs.String())
+	time.Sleep(3 * time.Second) // a dozen more attempts
+	got := logs.lines(reconnectFailed)
+	if len(got) != 1 || !strings.Contains(got[0], "connection refused") {
+		t.Fatalf("want one line saying the dial was refused, got:\n%s", strings.Join(got, "\n"))
+	}
+
+	userServer(t, addr, "pw-0123456789")
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(logs.lines(`msg="nats reconnected"`)) > 0 }, "not reconnected")
+	m := regexp.MustCompile(`failed_attempts=(\d+)`).FindStringSubmatch(logs.lines(`msg="nats reconnected"`)[0])
+	if m == nil {
+		t.Fatalf("the reconnect does not count the failed attempts:\n%s", logs.String())
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 5 {
+		t.Fatalf("failed_attempts=%d after 3 s of attempts every 250 ms:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "pw-0123456789") {
+		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
