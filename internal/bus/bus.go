@@ -248,6 +248,10 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.Name(b.opts.Name),
 		nats.CustomInboxPrefix(InboxPrefix),
 		nats.MaxReconnects(-1),
+		// Without it nats.go closes the connection for good once a server
+		// refuses the credential twice (rotated on the server first): the
+		// gateway would never reconnect, even after the fix.
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			b.log.Warn("nats disconnected", "err", err)

@@ -109,3 +109,54 @@ func TestReconnectFailuresSayWhy(t *testing.T) {
 		t.Fatalf("the credential was logged:\n%s", logs.String())
 	}
 }
+
+// A server that refuses the gateway's credential after a rotation does
+// not end the bus: nats.go gives up after the same auth error twice and
+// closes the connection for good, so the gateway never reconnected, even
+// once the operator put a credential it holds back. It keeps trying, says
+// why once, and reconnects when the server takes the credential again.
+func TestReconnectSurvivesRefusedCredential(t *testing.T) {
+	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		Users: []*server.User{{Username: "gw", Password: "old-0123456789"}}}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:old-0123456789@" + ns.Addr().String(), Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	rotated := opts.Clone()
+	rotated.Users = []*server.User{{Username: "gw", Password: "new-0123456789"}}
+	if err := ns.ReloadOptions(rotated); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return !b.Conn().IsConnected() }, "the server kept the old credential")
+	time.Sleep(3 * time.Second) // a dozen refused attempts
+	if b.Conn().IsClosed() {
+		t.Fatalf("the connection gave up after a refused credential:\n%s", logs.String())
+	}
+	got := logs.lines(reconnectFailed)
+	if len(got) != 1 || !strings.Contains(strings.ToLower(got[0]), "authorization violation") {
+		t.Fatalf("want one line with the server's refusal, got:\n%s", logs.String())
+	}
+
+	if err := ns.ReloadOptions(opts.Clone()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, b.Conn().IsConnected, "not reconnected once the credential was taken again:\n"+logs.String())
+	if strings.Contains(logs.String(), "0123456789") {
+		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
