@@ -41,6 +41,7 @@ type Store interface {
 	DeleteZone(ctx context.Context, name string) error
 	ListZones(ctx context.Context) ([]*route.Zone, error)
 
+	GetRecord(ctx context.Context, zone, name, typ string) (*route.Record, error)
 	PutRecord(ctx context.Context, r *route.Record) error
 	DeleteRecord(ctx context.Context, zone, name, typ string) error
 	ListRecords(ctx context.Context, zone string) ([]*route.Record, error)

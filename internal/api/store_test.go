@@ -191,3 +191,52 @@ func TestBadStoredValuesCanBeReplacedAndDeleted(t *testing.T) {
 	e.ok("PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"`+testKey+`","apps":["shop"]}`, 200)
 	e.ok("GET", "/api/v3/hosts/keys/web-1", nil, 200)
 }
+
+// A record whose stored value does not decode answers its GET as every
+// other kind does: 500 saying it does not read and can be mended, not 404
+// (it was read through the zone's list, which skips such values), which
+// told the platform there was nothing there while the key sat in the
+// store. PUT replaces it and DELETE removes it.
+func TestBadStoredRecordSaysSo(t *testing.T) {
+	e, js := newRawEnv(t)
+	ctx := t.Context()
+	kv, err := js.KeyValue(ctx, "gatehouse_records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path = "/api/v3/dns/zones/z.example/records/www/A"
+	e.ok("PUT", "/api/v3/dns/zones/z.example", `{"gateways":["192.0.2.1"]}`, 200)
+	e.ok("PUT", path, `{"values":["192.0.2.7"]}`, 200)
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	for k := range keys.Keys() {
+		key = k
+	}
+	if key == "" {
+		t.Fatal("the record is not in the bucket")
+	}
+	bad := func() {
+		t.Helper()
+		if _, err := kv.Put(ctx, key, []byte(`{"zone":"z.example","name":"www","type":"A","values":"192.0.2.7"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	bad()
+	if p := problemOf(t, e.ok("GET", path, nil, 500)); !strings.Contains(p.Detail, "does not read") {
+		t.Errorf("GET of a bad record: %q", p.Detail)
+	}
+	e.ok("PUT", path, `{"values":["192.0.2.8"]}`, 200)
+	var rec struct{ Values []string }
+	decodeInto(t, e.ok("GET", path, nil, 200), &rec)
+	if len(rec.Values) != 1 || rec.Values[0] != "192.0.2.8" {
+		t.Errorf("GET after the PUT over a bad record: %v", rec.Values)
+	}
+	bad()
+	e.ok("DELETE", path, nil, 204)
+	problemOf(t, e.ok("GET", path, nil, 404))
+	problemOf(t, e.ok("GET", "/api/v3/dns/zones/z.example/records/none/A", nil, 404))
+}

@@ -135,6 +135,16 @@ func (s *Store) PutRecord(ctx context.Context, r *route.Record) error {
 	return s.records.put(ctx, r)
 }
 
+// GetRecord returns one record set. A value that does not decode is an
+// error wrapping ErrBadValue, as for every Get (ListRecords skips it).
+func (s *Store) GetRecord(ctx context.Context, zone, name, typ string) (*route.Record, error) {
+	k, err := recordKey(zone, name, typ)
+	if err != nil {
+		return nil, fmt.Errorf("store: get %v", err)
+	}
+	return s.records.get(ctx, k)
+}
+
 // DeleteRecord deletes one record set.
 func (s *Store) DeleteRecord(ctx context.Context, zone, name, typ string) error {
 	k, err := recordKey(zone, name, typ)
