@@ -162,7 +162,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		cancel()
 	}
 	d.mu.Unlock()
-	k, err := d.check(vctx, ann, pub)
+	k, dial, err := d.check(vctx, ann, pub)
 	cancel()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -188,7 +188,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 	}
 	if e.gen != gen || s.proven {
 		if s.proof {
-			d.proofLocked(now, s, err)
+			d.proofLocked(now, s, dial, err)
 		}
 		return // re-announced meanwhile: a newer verification is queued
 	}
@@ -250,7 +250,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		}
 		d.unprovenDoneLocked(e)
 		if !e.verified && !back {
-			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "apps", ann.Apps)
+			d.opts.Logger.Info("discovery: host verified", "host_id", id, "addr", ann.Addr, "dial", dial, "apps", ann.Apps)
 			e.since = now
 		}
 		if e.draining && e.undrain {
@@ -261,7 +261,10 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			d.opts.Logger.Info("discovery: host back from draining", "host_id", id, "addr", ann.Addr)
 		}
 		e.verified, e.failed = true, false
-		e.provenKey, e.passed = pub, ann
+		if e.dial != dial {
+			d.markLocked(id) // re-pinned: publish where it is dialed now
+		}
+		e.provenKey, e.passed, e.dial = pub, ann, dial
 		e.verifiedAt = now
 		e.lastErr = ""
 		e.nextVerify = now.Add(d.opts.Reverify)
@@ -277,13 +280,16 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 // them. Were it thrown away, a stream of announces of other claims
 // (anyone may send them) would keep a host routed at an address that no
 // longer answers its challenge, past every Reverify.
-func (d *Discovery) proofLocked(now time.Time, s *started, err error) {
+func (d *Discovery) proofLocked(now time.Time, s *started, dial string, err error) {
 	id, e := s.id, s.e
 	if e.draining || errors.Is(err, errKeysDown) || !(e.verified || e.proven != nil) || !sameClaims(*e.routed(), s.ann) {
 		return // not routed, or routed by other claims now
 	}
 	if err == nil {
-		e.provenKey, e.passed, e.verifiedAt = s.pub, s.ann, now
+		if e.dial != dial {
+			d.markLocked(id) // re-pinned: publish where it is dialed now
+		}
+		e.provenKey, e.passed, e.dial, e.verifiedAt = s.pub, s.ann, dial, now
 		if e.proven == nil {
 			e.nextVerify = now.Add(d.opts.Reverify)
 		}
@@ -304,21 +310,24 @@ func (d *Discovery) proofLocked(now time.Time, s *started, err error) {
 	d.updateLocked(id, e)
 }
 
-// check verifies the enrolment, then the challenge at the announced addr.
-// It also returns the enrolment it read (nil if there is none), which
-// judges the claims the host proved before as well.
-func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.PublicKey) (*route.HostKey, error) {
+// check verifies the enrolment, then the challenge at the announced addr,
+// and returns the address (IP:port) that passed it: a host name in addr
+// is resolved here, and only here (see verify.Pin). It also returns the
+// enrolment it read (nil if there is none), which judges the claims the
+// host proved before as well.
+func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.PublicKey) (*route.HostKey, string, error) {
 	k, err := d.opts.Keys.GetHostKey(ctx, a.HostID)
 	if err != nil || k == nil {
 		if !d.opts.Conn.IsConnected() {
-			return nil, errKeysDown
+			return nil, "", errKeysDown
 		}
-		return nil, fmt.Errorf("%w %q: %v", errUnenrolled, a.HostID, err)
+		return nil, "", fmt.Errorf("%w %q: %v", errUnenrolled, a.HostID, err)
 	}
 	if err := allows(k, a, pub); err != nil {
-		return k, err
+		return k, "", err
 	}
-	return k, verify.Host(ctx, d.opts.HTTPClient, verify.Claim{HostID: a.HostID, Addr: a.Addr, Scheme: a.Scheme}, d.opts.GatewayID, pub)
+	dial, err := verify.Pin(ctx, d.opts.HTTPClient, d.opts.Resolver, verify.Claim{HostID: a.HostID, Addr: a.Addr, Scheme: a.Scheme}, d.opts.GatewayID, pub)
+	return k, dial, err
 }
 
 // allows reports why enrolment k (nil: none) refuses claims a made with
@@ -372,7 +381,15 @@ func (d *Discovery) probe(ctx context.Context, id string) {
 		d.mu.Unlock()
 		return
 	}
-	ann, gen := e.ann, e.gen
+	ann, gen, dial := e.ann, e.gen, e.dialFor(e.ann)
+	if dial == "" {
+		// Claims announced since the host verified, not checked yet: a
+		// probe of them says nothing of the host, and they have no
+		// address to probe at (a name is never resolved to dial it).
+		e.probing = false
+		d.mu.Unlock()
+		return
+	}
 	d.mu.Unlock()
 	targets, ok := probeTargets(d.opts.Builder.Live().Load(), ann.Apps)
 
@@ -382,7 +399,7 @@ func (d *Discovery) probe(ctx context.Context, id string) {
 		every = min(every, t.every)
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, min(d.opts.VerifyTimeout, t.every))
-			err = d.get(pctx, ann, t.path)
+			err = d.get(pctx, ann, dial, t.path)
 			cancel()
 		}
 	}
@@ -418,8 +435,10 @@ func (d *Discovery) probe(ctx context.Context, id string) {
 	d.updateLocked(id, e)
 }
 
-// get fetches path from the host; 2xx and 3xx pass.
-func (d *Discovery) get(ctx context.Context, a host.Announce, path string) error {
+// get fetches path from the host at dial, the address its claims a
+// passed their check at (never by resolving a's name again); 2xx and 3xx
+// pass.
+func (d *Discovery) get(ctx context.Context, a host.Announce, dial, path string) error {
 	scheme := "http"
 	if a.Scheme == host.SchemeHTTPS || a.Scheme == host.SchemeTLS {
 		scheme = "https"
@@ -430,6 +449,14 @@ func (d *Discovery) get(ctx context.Context, a host.Announce, path string) error
 	}
 	c := *d.opts.HTTPClient
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if dial != a.Addr {
+		tr := verify.PinnedTransport(c.Transport, dial)
+		if tr == nil {
+			return fmt.Errorf("discovery: health probe: the client's transport (%T) cannot be held to %s", c.Transport, dial)
+		}
+		defer tr.CloseIdleConnections()
+		c.Transport = tr
+	}
 	if a.Scheme == host.SchemeH2C {
 		// Probe the way requests reach it: an h2c-only host refuses HTTP/1.1.
 		if tr := verify.H2CTransport(c.Transport); tr != nil {

@@ -99,6 +99,11 @@ type entry struct {
 	// does); an enrolment refusal of others does not stop the host being
 	// asked to announce (see failed).
 	passed host.Announce
+	// dial is the address (IP:port) at which passed passed: where the
+	// host is dialed while routed by those claims. A name in Addr is
+	// resolved by the check alone, so pointing it elsewhere later moves
+	// nothing until a check passes there (see verify.Pin).
+	dial string
 	// since is the gateway's clock when the claims the host is routed by
 	// passed a check after not being verified (first verification, new
 	// claims, recovery from a failed check): when this life of the host
@@ -395,6 +400,7 @@ func (e *entry) routeHost() *route.Host {
 		ID:     c.HostID,
 		Apps:   c.Apps,
 		Addr:   c.Addr,
+		Dial:   e.dialFor(*c),
 		Scheme: c.Scheme,
 		State:  e.state,
 		Health: e.health,
@@ -406,6 +412,16 @@ func (e *entry) routeHost() *route.Host {
 		h.URL = &url.URL{Scheme: "https", Host: c.Addr}
 	}
 	return h
+}
+
+// dialFor is where claims c are dialed: the address they passed their
+// check at, or "" when they are not the claims that last passed (the
+// host is then not routable, and nothing dials it).
+func (e *entry) dialFor(c host.Announce) string {
+	if e.dial == "" || !sameClaims(c, e.passed) {
+		return ""
+	}
+	return e.dial
 }
 
 // sweepEvery is the sweeper's period for a heartbeat interval: a quarter

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
 // Keys looks up a host's enrolment. *store.Store satisfies it. Any error
@@ -36,7 +37,13 @@ type Options struct {
 	// Keys holds the enrolments.
 	Keys Keys
 	// HTTPClient challenges and probes hosts. Nil means verify.NewClient().
+	// Its transport must be an *http.Transport (or nil) for hosts that
+	// announce a host name: each is dialed at the address that passed its
+	// challenge, never by its name (see verify.Pin).
 	HTTPClient *http.Client
+	// Resolver resolves the host names hosts announce, once per check
+	// (see verify.Pin). Nil means net.DefaultResolver.
+	Resolver verify.AddrResolver
 	// HeartbeatInterval is the hosts' heartbeat period. Zero means 5 s.
 	HeartbeatInterval time.Duration
 	// MissedHeartbeats is how many intervals without a heartbeat make a

@@ -20,9 +20,17 @@ const (
 // immutable once published; discovery publishes a new *Host when any of it
 // changes.
 type Host struct {
-	ID     string
-	Apps   []string
-	Addr   string // host:port as announced
+	ID   string
+	Apps []string
+	Addr string // host:port as announced
+	// Dial is the IP:port every connection to the host goes to: the
+	// address that passed its challenge (DESIGN §4). Addr may name the
+	// host, and a name is resolved only by the challenge, never at a
+	// dial, so one pointed elsewhere since does not move the host's
+	// traffic; URL (and so the TLS server name) keeps the name. Empty
+	// means Addr (hosts built by hand in tests); discovery sets it on
+	// every host it publishes as routable.
+	Dial   string
 	Scheme string // http, h2c, https or tls
 	// URL is the base URL requests are proxied to; nil for tls hosts.
 	URL   *url.URL
@@ -31,6 +39,14 @@ type Host struct {
 	// that a failure seen on one request is seen by the next without a
 	// table rebuild. Never nil in a published table.
 	Health *Health
+}
+
+// DialAddr is the address connections to h go to: Dial, else Addr.
+func (h *Host) DialAddr() string {
+	if h.Dial != "" {
+		return h.Dial
+	}
+	return h.Addr
 }
 
 // Routable reports whether new requests may be sent to h.

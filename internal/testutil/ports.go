@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"net"
+	"strconv"
 	"testing"
 )
 
@@ -28,4 +29,32 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ListenTwin listens on 127.0.0.1 and on 127.0.0.2 at one port: two
+// addresses one host name may point at in turn, for tests of what
+// follows a name that moves. It skips the test where 127.0.0.2 is not a
+// loopback address (Linux has all of 127/8; some systems only
+// 127.0.0.1). Both listeners close when the test ends.
+func ListenTwin(t testing.TB) (first, second net.Listener, port string) {
+	t.Helper()
+	probe, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("127.0.0.2 is not a loopback address here: %v", err)
+	}
+	probe.Close()
+	for range 20 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = strconv.Itoa(a.Addr().(*net.TCPAddr).Port)
+		if b, err := net.Listen("tcp", "127.0.0.2:"+port); err == nil {
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b, port
+		}
+		a.Close()
+	}
+	t.Fatal("testutil: no port free on both 127.0.0.1 and 127.0.0.2")
+	return nil, nil, ""
 }

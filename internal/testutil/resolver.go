@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"context"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +18,24 @@ type Resolver struct {
 	// Addr is its host:port, UDP and TCP.
 	Addr    string
 	queries atomic.Int64
+	mu      sync.Mutex
+	records map[string]string
+}
+
+// Set points name (fully qualified, as in StartResolver) at ip from the
+// next query on (Go's resolver caches nothing).
+func (r *Resolver) Set(name, ip string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records[strings.ToLower(name)] = ip
+}
+
+// NetResolver is a Go resolver that asks r only, over UDP.
+func (r *Resolver) NetResolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", r.Addr)
+	}}
 }
 
 // Queries is the number of queries it has received.
@@ -25,14 +45,19 @@ func (r *Resolver) Queries() int { return int(r.queries.Load()) }
 // "example.org." → an IPv4 address) on 127.0.0.1 until the test ends.
 func StartResolver(t testing.TB, records map[string]string) *Resolver {
 	t.Helper()
-	r := &Resolver{}
+	r := &Resolver{records: map[string]string{}}
+	for name, ip := range records {
+		r.records[strings.ToLower(name)] = ip
+	}
 	h := mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) {
 		r.queries.Add(1)
 		resp := new(mdns.Msg)
 		resp.SetReply(req)
 		resp.RecursionAvailable = true
 		q := req.Question[0]
-		ip, ok := records[strings.ToLower(q.Name)]
+		r.mu.Lock()
+		ip, ok := r.records[strings.ToLower(q.Name)]
+		r.mu.Unlock()
 		switch {
 		case !ok:
 			resp.Rcode = mdns.RcodeNameError

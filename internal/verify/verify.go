@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -48,7 +49,7 @@ func Reason(err error) string {
 // Claim is what a host announced about itself.
 type Claim struct {
 	HostID string
-	Addr   string // host:port
+	Addr   string // host:port as announced; signed into the challenge
 	Scheme string // http, h2c, https or tls
 }
 
@@ -81,6 +82,13 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 // prior knowledge, as the gateway proxies to them, when the client's
 // transport is an *http.Transport (or nil). Bound the call with ctx.
 func Host(ctx context.Context, client *http.Client, claim Claim, gatewayID string, pub ed25519.PublicKey) error {
+	return challenge(ctx, client, claim, "", gatewayID, pub)
+}
+
+// challenge is [Host] connecting to dial (IP:port) when it is set: the
+// URL, and so the Host header and the TLS server name, still name
+// claim.Addr, which is what the host signs.
+func challenge(ctx context.Context, client *http.Client, claim Claim, dial, gatewayID string, pub ed25519.PublicKey) error {
 	u, err := challengeURL(claim)
 	if err != nil {
 		return err
@@ -101,7 +109,7 @@ func Host(ctx context.Context, client *http.Client, claim Claim, gatewayID strin
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadClaim, err)
 	}
-	sig, err := post(ctx, client, claim.Scheme == host.SchemeH2C, u, req)
+	sig, err := post(ctx, client, claim.Scheme == host.SchemeH2C, u, dial, req)
 	if err != nil {
 		return err
 	}
@@ -127,14 +135,23 @@ func challengeURL(c Claim) (string, error) {
 	return "", fmt.Errorf("%w: scheme %q", ErrBadClaim, c.Scheme)
 }
 
-// post sends the challenge and returns the decoded signature bytes.
-func post(ctx context.Context, client *http.Client, h2c bool, url string, cr host.ChallengeRequest) ([]byte, error) {
+// post sends the challenge (to dial, if set) and returns the decoded
+// signature bytes.
+func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, cr host.ChallengeRequest) ([]byte, error) {
 	if client == nil {
 		client = NewClient()
 	} else {
 		c := *client
 		c.CheckRedirect = noRedirect
 		client = &c
+	}
+	if dial != "" {
+		tr := PinnedTransport(client.Transport, dial)
+		if tr == nil {
+			return nil, fmt.Errorf("%w: the client's transport (%T) cannot be held to %s", ErrUnreachable, client.Transport, dial)
+		}
+		defer tr.CloseIdleConnections()
+		client.Transport = tr
 	}
 	if h2c {
 		// The proxy speaks only HTTP/2 to an h2c host: challenge it the
@@ -196,6 +213,106 @@ func H2CTransport(rt http.RoundTripper) *http.Transport {
 	tr.Protocols = new(http.Protocols)
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	return tr
+}
+
+// PinnedTransport returns a copy of rt (nil: http.DefaultTransport) whose
+// every connection goes straight to dial (IP:port), whatever host the
+// request's URL names: the URL's host still gives the Host header and the
+// TLS server name, but is never resolved. nil when rt is not an
+// *http.Transport. The caller closes its idle connections when done.
+func PinnedTransport(rt http.RoundTripper, dial string) *http.Transport {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	base, ok := rt.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	tr := base.Clone()
+	tr.Proxy = nil // a proxy would connect on our behalf, wherever the name points
+	dc := tr.DialContext
+	if dc == nil {
+		dc = (&net.Dialer{Timeout: 3 * time.Second}).DialContext
+	}
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dc(ctx, network, dial)
+	}
+	if dtc := tr.DialTLSContext; dtc != nil {
+		tr.DialTLSContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dtc(ctx, network, dial)
+		}
+	}
+	tr.DialTLS = nil //nolint:staticcheck // it would be used instead, unpinned
+	return tr
+}
+
+// AddrResolver is the part of *net.Resolver that [Pin] uses.
+type AddrResolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+var _ AddrResolver = (*net.Resolver)(nil)
+
+// maxPinAddrs bounds the addresses of one name that [Pin] challenges.
+const maxPinAddrs = 8
+
+// Pin challenges the host as [Host] does, and returns the address
+// (IP:port) that passed ("" with the error when none did): the one the
+// host's traffic is to go to from then on. An IP literal claim.Addr is challenged as it is and is its own
+// address. A host name is resolved once, with res (nil:
+// net.DefaultResolver), and its addresses are challenged in the order
+// they came (at most 8) until one passes; the error is the first
+// address's when none does. The name is never resolved again for this
+// check, so a name pointed elsewhere after the challenge cannot move
+// where the host is dialed (DNS rebinding): the caller dials the address
+// returned, never the name.
+func Pin(ctx context.Context, client *http.Client, res AddrResolver, claim Claim, gatewayID string, pub ed25519.PublicKey) (string, error) {
+	if _, err := challengeURL(claim); err != nil {
+		return "", err
+	}
+	h, port, _ := net.SplitHostPort(claim.Addr) // checked by challengeURL
+	if _, err := netip.ParseAddr(h); err == nil {
+		if err := Host(ctx, client, claim, gatewayID, pub); err != nil {
+			return "", err
+		}
+		return claim.Addr, nil
+	}
+	if res == nil {
+		res = net.DefaultResolver
+	}
+	ips, err := res.LookupNetIP(ctx, "ip", h)
+	if err != nil {
+		if ctx.Err() != nil || isTimeout(err) {
+			return "", fmt.Errorf("%w: resolving %s: %v", ErrTimeout, h, err)
+		}
+		return "", fmt.Errorf("%w: resolving %s: %v", ErrUnreachable, h, err)
+	}
+	var first error
+	tried := 0
+	for _, ip := range ips {
+		if !ip.IsValid() || ip.Unmap().IsUnspecified() {
+			continue // nothing to reach there; CheckAddr refuses it as a literal
+		}
+		if tried == maxPinAddrs {
+			break
+		}
+		tried++
+		dial := net.JoinHostPort(ip.Unmap().String(), port)
+		err := challenge(ctx, client, claim, dial, gatewayID, pub)
+		if err == nil {
+			return dial, nil
+		}
+		if first == nil {
+			first = fmt.Errorf("at %s: %w", dial, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if first == nil {
+		return "", fmt.Errorf("%w: %s resolves to no address to challenge", ErrUnreachable, h)
+	}
+	return "", first
 }
 
 func isTimeout(err error) bool {
