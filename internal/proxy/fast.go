@@ -452,7 +452,13 @@ var (
 // a's parent: only an error needs the request with a as its context.
 func (p *Proxy) serveFast(w http.ResponseWriter, r *http.Request, a *attempt) {
 	ctx := r.Context()
+	// Connections are kept per address dialed (the fast path is plain
+	// http: nothing on them names the host), and that is the one that
+	// passed the host's challenge, never its name resolved again.
 	addr := a.host.URL.Host
+	if a.host.Dial != "" {
+		addr = a.host.Dial
+	}
 	fresh := false
 	now := a.picked // Options.Now's reading, for the pool's idle times
 	for {

@@ -19,11 +19,27 @@ type transport struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error) // the fast path's dialer, the same
 }
 
+// pinnedDial returns a DialContext that connects to the chosen host's
+// Dial address (the one that passed its challenge) rather than the URL's
+// host:port it is asked for, which may be a name: a name is never
+// resolved here, so one pointed elsewhere since the challenge cannot move
+// the host's traffic (DESIGN §4). The URL keeps the name, so the TLS
+// server name and the connection pools are as before. The chosen host
+// travels in the dial's context (see attempt).
+func pinnedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if a := attemptFrom(ctx); a != nil && a.host.Dial != "" {
+			addr = a.host.Dial
+		}
+		return dial(ctx, network, addr)
+	}
+}
+
 func newTransport(o *Options) *transport {
 	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
 	h1 := &http.Transport{
 		Proxy:                 nil, // never an environment proxy: hosts are dialed directly
-		DialContext:           d.DialContext,
+		DialContext:           pinnedDial(d.DialContext),
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds each host
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
 		IdleConnTimeout:       o.IdleConnTimeout,
@@ -46,7 +62,7 @@ func newTransport(o *Options) *transport {
 	// knowledge (the ALPN-less form gRPC uses).
 	h2c := &http.Transport{
 		Proxy:               nil,
-		DialContext:         d.DialContext,
+		DialContext:         pinnedDial(d.DialContext),
 		MaxIdleConnsPerHost: o.MaxIdleConnsPerHost,
 		IdleConnTimeout:     o.IdleConnTimeout,
 		// The HTTP/2 transport reads this field too: a stream whose
