@@ -125,7 +125,9 @@ func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() t
 	var errs []error
 	for i := range hosts {
 		h := hosts[(start+i)%len(hosts)]
-		c, err := d.DialContext(ctx, "tcp", h.Addr)
+		// The address that passed the host's challenge: a name in Addr is
+		// never resolved again (DESIGN §4).
+		c, err := d.DialContext(ctx, "tcp", h.DialAddr())
 		if err == nil {
 			h.Health.OK()
 			return c, nil
