@@ -49,6 +49,10 @@ type Gatehouse struct {
 	// resolver answers custom-domain proofs (TXT, CNAME); nil is the
 	// system resolver. Tests point it at an in-process DNS server.
 	resolver verify.Resolver
+	// hostResolver resolves the names hosts announce as their addr, once
+	// per challenge; nil is the system resolver. Tests point it at an
+	// in-process DNS server.
+	hostResolver verify.AddrResolver
 	// forwarder recurses for the platform (DESIGN §8), over DNS and the
 	// resolve API alike; nil: recursion is off (dns.recursion.upstreams).
 	forwarder *dns.Forwarder

@@ -240,7 +240,7 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	disc, err := discovery.New(discovery.Options{
 		Conn: b.Conn(), Cluster: cfg.Cluster.ID, GatewayID: g.id, Builder: builder, Keys: st,
 		HeartbeatInterval: cfg.HeartbeatInterval, HostTTL: cfg.HostTTL, Reverify: cfg.ReverifyInterval,
-		Logger: g.log, Registry: g.reg,
+		Logger: g.log, Registry: g.reg, Resolver: g.hostResolver,
 	})
 	if err != nil {
 		return err
