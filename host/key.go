@@ -94,14 +94,22 @@ func PublicKeyString(pub ed25519.PublicKey) string {
 	return base64.StdEncoding.EncodeToString(pub)
 }
 
-// ParsePublicKey reverses [PublicKeyString].
+// publicKeyChars is the length of a public key in its wire and
+// enrolment form ([PublicKeyString]).
+const publicKeyChars = 44
+
+// ParsePublicKey reverses [PublicKeyString], and accepts nothing else:
+// exactly the 44 characters it writes. Go's decoder skips line breaks,
+// so without that one key could be written many ways, and discovery
+// compares announced keys as written: each spelling would count as new
+// claims, checked at once however often it was sent.
 func ParsePublicKey(s string) (ed25519.PublicKey, error) {
-	if len(s) > 64 {
-		return nil, errors.New("public_key too long")
+	if len(s) != publicKeyChars {
+		return nil, fmt.Errorf("public_key must be the %d characters of std base64 of 32 bytes, got %d", publicKeyChars, len(s))
 	}
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != ed25519.PublicKeySize {
-		return nil, errors.New("public_key must be std base64 of 32 bytes")
+	if err != nil || len(b) != ed25519.PublicKeySize || base64.StdEncoding.EncodeToString(b) != s {
+		return nil, errors.New("public_key must be std base64 of 32 bytes, with no line breaks")
 	}
 	return ed25519.PublicKey(b), nil
 }

@@ -80,6 +80,13 @@ func TestParsePublicKey(t *testing.T) {
 		"m58WZXNkinN/lEE9ORrlAF8bemkOpTDW1FcTXswqorI":  false, // unpadded
 		"m58WZXNkinN_lEE9ORrlAF8bemkOpTDW1FcTXswqorI=": false, // url alphabet
 		"AAAA": false,
+		// Go's decoder skips line breaks: one key, many spellings.
+		opensslPub[:20] + "\n" + opensslPub[20:]:   false,
+		opensslPub[:20] + "\r\n" + opensslPub[20:]: false,
+		opensslPub[:43] + "\n=":                    false,
+		"\n" + opensslPub:                          false,
+		opensslPub + "\n":                          false,
+		opensslPub[:42] + "J=":                     false, // non-zero padding bits
 	} {
 		if _, err := ParsePublicKey(in); (err == nil) != ok {
 			t.Errorf("ParsePublicKey(%q) err = %v", in, err)

@@ -640,6 +640,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"not base64!","apps":["shop"]}`, 400},
 		// the same 32 bytes non-strict base64 would decode, but not the text discovery compares
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey[:len(testKey)-2] + `p=","apps":["shop"]}`, 400},
+		// the same 32 bytes with a line break: one key, another spelling
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey[:20] + `\n` + testKey[20:] + `","apps":["shop"]}`, 400},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `\r\n","apps":["shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":[]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["Shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop","shop"]}`, 400},

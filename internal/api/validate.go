@@ -264,6 +264,10 @@ func checkHostKey(k *route.HostKey) error {
 	if len(b) != 32 {
 		return badInput("public_key: must be 32 bytes (an Ed25519 public key), got %d", len(b))
 	}
+	if base64.StdEncoding.EncodeToString(b) != k.PublicKey {
+		// The decoder skips line breaks; discovery compares keys as written.
+		return badInput("public_key: must be the 44 characters of its std base64, with no line breaks")
+	}
 	if edkey.SmallOrder(b) {
 		return badInput("public_key: a point of small order, not a key: anyone can sign for it; send the host's real public key (gatehouse keygen)")
 	}
