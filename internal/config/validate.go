@@ -293,6 +293,12 @@ func checkKey(s string) error {
 	if len(b) != 32 {
 		return fmt.Errorf("must be 32 bytes (an Ed25519 key), got %d", len(b))
 	}
+	// One key, one spelling: the 44 characters keygen prints, as host keys
+	// are held to (host.ParsePublicKey), which the gateway parses peers'
+	// keys with at start.
+	if base64.StdEncoding.EncodeToString(b) != s {
+		return fmt.Errorf("must be the 44 characters of std base64 that gatehouse keygen prints, with no line breaks, got %q", s)
+	}
 	// A peer's key checks its forwards' client marks (DESIGN §5.3): one
 	// that takes signatures nobody made would let anyone speak for it.
 	if edkey.SmallOrder(b) {
