@@ -242,7 +242,8 @@ func PinnedTransport(rt http.RoundTripper, dial string) *http.Transport {
 			return dtc(ctx, network, dial)
 		}
 	}
-	tr.DialTLS = nil //nolint:staticcheck // it would be used instead, unpinned
+	//lint:ignore SA1019 clearing the deprecated hook: set, it would dial unpinned
+	tr.DialTLS = nil
 	return tr
 }
 
