@@ -20,7 +20,8 @@ import (
 // f runs on a goroutine of its own, never for a bound that End ended
 // first.
 type Timer struct {
-	f func()
+	f     func()
+	clock Clock
 
 	mu      sync.Mutex
 	t       *time.Timer
@@ -33,11 +34,11 @@ type Timer struct {
 }
 
 // New returns a Timer that calls f. No timer exists until the first Start.
-func New(f func()) *Timer { return &Timer{f: f} }
+func New(f func()) *Timer { return &Timer{f: f, clock: NewClock()} }
 
 // Start begins a bound of d (> 0) from now, ending any running one.
 func (t *Timer) Start(d time.Duration) {
-	now := time.Now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
@@ -83,8 +84,9 @@ func (t *Timer) fire() {
 		t.mu.Unlock()
 		return
 	}
-	if left := t.bound - time.Since(t.start); left > 0 {
-		t.pending, t.due = true, time.Now().Add(left)
+	now := t.clock.Now()
+	if left := t.bound - now.Sub(t.start); left > 0 {
+		t.pending, t.due = true, now.Add(left)
 		t.t.Reset(left)
 		t.mu.Unlock()
 		return

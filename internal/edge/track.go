@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/deadline"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
@@ -23,6 +24,9 @@ type tracker struct {
 	// stall bounds how long a write to a wrapped connection may wait for
 	// the client to take it; zero: no bound.
 	stall time.Duration
+	// clock times the stall deadlines: a write reads it, and time.Now
+	// costs twice as much (see deadline.Clock).
+	clock deadline.Clock
 
 	mu    sync.Mutex
 	n     int64
@@ -33,7 +37,7 @@ type tracker struct {
 func newTracker(g Gauge, stall time.Duration) *tracker {
 	z := make(chan struct{})
 	close(z)
-	return &tracker{gauge: g, stall: stall, conns: map[*trackedConn]struct{}{}, zero: z}
+	return &tracker{gauge: g, stall: stall, clock: deadline.NewClock(), conns: map[*trackedConn]struct{}{}, zero: z}
 }
 
 // add counts one more connection, unless the cap is reached: then it
@@ -138,7 +142,8 @@ type trackedConn struct {
 	t    *tracker
 	once sync.Once
 
-	// wdl is the write deadline Write last set (unix ns; 0: none).
+	// wdl is the write deadline Write last set (ns on the tracker's
+	// clock; 0: none).
 	// theirs says someone else set one (tls.Conn.Close bounds its
 	// close_notify to 5 s, a handler may use http.ResponseController):
 	// Write leaves it alone until it is cleared.
@@ -156,10 +161,10 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 
 func (c *trackedConn) armStall() {
 	if s := int64(c.t.stall); s > 0 && !c.theirs.Load() {
-		now := time.Now().UnixNano()
+		now := int64(c.t.clock.Elapsed())
 		if c.wdl.Load()-now < s {
 			d := now + s + s/2
-			if c.Conn.SetWriteDeadline(time.Unix(0, d)) == nil {
+			if c.Conn.SetWriteDeadline(c.t.clock.At(time.Duration(d))) == nil {
 				c.wdl.Store(d)
 			}
 		}

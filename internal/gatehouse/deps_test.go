@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 		"internal/policy", "internal/problem", "internal/proxy", "internal/route"},
 	"internal/lane":      {"internal/deadline", "internal/httpwire", "internal/workers"},
 	"internal/h2":        {"internal/httpwire", "internal/workers"},
-	"internal/edge":      {"internal/h2", "internal/httpwire", "internal/lane", "internal/pipe", "internal/problem", "internal/route", "internal/sni", "internal/sock", "internal/workers"},
+	"internal/edge":      {"internal/deadline", "internal/h2", "internal/httpwire", "internal/lane", "internal/pipe", "internal/problem", "internal/route", "internal/sni", "internal/sock", "internal/workers"},
 	"internal/workers":   {},
 	"internal/api":       {"internal/edkey", "internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth", "internal/limit"},
 	"internal/config":    {"internal/route", "internal/cluster", "internal/edkey"},

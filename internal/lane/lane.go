@@ -70,13 +70,16 @@ type Server struct {
 	conns    map[*conn]struct{}
 	zero     chan struct{} // closed while no connection is served
 	date     httpwire.Date
-	pool     sync.Pool // *exchange
-	bufs     sync.Pool // *[idleBuf]byte
-	replies  sync.Pool // *[replySize]byte, see holder
-	joins    sync.Pool // *[joinSize]byte, see out
-	parker   *parker
-	wg       sync.WaitGroup // goroutines that took over an idle connection
-	closed   bool           // Close was called (under mu): no more of them
+	// clock times the per-request deadlines and the idle wait: time.Now
+	// would read the wall clock too, for twice the cost (deadline.Clock).
+	clock   deadline.Clock
+	pool    sync.Pool // *exchange
+	bufs    sync.Pool // *[idleBuf]byte
+	replies sync.Pool // *[replySize]byte, see holder
+	joins   sync.Pool // *[joinSize]byte, see out
+	parker  *parker
+	wg      sync.WaitGroup // goroutines that took over an idle connection
+	closed  bool           // Close was called (under mu): no more of them
 	// resumers serve connections the parker wakes: a reused goroutine
 	// has grown its stack through the handler chain already, where a
 	// fresh one would grow it again for every request after an idle
@@ -99,7 +102,7 @@ func New(o Options) (*Server, error) {
 	if o.Server == nil {
 		o.Server = &http.Server{} // the context always carries one, as net/http's does
 	}
-	s := &Server{opts: o, log: o.Logger, size: maxHead, conns: map[*conn]struct{}{}, zero: make(chan struct{})}
+	s := &Server{opts: o, log: o.Logger, size: maxHead, clock: deadline.NewClock(), conns: map[*conn]struct{}{}, zero: make(chan struct{})}
 	s.joins.New = func() any { return new([joinSize]byte) }
 	close(s.zero)
 	s.parker = newParker(s)
@@ -593,7 +596,7 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 		if cn.n > 0 {
 			continue // pipelined
 		}
-		cn.idleSince, cn.waited = time.Now(), false
+		cn.idleSince, cn.waited = s.clock.Now(), false
 		if cn.served == 1 {
 			return nil, true, false // the wait goes on on a fresh goroutine (a small stack)
 		}
@@ -808,11 +811,11 @@ func (cn *conn) read(timeout time.Duration) bool {
 	case cn.idleDeadline:
 		var d time.Time
 		if timeout > 0 {
-			d = time.Now().Add(timeout)
+			d = cn.s.clock.Now().Add(timeout)
 		}
 		cn.setReadDeadline(d, false)
 	case timeout > 0:
-		d := time.Now().Add(timeout)
+		d := cn.s.clock.Now().Add(timeout)
 		if cn.deadline.IsZero() || d.Before(cn.deadline) {
 			cn.setReadDeadline(d, false)
 		}
@@ -833,7 +836,7 @@ func (cn *conn) setDeadline(timeout time.Duration, idle bool) {
 		}
 		return
 	}
-	now := time.Now()
+	now := cn.s.clock.Now()
 	d := now.Add(timeout)
 	if cn.idleDeadline != idle || cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) || !cn.deadline.After(now) {
 		cn.setReadDeadline(d, idle)

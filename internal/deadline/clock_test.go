@@ -1,0 +1,71 @@
+package deadline
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClockNowIsBetweenTimeNows(t *testing.T) {
+	c := NewClock()
+	for range 100 {
+		before := time.Now()
+		now := c.Now()
+		after := time.Now()
+		if now.Before(before) || now.After(after) {
+			t.Fatalf("Clock.Now %v not within [%v, %v]", now, before, after)
+		}
+	}
+	if s := c.Now().String(); !strings.Contains(s, " m=+") {
+		t.Fatalf("Clock.Now carries no monotonic reading: %s", s)
+	}
+}
+
+// A deadline from a Clock bounds a real socket read as one from time.Now
+// does: neither at once nor never.
+func TestClockDeadlineOnSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+
+	clock := NewClock()
+	const d = 80 * time.Millisecond
+	tests := []struct {
+		name string
+		at   func() time.Time
+	}{
+		{"Now+d", func() time.Time { return clock.Now().Add(d) }},
+		{"At(Elapsed+d)", func() time.Time { return clock.At(clock.Elapsed() + d) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			if err := c.SetReadDeadline(tt.at()); err != nil {
+				t.Fatal(err)
+			}
+			_, err := c.Read(make([]byte, 1))
+			took := time.Since(start)
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read: %v, want a deadline error", err)
+			}
+			if took < d/2 || took > 5*time.Second {
+				t.Fatalf("deadline %v ahead ran out after %v", d, took)
+			}
+		})
+	}
+}
