@@ -3,6 +3,7 @@ package route
 import (
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -82,8 +83,10 @@ func (n *names) buildIndex(apps []*App, domains []*Domain) {
 	for _, a := range apps {
 		n.setApp(a)
 	}
+	n.zoneDomains = false
 	for _, d := range domains {
 		n.domains.set(d.Domain, d).aux = n.appEntry(d)
+		n.zoneDomains = n.zoneDomains || n.inZone(d.Domain)
 	}
 	n.dead = 0
 }
@@ -143,10 +146,21 @@ func (b *Builder) DeleteApp(id string) {
 // PutZone adds or replaces a zone, written to the store at revision rev.
 func (b *Builder) PutZone(z *Zone, rev uint64) {
 	b.editNames(func(n *names) {
+		had := n.zone(z.Name) != nil
 		zones := maps.Clone(n.zones)
 		zones[z.Name] = z
 		n.setZones(zones)
 		n.sawZone(z.Name, rev)
+		if !n.zoneDomains && !had && n.zone(z.Name) != nil {
+			// Only a new zone can have domains under it that zoneDomains
+			// does not count yet: one scan of the domains, when a zone
+			// is added. (Deleting a domain or a zone leaves zoneDomains
+			// set: that costs only probes, until the next rebuild.)
+			n.zoneDomains = n.domains.any(func(d string) bool {
+				i := strings.IndexByte(d, '.')
+				return i > 0 && d[i+1:] == z.Name
+			})
+		}
 	})
 }
 
@@ -169,6 +183,7 @@ func (b *Builder) PutDomain(d *Domain) {
 		aux := n.appEntry(d)
 		n.domains.cloneSlots()
 		n.domains.set(d.Domain, d).aux = aux
+		n.zoneDomains = n.zoneDomains || n.inZone(d.Domain)
 	})
 }
 

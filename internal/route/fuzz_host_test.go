@@ -55,21 +55,41 @@ func TestClean(t *testing.T) {
 // FuzzNormalizeHost checks host parsing (Host header and SNI) on any
 // input: it never panics, an accepted name is clean (lower case, no port,
 // no trailing dot, labels of [a-z0-9-], at most 253 bytes), normalizing it
-// again changes nothing, and a table lookup of anything is safe.
+// again changes nothing, and a table lookup of anything answers as
+// normalizing first and reading plain maps does.
 func FuzzNormalizeHost(f *testing.F) {
 	for _, s := range []string{"shop.apps.test", "SHOP.apps.test.:8443", "[::1]:443", "bücher.example", "xn--bcher-kva.example",
-		"a..b", "-a.b", "a:b:c", "", ".", "api.apps.test", "x.apps.test:", "\x00", strings.Repeat("a.", 130)} {
+		"a..b", "-a.b", "a:b:c", "", ".", "api.apps.test", "x.apps.test:", "\x00", strings.Repeat("a.", 130),
+		"Shop.Apps.Test", "a_b.apps.test", "WWW.shop.test", "www.shop.test:443", "shop.x_y.test", "xn--bcher-kva.apps.test"} {
 		f.Add(s)
 	}
+	// Stored names clean and not (which no host may reach), for Lookup to
+	// agree with normalizing first and then reading plain maps.
+	ref := &refNames{zones: map[string]*Zone{}, apps: map[string]*App{}, domains: map[string]*Domain{}}
+	var s State
+	for _, z := range []string{"apps.test", "Apps.Test", "x_y.test"} {
+		ref.zones[z] = &Zone{Name: z}
+		s.Zones = append(s.Zones, ref.zones[z])
+	}
+	for _, id := range []string{"shop", "Shop", "a_b", "xn--bcher-kva"} {
+		ref.apps[id] = &App{ID: id}
+		s.Apps = append(s.Apps, ref.apps[id])
+	}
+	for _, d := range []string{"www.shop.test", "WWW.shop.test", "www.shop.test:443", "www.shop.test.", "bücher.example"} {
+		ref.domains[d] = &Domain{Domain: d, App: "shop", Verified: true}
+		s.Domains = append(s.Domains, ref.domains[d])
+	}
 	b := NewBuilder(new(Live))
-	b.Replace(State{Zones: []*Zone{{Name: "apps.test"}}, Apps: []*App{{ID: "shop"}}})
+	b.Replace(s)
 	tbl := b.Live().Load()
 	f.Fuzz(func(t *testing.T, h string) {
 		if clean(h) != cleanBytes(h) {
 			t.Fatalf("clean(%q) = %v, the bytewise check says %v", h, clean(h), cleanBytes(h))
 		}
 		n, ok := NormalizeHost(h)
-		_ = tbl.Lookup(h)
+		if got, want := tbl.Lookup(h), ref.lookup(h); got != want {
+			t.Fatalf("Lookup(%q) = %+v, want %+v", h, got, want)
+		}
 		if !ok {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // The name index is what Lookup reads on every request. A Go map of a
@@ -24,9 +25,10 @@ const inlineKey = 16
 // value's pointer in it, so that a hit on a short key reads this slot and
 // nothing else of the index.
 type islot[V any] struct {
-	// tag is 22 bits of the key's hash (bits 10-31), the overflow bit (9),
-	// a set bit 8 so that no used slot has tag 0, and the key's length
-	// (255 for 255 and over) in bits 0-7: most mismatches stop here.
+	// tag is 21 bits of the key's hash (bits 11-31), the unclean bit
+	// (10), the overflow bit (9), a set bit 8 so that no used slot has
+	// tag 0, and the key's length (255 for 255 and over) in bits 0-7:
+	// most mismatches stop here.
 	tag uint32
 	aux uint32 // the owner's: an app's entry number, a domain's app entry
 	// w0 and w1 are the key's first 16 bytes, zero padded, for a key of at
@@ -76,8 +78,16 @@ func arenaFor(key string) int {
 // reduction so that the slot count need not be a power of two.
 func home(h uint64, n int) int { return int((uint64(uint32(h)) * uint64(n)) >> 32) }
 
-// tagOf is the tag of a key of n bytes with hash h.
-func tagOf(h uint64, n int) uint32 { return uint32(h>>32)&^0x3ff | 0x100 | uint32(min(n, 255)) }
+// tagOf is the tag of a key of n bytes with hash h, without the unclean
+// bit.
+func tagOf(h uint64, n int) uint32 { return uint32(h>>32)&^0x7ff | 0x100 | uint32(min(n, 255)) }
+
+// unclean is set in the tag of a slot whose key is not a clean name (see
+// clean): upper case, a port, a bad label. Such a key is found by its
+// exact bytes (find), but never by a host name (findName), so that a
+// host need not be normalized before it is looked up: one that matches a
+// key findName can find is already clean.
+const unclean = 0x400
 
 // overflow is set in the tag of a slot that is the home of a key placed
 // window or more slots further on: without it, a key not found in the
@@ -128,6 +138,14 @@ func (x *strIndex[V]) arenaKey(off uint64) []byte {
 const window = 4
 
 // find returns the slot of key, or nil. It allocates nothing.
+func (x *strIndex[V]) find(key string) *islot[V] { return x.findTag(key, unclean) }
+
+// findName is find for a host name: it finds only a key that is a clean
+// name, so a key it finds tells that name is clean too.
+func (x *strIndex[V]) findName(name string) *islot[V] { return x.findTag(name, 0) }
+
+// findTag returns the slot of key, or nil; ignore is the tag bits besides
+// overflow that do not have to match key's (which has them clear).
 //
 // It reads the first window slots from key's home together and picks the
 // match, if any, without branching on each: a branch that depends on a
@@ -135,7 +153,7 @@ const window = 4
 // home) stalls the processor for the whole memory latency, where
 // otherwise it overlaps the misses of the next lookups. The window decides
 // unless its first slot has the overflow bit (or it would wrap around).
-func (x *strIndex[V]) find(key string) *islot[V] {
+func (x *strIndex[V]) findTag(key string, ignore uint32) *islot[V] {
 	n := len(x.slots)
 	if n == 0 {
 		return nil
@@ -144,6 +162,7 @@ func (x *strIndex[V]) find(key string) *islot[V] {
 	tag := tagOf(h, len(key))
 	w0, w1 := words(key)
 	long := len(key) > inlineKey
+	ignore |= overflow
 	i := home(h, n)
 	if i+window <= n {
 		// A bit for each slot that matches key (tag, w0 and, for a short
@@ -158,7 +177,7 @@ func (x *strIndex[V]) find(key string) *islot[V] {
 		var match uint
 		for j := range window {
 			s := &ws[j]
-			match |= isZero(uint64((s.tag^tag)&^overflow)|(s.w0^w0)|(s.w1^w1)&w1mask) << j
+			match |= isZero(uint64((s.tag^tag)&^ignore)|(s.w0^w0)|(s.w1^w1)&w1mask) << j
 		}
 		hit := bits.TrailingZeros(match | 1<<window)
 		if hit < window {
@@ -169,7 +188,7 @@ func (x *strIndex[V]) find(key string) *islot[V] {
 			return nil
 		}
 	}
-	return x.probe(key, tag, w0, w1, i)
+	return x.probe(key, tag, ignore, w0, w1, i)
 }
 
 // isZero is 1 if v is 0, else 0, without a branch.
@@ -177,11 +196,11 @@ func isZero(v uint64) uint { return uint(^(v | -v) >> 63) }
 
 // probe is find's loop over every slot from i, for what the window does
 // not decide.
-func (x *strIndex[V]) probe(key string, tag uint32, w0, w1 uint64, i int) *islot[V] {
+func (x *strIndex[V]) probe(key string, tag, ignore uint32, w0, w1 uint64, i int) *islot[V] {
 	n := len(x.slots)
 	for {
 		s := &x.slots[i]
-		if s.tag&^overflow == tag && s.w0 == w0 {
+		if (s.tag^tag)&^ignore == 0 && s.w0 == w0 {
 			if len(key) <= inlineKey {
 				if s.w1 == w1 {
 					return s
@@ -218,6 +237,21 @@ func (x *strIndex[V]) all() []*V {
 	return out
 }
 
+// any reports whether f is true of the key of a value that is set. The
+// key is valid only during the call.
+func (x *strIndex[V]) any(f func(key string) bool) bool {
+	var buf [inlineKey]byte
+	for i := range x.slots {
+		if s := &x.slots[i]; s.v != nil {
+			k := x.key(s, &buf)
+			if f(unsafe.String(unsafe.SliceData(k), len(k))) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // cloneSlots gives x its own copy of the slots, so that it may be changed
 // without changing the index it was copied from.
 func (x *strIndex[V]) cloneSlots() { x.slots = slices.Clone(x.slots) }
@@ -248,7 +282,7 @@ func (x *strIndex[V]) entry(key string, aux uint32) *islot[V] {
 			}
 			return s
 		}
-		if s.tag&^overflow == tag && s.w0 == w0 {
+		if (s.tag^tag)&^(overflow|unclean) == 0 && s.w0 == w0 {
 			if len(key) <= inlineKey {
 				if s.w1 == w1 {
 					return s
@@ -265,6 +299,9 @@ func (x *strIndex[V]) entry(key string, aux uint32) *islot[V] {
 
 // fill makes the free slot s key's, with no value.
 func (x *strIndex[V]) fill(s *islot[V], key string, tag, aux uint32) {
+	if !clean(key) {
+		tag |= unclean
+	}
 	*s = islot[V]{tag: tag, aux: aux}
 	s.w0, s.w1 = words(key)
 	if len(key) > inlineKey {

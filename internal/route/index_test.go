@@ -107,7 +107,7 @@ func TestKeyed(t *testing.T) {
 func TestFindComparesEachWord(t *testing.T) {
 	for _, key := range []string{"adz", "a216.z.example", "0123456789abcdef"} {
 		w0, w1 := words(key)
-		bit := uint64(1) << 10
+		bit := uint64(1) << 11 // the lowest of the tag's hash bits
 		for w0&bit == 0 {
 			bit <<= 1
 		}
@@ -210,6 +210,7 @@ func TestDomainResolution(t *testing.T) {
 		want string // the app dom routes to, or ""
 	}
 	putApp := func(id string) func(*Builder) { return func(b *Builder) { b.PutApp(&App{ID: id}) } }
+	putZone := func(name string) func(*Builder) { return func(b *Builder) { b.PutZone(&Zone{Name: name}, 0) } }
 	putDom := func(app string, verified bool) func(*Builder) {
 		return func(b *Builder) { b.PutDomain(&Domain{Domain: dom, App: app, Verified: verified}) }
 	}
@@ -236,6 +237,16 @@ func TestDomainResolution(t *testing.T) {
 		{"replace keeps it", []step{{func(b *Builder) {
 			b.Replace(State{Apps: []*App{{ID: "shop"}}, Domains: []*Domain{{Domain: dom, App: "shop", Verified: true}}})
 		}, "shop"}}},
+		// A domain one label under a zone (www.shop.test under
+		// shop.test) routes however the zone and the mapping came.
+		{"zone after domain", []step{{putApp("shop"), ""}, {putDom("shop", true), "shop"}, {putZone("shop.test"), "shop"}}},
+		{"domain after zone", []step{{putZone("shop.test"), ""}, {putApp("shop"), ""}, {putDom("shop", true), "shop"}}},
+		{"zone and domain replaced", []step{{func(b *Builder) {
+			b.Replace(State{Zones: []*Zone{{Name: "shop.test"}}, Apps: []*App{{ID: "shop"}},
+				Domains: []*Domain{{Domain: dom, App: "shop", Verified: true}}})
+		}, "shop"}}},
+		{"zone deleted and put again", []step{{putApp("shop"), ""}, {putZone("shop.test"), ""}, {putDom("shop", true), "shop"},
+			{func(b *Builder) { b.DeleteZone("shop.test", 0) }, "shop"}, {putZone("shop.test"), "shop"}}},
 		{"replace with duplicates: last wins", []step{{func(b *Builder) {
 			b.Replace(State{Apps: []*App{{ID: "shop"}, {ID: "blog"}}, Domains: []*Domain{
 				{Domain: dom, App: "shop", Verified: true}, {Domain: dom, App: "blog", Verified: true}}})
@@ -277,23 +288,34 @@ func TestLookupAgreesWithMaps(t *testing.T) {
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 6))
-			ids := func(n int) string { return fmt.Sprintf("a%d", rng.IntN(n)) }
+			// Some ids, zones and domains are not clean names (upper
+			// case, a port, a trailing dot, a bad byte): found by their
+			// exact bytes, never by a host, however it is written.
+			ids := func(n int) string {
+				if rng.IntN(16) == 0 { // not a clean name
+					return fmt.Sprintf([]string{"A%d", "a%d_"}[rng.IntN(2)], rng.IntN(4))
+				}
+				return fmt.Sprintf("a%d", rng.IntN(n))
+			}
 			// More zones than maxZoneList, so that the zones are found
 			// by scan and by map as they come and go.
-			zones := []string{"apps.test", "z.example", "localhost", "a1.apps.test"}
+			zones := []string{"apps.test", "z.example", "localhost", "a1.apps.test", "Apps.Test", "bad_zone.test"}
 			for i := range maxZoneList {
 				zones = append(zones, fmt.Sprintf("z%d.test", i))
 			}
 			names := func() string {
-				switch rng.IntN(4) {
-				case 0:
+				switch rng.IntN(9) {
+				case 0, 1:
 					return fmt.Sprintf("www.c%d.test", rng.IntN(60))
-				case 1:
+				case 2, 3:
 					return fmt.Sprintf("a%d.%s", rng.IntN(60), zones[rng.IntN(len(zones))]) // a custom domain under a zone
-				case 2:
+				case 4, 5:
 					return fmt.Sprintf("c%d.example", rng.IntN(60))
-				default:
+				case 6, 7:
 					return fmt.Sprintf("a%d", rng.IntN(60))
+				default: // not a clean name
+					f := []string{"WWW.C%d.TEST", "www.c%d.test:443", "www.c%d.test.", "www.c%d_.test"}[rng.IntN(4)]
+					return fmt.Sprintf(f, rng.IntN(4))
 				}
 			}
 			b := NewBuilder(new(Live))
@@ -301,9 +323,13 @@ func TestLookupAgreesWithMaps(t *testing.T) {
 			var hosts []string
 			for i := range 60 {
 				for _, z := range zones {
-					hosts = append(hosts, fmt.Sprintf("a%d.%s", i, z), fmt.Sprintf("A%d.%s.:443", i, strings.ToUpper(z)))
+					hosts = append(hosts, fmt.Sprintf("a%d.%s", i, z), fmt.Sprintf("A%d.%s.:443", i, strings.ToUpper(z)),
+						fmt.Sprintf("A%d.%s", i, z), fmt.Sprintf("a%d_.%s", i, z), fmt.Sprintf("a%d.%s:443", i, z))
 				}
 				hosts = append(hosts, fmt.Sprintf("www.c%d.test", i), fmt.Sprintf("c%d.example", i), fmt.Sprintf("a%d", i))
+				for _, f := range []string{"WWW.C%d.TEST", "www.c%d.test:443", "www.c%d.test.", "www.c%d_.test"} {
+					hosts = append(hosts, fmt.Sprintf(f, i))
+				}
 			}
 			hosts = append(hosts, "api.apps.test", "apps.test", "", "x.y.apps.test", "a1.apps.test")
 			type snap struct {

@@ -28,11 +28,14 @@ type Match struct {
 // part it changes.
 type names struct {
 	zones map[string]*Zone
-	// zoneList is zones as a slice while there are few: Lookup scans it
+	// cleanZones is the zones whose names are clean names, the ones
+	// Lookup finds (zones itself when all are); zoneList is the same as a
+	// slice while there are few (and nil otherwise): Lookup scans it
 	// rather than hashing the name once more.
-	zoneList []*Zone
-	records  map[string]*Record // by Record.Key
-	revs     Revisions          // by zone name
+	cleanZones map[string]*Zone
+	zoneList   []*Zone
+	records    map[string]*Record // by Record.Key
+	revs       Revisions          // by zone name
 	// apps holds the apps by id; a slot's aux is the app's entry in
 	// appVals, which custom domains route through.
 	apps    strIndex[App]
@@ -43,7 +46,12 @@ type names struct {
 	// its app with one probe. A verified mapping to an app that does not
 	// exist yet holds an entry with a nil app, which PutApp fills.
 	domains strIndex[Domain]
-	dead    int // apps and domains deleted since the index was built
+	// zoneDomains is false only while no domain is one label under a zone
+	// Lookup finds: then a name under a zone that is not an app is not a
+	// domain either, and Lookup does not probe for it (the probe is a
+	// cache miss on a big table, and such names are what a scan sends).
+	zoneDomains bool
+	dead        int // apps and domains deleted since the index was built
 }
 
 // Table is an immutable routing snapshot. A nil *Table is not valid; use
@@ -60,42 +68,77 @@ func emptyTable() *Table {
 
 // Lookup routes a host name (a Host header or SNI value, normalized here).
 // It allocates nothing for a clean name.
+//
+// A host is first looked up as it came: every name it can match there is
+// clean (zones, app ids and domains that are not clean names are never
+// matched, see findName), so a match is the answer normalizing would have
+// led to, and a request for a known name is not normalized at all. Only
+// a host that matches nothing as it came is normalized, and looked up
+// again if that changed it.
 func (t *Table) Lookup(host string) Match {
+	n := t.n
+	if len(host) <= maxName {
+		if m, ok := n.lookup(host); ok {
+			return m
+		}
+	}
 	name, ok := NormalizeHost(host)
 	if !ok {
 		return Match{}
 	}
-	n := t.n
-	if i := strings.IndexByte(name, '.'); i > 0 {
-		if z := n.zone(name[i+1:]); z != nil {
-			label := name[:i]
-			if label == ReservedLabel {
-				return Match{Kind: KindAPI, Zone: z, Name: name}
-			}
-			if a := n.apps.get(label); a != nil {
-				return Match{Kind: KindApp, App: a, Zone: z, Name: name}
-			}
-			// Not an app label: a verified custom domain may still live
-			// under a zone the gateway serves. The API refuses a zone over
-			// a mapping and a mapping inside a zone, but a store written
-			// before that, or a race of the two PUTs, can hold one.
-		}
-	}
-	if s := n.domains.find(name); s != nil && s.aux != noEntry {
-		if a := n.appVals[s.aux]; a != nil {
-			return Match{Kind: KindApp, App: a, Name: name}
+	if name != host {
+		if m, ok := n.lookup(name); ok {
+			return m
 		}
 	}
 	return Match{Name: name}
 }
 
+// maxName is the longest clean name.
+const maxName = 253
+
+// lookup routes name, unless it matches nothing. A match tells that name
+// is clean, whatever it was: what it matched is.
+func (n *names) lookup(name string) (Match, bool) {
+	if i := strings.IndexByte(name, '.'); i > 0 {
+		if z := n.zone(name[i+1:]); z != nil {
+			label := name[:i]
+			if label == ReservedLabel {
+				return Match{Kind: KindAPI, Zone: z, Name: name}, true
+			}
+			if s := n.apps.findName(label); s != nil && s.v != nil {
+				return Match{Kind: KindApp, App: s.v, Zone: z, Name: name}, true
+			}
+			// Not an app label: a verified custom domain may still live
+			// under a zone the gateway serves. The API refuses a zone over
+			// a mapping and a mapping inside a zone, but a store written
+			// before that, or a race of the two PUTs, can hold one.
+			if !n.zoneDomains {
+				return Match{}, false
+			}
+		}
+	}
+	if s := n.domains.findName(name); s != nil && s.aux != noEntry {
+		if a := n.appVals[s.aux]; a != nil {
+			return Match{Kind: KindApp, App: a, Name: name}, true
+		}
+	}
+	return Match{}, false
+}
+
+// inZone reports whether domain is one label under a zone Lookup finds.
+func (n *names) inZone(domain string) bool {
+	i := strings.IndexByte(domain, '.')
+	return i > 0 && n.zone(domain[i+1:]) != nil
+}
+
 // maxZoneList is the most zones Lookup finds by a scan.
 const maxZoneList = 8
 
-// zone returns the zone named name, or nil.
+// zone returns the zone named name if that is a clean name, else nil.
 func (n *names) zone(name string) *Zone {
-	if len(n.zones) > maxZoneList {
-		return n.zones[name]
+	if n.zoneList == nil {
+		return n.cleanZones[name]
 	}
 	for _, z := range n.zoneList {
 		if len(z.Name) == len(name) && z.Name == name {
@@ -105,11 +148,24 @@ func (n *names) zone(name string) *Zone {
 	return nil
 }
 
-// setZones sets zones and the zone list that goes with them.
+// setZones sets zones, and the zones Lookup finds: those whose names are
+// clean, as a list while there are few.
 func (n *names) setZones(zones map[string]*Zone) {
-	n.zones, n.zoneList = zones, nil
-	if len(zones) <= maxZoneList {
-		for _, z := range zones {
+	n.zones, n.cleanZones, n.zoneList = zones, zones, nil
+	for name := range zones {
+		if !clean(name) {
+			n.cleanZones = make(map[string]*Zone, len(zones))
+			for name, z := range zones {
+				if clean(name) {
+					n.cleanZones[name] = z
+				}
+			}
+			break
+		}
+	}
+	if len(n.cleanZones) <= maxZoneList {
+		n.zoneList = make([]*Zone, 0, len(n.cleanZones))
+		for _, z := range n.cleanZones {
 			n.zoneList = append(n.zoneList, z)
 		}
 	}

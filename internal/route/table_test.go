@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,6 +64,67 @@ func TestLookup(t *testing.T) {
 		}
 		if tt.app != "" && (m.App == nil || m.App.ID != tt.app) {
 			t.Errorf("Lookup(%q).App = %+v, want %s", tt.host, m.App, tt.app)
+		}
+	}
+}
+
+// TestLookupMatchesOnlyCleanNames: a host is looked up as it came before it
+// is normalized, so a store key that is not a clean name (which no
+// normalized host can equal) must not be matched by a host that equals it
+// byte for byte, nor may a name too long to be clean route because its
+// parts are stored.
+func TestLookupMatchesOnlyCleanNames(t *testing.T) {
+	long := strings.Repeat(strings.Repeat("z", 60)+".", 4) + "test" // 248 bytes: a clean zone
+	b := NewBuilder(new(Live))
+	b.Replace(State{
+		Zones: []*Zone{{Name: "apps.test"}, {Name: "Upper.Test"}, {Name: "bad_zone.test"}, {Name: long}},
+		Apps: []*App{{ID: "shop"}, {ID: "Shop"}, {ID: "a_b"}, {ID: "-x"}, {ID: strings.Repeat("s", 63)},
+			{ID: strings.Repeat("s", 70)}},
+		Domains: []*Domain{
+			{Domain: "WWW.Shop.Test", App: "shop", Verified: true},
+			{Domain: "www.shop.test:443", App: "shop", Verified: true},
+			{Domain: "www.shop.test.", App: "shop", Verified: true},
+			{Domain: "ok.shop.test", App: "shop", Verified: true},
+		},
+	})
+	tbl := b.Live().Load()
+	tests := []struct {
+		host string
+		kind Kind
+		name string
+	}{
+		{"shop.apps.test", KindApp, "shop.apps.test"},
+		{"Shop.apps.test", KindApp, "shop.apps.test"}, // normalized to the clean app, not the stored "Shop"
+		{"a_b.apps.test", KindUnknown, ""},
+		{"-x.apps.test", KindUnknown, ""},
+		{"shop.Upper.Test", KindUnknown, "shop.upper.test"},
+		{"shop.bad_zone.test", KindUnknown, ""},
+		{"WWW.Shop.Test", KindUnknown, "www.shop.test"},
+		{"www.shop.test:443", KindUnknown, "www.shop.test"},
+		{"www.shop.test.", KindUnknown, "www.shop.test"},
+		{"OK.shop.test", KindApp, "ok.shop.test"},
+		{"shop." + long, KindApp, "shop." + long},               // 253 bytes
+		{strings.Repeat("s", 63) + "." + long, KindUnknown, ""}, // 312 bytes: not a name
+		{strings.Repeat("s", 70) + ".apps.test", KindUnknown, ""},
+	}
+	for _, tt := range tests {
+		m := tbl.Lookup(tt.host)
+		if m.Kind != tt.kind || m.Name != tt.name {
+			t.Errorf("Lookup(%q) = kind %v, name %q; want kind %v, name %q", tt.host, m.Kind, m.Name, tt.kind, tt.name)
+		}
+		if m.Kind == KindApp && m.App != tbl.App("shop") {
+			t.Errorf("Lookup(%q) routes to app %q, want shop", tt.host, m.App.ID)
+		}
+	}
+	// Every key stays found by its exact bytes.
+	for _, id := range []string{"Shop", "a_b", "-x", strings.Repeat("s", 70)} {
+		if a := tbl.App(id); a == nil || a.ID != id {
+			t.Errorf("App(%q) = %v", id, a)
+		}
+	}
+	for _, d := range []string{"WWW.Shop.Test", "www.shop.test:443", "www.shop.test."} {
+		if got := tbl.Domain(d); got == nil || got.Domain != d {
+			t.Errorf("Domain(%q) = %v", d, got)
 		}
 	}
 }
