@@ -2,11 +2,12 @@ package deadline
 
 import (
 	"errors"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 func TestClockNowIsBetweenTimeNows(t *testing.T) {
@@ -27,22 +28,7 @@ func TestClockNowIsBetweenTimeNows(t *testing.T) {
 // A deadline from a Clock bounds a real socket read as one from time.Now
 // does: neither at once nor never.
 func TestClockDeadlineOnSocket(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-
+	c, _ := testutil.TCPPair(t)
 	clock := NewClock()
 	const d = 80 * time.Millisecond
 	tests := []struct {

@@ -441,21 +441,7 @@ func TestParkRefusesWhatItCannotWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
+	_, sc := testutil.TCPPair(t)
 	cn := &conn{s: s, c: sc, registered: true} // EPOLL_CTL_MOD: ENOENT
 	cn.ctx, cn.cancel = context.WithCancel(context.Background())
 	if !s.add(cn) {

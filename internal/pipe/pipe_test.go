@@ -30,24 +30,7 @@ func listen(t testing.TB) net.Listener {
 }
 
 // connPair returns both ends of a fresh loopback TCP connection.
-func connPair(t testing.TB) (*net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	ln := listen(t)
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-acc
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	return c.(*net.TCPConn), s.(*net.TCPConn)
-}
+func connPair(t testing.TB) (*net.TCPConn, *net.TCPConn) { return testutil.TCPPair(t) }
 
 // piped builds client <-> [gateway side: cs | hs] <-> host and runs Join on
 // the gateway side in a goroutine whose result arrives on the channel.

@@ -17,36 +17,15 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // pair returns a client connection (wrapped by wrap) and the server end of
 // a loopback TCP connection.
 func pair(t testing.TB, wrap func(net.Conn) net.Conn) (net.Conn, *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- res{c, err}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	peer := r.c.(*net.TCPConn)
-	t.Cleanup(func() { c.Close(); peer.Close() })
+	c, peer := testutil.TCPPair(t)
 	return wrap(c), peer
 }
 

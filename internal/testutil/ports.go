@@ -58,3 +58,35 @@ func ListenTwin(t testing.TB) (first, second net.Listener, port string) {
 	t.Fatal("testutil: no port free on both 127.0.0.1 and 127.0.0.2")
 	return nil, nil, ""
 }
+
+// TCPPair returns both ends of a fresh loopback TCP connection: the
+// dialed one and the accepted one. Both close when the test ends.
+func TCPPair(t testing.TB) (client, server *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- accepted{c, err}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := <-ch
+	if a.err != nil {
+		c.Close()
+		t.Fatal(a.err)
+	}
+	client, server = c.(*net.TCPConn), a.c.(*net.TCPConn)
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
