@@ -2,9 +2,11 @@ package h2
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -108,16 +110,18 @@ func BenchmarkRequest(b *testing.B) {
 // "post" a 1 KiB body the handler reads.
 func BenchmarkRequestPipe(b *testing.B) {
 	for _, tc := range []struct {
-		name   string
-		fields [][2]string
-		body   []byte
+		name    string
+		fields  [][2]string
+		body    []byte
+		handler http.Handler
 	}{
-		{"host", benchFields, nil},
-		{"browser", browserFields, nil},
-		{"post", benchFields, bytes.Repeat([]byte("y"), 1024)},
+		{"host", benchFields, nil, benchHandler()},
+		{"browser", browserFields, nil, benchHandler()},
+		{"post", benchFields, bytes.Repeat([]byte("y"), 1024), benchHandler()},
+		{"gateway", benchFields, nil, gatewayHandler()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			s, err := New(Options{Handler: benchHandler()})
+			s, err := New(Options{Handler: tc.handler})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -157,6 +161,28 @@ func benchHandler() http.Handler {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("X-Request-Id", "0123456789abcdef")
+		_, _ = w.Write(body)
+	})
+}
+
+// gatewayHandler answers with the fields the gateway's answers carry (the
+// host's, the rate limit's, the request id and cluster), a new request id
+// and remaining count each time.
+func gatewayHandler() http.Handler {
+	body := bytes.Repeat([]byte("x"), 1024)
+	n := 0
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		h := w.Header()
+		h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+		h["Content-Length"] = []string{"1024"}
+		h["X-Gatehouse-Cluster"] = []string{"local"}
+		h["X-Request-Id"] = []string{fmt.Sprintf("%016x", n)}
+		h["X-Ratelimit-Limit"] = []string{"1000000"}
+		h["X-Ratelimit-Remaining"] = []string{strconv.Itoa(1000000 - n%1000000)}
+		h["X-Ratelimit-Reset"] = []string{"60"}
+		h["Ratelimit-Policy"] = []string{`"app";q=1000000;w=60`}
+		h["Ratelimit"] = []string{`"app";r=` + strconv.Itoa(1000000-n%1000000) + ";t=60"}
 		_, _ = w.Write(body)
 	})
 }

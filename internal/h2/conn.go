@@ -29,15 +29,17 @@ type conn struct {
 	cancel context.CancelCauseFunc
 	fr     *http2.Framer // the reading side; serve's alone
 
-	// The writing side. wmu orders frames on the wire. Header blocks use
-	// no dynamic table (see hpack.go), so no encoder state is shared.
+	// The writing side. wmu orders frames on the wire, and guards enc:
+	// response header blocks are encoded as they go out (see hpack.go).
 	wmu  sync.Mutex
 	bw   bufWriter
 	wf   *http2.Framer // writes into bw
 	werr error         // the first write error: every later write fails
-	// shrunk: the client lowered SETTINGS_HEADER_TABLE_SIZE, and the next
-	// header block must say our table's size (see conn.writeHeaders).
-	shrunk atomic.Bool
+	enc  encoder
+	// peerTable is the least SETTINGS_HEADER_TABLE_SIZE the client has
+	// sent: the first header block after it goes below our table's size
+	// starts with the update that lowers it (see encoder.shrink).
+	peerTable atomic.Uint32
 	// peerMaxFrame is the client's SETTINGS_MAX_FRAME_SIZE. Written
 	// before the SETTINGS' ACK is queued, and read only under wmu: a
 	// frame sized by it goes out before that ACK, or was sized by the
@@ -103,6 +105,8 @@ func newConn(s *Server, c net.Conn) *conn {
 	cn.fr.MaxHeaderListSize = s.maxList
 	cn.fr.SetMaxReadFrameSize(maxFrameRead)
 	cn.peerMaxFrame.Store(16384)
+	cn.enc.max = maxTable
+	cn.peerTable.Store(maxTable)
 	cn.bw = bufWriter{c: c, pool: &s.bufs}
 	cn.wf = http2.NewFramer(&cn.bw, nil)
 	cn.cf = http2.NewFramer(&cn.cbuf, nil)
@@ -355,8 +359,8 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 		case http2.SettingMaxFrameSize:
 			cn.peerMaxFrame.Store(s.Val)
 		case http2.SettingHeaderTableSize:
-			if s.Val < 4096 {
-				cn.shrunk.Store(true)
+			if s.Val < cn.peerTable.Load() {
+				cn.peerTable.Store(s.Val)
 			}
 		}
 		return nil

@@ -17,9 +17,11 @@
 // answer control frames. Handlers run on reused goroutines (package
 // workers) and write their own frames under the connection's write lock:
 // a small response is HEADERS and DATA in one write, flushed when the
-// handler returns. The response's header fields are encoded (HPACK) before
-// the lock is taken for data, so nothing is shared with the handler after
-// that.
+// handler returns. The response's header fields are taken from the
+// handler's map at WriteHeader (strings only: nothing of the map is used
+// after) and encoded as the block goes out, under the write lock, with
+// the connection's HPACK dynamic table: a field repeated from an earlier
+// response on the connection is an index of a byte or two (hpack.go).
 //
 // A stream's header maps (the request's and the response's) and its
 // response buffers are cleared and reused by later streams once its

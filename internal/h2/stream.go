@@ -482,12 +482,14 @@ func (st *stream) recycle() {
 	s.putHeader(w.hdr)
 	if b := w.bufs; b != nil {
 		b.block = w.block[:0]
+		clear(w.fields) // the strings go with the response
+		b.fields = w.fields[:0]
 		b.hold = nil
 		if cap(w.hold) <= 2*holdBody {
 			b.hold = w.hold[:0]
 		}
-		w.bufs, w.block, w.hold = nil, nil, nil
-		if cap(b.block) <= maxKeptBlock {
+		w.bufs, w.fields, w.block, w.hold = nil, nil, nil, nil
+		if cap(b.block) <= maxKeptBlock && cap(b.fields) <= maxKeptOutFields {
 			s.outs.Put(b)
 		}
 	}

@@ -41,24 +41,38 @@ type responseWriter struct {
 
 	status      int
 	wroteHeader bool
-	block       []byte // the response's header block, encoded at WriteHeader
-	sniff       bool   // content-type is to be sniffed from the first bytes
-	sent        bool   // block is on the wire
-	clen        int64  // declared content-length; -1: none
-	wrote       int64  // body bytes the handler wrote
-	trailers    []string
-	hold        []byte // body bytes not yet sent
-	err         error  // the first write error
-	bufs        *outBufs
+	// The response's head, taken at WriteHeader and encoded when it goes
+	// out (send): the handler's fields, then a content-length of length
+	// (-1: none), a date when the handler set none, and a sniffed
+	// content-type.
+	fields   []field
+	length   int64
+	date     bool
+	ctype    string
+	block    []byte // the encoded head: the encoder's output buffer
+	sniff    bool   // content-type is to be sniffed from the first bytes
+	sent     bool   // block is on the wire
+	clen     int64  // declared content-length; -1: none
+	wrote    int64  // body bytes the handler wrote
+	trailers []string
+	hold     []byte // body bytes not yet sent
+	err      error  // the first write error
+	bufs     *outBufs
 }
 
-// outBufs are a response's byte buffers, block and hold, kept between
-// streams (stream.recycle): a header block, and a small body, written
-// without allocating once the server has served a few.
-type outBufs struct{ block, hold []byte }
+// outBufs are a response's buffers, kept between streams
+// (stream.recycle): its fields, its header block, and a small body,
+// written without allocating once the server has served a few.
+type outBufs struct {
+	fields      []field
+	block, hold []byte
+}
 
-// maxKeptBlock bounds the header block buffers kept for reuse.
-const maxKeptBlock = 4 << 10
+// maxKeptBlock and maxKeptFields bound the buffers kept for reuse.
+const (
+	maxKeptBlock     = 4 << 10
+	maxKeptOutFields = 64
+)
 
 func (w *responseWriter) init(st *stream, isHead bool) {
 	w.st, w.isHead, w.clen = st, isHead, -1
@@ -92,7 +106,7 @@ func (w *responseWriter) enter() bool {
 
 func (w *responseWriter) leave() { w.active.Add(-1) }
 
-// WriteHeader encodes the header block as the map is now, as net/http
+// WriteHeader takes the header fields as the map is now, as net/http
 // does: changes after it reach only the trailers.
 func (w *responseWriter) WriteHeader(code int) {
 	if !w.enter() {
@@ -139,29 +153,65 @@ func (w *responseWriter) writeHeader(code int) {
 	if w.bufs == nil {
 		b, ok := w.st.cn.s.outs.Get().(*outBufs)
 		if !ok {
-			b = &outBufs{block: make([]byte, 0, 256)} // a typical response's block at once, not in four growths
+			// A typical response's block and fields at once, not in
+			// four growths.
+			b = &outBufs{block: make([]byte, 0, 256), fields: make([]field, 0, 16)}
 		}
 		// hold is only appended to from here on: a body is written after
 		// the final status.
-		w.bufs, w.block, w.hold = b, b.block, b.hold
+		w.bufs, w.fields, w.block, w.hold = b, b.fields, b.block, b.hold
 	}
-	b := appendStatus(w.block[:0], code)
-	b = appendFields(b, h)
+	w.fields = takeFields(w.fields[:0], h)
+	w.length = -1
 	if w.clen >= 0 && bodyAllowed(code) {
-		b = appendLength(b, w.clen)
+		w.length = w.clen
 	}
-	if _, ok := h["Date"]; !ok {
-		b = appendField(b, "date", w.st.cn.s.date.Text(), false)
-	}
-	w.block = b
+	_, hasDate := h["Date"]
+	w.date = !hasDate
 }
 
-// appendLength appends a content-length field of n. Its digits go through
-// a buffer on the stack: strconv.FormatInt made a string on the heap for
-// every length of 100 and up, that is for most responses.
-func appendLength(b []byte, n int64) []byte {
-	var d [20]byte
-	return appendField(b, "content-length", string(strconv.AppendInt(d[:0], n, 10)), false)
+// takeFields appends h's fields to fs, leaving out what HTTP/2 has no
+// place for (connection-specific fields) or the writer adds itself. Fields
+// net/http would not send (invalid names or values) are left out when
+// encoded.
+func takeFields(fs []field, h http.Header) []field {
+	for k, vs := range h {
+		switch k {
+		case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Content-Length":
+			continue
+		}
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		for _, v := range vs {
+			fs = append(fs, field{k: k, v: v})
+		}
+	}
+	return fs
+}
+
+// encodeHead encodes w's head into w.block with the connection's encoder;
+// under wmu, as the block goes out, for the table is the client's too.
+func (w *responseWriter) encodeHead(cn *conn) {
+	e := &cn.enc
+	b := e.shrink(w.block[:0], cn.peerTable.Load())
+	b = appendStatus(b, w.status)
+	for _, f := range w.fields {
+		b = e.appendField(b, f)
+	}
+	if w.length >= 0 {
+		// The digits go through a buffer on the stack: a string of them
+		// would be made on the heap for every length of 100 and up.
+		var d [20]byte
+		b = e.appendField(b, field{k: "content-length", v: string(strconv.AppendInt(d[:0], w.length, 10)), own: true})
+	}
+	if w.date {
+		b = e.appendField(b, field{k: "date", v: cn.s.date.Text(), own: true})
+	}
+	if w.ctype != "" {
+		b = e.appendField(b, field{k: "content-type", v: w.ctype, own: true})
+	}
+	w.block = b
 }
 
 // appendFields appends h's fields, leaving out what HTTP/2 has no place
@@ -232,14 +282,14 @@ func (w *responseWriter) reset() error {
 	return nil
 }
 
-// writeHeaders writes a header block of stream id; under wmu, so that a
-// table size update goes at the start of the first block on the wire
-// after the client lowered SETTINGS_HEADER_TABLE_SIZE: RFC 7541 §4.2
-// requires it (nghttp2 fails the connection without it), and our table
-// is always empty, so it says 0, which fits any setting.
+// writeHeaders writes a header block of literals (an interim response's,
+// trailers) of stream id; under wmu, so that a table size update goes at
+// the start of the first block on the wire after the client lowered
+// SETTINGS_HEADER_TABLE_SIZE below our table's size: RFC 7541 §4.2
+// requires it (nghttp2 fails the connection without it).
 func (cn *conn) writeHeaders(id uint32, b []byte, end bool, maxFrame int) error {
-	if cn.shrunk.Load() && cn.shrunk.Swap(false) {
-		b = append([]byte{0x20}, b...)
+	if u := cn.enc.shrink(nil, cn.peerTable.Load()); u != nil {
+		b = append(u, b...)
 	}
 	return writeHeaders(cn.wf, id, b, end, maxFrame)
 }
@@ -348,7 +398,7 @@ func (w *responseWriter) finish() {
 	trailers, prefixed := w.trailerBlock()
 	if !w.sent && w.clen < 0 && bodyAllowed(w.status) && len(w.trailers) == 0 && !prefixed && (w.wrote > 0 || !w.isHead) {
 		// The whole body is known: say how long it is, as net/http does.
-		w.block = appendLength(w.block, w.wrote)
+		w.length = w.wrote
 	}
 	_ = w.send(nil, true, trailers)
 }
@@ -392,7 +442,7 @@ func (w *responseWriter) send(p []byte, end bool, trailers []byte) error {
 			first = p
 		}
 		if len(first) > 0 {
-			w.block = appendField(w.block, "content-type", http.DetectContentType(first), false)
+			w.ctype = http.DetectContentType(first)
 		}
 		w.sniff = false
 	}
@@ -442,7 +492,8 @@ func (w *responseWriter) send(p []byte, end bool, trailers []byte) error {
 		err := cn.werr
 		if err == nil && !w.sent {
 			ended = endData && left == 0
-			err = cn.writeHeaders(st.id, w.block, ended, maxFrame)
+			w.encodeHead(cn)
+			err = writeHeaders(cn.wf, st.id, w.block, ended, maxFrame)
 			w.sent = true
 		}
 		for err == nil && n > 0 {
