@@ -264,7 +264,7 @@ func (e *encoder) slot(k string) *nameSlot {
 		s.volatile = true
 	}
 	if e.names == nil {
-		e.names = make(map[string]*nameSlot, 16)
+		e.names = map[string]*nameSlot{}
 	}
 	if len(e.names) < maxNames {
 		e.names[strings.Clone(k)] = s
