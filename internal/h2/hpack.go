@@ -63,11 +63,17 @@ func appendField(b []byte, name, value string, sensitive bool) []byte {
 	return appendString(b, value)
 }
 
+// sensitiveName reports whether a field of this (lower-case) name carries
+// credentials, whose values are never indexed, by us or by intermediaries.
+func sensitiveName(wire string) bool {
+	return wire == "set-cookie" || wire == "authorization" || wire == "proxy-authorization"
+}
+
 // appendLowerField is appendField for a name in canonical form; names
 // outside the common set are lowered as they are copied, unhuffmaned.
 func appendLowerField(b []byte, name, value string) []byte {
 	if l, ok := lowerName(name); ok {
-		return appendField(b, l, value, l == "set-cookie" || l == "authorization" || l == "proxy-authorization")
+		return appendField(b, l, value, sensitiveName(l))
 	}
 	b = append(b, 0x00)
 	b = appendInt(b, 7, 0x00, uint64(len(name)))
@@ -256,10 +262,8 @@ func (e *encoder) slot(k string) *nameSlot {
 	if !ok {
 		wire = strings.ToLower(k)
 	}
-	s := &nameSlot{wire: strings.Clone(wire), static: staticName[wire]}
+	s := &nameSlot{wire: strings.Clone(wire), static: staticName[wire], sensitive: sensitiveName(wire)}
 	switch wire {
-	case "set-cookie", "authorization", "proxy-authorization":
-		s.sensitive = true
 	case "x-request-id", "ratelimit", "x-ratelimit-remaining":
 		s.volatile = true
 	}
