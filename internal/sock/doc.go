@@ -15,7 +15,7 @@
 // write(2): on a socket those go through the file layer first (the
 // file-position lock, fsnotify's hooks, the iterator wrappers) before
 // they reach the same socket calls: ~130 ns a call on this kind of
-// machine (BENCHMARKS.md, "Session 18"). sendto also says MSG_NOSIGNAL:
+// machine (bench/HISTORY.md, "Session 18"). sendto also says MSG_NOSIGNAL:
 // a peer that is gone is an EPIPE, not a SIGPIPE for the runtime to
 // swallow.
 //
