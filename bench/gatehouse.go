@@ -127,7 +127,7 @@ func startGatehouse(ctx context.Context, e *env, name, bin string) (*target, *ga
 	if err := waitReady(ctx, p, func() error { return api.do("GET", "/readyz", nil) }); err != nil {
 		return t, nil, fmt.Errorf("not ready: %w", err)
 	}
-	huge := map[string]any{"requests": 1_000_000_000, "window": "60s"}
+	huge := map[string]any{"requests": budget, "window": "60s"}
 	for _, app := range []struct{ id, mode string }{{"app", "http"}, {"tls", "passthrough"}} {
 		body := map[string]any{"id": app.id, "mode": app.mode, "status": "active", "rate_limit": huge}
 		if err := api.do("PUT", "/api/v3/apps/"+app.id, body); err != nil {

@@ -139,9 +139,13 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "- A/B: gatehouse is %s, %s is %s\n", a, targetB, r.cfg.gatehouseB)
 	}
-	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -l7-tls-new=%v -x25519-only=%v -h2=%v -headers %s`, %s in all\n\n",
-		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.x25519, r.cfg.h2, r.cfg.headers,
+	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -l7-tls-new=%v -x25519-only=%v -h2=%v -headers %s -peer-fields=%v`, %s in all\n",
+		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.x25519, r.cfg.h2, r.cfg.headers, r.cfg.peerFields,
 		r.end.Sub(r.start).Round(time.Second))
+	if r.cfg.peerFields {
+		b.WriteString("- peer fields: nginx and HAProxy add five fixed fields to every L7 response, as long as gatehouse's rate-limit fields, so every proxy sends the same bytes\n")
+	}
+	b.WriteString("\n")
 
 	r.abTable(&b)
 	r.l7Table(&b, fmt.Sprintf("L7: %s responses, %d keep-alive connections", sizeName(r.cfg.body), r.cfg.conns), r.l7, r.targets)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -35,6 +36,30 @@ type env struct {
 	maxConns    int // connections a proxy must accept at once (idle test + margin)
 	noFile      int // RLIMIT_NOFILE the children inherit
 	roots       *x509.CertPool
+	// peerFields are fields nginx and HAProxy add to every L7 response
+	// (-peer-fields); none by default.
+	peerFields []field
+}
+
+// field is one response field a peer's configuration adds.
+type field struct{ Name, Value string }
+
+// budget is the rate limit the harness gives its apps on gatehouse (per
+// 60 s window): large enough never to refuse.
+const budget = 1_000_000_000
+
+// peerRateFields are the rate-limit fields gatehouse sends on every
+// response under that budget (DESIGN §2 step 6), with the remaining count
+// at its first value: with -peer-fields the peers send the same bytes, so
+// what remains between them is the proxies' own work. No value holds a
+// quote or backslash, which both configurations' single-quoted strings
+// would take apart.
+var peerRateFields = []field{
+	{"X-RateLimit-Limit", strconv.Itoa(budget)},
+	{"X-RateLimit-Remaining", strconv.Itoa(budget - 1)},
+	{"X-RateLimit-Reset", "0"},
+	{"RateLimit-Policy", `"app";q=` + strconv.Itoa(budget) + ";w=60"},
+	{"RateLimit", `"app";r=` + strconv.Itoa(budget-1) + ";t=0"},
 }
 
 // target is one thing wrk and the TLS clients point at.
@@ -199,6 +224,9 @@ http {
             proxy_set_header Host $host;
             proxy_set_header X-Forwarded-For $remote_addr;
             proxy_set_header X-Forwarded-Proto $scheme;
+{{- range .Fields}}
+            add_header {{.Name}} '{{.Value}}' always;
+{{- end}}
         }
     }
 }
@@ -235,7 +263,7 @@ func startNginx(ctx context.Context, e *env) *target {
 		"Cores": e.cores, "NoFile": max(e.noFile, e.maxConns+1024), "MaxConns": e.maxConns + 1024, "Dir": e.dir,
 		"Stream": stream, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
 		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "AppHost": appHost, "TLSHost": tlsHost,
-		"Cert": e.certFile, "Key": e.keyFile,
+		"Cert": e.certFile, "Key": e.keyFile, "Fields": e.peerFields,
 	}); err != nil {
 		t.err = err
 		return t
@@ -314,6 +342,9 @@ frontend webtls
     default_backend notfound
 backend app
     server b1 {{.Backend}}
+{{- range .Fields}}
+    http-response set-header {{.Name}} '{{.Value}}'
+{{- end}}
 backend notfound
     http-request deny deny_status 404
 frontend tls
@@ -347,6 +378,7 @@ func startHAProxy(ctx context.Context, e *env) *target {
 		// when RLIMIT_NOFILE cannot cover maxconn, so maxconn is capped.
 		"Cores": e.cores, "MaxConns": t.maxIdle + 512, "NoFile": e.noFile, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
 		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "PEM": pem, "AppHost": appHost, "TLSHost": tlsHost,
+		"Fields": e.peerFields,
 	}); err != nil {
 		t.err = err
 		return t

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"text/template"
+)
+
+// TestPeerFields checks that -peer-fields puts the same five fields, with
+// the same bytes, into both peers' L7 configurations, and that without it
+// neither adds any.
+func TestPeerFields(t *testing.T) {
+	if c, err := parseFlags([]string{"-peer-fields"}); err != nil || !c.peerFields {
+		t.Fatalf("-peer-fields: %+v, %v", c, err)
+	}
+	if c, _ := parseFlags(nil); c.peerFields {
+		t.Fatal("-peer-fields is on by default: the default run must measure the proxies as configured")
+	}
+	render := func(tmpl *template.Template, fields []field) string {
+		var b bytes.Buffer
+		if err := tmpl.Execute(&b, map[string]any{"Fields": fields, "Cores": 2, "MaxConns": 10, "NoFile": 100}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	for _, f := range peerRateFields {
+		if strings.ContainsAny(f.Value, `'\`) {
+			t.Errorf("%s: %q cannot be single-quoted in both configurations", f.Name, f.Value)
+		}
+	}
+	// The values gatehouse's limit layer writes for a first request under
+	// the harness's budget.
+	want := map[string]string{
+		"X-RateLimit-Limit":     "1000000000",
+		"X-RateLimit-Remaining": "999999999",
+		"X-RateLimit-Reset":     "0",
+		"RateLimit-Policy":      `"app";q=1000000000;w=60`,
+		"RateLimit":             `"app";r=999999999;t=0`,
+	}
+	for _, f := range peerRateFields {
+		if want[f.Name] != f.Value {
+			t.Errorf("%s: %q, want %q", f.Name, f.Value, want[f.Name])
+		}
+		delete(want, f.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("peer fields lack %v", want)
+	}
+	for _, tc := range []struct {
+		name string
+		tmpl *template.Template
+		line func(field) string
+	}{
+		{"nginx", nginxConf, func(f field) string { return "add_header " + f.Name + " '" + f.Value + "' always;" }},
+		{"haproxy", haproxyConf, func(f field) string { return "http-response set-header " + f.Name + " '" + f.Value + "'" }},
+	} {
+		with, without := render(tc.tmpl, peerRateFields), render(tc.tmpl, nil)
+		for _, f := range peerRateFields {
+			if !strings.Contains(with, tc.line(f)) {
+				t.Errorf("%s with -peer-fields lacks %q:\n%s", tc.name, tc.line(f), with)
+			}
+			if strings.Contains(without, f.Name) {
+				t.Errorf("%s without -peer-fields adds %s", tc.name, f.Name)
+			}
+		}
+	}
+}
