@@ -326,3 +326,56 @@ func TestTableLoweredMidConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionFieldsLeftOut: fields HTTP/2 has no place for (RFC 9113
+// §8.2.2), and trailer-prefixed fields (sent after the body), are left
+// out of an interim head and a final one alike; a client such as nghttp2
+// fails a response that carries a connection-specific field.
+func TestConnectionFieldsLeftOut(t *testing.T) {
+	left := []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr := w.Header()
+		for _, k := range left {
+			hdr.Set(k, "x")
+		}
+		hdr.Set(http.TrailerPrefix+"X-Late", "t")
+		hdr.Set("X-Kept", "k")
+		w.WriteHeader(http.StatusEarlyHints)
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	dec := rc.fr.ReadMetaHeaders
+	rc.fr.ReadMetaHeaders = nil // the blocks' bytes, decoded below
+	rc.headers(1, true, reqFields("GET", "/")...)
+	var heads [][]hpack.HeaderField
+	rc.until("the final head", func(f http2.Frame) bool {
+		hf, ok := f.(*http2.HeadersFrame)
+		if !ok || hf.StreamID != 1 {
+			return false
+		}
+		got, err := dec.DecodeFull(hf.HeaderBlockFragment())
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads = append(heads, got)
+		return len(heads) == 2
+	})
+	for i, head := range heads {
+		var kept bool
+		for _, f := range head {
+			for _, k := range append(left, "X-Late", "Trailer:X-Late") {
+				if strings.EqualFold(f.Name, k) {
+					t.Errorf("head %d carries %s: %v", i, f.Name, head)
+				}
+			}
+			kept = kept || f.Name == "x-kept" && f.Value == "k"
+		}
+		if !kept {
+			t.Errorf("head %d lost x-kept: %v", i, head)
+		}
+	}
+	if heads[0][0].Value != "103" || heads[1][0].Value != "200" {
+		t.Fatalf("statuses %q, %q: want 103 then 200", heads[0][0].Value, heads[1][0].Value)
+	}
+}

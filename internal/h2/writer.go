@@ -170,17 +170,25 @@ func (w *responseWriter) writeHeader(code int) {
 	w.date = !hasDate
 }
 
+// headField reports whether a header map's field k goes into a response
+// head: not a connection-specific field (HTTP/2 has no place for them),
+// nor Content-Length (the writer says the length itself), nor a trailer
+// declared by prefix.
+func headField(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Content-Length":
+		return false
+	}
+	return !strings.HasPrefix(k, http.TrailerPrefix)
+}
+
 // takeFields appends h's fields to fs, leaving out what HTTP/2 has no
 // place for (connection-specific fields) or the writer adds itself. Fields
 // net/http would not send (invalid names or values) are left out when
 // encoded.
 func takeFields(fs []field, h http.Header) []field {
 	for k, vs := range h {
-		switch k {
-		case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Content-Length":
-			continue
-		}
-		if strings.HasPrefix(k, http.TrailerPrefix) {
+		if !headField(k) {
 			continue
 		}
 		for _, v := range vs {
@@ -219,11 +227,7 @@ func (w *responseWriter) encodeHead(cn *conn) {
 // net/http would not send (invalid names or values).
 func appendFields(b []byte, h http.Header) []byte {
 	for k, vs := range h {
-		switch k {
-		case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Content-Length":
-			continue
-		}
-		if strings.HasPrefix(k, http.TrailerPrefix) || !httpguts.ValidHeaderFieldName(k) {
+		if !headField(k) || !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range vs {
