@@ -28,8 +28,8 @@ import (
 // The floors are measured beside gatehouse so the report can say how much
 // of gatehouse's L7 cost is Go's, how much its request machinery's and how
 // much its chain's: the harness re-executes itself as `bench floor -mode
-// go|epoll|lane ...`. go and epoll are the least a Go proxy can do for the
-// L7 test: each reads a request head, sends it to the backend unchanged
+// go|epoll|lane|bytes ...` (bytes: floorbytes.go). go and epoll are the
+// least a Go proxy can do for the L7 test: each reads a request head, sends it to the backend unchanged
 // over a connection of its own, reads the answer by its Content-Length and
 // sends it back in one write. No routing, no header work, no limits: what
 // is left is the runtime and the system calls.
@@ -59,7 +59,7 @@ type floorFlags struct{ mode, listen, backend string }
 func runFloor(args []string) error {
 	var f floorFlags
 	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
-	fs.StringVar(&f.mode, "mode", "go", "go (goroutine per connection), epoll (an event loop per core) or lane (gatehouse's lane and proxy, no chain)")
+	fs.StringVar(&f.mode, "mode", "go", "go (goroutine per connection), epoll (an event loop per core), lane (gatehouse's lane and proxy, no chain) or bytes (gatehouse's L7 work on bytes; floorbytes.go)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "listen address")
 	fs.StringVar(&f.backend, "backend", "", "backend address")
 	if err := fs.Parse(args); err != nil {
@@ -72,7 +72,7 @@ func runFloor(args []string) error {
 	defer stop()
 	run, ok := floorModes[f.mode]
 	if !ok {
-		return fmt.Errorf("floor: -mode %q: want go, epoll or lane", f.mode)
+		return fmt.Errorf("floor: -mode %q: want go, epoll, lane or bytes", f.mode)
 	}
 	return run(ctx, f.listen, f.backend)
 }
@@ -81,6 +81,7 @@ var floorModes = map[string]func(ctx context.Context, listen, backend string) er
 	"go":    floorGo,
 	"epoll": floorEpoll,
 	"lane":  floorLane,
+	"bytes": floorBytes,
 }
 
 // headEnd returns the length of the head at the start of b, or -1 while

@@ -21,10 +21,11 @@ import (
 // answers come back whole on kept connections, and what the floors cannot
 // carry ends the connection rather than being passed on half-read.
 func TestFloors(t *testing.T) {
-	var seen atomic.Value
+	var seen, marks atomic.Value
 	var conns atomic.Int64
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Store(r.Method + " " + r.URL.RequestURI() + " " + r.Header.Get("X-Probe"))
+		marks.Store(r.Header.Get("X-Gatehouse-App-Id") + " " + r.Header.Get("X-Forwarded-For") + " " + r.Header.Get("X-Gatehouse-Cluster"))
 		if r.URL.Path == "/chunked" {
 			w.Write([]byte("a"))
 			w.(http.Flusher).Flush() // no Content-Length: the floors cannot carry it
@@ -41,7 +42,7 @@ func TestFloors(t *testing.T) {
 	backend.Start()
 	defer backend.Close()
 
-	for _, mode := range []string{"go", "epoll", "lane"} {
+	for _, mode := range []string{"go", "epoll", "lane", "bytes"} {
 		t.Run(mode, func(t *testing.T) {
 			addr, err := freeAddr()
 			if err != nil {
@@ -87,6 +88,15 @@ func TestFloors(t *testing.T) {
 				}
 				if got, want := seen.Load(), fmt.Sprintf("GET /x?i=%d p%d", i, i); got != want {
 					t.Fatalf("backend saw %q, want %q", got, want)
+				}
+				if mode == "bytes" { // gatehouse's fields, both ways
+					if got := marks.Load(); got != "app 127.0.0.1 bench" {
+						t.Fatalf("backend saw context fields %q, want app, the client's address and the cluster", got)
+					}
+					if resp.Header.Get("X-Ratelimit-Remaining") != fmt.Sprint(budget-1-i) || resp.Header.Get("Ratelimit-Policy") != fmt.Sprintf(`"app";q=%d;w=60`, budget) ||
+						resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-Gatehouse-Cluster") != "bench" || resp.Header.Get("Content-Type") != "text/plain" {
+						t.Fatalf("request %d: answer's fields %v", i, resp.Header)
+					}
 				}
 			}
 			// Two requests in one write (pipelined) get two answers.

@@ -65,7 +65,7 @@ type config struct {
 	keep        bool
 	perf        bool
 	headers     string // the L7 clients' request fields: "host" or "browser"
-	peerFields  bool   // nginx and HAProxy add gatehouse's rate-limit fields' bytes (peerRateFields)
+	peerFields  bool   // nginx and HAProxy add the fields gatehouse adds (peerRateFields, and the context fields)
 }
 
 var allTargets = []string{"direct", "gatehouse", "nginx", "haproxy"}
@@ -75,7 +75,7 @@ const targetB = "gatehouse-b"
 
 // floorTargets are the Go floors (bench/floor.go): accepted by -targets,
 // never run unless named.
-var floorTargets = []string{"floor-go", "floor-epoll", "floor-lane"}
+var floorTargets = []string{"floor-go", "floor-epoll", "floor-lane", "floor-bytes"}
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -102,7 +102,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.out, "out", "", "Markdown report path (default bench/results/latest.md in the module)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temp dir (configs, logs) for inspection")
 	fs.StringVar(&c.headers, "headers", "host", "request fields the L7 clients (wrk, h2load) send: host (Host alone, wrk's own) or browser (the dozen a browser sends on a page load)")
-	fs.BoolVar(&c.peerFields, "peer-fields", false, "nginx and HAProxy add five fixed fields to every L7 response, as long as the rate-limit fields gatehouse must send (DESIGN §2 step 6), so that every proxy sends the same bytes: a like-for-like reading of the proxies' own work")
+	fs.BoolVar(&c.peerFields, "peer-fields", false, "nginx and HAProxy add the fields gatehouse must add (DESIGN §2): the five rate-limit fields with the values gatehouse sends, X-Request-Id and X-Gatehouse-Cluster on every L7 response, and X-Forwarded-Host, X-Request-Id and the four X-Gatehouse-* context fields to the host, so that every proxy sends the same fields both ways: a like-for-like reading of the proxies' own work")
 	fs.BoolVar(&c.perf, "perf", false, "profile each proxy with perf during one more run of the L7 test (and, with -l7-tls and -tls, of the new-connection and handshake tests)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -237,7 +237,7 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 
 	e := &env{dir: dir, ps: ps, cores: runtime.NumCPU(), maxConns: cfg.idle + cfg.conns + 1024, noFile: int(limit)}
 	if cfg.peerFields {
-		e.peerFields = peerRateFields
+		e.peerFields, e.peerContext = peerRateFields, true
 	}
 	certFile, keyFile, roots, err := writeCert(dir)
 	if err != nil {

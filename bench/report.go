@@ -143,7 +143,7 @@ func (r *report) markdown() string {
 		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.x25519, r.cfg.h2, r.cfg.headers, r.cfg.peerFields,
 		r.end.Sub(r.start).Round(time.Second))
 	if r.cfg.peerFields {
-		b.WriteString("- peer fields: nginx and HAProxy add five fixed fields to every L7 response, as long as gatehouse's rate-limit fields, so every proxy sends the same bytes\n")
+		b.WriteString("- peer fields: nginx and HAProxy add the fields gatehouse adds, both ways (the five rate-limit fields, X-Request-Id and X-Gatehouse-Cluster on responses; X-Forwarded-Host, X-Request-Id and the four X-Gatehouse-* fields to the host)\n")
 	}
 	b.WriteString("\n")
 

@@ -39,6 +39,9 @@ type env struct {
 	// peerFields are fields nginx and HAProxy add to every L7 response
 	// (-peer-fields); none by default.
 	peerFields []field
+	// peerContext: nginx and HAProxy also add gatehouse's context fields,
+	// to the host and to the response (-peer-fields; see the templates).
+	peerContext bool
 }
 
 // field is one response field a peer's configuration adds.
@@ -224,6 +227,16 @@ http {
             proxy_set_header Host $host;
             proxy_set_header X-Forwarded-For $remote_addr;
             proxy_set_header X-Forwarded-Proto $scheme;
+{{- if .Context}}
+            proxy_set_header X-Forwarded-Host $host;
+            proxy_set_header X-Request-Id $request_id;
+            proxy_set_header X-Gatehouse-App-Id app;
+            proxy_set_header X-Gatehouse-Client-Ip $remote_addr;
+            proxy_set_header X-Gatehouse-Cluster bench;
+            proxy_set_header X-Gatehouse-Request-Id $request_id;
+            add_header X-Request-Id $request_id always;
+            add_header X-Gatehouse-Cluster bench always;
+{{- end}}
 {{- range .Fields}}
             add_header {{.Name}} '{{.Value}}' always;
 {{- end}}
@@ -263,7 +276,7 @@ func startNginx(ctx context.Context, e *env) *target {
 		"Cores": e.cores, "NoFile": max(e.noFile, e.maxConns+1024), "MaxConns": e.maxConns + 1024, "Dir": e.dir,
 		"Stream": stream, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
 		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "AppHost": appHost, "TLSHost": tlsHost,
-		"Cert": e.certFile, "Key": e.keyFile, "Fields": e.peerFields,
+		"Cert": e.certFile, "Key": e.keyFile, "Fields": e.peerFields, "Context": e.peerContext,
 	}); err != nil {
 		t.err = err
 		return t
@@ -290,7 +303,7 @@ func startNginx(ctx context.Context, e *env) *target {
 	return t
 }
 
-// startFloor starts a Go floor, `bench floor -mode go|epoll`, in front of
+// startFloor starts a Go floor, `bench floor -mode go|epoll|lane|bytes`, in front of
 // the backend: L7 plaintext only.
 func startFloor(ctx context.Context, e *env, self, name string) *target {
 	t := &target{name: name, floor: true} // no tls or https address: those phases pass it by
@@ -342,6 +355,17 @@ frontend webtls
     default_backend notfound
 backend app
     server b1 {{.Backend}}
+{{- if .Context}}
+    http-request set-var(txn.rid) uuid()
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    http-request set-header X-Request-Id %[var(txn.rid)]
+    http-request set-header X-Gatehouse-App-Id app
+    http-request set-header X-Gatehouse-Client-Ip %[src]
+    http-request set-header X-Gatehouse-Cluster bench
+    http-request set-header X-Gatehouse-Request-Id %[var(txn.rid)]
+    http-response set-header X-Request-Id %[var(txn.rid)]
+    http-response set-header X-Gatehouse-Cluster bench
+{{- end}}
 {{- range .Fields}}
     http-response set-header {{.Name}} '{{.Value}}'
 {{- end}}
@@ -378,7 +402,7 @@ func startHAProxy(ctx context.Context, e *env) *target {
 		// when RLIMIT_NOFILE cannot cover maxconn, so maxconn is capped.
 		"Cores": e.cores, "MaxConns": t.maxIdle + 512, "NoFile": e.noFile, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
 		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "PEM": pem, "AppHost": appHost, "TLSHost": tlsHost,
-		"Fields": e.peerFields,
+		"Fields": e.peerFields, "Context": e.peerContext,
 	}); err != nil {
 		t.err = err
 		return t

@@ -7,9 +7,12 @@ import (
 	"text/template"
 )
 
-// TestPeerFields checks that -peer-fields puts the same five fields, with
-// the same bytes, into both peers' L7 configurations, and that without it
-// neither adds any.
+// TestPeerFields checks that -peer-fields puts the same five rate-limit
+// fields, with the same bytes, and gatehouse's context fields into both
+// peers' L7 configurations, and that without it neither adds any. (Both
+// configurations were also run against a backend that printed what it
+// received, session 27: every field arrived, the request id alike in all
+// three places.)
 func TestPeerFields(t *testing.T) {
 	if c, err := parseFlags([]string{"-peer-fields"}); err != nil || !c.peerFields {
 		t.Fatalf("-peer-fields: %+v, %v", c, err)
@@ -19,7 +22,7 @@ func TestPeerFields(t *testing.T) {
 	}
 	render := func(tmpl *template.Template, fields []field) string {
 		var b bytes.Buffer
-		if err := tmpl.Execute(&b, map[string]any{"Fields": fields, "Cores": 2, "MaxConns": 10, "NoFile": 100}); err != nil {
+		if err := tmpl.Execute(&b, map[string]any{"Fields": fields, "Context": fields != nil, "Cores": 2, "MaxConns": 10, "NoFile": 100}); err != nil {
 			t.Fatal(err)
 		}
 		return b.String()
@@ -47,6 +50,23 @@ func TestPeerFields(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("peer fields lack %v", want)
 	}
+	// gatehouse's context fields (DESIGN §2): six to the host, two on the
+	// response, the request id the same in all three places.
+	context := map[string][]string{
+		"nginx": {
+			"proxy_set_header X-Forwarded-Host $host;", "proxy_set_header X-Request-Id $request_id;",
+			"proxy_set_header X-Gatehouse-App-Id app;", "proxy_set_header X-Gatehouse-Client-Ip $remote_addr;",
+			"proxy_set_header X-Gatehouse-Cluster bench;", "proxy_set_header X-Gatehouse-Request-Id $request_id;",
+			"add_header X-Request-Id $request_id always;", "add_header X-Gatehouse-Cluster bench always;",
+		},
+		"haproxy": {
+			"http-request set-var(txn.rid) uuid()",
+			"http-request set-header X-Forwarded-Host %[req.hdr(host)]", "http-request set-header X-Request-Id %[var(txn.rid)]",
+			"http-request set-header X-Gatehouse-App-Id app", "http-request set-header X-Gatehouse-Client-Ip %[src]",
+			"http-request set-header X-Gatehouse-Cluster bench", "http-request set-header X-Gatehouse-Request-Id %[var(txn.rid)]",
+			"http-response set-header X-Request-Id %[var(txn.rid)]", "http-response set-header X-Gatehouse-Cluster bench",
+		},
+	}
 	for _, tc := range []struct {
 		name string
 		tmpl *template.Template
@@ -63,6 +83,14 @@ func TestPeerFields(t *testing.T) {
 			if strings.Contains(without, f.Name) {
 				t.Errorf("%s without -peer-fields adds %s", tc.name, f.Name)
 			}
+		}
+		for _, line := range context[tc.name] {
+			if !strings.Contains(with, line) {
+				t.Errorf("%s with -peer-fields lacks %q:\n%s", tc.name, line, with)
+			}
+		}
+		if strings.Contains(without, "X-Gatehouse") || strings.Contains(without, "X-Request-Id") {
+			t.Errorf("%s without -peer-fields adds context fields:\n%s", tc.name, without)
 		}
 	}
 }

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gatehouse-dev/gatehouse/internal/gcfloor"
+	"github.com/gatehouse-dev/gatehouse/internal/limit"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
+)
+
+// floorBytes (floor-bytes) is the L7 work gatehouse does for the
+// harness's request, done on the heads' bytes with no net/http types: a
+// bound on what the request path BENCHMARKS.md's "What would close it"
+// names (heads kept as ordered fields from the client through the layers
+// to the host and back) could cost, still on a goroutine per connection.
+// Per request, as gatehouse does it: the head split into fields, names
+// checked as tokens and values for control bytes; the route found by Host
+// in a route table; a request id made; the client's sliding window
+// charged (internal/limit, the harness's budget); the host's head written
+// as the request line, Host, the client's fields less the hop-by-hop and
+// forwarding ones, and gatehouse's eight (X-Forwarded-For, -Host, -Proto,
+// X-Request-Id, X-Gatehouse-App-Id, -Client-Ip, -Cluster, -Request-Id);
+// the answer's head split and checked the same way, its hop-by-hop fields
+// dropped, and written back with X-Gatehouse-Cluster, X-Request-Id and the
+// five rate-limit fields. Left out, as in the other floors: bodies, chunked
+// answers, timeouts, metrics and the access log, the host pool (one host
+// connection per client connection), failover. A request it cannot carry,
+// or for another Host, ends the connection.
+func floorBytes(ctx context.Context, listen, backend string) error {
+	u, err := url.Parse("http://" + backend)
+	if err != nil {
+		return err
+	}
+	live := new(route.Live)
+	b := route.NewBuilder(live)
+	b.Replace(route.State{
+		Zones: []*route.Zone{{Name: "bench.test"}},
+		Apps:  []*route.App{{ID: "app", Mode: route.ModeHTTP, Status: route.StatusActive}},
+	})
+	b.SetHost(&route.Host{ID: "bench-http", Apps: []string{"app"}, Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})
+	win, err := limit.NewWindow(limit.WindowOptions{})
+	if err != nil {
+		return err
+	}
+	defer gcfloor.Start(ctx, 64<<20).Stop()
+	fb := &bytesFloor{live: live, win: win, quota: limit.Quota{Limit: budget, Window: time.Minute}}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range open {
+			c.Close()
+		}
+	})
+	defer stop()
+	track := func(c net.Conn, on bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if on && ctx.Err() != nil {
+			return false
+		}
+		if on {
+			open[c] = true
+		} else {
+			delete(open, c)
+		}
+		return true
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			if !track(c, true) {
+				return
+			}
+			defer track(c, false)
+			hc, err := net.Dial("tcp", backend)
+			if err != nil {
+				return
+			}
+			defer hc.Close()
+			if !track(hc, true) {
+				return
+			}
+			defer track(hc, false)
+			fb.serve(sock.Wrap(c), hc)
+		}()
+	}
+}
+
+type bytesFloor struct {
+	live  *route.Live
+	win   *limit.Window
+	quota limit.Quota
+	ids   atomic.Uint64
+}
+
+// hfield is one field of a head, both parts within the read buffer.
+type hfield struct{ k, v []byte }
+
+// splitHead splits a head (ending in an empty line) into its first line
+// and its fields, checking each as the lane does; ok is false for a head
+// it would refuse.
+func splitHead(head []byte, fs []hfield) (first []byte, _ []hfield, ok bool) {
+	head = head[:len(head)-4] // the empty line
+	i := bytes.Index(head, []byte("\r\n"))
+	if i < 0 {
+		return head, fs, true
+	}
+	first, rest := head[:i], head[i+2:]
+	for len(rest) > 0 {
+		line := rest
+		if j := bytes.Index(rest, []byte("\r\n")); j >= 0 {
+			line, rest = rest[:j], rest[j+2:]
+		} else {
+			rest = nil
+		}
+		c := bytes.IndexByte(line, ':')
+		if c <= 0 {
+			return nil, fs, false
+		}
+		k, v := line[:c], line[c+1:]
+		for _, b := range k {
+			if !isTokenByte(b) {
+				return nil, fs, false
+			}
+		}
+		for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+			v = v[1:]
+		}
+		for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+			v = v[:len(v)-1]
+		}
+		for _, b := range v {
+			if b < ' ' && b != '\t' || b == 0x7f {
+				return nil, fs, false
+			}
+		}
+		fs = append(fs, hfield{k, v})
+	}
+	return first, fs, true
+}
+
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), b) >= 0
+}
+
+// dropped are the request fields gatehouse does not pass on as the
+// client sent them: hop-by-hop ones, and those it sets itself.
+var dropped = [][]byte{
+	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Te"),
+	[]byte("Trailer"), []byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Host"),
+	[]byte("X-Forwarded-For"), []byte("X-Forwarded-Host"), []byte("X-Forwarded-Proto"), []byte("Forwarded"),
+	[]byte("X-Request-Id"), []byte("X-Gatehouse-App-Id"), []byte("X-Gatehouse-Client-Ip"),
+	[]byte("X-Gatehouse-Cluster"), []byte("X-Gatehouse-Request-Id"),
+}
+
+func isDropped(k []byte, list [][]byte) bool {
+	for _, d := range list {
+		if bytes.EqualFold(k, d) {
+			return true
+		}
+	}
+	return false
+}
+
+var droppedAnswer = [][]byte{[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Upgrade")}
+
+func appendField(b []byte, k string, v []byte) []byte {
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = append(b, v...)
+	return append(b, "\r\n"...)
+}
+
+func (fb *bytesFloor) serve(c, hc net.Conn) {
+	ip := netip.Addr{}
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		ip = ap.Addr()
+	}
+	ipText := []byte(ip.String())
+	in := make([]byte, 0, 8<<10)
+	out := make([]byte, 0, floorMax)
+	up := make([]byte, 0, 4<<10)
+	down := make([]byte, 0, floorMax+1<<10)
+	fs := make([]hfield, 0, 32)
+	var scratch [64]byte
+	for {
+		n := requestEnd(in)
+		for n == 0 {
+			k, err := c.Read(in[len(in):cap(in)])
+			in = in[:len(in)+k]
+			if err != nil {
+				return
+			}
+			n = requestEnd(in)
+		}
+		if n < 0 {
+			return
+		}
+		line, fields, ok := splitHead(in[:n], fs[:0])
+		if !ok {
+			return
+		}
+		var host []byte
+		for _, f := range fields {
+			if bytes.EqualFold(f.k, []byte("Host")) {
+				host = f.v
+			}
+		}
+		m := fb.live.Load().Lookup(unsafe.String(unsafe.SliceData(host), len(host)))
+		if m.Kind != route.KindApp || m.App == nil {
+			return
+		}
+		app := m.App.ID
+		id := strconv.AppendUint(append(scratch[:0], "bench-"...), fb.ids.Add(1), 36)
+		res, _ := fb.win.Charge(limit.KeyFor(app, ip), 1, fb.quota)
+
+		up = append(append(up[:0], line...), "\r\nHost: "...)
+		up = append(append(up, host...), "\r\n"...)
+		for _, f := range fields {
+			if !isDropped(f.k, dropped) {
+				up = append(append(append(append(up, f.k...), ": "...), f.v...), "\r\n"...)
+			}
+		}
+		up = appendField(up, "X-Forwarded-For", ipText)
+		up = appendField(up, "X-Forwarded-Host", host)
+		up = appendField(up, "X-Forwarded-Proto", []byte("http"))
+		up = appendField(up, "X-Request-Id", id)
+		up = append(append(append(up, "X-Gatehouse-App-Id: "...), app...), "\r\n"...)
+		up = appendField(up, "X-Gatehouse-Client-Ip", ipText)
+		up = appendField(up, "X-Gatehouse-Cluster", []byte("bench"))
+		up = appendField(up, "X-Gatehouse-Request-Id", id)
+		up = append(up, "\r\n"...)
+		if _, err := hc.Write(up); err != nil {
+			return
+		}
+		in = in[:copy(in, in[n:])]
+
+		a := answerEnd(out)
+		for a == 0 {
+			k, err := hc.Read(out[len(out):cap(out)])
+			out = out[:len(out)+k]
+			if a = answerEnd(out); err != nil && a <= 0 {
+				return
+			}
+		}
+		if a < 0 {
+			return
+		}
+		h := headEnd(out)
+		status, afs, ok := splitHead(out[:h], fs[:0])
+		if !ok {
+			return
+		}
+		down = append(append(down[:0], status...), "\r\n"...)
+		for _, f := range afs {
+			if !isDropped(f.k, droppedAnswer) {
+				down = append(append(append(append(down, f.k...), ": "...), f.v...), "\r\n"...)
+			}
+		}
+		down = appendField(down, "X-Gatehouse-Cluster", []byte("bench"))
+		down = appendField(down, "X-Request-Id", id)
+		var num [3][20]byte
+		limitS := strconv.AppendInt(num[0][:0], int64(res.Limit), 10)
+		remaining := strconv.AppendInt(num[1][:0], int64(res.Remaining), 10)
+		reset := strconv.AppendInt(num[2][:0], limit.Seconds(res.Reset), 10)
+		down = appendField(down, "X-Ratelimit-Limit", limitS)
+		down = appendField(down, "X-Ratelimit-Remaining", remaining)
+		down = appendField(down, "X-Ratelimit-Reset", reset)
+		down = append(append(append(down, `Ratelimit-Policy: "app";q=`...), limitS...), ";w="...)
+		down = append(strconv.AppendInt(down, limit.Seconds(fb.quota.Window), 10), "\r\n"...)
+		down = append(append(append(down, `Ratelimit: "app";r=`...), remaining...), ";t="...)
+		down = append(append(down, reset...), "\r\n\r\n"...)
+		down = append(down, out[h:a]...)
+		if _, err := c.Write(down); err != nil {
+			return
+		}
+		out = out[:copy(out, out[a:])]
+	}
+}
