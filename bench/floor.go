@@ -144,11 +144,17 @@ func requestEnd(b []byte) int {
 }
 
 func floorGo(ctx context.Context, listen, backend string) error {
+	return servePairs(ctx, listen, backend, floorGoServe)
+}
+
+// servePairs accepts client connections on listen and, on a goroutine
+// each, dials backend and calls serve with both, until ctx ends: then
+// every connection is closed, so their goroutines return.
+func servePairs(ctx context.Context, listen, backend string, serve func(c, u net.Conn)) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
-	// Every connection is closed when ctx ends, so their goroutines do.
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
 	stop := context.AfterFunc(ctx, func() {
@@ -200,7 +206,7 @@ func floorGo(ctx context.Context, listen, backend string) error {
 				return
 			}
 			defer track(u, false)
-			floorGoServe(c, u)
+			serve(c, u)
 		}()
 	}
 }
@@ -211,31 +217,16 @@ func floorGoServe(c, u net.Conn) {
 	in := make([]byte, 0, 8<<10)
 	out := make([]byte, 0, floorMax)
 	for {
-		n := requestEnd(in)
-		for n == 0 {
-			k, err := c.Read(in[len(in):cap(in)])
-			in = in[:len(in)+k]
-			if err != nil {
-				return
-			}
-			n = requestEnd(in)
-		}
-		if n < 0 {
+		var n int
+		if in, n = readUntil(c, in, requestEnd); n < 0 {
 			return
 		}
 		if _, err := u.Write(in[:n]); err != nil {
 			return
 		}
 		in = in[:copy(in, in[n:])]
-		m := answerEnd(out)
-		for m == 0 {
-			k, err := u.Read(out[len(out):cap(out)])
-			out = out[:len(out)+k]
-			if m = answerEnd(out); err != nil && m <= 0 {
-				return
-			}
-		}
-		if m < 0 {
+		var m int
+		if out, m = readUntil(u, out, answerEnd); m < 0 {
 			return
 		}
 		if _, err := c.Write(out[:m]); err != nil {
@@ -243,6 +234,21 @@ func floorGoServe(c, u net.Conn) {
 		}
 		out = out[:copy(out, out[m:])]
 	}
+}
+
+// readUntil reads from c into buf, up to its capacity, until end finds a
+// whole message at its start, and returns buf and the message's length:
+// -1 when end says the floors cannot carry it or c ended first.
+func readUntil(c net.Conn, buf []byte, end func([]byte) int) ([]byte, int) {
+	n := end(buf)
+	for n == 0 {
+		k, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if n = end(buf); err != nil && n <= 0 {
+			return buf, -1
+		}
+	}
+	return buf, n
 }
 
 func floorEpoll(ctx context.Context, listen, backend string) error {
@@ -504,15 +510,12 @@ func (l *floorLoop) relay(p *floorPair, from, to int, buf *[]byte, end func([]by
 	}
 }
 
-// floorLane serves with gatehouse's lane and proxy and nothing between
-// them but the route the gateway's route layer would have found: app
-// "app" on zone "bench.test", one verified plaintext host at backend. Like
-// the other floors it answers only what it can carry: a request the lane
-// does not take is refused, never handed to net/http.
-func floorLane(ctx context.Context, listen, backend string) error {
+// floorTable is the route table of the floors that route: app "app" on
+// zone "bench.test", one verified plaintext host at backend.
+func floorTable(backend string) (*route.Live, error) {
 	u, err := url.Parse("http://" + backend)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	live := new(route.Live)
 	b := route.NewBuilder(live)
@@ -521,6 +524,19 @@ func floorLane(ctx context.Context, listen, backend string) error {
 		Apps:  []*route.App{{ID: "app", Mode: route.ModeHTTP, Status: route.StatusActive}},
 	})
 	b.SetHost(&route.Host{ID: "bench-http", Apps: []string{"app"}, Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})
+	return live, nil
+}
+
+// floorLane serves with gatehouse's lane and proxy and nothing between
+// them but the route the gateway's route layer would have found: app
+// "app" on zone "bench.test", one verified plaintext host at backend. Like
+// the other floors it answers only what it can carry: a request the lane
+// does not take is refused, never handed to net/http.
+func floorLane(ctx context.Context, listen, backend string) error {
+	live, err := floorTable(backend)
+	if err != nil {
+		return err
+	}
 	// What gatehouse's own set-up adds under the lane: the collector's
 	// floor (runtime.gc_floor_mb's default) and raw system calls on the
 	// client connections (as internal/edge wraps them).

@@ -5,9 +5,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"net/url"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -37,81 +35,17 @@ import (
 // connection per client connection), failover. A request it cannot carry,
 // or for another Host, ends the connection.
 func floorBytes(ctx context.Context, listen, backend string) error {
-	u, err := url.Parse("http://" + backend)
+	live, err := floorTable(backend)
 	if err != nil {
 		return err
 	}
-	live := new(route.Live)
-	b := route.NewBuilder(live)
-	b.Replace(route.State{
-		Zones: []*route.Zone{{Name: "bench.test"}},
-		Apps:  []*route.App{{ID: "app", Mode: route.ModeHTTP, Status: route.StatusActive}},
-	})
-	b.SetHost(&route.Host{ID: "bench-http", Apps: []string{"app"}, Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})
 	win, err := limit.NewWindow(limit.WindowOptions{})
 	if err != nil {
 		return err
 	}
 	defer gcfloor.Start(ctx, 64<<20).Stop()
 	fb := &bytesFloor{live: live, win: win, quota: limit.Quota{Limit: budget, Window: time.Minute}}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	stop := context.AfterFunc(ctx, func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for c := range open {
-			c.Close()
-		}
-	})
-	defer stop()
-	track := func(c net.Conn, on bool) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if on && ctx.Err() != nil {
-			return false
-		}
-		if on {
-			open[c] = true
-		} else {
-			delete(open, c)
-		}
-		return true
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Close()
-			if !track(c, true) {
-				return
-			}
-			defer track(c, false)
-			hc, err := net.Dial("tcp", backend)
-			if err != nil {
-				return
-			}
-			defer hc.Close()
-			if !track(hc, true) {
-				return
-			}
-			defer track(hc, false)
-			fb.serve(sock.Wrap(c), hc)
-		}()
-	}
+	return servePairs(ctx, listen, backend, func(c, hc net.Conn) { fb.serve(sock.Wrap(c), hc) })
 }
 
 type bytesFloor struct {
@@ -216,16 +150,8 @@ func (fb *bytesFloor) serve(c, hc net.Conn) {
 	fs := make([]hfield, 0, 32)
 	var scratch [64]byte
 	for {
-		n := requestEnd(in)
-		for n == 0 {
-			k, err := c.Read(in[len(in):cap(in)])
-			in = in[:len(in)+k]
-			if err != nil {
-				return
-			}
-			n = requestEnd(in)
-		}
-		if n < 0 {
+		var n int
+		if in, n = readUntil(c, in, requestEnd); n < 0 {
 			return
 		}
 		line, fields, ok := splitHead(in[:n], fs[:0])
@@ -267,15 +193,8 @@ func (fb *bytesFloor) serve(c, hc net.Conn) {
 		}
 		in = in[:copy(in, in[n:])]
 
-		a := answerEnd(out)
-		for a == 0 {
-			k, err := hc.Read(out[len(out):cap(out)])
-			out = out[:len(out)+k]
-			if a = answerEnd(out); err != nil && a <= 0 {
-				return
-			}
-		}
-		if a < 0 {
+		var a int
+		if out, a = readUntil(hc, out, answerEnd); a < 0 {
 			return
 		}
 		h := headEnd(out)
