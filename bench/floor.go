@@ -29,9 +29,9 @@ import (
 // of gatehouse's L7 cost is Go's, how much its request machinery's and how
 // much its chain's: the harness re-executes itself as `bench floor -mode
 // go|epoll|lane|bytes ...` (bytes: floorbytes.go). go and epoll are the
-// least a Go proxy can do for the L7 test: each reads a request head, sends it to the backend unchanged
-// over a connection of its own, reads the answer by its Content-Length and
-// sends it back in one write. No routing, no header work, no limits: what
+// least a Go proxy can do for the L7 test: each reads a request head,
+// sends it to the backend unchanged over a connection of its own, reads
+// the answer by its Content-Length and sends it back in one write. No routing, no header work, no limits: what
 // is left is the runtime and the system calls.
 //
 //   - go: a goroutine per client connection on net.Conn, the way every Go

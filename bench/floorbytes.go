@@ -10,7 +10,10 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/gatehouse-dev/gatehouse/internal/gcfloor"
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
@@ -81,56 +84,39 @@ func splitHead(head []byte, fs []hfield) (first []byte, _ []hfield, ok bool) {
 		}
 		k, v := line[:c], line[c+1:]
 		for _, b := range k {
-			if !isTokenByte(b) {
+			if !httpguts.IsTokenRune(rune(b)) {
 				return nil, fs, false
 			}
 		}
-		for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
-			v = v[1:]
-		}
-		for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
-			v = v[:len(v)-1]
-		}
-		for _, b := range v {
-			if b < ' ' && b != '\t' || b == 0x7f {
-				return nil, fs, false
-			}
+		if v = httpwire.TrimOWS(v); !httpwire.ValidValue(v) {
+			return nil, fs, false
 		}
 		fs = append(fs, hfield{k, v})
 	}
 	return first, fs, true
 }
 
-func isTokenByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
-	}
-	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), b) >= 0
-}
-
 // dropped are the request fields gatehouse does not pass on as the
 // client sent them: hop-by-hop ones, and those it sets itself.
-var dropped = [][]byte{
-	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Te"),
-	[]byte("Trailer"), []byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Host"),
-	[]byte("X-Forwarded-For"), []byte("X-Forwarded-Host"), []byte("X-Forwarded-Proto"), []byte("Forwarded"),
-	[]byte("X-Request-Id"), []byte("X-Gatehouse-App-Id"), []byte("X-Gatehouse-Client-Ip"),
-	[]byte("X-Gatehouse-Cluster"), []byte("X-Gatehouse-Request-Id"),
+var dropped = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
+	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded",
+	"X-Request-Id", "X-Gatehouse-App-Id", "X-Gatehouse-Client-Ip", "X-Gatehouse-Cluster", "X-Gatehouse-Request-Id",
 }
 
-func isDropped(k []byte, list [][]byte) bool {
+// droppedAnswer are the answer's hop-by-hop fields.
+var droppedAnswer = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Upgrade"}
+
+func isDropped(k []byte, list []string) bool {
 	for _, d := range list {
-		if bytes.EqualFold(k, d) {
+		if httpwire.EqualFold(k, d) {
 			return true
 		}
 	}
 	return false
 }
 
-var droppedAnswer = [][]byte{[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Upgrade")}
-
-func appendField(b []byte, k string, v []byte) []byte {
+func appendField[K, V ~string | ~[]byte](b []byte, k K, v V) []byte {
 	b = append(b, k...)
 	b = append(b, ": "...)
 	b = append(b, v...)
@@ -160,7 +146,7 @@ func (fb *bytesFloor) serve(c, hc net.Conn) {
 		}
 		var host []byte
 		for _, f := range fields {
-			if bytes.EqualFold(f.k, []byte("Host")) {
+			if httpwire.EqualFold(f.k, "Host") {
 				host = f.v
 			}
 		}
@@ -176,16 +162,16 @@ func (fb *bytesFloor) serve(c, hc net.Conn) {
 		up = append(append(up, host...), "\r\n"...)
 		for _, f := range fields {
 			if !isDropped(f.k, dropped) {
-				up = append(append(append(append(up, f.k...), ": "...), f.v...), "\r\n"...)
+				up = appendField(up, f.k, f.v)
 			}
 		}
 		up = appendField(up, "X-Forwarded-For", ipText)
 		up = appendField(up, "X-Forwarded-Host", host)
-		up = appendField(up, "X-Forwarded-Proto", []byte("http"))
+		up = appendField(up, "X-Forwarded-Proto", "http")
 		up = appendField(up, "X-Request-Id", id)
-		up = append(append(append(up, "X-Gatehouse-App-Id: "...), app...), "\r\n"...)
+		up = appendField(up, "X-Gatehouse-App-Id", app)
 		up = appendField(up, "X-Gatehouse-Client-Ip", ipText)
-		up = appendField(up, "X-Gatehouse-Cluster", []byte("bench"))
+		up = appendField(up, "X-Gatehouse-Cluster", "bench")
 		up = appendField(up, "X-Gatehouse-Request-Id", id)
 		up = append(up, "\r\n"...)
 		if _, err := hc.Write(up); err != nil {
@@ -205,10 +191,10 @@ func (fb *bytesFloor) serve(c, hc net.Conn) {
 		down = append(append(down[:0], status...), "\r\n"...)
 		for _, f := range afs {
 			if !isDropped(f.k, droppedAnswer) {
-				down = append(append(append(append(down, f.k...), ": "...), f.v...), "\r\n"...)
+				down = appendField(down, f.k, f.v)
 			}
 		}
-		down = appendField(down, "X-Gatehouse-Cluster", []byte("bench"))
+		down = appendField(down, "X-Gatehouse-Cluster", "bench")
 		down = appendField(down, "X-Request-Id", id)
 		var num [3][20]byte
 		limitS := strconv.AppendInt(num[0][:0], int64(res.Limit), 10)

@@ -237,7 +237,7 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 
 	e := &env{dir: dir, ps: ps, cores: runtime.NumCPU(), maxConns: cfg.idle + cfg.conns + 1024, noFile: int(limit)}
 	if cfg.peerFields {
-		e.peerFields, e.peerContext = peerRateFields, true
+		e.peerFields = peerRateFields
 	}
 	certFile, keyFile, roots, err := writeCert(dir)
 	if err != nil {

@@ -37,11 +37,9 @@ type env struct {
 	noFile      int // RLIMIT_NOFILE the children inherit
 	roots       *x509.CertPool
 	// peerFields are fields nginx and HAProxy add to every L7 response
-	// (-peer-fields); none by default.
+	// (-peer-fields); none by default. With them the peers also add
+	// gatehouse's context fields, both ways (the templates' Context).
 	peerFields []field
-	// peerContext: nginx and HAProxy also add gatehouse's context fields,
-	// to the host and to the response (-peer-fields; see the templates).
-	peerContext bool
 }
 
 // field is one response field a peer's configuration adds.
@@ -276,7 +274,7 @@ func startNginx(ctx context.Context, e *env) *target {
 		"Cores": e.cores, "NoFile": max(e.noFile, e.maxConns+1024), "MaxConns": e.maxConns + 1024, "Dir": e.dir,
 		"Stream": stream, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
 		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "AppHost": appHost, "TLSHost": tlsHost,
-		"Cert": e.certFile, "Key": e.keyFile, "Fields": e.peerFields, "Context": e.peerContext,
+		"Cert": e.certFile, "Key": e.keyFile, "Fields": e.peerFields, "Context": e.peerFields != nil,
 	}); err != nil {
 		t.err = err
 		return t
@@ -402,7 +400,7 @@ func startHAProxy(ctx context.Context, e *env) *target {
 		// when RLIMIT_NOFILE cannot cover maxconn, so maxconn is capped.
 		"Cores": e.cores, "MaxConns": t.maxIdle + 512, "NoFile": e.noFile, "Backend": e.backendHTTP, "BackendTLS": e.backendTLS,
 		"HTTP": addrs[0], "TLS": addrs[1], "HTTPS": addrs[2], "PEM": pem, "AppHost": appHost, "TLSHost": tlsHost,
-		"Fields": e.peerFields, "Context": e.peerContext,
+		"Fields": e.peerFields, "Context": e.peerFields != nil,
 	}); err != nil {
 		t.err = err
 		return t
