@@ -31,8 +31,9 @@ import (
 // go|epoll|lane|bytes ...` (bytes: floorbytes.go). go and epoll are the
 // least a Go proxy can do for the L7 test: each reads a request head,
 // sends it to the backend unchanged over a connection of its own, reads
-// the answer by its Content-Length and sends it back in one write. No routing, no header work, no limits: what
-// is left is the runtime and the system calls.
+// the answer by its Content-Length and sends it back in one write. No
+// routing, no header work, no limits: what is left is the runtime and the
+// system calls.
 //
 //   - go: a goroutine per client connection on net.Conn, the way every Go
 //     server (gatehouse included) is built.
