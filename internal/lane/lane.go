@@ -256,6 +256,10 @@ type exchange struct {
 	w    writer
 	h    head
 	big  [maxHead]byte
+	// req is the Request the handler gets. Like hdr and h's URL it is
+	// the lane's again once the handler has returned: a handler must not
+	// keep a request (http.Handler says the same of its body and writer).
+	req http.Request
 }
 
 func (s *Server) getExchange(cn *conn) *exchange {
@@ -278,6 +282,7 @@ func (s *Server) putExchange(x *exchange) {
 	x.w.reset(false, false)
 	x.w.cn = nil
 	x.h = head{u: x.h.u}
+	x.req = http.Request{} // nor the request's context and body
 	s.pool.Put(x)
 }
 
@@ -868,9 +873,9 @@ func (cn *conn) handoff(reason string) net.Conn {
 func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	h := &x.h
 	// The request as parsed, without its context, on the stack: the
-	// handler gets WithContext's copy (inlined, so req does not escape),
-	// one Request allocated per request (net/http's Request takes a
-	// context no other way).
+	// handler gets WithContext's copy (net/http's Request takes a context
+	// no other way), made in x's room: inlined, the copy does not escape,
+	// and no Request is allocated per request.
 	req := http.Request{
 		Method:     h.method,
 		URL:        h.url,
@@ -892,7 +897,8 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	if f := cn.s.opts.RequestContext; f != nil {
 		ctx = f(ctx)
 	}
-	r := req.WithContext(ctx)
+	x.req = *req.WithContext(ctx)
+	r := &x.req
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
 	w.body = b
