@@ -407,6 +407,7 @@ func (e *Edge) newLane(srv *http.Server, h http.Handler, handoff func(net.Conn))
 		Logger:            e.log,
 		OnHandoff:         e.opts.LaneHandoff,
 		RequestContext:    e.opts.RequestContext,
+		RequestDone:       e.opts.RequestDone,
 	})
 }
 

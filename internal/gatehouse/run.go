@@ -199,6 +199,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		ConnsRefused:      g.metrics.ConnectionsRefused,
 		LaneHandoff:       func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
 		RequestContext:    requestContext(l7),
+		RequestDone:       requestDone(l7),
 		Logger:            g.log,
 	})
 }
@@ -711,6 +712,23 @@ func requestContext(p *atomic.Pointer[http.Handler]) func(context.Context) conte
 			}
 		}
 		return ctx
+	}
+}
+
+// requestDone gives a lane request's context back to the handler p
+// holds, when it takes them (the gateway: gateway.Gateway.RequestDone).
+// A handler swapped in since the context was made takes it too: it sees
+// its own kind of context or none.
+func requestDone(p *atomic.Pointer[http.Handler]) func(context.Context) {
+	type contextTaker interface {
+		RequestDone(ctx context.Context)
+	}
+	return func(ctx context.Context) {
+		if h := p.Load(); h != nil {
+			if t, ok := (*h).(contextTaker); ok {
+				t.RequestDone(ctx)
+			}
+		}
 	}
 }
 

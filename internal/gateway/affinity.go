@@ -328,6 +328,9 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// A forward's transport and its deadline's timer may use the
+		// request's context after it is answered.
+		exchangeFrom(r.Context()).hold()
 		peer, _ := set.Peer(owner)
 		body := &keptBody{}
 		var small []byte // a small write's body, read before the forward

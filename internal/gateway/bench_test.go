@@ -174,20 +174,31 @@ func benchAlone(b *testing.B, log *slog.Logger) {
 
 // serveRepeatedly serves one GET through h for every b.Loop, as a server
 // would hand it over, and fails unless each answer is a 200 of want bytes.
-// The headers the chain adds to the request are taken off again, so every
-// round sees the client's request.
+// A Gateway gets it as the lane hands it over: with the context
+// RequestContext makes, in a Request the server reuses, the context given
+// back with RequestDone. The headers the chain adds to the request are
+// taken off again, so every round sees the client's request.
 func serveRepeatedly(b *testing.B, h http.Handler, want int) {
 	req := serverLikeRequest(b)
 	req.RemoteAddr = "192.0.2.10:51234"
 	req.Header.Set("User-Agent", "bench")
 	req.Header.Set("Accept", "*/*")
 	w := &benchWriter{h: http.Header{}}
+	gw, _ := h.(*Gateway)
+	served := new(http.Request)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		clear(w.h)
 		w.code, w.n = 0, 0
-		h.ServeHTTP(w, req)
+		if gw != nil {
+			ctx := gw.RequestContext(req.Context())
+			*served = *req.WithContext(ctx)
+			gw.ServeHTTP(w, served)
+			gw.RequestDone(ctx)
+		} else {
+			h.ServeHTTP(w, req)
+		}
 		if w.code != http.StatusOK || w.n != want {
 			b.Fatalf("status %d, %d bytes", w.code, w.n)
 		}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
@@ -48,6 +49,9 @@ type Gateway struct {
 	edge edgeState
 	// clusters is the state of the affinity layer, built by initCluster.
 	clusters clusterState
+
+	// exchanges holds the exchanges RequestDone took back (layers.go).
+	exchanges sync.Pool
 }
 
 var _ http.Handler = (*Gateway)(nil)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -716,6 +717,71 @@ func TestRequestContextFromTheServer(t *testing.T) {
 			t.Errorf("request %d: no %s on the response", i, headerCluster)
 		}
 	}
+}
+
+// TestRequestDoneReusesOnlyContained: RequestDone keeps a request's
+// exchange for a later one only when nothing can still hold it: the proxy
+// answered on its fast path, with no panic. A ReverseProxy answer (its
+// transport may run on), a layer's own answer and a cut response are
+// never reused, nor a context RequestContext did not make.
+func TestRequestDoneReusesOnlyContained(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/cut" {
+			// A length the body never reaches: the proxy cuts the answer.
+			w.Header().Set("Content-Length", "100")
+			_, _ = io.WriteString(w, "short")
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	tests := []struct {
+		name, method, host, path string
+		body                     string
+		want                     bool
+	}{
+		{"fast path", "GET", "hello.apps.test", "/", "", true},
+		{"HEAD on the fast path", "HEAD", "hello.apps.test", "/", "", true},
+		{"a body: ReverseProxy", "POST", "hello.apps.test", "/", "x", false},
+		{"unknown host: the route layer's 404", "GET", "nope.apps.test", "/", "", false},
+		{"the host cuts its answer", "GET", "hello.apps.test", "/cut", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// As a server's request: the proxy aborts a cut answer only then.
+			parent := context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
+			ctx := e.gw.RequestContext(parent)
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			r := httptest.NewRequest(tt.method, "http://"+tt.host+tt.path, body).WithContext(ctx)
+			r.RemoteAddr = "192.0.2.10:1234"
+			w := httptest.NewRecorder()
+			func() {
+				defer func() {
+					if v := recover(); v != nil && v != http.ErrAbortHandler {
+						panic(v)
+					}
+				}()
+				e.gw.ServeHTTP(w, r)
+			}()
+			e.gw.RequestDone(ctx)
+			// Reused, the exchange went back to the pool cleared: nothing of
+			// this request (its id, client, token subject) reaches the next.
+			x := ctx.(*exchange)
+			if got := x.Context == nil; got != tt.want {
+				t.Errorf("reused = %v, want %v (status %d)", got, tt.want, w.Code)
+			}
+			if tt.want && !reflect.ValueOf(x).Elem().IsZero() {
+				t.Errorf("reused but not cleared: %+v", x.Req)
+			}
+		})
+	}
+	// Not an exchange: left alone.
+	e.gw.RequestDone(context.Background())
 }
 
 func TestMetricsAndAccessLog(t *testing.T) {

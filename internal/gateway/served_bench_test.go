@@ -35,7 +35,8 @@ func BenchmarkServedRequest(b *testing.B) {
 				_, _ = w.Write(body)
 			}))
 			ed, err := edge.New(edge.Options{HTTPAddr: "127.0.0.1:0", ManagementAddr: "127.0.0.1:0", HTTPMode: edge.ModeServe,
-				Handler: e.gw, DisableLane: tc.disable, WrapHTTP: GuardListener, WrapServer: GuardServer, RequestContext: e.gw.RequestContext})
+				Handler: e.gw, DisableLane: tc.disable, WrapHTTP: GuardListener, WrapServer: GuardServer,
+				RequestContext: e.gw.RequestContext, RequestDone: e.gw.RequestDone})
 			if err != nil {
 				b.Fatal(err)
 			}

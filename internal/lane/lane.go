@@ -41,6 +41,12 @@ type Options struct {
 	// Request.WithContext, a copy of the whole Request, makes it here
 	// instead: the lane's one copy of the Request carries it. Optional.
 	RequestContext func(conn context.Context) context.Context
+	// RequestDone, when set, is given back each context RequestContext
+	// made once the lane no longer uses it: the handler has returned and
+	// the answer is written to the connection's buffer. The maker may
+	// then reuse it. Not called after a handler panicked or once the
+	// client is gone. Optional.
+	RequestDone func(ctx context.Context)
 	// ReadHeaderTimeout bounds reading a request head, from its first
 	// byte (for a new connection, from the start). Zero: none.
 	ReadHeaderTimeout time.Duration
@@ -914,6 +920,9 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 		return false
 	}
 	w.finish()
+	if f := cn.s.opts.RequestDone; f != nil {
+		f(ctx)
+	}
 	holding := b == nil && w.err == nil && !w.closeAfter && x.bw.Buffered() > 0 && cn.hold()
 	err := x.bw.Flush()
 	if holding {

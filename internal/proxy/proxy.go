@@ -211,7 +211,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.try(w, r, a, in)
 		}
 		if a.failed == nil {
-			return // answered: the host's response or a problem
+			rq.Contained = in == nil // ReverseProxy's transport may run on after it
+			return                   // answered: the host's response or a problem
 		}
 		// Nothing was sent to h and nothing written to w: the next host
 		// may take the request, whatever its method.

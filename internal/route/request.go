@@ -43,6 +43,11 @@ type Request struct {
 	// FailoverCluster is set by dispatch when a peer cluster served the
 	// response.
 	FailoverCluster string
+	// Contained is set by the proxy when it answered on the serving
+	// goroutine alone (every attempt on its fast path): nothing it
+	// started for the request runs on after it returns, so the memory the
+	// request was served from may be reused (gateway.Gateway.RequestDone).
+	Contained bool
 }
 
 type requestKey struct{}

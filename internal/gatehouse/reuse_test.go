@@ -1,0 +1,116 @@
+package gatehouse
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// TestKeptAliveRequestsKeepTheirOwnFields: the gateway reuses a request's
+// memory for a later one once the lane is done with it (exchange,
+// gateway.Gateway.RequestDone). Many requests on a few kept-alive
+// connections at once, so that that memory moves between connections,
+// each get their own fields: the id the host was sent is the one on the
+// answer, a client's own id is kept, and every answer's rate-limit count
+// is its own (one charge each, none seen twice; a day's window, so that
+// no window turns over and weighs the counts).
+func TestKeptAliveRequestsKeepTheirOwnFields(t *testing.T) {
+	r := start(t, testConfig(t))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello",
+		`{"mode":"http","rate_limit":{"requests":100000,"window":"24h"}}`); code != 200 {
+		t.Fatalf("put app: %d %s", code, body)
+	}
+	startHost(t, r, "host-1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("X-Host-Saw", req.Header.Get("X-Request-Id")+" "+req.Header.Get("X-Gatehouse-Request-Id")+" "+req.URL.Path)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return len(r.g.Live().Load().Pool("hello")) == 1
+	}, "host-1 never became routable")
+
+	const conns, each = 4, 150
+	var (
+		mu        sync.Mutex
+		remaining = map[string]string{} // X-Ratelimit-Remaining -> request
+		ids       = map[string]string{} // X-Request-Id -> request
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for c := range conns {
+		wg.Go(func() {
+			errs <- func() error {
+				nc, err := net.Dial("tcp", r.g.Addrs().HTTP)
+				if err != nil {
+					return err
+				}
+				defer nc.Close()
+				_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+				br := bufio.NewReader(nc)
+				for i := range each {
+					name := fmt.Sprintf("c%d-r%d", c, i)
+					own := ""
+					if i%3 == 0 {
+						own = "client-" + name
+					}
+					req := "GET /" + name + " HTTP/1.1\r\nHost: hello.test.local\r\n"
+					if own != "" {
+						req += "X-Request-Id: " + own + "\r\n"
+					}
+					if _, err := io.WriteString(nc, req+"\r\n"); err != nil {
+						return err
+					}
+					res, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+					if err != nil {
+						return fmt.Errorf("%s: %v", name, err)
+					}
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					id := res.Header.Get("X-Request-Id")
+					if res.StatusCode != 200 || string(b) != "ok" {
+						return fmt.Errorf("%s: %d %q", name, res.StatusCode, b)
+					}
+					if want := id + " " + id + " /" + name; res.Header.Get("X-Host-Saw") != want {
+						return fmt.Errorf("%s: host saw %q, the answer says id %q", name, res.Header.Get("X-Host-Saw"), id)
+					}
+					if own != "" && id != own {
+						return fmt.Errorf("%s: id %q, the client sent %q", name, id, own)
+					}
+					if res.Header.Get("X-Gatehouse-Cluster") == "" || res.Header.Get("X-Ratelimit-Limit") != "100000" {
+						return fmt.Errorf("%s: cluster %q, limit %q", name, res.Header.Get("X-Gatehouse-Cluster"), res.Header.Get("X-Ratelimit-Limit"))
+					}
+					left := res.Header.Get("X-Ratelimit-Remaining")
+					if n, err := strconv.Atoi(left); err != nil || n < 100000-conns*each || n >= 100000 {
+						return fmt.Errorf("%s: remaining %q", name, left)
+					}
+					mu.Lock()
+					prevLeft, dupLeft := remaining[left]
+					prevID, dupID := ids[id]
+					remaining[left], ids[id] = name, name
+					mu.Unlock()
+					if dupLeft || dupID {
+						return fmt.Errorf("%s: remaining %q (also %q) or id %q (also %q) seen twice", name, left, prevLeft, id, prevID)
+					}
+				}
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if len(ids) != conns*each {
+		t.Errorf("%d distinct ids for %d requests", len(ids), conns*each)
+	}
+}
