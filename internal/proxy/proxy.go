@@ -45,6 +45,9 @@ type Proxy struct {
 	robins     robins
 	clusterHdr []string // shared, never modified: the X-Gatehouse-Cluster value
 	closed     atomic.Bool
+	// attempts holds attempts done on the fast path alone, for reuse:
+	// nothing holds one after ServeHTTP then (route.Request.Contained).
+	attempts sync.Pool
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -189,7 +192,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fallbackOr(w, r, rq, app, err)
 		return
 	}
-	a := &attempt{Context: r.Context(), req: rq, app: app, picked: now}
+	a, _ := p.attempts.Get().(*attempt)
+	if a == nil {
+		a = new(attempt)
+	}
+	a.Context, a.req, a.app, a.picked = r.Context(), rq, app, now
 	a.vals[0] = app
 	if rq.ClientIP.IsValid() {
 		b := rq.ClientIP.AppendTo(a.ip[:0])
@@ -211,8 +218,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.try(w, r, a, in)
 		}
 		if a.failed == nil {
-			rq.Contained = in == nil // ReverseProxy's transport may run on after it
-			return                   // answered: the host's response or a problem
+			// Answered: the host's response or a problem. ReverseProxy's
+			// transport may run on after it; the fast path leaves nothing.
+			if in == nil {
+				rq.Contained = true
+				*a = attempt{}
+				p.attempts.Put(a)
+			}
+			return
 		}
 		// Nothing was sent to h and nothing written to w: the next host
 		// may take the request, whatever its method.
