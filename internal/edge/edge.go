@@ -421,6 +421,7 @@ func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
 		Handler:           e.limits(e.opts.Handler),
 		Server:            srv,
 		RequestContext:    e.opts.RequestContext,
+		RequestDone:       e.opts.RequestDone,
 		ReadHeaderTimeout: e.opts.ReadHeaderTimeout,
 		IdleTimeout:       e.opts.IdleTimeout,
 		WriteStall:        e.opts.IdleTimeout,

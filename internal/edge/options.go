@@ -114,9 +114,10 @@ type Options struct {
 	// context (lane.Options.RequestContext): the Handler's own per-request
 	// context, made without a second copy of the Request. Optional.
 	RequestContext func(conn context.Context) context.Context
-	// RequestDone, when set, is given back the lane's requests' contexts
-	// once the lane no longer uses them (lane.Options.RequestDone), for
-	// the Handler to reuse. Optional.
+	// RequestDone, when set, is given back the contexts RequestContext
+	// made once the lane or the HTTP/2 server no longer uses them
+	// (lane.Options.RequestDone, h2.Options.RequestDone), for the Handler
+	// to reuse. Optional.
 	RequestDone func(ctx context.Context)
 
 	// MaxRequestLine bounds the request line (method, target, version)

@@ -15,10 +15,11 @@ import (
 )
 
 // TestKeptAliveRequestsKeepTheirOwnFields: the gateway reuses a request's
-// memory for a later one once the lane is done with it (exchange,
+// memory for a later one once the server is done with it (exchange,
 // gateway.Gateway.RequestDone). Many requests on a few kept-alive
-// connections at once, so that that memory moves between connections,
-// each get their own fields: the id the host was sent is the one on the
+// HTTP/1.1 connections, or as streams of one HTTP/2 connection, at once,
+// so that that memory moves between requests in flight, each get their
+// own fields: the id the host was sent is the one on the
 // answer, a client's own id is kept, and every answer's rate-limit count
 // is its own (one charge each, none seen twice; a day's window, so that
 // no window turns over and weighs the counts).
@@ -36,81 +37,114 @@ func TestKeptAliveRequestsKeepTheirOwnFields(t *testing.T) {
 		return len(r.g.Live().Load().Pool("hello")) == 1
 	}, "host-1 never became routable")
 
-	const conns, each = 4, 150
-	var (
-		mu        sync.Mutex
-		remaining = map[string]string{} // X-Ratelimit-Remaining -> request
-		ids       = map[string]string{} // X-Request-Id -> request
-	)
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for c := range conns {
-		wg.Go(func() {
-			errs <- func() error {
-				nc, err := net.Dial("tcp", r.g.Addrs().HTTP)
+	p := &parityEnv{r: r}
+	h2 := p.h2()
+	defer h2.CloseIdleConnections()
+	tests := []struct {
+		name string
+		// client returns a worker's round trip: its own kept-alive
+		// connection over HTTP/1.1, or streams of one shared HTTP/2 one.
+		client func() (do func(name, own string) (*http.Response, error), done func(), err error)
+	}{
+		{"HTTP/1.1", func() (func(string, string) (*http.Response, error), func(), error) {
+			nc, err := net.Dial("tcp", r.g.Addrs().HTTP)
+			if err != nil {
+				return nil, nil, err
+			}
+			_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(nc)
+			return func(name, own string) (*http.Response, error) {
+				req := "GET /" + name + " HTTP/1.1\r\nHost: hello.test.local\r\n"
+				if own != "" {
+					req += "X-Request-Id: " + own + "\r\n"
+				}
+				if _, err := io.WriteString(nc, req+"\r\n"); err != nil {
+					return nil, err
+				}
+				return http.ReadResponse(br, &http.Request{Method: "GET"})
+			}, func() { nc.Close() }, nil
+		}},
+		{"HTTP/2", func() (func(string, string) (*http.Response, error), func(), error) {
+			return func(name, own string) (*http.Response, error) {
+				req, err := http.NewRequest("GET", "https://hello.test.local/"+name, nil)
 				if err != nil {
-					return err
+					return nil, err
 				}
-				defer nc.Close()
-				_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-				br := bufio.NewReader(nc)
-				for i := range each {
-					name := fmt.Sprintf("c%d-r%d", c, i)
-					own := ""
-					if i%3 == 0 {
-						own = "client-" + name
-					}
-					req := "GET /" + name + " HTTP/1.1\r\nHost: hello.test.local\r\n"
-					if own != "" {
-						req += "X-Request-Id: " + own + "\r\n"
-					}
-					if _, err := io.WriteString(nc, req+"\r\n"); err != nil {
-						return err
-					}
-					res, err := http.ReadResponse(br, &http.Request{Method: "GET"})
-					if err != nil {
-						return fmt.Errorf("%s: %v", name, err)
-					}
-					b, _ := io.ReadAll(res.Body)
-					res.Body.Close()
-					id := res.Header.Get("X-Request-Id")
-					if res.StatusCode != 200 || string(b) != "ok" {
-						return fmt.Errorf("%s: %d %q", name, res.StatusCode, b)
-					}
-					if want := id + " " + id + " /" + name; res.Header.Get("X-Host-Saw") != want {
-						return fmt.Errorf("%s: host saw %q, the answer says id %q", name, res.Header.Get("X-Host-Saw"), id)
-					}
-					if own != "" && id != own {
-						return fmt.Errorf("%s: id %q, the client sent %q", name, id, own)
-					}
-					if res.Header.Get("X-Gatehouse-Cluster") == "" || res.Header.Get("X-Ratelimit-Limit") != "100000" {
-						return fmt.Errorf("%s: cluster %q, limit %q", name, res.Header.Get("X-Gatehouse-Cluster"), res.Header.Get("X-Ratelimit-Limit"))
-					}
-					left := res.Header.Get("X-Ratelimit-Remaining")
-					if n, err := strconv.Atoi(left); err != nil || n < 100000-conns*each || n >= 100000 {
-						return fmt.Errorf("%s: remaining %q", name, left)
-					}
-					mu.Lock()
-					prevLeft, dupLeft := remaining[left]
-					prevID, dupID := ids[id]
-					remaining[left], ids[id] = name, name
-					mu.Unlock()
-					if dupLeft || dupID {
-						return fmt.Errorf("%s: remaining %q (also %q) or id %q (also %q) seen twice", name, left, prevLeft, id, prevID)
-					}
+				if own != "" {
+					req.Header.Set("X-Request-Id", own)
 				}
-				return nil
-			}()
+				return h2.RoundTrip(req)
+			}, func() {}, nil
+		}},
+	}
+	const conns, each = 4, 100
+	ids := map[string]string{}       // X-Request-Id -> request, over both protocols
+	remaining := map[string]string{} // X-Ratelimit-Remaining -> request
+	var mu sync.Mutex
+	for ti, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			errs := make(chan error, conns)
+			for c := range conns {
+				wg.Go(func() {
+					errs <- func() error {
+						do, done, err := tt.client()
+						if err != nil {
+							return err
+						}
+						defer done()
+						for i := range each {
+							name := fmt.Sprintf("t%d-c%d-r%d", ti, c, i)
+							own := ""
+							if i%3 == 0 {
+								own = "client-" + name
+							}
+							res, err := do(name, own)
+							if err != nil {
+								return fmt.Errorf("%s: %v", name, err)
+							}
+							b, _ := io.ReadAll(res.Body)
+							res.Body.Close()
+							id := res.Header.Get("X-Request-Id")
+							if res.StatusCode != 200 || string(b) != "ok" {
+								return fmt.Errorf("%s: %d %q", name, res.StatusCode, b)
+							}
+							if want := id + " " + id + " /" + name; res.Header.Get("X-Host-Saw") != want {
+								return fmt.Errorf("%s: host saw %q, the answer says id %q", name, res.Header.Get("X-Host-Saw"), id)
+							}
+							if own != "" && id != own {
+								return fmt.Errorf("%s: id %q, the client sent %q", name, id, own)
+							}
+							if res.Header.Get("X-Gatehouse-Cluster") == "" || res.Header.Get("X-Ratelimit-Limit") != "100000" {
+								return fmt.Errorf("%s: cluster %q, limit %q", name, res.Header.Get("X-Gatehouse-Cluster"), res.Header.Get("X-Ratelimit-Limit"))
+							}
+							left := res.Header.Get("X-Ratelimit-Remaining")
+							if n, err := strconv.Atoi(left); err != nil || n < 100000-len(tests)*conns*each || n >= 100000 {
+								return fmt.Errorf("%s: remaining %q", name, left)
+							}
+							mu.Lock()
+							prevLeft, dupLeft := remaining[left]
+							prevID, dupID := ids[id]
+							remaining[left], ids[id] = name, name
+							mu.Unlock()
+							if dupLeft || dupID {
+								return fmt.Errorf("%s: remaining %q (also %q) or id %q (also %q) seen twice", name, left, prevLeft, id, prevID)
+							}
+						}
+						return nil
+					}()
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Error(err)
+				}
+			}
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	if len(ids) != conns*each {
-		t.Errorf("%d distinct ids for %d requests", len(ids), conns*each)
+	if len(ids) != len(tests)*conns*each {
+		t.Errorf("%d distinct ids for %d requests", len(ids), len(tests)*conns*each)
 	}
 }

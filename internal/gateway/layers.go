@@ -159,9 +159,9 @@ func (g *Gateway) RequestContext(parent context.Context) context.Context {
 }
 
 // RequestDone takes back a context RequestContext made, from a server
-// that no longer uses it or its request (lane.Options.RequestDone), and
-// keeps it for a later request when nothing else can hold it (exchange).
-// Any other context is left alone.
+// that no longer uses it or its request (lane.Options.RequestDone,
+// h2.Options.RequestDone), and keeps it for a later request when nothing
+// else can hold it (exchange). Any other context is left alone.
 func (g *Gateway) RequestDone(ctx context.Context) {
 	x, ok := ctx.(*exchange)
 	if !ok || !x.reuse {

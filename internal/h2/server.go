@@ -30,6 +30,12 @@ type Options struct {
 	// ends with the stream; the handler gets exactly what it returns.
 	// Optional.
 	RequestContext func(conn context.Context) context.Context
+	// RequestDone, when set, is given back each context RequestContext
+	// made once the server no longer uses it: the handler has returned
+	// and the response's head is encoded (the encoder keeps copies of
+	// what it indexes). The maker may then reuse it, if nothing the
+	// handler left behind can use it. Not called after a panic. Optional.
+	RequestDone func(ctx context.Context)
 	// ReadHeaderTimeout bounds the client's preface and first SETTINGS.
 	// Zero: none.
 	ReadHeaderTimeout time.Duration

@@ -446,6 +446,9 @@ func (st *stream) serve() {
 	st.w.done.Store(true) // before finish: nothing the handler left behind writes beside it
 	if ok {
 		st.w.finish()
+		if f := st.cn.s.opts.RequestDone; f != nil && st.cn.s.opts.RequestContext != nil {
+			f(st.req.Context())
+		}
 	} else {
 		st.cn.mu.Lock()
 		reset := st.reset
