@@ -30,7 +30,7 @@ func (e *env) serve(disableLane bool) (httpAddr, httpsAddr string) {
 		e.t.Fatal(err)
 	}
 	o := edge.Options{HTTPAddr: "127.0.0.1:0", HTTPSAddr: "127.0.0.1:0", ManagementAddr: "127.0.0.1:0", HTTPMode: edge.ModeServe,
-		TLS: m.TLSConfig(), Handler: e.gw, DisableLane: disableLane, RequestContext: e.gw.RequestContext,
+		TLS: m.TLSConfig(), Handler: e.gw, DisableLane: disableLane, RequestContext: e.gw.RequestContext, RequestDone: e.gw.RequestDone,
 		WrapHTTP: GuardListener, WrapTLS: GuardTLSConn, WrapServer: GuardServer}
 	ed, err := edge.New(o)
 	if err != nil {
