@@ -715,10 +715,10 @@ func requestContext(p *atomic.Pointer[http.Handler]) func(context.Context) conte
 	}
 }
 
-// requestDone gives a lane request's context back to the handler p
-// holds, when it takes them (the gateway: gateway.Gateway.RequestDone).
-// A handler swapped in since the context was made takes it too: it sees
-// its own kind of context or none.
+// requestDone gives a served request's context (the lane's or h2's) back
+// to the handler p holds, when it takes them (the gateway:
+// gateway.Gateway.RequestDone). A handler swapped in since the context
+// was made takes it too: it sees its own kind of context or none.
 func requestDone(p *atomic.Pointer[http.Handler]) func(context.Context) {
 	type contextTaker interface {
 		RequestDone(ctx context.Context)

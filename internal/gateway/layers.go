@@ -65,8 +65,9 @@ const (
 // reads them again), so an exchange is reused only when nothing can hold
 // it after the request (RequestDone): the server that made it is done
 // with it, the proxy answered on the serving goroutine alone, and no
-// panic cut the chain. Fresh, its kilobyte is memory the request touches
-// cold (~3-5 % of a proxied request's CPU in the load harness).
+// panic cut the chain. Fresh, its kilobyte was most of what a proxied
+// request allocated (BENCHMARKS.md: memory per request, not measurable
+// CPU, is what reuse saves).
 type exchange struct {
 	route.RequestContext
 	w    recorder
