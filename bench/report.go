@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -428,10 +429,11 @@ func (r *report) abTable(b *strings.Builder) {
 		{"passthrough handshakes", "handshake", tlsRuns(r.hs, false)},
 	}
 	fmt.Fprintf(b, "## A/B: %s against gatehouse, in the same rounds\n\n", targetB)
-	fmt.Fprintln(b, "Each round ran both builds next to each other; a ratio below 1 means the B build spent less CPU per unit of work (or, for throughput, did less).")
+	fmt.Fprintln(b, "Each round ran both builds next to each other; a ratio below 1 means the B build spent less CPU per unit of work (or, for throughput, did less). "+
+		"Rounds lower: in how many rounds B spent less CPU than A, and the two-sided sign test's p for that count if the builds cost the same (a small p: the difference is not the rounds' noise).")
 	fmt.Fprintln(b)
-	fmt.Fprintln(b, "| phase | CPU per unit, B ÷ A (median) | each round | throughput, B ÷ A (median) |")
-	fmt.Fprintln(b, "|---|---:|---|---:|")
+	fmt.Fprintln(b, "| phase | CPU per unit, B ÷ A (median) | each round | rounds lower (sign test) | throughput, B ÷ A (median) |")
+	fmt.Fprintln(b, "|---|---:|---|---|---:|")
 	for _, ph := range phases {
 		a, bb := ph.runs("gatehouse"), ph.runs(targetB)
 		n := min(len(a), len(bb))
@@ -440,10 +442,17 @@ func (r *report) abTable(b *strings.Builder) {
 		}
 		var cpu, rate []float64
 		var each []string
+		lower, higher := 0, 0
 		for i := range n {
 			if a[i].cpu > 0 && bb[i].cpu > 0 {
 				cpu = append(cpu, bb[i].cpu/a[i].cpu)
 				each = append(each, fmt.Sprintf("%.2f", bb[i].cpu/a[i].cpu))
+				switch {
+				case bb[i].cpu < a[i].cpu:
+					lower++
+				case bb[i].cpu > a[i].cpu:
+					higher++
+				}
 			}
 			if a[i].rate > 0 {
 				rate = append(rate, bb[i].rate/a[i].rate)
@@ -452,9 +461,32 @@ func (r *report) abTable(b *strings.Builder) {
 		if len(cpu) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "| %s (per %s) | %.2f× | %s | %.2f× |\n", ph.name, ph.unit, median(cpu), strings.Join(each, ", "), median(rate))
+		fmt.Fprintf(b, "| %s (per %s) | %.2f× | %s | %d of %d (p %.2f) | %.2f× |\n", ph.name, ph.unit, median(cpu), strings.Join(each, ", "),
+			lower, len(cpu), signTest(lower, higher), median(rate))
 	}
 	fmt.Fprintln(b)
+}
+
+// signTest is the two-sided sign test's p-value for k rounds one way and
+// m the other (ties left out): the chance, were each round a fair coin,
+// of a split at least this uneven. An A/B's per-round ratios move ±5 %
+// here, so a median alone cannot tell a 2 % change from noise; the
+// count of rounds that went B's way can, given enough rounds.
+func signTest(k, m int) float64 {
+	n := k + m
+	if n == 0 {
+		return 1
+	}
+	// P(X <= min(k, m)) for X ~ Binomial(n, 1/2), doubled.
+	lo := min(k, m)
+	c, sum := 1.0, 0.0 // C(n, i), the sum of C(n, 0..lo)
+	for i := 0; i <= lo; i++ {
+		if i > 0 {
+			c = c * float64(n-i+1) / float64(i)
+		}
+		sum += c
+	}
+	return min(1, 2*sum/math.Pow(2, float64(n)))
 }
 
 // abRun is one round of one build in an A/B comparison: CPU seconds per

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -126,6 +127,27 @@ func TestParseFlagsAB(t *testing.T) {
 	}
 }
 
+// TestSignTest: the sign test's p against binomial tails worked by hand.
+func TestSignTest(t *testing.T) {
+	tests := []struct {
+		k, m int
+		want float64
+	}{
+		{0, 0, 1},       // no rounds: no evidence
+		{1, 1, 1},       // an even split
+		{2, 0, 0.5},     // 2 × 1/4
+		{8, 0, 0.0078},  // 2 × 1/256
+		{12, 4, 0.0768}, // 2 × (1+16+120+560+1820)/65536
+		{4, 12, 0.0768},
+		{16, 0, 0.00003},
+	}
+	for _, tt := range tests {
+		if got := signTest(tt.k, tt.m); math.Abs(got-tt.want) > 0.0001 {
+			t.Errorf("signTest(%d, %d) = %.5f, want %.5f", tt.k, tt.m, got, tt.want)
+		}
+	}
+}
+
 // TestReportAB: an A/B run's report compares the builds round by round
 // (B's CPU per request over A's in the same round) and gives the median;
 // a run without -gatehouse-b has no such section.
@@ -141,7 +163,7 @@ func TestReportAB(t *testing.T) {
 	r.l7[targetB] = []wrkResult{{requests: 1000, rps: 110, cpu: 0.036}, {requests: 1000, rps: 100, cpu: 0.050}, {requests: 2000, rps: 180, cpu: 0.060}}
 	r.finish()
 	md := r.markdown()
-	if !strings.Contains(md, "| L7 (per request) | 0.90× | 0.90, 1.00, 0.75 | 1.00× |") {
+	if !strings.Contains(md, "| L7 (per request) | 0.90× | 0.90, 1.00, 0.75 | 2 of 3 (p 0.50) | 1.00× |") {
 		t.Errorf("no per-round A/B row for L7:\n%s", md)
 	}
 	if strings.Contains(md, "L7 over TLS (per request)") {
