@@ -19,10 +19,10 @@ import (
 // gateway.Gateway.RequestDone). Many requests on a few kept-alive
 // HTTP/1.1 connections, or as streams of one HTTP/2 connection, at once,
 // so that that memory moves between requests in flight, each get their
-// own fields: the id the host was sent is the one on the
-// answer, a client's own id is kept, and every answer's rate-limit count
-// is its own (one charge each, none seen twice; a day's window, so that
-// no window turns over and weighs the counts).
+// own fields: the id the host was sent is the one on the answer, a
+// client's own id is kept, and every answer's rate-limit count is its own
+// (one charge each, none seen twice; a day's window, so that no window
+// turns over and weighs the counts).
 func TestKeptAliveRequestsKeepTheirOwnFields(t *testing.T) {
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello",
