@@ -66,8 +66,8 @@ const (
 // it after the request (RequestDone): the server that made it is done
 // with it, the proxy answered on the serving goroutine alone, and no
 // panic cut the chain. Fresh, its kilobyte was most of what a proxied
-// request allocated (BENCHMARKS.md: memory per request, not measurable
-// CPU, is what reuse saves).
+// request allocated; reuse saves that memory, and a few per cent of the
+// CPU at most (BENCHMARKS.md).
 type exchange struct {
 	route.RequestContext
 	w    recorder
