@@ -19,7 +19,8 @@ import (
 // gateway.Gateway.RequestDone). Many requests on a few kept-alive
 // HTTP/1.1 connections, or as streams of one HTTP/2 connection, at once,
 // so that that memory moves between requests in flight, each get their
-// own fields: the id the host was sent is the one on the answer, a
+// own fields (GETs, and HEADs, whose head goes out after the handler
+// returns): the id the host was sent is the one on the answer, a
 // client's own id is kept, and every answer's rate-limit count is its own
 // (one charge each, none seen twice; a day's window, so that no window
 // turns over and weighs the counts).
@@ -44,29 +45,29 @@ func TestKeptAliveRequestsKeepTheirOwnFields(t *testing.T) {
 		name string
 		// client returns a worker's round trip: its own kept-alive
 		// connection over HTTP/1.1, or streams of one shared HTTP/2 one.
-		client func() (do func(name, own string) (*http.Response, error), done func(), err error)
+		client func() (do func(method, name, own string) (*http.Response, error), done func(), err error)
 	}{
-		{"HTTP/1.1", func() (func(string, string) (*http.Response, error), func(), error) {
+		{"HTTP/1.1", func() (func(string, string, string) (*http.Response, error), func(), error) {
 			nc, err := net.Dial("tcp", r.g.Addrs().HTTP)
 			if err != nil {
 				return nil, nil, err
 			}
 			_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
 			br := bufio.NewReader(nc)
-			return func(name, own string) (*http.Response, error) {
-				req := "GET /" + name + " HTTP/1.1\r\nHost: hello.test.local\r\n"
+			return func(method, name, own string) (*http.Response, error) {
+				q := parityReq{method: method, host: "hello.test.local", target: "/" + name}
 				if own != "" {
-					req += "X-Request-Id: " + own + "\r\n"
+					q.hdr = [][2]string{{"X-Request-Id", own}}
 				}
-				if _, err := io.WriteString(nc, req+"\r\n"); err != nil {
+				if _, err := io.WriteString(nc, rawReq(q)); err != nil {
 					return nil, err
 				}
-				return http.ReadResponse(br, &http.Request{Method: "GET"})
+				return http.ReadResponse(br, &http.Request{Method: method})
 			}, func() { nc.Close() }, nil
 		}},
-		{"HTTP/2", func() (func(string, string) (*http.Response, error), func(), error) {
-			return func(name, own string) (*http.Response, error) {
-				req, err := http.NewRequest("GET", "https://hello.test.local/"+name, nil)
+		{"HTTP/2", func() (func(string, string, string) (*http.Response, error), func(), error) {
+			return func(method, name, own string) (*http.Response, error) {
+				req, err := http.NewRequest(method, "https://hello.test.local/"+name, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -99,14 +100,20 @@ func TestKeptAliveRequestsKeepTheirOwnFields(t *testing.T) {
 							if i%3 == 0 {
 								own = "client-" + name
 							}
-							res, err := do(name, own)
+							// Every fourth a HEAD: its head is written after the
+							// handler returns, the last moment its fields are read.
+							method, body := "GET", "ok"
+							if i%4 == 3 {
+								method, body = "HEAD", ""
+							}
+							res, err := do(method, name, own)
 							if err != nil {
 								return fmt.Errorf("%s: %v", name, err)
 							}
 							b, _ := io.ReadAll(res.Body)
 							res.Body.Close()
 							id := res.Header.Get("X-Request-Id")
-							if res.StatusCode != 200 || string(b) != "ok" {
+							if res.StatusCode != 200 || string(b) != body {
 								return fmt.Errorf("%s: %d %q", name, res.StatusCode, b)
 							}
 							if want := id + " " + id + " /" + name; res.Header.Get("X-Host-Saw") != want {
