@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // conn is one HTTP/2 connection. Its goroutine (serve) reads every frame;
@@ -28,6 +27,7 @@ type conn struct {
 	ctx    context.Context // requests' parent; cancelled when the conn ends
 	cancel context.CancelCauseFunc
 	fr     *http2.Framer // the reading side; serve's alone
+	hb     blockReader   // decodes request header blocks; serve's alone
 
 	// The writing side. wmu orders frames on the wire, and guards enc:
 	// response header blocks are encoded as they go out (see hpack.go).
@@ -101,7 +101,7 @@ func newConn(s *Server, c net.Conn) *conn {
 	ctx = context.WithValue(ctx, http.LocalAddrContextKey, c.LocalAddr())
 	cn.ctx, cn.cancel = context.WithCancelCause(ctx)
 	cn.fr = http2.NewFramer(nil, c)
-	cn.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	cn.hb.init(&s.fields)
 	cn.fr.MaxHeaderListSize = s.maxList
 	cn.fr.SetMaxReadFrameSize(maxFrameRead)
 	cn.peerMaxFrame.Store(16384)
@@ -184,17 +184,35 @@ func (cn *conn) run() error {
 	_ = cn.c.SetReadDeadline(time.Time{})
 	cn.armIdle()
 	for {
-		f, err := cn.fr.ReadFrame()
+		f, err := cn.readFrame()
 		if err != nil {
+			cn.hb.done()
 			if err = cn.readError(err); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := cn.onFrame(f); err != nil {
+		err = cn.onFrame(f)
+		cn.hb.done()
+		if err != nil {
 			return err
 		}
 	}
+}
+
+// readFrame reads the next frame; a HEADERS frame comes with its block
+// decoded (the CONTINUATIONs read too), as a MetaHeadersFrame valid until
+// hb.done.
+func (cn *conn) readFrame() (http2.Frame, error) {
+	f, err := cn.fr.ReadFrame()
+	if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+		mh, err := cn.hb.read(cn.fr, hf)
+		if err != nil {
+			return nil, err
+		}
+		return mh, nil
+	}
+	return f, err
 }
 
 // writeSettings sends the server's SETTINGS and opens the connection's

@@ -127,6 +127,7 @@ type Server struct {
 	headers sync.Pool // http.Header
 	outs    sync.Pool // *outBufs
 	bodies  sync.Pool // *[]byte: request bodies' buffers (reqBody.drop)
+	fields  sync.Pool // *[]hpack.HeaderField: decoded request header blocks (blockReader)
 }
 
 // maxKeptFields bounds the header maps kept for reuse: a map keeps the
