@@ -3,6 +3,7 @@ package h2
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -453,5 +454,62 @@ func TestLargeWrite(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestConnectionEndCancelsHandlers: when the client's connection goes,
+// every handler still running on it sees its request's context end, the
+// connection's end as the cause, though no stream was reset.
+func TestConnectionEndCancelsHandlers(t *testing.T) {
+	started := make(chan struct{}, 3)
+	causes := make(chan error, 3)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			causes <- context.Cause(r.Context())
+		case <-time.After(10 * time.Second):
+			causes <- nil
+		}
+	})
+	_, addr := serve(t, Options{Handler: h})
+	var mu sync.Mutex
+	var conns []net.Conn
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	tr.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	for range 3 {
+		go func() {
+			if resp, err := c.Get("http://" + addr + "/hang"); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	for range 3 {
+		<-started
+	}
+	mu.Lock()
+	for _, c := range conns { // one, or two if the requests raced the first dial
+		c.Close()
+	}
+	mu.Unlock()
+	for range 3 {
+		cause := <-causes
+		if cause == nil {
+			t.Fatal("a handler's context did not end with its connection")
+		}
+		if errors.Is(cause, errStreamDone) {
+			t.Fatalf("cause %v: the stream's own end, not the connection's", cause)
+		}
 	}
 }
