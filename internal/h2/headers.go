@@ -17,7 +17,7 @@ import (
 // checks and errors, but into memory that outlives the block: the Framer
 // builds a MetaHeadersFrame, an emit closure with its captured state and a
 // field slice grown from nothing for every block, ten of an HTTP/2
-// request's twenty allocations and ~770 of its ~2,150 bytes
+// request's twenty allocations and ~750 of its ~2,150 bytes
 // (BenchmarkRequestPipe). The fields' slice is the server's, pooled, so an
 // idle connection holds none. Used by the connection's reading goroutine
 // only.
