@@ -74,6 +74,8 @@ type conn struct {
 	drainLater   bool   // startDrain was called before settled
 	done         bool   // closed
 	idleTimer    *time.Timer
+	idlePending  bool          // idleTimer will fire (see armIdle)
+	idleSince    time.Time     // when handlers last dropped to 0
 	allDone      chan struct{} // closed when handlers drops to 0 after done
 	refusals     int
 	empties      int // frames that carried nothing since a stream last started
@@ -575,31 +577,51 @@ func (cn *conn) closeSoon() {
 	})
 }
 
-// armIdle (re)starts the idle timer while no stream is open.
+// armIdle starts the idle timeout's count when no stream is open. The
+// timer is not stopped when a stream opens and reset when the last one
+// ends (two runtime timer operations a request, on a connection with one
+// stream at a time): it stays pending, and when it fires early (while
+// streams run, or before IdleTimeout has passed since idleSince) it waits
+// out the rest, or stays off until the connection is idle again, as
+// package deadline's timer does for HTTP/1.1.
 func (cn *conn) armIdle() {
 	t := cn.s.opts.IdleTimeout
 	if t <= 0 {
 		return
 	}
+	now := time.Now()
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if cn.done || cn.handlers > 0 {
 		return
 	}
-	if cn.idleTimer == nil {
-		cn.idleTimer = time.AfterFunc(t, cn.onIdle)
-		return
+	cn.idleSince = now
+	switch {
+	case cn.idlePending: // it fires, and waits out the rest
+	case cn.idleTimer == nil:
+		cn.idleTimer, cn.idlePending = time.AfterFunc(t, cn.onIdle), true
+	default:
+		cn.idleTimer.Reset(t)
+		cn.idlePending = true
 	}
-	cn.idleTimer.Reset(t)
 }
 
 func (cn *conn) onIdle() {
+	now := time.Now()
 	cn.mu.Lock()
-	busy := cn.handlers > 0 || cn.done
-	cn.mu.Unlock()
-	if !busy {
-		cn.startDrain()
+	cn.idlePending = false
+	if cn.handlers > 0 || cn.done {
+		cn.mu.Unlock()
+		return // the last stream's end arms it again
 	}
+	if left := cn.s.opts.IdleTimeout - now.Sub(cn.idleSince); left > 0 {
+		cn.idleTimer.Reset(left)
+		cn.idlePending = true
+		cn.mu.Unlock()
+		return
+	}
+	cn.mu.Unlock()
+	cn.startDrain()
 }
 
 // bufWriter is the connection's write buffer, taken from the server's

@@ -488,3 +488,35 @@ func TestLeftBehindWriterWakes(t *testing.T) {
 		t.Fatal("the left-behind writer is still waiting after its handler returned")
 	}
 }
+
+// TestIdleTimeoutCountsFromTheLastStream: the idle timeout runs from the
+// end of the connection's last stream, whatever the timer armed before it
+// was doing: one that comes due while a stream runs, or before the
+// timeout has passed since the last one ended, does not drain the
+// connection early, and the connection does drain once it has passed.
+func TestIdleTimeoutCountsFromTheLastStream(t *testing.T) {
+	const idle = 600 * time.Millisecond
+	for _, work := range []time.Duration{0, 400 * time.Millisecond} {
+		t.Run(work.String(), func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(work) })
+			s, addr := serve(t, Options{Handler: h, IdleTimeout: idle})
+			rc := dialRaw(t, addr)
+			time.Sleep(400 * time.Millisecond) // the timer armed at the start comes due 200 ms after
+			rc.headers(1, true, reqFields("GET", "/")...)
+			rc.until("the response", endOf(1))
+			ended := time.Now()
+			time.Sleep(400 * time.Millisecond)
+			if draining(s) {
+				t.Fatalf("drained %v after the last stream ended; the idle timeout is %v", time.Since(ended), idle)
+			}
+			for deadline := time.Now().Add(5 * time.Second); !draining(s); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the idle connection was not drained")
+				}
+			}
+			if d := time.Since(ended); d < idle-100*time.Millisecond {
+				t.Fatalf("drained %v after the last stream ended; the idle timeout is %v", d, idle)
+			}
+		})
+	}
+}

@@ -151,9 +151,6 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.handlers++
 	cn.active++
 	cn.empties, cn.refusals = 0, 0
-	if cn.handlers == 1 && cn.idleTimer != nil {
-		cn.idleTimer.Stop()
-	}
 	cn.mu.Unlock()
 	cn.s.handlers.Go(st)
 	return nil
