@@ -182,6 +182,15 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	case st.reset:
 		cn.mu.Unlock()
 		return nil
+	case st.remoteDone && st.released:
+		// Our END_STREAM is out or on its way (release): the stream is
+		// closed, though its handler's goroutine has yet to drop it, and
+		// a frame after the client's own END_STREAM is a connection
+		// error (RFC 9113 §5.1), as once the stream is dropped
+		// (onHeaders). Otherwise whether the client got GOAWAY would
+		// depend on that goroutine's timing.
+		cn.mu.Unlock()
+		return cn.fail(http2.ErrCodeStreamClosed, "HEADERS on a closed stream")
 	case st.remoteDone:
 		cn.mu.Unlock()
 		cn.resetStream(st, http2.ErrCodeStreamClosed, errHalfClosed)
