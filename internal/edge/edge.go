@@ -407,8 +407,17 @@ func (e *Edge) newLane(srv *http.Server, h http.Handler, handoff func(net.Conn))
 		Logger:            e.log,
 		OnHandoff:         e.opts.LaneHandoff,
 		RequestContext:    e.opts.RequestContext,
-		RequestDone:       e.opts.RequestDone,
+		RequestDone:       laneDone(e.opts.RequestDone),
 	})
+}
+
+// laneDone adapts RequestDone to the lane, which reuses its own memory
+// for a request whatever the handler says (lane.Options.RequestDone).
+func laneDone(f func(context.Context) bool) func(context.Context) {
+	if f == nil {
+		return nil
+	}
+	return func(ctx context.Context) { f(ctx) }
 }
 
 // newH2 builds gatehouse's HTTP/2 server for the https listener: it

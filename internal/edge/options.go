@@ -117,8 +117,9 @@ type Options struct {
 	// RequestDone, when set, is given back the contexts RequestContext
 	// made once the lane or the HTTP/2 server no longer uses them
 	// (lane.Options.RequestDone, h2.Options.RequestDone), for the Handler
-	// to reuse. Optional.
-	RequestDone func(ctx context.Context)
+	// to reuse, and reports whether nothing the Handler left behind can
+	// reach the request (h2.Options.RequestDone). Optional.
+	RequestDone func(ctx context.Context) bool
 
 	// MaxRequestLine bounds the request line (method, target, version)
 	// on the http and https listeners: longer gets 414, even in a head

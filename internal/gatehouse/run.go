@@ -719,16 +719,17 @@ func requestContext(p *atomic.Pointer[http.Handler]) func(context.Context) conte
 // to the handler p holds, when it takes them (the gateway:
 // gateway.Gateway.RequestDone). A handler swapped in since the context
 // was made takes it too: it sees its own kind of context or none.
-func requestDone(p *atomic.Pointer[http.Handler]) func(context.Context) {
+func requestDone(p *atomic.Pointer[http.Handler]) func(context.Context) bool {
 	type contextTaker interface {
-		RequestDone(ctx context.Context)
+		RequestDone(ctx context.Context) bool
 	}
-	return func(ctx context.Context) {
+	return func(ctx context.Context) bool {
 		if h := p.Load(); h != nil {
 			if t, ok := (*h).(contextTaker); ok {
-				t.RequestDone(ctx)
+				return t.RequestDone(ctx)
 			}
 		}
+		return false
 	}
 }
 

@@ -162,14 +162,18 @@ func (g *Gateway) RequestContext(parent context.Context) context.Context {
 // RequestDone takes back a context RequestContext made, from a server
 // that no longer uses it or its request (lane.Options.RequestDone,
 // h2.Options.RequestDone), and keeps it for a later request when nothing
-// else can hold it (exchange). Any other context is left alone.
-func (g *Gateway) RequestDone(ctx context.Context) {
+// else can hold it (exchange). It reports whether that was so: then
+// nothing the chain left behind can reach the request, its writer or its
+// context either, and the server may reuse them too. Any other context
+// is left alone (false).
+func (g *Gateway) RequestDone(ctx context.Context) bool {
 	x, ok := ctx.(*exchange)
 	if !ok || !x.reuse {
-		return
+		return false
 	}
 	*x = exchange{} // nor keep what it pointed to (a table, a connection)
 	g.exchanges.Put(x)
+	return true
 }
 
 // observe gives the request its id, its route.Request and a recording

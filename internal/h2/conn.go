@@ -33,6 +33,12 @@ type conn struct {
 	ctx context.Context
 	fr  *http2.Framer // the reading side; serve's alone
 	hb  blockReader   // decodes request header blocks; serve's alone
+	// spare is a stream that ended with nothing left holding it
+	// (stream.serve), for serve's next one. Per connection, not pooled
+	// across them: only serve takes it, between two frames, so a stream
+	// serve looked up for a frame (a reset, trailers) is never another
+	// request's by the time serve acts on it.
+	spare atomic.Pointer[stream]
 
 	// The writing side. wmu orders frames on the wire, and guards enc:
 	// response header blocks are encoded as they go out (see hpack.go).

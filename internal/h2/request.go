@@ -40,7 +40,11 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		return nil, http2.ErrCodeProtocol
 	}
 
-	st := &stream{cn: cn, id: f.StreamID}
+	st := cn.spare.Swap(nil)
+	if st == nil {
+		st = new(stream)
+	}
+	*st = stream{cn: cn, id: f.StreamID}
 	regular := f.RegularFields()
 	header := cn.s.header(len(regular))
 	// One backing array for the values, as net/textproto's reader does
@@ -158,9 +162,9 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	if rc := cn.s.opts.RequestContext; rc != nil {
 		ctx = rc(ctx)
 	}
-	// The Request lives in the stream, one allocation for both (the
-	// stream is new per request, so it is never another's); WithContext's
-	// copy stays on the stack.
+	// The Request lives in the stream, one allocation for both (a stream
+	// is reused only once nothing holds its request: stream.serve);
+	// WithContext's copy stays on the stack.
 	st.reqv = *req.WithContext(ctx)
 	st.req = &st.reqv
 	st.w.init(st, method == http.MethodHead)

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,67 +129,77 @@ func TestNoHeadersFromAnEarlierStream(t *testing.T) {
 			}()
 		}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var cur atomic.Pointer[round]
-			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				rd := cur.Load()
-				if r.URL.Path == "/first" {
-					r.Header.Set("X-Earlier-Added", "1") // as the gateway's observe layer adds X-Request-Id
-					rd.entered <- struct{}{}
-					tc.first(w, r, rd)
-					return
+		for _, reuse := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/streams reused %v", tc.name, reuse), func(t *testing.T) {
+				var cur atomic.Pointer[round]
+				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					rd := cur.Load()
+					if r.URL.Path == "/first" {
+						r.Header.Set("X-Earlier-Added", "1") // as the gateway's observe layer adds X-Request-Id
+						rd.entered <- struct{}{}
+						tc.first(w, r, rd)
+						return
+					}
+					seenW := keys(w.Header())
+					close(rd.second)
+					if tc.name == "left behind" {
+						<-rd.late
+					}
+					w.Header().Set("X-Seen-Response", seenW)
+					w.Header().Set("X-Seen-Request", keys(r.Header))
+					w.Header().Set("X-Seen-Late", keys(w.Header()))
+					_, _ = w.Write([]byte("second"))
+				})
+				// With RequestDone saying what the gateway's would (nothing
+				// holds the request but for the goroutine left behind), the
+				// streams themselves are reused too.
+				o := Options{Handler: h}
+				if reuse {
+					o.RequestContext = func(ctx context.Context) context.Context { return ctx }
+					o.RequestDone = func(context.Context) bool { return tc.name != "left behind" }
 				}
-				seenW := keys(w.Header())
-				close(rd.second)
-				if tc.name == "left behind" {
-					<-rd.late
+				s, addr := serve(t, o)
+				rc := dialRaw(t, addr)
+				method := "GET"
+				if tc.name == "head" {
+					method = "HEAD"
 				}
-				w.Header().Set("X-Seen-Response", seenW)
-				w.Header().Set("X-Seen-Request", keys(r.Header))
-				w.Header().Set("X-Seen-Late", keys(w.Header()))
-				_, _ = w.Write([]byte("second"))
+				// Rounds, so that a map given back is taken again by a later
+				// stream even when the pool drops one (as it does at random
+				// under -race).
+				for id := uint32(1); id < 16; id += 4 {
+					cur.Store(&round{entered: make(chan struct{}, 1), second: make(chan struct{}), late: make(chan struct{})})
+					rc.headers(id, true, reqFields(method, "/first", "x-earlier-req", "secret", "cookie", "a=b")...)
+					<-cur.Load().entered
+					if tc.reset {
+						_ = rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+					} else {
+						rc.response(id)
+					}
+					waitHandlers(t, s)
+					rc.headers(id+2, true, reqFields("GET", "/second", "x-later", "1")...)
+					fields, body := rc.response(id + 2)
+					if body != "second" {
+						t.Errorf("stream %d's body is %q, want %q", id+2, body, "second")
+					}
+					for i := 0; i+1 < len(fields); i += 2 {
+						if strings.HasPrefix(fields[i], "x-earlier") || fields[i] == "set-cookie" || fields[i] == "link" {
+							t.Errorf("stream %d's response has stream %d's %s: %s", id+2, id, fields[i], fields[i+1])
+						}
+					}
+					got := fieldMap(fields)
+					for k, want := range map[string]string{
+						"x-seen-response": "",
+						"x-seen-request":  "X-Later",
+						"x-seen-late":     "X-Seen-Request,X-Seen-Response",
+					} {
+						if got[k] != want {
+							t.Errorf("stream %d: %s = %q, want %q", id+2, k, got[k], want)
+						}
+					}
+				}
 			})
-			s, addr := serve(t, Options{Handler: h})
-			rc := dialRaw(t, addr)
-			method := "GET"
-			if tc.name == "head" {
-				method = "HEAD"
-			}
-			// Rounds, so that a map given back is taken again by a later
-			// stream even when the pool drops one (as it does at random
-			// under -race).
-			for id := uint32(1); id < 16; id += 4 {
-				cur.Store(&round{entered: make(chan struct{}, 1), second: make(chan struct{}), late: make(chan struct{})})
-				rc.headers(id, true, reqFields(method, "/first", "x-earlier-req", "secret", "cookie", "a=b")...)
-				<-cur.Load().entered
-				if tc.reset {
-					_ = rc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
-				} else {
-					rc.response(id)
-				}
-				waitHandlers(t, s)
-				rc.headers(id+2, true, reqFields("GET", "/second", "x-later", "1")...)
-				fields, body := rc.response(id + 2)
-				if body != "second" {
-					t.Errorf("stream %d's body is %q, want %q", id+2, body, "second")
-				}
-				for i := 0; i+1 < len(fields); i += 2 {
-					if strings.HasPrefix(fields[i], "x-earlier") || fields[i] == "set-cookie" || fields[i] == "link" {
-						t.Errorf("stream %d's response has stream %d's %s: %s", id+2, id, fields[i], fields[i+1])
-					}
-				}
-				got := fieldMap(fields)
-				for k, want := range map[string]string{
-					"x-seen-response": "",
-					"x-seen-request":  "X-Later",
-					"x-seen-late":     "X-Seen-Request,X-Seen-Response",
-				} {
-					if got[k] != want {
-						t.Errorf("stream %d: %s = %q, want %q", id+2, k, got[k], want)
-					}
-				}
-			}
-		})
+		}
 	}
 }
 

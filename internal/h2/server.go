@@ -34,8 +34,12 @@ type Options struct {
 	// made once the server no longer uses it: the handler has returned
 	// and the response's head is encoded (the encoder keeps copies of
 	// what it indexes). The maker may then reuse it, if nothing the
-	// handler left behind can use it. Not called after a panic. Optional.
-	RequestDone func(ctx context.Context)
+	// handler left behind can use it, and reports whether that is so:
+	// nothing the handler left can reach the request, its writer or its
+	// context. The server then reuses the stream the request lived in
+	// (a request without a body) for the connection's next one. Not
+	// called after a panic. Optional.
+	RequestDone func(ctx context.Context) bool
 	// ReadHeaderTimeout bounds the client's preface and first SETTINGS.
 	// Zero: none.
 	ReadHeaderTimeout time.Duration

@@ -15,10 +15,13 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// stream is one request and its response. A new one per request: a
-// handler that leaves a goroutine behind holding its writer or body must
-// reach this request's, marked done, never a later one's. Only its
-// header maps and response buffers are reused (recycle).
+// stream is one request and its response. A handler that leaves a
+// goroutine behind holding its writer or body must reach this request's,
+// marked done, never a later one's: so a stream is reused, for the
+// connection's next request, only when the handler's maker says nothing
+// it left can reach the request (Options.RequestDone) and the stream had
+// no body; otherwise a new one is made. Its header maps and response
+// buffers are reused in any case (recycle).
 type stream struct {
 	cn   *conn
 	id   uint32
@@ -450,10 +453,11 @@ func (cn *conn) wakeConnWaiterLocked() {
 func (st *stream) serve() {
 	ok := st.call()
 	st.w.done.Store(true) // before finish: nothing the handler left behind writes beside it
+	free := false         // nothing but the server holds the stream
 	if ok {
 		st.w.finish()
 		if f := st.cn.s.opts.RequestDone; f != nil && st.cn.s.opts.RequestContext != nil {
-			f(st.req.Context())
+			free = f(st.req.Context()) && st.body == nil
 		}
 	} else {
 		st.cn.mu.Lock()
@@ -464,8 +468,14 @@ func (st *stream) serve() {
 			st.cn.resetStream(st, http2.ErrCodeInternal, errors.New("h2: handler panicked"))
 		}
 	}
-	st.recycle()
+	free = st.recycle() && free
+	cn := st.cn
 	st.end()
+	if free {
+		// Last: end has told the connection the stream is over, and
+		// nothing of this request touches it after this.
+		cn.spare.Store(st)
+	}
 }
 
 // recycle gives the stream's header maps and response buffers back for
@@ -477,8 +487,10 @@ func (st *stream) serve() {
 // is never reused. The map and buffers stay with the stream if a call that
 // began before the handler returned is still in them (w.active: a Write
 // waiting for window with held bytes in hand). Before end, so that a
-// stream whose end is seen (the handler count) has given them back.
-func (st *stream) recycle() {
+// stream whose end is seen (the handler count) has given them back. It
+// reports whether it gave back everything: if not, the stream is not
+// reused either.
+func (st *stream) recycle() bool {
 	s, w := st.cn.s, &st.w
 	s.putHeader(st.header)
 	st.header = nil
@@ -486,7 +498,7 @@ func (st *stream) recycle() {
 		// The call encodes the map too (writeHeader, informational):
 		// given to a later stream, as its request's or response's, that
 		// stream's fields would go out in this response.
-		return
+		return false
 	}
 	s.putHeader(w.hdr)
 	if b := w.bufs; b != nil {
@@ -502,6 +514,7 @@ func (st *stream) recycle() {
 			s.outs.Put(b)
 		}
 	}
+	return true
 }
 
 // release frees the stream's slot under MaxConcurrentStreams, once its
