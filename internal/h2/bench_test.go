@@ -18,14 +18,25 @@ import (
 )
 
 // BenchmarkIdleConnection reports the memory an idle HTTP/2 connection
-// holds on the server after one request: gatehouse's server against
-// net/http's in the same process. The clients are raw framers that hold
+// holds on the server after one request: gatehouse's server (alone, and
+// with streams reused as behind the gateway) against net/http's in the
+// same process. The clients are raw framers that hold
 // little, so the figure is mostly the server's. Browsers keep such
 // connections open to every TLS origin they have used.
 func BenchmarkIdleConnection(b *testing.B) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	b.Run("h2", func(b *testing.B) {
 		_, addr := serve(b, Options{Handler: h})
+		idleConns(b, addr)
+	})
+	// As behind the gateway, whose RequestDone says nothing holds a
+	// request: the connection keeps its last stream for the next one.
+	b.Run("h2-reused", func(b *testing.B) {
+		_, addr := serve(b, Options{
+			Handler:        h,
+			RequestContext: func(ctx context.Context) context.Context { return ctx },
+			RequestDone:    func(context.Context) bool { return true },
+		})
 		idleConns(b, addr)
 	})
 	b.Run("net-http", func(b *testing.B) {
