@@ -70,6 +70,7 @@ func TestH2MalformedRequestsNeverReachHandler(t *testing.T) {
 		{"upgrade", request("GET", "/", [2]string{"upgrade", "h2c"}), false},
 		{"te gzip", request("GET", "/", [2]string{"te", "gzip"}), false},
 		{"te trailers, gzip", request("GET", "/", [2]string{"te", "trailers, gzip"}), false},
+		{"te trailers twice", request("GET", "/", [2]string{"te", "trailers"}, [2]string{"te", "trailers"}), false},
 		{"uppercase name", request("GET", "/", [2]string{"X-Upper", "1"}), false},
 		{"missing :method", base[1:], false},
 		{"missing :scheme", [][2]string{base[0], base[2], base[3]}, false},

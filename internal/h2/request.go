@@ -55,8 +55,18 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	if len(regular) > len(vals) {
 		vals = make([]string, len(regular))
 	}
+	// checked: a field the checks below look at came. Most requests
+	// carry none, and skip their dozen map lookups; one "te: trailers",
+	// which browsers send on every request, needs no check.
+	checked, te := false, false
 	for i, hf := range regular {
 		k := textproto.CanonicalMIMEHeaderKey(hf.Name)
+		switch {
+		case k == "Te" && hf.Value == "trailers" && !te:
+			te = true
+		case checkedField(k):
+			checked = true
+		}
 		if vs, ok := header[k]; ok {
 			header[k] = append(vs, hf.Value)
 			continue
@@ -70,29 +80,12 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	if strings.IndexByte(authority, '@') >= 0 {
 		return nil, http2.ErrCodeProtocol // no userinfo (RFC 9113 §8.3.1)
 	}
-	needsContinue := httpguts.HeaderValuesContainsToken(header["Expect"], "100-continue")
-	if needsContinue {
-		delete(header, "Expect")
-	}
-	if cookies := header["Cookie"]; len(cookies) > 1 {
-		header["Cookie"] = []string{strings.Join(cookies, "; ")}
-	}
-	var trailer http.Header
-	for _, v := range header["Trailer"] {
-		for key := range strings.SplitSeq(v, ",") {
-			switch key = textproto.CanonicalMIMEHeaderKey(textproto.TrimString(key)); key {
-			case "Transfer-Encoding", "Trailer", "Content-Length", "":
-			default:
-				if trailer == nil {
-					trailer = http.Header{}
-				}
-				trailer[key] = nil
-			}
+	needsContinue, trailer, declLen := false, http.Header(nil), int64(-1)
+	if checked {
+		var ok bool
+		if needsContinue, trailer, declLen, ok = checkFields(header); !ok {
+			return nil, http2.ErrCodeProtocol
 		}
-	}
-	delete(header, "Trailer")
-	if badFields(header) {
-		return nil, http2.ErrCodeProtocol
 	}
 
 	var u *url.URL
@@ -107,20 +100,7 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	}
 
 	// The body: none when HEADERS ends the stream; otherwise as long as
-	// content-length says (exactly one, digits only: anything else is a
-	// request a host behind an HTTP/1.1 hop could be made to read
-	// differently), or until END_STREAM.
-	declLen := int64(-1)
-	if vs, ok := header["Content-Length"]; ok {
-		if len(vs) != 1 {
-			return nil, http2.ErrCodeProtocol
-		}
-		n, err := strconv.ParseUint(vs[0], 10, 63)
-		if err != nil || vs[0] == "" || vs[0][0] == '+' {
-			return nil, http2.ErrCodeProtocol
-		}
-		declLen = int64(n)
-	}
+	// content-length says (checkFields), or until END_STREAM.
 	ended := f.StreamEnded()
 	if ended && declLen > 0 {
 		return nil, http2.ErrCodeProtocol
@@ -229,6 +209,63 @@ var globalOptions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request
 // §8.2.2): a connection-specific one, or a TE other than "trailers".
 // net/http answers such a request 400; the RFC and h2spec want the
 // stream reset, and no client that speaks HTTP/2 sends one.
+// checkedField reports whether checkFields looks at a field of this
+// (canonical) name.
+func checkedField(k string) bool {
+	switch k {
+	case "Expect", "Cookie", "Trailer", "Content-Length", "Te",
+		"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// checkFields applies what a request's fields say beyond their values:
+// whether it waits for 100-continue (Expect, then dropped), its cookies
+// in one field, the trailers it declares (Trailer, then dropped) and its
+// body's length (-1: none declared). ok is false for a request to refuse:
+// connection-specific fields, or a content-length that is not exactly
+// one number.
+func checkFields(header http.Header) (needsContinue bool, trailer http.Header, declLen int64, ok bool) {
+	needsContinue = httpguts.HeaderValuesContainsToken(header["Expect"], "100-continue")
+	if needsContinue {
+		delete(header, "Expect")
+	}
+	if cookies := header["Cookie"]; len(cookies) > 1 {
+		header["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
+	for _, v := range header["Trailer"] {
+		for key := range strings.SplitSeq(v, ",") {
+			switch key = textproto.CanonicalMIMEHeaderKey(textproto.TrimString(key)); key {
+			case "Transfer-Encoding", "Trailer", "Content-Length", "":
+			default:
+				if trailer == nil {
+					trailer = http.Header{}
+				}
+				trailer[key] = nil
+			}
+		}
+	}
+	delete(header, "Trailer")
+	if badFields(header) {
+		return false, nil, 0, false
+	}
+	// Exactly one, digits only: anything else is a request a host behind
+	// an HTTP/1.1 hop could be made to read differently.
+	declLen = -1
+	if vs, ok := header["Content-Length"]; ok {
+		if len(vs) != 1 {
+			return false, nil, 0, false
+		}
+		n, err := strconv.ParseUint(vs[0], 10, 63)
+		if err != nil || vs[0] == "" || vs[0][0] == '+' {
+			return false, nil, 0, false
+		}
+		declLen = int64(n)
+	}
+	return needsContinue, trailer, declLen, true
+}
+
 func badFields(h http.Header) bool {
 	for _, k := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"} {
 		if _, ok := h[k]; ok {
