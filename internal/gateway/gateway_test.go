@@ -768,20 +768,22 @@ func TestRequestDoneReusesOnlyContained(t *testing.T) {
 				}()
 				e.gw.ServeHTTP(w, r)
 			}()
-			e.gw.RequestDone(ctx)
+			said := e.gw.RequestDone(ctx)
 			// Reused, the exchange went back to the pool cleared: nothing of
 			// this request (its id, client, token subject) reaches the next.
 			x := ctx.(*exchange)
-			if got := x.Context == nil; got != tt.want {
-				t.Errorf("reused = %v, want %v (status %d)", got, tt.want, w.Code)
+			if got := x.Context == nil; got != tt.want || said != tt.want {
+				t.Errorf("reused = %v, RequestDone said %v, want %v (status %d)", got, said, tt.want, w.Code)
 			}
 			if tt.want && !reflect.ValueOf(x).Elem().IsZero() {
 				t.Errorf("reused but not cleared: %+v", x.Req)
 			}
 		})
 	}
-	// Not an exchange: left alone.
-	e.gw.RequestDone(context.Background())
+	// Not an exchange: left alone, and not said to be free.
+	if e.gw.RequestDone(context.Background()) {
+		t.Error("RequestDone said a context it did not make is free")
+	}
 }
 
 func TestMetricsAndAccessLog(t *testing.T) {

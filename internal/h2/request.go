@@ -205,10 +205,6 @@ var globalOptions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request
 	}
 })
 
-// badFields reports a field that makes a request malformed (RFC 9113
-// §8.2.2): a connection-specific one, or a TE other than "trailers".
-// net/http answers such a request 400; the RFC and h2spec want the
-// stream reset, and no client that speaks HTTP/2 sends one.
 // checkedField reports whether checkFields looks at a field of this
 // (canonical) name.
 func checkedField(k string) bool {
@@ -266,6 +262,10 @@ func checkFields(header http.Header) (needsContinue bool, trailer http.Header, d
 	return needsContinue, trailer, declLen, true
 }
 
+// badFields reports a field that makes a request malformed (RFC 9113
+// §8.2.2): a connection-specific one, or a TE other than "trailers".
+// net/http answers such a request 400; the RFC and h2spec want the
+// stream reset, and no client that speaks HTTP/2 sends one.
 func badFields(h http.Header) bool {
 	for _, k := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"} {
 		if _, ok := h[k]; ok {
