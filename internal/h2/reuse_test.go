@@ -77,7 +77,9 @@ func waitHandlers(t *testing.T, s *Server) {
 // connection put in them, however that stream ended: a reused map not
 // cleared, or one a goroutine left behind still reaches, would carry a
 // field (a cookie, a session) from one client's request or response into
-// another's.
+// another's. Each case runs twice: streams new per request, and streams
+// reused as behind the gateway (whose RequestDone says when nothing holds
+// a request).
 func TestNoHeadersFromAnEarlierStream(t *testing.T) {
 	oneP(t)
 	for _, tc := range []struct {
