@@ -25,9 +25,11 @@ import (
 // and both streams complete; a stream it opens after the GOAWAY reaches no
 // host; then the connection closes. The transport's 4 MiB download,
 // paused by the host at 1 MiB, completes byte-exact (the window updates it
-// needs flow after the GOAWAY), and a new request on it is not sent on
-// the draining connection: it fails cleanly (the listener is closed)
-// without reaching the host.
+// needs flow after the GOAWAY), and a new request on it is not served on
+// the draining connection (every connection refuses new streams before
+// the raw client's GOAWAY is written, so the transport's is refused even
+// if sent before it read its own GOAWAY): it fails cleanly (the listener
+// is closed) without reaching the host.
 func TestH2Drain(t *testing.T) {
 	for _, impl := range h2Impls {
 		t.Run(impl.name, func(t *testing.T) {

@@ -543,25 +543,42 @@ func (cn *conn) close(err error) {
 // startDrain sends GOAWAY naming the last stream opened: those finish,
 // later ones are not served, and the connection closes once none is open.
 func (cn *conn) startDrain() {
+	if d, ok := cn.markDrain(); ok {
+		d.send()
+	}
+}
+
+// drain is a connection that refuses new streams and has yet to say so.
+type drain struct {
+	cn   *conn
+	last uint32 // the last stream it serves
+	idle bool   // none is open: it closes after the GOAWAY
+}
+
+// markDrain makes the connection refuse every stream after the last one
+// read; ok is false when it drains already, is closed, or has yet to
+// write its SETTINGS (it drains once they are out).
+func (cn *conn) markDrain() (d drain, ok bool) {
 	cn.mu.Lock()
+	defer cn.mu.Unlock()
 	if cn.goaway || cn.done {
-		cn.mu.Unlock()
-		return
+		return drain{}, false
 	}
 	if !cn.settled {
-		// SETTINGS must be the first frame (RFC 9113 §3.4): run drains
-		// once they are written.
+		// SETTINGS must be the first frame (RFC 9113 §3.4).
 		cn.drainLater = true
-		cn.mu.Unlock()
-		return
+		return drain{}, false
 	}
 	cn.goaway = true
-	last := cn.lastID
-	idle := cn.handlers == 0
-	cn.mu.Unlock()
-	cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
-	if idle {
-		cn.closeSoon()
+	return drain{cn, cn.lastID, cn.handlers == 0}, true
+}
+
+// send writes the GOAWAY; it may wait for a write in progress.
+func (d drain) send() {
+	last := d.last
+	d.cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	if d.idle {
+		d.cn.closeSoon()
 	}
 }
 

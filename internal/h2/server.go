@@ -249,11 +249,21 @@ func (s *Server) remove(cn *conn) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
+	// Every connection refuses new streams before any GOAWAY is written:
+	// a client that has read one cannot then open a stream on another
+	// connection that is still served, and a write stuck on one client
+	// (a full send buffer) holds back no other's refusals.
+	drains := make([]drain, 0, len(s.conns))
 	for cn := range s.conns {
-		cn.startDrain()
+		if d, ok := cn.markDrain(); ok {
+			drains = append(drains, d)
+		}
 	}
 	zero := s.zero
 	s.mu.Unlock()
+	for _, d := range drains {
+		d.send()
+	}
 	select {
 	case <-zero:
 		return nil
