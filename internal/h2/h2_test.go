@@ -20,6 +20,13 @@ import (
 // closes both.
 func serve(t testing.TB, o Options) (*Server, string) {
 	t.Helper()
+	return serveWrapped(t, o, nil)
+}
+
+// serveWrapped is serve with each accepted connection passed through wrap
+// (if not nil) before the server gets it.
+func serveWrapped(t testing.TB, o Options, wrap func(net.Conn) net.Conn) (*Server, string) {
+	t.Helper()
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +43,9 @@ func serve(t testing.TB, o Options) (*Server, string) {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if wrap != nil {
+				c = wrap(c)
 			}
 			wg.Add(1)
 			go func() { defer wg.Done(); s.ServeConn(c) }()
