@@ -27,8 +27,11 @@
 // response buffers are cleared and reused by later streams once its
 // handler has returned and its frames are written, so a handler must not
 // use r.Header after it returns, as net/http would allow (Options.Handler).
-// The stream itself, its writer and its body are never reused: a
-// goroutine a handler left behind reaches only its own, marked done.
+// The stream itself (its Request, writer and body) is reused, for the
+// connection's next request, only when the handler's maker reports that
+// nothing the handler left behind can reach it (Options.RequestDone) and
+// it had no body; otherwise a goroutine a handler left behind reaches
+// only its own stream, marked done.
 //
 // Control frames the reading goroutine must send (SETTINGS and PING
 // acknowledgements, WINDOW_UPDATE, RST_STREAM) are queued and sent by
