@@ -192,6 +192,13 @@ func (c *trackedConn) Hold(buf []byte) bool {
 	return h.Hold(buf)
 }
 
+// Pending passes on to the underlying connection (sock.Conn's, through
+// sni.Conn): true when it cannot say.
+func (c *trackedConn) Pending() bool {
+	p, ok := c.Conn.(interface{ Pending() bool })
+	return !ok || p.Pending()
+}
+
 func (c *trackedConn) Unhold() {
 	if h, ok := c.Conn.(holder); ok {
 		h.Unhold()

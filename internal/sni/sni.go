@@ -95,6 +95,17 @@ func (c *Conn) Hold(buf []byte) bool {
 	return ok && c.off == len(c.peeked) && h.Hold(buf)
 }
 
+// Pending reports whether a Read has something to return without
+// waiting: peeked bytes not yet replayed, or what the underlying
+// connection's Pending says (true when it cannot say).
+func (c *Conn) Pending() bool {
+	if c.off < len(c.peeked) {
+		return true
+	}
+	p, ok := c.Conn.(interface{ Pending() bool })
+	return !ok || p.Pending()
+}
+
 // Unhold and Release pass on to the underlying connection.
 func (c *Conn) Unhold() {
 	if h, ok := c.Conn.(holder); ok {

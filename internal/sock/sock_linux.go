@@ -170,6 +170,18 @@ func (c *Conn) Release() error {
 	return err
 }
 
+// Pending reports whether the peer has sent something not yet read: a
+// byte, its end of the stream, or an error the next Read would return.
+// It never waits, and never takes the read side from a Read under way:
+// a goroutine that is not reading asks whether it should (an HTTP/2
+// handler running on the connection's reading goroutine). It reports
+// true when it cannot look, so that the caller reads and finds out.
+func (c *Conn) Pending() bool {
+	pending := true
+	_ = c.rc.Control(func(fd uintptr) { pending = peek(fd) != syscall.EAGAIN })
+	return pending
+}
+
 // takeKept returns what Hold kept, unless a hold is still on, and
 // forgets it.
 func (c *Conn) takeKept() []byte {
