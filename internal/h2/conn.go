@@ -17,8 +17,9 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// conn is one HTTP/2 connection. Its goroutine (serve) reads every frame;
-// handlers write theirs under wmu.
+// conn is one HTTP/2 connection. One goroutine at a time reads its frames
+// (serve's, or readOn's once an inline handler moved the reading on:
+// "the reader" below); handlers write theirs under wmu.
 type conn struct {
 	s      *Server
 	c      net.Conn
@@ -31,13 +32,13 @@ type conn struct {
 	// lock, a map insert and a delete per request (0.7 µs of an HTTP/2
 	// request's ~75 in the load harness's profile).
 	ctx context.Context
-	fr  *http2.Framer // the reading side; serve's alone
-	hb  blockReader   // decodes request header blocks; serve's alone
+	fr  *http2.Framer // the reading side; the reader's alone
+	hb  blockReader   // decodes request header blocks; the reader's alone
 	// spare is a stream that ended with nothing left holding it
-	// (stream.serve), for serve's next one. Per connection, not pooled
-	// across them: only serve takes it, between two frames, so a stream
-	// serve looked up for a frame (a reset, trailers) is never another
-	// request's by the time serve acts on it.
+	// (stream.serve), for the reader's next one. Per connection, not
+	// pooled across them: only the reader takes it, between two frames,
+	// so a stream the reader looked up for a frame (a reset, trailers) is
+	// never another request's by the time the reader acts on it.
 	spare atomic.Pointer[stream]
 
 	// The writing side. wmu orders frames on the wire, and guards enc:
@@ -57,7 +58,7 @@ type conn struct {
 	// new value (RFC 9113 §6.5.3: a lowered size binds after the ACK).
 	peerMaxFrame atomic.Uint32
 
-	// Control frames queued by serve while a handler holds wmu (see
+	// Control frames queued by the reader while a handler holds wmu (see
 	// sendControl): encoded into cbuf by cf.
 	cmu  sync.Mutex
 	cbuf bytes.Buffer
@@ -94,6 +95,20 @@ type conn struct {
 	// while window is left wakes the next, so a client's tiny updates
 	// cost a wake-up each, not one per stream (see stream.take).
 	connWaiters []*stream
+
+	// inline is the stream whose handler runs on the reading goroutine
+	// (serveInline), since the server's watcher epoch since; moved says
+	// the reading went on to another goroutine. lone counts the requests
+	// in a row, up to loneFirst, that came with no other stream open.
+	// pend looks at the socket without reading; nil when the connection
+	// cannot, and then no handler runs inline. at is the connection's
+	// place in the server's inl while it is there (under s.imu).
+	inline *stream
+	since  uint64
+	moved  bool
+	lone   int
+	pend   pender
+	at     int
 }
 
 func newConn(s *Server, c net.Conn) *conn {
@@ -106,10 +121,17 @@ func newConn(s *Server, c net.Conn) *conn {
 		peerInitWin: 65535,
 		recvWin:     65535,
 	}
-	if tc, ok := c.(interface{ ConnectionState() tls.ConnectionState }); ok {
+	under := c
+	if tc, ok := c.(*tls.Conn); ok {
 		st := tc.ConnectionState()
 		cn.tls = &st
+		under = tc.NetConn()
+	} else if tc, ok := c.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		st := tc.ConnectionState()
+		cn.tls = &st
+		under = nil // a TLS layer whose buffer and socket are out of reach
 	}
+	cn.pend, _ = under.(pender)
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.opts.Server)
 	ctx = context.WithValue(ctx, http.LocalAddrContextKey, c.LocalAddr())
 	cn.ctx = ctx
@@ -126,9 +148,20 @@ func newConn(s *Server, c net.Conn) *conn {
 	return cn
 }
 
-// serve reads the connection until it ends, then waits for its handlers.
+// serve reads the connection until it ends, then waits for its handlers;
+// or, when an inline handler handed the reading on, returns once that
+// handler has (the goroutine reading last ends the connection).
 func (cn *conn) serve() {
 	err := cn.run()
+	if err == errMoved {
+		return
+	}
+	cn.end(err)
+}
+
+// end closes the connection, waits for its handlers and lets it go.
+func (cn *conn) end(err error) {
+	defer cn.s.remove(cn)
 	cn.close(err)
 	cn.mu.Lock()
 	wait := cn.handlers > 0
@@ -196,6 +229,15 @@ func (cn *conn) run() error {
 	}
 	_ = cn.c.SetReadDeadline(time.Time{})
 	cn.armIdle()
+	return cn.loop()
+}
+
+// errMoved ends a reading goroutine whose inline handler handed the
+// reading on: another goroutine reads the connection now.
+var errMoved = errors.New("h2: reading moved on")
+
+// loop reads frames until the connection ends or the reading moves on.
+func (cn *conn) loop() error {
 	for {
 		f, err := cn.readFrame()
 		if err != nil {
@@ -206,6 +248,9 @@ func (cn *conn) run() error {
 			continue
 		}
 		err = cn.onFrame(f)
+		if err == errMoved {
+			return err // hb is the new reader's
+		}
 		cn.hb.done()
 		if err != nil {
 			return err

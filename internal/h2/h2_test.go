@@ -13,14 +13,17 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
 
 // serve starts a Server for h on a loopback listener (HTTP/2 with prior
-// knowledge: what ServeConn is given after ALPN is the same). Cleanup
-// closes both.
+// knowledge: what ServeConn is given after ALPN is the same), each
+// connection a sock.Conn as the edge gives it (under its TLS), so that a
+// connection's lone requests run inline. Cleanup closes both.
 func serve(t testing.TB, o Options) (*Server, string) {
 	t.Helper()
-	return serveWrapped(t, o, nil)
+	return serveWrapped(t, o, sock.Wrap)
 }
 
 // serveWrapped is serve with each accepted connection passed through wrap

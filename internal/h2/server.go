@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
@@ -69,6 +70,12 @@ type Options struct {
 	// (with a 431). Optional: a plain 431.
 	TooLarge http.Handler
 	Logger   *slog.Logger
+
+	// peekEvery paces the watcher's looks at the sockets of connections
+	// running a handler inline, and inlineMax bounds such a handler's time
+	// on the reading goroutine (see inline.go). Zero: defaultPeekEvery,
+	// defaultInlineMax; set by tests.
+	peekEvery, inlineMax time.Duration
 }
 
 // Defaults and bounds. The windows match net/http's (1 MiB a stream and a
@@ -114,7 +121,18 @@ type Server struct {
 	log      *slog.Logger
 	maxList  uint32
 	handlers *workers.Pool[*stream]
-	wg       sync.WaitGroup // the handlers' goroutines
+	readers  *workers.Pool[*conn] // take over a connection's reading from an inline handler
+	wg       sync.WaitGroup       // the handlers' goroutines, the readers' and the watcher
+
+	// The connections running a handler inline, for the watcher (see
+	// inline.go); watching says it runs; epoch counts its ticks.
+	// quit, closed by Close, stops it.
+	imu      sync.Mutex
+	inl      []*conn
+	watching bool
+	quit     chan struct{}
+	quitted  bool
+	epoch    atomic.Uint64
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -197,25 +215,34 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.peekEvery == 0 {
+		o.peekEvery = defaultPeekEvery
+	}
+	if o.inlineMax == 0 {
+		o.inlineMax = defaultInlineMax
+	}
 	n := o.MaxHeaderBytes
 	if n == 0 {
 		n = http.DefaultMaxHeaderBytes
 	}
-	s := &Server{opts: o, log: o.Logger, maxList: uint32(n + 10*32), conns: map[*conn]struct{}{}, zero: make(chan struct{})}
+	s := &Server{opts: o, log: o.Logger, maxList: uint32(n + 10*32), conns: map[*conn]struct{}{}, zero: make(chan struct{}), quit: make(chan struct{})}
 	close(s.zero)
 	s.handlers = workers.New(&s.wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, (*stream).serve)
+	s.readers = workers.New(&s.wg, workers.DefaultMaxIdle, workers.DefaultIdleFor, (*conn).readOn)
 	return s, nil
 }
 
 // ServeConn serves c, an established connection whose client speaks
-// HTTP/2 (ALPN h2), until it ends. It owns c and closes it.
+// HTTP/2 (ALPN h2). It owns c and closes it. It returns when c ends, or
+// earlier once an inline handler has moved c's reading to one of the
+// server's own goroutines (inline.go); Shutdown and Close wait for c
+// either way.
 func (s *Server) ServeConn(c net.Conn) {
 	cn := newConn(s, c)
 	if !s.add(cn) {
 		_ = c.Close()
 		return
 	}
-	defer s.remove(cn)
 	cn.serve()
 }
 
@@ -283,7 +310,14 @@ func (s *Server) Close() error {
 	zero := s.zero
 	s.mu.Unlock()
 	<-zero
+	s.imu.Lock()
+	if !s.quitted {
+		s.quitted = true
+		close(s.quit)
+	}
+	s.imu.Unlock()
 	s.handlers.Stop()
+	s.readers.Stop()
 	s.wg.Wait()
 	return nil
 }

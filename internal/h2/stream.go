@@ -154,7 +154,20 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.handlers++
 	cn.active++
 	cn.empties, cn.refusals = 0, 0
+	inline := cn.pend != nil && f.StreamEnded() && cn.active == 1 && cn.lone >= loneFirst &&
+		cn.inline == nil && !cn.moved
+	switch {
+	case inline:
+		cn.inline, cn.since = st, cn.s.epoch.Load()
+	case cn.active > 1:
+		cn.lone = 0
+	case cn.lone < loneFirst:
+		cn.lone++
+	}
 	cn.mu.Unlock()
+	if inline {
+		return cn.serveInline(st)
+	}
 	cn.s.handlers.Go(st)
 	return nil
 }
@@ -398,7 +411,11 @@ func (st *stream) take(want int, wait bool) (int, error) {
 			st.wait = make(chan struct{}, 1)
 		}
 		wake := st.wait
+		inline := cn.inline == st
 		cn.mu.Unlock()
+		if inline {
+			cn.moveReading(st) // only a reader can open the window
+		}
 		if d := cn.s.opts.WriteStall; d > 0 && timer == nil {
 			timer = time.NewTimer(d)
 			expired = timer.C
@@ -448,8 +465,8 @@ func (cn *conn) wakeConnWaiterLocked() {
 	}
 }
 
-// serve runs the stream's handler on a pool goroutine, then ends the
-// response and the stream.
+// serve runs the stream's handler (on a pool goroutine, or inline on the
+// reader: conn.serveInline), then ends the response and the stream.
 func (st *stream) serve() {
 	ok := st.call()
 	st.w.done.Store(true) // before finish: nothing the handler left behind writes beside it
