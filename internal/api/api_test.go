@@ -1116,6 +1116,48 @@ func TestWrongTokenBurstHeldToWindow(t *testing.T) {
 	}
 }
 
+// TestRightTokenWaitsForChecksInPlay: while every unit of an address's
+// window is held by checks under way, a request with a token waits for
+// one of them to end instead of being refused; when they end good, it is
+// checked and served. (Before, a platform's burst of right tokens from
+// one address met 429 whenever it outnumbered the window's units.)
+func TestRightTokenWaitsForChecksInPlay(t *testing.T) {
+	var inside atomic.Int32
+	release := make(chan struct{})
+	e := newEnv(t, func(o *Options) {
+		o.BadTokens = limit.Quota{Limit: 5, Window: time.Minute}
+		o.VerifyPlatform = func(r *http.Request) bool {
+			if inside.Add(1) <= 5 {
+				<-release
+			}
+			return strings.HasPrefix(r.Header.Get("Authorization"), "Bearer platform-")
+		}
+	})
+	codes := make([]int, 6)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() { codes[i] = e.do("GET", "/api/v3/apps", fmt.Sprintf("platform-%d", i), nil).status })
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return inside.Load() == 5 }, "five checks under way")
+	sixth := make(chan int, 1)
+	go func() { sixth <- e.do("GET", "/api/v3/apps", "platform-5", nil).status }()
+	select {
+	case codes[5] = <-sixth:
+		t.Errorf("with every unit in play, the sixth answered %d at once, want a wait", codes[5])
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	wg.Wait()
+	if codes[5] == 0 {
+		codes[5] = <-sixth
+	}
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("request %d: %d, want 200 (right tokens are never refused while the window has room)", i, c)
+		}
+	}
+}
+
 // TestAmbiguousKeysRefused: a body that repeats a key, or spells a
 // field's key in another case (encoding/json would match it, and keep
 // the last of repeats), at any depth, is refused with 400 naming the key,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -27,13 +28,25 @@ var defaultBadTokens = limit.Quota{Limit: 100, Window: 60 * time.Second}
 // The window alone would let a burst through: every request that finds
 // one unit left would be checked before any of them is charged. So the
 // requests being checked hold their unit (pending) until they are
-// charged or found good, and at most the remaining units are in play.
+// charged or found good, and at most the remaining units are in play. A
+// request that finds them all in play waits (up to maxGuardWait) for one
+// of those checks to end, rather than being refused while the window has
+// room: a platform's burst of right tokens from one address is served,
+// and a burst of guesses still meets 429 once the window is spent.
 type guard struct {
 	mu      sync.Mutex
 	w       *limit.Window
 	q       limit.Quota
 	pending map[limit.Key]int
+	// freed is closed, and replaced, when a check ends while requests
+	// wait for one (waiting).
+	freed   chan struct{}
+	waiting int
 }
+
+// maxGuardWait bounds a request's wait for a unit held by checks under
+// way; past it, the request is refused as if the window were spent.
+const maxGuardWait = time.Second
 
 func newGuard(q limit.Quota, maxKeys int, now func() time.Time) (*guard, error) {
 	if q.Limit <= 0 || q.Window <= 0 {
@@ -46,23 +59,53 @@ func newGuard(q limit.Quota, maxKeys int, now func() time.Time) (*guard, error) 
 	if err != nil {
 		return nil, fmt.Errorf("api: bad tokens: %w", err)
 	}
-	return &guard{w: w, q: q, pending: map[limit.Key]int{}}, nil
+	return &guard{w: w, q: q, pending: map[limit.Key]int{}, freed: make(chan struct{})}, nil
 }
 
 // enter reserves one of k's units for a check, or reports how long until
-// one is free.
-func (g *guard) enter(k limit.Key) (time.Duration, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	res, _ := g.w.Charge(k, 0, g.q) // a zero charge only reports; q is valid
-	if res.Remaining-g.pending[k] <= 0 {
-		return max(res.Reset, time.Second), false
+// one is free. While the window has room but every unit left is held by
+// a check under way, it waits for one to end (at most maxGuardWait, or
+// until ctx ends).
+func (g *guard) enter(ctx context.Context, k limit.Key) (time.Duration, bool) {
+	var timeout <-chan time.Time
+	for {
+		g.mu.Lock()
+		res, _ := g.w.Charge(k, 0, g.q) // a zero charge only reports; q is valid
+		if res.Remaining <= 0 {
+			g.mu.Unlock()
+			return max(res.Reset, time.Second), false
+		}
+		if res.Remaining-g.pending[k] > 0 {
+			g.pending[k]++
+			g.mu.Unlock()
+			return 0, true
+		}
+		g.waiting++
+		freed := g.freed
+		g.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(maxGuardWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-freed:
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		g.mu.Lock()
+		g.waiting--
+		g.mu.Unlock()
+		select {
+		case <-freed:
+		default:
+			return time.Second, false // still every unit in play
+		}
 	}
-	g.pending[k]++
-	return 0, true
 }
 
-// leave releases k's reserved unit, charging it when the token was wrong.
+// leave releases k's reserved unit, charging it when the token was wrong,
+// and wakes the requests waiting for a unit.
 func (g *guard) leave(k limit.Key, wrong bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -71,6 +114,10 @@ func (g *guard) leave(k limit.Key, wrong bool) {
 	}
 	if wrong {
 		_, _ = g.w.Charge(k, 1, g.q)
+	}
+	if g.waiting > 0 {
+		close(g.freed)
+		g.freed = make(chan struct{})
 	}
 }
 
@@ -83,7 +130,7 @@ func (a *API) checkToken(w http.ResponseWriter, r *http.Request, check func() bo
 		return check(), false // no token guessed: nothing to meter
 	}
 	k := limit.KeyFor("", clientIP(r))
-	if wait, ok := a.guard.enter(k); !ok {
+	if wait, ok := a.guard.enter(r.Context(), k); !ok {
 		w.Header().Set("Retry-After", strconv.FormatInt(limit.Seconds(wait), 10))
 		problem.Write(w, http.StatusTooManyRequests, "too many wrong tokens from this address; retry later")
 		return false, true
