@@ -59,11 +59,15 @@ func (cn *conn) serveInline(st *stream) error {
 	cn.hb.done() // the stream copied what it keeps of the block
 	cn.s.watchInline(cn)
 	st.serve() // st may be the next stream's after this
+	// Out of the watcher's list before another inline handler can start
+	// on cn (once moved is cleared, the goroutine reading now may run
+	// one): cn is in the list once at most. The watcher may still move
+	// the reading on meanwhile, which is only a move too many.
+	cn.s.unwatchInline(cn)
 	cn.mu.Lock()
 	moved := cn.moved
 	cn.inline, cn.moved = nil, false
 	cn.mu.Unlock()
-	cn.s.unwatchInline(cn)
 	if moved {
 		return errMoved
 	}

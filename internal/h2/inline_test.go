@@ -2,6 +2,7 @@ package h2
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // onReader reports whether the calling handler runs inline, on its
@@ -278,4 +281,43 @@ func TestInlineResponseOverTheWindow(t *testing.T) {
 	if n := s.readers.Started(); n != 1 {
 		t.Fatalf("the reading moved %d times, want once", n)
 	}
+}
+
+// TestInlineMovesOverAndOver: requests one at a time, each followed at
+// once by a PING, so the reading moves on during nearly every inline
+// handler and the next request starts inline on the goroutine that took
+// over, often before the last handler's goroutine is through. Every
+// answer and ACK comes, and at the end no connection is left in the
+// watcher's list.
+func TestInlineMovesOverAndOver(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Millisecond)
+		_, _ = io.WriteString(w, "ok")
+	})
+	s, addr := serve(t, Options{Handler: h, peekEvery: 200 * time.Microsecond})
+	rc := dialRaw(t, addr)
+	id := warm(t, rc)
+	for i := range 200 {
+		rc.headers(id, true, reqFields("GET", "/")...)
+		if err := rc.fr.WritePing(false, [8]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		acked, ended := false, false
+		rc.until(fmt.Sprint("request ", i, " and its PING"), func(f http2.Frame) bool {
+			if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data[0] == byte(i) {
+				acked = true
+			}
+			ended = ended || endOf(id)(f)
+			return acked && ended
+		})
+		id += 2
+	}
+	if s.readers.Started() == 0 {
+		t.Fatal("the reading never moved: the test tested nothing")
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		s.imu.Lock()
+		defer s.imu.Unlock()
+		return len(s.inl) == 0
+	}, "connections left in the watcher's list")
 }
