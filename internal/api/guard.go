@@ -67,7 +67,7 @@ func newGuard(q limit.Quota, maxKeys int, now func() time.Time) (*guard, error) 
 // a check under way, it waits for one to end (at most maxGuardWait, or
 // until ctx ends).
 func (g *guard) enter(ctx context.Context, k limit.Key) (time.Duration, bool) {
-	var timeout <-chan time.Time
+	var timer *time.Timer
 	for {
 		g.mu.Lock()
 		res, _ := g.w.Charge(k, 0, g.q) // a zero charge only reports; q is valid
@@ -83,23 +83,22 @@ func (g *guard) enter(ctx context.Context, k limit.Key) (time.Duration, bool) {
 		g.waiting++
 		freed := g.freed
 		g.mu.Unlock()
-		if timeout == nil {
-			t := time.NewTimer(maxGuardWait)
-			defer t.Stop()
-			timeout = t.C
+		if timer == nil {
+			timer = time.NewTimer(maxGuardWait)
+			defer timer.Stop()
 		}
+		woke := false
 		select {
 		case <-freed:
-		case <-timeout:
+			woke = true
+		case <-timer.C:
 		case <-ctx.Done():
 		}
 		g.mu.Lock()
 		g.waiting--
 		g.mu.Unlock()
-		select {
-		case <-freed:
-		default:
-			return time.Second, false // still every unit in play
+		if !woke {
+			return time.Second, false // every unit still in play
 		}
 	}
 }
