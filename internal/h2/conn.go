@@ -101,13 +101,17 @@ type conn struct {
 	// the reading went on to another goroutine. lone counts the requests
 	// in a row, up to loneFirst, that came with no other stream open.
 	// pend looks at the socket without reading; nil when the connection
-	// cannot, and then no handler runs inline. at is the connection's
-	// place in the server's inl while it is there (under s.imu).
+	// cannot, and then no handler runs inline. busy is inline != nil, for
+	// the watcher to skip the others without their lock. listed says the
+	// connection is in the server's inl, at at (both under s.imu; listed
+	// read by the reader alone).
 	inline *stream
 	since  uint64
 	moved  bool
 	lone   int
 	pend   pender
+	busy   atomic.Bool
+	listed bool
 	at     int
 }
 
@@ -162,6 +166,9 @@ func (cn *conn) serve() {
 // end closes the connection, waits for its handlers and lets it go.
 func (cn *conn) end(err error) {
 	defer cn.s.remove(cn)
+	if cn.listed {
+		defer cn.s.unlist(cn)
+	}
 	cn.close(err)
 	cn.mu.Lock()
 	wait := cn.handlers > 0

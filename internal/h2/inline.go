@@ -57,16 +57,20 @@ const (
 // ends with the handler, and another reads the connection.
 func (cn *conn) serveInline(st *stream) error {
 	cn.hb.done() // the stream copied what it keeps of the block
-	cn.s.watchInline(cn)
+	// Only now may the watcher move the reading on: the block reader is
+	// the next reader's once done (busy's store orders the two).
+	cn.busy.Store(true)
+	if !cn.listed {
+		cn.s.list(cn)
+	}
+	if !cn.s.watchOn.Load() {
+		cn.s.startWatch()
+	}
 	st.serve() // st may be the next stream's after this
-	// Out of the watcher's list before another inline handler can start
-	// on cn (once moved is cleared, the goroutine reading now may run
-	// one): cn is in the list once at most. The watcher may still move
-	// the reading on meanwhile, which is only a move too many.
-	cn.s.unwatchInline(cn)
 	cn.mu.Lock()
 	moved := cn.moved
 	cn.inline, cn.moved = nil, false
+	cn.busy.Store(false)
 	cn.mu.Unlock()
 	if moved {
 		return errMoved
@@ -83,6 +87,7 @@ func (cn *conn) moveReading(st *stream) {
 		return
 	}
 	cn.inline, cn.moved = nil, true
+	cn.busy.Store(false)
 	cn.mu.Unlock()
 	cn.s.readers.Go(cn)
 }
@@ -97,28 +102,37 @@ func (cn *conn) readOn() {
 	cn.end(err)
 }
 
-// watchInline adds cn to the connections the watcher looks at, and
-// starts the watcher if it is not running.
-func (s *Server) watchInline(cn *conn) {
+// list adds cn, at its first inline handler, to the connections the
+// watcher looks at; it stays there until it ends (unlist), so that a
+// request costs no server-wide lock: the watcher skips the connections
+// not busy with one.
+func (s *Server) list(cn *conn) {
 	s.imu.Lock()
-	cn.at = len(s.inl)
+	cn.listed, cn.at = true, len(s.inl)
 	s.inl = append(s.inl, cn)
-	if !s.watching && !s.quitted {
-		s.watching = true
-		s.wg.Add(1)
-		go s.watch()
-	}
 	s.imu.Unlock()
 }
 
-// unwatchInline takes cn out of the watcher's list.
-func (s *Server) unwatchInline(cn *conn) {
+// unlist takes an ended connection out of the watcher's list.
+func (s *Server) unlist(cn *conn) {
 	s.imu.Lock()
 	last := len(s.inl) - 1
 	s.inl[cn.at] = s.inl[last]
 	s.inl[cn.at].at = cn.at
 	s.inl[last] = nil
 	s.inl = s.inl[:last]
+	cn.listed = false
+	s.imu.Unlock()
+}
+
+// startWatch starts the watcher unless it runs, or Close has stopped it.
+func (s *Server) startWatch() {
+	s.imu.Lock()
+	if !s.watchOn.Load() && !s.quitted {
+		s.watchOn.Store(true)
+		s.wg.Add(1)
+		go s.watch()
+	}
 	s.imu.Unlock()
 }
 
@@ -140,23 +154,28 @@ func (s *Server) watch() {
 			return
 		}
 		now := s.epoch.Add(1)
+		busy := false
 		s.imu.Lock()
-		if len(s.inl) == 0 {
-			if idle++; idle >= watchIdle {
-				s.watching = false
-				s.imu.Unlock()
-				return
-			}
-		} else {
-			idle = 0
-		}
 		for _, cn := range s.inl {
+			if !cn.busy.Load() {
+				continue
+			}
+			busy = true
 			cn.mu.Lock()
 			st := cn.inline
 			if st != nil && (now-cn.since > bound || cn.pend.Pending()) {
 				move, sts = append(move, cn), append(sts, st)
 			}
 			cn.mu.Unlock()
+		}
+		if busy {
+			idle = 0
+		} else if idle++; idle >= watchIdle {
+			// A handler that goes inline now sees watchOn false (it is
+			// set under imu) and starts another.
+			s.watchOn.Store(false)
+			s.imu.Unlock()
+			return
 		}
 		s.imu.Unlock()
 		for i, cn := range move {

@@ -124,15 +124,15 @@ type Server struct {
 	readers  *workers.Pool[*conn] // take over a connection's reading from an inline handler
 	wg       sync.WaitGroup       // the handlers' goroutines, the readers' and the watcher
 
-	// The connections running a handler inline, for the watcher (see
-	// inline.go); watching says it runs; epoch counts its ticks.
-	// quit, closed by Close, stops it.
-	imu      sync.Mutex
-	inl      []*conn
-	watching bool
-	quit     chan struct{}
-	quitted  bool
-	epoch    atomic.Uint64
+	// The connections that have run a handler inline, for the watcher
+	// (see inline.go); watchOn says it runs (set under imu); epoch counts
+	// its ticks. quit, closed by Close, stops it.
+	imu     sync.Mutex
+	inl     []*conn
+	watchOn atomic.Bool
+	quit    chan struct{}
+	quitted bool
+	epoch   atomic.Uint64
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
