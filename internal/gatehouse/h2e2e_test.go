@@ -223,7 +223,14 @@ func (e *h2Env) webHost(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/short" {
 			w.Header().Set("Content-Length", "100000")
 		}
-		io.WriteString(w, strings.Repeat("s", 30000))
+		// The last 1000 bytes come a moment after the rest, so the
+		// gateway reads them on their own: a tail smaller than any
+		// server's write buffer, which must reach the client before
+		// the reset all the same.
+		io.WriteString(w, strings.Repeat("s", 29000))
+		rc.Flush()
+		time.Sleep(20 * time.Millisecond)
+		io.WriteString(w, strings.Repeat("s", 1000))
 		rc.Flush()
 		panic(http.ErrAbortHandler) // the connection to the gateway is cut
 	case "/early":

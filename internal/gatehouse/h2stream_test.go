@@ -208,18 +208,35 @@ func (e *h2Env) testCancel(t *testing.T) {
 
 // A host that fails mid-answer (its connection cut after 30000 bytes,
 // with or without a Content-Length promising more) resets the client's
-// stream: the client sees an error where the body stops, never a clean
-// end of a truncated answer, and the connection serves on.
+// stream: the client sees every byte the host sent, then an error where
+// the body stops, never a clean end of a truncated answer; and the
+// connection serves on. GET takes the proxy's fast path, POST
+// ReverseProxy.
 func (e *h2Env) testBrokenHost(t *testing.T) {
 	tr, dials := e.client(t, "web.test.local", "h2")
 	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
 	defer cancel()
-	for _, path := range []string{"/short", "/chunkabort"} {
-		res := roundTrip(t, tr, newReq(t, ctx, "GET", "https://web.test.local"+path, nil))
-		b, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 || len(b) != 30000 || err == nil || ctx.Err() != nil {
-			t.Errorf("%s: %d, %d bytes, %v; want 200, 30000 bytes, then a reset", path, res.StatusCode, len(b), err)
+	for _, method := range []string{"GET", "POST"} {
+		for _, path := range []string{"/short", "/chunkabort"} {
+			res := roundTrip(t, tr, newReq(t, ctx, method, "https://web.test.local"+path, nil))
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || len(b) != 30000 || err == nil || ctx.Err() != nil {
+				t.Errorf("%s %s: %d, %d bytes, %v; want 200, 30000 bytes, then a reset", method, path, res.StatusCode, len(b), err)
+			}
+		}
+	}
+	// Over HTTP/1.1 the cut closes the client's connection instead, after
+	// the same 30000 bytes.
+	tr1, _ := e.client(t, "web.test.local", "http/1.1")
+	for _, method := range []string{"GET", "POST"} {
+		for _, path := range []string{"/short", "/chunkabort"} {
+			res := roundTrip(t, tr1, newReq(t, ctx, method, "https://web.test.local"+path, nil))
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || len(b) != 30000 || err == nil || ctx.Err() != nil {
+				t.Errorf("HTTP/1.1 %s %s: %d, %d bytes, %v; want 200, 30000 bytes, then a cut", method, path, res.StatusCode, len(b), err)
+			}
 		}
 	}
 	e.expectOK(t, ctx, tr, dials)
