@@ -78,6 +78,40 @@ func TestAffinityForwardsToOwner(t *testing.T) {
 	}
 }
 
+// TestOwnerBreakingMidAnswer: an owner's host that cuts its answer short
+// reaches a client of another cluster's gateway as every byte the host
+// sent and then an error, over HTTP/1.1 and HTTP/2 between the gateways:
+// the forwarding gateway passes on the tail it read just before the cut.
+func TestOwnerBreakingMidAnswer(t *testing.T) {
+	for _, tlsOn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", tlsOn), func(t *testing.T) {
+			cs := startClusters(t, clusterSetup{ids: threeIDs, tls: tlsOn})
+			cl := clClient(t, cs["ap"].roots)
+			if !tlsOn {
+				cl = clClient(t)
+			}
+			app := ownedBy(t, "us", threeIDs)
+			cs["us"].host.mode.Store(hostBreak)
+			for _, via := range []string{"us", "ap"} {
+				req, err := http.NewRequest(http.MethodGet, cs[via].url+"/big", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Host = app + "." + testZone
+				res, err := cl.Do(req)
+				if err != nil {
+					t.Fatalf("via %s: %v", via, err)
+				}
+				b, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || len(b) != 30000 || err == nil {
+					t.Errorf("via %s: %d, %d bytes, %v; want 200, 30000 bytes, then an error", via, res.StatusCode, len(b), err)
+				}
+			}
+		})
+	}
+}
+
 // TestOwnerChargesOriginalClient: the owner's rate limiter counts a
 // forwarded request against the original client, not the forwarding
 // gateway: its X-RateLimit-Remaining (the owner's headers win) continues

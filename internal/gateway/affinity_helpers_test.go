@@ -57,6 +57,7 @@ const (
 	hostStream                 // 200 at once, the body "served by {cluster}" over slowFor
 	hostStall                  // reads nothing of the body and never answers (until released)
 	host503NoHost              // 503 with an X-Gatehouse-No-Host of its own making
+	hostBreak                  // 200 promising 100000 bytes, cut after 30000 (the last 1000 a moment later)
 )
 
 // slowFor is how long a hostSlow503 host takes to answer.
@@ -120,6 +121,14 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		}
 		return
+	case hostBreak:
+		w.Header().Set("Content-Length", "100000")
+		io.WriteString(w, strings.Repeat("b", 29000))
+		w.(http.Flusher).Flush()
+		time.Sleep(20 * time.Millisecond) // so the 1000 bytes are read on their own
+		io.WriteString(w, strings.Repeat("b", 1000))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
 	case hostStream:
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "served ")

@@ -230,6 +230,13 @@ func (g *Gateway) finish(x *exchange, r *http.Request) {
 			v = nil
 		}
 	}
+	if v == http.ErrAbortHandler && x.w.wrote && x.w.status != http.StatusSwitchingProtocols {
+		// What was written goes out before the cut: a server drops what
+		// its writer still buffers when a handler aborts, and a client
+		// should see the body stop where the host's (or the owner
+		// cluster's) did. ReverseProxy's forward to the owner aborts so.
+		x.w.Flush()
+	}
 	g.record(x, r)
 	// Reused only after an answer the proxy made on this goroutine alone,
 	// with no panic: see exchange.

@@ -646,11 +646,6 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		_ = c.Close()
 		reuse = false
 		if in.Context().Value(http.ServerContextKey) != nil {
-			// What the host did send goes out before the reset: a
-			// server drops what its writer still buffers when the
-			// handler aborts, and the client should see the body stop
-			// where the host's did.
-			flush(w)
 			panic(http.ErrAbortHandler)
 		}
 		return false, nil // outside a server (a test): the response just ends

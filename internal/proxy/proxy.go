@@ -251,21 +251,7 @@ func (p *Proxy) try(w http.ResponseWriter, r *http.Request, a *attempt, in *http
 		return
 	}
 	a.interim.ResponseWriter = w
-	defer flushOnAbort(w)
 	p.rp.ServeHTTP(&a.interim, in)
-}
-
-// flushOnAbort passes ReverseProxy's abort on after flushing w, as the
-// fast path does: ReverseProxy aborts (panic(http.ErrAbortHandler)) when
-// the host's body breaks off, and a server drops what its writer still
-// buffers, so the client would lose the last bytes the host did send.
-func flushOnAbort(w http.ResponseWriter) {
-	if v := recover(); v != nil {
-		if v == http.ErrAbortHandler {
-			flush(w)
-		}
-		panic(v)
-	}
 }
 
 // fallbackOr lets Options.Fallback answer a request the local hosts cannot
