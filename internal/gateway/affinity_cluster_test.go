@@ -86,10 +86,7 @@ func TestOwnerBreakingMidAnswer(t *testing.T) {
 	for _, tlsOn := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", tlsOn), func(t *testing.T) {
 			cs := startClusters(t, clusterSetup{ids: threeIDs, tls: tlsOn})
-			cl := clClient(t, cs["ap"].roots)
-			if !tlsOn {
-				cl = clClient(t)
-			}
+			cl := clClient(t, cs["ap"].roots) // nil roots without TLS: unused
 			app := ownedBy(t, "us", threeIDs)
 			cs["us"].host.mode.Store(hostBreak)
 			for _, via := range []string{"us", "ap"} {
