@@ -20,7 +20,11 @@ import (
 // (a chunked body, which the fast path hands over), and HTTP/2. A body
 // that keeps coming, each gap shorter than the bound, is read whole.
 func TestStalledBodyIsBounded(t *testing.T) {
-	const idle = 500 * time.Millisecond
+	// The bound is re-armed only once less than half of it is left, so a
+	// live body must keep each gap under idle/2; the trickle below sends
+	// every idle/5, which leaves room for a scheduler that stalls the
+	// test a few hundred milliseconds.
+	const idle = time.Second
 	type result struct {
 		n   int
 		err error
@@ -66,9 +70,9 @@ func TestStalledBodyIsBounded(t *testing.T) {
 		if _, err := io.WriteString(c, msg); err != nil {
 			t.Fatal(err)
 		}
-		if !stalls { // trickle the rest, a byte every idle/3
+		if !stalls { // trickle the rest, a byte every idle/5
 			for range want - 2 {
-				time.Sleep(idle / 3)
+				time.Sleep(idle / 5)
 				if _, err := io.WriteString(c, piece); err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +130,7 @@ func TestStalledBodyIsBounded(t *testing.T) {
 			r.data(1, []byte("xx"), false)
 			if !stalls {
 				for i := range 4 {
-					time.Sleep(idle / 3)
+					time.Sleep(idle / 5)
 					r.data(1, []byte("x"), i == 3)
 				}
 			}
