@@ -308,6 +308,10 @@ func TestJoinIdle(t *testing.T) {
 	for _, dir := range []string{"up", "down"} {
 		t.Run("busy "+dir, func(t *testing.T) {
 			defer goleak.VerifyNone(t)
+			// A longer timeout than the silent case's, so that a test
+			// process stalled a few hundred milliseconds between two
+			// sends does not look idle.
+			const idle = time.Second
 			client, host, done := pipedIdle(t, context.Background(), nil, idle)
 			defer client.Close()
 			defer host.Close()
@@ -320,14 +324,14 @@ func TestJoinIdle(t *testing.T) {
 				n, _ := io.Copy(io.Discard, dst)
 				got <- int(n)
 			}()
-			// A byte every idle/3 for 4 idle periods: never a gap as long
-			// as the timeout.
-			const sends = 12
+			// A byte every idle/4 for 2.5 idle periods: never a gap as
+			// long as the timeout.
+			const sends = 10
 			for range sends {
 				if _, err := src.Write([]byte{'x'}); err != nil {
 					t.Fatalf("write %s: %v", dir, err)
 				}
-				time.Sleep(idle / 3)
+				time.Sleep(idle / 4)
 			}
 			select {
 			case r := <-done:
