@@ -66,7 +66,9 @@ func TestTimer(t *testing.T) {
 		{"once per bound", []step{
 			{start: 30 * u, wait: 150 * u}, {end: true, endFired: true},
 			{start: 30 * u, wait: 150 * u}, {end: true, endFired: true}}, 2, 30 * u},
-		{"restart without end", []step{{start: 60 * u, wait: 30 * u}, {start: 60 * u, wait: 250 * u}}, 1, 60 * u},
+		// The first bound's timer fires inside the second and waits out
+		// the rest; 400 ms pass between the two Starts and its coming due.
+		{"restart without end", []step{{start: 100 * u, wait: 20 * u}, {start: 100 * u, wait: 300 * u}}, 1, 100 * u},
 		{"stop", []step{{start: 50 * u, wait: 10 * u}, {stop: true}, {start: 20 * u, wait: 200 * u}, {end: true}}, 0, 0},
 	}
 	for _, tc := range tests {
