@@ -91,7 +91,7 @@ func TestHonestHostEndToEnd(t *testing.T) {
 
 // None of these may ever become routable.
 func TestDishonestHostsNeverRoutable(t *testing.T) {
-	e := start(t, "", nil)
+	e := start(t, "", quiet)
 	kHonest, pubHonest := newKey(t)
 	kOther, pubOther := newKey(t)
 
@@ -212,7 +212,7 @@ func TestHeartbeatsKeepAndStop(t *testing.T) {
 }
 
 func TestBadMessagesChangeNothing(t *testing.T) {
-	e := start(t, "", nil)
+	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	cs := newChallengeServer(t, "web-1", k)
 	e.keys.enrol("web-1", pub, "hello")
@@ -296,7 +296,7 @@ func TestReverifyRevokes(t *testing.T) {
 // fail, the host stays routed by the claims it proved: a forged announce
 // neither reaches an unproven address nor takes the host out.
 func TestClaimChangeNeedsProof(t *testing.T) {
-	e := start(t, "", nil)
+	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello", "shop")
 	cs := newChallengeServer(t, "web-1", k)
@@ -354,7 +354,7 @@ func TestLateGatewayLearnsRunningHosts(t *testing.T) {
 }
 
 func TestActiveHealthProbe(t *testing.T) {
-	e := start(t, "", nil)
+	e := start(t, "", quiet)
 	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(50 * time.Millisecond)}})
 	k, pub := newKey(t)
 	cs := newChallengeServer(t, "web-1", k)

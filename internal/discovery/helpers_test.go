@@ -68,6 +68,11 @@ type env struct {
 // startOn runs a discovery on the bus at url (several URLs: tried in order).
 func startOn(t testing.TB, url string) *env { return start(t, url, nil) }
 
+// quiet is for tests whose hosts announce once and do not heartbeat: the
+// host stays fresh long enough that a busy machine, stalling the test
+// for a few hundred milliseconds, cannot make it stale mid-test.
+func quiet(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second }
+
 // start runs a discovery on a fresh embedded bus (or on url, if given).
 func start(t testing.TB, url string, mod func(*discovery.Options)) *env {
 	t.Helper()

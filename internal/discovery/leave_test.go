@@ -205,7 +205,7 @@ func TestLeaveMustBeSignedByTheHost(t *testing.T) {
 // not (an unsigned one always was): as bad_signature, since no key the
 // host proved can verify it.
 func TestLeaveForUnverifiedHostRefused(t *testing.T) {
-	e := start(t, "", nil)
+	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	kOther, _ := newKey(t)
 	// Enrolled, but its challenge is answered with another key: announced,

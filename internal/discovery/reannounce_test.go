@@ -47,7 +47,7 @@ func slowChallenger(t *testing.T, id string, k ed25519.PrivateKey) (addr string,
 // verified by the first challenge it answers, however often the same
 // claims are announced meanwhile.
 func TestRepeatedAnnounceDoesNotStarveVerification(t *testing.T) {
-	e := start(t, "", nil)
+	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
 	addr, held, answer := slowChallenger(t, "web-1", k)
