@@ -265,7 +265,10 @@ func TestDeadlineCoversOwnerAndLocal(t *testing.T) {
 		t.Fatalf("504 after %s; want about the %s deadline (the owner took %s of it)", took, deadline, slowFor)
 	}
 	// A local response that has started in time is not cut when the
-	// deadline passes while it streams.
+	// deadline passes while it streams. The owner answers after 1 s here,
+	// so the local answer has a whole second to start (a stalled test
+	// process must not make it late) and streams for slowFor, past 2 s.
+	cs["ap"].host.slow.Store(int64(time.Second))
 	cs["us"].host.mode.Store(hostStream)
 	if res, body := send(t, cl, cs["us"], http.MethodGet, app, "/stream", nil); res.StatusCode != 200 || body != "served by us" {
 		t.Fatalf("owner slow, local streaming past the deadline: %d %q, want served by us", res.StatusCode, body)

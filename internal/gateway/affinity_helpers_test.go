@@ -68,6 +68,7 @@ type clHost struct {
 	cluster string
 	srv     *httptest.Server
 	mode    atomic.Int32
+	slow    atomic.Int64  // how long hostSlow503 takes, in ns; 0: slowFor
 	release chan struct{} // closed at cleanup: a hostStall handler returns
 	mu      sync.Mutex
 	seen    []seenReq
@@ -115,8 +116,12 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	case hostSlow503:
+		d := slowFor
+		if v := h.slow.Load(); v > 0 {
+			d = time.Duration(v)
+		}
 		select {
-		case <-time.After(slowFor):
+		case <-time.After(d):
 			http.Error(w, "host slow and broken", http.StatusServiceUnavailable)
 		case <-r.Context().Done():
 		}
