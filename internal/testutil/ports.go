@@ -1,8 +1,11 @@
 package testutil
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -10,19 +13,30 @@ import (
 // ago, for a part that must be told its address before it binds (a peer
 // list, a config file). Prefer port 0 wherever the part reports what it
 // bound.
+//
+// The port is drawn at random from below the kernel's ephemeral range
+// (ip_local_port_range), where the kernel never hands out a port itself:
+// a port from port 0 goes back to that range when the probe closes, and
+// any test's outgoing connection could take it as its source port before
+// the part binds it. Where no such port is free, port 0 it is.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(FreePort(t))
 }
 
 // FreePort is FreeAddr's port.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	if low := ephemeralLow(); low > quietLow+1000 {
+		for range 20 {
+			port := quietLow + rand.IntN(low-quietLow)
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err == nil {
+				l.Close()
+				return port
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -89,4 +103,26 @@ func TCPPair(t testing.TB) (client, server *net.TCPConn) {
 	client, server = c.(*net.TCPConn), a.c.(*net.TCPConn)
 	t.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// quietLow is the lowest port FreePort draws: above the ports services
+// are commonly configured on.
+const quietLow = 20000
+
+// ephemeralLow is the low end of the kernel's ephemeral port range, or 0
+// where it cannot be read (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }
