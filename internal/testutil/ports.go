@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -30,6 +31,9 @@ func FreePort(t testing.TB) int {
 	if low := ephemeralLow(); low > quietLow+1000 {
 		for range 20 {
 			port := quietLow + rand.IntN(low-quietLow)
+			if _, taken := handed.LoadOrStore(port, true); taken {
+				continue // handed to a part of this process that may not have bound it yet
+			}
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 			if err == nil {
 				l.Close()
@@ -104,6 +108,11 @@ func TCPPair(t testing.TB) (client, server *net.TCPConn) {
 	t.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
 }
+
+// handed holds the ports FreePort has returned in this process: a draw
+// may not repeat one, which a test asking for two ports in a row would
+// otherwise get now and then, both free when asked.
+var handed sync.Map // int -> bool
 
 // quietLow is the lowest port FreePort draws: above the ports services
 // are commonly configured on.

@@ -8,14 +8,19 @@ import (
 
 // TestFreePortOutsideEphemeral: where the kernel says its ephemeral range,
 // FreePort's ports come from below it, so no connection's source port
-// can take one, and each can be bound.
+// can take one, each can be bound, and none is handed out twice.
 func TestFreePortOutsideEphemeral(t *testing.T) {
 	low := ephemeralLow()
 	if low <= quietLow+1000 {
 		t.Skipf("no room below the ephemeral range (low end %d)", low)
 	}
+	seen := map[int]bool{}
 	for range 50 {
 		port := FreePort(t)
+		if seen[port] {
+			t.Fatalf("port %d handed out twice", port)
+		}
+		seen[port] = true
 		if port < quietLow || port >= low {
 			t.Fatalf("port %d, want one in [%d, %d)", port, quietLow, low)
 		}
