@@ -123,6 +123,13 @@ func (b *Bus) startEmbedded(ctx context.Context) (err error) {
 		NoSigs:     true, // gatehouse owns SIGINT/SIGTERM: no os.Exit behind our drain
 		JetStream:  true,
 		StoreDir:   b.opts.DataDir,
+		// Every write is on disk before JetStream acknowledges it, so a
+		// control call answered 200 survives the machine losing power,
+		// not only the process dying: the embedded server is the routing
+		// state's one copy (R1), and its writes are control calls and
+		// certificates, a few a minute, never a request's. NATS's own
+		// default syncs every two minutes.
+		SyncAlways: true,
 		Users:      users(secret),
 		NoAuthUser: hostUser, // a client without credentials is a host
 	}

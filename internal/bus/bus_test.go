@@ -143,6 +143,21 @@ func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
 	}
 }
 
+// TestEmbeddedSyncsEveryWrite: the embedded server is the routing
+// state's one copy, so it says (as /jsz would to an operator) that each
+// JetStream write reaches the disk before it is acknowledged, not at
+// NATS's default two-minute sync.
+func TestEmbeddedSyncsEveryWrite(t *testing.T) {
+	b := startEmbeddedIn(t, t.TempDir(), "127.0.0.1:0")
+	sync, err := b.SyncAlways()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sync {
+		t.Fatal("embedded JetStream syncs in the background: an acknowledged write can be lost with the machine's power")
+	}
+}
+
 func TestEmbeddedPortTaken(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,11 @@
+package bus
+
+// SyncAlways reports what the embedded server says of its JetStream
+// writes in its monitoring answer (/jsz's config.sync_always).
+func (b *Bus) SyncAlways() (bool, error) {
+	info, err := b.ns.Jsz(nil)
+	if err != nil {
+		return false, err
+	}
+	return info.Config.SyncAlways, nil
+}
