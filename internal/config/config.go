@@ -111,6 +111,10 @@ type Listeners struct {
 	// https listeners together; 0: a quarter of the process's file
 	// descriptor limit.
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// MaxConnectionsPerSource caps the open client connections from one
+	// source (an IPv4 address or an IPv6 /48) on the same listeners,
+	// trusted proxies aside; 0: no per-source cap.
+	MaxConnectionsPerSource int `yaml:"max_connections_per_source" json:"max_connections_per_source"`
 	// FastPath serves plain HTTP/1.1 requests (the http listener in serve
 	// mode, and https) with gatehouse's own HTTP/1.1 loop
 	// (internal/lane), everything else with net/http. False: net/http

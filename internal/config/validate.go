@@ -89,6 +89,11 @@ func (c *Config) validateListeners() error {
 	if c.Listeners.MaxConnections < 0 {
 		return bad("listeners.max_connections", "must be 0 (a quarter of the file descriptor limit) or positive, got %d", c.Listeners.MaxConnections)
 	}
+	if n := c.Listeners.MaxConnectionsPerSource; n < 0 {
+		return bad("listeners.max_connections_per_source", "must be 0 (no per-source cap) or positive, got %d", n)
+	} else if m := c.Listeners.MaxConnections; m > 0 && n > m {
+		return bad("listeners.max_connections_per_source", "%d is over listeners.max_connections (%d): one source could never reach it", n, m)
+	}
 	return nil
 }
 

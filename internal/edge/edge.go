@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,13 +37,14 @@ type Edge struct {
 	serving  atomic.Bool
 	draining atomic.Bool
 
-	wg       sync.WaitGroup // accept loops, servers and connection goroutines
-	pipeCtx  context.Context
-	pipeStop context.CancelFunc
-	offload  *offload   // HTTP/2 handlers on reused goroutines; nil without https
-	h2       *h2.Server // HTTP/2 over TLS; nil without https or with DisableLane
-	dialLog  failLog    // passthrough dial failures, said once per app and window
-	overLog  failLog    // connections closed at the cap, said once per window
+	wg            sync.WaitGroup // accept loops, servers and connection goroutines
+	pipeCtx       context.Context
+	pipeStop      context.CancelFunc
+	offload       *offload   // HTTP/2 handlers on reused goroutines; nil without https
+	h2            *h2.Server // HTTP/2 over TLS; nil without https or with DisableLane
+	dialLog       failLog    // passthrough dial failures, said once per app and window
+	overLog       failLog    // connections closed at the cap, said once per window
+	overSourceLog failLog    // connections closed at a source's cap, the same
 }
 
 // New validates opts. It binds and starts nothing.
@@ -57,6 +60,13 @@ func New(opts Options) (*Edge, error) {
 	e := &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout)}
 	e.conns.max = int64(o.MaxConnections)
 	e.conns.over = e.overCap
+	e.conns.perSource = o.MaxConnectionsPerSource
+	e.conns.overSource = e.overSourceCap
+	if exempt := o.SourceExempt; len(exempt) > 0 {
+		e.conns.exempt = func(ip netip.Addr) bool {
+			return slices.ContainsFunc(exempt, func(p netip.Prefix) bool { return p.Contains(ip) })
+		}
+	}
 	return e, nil
 }
 
@@ -71,6 +81,17 @@ func (e *Edge) overCap() {
 	}
 	if say, left := e.overLog.say("", time.Now()); say {
 		e.log.Warn("edge: connection limit reached, closing new connections", "max_connections", e.opts.MaxConnections, "not_logged_since", left)
+	}
+}
+
+// overSourceCap counts and, once per window, logs a connection closed at
+// accept because MaxConnectionsPerSource were open from its source.
+func (e *Edge) overSourceCap(source string) {
+	if e.opts.ConnsRefused != nil {
+		e.opts.ConnsRefused.Inc()
+	}
+	if say, left := e.overSourceLog.say("", time.Now()); say {
+		e.log.Warn("edge: one source at its connection limit, closing its new connections", "source", source, "max_connections_per_source", e.opts.MaxConnectionsPerSource, "not_logged_since", left)
 	}
 }
 

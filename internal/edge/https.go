@@ -24,24 +24,25 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	// handshake its ReadHeaderTimeout once): a fresh one after the peek
 	// would give a client that dribbles its hello twice the time.
 	deadline := time.Now().Add(e.opts.ReadHeaderTimeout)
+	src := e.conns.sourceOf(c.RemoteAddr()) // as counted at accept
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
 		refuseHello(c, err)
 		c.Close()
-		e.conns.done()
+		e.conns.done(src)
 		return
 	}
 	if hello.ServerName != "" && e.opts.Passthrough != nil && e.meetsPosture(hello) {
 		if dial, ok := e.opts.Passthrough(hello.ServerName); ok {
-			e.passthrough(c, pc.Peeked(), hello.ServerName, dial)
+			e.passthrough(c, src, pc.Peeked(), hello.ServerName, dial)
 			return
 		}
 	}
 	// Terminated from here on: no splice, so the raw system calls of a
 	// sock.Conn serve it.
 	pc.Conn = sock.Wrap(pc.Conn)
-	tc := e.conns.wrap(pc) // counted since accept; Close counts it done
+	tc := e.conns.wrap(pc, src) // counted since accept; Close counts it done
 	conn := tls.Server(tc, e.opts.TLS)
 	_ = tc.SetDeadline(deadline)
 	if err := conn.Handshake(); err != nil {
@@ -126,8 +127,8 @@ func (e *Edge) meetsPosture(h *sni.Hello) bool {
 // passthrough pipes the raw client connection to a host of the app. The
 // client conn is passed unwrapped so the pipe splices; it is counted until
 // the pipe ends.
-func (e *Edge) passthrough(c net.Conn, hello []byte, name string, dial Dial) {
-	defer e.conns.done()
+func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, dial Dial) {
+	defer e.conns.done(src)
 	ctx, cancel := context.WithTimeout(e.pipeCtx, e.opts.DialTimeout)
 	host, err := dial(ctx)
 	cancel()

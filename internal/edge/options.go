@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -158,7 +159,15 @@ type Options struct {
 	// https listeners together (the management listener is apart): one
 	// more is closed as soon as it is accepted. Zero: no cap.
 	MaxConnections int
-	// ConnsRefused counts the connections closed at the cap; nil: not
+	// MaxConnectionsPerSource caps the open client connections from one
+	// source, an IPv4 address or an IPv6 /48 (the request limits' client),
+	// on the http and https listeners together: one more from it is
+	// closed as soon as it is accepted. Zero: no cap.
+	MaxConnectionsPerSource int
+	// SourceExempt are the sources MaxConnectionsPerSource does not cap:
+	// trusted proxies, whose connections carry many clients.
+	SourceExempt []netip.Prefix
+	// ConnsRefused counts the connections closed at either cap; nil: not
 	// counted (they are still logged, once per 10 s).
 	ConnsRefused Counter
 	// Logger; nil discards.
@@ -180,9 +189,14 @@ func (o *Options) validate() error {
 	if o.Handler == nil && (o.HTTPSAddr != "" || (o.HTTPAddr != "" && o.HTTPMode == ModeServe)) {
 		return errors.New("edge: handler is required")
 	}
-	for name, v := range map[string]int{"max request line": o.MaxRequestLine, "max header bytes": o.MaxHeaderBytes, "max connections": o.MaxConnections} {
+	for name, v := range map[string]int{"max request line": o.MaxRequestLine, "max header bytes": o.MaxHeaderBytes, "max connections": o.MaxConnections, "max connections per source": o.MaxConnectionsPerSource} {
 		if v < 0 {
 			return fmt.Errorf("edge: %s must not be negative, got %d", name, v)
+		}
+	}
+	for i, p := range o.SourceExempt {
+		if !p.IsValid() {
+			return fmt.Errorf("edge: source exempt %d is not a valid prefix", i)
 		}
 	}
 	for name, d := range map[string]time.Duration{"read header timeout": o.ReadHeaderTimeout, "idle timeout": o.IdleTimeout, "drain timeout": o.DrainTimeout, "dial timeout": o.DialTimeout, "pipe idle timeout": o.PipeIdleTimeout} {

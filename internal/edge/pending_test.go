@@ -15,7 +15,7 @@ import (
 // client's frames (internal/h2, inline.go).
 func TestTrackedPending(t *testing.T) {
 	c, peer := testutil.TCPPair(t)
-	tc := newTracker(nil, time.Minute).wrap(sock.Wrap(c))
+	tc := newTracker(nil, time.Minute).wrap(sock.Wrap(c), source{})
 	var under any = tls.Server(tc, &tls.Config{}).NetConn()
 	p, ok := under.(interface{ Pending() bool })
 	if !ok {

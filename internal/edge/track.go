@@ -3,6 +3,7 @@ package edge
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,13 @@ type tracker struct {
 	// connection closed at accept because the cap was reached.
 	max  int64
 	over func()
+	// perSource caps the open connections from one source (sourceOf);
+	// zero: no cap. exempt sources are not counted: a trusted proxy's
+	// connections carry many clients. overSource is told of each
+	// connection closed at accept because its source's cap was reached.
+	perSource  int
+	exempt     func(netip.Addr) bool
+	overSource func(source string)
 	// stall bounds how long a write to a wrapped connection may wait for
 	// the client to take it; zero: no bound.
 	stall time.Duration
@@ -28,10 +36,49 @@ type tracker struct {
 	// costs twice as much (see deadline.Clock).
 	clock deadline.Clock
 
-	mu    sync.Mutex
-	n     int64
-	conns map[*trackedConn]struct{}
-	zero  chan struct{} // closed while n == 0
+	mu       sync.Mutex
+	n        int64
+	bySource map[source]int // open connections per counted source; no zero entries
+	conns    map[*trackedConn]struct{}
+	zero     chan struct{} // closed while n == 0
+}
+
+// source is a connection's key under the per-source cap: an IPv4
+// address, or an IPv6 /48 (one site usually holds a whole /48), as
+// limit.KeyFor counts a client for the request limits. The zero source is
+// not counted.
+type source netip.Prefix
+
+// sourceOf is a's source: the zero source when no per-source cap is set
+// or a is exempt (or not an IP address).
+func (t *tracker) sourceOf(a net.Addr) source {
+	if t.perSource <= 0 {
+		return source{}
+	}
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return source{}
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return source{}
+	}
+	ip = ip.Unmap()
+	if t.exempt != nil && t.exempt(ip) {
+		return source{}
+	}
+	if ip.Is4() {
+		return source(netip.PrefixFrom(ip, 32))
+	}
+	p, _ := ip.WithZone("").Prefix(48) // cannot fail for a valid IPv6 address
+	return source(p)
+}
+
+func (s source) String() string {
+	if p := netip.Prefix(s); p.Addr().Is4() {
+		return p.Addr().String()
+	}
+	return netip.Prefix(s).String()
 }
 
 func newTracker(g Gauge, stall time.Duration) *tracker {
@@ -40,13 +87,30 @@ func newTracker(g Gauge, stall time.Duration) *tracker {
 	return &tracker{gauge: g, stall: stall, clock: deadline.NewClock(), conns: map[*trackedConn]struct{}{}, zero: z}
 }
 
-// add counts one more connection, unless the cap is reached: then it
-// reports false and counts nothing.
-func (t *tracker) add() bool {
+// Why add refused a connection.
+const (
+	admitted = iota
+	overTotal
+	overSource
+)
+
+// add counts one more connection from src, unless a cap is reached: then
+// it says which and counts nothing.
+func (t *tracker) add(src source) int {
 	t.mu.Lock()
 	if t.max > 0 && t.n >= t.max {
 		t.mu.Unlock()
-		return false
+		return overTotal
+	}
+	if src != (source{}) {
+		if t.bySource[src] >= t.perSource {
+			t.mu.Unlock()
+			return overSource
+		}
+		if t.bySource == nil {
+			t.bySource = map[source]int{}
+		}
+		t.bySource[src]++
 	}
 	if t.n == 0 {
 		t.zero = make(chan struct{})
@@ -56,7 +120,7 @@ func (t *tracker) add() bool {
 	if t.gauge != nil {
 		t.gauge.Inc()
 	}
-	return true
+	return admitted
 }
 
 // accept is ln.Accept for a counted listener: a connection over the cap
@@ -66,25 +130,44 @@ func (t *tracker) add() bool {
 // (each accepted connection may hold up to four: itself, a host
 // connection and a splice pipe's two ends; six while a passthrough pipe
 // moves bytes both ways).
-func (t *tracker) accept(ln net.Listener) (net.Conn, error) {
+//
+// A source over its own cap is closed the same way: one client (a
+// single address, or an IPv6 site) cannot hold the connections every
+// other client needs.
+func (t *tracker) accept(ln net.Listener) (net.Conn, source, error) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			return nil, err
+			return nil, source{}, err
 		}
-		if t.add() {
-			return c, nil
-		}
-		c.Close()
-		if t.over != nil {
-			t.over()
+		src := t.sourceOf(c.RemoteAddr())
+		switch t.add(src) {
+		case admitted:
+			return c, src, nil
+		case overTotal:
+			c.Close()
+			if t.over != nil {
+				t.over()
+			}
+		case overSource:
+			c.Close()
+			if t.overSource != nil {
+				t.overSource(src.String())
+			}
 		}
 	}
 }
 
-// done counts one connection less.
-func (t *tracker) done() {
+// done counts one connection from src less.
+func (t *tracker) done(src source) {
 	t.mu.Lock()
+	if src != (source{}) {
+		if n := t.bySource[src] - 1; n > 0 {
+			t.bySource[src] = n
+		} else {
+			delete(t.bySource, src)
+		}
+	}
 	t.n--
 	if t.n == 0 {
 		close(t.zero)
@@ -109,10 +192,10 @@ func (t *tracker) idle() <-chan struct{} {
 	return t.zero
 }
 
-// wrap returns c (already counted by add) as a conn whose first Close
-// counts it done.
-func (t *tracker) wrap(c net.Conn) *trackedConn {
-	tc := &trackedConn{Conn: c, t: t}
+// wrap returns c (already counted by add, from src) as a conn whose
+// first Close counts it done.
+func (t *tracker) wrap(c net.Conn, src source) *trackedConn {
+	tc := &trackedConn{Conn: c, t: t, src: src}
 	t.mu.Lock()
 	t.conns[tc] = struct{}{}
 	t.mu.Unlock()
@@ -140,6 +223,7 @@ func (t *tracker) closeAll() {
 type trackedConn struct {
 	net.Conn
 	t    *tracker
+	src  source
 	once sync.Once
 
 	// wdl is the write deadline Write last set (ns on the tracker's
@@ -237,7 +321,7 @@ func (c *trackedConn) Close() error {
 		c.t.mu.Lock()
 		delete(c.t.conns, c)
 		c.t.mu.Unlock()
-		c.t.done()
+		c.t.done(c.src)
 	})
 	return err
 }
@@ -258,24 +342,26 @@ type trackingListener struct {
 }
 
 func (l trackingListener) Accept() (net.Conn, error) {
-	c, err := l.t.accept(l.Listener)
+	c, src, err := l.t.accept(l.Listener)
 	if err != nil {
 		return nil, err
 	}
-	return l.t.wrap(sock.Wrap(c)), nil
+	return l.t.wrap(sock.Wrap(c), src), nil
 }
 
 // countingListener counts every accepted connection but leaves it as it
 // is: an https connection must stay a raw TCP connection until its
 // ClientHello says whether it is piped (spliced) or terminated; whoever
-// serves it wraps it or counts it done.
+// serves it wraps it or counts it done (from its sourceOf, which is the
+// same at both ends).
 type countingListener struct {
 	net.Listener
 	t *tracker
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
-	return l.t.accept(l.Listener)
+	c, _, err := l.t.accept(l.Listener)
+	return c, err
 }
 
 // chanListener feeds connections the https accept loop terminated to the

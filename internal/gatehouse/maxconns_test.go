@@ -88,3 +88,68 @@ func TestMaxConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxConnectionsPerSourceServed: listeners.max_connections_per_source
+// reaches the listeners: with one connection open from an address, its
+// next is closed unanswered and counted on /metrics, while another
+// address and a trusted proxy (whose connections carry many clients) are
+// served.
+func TestMaxConnectionsPerSourceServed(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Listeners.MaxConnectionsPerSource = 1
+	cfg.TrustedProxies = []string{"127.0.0.3/32"}
+	r := start(t, cfg)
+	addr := r.g.Addrs().HTTP
+	dial := func(from string) net.Conn {
+		t.Helper()
+		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// ask sends a request and returns the status, or 0 for a connection
+	// closed unanswered.
+	ask := func(c net.Conn) int {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, "GET /api/v3/discovery/clusters HTTP/1.1\r\nHost: api.test.local\r\n\r\n"); err != nil {
+			return 0
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if isTimeoutErr(err) {
+			t.Fatal(err)
+		}
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		from string
+		want int
+	}{
+		{"127.0.0.1", http.StatusOK},
+		{"127.0.0.1", 0},
+		{"127.0.0.2", http.StatusOK},
+		{"127.0.0.3", http.StatusOK},
+		{"127.0.0.3", http.StatusOK},
+	} {
+		if got := ask(dial(c.from)); got != c.want {
+			t.Fatalf("a connection from %s: %d, want %d (0: closed unanswered)", c.from, got, c.want)
+		}
+	}
+	resp, err := http.Get("http://" + r.g.Addrs().Management + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "gatehouse_connections_refused_total 1\n") {
+		t.Fatalf("/metrics lacks gatehouse_connections_refused_total 1")
+	}
+}

@@ -92,7 +92,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		}
 		started.Store(true)
 		g.readyOnce.Do(func() { close(g.ready) })
-		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs(), "max_connections", e.MaxConnections())
+		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs(), "max_connections", e.MaxConnections(), "max_connections_per_source", cfg.Listeners.MaxConnectionsPerSource)
 		if g.forwarder != nil {
 			g.log.Info("dns recursion on, for the platform only", "upstreams", cfg.DNS.Recursion.Upstreams, "allow", cfg.DNS.Recursion.Allow)
 		}
@@ -183,24 +183,26 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 				next.ServeHTTP(w, r)
 			})
 		},
-		Passthrough:       edge.RoutePassthrough(&g.live, nil),
-		PQOnly:            cfg.TLS.PQOnly,
-		PipeIdleTimeout:   cfg.TLS.PassthroughIdleTimeout,
-		WrapHTTP:          gateway.GuardListener,
-		WrapTLS:           gateway.GuardTLSConn,
-		WrapServer:        gateway.GuardServer,
-		MaxRequestLine:    cfg.Listeners.MaxRequestLine,
-		MaxHeaderBytes:    cfg.Listeners.MaxHeaderBytes,
-		ReadHeaderTimeout: cfg.Listeners.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Listeners.IdleTimeout,
-		DrainTimeout:      cfg.DrainTimeout,
-		ActiveConns:       g.metrics.ActiveConnections,
-		MaxConnections:    maxConns,
-		ConnsRefused:      g.metrics.ConnectionsRefused,
-		LaneHandoff:       func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
-		RequestContext:    requestContext(l7),
-		RequestDone:       requestDone(l7),
-		Logger:            g.log,
+		Passthrough:             edge.RoutePassthrough(&g.live, nil),
+		PQOnly:                  cfg.TLS.PQOnly,
+		PipeIdleTimeout:         cfg.TLS.PassthroughIdleTimeout,
+		WrapHTTP:                gateway.GuardListener,
+		WrapTLS:                 gateway.GuardTLSConn,
+		WrapServer:              gateway.GuardServer,
+		MaxRequestLine:          cfg.Listeners.MaxRequestLine,
+		MaxHeaderBytes:          cfg.Listeners.MaxHeaderBytes,
+		ReadHeaderTimeout:       cfg.Listeners.ReadHeaderTimeout,
+		IdleTimeout:             cfg.Listeners.IdleTimeout,
+		DrainTimeout:            cfg.DrainTimeout,
+		ActiveConns:             g.metrics.ActiveConnections,
+		MaxConnections:          maxConns,
+		MaxConnectionsPerSource: cfg.Listeners.MaxConnectionsPerSource,
+		SourceExempt:            cfg.TrustedPrefixes(),
+		ConnsRefused:            g.metrics.ConnectionsRefused,
+		LaneHandoff:             func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
+		RequestContext:          requestContext(l7),
+		RequestDone:             requestDone(l7),
+		Logger:                  g.log,
 	})
 }
 

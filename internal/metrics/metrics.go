@@ -79,7 +79,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 		}, []string{"reason"}),
 		ConnectionsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "gatehouse", Name: "connections_refused_total",
-			Help: "Client connections closed as soon as they were accepted, because listeners.max_connections were open.",
+			Help: "Client connections closed as soon as they were accepted, because listeners.max_connections were open, or listeners.max_connections_per_source from their source.",
 		}),
 	}
 	if reg == nil {
