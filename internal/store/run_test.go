@@ -228,3 +228,40 @@ func TestWatchersOutliveLoadTimeout(t *testing.T) {
 		t.Fatalf("the session failed %d times after its load: %v", n, logs.msgs)
 	}
 }
+
+// A routing bucket deleted under a running gateway (an operator's slip
+// with the nats CLI): the table keeps what it had, as with NATS down,
+// the failed resyncs are logged, and a write there fails with an error
+// instead of appearing to succeed. The next Open creates the bucket
+// again, and the gateway routes what is then stored.
+func TestBucketDeletedKeepsTable(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	var logs logCount
+	j := mustJS(t, ns.ClientURL())
+	s := open(t, j, store.Options{Resync: 50 * time.Millisecond, Logger: slogger(&logs)})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "kept"}))
+	g := run(t, s)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g.routes("kept.z.test", "kept") }, "app not loaded")
+
+	if err := j.DeleteKeyValue(ctx, "gatehouse_apps"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return logs.count("keeping the last table") >= 2 }, "no failed resyncs logged")
+	if !g.routes("kept.z.test", "kept") {
+		t.Fatal("table lost the app when its bucket was deleted")
+	}
+	if err := s.PutApp(ctx, &route.App{ID: "late"}); err == nil {
+		t.Fatal("a write to the deleted bucket succeeded")
+	}
+
+	again := open(t, j, store.Options{})
+	mustPut(t, again.PutApp(ctx, &route.App{ID: "new"}))
+	g2 := run(t, again)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g2.routes("new.z.test", "new") }, "a reopened store does not route")
+	if g2.routes("kept.z.test", "kept") {
+		t.Fatal("a reopened store routes an app its deleted bucket held")
+	}
+}
