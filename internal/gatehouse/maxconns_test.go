@@ -54,13 +54,7 @@ func TestMaxConnectionsServed(t *testing.T) {
 	if code := ask(); code != http.StatusOK {
 		t.Fatalf("the open connection after a refusal: %d", code)
 	}
-	resp, err := http.Get("http://" + r.g.Addrs().Management + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), "gatehouse_connections_refused_total 1\n") {
+	if _, m := mgmtGet(t, r.g.Addrs().Management, "/metrics"); !strings.Contains(m, "gatehouse_connections_refused_total 1\n") {
 		t.Fatalf("/metrics lacks gatehouse_connections_refused_total 1")
 	}
 }
@@ -143,13 +137,7 @@ func TestMaxConnectionsPerSourceServed(t *testing.T) {
 			t.Fatalf("a connection from %s: %d, want %d (0: closed unanswered)", c.from, got, c.want)
 		}
 	}
-	resp, err := http.Get("http://" + r.g.Addrs().Management + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(b), "gatehouse_connections_refused_total 1\n") {
+	if _, m := mgmtGet(t, r.g.Addrs().Management, "/metrics"); !strings.Contains(m, "gatehouse_connections_refused_total 1\n") {
 		t.Fatalf("/metrics lacks gatehouse_connections_refused_total 1")
 	}
 }
