@@ -107,3 +107,36 @@ func (s *Store) UpdateDomain(ctx context.Context, domain string, fn func(cur *ro
 	}
 	return s.domains.update(ctx, key, fn)
 }
+
+// UpdateApp changes the app with id atomically, as update does: fn gets
+// the current app (nil when there is none) and returns the new one, or
+// nil to delete it. The control API's conditional writes (If-Match) are
+// checked in fn, so a write made on an app as it was read never replaces
+// a change made since.
+func (s *Store) UpdateApp(ctx context.Context, id string, fn func(cur *route.App) (*route.App, error)) error {
+	key, err := nameKey(id)
+	if err != nil {
+		return fmt.Errorf("store: update app %q: %v", id, err)
+	}
+	return s.apps.update(ctx, key, fn)
+}
+
+// UpdateZone changes the zone name atomically, as update does. Its
+// records are not touched.
+func (s *Store) UpdateZone(ctx context.Context, name string, fn func(cur *route.Zone) (*route.Zone, error)) error {
+	key, err := nameKey(name)
+	if err != nil {
+		return fmt.Errorf("store: update zone %q: %v", name, err)
+	}
+	return s.zones.update(ctx, key, fn)
+}
+
+// UpdateHostKey changes the enrolment of hostID atomically, as update
+// does.
+func (s *Store) UpdateHostKey(ctx context.Context, hostID string, fn func(cur *route.HostKey) (*route.HostKey, error)) error {
+	key, err := nameKey(hostID)
+	if err != nil {
+		return fmt.Errorf("store: update host key %q: %v", hostID, err)
+	}
+	return s.hostKeys.update(ctx, key, fn)
+}
