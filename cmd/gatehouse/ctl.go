@@ -29,12 +29,16 @@ resources and verbs:
   clusters list
 
 BODY is a JSON argument or -f FILE (- for stdin). The response is printed as
-JSON; a non-2xx answer prints the problem detail and exits 1.
+JSON; a non-2xx answer prints the problem detail and exits 1. An item's ETag
+is printed on stderr; -if-match ETAG makes a put, delete or verify go through
+only while the item still has that tag (412 once another writer has changed
+it), -if-none-match '*' makes a put create only.
 
 examples:
   gatehouse ctl -token $T apps put shop '{"cors":{"origins":["https://shop.example"]}}'
   gatehouse ctl -token $T keys put web-1 '{"public_key":"...","apps":["shop"]}'
   gatehouse ctl -token $T domains verify shop.example.org '{"method":"manual"}'
+  gatehouse ctl -token $T -if-match 1f0c...e9 apps put shop '{"status":"suspended"}'
 
 flags:
 `
@@ -59,6 +63,9 @@ var ctlResources = map[string]struct {
 type ctlRequest struct {
 	method, path string
 	body         []byte
+	// ifMatch and ifNoneMatch are sent as If-Match and If-None-Match
+	// when set.
+	ifMatch, ifNoneMatch string
 }
 
 // runCtl drives the control API: it builds one request from the command
@@ -74,6 +81,8 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	token := fs.String("token", "", "platform bearer token (default GATEHOUSE_CONTROL_TOKEN)")
 	file := fs.String("f", "", "read the JSON body from `FILE` (- for stdin)")
 	timeout := fs.Duration("timeout", 30*time.Second, "request timeout")
+	ifMatch := fs.String("if-match", "", "send If-Match: the write goes through only while the item's ETag is `ETAG` (quotes optional; * for any item)")
+	ifNoneMatch := fs.String("if-none-match", "", "send If-None-Match: * for a put that only creates; an `ETAG` for a get answered only if the item changed")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), ctlUsage); fs.PrintDefaults() }
 	// flags may come before or after the positional words
 	var pos []string
@@ -101,9 +110,20 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	req.ifMatch, req.ifNoneMatch = ctlTag(*ifMatch), ctlTag(*ifNoneMatch)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	return ctlDo(ctx, strings.TrimSuffix(base.String(), "/")+req.path, *token, req, stdout, stderr)
+}
+
+// ctlTag quotes an ETag given without its quotes, as a shell makes easy
+// to type; "*", a quoted tag and a weak one are sent as given.
+func ctlTag(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "*" || strings.HasPrefix(s, `"`) || strings.HasPrefix(s, "W/") {
+		return s
+	}
+	return `"` + s + `"`
 }
 
 func envOr(name, def string) string {
@@ -219,6 +239,12 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	if token != "" {
 		hr.Header.Set("Authorization", "Bearer "+token)
 	}
+	if req.ifMatch != "" {
+		hr.Header.Set("If-Match", req.ifMatch)
+	}
+	if req.ifNoneMatch != "" {
+		hr.Header.Set("If-None-Match", req.ifNoneMatch)
+	}
 	res, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		return fmt.Errorf("ctl: %v", err)
@@ -228,7 +254,10 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	if err != nil {
 		return fmt.Errorf("ctl: reading the answer: %v", err)
 	}
-	if res.StatusCode/100 != 2 {
+	if tag := res.Header.Get("ETag"); tag != "" {
+		fmt.Fprintf(stderr, "ETag: %s\n", tag)
+	}
+	if res.StatusCode/100 != 2 && res.StatusCode != http.StatusNotModified {
 		var p struct {
 			Title  string `json:"title"`
 			Detail string `json:"detail"`

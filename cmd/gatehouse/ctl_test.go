@@ -183,3 +183,49 @@ func TestCtlNeverPrintsAPIPassword(t *testing.T) {
 		t.Errorf("GATEHOUSE_API not used: %v", err)
 	}
 }
+
+// ctl prints an item's ETag on stderr and sends it back with -if-match
+// (quotes optional): a write made on a stale tag fails with the API's
+// 412, and changes nothing.
+func TestCtlConditionalWrite(t *testing.T) {
+	url := startAPI(t)
+	ctl := func(args ...string) (string, string, error) {
+		return runCmd(t, append([]string{"ctl", "-api", url, "-token", ctlToken}, args...)...)
+	}
+	tagIn := func(stderr string) string {
+		t.Helper()
+		_, tag, ok := strings.Cut(strings.TrimSpace(stderr), "ETag: ")
+		if !ok || len(tag) != 34 {
+			t.Fatalf("no ETag on stderr: %q", stderr)
+		}
+		return tag
+	}
+	_, errb, err := ctl("apps", "put", "shop", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := tagIn(errb)
+	if _, _, err := ctl("apps", "put", "shop", `{"status":"suspended"}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-if-match", read, "apps", "put", "shop", `{"status":"retired"}`},
+		{"-if-match", strings.Trim(read, `"`), "apps", "delete", "shop"},
+		{"apps", "put", "shop", `{}`, "-if-none-match", "*"},
+	} {
+		if _, _, err := ctl(args...); err == nil || !strings.Contains(err.Error(), "412 Precondition Failed") {
+			t.Errorf("ctl %q: %v, want the API's 412", args, err)
+		}
+	}
+	out, errb, err := ctl("apps", "get", "shop")
+	if err != nil || !strings.Contains(out, `"suspended"`) {
+		t.Fatalf("after the refused writes: %s, %v", out, err)
+	}
+	cur := tagIn(errb)
+	if _, errb, err := ctl("apps", "get", "shop", "-if-none-match", cur); err != nil || !strings.Contains(errb, "304 Not Modified") {
+		t.Errorf("get -if-none-match: %q, %v", errb, err)
+	}
+	if _, _, err := ctl("-if-match", strings.Trim(cur, `"`), "apps", "put", "shop", `{"status":"retired"}`); err != nil {
+		t.Errorf("put -if-match with the current tag: %v", err)
+	}
+}

@@ -24,6 +24,10 @@ import (
 type Store interface {
 	GetApp(ctx context.Context, id string) (*route.App, error)
 	PutApp(ctx context.Context, app *route.App) error
+	// UpdateApp, UpdateZone, UpdateRecord and UpdateHostKey change an
+	// item as UpdateDomain does; conditional writes (If-Match) go
+	// through them.
+	UpdateApp(ctx context.Context, id string, fn func(cur *route.App) (*route.App, error)) error
 	DeleteApp(ctx context.Context, id string) error
 	ListApps(ctx context.Context) ([]*route.App, error)
 
@@ -38,11 +42,13 @@ type Store interface {
 
 	GetZone(ctx context.Context, name string) (*route.Zone, error)
 	PutZone(ctx context.Context, z *route.Zone) error
+	UpdateZone(ctx context.Context, name string, fn func(cur *route.Zone) (*route.Zone, error)) error
 	DeleteZone(ctx context.Context, name string) error
 	ListZones(ctx context.Context) ([]*route.Zone, error)
 
 	GetRecord(ctx context.Context, zone, name, typ string) (*route.Record, error)
 	PutRecord(ctx context.Context, r *route.Record) error
+	UpdateRecord(ctx context.Context, zone, name, typ string, fn func(cur *route.Record) (*route.Record, error)) error
 	DeleteRecord(ctx context.Context, zone, name, typ string) error
 	ListRecords(ctx context.Context, zone string) ([]*route.Record, error)
 	// DeleteRecords deletes every record stored under zone, including
@@ -51,6 +57,7 @@ type Store interface {
 
 	GetHostKey(ctx context.Context, hostID string) (*route.HostKey, error)
 	PutHostKey(ctx context.Context, k *route.HostKey) error
+	UpdateHostKey(ctx context.Context, hostID string, fn func(cur *route.HostKey) (*route.HostKey, error)) error
 	DeleteHostKey(ctx context.Context, hostID string) error
 	ListHostKeys(ctx context.Context) ([]*route.HostKey, error)
 }

@@ -842,8 +842,8 @@ type hookStore struct {
 	beforeDeleteApp, beforePutDomain, beforePutHostKey, beforePutRecord atomic.Pointer[func()]
 	// inUpdateDomain runs once inside an UpdateDomain, after its read and
 	// before its write.
-	inUpdateDomain    atomic.Pointer[func()]
-	failDeleteRecords atomic.Bool // once
+	inUpdateDomain, inUpdateApp atomic.Pointer[func()]
+	failDeleteRecords           atomic.Bool // once
 }
 
 func (h *hookStore) PutRecord(ctx context.Context, r *route.Record) error {
@@ -889,6 +889,15 @@ func newHookEnv(t *testing.T) (*env, *hookStore) {
 		o.Store = hs
 	})
 	return e, hs
+}
+
+func (h *hookStore) UpdateApp(ctx context.Context, id string, fn func(*route.App) (*route.App, error)) error {
+	return h.Store.UpdateApp(ctx, id, func(cur *route.App) (*route.App, error) {
+		if f := h.inUpdateApp.Swap(nil); f != nil {
+			(*f)()
+		}
+		return fn(cur)
+	})
 }
 
 func (h *hookStore) UpdateDomain(ctx context.Context, name string, fn func(*route.Domain) (*route.Domain, error)) error {

@@ -22,6 +22,13 @@
 // mapping or a host key may name only apps that exist (400 otherwise),
 // and one whose app is deleted while it is written is taken back (409).
 //
+// Every item answered (an app, domain mapping, zone, record set or host
+// key) carries an ETag, a digest of its stored form; a PUT, DELETE or
+// verify with If-Match or If-None-Match is checked and written in one
+// compare-and-set of the store, and answers 412 with nothing written when
+// the condition fails, so two writers cannot lose each other's changes
+// (cond.go). A GET with a matching If-None-Match answers 304.
+//
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)
 //

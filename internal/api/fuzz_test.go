@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -47,6 +49,42 @@ func FuzzAppBody(f *testing.F) {
 		}
 		if err := checkApp(&back); err != nil {
 			t.Fatalf("accepted app %s fails validation after a round trip: %v", j, err)
+		}
+	})
+}
+
+// FuzzEntityTags feeds arbitrary field values to the If-Match parser: it
+// must never panic, and what it accepts is "*" or well-formed entity
+// tags, each of which parses again to itself; a tag matches itself under
+// If-Match only when it is strong.
+func FuzzEntityTags(f *testing.F) {
+	for _, s := range []string{`*`, `"abc"`, `W/"abc"`, `"a", W/"b"`, `, "a",,"b"`, `"a" "b"`, `"unterminated`, `W/`, ``, `"a` + "\x7f" + `"`, "\"\x80\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{"If-Match": {v}}
+		tags, err := entityTags(h, "If-Match")
+		if err != nil {
+			if tags != nil {
+				t.Fatalf("%q: refused with tags %q", v, tags)
+			}
+			return
+		}
+		if len(tags) == 0 {
+			t.Fatalf("%q: accepted without a tag", v)
+		}
+		for _, tag := range tags {
+			if tag == "*" {
+				continue
+			}
+			again, rest, err := entityTag(tag)
+			if err != nil || again != tag || rest != "" {
+				t.Fatalf("%q: tag %q does not parse to itself: %q %q %v", v, tag, again, rest, err)
+			}
+			strong := !strings.HasPrefix(tag, "W/")
+			if got := (precond{match: []string{tag}}).holds(tag); got != strong {
+				t.Fatalf("If-Match %s against itself: %v", tag, got)
+			}
 		}
 	})
 }

@@ -54,6 +54,11 @@ func (a *API) routes() {
 
 func (a *API) serve(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := preconditions(r) // a field that does not parse is refused on every route
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
 		status, body, err := h(r)
 		if err != nil {
 			a.fail(w, r, err)
@@ -62,6 +67,21 @@ func (a *API) serve(h handlerFunc) http.Handler {
 		if body == nil {
 			w.WriteHeader(status)
 			return
+		}
+		if tag := itemTag(body); tag != "" {
+			w.Header().Set("ETag", tag)
+			// A write checks its conditions itself, before it writes; a
+			// read can check them once it has the item.
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				if p.match != nil && !anyTag(p.match, tag, false) {
+					a.fail(w, r, p.check(body, "the item"))
+					return
+				}
+				if p.noneMatch != nil && anyTag(p.noneMatch, tag, true) {
+					w.WriteHeader(http.StatusNotModified)
+					return
+				}
+			}
 		}
 		writeJSON(w, status, body)
 	})
@@ -129,7 +149,14 @@ func (a *API) putApp(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutApp(r.Context(), &app); err != nil {
+	if p := conds(r); !p.none() {
+		_, err = writeIf(a, p, fmt.Sprintf("app %q", id), &app, func(fn func(*route.App) (*route.App, error)) error {
+			return a.o.Store.UpdateApp(r.Context(), id, fn)
+		})
+	} else {
+		err = a.o.Store.PutApp(r.Context(), &app)
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, app, nil
@@ -185,9 +212,18 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 	if err := checkAppID(id); err != nil {
 		return 0, nil, err
 	}
+	what := fmt.Sprintf("app %q", id)
+	p := conds(r)
 	app, err := a.o.Store.GetApp(ctx, id)
-	if err != nil && !a.badValue(err) { // a value that does not read is deleted too
+	switch {
+	case err != nil && !a.badValue(err): // a value that does not read is deleted too
 		return 0, nil, a.missing(err, "app", id)
+	case err != nil && !p.none():
+		return 0, nil, unreadable(what)
+	case !p.none():
+		if err := p.check(app, what); err != nil { // before the references are counted
+			return 0, nil, err
+		}
 	}
 	refs, err := a.appRefs(ctx, id)
 	if err != nil {
@@ -196,7 +232,14 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 	if len(refs) > 0 {
 		return 0, nil, stillNamed(id, refs)
 	}
-	if err := a.o.Store.DeleteApp(ctx, id); err != nil {
+	if p.none() {
+		err = a.o.Store.DeleteApp(ctx, id)
+	} else {
+		app, err = writeIf(a, p, what, nil, func(fn func(*route.App) (*route.App, error)) error {
+			return a.o.Store.UpdateApp(ctx, id, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, a.missing(err, "app", id)
 	}
 	if err := a.recheckAppRefs(ctx, id, app); err != nil {
@@ -346,22 +389,48 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 		}
 		return 0, nil, err
 	}
-	old, err := a.o.Store.GetDomain(ctx, name)
-	switch {
-	case err == nil && old.App == b.App:
-		return http.StatusOK, old, nil
-	case err == nil && old.Verified:
-		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
-			"domain %q is verified for app %q; to map it to %q, DELETE the mapping first, and %q proves it again", name, old.App, b.App, b.App)}
-	case a.badValue(err): // replaced by a fresh, unverified mapping
-		old = nil
-	case err != nil && !errors.Is(err, a.o.NotFound):
-		return 0, nil, err
-	case err != nil:
-		old = nil
+	// over is what the mapping becomes in place of cur (nil: none), or
+	// cur itself with errUnchanged when it maps the domain to b.App.
+	over := func(cur *route.Domain) (*route.Domain, error) {
+		switch {
+		case cur != nil && cur.App == b.App:
+			return cur, errUnchanged
+		case cur != nil && cur.Verified:
+			return nil, &statusError{http.StatusConflict, fmt.Sprintf(
+				"domain %q is verified for app %q; to map it to %q, DELETE the mapping first, and %q proves it again", name, cur.App, b.App, b.App)}
+		}
+		return &route.Domain{Domain: name, App: b.App, Token: newToken()}, nil
 	}
-	d := route.Domain{Domain: name, App: b.App, Token: newToken()}
-	if err := a.o.Store.PutDomain(ctx, &d); err != nil {
+	var old, d *route.Domain
+	if p := conds(r); p.none() {
+		old, err = a.o.Store.GetDomain(ctx, name)
+		switch {
+		case a.badValue(err) || errors.Is(err, a.o.NotFound): // a value that does not read is replaced by a fresh, unverified mapping
+			old = nil
+		case err != nil:
+			return 0, nil, err
+		}
+		if d, err = over(old); err == nil {
+			err = a.o.Store.PutDomain(ctx, d)
+		}
+	} else {
+		what := fmt.Sprintf("domain %q", name)
+		err = a.o.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
+			if err := p.check(cur, what); err != nil {
+				return nil, err
+			}
+			old = cur
+			d, err = over(cur)
+			return d, err
+		})
+		if a.badValue(err) {
+			return 0, nil, unreadable(what)
+		}
+	}
+	if errors.Is(err, errUnchanged) {
+		return http.StatusOK, d, nil
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	// A DELETE of the app may have listed the mappings before the write
@@ -370,7 +439,7 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 		if !errors.Is(err, a.o.NotFound) {
 			return 0, nil, err
 		}
-		if err := a.undoPutDomain(ctx, &d, old); err != nil {
+		if err := a.undoPutDomain(ctx, d, old); err != nil {
 			return 0, nil, err
 		}
 		return 0, nil, &statusError{http.StatusConflict, fmt.Sprintf(
@@ -431,7 +500,14 @@ func (a *API) deleteDomain(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.DeleteDomain(r.Context(), name); err != nil {
+	if p := conds(r); p.none() {
+		err = a.o.Store.DeleteDomain(r.Context(), name)
+	} else {
+		_, err = writeIf(a, p, fmt.Sprintf("domain %q", name), nil, func(fn func(*route.Domain) (*route.Domain, error)) error {
+			return a.o.Store.UpdateDomain(r.Context(), name, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, a.missing(err, "domain", name)
 	}
 	return http.StatusNoContent, nil, nil
@@ -466,6 +542,12 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, a.missing(err, "domain", name)
 	}
+	// A condition is checked before the proof, which may take seconds,
+	// and again with the write.
+	p, what := conds(r), fmt.Sprintf("domain %q", name)
+	if err := p.check(d, what); err != nil {
+		return 0, nil, err
+	}
 	if b.Method != "manual" {
 		if err := a.o.VerifyDomain(ctx, *d, b.Method); err != nil {
 			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %v", b.Method, err)}
@@ -478,9 +560,13 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 	// The write is conditional on the mapping still being that one.
 	var out *route.Domain
 	err = a.o.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
-		switch {
-		case cur == nil:
+		if cur == nil {
 			return nil, &statusError{http.StatusNotFound, fmt.Sprintf("domain %q not found", name)}
+		}
+		if err := p.check(cur, what); err != nil {
+			return nil, err
+		}
+		switch {
 		case cur.App != d.App || cur.Token != d.Token:
 			return nil, &statusError{http.StatusConflict, fmt.Sprintf("domain %q was changed while it was verified; verify it again", name)}
 		case cur.Verified:
@@ -580,13 +666,34 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 	if err := checkZone(&z); err != nil {
 		return 0, nil, err
 	}
-	if err := a.checkZoneFree(r.Context(), name); err != nil {
+	ctx := r.Context()
+	if err := a.checkZoneFree(ctx, name); err != nil {
 		return 0, nil, err
 	}
-	if err := a.purgeOldRecords(r.Context(), name); err != nil {
+	p, what := conds(r), fmt.Sprintf("zone %q", name)
+	if !p.none() { // checked before the purge too, so that a refused write changes nothing
+		cur, err := a.o.Store.GetZone(ctx, name)
+		switch {
+		case a.badValue(err):
+			return 0, nil, unreadable(what)
+		case err != nil && !errors.Is(err, a.o.NotFound):
+			return 0, nil, err
+		}
+		if err := p.check(cur, what); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := a.purgeOldRecords(ctx, name); err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutZone(r.Context(), &z); err != nil {
+	if p.none() {
+		err = a.o.Store.PutZone(ctx, &z)
+	} else {
+		_, err = writeIf(a, p, what, &z, func(fn func(*route.Zone) (*route.Zone, error)) error {
+			return a.o.Store.UpdateZone(ctx, name, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, z, nil
@@ -643,7 +750,14 @@ func (a *API) deleteZone(r *http.Request) (int, any, error) {
 	if _, err := a.o.Store.GetZone(ctx, name); err != nil && !a.badValue(err) { // a value that does not read is deleted too
 		return 0, nil, a.missing(err, "zone", name)
 	}
-	if err := a.o.Store.DeleteZone(ctx, name); err != nil {
+	if p := conds(r); p.none() {
+		err = a.o.Store.DeleteZone(ctx, name)
+	} else {
+		_, err = writeIf(a, p, fmt.Sprintf("zone %q", name), nil, func(fn func(*route.Zone) (*route.Zone, error)) error {
+			return a.o.Store.UpdateZone(ctx, name, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, a.missing(err, "zone", name)
 	}
 	if err := a.o.Store.DeleteRecords(ctx, name); err != nil {
@@ -718,7 +832,14 @@ func (a *API) putRecord(r *http.Request) (int, any, error) {
 	if err := a.checkCNAME(r.Context(), &rec); err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.PutRecord(r.Context(), &rec); err != nil {
+	if p := conds(r); p.none() {
+		err = a.o.Store.PutRecord(r.Context(), &rec)
+	} else {
+		_, err = writeIf(a, p, fmt.Sprintf("record %s %s", name, typ), &rec, func(fn func(*route.Record) (*route.Record, error)) error {
+			return a.o.Store.UpdateRecord(r.Context(), zone, name, typ, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, err
 	}
 	// A DELETE of the zone may have listed its records before the write
@@ -768,7 +889,14 @@ func (a *API) deleteRecord(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.DeleteRecord(r.Context(), zone, name, typ); err != nil {
+	if p := conds(r); p.none() {
+		err = a.o.Store.DeleteRecord(r.Context(), zone, name, typ)
+	} else {
+		_, err = writeIf(a, p, fmt.Sprintf("record %s %s", name, typ), nil, func(fn func(*route.Record) (*route.Record, error)) error {
+			return a.o.Store.UpdateRecord(r.Context(), zone, name, typ, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, a.missing(err, "record", name+" "+typ)
 	}
 	return http.StatusNoContent, nil, nil
@@ -836,13 +964,21 @@ func (a *API) putHostKey(r *http.Request) (int, any, error) {
 	} else if missing >= 0 {
 		return 0, nil, badInput("apps[%d]: %q does not exist; create it first", missing, k.Apps[missing])
 	}
-	old, err := a.o.Store.GetHostKey(ctx, id)
-	if errors.Is(err, a.o.NotFound) || a.badValue(err) { // a value that does not read is replaced
-		old = nil
-	} else if err != nil {
-		return 0, nil, err
+	var old *route.HostKey
+	if p := conds(r); p.none() {
+		old, err = a.o.Store.GetHostKey(ctx, id)
+		if errors.Is(err, a.o.NotFound) || a.badValue(err) { // a value that does not read is replaced
+			old = nil
+		} else if err != nil {
+			return 0, nil, err
+		}
+		err = a.o.Store.PutHostKey(ctx, &k)
+	} else {
+		old, err = writeIf(a, p, fmt.Sprintf("host key %q", id), &k, func(fn func(*route.HostKey) (*route.HostKey, error)) error {
+			return a.o.Store.UpdateHostKey(ctx, id, fn)
+		})
 	}
-	if err := a.o.Store.PutHostKey(ctx, &k); err != nil {
+	if err != nil {
 		return 0, nil, err
 	}
 	// A DELETE of an app may have listed the keys before the write above;
@@ -910,7 +1046,14 @@ func (a *API) deleteHostKey(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := a.o.Store.DeleteHostKey(r.Context(), id); err != nil {
+	if p := conds(r); p.none() {
+		err = a.o.Store.DeleteHostKey(r.Context(), id)
+	} else {
+		_, err = writeIf(a, p, fmt.Sprintf("host key %q", id), nil, func(fn func(*route.HostKey) (*route.HostKey, error)) error {
+			return a.o.Store.UpdateHostKey(r.Context(), id, fn)
+		})
+	}
+	if err != nil {
 		return 0, nil, a.missing(err, "host key", id)
 	}
 	return http.StatusNoContent, nil, nil

@@ -1,0 +1,318 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// doIf is e.do with the request fields in hdr (pairs of name, value).
+func (e *env) doIf(method, path string, body string, hdr ...string) resp {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp{res.StatusCode, res.Header, b}
+}
+
+// okIf is doIf failing unless the answer is want.
+func (e *env) okIf(want int, method, path, body string, hdr ...string) resp {
+	e.t.Helper()
+	r := e.doIf(method, path, body, hdr...)
+	if r.status != want {
+		e.t.Fatalf("%s %s %q: status %d, want %d: %s", method, path, hdr, r.status, want, r.body)
+	}
+	return r
+}
+
+var etagRE = regexp.MustCompile(`^"[0-9a-f]{32}"$`)
+
+// tagOf is r's ETag, failing the test unless it is one of gatehouse's.
+func tagOf(t *testing.T, r resp) string {
+	t.Helper()
+	tag := r.header.Get("ETag")
+	if !etagRE.MatchString(tag) {
+		t.Fatalf("ETag %q, want a quoted 32-digit hex digest", tag)
+	}
+	return tag
+}
+
+// item is one kind of control item: where it lives, a body, and another
+// body that changes it.
+type item struct {
+	name, path, body, changed string
+}
+
+// items sets up what each kind needs beside it (apps shop and blog, zone
+// apps.example.com) and returns one of each kind, not yet created.
+func items(e *env) []item {
+	e.ok("PUT", "/api/v3/apps/shop", `{}`, 200)
+	e.ok("PUT", "/api/v3/apps/blog", `{}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["192.0.2.1"]}`, 200)
+	return []item{
+		{"app", "/api/v3/apps/web", `{}`, `{"status":"suspended"}`},
+		{"domain", "/api/v3/domains/www.customer.example", `{"app":"shop"}`, `{"app":"blog"}`},
+		{"zone", "/api/v3/dns/zones/other.example.com", `{"gateways":["192.0.2.1"]}`, `{"gateways":["192.0.2.2"]}`},
+		{"record", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["192.0.2.7"]}`, `{"values":["192.0.2.8"]}`},
+		{"host key", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop"]}`, `{"public_key":"` + testKey + `","apps":["shop","blog"]}`},
+	}
+}
+
+// Every item is answered with an ETag: the same on its PUT and on a GET
+// of it, on every gateway alike (a digest of the stored item, not of a
+// gateway's state), and another once it changes. A GET with the tag in
+// If-None-Match answers 304 without a body.
+func TestETags(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, it := range items(e) {
+		t.Run(it.name, func(t *testing.T) {
+			e.t = t
+			put := tagOf(t, e.okIf(200, "PUT", it.path, it.body))
+			get := e.okIf(200, "GET", it.path, "")
+			if tag := tagOf(t, get); tag != put {
+				t.Fatalf("GET's ETag %s, PUT's %s", tag, put)
+			}
+			if again := tagOf(t, e.okIf(200, "PUT", it.path, it.body)); again != put {
+				t.Errorf("the same PUT again: ETag %s, first %s", again, put)
+			}
+			r := e.okIf(304, "GET", it.path, "", "If-None-Match", put)
+			if len(r.body) != 0 || r.header.Get("ETag") != put {
+				t.Errorf("304: ETag %q, body %q", r.header.Get("ETag"), r.body)
+			}
+			e.okIf(304, "GET", it.path, "", "If-None-Match", `"x", W/`+put) // weak comparison
+			e.okIf(304, "GET", it.path, "", "If-None-Match", `*`)
+			e.okIf(200, "GET", it.path, "", "If-None-Match", `"0123"`)
+			e.okIf(200, "GET", it.path, "", "If-Match", put)
+			e.okIf(412, "GET", it.path, "", "If-Match", `"0123"`)
+
+			changed := tagOf(t, e.okIf(200, "PUT", it.path, it.changed))
+			if changed == put {
+				t.Fatalf("changed, the ETag stayed %s", put)
+			}
+			e.okIf(200, "GET", it.path, "", "If-None-Match", put)
+		})
+	}
+	e.t = t
+	// Lists carry none: they are not items a write can be made on.
+	if tag := e.ok("GET", "/api/v3/apps", nil, 200).header.Get("ETag"); tag != "" {
+		t.Errorf("a list's ETag %q", tag)
+	}
+}
+
+// A PUT or DELETE made on an item as it was read (If-Match with its
+// ETag) answers 412 once another writer has changed it, and writes
+// nothing; with the current tag it goes through. If-None-Match: * makes
+// a PUT create only, If-Match: * replace only.
+func TestConditionalWrites(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, it := range items(e) {
+		t.Run(it.name, func(t *testing.T) {
+			e.t = t
+			before := e.snapshot()
+			e.okIf(412, "PUT", it.path, it.body, "If-Match", "*")
+			e.okIf(412, "PUT", it.path, it.body, "If-Match", `"00000000000000000000000000000000"`)
+			e.okIf(404, "DELETE", it.path, "", "If-Match", "*")
+			if now := e.snapshot(); now != before {
+				t.Fatalf("a refused write changed the store:\n%s\nwas\n%s", now, before)
+			}
+			read := tagOf(t, e.okIf(200, "PUT", it.path, it.body, "If-None-Match", "*"))
+			e.okIf(200, "PUT", it.path, it.changed) // another writer
+			before = e.snapshot()
+			r := e.okIf(412, "PUT", it.path, it.body, "If-Match", read)
+			if !strings.Contains(string(r.body), "has changed since it was read") {
+				t.Errorf("412's problem: %s", r.body)
+			}
+			e.okIf(412, "DELETE", it.path, "", "If-Match", read)
+			e.okIf(412, "PUT", it.path, it.body, "If-None-Match", "*")
+			e.okIf(412, "PUT", it.path, it.body, "If-Match", "W/"+read) // If-Match compares strongly
+			if now := e.snapshot(); now != before {
+				t.Fatalf("a refused write changed the store:\n%s\nwas\n%s", now, before)
+			}
+			cur := tagOf(t, e.okIf(200, "GET", it.path, ""))
+			e.okIf(412, "DELETE", it.path, "", "If-Match", "W/"+cur)
+			next := tagOf(t, e.okIf(200, "PUT", it.path, it.body, "If-Match", `"0123", `+cur))
+			e.okIf(204, "DELETE", it.path, "", "If-Match", next)
+			e.okIf(404, "GET", it.path, "")
+		})
+	}
+}
+
+// A field that does not parse is refused, before anything is written:
+// ignoring it would make a conditional write unconditional. Without the
+// platform's credential it is 401 like everything else.
+func TestConditionFieldsThatDoNotParse(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", `{}`, 200)
+	before := e.snapshot()
+	for _, v := range []string{`abc`, `"unterminated`, `W/`, `"a" "b"`, `*, "a"`, `"a b"`, `,`, ``} {
+		for _, f := range []string{"If-Match", "If-None-Match"} {
+			r := e.okIf(400, "PUT", "/api/v3/apps/shop", `{"status":"suspended"}`, f, v)
+			if !strings.Contains(string(r.body), f) {
+				t.Errorf("%s: %q: problem %s", f, v, r.body)
+			}
+			e.okIf(400, "DELETE", "/api/v3/apps/shop", "", f, v)
+			e.okIf(400, "GET", "/api/v3/apps", "", f, v)
+		}
+	}
+	if now := e.snapshot(); now != before {
+		t.Fatalf("the store changed:\n%s\nwas\n%s", now, before)
+	}
+	req, _ := http.NewRequest("DELETE", e.srv.URL+"/api/v3/apps/shop", nil)
+	req.Header.Set("If-Match", "abc")
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Errorf("without a credential: %d, want 401", res.StatusCode)
+	}
+	// A list may start with empty elements, and a field may repeat.
+	tag := tagOf(t, e.okIf(200, "GET", "/api/v3/apps/shop", ""))
+	e.okIf(200, "PUT", "/api/v3/apps/shop", `{}`, "If-Match", `, "0123"`, "If-Match", tag)
+}
+
+// The check and the write are one step: a change that lands between the
+// conditional write's read and its write (put there by a hook inside the
+// store's update) makes the write answer 412, not overwrite it.
+func TestConditionalWriteRacesAnother(t *testing.T) {
+	e, hs := newHookEnv(t)
+	e.ok("PUT", "/api/v3/apps/shop", `{}`, 200)
+	e.ok("PUT", "/api/v3/apps/blog", `{}`, 200)
+	cases := []struct {
+		name, path, body string
+		hook             *atomic.Pointer[func()]
+		other            func()
+		want             string // in the GET after
+	}{
+		{"app", "/api/v3/apps/shop", `{"status":"retired"}`, &hs.inUpdateApp,
+			func() { e.ok("PUT", "/api/v3/apps/shop", `{"status":"suspended"}`, 200) }, `"suspended"`},
+		{"domain", "/api/v3/domains/www.customer.example", `{"app":"blog"}`, &hs.inUpdateDomain,
+			func() { e.ok("POST", "/api/v3/domains/www.customer.example/verify", `{"method":"manual"}`, 200) }, `"verified":true`},
+	}
+	e.ok("PUT", "/api/v3/domains/www.customer.example", `{"app":"shop"}`, 200)
+	for _, c := range cases {
+		tag := tagOf(t, e.okIf(200, "GET", c.path, ""))
+		ran := false
+		f := func() { ran = true; c.other() }
+		c.hook.Store(&f)
+		e.okIf(412, "PUT", c.path, c.body, "If-Match", tag)
+		if !ran {
+			t.Fatalf("%s: the conditional PUT did not write through the store's update", c.name)
+		}
+		if got := e.okIf(200, "GET", c.path, ""); !strings.Contains(string(got.body), c.want) {
+			t.Errorf("%s: after the race the store holds %s, want the other writer's %s", c.name, got.body, c.want)
+		}
+	}
+}
+
+// Writers that read one ETag and write at once: exactly one goes
+// through, whatever the interleaving.
+func TestConditionalWritersOneWins(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/apps/shop", `{}`, 200)
+	tag := tagOf(t, e.okIf(200, "GET", "/api/v3/apps/shop", ""))
+	const writers = 8
+	codes := make(chan int, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			body := `{"rate_limit":{"requests":` + string(rune('1'+i)) + `}}`
+			codes <- e.doIf("PUT", "/api/v3/apps/shop", body, "If-Match", tag).status
+		})
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	if n[200] != 1 || n[412] != writers-1 {
+		t.Fatalf("answers %v, want one 200 and %d 412s", n, writers-1)
+	}
+}
+
+// An item whose stored value does not read has no ETag: a conditional
+// write on it answers 412 saying so and leaves it, where an
+// unconditional one replaces it (DESIGN §7).
+func TestConditionOnUnreadableItem(t *testing.T) {
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), js, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, BadValue: store.ErrBadValue, ControlToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, st: st}
+	e.ok("PUT", "/api/v3/apps/shop", `{}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["192.0.2.1"]}`, 200)
+	for _, b := range []struct{ bucket, key, path, body string }{
+		{"gatehouse_apps", "shop", "/api/v3/apps/shop", `{}`},
+		{"gatehouse_zones", "apps.example.com", "/api/v3/dns/zones/apps.example.com", `{"gateways":["192.0.2.1"]}`},
+	} {
+		kv, err := js.KeyValue(t.Context(), b.bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := kv.Keys(t.Context())
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("%s keys %v, %v", b.bucket, keys, err)
+		}
+		if _, err := kv.Put(t.Context(), keys[0], []byte(`{"id":`)); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range [][]string{{"If-Match", "*"}, {"If-Match", `"0123"`}, {"If-None-Match", "*"}} {
+			r := e.okIf(412, "PUT", b.path, b.body, h...)
+			if !strings.Contains(string(r.body), "does not read") {
+				t.Errorf("%s %v: %s", b.path, h, r.body)
+			}
+			e.okIf(412, "DELETE", b.path, "", h...)
+		}
+		if e, err := kv.Get(context.Background(), keys[0]); err != nil || string(e.Value()) != `{"id":` {
+			t.Fatalf("%s: the unreadable value was touched: %v", b.path, err)
+		}
+		e.ok("PUT", b.path, b.body, 200)
+	}
+	if _, err := st.GetApp(t.Context(), "shop"); err != nil {
+		t.Fatal(err)
+	}
+}
