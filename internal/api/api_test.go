@@ -61,7 +61,9 @@ type resp struct {
 	body   []byte
 }
 
-func (e *env) do(method, path, tok string, body any) resp {
+// do sends one request; hdr holds more fields, as pairs of name and
+// value.
+func (e *env) do(method, path, tok string, body any, hdr ...string) resp {
 	e.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -86,6 +88,9 @@ func (e *env) do(method, path, tok string, body any) resp {
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
 	}
 	res, err := e.srv.Client().Do(req)
 	if err != nil {

@@ -2,48 +2,23 @@ package api
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/gatehouse-dev/gatehouse/internal/store"
-	"github.com/gatehouse-dev/gatehouse/internal/testutil"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// doIf is e.do with the request fields in hdr (pairs of name, value).
-func (e *env) doIf(method, path string, body string, hdr ...string) resp {
+// doIf is e.do with the platform's token, a body unless it is "", and
+// the fields in hdr (pairs of name and value).
+func (e *env) doIf(method, path, body string, hdr ...string) resp {
 	e.t.Helper()
-	var rd io.Reader
+	var b any
 	if body != "" {
-		rd = strings.NewReader(body)
+		b = body
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
-	}
-	res, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp{res.StatusCode, res.Header, b}
+	return e.do(method, path, token, b, hdr...)
 }
 
 // okIf is doIf failing unless the answer is want.
@@ -267,22 +242,7 @@ func TestConditionalWritersOneWins(t *testing.T) {
 // write on it answers 412 saying so and leaves it, where an
 // unconditional one replaces it (DESIGN §7).
 func TestConditionOnUnreadableItem(t *testing.T) {
-	ns := testutil.StartBus(t)
-	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.Context(), js, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, BadValue: store.ErrBadValue, ControlToken: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, st: st}
+	e, js, st := newBusEnv(t)
 	e.ok("PUT", "/api/v3/apps/shop", `{}`, 200)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["192.0.2.1"]}`, 200)
 	for _, b := range []struct{ bucket, key, path, body string }{

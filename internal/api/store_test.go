@@ -29,11 +29,10 @@ func newStore(t *testing.T) (Store, error) {
 
 var _ Store = (*store.Store)(nil)
 
-// A DELETE of a zone removes every record stored under it, a value that
-// does not decode (written around the API) included: ListRecords skips
-// those, so the DELETE answered 204 with them still in the store, and a
-// zone created again under the name took them over.
-func TestDeleteZoneRemovesUndecodableRecords(t *testing.T) {
+// newBusEnv is newEnv on a store whose buckets the test can reach
+// around the API (to write a value that does not decode, say).
+func newBusEnv(t *testing.T) (*env, jetstream.JetStream, *store.Store) {
+	t.Helper()
 	ns := testutil.StartBus(t)
 	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
 	if err != nil {
@@ -43,13 +42,21 @@ func TestDeleteZoneRemovesUndecodableRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, ControlToken: token})
+	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, BadValue: store.ErrBadValue, ControlToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, st: st}
+	return &env{t: t, srv: srv, st: st}, js, st
+}
+
+// A DELETE of a zone removes every record stored under it, a value that
+// does not decode (written around the API) included: ListRecords skips
+// those, so the DELETE answered 204 with them still in the store, and a
+// zone created again under the name took them over.
+func TestDeleteZoneRemovesUndecodableRecords(t *testing.T) {
+	e, js, st := newBusEnv(t)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["192.0.2.1"]}`, 200)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["192.0.2.7"]}`, 200)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/txt/TXT", `{"values":["hello"]}`, 200)
