@@ -21,24 +21,27 @@ const ctlUsage = `usage: gatehouse ctl [-api URL] [-token TOKEN] RESOURCE VERB [
 
 resources and verbs:
   apps     list | get APP | put APP [BODY] | delete APP
-  domains  list | get DOMAIN | put DOMAIN BODY | delete DOMAIN | verify DOMAIN [BODY]
+  domains  list | get DOMAIN | put DOMAIN BODY | delete DOMAIN | verify DOMAIN BODY
   keys     list | get HOST_ID | put HOST_ID BODY | delete HOST_ID
   zones    list | get ZONE | put ZONE BODY | delete ZONE
   records  list ZONE | get ZONE NAME TYPE | put ZONE NAME TYPE BODY | delete ZONE NAME TYPE
   hosts    list
   clusters list
 
-BODY is a JSON argument or -f FILE (- for stdin). The response is printed as
-JSON; a non-2xx answer prints the problem detail and exits 1. An item's ETag
-is printed on stderr; -if-match ETAG makes a put, delete or verify go through
-only while the item still has that tag (412 once another writer has changed
-it), -if-none-match '*' makes a put create only.
+BODY is a JSON argument or -f FILE (- for stdin). A put replaces the whole
+item: a field left out of BODY takes its default, whatever the item held.
+The response is printed as JSON; a non-2xx answer prints the problem detail
+and exits 1. An item's ETag is printed on stderr; -if-match ETAG makes a
+put, delete or verify go through only while the item still has that tag
+(412 once another writer has changed it; so: get, edit, put -if-match), and
+-if-none-match '*' makes a put create only.
 
 examples:
   gatehouse ctl -token $T apps put shop '{"cors":{"origins":["https://shop.example"]}}'
   gatehouse ctl -token $T keys put web-1 '{"public_key":"...","apps":["shop"]}'
   gatehouse ctl -token $T domains verify shop.example.org '{"method":"manual"}'
-  gatehouse ctl -token $T -if-match 1f0c...e9 apps put shop '{"status":"suspended"}'
+  gatehouse ctl -token $T apps get shop > shop.json     # ETag: "1f0c...e9" on stderr
+  gatehouse ctl -token $T -if-match 1f0c...e9 apps put shop -f shop.json
 
 flags:
 `
@@ -66,6 +69,8 @@ type ctlRequest struct {
 	// ifMatch and ifNoneMatch are sent as If-Match and If-None-Match
 	// when set.
 	ifMatch, ifNoneMatch string
+	// item: the request is about one item, which has an ETag.
+	item bool
 }
 
 // runCtl drives the control API: it builds one request from the command
@@ -111,6 +116,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	req.ifMatch, req.ifNoneMatch = ctlTag(*ifMatch), ctlTag(*ifNoneMatch)
+	if (req.ifMatch != "" || req.ifNoneMatch != "") && !req.item {
+		return errors.New("ctl: -if-match and -if-none-match are for get, put, delete and verify of one item; a list has no ETag")
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	return ctlDo(ctx, strings.TrimSuffix(base.String(), "/")+req.path, *token, req, stdout, stderr)
@@ -189,7 +197,7 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 	if verb == "verify" {
 		path += "/verify"
 	}
-	return ctlRequest{method: method, path: path, body: body}, nil
+	return ctlRequest{method: method, path: path, body: body, item: verb != "list" && names > 0}, nil
 }
 
 // ctlBody reads the body from -f or the single JSON argument; none is {}.
@@ -268,6 +276,9 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 			if msg == "" {
 				msg = p.Title
 			}
+		}
+		if ra := res.Header.Get("Retry-After"); ra != "" {
+			msg += " (Retry-After: " + ra + " s)"
 		}
 		return fmt.Errorf("ctl: %s %s: %d %s: %s", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), msg)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -227,5 +228,35 @@ func TestCtlConditionalWrite(t *testing.T) {
 	}
 	if _, _, err := ctl("-if-match", strings.Trim(cur, `"`), "apps", "put", "shop", `{"status":"retired"}`); err != nil {
 		t.Errorf("put -if-match with the current tag: %v", err)
+	}
+}
+
+// A condition on a list is refused before anything is sent (a list has no
+// ETag), and an answer's Retry-After is shown with its problem.
+func TestCtlConditionOnListAndRetryAfter(t *testing.T) {
+	for _, args := range [][]string{
+		{"-if-match", "x", "apps", "list"},
+		{"hosts", "list", "-if-none-match", "*"},
+		{"-if-match", "x", "records", "list", "apps.example.com"},
+	} {
+		_, _, err := runCmd(t, append([]string{"ctl", "-api", "http://127.0.0.1:1", "-token", ctlToken}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "a list has no ETag") {
+			t.Errorf("ctl %q: %v", args, err)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"title":"Too Many Requests","detail":"too many wrong tokens from this address; retry later"}`))
+	}))
+	defer srv.Close()
+	_, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
+	if err == nil || !strings.Contains(err.Error(), "retry later (Retry-After: 5 s)") {
+		t.Errorf("429: %v", err)
+	}
+	_, _, err = runCmd(t, "ctl", "-ifmatch", "x")
+	if err == nil || strings.Contains(err.Error(), "gatehouse ctl") || !strings.Contains(err.Error(), "ctl: flag provided but not defined") {
+		t.Errorf("a bad flag: %v", err)
 	}
 }

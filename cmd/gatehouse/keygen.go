@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/host"
 )
@@ -56,7 +57,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return flag.ErrHelp
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %v", fs.Name(), err)
+		// run prefixes "gatehouse: " already
+		return fmt.Errorf("%s: %v", strings.TrimPrefix(fs.Name(), "gatehouse "), err)
 	}
 	return nil
 }

@@ -1199,6 +1199,11 @@ func TestAmbiguousKeysRefused(t *testing.T) {
 		{"POST", "/api/v3/dns/resolve/batch", `[{"name":"a.apps.example.com"},{"name":"a.apps.example.com","Name":"b"}]`, `keys "name" and "Name" in [1] differ only in case`},
 		{"PUT", "/api/v3/apps/shop", `{"colour":"red"}`, `unknown field "colour"`},
 		{"PUT", "/api/v3/apps/shop", `{"mode":`, `invalid JSON body`},
+		// a value of the wrong JSON type is named by its path, not its Go struct
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":"ten"}}`, `invalid JSON body: rate_limit.requests: want a number, got a JSON string`},
+		{"PUT", "/api/v3/apps/shop", `{"auth":{"required":"yes"}}`, `auth.required: want true or false, got a JSON string`},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":"shop"}`, `apps: want an array, got a JSON string`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":"60"}`, `ttl: want a number, got a JSON string`},
 		// nesting far past any body's is left to the decoder, unwalked
 		{"POST", "/api/v3/dns/resolve/batch", strings.Repeat("[", 1<<16), `invalid JSON body`},
 		{"PUT", "/api/v3/apps/shop", strings.Repeat(`{"auth":`, 1<<15), `invalid JSON body`},

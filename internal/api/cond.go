@@ -33,6 +33,7 @@ import (
 // is absent; a list holding "*" for any item.
 type precond struct {
 	match, noneMatch []string
+	read             bool // a GET or HEAD: nothing is written either way
 }
 
 // preconditions reads r's If-Match and If-None-Match. A field that does
@@ -47,6 +48,7 @@ func preconditions(r *http.Request) (precond, error) {
 	if p.noneMatch, err = entityTags(r.Header, "If-None-Match"); err != nil {
 		return precond{}, err
 	}
+	p.read = r.Method == http.MethodGet || r.Method == http.MethodHead
 	return p, nil
 }
 
@@ -76,7 +78,7 @@ func entityTags(h http.Header, field string) ([]string, error) {
 				break
 			}
 			if s[0] != ',' {
-				return nil, badInput("%s: the ETags must be separated by commas", field)
+				return nil, badInput("%s: %s is followed by %q; ETags are quoted strings separated by commas", field, tag, s)
 			}
 			s = strings.TrimLeft(s[1:], " \t,")
 		}
@@ -160,6 +162,8 @@ func (p precond) check(cur any, what string) error {
 		detail = fmt.Sprintf("%s does not exist, and If-Match asks for it", what)
 	case p.noneMatch != nil && anyTag(p.noneMatch, tag, true):
 		detail = fmt.Sprintf("%s exists (ETag %s), and If-None-Match asks for it not to", what, tag)
+	case p.read:
+		detail = fmt.Sprintf("%s has another ETag, %s, than If-Match names", what, tag)
 	default:
 		detail = fmt.Sprintf("%s has changed since it was read: its ETag is %s, not the one in If-Match; GET it again", what, tag)
 	}

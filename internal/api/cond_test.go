@@ -173,6 +173,12 @@ func TestConditionFieldsThatDoNotParse(t *testing.T) {
 	if res.StatusCode != 401 {
 		t.Errorf("without a credential: %d, want 401", res.StatusCode)
 	}
+	if r := e.okIf(400, "PUT", "/api/v3/apps/shop", `{}`, "If-Match", `"not"valid"`); !strings.Contains(string(r.body), `If-Match: \"not\" is followed by \"valid\\\"\"`) {
+		t.Errorf("a tag run into the next: %s", r.body)
+	}
+	if r := e.okIf(412, "GET", "/api/v3/apps/shop", "", "If-Match", `"0123"`); !strings.Contains(string(r.body), `has another ETag`) {
+		t.Errorf("a GET's 412: %s", r.body)
+	}
 	// A list may start with empty elements, and a field may repeat.
 	tag := tagOf(t, e.okIf(200, "GET", "/api/v3/apps/shop", ""))
 	e.okIf(200, "PUT", "/api/v3/apps/shop", `{}`, "If-Match", `, "0123"`, "If-Match", tag)

@@ -63,12 +63,37 @@ func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// encoding/json's own text names the Go struct and type.
+			return badInput("invalid JSON body: %s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
+		}
 		return badInput("invalid JSON body: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badInput("invalid JSON body: more than one JSON value")
 	}
 	return nil
+}
+
+// jsonKind names the JSON a field of Go type t takes.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another JSON value"
 }
 
 // loneSurrogate reports whether JSON text b escapes half a UTF-16
