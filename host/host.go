@@ -69,7 +69,18 @@ type Host struct {
 	// after we leave; a challenge answer is what would bring us back
 	// into rotation, and a leaving host must never give one again.
 	leaving atomic.Bool
+	// challenged is set by the first challenge answered: a gateway has
+	// found this host, and Run stops warning that none has.
+	challenged atomic.Bool
 }
+
+// A host nobody challenges serves nothing, and only the gateway's log
+// says why. So Run warns, after warnQuietAfter heartbeat intervals without
+// a challenge and then every warnQuietEvery, with what to check.
+const (
+	warnQuietAfter = 3
+	warnQuietEvery = 60
+)
 
 // New validates opts and returns a Host. It starts nothing.
 func New(opts Options) (*Host, error) {
@@ -152,6 +163,7 @@ func (h *Host) Run(ctx context.Context) error {
 	t := time.NewTicker(h.opts.HeartbeatInterval)
 	defer t.Stop()
 	last := h.announce("start")
+	ticks, asked := 0, false
 	for {
 		select {
 		case <-ctx.Done():
@@ -161,6 +173,7 @@ func (h *Host) Run(ctx context.Context) error {
 		case <-status:
 			last = h.announce("reconnect")
 		case <-replies:
+			asked = true
 			// Every gateway that lacks us answers; one announce per
 			// interval serves them all.
 			if h.opts.Now().Sub(last) >= h.opts.HeartbeatInterval {
@@ -171,8 +184,25 @@ func (h *Host) Run(ctx context.Context) error {
 				return errors.New("host: bus connection closed")
 			}
 			h.heartbeat(inbox)
+			ticks++
+			if !h.challenged.Load() && ticks >= warnQuietAfter && (ticks-warnQuietAfter)%warnQuietEvery == 0 {
+				h.warnQuiet(asked, time.Duration(ticks)*h.opts.HeartbeatInterval)
+			}
 		}
 	}
+}
+
+// warnQuiet says that no gateway has challenged this host in waited, and
+// what to check: asked is whether a gateway has answered a heartbeat (it
+// does when it does not know the host or failed to verify it).
+func (h *Host) warnQuiet(asked bool, waited time.Duration) {
+	if !asked {
+		h.opts.Logger.Warn("host: no gateway has challenged this host or answered its heartbeats, so none routes to it; check that the cluster is the gateway's (gatehouse serve -cluster) and that the bus is the gateway's",
+			"host_id", h.opts.HostID, "cluster", h.opts.Cluster, "waited", waited.String())
+		return
+	}
+	h.opts.Logger.Warn("host: a gateway answers that it does not know this host or could not verify it, and none has challenged it, so none routes to it; check its enrolment (gatehouse ctl keys get HOST_ID must show this public_key and every app in apps), that the gateway reaches addr, and the gateway's log",
+		"host_id", h.opts.HostID, "public_key", h.pub, "apps", h.opts.Apps, "addr", h.opts.Addr, "waited", waited.String())
 }
 
 func (h *Host) announce(why string) time.Time {
@@ -205,7 +235,7 @@ func (h *Host) publish(m *nats.Msg, body any) {
 	}
 	m.Data = b
 	if err := h.opts.Conn.PublishMsg(m); err != nil {
-		h.opts.Logger.Warn("host: publish failed", "subject", m.Subject, "err", err)
+		h.opts.Logger.Warn("host: publish failed", "host_id", h.opts.HostID, "subject", m.Subject, "err", err)
 	}
 }
 
@@ -262,6 +292,9 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sig := SignChallenge(h.opts.Key, h.opts.HostID, h.opts.Addr, req.Nonce, req.Gateway)
+	if !h.challenged.Swap(true) {
+		h.opts.Logger.Info("host: answered a gateway's first challenge", "host_id", h.opts.HostID, "gateway", req.Gateway)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(ChallengeResponse{Signature: sig})

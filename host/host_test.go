@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -377,5 +378,86 @@ func TestLeavingHostRefusesChallenges(t *testing.T) {
 		if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, "host is leaving") || strings.Contains(a.body, "signature") {
 			t.Errorf("challenge %d after leave: %d %q, want 503 \"host is leaving\" and no signature", i, a.status, a.body)
 		}
+	}
+}
+
+// lockedBuf collects log lines from Run's goroutine for the test to read.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A host no gateway challenges serves nothing, and would say nothing: Run
+// warns after three heartbeat intervals, naming what to check: the cluster
+// and bus when no gateway answers at all, the enrolment and the address
+// when one answers that it does not know the host. Once a challenge is
+// answered it stays quiet.
+func TestRunWarnsWhileNoGatewayChallenges(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		answer    bool // a gateway answers heartbeats "announce"
+		challenge bool // a challenge is answered before the third interval
+		want      string
+	}{
+		{"nobody there", false, false, `"msg":"host: no gateway has challenged this host or answered its heartbeats`},
+		{"gateway does not know the host", true, false, `"msg":"host: a gateway answers that it does not know this host`},
+		{"challenged", true, true, `"msg":"host: answered a gateway's first challenge"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := testutil.StartBus(t)
+			gw := testutil.Connect(t, ns.ClientURL())
+			beats := make(chan *nats.Msg, 64)
+			if _, err := gw.ChanSubscribe(HeartbeatSubject("c1"), beats); err != nil {
+				t.Fatal(err)
+			}
+			var logs lockedBuf
+			h, _ := newTestHost(t, testutil.Connect(t, ns.ClientURL()), func(o *Options) {
+				o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+				o.HeartbeatInterval = 20 * time.Millisecond
+			})
+			if c.challenge {
+				nonce := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, NonceSize))
+				w := httptest.NewRecorder()
+				h.ChallengeHandler().ServeHTTP(w, httptest.NewRequest("POST", ChallengePath,
+					strings.NewReader(`{"nonce":"`+nonce+`","gateway":"gw-1","host_id":"web-1","ts":1}`)))
+				if w.Code != 200 {
+					t.Fatalf("challenge: %d %s", w.Code, w.Body)
+				}
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- h.Run(ctx) }()
+			for n := 0; n < 8; n++ { // past the third interval, with room
+				select {
+				case m := <-beats:
+					if c.answer {
+						_ = gw.Publish(m.Reply, []byte("announce"))
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("no heartbeat")
+				}
+			}
+			testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), c.want) }, "log lacks "+c.want+":\n"+logs.String())
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Contains(logs.String(), `"level":"WARN","msg":"host: `)
+			if warned == c.challenge {
+				t.Errorf("warned %v, challenged %v:\n%s", warned, c.challenge, logs.String())
+			}
+		})
 	}
 }
