@@ -128,7 +128,10 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("host_id", f.id)
+	// JSON, as serve logs. The protocol's own lines name the host already;
+	// the sidecar's add it.
+	base := slog.New(slog.NewJSONHandler(stderr, nil))
+	logger := base.With("host_id", f.id)
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -164,7 +167,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var inflight atomic.Int64
 	h, err := host.New(host.Options{
 		Conn: nc, Cluster: f.cluster, HostID: f.id, Key: key, Apps: f.apps, Addr: addr,
-		Scheme: f.scheme, HeartbeatInterval: f.heartbeat, Inflight: inflight.Load, Logger: logger,
+		Scheme: f.scheme, HeartbeatInterval: f.heartbeat, Inflight: inflight.Load, Logger: base,
 	})
 	if err != nil {
 		return err

@@ -145,6 +145,7 @@ func TestHostSidecar(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		t.Fatal("still listening after exit")
 	}
+	testutil.CheckJSONLog(t, stderr.String())
 }
 
 func TestHostFlags(t *testing.T) {

@@ -39,6 +39,8 @@ type Bus struct {
 	port   int
 	log    *slog.Logger
 	srvLog *serverLog
+	// srvBase logs the embedded server's own lines.
+	srvBase *slog.Logger
 
 	ns     *server.Server
 	nc     *nats.Conn
@@ -65,8 +67,12 @@ func New(opts Options) (*Bus, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// The server's own lines carry a component of their own: one logger
+	// With both would write the key twice, which strict JSON parsers
+	// refuse.
+	srvBase := log.With("component", "nats-server")
 	log = log.With("component", "bus")
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, fails: reconnectFails{log: log}}, nil
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -140,7 +146,7 @@ func (b *Bus) startEmbedded(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("bus: embedded server: %w", err)
 	}
-	b.srvLog = &serverLog{log: b.log}
+	b.srvLog = &serverLog{log: b.srvBase}
 	ns.SetLoggerV2(b.srvLog, false, false, false)
 	ns.Start()
 	if err := b.waitReady(ctx, ns); err != nil {
@@ -261,6 +267,10 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil { // our own Close: nothing went wrong
+				b.log.Debug("nats disconnected")
+				return
+			}
 			b.log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

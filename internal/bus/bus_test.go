@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -349,5 +350,29 @@ func TestExternalWrongCredentialSaysSo(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "not-the-secret") {
 		t.Fatalf("the error repeats the credential: %v", err)
+	}
+}
+
+// The embedded server's lines and the bus's own are JSON objects with each
+// key once (the server's once carried "component" twice), and a clean
+// Close warns about nothing.
+func TestEmbeddedLogsCleanJSON(t *testing.T) {
+	var logs testutil.SyncBuffer
+	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Name: "test",
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	out := logs.String()
+	if !strings.Contains(out, `"component":"nats-server"`) || !strings.Contains(out, `"component":"bus"`) {
+		t.Fatalf("the server's or the bus's lines are missing:\n%s", out)
+	}
+	testutil.CheckJSONLog(t, out)
+	if strings.Contains(out, `"level":"WARN"`) {
+		t.Errorf("a clean start and Close warned:\n%s", out)
 	}
 }

@@ -22,7 +22,7 @@ func (l *serverLog) logf(lvl slog.Level, format string, v []any) {
 	if !l.log.Enabled(context.Background(), lvl) {
 		return
 	}
-	l.log.Log(context.Background(), lvl, fmt.Sprintf(format, v...), "component", "nats-server")
+	l.log.Log(context.Background(), lvl, fmt.Sprintf(format, v...))
 }
 
 func (l *serverLog) Noticef(format string, v ...any) { l.logf(slog.LevelInfo, format, v) }
@@ -53,7 +53,7 @@ func (l *serverLog) Fatalf(format string, v ...any) {
 		l.fatal = msg
 	}
 	l.mu.Unlock()
-	l.log.Error(msg, "component", "nats-server", "fatal", true)
+	l.log.Error(msg, "fatal", true)
 }
 
 // fatalMsg returns the first fatal message, or "".
