@@ -209,27 +209,40 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 }
 
 // zoneGateways is what a seeded zone's wildcard answers: the https
-// listener's address when it names one, else loopback.
-func zoneGateways(httpsAddr string) []string {
+// listener's address when it names one, else loopback (fallback true).
+func zoneGateways(httpsAddr string) (gateways []string, fallback bool) {
 	h, _, err := net.SplitHostPort(httpsAddr)
 	if err == nil {
 		if a, err := netip.ParseAddr(h); err == nil && !a.IsUnspecified() {
-			return []string{a.String()}
+			return []string{a.String()}, false
 		}
 	}
-	return []string{"127.0.0.1"}
+	return []string{"127.0.0.1"}, true
 }
 
 // seedZone creates the -zone zone at first start; an existing zone is left
-// as the operator last wrote it.
-func seedZone(ctx context.Context, st zoneStore, name, httpsAddr string) error {
+// as the operator last wrote it. A zone seeded with loopback, since the
+// https listener names no address, would answer the internet's queries
+// with 127.0.0.1: that is logged as a warning saying how to set the
+// gateway's public addresses.
+func seedZone(ctx context.Context, st zoneStore, log *slog.Logger, name, httpsAddr string) error {
 	if name == "" {
 		return nil
 	}
 	if _, err := st.GetZone(ctx, name); err == nil {
 		return nil
 	}
-	return st.PutZone(ctx, &route.Zone{Name: name, Gateways: zoneGateways(httpsAddr), TTL: 60})
+	gws, fallback := zoneGateways(httpsAddr)
+	if err := st.PutZone(ctx, &route.Zone{Name: name, Gateways: gws, TTL: 60}); err != nil {
+		return err
+	}
+	if fallback {
+		log.Warn("zone seeded with gateways 127.0.0.1, as the https listener names no address: its names resolve to loopback until the gateways' public addresses are set",
+			"zone", name, "set_with", fmt.Sprintf(`gatehouse ctl zones put %s '{"gateways":["<public IP>"]}'`, name))
+		return nil
+	}
+	log.Info("zone seeded", "zone", name, "gateways", gws)
+	return nil
 }
 
 type zoneStore interface {

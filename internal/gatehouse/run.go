@@ -93,6 +93,11 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		started.Store(true)
 		g.readyOnce.Do(func() { close(g.ready) })
 		g.log.Info("gatehouse ready", "cluster", cfg.Cluster.ID, "gateway", g.id, "addrs", g.Addrs(), "max_connections", e.MaxConnections(), "max_connections_per_source", cfg.Listeners.MaxConnectionsPerSource)
+		if cfg.Control.Token == "" && len(cfg.Auth.Issuers) == 0 {
+			// Closed is the right default, but a silent one: every
+			// control call would answer 401 with no hint at start.
+			g.log.Warn("control API closed: no control.token and no auth.issuers, so every control call answers 401; set -control-token (GATEHOUSE_CONTROL_TOKEN) or an issuer")
+		}
 		if g.forwarder != nil {
 			g.log.Info("dns recursion on, for the platform only", "upstreams", cfg.DNS.Recursion.Upstreams, "allow", cfg.DNS.Recursion.Allow)
 		}
@@ -315,7 +320,7 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := seedZone(ctx, st, cfg.Zone, cfg.HTTPS.Addr); err != nil {
+	if err := seedZone(ctx, st, g.log, cfg.Zone, cfg.HTTPS.Addr); err != nil {
 		return nil, nil, fmt.Errorf("gatehouse: seed zone %s: %w", cfg.Zone, err)
 	}
 	builder := route.NewBuilder(&g.live)
