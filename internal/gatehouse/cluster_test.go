@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	mdns "github.com/miekg/dns"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -65,11 +68,18 @@ func TestServesLastTableWithoutBus(t *testing.T) {
 }
 
 // The demo runs the documented system: two hosts behind hello, answered in
-// turn.
+// turn. Its DNS port taken (as mDNS daemons hold 5353), it serves DNS on
+// another and says so.
 func TestDemo(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Zone = "localhost"
 	cfg.Cluster.ID = "local"
+	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg.DNS.Addr = taken.LocalAddr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan *Gatehouse, 1)
@@ -107,6 +117,18 @@ func TestDemo(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "curl http://hello.localhost:") {
 		t.Errorf("demo output lacks what to try:\n%s", out.String())
+	}
+	dnsAddr := g.Addrs().DNS
+	if dnsAddr == "" || dnsAddr == cfg.DNS.Addr ||
+		!strings.Contains(out.String(), "dig @127.0.0.1 -p "+strings.TrimPrefix(dnsAddr, "127.0.0.1:")+" hello.localhost") ||
+		!strings.Contains(out.String(), cfg.DNS.Addr+" was in use") {
+		t.Errorf("DNS on %q with %s taken; output:\n%s", dnsAddr, cfg.DNS.Addr, out.String())
+	}
+	q := new(mdns.Msg)
+	q.SetQuestion("hello.localhost.", mdns.TypeA)
+	resp, _, err := (&mdns.Client{Timeout: 5 * time.Second}).Exchange(q, dnsAddr)
+	if err != nil || len(resp.Answer) != 1 || resp.Answer[0].(*mdns.A).A.String() != "127.0.0.1" {
+		t.Errorf("the printed DNS server's answer for hello.localhost: %v %v", resp, err)
 	}
 	cancel()
 	select {

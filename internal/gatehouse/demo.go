@@ -77,6 +77,16 @@ func RunDemo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 		defer os.RemoveAll(dir)
 		cfg = DemoConfig(dir)
 	}
+	// A desktop's mDNS daemon (avahi, systemd-resolved) holds 5353, the
+	// demo's DNS port; the demo takes a free port for its DNS server
+	// rather than fail. What to try is printed with the port it got.
+	dnsTaken := ""
+	if cfg.DNS.Addr != "" && !bindable(cfg.DNS.Addr) {
+		dnsTaken = cfg.DNS.Addr
+		if h, _, err := net.SplitHostPort(cfg.DNS.Addr); err == nil {
+			cfg.DNS.Addr = net.JoinHostPort(h, "0")
+		}
+	}
 	gw, err := New(cfg, opts.Logger)
 	if err != nil {
 		return err
@@ -86,7 +96,7 @@ func RunDemo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return gw.Run(ctx) })
 	eg.Go(func() error {
-		if err := runDemoHosts(ctx, gw, cfg, out, opts); err != nil {
+		if err := runDemoHosts(ctx, gw, cfg, out, opts, dnsTaken); err != nil {
 			return err
 		}
 		return nil
@@ -96,7 +106,7 @@ func RunDemo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 
 // runDemoHosts waits for the gateway, enrols and starts the two hosts, and
 // keeps them until ctx ends.
-func runDemoHosts(ctx context.Context, gw *Gatehouse, cfg config.Config, out io.Writer, opts DemoOptions) error {
+func runDemoHosts(ctx context.Context, gw *Gatehouse, cfg config.Config, out io.Writer, opts DemoOptions, dnsTaken string) error {
 	select {
 	case <-gw.Ready():
 	case <-ctx.Done():
@@ -142,7 +152,7 @@ func runDemoHosts(ctx context.Context, gw *Gatehouse, cfg config.Config, out io.
 		if err := waitVerified(ctx, c, 2); err != nil {
 			return err
 		}
-		printDemo(out, cfg, addrs)
+		printDemo(out, cfg, addrs, dnsTaken)
 		if opts.Started != nil {
 			opts.Started(gw, cfg.Control.Token)
 		}
@@ -207,8 +217,30 @@ func waitVerified(ctx context.Context, c *controlClient, n int) error {
 	}
 }
 
-func printDemo(out io.Writer, cfg config.Config, a Addrs) {
+// bindable reports whether UDP and TCP addr can both be bound now.
+func bindable(addr string) bool {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	defer pc.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	return ln.Close() == nil
+}
+
+func printDemo(out io.Writer, cfg config.Config, a Addrs, dnsTaken string) {
 	_, httpPort, _ := net.SplitHostPort(a.HTTP)
+	dnsLine := ""
+	if a.DNS != "" {
+		h, p, _ := net.SplitHostPort(a.DNS)
+		dnsLine = fmt.Sprintf("  dig @%s -p %s hello.localhost              # the gateway's own DNS for its zone\n", h, p)
+		if dnsTaken != "" {
+			dnsLine += fmt.Sprintf("                                               # %s was in use (mDNS's port), so DNS is on %s\n", dnsTaken, a.DNS)
+		}
+	}
 	fmt.Fprintf(out, `gatehouse demo is running: a gateway on embedded NATS (%s), the app "hello"
 on the zone "localhost", and two verified hosts.
 
@@ -218,9 +250,9 @@ Try:
   curl http://%s/metrics
   curl -H 'Authorization: Bearer %s' http://%s/api/v3/hosts
   curl -H 'Authorization: Bearer %s' http://%s/api/v3/apps
-
+%s
 Press Ctrl-C to stop (the gateway drains in-flight requests first).
-`, a.Bus, httpPort, httpPort, a.Management, cfg.Control.Token, a.Management, cfg.Control.Token, a.Management)
+`, a.Bus, httpPort, httpPort, a.Management, cfg.Control.Token, a.Management, cfg.Control.Token, a.Management, dnsLine)
 }
 
 // controlClient is the demo's platform: it calls the control API over HTTP

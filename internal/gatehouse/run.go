@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -63,6 +64,10 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	if err != nil {
 		// e never runs, so its drain will not close what Listen bound;
 		// a process embedding the gateway outlives this error.
+		if _, port, _ := net.SplitHostPort(cfg.DNS.Addr); port == "5353" && errors.Is(err, syscall.EADDRINUSE) {
+			// The default port is mDNS's too: desktops run a daemon on it.
+			err = fmt.Errorf("%w (5353 is mDNS's port too: avahi-daemon or systemd-resolved may hold it; choose another with -dns, or -dns \"\" for none)", err)
+		}
 		return errors.Join(fmt.Errorf("config: dns.addr: %w", err), e.Close())
 	}
 	var dnsSelf string // where this process reaches its own DNS server

@@ -42,6 +42,25 @@ func TestDNSBusyClosesListeners(t *testing.T) {
 	}
 }
 
+// DNS's default port is mDNS's too, which desktops' daemons hold: the
+// refusal says so and how to choose another.
+func TestDNSBusyOnMDNSPortSaysSo(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:5353")
+	switch {
+	case err == nil:
+		t.Cleanup(func() { pc.Close() })
+	case !errors.Is(err, syscall.EADDRINUSE): // held by an mDNS daemon here: as good
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.DNS.Addr = "127.0.0.1:5353"
+	err = runToError(t, cfg)
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "config: dns.addr: ") ||
+		!strings.Contains(err.Error(), "5353 is mDNS's port too") || !strings.Contains(err.Error(), "-dns") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
 // occupy holds a port on 127.0.0.1 over network ("udp" or "tcp") until t
 // ends, and returns its address. For "tcp" the same UDP port is free, so
 // the DNS server's UDP bind succeeds and its TCP bind is the one refused.
