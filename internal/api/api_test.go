@@ -1204,6 +1204,7 @@ func TestAmbiguousKeysRefused(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"auth":{"required":"yes"}}`, `auth.required: want true or false, got a JSON string`},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":"shop"}`, `apps: want an array, got a JSON string`},
 		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":"60"}`, `ttl: want a number, got a JSON string`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"soon"}}`, `duration "soon" is not one: write a number and a unit, such as "60s"`},
 		// nesting far past any body's is left to the decoder, unwalked
 		{"POST", "/api/v3/dns/resolve/batch", strings.Repeat("[", 1<<16), `invalid JSON body`},
 		{"PUT", "/api/v3/apps/shop", strings.Repeat(`{"auth":`, 1<<15), `invalid JSON body`},

@@ -45,7 +45,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration %q: %v", s, err)
+		return fmt.Errorf("duration %q is not one: write a number and a unit, such as \"60s\", \"1m30s\" or \"500ms\"", s)
 	}
 	*d = Duration(v)
 	return nil
