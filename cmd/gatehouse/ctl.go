@@ -223,8 +223,13 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 	default:
 		b = []byte("{}")
 	}
-	if !json.Valid(b) {
-		return nil, errors.New("ctl: the body is not valid JSON")
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("ctl: the body is not valid JSON: %v (at byte %d)", err, se.Offset)
+		}
+		return nil, fmt.Errorf("ctl: the body is not valid JSON: %v", err)
 	}
 	return b, nil
 }

@@ -98,7 +98,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"ctl", "widgets", "list"}, `ctl: unknown resource "widgets"`},
 		{[]string{"ctl", "apps", "frob"}, `ctl: apps takes list, get, put, delete, not "frob"`},
 		{[]string{"ctl", "apps", "get"}, "ctl: apps get needs 1 name(s)"},
-		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON"},
+		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON: invalid character 'n' looking for beginning of object key string (at byte 2)"},
 		{[]string{"ctl", "apps", "list", "extra"}, `ctl: unexpected argument "extra"`},
 		{[]string{"ctl", "-api", "ftp://x", "apps", "list"}, `ctl: -api must be an http(s) URL, got "ftp://x"`},
 		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: Get "},
