@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/proxy"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -73,6 +74,25 @@ type clusterState struct {
 	rp        *httputil.ReverseProxy
 	transport *peerTransport // ours, when Options.Transport was nil; closed by closeCluster
 	health    *peerHealth    // the transport's, when it is a peerTransport; else nil
+	warned    *sync.Map      // "kind peer id" -> *atomic.Int64, the last warning's unix nanos (warnAllowed)
+}
+
+// warnEvery bounds the warnings about one peer: a peer that is down or
+// whose key is configured wrong fails every request for its apps, and a
+// line each would flood the log. The metrics count every one.
+const warnEvery = 10 * time.Second
+
+// warnAllowed reports whether a warning of kind about peer may be logged
+// now: one every warnEvery. Peers come from discovery, so the keys are
+// bounded.
+func (st *clusterState) warnAllowed(kind, peer string, now time.Time) bool {
+	v, _ := st.warned.LoadOrStore(kind+" "+peer, new(atomic.Int64))
+	last := v.(*atomic.Int64)
+	prev := last.Load()
+	if prev != 0 && now.UnixNano()-prev < int64(warnEvery) {
+		return false
+	}
+	return last.CompareAndSwap(prev, now.UnixNano())
 }
 
 // initCluster builds g.clusters from opts; New calls it once, after the
@@ -106,6 +126,7 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 		affinity: !opts.NoAffinity,
 		failover: !opts.NoFailover,
 		deadline: opts.Deadline,
+		warned:   new(sync.Map),
 	}
 	if st.deadline == 0 {
 		st.deadline = 15 * time.Second
@@ -275,28 +296,47 @@ func (st *clusterState) set(self string) (cluster.Set, bool) {
 // for and the peer's id. Hygiene calls it before stripping every
 // X-Gatehouse-* header, and believes the result only when ok.
 //
-// Any mark at all, verified or not, sets the request's ForwardMarked: such
-// a request is served here and never forwarded again.
+// A mark that names no peer of this cluster (one X-Gatehouse-Forwarded
+// naming a known cluster other than this one) came from no gateway: the
+// request is an ordinary client's (DESIGN §5.3), which affinity may
+// forward. A mark that names a peer sets the request's ForwardMarked,
+// verified or not: it is served here and never forwarded again. That is
+// stricter than DESIGN for an unverified one, on purpose: two gateways
+// that cannot verify each other's marks (a wrong key in either's config)
+// and disagree on the owner would bounce the request between them until
+// the deadline. Such a refusal is a misconfiguration until shown
+// otherwise, so it is a warning (one every warnEvery per peer) as well as
+// a count.
 func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromCluster string, ok bool) {
 	fwd, client := r.Header[cluster.HeaderForwarded], r.Header[cluster.HeaderClient]
 	if len(fwd) == 0 && len(client) == 0 {
 		return netip.Addr{}, "", false
 	}
+	set, known := g.clusters.set(g.clusterID)
+	var peer cluster.Peer
+	found := false
+	if known && len(fwd) == 1 && fwd[0] != g.clusterID {
+		peer, found = set.Peer(fwd[0])
+	}
+	if !found {
+		g.metrics.ForwardMarksRefused.WithLabelValues("_unknown").Inc()
+		g.log.Debug("gateway: forward mark naming no peer stripped", "from", fwd)
+		return netip.Addr{}, "", false
+	}
 	if rq := route.RequestFrom(r.Context()); rq != nil {
 		rq.ForwardMarked = true
 	}
-	set, known := g.clusters.set(g.clusterID)
-	if !known || len(fwd) != 1 || len(client) != 1 || fwd[0] == g.clusterID {
-		return netip.Addr{}, "", false
+	var ip netip.Addr
+	err := errors.New("no single X-Gatehouse-Client")
+	if len(client) == 1 {
+		ip, err = cluster.VerifyClient(peer.PublicKey, peer.ID, client[0], r.Host, g.now())
 	}
-	peer, found := set.Peer(fwd[0])
-	if !found {
-		g.log.Debug("gateway: forward mark from an unknown cluster stripped", "from", fwd[0])
-		return netip.Addr{}, "", false
-	}
-	ip, err := cluster.VerifyClient(peer.PublicKey, peer.ID, client[0], r.Host, g.now())
 	if err != nil {
-		g.log.Debug("gateway: forward mark stripped", "from", peer.ID, "err", err)
+		g.metrics.ForwardMarksRefused.WithLabelValues(peer.ID).Inc()
+		if g.clusters.warnAllowed("mark", peer.ID, g.now()) {
+			g.log.Warn("gateway: a forward mark naming a peer cluster did not verify; the request is served here as the connecting address's (check that peer's public_key in this gateway's clusters, and both clocks)",
+				"from", peer.ID, "remote", r.RemoteAddr, "err", err)
+		}
 		return netip.Addr{}, "", false
 	}
 	if rq := route.RequestFrom(r.Context()); rq != nil {
@@ -359,6 +399,12 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 		// no host of the owner's saw (it could not be reached, or said so)
 		// whose body is still whole.
 		resend := replayable(r) || (a.unsent || a.noHost) && (small != nil || !body.touched())
+		// An owner without a host for the app is how apps are deployed at
+		// times (DESIGN §5.2); an owner that fails is worth a warning.
+		if a.outcome == outcomeMoveOn && !a.noHost && st.warnAllowed("owner", owner, g.now()) {
+			g.log.Warn("gateway: the owner cluster could not take a request for its app (one line per owner every 10 s; gatehouse_cluster_forwards_total counts them)",
+				"app", rq.Match.App.ID, "owner", owner, "method", r.Method, "served_here", resend, "err", a.err)
+		}
 		switch {
 		case a.outcome == outcomeMoveOn && resend:
 			// Serve here; failover (if it comes to that) skips the owner.
@@ -588,6 +634,7 @@ var (
 // deadline.
 func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Request, peer cluster.Peer, failover bool) *peerAttempt {
 	a := &peerAttempt{g: g, w: w, rq: rq, peer: peer, failover: failover, retry: replayable(r)}
+	defer g.countForward(a)
 	u, err := cluster.ParseURL(peer.URL)
 	if err != nil {
 		a.outcome, a.err, a.unsent = outcomeMoveOn, err, true
@@ -613,6 +660,33 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 	defer a.clock.stop()
 	g.clusters.rp.ServeHTTP(w, sparingUpload(r.WithContext(ctx), &a.clock))
 	return a
+}
+
+// countForward counts how attempt a ended in ClusterForwards.
+func (g *Gateway) countForward(a *peerAttempt) {
+	kind := "owner"
+	if a.failover {
+		kind = "failover"
+	}
+	var result string
+	switch a.outcome {
+	case outcomeServed:
+		result = metrics.ForwardAnswered
+	case outcomeDeadline:
+		result = metrics.ForwardDeadline
+	case outcomeGone:
+		result = metrics.ForwardCanceled
+	default:
+		switch {
+		case a.noHost:
+			result = metrics.ForwardNoHost
+		case a.unsent:
+			result = metrics.ForwardUnreachable
+		default:
+			result = metrics.ForwardFailed
+		}
+	}
+	g.metrics.ClusterForwards.WithLabelValues(a.peer.ID, kind, result).Inc()
 }
 
 // sparingUpload returns r (a copy of the caller's request) whose body

@@ -6,10 +6,13 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
 	"github.com/gatehouse-dev/gatehouse/internal/proxy"
@@ -149,7 +152,12 @@ func TestOwnerChargesOriginalClient(t *testing.T) {
 // and no host anywhere records it; a peer answering 500 is skipped; a
 // peer answering 404 is returned as is.
 func TestFailover(t *testing.T) {
-	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	var usLogs testutil.SyncBuffer
+	cs := startClusters(t, clusterSetup{ids: threeIDs, edit: func(c *testCluster, o *Options) {
+		if c.id == "us" {
+			o.Logger = slog.New(slog.NewJSONHandler(&usLogs, nil))
+		}
+	}})
 	cl := clClient(t)
 	app := ownedBy(t, "ap", threeIDs)
 	cs["ap"].host.kill()
@@ -214,6 +222,26 @@ func TestFailover(t *testing.T) {
 	if res, _ := send(t, cl, cs["ap"], http.MethodGet, "gone", "/", nil); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get(cluster.HeaderFailover) != "" {
 		t.Fatalf("retired app = %d", res.StatusCode)
 	}
+
+	// Every forward is counted by cluster, kind and result, and an owner
+	// that failed is a warning at the forwarding gateway.
+	for _, c := range []struct {
+		at, to, kind, result string
+		want                 float64
+	}{
+		{"ap", "eu", "failover", "answered", 3}, // the GET, the HEAD, the 404
+		{"ap", "eu", "failover", "failed", 2},   // eu's 500s
+		{"ap", "us", "failover", "answered", 1},
+		{"us", "ap", "owner", "failed", 1},   // the GET: ap's host was dead
+		{"eu", "ap", "owner", "answered", 4}, // the writes via eu: ap's own 502, returned as is
+	} {
+		if n := promtest.ToFloat64(cs[c.at].gw.Metrics().ClusterForwards.WithLabelValues(c.to, c.kind, c.result)); n != c.want {
+			t.Errorf("%s's forwards to %s (%s, %s) counted %v, want %v", c.at, c.to, c.kind, c.result, n, c.want)
+		}
+	}
+	if !strings.Contains(usLogs.String(), `"msg":"gateway: the owner cluster could not take a request for its app`) {
+		t.Errorf("us did not warn about its failing owner:\n%s", usLogs.String())
+	}
 }
 
 // TestFailoverDeadline: with a 2 s deadline and every peer hanging, the
@@ -277,14 +305,20 @@ func TestDeadlineCoversOwnerAndLocal(t *testing.T) {
 
 // TestForwardedNeverForwardedAgain: a request forwarded by a peer is
 // served where it lands, whatever that gateway thinks the owner is — even
-// when it cannot verify the mark (sets that disagree).
+// when it cannot verify the mark (sets that disagree, or a wrong key:
+// forwarding it on could bounce it between two such gateways). That
+// refusal is counted and warned about, once per peer every 10 s.
 func TestForwardedNeverForwardedAgain(t *testing.T) {
-	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	var logs testutil.SyncBuffer
+	cs := startClusters(t, clusterSetup{ids: threeIDs, edit: func(c *testCluster, o *Options) {
+		if c.id == "us" {
+			o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		}
+	}})
 	cl := clClient(t)
 	app := ownedBy(t, "ap", threeIDs)
 	host := app + "." + testZone
 	now := time.Now()
-	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
 	tests := []struct {
 		name   string
 		from   string
@@ -292,8 +326,8 @@ func TestForwardedNeverForwardedAgain(t *testing.T) {
 		wantIP string
 	}{
 		{"verified mark from eu", "eu", cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", now, host), "198.51.100.7"},
-		{"mark from a cluster us does not know", "zz", cluster.SignClient(stranger, "zz", "198.51.100.7", now, host), clientAddr},
 		{"mark for another host", "eu", cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", now, "other."+testZone), clientAddr},
+		{"mark signed by another key", "eu", cluster.SignClient(cs["ap"].key, "eu", "198.51.100.7", now, host), clientAddr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,6 +346,12 @@ func TestForwardedNeverForwardedAgain(t *testing.T) {
 			}
 		})
 	}
+	if n := promtest.ToFloat64(cs["us"].gw.Metrics().ForwardMarksRefused.WithLabelValues("eu")); n != 2 {
+		t.Errorf("refused marks from eu counted %v, want 2", n)
+	}
+	if n := strings.Count(logs.String(), `"msg":"gateway: a forward mark naming a peer cluster did not verify`); n != 1 {
+		t.Errorf("%d warnings for two refused marks within 10 s, want 1:\n%s", n, logs.String())
+	}
 	// A forwarded request that cannot be served locally is not failed over
 	// either: the forwarding gateway does that.
 	cs["us"].host.kill()
@@ -319,6 +359,42 @@ func TestForwardedNeverForwardedAgain(t *testing.T) {
 	res, _ := send(t, cl, cs["us"], http.MethodGet, app, "/fwd", hdr)
 	if res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
 		t.Fatalf("forwarded request with no local host = %d, failover %q; want 502", res.StatusCode, res.Header.Get(cluster.HeaderFailover))
+	}
+}
+
+// TestMarkNamingNoPeer: a mark that names no peer (an unknown cluster, this
+// cluster itself, or no X-Gatehouse-Forwarded at all) came from no
+// gateway: it is stripped and the request is an ordinary client's (DESIGN
+// §5.3), forwarded to its owner like any other, as the connecting address.
+func TestMarkNamingNoPeer(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	host := app + "." + testZone
+	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
+	good := cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", time.Now(), host)
+	for i, hdr := range []http.Header{
+		{cluster.HeaderForwarded: {"zz"}, cluster.HeaderClient: {cluster.SignClient(stranger, "zz", "198.51.100.7", time.Now(), host)}},
+		{cluster.HeaderForwarded: {"evil"}},
+		{cluster.HeaderForwarded: {"us"}, cluster.HeaderClient: {cluster.SignClient(cs["us"].key, "us", "198.51.100.7", time.Now(), host)}},
+		{cluster.HeaderClient: {good}},
+		{cluster.HeaderForwarded: {"eu", "ap"}, cluster.HeaderClient: {good}},
+	} {
+		res, body := send(t, cl, cs["us"], http.MethodGet, app, fmt.Sprintf("/nopeer/%d", i), hdr)
+		if res.StatusCode != 200 || body != "served by ap" {
+			t.Fatalf("mark %d (%v): %d %q, want forwarded to the owner, ap", i, hdr, res.StatusCode, body)
+		}
+		seen := cs["ap"].host.requests()
+		if last := seen[len(seen)-1]; last.ClientIP != clientAddr || last.Marks {
+			t.Fatalf("mark %d: the owner's host saw %+v, want client %s and no marks", i, last, clientAddr)
+		}
+	}
+	m := cs["us"].gw.Metrics()
+	if n := promtest.ToFloat64(m.ForwardMarksRefused.WithLabelValues("_unknown")); n != 5 {
+		t.Errorf("marks naming no peer counted %v, want 5", n)
+	}
+	if n := promtest.ToFloat64(m.ClusterForwards.WithLabelValues("ap", "owner", "answered")); n != 5 {
+		t.Errorf("forwards to ap counted %v, want 5", n)
 	}
 }
 

@@ -27,6 +27,17 @@ const (
 	ReasonOther    = "other"    // any other transport error
 )
 
+// Results of a forward to a peer cluster, the values of the result label
+// of ClusterForwards.
+const (
+	ForwardAnswered    = "answered"    // the peer's answer went to the client
+	ForwardUnreachable = "unreachable" // could not connect, or cooling down after that
+	ForwardFailed      = "failed"      // answered 5xx, skipped for the next candidate
+	ForwardNoHost      = "no_host"     // the owner proved no host of its saw the request
+	ForwardDeadline    = "deadline"    // cluster.deadline passed first
+	ForwardCanceled    = "canceled"    // the client went away
+)
+
 // Set is the collectors the request path shares. Every field is non-nil in
 // a Set returned by [New]. The collectors are safe for concurrent use.
 type Set struct {
@@ -47,6 +58,15 @@ type Set struct {
 	// ConnectionsRefused counts client connections closed as soon as they
 	// were accepted because listeners.max_connections were open.
 	ConnectionsRefused prometheus.Counter
+	// ClusterForwards counts requests sent to peer clusters' gateways
+	// (DESIGN §5.2), by cluster, why (owner: affinity; failover) and
+	// how the attempt ended (see the Forward* constants).
+	ClusterForwards *prometheus.CounterVec
+	// ForwardMarksRefused counts forward marks (DESIGN §5.3) that did not
+	// verify, by the cluster they name: a known peer's id, or "_unknown"
+	// for one that names no peer (a client's forgery; its id is not a
+	// label, as anyone can make one up).
+	ForwardMarksRefused *prometheus.CounterVec
 
 	apps sync.Map // app id -> *App, see [Set.App]
 }
@@ -81,6 +101,14 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: "gatehouse", Name: "connections_refused_total",
 			Help: "Client connections closed as soon as they were accepted, because listeners.max_connections were open, or listeners.max_connections_per_source from their source.",
 		}),
+		ClusterForwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "cluster_forwards_total",
+			Help: "Requests sent to peer clusters' gateways, by cluster, kind (owner, failover) and result (answered, unreachable, failed, no_host, deadline, canceled).",
+		}, []string{"cluster", "kind", "result"}),
+		ForwardMarksRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "forward_marks_refused_total",
+			Help: "Forward marks (X-Gatehouse-Forwarded, X-Gatehouse-Client) that did not verify, by the peer cluster they name (_unknown: none).",
+		}, []string{"from"}),
 	}
 	if reg == nil {
 		return s, nil
@@ -98,7 +126,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 		}
 		return m.GetGauge().GetValue()
 	})
-	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs, s.ConnectionsRefused} {
+	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs, s.ConnectionsRefused, s.ClusterForwards, s.ForwardMarksRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}

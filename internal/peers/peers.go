@@ -247,7 +247,7 @@ func (p *Peers) recordProbe(id string, err error) {
 		}
 	}
 	if now := p.activeLocked(m, p.now()); now != was {
-		p.log.Info("peers: cluster "+state(now), "cluster", id, "source", "probe", "err", err)
+		p.logState(now, "cluster", id, "source", "probe", "err", err)
 		p.publishLocked()
 	}
 }
@@ -302,7 +302,7 @@ func (p *Peers) sweep() {
 	cur := p.set.Load()
 	for _, old := range cur.Peers() {
 		if m := p.members[old.ID]; m != nil && p.activeLocked(m, now) != old.Active {
-			p.log.Info("peers: cluster "+state(!old.Active), "cluster", old.ID, "source", "announcements")
+			p.logState(!old.Active, "cluster", old.ID, "source", "announcements")
 			changed = true
 		}
 	}
@@ -389,9 +389,12 @@ func (p *Peers) publishLocked() {
 	p.set.Store(cluster.NewSet(p.self.ID, all))
 }
 
-func state(active bool) string {
+// logState logs a cluster turning active (info) or inactive: a warning,
+// as its apps are served without their owner from then on.
+func (p *Peers) logState(active bool, args ...any) {
 	if active {
-		return "active"
+		p.log.Info("peers: cluster active", args...)
+		return
 	}
-	return "inactive"
+	p.log.Warn("peers: cluster inactive; its apps are served by the other clusters until it is back", args...)
 }
