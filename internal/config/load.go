@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +59,12 @@ func Load(args []string, env []string) (Config, error) {
 		return Config{}, fmt.Errorf("config: %v", err)
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("config: unexpected argument %q (flags come as -name value)", fs.Arg(0))
+		hint := "flags come as -name value"
+		if _, err := strconv.ParseBool(fs.Arg(0)); err == nil {
+			// "-cluster-affinity false": a boolean flag ends at its name.
+			hint = "a boolean flag takes its value after =, as -name=false"
+		}
+		return Config{}, fmt.Errorf("config: unexpected argument %q (%s)", fs.Arg(0), hint)
 	}
 	vars, err := environ(env)
 	if err != nil {

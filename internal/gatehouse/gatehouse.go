@@ -150,6 +150,22 @@ func checkKeyFiles(cfg config.Config) error {
 	return nil
 }
 
+// ownKeyElsewhere refuses a static peer of another id whose public_key is
+// this cluster's own: a key pasted into the wrong entry, under which that
+// peer's marks never verify and this cluster's would pass for its.
+func ownKeyElsewhere(peers []config.Peer, self string, key ed25519.PrivateKey) error {
+	pub := key.Public().(ed25519.PublicKey)
+	for i, p := range peers {
+		if p.ID == self {
+			continue
+		}
+		if k, err := decodeKey(p.PublicKey); err == nil && k.Equal(pub) {
+			return fmt.Errorf("config: clusters[%d].public_key: is this cluster's own key (cluster.key), not cluster %q's; give that cluster's key (its gateway lists it in GET /api/v3/discovery/clusters)", i, p.ID)
+		}
+	}
+	return nil
+}
+
 // clusterKey loads the cluster's Ed25519 key, generating it into the data
 // directory at first start when no key file is configured.
 func (g *Gatehouse) clusterKey() (ed25519.PrivateKey, error) {

@@ -244,6 +244,9 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	if err != nil {
 		return err
 	}
+	if err := ownKeyElsewhere(cfg.Clusters, cfg.Cluster.ID, key); err != nil {
+		return err
+	}
 	pr, err := g.newPeers(b, key)
 	if err != nil {
 		return err

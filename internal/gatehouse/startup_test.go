@@ -2,6 +2,7 @@ package gatehouse
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"net"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -134,4 +136,30 @@ func runToError(t *testing.T, cfg config.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return g.Run(ctx)
+}
+
+// A static peer of another id given this cluster's own public key (a
+// copy-paste slip) stops the start, naming the entry: that peer's marks
+// would never verify.
+func TestPeerWithOwnKeyRefused(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := dir + "/cluster.pem"
+	k, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Cluster.Key = keyFile
+	own := host.PublicKeyString(k.Public().(ed25519.PublicKey))
+	cfg.Clusters = []config.Peer{
+		{ID: cfg.Cluster.ID, URL: "http://127.0.0.1:1", PublicKey: own}, // itself, as a shared list has it: fine
+		{ID: "other", URL: "http://127.0.0.1:2", PublicKey: own},
+	}
+	err = runToError(t, cfg)
+	if err == nil || !strings.Contains(err.Error(), `config: clusters[1].public_key: is this cluster's own key (cluster.key), not cluster "other"'s`) {
+		t.Fatalf("Run = %v", err)
+	}
 }
