@@ -546,6 +546,15 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		w.Header()[cluster.HeaderNoHost] = []string{cluster.SignNoHost(st.key, g.clusterID, rq.ForwardMark)}
 		return false
 	}
+	tried, ownerWasTried := r.Context().Value(ownerTriedKey{}).(ownerTried)
+	hostElsewhere := ownerWasTried && !tried.noHost
+	if rq != nil && rq.Match.App != nil && !replayable(r) && hostElsewhere && errors.Is(cause, proxy.ErrNoHost) {
+		// A write the owner could not take (unreachable, or no answer)
+		// and no host here: the owner may well have hosts, so it is "no
+		// peer available", 502, not the proxy's 503 for no host anywhere.
+		problem.Write(w, http.StatusBadGateway, fmt.Sprintf("no host here, and the owner cluster %s could not take the request", tried.id))
+		return true
+	}
 	if rq == nil || rq.Match.App == nil || rq.ForwardedBy != "" || rq.ForwardMarked || !replayable(r) || !rq.ClientIP.IsValid() {
 		return false
 	}
@@ -554,8 +563,6 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		return false
 	}
 	app := rq.Match.App.ID
-	tried, ownerWasTried := r.Context().Value(ownerTriedKey{}).(ownerTried)
-	hostElsewhere := ownerWasTried && !tried.noHost
 	for _, peer := range set.Failover(set.Owner(app, st.hash)) {
 		if ownerWasTried && peer.ID == tried.id {
 			continue
@@ -574,7 +581,11 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		return true
 	}
 	if hostElsewhere && errors.Is(cause, proxy.ErrNoHost) {
-		problem.Write(w, http.StatusBadGateway, "no cluster could serve this app")
+		detail := "no cluster could serve this app"
+		if ownerWasTried && !tried.noHost {
+			detail = fmt.Sprintf("no host here, and no cluster could serve this app (its owner, %s, could not take the request)", tried.id)
+		}
+		problem.Write(w, http.StatusBadGateway, detail)
 		return true
 	}
 	return false
