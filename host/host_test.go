@@ -381,24 +381,6 @@ func TestLeavingHostRefusesChallenges(t *testing.T) {
 	}
 }
 
-// lockedBuf collects log lines from Run's goroutine for the test to read.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A host no gateway challenges serves nothing, and would say nothing: Run
 // warns after three heartbeat intervals, naming what to check: the cluster
 // and bus when no gateway answers at all, the enrolment and the address
@@ -422,7 +404,7 @@ func TestRunWarnsWhileNoGatewayChallenges(t *testing.T) {
 			if _, err := gw.ChanSubscribe(HeartbeatSubject("c1"), beats); err != nil {
 				t.Fatal(err)
 			}
-			var logs lockedBuf
+			var logs testutil.SyncBuffer
 			h, _ := newTestHost(t, testutil.Connect(t, ns.ClientURL()), func(o *Options) {
 				o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 				o.HeartbeatInterval = 20 * time.Millisecond
