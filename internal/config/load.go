@@ -241,6 +241,9 @@ func (f *file) applyTree(cfg *Config, prefix string, m map[string]any) error {
 				}
 			}
 			if err := applyValue(cfg, k, v); err != nil {
+				if strings.HasPrefix(err.Error(), "[") { // an entry of a list: clusters[1]: ...
+					return fmt.Errorf("%s%v", path, err)
+				}
 				return fmt.Errorf("%s: %v", path, err)
 			}
 			continue
@@ -263,9 +266,9 @@ func (f *file) applyTree(cfg *Config, prefix string, m map[string]any) error {
 func applyValue(cfg *Config, k key, v any) error {
 	switch p := k.field(cfg).(type) {
 	case *[]Peer:
-		return decodeStrict(v, p)
+		return decodeList(v, p)
 	case *[]Issuer:
-		return decodeStrict(v, p)
+		return decodeList(v, p)
 	case *[]string:
 		switch v := v.(type) {
 		case nil:
@@ -305,6 +308,24 @@ func scalar(v any) (string, bool) {
 		return fmt.Sprint(v), true
 	}
 	return "", false
+}
+
+// decodeList is decodeStrict for a list of objects, naming the entry an
+// error is in ("[1]: unknown field ..."), as validation does: a list of
+// peers is read by its index.
+func decodeList[T any](v any, dst *[]T) error {
+	items, ok := v.([]any)
+	if !ok {
+		return decodeStrict(v, dst)
+	}
+	out := make([]T, len(items))
+	for i, item := range items {
+		if err := decodeStrict(item, &out[i]); err != nil {
+			return fmt.Errorf("[%d]: %w", i, err)
+		}
+	}
+	*dst = out
+	return nil
 }
 
 // decodeStrict re-encodes v and decodes it into dst, refusing unknown
