@@ -296,11 +296,12 @@ func (st *clusterState) set(self string) (cluster.Set, bool) {
 // for and the peer's id. Hygiene calls it before stripping every
 // X-Gatehouse-* header, and believes the result only when ok.
 //
-// A mark that names no peer of this cluster (one X-Gatehouse-Forwarded
-// naming a known cluster other than this one) came from no gateway: the
-// request is an ordinary client's (DESIGN §5.3), which affinity may
-// forward. A mark that names a peer sets the request's ForwardMarked,
-// verified or not: it is served here and never forwarded again. That is
+// A mark names a peer when it has one X-Gatehouse-Forwarded, naming a
+// cluster of the set other than this one. One that names none came from
+// no gateway: the request is an ordinary client's (DESIGN §5.3), which
+// affinity may forward. One that names a peer sets the request's
+// ForwardMarked, verified or not: it is served here and never forwarded
+// again. That is
 // stricter than DESIGN for an unverified one, on purpose: two gateways
 // that cannot verify each other's marks (a wrong key in either's config)
 // and disagree on the owner would bounce the request between them until
