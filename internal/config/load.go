@@ -241,8 +241,9 @@ func (f *file) applyTree(cfg *Config, prefix string, m map[string]any) error {
 				}
 			}
 			if err := applyValue(cfg, k, v); err != nil {
-				if strings.HasPrefix(err.Error(), "[") { // an entry of a list: clusters[1]: ...
-					return fmt.Errorf("%s%v", path, err)
+				var ee *entryError
+				if errors.As(err, &ee) {
+					return fmt.Errorf("%s[%d]: %v", path, ee.i, ee.err)
 				}
 				return fmt.Errorf("%s: %v", path, err)
 			}
@@ -321,12 +322,20 @@ func decodeList[T any](v any, dst *[]T) error {
 	out := make([]T, len(items))
 	for i, item := range items {
 		if err := decodeStrict(item, &out[i]); err != nil {
-			return fmt.Errorf("[%d]: %w", i, err)
+			return &entryError{i, err}
 		}
 	}
 	*dst = out
 	return nil
 }
+
+// entryError is an error in entry i of a list value.
+type entryError struct {
+	i   int
+	err error
+}
+
+func (e *entryError) Error() string { return fmt.Sprintf("[%d]: %v", e.i, e.err) }
 
 // decodeStrict re-encodes v and decodes it into dst, refusing unknown
 // fields.
