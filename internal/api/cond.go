@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -148,11 +149,16 @@ func anyTag(tags []string, cur string, weak bool) bool {
 
 // check answers 412 unless p holds for cur (nil: no item), what naming
 // the item (`app "shop"`).
-func (p precond) check(cur any, what string) error {
+func check[T any](p precond, cur *T, what string) error {
 	tag := ""
-	if !isNil(cur) {
+	if cur != nil {
 		tag = etag(cur)
 	}
+	return p.checkTag(tag, what)
+}
+
+// checkTag is check for an item whose tag is known ("": no item).
+func (p precond) checkTag(tag, what string) error {
 	if p.holds(tag) {
 		return nil
 	}
@@ -177,25 +183,6 @@ func unreadable(what string) error {
 		"%s is stored but does not read, so it has no ETag to check If-Match or If-None-Match against; PUT or DELETE it without them", what)}
 }
 
-// isNil reports whether v is nil or a nil pointer to an item.
-func isNil(v any) bool {
-	switch v := v.(type) {
-	case nil:
-		return true
-	case *route.App:
-		return v == nil
-	case *route.Domain:
-		return v == nil
-	case *route.Zone:
-		return v == nil
-	case *route.Record:
-		return v == nil
-	case *route.HostKey:
-		return v == nil
-	}
-	return false
-}
-
 // etag is the strong entity tag of an item: the first 128 bits of the
 // SHA-256 of its JSON, which is its stored form (internal/store marshals
 // the same types).
@@ -214,7 +201,7 @@ func itemTag(body any) string {
 	switch body.(type) {
 	case route.App, *route.App, route.Domain, *route.Domain, route.Zone, *route.Zone,
 		route.Record, *route.Record, route.HostKey, *route.HostKey:
-		if isNil(body) {
+		if v := reflect.ValueOf(body); v.Kind() == reflect.Pointer && v.IsNil() {
 			return ""
 		}
 		return etag(body)
@@ -234,7 +221,7 @@ func writeIf[T any](a *API, p precond, what string, next *T, update func(fn func
 		if next == nil && cur == nil {
 			return nil, &statusError{http.StatusNotFound, what + " not found"}
 		}
-		if err := p.check(cur, what); err != nil {
+		if err := check(p, cur, what); err != nil {
 			return nil, err
 		}
 		return next, nil

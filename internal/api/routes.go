@@ -74,7 +74,7 @@ func (a *API) serve(h handlerFunc) http.Handler {
 			// read can check them once it has the item.
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				if p.match != nil && !anyTag(p.match, tag, false) {
-					a.fail(w, r, p.check(body, "the item"))
+					a.fail(w, r, p.checkTag(tag, "the item"))
 					return
 				}
 				if p.noneMatch != nil && anyTag(p.noneMatch, tag, true) {
@@ -221,7 +221,7 @@ func (a *API) deleteApp(r *http.Request) (int, any, error) {
 	case err != nil && !p.none():
 		return 0, nil, unreadable(what)
 	case !p.none():
-		if err := p.check(app, what); err != nil { // before the references are counted
+		if err := check(p, app, what); err != nil { // before the references are counted
 			return 0, nil, err
 		}
 	}
@@ -416,7 +416,7 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 	} else {
 		what := fmt.Sprintf("domain %q", name)
 		err = a.o.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
-			if err := p.check(cur, what); err != nil {
+			if err := check(p, cur, what); err != nil {
 				return nil, err
 			}
 			old = cur
@@ -545,7 +545,7 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 	// A condition is checked before the proof, which may take seconds,
 	// and again with the write.
 	p, what := conds(r), fmt.Sprintf("domain %q", name)
-	if err := p.check(d, what); err != nil {
+	if err := check(p, d, what); err != nil {
 		return 0, nil, err
 	}
 	if b.Method != "manual" {
@@ -563,7 +563,7 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 		if cur == nil {
 			return nil, &statusError{http.StatusNotFound, fmt.Sprintf("domain %q not found", name)}
 		}
-		if err := p.check(cur, what); err != nil {
+		if err := check(p, cur, what); err != nil {
 			return nil, err
 		}
 		switch {
@@ -679,7 +679,7 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 		case err != nil && !errors.Is(err, a.o.NotFound):
 			return 0, nil, err
 		}
-		if err := p.check(cur, what); err != nil {
+		if err := check(p, cur, what); err != nil {
 			return 0, nil, err
 		}
 	}
