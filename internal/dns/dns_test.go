@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,8 +56,31 @@ func startWith(t *testing.T, o Options) string {
 	return pc.LocalAddr().String()
 }
 
+// indexed returns a copy of zones with each [Zone.Index]ed, as a server's
+// zone source serves them.
+func indexed(zones []Zone) []Zone {
+	out := slices.Clone(zones)
+	for i := range out {
+		out[i].Index()
+	}
+	return out
+}
+
+// TestQueries asks the same questions of the zones scanned and indexed:
+// the index changes how records are found, never what is answered.
 func TestQueries(t *testing.T) {
-	addr := startServer(t)
+	for _, idx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indexed=%v", idx), func(t *testing.T) {
+			zones := testZones
+			if idx {
+				zones = indexed(zones)
+			}
+			testQueries(t, startServerFor(t, zones))
+		})
+	}
+}
+
+func testQueries(t *testing.T, addr string) {
 	tests := []struct {
 		name  string
 		qtype uint16
@@ -115,18 +139,32 @@ func TestQueries(t *testing.T) {
 // TestWildcardRecords: a record set the API accepts at *.{name} (the
 // wildcard label first) answers every name under {name} that has no
 // records of its own, over the zone's gateways.
+// Scanned and indexed alike.
 func TestWildcardRecords(t *testing.T) {
-	addr := startServerFor(t, []Zone{{
+	zones := []Zone{{
 		Name:     "apps.example.com",
 		Gateways: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
 		Records: []Record{
 			{Name: "*.apps.example.com", Type: "A", Values: []string{"192.0.2.1"}},
-			{Name: "*.eu.apps.example.com", Type: "A", Values: []string{"192.0.2.2"}},
+			{Name: "*.EU.apps.example.com.", Type: "A", Values: []string{"192.0.2.2"}},
 			{Name: "*.eu.apps.example.com", Type: "TXT", Values: []string{"eu"}},
 			{Name: "*.cdn.apps.example.com", Type: "CNAME", Values: []string{"edge.example.net"}},
-			{Name: "own.eu.apps.example.com", Type: "A", Values: []string{"192.0.2.3"}},
+			{Name: "Own.eu.apps.example.com", Type: "A", Values: []string{"192.0.2.3"}},
+			{Name: "@", Type: "TXT", Values: []string{"apex"}},
 		},
-	}})
+	}}
+	for _, idx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indexed=%v", idx), func(t *testing.T) {
+			zs := zones
+			if idx {
+				zs = indexed(zones)
+			}
+			testWildcardRecords(t, startServerFor(t, zs))
+		})
+	}
+}
+
+func testWildcardRecords(t *testing.T, addr string) {
 	tests := []struct {
 		name  string
 		qtype uint16
@@ -139,6 +177,8 @@ func TestWildcardRecords(t *testing.T) {
 		{"img.cdn.apps.example.com.", mdns.TypeA, "CNAME edge.example.net."},
 		{"own.eu.apps.example.com.", mdns.TypeA, "A 192.0.2.3"},
 		{"apps.example.com.", mdns.TypeA, "A 127.0.0.1"}, // the apex is not under its wildcard
+		{"apps.example.com.", mdns.TypeTXT, `TXT "apex"`},
+		{"own.EU.apps.example.com.", mdns.TypeTXT, ""}, // NODATA: own has records, so no wildcard
 	}
 	c := &mdns.Client{Net: "udp"}
 	for _, tt := range tests {
@@ -222,6 +262,11 @@ func TestBadQueries(t *testing.T) {
 		}
 		if r.Rcode != tt.rcode {
 			t.Errorf("%s: rcode %s, want %s", tt.name, mdns.RcodeToString[r.Rcode], mdns.RcodeToString[tt.rcode])
+		}
+		// The server speaks for none of these: it holds no CHAOS data
+		// (version.bind and the like), and AA on a refusal would say it did.
+		if r.Authoritative {
+			t.Errorf("%s: AA set on %s", tt.name, mdns.RcodeToString[r.Rcode])
 		}
 	}
 	// Garbage bytes get no answer and do not stop the server.

@@ -705,6 +705,7 @@ func (g *Gatehouse) dnsZones() func() []dns.Zone {
 			for _, r := range tbl.Records(z.Name) {
 				dz.Records = append(dz.Records, dns.Record{Name: r.Name, Type: r.Type, TTL: uint32(max(r.TTL, 0)), Values: r.Values})
 			}
+			dz.Index()
 			zs = append(zs, dz)
 		}
 		cur.Store(&cached{tbl: tbl, zones: zs})
