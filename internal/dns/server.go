@@ -257,8 +257,12 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	h := mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) { s.serve(ctx, w, req) })
 	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second})
 	// mdns.Server.WriteTimeout is documented but never applied (miekg/dns
-	// v1.1.73), so the connections bound their writes themselves.
-	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource}, Handler: h, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	// v1.1.73), so the connections bound their writes themselves. No cap
+	// on queries per connection (CoreDNS sets none either): miekg/dns's
+	// default closes after 128 with later pipelined queries unread, and
+	// the kernel's reset then drops answers already written. The read,
+	// idle and write timeouts and the connection caps bound a connection.
+	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource}, Handler: h, MaxTCPQueries: -1, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {
