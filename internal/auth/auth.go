@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -114,6 +115,49 @@ type Claims struct {
 	Limits *Limits `json:"limits,omitempty"`
 }
 
+// UnmarshalJSON reads the claims gatehouse uses by their exact names.
+// Claim names are case-sensitive (RFC 7519 §4), but encoding/json matches
+// a struct's fields in any case: a "Scope": "platform" claim would have
+// been read as scope, and issuers that map user attributes to claims of
+// the user's naming would hand out the platform credential, audiences and
+// limits. Any other member is a private claim and ignored. Of a name given
+// twice the last counts (RFC 7519 §4 allows it). exp, nbf and iat must be
+// JSON numbers (NumericDate, §2), not numbers in strings.
+func (c *Claims) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	fields := []struct {
+		name string
+		dst  any
+	}{
+		{"iss", &c.Issuer}, {"sub", &c.Subject}, {"aud", &c.Audience}, {"jti", &c.ID},
+		{"exp", &c.ExpiresAt}, {"nbf", &c.NotBefore}, {"iat", &c.IssuedAt},
+		{"scope", &c.Scope}, {"limits", &c.Limits},
+	}
+	for _, f := range fields {
+		v, ok := raw[f.name]
+		if !ok {
+			continue
+		}
+		if _, date := f.dst.(**jwt.NumericDate); date && !jsonNumber(v) {
+			return fmt.Errorf("claim %s must be a JSON number (a NumericDate), not %s", f.name, v)
+		}
+		if err := json.Unmarshal(v, f.dst); err != nil {
+			return fmt.Errorf("claim %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// jsonNumber reports whether v, one JSON value, is a number (or null,
+// which leaves a date unset, as an absent claim does).
+func jsonNumber(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return string(v) == "null" || (len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9'))
+}
+
 // Verifier checks tokens against the configured issuers. Safe for
 // concurrent use; immutable after New.
 type Verifier struct {
@@ -150,6 +194,11 @@ func New(o Options) (*Verifier, error) {
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(o.Now),
 		jwt.WithLeeway(o.Leeway),
+		// The last character of a base64url segment carries spare bits
+		// that lenient decoding ignores: 16 spellings of one signature
+		// would verify, and the resolve API names a session without sub
+		// by its token, so each spelling was a new session's budget.
+		jwt.WithStrictDecoding(),
 	)
 	return v, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -41,6 +42,15 @@ func sign(t *testing.T, priv ed25519.PrivateKey, kid string, c jwt.MapClaims) st
 		t.Fatal(err)
 	}
 	return s
+}
+
+// respell returns tok with the last character of its signature changed in
+// a bit that base64url decoding may ignore (an Ed25519 signature's 64
+// bytes use 2 of the last character's 6 bits).
+func respell(tok string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, tok[len(tok)-1])
+	return tok[:len(tok)-1] + string(alphabet[i^1])
 }
 
 func claims(mod func(jwt.MapClaims)) jwt.MapClaims {
@@ -94,6 +104,18 @@ func TestVerify(t *testing.T) {
 		{"sub with a NUL", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = "al\x00ice" })), "shop", 401},
 		{"sub with a line break", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = "alice\r\nX-Admin: 1" })), "shop", 401},
 		{"scope with a DEL", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = "read wr\x7fite" })), "shop", 401},
+		// Claim names are case-sensitive (RFC 7519 §4): a claim spelled in
+		// another case is a private claim, never the registered one.
+		{"AUD is not aud", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "aud"); c["AUD"] = "*" })), "shop", 403},
+		{"EXP is not exp", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["EXP"] = c["exp"]; delete(c, "exp") })), "shop", 401},
+		{"Iss is not iss", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["Iss"] = c["iss"]; delete(c, "iss") })), "shop", 401},
+		{"Limits is not limits", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["Limits"] = map[string]int{"rps": -1} })), "shop", 0},
+		{"exp in a string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["exp"] = fmt.Sprint(now.Add(time.Hour).Unix()) })), "shop", 401},
+		{"nbf in a string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = fmt.Sprint(now.Unix()) })), "shop", 401},
+		{"sub not a string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = 7 })), "shop", 401},
+		// The signature's last base64url character holds 4 spare bits:
+		// set one and lenient decoding reads the same signature.
+		{"signature spelled another way", respell(good), "shop", 401},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -159,6 +181,8 @@ func TestVerifyPlatform(t *testing.T) {
 		{"expired", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Second).Unix() })), false},
 		{"wrong key", sign(t, other, "", platform(nil)), false},
 		{"unknown issuer", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["iss"] = "evil" })), false},
+		{"Scope is not scope", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "scope"); c["Scope"] = "platform" })), false},
+		{"SCOPE is not scope", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "scope"); c["SCOPE"] = []string{"platform"} })), false},
 	}
 	for _, c := range cases {
 		if _, err := v.VerifyPlatform(c.tok); (err == nil) != c.ok {
