@@ -15,6 +15,16 @@ import (
 // ChallengePath is the path a gateway POSTs a [ChallengeRequest] to.
 const ChallengePath = "/.well-known/gatehouse/challenge"
 
+// ChallengeALPN is the protocol a gateway's challenge offers in its TLS
+// ClientHello, after http/1.1 (which a host's server picks). A gateway
+// never relays a challenge: it does not pipe a ClientHello offering it
+// to a passthrough host, and answers 508 to a request for
+// [ChallengePath] on its HTTP listeners. A host whose announced addr
+// reaches a gateway, not the host, so fails its challenge: verified, it
+// would have made the gateway dial itself (or another gateway that
+// routes back) in a loop.
+const ChallengeALPN = "gatehouse-challenge"
+
 // ChallengePrefix starts every signed challenge message; the version lets
 // the message change without one signature ever meaning two things.
 const ChallengePrefix = "gatehouse-challenge-v1"

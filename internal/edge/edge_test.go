@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	hostproto "github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
@@ -181,6 +182,21 @@ func TestPassthroughEndToEnd(t *testing.T) {
 	}
 	if n := host.accepted.Load(); n != before {
 		t.Fatalf("host accepted %d connections for non-passthrough names", n-before)
+	}
+
+	// A gateway's own host challenge is never piped on, even for a
+	// passthrough name (hostproto.ChallengeALPN): it meets the gateway's
+	// TLS, and its L7 refusal.
+	c, err = dialTLS(t, e.https, &tls.Config{ServerName: "secure." + zone, InsecureSkipVerify: true, NextProtos: []string{"http/1.1", hostproto.ChallengeALPN}})
+	if err != nil {
+		t.Fatalf("challenge hello: %v", err)
+	}
+	if got := c.ConnectionState().PeerCertificates[0]; got.Equal(cert.Leaf) {
+		t.Fatal("a gateway's challenge reached the passthrough host")
+	}
+	c.Close()
+	if n := host.accepted.Load(); n != before {
+		t.Fatalf("host accepted %d connections for a gateway's challenge", n-before)
 	}
 }
 

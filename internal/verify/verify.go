@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -63,12 +64,26 @@ func NewClient() *http.Client {
 		Transport: &http.Transport{
 			Proxy:                  nil,
 			DialContext:            (&net.Dialer{Timeout: 3 * time.Second}).DialContext,
-			TLSClientConfig:        &tls.Config{InsecureSkipVerify: true}, // trust comes from the Ed25519 signature
+			TLSClientConfig:        challengeTLS(nil),
 			TLSHandshakeTimeout:    3 * time.Second,
 			DisableKeepAlives:      true, // one challenge per host per verification: nothing to reuse
 			MaxResponseHeaderBytes: 16 << 10,
 		},
 	}
+}
+
+// challengeTLS returns a copy of base (nil: a new config) that skips
+// certificate checks, since trust comes from the Ed25519 signature
+// (DESIGN §4), and offers ALPN http/1.1 and [host.ChallengeALPN], which
+// a gateway never relays.
+func challengeTLS(base *tls.Config) *tls.Config {
+	c := &tls.Config{}
+	if base != nil {
+		c = base.Clone()
+	}
+	c.InsecureSkipVerify = true
+	c.NextProtos = []string{"http/1.1", host.ChallengeALPN}
+	return c
 }
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -145,6 +160,18 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 		c.CheckRedirect = noRedirect
 		client = &c
 	}
+	if strings.HasPrefix(url, "https:") {
+		// A given client's transport offers the marker too, so no
+		// gateway's passthrough ever pipes the challenge on (see
+		// challengeTLS); one that is not an *http.Transport is used as
+		// it is.
+		if base, ok := transportOf(client.Transport); ok {
+			tr := base.Clone()
+			tr.TLSClientConfig = challengeTLS(tr.TLSClientConfig)
+			defer tr.CloseIdleConnections()
+			client.Transport = tr
+		}
+	}
 	if dial != "" {
 		tr := PinnedTransport(client.Transport, dial)
 		if tr == nil {
@@ -176,6 +203,9 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusLoopDetected {
+		return nil, fmt.Errorf("%w: status 508: the address reaches a gatehouse gateway, not the host (gateways never relay challenges)", ErrBadResponse)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%w: status %d", ErrBadResponse, resp.StatusCode)
 	}
@@ -195,6 +225,16 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 		return nil, fmt.Errorf("%w: signature is not std base64 of 64 bytes", ErrBadResponse)
 	}
 	return sig, nil
+}
+
+// transportOf returns rt (nil: http.DefaultTransport) as an
+// *http.Transport, if it is one.
+func transportOf(rt http.RoundTripper) (*http.Transport, bool) {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, ok := rt.(*http.Transport)
+	return tr, ok
 }
 
 // H2CTransport returns a copy of rt (nil: http.DefaultTransport) that

@@ -3,6 +3,7 @@ package verify_test
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -192,5 +193,57 @@ func TestNoncesAreFresh(t *testing.T) {
 	}
 	if len(seen) != 20 {
 		t.Fatalf("%d distinct nonces in 20 challenges", len(seen))
+	}
+}
+
+// Every challenge over TLS offers host.ChallengeALPN after http/1.1, with
+// the default client and with a given one, so that no gateway's
+// passthrough pipes it on; a host whose server speaks h2 and http/1.1
+// still picks http/1.1 and passes.
+func TestChallengeOffersItsALPN(t *testing.T) {
+	k := key(t)
+	var mu sync.Mutex
+	var offered [][]string
+	var addr string
+	srv := httptest.NewUnstartedServer(signer(k, "web-1", func() string { return addr }))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	addr = addrOf(srv)
+	base := srv.TLS.Clone()
+	srv.TLS.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		mu.Lock()
+		offered = append(offered, hello.SupportedProtos)
+		mu.Unlock()
+		return base, nil
+	}
+	given := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for _, client := range []*http.Client{nil, given} {
+		for _, scheme := range []string{"https", "tls"} {
+			if err := verify.Host(t.Context(), client, verify.Claim{HostID: "web-1", Addr: addr, Scheme: scheme}, "gw-1", k.Public().(ed25519.PublicKey)); err != nil {
+				t.Fatalf("%s, given client %v: %v", scheme, client != nil, err)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offered) != 4 {
+		t.Fatalf("%d handshakes, want 4", len(offered))
+	}
+	for i, p := range offered {
+		if strings.Join(p, ",") != "http/1.1,"+host.ChallengeALPN {
+			t.Errorf("challenge %d offered ALPN %q", i, p)
+		}
+	}
+}
+
+// A gateway answers a challenge that reached it 508 (it never relays
+// one); the error says what that means.
+func TestChallengeAtAGateway(t *testing.T) {
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusLoopDetected) }))
+	defer gw.Close()
+	err := verify.Host(t.Context(), nil, verify.Claim{HostID: "web-1", Addr: addrOf(gw), Scheme: "http"}, "gw-1", key(t).Public().(ed25519.PublicKey))
+	if !errors.Is(err, verify.ErrBadResponse) || !strings.Contains(err.Error(), "reaches a gatehouse gateway") {
+		t.Fatalf("err = %v", err)
 	}
 }
