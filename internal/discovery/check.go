@@ -202,7 +202,10 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		// An enrolment refusal of claims nobody proved (a forged announce
 		// with another key, or an app the host does not serve) says nothing
 		// of the host's own claims, which it replaced: ask the host too.
-		e.failed = !notEnrolled(err) || !sameClaims(ann, e.passed)
+		// So does another key enrolled under proven claims: the key was
+		// rotated, and a run of the host with the new key (started before
+		// the enrolment, and refused then) may be heartbeating.
+		e.failed = !notEnrolled(err) || !sameClaims(ann, e.passed) || errors.Is(err, errKeyMismatch)
 		e.lastErr = err.Error()
 		e.nextVerify = now.Add(min(d.opts.Reverify, 6*d.opts.HeartbeatInterval))
 		if e.draining && e.undrain {
@@ -235,7 +238,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			e.pub, _ = host.ParsePublicKey(p.PublicKey)
 			d.markLocked(id)
 			if refused := allows(k, *p, e.pub); refused != nil {
-				e.failed = false
+				e.failed = errors.Is(refused, errKeyMismatch) // rotated: as above
 				e.lastErr = "the enrolment no longer allows the proven claims: " + refused.Error()
 				break
 			}
