@@ -33,7 +33,10 @@ type Discovery struct {
 	m     *metrics
 	drops *dropLog // dropped bus messages
 	fails *dropLog // failed verifications
-	ran   atomic.Bool
+	// health says a host turning unhealthy and back (the gauge alone left
+	// an operator nothing to read in the log), bounded like the others.
+	health *dropLog
+	ran    atomic.Bool
 	// verifySig checks a leave's signature: ed25519.Verify, which tests
 	// watch to see d.mu is not held meanwhile.
 	verifySig func(pub ed25519.PublicKey, msg, sig []byte) bool
@@ -195,6 +198,7 @@ func New(opts Options) (*Discovery, error) {
 		m:           m,
 		drops:       newDropLog(opts.Logger, dropsNotLogged),
 		fails:       newDropLog(opts.Logger, failuresNotLogged),
+		health:      newDropLog(opts.Logger, healthNotLogged),
 		queue:       make(chan job, queueSize),
 		pendingc:    make(chan struct{}, 1),
 		flushc:      make(chan struct{}, 1),
@@ -302,6 +306,17 @@ func (d *Discovery) updateLocked(id string, e *entry) {
 		return
 	}
 	d.m.move(e.state, s)
+	switch {
+	case s == route.HostUnhealthy:
+		why := "health_probe"
+		if e.stale {
+			why = "missed_heartbeats"
+		}
+		d.health.warn(d.opts.Now(), "unhealthy", "discovery: host unhealthy, not routed until it recovers",
+			"host_id", id, "addr", e.routed().Addr, "reason", why, "last_heartbeat", e.lastHB)
+	case e.state == route.HostUnhealthy && s == route.HostVerified:
+		d.health.info(d.opts.Now(), "healthy", "discovery: host healthy again", "host_id", id, "addr", e.routed().Addr)
+	}
 	e.state = s
 	d.markLocked(id)
 }
@@ -441,6 +456,7 @@ func (d *Discovery) sweeper(ctx context.Context) {
 			d.sweep(now)
 			d.drops.summarize(now)
 			d.fails.summarize(now)
+			d.health.summarize(now)
 		}
 	}
 }

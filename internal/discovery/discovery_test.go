@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -178,7 +179,11 @@ func TestDishonestHostsNeverRoutable(t *testing.T) {
 
 func TestHeartbeatsKeepAndStop(t *testing.T) {
 	const every = 200 * time.Millisecond
-	e := start(t, "", func(o *discovery.Options) { o.HeartbeatInterval = every })
+	var logs tu.SyncBuffer
+	e := start(t, "", func(o *discovery.Options) {
+		o.HeartbeatInterval = every
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
 	k, pub := newKey(t)
 	cs := newChallengeServer(t, "web-1", k)
 	e.keys.enrol("web-1", pub, "hello")
@@ -206,9 +211,15 @@ func TestHeartbeatsKeepAndStop(t *testing.T) {
 	if s := e.info("web-1").State; s != route.HostUnhealthy {
 		t.Fatalf("state %s", s)
 	}
-	// One heartbeat brings it back.
+	if !strings.Contains(logs.String(), `"msg":"discovery: host unhealthy, not routed until it recovers","host_id":"web-1","addr":"`+cs.addr+`","reason":"missed_heartbeats"`) {
+		t.Fatalf("no warning that the host turned unhealthy:\n%s", logs.String())
+	}
+	// One heartbeat brings it back, and says so.
 	e.publish(host.KindHeartbeat, heartbeat("web-1", 0))
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "no recovery on heartbeat")
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		return strings.Contains(logs.String(), `"level":"INFO","msg":"discovery: host healthy again","host_id":"web-1"`)
+	}, "no line that the host recovered")
 }
 
 func TestBadMessagesChangeNothing(t *testing.T) {

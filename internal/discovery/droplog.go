@@ -26,6 +26,7 @@ const (
 const (
 	dropsNotLogged    = "discovery: dropped bus messages not logged"
 	failuresNotLogged = "discovery: host verification failures not logged"
+	healthNotLogged   = "discovery: host health changes not logged"
 )
 
 // dropLog writes the warnings for dropped bus messages (or for other
@@ -34,7 +35,7 @@ const (
 // concurrently.
 type dropLog struct {
 	logger     *slog.Logger
-	summaryMsg string // dropsNotLogged or failuresNotLogged
+	summaryMsg string // dropsNotLogged, failuresNotLogged or healthNotLogged
 
 	mu      sync.Mutex
 	buckets map[string]*dropBucket // by reason, a fixed set
@@ -57,6 +58,13 @@ func newDropLog(l *slog.Logger, summaryMsg string) *dropLog {
 func (l *dropLog) warn(now time.Time, reason, msg string, args ...any) {
 	if l.allow(now, reason) {
 		l.logger.Warn(msg, args...)
+	}
+}
+
+// info is warn at level info.
+func (l *dropLog) info(now time.Time, reason, msg string, args ...any) {
+	if l.allow(now, reason) {
+		l.logger.Info(msg, args...)
 	}
 }
 
