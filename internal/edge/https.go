@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/pipe"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -34,9 +34,9 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		e.conns.done(src)
 		return
 	}
-	// A gateway's own host challenge is never piped on (host.ChallengeALPN):
+	// A gateway's own host challenge is never piped on (httpwire.ChallengeALPN):
 	// terminated here, it meets the L7 refusal of challenges.
-	if hello.ServerName != "" && e.opts.Passthrough != nil && e.meetsPosture(hello) && !slices.Contains(hello.ALPN, host.ChallengeALPN) {
+	if hello.ServerName != "" && e.opts.Passthrough != nil && e.meetsPosture(hello) && !slices.Contains(hello.ALPN, httpwire.ChallengeALPN) {
 		if dial, ok := e.opts.Passthrough(hello.ServerName); ok {
 			e.passthrough(c, src, pc.Peeked(), hello.ServerName, dial)
 			return

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -473,12 +472,12 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 		rq.Match = rq.Table.Lookup(r.Host)
 		switch rq.Match.Kind {
 		case route.KindApp:
-			if r.URL.Path == host.ChallengePath {
+			if r.URL.Path == httpwire.ChallengePath {
 				// Only a gateway sends a host challenge, to the host's
 				// announced addr; one that arrives here reached a gateway
 				// instead, and relayed to a host that signs it, it would
 				// pin the host to this gateway: every request to it would
-				// come back here (host.ChallengeALPN).
+				// come back here (httpwire.ChallengeALPN).
 				problem.Write(w, http.StatusLoopDetected, "a gateway never relays a host challenge: the host's announced addr reaches a gateway, not the host")
 				return
 			}
