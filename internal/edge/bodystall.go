@@ -1,8 +1,10 @@
 package edge
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -24,8 +26,15 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 			return
 		}
 		b := &stallBody{ReadCloser: r.Body, rc: http.NewResponseController(w), stall: stall}
-		r.Body = b
-		next.ServeHTTP(w, r)
+		// A copy carries the wrapper: net/http reads its own request's
+		// Body after the handler, and only as its own type does it see a
+		// body closed before its end and close the connection (golang
+		// issue 12027). Replaced, net/http drained it with no deadline
+		// (a stalled upload held the connection for ever) or read the
+		// bytes after a broken chunk as the next request (smuggling).
+		r2 := *r
+		r2.Body = b
+		next.ServeHTTP(w, &r2)
 		b.mu.Lock()
 		b.returned = true // net/http sets the next request's deadlines
 		b.mu.Unlock()
@@ -43,19 +52,20 @@ type stallBody struct {
 	mu       sync.Mutex
 	until    time.Time // the deadline armed last; zero: none
 	returned bool      // the handler returned
+	expired  bool      // a read hit the deadline
 }
 
 func (b *stallBody) Read(p []byte) (int, error) {
 	b.arm()
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
-		b.clear()
+		b.clear(err)
 	}
 	return n, err
 }
 
 func (b *stallBody) Close() error {
-	b.clear()
+	b.clear(nil)
 	return b.ReadCloser.Close()
 }
 
@@ -76,10 +86,15 @@ func (b *stallBody) arm() {
 // clear lifts the deadline once the body is done with: a read that waits
 // after it (net/http's watch for the client leaving, an event stream's
 // long response) is not the body's.
-func (b *stallBody) clear() {
+// A deadline that fired stays: the client stalled, and nothing more is
+// to be read from it (net/http closes the connection after the answer).
+func (b *stallBody) clear(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.returned || b.until.IsZero() {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		b.expired = true
+	}
+	if b.returned || b.until.IsZero() || b.expired {
 		return
 	}
 	b.until = time.Time{}

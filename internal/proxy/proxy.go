@@ -371,20 +371,34 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 	// The client's side failing surfaces as a transport error too: name
 	// it for what it is, so it maps to 499 (or 400) and never counts
 	// against the host.
+	// A stalled upload comes first: net/http cancels the request's
+	// context when the body's read deadline fires, and taken for the
+	// client leaving (499, nothing written) it was answered by net/http's
+	// own empty 200, as if the upload had gone through.
 	client := false
-	if cerr := out.Context().Err(); cerr != nil {
+	berr := a.body.readErr()
+	cerr := out.Context().Err()
+	switch {
+	case berr != nil && isTimeout(berr):
+		// The listener's bound on a stalled upload (edge), not the
+		// host's slowness.
+		client = true
+		err = fmt.Errorf("%w: %w", errBodyStalled, err)
+	case cerr != nil:
 		client = true
 		if !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
-	} else if berr := a.body.readErr(); berr != nil {
+	case berr != nil:
 		client = true
-		if isTimeout(berr) {
-			// The listener's bound on a stalled upload (edge), not the
-			// host's slowness.
-			err = fmt.Errorf("%w: %w", errBodyStalled, err)
-		} else {
-			err = fmt.Errorf("%w: %w", errBadBody, err)
+		err = fmt.Errorf("%w: %w", errBadBody, err)
+	}
+	if errors.Is(err, errBodyStalled) || errors.Is(err, errBadBody) {
+		// Where the client's next request starts is unknown now (a body
+		// cut short, or bytes after a broken chunk): never read one.
+		// HTTP/2 frames its streams, and must not carry the field.
+		if out.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
 		}
 	}
 	reason := reasonFor(err)

@@ -37,10 +37,12 @@ const StatusClientClosed = 499
 // (STYLE §3.2).
 func statusFor(err error) int {
 	switch {
-	case errors.Is(err, context.Canceled):
-		return StatusClientClosed
+	// A stalled upload also cancels the request (net/http does, when the
+	// body's deadline fires): it is the client's 408, not its leaving.
 	case errors.Is(err, errBodyStalled):
 		return http.StatusRequestTimeout
+	case errors.Is(err, context.Canceled):
+		return StatusClientClosed
 	case errors.Is(err, ErrNoHost):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
@@ -60,10 +62,10 @@ func statusFor(err error) int {
 // reasonFor is the metrics reason of an upstream error.
 func reasonFor(err error) string {
 	switch {
-	case errors.Is(err, context.Canceled):
-		return metrics.ReasonCanceled
 	case errors.Is(err, errBodyStalled):
 		return metrics.ReasonBadBody
+	case errors.Is(err, context.Canceled):
+		return metrics.ReasonCanceled
 	case errors.Is(err, ErrNoHost), errors.Is(err, ErrNoRoutableHost):
 		return metrics.ReasonNoHost
 	case isDial(err), errors.Is(err, ErrUnreachable):
