@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // TestOddPathsAsNetHTTP: whatever :path a client sends, the server takes
@@ -24,13 +27,92 @@ func TestOddPathsAsNetHTTP(t *testing.T) {
 	theirs := netHTTP2(t, h)
 	for _, p := range []string{
 		"/", "//x", "///x", "/a?b#c", "/a#c", "/a?", "?", "/?", "/a??", "/a?b?c",
-		"/%zz", "/%2F", "/a%20b", "/%", "*", "a", "a:b", "http://h/x", "//h/x?y",
+		"/%zz", "/%2F", "/a%20b", "/%", "a", "a:b", "http://h/x", "//h/x?y",
 		"/é", "/a?é", "/\x80", "/a b", "/a?b c", "/a\tb", "/a?\t", "/a\x01", "/a?\x7f",
 		"/a;b=c", "/a/../b", "/./a", "/a:b@c", "/~user", "/a!b", "/a'b", "/(a)", "/a*b",
 		"/a[b]", "/a|b", "/a\\b", "/a^b", "/a`b", "/a{b}", "/a\"b", "/a<b>", "/a?<>",
 	} {
 		if got, want := askPath(t, ours, p), askPath(t, theirs, p); got != want {
 			t.Errorf(":path %q: here %s; net/http %s", p, got, want)
+		}
+	}
+}
+
+// TestAsteriskOnlyForOptions: the asterisk form is OPTIONS's alone (RFC
+// 9113 §8.3.1, RFC 9110 §7.1): with another method the stream is refused,
+// where net/http's server hands the host "GET * HTTP/1.1".
+func TestAsteriskOnlyForOptions(t *testing.T) {
+	_, addr := serve(t, Options{Handler: http.NotFoundHandler()})
+	for _, tt := range []struct{ method, want string }{
+		{"GET", "RST_STREAM PROTOCOL_ERROR"},
+		{"POST", "RST_STREAM PROTOCOL_ERROR"},
+		{"OPTIONS", "200"}, // answered by the server, as net/http's does
+	} {
+		rc := dialRaw(t, addr)
+		rc.headers(1, true, reqFields(tt.method, "*")...)
+		got := ""
+		for got == "" {
+			f, err := rc.next()
+			if err != nil {
+				t.Fatalf("%s *: %v", tt.method, err)
+			}
+			switch f := f.(type) {
+			case *http2.MetaHeadersFrame:
+				if f.StreamID == 1 {
+					got = f.PseudoValue("status")
+				}
+			case *http2.RSTStreamFrame:
+				got = "RST_STREAM " + f.ErrCode.String()
+			}
+		}
+		rc.c.Close()
+		if got != tt.want {
+			t.Errorf("%s *: %s, want %s", tt.method, got, tt.want)
+		}
+	}
+}
+
+// TestTLSFromTheConnection: a request over TLS is one whatever :scheme
+// the client sends (the gateway derives X-Forwarded-Proto from it), and
+// one over cleartext is not, as with net/http's server.
+func TestTLSFromTheConnection(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Header().Set("X-U", strconv.FormatBool(r.TLS != nil)) })
+	cert, pool := testutil.SelfSigned(t, "a.example")
+	_, tlsAddr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
+		tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})
+		_ = tc.Handshake()
+		return tc
+	})
+	_, plainAddr := serve(t, Options{Handler: h})
+	for _, tt := range []struct {
+		tls    bool
+		scheme string
+		want   string
+	}{{true, "http", "true"}, {true, "https", "true"}, {false, "https", "false"}, {false, "http", "false"}} {
+		var rc *rawClient
+		if tt.tls {
+			c, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc = rawOver(t, c)
+		} else {
+			rc = dialRaw(t, plainAddr)
+		}
+		rc.headers(1, true, ":method", "GET", ":scheme", tt.scheme, ":path", "/", ":authority", "a.example")
+		got := ""
+		for got == "" {
+			f, err := rc.next()
+			if err != nil {
+				t.Fatalf("tls %v :scheme %s: %v", tt.tls, tt.scheme, err)
+			}
+			if hf, ok := f.(*http2.MetaHeadersFrame); ok && hf.StreamID == 1 {
+				got = headerValue(hf, "x-u")
+			}
+		}
+		rc.c.Close()
+		if got != tt.want {
+			t.Errorf("tls %v, :scheme %s: handler saw TLS %s, want %s", tt.tls, tt.scheme, got, tt.want)
 		}
 	}
 }

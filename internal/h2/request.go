@@ -93,6 +93,11 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	if method == http.MethodConnect {
 		u, requestURI = &url.URL{Host: authority}, authority
 	} else {
+		// "*" is the asterisk form, for OPTIONS alone (RFC 9113 §8.3.1;
+		// RFC 9110 §7.1); ParseRequestURI takes it for any method.
+		if path == "*" && method != http.MethodOptions {
+			return nil, http2.ErrCodeProtocol
+		}
 		var err error
 		if u, err = parseRequestURI(&st.url, path); err != nil {
 			return nil, http2.ErrCodeProtocol
@@ -125,9 +130,10 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		RequestURI: requestURI,
 		Trailer:    trailer,
 	}
-	if scheme == "https" {
-		req.TLS = cn.tls
-	}
+	// The connection says whether the request came over TLS, not the
+	// client's :scheme (X-Forwarded-Proto is derived from TLS): net/http's
+	// HTTP/2 server does the same.
+	req.TLS = cn.tls
 	if !ended {
 		st.body = &reqBody{st: st, ready: make(chan struct{}, 1), needContinue: needsContinue, declared: trailer}
 		req.Body, req.ContentLength = st.body, declLen

@@ -34,6 +34,12 @@ func dialRaw(t testing.TB, addr string, settings ...http2.Setting) *rawClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawOver(t, c, settings...)
+}
+
+// rawOver is dialRaw on a connection the caller made (a TLS one, say).
+func rawOver(t testing.TB, c net.Conn, settings ...http2.Setting) *rawClient {
+	t.Helper()
 	t.Cleanup(func() { c.Close() })
 	rc := &rawClient{t: t, c: c, fr: http2.NewFramer(c, c)}
 	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
