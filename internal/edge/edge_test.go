@@ -170,7 +170,7 @@ func TestPassthroughEndToEnd(t *testing.T) {
 	// Names that must never open a pipe: no SNI, unknown name, an app in
 	// http mode, a suspended passthrough app. They meet the gateway's TLS.
 	before := host.accepted.Load()
-	for _, name := range []string{"", "nope." + zone, "web." + zone, "frozen." + zone, "127.0.0.1"} {
+	for _, name := range []string{"", "nope." + zone, "web." + zone, "frozen." + zone, "127.0.0.1", "secure." + zone + ":443", "secure." + zone + ":junk"} {
 		c, err := dialTLS(t, e.https, &tls.Config{ServerName: name, InsecureSkipVerify: true})
 		if err != nil {
 			t.Fatalf("%q: %v", name, err)

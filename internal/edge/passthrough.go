@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,12 @@ func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName st
 	// start at the same host. At most one small counter per app id seen.
 	var robins sync.Map // app id -> *atomic.Uint32
 	return func(name string) (Dial, bool) {
+		if strings.IndexByte(name, ':') >= 0 {
+			// No host name holds one (RFC 6066 §3 has no port in SNI);
+			// the table's lookup would take "name:junk" for a Host
+			// header's name:port and pipe it.
+			return nil, false
+		}
 		tbl := live.Load()
 		m := tbl.Lookup(name)
 		if m.Kind != route.KindApp || m.App.Mode != route.ModePassthrough || m.App.Status != route.StatusActive {
