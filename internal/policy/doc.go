@@ -13,7 +13,8 @@
 // %252e%252e counts as .. too). Each reading is cleaned: a host may take
 // `\` for `/`, drop a segment's ";params" suffix, drop a segment's trailing
 // dots and spaces, compare paths without case (IIS, Windows and macOS file
-// systems: /ADMIN is /admin) - or make only some of these readings, which
+// systems: /ADMIN is /admin), end the path at a decoded NUL (C strings:
+// /admin%00/x is /admin) - or make only some of these readings, which
 // changes which segment a ".." removes - so every combination of them is
 // tried, each followed by path.Clean (removing //, . and .. segments and
 // any trailing slash); the case-free readings match lower-cased paths

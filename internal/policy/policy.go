@@ -107,6 +107,15 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	ruleKinds := foldIn(rules)
 	var lowered []Rule // the rules for the folded reading, made when first needed
 	for round := 0; ; round++ {
+		if i := strings.IndexByte(cur, 0); i >= 0 {
+			// A host written in C (or passing the path to one) reads a
+			// decoded NUL as the path's end: /admin%00/x is /admin to it.
+			// The part before the NUL holds none, so this recurses once
+			// per NUL a decoding round brings out (MaxDecode at most).
+			if ok, i := Check(rules, method, cur[:i]); !ok {
+				return false, i
+			}
+		}
 		kinds := lenientIn(cur) | ruleKinds
 		if strings.Contains(cur, "..") {
 			// Every reading below removes dot segments, as RFC 3986 has a

@@ -101,6 +101,12 @@ func TestCheck(t *testing.T) {
 		// under /admin/*.
 		{"GET", "/admin/health.", false},
 		{"GET", "/app.js", true},
+		// A host that reads the path as a C string stops at a NUL.
+		{"GET", "/admin%00/x", false},
+		{"GET", "/admin%2500.png", false},
+		{"GET", "/secret%00.html", false},
+		{"GET", "/public%00/admin", true},
+		{"GET", "/admin/health%00", false}, // to a host that reads the NUL, under /admin/*
 		// A host that compares paths without case serves these as /admin.
 		{"GET", "/ADMIN", false},
 		{"GET", "/Admin/users", false},
