@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -34,7 +35,12 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var q quietError
 	if !errors.As(err, &q) {
-		fmt.Fprintf(stderr, "gatehouse: %v\n", err)
+		// Errors from the gateway's packages name themselves already.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "gatehouse: ") {
+			msg = "gatehouse: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
 	}
 	return 1
 }

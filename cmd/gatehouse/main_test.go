@@ -134,3 +134,15 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("version: %q %v", out, err)
 	}
 }
+
+// An error prints as one line with one "gatehouse: " before it, whether
+// or not the package that made it named itself.
+func TestExitCodePrefixOnce(t *testing.T) {
+	for _, err := range []error{errors.New("bad flag"), errors.New("gatehouse: cluster key: denied")} {
+		var out bytes.Buffer
+		exitCode(err, &out)
+		if got := out.String(); strings.Count(got, "gatehouse: ") != 1 || !strings.HasSuffix(got, strings.TrimPrefix(err.Error(), "gatehouse: ")+"\n") {
+			t.Errorf("%v printed %q", err, got)
+		}
+	}
+}

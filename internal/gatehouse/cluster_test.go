@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,20 @@ func TestSecondGatewaySeesChangesWithinASecond(t *testing.T) {
 		t.Fatalf("delete: %d", code)
 	}
 	testutil.WaitFor(t, 5*time.Second, func() bool { return b.g.Live().Load().App("app0") == nil }, "delete not seen")
+}
+
+// On an external bus, a data directory that does not exist yet is made,
+// as the embedded bus makes it: the first start writes the cluster key
+// there.
+func TestExternalBusMakesTheDataDirectory(t *testing.T) {
+	bus := testutil.StartBus(t)
+	cfg := testConfig(t)
+	cfg.Bus.URL = []string{bus.ClientURL()}
+	cfg.DataDir = filepath.Join(t.TempDir(), "not", "yet")
+	start(t, cfg)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "cluster.key")); err != nil {
+		t.Fatalf("cluster key: %v", err)
+	}
 }
 
 // With the bus gone, the gateway keeps serving the last table.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,6 +181,11 @@ func (g *Gatehouse) clusterKey() (ed25519.PrivateKey, error) {
 	}
 	k, err := host.GenerateKey()
 	if err != nil {
+		return nil, fmt.Errorf("gatehouse: cluster key: %w", err)
+	}
+	// With an external bus nothing else has made the data directory yet
+	// (the embedded one makes it for its credentials).
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("gatehouse: cluster key: %w", err)
 	}
 	if err := host.WriteKey(path, k); err != nil {
