@@ -216,6 +216,30 @@ func TestH2CUpgradeNotForwarded(t *testing.T) {
 	}
 }
 
+// TestHTTP2SettingsNeverForwarded: HTTP2-Settings belongs to the
+// connection it is sent on (RFC 7540 §3.2.1), and with the h2c upgrade
+// refused it means nothing to a host; sent without Connection naming it,
+// it was passed on.
+func TestHTTP2SettingsNeverForwarded(t *testing.T) {
+	e := newEnv(t, nil)
+	seen := make(chan string, 2)
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- strings.Join(r.Header.Values("Http2-Settings"), ",")
+	}))
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\nHost: hello.apps.test\r\nConnection: close\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: hello.apps.test\r\nConnection: close\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+	} {
+		out, _ := e.rawExchange(raw)
+		if !strings.HasPrefix(out, "HTTP/1.1 200 ") {
+			t.Fatalf("got %q", out)
+		}
+		if got := <-seen; got != "" {
+			t.Errorf("the host saw HTTP2-Settings %q", got)
+		}
+	}
+}
+
 // TestConnectRefused: a CONNECT for an app's name gets 405 with Allow, and
 // the host sees nothing of it; the connection goes on serving requests.
 func TestConnectRefused(t *testing.T) {

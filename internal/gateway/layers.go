@@ -617,6 +617,9 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 		// an http URL) takes the HTTP/1.1 answer.
 		delete(h, "Upgrade")
 	}
+	// The h2c upgrade's settings belong to the client's connection (RFC
+	// 7540 §3.2.1), with or without Connection naming them.
+	delete(h, "Http2-Settings")
 	if r.Trailer != nil {
 		stripTrailers(r)
 	}
