@@ -94,6 +94,9 @@ func TestClusterNodeLoss(t *testing.T) {
 	writerJS, _ := js(t, testutil.ClusterURLs(servers))
 	open(t, writerJS, store.Options{}) // creates every bucket with one replica
 	writer := open(t, writerJS, store.Options{Replicas: 3})
+	// A later open asking for fewer never lowers them (an operator's R5
+	// survives restarts).
+	open(t, writerJS, store.Options{Replicas: 1})
 	for _, name := range []string{"gatehouse_apps", "gatehouse_certs", "gatehouse_locks"} {
 		kv, err := writerJS.KeyValue(t.Context(), name)
 		if err != nil {

@@ -128,12 +128,14 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 		return nil, fmt.Errorf("store: bucket %s: %w", cfg.Bucket, err)
 	}
 	have := st.Config()
-	replicas := have.Replicas
-	if s.opts.Replicas > 0 {
-		replicas = s.opts.Replicas
-	}
+	// Options.Replicas is a floor: an operator who raised a bucket past
+	// it (R5 on a 5-node cluster) keeps that through every restart.
+	replicas := max(have.Replicas, s.opts.Replicas)
 	if have.Replicas == replicas && (cfg.RePublish == nil || have.RePublish != nil) {
 		return kv, nil
+	}
+	if have.Replicas != replicas {
+		s.log.Info("store: raising a bucket's replicas", "bucket", cfg.Bucket, "from", have.Replicas, "to", replicas)
 	}
 	have.Replicas = replicas
 	if have.RePublish == nil {
