@@ -437,6 +437,23 @@ func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, 
 	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: conn, Logger: g.log})
 }
 
+// allowCert is tlsmgr's on-demand hook: a certificate only for a
+// verified custom domain of an app whose TLS the gateway terminates. A
+// passthrough app's host holds its key, never the gateway (DESIGN §3): a
+// hello the edge terminates anyway (a gateway's own challenge, a
+// suspended app, a classical client under pq_only) must not order one.
+func (g *Gatehouse) allowCert(_ context.Context, name string) error {
+	tbl := g.live.Load()
+	d := tbl.Domain(name)
+	if d == nil || !d.Verified {
+		return fmt.Errorf("gatehouse: %s is not a verified custom domain", name)
+	}
+	if a := tbl.App(d.App); a == nil || a.Mode == route.ModePassthrough {
+		return fmt.Errorf("gatehouse: %s maps to no app whose TLS the gateway terminates", name)
+	}
+	return nil
+}
+
 // tlsOptions configures certificates (DESIGN §9): the managed name of
 // each zone is the wildcard *.{zone}, which covers api.{zone} and every
 // {app}.{zone}; with ACME it is validated by DNS-01 through the
@@ -456,18 +473,12 @@ func (g *Gatehouse) tlsOptions(st *store.Store, dnsSelf string) (tlsmgr.Options,
 		Email:         cfg.TLS.ACME.Email,
 		CARoot:        cfg.TLS.ACME.CARoot,
 		CustomDomains: cfg.TLS.CustomDomains,
-		Allow: func(_ context.Context, name string) error {
-			d := live.Load().Domain(name)
-			if d == nil || !d.Verified {
-				return fmt.Errorf("gatehouse: %s is not a verified custom domain", name)
-			}
-			return nil
-		},
-		PQOnly:   cfg.TLS.PQOnly,
-		Storage:  st.Certs(),
-		HTTPPort: portOf(cfg.HTTP.Addr),
-		TLSPort:  portOf(cfg.HTTPS.Addr),
-		Logger:   g.log,
+		Allow:         g.allowCert,
+		PQOnly:        cfg.TLS.PQOnly,
+		Storage:       st.Certs(),
+		HTTPPort:      portOf(cfg.HTTP.Addr),
+		TLSPort:       portOf(cfg.HTTPS.Addr),
+		Logger:        g.log,
 	}
 	if cfg.TLS.ACME.Directory == "" {
 		return opts, nil // the bootstrap certificate only; it names the wildcard too
