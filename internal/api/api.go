@@ -78,6 +78,11 @@ type Options struct {
 	// so, and a PUT or DELETE replaces or deletes it as it would a good
 	// one. Nil: every such read answers 500 like any store failure.
 	BadValue error
+	// Unavailable reports a store error that says the store cannot
+	// answer now (store.Unavailable): answered 503 with Retry-After, so a
+	// platform's client backs off and tries again. Nil: 500 like any
+	// store failure.
+	Unavailable func(error) bool
 	// ControlToken is the static platform bearer token; empty accepts no
 	// static token.
 	ControlToken string

@@ -180,6 +180,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// Retrying cannot help: the stored form (JSON) of what was sent
 		// is past the store's bound, though the body was not past ours.
 		problem.Write(w, http.StatusRequestEntityTooLarge, "too large to store: at most 1 MiB once stored as JSON")
+	case a.o.Unavailable != nil && a.o.Unavailable(err):
+		a.o.Logger.Warn("api: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		problem.Write(w, http.StatusServiceUnavailable, "the store (NATS JetStream) cannot answer now; try again")
 	default:
 		a.o.Logger.Error("api: store failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.Write(w, http.StatusInternalServerError, "the store failed; try again")

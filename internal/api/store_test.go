@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -246,4 +247,45 @@ func TestBadStoredRecordSaysSo(t *testing.T) {
 	e.ok("DELETE", path, nil, 204)
 	problemOf(t, e.ok("GET", path, nil, 404))
 	problemOf(t, e.ok("GET", "/api/v3/dns/zones/z.example/records/none/A", nil, 404))
+}
+
+// With the store's NATS server gone, a control call answers 503 with
+// Retry-After, so a platform's client backs off and tries again, where
+// a 500 reads as a bug of the gateway's. Nothing is written.
+func TestStoreDownIs503(t *testing.T) {
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), js, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, BadValue: store.ErrBadValue, Unavailable: store.Unavailable, ControlToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, st: st}
+	e.ok("PUT", "/api/v3/apps/before", `{}`, 200)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/api/v3/apps/during", `{}`},
+		{"GET", "/api/v3/apps/before", ""},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s %s with the store down: %d, Retry-After %q; want 503 and 1", c.method, c.path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
 }

@@ -357,7 +357,7 @@ func notClustered(err error) bool {
 func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers.Peers, authOpts auth.Options) (*api.API, error) {
 	cfg := g.cfg
 	return api.New(api.Options{
-		Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, ControlToken: cfg.Control.Token,
+		Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, Unavailable: store.Unavailable, ControlToken: cfg.Control.Token,
 		VerifyPlatform: platformVerifier(authOpts),
 		VerifySession:  sessionVerifier(authOpts),
 		ResolveZones:   g.dnsZones(),

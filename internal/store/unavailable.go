@@ -1,0 +1,31 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Unavailable reports whether err says the store could not be reached or
+// could not answer right now (the bus down, a stream without quorum, a
+// call that timed out), as opposed to a refusal or a bug: a caller may
+// try again later. The control API answers these 503 with Retry-After.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{
+		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
+		jetstream.ErrServerShutdown, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var je jetstream.JetStreamError
+	return errors.As(err, &je) && je.APIError() != nil && je.APIError().Code == http.StatusServiceUnavailable
+}
