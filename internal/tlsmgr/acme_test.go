@@ -435,3 +435,60 @@ func TestACMEOnDemandFailureBacksOff(t *testing.T) {
 	clk.Add(time.Minute + time.Second)
 	r.issued(t, p, m, name)
 }
+
+// TestACMEHungCAFreesTheHandshake: a CA that accepts and never answers
+// must not hold a handshake that asked for a custom domain's certificate
+// past the listeners' 10 s bound: the order gives up within
+// handshakeObtainBudget and the client gets the bootstrap certificate.
+// Before, crypto/tls's background context let certmagic wait ~90 s.
+func TestACMEHungCAFreesTheHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	r := newRig(t)
+	hp, tp := r.ports()
+	m, err := New(Options{Directory: "https://" + ln.Addr().String() + "/dir", CustomDomains: CustomDomainsAuto,
+		Allow: func(context.Context, string) error { return nil }, StorageDir: t.TempDir(), HTTPPort: hp, TLSPort: tp,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	addr := serveTLS(t, m.TLSConfig())
+	start := time.Now()
+	c, err := tls.DialWithDialer(&net.Dialer{Deadline: time.Now().Add(20 * time.Second)}, "tcp", addr,
+		&tls.Config{ServerName: "hung.customer.test", InsecureSkipVerify: true})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("handshake after %v: %v", took, err)
+	}
+	defer c.Close()
+	if !c.ConnectionState().PeerCertificates[0].Equal(m.boot.Load().Leaf) {
+		t.Fatal("served a certificate other than the bootstrap one")
+	}
+	if took > handshakeObtainBudget+2*time.Second {
+		t.Fatalf("the handshake took %v with the CA hung; want under %v", took, handshakeObtainBudget+2*time.Second)
+	}
+}

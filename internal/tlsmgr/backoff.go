@@ -82,9 +82,18 @@ func (f *failures) clear(name string) {
 // as the order failed instead of holding the handshake.
 type handshakeObtain struct{}
 
-// withHandshakeObtain returns ctx carrying its own cancel under
-// handshakeObtain. The caller calls the returned cancel when done.
+// handshakeObtainBudget bounds an order a handshake waits for: under the
+// listeners' 10 s handshake bound (read_header_timeout), so that a CA
+// that hangs fails the order, opens the name's backoff window and leaves
+// the handshake time to get the bootstrap certificate. Unbounded, the
+// handshake's context never ended (crypto/tls gives Handshake a
+// background one), and certmagic's retries held the connection ~90 s.
+const handshakeObtainBudget = 8 * time.Second
+
+// withHandshakeObtain returns ctx, bounded by handshakeObtainBudget,
+// carrying its own cancel under handshakeObtain. The caller calls the
+// returned cancel when done.
 func withHandshakeObtain(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, handshakeObtainBudget)
 	return context.WithValue(ctx, handshakeObtain{}, cancel), cancel
 }
