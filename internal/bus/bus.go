@@ -49,6 +49,9 @@ type Bus struct {
 
 	cluster string // the external server's cluster name at Start; "" if none
 	fails   reconnectFails
+	// waitLogEvery is how often a Start still waiting for an external
+	// server says so (10 s; tests shorten it).
+	waitLogEvery time.Duration
 
 	closeOnce sync.Once
 	stopped   bool // Close was called
@@ -72,7 +75,7 @@ func New(opts Options) (*Bus, error) {
 	// refuse.
 	srvBase := log.With("component", "nats-server")
 	log = log.With("component", "bus")
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}}, nil
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}, waitLogEvery: 10 * time.Second}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -233,7 +236,21 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
+	// nats.go reports only a dial that fails; a server (or a load
+	// balancer with none behind it) that accepts and then closes, a TLS
+	// or INFO failure, reaches no callback, and the start waited in
+	// silence with readiness at 503. Say so, with the last error.
+	started := time.Now()
+	nextLog := started.Add(b.waitLogEvery)
 	for !nc.IsConnected() {
+		if now := time.Now(); now.After(nextLog) {
+			why := "no NATS handshake completed (an address that accepts and closes: a load balancer with no server behind it?)"
+			if last := nc.LastError(); last != nil {
+				why = last.Error()
+			}
+			b.log.Warn("waiting for the bus", "url", redactList(b.urls), "waited", now.Sub(started).Round(time.Second), "last_error", why)
+			nextLog = now.Add(b.waitLogEvery)
+		}
 		select {
 		case <-ctx.Done():
 			// The connection retries quietly: say why it did not connect

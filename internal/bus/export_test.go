@@ -1,5 +1,7 @@
 package bus
 
+import "time"
+
 // SyncAlways reports what the embedded server says of its JetStream
 // writes in its monitoring answer (/jsz's config.sync_always).
 func (b *Bus) SyncAlways() (bool, error) {
@@ -9,3 +11,6 @@ func (b *Bus) SyncAlways() (bool, error) {
 	}
 	return info.Config.SyncAlways, nil
 }
+
+// SetWaitLogEvery shortens how often a waiting Start says so.
+func (b *Bus) SetWaitLogEvery(d time.Duration) { b.waitLogEvery = d }

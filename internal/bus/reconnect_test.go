@@ -2,7 +2,9 @@ package bus_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -157,6 +159,46 @@ func TestReconnectSurvivesRefusedCredential(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, b.Conn().IsConnected, "not reconnected once the credential was taken again:\n"+logs.String())
 	if strings.Contains(logs.String(), "0123456789") {
+		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
+
+// A start against an address that accepts and closes at once (a load
+// balancer with no server behind it) fails no dial, so nats.go reports
+// nothing: the start says every so often that it is still waiting, and
+// why, instead of waiting in silence with readiness at 503.
+func TestStartWaitingSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + ln.Addr().String(), Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetWaitLogEvery(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	if err := b.Start(ctx); err == nil {
+		t.Fatal("started against an address that closes every connection")
+	}
+	got := logs.lines(`msg="waiting for the bus"`)
+	if len(got) < 3 || !strings.Contains(got[0], "no NATS handshake completed") {
+		t.Fatalf("want a line every 200 ms saying the start waits, got:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "pw-0123456789") {
 		t.Fatalf("the credential was logged:\n%s", logs.String())
 	}
 }
