@@ -533,7 +533,10 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 	case "cert_failed":
 		name, _ := data["identifier"].(string)
 		end, handshake := ctx.Value(handshakeObtain{}).(context.CancelFunc)
-		if !handshake || data["renewal"] != false || name == "" {
+		// A renewal a handshake placed (a stored certificate past its
+		// end) backs off like a first order: left out, every handshake
+		// renewed again, 4 orders each.
+		if !handshake || name == "" {
 			m.log.Error("tlsmgr: "+event, "identifier", data["identifier"], "err", data["error"], "renewal", data["renewal"])
 			return nil
 		}

@@ -1,0 +1,106 @@
+package tlsmgr
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
+)
+
+// TestACMEFailedRenewalBacksOff: a custom domain whose stored certificate
+// has expired is renewed in the handshake that needs it; when that
+// renewal fails (the name points elsewhere), the name's backoff window
+// opens as for a first order: the handshakes after it get the bootstrap
+// certificate at once and place no order. Before, renewals were left out
+// of the backoff, and every handshake ordered again (4 orders each).
+func TestACMEFailedRenewalBacksOff(t *testing.T) {
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name.
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	const name = "expired.customer.test"
+	p.DNS.PointAway(name, true)
+	dir := t.TempDir()
+	writeExpired(t, dir, p.Directory, name)
+
+	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(context.Context, string) error { return nil } // a verified mapping
+	var logs testutil.SyncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	r.issued(t, p, m, "api.example.test")
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	for i := range 3 {
+		leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatalf("handshake %d: %v", i, err)
+		}
+		if !leaf.Equal(m.boot.Load().Leaf) {
+			t.Fatalf("handshake %d: served %v (expires %v), want the bootstrap certificate", i, leaf.DNSNames, leaf.NotAfter)
+		}
+	}
+	orders := p.Orders() - before
+	t.Logf("3 handshakes, %d orders", orders)
+	if orders < 1 || orders > 2 {
+		t.Fatalf("3 handshakes placed %d orders, want the one renewal attempt (1 or 2)", orders)
+	}
+	if n := strings.Count(logs.String(), "on-demand certificate failed"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once for the window:\n%s", n, logs.String())
+	}
+}
+
+// writeExpired stores, where certmagic looks for the certificate of name
+// issued by the CA at directory, one that expired an hour ago.
+func writeExpired(t *testing.T, dir, directory, name string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &certmagic.FileStorage{Path: dir}
+	iss := (&certmagic.ACMEIssuer{CA: directory}).IssuerKey()
+	for k, v := range map[string][]byte{
+		certmagic.StorageKeys.SiteCert(iss, name):       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		certmagic.StorageKeys.SitePrivateKey(iss, name): pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		certmagic.StorageKeys.SiteMeta(iss, name):       []byte(`{"sans":["` + name + `"]}`),
+	} {
+		if err := st.Store(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
