@@ -104,3 +104,35 @@ func writeExpired(t *testing.T, dir, directory, name string) {
 		}
 	}
 }
+
+// TestACMEUndecodableStoredCertSaysSo: a managed name whose stored
+// certificate does not decode (written around gatehouse) is not loaded,
+// and certmagic orders no replacement while it is stored: its clients
+// get the bootstrap certificate. That was silent (certmagic's own
+// logger); the manager now says which name and why, every checkEvery.
+func TestACMEUndecodableStoredCertSaysSo(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	const name = "api.example.test"
+	dir := t.TempDir()
+	st := &certmagic.FileStorage{Path: dir}
+	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
+	for _, k := range []string{certmagic.StorageKeys.SiteCert(iss, name), certmagic.StorageKeys.SitePrivateKey(iss, name), certmagic.StorageKeys.SiteMeta(iss, name)} {
+		if err := st.Store(t.Context(), k, []byte("garbage")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := acmeOptions(p, r, dir, name)
+	var logs testutil.SyncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.checkEvery = 100 * time.Millisecond
+	r.start(t, m)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "the stored certificate of a managed name does not load") && strings.Contains(logs.String(), "name="+name)
+	}, "nothing said of the stored certificate that does not load")
+}

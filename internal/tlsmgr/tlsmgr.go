@@ -46,11 +46,15 @@ type Manager struct {
 
 	failed failures // on-demand names whose last order failed (backoff.go)
 
-	mu      sync.Mutex
-	names   map[string]bool               // managed names (lower case)
-	stop    map[string]context.CancelFunc // ends each managed name's orders; set while Run runs
-	running context.Context               // Run's context, nil before Run
-	ran     bool
+	mu    sync.Mutex
+	names map[string]bool               // managed names (lower case)
+	stop  map[string]context.CancelFunc // ends each managed name's orders; set while Run runs
+	ctxs  map[string]context.Context    // each managed name's context, beside stop
+	// checkEvery is how often Run looks for a managed name whose stored
+	// certificate did not load (1 minute; tests shorten it).
+	checkEvery time.Duration
+	running    context.Context // Run's context, nil before Run
+	ran        bool
 }
 
 // New validates opts and self-issues the bootstrap certificate. It starts
@@ -59,7 +63,7 @@ func New(opts Options) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}, stop: map[string]context.CancelFunc{}}
+	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}, stop: map[string]context.CancelFunc{}, ctxs: map[string]context.Context{}, checkEvery: time.Minute}
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -255,6 +259,7 @@ func (m *Manager) startLocked(names []string) []context.Context {
 	ctxs := make([]context.Context, len(names))
 	for i, n := range names {
 		ctxs[i], m.stop[n] = context.WithCancel(m.running)
+		m.ctxs[n] = ctxs[i]
 	}
 	return ctxs
 }
@@ -293,6 +298,7 @@ func (m *Manager) Unmanage(names ...string) {
 		if stop := m.stop[n]; stop != nil {
 			stop()
 			delete(m.stop, n)
+			delete(m.ctxs, n)
 		}
 		gone = append(gone, certmagic.SubjectIssuer{Subject: n})
 	}
@@ -343,9 +349,58 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err := m.manageAsync(names, ctxs); err != nil {
 			return err
 		}
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() { defer close(done); m.checkStored(ctx) }()
 	}
 	m.renewBootstrap(ctx)
 	return nil
+}
+
+// checkStored says, every checkEvery until ctx ends, which managed names
+// have a certificate in storage that did not load into the cache (bad
+// PEM or metadata, written around gatehouse): certmagic's ManageAsync
+// only logs that, to its own logger, and never orders a replacement
+// while the stored one is there, so the name's clients got the bootstrap
+// certificate with nothing said. ManageSync reads it again, and returns
+// why it fails. A name with nothing stored is left to certmagic's own
+// retries (no extra orders).
+func (m *Manager) checkStored(ctx context.Context) {
+	t := time.NewTicker(m.checkEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cache, cfg := m.cache.Load(), m.cm.Load()
+		iss, ok := cfg.Issuers[0].(*certmagic.ACMEIssuer)
+		if !ok {
+			return
+		}
+		type name struct {
+			n   string
+			ctx context.Context
+		}
+		var check []name
+		m.mu.Lock()
+		for n := range m.names {
+			if c := m.ctxs[n]; c != nil && len(cache.AllMatchingCertificates(n)) == 0 {
+				check = append(check, name{n, c})
+			}
+		}
+		m.mu.Unlock()
+		for _, c := range check {
+			if !cfg.Storage.Exists(c.ctx, certmagic.StorageKeys.SiteCert(iss.IssuerKey(), c.n)) {
+				continue
+			}
+			if err := cfg.ManageSync(c.ctx, []string{c.n}); err != nil && c.ctx.Err() == nil {
+				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it is deleted from the certificate storage (gatehouse_certs) or replaced",
+					"name", c.n, "err", err)
+			}
+		}
+	}
 }
 
 // renewBootstrap re-issues the bootstrap certificate at each half-life
