@@ -9,6 +9,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -34,6 +35,14 @@ var _ Store = (*store.Store)(nil)
 // around the API (to write a value that does not decode, say).
 func newBusEnv(t *testing.T) (*env, jetstream.JetStream, *store.Store) {
 	t.Helper()
+	e, js, st, _ := startBusEnv(t)
+	return e, js, st
+}
+
+// startBusEnv is newEnv on a store on a NATS server of the test's own,
+// which it returns, with every store sentinel the gateway wires.
+func startBusEnv(t *testing.T) (*env, jetstream.JetStream, *store.Store, *server.Server) {
+	t.Helper()
 	ns := testutil.StartBus(t)
 	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
 	if err != nil {
@@ -43,13 +52,14 @@ func newBusEnv(t *testing.T) (*env, jetstream.JetStream, *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, BadValue: store.ErrBadValue, ControlToken: token})
+	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue,
+		Unavailable: store.Unavailable, ControlToken: token})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, st: st}, js, st
+	return &env{t: t, srv: srv, st: st}, js, st, ns
 }
 
 // A DELETE of a zone removes every record stored under it, a value that
@@ -122,22 +132,8 @@ func TestPutPastTheStoreBoundIs413(t *testing.T) {
 // around the API, as another tool or a buggy peer would.
 func newRawEnv(t *testing.T) (*env, jetstream.JetStream) {
 	t.Helper()
-	ns := testutil.StartBus(t)
-	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.Context(), js, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, ControlToken: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, st: st}, js
+	e, js, _, _ := startBusEnv(t)
+	return e, js
 }
 
 // An item whose stored value does not decode (written around the API)
@@ -253,22 +249,7 @@ func TestBadStoredRecordSaysSo(t *testing.T) {
 // Retry-After, so a platform's client backs off and tries again, where
 // a 500 reads as a bug of the gateway's. Nothing is written.
 func TestStoreDownIs503(t *testing.T) {
-	ns := testutil.StartBus(t)
-	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.Context(), js, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Options{Store: st, NotFound: store.ErrNotFound, BadValue: store.ErrBadValue, Unavailable: store.Unavailable, ControlToken: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, st: st}
+	e, _, _, ns := startBusEnv(t)
 	e.ok("PUT", "/api/v3/apps/before", `{}`, 200)
 	ns.Shutdown()
 	ns.WaitForShutdown()
@@ -276,7 +257,7 @@ func TestStoreDownIs503(t *testing.T) {
 		{"PUT", "/api/v3/apps/during", `{}`},
 		{"GET", "/api/v3/apps/before", ""},
 	} {
-		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		req, _ := http.NewRequest(c.method, e.srv.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
