@@ -18,12 +18,19 @@ import (
 // it: what a host that terminates TLS itself, or a test server, holds.
 func SelfSigned(t testing.TB, name string) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
+	return SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// SelfSignedFor is SelfSigned valid from notBefore to notAfter (a
+// certificate already expired, say).
+func SelfSignedFor(t testing.TB, name string, notBefore, notAfter time.Time) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+		NotBefore: notBefore, NotAfter: notAfter}
 	if ip := net.ParseIP(name); ip != nil {
 		tmpl.IPAddresses = []net.IP{ip}
 	} else {
