@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -165,7 +166,7 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 		// gateway's passthrough ever pipes the challenge on (see
 		// challengeTLS); one that is not an *http.Transport is used as
 		// it is.
-		if base, ok := transportOf(client.Transport); ok {
+		if base, ok := transportOf(client.Transport); ok && !offersMarker(base) {
 			tr := base.Clone()
 			tr.TLSClientConfig = challengeTLS(tr.TLSClientConfig)
 			defer tr.CloseIdleConnections()
@@ -227,6 +228,12 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 	return sig, nil
 }
 
+// offersMarker reports whether tr's TLS already offers
+// [host.ChallengeALPN] (NewClient's does), so it needs no copy.
+func offersMarker(tr *http.Transport) bool {
+	return tr.TLSClientConfig != nil && slices.Contains(tr.TLSClientConfig.NextProtos, host.ChallengeALPN)
+}
+
 // transportOf returns rt (nil: http.DefaultTransport) as an
 // *http.Transport, if it is one.
 func transportOf(rt http.RoundTripper) (*http.Transport, bool) {
@@ -242,10 +249,7 @@ func transportOf(rt http.RoundTripper) (*http.Transport, bool) {
 // h2c hosts, or nil when rt is not an *http.Transport and must be used as
 // it is. The caller closes its idle connections when done.
 func H2CTransport(rt http.RoundTripper) *http.Transport {
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	base, ok := rt.(*http.Transport)
+	base, ok := transportOf(rt)
 	if !ok {
 		return nil
 	}
@@ -261,10 +265,7 @@ func H2CTransport(rt http.RoundTripper) *http.Transport {
 // TLS server name, but is never resolved. nil when rt is not an
 // *http.Transport. The caller closes its idle connections when done.
 func PinnedTransport(rt http.RoundTripper, dial string) *http.Transport {
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	base, ok := rt.(*http.Transport)
+	base, ok := transportOf(rt)
 	if !ok {
 		return nil
 	}
