@@ -11,6 +11,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -23,6 +24,18 @@ type kind[T any] struct {
 	key func(v *T) (string, error)
 	// valid checks v before a write and after a read.
 	valid func(v *T) error
+	// conn is the bus connection under kv.
+	conn *nats.Conn
+}
+
+// reachable fails a call at once while the bus connection is down: the
+// call would otherwise sit in nats.go's reconnect buffer for the whole
+// JetStream API timeout (5 s) before the control API could answer 503.
+func (k kind[T]) reachable(op, key string) error {
+	if k.conn != nil && !k.conn.IsConnected() {
+		return fmt.Errorf("store: %s %s %s: %w", op, k.what, key, nats.ErrDisconnected)
+	}
+	return nil
 }
 
 // decode turns a stored entry into a value, refusing an oversized value,
@@ -46,6 +59,9 @@ func (k kind[T]) decode(key string, val []byte) (*T, error) {
 }
 
 func (k kind[T]) get(ctx context.Context, key string) (*T, error) {
+	if err := k.reachable("get", key); err != nil {
+		return nil, err
+	}
 	e, err := k.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, k.what, key)
@@ -74,6 +90,9 @@ func (k kind[T]) put(ctx context.Context, v *T) error {
 	if err := checkSize(b); err != nil {
 		return fmt.Errorf("store: put %s %s: %w", k.what, key, err)
 	}
+	if err := k.reachable("put", key); err != nil {
+		return err
+	}
 	if _, err := k.kv.Put(ctx, key, b); err != nil {
 		return fmt.Errorf("store: put %s %s: %w", k.what, key, err)
 	}
@@ -83,6 +102,9 @@ func (k kind[T]) put(ctx context.Context, v *T) error {
 // del purges key (one delete marker stays, so watchers see the delete),
 // or returns ErrNotFound when there is nothing to delete.
 func (k kind[T]) del(ctx context.Context, key string) error {
+	if err := k.reachable("delete", key); err != nil {
+		return err
+	}
 	_, err := k.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return fmt.Errorf("%w: %s %s", ErrNotFound, k.what, key)
@@ -99,6 +121,9 @@ func (k kind[T]) del(ctx context.Context, key string) error {
 // list returns every valid value under filter (jetstream.AllKeys for the
 // whole bucket), sorted by key. Bad values are logged by bad and skipped.
 func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T, error) {
+	if err := k.reachable("list", filter); err != nil {
+		return nil, err
+	}
 	entries, err := loadAll(ctx, k.kv, filter)
 	if err != nil {
 		return nil, fmt.Errorf("store: list %s: %w", k.what, err)

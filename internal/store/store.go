@@ -101,6 +101,8 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	s.zones = zoneKind(kvs[bucketZones])
 	s.records = recordKind(kvs[bucketRecords])
 	s.hostKeys = hostKeyKind(kvs[bucketHostKeys])
+	nc := js.Conn()
+	s.apps.conn, s.domains.conn, s.zones.conn, s.records.conn, s.hostKeys.conn = nc, nc, nc, nc, nc
 	s.certs = newCertKV(js, kvs[bucketCerts], kvs[bucketLocks], opts.lockTTL(), s.log)
 	return s, nil
 }

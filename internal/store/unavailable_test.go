@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 func TestUnavailable(t *testing.T) {
@@ -28,6 +31,37 @@ func TestUnavailable(t *testing.T) {
 	} {
 		if got := store.Unavailable(tt.err); got != tt.want {
 			t.Errorf("Unavailable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// With the bus down, every call fails at once with an error the control
+// API answers 503: it does not wait out JetStream's API timeout in
+// nats.go's reconnect buffer first.
+func TestBusDownFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, nc := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "shop"}))
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return !nc.IsConnected() }, "the client never saw the bus go")
+
+	for name, call := range map[string]func() error{
+		"get":    func() error { _, err := s.GetApp(ctx, "shop"); return err },
+		"list":   func() error { _, err := s.ListApps(ctx); return err },
+		"put":    func() error { return s.PutApp(ctx, &route.App{ID: "cart"}) },
+		"delete": func() error { return s.DeleteApp(ctx, "shop") },
+		"update": func() error {
+			return s.UpdateApp(ctx, "shop", func(a *route.App) (*route.App, error) { return a, nil })
+		},
+	} {
+		err := call()
+		if !errors.Is(err, nats.ErrDisconnected) || !store.Unavailable(err) {
+			t.Errorf("%s with the bus down: %v, want a disconnected error at once", name, err)
 		}
 	}
 }

@@ -22,6 +22,9 @@ const maxUpdateTries = 50
 // and call fn again, and neither write is lost. fn's error is returned as
 // is, with nothing written. The value fn returns must keep key.
 func (k kind[T]) update(ctx context.Context, key string, fn func(cur *T) (*T, error)) error {
+	if err := k.reachable("update", key); err != nil {
+		return err
+	}
 	for range maxUpdateTries {
 		var (
 			cur *T
