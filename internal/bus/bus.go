@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -52,6 +53,12 @@ type Bus struct {
 	// waitLogEvery is how often a Start still waiting for an external
 	// server says so (10 s; tests shorten it).
 	waitLogEvery time.Duration
+
+	// downAt is when the started connection was last lost (UnixNano;
+	// 0 while connected), for watch.
+	downAt    atomic.Int64
+	watchStop chan struct{} // closed by Close to stop watch
+	watchDone chan struct{} // closed by watch as it returns
 
 	closeOnce sync.Once
 	stopped   bool // Close was called
@@ -102,7 +109,39 @@ func (b *Bus) Start(ctx context.Context) error {
 		b.Close()
 		return fmt.Errorf("bus: jetstream: %w", err)
 	}
+	if !b.Embedded() {
+		b.watchStop, b.watchDone = make(chan struct{}), make(chan struct{})
+		go b.watch(b.watchStop, b.watchDone)
+	}
 	return nil
+}
+
+// watch says every waitLogEvery that a started connection to an external
+// bus is still down, and why. nats.go reports a reconnect's failed dial
+// (reconnectFails), but nothing for an address that accepts and then
+// closes, nor a TLS or INFO failure: a gateway that lost its bus that way
+// would retry in silence, readiness at 503, with no word of the cause.
+func (b *Bus) watch(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(b.waitLogEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			down := b.downAt.Load()
+			if down == 0 || b.nc.IsConnected() || b.nc.IsClosed() || b.fails.loggedWithin(now, b.waitLogEvery) {
+				continue
+			}
+			why := "no NATS handshake completed (an address that accepts and closes: a load balancer with no server behind it?)"
+			if last := b.nc.LastError(); last != nil {
+				why = last.Error()
+			}
+			b.log.Warn("the bus is still disconnected", "url", redactList(b.urls),
+				"for", now.Sub(time.Unix(0, down)).Round(time.Second), "last_error", why)
+		}
+	}
 }
 
 func (b *Bus) startEmbedded(ctx context.Context) (err error) {
@@ -284,6 +323,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.downAt.CompareAndSwap(0, time.Now().UnixNano())
 			if err == nil { // our own Close: nothing went wrong
 				b.log.Debug("nats disconnected")
 				return
@@ -291,6 +331,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 			b.log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.downAt.Store(0)
 			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "failed_attempts", b.fails.reset())
 		}),
 		// A dial that fails comes here; a server that refuses the
@@ -350,6 +391,13 @@ func (r *reconnectFails) failed(err error) {
 	r.skipped = 0
 	r.mu.Unlock()
 	r.log.Warn("nats reconnect failed", "err", err, "not_logged", skipped, "every", reconnectLogEvery)
+}
+
+// loggedWithin reports whether a failure was logged less than d before now.
+func (r *reconnectFails) loggedWithin(now time.Time, d time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.last.IsZero() && now.Sub(r.last) < d
 }
 
 // reset starts over after a reconnect and returns how many attempts
@@ -421,6 +469,10 @@ func dialable(s string) string {
 func (b *Bus) Close() {
 	b.closeOnce.Do(func() {
 		b.stopped = true
+		if b.watchStop != nil {
+			close(b.watchStop)
+			<-b.watchDone
+		}
 		if b.nc != nil {
 			if err := b.nc.Drain(); err == nil {
 				select {

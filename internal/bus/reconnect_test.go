@@ -202,3 +202,63 @@ func TestStartWaitingSaysSo(t *testing.T) {
 		t.Fatalf("the credential was logged:\n%s", logs.String())
 	}
 }
+
+// A running gateway whose bus address comes back as one that accepts and
+// closes (a load balancer whose servers are gone) fails no dial, so
+// nats.go reports nothing after "nats disconnected": the bus says every so
+// often that it is still down, for how long and why, and stops saying so
+// once it is back.
+func TestStillDisconnectedSaysSo(t *testing.T) {
+	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	addr := ns.Addr().String()
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + addr, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetWaitLogEvery(200 * time.Millisecond)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const still = `msg="the bus is still disconnected"`
+	time.Sleep(time.Second)
+	if got := logs.lines(still); len(got) != 0 {
+		t.Fatalf("a connected bus says it is disconnected:\n%s", logs.String())
+	}
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(logs.lines(still)) >= 3 }, "the bus never said it is still down:\n"+logs.String())
+	t.Log(logs.lines(still)[0])
+	if got := logs.lines(still)[0]; !strings.Contains(got, "for=") || !strings.Contains(got, "last_error=") {
+		t.Fatalf("the line says neither for how long nor why: %s", got)
+	}
+
+	ln.Close()
+	userServer(t, addr, "pw-0123456789")
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(logs.lines(`msg="nats reconnected"`)) > 0 }, "not reconnected")
+	time.Sleep(200 * time.Millisecond)
+	n := len(logs.lines(still))
+	time.Sleep(time.Second)
+	if got := len(logs.lines(still)); got != n {
+		t.Fatalf("still says disconnected after the reconnect:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "pw-0123456789") {
+		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
