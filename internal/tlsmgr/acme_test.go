@@ -430,6 +430,11 @@ func TestACMEOnDemandFailureBacksOff(t *testing.T) {
 		t.Errorf("the failure was logged %d times, want once for the window:\n%s", n, logs.String())
 	}
 
+	// Why it failed is certmagic's word, in the gateway's log.
+	if cm := certmagicLines(logs.String()); !strings.Contains(cm, `level=ERROR msg="certmagic: challenge failed"`) ||
+		!strings.Contains(cm, "identifier="+name) || !strings.Contains(cm, "urn:ietf:params:acme:error:") {
+		t.Errorf("certmagic's account of the failed challenge is not in the log:\n%s", logs.String())
+	}
 	// The domain is fixed; past the window, the next handshake orders again.
 	p.DNS.PointAway(name, false)
 	clk.Add(time.Minute + time.Second)
@@ -491,4 +496,14 @@ func TestACMEHungCAFreesTheHandshake(t *testing.T) {
 	if took > handshakeObtainBudget+2*time.Second {
 		t.Fatalf("the handshake took %v with the CA hung; want under %v", took, handshakeObtainBudget+2*time.Second)
 	}
+}
+
+func certmagicLines(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "certmagic: ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -37,6 +37,7 @@ var (
 type Manager struct {
 	opts Options
 	log  *slog.Logger
+	zap  *zap.Logger // certmagic's logger: its warnings and errors, to log (zaplog.go)
 
 	boot  atomic.Pointer[tls.Certificate]  // the current bootstrap certificate
 	cm    atomic.Pointer[certmagic.Config] // managed names; set while ACME is on
@@ -67,6 +68,7 @@ func New(opts Options) (*Manager, error) {
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	m.zap = zapLogger(m.log)
 	for _, n := range opts.Names {
 		m.names[strings.ToLower(n)] = true
 	}
@@ -435,7 +437,7 @@ func (m *Manager) startACME() (*certmagic.Cache, error) {
 	if m.opts.Storage != nil {
 		storage = kvStorage{m.opts.Storage}
 	}
-	zl := zap.NewNop()
+	zl := m.zap
 	// Two configs on one cache: certmagic treats a config with OnDemand as
 	// on-demand for every name, so managed names need their own.
 	var managed, onDemand *certmagic.Config
@@ -479,14 +481,14 @@ func (m *Manager) dns01() *certmagic.DNS01Solver {
 		Resolvers:          m.opts.DNSResolvers,
 		PropagationDelay:   m.opts.DNSPropagationDelay,
 		PropagationTimeout: timeout,
-		Logger:             zap.NewNop(),
+		Logger:             m.zap,
 	}}
 }
 
 // newConfig builds one certmagic config with its ACME issuer; with dns01,
 // DNS-01 is its only challenge.
 func (m *Manager) newConfig(cache *certmagic.Cache, storage certmagic.Storage, roots *x509.CertPool, od *certmagic.OnDemandConfig, dns01 *certmagic.DNS01Solver) *certmagic.Config {
-	zl := zap.NewNop()
+	zl := m.zap
 	cfg := certmagic.New(cache, certmagic.Config{Storage: storage, Logger: zl, OnEvent: m.onEvent, OnDemand: od})
 	iss := certmagic.NewACMEIssuer(cfg, certmagic.ACMEIssuer{
 		CA:                      m.opts.Directory,
