@@ -134,7 +134,9 @@ func TestClientGatehouseHeadersNeverArrive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			raw := "GET / HTTP/1.1\r\nHost: hello.apps.test\r\n" + name + ": forged\r\n" +
 				"X-Forwarded-For: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nForwarded: for=6.6.6.6\r\nX-Forwarded-Host: evil\r\n" +
-				"X-Real-Ip: 6.6.6.6\r\nx_real_ip: 6.6.6.6\r\nTrue-Client-IP: 6.6.6.6\r\nConnection: close\r\n\r\n"
+				"X-Real-Ip: 6.6.6.6\r\nx_real_ip: 6.6.6.6\r\nTrue-Client-IP: 6.6.6.6\r\nX-Client-IP: 6.6.6.6\r\n" +
+				"X-Cluster-Client-IP: 6.6.6.6\r\nClient-IP: 6.6.6.6\r\nCF-Connecting-IP: 6.6.6.6\r\nFastly-Client-IP: 6.6.6.6\r\n" +
+				"Connection: close\r\n\r\n"
 			out, _ := e.rawExchange(raw)
 			res := readResponse(t, bufio.NewReader(strings.NewReader(out)))
 			h := echoed(t, res)
@@ -165,8 +167,17 @@ func TestTrustedProxyClientIP(t *testing.T) {
 		"X-Forwarded-Proto":  {"https"},
 		"X-Gatehouse-App-Id": {"forged"},
 		"X-Real-Ip":          {"203.0.113.9"},
+		// Beside the proxy's own field, a client's spelling with '_'
+		// reads as the same variable to a CGI-style host.
+		"X_Forwarded_For": {"9.9.9.9"},
+		"X_Real_Ip":       {"9.9.9.9"},
 	}, nil)
 	h := echoed(t, res)
+	for k, vs := range h {
+		if strings.Contains(strings.Join(vs, ","), "9.9.9.9") {
+			t.Errorf("a client's underscore spelling arrived beside the trusted proxy's: %s: %v", k, vs)
+		}
+	}
 	if got := h.Get("X-Real-Ip"); got != "203.0.113.9" {
 		t.Errorf("a trusted proxy's X-Real-Ip %q", got)
 	}

@@ -605,7 +605,10 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 		proto = peerProto(h["X-Forwarded-Proto"])
 	}
 	for k := range h {
-		if hasPrefixFold(k, "x-gatehouse-") || (!trusted && clientAddressField(k)) {
+		// From a trusted proxy the fields stand, but not spelled with '_':
+		// the proxy sets X-Forwarded-For, and a client's X_Forwarded_For
+		// beside it reads as the same variable to a CGI-style host.
+		if hasPrefixFold(k, "x-gatehouse-") || (clientAddressField(k) && (!trusted || strings.IndexByte(k, '_') >= 0)) {
 			delete(h, k)
 		}
 	}
@@ -679,26 +682,31 @@ func forwardedNode(addr netip.Addr) string {
 	return `"[` + addr.String() + `]"`
 }
 
-// stripTrailers keeps client X-Gatehouse-* fields out of r's trailers too.
-// A client that declares trailers gets r.Trailer, which net/http fills with
-// every trailer field it sends once the body has been read, and the proxy
+// stripTrailers keeps forged fields out of r's trailers too. A client
+// that declares trailers gets r.Trailer, which net/http fills with every
+// trailer field it sends once the body has been read, and the proxy
 // passes that map on to the host: the declared names are dropped now, the
 // sent ones at the body's end, before the proxy writes them upstream.
 func stripTrailers(r *http.Request) {
-	dropGatehouse(r.Trailer)
+	dropForged(r.Trailer)
 	r.Body = &trailerGuard{ReadCloser: r.Body, trailer: r.Trailer}
 }
 
-func dropGatehouse(h http.Header) {
+// dropForged removes from trailer fields what a client may not say there:
+// X-Gatehouse-*, any field naming the client's address (a trailer is
+// never a trusted proxy's own field, and a host that merges trailers
+// into its headers would read it as the client), and Authorization, which
+// the edge checks only in the header.
+func dropForged(h http.Header) {
 	for k := range h {
-		if hasPrefixFold(k, "x-gatehouse-") {
+		if hasPrefixFold(k, "x-gatehouse-") || clientAddressField(k) || strings.EqualFold(k, "authorization") {
 			delete(h, k)
 		}
 	}
 }
 
-// trailerGuard is a request body that drops X-Gatehouse-* trailer fields
-// when it reaches its end, which is when net/http has just set them.
+// trailerGuard is a request body that drops forged trailer fields when it
+// reaches its end, which is when net/http has just set them.
 type trailerGuard struct {
 	io.ReadCloser
 	trailer http.Header
@@ -707,7 +715,7 @@ type trailerGuard struct {
 func (b *trailerGuard) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
-		dropGatehouse(b.trailer)
+		dropForged(b.trailer)
 	}
 	return n, err
 }
@@ -801,20 +809,28 @@ func parseHop(s string) (netip.Addr, bool) {
 }
 
 // clientAddressField reports whether header name k is one a proxy sets
-// to name the client: Forwarded and X-Forwarded-* (DESIGN §2), and
-// X-Real-Ip and True-Client-Ip, which host frameworks read as the client's
-// address before X-Forwarded-For (chi's RealIP reads True-Client-Ip
-// first). From a peer that is not a trusted proxy each is a forgery.
+// to name the client: Forwarded and X-Forwarded-* (DESIGN §2), and the
+// others host frameworks and libraries read as the client's address
+// before X-Forwarded-For: X-Real-Ip, True-Client-Ip (chi's RealIP),
+// X-Client-Ip and X-Cluster-Client-Ip (npm request-ip), Client-Ip
+// (Rails' remote_ip, PHP's HTTP_CLIENT_IP), Cf-Connecting-Ip and
+// Fastly-Client-Ip (CDN-aware middleware). From a peer that is not a
+// trusted proxy each is a forgery.
 func clientAddressField(k string) bool {
+	var named bool
 	switch len(k) {
-	case len("forwarded"):
-		return strings.EqualFold(k, "forwarded") || hasPrefixFold(k, "x-real-ip")
+	case len("forwarded"): // x-real-ip, client-ip
+		named = strings.EqualFold(k, "forwarded") || hasPrefixFold(k, "x-real-ip") || hasPrefixFold(k, "client-ip")
+	case len("x-client-ip"):
+		named = hasPrefixFold(k, "x-client-ip")
 	case len("true-client-ip"):
-		if hasPrefixFold(k, "true-client-ip") {
-			return true
-		}
+		named = hasPrefixFold(k, "true-client-ip")
+	case len("cf-connecting-ip"): // fastly-client-ip, and x-forwarded-host below
+		named = hasPrefixFold(k, "cf-connecting-ip") || hasPrefixFold(k, "fastly-client-ip")
+	case len("x-cluster-client-ip"):
+		named = hasPrefixFold(k, "x-cluster-client-ip")
 	}
-	return hasPrefixFold(k, "x-forwarded-")
+	return named || hasPrefixFold(k, "x-forwarded-")
 }
 
 // hasPrefixFold reports whether header name k starts with prefix (lower
