@@ -75,6 +75,50 @@ func TestPolicyThroughChain(t *testing.T) {
 	}
 }
 
+// TestPolicyOverridesAreReadings: a host that serves a POST carrying
+// X-HTTP-Method-Override: DELETE as a DELETE (Rails, Express's
+// method-override), or the path in X-Original-URL (IIS URL Rewrite,
+// older Symfony), gets neither past a deny; an override the rules allow
+// still reaches the host, with the field.
+func TestPolicyOverridesAreReadings(t *testing.T) {
+	app := &route.App{ID: "shop", Policy: []route.PolicyRule{
+		{Action: "deny", Path: "/admin/*"},
+		{Action: "deny", Methods: []string{"DELETE"}, Path: "/items/*"},
+	}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	cases := []struct {
+		method, path, field, value string
+		allowed                    bool
+	}{
+		{"POST", "/items/1", "X-HTTP-Method-Override", "DELETE", false},
+		{"POST", "/items/1", "X-HTTP-Method-Override", " delete ", false},
+		{"POST", "/items/1", "X-HTTP-Method", "DELETE", false},
+		{"POST", "/items/1", "X-Method-Override", "DELETE", false},
+		{"POST", "/items/1", "X_HTTP_Method_Override", "DELETE", false},
+		{"GET", "/x", "X-Original-URL", "/admin/x", false},
+		{"GET", "/x", "X-Rewrite-URL", "/admin/x?y=1", false},
+		{"GET", "/x", "X-Original-URL", "http://shop.apps.test/%61dmin/x", false},
+		{"GET", "/x", "X-Original-URL", "/a/../admin", false},
+		{"POST", "/items/1", "X-HTTP-Method-Override", "PUT", true},
+		{"GET", "/x", "X-Original-URL", "/items/1", true},
+	}
+	for _, c := range cases {
+		before := e.backendOf("shop").count()
+		res, body := e.do(edgeReq{method: c.method, app: "shop", path: c.path, hdr: http.Header{c.field: {c.value}}})
+		reached := e.backendOf("shop").count() > before
+		if c.allowed {
+			if res.StatusCode != 200 || !reached {
+				t.Errorf("%s %s with %s: %s: status %d, reached %v; want allowed", c.method, c.path, c.field, c.value, res.StatusCode, reached)
+			}
+			continue
+		}
+		if reached {
+			t.Errorf("%s %s with %s: %s: the host saw a denied request", c.method, c.path, c.field, c.value)
+		}
+		edgeProblem(t, res, body, 403)
+	}
+}
+
 // TestPolicyDotDotUnderDeniedPrefix: a deny of /admin/* holds against a
 // host that routes the path as received, without removing dot segments
 // (Express, Werkzeug and most prefix routers): to it /admin/../x is under

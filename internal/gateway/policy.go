@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/internal/policy"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -31,13 +33,78 @@ func (g *Gateway) policy(next http.Handler) http.Handler {
 }
 
 // allowedByPolicy converts the app's rules (same shape) and checks r's
-// escaped path, the bytes the host will receive.
+// escaped path, the bytes the host will receive, with r's method — and
+// with every method and path r asks the host to take instead of its own.
+// Rails (Rack::MethodOverride), Express's method-override and many others
+// serve a POST carrying X-HTTP-Method-Override: DELETE as a DELETE;
+// IIS's URL Rewrite and older Symfony and Zend serve the path in
+// X-Original-URL or X-Rewrite-URL. Passed on unchecked, they would walk
+// around a deny by method or path; stripped, they would break the hosts
+// that rely on them. So each is a reading too, and any denied denies.
 func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 	var buf [16]policy.Rule
 	pr := buf[:0]
 	for _, x := range rules {
 		pr = append(pr, policy.Rule(x))
 	}
-	ok, _ := policy.Check(pr, r.Method, r.URL.EscapedPath())
-	return ok
+	path := r.URL.EscapedPath()
+	if ok, _ := policy.Check(pr, r.Method, path); !ok {
+		return false
+	}
+	var methods, paths []string
+	for k, vs := range r.Header {
+		switch {
+		case overrideField(k, methodOverrides):
+			for _, v := range vs {
+				methods = append(methods, strings.ToUpper(strings.TrimSpace(v)))
+			}
+		case overrideField(k, pathOverrides):
+			for _, v := range vs {
+				paths = append(paths, overridePath(v))
+			}
+		}
+	}
+	if methods == nil && paths == nil {
+		return true
+	}
+	methods = append(methods, r.Method)
+	paths = append(paths, path)
+	for _, m := range methods {
+		for _, p := range paths {
+			if ok, _ := policy.Check(pr, m, p); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// The fields hosts read as the request's real method or path, lower case
+// with '-' (overrideField reads '_' as '-', as CGI-style hosts do).
+var (
+	methodOverrides = []string{"x-http-method-override", "x-http-method", "x-method-override"}
+	pathOverrides   = []string{"x-original-url", "x-rewrite-url"}
+)
+
+func overrideField(k string, names []string) bool {
+	for _, n := range names {
+		if len(k) == len(n) && hasPrefixFold(k, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// overridePath is the escaped path of an override URL value: a path with
+// or without a query, or an absolute URL; a value that does not parse is
+// checked as it is.
+func overridePath(v string) string {
+	v = strings.TrimSpace(v)
+	if u, err := url.Parse(v); err == nil && (u.Path != "" || u.RawPath != "") {
+		return u.EscapedPath()
+	}
+	if i := strings.IndexAny(v, "?#"); i >= 0 {
+		return v[:i]
+	}
+	return v
 }
