@@ -342,19 +342,27 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: no issuer is configured", ErrInvalid)
 	}
 	c := &Claims{}
-	_, err := v.parser.ParseWithClaims(tok, c, v.keyFor)
+	t, err := v.parser.ParseWithClaims(tok, c, v.keyFor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if _, ok := t.Header["crit"]; ok {
+		// RFC 7515 §4.1.11: a verifier must refuse a token whose crit
+		// names an extension it does not understand, and it knows none.
+		return nil, fmt.Errorf("%w: crit names header extensions this gateway does not understand", ErrInvalid)
+	}
 	// sub and scope reach hosts as X-Gatehouse-Subject and -Scopes: bytes
 	// no header value may hold would go raw down one proxy path and make
-	// the other fail with 502. An issuer that signs them is refused.
-	if !httpguts.ValidHeaderFieldValue(c.Subject) {
-		return nil, fmt.Errorf("%w: sub holds bytes a header cannot carry", ErrInvalid)
+	// the other fail with 502, and a value the header changes would name
+	// another user (" alice " arrives as "alice") or other scopes (["a b"]
+	// arrives as the two scopes a and b). An issuer that signs them is
+	// refused.
+	if !httpguts.ValidHeaderFieldValue(c.Subject) || strings.TrimSpace(c.Subject) != c.Subject {
+		return nil, fmt.Errorf("%w: sub holds bytes a header cannot carry as they are", ErrInvalid)
 	}
 	for _, sc := range c.Scope {
-		if !httpguts.ValidHeaderFieldValue(sc) {
-			return nil, fmt.Errorf("%w: scope holds bytes a header cannot carry", ErrInvalid)
+		if !scopeToken(sc) {
+			return nil, fmt.Errorf("%w: a scope is not a scope-token (RFC 6749 §3.3: no space, quote or backslash)", ErrInvalid)
 		}
 	}
 	if c.Limits != nil {
@@ -367,6 +375,20 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 		}
 	}
 	return c, nil
+}
+
+// scopeToken reports whether s is an RFC 6749 §3.3 scope-token: one or
+// more of %x21 / %x23-5B / %x5D-7E.
+func scopeToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // keyFor returns the keys of the token's issuer: the one its kid names, if

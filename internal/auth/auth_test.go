@@ -44,6 +44,20 @@ func sign(t *testing.T, priv ed25519.PrivateKey, kid string, c jwt.MapClaims) st
 	return s
 }
 
+// signHeader signs c with extra JOSE header members.
+func signHeader(t *testing.T, priv ed25519.PrivateKey, hdr map[string]any, c jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	for k, v := range hdr {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // respell returns tok with the last character of its signature changed in
 // a bit that base64url decoding may ignore (an Ed25519 signature's 64
 // bytes use 2 of the last character's 6 bits).
@@ -104,6 +118,15 @@ func TestVerify(t *testing.T) {
 		{"sub with a NUL", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = "al\x00ice" })), "shop", 401},
 		{"sub with a line break", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = "alice\r\nX-Admin: 1" })), "shop", 401},
 		{"scope with a DEL", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = "read wr\x7fite" })), "shop", 401},
+		// A value the header would change names another user or other
+		// scopes: " alice " arrives as alice, ["a b"] as the scopes a and b.
+		{"sub with spaces around", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = " alice " })), "shop", 401},
+		{"scope with a space", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = []string{"a b", "c"} })), "shop", 401},
+		{"empty scope", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = []string{"a", ""} })), "shop", 401},
+		{"scope with a quote", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = []string{`a"b`} })), "shop", 401},
+		{"scope with a comma", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["scope"] = []string{"c,d"} })), "shop", 0},
+		// RFC 7515 §4.1.11: crit names extensions the verifier must know.
+		{"crit", signHeader(t, priv, map[string]any{"crit": []string{"exp2"}, "exp2": 1}, claims(nil)), "shop", 401},
 		// Claim names are case-sensitive (RFC 7519 §4): a claim spelled in
 		// another case is a private claim, never the registered one.
 		{"AUD is not aud", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "aud"); c["AUD"] = "*" })), "shop", 403},

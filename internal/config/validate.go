@@ -15,6 +15,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
 	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Validate returns the first problem found, as one line naming the key:
@@ -353,6 +354,10 @@ func (c *Config) validateAuth() error {
 		}
 		if seen[is.Issuer] {
 			return bad(key+".issuer", "duplicate issuer %q", is.Issuer)
+		}
+		if !httpguts.ValidHeaderFieldValue(is.Issuer) || strings.TrimSpace(is.Issuer) != is.Issuer {
+			// It reaches hosts as X-Gatehouse-Issuer.
+			return bad(key+".issuer", "%q cannot be a header value: no control bytes, no leading or trailing space", is.Issuer)
 		}
 		seen[is.Issuer] = true
 		if is.KeysFile == "" {

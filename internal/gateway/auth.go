@@ -18,9 +18,10 @@ import (
 // auth is step 7. For an app with auth.required it takes the token from
 // Authorization: Bearer only (one in the query string is refused, 401),
 // verifies it (internal/auth: 401 when missing or invalid, 403 when its
-// aud does not cover the app), and records its subject and scopes for
-// dispatch to send as X-Gatehouse-Subject/Scopes. The token itself goes
-// on verbatim.
+// aud does not cover the app), and records its subject, issuer and scopes
+// for dispatch to send as X-Gatehouse-Subject/Issuer/Scopes: two issuers
+// may each have an "alice", and only the pair names one user. The token
+// itself goes on verbatim.
 //
 // With claim limits on, the token's limits apply per subject, that is per
 // (iss, sub) pair, since a sub is unique only within its issuer: over rps or
@@ -40,7 +41,7 @@ func (g *Gateway) auth(next http.Handler) http.Handler {
 			authError(w, err)
 			return
 		}
-		rq.Subject, rq.Scopes = c.Subject, c.Scope
+		rq.Subject, rq.Issuer, rq.Scopes = c.Subject, c.Issuer, c.Scope
 		if g.edge.claims && c.Limits != nil {
 			who := limit.Subject{Issuer: c.Issuer, Sub: c.Subject}
 			grant, err := g.edge.subjects.Admit(who, claimLimits(c.Limits))

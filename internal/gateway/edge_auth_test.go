@@ -59,7 +59,7 @@ func TestAuthThroughChain(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := e.backendOf("shop").count()
-			hdr := http.Header{"X-Gatehouse-Subject": {"mallory"}}
+			hdr := http.Header{"X-Gatehouse-Subject": {"mallory"}, "X-Gatehouse-Issuer": {"evil"}}
 			for k, v := range c.hdr {
 				hdr[k] = v
 			}
@@ -88,7 +88,19 @@ func TestAuthThroughChain(t *testing.T) {
 			if got.Header.Get("X-Gatehouse-Subject") != "alice" || got.Header.Get("X-Gatehouse-Scopes") != "read write" {
 				t.Errorf("context headers: subject %q scopes %q", got.Header.Get("X-Gatehouse-Subject"), got.Header.Get("X-Gatehouse-Scopes"))
 			}
+			// Two issuers may each have an alice: the pair names the user.
+			if iss := got.Header.Values("X-Gatehouse-Issuer"); len(iss) != 1 || iss[0] != "idp" {
+				t.Errorf("X-Gatehouse-Issuer %q, want the token's issuer alone", iss)
+			}
 		})
+	}
+	// The same through the proxy's other path (a request with a body).
+	before := e.backendOf("shop").count()
+	if res, body := e.do(edgeReq{method: "POST", app: "shop", path: "/", hdr: edgeBearer(good), body: strings.NewReader("x")}); res.StatusCode != 200 {
+		t.Fatalf("POST: %d %s", res.StatusCode, body)
+	}
+	if got := e.backendOf("shop").all()[before].Header; got.Get("X-Gatehouse-Issuer") != "idp" || got.Get("X-Gatehouse-Subject") != "alice" {
+		t.Errorf("POST: subject %q issuer %q", got.Get("X-Gatehouse-Subject"), got.Get("X-Gatehouse-Issuer"))
 	}
 	// An app without auth.required needs no token and gets no subject.
 	res, _ := e.do(edgeReq{app: "open", path: "/", hdr: http.Header{"X-Gatehouse-Subject": {"mallory"}}})

@@ -89,7 +89,7 @@ func TestContextHeadersReachBackend(t *testing.T) {
 	if rid == "" {
 		t.Fatal("no X-Request-Id on the response")
 	}
-	for _, k := range []string{"X-Gatehouse-Subject", "X-Gatehouse-Scopes"} {
+	for _, k := range []string{"X-Gatehouse-Subject", "X-Gatehouse-Issuer", "X-Gatehouse-Scopes"} {
 		if _, ok := h[k]; ok {
 			t.Errorf("%s sent without a verified token", k)
 		}

@@ -713,6 +713,9 @@ func (p *Proxy) writeFast(bw *bytes.Buffer, in *http.Request, a *attempt) error 
 	if rq.Subject != "" {
 		writeField(bw, HeaderSubject, rq.Subject)
 	}
+	if rq.Issuer != "" {
+		writeField(bw, HeaderIssuer, rq.Issuer)
+	}
 	if len(rq.Scopes) > 0 {
 		_, _ = bw.WriteString(HeaderScopes + ": ")
 		for i, s := range rq.Scopes {

@@ -27,6 +27,7 @@ const (
 	HeaderCluster   = "X-Gatehouse-Cluster"
 	HeaderRequestID = "X-Gatehouse-Request-Id"
 	HeaderSubject   = "X-Gatehouse-Subject"
+	HeaderIssuer    = "X-Gatehouse-Issuer"
 	HeaderScopes    = "X-Gatehouse-Scopes"
 	// HeaderFailover is set by the cluster layer on a response a peer
 	// cluster served; a host's own copy is removed, as is its
@@ -325,6 +326,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if rq.Subject != "" {
 		out[HeaderSubject] = []string{rq.Subject}
+	}
+	if rq.Issuer != "" {
+		out[HeaderIssuer] = []string{rq.Issuer}
 	}
 	if len(rq.Scopes) > 0 {
 		out[HeaderScopes] = []string{strings.Join(rq.Scopes, " ")}

@@ -36,6 +36,7 @@ type Request struct {
 	ForwardMarked bool
 
 	Subject string   // token subject, after verification (auth)
+	Issuer  string   // the issuer of that subject: a sub is unique only within it (auth)
 	Scopes  []string // token scopes, after verification (auth)
 
 	// Status is the status code written to the client (observe's writer).
