@@ -27,7 +27,10 @@
 // that. The counter is O(1) per key (a few words; see BenchmarkMemory) and
 // is exact whenever requests are evenly spread over the previous window; its
 // error is bounded by the previous window's count, and it never admits more
-// than the limit within one fixed window. That trade is the right one at the
+// than the limit within one fixed window. A span of one window length that
+// straddles two fixed windows may admit up to about twice the limit (the
+// whole budget spent at the end of one window, then the estimate's share
+// of the next as the old count's weight fades); docs/config.md says so. That trade is the right one at the
 // edge, where memory per client address is what an attacker controls.
 //
 // # Bounded population
