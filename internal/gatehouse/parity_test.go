@@ -313,6 +313,14 @@ func (r *parityRes) normalize() {
 
 var parityPaths = []string{viaLane, viaH1, viaH2}
 
+// untypedBody: the host sent no type, and none is made up (sniffed) on
+// the way.
+func untypedBody(t *testing.T, r parityRes) {
+	if ct, ok := r.Header["Content-Type"]; ok {
+		t.Errorf("Content-Type %q on a body the host sent untyped", ct)
+	}
+}
+
 // TestParityAcrossPaths sends the same requests through the lane, net/http
 // HTTP/1.1 (a connection the lane handed over) and HTTP/2 to a whole
 // gatehouse, and asserts that the client and the host observe the same
@@ -394,7 +402,9 @@ func TestParityAcrossPaths(t *testing.T) {
 		{parityReq: parityReq{name: "host error", target: "/error"}, status: 418},
 		{parityReq: parityReq{name: "304", target: "/304"}, status: 304},
 		{parityReq: parityReq{name: "204", target: "/204"}, status: 204},
-		{parityReq: parityReq{name: "unsniffed body", target: "/nosniff"}, status: 200},
+		// The host sent no type: none is made up (sniffed) on the way.
+		{parityReq: parityReq{name: "unsniffed body", target: "/nosniff"}, status: 200, check: untypedBody},
+		{parityReq: parityReq{name: "unsniffed body of a POST", method: "POST", target: "/nosniff", body: "x"}, status: 200, check: untypedBody},
 		{parityReq: parityReq{name: "streamed body", target: "/stream"}, status: 200},
 		{parityReq: parityReq{name: "HEAD of a streamed body", method: "HEAD", target: "/stream"}, status: 200},
 		{parityReq: parityReq{name: "large body", target: "/big"}, status: 200},

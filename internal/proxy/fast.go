@@ -1002,7 +1002,9 @@ func (res *fastResp) copyTo(h http.Header, cluster []string) {
 			h[HeaderCluster] = cluster
 		}
 	}
-	if ct := h["Content-Type"]; len(ct) > 0 && isEventStream(ct[0]) {
+	if ct, ok := h["Content-Type"]; !ok {
+		untyped(h)
+	} else if len(ct) > 0 && isEventStream(ct[0]) {
 		res.stream = true
 	}
 }

@@ -137,12 +137,27 @@ type attemptKey struct{}
 type interimGuard struct{ http.ResponseWriter }
 
 func (w *interimGuard) WriteHeader(code int) {
-	if code < 200 && code != http.StatusSwitchingProtocols {
-		h := w.Header()
+	h := w.Header()
+	switch {
+	case code < 200 && code != http.StatusSwitchingProtocols:
 		delete(h, HeaderCluster)
 		delete(h, HeaderFailover)
+	case code >= 200:
+		untyped(h)
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// untyped keeps a response the host sent without Content-Type without
+// one: the servers under the gateway (net/http, the lane, h2) would
+// otherwise sniff a type from the body, as for a handler's own answer. A
+// proxy declaring text/html for a body its host left untyped (an upload
+// served with nosniff, say) makes stored XSS of it; nginx, HAProxy and
+// Envoy add none. A nil value is net/http's way to say "no type".
+func untyped(h http.Header) {
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil
+	}
 }
 
 func (w *interimGuard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
