@@ -20,6 +20,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
 // hostFlags are `gatehouse host`'s settings.
@@ -273,11 +274,15 @@ func counted(n *atomic.Int64, next http.Handler) http.Handler {
 func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
+	// Otherwise the transport asks the app for gzip the client never
+	// asked for, and undoes it: the app sees a field the client did not
+	// send, and the response loses its Content-Length.
+	tr.DisableCompression = true
 	if scheme == host.SchemeH2C && up.Scheme == "http" {
 		tr.Protocols = new(http.Protocols)
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
@@ -289,13 +294,26 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 					pr.Out.Header[k] = v
 				}
 			}
+			// ReverseProxy gives Out a copy of the declared names, which
+			// net/http fills on In as the body ends: sharing In's map
+			// passes on the values the client sent.
+			if pr.In.Trailer != nil {
+				pr.Out.Trailer = pr.In.Trailer
+			}
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) {
 				return
 			}
 			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
-			w.WriteHeader(http.StatusBadGateway)
+			problem.Write(w, http.StatusBadGateway, "the app behind this host did not answer")
 		},
 	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A body the app sent untyped stays so: net/http would sniff one
+		// (text/html for an upload served with nosniff). ReverseProxy
+		// adds the app's own type to this nil value.
+		w.Header()["Content-Type"] = nil
+		rp.ServeHTTP(w, r)
+	})
 }

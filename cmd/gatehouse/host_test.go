@@ -7,9 +7,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -395,5 +397,63 @@ func TestHostUpstreamUserInfo(t *testing.T) {
 	}
 	if strings.Contains(stdout.String()+stderr.String(), "s3cret") {
 		t.Errorf("credential printed: %s%s", stdout.String(), stderr.String())
+	}
+}
+
+// The sidecar passes a request and its answer on as they are: the
+// client's trailers reach the app, no Accept-Encoding is added (nor the
+// answer decompressed), a body the app sent untyped gets no sniffed type,
+// and an app that does not answer is a problem+json 502.
+func TestSidecarPassesThroughUnchanged(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/untyped":
+			w.Header()["Content-Type"] = nil
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			io.WriteString(w, "<html><script>alert(1)</script></html>")
+		case "/echo":
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "ae="+r.Header.Get("Accept-Encoding")+" t="+r.Trailer.Get("X-Sum"))
+		}
+	}))
+	defer app.Close()
+	up, _ := url.Parse(app.URL)
+	side := httptest.NewServer(sidecarProxy(up, "", slog.New(slog.DiscardHandler)))
+	defer side.Close()
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+
+	res, err := c.Get(side.URL + "/untyped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if ct, ok := res.Header["Content-Type"]; ok {
+		t.Errorf("Content-Type %q on a body the app sent untyped", ct)
+	}
+
+	req, _ := http.NewRequest("POST", side.URL+"/echo", io.MultiReader(strings.NewReader("body")))
+	req.ContentLength = -1 // chunked, so trailers can follow
+	req.Trailer = http.Header{"X-Sum": {"42"}}
+	res, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "ae= t=42" {
+		t.Errorf("the app saw %q, want no Accept-Encoding and the trailer", b)
+	}
+
+	app.Close()
+	res, err = c.Get(side.URL + "/gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("app down: %d %q, want a problem+json 502", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }
