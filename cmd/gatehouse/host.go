@@ -20,7 +20,6 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
-	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
 // hostFlags are `gatehouse host`'s settings.
@@ -306,7 +305,12 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 				return
 			}
 			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
-			problem.Write(w, http.StatusBadGateway, "the app behind this host did not answer")
+			// The gateway's own answers are RFC 9457 bodies; so is this
+			// one (STYLE §6.1 keeps internal/problem out of the binary).
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the app behind this host did not answer"}`)
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
