@@ -39,6 +39,15 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	} else if method == "" || path == "" || scheme != "https" && scheme != "http" {
 		return nil, http2.ErrCodeProtocol
 	}
+	// The method and target go into the HTTP/1.1 request line a host
+	// reads: a method that is no token (RFC 9110 §9.1), or a target with a
+	// space or a control byte (no request-target has one), would write a
+	// line the host may split elsewhere than the gateway read it — the
+	// policy checked /public of "/public?a /admin", a lenient host serves
+	// /admin. An HTTP/1 client cannot send either; nginx refuses both.
+	if !httpguts.ValidHeaderFieldName(method) || !targetBytes(path) {
+		return nil, http2.ErrCodeProtocol
+	}
 
 	st := cn.spare.Swap(nil)
 	if st == nil {
@@ -187,6 +196,16 @@ func parseRequestURI(u *url.URL, path string) (*url.URL, error) {
 	}
 	*u = url.URL{Path: p, RawQuery: q, ForceQuery: query && q == ""}
 	return u, nil
+}
+
+// targetBytes reports whether path holds no space, control byte or DEL.
+func targetBytes(path string) bool {
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // plainPathByte reports whether c stands for itself in a URL's path, so
