@@ -44,6 +44,7 @@ type Proxy struct {
 	tr         *transport
 	fast       *fastPool // nil: Options.DisableFastPath
 	robins     robins
+	fails      failLog
 	clusterHdr []string // shared, never modified: the X-Gatehouse-Cluster value
 	closed     atomic.Bool
 	// attempts holds attempts done on the fast path alone, for reuse:
@@ -296,7 +297,10 @@ func (p *Proxy) answer(w http.ResponseWriter, rq *route.Request, app string, h *
 		p.opts.Logger.LogAttrs(context.Background(), slog.LevelDebug, "proxy: client went away", attrs...)
 		return
 	}
-	p.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "proxy: upstream failed", attrs...)
+	if ok, skipped := p.fails.allow(failKey{app, status}, p.opts.Now()); ok {
+		attrs = append(attrs, slog.Int("not_logged", skipped), slog.Duration("every", failLogEvery))
+		p.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "proxy: upstream failed", attrs...)
+	}
 	if p.clusterHdr != nil {
 		w.Header()[HeaderCluster] = p.clusterHdr
 	}
