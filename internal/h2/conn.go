@@ -271,6 +271,14 @@ func (cn *conn) loop() error {
 func (cn *conn) readFrame() (http2.Frame, error) {
 	f, err := cn.fr.ReadFrame()
 	if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+		if t := cn.s.opts.ReadHeaderTimeout; t > 0 && !hf.HeadersEnded() {
+			// A head trickled in CONTINUATIONs is bounded as an HTTP/1
+			// head is (DESIGN §3: headers within read_header_timeout),
+			// not by the idle timeout alone: until END_HEADERS no other
+			// frame may come, so the connection is held for it.
+			_ = cn.c.SetReadDeadline(time.Now().Add(t))
+			defer func() { _ = cn.c.SetReadDeadline(time.Time{}) }()
+		}
 		mh, err := cn.hb.read(cn.fr, hf)
 		if err != nil {
 			return nil, err

@@ -651,3 +651,38 @@ func TestSmallFramesAfterEarlyAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestTrickledHeadBounded: a header block begun and never ended (HEADERS
+// without END_HEADERS, then CONTINUATIONs that trickle or never come)
+// closes the connection after ReadHeaderTimeout, as an HTTP/1 head that
+// never ends does, not after the idle timeout.
+func TestTrickledHeadBounded(t *testing.T) {
+	_, addr := serve(t, Options{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: time.Hour})
+	rc := dialRaw(t, addr)
+	rc.hb.Reset()
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":path", Value: "/"}} {
+		_ = rc.enc.WriteField(f)
+	}
+	if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: rc.hb.Bytes(), EndHeaders: false}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := rc.fr.ReadFrame(); err != nil {
+				closed <- err
+				return
+			}
+		}
+	}()
+	// One more CONTINUATION, still without END_HEADERS: a trickle.
+	time.Sleep(100 * time.Millisecond)
+	rc.hb.Reset()
+	_ = rc.enc.WriteField(hpack.HeaderField{Name: "x-a", Value: "1"})
+	_ = rc.fr.WriteContinuation(1, false, rc.hb.Bytes())
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a head left unended holds the connection past ReadHeaderTimeout")
+	}
+}

@@ -41,8 +41,8 @@ type Options struct {
 	// (a request without a body) for the connection's next one. Not
 	// called after a panic. Optional.
 	RequestDone func(ctx context.Context) bool
-	// ReadHeaderTimeout bounds the client's preface and first SETTINGS.
-	// Zero: none.
+	// ReadHeaderTimeout bounds the client's preface and first SETTINGS,
+	// and a header block split over CONTINUATION frames. Zero: none.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a connection (GOAWAY first) that has had no open
 	// stream for this long. Zero: never.
