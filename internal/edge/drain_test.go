@@ -3,8 +3,10 @@ package edge
 import (
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,7 +132,8 @@ func TestDrainTimeoutCuts(t *testing.T) {
 		case <-testDone:
 		}
 	})
-	e := start(t, Options{HTTPMode: ModeServe, Handler: stuck, DrainTimeout: 200 * time.Millisecond})
+	var logs testutil.SyncBuffer
+	e := start(t, Options{HTTPMode: ModeServe, Handler: stuck, DrainTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	errc := make(chan error, 1)
 	go func() {
 		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + e.http + "/stuck")
@@ -153,5 +156,9 @@ func TestDrainTimeoutCuts(t *testing.T) {
 	}
 	if n := e.ActiveConnections(); n != 0 {
 		t.Fatalf("%d connections left", n)
+	}
+	// The cut request's 499 is the gateway's doing, and the log says so.
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "cut_connections=1") {
+		t.Fatalf("the drain's cut is not a warning naming the count:\n%s", logs.String())
 	}
 }

@@ -411,6 +411,13 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 		e.offload.pool.Stop() // the servers are closed: no request comes
 	}
 	e.wg.Wait()
+	if left > 0 {
+		// The requests on them end as a client's that left would: 499 in
+		// the access log. Say here that the gateway cut them.
+		e.log.Warn("edge: drained; drain_timeout cut the connections still open (their requests log status 499)",
+			"took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
+		return
+	}
 	e.log.Info("edge: drained", "took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
 }
 
