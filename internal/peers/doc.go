@@ -4,17 +4,21 @@
 // Two sources are merged:
 //
 //   - the static list (config `clusters:`): each member is probed at
-//     GET {url}/healthz every ProbeInterval (5 s); Misses (3) failures in a
-//     row make it inactive, one success makes it active again;
+//     GET {url}/healthz every ProbeInterval (5 s);
 //   - where the clusters share a bus: every gateway announces its own
 //     cluster on gatehouse.clusters every AnnounceInterval (5 s), signed
-//     with the cluster key, and a cluster is active while its
-//     announcements keep coming (inactive after Misses intervals of
-//     silence).
+//     with the cluster key, and a cluster is live while its announcements
+//     keep coming (not after Misses intervals of silence). A cluster known
+//     only from announcements is probed as well, at its announced URL.
 //
-// A cluster is active when either source says so. Self is always active.
-// Until the first probe answers or the first announcement arrives, a peer
-// is inactive: the gateway serves locally (availability over affinity).
+// A probe succeeds only on a 200 that names the peer in
+// X-Gatehouse-Cluster, without a redirect followed. Misses (3) failed
+// probes in a row make a peer inactive whatever it announces: a gateway
+// that hangs (accepts connections, never answers) goes on announcing, and
+// every forward to it would wait out cluster.deadline. Otherwise a static
+// member is active once a probe answers or it announces; an announced one
+// while it announces. Self is always active. Until then a peer is
+// inactive: the gateway serves locally (availability over affinity).
 //
 // # Trust model
 //

@@ -34,8 +34,11 @@ type Options struct {
 	StaticOnly bool
 	// Conn is the bus; nil means no announcements (static probes only).
 	Conn *nats.Conn
-	// ProbeInterval is the time between health probes of a static member;
-	// 0 means 5 s.
+	// NoAnnounce listens to the other clusters' announcements on Conn but
+	// does not announce this one (it has no public URL to be reached at).
+	NoAnnounce bool
+	// ProbeInterval is the time between health probes of a peer (static
+	// or announced); 0 means 5 s.
 	ProbeInterval time.Duration
 	// ProbeTimeout bounds one probe; 0 means ProbeInterval / 2.
 	ProbeTimeout time.Duration
@@ -52,7 +55,8 @@ type Options struct {
 	// dropped.
 	MaxAnnounced int
 	// HTTPClient makes the probes; nil means a client of its own with
-	// ProbeTimeout.
+	// ProbeTimeout that uses no proxy and follows no redirect, as forwards
+	// do not.
 	HTTPClient *http.Client
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -75,6 +79,14 @@ type Peers struct {
 
 	mu      sync.Mutex
 	members map[string]*member // every peer but self
+	probes  *probeGroup        // while Run runs: where an announced member's probe loop starts
+}
+
+// probeGroup is Run's context and wait group, for the probe loops of
+// clusters first announced while it runs.
+type probeGroup struct {
+	ctx context.Context
+	wg  *sync.WaitGroup
 }
 
 // member is discovery's state for one peer. Guarded by Peers.mu.
@@ -84,7 +96,19 @@ type member struct {
 	probeUp  bool
 	fails    int       // consecutive probe failures
 	lastSeen time.Time // last accepted announcement; zero: none
+	stop     func()    // ends an announced member's probe loop; nil: none runs
+	// wrongWarned is when a probe last logged that the peer answered as
+	// another cluster; such a warning is repeated at most every
+	// identityWarnEvery while it lasts.
+	wrongWarned time.Time
 }
+
+// identityWarnEvery bounds the "answered as another cluster" warnings of
+// one peer: a misconfigured URL fails every probe, every 5 s.
+const identityWarnEvery = time.Minute
+
+// errWrongCluster: the peer's /healthz answered, but as another cluster.
+var errWrongCluster = errors.New("peers: peer answered as another cluster")
 
 // New validates opts. It starts nothing.
 func New(opts Options) (*Peers, error) {
@@ -106,7 +130,16 @@ func New(opts Options) (*Peers, error) {
 	client := opts.HTTPClient
 	setDefaults(&opts)
 	if client == nil {
-		client = &http.Client{Timeout: opts.ProbeTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		// Forwards never go through an environment proxy, so neither does
+		// the probe that decides whether they may; a redirect is answered
+		// by some other server than the peer's gateway, so it is a miss.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		client = &http.Client{
+			Timeout:       opts.ProbeTimeout,
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	p := &Peers{opts: opts, log: opts.Logger, now: opts.Now, client: client, members: map[string]*member{}}
 	p.self = cluster.Peer{ID: opts.Self.ID, URL: opts.Self.URL, PublicKey: opts.Self.PublicKey, Active: true}
@@ -170,9 +203,10 @@ func (p *Peers) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	p.mu.Lock()
-	for _, m := range p.members {
+	p.probes = &probeGroup{ctx: ctx, wg: &wg}
+	for id, m := range p.members {
 		if m.static {
-			wg.Go(func() { p.probeLoop(ctx, m.peer) })
+			wg.Go(func() { p.probeLoop(ctx, id) })
 		}
 	}
 	p.mu.Unlock()
@@ -184,9 +218,17 @@ func (p *Peers) Run(ctx context.Context) error {
 		} else {
 			defer sub.Unsubscribe() //nolint:errcheck // best effort on shutdown
 		}
-		wg.Go(func() { p.announceLoop(ctx) })
+		if !p.opts.NoAnnounce {
+			wg.Go(func() { p.announceLoop(ctx) })
+		}
 	}
 	wg.Go(func() { p.sweepLoop(ctx) })
+	<-ctx.Done()
+	// No probe loop starts after this: an announcement delivered late
+	// finds no group.
+	p.mu.Lock()
+	p.probes = nil
+	p.mu.Unlock()
 	wg.Wait()
 	if p.opts.HTTPClient == nil {
 		p.client.CloseIdleConnections()
@@ -194,17 +236,28 @@ func (p *Peers) Run(ctx context.Context) error {
 	return nil
 }
 
-// probeLoop probes one static member every ProbeInterval, the first time
-// at once.
-func (p *Peers) probeLoop(ctx context.Context, peer cluster.Peer) {
+// probeLoop probes one member every ProbeInterval, the first time at
+// once, at its URL of the moment (an announced one may move), until ctx
+// ends or the member is forgotten.
+func (p *Peers) probeLoop(ctx context.Context, id string) {
 	t := time.NewTicker(p.opts.ProbeInterval)
 	defer t.Stop()
 	for {
+		p.mu.Lock()
+		m := p.members[id]
+		var peer cluster.Peer
+		if m != nil {
+			peer = m.peer
+		}
+		p.mu.Unlock()
+		if m == nil {
+			return
+		}
 		err := p.probe(ctx, peer)
 		if ctx.Err() != nil {
 			return
 		}
-		p.recordProbe(peer.ID, err)
+		p.recordProbe(id, peer.URL, err)
 		select {
 		case <-ctx.Done():
 			return
@@ -213,7 +266,11 @@ func (p *Peers) probeLoop(ctx context.Context, peer cluster.Peer) {
 	}
 }
 
-// probe GETs {url}/healthz; only a 200 is healthy.
+// probe GETs {url}/healthz; only a 200 that names the peer in
+// X-Gatehouse-Cluster (which every gateway answer carries, DESIGN §5.2)
+// is healthy. Without the name a `clusters:` entry whose URL reaches
+// another cluster's gateway, or this one's, would count as up, and that
+// gateway would take the peer's forwards.
 func (p *Peers) probe(ctx context.Context, peer cluster.Peer) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
 	defer cancel()
@@ -230,14 +287,28 @@ func (p *Peers) probe(ctx context.Context, peer cluster.Peer) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
+	if got := resp.Header.Values(cluster.HeaderCluster); len(got) != 1 || got[0] != peer.ID {
+		return fmt.Errorf("%w: X-Gatehouse-Cluster %q, not %q", errWrongCluster, got, peer.ID)
+	}
 	return nil
 }
 
-func (p *Peers) recordProbe(id string, err error) {
+// recordProbe applies the outcome of a probe of id at url; a probe of a
+// URL the member has since moved from counts for nothing.
+func (p *Peers) recordProbe(id, url string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.members[id]
-	was := p.activeLocked(m, p.now())
+	if m == nil || m.peer.URL != url {
+		return
+	}
+	now := p.now()
+	if errors.Is(err, errWrongCluster) && now.Sub(m.wrongWarned) >= identityWarnEvery {
+		m.wrongWarned = now
+		p.log.Warn("peers: peer answered as another cluster; its URL does not reach its gateway (one line per peer a minute while it lasts)",
+			"cluster", id, "url", url, "err", err)
+	}
+	was := p.activeLocked(m, now)
 	if err == nil {
 		m.fails, m.probeUp = 0, true
 	} else {
@@ -246,8 +317,8 @@ func (p *Peers) recordProbe(id string, err error) {
 			m.probeUp = false
 		}
 	}
-	if now := p.activeLocked(m, p.now()); now != was {
-		p.logState(now, "cluster", id, "source", "probe", "err", err)
+	if is := p.activeLocked(m, now); is != was {
+		p.logState(is, "cluster", id, "source", "probe", "err", err)
 		p.publishLocked()
 	}
 }
@@ -294,6 +365,9 @@ func (p *Peers) sweep() {
 	changed := false
 	for id, m := range p.members {
 		if !m.static && now.Sub(m.lastSeen) > p.opts.ForgetAfter {
+			if m.stop != nil {
+				m.stop()
+			}
 			delete(p.members, id)
 			p.log.Info("peers: cluster forgotten", "cluster", id)
 			changed = true
@@ -347,15 +421,28 @@ func (p *Peers) accept(peer cluster.Peer, now time.Time) error {
 		p.members[peer.ID] = m
 	case !m.peer.PublicKey.Equal(peer.PublicKey):
 		return errors.New("peers: key differs from the one known for this id")
-	case !m.static:
-		m.peer.URL = peer.URL // the key holder may move its URL
+	case !m.static && m.peer.URL != peer.URL:
+		// The key holder may move its URL; the new one has not been
+		// probed yet, and the old one's misses are not its own.
+		m.peer.URL = peer.URL
+		m.fails, m.probeUp = 0, false
 	}
-	was := p.activeLocked(m, now)
+	if !m.static && m.stop == nil && p.probes != nil {
+		// An announcement proves its sender holds the key, not that its
+		// URL reaches a gateway that answers: that is probed as for a
+		// static member.
+		ctx, cancel := context.WithCancel(p.probes.ctx)
+		m.stop = cancel
+		id := peer.ID
+		p.probes.wg.Go(func() { defer cancel(); p.probeLoop(ctx, id) })
+	}
 	m.lastSeen = now
-	if !was {
+	cur, _ := p.set.Load().Peer(peer.ID)
+	is := p.activeLocked(m, now)
+	if is && !cur.Active {
 		p.log.Info("peers: cluster active", "cluster", peer.ID, "source", "announcements")
 	}
-	if cur, _ := p.set.Load().Peer(peer.ID); !was || !cur.Active || cur.URL != m.peer.URL {
+	if is != cur.Active || cur.URL != m.peer.URL {
 		p.publishLocked()
 	}
 	return nil
@@ -371,9 +458,21 @@ func (p *Peers) announcedLocked() int {
 	return n
 }
 
-// activeLocked: either source says the member is live.
+// activeLocked: the member's probes have not missed Misses times in a
+// row, and it is known live: a static member by a probe that answered or
+// a recent announcement, an announced one by a recent announcement only.
+// Three misses make it inactive whatever it announces: a gateway that
+// hangs (accepts connections, never answers) still announces on a shared
+// bus, and every forward to it would wait out cluster.deadline.
 func (p *Peers) activeLocked(m *member, now time.Time) bool {
-	return m.probeUp || (!m.lastSeen.IsZero() && now.Sub(m.lastSeen) < p.window)
+	if m.fails >= p.opts.Misses {
+		return false
+	}
+	announced := !m.lastSeen.IsZero() && now.Sub(m.lastSeen) < p.window
+	if m.static {
+		return m.probeUp || announced
+	}
+	return announced
 }
 
 // publishLocked builds and stores a new set from the members.

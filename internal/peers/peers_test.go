@@ -37,17 +37,24 @@ func newKey(t testing.TB) ed25519.PrivateKey {
 
 func pubOf(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
 
-// healthz is a static member's gateway whose /healthz can be turned off.
+// healthz is a member's gateway, of cluster id, whose /healthz can be
+// turned off or made to hang.
 type healthz struct {
 	srv  *httptest.Server
 	down atomic.Bool
+	hang atomic.Bool
 	hits atomic.Int64
 }
 
-func startHealthz(t *testing.T) *healthz {
+func startHealthz(t *testing.T, id string) *healthz {
 	h := &healthz{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.hits.Add(1)
+		if h.hang.Load() {
+			<-r.Context().Done() // accepts and reads, never answers
+			return
+		}
+		w.Header().Set(cluster.HeaderCluster, id) // as every gateway answer
 		if r.URL.Path != "/healthz" || h.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
@@ -149,7 +156,7 @@ func TestMisses(t *testing.T) {
 		want bool
 	}{{nil, true}, {fail, true}, {fail, true}, {fail, false}, {fail, false}, {nil, true}, {fail, true}}
 	for i, s := range steps {
-		p.recordProbe("us", s.err)
+		p.recordProbe("us", "http://127.0.0.1:2", s.err)
 		if got := active(p, "us"); got != s.want {
 			t.Fatalf("step %d: active = %v, want %v", i, got, s.want)
 		}
@@ -161,7 +168,7 @@ func TestMisses(t *testing.T) {
 // itself. It logs how long the drop took, in probe intervals.
 func TestStaticProbes(t *testing.T) {
 	const interval = 40 * time.Millisecond
-	a, b := startHealthz(t), startHealthz(t)
+	a, b := startHealthz(t, "ap"), startHealthz(t, "us")
 	k := newKey(t)
 	p, err := New(Options{
 		Self:          cluster.Peer{ID: "eu", URL: "http://127.0.0.1:1"},
@@ -198,10 +205,12 @@ func TestStaticProbes(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool { return !active(p, "ap") }, "a dead peer stayed active")
 }
 
-// busCluster is one cluster announcing on a shared bus.
+// busCluster is one cluster announcing on a shared bus, its gateway's
+// /healthz at its URL.
 type busCluster struct {
 	p    *Peers
 	key  ed25519.PrivateKey
+	gw   *healthz
 	stop func()
 }
 
@@ -209,16 +218,19 @@ func startBusClusters(t *testing.T, url string, interval time.Duration, ids ...s
 	var out []busCluster
 	for _, id := range ids {
 		k := newKey(t)
+		gw := startHealthz(t, id)
 		p, err := New(Options{
-			Self:             cluster.Peer{ID: id, URL: "http://" + id + ".example.net"},
+			Self:             cluster.Peer{ID: id, URL: gw.srv.URL},
 			Key:              k,
 			Conn:             testutil.Connect(t, url),
 			AnnounceInterval: interval,
+			ProbeInterval:    interval,
+			ProbeTimeout:     time.Second,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, busCluster{p: p, key: k, stop: run(t, p)})
+		out = append(out, busCluster{p: p, key: k, gw: gw, stop: run(t, p)})
 	}
 	return out
 }
@@ -255,7 +267,7 @@ func TestAnnouncements(t *testing.T) {
 		}
 	}
 	// Announced keys are the clusters' own.
-	if c, _ := cs[0].p.Set().Peer("us"); !c.PublicKey.Equal(pubOf(cs[2].key)) || c.URL != "http://us.example.net" {
+	if c, _ := cs[0].p.Set().Peer("us"); !c.PublicKey.Equal(pubOf(cs[2].key)) || c.URL != cs[2].gw.srv.URL {
 		t.Fatalf("announced peer = %+v", c)
 	}
 	cs[2].stop()
@@ -292,7 +304,7 @@ func TestBadAnnouncements(t *testing.T) {
 	// Wait until p listens: announce a first cluster until it shows.
 	aa := newKey(t)
 	testutil.WaitFor(t, 5*time.Second, func() bool {
-		_ = nc.Publish(cluster.Subject, enc(cluster.Announce(aa, "aa", "http://aa.example.net", time.Now())))
+		_ = nc.Publish(cluster.Subject, enc(cluster.Announce(aa, "aa", "http://127.0.0.1:1", time.Now())))
 		return active(p, "aa")
 	}, "not subscribed")
 	before := p.Discovery()
@@ -316,7 +328,7 @@ func TestBadAnnouncements(t *testing.T) {
 	}
 	// A good announcement after them: once it shows, the bad ones before it
 	// (same publisher, same subscription: in order) have been handled.
-	if err := nc.Publish(cluster.Subject, enc(cluster.Announce(newKey(t), "zz", "http://zz.example.net", time.Now()))); err != nil {
+	if err := nc.Publish(cluster.Subject, enc(cluster.Announce(newKey(t), "zz", "http://127.0.0.1:3", time.Now()))); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 5*time.Second, func() bool { return active(p, "zz") }, "the good announcement did not arrive")
@@ -345,7 +357,7 @@ func TestBadAnnouncements(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Count(logs.String(), "announcement dropped") == len(bad)+1 }, "a key change for a pinned id was not dropped")
-	if c, _ := p.Set().Peer("zz"); c.URL != "http://zz.example.net" {
+	if c, _ := p.Set().Peer("zz"); c.URL != "http://127.0.0.1:3" {
 		t.Fatalf("pinned id moved to %s", c.URL)
 	}
 }
@@ -375,7 +387,7 @@ func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 // TestBusDown: with the bus gone, static probes keep the set current and
 // Run keeps working.
 func TestBusDown(t *testing.T) {
-	h := startHealthz(t)
+	h := startHealthz(t, "us")
 	ns := testutil.StartBus(t)
 	nc := testutil.Connect(t, ns.ClientURL())
 	ns.Shutdown()
@@ -407,7 +419,7 @@ func TestDiscoveryHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.recordProbe("us", nil)
+	p.recordProbe("us", "https://us.example.net", nil)
 	srv := httptest.NewServer(p.Handler())
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/api/v3/discovery/clusters")
