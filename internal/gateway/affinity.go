@@ -208,15 +208,18 @@ func (t *peerTransport) CloseIdleConnections() {
 }
 
 // peerHealth is the passive health of peer gateways by the address their
-// URL dials: a peer that could not be connected to cools down (1 s,
-// doubling to 30 s while it keeps failing, as a host does) and requests
-// skip it meanwhile. A cluster can stay active in the set while its
-// gateways cannot be reached from here (it still announces on the bus,
-// or a /healthz path answers that the public one does not): without this
-// every request for its apps waited out the connect timeout before the
-// next cluster was tried (DESIGN §5.2: owner unreachable → the others).
-// Only failing addresses are kept: a connect that succeeds forgets its
-// address.
+// URL dials: a peer that could not be connected to, or that did not
+// answer a forward within the cluster deadline, cools down (1 s, doubling
+// to 30 s while it keeps failing, as a host does) and requests skip it
+// meanwhile. A cluster can stay active in the set while its gateways
+// cannot be reached from here (it still announces on the bus, or a
+// /healthz path answers that the public one does not), or for the 10-15 s
+// its probes take to notice that it hung: without this every request for
+// its apps waited out the connect timeout, or the whole deadline, before
+// the next cluster was tried (DESIGN §5.2: owner unreachable → the
+// others). Only failing addresses are kept: an answer from the peer
+// forgets its address. A connect that succeeds does not: a hung gateway
+// accepts connections, and its cool-down would never grow.
 type peerHealth struct {
 	now   func() time.Time
 	mu    sync.Mutex
@@ -230,24 +233,45 @@ type peerHealth struct {
 func (p *peerHealth) dial(d *net.Dialer) func(context.Context, string, string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		switch {
-		case err == nil:
-			delete(p.addrs, addr)
-		case ctx.Err() == nil: // not one the transport called off itself
-			h := p.addrs[addr]
-			if h == nil {
-				if p.addrs == nil {
-					p.addrs = map[string]*route.Health{}
-				}
-				h = new(route.Health)
-				p.addrs[addr] = h
-			}
-			h.Fail(p.now())
+		if err != nil && ctx.Err() == nil { // not one the transport called off itself
+			p.fail(addr)
 		}
 		return c, err
 	}
+}
+
+// fail starts or lengthens addr's cool-down.
+func (p *peerHealth) fail(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.addrs[addr]
+	if h == nil {
+		if p.addrs == nil {
+			p.addrs = map[string]*route.Health{}
+		}
+		h = new(route.Health)
+		p.addrs[addr] = h
+	}
+	h.Fail(p.now())
+}
+
+// stalled records that the peer at u did not answer within the cluster
+// deadline. Nil p ignores it.
+func (p *peerHealth) stalled(u *url.URL) {
+	if p != nil {
+		p.fail(peerDialAddr(u))
+	}
+}
+
+// answered forgets the peer at u: it answered. Nil p ignores it.
+func (p *peerHealth) answered(u *url.URL) {
+	if p == nil {
+		return
+	}
+	addr := peerDialAddr(u)
+	p.mu.Lock()
+	delete(p.addrs, addr)
+	p.mu.Unlock()
 }
 
 // coolingDown reports whether the peer at u is to be skipped at now. Nil
@@ -256,6 +280,15 @@ func (p *peerHealth) coolingDown(u *url.URL, now time.Time) bool {
 	if p == nil {
 		return false
 	}
+	addr := peerDialAddr(u)
+	p.mu.Lock()
+	h := p.addrs[addr]
+	p.mu.Unlock()
+	return h != nil && h.Degraded(now)
+}
+
+// peerDialAddr is the address the transport dials for u.
+func peerDialAddr(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
 		port = "80"
@@ -263,11 +296,7 @@ func (p *peerHealth) coolingDown(u *url.URL, now time.Time) bool {
 			port = "443"
 		}
 	}
-	addr := net.JoinHostPort(u.Hostname(), port)
-	p.mu.Lock()
-	h := p.addrs[addr]
-	p.mu.Unlock()
-	return h != nil && h.Degraded(now)
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // closeCluster drops the pooled idle connections to peer gateways.
@@ -671,7 +700,24 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 	a.clock.start(left, func() { cancel(errDeadline) })
 	defer a.clock.stop()
 	g.clusters.rp.ServeHTTP(w, sparingUpload(r.WithContext(ctx), &a.clock))
+	if a.outcome == outcomeDeadline && left >= g.clusters.deadline/2 {
+		g.peerStalled(r, a)
+	}
 	return a
+}
+
+// peerStalled handles a peer that had at least half the cluster deadline
+// and did not answer in it: a gateway that hangs (accepts connections,
+// never answers) stays active in the set until its probes miss three
+// times, 10-15 s, and without a cool-down each request for its apps
+// waited the whole deadline. One that had less may only have been left
+// too little by a slow local attempt, and is not blamed.
+func (g *Gateway) peerStalled(r *http.Request, a *peerAttempt) {
+	g.clusters.health.stalled(a.target)
+	if g.clusters.warnAllowed("deadline", a.peer.ID, g.now()) {
+		g.log.Warn("gateway: a peer cluster did not answer a forward within cluster.deadline; it is skipped for a cool-down (one line per peer every 10 s; gatehouse_cluster_forwards_total{result=\"deadline\"} counts them)",
+			"cluster", a.peer.ID, "failover", a.failover, "method", r.Method, "deadline", g.clusters.deadline)
+	}
 }
 
 // countForward counts how attempt a ended in ClusterForwards.
@@ -834,6 +880,7 @@ func modifyPeerResponse(res *http.Response) error {
 	if !a.clock.stop() {
 		return errDeadline
 	}
+	a.g.clusters.health.answered(a.target)
 	noHost := res.Header[cluster.HeaderNoHost]
 	delete(res.Header, cluster.HeaderNoHost)
 	if res.StatusCode == http.StatusServiceUnavailable && !a.failover && len(noHost) == 1 &&

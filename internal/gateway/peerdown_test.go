@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // blackhole returns a loopback address whose connects hang: a listener
@@ -107,4 +111,60 @@ func TestUnreachablePeerCoolsDown(t *testing.T) {
 		res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
 		return res.StatusCode == 200 && body == "served by us"
 	}, "us never became the owner again")
+}
+
+// TestHungPeerCoolsDown: a peer gateway that accepts connections and never
+// answers, still active in the set (its probes have not missed three
+// times yet, or it is listed as up). A forward to it ends at the cluster
+// deadline: 504, a warning, and a cool-down, so the next requests for its
+// apps are served here at once instead of each waiting out the deadline
+// too. Before, every one of them got 504, and nothing was logged.
+func TestHungPeerCoolsDown(t *testing.T) {
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hung.Close)
+	var logs testutil.SyncBuffer
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: time.Second, edit: func(c *testCluster, o *Options) {
+		if c.id != "eu" {
+			return
+		}
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		members := o.Cluster.Members
+		o.Cluster.Members = func() cluster.Set {
+			set := members()
+			ps := set.Peers()
+			out := make([]cluster.Peer, len(ps))
+			for i, p := range ps {
+				if p.ID == "us" {
+					p.URL = hung.URL
+				}
+				out[i] = p
+			}
+			return cluster.NewSet(set.Self(), out)
+		}
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "us", threeIDs)
+
+	if res, _ := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil); res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("first GET while us hangs = %d, want 504", res.StatusCode)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodGet} {
+		start := time.Now()
+		res, body := send(t, cl, cs["eu"], m, app, "/", nil)
+		if res.StatusCode != 200 || body != "served by eu" {
+			t.Fatalf("%s right after = %d %q, want served by eu while us cools down", m, res.StatusCode, body)
+		}
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Fatalf("%s took %s: it waited for the hung peer", m, took)
+		}
+	}
+	const warning = `"msg":"gateway: a peer cluster did not answer a forward within cluster.deadline`
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Fatalf("%d warnings about the hung peer, want 1:\n%s", n, logs.String())
+	}
+	if n := promtest.ToFloat64(cs["eu"].gw.Metrics().ClusterForwards.WithLabelValues("us", "owner", "deadline")); n != 1 {
+		t.Fatalf("deadline forwards counted %v, want 1", n)
+	}
 }
