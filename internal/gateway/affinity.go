@@ -325,22 +325,30 @@ func (st *clusterState) set(self string) (cluster.Set, bool) {
 // for and the peer's id. Hygiene calls it before stripping every
 // X-Gatehouse-* header, and believes the result only when ok.
 //
+// Any X-Gatehouse-Forwarded sets the request's ForwardMarked, verified
+// or not, whoever it names: the request is served here and never
+// forwarded again. That is stricter than the seed DESIGN, on purpose: two
+// gateways that cannot verify each other's marks (a wrong key in either's
+// config) and disagree on the owner would bounce the request between
+// them until the deadline, and so would gateways whose sets differ (a
+// mark naming a cluster this one does not know, a→b→c→a) or a clusters:
+// entry that reaches this gateway (a mark naming this cluster): one GET
+// bounced 1,801 times in a review, until the hops, charged to the
+// gateway's own address, used up the app's rate limit for every client.
+// A client gains nothing by it: forging a mark naming a known peer always
+// stopped forwarding. Only a verified mark names the client.
+//
 // A mark names a peer when it has one X-Gatehouse-Forwarded, naming a
-// cluster of the set other than this one. One that names none came from
-// no gateway: the request is an ordinary client's (DESIGN §5.3), which
-// affinity may forward. One that names a peer sets the request's
-// ForwardMarked, verified or not: it is served here and never forwarded
-// again. That is
-// stricter than DESIGN for an unverified one, on purpose: two gateways
-// that cannot verify each other's marks (a wrong key in either's config)
-// and disagree on the owner would bounce the request between them until
-// the deadline. Such a refusal is a misconfiguration until shown
-// otherwise, so it is a warning (one every warnEvery per peer) as well as
-// a count.
+// cluster of the set other than this one. A refused one that names a
+// peer is a misconfiguration until shown otherwise, so it is a warning
+// (one every warnEvery per peer) as well as a count.
 func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromCluster string, ok bool) {
 	fwd, client := r.Header[cluster.HeaderForwarded], r.Header[cluster.HeaderClient]
 	if len(fwd) == 0 && len(client) == 0 {
 		return netip.Addr{}, "", false
+	}
+	if rq := route.RequestFrom(r.Context()); rq != nil && len(fwd) > 0 {
+		rq.ForwardMarked = true
 	}
 	set, known := g.clusters.set(g.clusterID)
 	var peer cluster.Peer
@@ -352,9 +360,6 @@ func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromClust
 		g.metrics.ForwardMarksRefused.WithLabelValues("_unknown").Inc()
 		g.log.Debug("gateway: forward mark naming no peer stripped", "from", fwd)
 		return netip.Addr{}, "", false
-	}
-	if rq := route.RequestFrom(r.Context()); rq != nil {
-		rq.ForwardMarked = true
 	}
 	var ip netip.Addr
 	err := errors.New("no single X-Gatehouse-Client")

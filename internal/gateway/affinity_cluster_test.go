@@ -362,10 +362,12 @@ func TestForwardedNeverForwardedAgain(t *testing.T) {
 	}
 }
 
-// TestMarkNamingNoPeer: a mark that names no peer (an unknown cluster, this
-// cluster itself, or no X-Gatehouse-Forwarded at all) came from no
-// gateway: it is stripped and the request is an ordinary client's (DESIGN
-// §5.3), forwarded to its owner like any other, as the connecting address.
+// TestMarkNamingNoPeer: a mark that names no peer (an unknown cluster,
+// this cluster itself, two clusters) is stripped and believes nothing, and
+// the request is served where it landed, not forwarded: with uneven
+// discovery (a→b→c→a) such a mark is a real gateway's, and forwarding it
+// on looped it. Only a request with no X-Gatehouse-Forwarded at all is an
+// ordinary one, forwarded to its owner. It used to forward all of them.
 func TestMarkNamingNoPeer(t *testing.T) {
 	cs := startClusters(t, clusterSetup{ids: threeIDs})
 	cl := clClient(t)
@@ -373,28 +375,73 @@ func TestMarkNamingNoPeer(t *testing.T) {
 	host := app + "." + testZone
 	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
 	good := cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", time.Now(), host)
-	for i, hdr := range []http.Header{
-		{cluster.HeaderForwarded: {"zz"}, cluster.HeaderClient: {cluster.SignClient(stranger, "zz", "198.51.100.7", time.Now(), host)}},
-		{cluster.HeaderForwarded: {"evil"}},
-		{cluster.HeaderForwarded: {"us"}, cluster.HeaderClient: {cluster.SignClient(cs["us"].key, "us", "198.51.100.7", time.Now(), host)}},
-		{cluster.HeaderClient: {good}},
-		{cluster.HeaderForwarded: {"eu", "ap"}, cluster.HeaderClient: {good}},
-	} {
-		res, body := send(t, cl, cs["us"], http.MethodGet, app, fmt.Sprintf("/nopeer/%d", i), hdr)
-		if res.StatusCode != 200 || body != "served by ap" {
-			t.Fatalf("mark %d (%v): %d %q, want forwarded to the owner, ap", i, hdr, res.StatusCode, body)
-		}
-		seen := cs["ap"].host.requests()
-		if last := seen[len(seen)-1]; last.ClientIP != clientAddr || last.Marks {
-			t.Fatalf("mark %d: the owner's host saw %+v, want client %s and no marks", i, last, clientAddr)
-		}
+	tests := []struct {
+		name string
+		hdr  http.Header
+		want string // the cluster that served it
+	}{
+		{"an unknown cluster", http.Header{cluster.HeaderForwarded: {"zz"}, cluster.HeaderClient: {cluster.SignClient(stranger, "zz", "198.51.100.7", time.Now(), host)}}, "us"},
+		{"an unknown cluster, no client mark", http.Header{cluster.HeaderForwarded: {"evil"}}, "us"},
+		{"this cluster", http.Header{cluster.HeaderForwarded: {"us"}, cluster.HeaderClient: {cluster.SignClient(cs["us"].key, "us", "198.51.100.7", time.Now(), host)}}, "us"},
+		{"two clusters", http.Header{cluster.HeaderForwarded: {"eu", "ap"}, cluster.HeaderClient: {good}}, "us"},
+		{"a client mark alone", http.Header{cluster.HeaderClient: {good}}, "ap"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, body := send(t, cl, cs["us"], http.MethodGet, app, fmt.Sprintf("/nopeer/%d", i), tt.hdr)
+			if res.StatusCode != 200 || body != "served by "+tt.want {
+				t.Fatalf("= %d %q, want served by %s", res.StatusCode, body, tt.want)
+			}
+			seen := cs[tt.want].host.requests()
+			if last := seen[len(seen)-1]; last.ClientIP != clientAddr || last.Marks {
+				t.Fatalf("the host saw %+v, want client %s and no marks", last, clientAddr)
+			}
+		})
 	}
 	m := cs["us"].gw.Metrics()
 	if n := promtest.ToFloat64(m.ForwardMarksRefused.WithLabelValues("_unknown")); n != 5 {
 		t.Errorf("marks naming no peer counted %v, want 5", n)
 	}
-	if n := promtest.ToFloat64(m.ClusterForwards.WithLabelValues("ap", "owner", "answered")); n != 5 {
-		t.Errorf("forwards to ap counted %v, want 5", n)
+	if n := promtest.ToFloat64(m.ClusterForwards.WithLabelValues("ap", "owner", "answered")); n != 1 {
+		t.Errorf("forwards to ap counted %v, want 1", n)
+	}
+}
+
+// TestClusterEntryReachingItself: a clusters: entry whose URL reaches this
+// very gateway (here: eu's set sends us's apps to eu's own URL). The
+// forward comes back marked by this cluster and is served, once: it used
+// to be forwarded again, and again, until the deadline or the app's rate
+// limit (charged to the gateway's own address) stopped it.
+func TestClusterEntryReachingItself(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: 3 * time.Second, edit: func(c *testCluster, o *Options) {
+		if c.id != "eu" {
+			return
+		}
+		members := o.Cluster.Members
+		o.Cluster.Members = func() cluster.Set {
+			set := members()
+			ps := set.Peers()
+			out := make([]cluster.Peer, len(ps))
+			for i, p := range ps {
+				if p.ID == "us" {
+					p.URL = c.url
+				}
+				out[i] = p
+			}
+			return cluster.NewSet(set.Self(), out)
+		}
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "us", threeIDs)
+	res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
+	if res.StatusCode != 200 || body != "served by eu" {
+		t.Fatalf("GET = %d %q, want served by eu", res.StatusCode, body)
+	}
+	if n := len(cs["eu"].host.requests()); n != 1 {
+		t.Fatalf("eu's host saw %d requests, want 1", n)
+	}
+	if n := promtest.ToFloat64(cs["eu"].gw.Metrics().ClusterForwards.WithLabelValues("us", "owner", "answered")); n != 1 {
+		t.Fatalf("forwards counted %v, want the one hop", n)
 	}
 }
 

@@ -27,12 +27,13 @@ type Request struct {
 	// ForwardMark is that peer's X-Gatehouse-Client value, once it
 	// verified: an answer saying no host here is signed over it.
 	ForwardMark string
-	// ForwardMarked: the request arrived with X-Gatehouse-Forwarded or
-	// X-Gatehouse-Client, verified or not (hygiene, through the cluster
+	// ForwardMarked: the request arrived with X-Gatehouse-Forwarded,
+	// verified or not, whoever it names (hygiene, through the cluster
 	// layer's check). Such a request is never forwarded again, so that
-	// gateways that disagree on the cluster set cannot loop a request
-	// between them; the marks themselves are stripped and, unless
-	// verified, believe nothing (ClientIP stays the connecting address).
+	// gateways that disagree on the cluster set, or a clusters: entry
+	// that reaches this gateway, cannot loop a request; the marks
+	// themselves are stripped and, unless verified, believe nothing
+	// (ClientIP stays the connecting address).
 	ForwardMarked bool
 
 	Subject string   // token subject, after verification (auth)
