@@ -575,11 +575,18 @@ type ownerTried struct {
 func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) bool {
 	st := &g.clusters
 	rq := route.RequestFrom(r.Context())
-	if rq != nil && rq.ForwardedBy != "" && rq.ForwardMark != "" && errors.Is(cause, proxy.ErrNoHost) {
-		// No host here saw this forward: the proxy's 503 says so, signed,
-		// and the gateway that forwarded it may serve it itself.
+	if rq != nil && rq.ForwardedBy != "" && rq.ForwardMark != "" {
+		// No host here saw this forward: every cause the proxy falls back
+		// on says so (no host; hosts, but none routable, unhealthy or
+		// draining; every try failed to connect, the body untouched). The
+		// 503 says so, signed, and the gateway that forwarded it may serve
+		// it itself, a write included, where it may have a healthy host.
 		w.Header()[cluster.HeaderNoHost] = []string{cluster.SignNoHost(st.key, g.clusterID, rq.ForwardMark)}
-		return false
+		if errors.Is(cause, proxy.ErrNoHost) {
+			return false // the proxy's own 503
+		}
+		problem.Write(w, http.StatusServiceUnavailable, "no host of this cluster can take the request")
+		return true
 	}
 	tried, ownerWasTried := r.Context().Value(ownerTriedKey{}).(ownerTried)
 	hostElsewhere := ownerWasTried && !tried.noHost

@@ -148,9 +148,11 @@ func TestOwnerChargesOriginalClient(t *testing.T) {
 }
 
 // TestFailover: the owner's hosts killed. A GET landing on the owner fails
-// over to the next peer after it with X-Failover-Cluster; a POST gets 502
-// and no host anywhere records it; a peer answering 500 is skipped; a
-// peer answering 404 is returned as is.
+// over to the next peer after it with X-Failover-Cluster; a POST there
+// gets 502 and no host anywhere records it, while one landing on another
+// cluster is served there (the owner says, signed, that its host never
+// saw it); a peer answering 500 is skipped; a peer answering 404 is
+// returned as is.
 func TestFailover(t *testing.T) {
 	var usLogs testutil.SyncBuffer
 	cs := startClusters(t, clusterSetup{ids: threeIDs, edit: func(c *testCluster, o *Options) {
@@ -160,6 +162,12 @@ func TestFailover(t *testing.T) {
 	}})
 	cl := clClient(t)
 	app := ownedBy(t, "ap", threeIDs)
+	// An owner whose host fails is worth a warning where it was forwarded
+	// from; the GET is served there.
+	cs["ap"].host.mode.Store(host500)
+	if res, body := send(t, cl, cs["us"], http.MethodGet, app, "/page", nil); res.StatusCode != 200 || body != "served by us" {
+		t.Fatalf("GET via us, ap's host failing = %d %q; want 200 served locally by us", res.StatusCode, body)
+	}
 	cs["ap"].host.kill()
 
 	// GET at the owner: the next active peer after ap is eu.
@@ -183,14 +191,15 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("GET via us = %d %q, failover %q; want 200 served locally by us", res.StatusCode, body, res.Header.Get(cluster.HeaderFailover))
 	}
 
-	// Writes are never replayed: 502 at the owner and via a non-owner, and
-	// no host anywhere saw them.
-	for _, via := range []string{"ap", "eu"} {
-		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
-			res, _ := send(t, cl, cs[via], m, app, "/write", nil)
-			if res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
-				t.Fatalf("%s via %s = %d (failover %q), want 502", m, via, res.StatusCode, res.Header.Get(cluster.HeaderFailover))
-			}
+	// Writes are never replayed: 502 at the owner, and no host anywhere
+	// saw them. Via a non-owner they go to the owner first, whose host
+	// refused the connection: no host there saw them, it says so, signed,
+	// and the non-owner serves them.
+	writes := []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch}
+	for _, m := range writes {
+		res, _ := send(t, cl, cs["ap"], m, app, "/write", nil)
+		if res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
+			t.Fatalf("%s via ap = %d (failover %q), want 502", m, res.StatusCode, res.Header.Get(cluster.HeaderFailover))
 		}
 	}
 	for _, c := range cs {
@@ -198,6 +207,12 @@ func TestFailover(t *testing.T) {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				t.Fatalf("host of %s recorded a %s", c.id, r.Method)
 			}
+		}
+	}
+	for _, m := range writes {
+		res, body := send(t, cl, cs["eu"], m, app, "/write", nil)
+		if res.StatusCode != 200 || body != "served by eu" || res.Header.Get(cluster.HeaderFailover) != "" {
+			t.Fatalf("%s via eu = %d %q (failover %q), want 200 served by eu", m, res.StatusCode, body, res.Header.Get(cluster.HeaderFailover))
 		}
 	}
 
@@ -232,8 +247,9 @@ func TestFailover(t *testing.T) {
 		{"ap", "eu", "failover", "answered", 3}, // the GET, the HEAD, the 404
 		{"ap", "eu", "failover", "failed", 2},   // eu's 500s
 		{"ap", "us", "failover", "answered", 1},
-		{"us", "ap", "owner", "failed", 1},   // the GET: ap's host was dead
-		{"eu", "ap", "owner", "answered", 4}, // the writes via eu: ap's own 502, returned as is
+		{"us", "ap", "owner", "failed", 1},  // the GET while ap's host answered 500
+		{"us", "ap", "owner", "no_host", 1}, // the GET once ap's host was dead
+		{"eu", "ap", "owner", "no_host", 4}, // the writes via eu
 	} {
 		if n := promtest.ToFloat64(cs[c.at].gw.Metrics().ClusterForwards.WithLabelValues(c.to, c.kind, c.result)); n != c.want {
 			t.Errorf("%s's forwards to %s (%s, %s) counted %v, want %v", c.at, c.to, c.kind, c.result, n, c.want)
@@ -353,12 +369,16 @@ func TestForwardedNeverForwardedAgain(t *testing.T) {
 		t.Errorf("%d warnings for two refused marks within 10 s, want 1:\n%s", n, logs.String())
 	}
 	// A forwarded request that cannot be served locally is not failed over
-	// either: the forwarding gateway does that.
+	// either: the forwarding gateway does that, once told, signed, that no
+	// host here saw it.
 	cs["us"].host.kill()
-	hdr := http.Header{cluster.HeaderForwarded: {"eu"}, cluster.HeaderClient: {cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", time.Now(), host)}}
+	mark := cluster.SignClient(cs["eu"].key, "eu", "198.51.100.7", time.Now(), host)
+	hdr := http.Header{cluster.HeaderForwarded: {"eu"}, cluster.HeaderClient: {mark}}
 	res, _ := send(t, cl, cs["us"], http.MethodGet, app, "/fwd", hdr)
-	if res.StatusCode != http.StatusBadGateway || res.Header.Get(cluster.HeaderFailover) != "" {
-		t.Fatalf("forwarded request with no local host = %d, failover %q; want 502", res.StatusCode, res.Header.Get(cluster.HeaderFailover))
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get(cluster.HeaderFailover) != "" ||
+		!cluster.VerifyNoHost(cs["us"].key.Public().(ed25519.PublicKey), "us", mark, res.Header.Get(cluster.HeaderNoHost)) {
+		t.Fatalf("forwarded request with no local host = %d, failover %q, %s %q; want the signed 503",
+			res.StatusCode, res.Header.Get(cluster.HeaderFailover), cluster.HeaderNoHost, res.Header.Get(cluster.HeaderNoHost))
 	}
 }
 

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
 // TestWriteServedLocallyWhenOwnerHasNoHost: an app not deployed on its
@@ -78,4 +81,47 @@ func TestWriteServedLocallyWhenOwnerHasNoHost(t *testing.T) {
 			t.Errorf("ap's host saw %d requests", n)
 		}
 	})
+}
+
+// TestWriteServedLocallyWhenOwnerHostsCannotTakeIt: the owner has a host
+// for the app, but none it can route to (unhealthy, draining) or none it
+// could connect to. No byte of the request reached a host there, so the
+// owner says so, signed, as when it has no host at all, and the cluster
+// that forwarded the write serves it with its own healthy host. The owner
+// used to answer its 502, which the client got.
+func TestWriteServedLocallyWhenOwnerHostsCannotTakeIt(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoil func(c *testCluster)
+	}{
+		{"unhealthy", func(c *testCluster) { setHostState(c, route.HostUnhealthy) }},
+		{"draining", func(c *testCluster) { setHostState(c, route.HostDraining) }},
+		{"refusing connections", func(c *testCluster) { c.host.kill() }},
+	}
+	for _, tt := range tests {
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			t.Run(tt.name+" "+method, func(t *testing.T) {
+				cs := startClusters(t, clusterSetup{ids: threeIDs})
+				cl := clClient(t)
+				app := ownedBy(t, "us", threeIDs)
+				tt.spoil(cs["us"])
+				res, body := send(t, cl, cs["ap"], method, app, "/write", nil)
+				if res.StatusCode != http.StatusOK || body != "served by ap" {
+					t.Fatalf("%s via ap, owner us's host %s = %d %q, want 200 served by ap", method, tt.name, res.StatusCode, body)
+				}
+				if _, ok := res.Header[cluster.HeaderNoHost]; ok {
+					t.Errorf("the client got the owner's %s", cluster.HeaderNoHost)
+				}
+				if n := len(cs["ap"].host.requests()); n != 1 {
+					t.Fatalf("ap's host saw %d requests, want 1", n)
+				}
+			})
+		}
+	}
+}
+
+// setHostState puts c's one host in state s.
+func setHostState(c *testCluster, s route.HostState) {
+	u, _ := url.Parse(c.host.srv.URL)
+	c.b.SetHost(&route.Host{ID: c.id + "-h1", Apps: append(slices.Clone(clApps), "gone"), Addr: u.Host, Scheme: "http", URL: u, State: s})
 }
