@@ -380,6 +380,26 @@ func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromClust
 	return ip, peer.ID, true
 }
 
+// unknownAtOwner answers a peer's verified forward for a host this
+// gateway routes to no app: with separate stores the owner need not know
+// an app its peers serve, and its 404 ("no app is served at this host")
+// went back to the client although the forwarding cluster had hosts for
+// it. No host here saw the request, so it gets the signed no-host 503
+// (DESIGN §5.2) and the forwarding gateway serves it itself. It is not
+// charged to the unknown-host budget: the peer's client did not scan
+// names. Any other request is left alone (false, nothing written).
+func (g *Gateway) unknownAtOwner(w http.ResponseWriter, r *http.Request) bool {
+	if g.clusters.members == nil || len(r.Header[cluster.HeaderForwarded]) == 0 {
+		return false
+	}
+	if _, _, ok := g.verifyForward(r); !ok {
+		return false
+	}
+	w.Header()[cluster.HeaderNoHost] = []string{cluster.SignNoHost(g.clusters.key, g.clusterID, r.Header[cluster.HeaderClient][0])}
+	problem.Write(w, http.StatusServiceUnavailable, "no app is served at this host in this cluster")
+	return true
+}
+
 // affinity is step 9: a request for an app owned by another active
 // cluster is forwarded to that cluster's gateway, once. It is served here
 // when this cluster owns the app, when the owner is unknown, when the

@@ -502,6 +502,9 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 		default:
 			// Unknown hosts are limited per client address (limit.go)
 			// before the 404, so name scans cost the scanner.
+			if g.unknownAtOwner(w, r) {
+				return // a peer's verified forward (affinity.go)
+			}
 			if g.limitUnknown(w, r) {
 				problem.Write(w, http.StatusNotFound, "no app is served at this host")
 			}

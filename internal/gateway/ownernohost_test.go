@@ -125,3 +125,35 @@ func setHostState(c *testCluster, s route.HostState) {
 	u, _ := url.Parse(c.host.srv.URL)
 	c.b.SetHost(&route.Host{ID: c.id + "-h1", Apps: append(slices.Clone(clApps), "gone"), Addr: u.Host, Scheme: "http", URL: u, State: s})
 }
+
+// TestServedLocallyWhenOwnerDoesNotKnowTheApp: with separate stores the
+// owner need not know an app its peers serve. A verified forward for it
+// gets the owner's signed no-host 503, not its 404, and the cluster that
+// forwarded it serves it, a write included. Those forwards are not
+// charged to the owner's unknown-host budget (here 1 a minute): the
+// forwarding gateway is no name scanner. A client asking the owner
+// directly still gets the 404.
+func TestServedLocallyWhenOwnerDoesNotKnowTheApp(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs, edit: func(c *testCluster, o *Options) {
+		o.Edge.UnknownRateLimit = 1
+	}})
+	cl := clClient(t)
+	app := ownedBy(t, "us", threeIDs)
+	cs["us"].b.DeleteApp(app)
+	for i, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodGet} {
+		res, body := send(t, cl, cs["ap"], method, app, "/write", nil)
+		if res.StatusCode != http.StatusOK || body != "served by ap" {
+			t.Fatalf("%d: %s via ap, owner us without the app = %d %q, want 200 served by ap", i, method, res.StatusCode, body)
+		}
+		if _, ok := res.Header[cluster.HeaderNoHost]; ok {
+			t.Errorf("the client got the owner's %s", cluster.HeaderNoHost)
+		}
+	}
+	if n := len(cs["ap"].host.requests()); n != 4 {
+		t.Fatalf("ap's host saw %d requests, want 4", n)
+	}
+	res, _ := send(t, cl, cs["us"], http.MethodGet, app, "/", nil)
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET at us directly = %d, want its 404", res.StatusCode)
+	}
+}
