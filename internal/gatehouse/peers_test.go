@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +145,57 @@ func startHostCluster(t *testing.T, r *running, clusterID, id, app string, h htt
 		t.Fatal(err)
 	}
 	runHost(t, r, clusterID, id, app, "http", ln, h)
+}
+
+// A cluster without cluster.url shares a bus with one that has it. It is
+// not announced (there is no URL to forward to, and it says so at start),
+// but it still learns of the other from its announcements, whose apps it
+// can then forward there. It used to turn announcements off both ways: it
+// never saw the other cluster, and served every app itself.
+func TestClusterWithoutURLStillListens(t *testing.T) {
+	bus := testutil.StartBus(t)
+	var logs testutil.SyncBuffer
+	gw := map[string]*running{}
+	for _, id := range []string{"alpha", "beta"} {
+		cfg := testConfig(t)
+		cfg.Bus.URL = []string{bus.ClientURL()}
+		cfg.Cluster.ID = id
+		if id == "alpha" {
+			cfg.HTTP.Addr = testutil.FreeAddr(t)
+			cfg.Cluster.URL = "http://" + cfg.HTTP.Addr
+		}
+		gw[id] = startWith(t, cfg, func(g *Gatehouse) {
+			if id == "beta" {
+				g.log = slog.New(slog.NewTextHandler(&logs, nil))
+			}
+		})
+	}
+	discovery := func(r *running) map[string]bool {
+		resp, err := http.Get("http://" + r.g.Addrs().Management + "/api/v3/discovery/clusters")
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		var d struct {
+			Clusters []struct {
+				ID     string
+				Active bool
+			}
+		}
+		if json.NewDecoder(resp.Body).Decode(&d) != nil {
+			return nil
+		}
+		out := map[string]bool{}
+		for _, c := range d.Clusters {
+			out[c.ID] = c.Active
+		}
+		return out
+	}
+	testutil.WaitFor(t, 15*time.Second, func() bool { return discovery(gw["beta"])["alpha"] }, "beta never learnt of alpha from its announcements")
+	if _, ok := discovery(gw["alpha"])["beta"]; ok {
+		t.Fatalf("alpha knows beta, which has no URL: %v", discovery(gw["alpha"]))
+	}
+	if !strings.Contains(logs.String(), "this cluster is not announced to peer clusters, as cluster.url is empty") {
+		t.Fatalf("beta did not say why it is not announced:\n%s", logs.String())
+	}
 }

@@ -425,16 +425,20 @@ func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, 
 		static = append(static, cluster.Peer{ID: p.ID, URL: p.URL, PublicKey: pub})
 	}
 	self := cluster.Peer{ID: cfg.Cluster.ID, URL: cfg.Cluster.URL, PublicKey: key.Public().(ed25519.PublicKey)}
-	conn := b.Conn()
+	noAnnounce := false
 	if self.URL == "" {
 		// Without cluster.url there is nothing peers could forward to, so
 		// this cluster is not announced on the bus (docs/config.md); the
 		// placeholder only names it in its own discovery answer, and peers
-		// that list it statically use their own URL for it.
+		// that list it statically use their own URL for it. It still
+		// listens to the other clusters' announcements: it can forward to
+		// them, and used not to know they were there.
 		self.URL = "https://" + cfg.Cluster.ID + ".invalid"
-		conn = nil
+		noAnnounce = true
+		g.log.Info("gatehouse: this cluster is not announced to peer clusters, as cluster.url is empty (there is no URL they could forward to); it still learns of theirs from the bus",
+			"cluster", cfg.Cluster.ID)
 	}
-	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: conn, Logger: g.log})
+	return peers.New(peers.Options{Self: self, Key: key, Static: static, Conn: b.Conn(), NoAnnounce: noAnnounce, Logger: g.log})
 }
 
 // allowCert is tlsmgr's on-demand hook: a certificate only for a
