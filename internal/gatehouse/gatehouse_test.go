@@ -290,7 +290,8 @@ func TestManagementErrorsAreProblems(t *testing.T) {
 
 // Desync framings are refused on the plaintext listener with a 400
 // problem and a closed connection, before any host could see them
-// (DESIGN §2 step 4), as is a head net/http refuses itself.
+// (DESIGN §2 step 4), as is a head net/http refuses itself. The guard's
+// refusals of the framings name the cluster, as every answer does.
 func TestFramingRefusedOnHTTPListener(t *testing.T) {
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
@@ -317,6 +318,11 @@ func TestFramingRefusedOnHTTPListener(t *testing.T) {
 		c.Close()
 		if !strings.HasPrefix(string(b), "HTTP/1.1 400") || !strings.Contains(string(b), "Content-Type: application/problem+json") {
 			t.Errorf("%q: got %q, want a 400 problem", raw, b)
+		}
+		// Every answer names the cluster (DESIGN §5.2), the guard's
+		// refusal of a desync framing too.
+		if desync := !strings.HasPrefix(raw, "GET"); desync && !strings.Contains(string(b), "\r\nX-Gatehouse-Cluster: one\r\n") {
+			t.Errorf("%q: got %q, without X-Gatehouse-Cluster", raw, b)
 		}
 	}
 	select {

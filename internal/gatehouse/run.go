@@ -198,7 +198,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		PipeIdleTimeout:         cfg.TLS.PassthroughIdleTimeout,
 		WrapHTTP:                gateway.GuardListener,
 		WrapTLS:                 gateway.GuardTLSConn,
-		WrapServer:              gateway.GuardServer,
+		WrapServer:              gateway.GuardServerOf(cfg.Cluster.ID),
 		MaxRequestLine:          cfg.Listeners.MaxRequestLine,
 		MaxHeaderBytes:          cfg.Listeners.MaxHeaderBytes,
 		ReadHeaderTimeout:       cfg.Listeners.ReadHeaderTimeout,

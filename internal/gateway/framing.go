@@ -97,6 +97,10 @@ type guardConn struct {
 	// served and idle differ.
 	hooked       atomic.Bool
 	served, idle atomic.Uint32
+	// cluster is the X-Gatehouse-Cluster value of the answers the guard
+	// writes (GuardServerOf); empty: none. Set before the connection's
+	// goroutine starts.
+	cluster string
 }
 
 // GuardTLSConn is [GuardConn] for an HTTP/1 connection of the https
@@ -138,6 +142,15 @@ func (c *guardConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.Conn.Write(p)
+}
+
+// withField returns answer with name: value after its status line.
+func withField(answer []byte, name, value string) []byte {
+	i := bytes.Index(answer, []byte("\r\n")) + 2
+	b := make([]byte, 0, len(answer)+len(name)+len(value)+4)
+	b = append(append(b, answer[:i]...), name...)
+	b = append(append(append(b, ": "...), value...), "\r\n"...)
+	return append(b, answer[i:]...)
 }
 
 // CloseWrite lets net/http half-close before it closes (its RST

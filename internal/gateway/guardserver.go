@@ -34,7 +34,16 @@ import (
 // srv serves. Without it the guard still refuses, but net/http's
 // answers go out as net/http wrote them, and an upgraded connection stays
 // tracked as HTTP.
-func GuardServer(srv *http.Server) {
+func GuardServer(srv *http.Server) { guardServer(srv, "") }
+
+// GuardServerOf returns GuardServer for the servers of a gateway of
+// cluster id: the guard's refusals of a desync framing carry
+// X-Gatehouse-Cluster, as the gateway's answers do (DESIGN §5.2).
+func GuardServerOf(cluster string) func(*http.Server) {
+	return func(srv *http.Server) { guardServer(srv, cluster) }
+}
+
+func guardServer(srv *http.Server, cluster string) {
 	next := srv.Handler
 	if next == nil {
 		next = http.DefaultServeMux // what net/http would serve
@@ -57,6 +66,7 @@ func GuardServer(srv *http.Server) {
 			// Before the connection's goroutine starts: it reads maxHead.
 			g.f.maxHead = guardHeadLimit(srv.MaxHeaderBytes)
 			g.f.maxLine = httpwire.LineLimit(ctx)
+			g.cluster = cluster
 			ctx = context.WithValue(ctx, guardKey{}, g)
 		}
 		return ctx
@@ -114,6 +124,12 @@ func guardOf(c net.Conn) *guardConn {
 // answers itself, is counted on neither side) it is the guard's refusal,
 // which names the framing refused; else a problem with net/http's status
 // and reason.
+//
+// A refusal of a desync framing carries X-Gatehouse-Cluster (when
+// GuardServerOf named one): it is the gateway's own answer to a request
+// that reached it, which DESIGN §5.2 says every answer names. The others
+// stand in for answers the edge writes itself on the other paths (its
+// 414 and 431 over HTTP/2) and go out as those do, without it.
 func (c *guardConn) answerFor(p []byte) []byte {
 	if !c.hooked.Load() || c.served.Load() != c.idle.Load() {
 		return nil
@@ -126,6 +142,9 @@ func (c *guardConn) answerFor(p []byte) []byte {
 		return nil
 	}
 	if status == http.StatusBadRequest && c.f.refused.Load() && c.served.Load() == c.f.refusedAt {
+		if c.cluster != "" && c.f.why != whyRequestLine {
+			return withField(refusals[c.f.why], "X-Gatehouse-Cluster", c.cluster)
+		}
 		return refusals[c.f.why]
 	}
 	return problem.Raw(status, detail)
