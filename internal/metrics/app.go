@@ -12,8 +12,9 @@ import (
 // WithLabelValues does both on every call). Get one with [Set.App]; it is
 // safe for concurrent use.
 //
-// The children are looked up once and kept, so deleting label values
-// from the Set's vectors (nothing in gatehouse does) would detach them.
+// The children are looked up once and kept: [Set.ForgetApp] drops the App
+// before it deletes the app's series, so that the next request for the app
+// gets a new App whose children are in the vectors.
 type App struct {
 	id       string
 	requests *prometheus.CounterVec
@@ -28,8 +29,8 @@ type appCounter struct {
 }
 
 // App returns app's collectors, building them on first use. Entries are
-// kept for the Set's life: one small struct per app label ever recorded,
-// as the vectors themselves keep a series per app.
+// kept until [Set.ForgetApp] drops them with the app's series: the routing
+// table's sweep (route.Forget) does, once the app is gone from the table.
 func (s *Set) App(app string) *App {
 	if v, ok := s.apps.Load(app); ok {
 		return v.(*App)
@@ -59,4 +60,49 @@ func (a *App) counter(class, method string) prometheus.Counter {
 	c := a.requests.WithLabelValues(a.id, class, method)
 	a.counters.CompareAndSwap(head, &appCounter{class: class, method: method, c: c, next: head})
 	return c
+}
+
+// reserved are the app labels of requests that reached no app: no table
+// ever holds them, so they are never offered to be forgotten.
+func reserved(app string) bool {
+	return app == AppUnknown || app == AppAPI || app == AppNone
+}
+
+// HeldApps calls f with each app id recorded and not forgotten since,
+// the labels of requests that reached no app left out. It makes
+// s a route.AppState.
+func (s *Set) HeldApps(f func(id string) bool) {
+	s.apps.Range(func(k, _ any) bool {
+		if id := k.(string); !reserved(id) {
+			return f(id)
+		}
+		return true
+	})
+}
+
+// ForgetApp deletes app's series from the vectors labelled by app
+// (requests, duration, upstream errors) and its cached [App]. The label
+// values are bounded sets (classes, folded methods, reasons), so each is
+// deleted by its full label values: a DeletePartialMatch would scan every
+// series of every app, under the vector's lock, once per app forgotten.
+//
+// The App goes first: a request that finishes meanwhile builds a new
+// one, and so holds the app again, or records into the old App's
+// children, which the deletes detach. Either way nothing stays behind
+// that the sweep does not see: series a late request makes come with an
+// App entry, and that is forgotten again at a later sweep.
+func (s *Set) ForgetApp(app string) {
+	if reserved(app) {
+		return
+	}
+	s.apps.Delete(app)
+	for _, c := range classes {
+		for _, m := range methods {
+			s.Requests.DeleteLabelValues(app, c, m)
+		}
+	}
+	s.Duration.DeleteLabelValues(app)
+	for _, r := range reasons {
+		s.UpstreamErrors.DeleteLabelValues(app, r)
+	}
 }

@@ -27,6 +27,9 @@ const (
 	ReasonOther    = "other"    // any other transport error
 )
 
+// reasons are every Reason* value, for [Set.ForgetApp].
+var reasons = [...]string{ReasonDial, ReasonTimeout, ReasonCanceled, ReasonNoHost, ReasonBadBody, ReasonOther}
+
 // Results of a forward to a peer cluster, the values of the result label
 // of ClusterForwards.
 const (
@@ -141,6 +144,14 @@ func NewRegistry() *prometheus.Registry {
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return r
 }
+
+// classes and methods are every value [Class] and [Method] return, for
+// [Set.ForgetApp].
+var (
+	classes = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
+	methods = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace, "OTHER"}
+)
 
 // Class folds a status code to its class label, "1xx" to "5xx"; anything
 // out of range (499 included, which is 4xx) stays bounded.
