@@ -114,6 +114,33 @@ func (g *Gateway) initEdge(opts EdgeOptions) error {
 	return nil
 }
 
+// HeldApps calls f with each app id the gateway keeps state for: its
+// metrics (every request is counted there, the limited and denied ones
+// included, so an app with edge counters is among them) and its proxy's
+// round-robin counters. With ForgetApp it makes the gateway a
+// route.AppState, for the table's sweep (route.Forget).
+func (g *Gateway) HeldApps(f func(id string) bool) {
+	more := true
+	g.metrics.HeldApps(func(id string) bool { more = f(id); return more })
+	if more {
+		g.proxy.HeldApps(f)
+	}
+}
+
+// ForgetApp deletes app's series (requests, duration, upstream errors,
+// policy denied, rate limited) and drops its round-robin counter. A
+// request that finishes after it records into series made again, and is
+// counted in the metrics again, so the sweep forgets it again later.
+func (g *Gateway) ForgetApp(app string) {
+	g.metrics.ForgetApp(app)
+	g.edge.denied.DeleteLabelValues(app)
+	// The limit label's values are the limiters' names, not a fixed set
+	// here; the vector holds a series only per app and limit that
+	// refused a request, so the scan is short.
+	g.edge.limited.DeletePartialMatch(prometheus.Labels{"app": app})
+	g.proxy.ForgetApp(app)
+}
+
 // quota resolves one budget option pair against its defaults.
 func quota(name string, n int, w time.Duration, def int) (limit.Quota, error) {
 	if n == 0 {

@@ -10,8 +10,8 @@ import (
 
 // robins holds one round-robin counter per app, so that apps sharing a
 // gateway do not share a rhythm (with one global counter, two apps taking
-// turns would each always land on the same host). An entry lives as long
-// as the proxy: at most one small counter per app id ever seen.
+// turns would each always land on the same host). An entry lives until
+// the app leaves the routing table: [Proxy.ForgetApp].
 type robins struct{ m sync.Map } // app id -> *atomic.Uint32
 
 func (r *robins) next(app string) uint32 {
@@ -44,3 +44,13 @@ func pick(pool []*route.Host, start uint32, now time.Time, skip *route.Host) *ro
 	}
 	return oldest
 }
+
+// HeldApps calls f with each app id the proxy keeps a round-robin counter
+// for. With ForgetApp it makes the proxy a route.AppState.
+func (p *Proxy) HeldApps(f func(id string) bool) {
+	p.robins.m.Range(func(k, _ any) bool { return f(k.(string)) })
+}
+
+// ForgetApp drops app's round-robin counter. A request routed to app
+// after it starts a new one, which the next sweep forgets again.
+func (p *Proxy) ForgetApp(app string) { p.robins.m.Delete(app) }
