@@ -17,44 +17,73 @@ import (
 // reachable verified tls host.
 var ErrNoHost = errors.New("edge: no verified tls host for passthrough app")
 
-// RoutePassthrough returns an Options.Passthrough that reads live: a name
-// that reaches an active app in passthrough mode is piped to one of the
-// app's verified hosts with scheme "tls" (round robin, skipping degraded
-// hosts unless all are, trying the next on a failed dial and marking it
-// degraded). Any other name (unknown, http mode, suspended or retired
-// app) is terminated by the gateway. now may be nil (time.Now).
+// RoutePassthrough returns an Options.Passthrough that reads live: see
+// [Passthrough.Route]. now may be nil (time.Now).
 func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName string) (Dial, bool) {
+	return NewPassthrough(live, now).Route
+}
+
+// Passthrough routes TLS passthrough names through a live table. Its
+// Route is an Options.Passthrough; with HeldApps and ForgetApp it is a
+// route.AppState, so that a deleted app's round-robin counter goes with
+// the app. Safe for concurrent use.
+type Passthrough struct {
+	live *route.Live
+	now  func() time.Time
+	// One counter per app, as the L7 dispatch keeps (internal/proxy): with
+	// one for all, two apps whose clients take turns would each always
+	// start at the same host. An entry lives until its app leaves the
+	// table (ForgetApp).
+	robins sync.Map // app id -> *atomic.Uint32
+}
+
+// NewPassthrough returns a Passthrough reading live. now may be nil
+// (time.Now).
+func NewPassthrough(live *route.Live, now func() time.Time) *Passthrough {
 	if now == nil {
 		now = time.Now
 	}
-	// One counter per app, as the L7 dispatch keeps (internal/proxy): with
-	// one for all, two apps whose clients take turns would each always
-	// start at the same host. At most one small counter per app id seen.
-	var robins sync.Map // app id -> *atomic.Uint32
-	return func(name string) (Dial, bool) {
-		if strings.IndexByte(name, ':') >= 0 {
-			// No host name holds one (RFC 6066 §3 has no port in SNI);
-			// the table's lookup would take "name:junk" for a Host
-			// header's name:port and pipe it.
-			return nil, false
-		}
-		tbl := live.Load()
-		m := tbl.Lookup(name)
-		if m.Kind != route.KindApp || m.App.Mode != route.ModePassthrough || m.App.Status != route.StatusActive {
-			return nil, false
-		}
-		hosts := passthroughHosts(tbl.Pool(m.App.ID), now())
-		rr, ok := robins.Load(m.App.ID)
-		if !ok {
-			rr, _ = robins.LoadOrStore(m.App.ID, new(atomic.Uint32))
-		}
-		// Reduced as a uint32: an int of it turns negative on 32-bit.
-		start := int(rr.(*atomic.Uint32).Add(1) % uint32(max(len(hosts), 1)))
-		return func(ctx context.Context) (net.Conn, error) {
-			return dialFirst(ctx, hosts, start, now)
-		}, true
-	}
+	return &Passthrough{live: live, now: now}
 }
+
+// Route pipes a name that reaches an active app in passthrough mode to
+// one of the app's verified hosts with scheme "tls" (round robin,
+// skipping degraded hosts unless all are, trying the next on a failed
+// dial and marking it degraded). Any other name (unknown, http mode,
+// suspended or retired app) is terminated by the gateway.
+func (p *Passthrough) Route(name string) (Dial, bool) {
+	if strings.IndexByte(name, ':') >= 0 {
+		// No host name holds one (RFC 6066 §3 has no port in SNI);
+		// the table's lookup would take "name:junk" for a Host
+		// header's name:port and pipe it.
+		return nil, false
+	}
+	tbl := p.live.Load()
+	m := tbl.Lookup(name)
+	if m.Kind != route.KindApp || m.App.Mode != route.ModePassthrough || m.App.Status != route.StatusActive {
+		return nil, false
+	}
+	now := p.now
+	hosts := passthroughHosts(tbl.Pool(m.App.ID), now())
+	rr, ok := p.robins.Load(m.App.ID)
+	if !ok {
+		rr, _ = p.robins.LoadOrStore(m.App.ID, new(atomic.Uint32))
+	}
+	// Reduced as a uint32: an int of it turns negative on 32-bit.
+	start := int(rr.(*atomic.Uint32).Add(1) % uint32(max(len(hosts), 1)))
+	return func(ctx context.Context) (net.Conn, error) {
+		return dialFirst(ctx, hosts, start, now)
+	}, true
+}
+
+// HeldApps calls f with each app id p keeps a round-robin counter for.
+func (p *Passthrough) HeldApps(f func(id string) bool) {
+	p.robins.Range(func(k, _ any) bool { return f(k.(string)) })
+}
+
+// ForgetApp drops app's round-robin counter; a connection routed to app
+// after it starts a new one, which a later sweep forgets again.
+func (p *Passthrough) ForgetApp(app string) { p.robins.Delete(app) }
 
 // passthroughHosts are the tls hosts of pool that are not cooling down
 // at now; when every one is, the one that failed longest ago, as the L7
