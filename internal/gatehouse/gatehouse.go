@@ -25,6 +25,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/dashboard"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
+	"github.com/gatehouse-dev/gatehouse/internal/edge"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -57,6 +58,10 @@ type Gatehouse struct {
 	// forwarder recurses for the platform (DESIGN §8), over DNS and the
 	// resolve API alike; nil: recursion is off (dns.recursion.upstreams).
 	forwarder *dns.Forwarder
+	// passthrough routes TLS passthrough names (the https listener's
+	// Options.Passthrough); startParts has the table's sweep forget its
+	// deleted apps.
+	passthrough *edge.Passthrough
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).
@@ -86,7 +91,7 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 			return nil, fmt.Errorf("gatehouse: dns.recursion.upstreams: %w", err)
 		}
 	}
-	return &Gatehouse{
+	g := &Gatehouse{
 		cfg:       cfg,
 		log:       log,
 		id:        gatewayID(cfg.Cluster.ID),
@@ -94,7 +99,9 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 		metrics:   ms,
 		ready:     make(chan struct{}),
 		forwarder: fwd,
-	}, nil
+	}
+	g.passthrough = edge.NewPassthrough(&g.live, nil)
+	return g, nil
 }
 
 // Ready is closed once the gateway serves: bus, store, table and listeners

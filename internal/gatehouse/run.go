@@ -193,7 +193,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 				next.ServeHTTP(w, r)
 			})
 		},
-		Passthrough:             edge.RoutePassthrough(&g.live, nil),
+		Passthrough:             g.passthrough.Route,
 		PQOnly:                  cfg.TLS.PQOnly,
 		PipeIdleTimeout:         cfg.TLS.PassthroughIdleTimeout,
 		WrapHTTP:                gateway.GuardListener,
@@ -301,6 +301,8 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		return err
 	}
 	eg.Go(func() error { <-ctx.Done(); return gw.Close() })
+	// A deleted app's series and round-robin counters go a minute after it.
+	eg.Go(func() error { return route.NewForget(&g.live, 0, gw, g.passthrough).Run(ctx) })
 	var h http.Handler = gw
 	l7.Store(&h)
 	return nil
