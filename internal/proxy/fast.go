@@ -54,13 +54,16 @@ import (
 // caches. A connection idle for idleFor is closed by the next get that
 // finds it or by a sweep, a timer func armed while idle connections exist
 // (no goroutine of its own), so that hosts gone from the table leave no
-// open sockets behind.
+// open sockets behind, and a host's stack left empty and untouched for
+// idleFor is dropped, so that they leave no entry either (hosts replaced
+// on new addresses would otherwise grow the map, and every sweep's scan,
+// without bound).
 type fastPool struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	now     func() time.Time
 	max     int
 	idleFor time.Duration
-	hosts   sync.Map // addr -> *idleConns; never removed: connections keep their stack (fconn.home)
+	hosts   sync.Map // addr -> *idleConns; a dropped one is dead, see put
 	closed  atomic.Bool
 
 	armed atomic.Bool // a sweep is scheduled
@@ -74,8 +77,14 @@ type fastPool struct {
 
 // idleConns is one host's idle connections, oldest first.
 type idleConns struct {
+	addr  string
 	mu    sync.Mutex
 	conns []*fconn
+	// last is when a get last looked here or the stack was made; dead is
+	// set, once it is out of the pool's map, by the sweep that dropped
+	// it. Both under mu.
+	last time.Time
+	dead bool
 }
 
 // take removes and returns the connections idle since before cut, and
@@ -236,11 +245,12 @@ func (c *fconn) release() {
 	c.br = nil
 }
 
-func (fp *fastPool) idle(addr string) *idleConns {
+// idle returns addr's stack, made at now if there is none.
+func (fp *fastPool) idle(addr string, now time.Time) *idleConns {
 	if v, ok := fp.hosts.Load(addr); ok {
 		return v.(*idleConns)
 	}
-	v, _ := fp.hosts.LoadOrStore(addr, &idleConns{})
+	v, _ := fp.hosts.LoadOrStore(addr, &idleConns{addr: addr, last: now})
 	return v.(*idleConns)
 }
 
@@ -248,8 +258,9 @@ func (fp *fastPool) idle(addr string) *idleConns {
 // one. Below a stale connection every one is older, so all of them go.
 func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh bool) (*fconn, error) {
 	if !fresh {
-		ic := fp.idle(addr)
+		ic := fp.idle(addr, now)
 		ic.mu.Lock()
+		ic.last = now // a dead stack is empty: then a dial, homed anew below
 		var c *fconn
 		var stale []*fconn
 		if n := len(ic.conns); n > 0 {
@@ -276,7 +287,7 @@ func (fp *fastPool) get(ctx context.Context, addr string, now time.Time, fresh b
 		return nil, err
 	}
 	conn = sock.Wrap(conn)
-	c := &fconn{Conn: conn, readers: &fp.readers, home: fp.idle(addr)}
+	c := &fconn{Conn: conn, readers: &fp.readers, home: fp.idle(addr, now)}
 	c.take()
 	c.abort = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	return c, nil
@@ -294,6 +305,15 @@ func (fp *fastPool) put(c *fconn, now time.Time) {
 	c.idle = now
 	ic := c.home
 	ic.mu.Lock()
+	for ic.dead {
+		// A sweep dropped c's stack while c was out (a stream longer
+		// than idleFor): c goes on its host's stack now, which a sweep
+		// cannot drop before this put has locked it and sees c on it.
+		ic.mu.Unlock()
+		ic = fp.idle(ic.addr, now)
+		c.home = ic
+		ic.mu.Lock()
+	}
 	// closed again under the lock: a closeIdle that began since the check
 	// above has either taken this stack already or will find c on it.
 	kept := len(ic.conns) < fp.max && !fp.closed.Load()
@@ -324,18 +344,30 @@ func (fp *fastPool) arm() {
 	}
 }
 
-// sweepIdle closes the connections idle for idleFor or more and arms the
-// next sweep while any remain.
+// sweepIdle closes the connections idle for idleFor or more, drops the
+// stacks left empty that no get has looked at for idleFor, and arms the
+// next sweep while any stack remains.
+//
+// A stack is dropped under its lock, and marked dead there: a get that
+// found it before finds it empty and dials, and a put to it (its
+// connection was out) takes its host's current stack instead (put). So
+// no connection is put on a stack the map no longer holds, where it
+// would stay open and unswept.
 func (fp *fastPool) sweepIdle() {
 	cut := fp.now().Add(-fp.idleFor)
 	left := false
-	fp.hosts.Range(func(_, v any) bool {
+	fp.hosts.Range(func(k, v any) bool {
 		ic := v.(*idleConns)
 		for _, c := range ic.take(cut, fp.closed.Load()) {
 			_ = c.Close()
 		}
 		ic.mu.Lock()
-		left = left || len(ic.conns) > 0
+		if len(ic.conns) == 0 && !ic.last.After(cut) {
+			ic.dead = true
+			fp.hosts.CompareAndDelete(k, ic)
+		} else {
+			left = true
+		}
 		ic.mu.Unlock()
 		return true
 	})

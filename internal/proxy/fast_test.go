@@ -822,7 +822,7 @@ func TestFastPathIdleConnectionHoldsNoBuffer(t *testing.T) {
 		if s, body := fastGet(t, srv); s != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, s, body)
 		}
-		ic := p.fast.idle(be.ln.Addr().String())
+		ic := p.fast.idle(be.ln.Addr().String(), time.Now())
 		ic.mu.Lock()
 		n := len(ic.conns)
 		var br *bufio.Reader
