@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -62,6 +63,10 @@ type Gatehouse struct {
 	// Options.Passthrough); startParts has the table's sweep forget its
 	// deleted apps.
 	passthrough *edge.Passthrough
+	// forgetGrace and forgetEvery time the table's sweep of deleted
+	// apps' state (route.Forget); zero is its defaults. Tests shorten
+	// them.
+	forgetGrace, forgetEvery time.Duration
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).

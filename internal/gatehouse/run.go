@@ -302,7 +302,9 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	}
 	eg.Go(func() error { <-ctx.Done(); return gw.Close() })
 	// A deleted app's series and round-robin counters go a minute after it.
-	eg.Go(func() error { return route.NewForget(&g.live, 0, gw, g.passthrough).Run(ctx) })
+	eg.Go(func() error {
+		return route.NewForget(&g.live, g.forgetGrace, gw, g.passthrough).Run(ctx, g.forgetEvery)
+	})
 	var h http.Handler = gw
 	l7.Store(&h)
 	return nil

@@ -91,9 +91,12 @@ func (f *Forget) Sweep(now time.Time) int {
 	return n
 }
 
-// Run sweeps every ForgetEvery until ctx ends.
-func (f *Forget) Run(ctx context.Context) error {
-	t := time.NewTicker(ForgetEvery)
+// Run sweeps every every (0: ForgetEvery) until ctx ends.
+func (f *Forget) Run(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		every = ForgetEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

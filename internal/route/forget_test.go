@@ -124,7 +124,7 @@ func TestForgetSweep(t *testing.T) {
 func TestForgetRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- NewForget(&Live{}, 0).Run(ctx) }()
+	go func() { done <- NewForget(&Live{}, 0).Run(ctx, 0) }()
 	cancel()
 	select {
 	case err := <-done:
