@@ -12,9 +12,9 @@ import (
 // WithLabelValues does both on every call). Get one with [Set.App]; it is
 // safe for concurrent use.
 //
-// The children are looked up once and kept: [Set.ForgetApp] drops the App
-// before it deletes the app's series, so that the next request for the app
-// gets a new App whose children are in the vectors.
+// The children are looked up once and kept: [Set.ForgetApp] deletes the
+// app's series, which detaches them, and then drops the App, so that the
+// next request for the app gets a new App whose children are exported.
 type App struct {
 	id       string
 	requests *prometheus.CounterVec
@@ -86,16 +86,21 @@ func (s *Set) HeldApps(f func(id string) bool) {
 // deleted by its full label values: a DeletePartialMatch would scan every
 // series of every app, under the vector's lock, once per app forgotten.
 //
-// The App goes first: a request that finishes meanwhile builds a new
-// one, and so holds the app again, or records into the old App's
-// children, which the deletes detach. Either way nothing stays behind
-// that the sweep does not see: series a late request makes come with an
-// App entry, and that is forgotten again at a later sweep.
+// The series go before the App: a request that finishes meanwhile
+// records into the old App, whose children the deletes detached (its
+// counts are lost), or, once the App is gone, builds a new one from
+// children made after the deletes, which are exported, and holds the app
+// again for the sweep to forget later. The other order could leave an
+// App built between the two steps, on detached children, cached: a
+// request in that window for an app then put back would leave the app's
+// series off /metrics. What this order can leave are the series such a
+// request made after the deletes while it still got the old App (an
+// upstream error, a class and method the App had not seen): a series or
+// two, deleted with the rest if the app comes and goes again.
 func (s *Set) ForgetApp(app string) {
 	if reserved(app) {
 		return
 	}
-	s.apps.Delete(app)
 	for _, c := range classes {
 		for _, m := range methods {
 			s.Requests.DeleteLabelValues(app, c, m)
@@ -105,4 +110,5 @@ func (s *Set) ForgetApp(app string) {
 	for _, r := range reasons {
 		s.UpstreamErrors.DeleteLabelValues(app, r)
 	}
+	s.apps.Delete(app)
 }
