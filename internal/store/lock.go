@@ -52,15 +52,10 @@ func (c *CertKV) Lock(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	val, _ := json.Marshal(lockValue{Owner: c.owner, Created: time.Now().UTC()})
 	for {
-		rev, err := c.locks.Create(ctx, key, val, jetstream.KeyTTL(c.ttl))
-		if err == nil {
-			c.hold(name, key, rev)
-			return nil
-		}
-		if !contended(err) {
-			return fmt.Errorf("store: lock %s: %w", name, err)
+		ok, err := c.tryLock(ctx, name, key)
+		if err != nil || ok {
+			return err
 		}
 		t := time.NewTimer(c.poll)
 		select {
@@ -70,6 +65,21 @@ func (c *CertKV) Lock(ctx context.Context, name string) error {
 		case <-t.C:
 		}
 	}
+}
+
+// tryLock takes the lock name (under key) if no one holds it, and
+// reports whether it did.
+func (c *CertKV) tryLock(ctx context.Context, name, key string) (bool, error) {
+	val, _ := json.Marshal(lockValue{Owner: c.owner, Created: time.Now().UTC()})
+	rev, err := c.locks.Create(ctx, key, val, jetstream.KeyTTL(c.ttl))
+	if err == nil {
+		c.hold(name, key, rev)
+		return true, nil
+	}
+	if !contended(err) {
+		return false, fmt.Errorf("store: lock %s: %w", name, err)
+	}
+	return false, nil
 }
 
 // contended reports whether a conditional write lost to another writer:
