@@ -16,6 +16,8 @@
 // ordered consumer per bucket, plus the server's republished copy of each
 // write, so that losing the node that hosts a consumer does not stall the
 // table). If NATS goes away, Run keeps the last table and keeps retrying.
+// Run also sweeps away old delete markers, one gateway at a time (see
+// sweep.go), so that deleted keys do not weigh on every load.
 //
 // Keys are escaped reversibly (see keys.go) so that any name, including
 // "*" and "_acme-challenge", is a valid KV key.

@@ -25,6 +25,14 @@ type Options struct {
 	// table untouched. It does not bound the watchers that follow the
 	// load. 0 means 15 s.
 	LoadTimeout time.Duration
+	// MarkerAge is how long a delete marker stays in a bucket before Run
+	// sweeps it away (see sweep.go); 0 means 1 h. A gateway cut off for
+	// longer still drops a deleted key at its next resync, which reads
+	// live keys only.
+	MarkerAge time.Duration
+	// SweepEvery is how often Run looks for markers older than MarkerAge,
+	// the first time once its first load is done. 0 means 10 min.
+	SweepEvery time.Duration
 	// Logger receives watch errors and skipped bad values. Nil discards.
 	Logger *slog.Logger
 }
@@ -33,6 +41,11 @@ const (
 	defaultResync  = 30 * time.Second
 	defaultLockTTL = 60 * time.Second
 	minLockTTL     = 2 * time.Second
+	// A marker lives long enough for every connected watcher to see it,
+	// and for a host key watch resuming after a short outage to report
+	// it; discovery's periodic check (10 min) covers a longer outage.
+	defaultMarkerAge  = time.Hour
+	defaultSweepEvery = 10 * time.Minute
 )
 
 func (o *Options) validate() error {
@@ -43,6 +56,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("store: load timeout must not be negative, got %s", o.LoadTimeout)
 	case o.Resync < 0:
 		return fmt.Errorf("store: resync must not be negative, got %s", o.Resync)
+	case o.MarkerAge < 0:
+		return fmt.Errorf("store: marker age must not be negative, got %s", o.MarkerAge)
+	case o.SweepEvery < 0:
+		return fmt.Errorf("store: sweep interval must not be negative, got %s", o.SweepEvery)
 	case o.LockTTL < 0 || (o.LockTTL > 0 && o.LockTTL < minLockTTL):
 		return fmt.Errorf("store: lock ttl must be at least %s, got %s", minLockTTL, o.LockTTL)
 	}
@@ -68,6 +85,20 @@ func (o *Options) lockTTL() time.Duration {
 		return defaultLockTTL
 	}
 	return o.LockTTL
+}
+
+func (o *Options) markerAge() time.Duration {
+	if o.MarkerAge == 0 {
+		return defaultMarkerAge
+	}
+	return o.MarkerAge
+}
+
+func (o *Options) sweepEvery() time.Duration {
+	if o.SweepEvery == 0 {
+		return defaultSweepEvery
+	}
+	return o.SweepEvery
 }
 
 func (o *Options) logger() *slog.Logger {

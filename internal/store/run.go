@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -129,8 +130,14 @@ func (s *Store) feeds() []feed {
 // applies each change to b as the watchers deliver it. Every Resync it
 // reloads in full (new watchers, b.Replace). On any error — NATS gone, a
 // bucket unreachable — it logs, keeps the table as it is, and retries
-// with back-off. It returns nil when ctx ends.
+// with back-off. It returns nil when ctx ends. Meanwhile it sweeps away
+// old delete markers (sweep.go).
 func (s *Store) Run(ctx context.Context, b *route.Builder) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { s.sweeper(ctx) })
 	wait := retryMin
 	for {
 		err := s.session(ctx, b)
