@@ -49,12 +49,15 @@ type Discovery struct {
 
 	mu    sync.Mutex
 	hosts map[string]*entry
-	// left holds the ts of the last leave accepted per host id, for as
-	// long as a leave that old is inside the clock window (the sweeper
-	// prunes it): a leave is accepted only if newer, so a captured one
-	// cannot be replayed. It outlives the entry, which host_ttl may
-	// remove within that window.
-	left    map[string]int64
+	// left holds, per host id, the ts of the last leave accepted under
+	// each key, for as long as a leave that old is inside the clock
+	// window (the sweeper prunes it): a leave is accepted only if newer
+	// than the last one its key signed, so a captured one cannot be
+	// replayed. Per key, because a leave signs only host_id and ts: a new
+	// run of the host with a new key may leave within the same second as
+	// the old run did, and its leave is no replay. It outlives the entry,
+	// which host_ttl may remove within that window.
+	left    map[string][]leftBy
 	dirty   map[string]struct{} // ids whose published host must be rebuilt or deleted
 	busDown bool                // the sweeper saw the bus disconnected
 	// unproven holds the entries that never verified, in the order of
@@ -204,7 +207,7 @@ func New(opts Options) (*Discovery, error) {
 		flushc:      make(chan struct{}, 1),
 		maxUnproven: maxUnproven(opts.MaxHosts),
 		hosts:       map[string]*entry{},
-		left:        map[string]int64{},
+		left:        map[string][]leftBy{},
 		dirty:       map[string]struct{}{},
 		checking:    map[string]int{},
 		parked:      map[string]*list.List{},
@@ -478,9 +481,13 @@ func (d *Discovery) sweep(now time.Time) {
 			e.lastHB = now
 		}
 	}
-	for id, ts := range d.left {
-		if ts < now.Unix()-int64(leaveWindow/time.Second) {
-			delete(d.left, id) // the clock window refuses its replays now
+	for id, ls := range d.left {
+		// The clock window refuses replays of the older ones now.
+		ls = slices.DeleteFunc(ls, func(l leftBy) bool { return l.ts < now.Unix()-int64(leaveWindow/time.Second) })
+		if len(ls) == 0 {
+			delete(d.left, id)
+		} else {
+			d.left[id] = ls
 		}
 	}
 	stale := time.Duration(d.opts.MissedHeartbeats) * d.opts.HeartbeatInterval
@@ -756,13 +763,20 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	if skew := now.Unix() - l.TS; skew > w || skew < -w {
 		return dropStaleLeave, fmt.Errorf("ts %d is %ds off the gateway's clock (at most %s either way)", l.TS, skew, leaveWindow)
 	}
-	if last, ok := d.left[l.HostID]; ok && l.TS <= last {
-		return dropStaleLeave, fmt.Errorf("ts %d is not newer than the host's last leave (ts %d)", l.TS, last)
+	pub := e.leaveKey()
+	ls := d.left[l.HostID]
+	i := slices.IndexFunc(ls, func(b leftBy) bool { return pub.Equal(b.key) })
+	if i >= 0 && l.TS <= ls[i].ts {
+		return dropStaleLeave, fmt.Errorf("ts %d is not newer than the host's last leave signed by this key (ts %d)", l.TS, ls[i].ts)
 	}
 	if floor := e.leaveFloor(); l.TS < floor {
 		return dropStaleLeave, fmt.Errorf("ts %d is older than the host's current run (from ts %d)", l.TS, floor)
 	}
-	d.left[l.HostID] = l.TS
+	if i >= 0 {
+		ls[i].ts = l.TS
+	} else {
+		d.left[l.HostID] = append(ls, leftBy{key: pub, ts: l.TS})
+	}
 	if p := e.proven; p != nil {
 		// Claims announced since the host last proved itself were never
 		// shown to be its own, and it is going away: drop them.
@@ -777,6 +791,15 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 	d.updateLocked(l.HostID, e)
 	d.opts.Logger.Info("discovery: host leaving", "host_id", l.HostID)
 	return "", nil
+}
+
+// leftBy is the ts of the last leave accepted for a host under one key.
+// A host id holds more than one only when its key changed within the
+// clock window; each costs an accepted leave, which only the enrolled
+// key can sign.
+type leftBy struct {
+	key ed25519.PublicKey
+	ts  int64
 }
 
 // leaveKey is the key a leave for e must be signed by: the key of the
@@ -796,9 +819,10 @@ func (e *entry) leaveKey() ed25519.PublicKey {
 // signed at all, so the rule must hold whatever announces anyone copies:
 //
 //   - Replays: a leave is accepted only if its ts is newer than the last
-//     leave accepted for the host (d.left). A captured leave, replayed
-//     within the clock window after the host came back, is refused
-//     whatever ts the announces carry.
+//     leave accepted for the host under the same key (d.left). A captured
+//     leave, replayed within the clock window after the host came back,
+//     is refused whatever ts the announces carry: under its own key as
+//     not newer, under another as not verifying.
 //   - The floor: the run the host is routed by began, on the gateway's
 //     clock, when its claims passed their check (e.since); any leave of it
 //     is signed later. The host's clock may be up to leaveWindow behind

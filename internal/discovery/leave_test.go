@@ -328,3 +328,46 @@ func TestCopiedAnnounceCannotMoveTheLeaveRule(t *testing.T) {
 		})
 	}
 }
+
+// A host whose key was replaced comes back, and its new run leaves within
+// the same second as the old run did (one leave signs only host_id and
+// ts): the leave drains it, and is no replay. Leaves of either run
+// replayed against the run after remain refused.
+func TestNewKeyLeavesInTheOldRunsSecond(t *testing.T) {
+	gatewayURL, hostURL := startGatewayBus(t)
+	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
+	k1, pub1 := newKey(t)
+	k2, pub2 := newKey(t)
+	anon := tu.Connect(t, hostURL)
+	// Both runs' clocks stand still: their announces and leaves carry ts.
+	ts := time.Now().Unix()
+	stopped := func(o *host.Options) { o.Now = func() time.Time { return time.Unix(ts, 0) } }
+
+	e.keys.enrol("web-1", pub1, "hello")
+	_, stop1 := runHostWith(t, hostURL, "web-1", k1, []string{"hello"}, stopped)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "first run not routable")
+	stop1()
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").State == route.HostDraining }, "first run's leave did not drain it")
+
+	e.keys.enrol("web-1", pub2, "hello")
+	addr2, stop2 := runHostWith(t, hostURL, "web-1", k2, []string{"hello"}, stopped)
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		return e.routable("hello", "web-1") && e.info("web-1").Addr == addr2 && e.info("web-1").State == route.HostVerified
+	}, "second run not routable")
+	n := e.dropped("stale_leave")
+	stop2()
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1") || e.dropped("stale_leave") > n
+	}, "second run's leave neither drained nor was refused")
+	if m := e.dropped("stale_leave"); m != n {
+		t.Fatalf("the second run's own leave, signed by its new key, was refused as stale (%v -> %v)", n, m)
+	}
+
+	// A third run, with the second key and the real clock.
+	addr3, _ := runHost(t, hostURL, "web-1", k2, []string{"hello"})
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		return e.routable("hello", "web-1") && e.info("web-1").Addr == addr3 && e.info("web-1").State == route.HostVerified
+	}, "third run not routable")
+	e.refused(t, anon, signed(k2, "web-1", ts), "stale_leave")
+	e.refused(t, anon, signed(k1, "web-1", ts), "bad_signature")
+}
