@@ -254,9 +254,19 @@ func TestBusHeartbeatReplyIsNotAConfusedDeputy(t *testing.T) {
 	if _, err := replies.NextMsg(10 * time.Second); err != nil {
 		t.Fatalf("no answer on the host's own inbox: %v", err)
 	}
+	// The gateway's own JetStream requests (its store's marker sweep
+	// takes a lock, reads stream info) carry a reply subject for their
+	// answer; an answer to a heartbeat carries none.
 	for _, sub := range []*nats.Subscription{seen, seenAPI} {
-		if m, err := sub.NextMsg(2 * time.Second); err == nil {
-			t.Errorf("a host made the gateway publish %q on %s", m.Data, m.Subject)
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			m, err := sub.NextMsg(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			if m.Reply == "" {
+				t.Errorf("a host made the gateway publish %q on %s", m.Data, m.Subject)
+			}
 		}
 	}
 	if code, body := r.control(t, "GET", "/api/v3/hosts/keys/good", ""); code != 200 {
