@@ -22,14 +22,16 @@ import (
 //
 // What a swept marker no longer does: a gateway whose watch missed it (cut
 // off for longer than MarkerAge) still drops the key at its next resync,
-// which builds the table from live keys only; a host key watch resuming
-// after such an outage does not report the delete, and discovery's
-// periodic check takes the host out instead.
+// which builds the table from live keys only.
 const sweepLock = "gatehouse_store_sweep"
 
 // sweptBuckets are the buckets whose markers Run sweeps. The lock bucket
-// needs none: its keys and markers carry a TTL.
-var sweptBuckets = []string{bucketApps, bucketDomains, bucketZones, bucketRecords, bucketHostKeys, bucketCerts}
+// needs none: its keys and markers carry a TTL. The host key bucket keeps
+// its markers: a revocation is a delete there, and a host key watch
+// resuming after an outage must still see it (WatchHostKeys), not leave a
+// revoked host routable until discovery's periodic check; enrolments
+// change seldom, so its markers stay few.
+var sweptBuckets = []string{bucketApps, bucketDomains, bucketZones, bucketRecords, bucketCerts}
 
 // sweeper sweeps every SweepEvery, the first time once the first load
 // is done, until ctx ends.

@@ -76,6 +76,10 @@ func TestDeleteMarkersSwept(t *testing.T) {
 	}
 	mustPut(t, s.DeleteRecord(ctx, zone, "mail", "A"))
 	mustPut(t, s.DeleteRecord(ctx, zone, "ftp", "A")) // the zone's newest change
+	// A revoked host key's marker stays: a host key watch resuming after
+	// an outage must still see the revocation.
+	mustPut(t, s.PutHostKey(ctx, &route.HostKey{HostID: "revoked", PublicKey: testHostKey, Apps: []string{"a0"}}))
+	mustPut(t, s.DeleteHostKey(ctx, "revoked"))
 	const apps = 100
 	for i := range apps {
 		mustPut(t, s.PutApp(ctx, &route.App{ID: "a" + strconv.Itoa(i)}))
@@ -117,6 +121,9 @@ func TestDeleteMarkersSwept(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool { return streamMsgs(t, j1, "gatehouse_records") == 2 },
 		"the marker a newer record set replaced was not swept")
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(before.live.Load().Records(zone)) == 2 }, "mx never arrived")
+	if n := streamMsgs(t, j1, "gatehouse_hostkeys"); n != 1 { // two sweeps have run by now
+		t.Errorf("gatehouse_hostkeys holds %d messages after the sweeps, want the revocation's marker", n)
+	}
 	after := before.live.Load().Serial(zone)
 	if int32(after-serial) <= 0 {
 		t.Errorf("serial %d after a new record, %d before", after, serial)
