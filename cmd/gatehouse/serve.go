@@ -38,16 +38,38 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // runDemo runs the whole system in one process and prints what to try.
+// Its listen addresses take the serve flags' names, so a port another
+// program holds (8080 is Traefik's default) can be moved.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 {
-		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-			fmt.Fprintf(stdout, "usage: gatehouse demo\n\nRuns a gateway, an embedded NATS and two verified hosts of the app \"hello\"\non loopback, and prints the URLs to try. Ctrl-C stops it.\n")
+	a := gatehouse.DefaultDemoAddrs()
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&a.HTTP, "http", a.HTTP, "plaintext HTTP listen address, serve mode")
+	fs.StringVar(&a.HTTPS, "https", a.HTTPS, "HTTPS listen address (empty: off)")
+	fs.StringVar(&a.Management, "management", a.Management, "management listen address: dashboard, healthz, readyz, metrics, control API")
+	fs.StringVar(&a.BusListen, "bus-listen", a.BusListen, "embedded NATS client listen address")
+	fs.StringVar(&a.DNS, "dns", a.DNS, "DNS listen address, udp+tcp (empty: off; taken: any free port)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "usage: gatehouse demo [-http ADDR] [-https ADDR] [-management ADDR] [-bus-listen ADDR] [-dns ADDR]\n\nRuns a gateway, an embedded NATS and two verified hosts of the app \"hello\"\non loopback, and prints the URLs to try. Ctrl-C stops it.\n\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return flag.ErrHelp
 		}
-		return fmt.Errorf("demo: unexpected argument %q", args[0])
+		return fmt.Errorf("demo: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
+	}
+	// The hosts enrol through the control API and announce on the bus.
+	for _, f := range []struct{ name, addr string }{{"http", a.HTTP}, {"management", a.Management}, {"bus-listen", a.BusListen}} {
+		if f.addr == "" {
+			return fmt.Errorf("demo: -%s cannot be empty: the demo needs it", f.name)
+		}
 	}
 	defer gcfloor.Start(ctx, uint64(config.Default().Runtime.GCFloorMB)<<20).Stop()
 	return gatehouse.RunDemo(ctx, stdout, gatehouse.DemoOptions{
+		Addrs:  &a,
 		Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 }

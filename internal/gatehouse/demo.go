@@ -25,11 +25,15 @@ import (
 )
 
 // DemoOptions configures RunDemo. The zero value is the documented demo:
-// fixed loopback ports, a fresh data directory removed on exit.
+// the loopback ports of DefaultDemoAddrs, a fresh data directory removed
+// on exit.
 type DemoOptions struct {
 	// Config overrides the demo's configuration when non-nil (tests use
-	// port 0 everywhere).
+	// port 0 everywhere); Addrs is then ignored.
 	Config *config.Config
+	// Addrs are the demo's listen addresses when Config is nil; nil is
+	// DefaultDemoAddrs.
+	Addrs *DemoAddrs
 	// Logger receives the gateway's log; nil discards it.
 	Logger *slog.Logger
 	// Started, if non-nil, is called with the running gateway and the
@@ -37,22 +41,69 @@ type DemoOptions struct {
 	Started func(g *Gatehouse, token string)
 }
 
+// DemoAddrs are the addresses `gatehouse demo` listens on; each is set by
+// the serve flag of the same name (-http, -https, -management,
+// -bus-listen, -dns), so a taken port can be moved.
+type DemoAddrs struct {
+	HTTP, HTTPS, Management, BusListen, DNS string
+}
+
+// DefaultDemoAddrs are the demo's documented ports, all on loopback.
+func DefaultDemoAddrs() DemoAddrs {
+	return DemoAddrs{
+		HTTP:       "127.0.0.1:8080",
+		HTTPS:      "127.0.0.1:8443",
+		Management: "127.0.0.1:9180",
+		BusListen:  "127.0.0.1:4222",
+		DNS:        "127.0.0.1:5353",
+	}
+}
+
 // DemoConfig is the configuration `gatehouse demo` runs: http in serve mode
-// on 127.0.0.1:8080, zone localhost, everything else on loopback.
-func DemoConfig(dataDir string) config.Config {
+// on a.HTTP, zone localhost, everything else on a's addresses.
+func DemoConfig(dataDir string, a DemoAddrs) config.Config {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.Zone = "localhost"
-	cfg.HTTP.Addr = "127.0.0.1:8080"
+	cfg.HTTP.Addr = a.HTTP
 	cfg.HTTP.Mode = config.HTTPModeServe
-	cfg.HTTPS.Addr = "127.0.0.1:8443"
-	cfg.DNS.Addr = "127.0.0.1:5353"
-	cfg.Management.Addr = "127.0.0.1:9180"
-	cfg.Bus.Listen = "127.0.0.1:4222"
+	cfg.HTTPS.Addr = a.HTTPS
+	cfg.DNS.Addr = a.DNS
+	cfg.Management.Addr = a.Management
+	cfg.Bus.Listen = a.BusListen
 	cfg.Cluster.ID = "local"
-	cfg.Cluster.URL = "http://127.0.0.1:8080"
+	cfg.Cluster.URL = ""
+	if h, p, err := net.SplitHostPort(a.HTTP); err == nil && p != "0" {
+		if h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified() {
+			h = "127.0.0.1"
+		}
+		cfg.Cluster.URL = "http://" + net.JoinHostPort(h, p)
+	}
 	cfg.Control.Token = randomToken()
 	return cfg
+}
+
+// demoTaken returns an error naming the flag that moves the first of the
+// demo's TCP listeners whose address is in use. Found here rather than
+// when the gateway binds, the error names the demo's flag, not a config
+// key the demo has no way to set.
+func demoTaken(cfg config.Config) error {
+	for _, l := range []struct{ addr, flag string }{
+		{cfg.HTTP.Addr, "-http"},
+		{cfg.HTTPS.Addr, "-https"},
+		{cfg.Management.Addr, "-management"},
+		{cfg.Bus.Listen, "-bus-listen"},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return fmt.Errorf("demo: %s %s: %w; choose another address with %s (127.0.0.1:0 takes any free port)", l.flag, l.addr, err, l.flag)
+		}
+		ln.Close()
+	}
+	return nil
 }
 
 func randomToken() string {
@@ -75,7 +126,14 @@ func RunDemo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 			return fmt.Errorf("demo: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		cfg = DemoConfig(dir)
+		a := DefaultDemoAddrs()
+		if opts.Addrs != nil {
+			a = *opts.Addrs
+		}
+		cfg = DemoConfig(dir, a)
+		if err := demoTaken(cfg); err != nil {
+			return err
+		}
 	}
 	// A desktop's mDNS daemon (avahi, systemd-resolved) holds 5353, the
 	// demo's DNS port; the demo takes a free port for its DNS server

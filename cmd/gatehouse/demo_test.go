@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// TestDemoFlags: `gatehouse demo` takes serve's listener flags, so a user
+// whose 8080 is taken moves it: the demo answers on the -http address and
+// prints that address in what to try, and stops cleanly. demo refused
+// every argument ("demo: unexpected argument").
+func TestDemoFlags(t *testing.T) {
+	httpAddr := testutil.FreeAddr(t)
+	mgmt := testutil.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out testutil.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "-http", httpAddr, "-https", "127.0.0.1:0",
+			"-management", mgmt, "-bus-listen", "127.0.0.1:0", "-dns", "127.0.0.1:0"}, &out, io.Discard)
+	}()
+	_, port, _ := net.SplitHostPort(httpAddr)
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("demo ended: %v\n%s", err, out.String())
+		default:
+		}
+		return strings.Contains(out.String(), "curl http://hello.localhost:"+port+"/")
+	}, "demo never printed what to try on the -http port")
+	if !strings.Contains(out.String(), "http://"+mgmt+"/metrics") {
+		t.Errorf("what to try lacks the -management address %s:\n%s", mgmt, out.String())
+	}
+	req, _ := http.NewRequest("GET", "http://"+httpAddr+"/", nil)
+	req.Host = "hello.localhost"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.HasPrefix(string(b), "hello from host-") {
+		t.Errorf("hello.localhost on -http: %d %q", res.StatusCode, b)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("demo after stop: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo did not stop")
+	}
+}
+
+// TestDemoPortTaken: a demo port another program holds stops the demo
+// with one line naming the flag that moves it, not a config key the demo
+// cannot set ("config: http.addr: ... address already in use").
+func TestDemoPortTaken(t *testing.T) {
+	for _, flag := range []string{"-http", "-https", "-management", "-bus-listen"} {
+		t.Run(flag, func(t *testing.T) {
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			args := map[string]string{"-http": "127.0.0.1:0", "-https": "127.0.0.1:0", "-management": "127.0.0.1:0", "-bus-listen": "127.0.0.1:0", "-dns": "127.0.0.1:0"}
+			args[flag] = taken.Addr().String()
+			argv := []string{"demo"}
+			for f, v := range args {
+				argv = append(argv, f, v)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = run(ctx, argv, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("demo succeeded on a taken port")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "choose another address with "+flag) || !strings.Contains(msg, taken.Addr().String()) ||
+				strings.Contains(msg, "config:") || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line naming %s and %s", msg, taken.Addr(), flag)
+			}
+			if exitCode(err, &bytes.Buffer{}) != 1 {
+				t.Error("exit code not 1")
+			}
+		})
+	}
+}
