@@ -75,17 +75,22 @@ func (c *Config) validateListeners() error {
 	if err := oneOf("http.mode", c.HTTP.Mode, HTTPModeRedirect, HTTPModeACMEOnly, HTTPModeServe); err != nil {
 		return err
 	}
-	if c.Listeners.MaxRequestLine <= 0 {
-		return bad("listeners.max_request_line", "must be positive, got %d", c.Listeners.MaxRequestLine)
+	if n := c.Listeners.MaxRequestLine; n < minRequestLine {
+		return bad("listeners.max_request_line", "must be at least %d bytes, got %d", minRequestLine, n)
 	}
-	if c.Listeners.MaxHeaderBytes <= 0 {
-		return bad("listeners.max_header_bytes", "must be positive, got %d", c.Listeners.MaxHeaderBytes)
+	if n := c.Listeners.MaxHeaderBytes; n < minHeaderBytes {
+		return bad("listeners.max_header_bytes", "must be at least %d bytes (1 KiB), got %d", minHeaderBytes, n)
 	}
-	if c.Listeners.ReadHeaderTimeout <= 0 {
-		return bad("listeners.read_header_timeout", "must be positive, got %s", c.Listeners.ReadHeaderTimeout)
-	}
-	if c.Listeners.IdleTimeout <= 0 {
-		return bad("listeners.idle_timeout", "must be positive, got %s", c.Listeners.IdleTimeout)
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"listeners.read_header_timeout", c.Listeners.ReadHeaderTimeout},
+		{"listeners.idle_timeout", c.Listeners.IdleTimeout},
+	} {
+		if d.v < minListenerTimeout {
+			return bad(d.key, "must be at least %s, got %s", minListenerTimeout, d.v)
+		}
 	}
 	if c.Listeners.MaxConnections < 0 {
 		return bad("listeners.max_connections", "must be 0 (a quarter of the file descriptor limit) or positive, got %d", c.Listeners.MaxConnections)
@@ -393,6 +398,26 @@ const minControlToken = 16
 // more likely a unit mistake.
 const maxGCFloorMB = 64 << 10
 
+// The listeners' lower bounds are far below what any client needs, so
+// only a unit mistake hits them: a header block under 1 KiB (a browser
+// sends about 500 bytes before cookies) would answer most requests 431,
+// a request line under 256 bytes most 414, and a timeout under a second
+// cuts off any client further away than the same rack.
+const (
+	minRequestLine     = 256
+	minHeaderBytes     = 1 << 10
+	minListenerTimeout = time.Second
+)
+
+// minWindow and maxWindow bound limits.window as the control API bounds
+// an app's own rate_limit.window (internal/api): the default is an app's
+// window when it sets none, and both are one kind of value. A window
+// outside them the limiter cannot enforce.
+const (
+	minWindow = time.Second
+	maxWindow = 24 * time.Hour
+)
+
 // maxLeeway bounds auth.leeway: past a few minutes the skew is a broken
 // clock to fix, and every expired token lives on by the leeway.
 const maxLeeway = 5 * time.Minute
@@ -413,8 +438,8 @@ func (c *Config) validateLimits() error {
 	if n := c.Runtime.GCFloorMB; n < 0 || n > maxGCFloorMB {
 		return bad("runtime.gc_floor_mb", "must be 0 (off) to %d MiB, got %d", maxGCFloorMB, n)
 	}
-	if c.Limits.Window <= 0 {
-		return bad("limits.window", "must be positive, got %s", c.Limits.Window)
+	if w := c.Limits.Window; w < minWindow || w > maxWindow {
+		return bad("limits.window", "must be between 1s and 24h, got %s", w)
 	}
 	for i, p := range c.TrustedProxies {
 		pfx, err := netip.ParsePrefix(p)
