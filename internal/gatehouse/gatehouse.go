@@ -243,40 +243,57 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 }
 
 // zoneGateways is what a seeded zone's wildcard answers: the https
-// listener's address when it names one, else loopback (fallback true).
-func zoneGateways(httpsAddr string) (gateways []string, fallback bool) {
+// listener's address when it names one, else loopback.
+func zoneGateways(httpsAddr string) []string {
 	h, _, err := net.SplitHostPort(httpsAddr)
 	if err == nil {
 		if a, err := netip.ParseAddr(h); err == nil && !a.IsUnspecified() {
-			return []string{a.String()}, false
+			return []string{a.String()}
 		}
 	}
-	return []string{"127.0.0.1"}, true
+	return []string{"127.0.0.1"}
 }
 
 // seedZone creates the -zone zone at first start; an existing zone is left
-// as the operator last wrote it. A zone seeded with loopback, since the
-// https listener names no address, would answer the internet's queries
-// with 127.0.0.1: that is logged as a warning saying how to set the
-// gateway's public addresses.
+// as the operator last wrote it. A zone whose gateways are all loopback
+// (seeded so because the https listener names no address, or names a
+// loopback one) would answer the internet's queries with 127.0.0.1: every
+// start warns, saying how to set the gateways' public addresses, until
+// they are set. A zone under localhost is loopback by definition (RFC
+// 6761), as the demo's is, and is not warned about.
 func seedZone(ctx context.Context, st zoneStore, log *slog.Logger, name, httpsAddr string) error {
 	if name == "" {
 		return nil
 	}
-	if _, err := st.GetZone(ctx, name); err == nil {
+	z, err := st.GetZone(ctx, name)
+	seeded := err != nil
+	if seeded {
+		z = &route.Zone{Name: name, Gateways: zoneGateways(httpsAddr), TTL: 60}
+		if err := st.PutZone(ctx, z); err != nil {
+			return err
+		}
+	}
+	local := name == "localhost" || strings.HasSuffix(name, ".localhost")
+	if allLoopback(z.Gateways) && !local {
+		log.Warn("zone's gateways are all loopback: its names resolve to "+strings.Join(z.Gateways, ", ")+" until the gateways' public addresses are set",
+			"zone", name, "gateways", z.Gateways, "seeded", seeded,
+			"set_with", fmt.Sprintf(`gatehouse ctl zones put %s '{"gateways":["<public IP>"]}'`, name))
 		return nil
 	}
-	gws, fallback := zoneGateways(httpsAddr)
-	if err := st.PutZone(ctx, &route.Zone{Name: name, Gateways: gws, TTL: 60}); err != nil {
-		return err
+	if seeded {
+		log.Info("zone seeded", "zone", name, "gateways", z.Gateways)
 	}
-	if fallback {
-		log.Warn("zone seeded with gateways 127.0.0.1, as the https listener names no address: its names resolve to loopback until the gateways' public addresses are set",
-			"zone", name, "set_with", fmt.Sprintf(`gatehouse ctl zones put %s '{"gateways":["<public IP>"]}'`, name))
-		return nil
-	}
-	log.Info("zone seeded", "zone", name, "gateways", gws)
 	return nil
+}
+
+// allLoopback reports whether gws holds addresses and all are loopback.
+func allLoopback(gws []string) bool {
+	for _, g := range gws {
+		if a, err := netip.ParseAddr(g); err != nil || !a.IsLoopback() {
+			return false
+		}
+	}
+	return len(gws) > 0
 }
 
 type zoneStore interface {

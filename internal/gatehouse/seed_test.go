@@ -26,35 +26,51 @@ var errNoZone = errors.New("no such zone") // seedZone only tells found from not
 
 // The seeded zone answers the https listener's address; with none (":443")
 // it answers loopback, which would send the internet to 127.0.0.1, so that
-// is a warning that says how to set the public addresses. A zone already
-// stored is left as it is, and nothing is logged.
+// is a warning that says how to set the public addresses, and so is an
+// explicit loopback address. A zone already stored is left as it is, and
+// every later start warns again while its gateways are all loopback (the
+// warning used to come only on the start that seeded the zone). A zone
+// under localhost answers loopback by definition: no warning.
 func TestSeedZone(t *testing.T) {
+	const warn = `"level":"WARN","msg":"zone's gateways are all loopback`
 	for _, c := range []struct {
-		https, want, log string
+		zone, https, want, log string
+		warns                  bool
 	}{
-		{"203.0.113.10:443", "203.0.113.10", `"level":"INFO","msg":"zone seeded"`},
-		{"[2001:db8::1]:443", "2001:db8::1", `"level":"INFO","msg":"zone seeded"`},
-		{":443", "127.0.0.1", `"level":"WARN","msg":"zone seeded with gateways 127.0.0.1`},
-		{"0.0.0.0:8443", "127.0.0.1", `gatehouse ctl zones put apps.example.com '{\"gateways\":[\"<public IP>\"]}'`},
+		{"apps.example.com", "203.0.113.10:443", "203.0.113.10", `"level":"INFO","msg":"zone seeded"`, false},
+		{"apps.example.com", "[2001:db8::1]:443", "2001:db8::1", `"level":"INFO","msg":"zone seeded"`, false},
+		{"apps.example.com", ":443", "127.0.0.1", warn + `: its names resolve to 127.0.0.1`, true},
+		{"apps.example.com", "0.0.0.0:8443", "127.0.0.1", `gatehouse ctl zones put apps.example.com '{\"gateways\":[\"<public IP>\"]}'`, true},
+		{"apps.example.com", "127.0.0.1:8443", "127.0.0.1", warn, true},
+		{"apps.example.com", "[::1]:8443", "::1", warn, true},
+		{"localhost", "127.0.0.1:8443", "127.0.0.1", `"level":"INFO","msg":"zone seeded"`, false},
 	} {
 		var logs testutil.SyncBuffer
 		st := zoneMap{}
-		if err := seedZone(t.Context(), st, slog.New(slog.NewJSONHandler(&logs, nil)), "apps.example.com", c.https); err != nil {
+		if err := seedZone(t.Context(), st, slog.New(slog.NewJSONHandler(&logs, nil)), c.zone, c.https); err != nil {
 			t.Fatal(err)
 		}
-		z := st["apps.example.com"]
+		z := st[c.zone]
 		if z == nil || len(z.Gateways) != 1 || z.Gateways[0] != c.want {
 			t.Errorf("%s: zone %+v, want gateways [%s]", c.https, z, c.want)
 		}
 		if !strings.Contains(logs.String(), c.log) {
 			t.Errorf("%s: log %s, want %s", c.https, logs.String(), c.log)
 		}
+		if strings.Contains(logs.String(), warn) != c.warns || strings.Contains(logs.String(), `"level":"INFO"`) == c.warns {
+			t.Errorf("%s: want one line, a warning or the seeding: %s", c.https, logs.String())
+		}
 		var again testutil.SyncBuffer
-		if err := seedZone(t.Context(), st, slog.New(slog.NewJSONHandler(&again, nil)), "apps.example.com", "192.0.2.1:443"); err != nil {
+		if err := seedZone(t.Context(), st, slog.New(slog.NewJSONHandler(&again, nil)), c.zone, "192.0.2.1:443"); err != nil {
 			t.Fatal(err)
 		}
-		if st["apps.example.com"] != z || again.String() != "" {
-			t.Errorf("%s: a stored zone was seeded again: %+v, %s", c.https, st["apps.example.com"], again.String())
+		if st[c.zone] != z {
+			t.Errorf("%s: a stored zone was seeded again: %+v", c.https, st[c.zone])
+		}
+		if warned := strings.Contains(again.String(), warn); warned != c.warns {
+			t.Errorf("%s: next start warned %v, want %v: %s", c.https, warned, !warned, again.String())
+		} else if !warned && again.String() != "" {
+			t.Errorf("%s: next start logged %s", c.https, again.String())
 		}
 	}
 }
