@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/gatehouse"
@@ -27,6 +29,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
+	defer ignoreHangup(logger)()
 	// GOGC is the process's: the floor belongs to the process, not to
 	// the gateway (tests run many gateways in one process).
 	defer gcfloor.Start(ctx, uint64(cfg.Runtime.GCFloorMB)<<20).Stop()
@@ -35,6 +38,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return g.Run(ctx)
+}
+
+// ignoreHangup keeps SIGHUP, by default fatal, from killing the gateway
+// with no drain: service managers send it to reload (ExecReload=kill -HUP),
+// and serve does not reload its configuration. Each one is logged, saying
+// to restart instead. The returned func stops it.
+func ignoreHangup(log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				log.Warn("SIGHUP ignored: configuration reload is not supported; restart gatehouse to apply a changed configuration (SIGTERM drains first)")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }
 
 // runDemo runs the whole system in one process and prints what to try.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,5 +191,54 @@ func TestServeStoppedWhileStarting(t *testing.T) {
 	if c, err := net.Dial("tcp", mgmt); err == nil {
 		c.Close()
 		t.Error("management listener still open after serve returned")
+	}
+}
+
+// TestServeIgnoresHangup: SIGHUP, what a service manager's reload sends,
+// does not stop serve (it killed the process at once, exit 129, with no
+// drain and nothing logged): serve logs that reload is not supported and
+// goes on answering; a stop then drains as usual.
+func TestServeIgnoresHangup(t *testing.T) {
+	mgmt := testutil.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var logs testutil.SyncBuffer
+	go func() {
+		done <- run(ctx, []string{"serve",
+			"-data", t.TempDir(), "-http", "", "-https", "", "-dns", "",
+			"-management", mgmt, "-bus-listen", "127.0.0.1:0",
+		}, &bytes.Buffer{}, &logs)
+	}()
+	ready := func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, logs.String())
+		default:
+		}
+		res, err := http.Get("http://" + mgmt + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	}
+	testutil.WaitFor(t, 20*time.Second, ready, "serve never became ready")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	const want = `"level":"WARN","msg":"SIGHUP ignored: configuration reload is not supported; restart gatehouse`
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), want) }, "no log line for SIGHUP")
+	if !ready() {
+		t.Error("serve not ready after SIGHUP")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after stop: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not return after its context ended")
 	}
 }
