@@ -50,6 +50,10 @@ type Bus struct {
 
 	cluster string // the external server's cluster name at Start; "" if none
 	fails   reconnectFails
+	async   asyncErrs
+	// up is whether the started connection is connected now, for
+	// Connected (a metric reads it at any time, Start included).
+	up atomic.Bool
 	// waitLogEvery is how often a Start still waiting for an external
 	// server says so (10 s; tests shorten it).
 	waitLogEvery time.Duration
@@ -82,7 +86,7 @@ func New(opts Options) (*Bus, error) {
 	// refuse.
 	srvBase := log.With("component", "nats-server")
 	log = log.With("component", "bus")
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}, waitLogEvery: 10 * time.Second}, nil
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -109,11 +113,40 @@ func (b *Bus) Start(ctx context.Context) error {
 		b.Close()
 		return fmt.Errorf("bus: jetstream: %w", err)
 	}
+	b.up.Store(b.nc.IsConnected())
 	if !b.Embedded() {
 		b.watchStop, b.watchDone = make(chan struct{}), make(chan struct{})
 		go b.watch(b.watchStop, b.watchDone)
 	}
 	return nil
+}
+
+// Connected reports whether the bus is connected now: false before Start
+// returns, while a started connection is down, and after Close.
+func (b *Bus) Connected() bool { return b.up.Load() }
+
+// noHandshake is why a connection is down when nothing said why: no dial
+// failed (a failed one is reported, reconnectFails) and nats.go holds no
+// error, as for an address that accepts and closes at once.
+const noHandshake = "no NATS handshake completed (an address that accepts and closes: a load balancer with no server behind it?)"
+
+// dialEvery bounds how long apart nats.go's dials are while down: its
+// 2 s dial timeout, then 250 ms (ReconnectWait) plus jitter.
+const dialEvery = 2500 * time.Millisecond
+
+// whyDown is the best word on why nc is not connected at now, a line
+// every d: a dial that failed since the last line or just before it
+// (nc.LastError is nil for those), else nc's last error, else
+// noHandshake. An older failed dial is not the word any more: the
+// address may accept and close since, which reports nothing.
+func (b *Bus) whyDown(nc *nats.Conn, now time.Time, d time.Duration) string {
+	if err := b.fails.lastWithin(now, d+dialEvery); err != nil && dialOrAuthErr(err) {
+		return err.Error()
+	}
+	if err := nc.LastError(); err != nil {
+		return err.Error()
+	}
+	return noHandshake
 }
 
 // watch says every waitLogEvery that a started connection to an external
@@ -131,15 +164,13 @@ func (b *Bus) watch(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		case now := <-t.C:
 			down := b.downAt.Load()
-			if down == 0 || b.nc.IsConnected() || b.nc.IsClosed() || b.fails.loggedWithin(now, b.waitLogEvery) {
+			// Down for less than a period is "nats disconnected", just
+			// logged, not still; its reconnect has not dialled yet.
+			if down == 0 || now.Sub(time.Unix(0, down)) < b.waitLogEvery || b.nc.IsConnected() || b.nc.IsClosed() || b.fails.loggedWithin(now, b.waitLogEvery) {
 				continue
 			}
-			why := "no NATS handshake completed (an address that accepts and closes: a load balancer with no server behind it?)"
-			if last := b.nc.LastError(); last != nil {
-				why = last.Error()
-			}
 			b.log.Warn("the bus is still disconnected", "url", redactList(b.urls),
-				"for", now.Sub(time.Unix(0, down)).Round(time.Second), "last_error", why)
+				"for", now.Sub(time.Unix(0, down)).Round(time.Second), "last_error", b.whyDown(b.nc, now, b.waitLogEvery))
 		}
 	}
 }
@@ -283,11 +314,7 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	nextLog := started.Add(b.waitLogEvery)
 	for !nc.IsConnected() {
 		if now := time.Now(); now.After(nextLog) {
-			why := "no NATS handshake completed (an address that accepts and closes: a load balancer with no server behind it?)"
-			if last := nc.LastError(); last != nil {
-				why = last.Error()
-			}
-			b.log.Warn("waiting for the bus", "url", redactList(b.urls), "waited", now.Sub(started).Round(time.Second), "last_error", why)
+			b.log.Warn("waiting for the bus", "url", redactList(b.urls), "waited", now.Sub(started).Round(time.Second), "last_error", b.whyDown(nc, now, b.waitLogEvery))
 			nextLog = now.Add(b.waitLogEvery)
 		}
 		select {
@@ -323,6 +350,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			b.up.Store(false)
 			b.downAt.CompareAndSwap(0, time.Now().UnixNano())
 			if err == nil { // our own Close: nothing went wrong
 				b.log.Debug("nats disconnected")
@@ -331,6 +359,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 			b.log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			b.up.Store(true)
 			b.downAt.Store(0)
 			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "failed_attempts", b.fails.reset())
 		}),
@@ -346,9 +375,12 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 			if sub != nil {
 				subj = sub.Subject
 			}
-			b.log.Warn("nats async error", "subject", subj, "err", err)
+			b.async.failed(subj, err)
 		}),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.ClosedHandler(func(*nats.Conn) {
+			b.up.Store(false)
+			close(closed)
+		}),
 	}, extra...)
 }
 
@@ -375,12 +407,15 @@ type reconnectFails struct {
 	last    time.Time // when a failure was last logged; zero after a reconnect
 	total   int       // failures since the last reconnect
 	skipped int       // failures not logged since the last line
+	lastErr error     // the last failure, logged or not; nil after a reconnect
+	lastAt  time.Time // when lastErr came
 }
 
 func (r *reconnectFails) failed(err error) {
 	r.mu.Lock()
 	r.total++
 	now := time.Now()
+	r.lastErr, r.lastAt = err, now
 	if !r.last.IsZero() && now.Sub(r.last) < reconnectLogEvery {
 		r.skipped++
 		r.mu.Unlock()
@@ -400,14 +435,89 @@ func (r *reconnectFails) loggedWithin(now time.Time, d time.Duration) bool {
 	return !r.last.IsZero() && now.Sub(r.last) < d
 }
 
+// lastWithin returns the last failure if it came less than d before now:
+// an older one may no longer be why (the address may since accept and
+// close instead of refusing).
+func (r *reconnectFails) lastWithin(now time.Time, d time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastErr == nil || now.Sub(r.lastAt) >= d {
+		return nil
+	}
+	return r.lastErr
+}
+
 // reset starts over after a reconnect and returns how many attempts
 // failed before it.
 func (r *reconnectFails) reset() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.total
-	r.last, r.total, r.skipped = time.Time{}, 0, 0
+	r.last, r.total, r.skipped, r.lastErr = time.Time{}, 0, 0, nil
 	return n
+}
+
+// asyncLogEvery is how often one asynchronous error (the same subject and
+// text) is logged: while an external bus is down, JetStream's consumers
+// report "consumer not active" every few seconds each.
+const asyncLogEvery = 10 * time.Second
+
+// maxAsyncKeys bounds the (subject, error) pairs asyncErrs remembers;
+// past it, those quiet for a whole period are forgotten.
+const maxAsyncKeys = 256
+
+// asyncErrs logs nats.go's asynchronous errors, each (subject, error
+// text) at once and then at most once per every, with the count of those
+// left out since its line before, as reconnectFails does.
+type asyncErrs struct {
+	log   *slog.Logger
+	every time.Duration
+
+	mu   sync.Mutex
+	seen map[[2]string]*asyncSeen
+}
+
+type asyncSeen struct {
+	last    time.Time // when it was last logged
+	skipped int       // occurrences not logged since
+}
+
+func (a *asyncErrs) failed(subject string, err error) {
+	key := [2]string{subject, err.Error()}
+	now := time.Now()
+	a.mu.Lock()
+	if a.seen == nil {
+		a.seen = map[[2]string]*asyncSeen{}
+	}
+	s := a.seen[key]
+	if s != nil && now.Sub(s.last) < a.every {
+		s.skipped++
+		a.mu.Unlock()
+		return
+	}
+	if len(a.seen) >= maxAsyncKeys {
+		for k, v := range a.seen {
+			if now.Sub(v.last) >= a.every {
+				delete(a.seen, k)
+			}
+		}
+	}
+	skipped := 0
+	if s != nil {
+		skipped = s.skipped
+	}
+	a.seen[key] = &asyncSeen{last: now}
+	a.mu.Unlock()
+	a.log.Warn("nats async error", "subject", subject, "err", err, "not_logged", skipped, "every", a.every)
+}
+
+// dialOrAuthErr reports whether err is a dial that failed (one server's,
+// or nats.go's word for all of them) or a refused credential: not the EOF
+// of an address that accepts and closes, which nats.go reports only on a
+// first connect, once, and which noHandshake explains better.
+func dialOrAuthErr(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, nats.ErrNoServers) || isAuthErr(err)
 }
 
 // isAuthErr reports whether err is the server refusing the credential.
@@ -469,6 +579,7 @@ func dialable(s string) string {
 func (b *Bus) Close() {
 	b.closeOnce.Do(func() {
 		b.stopped = true
+		b.up.Store(false)
 		if b.watchStop != nil {
 			close(b.watchStop)
 			<-b.watchDone

@@ -14,3 +14,6 @@ func (b *Bus) SyncAlways() (bool, error) {
 
 // SetWaitLogEvery shortens how often a waiting Start says so.
 func (b *Bus) SetWaitLogEvery(d time.Duration) { b.waitLogEvery = d }
+
+// SetAsyncLogEvery shortens how often one asynchronous error is logged.
+func (b *Bus) SetAsyncLogEvery(d time.Duration) { b.async.every = d }

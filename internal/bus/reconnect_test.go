@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gatehouse-dev/gatehouse/internal/bus"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
@@ -260,5 +261,138 @@ func TestStillDisconnectedSaysSo(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "pw-0123456789") {
 		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
+
+// A start against an address where nothing listens says why it waits:
+// the dial was refused. nats.go keeps no error for a failed dial
+// (LastError is nil), so the line used to guess "no NATS handshake
+// completed (an address that accepts and closes…)".
+func TestStartWaitingSaysRefused(t *testing.T) {
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://" + testutil.FreeAddr(t), Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetWaitLogEvery(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	if err := b.Start(ctx); err == nil {
+		t.Fatal("started with nothing listening")
+	}
+	got := logs.lines(`msg="waiting for the bus"`)
+	if len(got) < 3 {
+		t.Fatalf("want a line every 200 ms saying the start waits, got:\n%s", logs.String())
+	}
+	// The first may be nats.go's word for the first round of dials, "no
+	// servers available for connection"; none may guess at a handshake.
+	for i, l := range got {
+		if strings.Contains(l, "no NATS handshake") || i > 0 && !strings.Contains(l, "connection refused") {
+			t.Fatalf("want the refused dial as last_error: %s", l)
+		}
+	}
+	if b.Connected() {
+		t.Error("Connected after a failed start")
+	}
+}
+
+// A started bus whose server is gone, nothing listening at its address,
+// says it is still down because the dial is refused, not that no
+// handshake completed. Connected follows the connection.
+func TestStillDisconnectedSaysRefused(t *testing.T) {
+	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	addr := ns.Addr().String()
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + addr, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetWaitLogEvery(200 * time.Millisecond)
+	if b.Connected() {
+		t.Error("Connected before Start")
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Connected() {
+		t.Error("not Connected after Start")
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	const still = `msg="the bus is still disconnected"`
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(logs.lines(still)) >= 2 }, "the bus never said it is still down:\n"+logs.String())
+	for _, l := range logs.lines(still) {
+		if !strings.Contains(l, "connection refused") || strings.Contains(l, "no NATS handshake") {
+			t.Fatalf("want the refused dial as last_error: %s", l)
+		}
+	}
+	if b.Connected() {
+		t.Error("Connected with the server gone")
+	}
+	userServer(t, addr, "pw-0123456789")
+	testutil.WaitFor(t, 10*time.Second, b.Connected, "not Connected after the server came back")
+	b.Close()
+	if b.Connected() {
+		t.Error("Connected after Close")
+	}
+}
+
+// One asynchronous error repeating (here a slow consumer; while a bus is
+// down, "consumer not active" every few seconds per consumer) is logged
+// once per period per subject, and the next line counts those left out.
+func TestAsyncErrorsThrottled(t *testing.T) {
+	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + ns.Addr().String(), Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetAsyncLogEvery(time.Second)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	nc := b.Conn()
+	for _, subj := range []string{"slow.a", "slow.b"} {
+		sub, err := nc.Subscribe(subj, func(*nats.Msg) { time.Sleep(time.Millisecond) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := sub.SetPendingLimits(1, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flood := func() {
+		for range 2000 {
+			_ = nc.Publish("slow.a", []byte("x"))
+			_ = nc.Publish("slow.b", []byte("x"))
+		}
+		_ = nc.Flush()
+	}
+	asyncLines := func(subj string) []string {
+		var out []string
+		for _, l := range logs.lines(`msg="nats async error"`) {
+			if strings.Contains(l, " subject="+subj+" ") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	flood()
+	time.Sleep(300 * time.Millisecond)
+	for _, subj := range []string{"slow.a", "slow.b"} {
+		if got := asyncLines(subj); len(got) != 1 || !strings.Contains(got[0], "not_logged=0") {
+			t.Fatalf("%s: want one line at once, got:\n%s", subj, logs.String())
+		}
+	}
+	time.Sleep(time.Second)
+	flood()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(asyncLines("slow.a")) == 2 }, "no second line after the period:\n"+logs.String())
+	m := regexp.MustCompile(`not_logged=(\d+)`).FindStringSubmatch(asyncLines("slow.a")[1])
+	if n, _ := strconv.Atoi(m[1]); n < 1 {
+		t.Fatalf("the second line does not count those left out:\n%s", logs.String())
 	}
 }

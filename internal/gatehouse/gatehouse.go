@@ -23,6 +23,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/auth"
+	"github.com/gatehouse-dev/gatehouse/internal/bus"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/dashboard"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
@@ -67,6 +68,9 @@ type Gatehouse struct {
 	// apps' state (route.Forget); zero is its defaults. Tests shorten
 	// them.
 	forgetGrace, forgetEvery time.Duration
+	// bus is the gateway's bus once Run made it, for the
+	// gatehouse_bus_connected gauge; nil before.
+	bus atomic.Pointer[bus.Bus]
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).
@@ -106,6 +110,19 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 		forwarder: fwd,
 	}
 	g.passthrough = edge.NewPassthrough(&g.live, nil)
+	// A platform alerts on the bus being down without reading the log;
+	// /readyz says only that the gateway has started.
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gatehouse_bus_connected",
+		Help: "1 while the gateway is connected to its bus (NATS), 0 while it is starting or the connection is down.",
+	}, func() float64 {
+		if b := g.bus.Load(); b != nil && b.Connected() {
+			return 1
+		}
+		return 0
+	})); err != nil {
+		return nil, fmt.Errorf("gatehouse: %w", err)
+	}
 	return g, nil
 }
 

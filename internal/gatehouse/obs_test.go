@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -112,4 +117,55 @@ func TestDrainFinishesProxiedRequest(t *testing.T) {
 	if got.err != nil || got.code != 200 || got.body != "late answer" {
 		t.Fatalf("in-flight request during drain: %+v", got)
 	}
+}
+
+// gatehouse_bus_connected on /metrics is 0 while the gateway waits for its
+// bus, 1 once connected, 0 again while an external bus is down: a
+// platform alerts on it without reading the log.
+func TestBusConnectedGauge(t *testing.T) {
+	busConnected := func(mgmt string) string {
+		_, body := mgmtGet(t, mgmt, "/metrics")
+		for _, l := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(l, "gatehouse_bus_connected "); ok {
+				return v
+			}
+		}
+		return "(absent)"
+	}
+	cfg := testConfig(t)
+	mgmt := testutil.FreeAddr(t)
+	cfg.Management.Addr = mgmt
+	busAddr := testutil.FreeAddr(t)
+	cfg.Bus.URL = []string{"nats://" + busAddr}
+	g, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testutil.WaitFor(t, 5*time.Second, func() bool { c, _ := mgmtGet(t, mgmt, "/healthz"); return c == 200 }, "healthz")
+	if v := busConnected(mgmt); v != "0" {
+		t.Errorf("while waiting for the bus: gatehouse_bus_connected %s, want 0", v)
+	}
+	host, port, _ := net.SplitHostPort(busAddr)
+	p, _ := strconv.Atoi(port)
+	ns, err := server.NewServer(&server.Options{Host: host, Port: p, NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	select {
+	case <-g.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not ready once the bus came up")
+	}
+	if v := busConnected(mgmt); v != "1" {
+		t.Errorf("connected: gatehouse_bus_connected %s, want 1", v)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return busConnected(mgmt) == "0" }, "gatehouse_bus_connected not 0 with the bus down")
 }

@@ -90,6 +90,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		cancel()
 		return errors.Join(err, eg.Wait())
 	}
+	g.bus.Store(b)
 	err = g.startParts(ctx, eg, b, e, &apiH, &l7, &certs, dnsSelf)
 	if err == nil {
 		if dnsPC != nil {
