@@ -55,7 +55,17 @@
     Promise.all([getJSON("/api/v3/apps", token), getJSON("/api/v3/hosts", token)]).then(function (rs) {
       var bad = rs.filter(function (r) { return r.status !== 200; })[0];
       if (bad) {
-        $("#control-error").textContent = "refused: HTTP " + bad.status + " " + (bad.body.detail || "");
+        var msg = "refused: HTTP " + bad.status + " " + (bad.body.detail || "");
+        // A refused credential is not asked again: every refusal counts
+        // toward the control API's lockout of this address (429 for every
+        // token, the right one too), and polling would reach it in under
+        // two minutes. Forget it and ask for it again.
+        if (bad.status === 401 || bad.status === 429) {
+          token = "";
+          msg += " — the credential was not kept; enter it again";
+          $("#token").focus();
+        }
+        $("#control-error").textContent = msg;
         fill($("#apps"), []);
         fill($("#hosts"), []);
         return;
