@@ -92,7 +92,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// flags may come before or after the positional words
 	var pos []string
 	for {
-		if err := parseFlags(fs, args); err != nil {
+		if err := parseFlags(fs, args, stdout); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {

@@ -21,10 +21,10 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	out := fs.String("out", "", "file to write the private key to (required; never overwritten)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: gatehouse keygen -out FILE\n\nWrites a PKCS#8 PEM Ed25519 private key to FILE (mode 0600) and prints\nthe public key (std base64 of the raw 32 bytes) for enrolment.\n")
+		fmt.Fprintf(fs.Output(), "usage: gatehouse keygen -out FILE\n\nWrites a PKCS#8 PEM Ed25519 private key to FILE (mode 0600) and prints\nthe public key (std base64 of the raw 32 bytes) for enrolment.\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if *out == "" {
@@ -44,16 +44,20 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 	return err
 }
 
-// parseFlags parses args with fs, turning its error into one line: the
-// flag package already printed usage for -h, and for a bad flag we return
-// its message for main to print.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// parseFlags parses args with fs, turning its error into one line: for
+// -h it prints fs's usage once, to help (stdout: asked for, it is the
+// command's output, as serve's is), and for a bad flag it returns the
+// message for main to print. fs.Usage must write to fs.Output(): the
+// flag package calls it during Parse too, while output is discarded.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	fs.SetOutput(out)
 	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(help)
 		fs.Usage()
+		fs.SetOutput(out)
 		return flag.ErrHelp
 	}
 	if err != nil {

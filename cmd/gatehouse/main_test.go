@@ -129,6 +129,21 @@ func TestHelpAndVersion(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "-http-mode") || !strings.Contains(out, "GATEHOUSE_HTTP_MODE") {
 		t.Errorf("serve -h: %v\n%s", err, out)
 	}
+	if !strings.Contains(out, "management listen address: dashboard,") {
+		t.Errorf("serve -h does not say -management serves the dashboard:\n%s", out)
+	}
+	// Help asked for is the command's output: on stdout, once, exit 0.
+	// keygen printed its description twice, and keygen and ctl wrote
+	// their help to stderr. (host: cmd/gatehouse/host.go, not yet.)
+	for _, sub := range []string{"serve", "demo", "ctl", "keygen"} {
+		out, errOut, err := runCmd(t, sub, "-h")
+		if exitCode(err, &bytes.Buffer{}) != 0 || errOut != "" {
+			t.Errorf("%s -h: exit %d, stderr %q", sub, exitCode(err, &bytes.Buffer{}), errOut)
+		}
+		if n := strings.Count(out, "usage: gatehouse "+sub); n != 1 {
+			t.Errorf("%s -h: the usage line is on stdout %d times:\n%s", sub, n, out)
+		}
+	}
 	out, _, err = runCmd(t, "version")
 	if err != nil || !strings.HasPrefix(out, "gatehouse ") {
 		t.Errorf("version: %q %v", out, err)
