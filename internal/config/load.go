@@ -126,6 +126,22 @@ func environ(env []string) (map[string]string, error) {
 	return vars, nil
 }
 
+// documents counts the YAML documents in b that hold something: a lone
+// "---" at the start or end of the file opens no second one.
+func documents(b []byte) int {
+	f, err := parser.ParseBytes(b, 0)
+	if err != nil {
+		return 1 // yaml.Unmarshal took it; its own error would have come first
+	}
+	n := 0
+	for _, d := range f.Docs {
+		if d != nil && d.Body != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // loadFile applies the YAML file at path over cfg. It walks the document
 // against the key table, so an unknown key, a section that is not a
 // mapping and a value of the wrong type are each one line naming the key.
@@ -140,6 +156,11 @@ func loadFile(cfg *Config, path string) error {
 		// keep the first line.
 		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
 		return fmt.Errorf("config: %s: %s", path, msg)
+	}
+	// yaml.Unmarshal reads the first document and drops the rest without
+	// a word: every key after a "---" would be ignored.
+	if n := documents(b); n > 1 {
+		return fmt.Errorf("config: %s: holds %d YAML documents (separated by ---); gatehouse reads one: put every key in one document", path, n)
 	}
 	f := &file{seen: map[string]bool{}, numbers: numberTexts(b)}
 	if err := f.applyTree(cfg, "", doc); err != nil {
