@@ -111,6 +111,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return fmt.Errorf("ctl: -api must be an http(s) URL, got %q", config.RedactURL(*api))
 	}
+	// The resource's path is appended to the URL's: after a query or a
+	// fragment it would be sent as part of those, to "/", the dashboard.
+	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" || strings.Contains(*api, "#") {
+		return fmt.Errorf("ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got %q", config.RedactURL(*api))
+	}
 	req, err := ctlParse(pos, *file)
 	if err != nil {
 		return err
@@ -291,10 +296,12 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 		fmt.Fprintf(stderr, "%s %s: %d %s\n", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode))
 		return nil
 	}
+	// Every control route answers JSON: anything else (the dashboard's
+	// page, a proxy's) is not the control API, whatever its status.
 	var out bytes.Buffer
 	if err := json.Indent(&out, b, "", "  "); err != nil {
-		out.Reset()
-		out.Write(b)
+		return fmt.Errorf("ctl: %s %s: %d %s but the answer is not JSON (Content-Type %q): is -api the control API's base URL?",
+			req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), res.Header.Get("Content-Type"))
 	}
 	out.WriteByte('\n')
 	_, err = stdout.Write(bytes.TrimRight(out.Bytes(), "\n"))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -258,5 +259,28 @@ func TestCtlConditionOnListAndRetryAfter(t *testing.T) {
 	_, _, err = runCmd(t, "ctl", "-ifmatch", "x")
 	if err == nil || strings.Contains(err.Error(), "gatehouse ctl") || !strings.Contains(err.Error(), "ctl: flag provided but not defined") {
 		t.Errorf("a bad flag: %v", err)
+	}
+}
+
+// A 2xx whose body is not JSON is not the control API's answer (every
+// control route answers JSON): an -api that reaches the dashboard's page
+// or some other server fails, exit 1, printing nothing to stdout. It used
+// to print the HTML and exit 0.
+func TestCtlRefusesAnswerNotJSON(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte("<!doctype html>\n<title>gatehouse</title>\n"))
+	}))
+	defer srv.Close()
+	out, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
+	if err == nil || exitCode(err, io.Discard) != 1 {
+		t.Fatalf("ctl against an HTML page: err %v, want exit 1", err)
+	}
+	want := `ctl: GET /api/v3/apps: 200 OK but the answer is not JSON (Content-Type "text/html; charset=utf-8"): is -api the control API's base URL?`
+	if err.Error() != want {
+		t.Errorf("error %q\nwant  %q", err, want)
+	}
+	if out != "" {
+		t.Errorf("printed %q", out)
 	}
 }

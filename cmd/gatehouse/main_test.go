@@ -101,6 +101,9 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON: invalid character 'n' looking for beginning of object key string (at byte 2)"},
 		{[]string{"ctl", "apps", "list", "extra"}, `ctl: unexpected argument "extra"`},
 		{[]string{"ctl", "-api", "ftp://x", "apps", "list"}, `ctl: -api must be an http(s) URL, got "ftp://x"`},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1/?x=1", "apps", "list"}, `ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got "http://127.0.0.1:1/?x=1"`},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1?", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment"},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1/#top", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment"},
 		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: Get "},
 	}
 	for _, c := range cases {
