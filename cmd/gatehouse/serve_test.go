@@ -242,3 +242,33 @@ func TestServeIgnoresHangup(t *testing.T) {
 		t.Fatal("serve did not return after its context ended")
 	}
 }
+
+// TestServeClusterKeyReadableByOthers: a cluster.key other users can read
+// stops serve as a readable bus.token does, one line naming the key and
+// the fix, before anything is written. It was accepted in silence.
+func TestServeClusterKeyReadableByOthers(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "cluster.key")
+	if _, _, err := runCmd(t, "keygen", "-out", key); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640} {
+		if err := os.Chmod(key, mode); err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(dir, fmt.Sprintf("data-%o", mode))
+		// Bounded: a start that takes the key serves until stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := run(ctx, []string{"serve", "-data", data, "-cluster-key", key,
+			"-http", "127.0.0.1:0", "-https", "127.0.0.1:0", "-dns", "", "-management", "127.0.0.1:0", "-bus-listen", "127.0.0.1:0"},
+			&bytes.Buffer{}, &bytes.Buffer{})
+		cancel()
+		want := fmt.Sprintf("config: cluster.key: %s has mode %04o; it holds the cluster's private key: chmod 600 it", key, mode)
+		if err == nil || err.Error() != want {
+			t.Errorf("mode %04o: error %v\nwant %s", mode, err, want)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Errorf("mode %04o: data_dir written by a start that failed: %v", mode, err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,6 +164,13 @@ func gatewayID(cluster string) string {
 // nothing else). Run reads them again.
 func checkKeyFiles(cfg config.Config) error {
 	if cfg.Cluster.Key != "" {
+		// As for the bus credential (bus.token): a private key other
+		// users can read lets any of them sign forwards and announcements
+		// as this cluster. Refused rather than warned about, since a
+		// warning at start is easily missed and the fix is one chmod.
+		if fi, err := os.Stat(cfg.Cluster.Key); err == nil && fi.Mode().Perm()&0o077 != 0 && runtime.GOOS != "windows" {
+			return fmt.Errorf("config: cluster.key: %s has mode %04o; it holds the cluster's private key: chmod 600 it", cfg.Cluster.Key, fi.Mode().Perm())
+		}
 		if _, err := host.LoadKey(cfg.Cluster.Key); err != nil {
 			return fmt.Errorf("config: cluster.key: %w", err)
 		}
