@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
+	logger := newLogger(stderr, cfg.Log.SlogLevel())
 	defer ignoreHangup(logger)()
 	// GOGC is the process's: the floor belongs to the process, not to
 	// the gateway (tests run many gateways in one process).
@@ -38,6 +38,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return g.Run(ctx)
+}
+
+// newLogger is the gateway's log: JSON lines on w at level and above. A
+// duration is written as Go writes it ("2.083s", "150ms"), as the config
+// takes durations, not as slog's integer nanoseconds, which carry no unit
+// ("took":2083000000).
+func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				return slog.String(a.Key, a.Value.Duration().String())
+			}
+			return a
+		},
+	}))
 }
 
 // ignoreHangup keeps SIGHUP, by default fatal, from killing the gateway
@@ -97,6 +113,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer gcfloor.Start(ctx, uint64(config.Default().Runtime.GCFloorMB)<<20).Stop()
 	return gatehouse.RunDemo(ctx, stdout, gatehouse.DemoOptions{
 		Addrs:  &a,
-		Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: newLogger(stderr, slog.LevelWarn),
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -270,5 +271,62 @@ func TestServeClusterKeyReadableByOthers(t *testing.T) {
 		if _, err := os.Stat(data); !os.IsNotExist(err) {
 			t.Errorf("mode %04o: data_dir written by a start that failed: %v", mode, err)
 		}
+	}
+}
+
+// TestServeLogsDurationsAsText: serve's log writes durations as Go
+// duration text, as the config takes them, not slog's unitless integer
+// nanoseconds ("duration":1234567): the access log's duration here.
+func TestServeLogsDurationsAsText(t *testing.T) {
+	mgmt, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var logs testutil.SyncBuffer
+	go func() {
+		done <- run(ctx, []string{"serve", "-data", t.TempDir(), "-zone", "apps.test",
+			"-http", httpAddr, "-http-mode", "serve", "-https", "", "-dns", "",
+			"-management", mgmt, "-bus-listen", "127.0.0.1:0",
+		}, &bytes.Buffer{}, &logs)
+	}()
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, logs.String())
+		default:
+		}
+		res, err := http.Get("http://" + mgmt + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	}, "serve never became ready")
+	req, _ := http.NewRequest("GET", "http://"+httpAddr+"/", nil)
+	req.Host = "nope.apps.test"
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var line map[string]any
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"msg":"request"`) && strings.Contains(l, "nope.apps.test") {
+				return json.Unmarshal([]byte(l), &line) == nil
+			}
+		}
+		return false
+	}, "no access log line for the request:\n"+logs.String())
+	d, ok := line["duration"].(string)
+	if !ok {
+		t.Fatalf("duration is %T %v, want Go duration text", line["duration"], line["duration"])
+	}
+	if _, err := time.ParseDuration(d); err != nil {
+		t.Errorf("duration %q: %v", d, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
