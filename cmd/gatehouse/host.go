@@ -29,7 +29,7 @@ type hostFlags struct {
 	heartbeat, drain, grace                                      time.Duration
 }
 
-func parseHostFlags(args []string, stderr io.Writer) (*hostFlags, error) {
+func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error) {
 	f := &hostFlags{}
 	fs := flag.NewFlagSet("gatehouse host", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,7 +50,7 @@ func parseHostFlags(args []string, stderr io.Writer) (*hostFlags, error) {
 			"Listens on -addr, answers the gateway's challenge itself, proxies everything else to\n-upstream, and announces, heartbeats and (on SIGTERM) leaves on the bus, then drains.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -110,7 +110,7 @@ func announceAddr(advertise, listen string, la net.Addr) (string, error) {
 // accepting for -leave-grace, then stops accepting and waits up to
 // -drain-timeout for in-flight requests.
 func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseHostFlags(args, stderr)
+	f, err := parseHostFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// JSON, as serve logs. The protocol's own lines name the host already;
 	// the sidecar's add it.
-	base := slog.New(slog.NewJSONHandler(stderr, nil))
+	base := newLogger(stderr, slog.LevelInfo)
 	logger := base.With("host_id", f.id)
 
 	ln, err := net.Listen("tcp", f.addr)

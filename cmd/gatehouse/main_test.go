@@ -137,8 +137,8 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	// Help asked for is the command's output: on stdout, once, exit 0.
 	// keygen printed its description twice, and keygen and ctl wrote
-	// their help to stderr. (host: cmd/gatehouse/host.go, not yet.)
-	for _, sub := range []string{"serve", "demo", "ctl", "keygen"} {
+	// their help to stderr.
+	for _, sub := range []string{"serve", "demo", "ctl", "keygen", "host"} {
 		out, errOut, err := runCmd(t, sub, "-h")
 		if exitCode(err, &bytes.Buffer{}) != 0 || errOut != "" {
 			t.Errorf("%s -h: exit %d, stderr %q", sub, exitCode(err, &bytes.Buffer{}), errOut)
