@@ -4,30 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
-
-// appSeries counts the series on reg labelled app=app, by metric name.
-func appSeries(t *testing.T, reg *prometheus.Registry, app string) map[string]int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "app" && l.GetValue() == app {
-					out[mf.GetName()]++
-				}
-			}
-		}
-	}
-	return out
-}
 
 // TestForgetDeletedApp: an app deleted from the table leaves /metrics a
 // grace after the table's sweep saw it gone — its requests, latency,
@@ -58,8 +37,8 @@ func TestForgetDeletedApp(t *testing.T) {
 	}
 	families := []string{"gatehouse_http_requests_total", "gatehouse_http_request_duration_seconds",
 		"gatehouse_upstream_errors_total", "gatehouse_policy_denied_total", "gatehouse_rate_limited_total"}
-	keep := appSeries(t, e.reg, "keep")
-	old := appSeries(t, e.reg, "old")
+	keep := testutil.AppSeries(t, e.reg, "keep")
+	old := testutil.AppSeries(t, e.reg, "old")
 	for _, f := range families {
 		if old[f] == 0 || keep[f] == 0 {
 			t.Fatalf("before the delete: no %s series (old %v, keep %v)", f, old, keep)
@@ -78,20 +57,20 @@ func TestForgetDeletedApp(t *testing.T) {
 	f := route.NewForget(e.live, time.Minute, e.gw)
 	t0 := time.Now()
 	f.Sweep(t0)
-	if got := appSeries(t, e.reg, "old"); len(got) == 0 {
+	if got := testutil.AppSeries(t, e.reg, "old"); len(got) == 0 {
 		t.Fatal("old's series went at once: no grace for requests in flight")
 	}
 	t.Logf("old: %v before the sweep", old)
 	if n := f.Sweep(t0.Add(time.Minute)); n != 1 {
 		t.Errorf("sweep forgot %d apps, want 1", n)
 	}
-	if got := appSeries(t, e.reg, "old"); len(got) != 0 {
+	if got := testutil.AppSeries(t, e.reg, "old"); len(got) != 0 {
 		t.Errorf("old's series after the sweep: %v", got)
 	}
 	if holds("old") {
 		t.Error("old's round-robin counter kept after the sweep")
 	}
-	if got := appSeries(t, e.reg, "keep"); len(got) != len(keep) {
+	if got := testutil.AppSeries(t, e.reg, "keep"); len(got) != len(keep) {
 		t.Errorf("keep's series = %v, want %v", got, keep)
 	} else {
 		for name, n := range keep {

@@ -39,6 +39,29 @@ func TestOddPathsAsNetHTTP(t *testing.T) {
 	}
 }
 
+// outcome sends one request on a new connection to addr and returns how
+// stream 1 ended: its status, or "RST_STREAM " and the code.
+func outcome(t *testing.T, addr, method, path string) string {
+	t.Helper()
+	rc := dialRaw(t, addr)
+	defer rc.c.Close()
+	rc.headers(1, true, reqFields(method, path)...)
+	for {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == 1 {
+				return f.PseudoValue("status")
+			}
+		case *http2.RSTStreamFrame:
+			return "RST_STREAM " + f.ErrCode.String()
+		}
+	}
+}
+
 // TestRequestLineSafe: a method that is no token, or a :path with a
 // space, is refused (RST_STREAM PROTOCOL_ERROR, as nginx does) where
 // net/http's server takes it: the host gets both in its HTTP/1.1 request
@@ -55,25 +78,7 @@ func TestRequestLineSafe(t *testing.T) {
 		{"GET", "/a?b%20c", "200"},
 		{"PURGE", "/", "200"},
 	} {
-		rc := dialRaw(t, addr)
-		rc.headers(1, true, reqFields(tt.method, tt.path)...)
-		got := ""
-		for got == "" {
-			f, err := rc.next()
-			if err != nil {
-				t.Fatalf("%s %s: %v", tt.method, tt.path, err)
-			}
-			switch f := f.(type) {
-			case *http2.MetaHeadersFrame:
-				if f.StreamID == 1 {
-					got = f.PseudoValue("status")
-				}
-			case *http2.RSTStreamFrame:
-				got = "RST_STREAM " + f.ErrCode.String()
-			}
-		}
-		rc.c.Close()
-		if got != tt.want {
+		if got := outcome(t, addr, tt.method, tt.path); got != tt.want {
 			t.Errorf("%q %q: %s, want %s", tt.method, tt.path, got, tt.want)
 		}
 	}
@@ -92,25 +97,7 @@ func TestAsteriskOnlyForOptions(t *testing.T) {
 		{"POST", "RST_STREAM PROTOCOL_ERROR"},
 		{"OPTIONS", "200"}, // answered by the server, as net/http's does
 	} {
-		rc := dialRaw(t, addr)
-		rc.headers(1, true, reqFields(tt.method, "*")...)
-		got := ""
-		for got == "" {
-			f, err := rc.next()
-			if err != nil {
-				t.Fatalf("%s *: %v", tt.method, err)
-			}
-			switch f := f.(type) {
-			case *http2.MetaHeadersFrame:
-				if f.StreamID == 1 {
-					got = f.PseudoValue("status")
-				}
-			case *http2.RSTStreamFrame:
-				got = "RST_STREAM " + f.ErrCode.String()
-			}
-		}
-		rc.c.Close()
-		if got != tt.want {
+		if got := outcome(t, addr, tt.method, "*"); got != tt.want {
 			t.Errorf("%s *: %s, want %s", tt.method, got, tt.want)
 		}
 	}

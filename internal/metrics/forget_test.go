@@ -6,27 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// seriesOf counts the series on reg labelled app=app, by metric name.
-func seriesOf(t *testing.T, reg *prometheus.Registry, app string) map[string]int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "app" && l.GetValue() == app {
-					out[mf.GetName()]++
-				}
-			}
-		}
-	}
-	return out
-}
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
 
 // TestForgetApp: a forgotten app's series leave /metrics, whatever status
 // classes, methods and upstream error reasons it recorded; other apps and
@@ -62,7 +44,7 @@ func TestForgetApp(t *testing.T) {
 				for _, r := range reasons {
 					s.UpstreamErrors.WithLabelValues(app, r).Inc()
 				}
-				before[app] = seriesOf(t, reg, app)
+				before[app] = testutil.AppSeries(t, reg, app)
 			}
 			// 50 requests series, 17 of the histogram (15 buckets, sum,
 			// count) and 6 upstream error reasons.
@@ -71,7 +53,7 @@ func TestForgetApp(t *testing.T) {
 			}
 			s.ForgetApp(tt.forget)
 			for _, app := range tt.gone {
-				if got := seriesOf(t, reg, app); len(got) != 0 {
+				if got := testutil.AppSeries(t, reg, app); len(got) != 0 {
 					t.Errorf("%s: series after ForgetApp: %v", app, got)
 				}
 				held := false
@@ -80,12 +62,12 @@ func TestForgetApp(t *testing.T) {
 					t.Errorf("%s: still held after ForgetApp", app)
 				}
 				s.App(app).Request(200, "GET", time.Millisecond)
-				if got := seriesOf(t, reg, app)["gatehouse_http_requests_total"]; got != 1 {
+				if got := testutil.AppSeries(t, reg, app)["gatehouse_http_requests_total"]; got != 1 {
 					t.Errorf("%s: requests series after a new request = %d, want 1", app, got)
 				}
 			}
 			for _, app := range tt.kept {
-				got := seriesOf(t, reg, app)
+				got := testutil.AppSeries(t, reg, app)
 				for name, n := range before[app] {
 					if got[name] != n {
 						t.Errorf("%s: %s series = %d, want %d", app, name, got[name], n)
