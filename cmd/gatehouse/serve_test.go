@@ -41,19 +41,7 @@ func TestServeEndToEnd(t *testing.T) {
 			"-runtime-gc-floor-mb", "512",
 		}, &bytes.Buffer{}, &logs)
 	}()
-	testutil.WaitFor(t, 20*time.Second, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended early: %v\n%s", err, logs.String())
-		default:
-		}
-		res, err := http.Get("http://" + mgmt + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	}, "serve never became ready")
+	testutil.WaitFor(t, 20*time.Second, readyzIs(t, mgmt, done, &logs, 200), "serve never became ready")
 
 	// A serving process's live heap is tens of MB: far under 512 MiB.
 	testutil.WaitFor(t, 10*time.Second, func() bool {
@@ -167,19 +155,7 @@ func TestServeStoppedWhileStarting(t *testing.T) {
 			"-http", "", "-https", "", "-dns", "", "-management", mgmt,
 		}, &bytes.Buffer{}, &logs)
 	}()
-	testutil.WaitFor(t, 20*time.Second, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended early: %v\n%s", err, logs.String())
-		default:
-		}
-		res, err := http.Get("http://" + mgmt + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusServiceUnavailable
-	}, "serve never answered /readyz while starting")
+	testutil.WaitFor(t, 20*time.Second, readyzIs(t, mgmt, done, &logs, http.StatusServiceUnavailable), "serve never answered /readyz while starting")
 	cancel()
 	select {
 	case err := <-done:
@@ -211,19 +187,7 @@ func TestServeIgnoresHangup(t *testing.T) {
 			"-management", mgmt, "-bus-listen", "127.0.0.1:0",
 		}, &bytes.Buffer{}, &logs)
 	}()
-	ready := func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended: %v\n%s", err, logs.String())
-		default:
-		}
-		res, err := http.Get("http://" + mgmt + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	}
+	ready := readyzIs(t, mgmt, done, &logs, 200)
 	testutil.WaitFor(t, 20*time.Second, ready, "serve never became ready")
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
@@ -289,19 +253,7 @@ func TestServeLogsDurationsAsText(t *testing.T) {
 			"-management", mgmt, "-bus-listen", "127.0.0.1:0",
 		}, &bytes.Buffer{}, &logs)
 	}()
-	testutil.WaitFor(t, 20*time.Second, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended: %v\n%s", err, logs.String())
-		default:
-		}
-		res, err := http.Get("http://" + mgmt + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	}, "serve never became ready")
+	testutil.WaitFor(t, 20*time.Second, readyzIs(t, mgmt, done, &logs, 200), "serve never became ready")
 	req, _ := http.NewRequest("GET", "http://"+httpAddr+"/", nil)
 	req.Host = "nope.apps.test"
 	res, err := http.DefaultClient.Do(req)
@@ -328,5 +280,23 @@ func TestServeLogsDurationsAsText(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// readyzIs returns a poll for testutil.WaitFor: whether serve's /readyz on
+// mgmt answers status; it fails the test if serve has ended (done).
+func readyzIs(t *testing.T, mgmt string, done <-chan error, logs fmt.Stringer, status int) func() bool {
+	return func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, logs.String())
+		default:
+		}
+		res, err := http.Get("http://" + mgmt + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == status
 	}
 }
