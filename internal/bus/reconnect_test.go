@@ -164,16 +164,15 @@ func TestReconnectSurvivesRefusedCredential(t *testing.T) {
 	}
 }
 
-// A start against an address that accepts and closes at once (a load
-// balancer with no server behind it) fails no dial, so nats.go reports
-// nothing: the start says every so often that it is still waiting, and
-// why, instead of waiting in silence with readiness at 503.
-func TestStartWaitingSaysSo(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// acceptAndClose listens on addr and closes every connection it accepts,
+// as a load balancer with no server behind it does, until t ends.
+func acceptAndClose(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -183,6 +182,15 @@ func TestStartWaitingSaysSo(t *testing.T) {
 			c.Close()
 		}
 	}()
+	return ln
+}
+
+// A start against an address that accepts and closes at once (a load
+// balancer with no server behind it) fails no dial, so nats.go reports
+// nothing: the start says every so often that it is still waiting, and
+// why, instead of waiting in silence with readiness at 503.
+func TestStartWaitingSaysSo(t *testing.T) {
+	ln := acceptAndClose(t, "127.0.0.1:0")
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + ln.Addr().String(), Logger: logs.logger()})
 	if err != nil {
@@ -230,20 +238,7 @@ func TestStillDisconnectedSaysSo(t *testing.T) {
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := acceptAndClose(t, addr)
 	testutil.WaitFor(t, 10*time.Second, func() bool { return len(logs.lines(still)) >= 3 }, "the bus never said it is still down:\n"+logs.String())
 	t.Log(logs.lines(still)[0])
 	if got := logs.lines(still)[0]; !strings.Contains(got, "for=") || !strings.Contains(got, "last_error=") {

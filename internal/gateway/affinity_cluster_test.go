@@ -438,18 +438,7 @@ func TestClusterEntryReachingItself(t *testing.T) {
 			return
 		}
 		members := o.Cluster.Members
-		o.Cluster.Members = func() cluster.Set {
-			set := members()
-			ps := set.Peers()
-			out := make([]cluster.Peer, len(ps))
-			for i, p := range ps {
-				if p.ID == "us" {
-					p.URL = c.url
-				}
-				out[i] = p
-			}
-			return cluster.NewSet(set.Self(), out)
-		}
+		o.Cluster.Members = func() cluster.Set { return withPeerURL(members(), "us", c.url) }
 	}})
 	cl := clClient(t)
 	app := ownedBy(t, "us", threeIDs)

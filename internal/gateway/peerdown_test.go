@@ -70,15 +70,7 @@ func TestUnreachablePeerCoolsDown(t *testing.T) {
 			if !cut.Load() {
 				return set
 			}
-			ps := set.Peers()
-			out := make([]cluster.Peer, len(ps))
-			for i, p := range ps {
-				if p.ID == "us" {
-					p.URL = hole
-				}
-				out[i] = p
-			}
-			return cluster.NewSet(set.Self(), out)
+			return withPeerURL(set, "us", hole)
 		}
 	}})
 	cl := clClient(t)
@@ -131,18 +123,7 @@ func TestHungPeerCoolsDown(t *testing.T) {
 		}
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		members := o.Cluster.Members
-		o.Cluster.Members = func() cluster.Set {
-			set := members()
-			ps := set.Peers()
-			out := make([]cluster.Peer, len(ps))
-			for i, p := range ps {
-				if p.ID == "us" {
-					p.URL = hung.URL
-				}
-				out[i] = p
-			}
-			return cluster.NewSet(set.Self(), out)
-		}
+		o.Cluster.Members = func() cluster.Set { return withPeerURL(members(), "us", hung.URL) }
 	}})
 	cl := clClient(t)
 	app := ownedBy(t, "us", threeIDs)
@@ -167,4 +148,18 @@ func TestHungPeerCoolsDown(t *testing.T) {
 	if n := promtest.ToFloat64(cs["eu"].gw.Metrics().ClusterForwards.WithLabelValues("us", "owner", "deadline")); n != 1 {
 		t.Fatalf("deadline forwards counted %v, want 1", n)
 	}
+}
+
+// withPeerURL is set with peer id's URL replaced by url: a gateway whose
+// idea of where that peer is differs from the truth.
+func withPeerURL(set cluster.Set, id, url string) cluster.Set {
+	ps := set.Peers()
+	out := make([]cluster.Peer, len(ps))
+	for i, p := range ps {
+		if p.ID == id {
+			p.URL = url
+		}
+		out[i] = p
+	}
+	return cluster.NewSet(set.Self(), out)
 }
