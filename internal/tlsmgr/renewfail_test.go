@@ -1,12 +1,15 @@
 package tlsmgr
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,12 +93,12 @@ func writeExpired(t *testing.T, dir, directory, name string) {
 	}
 }
 
-// TestACMEUndecodableStoredCertSaysSo: a managed name whose stored
+// TestACMEUnusableStoredCertIsReplaced: a managed name whose stored
 // certificate does not decode (written around gatehouse) is not loaded,
-// and certmagic orders no replacement while it is stored: its clients
-// get the bootstrap certificate. That was silent (certmagic's own
-// logger); the manager now says which name and why, every checkEvery.
-func TestACMEUndecodableStoredCertSaysSo(t *testing.T) {
+// and certmagic orders no replacement while it is stored: its clients got
+// the bootstrap certificate until an operator deleted it by hand. The
+// manager now says so, deletes it and orders a new one, which is served.
+func TestACMEUnusableStoredCertIsReplaced(t *testing.T) {
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -118,6 +121,89 @@ func TestACMEUndecodableStoredCertSaysSo(t *testing.T) {
 	m.checkEvery = 100 * time.Millisecond
 	r.start(t, m)
 	testutil.WaitFor(t, 10*time.Second, func() bool {
-		return strings.Contains(logs.String(), "the stored certificate of a managed name does not load") && strings.Contains(logs.String(), "name="+name)
+		return strings.Contains(logs.String(), "is deleted and a new one ordered") && strings.Contains(logs.String(), "name="+name)
 	}, "nothing said of the stored certificate that does not load")
+	leaf := r.issued(t, p, m, name)
+	if !slices.Contains(leaf.DNSNames, name) {
+		t.Fatalf("served %v, want a certificate for %s", leaf.DNSNames, name)
+	}
+	b, err := st.Load(t.Context(), certmagic.StorageKeys.SiteCert(iss, name))
+	if err != nil || bytes.Equal(b, []byte("garbage")) {
+		t.Fatalf("stored certificate after the order: %q, %v", b, err)
+	}
+}
+
+// TestDeleteUnusable: only a certificate whose three items are all read
+// and do not make a certificate is deleted; a usable one (expired
+// included), a missing item, or an item the store cannot read now is
+// left where it is.
+func TestDeleteUnusable(t *testing.T) {
+	const iss, name = "ca.example.test-directory", "app.example.test"
+	good, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	expired, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
+	other, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	certPEM := func(c tls.Certificate) []byte {
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})
+	}
+	keyPEM := func(c tls.Certificate) []byte {
+		der, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	}
+	meta := []byte(`{"sans":["` + name + `"]}`)
+	errDown := errors.New("store down")
+	for _, tc := range []struct {
+		name          string
+		cert, key, md []byte // nil: not stored
+		loadErr       error
+		want          bool
+	}{
+		{"usable", certPEM(good), keyPEM(good), meta, nil, false},
+		{"expired is usable", certPEM(expired), keyPEM(expired), meta, nil, false},
+		{"garbage certificate", []byte("garbage"), keyPEM(good), meta, nil, true},
+		{"key of another certificate", certPEM(good), keyPEM(other), meta, nil, true},
+		{"metadata no JSON", certPEM(good), keyPEM(good), []byte("garbage"), nil, true},
+		{"key missing", []byte("garbage"), nil, meta, nil, false},
+		{"store down", []byte("garbage"), []byte("garbage"), []byte("garbage"), errDown, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &certmagic.FileStorage{Path: t.TempDir()}
+			keys := []string{certmagic.StorageKeys.SiteCert(iss, name), certmagic.StorageKeys.SitePrivateKey(iss, name), certmagic.StorageKeys.SiteMeta(iss, name)}
+			for i, v := range [][]byte{tc.cert, tc.key, tc.md} {
+				if v != nil {
+					if err := fs.Store(t.Context(), keys[i], v); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			deleted, why, err := deleteUnusable(t.Context(), failingLoad{fs, tc.loadErr}, iss, name)
+			if deleted != tc.want {
+				t.Fatalf("deleted = %v (why %v, err %v), want %v", deleted, why, err, tc.want)
+			}
+			if (err != nil) != (tc.loadErr != nil) {
+				t.Fatalf("err = %v, want one only when the store cannot be read", err)
+			}
+			for i, k := range keys {
+				if want := !tc.want && ([][]byte{tc.cert, tc.key, tc.md})[i] != nil; fs.Exists(t.Context(), k) != want {
+					t.Errorf("%s stored = %v, want %v", k, !want, want)
+				}
+			}
+		})
+	}
+}
+
+// failingLoad is a storage whose reads fail with err, when set: the store
+// unreachable.
+type failingLoad struct {
+	*certmagic.FileStorage
+	err error
+}
+
+func (f failingLoad) Load(ctx context.Context, key string) ([]byte, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.FileStorage.Load(ctx, key)
 }

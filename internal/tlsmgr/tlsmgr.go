@@ -359,14 +359,16 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// checkStored says, every checkEvery until ctx ends, which managed names
-// have a certificate in storage that did not load into the cache (bad
-// PEM or metadata, written around gatehouse): certmagic's ManageAsync
-// only logs that, to its own logger, and never orders a replacement
-// while the stored one is there, so the name's clients got the bootstrap
-// certificate with nothing said. ManageSync reads it again, and returns
-// why it fails. A name with nothing stored is left to certmagic's own
-// retries (no extra orders).
+// checkStored looks, every checkEvery until ctx ends, for managed names
+// that have a certificate in storage that did not load into the cache
+// (bad PEM or metadata, written around gatehouse): certmagic's
+// ManageAsync only logs that, to its own logger, and never orders a
+// replacement while the stored one is there, so the name's clients got
+// the bootstrap certificate with nothing said. ManageSync reads it again
+// and returns why it fails; a certificate proven unusable is deleted and
+// a new one ordered (deleteUnusable), and one that does not load for
+// another reason (the store down) is logged. A name with nothing stored
+// is left to certmagic's own retries (no extra orders).
 func (m *Manager) checkStored(ctx context.Context) {
 	t := time.NewTicker(m.checkEvery)
 	defer t.Stop()
@@ -397,9 +399,21 @@ func (m *Manager) checkStored(ctx context.Context) {
 			if !cfg.Storage.Exists(c.ctx, certmagic.StorageKeys.SiteCert(iss.IssuerKey(), c.n)) {
 				continue
 			}
-			if err := cfg.ManageSync(c.ctx, []string{c.n}); err != nil && c.ctx.Err() == nil {
-				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it is deleted from the certificate storage (gatehouse_certs) or replaced",
-					"name", c.n, "err", err)
+			err := cfg.ManageSync(c.ctx, []string{c.n})
+			if err == nil || c.ctx.Err() != nil {
+				continue
+			}
+			deleted, why, derr := deleteUnusable(c.ctx, cfg.Storage, iss.IssuerKey(), c.n)
+			switch {
+			case deleted:
+				m.log.Warn("tlsmgr: the stored certificate of a managed name does not make a certificate; it is deleted and a new one ordered (its clients get the bootstrap certificate until then)",
+					"name", c.n, "err", why)
+				if err := cfg.ManageAsync(c.ctx, []string{c.n}); err != nil && c.ctx.Err() == nil {
+					m.log.Error("tlsmgr: managing a name", "name", c.n, "err", err)
+				}
+			case derr != nil && c.ctx.Err() == nil:
+				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it loads or is replaced",
+					"name", c.n, "err", err, "delete_err", derr)
 			}
 		}
 	}
