@@ -386,6 +386,17 @@ type recorder struct {
 // layer's fields off the final response (DESIGN §2 step 6: every response
 // carries them). They are kept at the first 1xx and put back on the final
 // status unless it carries its own (a peer cluster's answer).
+//
+// A host's 100 Continue is never relayed: the server under the gateway
+// (net/http for HTTP/1.1, h2) answers the client's Expect: 100-continue
+// itself when the body is first read, which the proxy does once the host
+// has asked for it (its own 100, or the transport's wait running out). A
+// host's 100 relayed as well would be a second one whenever the body was
+// read first: a host slower than that wait, one that sends 100 unasked
+// (h2 drops the client's Expect before the host). RFC 9110 §15.2 lets a
+// proxy drop a 1xx its own request asked for, and this Expect is the
+// proxy's: the client's was answered at the gateway. Other 1xx (103 Early
+// Hints) pass.
 func (w *recorder) WriteHeader(code int) {
 	if !w.wrote {
 		h := w.Header()
@@ -411,7 +422,7 @@ func (w *recorder) WriteHeader(code int) {
 		}
 		if code >= 200 || code == http.StatusSwitchingProtocols {
 			w.wrote, w.status = true, code
-		} else if w.noInterim {
+		} else if w.noInterim || code == http.StatusContinue {
 			return
 		}
 	}
