@@ -33,6 +33,7 @@ type Gateway struct {
 	now        func() time.Time
 	metrics    *metrics.Set
 	accessLog  bool
+	tunnelIdle time.Duration // Options.TunnelIdleTimeout; 0: no bound
 
 	api     http.Handler // api.{zone}, behind hygiene; nil: 404
 	proxy   *proxy.Proxy
@@ -71,6 +72,7 @@ func New(opts Options) (*Gateway, error) {
 		now:        opts.Now,
 		metrics:    opts.Metrics,
 		accessLog:  opts.AccessLog,
+		tunnelIdle: opts.TunnelIdleTimeout,
 	}
 	for _, p := range opts.TrustedProxies {
 		g.trusted = append(g.trusted, p.Masked())

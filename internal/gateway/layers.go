@@ -559,6 +559,10 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			return
 		}
 		g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx))
+		if g.tunnelIdle > 0 && upgrading(r.Header) {
+			g.tunnel(next, w, r) // tunnel.go
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

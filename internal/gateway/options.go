@@ -54,6 +54,10 @@ type Options struct {
 	// AccessLog writes one slog line per request at Info level (no
 	// payload). False writes none.
 	AccessLog bool
+	// TunnelIdleTimeout closes a connection upgraded after a 101
+	// (WebSocket), both sides, once it has carried no byte in either
+	// direction for this long. Zero: never; negative is refused.
+	TunnelIdleTimeout time.Duration
 }
 
 func (o *Options) validate() error {
@@ -64,6 +68,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("gateway: ClusterID %q is not a DNS label", o.ClusterID)
 	case o.Live == nil:
 		return errors.New("gateway: Live routing table is required")
+	}
+	if o.TunnelIdleTimeout < 0 {
+		return fmt.Errorf("gateway: TunnelIdleTimeout must not be negative, got %s", o.TunnelIdleTimeout)
 	}
 	for i, p := range o.TrustedProxies {
 		if !p.IsValid() {
