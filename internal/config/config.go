@@ -107,6 +107,10 @@ type Listeners struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// TunnelIdleTimeout closes a connection upgraded after a 101
+	// (WebSocket), both sides, that carried no byte either way this
+	// long; 0: never.
+	TunnelIdleTimeout time.Duration `yaml:"tunnel_idle_timeout" json:"tunnel_idle_timeout"`
 	// MaxConnections caps the open client connections on the http and
 	// https listeners together; 0: a quarter of the process's file
 	// descriptor limit.
@@ -263,6 +267,7 @@ func Default() Config {
 			MaxHeaderBytes:    64 << 10,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
+			TunnelIdleTimeout: time.Hour,
 			FastPath:          true,
 		},
 		Bus: Bus{Listen: "127.0.0.1:4222"},

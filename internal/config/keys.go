@@ -40,6 +40,7 @@ var keys = []key{
 	{"listeners.max_header_bytes", "listeners-max-header-bytes", "largest header block in bytes (larger: 431)", func(c *Config) any { return &c.Listeners.MaxHeaderBytes }},
 	{"listeners.read_header_timeout", "listeners-read-header-timeout", "time to read a request's headers", func(c *Config) any { return &c.Listeners.ReadHeaderTimeout }},
 	{"listeners.idle_timeout", "listeners-idle-timeout", "idle keep-alive timeout", func(c *Config) any { return &c.Listeners.IdleTimeout }},
+	{"listeners.tunnel_idle_timeout", "listeners-tunnel-idle-timeout", "close an upgraded connection (WebSocket) idle both ways this long (0: never)", func(c *Config) any { return &c.Listeners.TunnelIdleTimeout }},
 	{"listeners.max_connections", "listeners-max-connections", "most open client connections, http and https together (0: a quarter of the file descriptor limit)", func(c *Config) any { return &c.Listeners.MaxConnections }},
 	{"listeners.max_connections_per_source", "listeners-max-connections-per-source", "most open client connections from one IPv4 address or IPv6 /48, trusted proxies aside (0: no per-source cap)", func(c *Config) any { return &c.Listeners.MaxConnectionsPerSource }},
 	{"listeners.fast_path", "listeners-fast-path", "serve plain HTTP/1.1 requests with gatehouse's own loop (false: net/http alone)", func(c *Config) any { return &c.Listeners.FastPath }},

@@ -92,6 +92,11 @@ func (c *Config) validateListeners() error {
 			return bad(d.key, "must be at least %s, got %s", minListenerTimeout, d.v)
 		}
 	}
+	// Under a second it would cut a tunnel between a client's keystrokes,
+	// as tls.passthrough_idle_timeout would a pipe.
+	if d := c.Listeners.TunnelIdleTimeout; d != 0 && d < time.Second {
+		return bad("listeners.tunnel_idle_timeout", "must be 0 (never) or at least 1s, got %s", d)
+	}
 	if c.Listeners.MaxConnections < 0 {
 		return bad("listeners.max_connections", "must be 0 (a quarter of the file descriptor limit) or positive, got %d", c.Listeners.MaxConnections)
 	}

@@ -414,8 +414,9 @@ func (g *Gatehouse) newGateway(a http.Handler, pr *peers.Peers, key ed25519.Priv
 		},
 		// The local attempt must end within the cluster deadline so failover
 		// still has time (DESIGN §5.2); the proxy bounds it, not affinity.
-		Proxy:     proxy.Options{ResponseHeaderTimeout: min(30*time.Second, cfg.Cluster.Deadline)},
-		AccessLog: true,
+		Proxy:             proxy.Options{ResponseHeaderTimeout: min(30*time.Second, cfg.Cluster.Deadline)},
+		AccessLog:         true,
+		TunnelIdleTimeout: cfg.Listeners.TunnelIdleTimeout,
 	})
 }
 
