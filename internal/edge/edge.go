@@ -17,7 +17,6 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/h2"
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
-	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 	"github.com/gatehouse-dev/gatehouse/internal/workers"
 )
@@ -28,6 +27,9 @@ import (
 type Edge struct {
 	opts Options
 	log  *slog.Logger
+	// clusterHdr is the X-Gatehouse-Cluster value of edge's own 414 and
+	// 431 (Options.Cluster), shared and never modified; nil: none.
+	clusterHdr []string
 
 	mu                 sync.Mutex
 	mgmtLn, httpLn, ln net.Listener // ln: https
@@ -58,6 +60,9 @@ func New(opts Options) (*Edge, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	e := &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout)}
+	if o.Cluster != "" {
+		e.clusterHdr = []string{o.Cluster}
+	}
 	e.conns.max = int64(o.MaxConnections)
 	e.conns.over = e.overCap
 	e.conns.perSource = o.MaxConnectionsPerSource
@@ -465,7 +470,7 @@ func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
 		BodyStall:         e.opts.IdleTimeout,
 		MaxHeaderBytes:    e.opts.MaxHeaderBytes,
 		TooLarge: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
+			e.headTooLarge(w)
 		}),
 		Logger: e.log,
 	})

@@ -84,7 +84,7 @@ func ipLiteral(h string) (string, bool) {
 func (e *Edge) limits(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e.lineOver(r) {
-			lineTooLong(w)
+			e.lineTooLong(w)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -96,9 +96,25 @@ func (e *Edge) lineOver(r *http.Request) bool {
 	return len(r.Method)+len(r.RequestURI)+len(r.Proto)+2 > e.opts.MaxRequestLine
 }
 
-func lineTooLong(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
+func (e *Edge) lineTooLong(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Connection", "close")
+	e.stampCluster(h)
 	problem.Write(w, http.StatusRequestURITooLong, "the request line is over the listener's limit")
+}
+
+// headTooLarge answers 431 for a head over MaxHeaderBytes.
+func (e *Edge) headTooLarge(w http.ResponseWriter) {
+	e.stampCluster(w.Header())
+	problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
+}
+
+// stampCluster names the cluster on an answer edge writes itself, as the
+// gateway's own answers do (DESIGN §5.2: every response carries it).
+func (e *Edge) stampCluster(h http.Header) {
+	if e.clusterHdr != nil {
+		h["X-Gatehouse-Cluster"] = e.clusterHdr
+	}
 }
 
 // headerLimit answers 431 for an HTTP/1 head (request line and header
@@ -113,11 +129,11 @@ func (e *Edge) headerLimit(next http.Handler, lineLimit bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 1 && headBytes(r) > e.opts.MaxHeaderBytes {
 			if lineLimit && e.lineOver(r) {
-				lineTooLong(w)
+				e.lineTooLong(w)
 				return
 			}
 			w.Header().Set("Connection", "close")
-			problem.Write(w, http.StatusRequestHeaderFieldsTooLarge, "the request head is over the listener's limit")
+			e.headTooLarge(w)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -122,6 +122,13 @@ type Options struct {
 	// reach the request (h2.Options.RequestDone). Optional.
 	RequestDone func(ctx context.Context) bool
 
+	// Cluster is the X-Gatehouse-Cluster value of the answers edge writes
+	// itself in front of Handler and Management (its 414 and 431), which
+	// DESIGN §5.2 says every answer carries, as Handler's do (a guard's
+	// answers carry it through WrapServer: gateway.GuardServerOf). Empty:
+	// none.
+	Cluster string
+
 	// MaxRequestLine bounds the request line (method, target, version)
 	// on the http and https listeners: longer gets 414, even in a head
 	// over MaxHeaderBytes. A line longer than net/http reads (MaxHeaderBytes

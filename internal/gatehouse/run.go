@@ -200,6 +200,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		WrapHTTP:                gateway.GuardListener,
 		WrapTLS:                 gateway.GuardTLSConn,
 		WrapServer:              gateway.GuardServerOf(cfg.Cluster.ID),
+		Cluster:                 cfg.Cluster.ID,
 		MaxRequestLine:          cfg.Listeners.MaxRequestLine,
 		MaxHeaderBytes:          cfg.Listeners.MaxHeaderBytes,
 		ReadHeaderTimeout:       cfg.Listeners.ReadHeaderTimeout,

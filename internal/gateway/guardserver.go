@@ -37,7 +37,8 @@ import (
 func GuardServer(srv *http.Server) { guardServer(srv, "") }
 
 // GuardServerOf returns GuardServer for the servers of a gateway of
-// cluster id: the guard's refusals of a desync framing carry
+// cluster id: every answer the guard writes (its refusals, its 414, and
+// what it writes in place of net/http's own error answers) carries
 // X-Gatehouse-Cluster, as the gateway's answers do (DESIGN §5.2).
 func GuardServerOf(cluster string) func(*http.Server) {
 	return func(srv *http.Server) { guardServer(srv, cluster) }
@@ -125,29 +126,30 @@ func guardOf(c net.Conn) *guardConn {
 // which names the framing refused; else a problem with net/http's status
 // and reason.
 //
-// A refusal of a desync framing carries X-Gatehouse-Cluster (when
-// GuardServerOf named one): it is the gateway's own answer to a request
-// that reached it, which DESIGN §5.2 says every answer names. The others
-// stand in for answers the edge writes itself on the other paths (its
-// 414 and 431 over HTTP/2) and go out as those do, without it.
+// Every answer the guard writes carries X-Gatehouse-Cluster (when
+// GuardServerOf named one): each is the gateway's own answer to a request
+// that reached it, which DESIGN §5.2 says every answer names, and the
+// edge's own 414 and 431 on the other paths (a head net/http read whole,
+// HTTP/2) carry it too (edge.Options.Cluster).
 func (c *guardConn) answerFor(p []byte) []byte {
 	if !c.hooked.Load() || c.served.Load() != c.idle.Load() {
 		return nil
 	}
-	status, detail, ok := parseServerError(p)
-	if !ok {
-		if expectationFailed(p) {
-			return expectationAnswer
-		}
+	var a []byte
+	switch status, detail, ok := parseServerError(p); {
+	case !ok && expectationFailed(p):
+		a = expectationAnswer
+	case !ok:
 		return nil
+	case status == http.StatusBadRequest && c.f.refused.Load() && c.served.Load() == c.f.refusedAt:
+		a = refusals[c.f.why]
+	default:
+		a = problem.Raw(status, detail)
 	}
-	if status == http.StatusBadRequest && c.f.refused.Load() && c.served.Load() == c.f.refusedAt {
-		if c.cluster != "" && c.f.why != whyRequestLine {
-			return withField(refusals[c.f.why], "X-Gatehouse-Cluster", c.cluster)
-		}
-		return refusals[c.f.why]
+	if c.cluster != "" {
+		a = withField(a, headerCluster, c.cluster)
 	}
-	return problem.Raw(status, detail)
+	return a
 }
 
 // serverErrorHeaders are the fields of net/http's error answers (its
