@@ -96,7 +96,7 @@ func (st *clusterState) warnAllowed(kind, peer string, now time.Time) bool {
 }
 
 // initCluster builds g.clusters from opts; New calls it once, after the
-// clock and logger are set. It sets g.peerFallback when failover is on.
+// clock and logger are set. It sets g.peerFallback.
 func (g *Gateway) initCluster(opts ClusterOptions) error {
 	if opts.Deadline < 0 {
 		return errors.New("gateway: Cluster.Deadline must not be negative")
@@ -147,9 +147,11 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	g.clusters = st
-	if st.failover {
-		g.peerFallback = g.failover
-	}
+	// Installed whatever st.failover says: the owner's signed answer to a
+	// forward no host of its can take is part of forwarding (DESIGN
+	// §5.2), which an owner with failover off takes part in too; failover
+	// itself stays off.
+	g.peerFallback = g.failover
 	return nil
 }
 
@@ -582,9 +584,10 @@ type ownerTried struct {
 
 // failover is the proxy's Fallback (DESIGN §5.2): the local attempt could
 // not serve the request (no routable host, or every host unreachable)
-// and nothing has been written. A GET/HEAD/OPTIONS without a body is sent
-// to the owner, then the other active peers in id order after self, under
-// the one cluster deadline; the first peer answer below 500 is returned
+// and nothing has been written. A verified forward gets the signed no-host
+// 503, failover on or off. With failover on, a GET/HEAD/OPTIONS without a
+// body is sent to the owner, then the other active peers in id order after
+// self, under the one cluster deadline; the first peer answer below 500 is returned
 // with X-Failover-Cluster. It returns false, leaving the proxy's own
 // 502/503, for writes, forwarded requests (one hop), and when no peer
 // answered below 500 — except that the proxy's 503 (no host here) becomes
@@ -607,6 +610,9 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		}
 		problem.Write(w, http.StatusServiceUnavailable, "no host of this cluster can take the request")
 		return true
+	}
+	if !st.failover {
+		return false
 	}
 	tried, ownerWasTried := r.Context().Value(ownerTriedKey{}).(ownerTried)
 	hostElsewhere := ownerWasTried && !tried.noHost

@@ -157,3 +157,44 @@ func TestServedLocallyWhenOwnerDoesNotKnowTheApp(t *testing.T) {
 		t.Fatalf("GET at us directly = %d, want its 404", res.StatusCode)
 	}
 }
+
+// TestOwnerNoHostAnswerIgnoresItsFailover: cluster.failover: false on the
+// owner turns off its own failover to peers, not its answer to a forward.
+// With no host it can use it still says so, signed, and the cluster that
+// forwarded a write serves it with its own host. The owner used to answer
+// such a forward unsigned (its proxy's 503 or 502), which the client got.
+func TestOwnerNoHostAnswerIgnoresItsFailover(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoil func(c *testCluster)
+	}{
+		{"no host", func(c *testCluster) { c.b.DeleteHost(c.id + "-h1") }},
+		{"unhealthy", func(c *testCluster) { setHostState(c, route.HostUnhealthy) }},
+		{"refusing connections", func(c *testCluster) { c.host.kill() }},
+	}
+	for _, tt := range tests {
+		for _, method := range []string{http.MethodPost, http.MethodDelete} {
+			t.Run(tt.name+" "+method, func(t *testing.T) {
+				cs := startClusters(t, clusterSetup{ids: threeIDs, edit: func(c *testCluster, o *Options) {
+					o.Cluster.NoFailover = c.id == "us"
+				}})
+				cl := clClient(t)
+				app := ownedBy(t, "us", threeIDs)
+				tt.spoil(cs["us"])
+				res, body := send(t, cl, cs["ap"], method, app, "/write", nil)
+				if res.StatusCode != http.StatusOK || body != "served by ap" {
+					t.Fatalf("%s via ap, owner us (failover off) %s = %d %q, want 200 served by ap", method, tt.name, res.StatusCode, body)
+				}
+				if got := res.Header.Get(cluster.HeaderCluster); got != "ap" {
+					t.Errorf("X-Gatehouse-Cluster = %q, want ap", got)
+				}
+				if _, ok := res.Header[cluster.HeaderNoHost]; ok {
+					t.Errorf("the client got the owner's %s", cluster.HeaderNoHost)
+				}
+				if n := len(cs["ap"].host.requests()); n != 1 {
+					t.Fatalf("ap's host saw %d requests, want 1", n)
+				}
+			})
+		}
+	}
+}
