@@ -171,12 +171,11 @@ func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 // so whichever copy comes first is applied and the other is skipped.
 func (s *Store) session(ctx context.Context, b *route.Builder) error {
 	feeds := s.feeds()
-	repub := make(chan *nats.Msg, 1024)
-	sub, err := s.js.Conn().ChanSubscribe(republishPrefix+">", repub)
+	repub, stop, err := s.subscribeRepublished()
 	if err != nil {
-		return fmt.Errorf("store: subscribe: %w", err)
+		return err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer stop()
 
 	watchers := make([]jetstream.KeyWatcher, 0, len(feeds))
 	defer func() {
@@ -221,6 +220,47 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 	defer resync.Stop()
 	fl := &follower{s: s, b: b, feeds: feeds, revs: revs}
 	return fl.run(ctx, watchers, repub, resync.C)
+}
+
+// Bounds on the republished changes a session's subscription holds while
+// the follower applies earlier ones. A burst of writes (an import, a
+// script) arrives far faster than the table takes it: the channel
+// subscription this replaced held 1,024 and dropped the rest with a
+// "slow consumer" error in the log, harmless (the watch carries the same
+// changes) but alarming. 65,536 changes cover a burst of 20,000 with room
+// to spare, and 64 MiB bounds what they may hold (a routing value is a
+// few hundred bytes; the bucket allows 1 MiB). Past either, NATS drops
+// and reports a slow consumer again.
+const (
+	repubPendingMsgs  = 1 << 16
+	repubPendingBytes = 64 << 20
+)
+
+// subscribeRepublished subscribes to the buckets' republished changes.
+// The subscription's callback hands each to the follower on repub, the
+// changes waiting in the subscription meanwhile, up to the bounds above.
+// stop ends the subscription and releases a callback waiting on repub.
+func (s *Store) subscribeRepublished() (repub <-chan *nats.Msg, stop func(), err error) {
+	ch := make(chan *nats.Msg)
+	done := make(chan struct{})
+	sub, err := s.js.Conn().Subscribe(republishPrefix+">", func(m *nats.Msg) {
+		select {
+		case ch <- m:
+		case <-done:
+		}
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: subscribe: %w", err)
+	}
+	stop = func() {
+		close(done)
+		_ = sub.Unsubscribe()
+	}
+	if err := sub.SetPendingLimits(repubPendingMsgs, repubPendingBytes); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("store: subscribe: %w", err)
+	}
+	return ch, stop, nil
 }
 
 // load reads w's initial values (up to the nil marker) into st and
