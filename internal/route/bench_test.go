@@ -247,6 +247,20 @@ func BenchmarkEdit(b *testing.B) {
 			}
 		})
 	}
+	// The store's follower applies a burst of changes under one Hold: an
+	// op is still one change, published with the 63 others of its burst.
+	b.Run("put-existing-app-in-burst-of-64", func(b *testing.B) {
+		b.ReportAllocs()
+		release := bl.Hold()
+		for i := 0; i < b.N; i++ {
+			if i%64 == 63 {
+				release()
+				release = bl.Hold()
+			}
+			cases[0].f(i)
+		}
+		release()
+	})
 	if bl.Live().Load().Apps() != benchApps {
 		b.Fatalf("edits changed the number of apps to %d", bl.Live().Load().Apps())
 	}

@@ -16,6 +16,8 @@ type Builder struct {
 	mu     sync.Mutex
 	n      *names
 	hosts  map[string]*Host
+	held   int           // Hold calls not yet released
+	unsent bool          // b.n changed since the last publish
 	loaded chan struct{} // closed by the first Replace
 	once   sync.Once
 }
@@ -116,10 +118,39 @@ func (n *names) appEntry(d *Domain) uint32 {
 	return s.aux
 }
 
+// The parts of names an edit copies before it changes them, unless its
+// copy owns them already (names.owned): once per publish, not per edit.
+const (
+	ownApps uint8 = 1 << iota
+	ownDomains
+	ownRecords
+	ownRevs
+)
+
 // ownApps gives n its own app slots and entries.
 func (n *names) ownApps() {
+	if n.owned&ownApps != 0 {
+		return
+	}
 	n.apps.cloneSlots()
 	n.appVals = append(make([]*App, 0, len(n.appVals)+1), n.appVals...)
+	n.owned |= ownApps
+}
+
+// ownDomains gives n its own domain slots.
+func (n *names) ownDomains() {
+	if n.owned&ownDomains == 0 {
+		n.domains.cloneSlots()
+		n.owned |= ownDomains
+	}
+}
+
+// ownRecords gives n its own record map.
+func (n *names) ownRecords() {
+	if n.owned&ownRecords == 0 {
+		n.records = maps.Clone(n.records)
+		n.owned |= ownRecords
+	}
 }
 
 // PutApp adds or replaces an app.
@@ -181,7 +212,7 @@ func (b *Builder) PutDomain(d *Domain) {
 			n.ownApps()
 		}
 		aux := n.appEntry(d)
-		n.domains.cloneSlots()
+		n.ownDomains()
 		n.domains.set(d.Domain, d).aux = aux
 		n.zoneDomains = n.zoneDomains || n.inZone(d.Domain)
 	})
@@ -191,7 +222,7 @@ func (b *Builder) PutDomain(d *Domain) {
 func (b *Builder) DeleteDomain(name string) {
 	b.editNames(func(n *names) {
 		if s := n.domains.find(name); s != nil && s.v != nil {
-			n.domains.cloneSlots()
+			n.ownDomains()
 			s = n.domains.find(name)
 			s.aux = noEntry
 			n.domains.clear(s)
@@ -204,7 +235,7 @@ func (b *Builder) DeleteDomain(name string) {
 // revision rev.
 func (b *Builder) PutRecord(r *Record, rev uint64) {
 	b.editNames(func(n *names) {
-		n.records = maps.Clone(n.records)
+		n.ownRecords()
 		n.records[r.Key()] = r
 		n.sawRecord(r.Zone, rev)
 	})
@@ -215,7 +246,7 @@ func (b *Builder) PutRecord(r *Record, rev uint64) {
 func (b *Builder) DeleteRecord(zone, name, typ string, rev uint64) {
 	k := (&Record{Zone: zone, Name: name, Type: typ}).Key()
 	b.editNames(func(n *names) {
-		n.records = maps.Clone(n.records)
+		n.ownRecords()
 		delete(n.records, k)
 		n.sawRecord(zone, rev)
 	})
@@ -224,13 +255,20 @@ func (b *Builder) DeleteRecord(zone, name, typ string, rev uint64) {
 // sawZone and sawRecord note a change in n's own copy of the revisions:
 // the published tables hold the old one.
 func (n *names) sawZone(zone string, rev uint64) {
-	n.revs = maps.Clone(n.revs)
+	n.ownRevs()
 	n.revs.SawZone(zone, rev)
 }
 
 func (n *names) sawRecord(zone string, rev uint64) {
-	n.revs = maps.Clone(n.revs)
+	n.ownRevs()
 	n.revs.SawRecord(zone, rev)
+}
+
+func (n *names) ownRevs() {
+	if n.owned&ownRevs == 0 {
+		n.revs = maps.Clone(n.revs)
+		n.owned |= ownRevs
+	}
 }
 
 // rebuildMin is how many deletions editNames lets pass before it may
@@ -243,6 +281,8 @@ var rebuildMin = 1024
 // event copies no names at all and an app change costs a copy of the app
 // entries, not of the whole store. Once as many apps and domains have been
 // deleted as half of those left, the index is rebuilt without their keys.
+// Under Hold the copy is published at the release, and the edits until
+// then change it in place: a burst copies each part once.
 func (b *Builder) editNames(f func(*names)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -252,7 +292,36 @@ func (b *Builder) editNames(f func(*names)) {
 		n.buildIndex(n.apps.all(), n.domains.all())
 	}
 	b.n = &n
+	if b.held > 0 {
+		b.unsent = true
+		return
+	}
 	b.publishLocked(false)
+}
+
+// Hold defers publishing the zone, app, domain and record edits made
+// until release is called, which publishes them as one snapshot. The
+// store's follower holds while it applies a burst of changes: each edit
+// published on its own copies the part it changes (the app index of a
+// million apps is ~50 MB), so a burst of N changes cost N copies; held,
+// one. A host change meanwhile publishes what was edited so far, as any
+// publish does. Readers see none of the held edits until then, so a hold
+// must be short.
+func (b *Builder) Hold() (release func()) {
+	b.mu.Lock()
+	b.held++
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.held--
+			if b.held == 0 && b.unsent {
+				b.publishLocked(false)
+			}
+		})
+	}
 }
 
 // SetHost adds or replaces a host (by ID). A host whose Health is nil gets
@@ -310,4 +379,11 @@ func (b *Builder) publishLocked(hostsChanged bool) {
 		t.pools, t.hosts = pools, all
 	}
 	b.live.Store(t)
+	b.unsent = false
+	if b.n.owned != 0 {
+		// t shares every part of b.n now: the next edit copies again.
+		n := *b.n
+		n.owned = 0
+		b.n = &n
+	}
 }

@@ -52,6 +52,10 @@ type names struct {
 	// cache miss on a big table, and such names are what a scan sends).
 	zoneDomains bool
 	dead        int // apps and domains deleted since the index was built
+	// owned is the parts (ownApps, ...) of this copy that no published
+	// table shares yet, which an edit may change in place: the builder's
+	// working copy between two publishes. Readers never look at it.
+	owned uint8
 }
 
 // Table is an immutable routing snapshot. A nil *Table is not valid; use

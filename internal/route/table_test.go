@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,78 @@ func TestBuilderPublishesCopies(t *testing.T) {
 	b.DeleteApp("new")
 	if l.Load().Lookup("new.localhost").Kind != KindUnknown {
 		t.Fatal("delete not published")
+	}
+}
+
+// TestBuilderHold: edits under Hold are published together at the
+// release, changing one working copy in place; a snapshot published
+// before (by an earlier release, or by a host change in the middle of a
+// hold) never sees an edit made after it, in any part (apps, domains,
+// records, revisions).
+func TestBuilderHold(t *testing.T) {
+	l := testTable()
+	b := NewBuilder(l)
+	b.Replace(State{Zones: l.Load().Zones(), Apps: []*App{{ID: "hello"}}})
+	zone := l.Load().Zones()[0].Name
+	app := func(tb *Table, id string) bool { return tb.Lookup(id+"."+zone).Kind == KindApp }
+	dom := func(tb *Table, d string) bool { m := tb.Lookup(d); return m.Kind == KindApp && m.Zone == nil }
+	rec := func(tb *Table, name string) bool {
+		for _, r := range tb.Records(zone) {
+			if r.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	edit := func(i int) {
+		id := fmt.Sprintf("app%d", i)
+		b.PutApp(&App{ID: id})
+		b.PutDomain(&Domain{Domain: id + ".example.org", App: id, Verified: true})
+		b.PutRecord(&Record{Zone: zone, Name: id, Type: "TXT", TTL: 60, Values: []string{"v"}}, uint64(100+i))
+	}
+	has := func(tb *Table, i int) bool {
+		id := fmt.Sprintf("app%d", i)
+		a, d, r := app(tb, id), dom(tb, id+".example.org"), rec(tb, id)
+		if a != d || d != r {
+			t.Fatalf("snapshot holds part of edit %d: app %v, domain %v, record %v", i, a, d, r)
+		}
+		return a
+	}
+
+	start := l.Load()
+	release := b.Hold()
+	edit(1)
+	edit(2)
+	if l.Load() != start {
+		t.Fatal("an edit under Hold was published before the release")
+	}
+	release()
+	release() // a second call does nothing
+	t1 := l.Load()
+	if !has(t1, 1) || !has(t1, 2) || has(start, 1) {
+		t.Fatalf("after the release: app1 %v app2 %v; the snapshot before it: app1 %v", has(t1, 1), has(t1, 2), has(start, 1))
+	}
+	serial := t1.Serial(zone)
+
+	release = b.Hold()
+	edit(3)
+	b.SetHost(&Host{ID: "h1", Apps: []string{"hello"}, State: HostVerified}) // publishes edit 3
+	t2 := l.Load()
+	edit(4)
+	b.DeleteApp("app1")
+	b.DeleteDomain("app1.example.org")
+	b.DeleteRecord(zone, "app1", "TXT", 200)
+	release()
+	t3 := l.Load()
+	switch {
+	case !has(t2, 3) || has(t2, 4) || !has(t2, 1):
+		t.Fatalf("the host change's snapshot: app3 %v (want true), app4 %v (want false), app1 %v (want true)", has(t2, 3), has(t2, 4), has(t2, 1))
+	case !has(t3, 4) || has(t3, 1):
+		t.Fatalf("after the second release: app4 %v (want true), app1 %v (want false)", has(t3, 4), has(t3, 1))
+	case !has(t1, 1) || has(t1, 3):
+		t.Fatal("an earlier snapshot changed under later edits")
+	case t1.Serial(zone) != serial || t3.Serial(zone) <= serial:
+		t.Fatalf("serials: first snapshot %d (was %d), last %d", t1.Serial(zone), serial, t3.Serial(zone))
 	}
 }
 
