@@ -303,15 +303,25 @@ type follower struct {
 	revs  []map[string]uint64 // per feed: key -> last revision applied
 }
 
+// burst is how many changes the follower applies under one Hold of the
+// builder: the ones already waiting when it takes the first, so a burst
+// of writes is published (and its part of the table copied) once per
+// burst instead of once per change, while a lone change is published at
+// once. The bound keeps each snapshot's delay short.
+const burst = 4096
+
 // run applies changes until resync fires, a watcher closes, or ctx ends.
+// It waits for one change, then takes those already waiting (up to
+// burst) before it publishes them together.
 func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-chan *nats.Msg, resync <-chan time.Time) error {
-	// A fixed select over the four buckets keeps this allocation-free.
+	// Fixed selects over the four buckets keep this allocation-free.
 	if len(ws) != 4 {
 		return errors.New("store: internal: want 4 watchers")
 	}
 	for {
 		var (
 			e  jetstream.KeyValueEntry
+			m  *nats.Msg
 			ok bool
 			i  int
 		)
@@ -320,9 +330,7 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 			return nil
 		case <-resync:
 			return nil
-		case m := <-repub:
-			f.republished(m)
-			continue
+		case m = <-repub:
 		case e, ok = <-ws[0].Updates():
 			i = 0
 		case e, ok = <-ws[1].Updates():
@@ -332,13 +340,46 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 		case e, ok = <-ws[3].Updates():
 			i = 3
 		}
-		if !ok {
-			return fmt.Errorf("store: watch %s: closed", f.feeds[i].bucket)
+		release := f.b.Hold()
+		err := f.one(i, e, ok, m)
+	drain:
+		for n := 1; err == nil && n < burst; n++ {
+			e, m = nil, nil
+			select {
+			case m = <-repub:
+			case e, ok = <-ws[0].Updates():
+				i = 0
+			case e, ok = <-ws[1].Updates():
+				i = 1
+			case e, ok = <-ws[2].Updates():
+				i = 2
+			case e, ok = <-ws[3].Updates():
+				i = 3
+			default:
+				break drain
+			}
+			err = f.one(i, e, ok, m)
 		}
-		if e != nil {
-			f.apply(i, e.Key(), e.Value(), e.Revision(), isDelete(e))
+		release()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// one applies what a select took: a republished message m, or else the
+// entry e of watcher i (ok false: the watcher closed; e nil: the end of
+// its initial values, nothing to apply).
+func (f *follower) one(i int, e jetstream.KeyValueEntry, ok bool, m *nats.Msg) error {
+	switch {
+	case m != nil:
+		f.republished(m)
+	case !ok:
+		return fmt.Errorf("store: watch %s: closed", f.feeds[i].bucket)
+	case e != nil:
+		f.apply(i, e.Key(), e.Value(), e.Revision(), isDelete(e))
+	}
+	return nil
 }
 
 // apply applies one change to feed i unless a newer or equal revision of
