@@ -591,7 +591,8 @@ type ownerTried struct {
 // with X-Failover-Cluster. It returns false, leaving the proxy's own
 // 502/503, for writes, forwarded requests (one hop), and when no peer
 // answered below 500 — except that the proxy's 503 (no host here) becomes
-// 502 when a cluster tried could have had one: DESIGN §5.2 keeps 503 for
+// 502 when a cluster tried could have had one (with failover off too, for
+// the owner it forwarded to): DESIGN §5.2 keeps 503 for
 // no host anywhere, so it is answered only when every peer tried said 503
 // too. A peer that answered another 5xx has hosts that failed, and one
 // that could not be reached may have hosts: that is "no peer available".
@@ -611,17 +612,18 @@ func (g *Gateway) failover(w http.ResponseWriter, r *http.Request, cause error) 
 		problem.Write(w, http.StatusServiceUnavailable, "no host of this cluster can take the request")
 		return true
 	}
-	if !st.failover {
-		return false
-	}
 	tried, ownerWasTried := r.Context().Value(ownerTriedKey{}).(ownerTried)
 	hostElsewhere := ownerWasTried && !tried.noHost
-	if rq != nil && rq.Match.App != nil && !replayable(r) && hostElsewhere && errors.Is(cause, proxy.ErrNoHost) {
-		// A write the owner could not take (unreachable, or no answer)
+	if rq != nil && rq.Match.App != nil && (!replayable(r) || !st.failover) && hostElsewhere && errors.Is(cause, proxy.ErrNoHost) {
+		// A request no other peer will be asked for (a write, or failover
+		// off) that the owner could not take (unreachable, or no answer)
 		// and no host here: the owner may well have hosts, so it is "no
 		// peer available", 502, not the proxy's 503 for no host anywhere.
 		problem.Write(w, http.StatusBadGateway, fmt.Sprintf("no host here, and the owner cluster %s could not take the request", tried.id))
 		return true
+	}
+	if !st.failover {
+		return false
 	}
 	if rq == nil || rq.Match.App == nil || rq.ForwardedBy != "" || rq.ForwardMarked || !replayable(r) || !rq.ClientIP.IsValid() {
 		return false

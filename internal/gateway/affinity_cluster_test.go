@@ -780,30 +780,36 @@ func TestNoHostHereStatus(t *testing.T) {
 // TestOwnerUnreachableNoLocalHost: with the owner in the set but not
 // reachable and no host here, the answer is 502 naming the owner for a
 // write as for a read (DESIGN §5.2: no peer available; the owner may well
-// have hosts), not the 503 that says no host exists anywhere.
+// have hosts), not the 503 that says no host exists anywhere — with
+// failover off too (cluster.failover: false), where it was the 503.
 func TestOwnerUnreachableNoLocalHost(t *testing.T) {
-	ids := []string{"ap", "us"}
-	cs := startClusters(t, clusterSetup{ids: ids, edit: func(c *testCluster, o *Options) {
-		if c.id != "us" {
-			return
-		}
-		_, apKey, _ := ed25519.GenerateKey(rand.Reader)
-		set := cluster.NewSet("us", []cluster.Peer{
-			{ID: "us", URL: c.url, PublicKey: c.key.Public().(ed25519.PublicKey), Active: true},
-			{ID: "ap", URL: "http://127.0.0.1:1", PublicKey: apKey.Public().(ed25519.PublicKey), Active: true}, // nothing listens
+	for _, noFailover := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failover=%v", !noFailover), func(t *testing.T) {
+			ids := []string{"ap", "us"}
+			cs := startClusters(t, clusterSetup{ids: ids, edit: func(c *testCluster, o *Options) {
+				if c.id != "us" {
+					return
+				}
+				_, apKey, _ := ed25519.GenerateKey(rand.Reader)
+				set := cluster.NewSet("us", []cluster.Peer{
+					{ID: "us", URL: c.url, PublicKey: c.key.Public().(ed25519.PublicKey), Active: true},
+					{ID: "ap", URL: "http://127.0.0.1:1", PublicKey: apKey.Public().(ed25519.PublicKey), Active: true}, // nothing listens
+				})
+				o.Cluster.Members = func() cluster.Set { return set }
+				o.Cluster.NoFailover = noFailover
+			}})
+			cl := clClient(t)
+			app := ownedBy(t, "ap", ids)
+			cs["us"].b.DeleteHost("us-h1")
+			for _, m := range []string{http.MethodPost, http.MethodGet} {
+				res, body := send(t, cl, cs["us"], m, app, "/", nil)
+				if res.StatusCode != http.StatusBadGateway || !strings.Contains(body, "owner") || !strings.Contains(body, "ap") {
+					t.Errorf("%s with the owner unreachable and no host here: %d %s, want 502 naming the owner", m, res.StatusCode, body)
+				}
+			}
+			if n := promtest.ToFloat64(cs["us"].gw.Metrics().ClusterForwards.WithLabelValues("ap", "owner", "unreachable")); n != 2 {
+				t.Errorf("unreachable forwards to ap counted %v, want 2", n)
+			}
 		})
-		o.Cluster.Members = func() cluster.Set { return set }
-	}})
-	cl := clClient(t)
-	app := ownedBy(t, "ap", ids)
-	cs["us"].b.DeleteHost("us-h1")
-	for _, m := range []string{http.MethodPost, http.MethodGet} {
-		res, body := send(t, cl, cs["us"], m, app, "/", nil)
-		if res.StatusCode != http.StatusBadGateway || !strings.Contains(body, "owner") || !strings.Contains(body, "ap") {
-			t.Errorf("%s with the owner unreachable and no host here: %d %s, want 502 naming the owner", m, res.StatusCode, body)
-		}
-	}
-	if n := promtest.ToFloat64(cs["us"].gw.Metrics().ClusterForwards.WithLabelValues("ap", "owner", "unreachable")); n != 2 {
-		t.Errorf("unreachable forwards to ap counted %v, want 2", n)
 	}
 }
