@@ -183,10 +183,20 @@ func (e *Edge) managementHandler() http.Handler {
 	if e.opts.Management != nil {
 		mux.Handle("/", e.opts.Management)
 	}
+	var h http.Handler = mux
 	if a, ok := e.mgmtLn.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
-		return loopbackHosts(mux)
+		h = loopbackHosts(mux)
 	}
-	return mux
+	if e.clusterHdr == nil {
+		return h
+	}
+	// Every answer names the cluster that gave it (DESIGN §5.2), the
+	// management listener's too: an operator behind a load balancer over
+	// several clusters reads which one answered /readyz.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.stampCluster(w.Header())
+		h.ServeHTTP(w, r)
+	})
 }
 
 // loopbackHosts guards a listener bound to loopback against DNS

@@ -83,6 +83,21 @@ func TestRefusalsNameTheCluster(t *testing.T) {
 		}
 	}
 
+	// The management listener's answers, its own and the API's, name the
+	// cluster too.
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/api/v3/apps", "/nowhere"} {
+		t.Run("management"+path, func(t *testing.T) {
+			res, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + r.g.Addrs().Management + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if got := res.Header.Values("X-Gatehouse-Cluster"); len(got) != 1 || got[0] != "one" {
+				t.Errorf("%d: X-Gatehouse-Cluster %q, want one", res.StatusCode, got)
+			}
+		})
+	}
+
 	pad := func(n int) [][2]string {
 		var f [][2]string
 		for i := range n {
