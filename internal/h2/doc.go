@@ -58,6 +58,7 @@
 // than WriteStall is reset); malformed requests (pseudo-header fields,
 // connection-specific fields, a content-length that disagrees with the
 // DATA) reset or refused before a handler runs; header lists over
-// MaxHeaderBytes answered 431; and floods of empty DATA, SETTINGS or PING
-// frames bounded. It does not push, and does not take extended CONNECT.
+// MaxHeaderBytes answered 431 on their stream, the connection going on
+// (headers.go); and floods of empty DATA, SETTINGS or PING frames
+// bounded. It does not push, and does not take extended CONNECT.
 package h2

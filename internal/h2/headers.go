@@ -3,6 +3,7 @@ package h2
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -13,14 +14,15 @@ import (
 
 // blockReader decodes a connection's request header blocks (a HEADERS
 // frame and its CONTINUATIONs) with the connection's HPACK decoder, as
-// x/net's Framer does when its ReadMetaHeaders is set, and with the same
-// checks and errors, but into memory that outlives the block: the Framer
-// builds a MetaHeadersFrame, an emit closure with its captured state and a
-// field slice grown from nothing for every block, ten of an HTTP/2
-// request's twenty allocations and ~750 of its ~2,150 bytes
-// (BenchmarkRequestPipe). The fields' slice is the server's, pooled, so an
-// idle connection holds none. Used by the connection's reading goroutine
-// only.
+// x/net's Framer does when its ReadMetaHeaders is set, with the same
+// checks and errors (but for a block over the list's bound or malformed,
+// where the Framer ends the connection: see read), and into memory that
+// outlives the block: the Framer builds a MetaHeadersFrame, an emit
+// closure with its captured state and a field slice grown from nothing
+// for every block, ten of an HTTP/2 request's twenty allocations and ~750
+// of its ~2,150 bytes (BenchmarkRequestPipe). The fields' slice is the
+// server's, pooled, so an idle connection holds none. Used by the
+// connection's reading goroutine only.
 type blockReader struct {
 	dec  *hpack.Decoder
 	pool *sync.Pool           // *[]hpack.HeaderField, the server's
@@ -44,10 +46,34 @@ func (hb *blockReader) init(pool *sync.Pool) {
 	hb.dec = hpack.NewDecoder(4096, hb.emit)
 }
 
+// A header list over MaxHeaderListSize is answered on its stream (431,
+// Truncated), not by ending the connection, and a malformed one is reset:
+// either way the rest of the block is still decoded, its fields
+// discarded, so that the connection's HPACK table stays the client's, and
+// the other streams go on. x/net's Framer ends the connection instead for
+// any CONTINUATION past the list's budget or after a malformed field, and
+// for a string over the budget: with net/http's 1 MiB bound that is rare,
+// with the 64 KiB a gateway sets (max_header_bytes) a cookie of 70 KB
+// would take down every stream of a browser's connection.
+//
+// What that costs is bounded. A discarded field costs its decoding only
+// (emit off: nothing is kept), so the block's encoded size is bounded,
+// at blockFactor times the budget: past it the connection ends (the
+// CONTINUATION flood, whose answer x/net's rule is), and decoding a block
+// costs no more than that many bytes' worth. The decoder buffers one field
+// at a time, whole, however many frames it spans, and keeps the buffer's
+// memory for the connection's life: its strings are bounded at
+// stringFactor times the budget (past it, COMPRESSION_ERROR, as x/net's
+// Framer answers a string over its bound).
+const (
+	blockFactor  = 4
+	stringFactor = 2
+)
+
 // read decodes the block hf opens, reading its CONTINUATIONs from fr.
-// The frame returned (hb's own) is valid until done. Errors are those of
-// x/net's Framer.ReadFrame for the same bytes: a ConnectionError, a
-// StreamError for a block that decoded but is malformed, or fr's.
+// The frame returned (hb's own) is valid until done. Errors are a
+// ConnectionError, a StreamError for a block that decoded but is
+// malformed, or fr's; a list over fr.MaxHeaderListSize is Truncated.
 func (hb *blockReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (*http2.MetaHeadersFrame, error) {
 	limit := fr.MaxHeaderListSize
 	if limit == 0 {
@@ -61,18 +87,12 @@ func (hb *blockReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (*http2.Me
 	hb.invalid, hb.sawRegular = nil, false
 	hb.listLeft, hb.trailerLeft = limit, limit
 	hb.dec.SetEmitEnabled(true)
-	hb.dec.SetMaxStringLength(int(limit))
+	hb.dec.SetMaxStringLength(int(min(stringFactor*int64(limit), math.MaxInt32)))
 
+	blockLeft := blockFactor * int64(limit)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
 	for {
-		// A block past its budget is not decoded further: any
-		// CONTINUATION once both budgets are spent, or one whose
-		// encoded size is over twice what is left, ends the connection
-		// (the CONTINUATION flood; x/net's rule).
-		if int64(len(frag)) > 2*(int64(hb.listLeft)+int64(hb.trailerLeft)) {
-			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
-		}
-		if hb.invalid != nil {
+		if blockLeft -= int64(len(frag)); blockLeft < 0 {
 			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if _, err := hb.dec.Write(frag); err != nil {

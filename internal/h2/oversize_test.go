@@ -1,0 +1,122 @@
+package h2
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// headersSplit sends a request's header block on stream id as a HEADERS
+// frame and as many CONTINUATIONs as the server's 16 KiB frames take.
+func (rc *rawClient) headersSplit(id uint32, end bool, fields ...string) {
+	rc.t.Helper()
+	rc.hb.Reset()
+	for i := 0; i+1 < len(fields); i += 2 {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	blk := rc.hb.Bytes()
+	first := blk[:min(maxFrameRead, len(blk))]
+	err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(first) == len(blk)})
+	for rest := blk[len(first):]; len(rest) > 0 && err == nil; {
+		n := min(maxFrameRead, len(rest))
+		err = rc.fr.WriteContinuation(id, n == len(rest), rest[:n])
+		rest = rest[n:]
+	}
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// noise is n bytes of hex from seed: HPACK's Huffman code shrinks it by a
+// third at most, and each value is new to the table.
+func noise(seed uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, (n+1)/2)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+// TestOversizedHeaderListAnsweredOnItsStream: a header list over
+// MaxHeaderBytes, whether one field of it is over the bound or its many
+// fields add up to three times it over CONTINUATIONs, is answered 431 on
+// its stream, and the connection goes on: a stream open on it meanwhile
+// completes, and a later request whose block indexes fields the oversized
+// block added to the HPACK table (before and after the field that broke
+// the bound) is read as sent, so the table stayed the client's. Before,
+// the connection ended (GOAWAY COMPRESSION_ERROR or PROTOCOL_ERROR) and
+// took the open stream with it.
+func TestOversizedHeaderListAnsweredOnItsStream(t *testing.T) {
+	const limit = 64 << 10 // the gateway's default max_header_bytes
+	var many []string      // ~200 KB of 1 KB fields
+	for i := range 200 {
+		many = append(many, fmt.Sprintf("x-pad-%d", i), noise(uint64(i), 1000))
+	}
+	cases := []struct {
+		name string
+		big  []string
+	}{
+		{"one field of 100 KB", []string{"cookie", noise(1, 100<<10)}},
+		{"one field of 120 KB", []string{"x-big", noise(2, 120<<10)}},
+		{"200 KB of fields", many},
+	}
+	var handled atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", r.Header.Get("X-Before")+"|"+r.Header.Get("X-After"))
+		w.Header().Set("X-Body", fmt.Sprint(len(b)))
+	})
+	_, addr := serve(t, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		h(w, r)
+	}), MaxHeaderBytes: limit})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			handled.Store(0)
+			rc := dialRaw(t, addr)
+			// Stream 1 is open, its body still to come.
+			rc.headers(1, false, reqFields("POST", "/upload")...)
+			fields := reqFields("GET", "/", "x-before", "b-"+tc.name)
+			fields = append(fields, tc.big...)
+			fields = append(fields, "x-after", "a-"+tc.name)
+			rc.headersSplit(3, true, fields...)
+			got, body := rc.response(3)
+			if m := fieldMap(got); m[":status"] != "431" {
+				t.Fatalf("oversized header list: %v %q, want 431", got, body)
+			}
+			if err := rc.fr.WriteData(1, true, []byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if m := fieldMap(mustResponse(rc, 1)); m[":status"] != "200" || m["x-body"] != "5" {
+				t.Fatalf("the stream open alongside: %v", m)
+			}
+			// x-before and x-after go as indexes into the table the
+			// oversized block filled.
+			rc.headers(5, true, reqFields("GET", "/", "x-before", "b-"+tc.name, "x-after", "a-"+tc.name)...)
+			if m := fieldMap(mustResponse(rc, 5)); m[":status"] != "200" || m["x-echo"] != "b-"+tc.name+"|a-"+tc.name {
+				t.Fatalf("a request after the oversized one: %v", m)
+			}
+			if n := handled.Load(); n != 2 {
+				t.Fatalf("the handler ran %d times, want 2 (not for the oversized list)", n)
+			}
+		})
+	}
+}
+
+func mustResponse(rc *rawClient, id uint32) []string {
+	rc.t.Helper()
+	f, _ := rc.response(id)
+	if len(f) == 0 || !strings.HasPrefix(f[0], ":") {
+		rc.t.Fatalf("stream %d: no response head: %v", id, f)
+	}
+	return f
+}
