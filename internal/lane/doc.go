@@ -15,11 +15,13 @@
 // a segment the client must wake for.
 //
 // What it takes: HTTP/1.1; GET, HEAD, POST, PUT, PATCH, DELETE or
-// OPTIONS; an origin-form target; exactly one valid Host; no body or one
-// Content-Length (digits only), never Transfer-Encoding; no Upgrade,
-// Expect or TE; Connection naming only keep-alive or close; header names
-// that are tokens and values without control bytes; and a head that fits
-// in MaxHeaderBytes (at most 4 KiB). Everything else — a chunked body, a
+// OPTIONS; an origin-form target, or "OPTIONS *" where net/http would
+// give it to the handler too (Server.DisableGeneralOptionsHandler);
+// exactly one valid Host; no body or one Content-Length (digits only),
+// never Transfer-Encoding; no Upgrade, Expect or TE; Connection naming
+// only keep-alive or close; header names that are tokens and values
+// without control bytes; and a head that fits in MaxHeaderBytes (at most
+// 4 KiB). Everything else — a chunked body, a
 // WebSocket upgrade, 100-continue, HTTP/1.0, a malformed or oversized
 // head — goes to net/http,
 // which answers exactly as it would have had it read the connection from

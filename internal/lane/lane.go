@@ -554,6 +554,11 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 		if why := parse(string(cn.buf[:end]), &x.h, x.hdr, x.vals[:]); why != "" {
 			return cn.handoff(why), false, false
 		}
+		if x.h.target == "*" && !s.opts.Server.DisableGeneralOptionsHandler {
+			// net/http answers "OPTIONS *" itself unless told not to;
+			// then its handler gets it, and so does the lane's.
+			return cn.handoff(reasonTarget), false, false
+		}
 		first = false
 		var b *body
 		take := 0

@@ -149,7 +149,13 @@ func servers(t *testing.T, th *testHandler, o Options) (plain, lane string, s *S
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1 := quiet(&http.Server{Handler: th})
+	// o.Server, when set, is the lane's marker server, and its general
+	// OPTIONS handler setting is both net/http servers' too.
+	if o.Server == nil {
+		o.Server = &http.Server{}
+	}
+	noOptions := o.Server.DisableGeneralOptionsHandler
+	s1 := quiet(&http.Server{Handler: th, DisableGeneralOptionsHandler: noOptions})
 	go s1.Serve(ln1)
 	t.Cleanup(func() { s1.Close() })
 
@@ -158,10 +164,10 @@ func servers(t *testing.T, th *testHandler, o Options) (plain, lane string, s *S
 		t.Fatal(err)
 	}
 	handed := newTestChan(ln2.Addr())
-	s2 := quiet(&http.Server{Handler: th, MaxHeaderBytes: o.MaxHeaderBytes})
+	s2 := quiet(&http.Server{Handler: th, MaxHeaderBytes: o.MaxHeaderBytes, DisableGeneralOptionsHandler: noOptions})
 	go s2.Serve(handed)
-	th.laneS = &http.Server{}
-	o.Handler, o.Handoff, o.Server = th, handed.hand, th.laneS
+	th.laneS = o.Server
+	o.Handler, o.Handoff = th, handed.hand
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = 5 * time.Second
 	}

@@ -55,7 +55,7 @@ func headEnd(b []byte, from int) int {
 const (
 	reasonMethod     = "method"      // not one of the seven methods the lane serves
 	reasonVersion    = "version"     // not HTTP/1.1 (1.0, h2c preface, garbage)
-	reasonTarget     = "target"      // not origin-form, or one net/http refuses
+	reasonTarget     = "target"      // not origin-form (nor "OPTIONS *"), or one net/http refuses
 	reasonHeader     = "header"      // a malformed field line, name or value
 	reasonHost       = "host"        // no Host, several, or an invalid one
 	reasonFraming    = "framing"     // Transfer-Encoding, or a Content-Length that is not one plain number
@@ -104,8 +104,8 @@ func parse(text string, h *head, hdr http.Header, vals []string) (reason string)
 	if !ok || proto != "HTTP/1.1" {
 		return reasonVersion
 	}
-	if len(target) == 0 || target[0] != '/' {
-		return reasonTarget
+	if len(target) == 0 || target[0] != '/' && (target != "*" || h.method != http.MethodOptions) {
+		return reasonTarget // "OPTIONS *" alone of the other forms: see conn.serve
 	}
 	for i := 0; i < len(target); i++ {
 		if c := target[i]; c <= ' ' || c >= 0x7f {
