@@ -268,6 +268,9 @@ func (e *Edge) Run(ctx context.Context) error {
 	if e.httpLn != nil {
 		ph := e.httpHandler()
 		plain = e.server(ph, true)
+		// "OPTIONS *" goes to the chain where the http listener serves
+		// it, as on https; redirect and acme-only keep net/http's answer.
+		plain.DisableGeneralOptionsHandler = e.opts.HTTPMode == ModeServe
 		if e.opts.HTTPMode == ModeServe && !e.opts.DisableLane {
 			// The lane reads the connections first and hands net/http
 			// those it does not serve itself (see internal/lane).
@@ -283,6 +286,11 @@ func (e *Edge) Run(ctx context.Context) error {
 		l7h := withTLSState(e.offload)
 		l7 = e.server(l7h, true)
 		l7.ConnContext = tlsStateContext
+		// net/http (HTTP/1 and its HTTP/2), the lane and h2 all leave
+		// "OPTIONS *" to the chain, which answers it for a known host
+		// and logs, counts and stamps it as any request (gateway's
+		// asterisk), rather than answering it out of sight.
+		l7.DisableGeneralOptionsHandler = true
 		l7ln = newChanListener(e.ln.Addr())
 		if !e.opts.DisableLane {
 			// HTTP/1.1 over TLS takes the lane too; h2 goes straight to

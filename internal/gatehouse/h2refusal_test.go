@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,36 +139,84 @@ func (e *h2Env) testHeaderListTooLarge(t *testing.T) {
 	}
 }
 
-// "OPTIONS *" asks about the server, not a resource: over HTTP/2 it gets
-// what HTTP/1.1 gets on the same listener (net/http's answer: 200 with an
-// empty body), and reaches no host.
+// "OPTIONS *" asks about the server, not a resource. It goes through the
+// chain like any request, on every path (HTTP/2; HTTP/1.1 read by the
+// lane and by net/http, which with fast_path on gets a connection the
+// lane hands off; with it off, net/http alone): a known app's is answered
+// by the gateway itself, 200 with Allow, no body and the headers every
+// answer carries, reaches no host, and is counted; an unknown host's gets
+// the unknown-host 404; "GET *" a 400. net/http's own answer, which these paths gave
+// before, had none of the gateway's headers and was neither logged nor
+// counted.
 func (e *h2Env) testOptionsStar(t *testing.T) {
 	before := e.hits.Load()
+	metric := func(series string) float64 {
+		_, m := mgmtGet(t, e.r.g.Addrs().Management, "/metrics")
+		for l := range strings.Lines(m) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), series+" "); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	const counted = `gatehouse_http_requests_total{app="web",code="2xx",method="OPTIONS"}`
+	countedBefore := metric(counted)
+
 	c := dialRawH2(t, e.r.g.Addrs().HTTPS, "web.test.local")
 	c.open(t, 1, "OPTIONS", "*", true)
 	c.until(t, "the answer", func() bool { return c.ended[1] || c.reset[1] })
 	h2 := parityRes{Header: c.header[1], Body: string(c.body[1])}
 	h2.Status, _ = strconv.Atoi(c.status[1])
 
-	tc, err := tls.Dial("tcp", e.r.g.Addrs().HTTPS, &tls.Config{ServerName: "web.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-	if err != nil {
-		t.Fatal(err)
+	h1 := func(head string) parityRes {
+		tc, err := tls.Dial("tcp", e.r.g.Addrs().HTTPS, &tls.Config{ServerName: "web.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		_ = tc.SetDeadline(time.Now().Add(h2Wait))
+		io.WriteString(tc, head)
+		return readRaw(t, bufio.NewReader(tc), "OPTIONS")
 	}
-	defer tc.Close()
-	_ = tc.SetDeadline(time.Now().Add(h2Wait))
-	io.WriteString(tc, "OPTIONS * HTTP/1.1\r\nHost: web.test.local\r\n\r\n")
-	h1 := readRaw(t, bufio.NewReader(tc), "OPTIONS")
-	for _, r := range []*parityRes{&h2, &h1} {
+	const handoffs = `gatehouse_fast_path_handoffs_total{reason="target"}`
+	handedBefore := metric(handoffs)
+	lane := h1("OPTIONS * HTTP/1.1\r\nHost: web.test.local\r\n\r\n")
+	if n := metric(handoffs) - handedBefore; n != 0 {
+		t.Errorf("the lane handed off %v OPTIONS * requests, want it to serve them", n)
+	}
+	// TE hands the lane's connection to net/http (fast_path on).
+	handed := h1("OPTIONS * HTTP/1.1\r\nHost: web.test.local\r\nTE: trailers\r\n\r\n")
+	for name, r := range map[string]*parityRes{"h2": &h2, "http/1.1": &lane, "http/1.1 handed to net/http": &handed} {
+		if r.Status != 200 || r.Body != "" || r.Header.Get("Allow") == "" ||
+			r.Header.Get("X-Request-Id") == "" || r.Header.Get("X-Gatehouse-Cluster") == "" {
+			t.Errorf("%s: %d %q %v, want 200, Allow, X-Request-Id, X-Gatehouse-Cluster and no body", name, r.Status, r.Body, r.Header)
+		}
 		r.normalize()
 	}
-	if fmt.Sprint(h2) != fmt.Sprint(h1) {
-		t.Errorf("HTTP/2 and HTTP/1.1 differ:\nh2:       %+v\nhttp/1.1: %+v", h2, h1)
+	for name, r := range map[string]parityRes{"http/1.1": lane, "http/1.1 handed to net/http": handed} {
+		if r.Header.Get("Content-Length") != "0" {
+			t.Errorf("%s: Content-Length %q, want 0", name, r.Header.Get("Content-Length"))
+		}
 	}
-	if h1.Status != 200 || h1.Body != "" {
-		t.Errorf("HTTP/1.1: %+v, want 200 and no body", h1)
+	if fmt.Sprint(h2) != fmt.Sprint(lane) || fmt.Sprint(handed) != fmt.Sprint(lane) {
+		t.Errorf("the paths differ:\nh2:       %+v\nhttp/1.1: %+v\nhanded:   %+v", h2, lane, handed)
+	}
+	// Only OPTIONS may ask in asterisk form; net/http reads any method's.
+	get := h1("GET * HTTP/1.1\r\nHost: web.test.local\r\n\r\n")
+	if get.Status != http.StatusBadRequest || get.Header.Get("Content-Type") != problem.ContentType || get.Header.Get("X-Request-Id") == "" {
+		t.Errorf("GET *: %d %v %q, want a 400 problem", get.Status, get.Header, get.Body)
 	}
 	if n := e.hits.Load() - before; n != 0 {
 		t.Errorf("the host saw %d requests", n)
+	}
+	if n := metric(counted) - countedBefore; n != 3 {
+		t.Errorf("counted %v OPTIONS answers for web, want 3", n)
+	}
+
+	unknown := h1("OPTIONS * HTTP/1.1\r\nHost: nowhere.test.local\r\n\r\n")
+	if unknown.Status != http.StatusNotFound || unknown.Header.Get("Content-Type") != problem.ContentType || unknown.Header.Get("X-Request-Id") == "" {
+		t.Errorf("unknown host: %d %v %q, want the unknown-host 404 problem", unknown.Status, unknown.Header, unknown.Body)
 	}
 }
 

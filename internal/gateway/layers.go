@@ -467,7 +467,8 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // route reads the Host against one table snapshot: an app goes on down
 // the chain, api.{zone} to the API, anything else gets 404. A suspended
-// or retired app answers 503 here, with no failover.
+// or retired app answers 503 here, with no failover. A request to either
+// whose target is "*" is answered here (asterisk).
 //
 // A passthrough app answers 421 Misdirected Request, before anything is
 // sent anywhere: its host terminates TLS itself and the gateway never
@@ -502,11 +503,19 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 					problem.Write(w, http.StatusMisdirectedRequest, "this app is served only over TLS passthrough: connect with TLS and this name as SNI")
 					return
 				}
+				if r.URL.Path == "*" {
+					asterisk(w, r)
+					return
+				}
 				next.ServeHTTP(w, r)
 			}
 		case route.KindAPI:
 			if g.api == nil {
 				problem.Write(w, http.StatusNotFound, "no API is served here")
+				return
+			}
+			if r.URL.Path == "*" {
+				asterisk(w, r)
 				return
 			}
 			g.api.ServeHTTP(w, r)
@@ -521,6 +530,27 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// asterisk answers a request to a known host whose target is "*", the
+// asterisk form (RFC 9110 §7.1), which asks about the server and not a
+// resource: "OPTIONS *" gets 200 with Allow and no body (RFC 9110
+// §9.3.7), any other method 400 (only OPTIONS may use the form). The
+// gateway answers as the server the client reached rather than
+// forwarding: hosts behind a gateway are not asked in asterisk form and
+// may not parse it, and path rules (policy, CORS) cannot reason about
+// "*". The servers in front leave it to the chain
+// (http.Server.DisableGeneralOptionsHandler), so that it is logged,
+// counted and stamped as every answer is.
+func asterisk(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodOptions {
+		problem.Write(w, http.StatusBadRequest, "the request target * is for OPTIONS only")
+		return
+	}
+	h := w.Header()
+	h["Allow"] = allowed // what the 405 to CONNECT names
+	h.Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
 }
 
 // ---- 4. hygiene --------------------------------------------------------
@@ -567,7 +597,8 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	})
 }
 
-// allowed is the Allow field of the 405 to CONNECT.
+// allowed is the Allow field of the 405 to CONNECT and of the answer to
+// "OPTIONS *" (asterisk).
 var allowed = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
 
 // desync names what is wrong with r's framing or header bytes, or "".
