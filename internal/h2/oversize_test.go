@@ -120,3 +120,50 @@ func mustResponse(rc *rawClient, id uint32) []string {
 	}
 	return f
 }
+
+// TestOversizedTrailersResetTheStream: request trailers over
+// MaxHeaderBytes reset their stream, as malformed trailers do, rather than
+// reach the handler with some of their fields silently dropped (a
+// trailer block in one frame) or end the connection (one over
+// CONTINUATIONs); the connection goes on.
+func TestOversizedTrailersResetTheStream(t *testing.T) {
+	const limit = 8 << 10
+	cases := []struct {
+		name string
+		big  []string
+	}{
+		{"one frame", []string{"x-big", noise(3, 12<<10)}},
+		{"continuations", []string{"x-big", noise(4, 14<<10), "x-big", noise(5, 14<<10)}},
+	}
+	var handled atomic.Int32
+	_, addr := serve(t, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("X-Trailer", r.Trailer.Get("X-Small"))
+	}), MaxHeaderBytes: limit})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			handled.Store(0)
+			rc := dialRaw(t, addr)
+			rc.headers(1, false, reqFields("POST", "/", "trailer", "x-small, x-big")...)
+			if err := rc.fr.WriteData(1, false, []byte("body")); err != nil {
+				t.Fatal(err)
+			}
+			rc.headersSplit(1, true, append([]string{"x-small", "s"}, tc.big...)...)
+			var reset bool
+			rc.until("stream 1's end", func(f http2.Frame) bool {
+				if r, ok := f.(*http2.RSTStreamFrame); ok && r.StreamID == 1 {
+					reset = true
+				}
+				return endOf(1)(f)
+			})
+			if !reset {
+				t.Fatalf("oversized trailers did not reset their stream")
+			}
+			rc.headers(3, true, reqFields("GET", "/")...)
+			if m := fieldMap(mustResponse(rc, 3)); m[":status"] != "200" {
+				t.Fatalf("the next request: %v", m)
+			}
+		})
+	}
+}

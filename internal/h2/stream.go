@@ -216,6 +216,10 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	switch {
 	case !f.StreamEnded():
 		bad = "trailers do not end the stream"
+	case f.Truncated:
+		// Some of the trailers were dropped (over MaxHeaderBytes):
+		// passed on, the rest would reach the host as if they were all.
+		bad = "trailers over the header list's bound"
 	case len(f.PseudoFields()) > 0:
 		bad = "pseudo-header fields in trailers"
 	case st.declLen >= 0 && st.gotLen != st.declLen:
