@@ -195,23 +195,9 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 		}
 		watchers = append(watchers, w)
 	}
-	st := route.State{Revisions: route.Revisions{}}
-	revs := make([]map[string]uint64, len(feeds))
-	for i, f := range feeds {
-		if revs[i], err = s.load(loadCtx, f, watchers[i], &st); err != nil {
-			return err
-		}
-		if f.saw == nil {
-			continue
-		}
-		// Every key counts, deleted ones and values that do not decode
-		// too: the serial a load gives is then never below the one the
-		// changes it replaces gave, so a resync cannot move it back. (A
-		// change to a value that does not decode, written around the API,
-		// reaches the serial of a gateway that follows it only then.)
-		for key, rev := range revs[i] {
-			f.saw(st.Revisions, key, rev)
-		}
+	st, revs, err := s.loadState(loadCtx, feeds, watchers)
+	if err != nil {
+		return err
 	}
 	b.Replace(st)
 	s.syncOnce.Do(func() { close(s.synced) })
@@ -261,6 +247,31 @@ func (s *Store) subscribeRepublished() (repub <-chan *nats.Msg, stop func(), err
 		return nil, nil, fmt.Errorf("store: subscribe: %w", err)
 	}
 	return ch, stop, nil
+}
+
+// loadState reads the initial values of every feed from its watcher:
+// the state to publish, and per feed the revision of every key seen.
+func (s *Store) loadState(ctx context.Context, feeds []feed, watchers []jetstream.KeyWatcher) (route.State, []map[string]uint64, error) {
+	st := route.State{Revisions: route.Revisions{}}
+	revs := make([]map[string]uint64, len(feeds))
+	for i, f := range feeds {
+		var err error
+		if revs[i], err = s.load(ctx, f, watchers[i], &st); err != nil {
+			return route.State{}, nil, err
+		}
+		if f.saw == nil {
+			continue
+		}
+		// Every key counts, deleted ones and values that do not decode
+		// too: the serial a load gives is then never below the one the
+		// changes it replaces gave, so a resync cannot move it back. (A
+		// change to a value that does not decode, written around the API,
+		// reaches the serial of a gateway that follows it only then.)
+		for key, rev := range revs[i] {
+			f.saw(st.Revisions, key, rev)
+		}
+	}
+	return st, revs, nil
 }
 
 // load reads w's initial values (up to the nil marker) into st and
