@@ -8,7 +8,7 @@
 // Usage:
 //
 //	st, err := store.Open(ctx, bus.JetStream(), store.Options{Logger: log})
-//	go st.Run(ctx, builder) // initial load, then every change, resync every 30 s
+//	go st.Run(ctx, builder) // initial load, then every change, checked every 30 s
 //	err = st.PutApp(ctx, &route.App{ID: "hello", ...})
 //
 // Every gateway runs one Store on the same buckets; a change written by

@@ -61,9 +61,9 @@ func TestRepublishedWritesCarryKeyRevisionAndOp(t *testing.T) {
 	// The follower applies each revision once, whichever copy comes first.
 	var live route.Live
 	b := route.NewBuilder(&live)
-	f := &follower{s: s, b: b, feeds: s.feeds(), revs: make([]map[string]uint64, 4)}
+	f := &follower{s: s, b: b, feeds: s.feeds(), revs: make([]map[string]uint64, 4), dead: make([]map[string]bool, 4)}
 	for i := range f.revs {
-		f.revs[i] = map[string]uint64{}
+		f.revs[i], f.dead[i] = map[string]uint64{}, map[string]bool{}
 	}
 	f.republished(put)
 	if len(live.Load().Records("z.test")) != 1 {

@@ -112,7 +112,7 @@ func BenchmarkResync(b *testing.B) {
 					}
 					ws = append(ws, w)
 				}
-				st, _, err := s.loadState(b.Context(), feeds, ws)
+				st, _, _, err := s.loadState(b.Context(), feeds, ws)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -132,6 +132,49 @@ func BenchmarkResync(b *testing.B) {
 			}
 			load.report(b, "load")
 			replace.report(b, "replace")
+		})
+	}
+}
+
+// BenchmarkResyncCheck measures what replaced the 30 s full resync of
+// BenchmarkResync in the steady state: one check of a table that follows
+// every change, with 10,000 and 100,000 apps.
+//
+//	go test -run '^$' -bench ResyncCheck -benchmem ./internal/store/
+func BenchmarkResyncCheck(b *testing.B) {
+	for _, apps := range []int{10000, 100000} {
+		b.Run("apps="+strconv.Itoa(apps), func(b *testing.B) {
+			s := resyncStore(b, apps)
+			feeds := s.feeds()
+			before := make([]*jetstream.StreamInfo, len(feeds))
+			ws := make([]jetstream.KeyWatcher, 0, len(feeds))
+			for i, f := range feeds {
+				var err error
+				if before[i], err = s.streamInfo(b.Context(), f.bucket); err != nil {
+					b.Fatal(err)
+				}
+				w, err := f.kv.WatchAll(b.Context())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer stopWatch(w)
+				ws = append(ws, w)
+			}
+			_, revs, dead, err := s.loadState(b.Context(), feeds, ws)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := s.follower(route.NewBuilder(new(route.Live)), feeds, revs, dead, before)
+			var c cost
+			for b.Loop() {
+				t0 := now(b)
+				reason, behind, err := f.check(b.Context())
+				c.add(t0, now(b))
+				if err != nil || reason != "" || behind {
+					b.Fatalf("check: %q, behind %v, %v", reason, behind, err)
+				}
+			}
+			c.report(b, "check")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,10 +129,12 @@ func (s *Store) feeds() []feed {
 
 // Run loads every routing bucket, publishes it with b.Replace, then
 // applies each change to b as the watchers deliver it. Every Resync it
-// reloads in full (new watchers, b.Replace). On any error — NATS gone, a
-// bucket unreachable — it logs, keeps the table as it is, and retries
-// with back-off. It returns nil when ctx ends. Meanwhile it sweeps away
-// old delete markers (sweep.go).
+// checks the table against the store, and reloads in full (new
+// watchers, b.Replace) when the check finds a difference and every
+// FullResync regardless. On any error — NATS gone, a bucket unreachable
+// — it logs, keeps the table as it is, and retries with back-off. It
+// returns nil when ctx ends. Meanwhile it sweeps away old delete markers
+// (sweep.go).
 func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -139,15 +142,18 @@ func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 	defer cancel()
 	wg.Go(func() { s.sweeper(ctx) })
 	wait := retryMin
+	reason := reasonStart
 	for {
-		err := s.session(ctx, b)
+		next, err := s.session(ctx, b, reason)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err == nil {
 			wait = retryMin
+			reason = next
 			continue
 		}
+		reason = reasonRetry
 		s.log.Warn("store watch failed; keeping the last table", "err", err, "retry_in", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -160,8 +166,20 @@ func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 	}
 }
 
-// session is one watch: full load, Replace, then changes until the resync
-// is due (nil), a watcher fails (error) or ctx ends.
+// Why a session loads in full, as Options.OnResync reports it.
+const (
+	reasonStart     = "start"
+	reasonRetry     = "retry"
+	reasonInterval  = "interval"
+	reasonStalled   = "stalled"
+	reasonKeys      = "keys"
+	reasonSwept     = "swept"
+	reasonRecreated = "recreated"
+)
+
+// session is one watch: full load (made for reason), Replace, then
+// changes until a full reload is due (nil, and the reason for it), a
+// watcher or a check fails (error) or ctx ends.
 //
 // Changes arrive twice: from an ordered consumer per bucket (in order,
 // gap-free, but hosted on one server: if that server dies the library only
@@ -169,11 +187,11 @@ func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 // plain messages (at most once, but delivered through whichever server
 // this connection uses). Each key remembers the last revision applied,
 // so whichever copy comes first is applied and the other is skipped.
-func (s *Store) session(ctx context.Context, b *route.Builder) error {
+func (s *Store) session(ctx context.Context, b *route.Builder, reason string) (string, error) {
 	feeds := s.feeds()
 	repub, stop, err := s.subscribeRepublished()
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer stop()
 
@@ -185,27 +203,61 @@ func (s *Store) session(ctx context.Context, b *route.Builder) error {
 	}()
 	loadCtx, cancel := context.WithTimeout(ctx, s.opts.loadTimeout())
 	defer cancel()
+	// The streams as they are before the watchers start: each watcher's
+	// load reflects every message up to the stream's last sequence then.
+	before := make([]*jetstream.StreamInfo, len(feeds))
+	for i, f := range feeds {
+		if before[i], err = s.streamInfo(loadCtx, f.bucket); err != nil {
+			return "", err
+		}
+	}
 	for _, f := range feeds {
 		// The watcher lives as long as the session: a watcher created with
 		// loadCtx would be closed by the library when the load timeout
 		// passes, failing the session every 15 s.
 		w, err := f.kv.WatchAll(ctx)
 		if err != nil {
-			return fmt.Errorf("store: watch %s: %w", f.bucket, err)
+			return "", fmt.Errorf("store: watch %s: %w", f.bucket, err)
 		}
 		watchers = append(watchers, w)
 	}
-	st, revs, err := s.loadState(loadCtx, feeds, watchers)
+	st, revs, dead, err := s.loadState(loadCtx, feeds, watchers)
 	if err != nil {
-		return err
+		return "", err
 	}
 	b.Replace(st)
 	s.syncOnce.Do(func() { close(s.synced) })
+	s.log.Debug("store: loaded every routing bucket", "reason", reason)
+	if s.opts.OnResync != nil {
+		s.opts.OnResync(reason)
+	}
 
-	resync := time.NewTimer(s.resync)
-	defer resync.Stop()
-	fl := &follower{s: s, b: b, feeds: feeds, revs: revs}
-	return fl.run(ctx, watchers, repub, resync.C)
+	return s.follower(b, feeds, revs, dead, before).run(ctx, watchers, repub)
+}
+
+// follower returns the follower of a load that read revs and dead, of
+// streams that were as before says when its watchers started.
+func (s *Store) follower(b *route.Builder, feeds []feed, revs []map[string]uint64, dead []map[string]bool, before []*jetstream.StreamInfo) *follower {
+	n := len(feeds)
+	f := &follower{s: s, b: b, feeds: feeds, revs: revs, dead: dead,
+		seq: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n)}
+	for i := range feeds {
+		f.created[i] = before[i].Created
+		f.seq[i] = before[i].State.LastSeq
+		for _, rev := range revs[i] {
+			f.seq[i] = max(f.seq[i], rev)
+		}
+	}
+	return f
+}
+
+// streamInfo asks for the state of bucket's stream.
+func (s *Store) streamInfo(ctx context.Context, bucket string) (*jetstream.StreamInfo, error) {
+	st, err := s.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("store: stream of %s: %w", bucket, err)
+	}
+	return st.CachedInfo(), nil
 }
 
 // Bounds on the republished changes a session's subscription holds while
@@ -250,14 +302,16 @@ func (s *Store) subscribeRepublished() (repub <-chan *nats.Msg, stop func(), err
 }
 
 // loadState reads the initial values of every feed from its watcher:
-// the state to publish, and per feed the revision of every key seen.
-func (s *Store) loadState(ctx context.Context, feeds []feed, watchers []jetstream.KeyWatcher) (route.State, []map[string]uint64, error) {
+// the state to publish, and per feed the revision of every key seen and
+// the keys whose last change was a delete.
+func (s *Store) loadState(ctx context.Context, feeds []feed, watchers []jetstream.KeyWatcher) (route.State, []map[string]uint64, []map[string]bool, error) {
 	st := route.State{Revisions: route.Revisions{}}
 	revs := make([]map[string]uint64, len(feeds))
+	dead := make([]map[string]bool, len(feeds))
 	for i, f := range feeds {
 		var err error
-		if revs[i], err = s.load(ctx, f, watchers[i], &st); err != nil {
-			return route.State{}, nil, err
+		if revs[i], dead[i], err = s.load(ctx, f, watchers[i], &st); err != nil {
+			return route.State{}, nil, nil, err
 		}
 		if f.saw == nil {
 			continue
@@ -271,19 +325,20 @@ func (s *Store) loadState(ctx context.Context, feeds []feed, watchers []jetstrea
 			f.saw(st.Revisions, key, rev)
 		}
 	}
-	return st, revs, nil
+	return st, revs, dead, nil
 }
 
 // load reads w's initial values (up to the nil marker) into st and
-// returns the revision of every key seen, deleted ones included.
-func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *route.State) (map[string]uint64, error) {
+// returns the revision of every key seen, deleted ones included, and the
+// deleted ones.
+func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *route.State) (map[string]uint64, map[string]bool, error) {
 	live := make(map[string]jetstream.KeyValueEntry)
 	revs := make(map[string]uint64)
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("store: watch %s: closed during load", f.bucket)
+				return nil, nil, fmt.Errorf("store: watch %s: closed during load", f.bucket)
 			}
 			if e == nil {
 				for key, e := range live {
@@ -291,7 +346,13 @@ func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *ro
 						s.logBad(err)
 					}
 				}
-				return revs, nil
+				dead := make(map[string]bool, len(revs)-len(live))
+				for key := range revs {
+					if _, ok := live[key]; !ok {
+						dead[key] = true
+					}
+				}
+				return revs, dead, nil
 			}
 			revs[e.Key()] = e.Revision()
 			if isDelete(e) {
@@ -300,18 +361,29 @@ func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *ro
 				live[e.Key()] = e
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("store: load %s: %w", f.bucket, ctx.Err())
+			return nil, nil, fmt.Errorf("store: load %s: %w", f.bucket, ctx.Err())
 		}
 	}
 }
 
 // follower applies changes after a load. One goroutine applies every
-// change, so b sees them in revision order per key.
+// change, so b sees them in revision order per key, and checks what it
+// applied against the store (check).
 type follower struct {
 	s     *Store
 	b     *route.Builder
 	feeds []feed
-	revs  []map[string]uint64 // per feed: key -> last revision applied
+	// Per feed:
+	revs []map[string]uint64 // key -> last revision applied
+	dead []map[string]bool   // keys whose last change applied was a delete
+	// seq is the stream sequence up to which the watcher delivered every
+	// change (an ordered consumer is gap-free); the republished copies
+	// do not count, as one may come before the changes under it.
+	seq []uint64
+	// target is the stream's last sequence at a check that found the
+	// watcher behind, mark what it had delivered then; 0: none.
+	target, mark []uint64
+	created      []time.Time // the stream's creation time at the load
 }
 
 // burst is how many changes the follower applies under one Hold of the
@@ -321,14 +393,25 @@ type follower struct {
 // once. The bound keeps each snapshot's delay short.
 const burst = 4096
 
-// run applies changes until resync fires, a watcher closes, or ctx ends.
-// It waits for one change, then takes those already waiting (up to
-// burst) before it publishes them together.
-func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-chan *nats.Msg, resync <-chan time.Time) error {
+// checkTimeout bounds one check's requests; changes wait meanwhile.
+const checkTimeout = 5 * time.Second
+
+// run applies changes until a full reload is due (its reason), a watcher
+// closes or a check fails (error), or ctx ends. It waits for one change,
+// then takes those already waiting (up to burst) before it publishes
+// them together.
+func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-chan *nats.Msg) (string, error) {
 	// Fixed selects over the four buckets keep this allocation-free.
 	if len(ws) != 4 {
-		return errors.New("store: internal: want 4 watchers")
+		return "", errors.New("store: internal: want 4 watchers")
 	}
+	full := time.NewTimer(f.s.opts.fullResync())
+	defer full.Stop()
+	check := time.NewTimer(f.s.resync)
+	defer check.Stop()
+	// A watcher behind its stream at a check is looked at again this
+	// soon: a stalled one is then caught well within Resync.
+	again := min(f.s.resync/6, checkTimeout)
 	for {
 		var (
 			e  jetstream.KeyValueEntry
@@ -338,9 +421,20 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 		)
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-resync:
-			return nil
+			return "", nil
+		case <-full.C:
+			return reasonInterval, nil
+		case <-check.C:
+			reason, behind, err := f.check(ctx)
+			if err != nil || reason != "" {
+				return reason, err
+			}
+			if behind {
+				check.Reset(again)
+			} else {
+				check.Reset(f.s.resync)
+			}
+			continue
 		case m = <-repub:
 		case e, ok = <-ws[0].Updates():
 			i = 0
@@ -373,9 +467,78 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 		}
 		release()
 		if err != nil {
-			return err
+			return "", err
 		}
 	}
+}
+
+// check compares each routing bucket's stream with what f applied, and
+// returns why the table must be reloaded in full ("" if nothing says
+// so), and whether a watcher is behind its stream, to be looked at again
+// shortly. It runs on the goroutine that applies changes, so what f
+// applied stands still while the streams are read.
+//
+// A bucket keeps one message per key (History 1; a delete leaves a
+// marker), so a table that missed nothing has applied the stream's last
+// sequence and knows as many keys, deleted ones included, as the stream
+// holds messages. Whatever else is found reloads:
+//   - recreated: the stream's creation time changed, or its last sequence
+//     is below what was applied (a bucket deleted and made again);
+//   - stalled: a watcher behind at the last check has delivered nothing
+//     since (what the watch was for then is missing);
+//   - keys: the stream holds another number of messages than keys known
+//     (a change lost on both paths; messages removed around the store);
+//   - swept: it holds fewer, by no more than the deleted keys known: the
+//     sweep (sweep.go) removed old markers. Most likely harmless, but a
+//     count cannot tell it from a live key's message removed.
+//
+// A watcher behind (changes in flight) is no difference yet: its count
+// is compared at a check that finds it caught up. What no count shows, a
+// change received and misapplied, is left to FullResync.
+func (f *follower) check(ctx context.Context) (reason string, behind bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	for i, fd := range f.feeds {
+		info, err := f.s.streamInfo(ctx, fd.bucket)
+		if err != nil {
+			return "", false, err
+		}
+		last, msgs := info.State.LastSeq, info.State.Msgs
+		known, dead := uint64(len(f.revs[i])), uint64(len(f.dead[i]))
+		switch {
+		case !info.Created.Equal(f.created[i]) || last < f.seq[i]:
+			reason = reasonRecreated
+		case f.target[i] > f.seq[i] && f.seq[i] == f.mark[i]:
+			reason = reasonStalled
+		case f.seq[i] < last:
+			f.target[i], f.mark[i] = last, f.seq[i]
+			behind = true
+			continue
+		case msgs == known:
+			f.target[i] = 0
+			continue
+		case msgs < known && known-msgs <= dead:
+			reason = reasonSwept
+		default:
+			reason = reasonKeys
+		}
+		level := slog.LevelWarn
+		if reason == reasonSwept {
+			level = slog.LevelInfo // the sweep's doing, expected after each one
+		}
+		f.s.log.Log(ctx, level, "store: the table differs from the store; reloading every bucket",
+			"reason", reason, "bucket", fd.bucket,
+			"applied_seq", f.seq[i], "stream_last_seq", last, "behind_since_seq", f.target[i],
+			"known_keys", known, "deleted_keys", dead, "stream_msgs", msgs,
+			"created", f.created[i], "stream_created", info.Created)
+		return reason, false, nil
+	}
+	if behind {
+		f.s.log.Debug("store: a watcher is behind its bucket; checking again shortly")
+	} else {
+		f.s.log.Debug("store: the table matches the store")
+	}
+	return "", behind, nil
 }
 
 // one applies what a select took: a republished message m, or else the
@@ -388,6 +551,10 @@ func (f *follower) one(i int, e jetstream.KeyValueEntry, ok bool, m *nats.Msg) e
 	case !ok:
 		return fmt.Errorf("store: watch %s: closed", f.feeds[i].bucket)
 	case e != nil:
+		if f.s.lose != nil && f.s.lose(f.feeds[i].bucket, e.Key(), e.Revision()) {
+			return nil
+		}
+		f.seq[i] = max(f.seq[i], e.Revision())
 		f.apply(i, e.Key(), e.Value(), e.Revision(), isDelete(e))
 	}
 	return nil
@@ -400,6 +567,11 @@ func (f *follower) apply(i int, key string, val []byte, rev uint64, del bool) {
 		return
 	}
 	f.revs[i][key] = rev
+	if del {
+		f.dead[i][key] = true
+	} else if f.dead[i][key] {
+		delete(f.dead[i], key)
+	}
 	if err := f.feeds[i].apply(f.b, key, val, rev, del); err != nil {
 		f.s.logBad(err)
 	}
@@ -421,6 +593,9 @@ func (f *follower) republished(m *nats.Msg) {
 		rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		if err != nil || rev == 0 {
 			f.s.log.Warn("dropping republished change without a sequence", "subject", m.Subject)
+			return
+		}
+		if f.s.lose != nil && f.s.lose(fd.bucket, key, rev) {
 			return
 		}
 		f.apply(i, key, m.Data, rev, deleteHeader(m.Header))

@@ -21,7 +21,7 @@ func TestZoneSerial(t *testing.T) {
 	j2, _ := js(t, ns.ClientURL())
 	s := open(t, j1, store.Options{})
 	follows := run(t, s)
-	reloads := run(t, open(t, j2, store.Options{Resync: 20 * time.Millisecond}))
+	reloads := run(t, open(t, j2, store.Options{FullResync: 20 * time.Millisecond}))
 	ctx := t.Context()
 	const zone, inner = "apps.example.com", "eu.apps.example.com"
 	rec := func(z, name, v string) *route.Record {

@@ -68,6 +68,11 @@ type Store struct {
 
 	syncOnce sync.Once
 	synced   chan struct{}
+
+	// lose, set by tests before Run, makes the follower lose a change (both
+	// of its copies) when it returns true, as a lost message or a bug
+	// would. Nil loses none.
+	lose func(bucket, key string, rev uint64) bool
 }
 
 // Open creates the buckets that do not exist yet and binds to them.

@@ -21,7 +21,7 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
-	for _, o := range []store.Options{{Replicas: -1}, {Replicas: 6}, {Resync: -time.Second}, {LockTTL: time.Second}} {
+	for _, o := range []store.Options{{Replicas: -1}, {Replicas: 6}, {Resync: -time.Second}, {FullResync: -time.Second}, {LockTTL: time.Second}} {
 		if _, err := store.Open(t.Context(), j, o); err == nil {
 			t.Errorf("Open(%+v) succeeded", o)
 		}
