@@ -72,6 +72,9 @@ type Gatehouse struct {
 	// bus is the gateway's bus once Run made it, for the
 	// gatehouse_bus_connected gauge; nil before.
 	bus atomic.Pointer[bus.Bus]
+	// resyncs counts the store's full loads by reason
+	// (store.Options.OnResync).
+	resyncs *prometheus.CounterVec
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).
@@ -122,6 +125,16 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 		}
 		return 0
 	})); err != nil {
+		return nil, fmt.Errorf("gatehouse: %w", err)
+	}
+	// A full load costs CPU in proportion to the routing table: a
+	// platform sees here how often the store's checks found a reason
+	// for one.
+	g.resyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_store_resyncs_total",
+		Help: "Full loads of the routing buckets into the table, by reason: start, retry, interval, stalled, keys, swept, recreated.",
+	}, []string{"reason"})
+	if err := reg.Register(g.resyncs); err != nil {
 		return nil, fmt.Errorf("gatehouse: %w", err)
 	}
 	return g, nil

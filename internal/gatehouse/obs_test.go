@@ -169,3 +169,20 @@ func TestBusConnectedGauge(t *testing.T) {
 	ns.WaitForShutdown()
 	testutil.WaitFor(t, 10*time.Second, func() bool { return busConnected(mgmt) == "0" }, "gatehouse_bus_connected not 0 with the bus down")
 }
+
+// gatehouse_store_resyncs_total{reason} on /metrics counts the store's
+// full loads: the first one, reason "start", once a gateway is ready. A
+// steady table is checked, not reloaded, so that is all there is.
+func TestStoreResyncsMetric(t *testing.T) {
+	r := start(t, testConfig(t))
+	_, body := mgmtGet(t, r.g.Addrs().Management, "/metrics")
+	var got []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "gatehouse_store_resyncs_total{") {
+			got = append(got, l)
+		}
+	}
+	if want := `gatehouse_store_resyncs_total{reason="start"} 1`; len(got) != 1 || got[0] != want {
+		t.Fatalf("resync series %q, want %q", got, want)
+	}
+}

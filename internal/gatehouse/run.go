@@ -324,12 +324,15 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	if b.Clustered() {
 		replicas = 3
 	}
-	st, err := store.Open(ctx, b.JetStream(), store.Options{Replicas: replicas, Logger: g.log})
+	opts := store.Options{Replicas: replicas, Logger: g.log,
+		OnResync: func(reason string) { g.resyncs.WithLabelValues(reason).Inc() }}
+	st, err := store.Open(ctx, b.JetStream(), opts)
 	if replicas > 1 && notClustered(err) {
 		// A server with a cluster name but no cluster (no routes) is a
 		// single server to JetStream, which says so: keep R1.
 		g.log.Info("nats has a cluster name but JetStream is not clustered: routing buckets kept at one replica", "err", err)
-		st, err = store.Open(ctx, b.JetStream(), store.Options{Logger: g.log})
+		opts.Replicas = 0
+		st, err = store.Open(ctx, b.JetStream(), opts)
 	}
 	if err != nil {
 		return nil, nil, err
