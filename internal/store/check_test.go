@@ -210,3 +210,51 @@ func mustNil(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A routing bucket made by another tool with more history than the
+// store asks for (Open keeps an existing bucket as it is) holds several
+// messages per key: a table that follows every change is still not
+// reloaded by the check.
+func TestCheckBucketWithHistory(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	mustNil(t, err)
+	_, err = js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: bucketApps, History: 5, Storage: jetstream.FileStorage})
+	mustNil(t, err)
+	c := &checked{js: js, live: new(route.Live)}
+	c.s, err = Open(t.Context(), js, Options{Resync: 20 * time.Millisecond, FullResync: time.Hour, Logger: slog.New(c),
+		OnResync: func(reason string) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.reasons = append(c.reasons, reason)
+		}})
+	mustNil(t, err)
+	ctx := t.Context()
+	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "kept"}))
+	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "kept", RateLimit: route.RateLimit{Requests: 1}}))
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.s.Run(runCtx, route.NewBuilder(c.live)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	testutil.WaitFor(t, 20*time.Second, func() bool { return c.live.Load().App("kept") != nil }, "the store never loaded")
+	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "kept", RateLimit: route.RateLimit{Requests: 2}}))
+	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "gone"}))
+	mustNil(t, c.s.DeleteApp(ctx, "gone"))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		a := c.live.Load().App("kept")
+		return a != nil && a.RateLimit.Requests == 2
+	}, "the change never arrived")
+	before := c.logged("the table matches the store")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return c.logged("the table matches the store") >= before+5 || len(c.loads()) > 3
+	}, "no check passed")
+	if got := c.loads(); !slices.Equal(got, []string{reasonStart}) {
+		t.Fatalf("full loads %v, want the first only", got)
+	}
+}

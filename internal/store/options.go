@@ -15,7 +15,7 @@ type Options struct {
 	Replicas int
 	// Resync is how often Run checks the table against the store, the
 	// safety net under the watchers: it compares each routing bucket's
-	// stream (its last sequence, message count and creation time) with
+	// stream (its last sequence, subject count and creation time) with
 	// what the table has applied, and reloads every bucket in full and
 	// replaces the table only when they differ (check in run.go). 0 means
 	// 30 s.

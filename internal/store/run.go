@@ -478,15 +478,18 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 // shortly. It runs on the goroutine that applies changes, so what f
 // applied stands still while the streams are read.
 //
-// A bucket keeps one message per key (History 1; a delete leaves a
-// marker), so a table that missed nothing has applied the stream's last
-// sequence and knows as many keys, deleted ones included, as the stream
-// holds messages. Whatever else is found reloads:
+// A key is one subject of the stream, its messages the key's history (a
+// delete leaves a marker), so a table that missed nothing has applied
+// the stream's last sequence and knows as many keys, deleted ones
+// included, as the stream holds subjects. Subjects, not messages: a
+// bucket made by another tool may keep more than the one message per key
+// Open asks for, and Open keeps it as it is. Whatever else is found
+// reloads:
 //   - recreated: the stream's creation time changed, or its last sequence
 //     is below what was applied (a bucket deleted and made again);
 //   - stalled: a watcher behind at the last check has delivered nothing
 //     since (what the watch was for then is missing);
-//   - keys: the stream holds another number of messages than keys known
+//   - keys: the stream holds another number of subjects than keys known
 //     (a change lost on both paths; messages removed around the store);
 //   - swept: it holds fewer, by no more than the deleted keys known: the
 //     sweep (sweep.go) removed old markers. Most likely harmless, but a
@@ -503,7 +506,7 @@ func (f *follower) check(ctx context.Context) (reason string, behind bool, err e
 		if err != nil {
 			return "", false, err
 		}
-		last, msgs := info.State.LastSeq, info.State.Msgs
+		last, subjects := info.State.LastSeq, info.State.NumSubjects
 		known, dead := uint64(len(f.revs[i])), uint64(len(f.dead[i]))
 		switch {
 		case !info.Created.Equal(f.created[i]) || last < f.seq[i]:
@@ -514,10 +517,10 @@ func (f *follower) check(ctx context.Context) (reason string, behind bool, err e
 			f.target[i], f.mark[i] = last, f.seq[i]
 			behind = true
 			continue
-		case msgs == known:
+		case subjects == known:
 			f.target[i] = 0
 			continue
-		case msgs < known && known-msgs <= dead:
+		case subjects < known && known-subjects <= dead:
 			reason = reasonSwept
 		default:
 			reason = reasonKeys
@@ -529,7 +532,7 @@ func (f *follower) check(ctx context.Context) (reason string, behind bool, err e
 		f.s.log.Log(ctx, level, "store: the table differs from the store; reloading every bucket",
 			"reason", reason, "bucket", fd.bucket,
 			"applied_seq", f.seq[i], "stream_last_seq", last, "behind_since_seq", f.target[i],
-			"known_keys", known, "deleted_keys", dead, "stream_msgs", msgs,
+			"known_keys", known, "deleted_keys", dead, "stream_keys", subjects,
 			"created", f.created[i], "stream_created", info.Created)
 		return reason, false, nil
 	}
