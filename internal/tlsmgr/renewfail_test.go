@@ -165,6 +165,7 @@ func TestDeleteUnusable(t *testing.T) {
 		{"garbage certificate", []byte("garbage"), keyPEM(good), meta, nil, true},
 		{"key of another certificate", certPEM(good), keyPEM(other), meta, nil, true},
 		{"metadata no JSON", certPEM(good), keyPEM(good), []byte("garbage"), nil, true},
+		{"metadata JSON but no object", certPEM(good), keyPEM(good), []byte("[]"), nil, true},
 		{"key missing", []byte("garbage"), nil, meta, nil, false},
 		{"store down", []byte("garbage"), []byte("garbage"), []byte("garbage"), errDown, false},
 	} {

@@ -77,8 +77,10 @@ func deleteUnusable(ctx context.Context, st certmagic.Storage, issuerKey, name s
 // certmagic's load checks and no more: an expired certificate is usable
 // (certmagic renews it).
 func unusable(certPEM, keyPEM, meta []byte) error {
-	if !json.Valid(meta) {
-		return errors.New("the metadata is no JSON")
+	// Decoded as certmagic decodes it: JSON that is not an object ([],
+	// "x") fails its load as surely as no JSON.
+	if err := json.Unmarshal(meta, new(certmagic.CertificateResource)); err != nil {
+		return fmt.Errorf("the metadata does not decode: %w", err)
 	}
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return err
