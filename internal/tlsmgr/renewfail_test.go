@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"log/slog"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -130,6 +133,59 @@ func TestACMEUnusableStoredCertIsReplaced(t *testing.T) {
 	b, err := st.Load(t.Context(), certmagic.StorageKeys.SiteCert(iss, name))
 	if err != nil || bytes.Equal(b, []byte("garbage")) {
 		t.Fatalf("stored certificate after the order: %q, %v", b, err)
+	}
+}
+
+// TestACMEStoredCertNotLoadingSaysSo: a stored certificate that does
+// not load for a reason deleteUnusable does not prove (here a key pair
+// with no names, which certmagic refuses) is kept, and the manager says
+// which name does not load, every checkEvery, as it did before it
+// deleted any.
+func TestACMEStoredCertNotLoadingSaysSo(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	const name = "api.example.test"
+	dir := t.TempDir()
+	st := &certmagic.FileStorage{Path: dir}
+	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certKey := certmagic.StorageKeys.SiteCert(iss, name)
+	for k, v := range map[string][]byte{
+		certKey: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		certmagic.StorageKeys.SitePrivateKey(iss, name): pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+		certmagic.StorageKeys.SiteMeta(iss, name):       []byte(`{"sans":["` + name + `"]}`),
+	} {
+		if err := st.Store(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := acmeOptions(p, r, dir, name)
+	var logs testutil.SyncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.checkEvery = 100 * time.Millisecond
+	r.start(t, m)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return strings.Count(logs.String(), "the stored certificate of a managed name does not load") >= 2 && strings.Contains(logs.String(), "name="+name)
+	}, "nothing said of the stored certificate that does not load")
+	if !st.Exists(t.Context(), certKey) {
+		t.Fatal("a certificate not proven unusable was deleted")
 	}
 }
 

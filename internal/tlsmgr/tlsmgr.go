@@ -411,9 +411,16 @@ func (m *Manager) checkStored(ctx context.Context) {
 				if err := cfg.ManageAsync(c.ctx, []string{c.n}); err != nil && c.ctx.Err() == nil {
 					m.log.Error("tlsmgr: managing a name", "name", c.n, "err", err)
 				}
-			case derr != nil && c.ctx.Err() == nil:
+			case c.ctx.Err() != nil:
+			case derr != nil:
 				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it loads or is replaced",
 					"name", c.n, "err", err, "delete_err", derr)
+			default:
+				// Not proven unusable (an item missing, or a reason
+				// deleteUnusable does not check), so kept: said, as
+				// before deleteUnusable, every checkEvery.
+				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it loads or is replaced",
+					"name", c.n, "err", err)
 			}
 		}
 	}
