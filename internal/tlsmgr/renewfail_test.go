@@ -235,9 +235,15 @@ func TestDeleteUnusable(t *testing.T) {
 					}
 				}
 			}
-			deleted, why, err := deleteUnusable(t.Context(), failingLoad{fs, tc.loadErr}, iss, name)
-			if deleted != tc.want {
-				t.Fatalf("deleted = %v (why %v, err %v), want %v", deleted, why, err, tc.want)
+			st := failingLoad{fs, tc.loadErr}
+			// The first check only notes what it judged unusable.
+			first, err := deleteUnusable(t.Context(), st, iss, name, [32]byte{})
+			if first.deleted || (first.why != nil) != tc.want {
+				t.Fatalf("first check: deleted %v, why %v (err %v); want nothing deleted, why set = %v", first.deleted, first.why, err, tc.want)
+			}
+			v, err := deleteUnusable(t.Context(), st, iss, name, first.digest)
+			if v.deleted != tc.want {
+				t.Fatalf("second check: deleted = %v (why %v, err %v), want %v", v.deleted, v.why, err, tc.want)
 			}
 			if (err != nil) != (tc.loadErr != nil) {
 				t.Fatalf("err = %v, want one only when the store cannot be read", err)
@@ -248,6 +254,64 @@ func TestDeleteUnusable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeleteUnusableOnlyWhatItSawTwice: items that changed between two
+// checks are not deleted at the second, whether they now make a
+// certificate (a renewal a lagging replica had shown half-written) or
+// are unusable in another way; the same unusable items a check later are.
+func TestDeleteUnusableOnlyWhatItSawTwice(t *testing.T) {
+	const iss, name = "ca.example.test-directory", "app.example.test"
+	good, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	der, err := x509.MarshalECPrivateKey(good.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goodCert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: good.Certificate[0]})
+	goodKey := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	meta := []byte(`{"sans":["` + name + `"]}`)
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	put := func(cert, key []byte) {
+		t.Helper()
+		for k, v := range map[string][]byte{
+			certmagic.StorageKeys.SiteCert(iss, name):       cert,
+			certmagic.StorageKeys.SitePrivateKey(iss, name): key,
+			certmagic.StorageKeys.SiteMeta(iss, name):       meta,
+		} {
+			if err := st.Store(t.Context(), k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(seen [32]byte) verdict {
+		t.Helper()
+		v, err := deleteUnusable(t.Context(), st, iss, name, seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	put([]byte("garbage"), goodKey)
+	v := check([32]byte{})
+	put(goodCert, goodKey) // the renewal, whole now
+	if v2 := check(v.digest); v2.deleted || v2.why != nil {
+		t.Fatalf("a certificate that makes one now: deleted %v, why %v", v2.deleted, v2.why)
+	}
+
+	put([]byte("garbage"), goodKey)
+	v = check([32]byte{})
+	put([]byte("other garbage"), goodKey)
+	v = check(v.digest)
+	if v.deleted || v.why == nil {
+		t.Fatalf("other unusable items than the check before: deleted %v, why %v; want kept, noted", v.deleted, v.why)
+	}
+	if v = check(v.digest); !v.deleted {
+		t.Fatalf("the same unusable items a check later were kept (why %v)", v.why)
+	}
+	if st.Exists(t.Context(), certmagic.StorageKeys.SiteCert(iss, name)) {
+		t.Fatal("deleted, but the certificate is still stored")
 	}
 }
 

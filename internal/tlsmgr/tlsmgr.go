@@ -372,6 +372,9 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) checkStored(ctx context.Context) {
 	t := time.NewTicker(m.checkEvery)
 	defer t.Stop()
+	// The digest of each name's stored items judged unusable at the last
+	// check: deleted only if judged so again (deleteUnusable).
+	unusableSeen := map[string][32]byte{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -403,11 +406,12 @@ func (m *Manager) checkStored(ctx context.Context) {
 			if err == nil || c.ctx.Err() != nil {
 				continue
 			}
-			deleted, why, derr := deleteUnusable(c.ctx, cfg.Storage, iss.IssuerKey(), c.n)
+			v, derr := deleteUnusable(c.ctx, cfg.Storage, iss.IssuerKey(), c.n, unusableSeen[c.n])
+			delete(unusableSeen, c.n)
 			switch {
-			case deleted:
+			case v.deleted:
 				m.log.Warn("tlsmgr: the stored certificate of a managed name does not make a certificate; it is deleted and a new one ordered (its clients get the bootstrap certificate until then)",
-					"name", c.n, "err", why)
+					"name", c.n, "err", v.why)
 				if err := cfg.ManageAsync(c.ctx, []string{c.n}); err != nil && c.ctx.Err() == nil {
 					m.log.Error("tlsmgr: managing a name", "name", c.n, "err", err)
 				}
@@ -415,6 +419,10 @@ func (m *Manager) checkStored(ctx context.Context) {
 			case derr != nil:
 				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it loads or is replaced",
 					"name", c.n, "err", err, "delete_err", derr)
+			case v.why != nil:
+				unusableSeen[c.n] = v.digest
+				m.log.Error("tlsmgr: the stored certificate of a managed name does not make a certificate; if it still does not at the next check, it is deleted and a new one ordered",
+					"name", c.n, "err", v.why, "next_check_in", m.checkEvery.String())
 			default:
 				// Not proven unusable (an item missing, or a reason
 				// deleteUnusable does not check), so kept: said, as

@@ -2,6 +2,7 @@ package tlsmgr
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -22,22 +23,33 @@ func issueLock(name string) string { return "issue_cert_" + name }
 // the same name before it tries again at the next tick.
 const lockWait = time.Minute
 
+// verdict is what deleteUnusable found of a stored certificate.
+type verdict struct {
+	deleted bool
+	why     error    // why the items do not make a certificate; nil: they do, or were not all read
+	digest  [32]byte // of the unusable items, to be seen again before they are deleted
+}
+
 // deleteUnusable deletes name's stored certificate, key and metadata
 // (issued by issuerKey) when all three are there and do not make a
-// certificate (bad PEM, a key of another certificate, metadata that is no
-// JSON), the way certmagic loads them. certmagic never orders a
-// replacement while they are stored (its obtain is a no-op when the items
-// exist), so the name's clients would get the bootstrap certificate until
-// an operator deleted them by hand; certmagic's renewal would overwrite
-// them anyway. It reports whether it deleted them and, if so, why they
-// were unusable. Items it cannot read (the store down), or that are
-// missing, are left alone: only a certificate proven unusable is deleted.
-func deleteUnusable(ctx context.Context, st certmagic.Storage, issuerKey, name string) (bool, error, error) {
+// certificate (bad PEM, a key of another certificate, metadata that does
+// not decode), the way certmagic loads them, and the same three items
+// were judged so at the check before (seen is their digest then).
+// certmagic never orders a replacement while they are stored (its obtain
+// is a no-op when the items exist), so the name's clients would get the
+// bootstrap certificate until an operator deleted them by hand;
+// certmagic's renewal would overwrite them anyway. Items it cannot read
+// (the store down), or that are missing, are left alone: only a
+// certificate proven unusable twice is deleted. Twice, a check apart,
+// because a store replica that is behind may answer a read with a
+// renewed certificate beside the key it replaced: a moment later the
+// items agree, and nothing good is deleted.
+func deleteUnusable(ctx context.Context, st certmagic.Storage, issuerKey, name string, seen [32]byte) (verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
 	lock := issueLock(name)
 	if err := st.Lock(ctx, lock); err != nil {
-		return false, nil, fmt.Errorf("taking the lock %s: %w", lock, err)
+		return verdict{}, fmt.Errorf("taking the lock %s: %w", lock, err)
 	}
 	defer func() { _ = st.Unlock(context.WithoutCancel(ctx), lock) }()
 
@@ -49,27 +61,35 @@ func deleteUnusable(ctx context.Context, st certmagic.Storage, issuerKey, name s
 		certmagic.StorageKeys.SitePrivateKey(issuerKey, name),
 		certmagic.StorageKeys.SiteCert(issuerKey, name),
 	}
+	h := sha256.New()
 	var items [3][]byte
 	for i, k := range keys {
 		b, err := st.Load(ctx, k)
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil, nil
+			return verdict{}, nil
 		}
 		if err != nil {
-			return false, nil, fmt.Errorf("reading %s: %w", k, err)
+			return verdict{}, fmt.Errorf("reading %s: %w", k, err)
 		}
 		items[i] = b
+		_, _ = fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
 	}
-	why := unusable(items[2], items[1], items[0])
-	if why == nil {
-		return false, nil, nil
+	v := verdict{why: unusable(items[2], items[1], items[0])}
+	if v.why == nil {
+		return v, nil
+	}
+	h.Sum(v.digest[:0])
+	if v.digest != seen {
+		return v, nil
 	}
 	for _, k := range keys {
 		if err := st.Delete(ctx, k); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, why, fmt.Errorf("deleting %s: %w", k, err)
+			return v, fmt.Errorf("deleting %s: %w", k, err)
 		}
 	}
-	return true, why, nil
+	v.deleted = true
+	return v, nil
 }
 
 // unusable says why a stored certificate, key and metadata do not make a
