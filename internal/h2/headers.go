@@ -51,24 +51,22 @@ func (hb *blockReader) init(pool *sync.Pool) {
 // either way the rest of the block is still decoded, its fields
 // discarded, so that the connection's HPACK table stays the client's, and
 // the other streams go on. x/net's Framer ends the connection instead for
-// any CONTINUATION past the list's budget or after a malformed field, and
-// for a string over the budget: with net/http's 1 MiB bound that is rare,
-// with the 64 KiB a gateway sets (max_header_bytes) a cookie of 70 KB
-// would take down every stream of a browser's connection.
+// any CONTINUATION past the list's budget or after a malformed field:
+// with the 64 KiB a gateway sets (max_header_bytes), a browser's 70 KB of
+// cookies over several fields would take down every stream of its
+// connection.
 //
 // What that costs is bounded. A discarded field costs its decoding only
 // (emit off: nothing is kept), so the block's encoded size is bounded,
 // at blockFactor times the budget: past it the connection ends (the
 // CONTINUATION flood, whose answer x/net's rule is), and decoding a block
-// costs no more than that many bytes' worth. The decoder buffers one field
-// at a time, whole, however many frames it spans, and keeps the buffer's
-// memory for the connection's life: its strings are bounded at
-// stringFactor times the budget (past it, COMPRESSION_ERROR, as x/net's
-// Framer answers a string over its bound).
-const (
-	blockFactor  = 4
-	stringFactor = 2
-)
+// costs no more than that many bytes' worth. One field name or value over
+// the budget still ends the connection (COMPRESSION_ERROR), as x/net's
+// Framer answers a string over its bound: the decoder buffers a field
+// whole, however many frames it spans, and keeps that buffer's memory for
+// the connection's life, so a longer bound would let each connection of
+// a client hold more (a field's worth, about twice its length).
+const blockFactor = 4
 
 // read decodes the block hf opens, reading its CONTINUATIONs from fr.
 // The frame returned (hb's own) is valid until done. Errors are a
@@ -87,7 +85,7 @@ func (hb *blockReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (*http2.Me
 	hb.invalid, hb.sawRegular = nil, false
 	hb.listLeft, hb.trailerLeft = limit, limit
 	hb.dec.SetEmitEnabled(true)
-	hb.dec.SetMaxStringLength(int(min(stringFactor*int64(limit), math.MaxInt32)))
+	hb.dec.SetMaxStringLength(int(min(int64(limit), math.MaxInt32)))
 
 	blockLeft := blockFactor * int64(limit)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()

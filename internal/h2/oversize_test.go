@@ -47,8 +47,8 @@ func noise(seed uint64, n int) string {
 }
 
 // TestOversizedHeaderListAnsweredOnItsStream: a header list over
-// MaxHeaderBytes, whether one field of it is over the bound or its many
-// fields add up to three times it over CONTINUATIONs, is answered 431 on
+// MaxHeaderBytes, whether two fields of it or many add up to three times
+// it over CONTINUATIONs, is answered 431 on
 // its stream, and the connection goes on: a stream open on it meanwhile
 // completes, and a later request whose block indexes fields the oversized
 // block added to the HPACK table (before and after the field that broke
@@ -65,8 +65,8 @@ func TestOversizedHeaderListAnsweredOnItsStream(t *testing.T) {
 		name string
 		big  []string
 	}{
-		{"one field of 100 KB", []string{"cookie", noise(1, 100<<10)}},
-		{"one field of 120 KB", []string{"x-big", noise(2, 120<<10)}},
+		{"a field of 60 KB and one of 10 KB", []string{"cookie", noise(1, 60<<10), "x-more", noise(7, 10<<10)}},
+		{"two fields of 50 KB", []string{"x-big", noise(2, 50<<10), "x-big2", noise(8, 50<<10)}},
 		{"200 KB of fields", many},
 	}
 	var handled atomic.Int32
@@ -132,8 +132,8 @@ func TestOversizedTrailersResetTheStream(t *testing.T) {
 		name string
 		big  []string
 	}{
-		{"one frame", []string{"x-big", noise(3, 12<<10)}},
-		{"continuations", []string{"x-big", noise(4, 14<<10), "x-big", noise(5, 14<<10)}},
+		{"one frame", []string{"x-big", noise(3, 6<<10), "x-big2", noise(6, 6<<10)}},
+		{"continuations", []string{"x-big", noise(4, 7<<10), "x-big", noise(5, 7<<10), "x-big", noise(9, 7<<10)}},
 	}
 	var handled atomic.Int32
 	_, addr := serve(t, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -165,5 +165,39 @@ func TestOversizedTrailersResetTheStream(t *testing.T) {
 				t.Fatalf("the next request: %v", m)
 			}
 		})
+	}
+}
+
+// TestOversizedFieldEndsTheConnection: one field value over MaxHeaderBytes
+// ends the connection (COMPRESSION_ERROR), as x/net's Framer does: the
+// HPACK decoder would buffer it whole and keep that memory for the
+// connection's life, so the bound on a string is the list's own.
+func TestOversizedFieldEndsTheConnection(t *testing.T) {
+	const limit = 64 << 10
+	_, addr := serve(t, Options{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), MaxHeaderBytes: limit})
+	rc := dialRaw(t, addr)
+	rc.hb.Reset()
+	fields := append(reqFields("GET", "/"), "cookie", noise(1, 100<<10))
+	for i := 0; i+1 < len(fields); i += 2 {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	// Written as far as the server reads: it ends the connection part way.
+	blk := rc.hb.Bytes()
+	err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:maxFrameRead], EndStream: true})
+	for rest := blk[maxFrameRead:]; len(rest) > 0 && err == nil; {
+		n := min(maxFrameRead, len(rest))
+		err = rc.fr.WriteContinuation(1, n == len(rest), rest[:n])
+		rest = rest[n:]
+	}
+	var code http2.ErrCode = 0xff
+	rc.until("GOAWAY", func(f http2.Frame) bool {
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			code = g.ErrCode
+			return true
+		}
+		return false
+	})
+	if code != http2.ErrCodeCompression {
+		t.Fatalf("GOAWAY %v, want COMPRESSION_ERROR", code)
 	}
 }
