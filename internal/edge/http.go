@@ -44,8 +44,14 @@ var notFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 	problem.Write(w, http.StatusNotFound, "not found on the http listener")
 })
 
-// redirect answers 308 to the same host, path and query over https.
+// redirect answers 308 to the same host, path and query over https. A
+// request in asterisk form ("*", for OPTIONS alone, which net/http
+// answers itself here) has no path to send anywhere.
 func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "*" {
+		problem.Write(w, http.StatusBadRequest, "the request target * is for OPTIONS only")
+		return
+	}
 	host, ok := route.NormalizeHost(r.Host)
 	if !ok {
 		host, ok = ipLiteral(r.Host)

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -69,5 +70,29 @@ func TestHTTPListenerAnswers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRedirectRefusesAsteriskForm: a request whose target is "*" (the
+// asterisk form, for OPTIONS alone) has no path to redirect to; redirect
+// answered it 308 to "https://{host}*".
+func TestRedirectRefusesAsteriskForm(t *testing.T) {
+	e := start(t, Options{HTTPMode: ModeRedirect})
+	c, err := net.Dial("tcp", e.http)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET * HTTP/1.1\r\nHost: web."+zone+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != problem.ContentType || resp.Header.Get("Location") != "" {
+		t.Fatalf("GET *: %d, Location %q, Content-Type %q; want a 400 problem", resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Content-Type"))
 	}
 }
