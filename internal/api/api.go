@@ -30,6 +30,11 @@ type Store interface {
 	UpdateApp(ctx context.Context, id string, fn func(cur *route.App) (*route.App, error)) error
 	DeleteApp(ctx context.Context, id string) error
 	ListApps(ctx context.Context) ([]*route.App, error)
+	// PageApps returns up to limit (1 to 1000) apps whose ids sort
+	// after after, by id, reading only those, and whether more may
+	// follow; PageDomains, PageZones, PageHostKeys and PageRecords do
+	// the same for theirs (records ordered by name+" "+type).
+	PageApps(ctx context.Context, after string, limit int) ([]*route.App, bool, error)
 
 	GetDomain(ctx context.Context, name string) (*route.Domain, error)
 	PutDomain(ctx context.Context, d *route.Domain) error
@@ -39,18 +44,21 @@ type Store interface {
 	UpdateDomain(ctx context.Context, name string, fn func(cur *route.Domain) (*route.Domain, error)) error
 	DeleteDomain(ctx context.Context, name string) error
 	ListDomains(ctx context.Context) ([]*route.Domain, error)
+	PageDomains(ctx context.Context, after string, limit int) ([]*route.Domain, bool, error)
 
 	GetZone(ctx context.Context, name string) (*route.Zone, error)
 	PutZone(ctx context.Context, z *route.Zone) error
 	UpdateZone(ctx context.Context, name string, fn func(cur *route.Zone) (*route.Zone, error)) error
 	DeleteZone(ctx context.Context, name string) error
 	ListZones(ctx context.Context) ([]*route.Zone, error)
+	PageZones(ctx context.Context, after string, limit int) ([]*route.Zone, bool, error)
 
 	GetRecord(ctx context.Context, zone, name, typ string) (*route.Record, error)
 	PutRecord(ctx context.Context, r *route.Record) error
 	UpdateRecord(ctx context.Context, zone, name, typ string, fn func(cur *route.Record) (*route.Record, error)) error
 	DeleteRecord(ctx context.Context, zone, name, typ string) error
 	ListRecords(ctx context.Context, zone string) ([]*route.Record, error)
+	PageRecords(ctx context.Context, zone, after string, limit int) ([]*route.Record, bool, error)
 	// DeleteRecords deletes every record stored under zone, including
 	// values ListRecords skips because they do not decode.
 	DeleteRecords(ctx context.Context, zone string) error
@@ -60,6 +68,7 @@ type Store interface {
 	UpdateHostKey(ctx context.Context, hostID string, fn func(cur *route.HostKey) (*route.HostKey, error)) error
 	DeleteHostKey(ctx context.Context, hostID string) error
 	ListHostKeys(ctx context.Context) ([]*route.HostKey, error)
+	PageHostKeys(ctx context.Context, after string, limit int) ([]*route.HostKey, bool, error)
 }
 
 // Options configure an [API].
@@ -141,6 +150,7 @@ type API struct {
 	token   [sha256.Size]byte // sha256 of ControlToken, so the compare does not leak its length
 	meter   *meter            // the resolve routes' budgets
 	guard   *guard            // wrong tokens per client address
+	lists   chan struct{}     // turns to build a whole list (page.go)
 }
 
 var _ http.Handler = (*API)(nil)
@@ -174,7 +184,8 @@ func New(o Options) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux(), meter: &meter{w: win, lim: o.ResolveLimits}, guard: g}
+	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux(), meter: &meter{w: win, lim: o.ResolveLimits}, guard: g,
+		lists: make(chan struct{}, maxWholeLists)}
 	if o.ControlToken != "" {
 		a.token = sha256.Sum256([]byte(o.ControlToken))
 	}

@@ -32,6 +32,10 @@
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)
 //
+// A list route answers its whole list, or with ?limit=N&after=CURSOR one
+// page of it with "next", the cursor of the following page (page.go); at
+// most two whole lists are built at once.
+//
 // The resolve routes (DESIGN §8) answer from the gateway's own zones in
 // the DNS-over-HTTPS JSON shape, to a signed-in session only
 // ([Options.VerifySession]): GET /api/v3/dns/resolve?name=&type= answers

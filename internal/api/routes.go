@@ -18,37 +18,41 @@ import (
 // fail maps to a problem.
 type handlerFunc func(r *http.Request) (int, any, error)
 
-// routes registers every control route. Reading this list tells you the
-// whole control API.
+// routes registers every control route. Reading these lists tells you
+// the whole control API: items, then lists (which page: page.go).
 func (a *API) routes() {
 	for pattern, h := range map[string]handlerFunc{
-		"GET /api/v3/apps":          a.listApps,
 		"GET /api/v3/apps/{app}":    a.getApp,
 		"PUT /api/v3/apps/{app}":    a.putApp,
 		"DELETE /api/v3/apps/{app}": a.deleteApp,
 
-		"GET /api/v3/domains":                  a.listDomains,
 		"GET /api/v3/domains/{domain}":         a.getDomain,
 		"PUT /api/v3/domains/{domain}":         a.putDomain,
 		"DELETE /api/v3/domains/{domain}":      a.deleteDomain,
 		"POST /api/v3/domains/{domain}/verify": a.verifyDomain,
 
-		"GET /api/v3/dns/zones":                                 a.listZones,
 		"GET /api/v3/dns/zones/{zone}":                          a.getZone,
 		"PUT /api/v3/dns/zones/{zone}":                          a.putZone,
 		"DELETE /api/v3/dns/zones/{zone}":                       a.deleteZone,
-		"GET /api/v3/dns/zones/{zone}/records":                  a.listRecords,
 		"GET /api/v3/dns/zones/{zone}/records/{name}/{type}":    a.getRecord,
 		"PUT /api/v3/dns/zones/{zone}/records/{name}/{type}":    a.putRecord,
 		"DELETE /api/v3/dns/zones/{zone}/records/{name}/{type}": a.deleteRecord,
 
-		"GET /api/v3/hosts/keys":              a.listHostKeys,
 		"GET /api/v3/hosts/keys/{host_id}":    a.getHostKey,
 		"PUT /api/v3/hosts/keys/{host_id}":    a.putHostKey,
 		"DELETE /api/v3/hosts/keys/{host_id}": a.deleteHostKey,
-		"GET /api/v3/hosts":                   a.listHosts,
 	} {
 		a.control.Handle(pattern, a.serve(h))
+	}
+	for pattern, h := range map[string]handlerFunc{
+		"GET /api/v3/apps":                     a.listApps,
+		"GET /api/v3/domains":                  a.listDomains,
+		"GET /api/v3/dns/zones":                a.listZones,
+		"GET /api/v3/dns/zones/{zone}/records": a.listRecords,
+		"GET /api/v3/hosts/keys":               a.listHostKeys,
+		"GET /api/v3/hosts":                    a.listHosts,
+	} {
+		a.control.Handle(pattern, a.wholeLists(a.serve(h)))
 	}
 }
 
@@ -116,6 +120,17 @@ type rateLimitBody struct {
 }
 
 func (a *API) listApps(r *http.Request) (int, any, error) {
+	p, err := pageOf(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.paged {
+		apps, more, err := a.o.Store.PageApps(r.Context(), p.after, p.limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, listed("apps", apps, nextOf(apps, more, func(x *route.App) string { return x.ID })), nil
+	}
 	apps, err := a.o.Store.ListApps(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -339,6 +354,17 @@ type domainBody struct {
 }
 
 func (a *API) listDomains(r *http.Request) (int, any, error) {
+	p, err := pageOf(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.paged {
+		ds, more, err := a.o.Store.PageDomains(r.Context(), p.after, p.limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, listed("domains", ds, nextOf(ds, more, func(x *route.Domain) string { return x.Domain })), nil
+	}
 	ds, err := a.o.Store.ListDomains(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -622,6 +648,17 @@ func (b *recordBody) sameRecord(zone, name, typ string) error {
 }
 
 func (a *API) listZones(r *http.Request) (int, any, error) {
+	p, err := pageOf(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.paged {
+		zs, more, err := a.o.Store.PageZones(r.Context(), p.after, p.limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, listed("zones", zs, nextOf(zs, more, func(x *route.Zone) string { return x.Name })), nil
+	}
 	zs, err := a.o.Store.ListZones(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -767,9 +804,20 @@ func (a *API) deleteZone(r *http.Request) (int, any, error) {
 }
 
 func (a *API) listRecords(r *http.Request) (int, any, error) {
+	p, err := pageOf(r)
+	if err != nil {
+		return 0, nil, err
+	}
 	z, err := a.zone(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	if p.paged {
+		recs, more, err := a.o.Store.PageRecords(r.Context(), z.Name, recordAfter(p.after), p.limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, listed("records", recs, nextOf(recs, more, func(x *route.Record) string { return x.Name + "/" + x.Type })), nil
 	}
 	recs, err := a.o.Store.ListRecords(r.Context(), z.Name)
 	if err != nil {
@@ -911,6 +959,17 @@ type hostKeyBody struct {
 }
 
 func (a *API) listHostKeys(r *http.Request) (int, any, error) {
+	p, err := pageOf(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.paged {
+		ks, more, err := a.o.Store.PageHostKeys(r.Context(), p.after, p.limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, listed("keys", ks, nextOf(ks, more, func(x *route.HostKey) string { return x.HostID })), nil
+	}
 	ks, err := a.o.Store.ListHostKeys(r.Context())
 	if err != nil {
 		return 0, nil, err
@@ -1059,14 +1118,36 @@ func (a *API) deleteHostKey(r *http.Request) (int, any, error) {
 	return http.StatusNoContent, nil, nil
 }
 
+// listHosts pages in memory: discovery holds every host already.
 func (a *API) listHosts(r *http.Request) (int, any, error) {
+	p, err := pageOf(r)
+	if err != nil {
+		return 0, nil, err
+	}
 	var hosts []route.HostInfo
 	if a.o.Hosts != nil {
 		hosts = a.o.Hosts()
 	}
-	hosts = slices.Clone(hosts)
+	if p.paged {
+		hosts = slices.DeleteFunc(slices.Clone(hosts), func(h route.HostInfo) bool { return h.HostID <= p.after })
+	} else {
+		hosts = slices.Clone(hosts)
+	}
 	slices.SortFunc(hosts, func(x, y route.HostInfo) int { return strings.Compare(x.HostID, y.HostID) })
-	return http.StatusOK, map[string]any{"hosts": nonNil(hosts)}, nil
+	if !p.paged {
+		return http.StatusOK, map[string]any{"hosts": nonNil(hosts)}, nil
+	}
+	more := len(hosts) > p.limit
+	hosts = hosts[:min(len(hosts), p.limit)]
+	return http.StatusOK, listed("hosts", hosts, nextOf(hosts, more, func(x route.HostInfo) string { return x.HostID })), nil
+}
+
+// nextOf is a page's "next": the last item's cursor when more follow.
+func nextOf[T any](items []T, more bool, cursor func(T) string) string {
+	if !more || len(items) == 0 {
+		return ""
+	}
+	return cursor(items[len(items)-1])
 }
 
 // nonNil makes an empty list encode as [] rather than null.

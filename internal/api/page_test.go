@@ -1,0 +1,280 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// pageBody is any list route's answer: its items under one key, and next.
+type pageBody struct {
+	items []string
+	next  *string
+	keys  []string // the top-level keys, to check the shape
+}
+
+// getPage fetches path and reads the item names (by field) under key.
+func (e *env) getPage(path, key, field string) pageBody {
+	e.t.Helper()
+	r := e.ok("GET", path, nil, 200)
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		e.t.Fatalf("GET %s: %v: %s", path, err, r.body)
+	}
+	var p pageBody
+	for k := range m {
+		p.keys = append(p.keys, k)
+	}
+	slices.Sort(p.keys)
+	var items []map[string]any
+	if err := json.Unmarshal(m[key], &items); err != nil || items == nil {
+		e.t.Fatalf("GET %s: %q is no list: %s", path, key, r.body)
+	}
+	for _, it := range items {
+		p.items = append(p.items, fmt.Sprint(it[field]))
+	}
+	if n, ok := m["next"]; ok {
+		var s string
+		if err := json.Unmarshal(n, &s); err != nil {
+			e.t.Fatalf("GET %s: next %s", path, n)
+		}
+		p.next = &s
+	}
+	return p
+}
+
+// walk pages through path with limit, following next, and returns every
+// item and the number of pages. Bounded by want's length.
+func (e *env) walk(path, key, field string, limit, want int) ([]string, int) {
+	e.t.Helper()
+	var all []string
+	after := ""
+	for pages := 1; pages <= want+2; pages++ {
+		q := url.Values{"limit": {fmt.Sprint(limit)}}
+		if pages > 1 {
+			q.Set("after", after)
+		}
+		p := e.getPage(path+"?"+q.Encode(), key, field)
+		if len(p.items) > limit {
+			e.t.Fatalf("%s: page %d holds %d items, limit %d", path, pages, len(p.items), limit)
+		}
+		all = append(all, p.items...)
+		if p.next == nil {
+			return all, pages
+		}
+		after = *p.next
+	}
+	e.t.Fatalf("%s: more pages than items", path)
+	return nil, 0
+}
+
+// TestListPages: every list route pages with ?limit=&after=, in the
+// whole list's order, "next" on every page but the last; without either
+// field the answer is the whole list in the shape it always had, with no
+// "next".
+func TestListPages(t *testing.T) {
+	var hosts []route.HostInfo
+	for _, id := range []string{"web-3", "web-1", "web-5", "web-2", "web-4"} {
+		hosts = append(hosts, route.HostInfo{HostID: id, State: route.HostVerified})
+	}
+	e := newEnv(t, func(o *Options) { o.Hosts = func() []route.HostInfo { return hosts } })
+	var apps, doms, recs []string
+	for i := range 7 {
+		id := fmt.Sprintf("app-%d", i)
+		e.ok("PUT", "/api/v3/apps/"+id, nil, 200)
+		apps = append(apps, id)
+	}
+	e.ok("PUT", "/api/v3/apps/gone", nil, 200)
+	e.ok("DELETE", "/api/v3/apps/gone", nil, 204) // its delete marker stays in the store
+	for i := range 5 {
+		d := fmt.Sprintf("www.shop-%d.example.org", i)
+		e.ok("PUT", "/api/v3/domains/"+d, map[string]any{"app": "app-0"}, 200)
+		doms = append(doms, d)
+	}
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", map[string]any{"gateways": []string{"127.0.0.1"}}, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.net", map[string]any{"gateways": []string{"127.0.0.1"}}, 200)
+	for _, rr := range []string{"www/A", "www/AAAA", "mail/A", "www/TXT", "api/A"} {
+		e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/"+rr, map[string]any{"values": []string{valueFor(rr)}}, 200)
+		name, typ, _ := strings.Cut(rr, "/")
+		recs = append(recs, name+".apps.example.com "+typ)
+	}
+	slices.Sort(recs)
+	for i := range recs {
+		recs[i] = strings.Replace(recs[i], " ", "/", 1)
+	}
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"app-1"}}, 200)
+	e.ok("PUT", "/api/v3/hosts/keys/web-2", map[string]any{"public_key": testKey, "apps": []string{"app-1"}}, 200)
+
+	cases := []struct {
+		path, key, field string
+		want             []string
+	}{
+		{"/api/v3/apps", "apps", "id", apps},
+		{"/api/v3/domains", "domains", "domain", doms},
+		{"/api/v3/dns/zones", "zones", "name", []string{"apps.example.com", "apps.example.net"}},
+		{"/api/v3/hosts/keys", "keys", "host_id", []string{"web-1", "web-2"}},
+		{"/api/v3/hosts", "hosts", "host_id", []string{"web-1", "web-2", "web-3", "web-4", "web-5"}},
+	}
+	for _, c := range cases {
+		whole := e.getPage(c.path, c.key, c.field)
+		if !slices.Equal(whole.items, c.want) || whole.next != nil || !slices.Equal(whole.keys, []string{c.key}) {
+			t.Errorf("GET %s: %v next %v keys %v, want %v and no next", c.path, whole.items, whole.next, whole.keys, c.want)
+		}
+		for _, limit := range []int{1, 2, len(c.want), 1000} {
+			got, pages := e.walk(c.path, c.key, c.field, limit, len(c.want))
+			if wantPages := max(1, (len(c.want)+limit-1)/limit); !slices.Equal(got, c.want) || pages != wantPages {
+				t.Errorf("%s by %d: %v in %d pages, want %v in %d", c.path, limit, got, pages, c.want, wantPages)
+			}
+		}
+		// after alone: the default page size, from that item on
+		p := e.getPage(c.path+"?after="+url.QueryEscape(c.want[0]), c.key, c.field)
+		if !slices.Equal(p.items, c.want[1:]) || p.next != nil {
+			t.Errorf("%s?after=%s: %v next %v, want %v", c.path, c.want[0], p.items, p.next, c.want[1:])
+		}
+	}
+
+	// records: the cursor is {name}/{type}
+	var got []string
+	after := ""
+	for range len(recs) + 1 {
+		r := e.ok("GET", "/api/v3/dns/zones/apps.example.com/records?limit=2&after="+url.QueryEscape(after), nil, 200)
+		var b struct {
+			Records []route.Record
+			Next    *string
+		}
+		decodeInto(t, r, &b)
+		for _, rec := range b.Records {
+			got = append(got, rec.Name+"/"+rec.Type)
+		}
+		if b.Next == nil {
+			break
+		}
+		after = *b.Next
+	}
+	if !slices.Equal(got, recs) {
+		t.Errorf("records by 2: %v, want %v", got, recs)
+	}
+	whole := e.getPage("/api/v3/dns/zones/apps.example.com/records", "records", "name")
+	if len(whole.items) != len(recs) || whole.next != nil {
+		t.Errorf("records whole: %v next %v", whole.items, whole.next)
+	}
+}
+
+// valueFor is a value that a record of rr's type takes.
+func valueFor(rr string) string {
+	switch {
+	case strings.HasSuffix(rr, "/AAAA"):
+		return "2001:db8::1"
+	case strings.HasSuffix(rr, "/TXT"):
+		return "hello"
+	}
+	return "192.0.2.1"
+}
+
+// TestListPageBadInput: a limit that is no integer from 1 to 1000, or a
+// paging field given twice, is refused with a 400 problem on every list
+// route.
+func TestListPageBadInput(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", map[string]any{"gateways": []string{"127.0.0.1"}}, 200)
+	lists := []string{"/api/v3/apps", "/api/v3/domains", "/api/v3/dns/zones", "/api/v3/dns/zones/apps.example.com/records", "/api/v3/hosts/keys", "/api/v3/hosts"}
+	for _, path := range lists {
+		for _, q := range []string{"limit=0", "limit=-1", "limit=1001", "limit=x", "limit=", "limit=1.5", "limit=1&limit=2", "after=a&after=b"} {
+			r := e.do("GET", path+"?"+q, token, nil)
+			if r.status != http.StatusBadRequest {
+				t.Errorf("GET %s?%s: %d, want 400: %s", path, q, r.status, r.body)
+				continue
+			}
+			if p := problemOf(t, r); !strings.Contains(p.Detail, "limit") && !strings.Contains(p.Detail, "after") {
+				t.Errorf("GET %s?%s: detail %q names neither field", path, q, p.Detail)
+			}
+		}
+	}
+}
+
+// listHook counts ListApps calls and blocks the first maxWholeLists
+// until release is closed.
+type listHook struct {
+	Store
+	entered chan struct{}
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (h *listHook) ListApps(ctx context.Context) ([]*route.App, error) {
+	if h.calls.Add(1) <= maxWholeLists {
+		h.entered <- struct{}{}
+		<-h.release
+	}
+	return h.Store.ListApps(ctx)
+}
+
+// TestWholeListsTakeTurns: while maxWholeLists whole lists are being
+// built, another waits for a turn and reads nothing from the store (one
+// whose client gives up first is answered 503 having read nothing); a
+// page needs no turn.
+func TestWholeListsTakeTurns(t *testing.T) {
+	st, notFound := newStore(t)
+	h := &listHook{Store: st, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	a, err := New(Options{Store: h, NotFound: notFound, ControlToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, st: st}
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+
+	done := make(chan int, maxWholeLists)
+	for range maxWholeLists {
+		go func() {
+			req, _ := http.NewRequest("GET", srv.URL+"/api/v3/apps", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			res, err := srv.Client().Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			res.Body.Close()
+			done <- res.StatusCode
+		}()
+	}
+	for range maxWholeLists {
+		<-h.entered
+	}
+	// every turn is taken: a page is answered, a whole list is not begun
+	if p := e.getPage("/api/v3/apps?limit=10", "apps", "id"); !slices.Equal(p.items, []string{"shop"}) {
+		t.Errorf("page while whole lists are built: %v", p.items)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, "GET", "/api/v3/apps", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("whole list with no turn free and its client gone: %d %s, want 503 with Retry-After", rec.Code, rec.Body)
+	}
+	if n := h.calls.Load(); n != maxWholeLists {
+		t.Errorf("%d whole lists read the store, want %d", n, maxWholeLists)
+	}
+	close(h.release)
+	for range maxWholeLists {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("a whole list that had its turn: %d, want 200", code)
+		}
+	}
+	// the turns are given back
+	if p := e.getPage("/api/v3/apps", "apps", "id"); !slices.Equal(p.items, []string{"shop"}) || h.calls.Load() != maxWholeLists+1 {
+		t.Errorf("whole list after the turns were given back: %v, %d store reads", p.items, h.calls.Load())
+	}
+}
