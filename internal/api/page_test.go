@@ -278,3 +278,31 @@ func TestWholeListsTakeTurns(t *testing.T) {
 		t.Errorf("whole list after the turns were given back: %v, %d store reads", p.items, h.calls.Load())
 	}
 }
+
+// appLister counts ListApps calls.
+type appLister struct {
+	Store
+	calls atomic.Int32
+}
+
+func (h *appLister) ListApps(ctx context.Context) ([]*route.App, error) {
+	h.calls.Add(1)
+	return h.Store.ListApps(ctx)
+}
+
+// TestHostKeyPutReadsOnlyItsApps: a host key PUT checks the apps it
+// names by their keys, not by reading every app of the platform (twice),
+// and still refuses one that does not exist.
+func TestHostKeyPutReadsOnlyItsApps(t *testing.T) {
+	var h *appLister
+	e := newEnv(t, func(o *Options) { h = &appLister{Store: o.Store}; o.Store = h })
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/hosts/keys/web-1", map[string]any{"public_key": testKey, "apps": []string{"shop"}}, 200)
+	r := e.do("PUT", "/api/v3/hosts/keys/web-2", token, map[string]any{"public_key": testKey, "apps": []string{"shop", "nope"}})
+	if r.status != http.StatusBadRequest || !strings.Contains(problemOf(t, r).Detail, `apps[1]: "nope" does not exist`) {
+		t.Errorf("key naming a missing app: %d %s", r.status, r.body)
+	}
+	if n := h.calls.Load(); n != 0 {
+		t.Errorf("host key PUTs listed every app %d times", n)
+	}
+}
