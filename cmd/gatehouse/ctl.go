@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,12 +37,17 @@ put, delete or verify go through only while the item still has that tag
 (412 once another writer has changed it; so: get, edit, put -if-match), and
 -if-none-match '*' makes a put create only.
 
+A list answers every item at once. On a large platform page it instead:
+-limit N (1 to 1000) answers at most N items, with "next" when more
+follow; pass that as -after for the next page.
+
 examples:
   gatehouse ctl -token $T apps put shop '{"cors":{"origins":["https://shop.example"]}}'
   gatehouse ctl -token $T keys put web-1 '{"public_key":"...","apps":["shop"]}'
   gatehouse ctl -token $T domains verify shop.example.org '{"method":"manual"}'
   gatehouse ctl -token $T apps get shop > shop.json     # ETag: "1f0c...e9" on stderr
   gatehouse ctl -token $T -if-match 1f0c...e9 apps put shop -f shop.json
+  gatehouse ctl -token $T -limit 1000 -after app-0999 apps list
 
 flags:
 `
@@ -71,6 +77,31 @@ type ctlRequest struct {
 	ifMatch, ifNoneMatch string
 	// item: the request is about one item, which has an ETag.
 	item bool
+	// pages: the request is a list that the API pages.
+	pages bool
+}
+
+// page makes req ask for one page: limit items (0: the default, or the
+// whole list without after) after the cursor after.
+func (req *ctlRequest) page(limit int, after string) error {
+	if limit == 0 && after == "" {
+		return nil
+	}
+	if !req.pages {
+		return errors.New("ctl: -limit and -after are for list (of apps, domains, keys, zones, records and hosts)")
+	}
+	if limit < 0 || limit > 1000 {
+		return fmt.Errorf("ctl: -limit must be 1 to 1000, got %d", limit)
+	}
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if after != "" {
+		q.Set("after", after)
+	}
+	req.path += "?" + q.Encode()
+	return nil
 }
 
 // runCtl drives the control API: it builds one request from the command
@@ -88,6 +119,8 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	timeout := fs.Duration("timeout", 30*time.Second, "request timeout")
 	ifMatch := fs.String("if-match", "", "send If-Match: the write goes through only while the item's ETag is `ETAG` (quotes optional; * for any item)")
 	ifNoneMatch := fs.String("if-none-match", "", "send If-None-Match: * for a put that only creates; an `ETAG` for a get answered only if the item changed")
+	limit := fs.Int("limit", 0, "list at most `N` items (1 to 1000), one page; 0: the whole list")
+	after := fs.String("after", "", "list the page after `CURSOR`, the \"next\" of the page before")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), ctlUsage); fs.PrintDefaults() }
 	// flags may come before or after the positional words
 	var pos []string
@@ -123,6 +156,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	req.ifMatch, req.ifNoneMatch = ctlTag(*ifMatch), ctlTag(*ifNoneMatch)
 	if (req.ifMatch != "" || req.ifNoneMatch != "") && !req.item {
 		return errors.New("ctl: -if-match and -if-none-match are for get, put, delete and verify of one item; a list has no ETag")
+	}
+	if err := req.page(*limit, *after); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -202,7 +238,8 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 	if verb == "verify" {
 		path += "/verify"
 	}
-	return ctlRequest{method: method, path: path, body: body, item: verb != "list" && names > 0}, nil
+	return ctlRequest{method: method, path: path, body: body, item: verb != "list" && names > 0,
+		pages: verb == "list" && resName != "clusters"}, nil
 }
 
 // ctlBody reads the body from -f or the single JSON argument; none is {}.
@@ -239,6 +276,9 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 	return b, nil
 }
 
+// ctlMaxAnswer bounds the answer ctl reads and holds.
+const ctlMaxAnswer = 64 << 20
+
 // ctlDo sends req and prints the answer: JSON on stdout, or the problem
 // detail on stderr with an error for a non-2xx status.
 func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr io.Writer) error {
@@ -268,9 +308,14 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 		return fmt.Errorf("ctl: %v", err)
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(res.Body, ctlMaxAnswer+1))
 	if err != nil {
 		return fmt.Errorf("ctl: reading the answer: %v", err)
+	}
+	if len(b) > ctlMaxAnswer {
+		// cut short, it would read as no JSON at all, which says -api is wrong
+		return fmt.Errorf("ctl: %s %s: %d %s but the answer is larger than %d MiB; list in pages with -limit and -after",
+			req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), ctlMaxAnswer>>20)
 	}
 	if tag := res.Header.Get("ETag"); tag != "" {
 		fmt.Fprintf(stderr, "ETag: %s\n", tag)

@@ -284,3 +284,88 @@ func TestCtlRefusesAnswerNotJSON(t *testing.T) {
 		t.Errorf("printed %q", out)
 	}
 }
+
+// ctl lists in pages with -limit and -after, following the API's
+// "next"; both are refused where the API does not page, before anything
+// is sent.
+func TestCtlListsInPages(t *testing.T) {
+	url := startAPI(t)
+	ctl := func(args ...string) (string, error) {
+		out, _, err := runCmd(t, append([]string{"ctl", "-api", url, "-token", ctlToken}, args...)...)
+		return out, err
+	}
+	want := []string{"a1", "a2", "a3", "a4", "a5"}
+	for _, id := range want {
+		if _, err := ctl("apps", "put", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	after := ""
+	for range len(want) + 1 {
+		args := []string{"-limit", "2", "apps", "list"}
+		if after != "" {
+			args = append(args, "-after", after)
+		}
+		out, err := ctl(args...)
+		if err != nil {
+			t.Fatalf("ctl %q: %v", args, err)
+		}
+		var page struct {
+			Apps []struct{ ID string }
+			Next *string
+		}
+		if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Apps) > 2 {
+			t.Fatalf("ctl %q printed %q", args, out)
+		}
+		for _, a := range page.Apps {
+			got = append(got, a.ID)
+		}
+		if page.Next == nil {
+			break
+		}
+		after = *page.Next
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("paged: %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-limit", "2", "apps", "get", "a1"}, "-limit and -after are for list"},
+		{[]string{"-after", "x", "clusters", "list"}, "-limit and -after are for list"},
+		{[]string{"-limit", "1001", "apps", "list"}, "-limit must be 1 to 1000"},
+		{[]string{"-limit", "-1", "domains", "list"}, "-limit must be 1 to 1000"},
+	} {
+		_, _, err := runCmd(t, append([]string{"ctl", "-api", "http://127.0.0.1:1", "-token", ctlToken}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ctl %q: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// An answer past what ctl holds (a whole list of a large platform) says
+// so and how to page, where it used to be cut short and called "not
+// JSON", blaming -api.
+func TestCtlAnswerTooLarge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		item := []byte(`{"id":"app-0000000000","mode":"http","status":"active"},`)
+		_, _ = w.Write([]byte(`{"apps":[`))
+		for n := 0; n <= 64<<20; n += len(item) {
+			if _, err := w.Write(item); err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`{"id":"last"}]}`))
+	}))
+	defer srv.Close()
+	out, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
+	if err == nil || !strings.Contains(err.Error(), "larger than 64 MiB; list in pages with -limit and -after") {
+		t.Errorf("ctl with a 64 MiB answer: %v", err)
+	}
+	if out != "" {
+		t.Errorf("printed %d bytes", len(out))
+	}
+}
