@@ -3,7 +3,9 @@
 // readiness and the open connection count (/readyz), this cluster and its
 // peers (GET /api/v3/discovery/clusters), and, once the operator types
 // the platform credential into the page, the apps (GET /api/v3/apps) and
-// hosts with their state (GET /api/v3/hosts).
+// hosts with their state (GET /api/v3/hosts), a page of 100 at a time:
+// a platform's whole list is megabytes for the gateway to build and the
+// browser to lay out, and the page asks again every few seconds.
 //
 // The page holds no secret: it is the same bytes for everyone, and the
 // credential an operator types stays in the page's memory (sent only as

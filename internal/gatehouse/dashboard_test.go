@@ -1,6 +1,7 @@
 package gatehouse
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -158,5 +159,72 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if _, n := counts(); n != 0 {
 		t.Errorf("the page asked for /favicon.ico %d times", n)
+	}
+}
+
+// TestDashboardPagesApps: with more apps than a page, the dashboard
+// shows one page of them and says that more follow, and asks the API for
+// pages only, never for the whole list, which on a large platform is
+// megabytes for the gateway to build and the browser to lay out at every
+// poll; the next button shows the rest.
+func TestDashboardPagesApps(t *testing.T) {
+	r := start(t, testConfig(t))
+	const apps = 130
+	for i := range apps {
+		if code, body := r.control(t, "PUT", fmt.Sprintf("/api/v3/apps/app-%03d", i), `{}`); code != 200 {
+			t.Fatalf("put app: %d %s", code, body)
+		}
+	}
+	bctx := browser.Start(t)
+	var mu sync.Mutex
+	var whole []string
+	if err := chromedp.Listen(bctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok && strings.Contains(e.Request.URL, "/api/v3/") && !strings.Contains(e.Request.URL, "limit=") &&
+			!strings.Contains(e.Request.URL, "/discovery/") {
+			mu.Lock()
+			whole = append(whole, e.Request.URL)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(bctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate("http://"+r.g.Addrs().Management+"/")); err != nil {
+		t.Fatal(err)
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return s
+	}
+	// rows, first id, last id and the line under the apps
+	const view = `(function () { var rows = document.querySelectorAll("#apps tbody tr");
+	  return rows.length + " " + (rows.length ? rows[0].cells[0].textContent + " " + rows[rows.length-1].cells[0].textContent : "- -") +
+	    " | " + (document.querySelector("#apps-more") || {}).textContent; })()`
+	waitView := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for got := eval(view); got != want; got = eval(view) {
+			if time.Now().After(deadline) {
+				t.Fatalf("apps show %q, want %q", got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	eval(`document.querySelector("#token").value = ` + browser.JSString(controlToken) + `; document.querySelector("#load").click(); "ok"`)
+	waitView("100 app-000 app-099 | apps app-000 to app-099; more follow")
+	eval(`document.querySelector("#apps-next").click(); "ok"`)
+	waitView("30 app-100 app-129 | apps app-100 to app-129; the last")
+	eval(`document.querySelector("#apps-first").click(); "ok"`)
+	waitView("100 app-000 app-099 | apps app-000 to app-099; more follow")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(whole) > 0 {
+		t.Errorf("the dashboard asked for whole lists: %v", whole)
 	}
 }

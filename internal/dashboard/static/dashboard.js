@@ -5,6 +5,17 @@
 (function () {
   var token = ""; // the operator's credential: in memory only, never stored
 
+  // A platform may hold a million apps, and the whole list is megabytes
+  // to build on the gateway and to lay out here: the page shows one page
+  // of apps and of hosts at a time, and asks for them every controlEvery
+  // ms, not while the tab is hidden. Readiness, which costs nothing, is
+  // asked every statusEvery ms.
+  var pageSize = 100;
+  var statusEvery = 2000;
+  var controlEvery = 5000;
+  var appsAfter = [""]; // the cursor of every apps page up to the one shown
+  var appsNext = ""; // the cursor of the apps page after it, if any
+
   function $(sel) { return document.querySelector(sel); }
 
   function fill(table, rows) {
@@ -50,9 +61,12 @@
     }).catch(function () {});
   }
 
+
   function control() {
     if (!token) { return; }
-    Promise.all([getJSON("/api/v3/apps", token), getJSON("/api/v3/hosts", token)]).then(function (rs) {
+    var after = appsAfter[appsAfter.length - 1];
+    var appsPath = "/api/v3/apps?limit=" + pageSize + (after ? "&after=" + encodeURIComponent(after) : "");
+    Promise.all([getJSON(appsPath, token), getJSON("/api/v3/hosts?limit=" + pageSize, token)]).then(function (rs) {
       var bad = rs.filter(function (r) { return r.status !== 200; })[0];
       if (bad) {
         var msg = "refused: HTTP " + bad.status + " " + (bad.body.detail || "");
@@ -68,16 +82,29 @@
         $("#control-error").textContent = msg;
         fill($("#apps"), []);
         fill($("#hosts"), []);
+        $("#apps-more").textContent = "";
+        $("#hosts-more").textContent = "";
+        $("#apps-next").hidden = true;
+        $("#apps-first").hidden = true;
         return;
       }
       $("#control-error").textContent = "";
-      fill($("#apps"), (rs[0].body.apps || []).map(function (a) {
+      var apps = rs[0].body.apps || [];
+      fill($("#apps"), apps.map(function (a) {
         return [a.id, a.mode, a.status];
       }));
-      fill($("#hosts"), (rs[1].body.hosts || []).map(function (h) {
+      appsNext = rs[0].body.next || "";
+      var paged = appsNext || appsAfter.length > 1;
+      $("#apps-more").textContent = !paged ? "" : apps.length === 0 ? "no apps after " + after :
+        "apps " + apps[0].id + " to " + apps[apps.length - 1].id + (appsNext ? "; more follow" : "; the last");
+      $("#apps-next").hidden = !appsNext;
+      $("#apps-first").hidden = appsAfter.length === 1;
+      var hosts = rs[1].body.hosts || [];
+      fill($("#hosts"), hosts.map(function (h) {
         return [h.host_id, (h.apps || []).join(", "), h.addr, h.scheme,
           h.state + (h.degraded ? " (degraded)" : ""), h.inflight, h.last_error];
       }));
+      $("#hosts-more").textContent = rs[1].body.next ? "the first " + hosts.length + " hosts by id; more follow (gatehouse ctl hosts list -limit)" : "";
     }).catch(function (e) {
       $("#control-error").textContent = "unreachable: " + e;
     });
@@ -88,9 +115,18 @@
       ev.preventDefault();
       token = $("#token").value.trim();
       $("#token").value = "";
+      appsAfter = [""];
+      control();
+    });
+    $("#apps-next").addEventListener("click", function () {
+      if (appsNext) { appsAfter.push(appsNext); control(); }
+    });
+    $("#apps-first").addEventListener("click", function () {
+      appsAfter = [""];
       control();
     });
     status();
-    setInterval(function () { status(); control(); }, 2000);
+    setInterval(status, statusEvery);
+    setInterval(function () { if (!document.hidden) { control(); } }, controlEvery);
   });
 })();
