@@ -59,6 +59,8 @@ type Store interface {
 	DeleteRecord(ctx context.Context, zone, name, typ string) error
 	ListRecords(ctx context.Context, zone string) ([]*route.Record, error)
 	PageRecords(ctx context.Context, zone, after string, limit int) ([]*route.Record, bool, error)
+	// RecordsAt returns the record sets of zone at name, every type.
+	RecordsAt(ctx context.Context, zone, name string) ([]*route.Record, error)
 	// DeleteRecords deletes every record stored under zone, including
 	// values ListRecords skips because they do not decode.
 	DeleteRecords(ctx context.Context, zone string) error

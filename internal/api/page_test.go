@@ -306,3 +306,40 @@ func TestHostKeyPutReadsOnlyItsApps(t *testing.T) {
 		t.Errorf("host key PUTs listed every app %d times", n)
 	}
 }
+
+// recordLister counts ListRecords calls.
+type recordLister struct {
+	Store
+	calls atomic.Int32
+}
+
+func (h *recordLister) ListRecords(ctx context.Context, zone string) ([]*route.Record, error) {
+	h.calls.Add(1)
+	return h.Store.ListRecords(ctx, zone)
+}
+
+// TestRecordPutReadsOnlyItsName: a record PUT checks for a CNAME beside
+// it among the sets at its own name, not by reading the whole zone, which
+// made each write slower than the last (235 writes/s at 1,000 records,
+// 66/s at 3,000), and still refuses what shares a name with a CNAME.
+func TestRecordPutReadsOnlyItsName(t *testing.T) {
+	var h *recordLister
+	e := newEnv(t, func(o *Options) { h = &recordLister{Store: o.Store}; o.Store = h })
+	const z = "/api/v3/dns/zones/apps.example.com/records/"
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	e.ok("PUT", z+"www/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("PUT", z+"www/AAAA", `{"values":["2001:db8::1"]}`, 200)
+	e.ok("PUT", z+"alias/CNAME", `{"values":["shop.example.org"]}`, 200)
+	e.ok("PUT", z+"www.alias/A", `{"values":["192.0.2.1"]}`, 200) // under the alias, not at it
+	for _, c := range []struct{ path, body, names string }{
+		{"www/CNAME", `{"values":["shop.example.org"]}`, "holds A records"},
+		{"alias/TXT", `{"values":["tok"]}`, "holds CNAME records"},
+	} {
+		if p := problemOf(t, e.ok("PUT", z+c.path, c.body, 400)); !strings.Contains(p.Detail, c.names) {
+			t.Errorf("PUT %s: detail %q, want it to say it %s", c.path, p.Detail, c.names)
+		}
+	}
+	if n := h.calls.Load(); n != 0 {
+		t.Errorf("record PUTs read the whole zone %d times", n)
+	}
+}

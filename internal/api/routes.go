@@ -920,7 +920,9 @@ func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
 	if rec.Type == "CNAME" && rec.Name == dns.ACMEChallengeLabel+"."+rec.Zone {
 		return badInput("a CNAME cannot be at %s: the gateway answers its DNS-01 challenges for *.%s there with TXT records", rec.Name, rec.Zone)
 	}
-	recs, err := a.o.Store.ListRecords(ctx, rec.Zone)
+	// only the sets at this name: a zone may hold thousands, and
+	// reading them all made every write slower than the last
+	recs, err := a.o.Store.RecordsAt(ctx, rec.Zone, rec.Name)
 	if err != nil {
 		return err
 	}

@@ -163,6 +163,17 @@ func (s *Store) ListRecords(ctx context.Context, zone string) ([]*route.Record, 
 	return s.records.list(ctx, z+".>", s.logBad)
 }
 
+// RecordsAt returns the record sets of zone at name, of every type,
+// sorted by key: a write checks its neighbours at one name without
+// reading the whole zone.
+func (s *Store) RecordsAt(ctx context.Context, zone, name string) ([]*route.Record, error) {
+	k, err := tokensKey(zone, name)
+	if err != nil {
+		return nil, fmt.Errorf("store: list records: zone and name are required")
+	}
+	return s.records.list(ctx, k+".*", s.logBad)
+}
+
 // DeleteRecords deletes every record set stored under zone, values that
 // do not decode included (ListRecords skips those), so that a zone
 // deleted and created again serves none of the old one's records. A

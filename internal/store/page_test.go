@@ -83,3 +83,40 @@ func TestPageApps(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordsAt: the record sets at one name, of every type, and none at
+// another name, under it or in another zone.
+func TestRecordsAt(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+	for _, r := range []route.Record{
+		{Zone: "z.test", Name: "www.z.test", Type: "A"},
+		{Zone: "z.test", Name: "www.z.test", Type: "TXT"},
+		{Zone: "z.test", Name: "a.www.z.test", Type: "A"},
+		{Zone: "z.test", Name: "*.z.test", Type: "A"},
+		{Zone: "y.test", Name: "www.z.test", Type: "AAAA"},
+	} {
+		mustPut(t, s.PutRecord(ctx, &r))
+	}
+	for _, c := range []struct{ zone, name, want string }{
+		{"z.test", "www.z.test", "A TXT"},
+		{"z.test", "*.z.test", "A"},
+		{"z.test", "a.z.test", ""},
+		{"y.test", "www.z.test", "AAAA"},
+	} {
+		recs, err := s.RecordsAt(ctx, c.zone, c.name)
+		var types []string
+		for _, r := range recs {
+			if r.Zone != c.zone || r.Name != c.name {
+				t.Errorf("%s %s: got %+v", c.zone, c.name, r)
+			}
+			types = append(types, r.Type)
+		}
+		if got := fmt.Sprint(types); err != nil || got != "["+c.want+"]" {
+			t.Errorf("RecordsAt(%s, %s) = %s, %v; want [%s]", c.zone, c.name, got, err, c.want)
+		}
+	}
+}
