@@ -153,6 +153,7 @@ type API struct {
 	meter   *meter            // the resolve routes' budgets
 	guard   *guard            // wrong tokens per client address
 	lists   chan struct{}     // turns to build a whole list (page.go)
+	pages   chan struct{}     // turns to build a page
 }
 
 var _ http.Handler = (*API)(nil)
@@ -187,7 +188,7 @@ func New(o Options) (*API, error) {
 		return nil, err
 	}
 	a := &API{o: o, public: http.NewServeMux(), control: http.NewServeMux(), meter: &meter{w: win, lim: o.ResolveLimits}, guard: g,
-		lists: make(chan struct{}, maxWholeLists)}
+		lists: make(chan struct{}, maxWholeLists), pages: make(chan struct{}, maxPageLists)}
 	if o.ControlToken != "" {
 		a.token = sha256.Sum256([]byte(o.ControlToken))
 	}

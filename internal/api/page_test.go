@@ -201,81 +201,105 @@ func TestListPageBadInput(t *testing.T) {
 	}
 }
 
-// listHook counts ListApps calls and blocks the first maxWholeLists
-// until release is closed.
+// listHook counts ListApps and PageApps calls, and blocks the first
+// blockWhole and blockPages of them until release is closed.
 type listHook struct {
 	Store
-	entered chan struct{}
-	release chan struct{}
-	calls   atomic.Int32
+	blockWhole, blockPages int32
+	entered, release       chan struct{}
+	whole, pages           atomic.Int32
 }
 
-func (h *listHook) ListApps(ctx context.Context) ([]*route.App, error) {
-	if h.calls.Add(1) <= maxWholeLists {
+func (h *listHook) hold(n, block int32) {
+	if n <= block {
 		h.entered <- struct{}{}
 		<-h.release
 	}
+}
+
+func (h *listHook) ListApps(ctx context.Context) ([]*route.App, error) {
+	h.hold(h.whole.Add(1), h.blockWhole)
 	return h.Store.ListApps(ctx)
 }
 
-// TestWholeListsTakeTurns: while maxWholeLists whole lists are being
-// built, another waits for a turn and reads nothing from the store (one
-// whose client gives up first is answered 503 having read nothing); a
-// page needs no turn.
-func TestWholeListsTakeTurns(t *testing.T) {
-	st, notFound := newStore(t)
-	h := &listHook{Store: st, entered: make(chan struct{}, 8), release: make(chan struct{})}
-	a, err := New(Options{Store: h, NotFound: notFound, ControlToken: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, st: st}
-	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+func (h *listHook) PageApps(ctx context.Context, after string, limit int) ([]*route.App, bool, error) {
+	h.hold(h.pages.Add(1), h.blockPages)
+	return h.Store.PageApps(ctx, after, limit)
+}
 
-	done := make(chan int, maxWholeLists)
-	for range maxWholeLists {
-		go func() {
-			req, _ := http.NewRequest("GET", srv.URL+"/api/v3/apps", nil)
-			req.Header.Set("Authorization", "Bearer "+token)
-			res, err := srv.Client().Do(req)
+// TestListsTakeTurns: while every turn for whole lists (or for pages) is
+// taken, another such request waits for one and reads nothing from the
+// store (one whose client gives up first is answered 503 having read
+// nothing), and the other kind of list is still answered.
+func TestListsTakeTurns(t *testing.T) {
+	cases := []struct {
+		name, path, other string
+		turns             int
+		block             func(h *listHook) *int32
+		count             func(h *listHook) int32
+	}{
+		{"whole", "/api/v3/apps", "/api/v3/apps?limit=10", maxWholeLists,
+			func(h *listHook) *int32 { return &h.blockWhole }, func(h *listHook) int32 { return h.whole.Load() }},
+		{"page", "/api/v3/apps?limit=10", "/api/v3/apps", maxPageLists,
+			func(h *listHook) *int32 { return &h.blockPages }, func(h *listHook) int32 { return h.pages.Load() }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, notFound := newStore(t)
+			h := &listHook{Store: st, entered: make(chan struct{}, 8), release: make(chan struct{})}
+			*c.block(h) = int32(c.turns)
+			a, err := New(Options{Store: h, NotFound: notFound, ControlToken: token})
 			if err != nil {
-				done <- 0
-				return
+				t.Fatal(err)
 			}
-			res.Body.Close()
-			done <- res.StatusCode
-		}()
-	}
-	for range maxWholeLists {
-		<-h.entered
-	}
-	// every turn is taken: a page is answered, a whole list is not begun
-	if p := e.getPage("/api/v3/apps?limit=10", "apps", "id"); !slices.Equal(p.items, []string{"shop"}) {
-		t.Errorf("page while whole lists are built: %v", p.items)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	req := httptest.NewRequestWithContext(ctx, "GET", "/api/v3/apps", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	rec := httptest.NewRecorder()
-	a.ServeHTTP(rec, req)
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Errorf("whole list with no turn free and its client gone: %d %s, want 503 with Retry-After", rec.Code, rec.Body)
-	}
-	if n := h.calls.Load(); n != maxWholeLists {
-		t.Errorf("%d whole lists read the store, want %d", n, maxWholeLists)
-	}
-	close(h.release)
-	for range maxWholeLists {
-		if code := <-done; code != http.StatusOK {
-			t.Errorf("a whole list that had its turn: %d, want 200", code)
-		}
-	}
-	// the turns are given back
-	if p := e.getPage("/api/v3/apps", "apps", "id"); !slices.Equal(p.items, []string{"shop"}) || h.calls.Load() != maxWholeLists+1 {
-		t.Errorf("whole list after the turns were given back: %v, %d store reads", p.items, h.calls.Load())
+			srv := httptest.NewServer(a)
+			t.Cleanup(srv.Close)
+			e := &env{t: t, srv: srv, st: st}
+			e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+
+			done := make(chan int, c.turns)
+			for range c.turns {
+				go func() {
+					req, _ := http.NewRequest("GET", srv.URL+c.path, nil)
+					req.Header.Set("Authorization", "Bearer "+token)
+					res, err := srv.Client().Do(req)
+					if err != nil {
+						done <- 0
+						return
+					}
+					res.Body.Close()
+					done <- res.StatusCode
+				}()
+			}
+			for range c.turns {
+				<-h.entered
+			}
+			if p := e.getPage(c.other, "apps", "id"); !slices.Equal(p.items, []string{"shop"}) {
+				t.Errorf("%s while every %s turn is taken: %v", c.other, c.name, p.items)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			req := httptest.NewRequestWithContext(ctx, "GET", c.path, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			rec := httptest.NewRecorder()
+			a.ServeHTTP(rec, req)
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+				t.Errorf("%s with no turn free and its client gone: %d %s, want 503 with Retry-After", c.path, rec.Code, rec.Body)
+			}
+			if n := c.count(h); n != int32(c.turns) {
+				t.Errorf("%d requests for %s read the store, want %d", n, c.path, c.turns)
+			}
+			close(h.release)
+			for range c.turns {
+				if code := <-done; code != http.StatusOK {
+					t.Errorf("%s that had its turn: %d, want 200", c.path, code)
+				}
+			}
+			// the turns are given back
+			if p := e.getPage(c.path, "apps", "id"); !slices.Equal(p.items, []string{"shop"}) || c.count(h) != int32(c.turns)+1 {
+				t.Errorf("%s after the turns were given back: %v, %d store reads", c.path, p.items, c.count(h))
+			}
+		})
 	}
 }
 

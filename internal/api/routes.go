@@ -52,7 +52,7 @@ func (a *API) routes() {
 		"GET /api/v3/hosts/keys":               a.listHostKeys,
 		"GET /api/v3/hosts":                    a.listHosts,
 	} {
-		a.control.Handle(pattern, a.wholeLists(a.serve(h)))
+		a.control.Handle(pattern, a.takeTurns(a.serve(h)))
 	}
 }
 
