@@ -33,8 +33,8 @@
 //	mux.Handle("/api/v3/", a)
 //
 // A list route answers its whole list, or with ?limit=N&after=CURSOR one
-// page of it with "next", the cursor of the following page (page.go); at
-// most two whole lists are built at once.
+// page of it with "next", the cursor of the following page; whole lists
+// and pages take turns, a few at a time, to bound memory (page.go).
 //
 // The resolve routes (DESIGN §8) answer from the gateway's own zones in
 // the DNS-over-HTTPS JSON shape, to a signed-in session only
