@@ -588,8 +588,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			problem.Write(w, http.StatusMethodNotAllowed, "CONNECT is not served: the gateway is a reverse proxy")
 			return
 		}
-		g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx))
-		if g.tunnelIdle > 0 && upgrading(r.Header) {
+		if g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx)) && g.tunnelIdle > 0 {
 			g.tunnel(next, w, r) // tunnel.go
 			return
 		}
@@ -631,8 +630,10 @@ func desync(r *http.Request) string {
 }
 
 // clean strips what a client may not send and sets the forwarding headers.
-// x, when not nil, holds the values it sets.
-func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
+// x, when not nil, holds the values it sets. It reports whether r asks to
+// switch protocols (a WebSocket upgrade), by the test ReverseProxy uses to
+// tunnel one: clean has the Upgrade field in hand already.
+func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) (upgrade bool) {
 	peer := x.peerOf(r)
 	trusted := g.isTrusted(peer)
 	h := r.Header
@@ -661,7 +662,9 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 			delete(h, k)
 		}
 	}
-	if up, ok := h["Upgrade"]; ok && httpguts.HeaderValuesContainsToken(up, "h2c") {
+	up, upgrade := h["Upgrade"]
+	if upgrade && httpguts.HeaderValuesContainsToken(up, "h2c") {
+		upgrade = false
 		// An HTTP/2 cleartext upgrade would turn the connection to the
 		// host into HTTP/2 streams the gateway only copies: every request
 		// after it would skip the layers below (h2c smuggling). The
@@ -720,6 +723,7 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) {
 	if _, ok := h["X-Forwarded-Host"]; !ok {
 		h["X-Forwarded-Host"] = x.value(r.Host)
 	}
+	return upgrade && httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade")
 }
 
 // forwardedNode is addr as an RFC 7239 node: an IPv6 address bracketed

@@ -10,17 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
-
-// upgrading reports whether a request asks to switch protocols (a
-// WebSocket upgrade), by the test ReverseProxy uses to tunnel one.
-func upgrading(h http.Header) bool {
-	_, ok := h["Upgrade"]
-	return ok && httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade")
-}
 
 // tunnel serves an upgrade request under the tunnel idle bound
 // (Options.TunnelIdleTimeout): a connection handed over after a 101 that
