@@ -78,23 +78,42 @@ func TestACMEFailedRenewalBacksOff(t *testing.T) {
 func writeExpired(t *testing.T, dir, directory, name string) {
 	t.Helper()
 	cert, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
-	der := cert.Certificate[0]
-	kder, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &certmagic.FileStorage{Path: dir}
-	iss := (&certmagic.ACMEIssuer{CA: directory}).IssuerKey()
+	certPEM, keyPEM := pemPair(t, cert)
+	storeSite(t, &certmagic.FileStorage{Path: dir}, (&certmagic.ACMEIssuer{CA: directory}).IssuerKey(), name, certPEM, keyPEM, siteMeta(name))
+}
+
+// storeSite stores name's certificate, key and metadata, each unless nil,
+// where certmagic looks for those issued by iss.
+func storeSite(t *testing.T, st certmagic.Storage, iss, name string, cert, key, meta []byte) {
+	t.Helper()
 	for k, v := range map[string][]byte{
-		certmagic.StorageKeys.SiteCert(iss, name):       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		certmagic.StorageKeys.SitePrivateKey(iss, name): pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		certmagic.StorageKeys.SiteMeta(iss, name):       []byte(`{"sans":["` + name + `"]}`),
+		certmagic.StorageKeys.SiteCert(iss, name):       cert,
+		certmagic.StorageKeys.SitePrivateKey(iss, name): key,
+		certmagic.StorageKeys.SiteMeta(iss, name):       meta,
 	} {
+		if v == nil {
+			continue
+		}
 		if err := st.Store(t.Context(), k, v); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
+
+// pemPair is c's leaf certificate and its EC key in PEM, as certmagic
+// stores them.
+func pemPair(t *testing.T, c tls.Certificate) (cert, key []byte) {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+// siteMeta is certmagic's metadata for a certificate of name.
+func siteMeta(name string) []byte { return []byte(`{"sans":["` + name + `"]}`) }
 
 // TestACMEUnusableStoredCertIsReplaced: a managed name whose stored
 // certificate does not decode (written around gatehouse) is not loaded,
@@ -109,11 +128,8 @@ func TestACMEUnusableStoredCertIsReplaced(t *testing.T) {
 	dir := t.TempDir()
 	st := &certmagic.FileStorage{Path: dir}
 	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
-	for _, k := range []string{certmagic.StorageKeys.SiteCert(iss, name), certmagic.StorageKeys.SitePrivateKey(iss, name), certmagic.StorageKeys.SiteMeta(iss, name)} {
-		if err := st.Store(t.Context(), k, []byte("garbage")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	garbage := []byte("garbage")
+	storeSite(t, st, iss, name, garbage, garbage, garbage)
 	opts := acmeOptions(p, r, dir, name)
 	var logs testutil.SyncBuffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -163,15 +179,8 @@ func TestACMEStoredCertNotLoadingSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	certKey := certmagic.StorageKeys.SiteCert(iss, name)
-	for k, v := range map[string][]byte{
-		certKey: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		certmagic.StorageKeys.SitePrivateKey(iss, name): pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		certmagic.StorageKeys.SiteMeta(iss, name):       []byte(`{"sans":["` + name + `"]}`),
-	} {
-		if err := st.Store(t.Context(), k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storeSite(t, st, iss, name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), siteMeta(name))
 	opts := acmeOptions(p, r, dir, name)
 	var logs testutil.SyncBuffer
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -198,17 +207,10 @@ func TestDeleteUnusable(t *testing.T) {
 	good, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
 	expired, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
 	other, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
-	certPEM := func(c tls.Certificate) []byte {
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]})
-	}
-	keyPEM := func(c tls.Certificate) []byte {
-		der, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
-	}
-	meta := []byte(`{"sans":["` + name + `"]}`)
+	goodCert, goodKey := pemPair(t, good)
+	expiredCert, expiredKey := pemPair(t, expired)
+	_, otherKey := pemPair(t, other)
+	meta := siteMeta(name)
 	errDown := errors.New("store down")
 	for _, tc := range []struct {
 		name          string
@@ -216,25 +218,19 @@ func TestDeleteUnusable(t *testing.T) {
 		loadErr       error
 		want          bool
 	}{
-		{"usable", certPEM(good), keyPEM(good), meta, nil, false},
-		{"expired is usable", certPEM(expired), keyPEM(expired), meta, nil, false},
-		{"garbage certificate", []byte("garbage"), keyPEM(good), meta, nil, true},
-		{"key of another certificate", certPEM(good), keyPEM(other), meta, nil, true},
-		{"metadata no JSON", certPEM(good), keyPEM(good), []byte("garbage"), nil, true},
-		{"metadata JSON but no object", certPEM(good), keyPEM(good), []byte("[]"), nil, true},
+		{"usable", goodCert, goodKey, meta, nil, false},
+		{"expired is usable", expiredCert, expiredKey, meta, nil, false},
+		{"garbage certificate", []byte("garbage"), goodKey, meta, nil, true},
+		{"key of another certificate", goodCert, otherKey, meta, nil, true},
+		{"metadata no JSON", goodCert, goodKey, []byte("garbage"), nil, true},
+		{"metadata JSON but no object", goodCert, goodKey, []byte("[]"), nil, true},
 		{"key missing", []byte("garbage"), nil, meta, nil, false},
 		{"store down", []byte("garbage"), []byte("garbage"), []byte("garbage"), errDown, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := &certmagic.FileStorage{Path: t.TempDir()}
 			keys := []string{certmagic.StorageKeys.SiteCert(iss, name), certmagic.StorageKeys.SitePrivateKey(iss, name), certmagic.StorageKeys.SiteMeta(iss, name)}
-			for i, v := range [][]byte{tc.cert, tc.key, tc.md} {
-				if v != nil {
-					if err := fs.Store(t.Context(), keys[i], v); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			storeSite(t, fs, iss, name, tc.cert, tc.key, tc.md)
 			st := failingLoad{fs, tc.loadErr}
 			// The first check only notes what it judged unusable.
 			first, err := deleteUnusable(t.Context(), st, iss, name, [32]byte{})
@@ -264,26 +260,9 @@ func TestDeleteUnusable(t *testing.T) {
 func TestDeleteUnusableOnlyWhatItSawTwice(t *testing.T) {
 	const iss, name = "ca.example.test-directory", "app.example.test"
 	good, _ := testutil.SelfSignedFor(t, name, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
-	der, err := x509.MarshalECPrivateKey(good.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	goodCert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: good.Certificate[0]})
-	goodKey := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
-	meta := []byte(`{"sans":["` + name + `"]}`)
+	goodCert, goodKey := pemPair(t, good)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	put := func(cert, key []byte) {
-		t.Helper()
-		for k, v := range map[string][]byte{
-			certmagic.StorageKeys.SiteCert(iss, name):       cert,
-			certmagic.StorageKeys.SitePrivateKey(iss, name): key,
-			certmagic.StorageKeys.SiteMeta(iss, name):       meta,
-		} {
-			if err := st.Store(t.Context(), k, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	put := func(cert, key []byte) { t.Helper(); storeSite(t, st, iss, name, cert, key, siteMeta(name)) }
 	check := func(seen [32]byte) verdict {
 		t.Helper()
 		v, err := deleteUnusable(t.Context(), st, iss, name, seen)
