@@ -280,3 +280,21 @@ func BenchmarkNormalizeHost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDomainsOf measures finding one app's mappings among the
+// 1,000,000 of the big table (the control API's app DELETE asks it twice).
+func BenchmarkDomainsOf(b *testing.B) {
+	t := loadBig().live.Load()
+	want := 0
+	for i := range benchDomains {
+		if benchDomApp(i) == benchAppID(7) {
+			want++
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := len(t.DomainsOf(benchAppID(7))); got != want {
+			b.Fatalf("%d mappings, want %d", got, want)
+		}
+	}
+}

@@ -324,6 +324,14 @@ func (b *Builder) Hold() (release func()) {
 	}
 }
 
+// Unsent reports whether edits made under a Hold wait for its release
+// to be published: until then readers see a table without them.
+func (b *Builder) Unsent() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.unsent
+}
+
 // SetHost adds or replaces a host (by ID). A host whose Health is nil gets
 // the Health of the host it replaces, or a new one.
 func (b *Builder) SetHost(h *Host) {

@@ -217,6 +217,23 @@ func (t *Table) Domains() []*Domain {
 	return out
 }
 
+// DomainsOf returns the names of the custom domain mappings, verified or
+// not, that name app, in no order. It reads every mapping once and
+// allocates only the answer: some 60 ms at a million mappings
+// (BenchmarkDomainsOf), rare control calls only. An index by app would
+// answer at once but cost every table tens of MB at a million mappings,
+// and each edit a copy-on-write step of its own.
+func (t *Table) DomainsOf(app string) []string {
+	var out []string
+	slots := t.n.domains.slots
+	for i := range slots {
+		if d := slots[i].v; d != nil && d.App == app {
+			out = append(out, d.Domain)
+		}
+	}
+	return out
+}
+
 // AppIDs returns every app id, sorted.
 func (t *Table) AppIDs() []string {
 	out := make([]string, 0, t.n.apps.live)
