@@ -44,6 +44,11 @@ type Store interface {
 	UpdateDomain(ctx context.Context, name string, fn func(cur *route.Domain) (*route.Domain, error)) error
 	DeleteDomain(ctx context.Context, name string) error
 	ListDomains(ctx context.Context) ([]*route.Domain, error)
+	// DomainsNaming returns the names of the mappings that name app as
+	// of a moment after the call began, from memory, but not all of them
+	// read back: some may have moved or gone since. ok false: it cannot
+	// say now, and ListDomains must.
+	DomainsNaming(ctx context.Context, app string) (names []string, ok bool, err error)
 	PageDomains(ctx context.Context, after string, limit int) ([]*route.Domain, bool, error)
 
 	GetZone(ctx context.Context, name string) (*route.Zone, error)

@@ -919,8 +919,31 @@ func (h *hookStore) UpdateDomain(ctx context.Context, name string, fn func(*rout
 // leave the domain mapped to the deleted app (a later app of that name
 // would inherit it): the one whose write lands second backs out with a
 // 409, and the store holds either both or neither.
+//
+// It runs as the DELETE finds the mappings with no table following the
+// store (a list) and with one (the table, then a read of each).
 func TestDeleteAppRacesPutDomain(t *testing.T) {
-	e, hs := newHookEnv(t)
+	t.Run("list", func(t *testing.T) {
+		e, hs := newHookEnv(t)
+		testDeleteAppRacesPutDomain(t, e, hs)
+	})
+	t.Run("table", func(t *testing.T) {
+		var lc *listCount
+		var hs *hookStore
+		e := newEnv(t, func(o *Options) {
+			lc = &listCount{Store: o.Store}
+			hs = &hookStore{Store: lc}
+			o.Store = hs
+		})
+		followStore(t, lc.Store.(*store.Store))
+		testDeleteAppRacesPutDomain(t, e, hs)
+		if n := lc.domains.Load(); n != 0 {
+			t.Errorf("listed every mapping %d times; the table should have answered", n)
+		}
+	})
+}
+
+func testDeleteAppRacesPutDomain(t *testing.T, e *env, hs *hookStore) {
 	const dom = "/api/v3/domains/www.customer.example"
 	cases := []struct {
 		name             string

@@ -299,9 +299,10 @@ func stillNamed(id string, refs []string) error {
 }
 
 // appRefs names the domain mappings and host keys that name app id,
-// domains first, each sorted.
+// domains first, each sorted. Host keys are listed whole: there is one
+// per host machine, a few hundred where mappings may be a million.
 func (a *API) appRefs(ctx context.Context, id string) ([]string, error) {
-	ds, err := a.o.Store.ListDomains(ctx)
+	ds, err := a.domainsNaming(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -311,9 +312,6 @@ func (a *API) appRefs(ctx context.Context, id string) ([]string, error) {
 	}
 	var doms, keys []string
 	for _, d := range ds {
-		if d.App != id {
-			continue
-		}
 		s := "domain " + d.Domain
 		if d.Verified {
 			s += " (verified)"
@@ -333,6 +331,43 @@ func (a *API) appRefs(ctx context.Context, id string) ([]string, error) {
 	slices.Sort(doms)
 	slices.Sort(keys)
 	return append(doms, keys...), nil
+}
+
+// domainsNaming returns the mappings that name app id, as ListDomains
+// would show them. Listing every mapping (each value read and decoded)
+// costs seconds and gigabytes at a million, twice per DELETE; so the names
+// come from the routing table once it holds everything the domains bucket
+// held when asked (Store.DomainsNaming), and each is read back, since the
+// table may be newer and the read gives the current verified state. That
+// keeps recheckAppRefs' order: a mapping written before the app's delete
+// is in the bucket then, so in the table, and one written after reads the
+// app gone and backs out itself. When the table cannot say in time
+// (loading, cut off, not running here) the whole list answers, as before.
+func (a *API) domainsNaming(ctx context.Context, id string) ([]*route.Domain, error) {
+	names, ok, err := a.o.Store.DomainsNaming(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		ds, err := a.o.Store.ListDomains(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return slices.DeleteFunc(ds, func(d *route.Domain) bool { return d.App != id }), nil
+	}
+	ds := make([]*route.Domain, 0, len(names))
+	for _, name := range names {
+		d, err := a.o.Store.GetDomain(ctx, name)
+		switch {
+		case errors.Is(err, a.o.NotFound) || a.badValue(err): // ListDomains skips both too
+			continue
+		case err != nil:
+			return nil, err
+		case d.App == id:
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
 }
 
 // maxListed is how many items a conflict names before it only counts the

@@ -15,7 +15,7 @@ import (
 
 // newStore opens a real store on a fresh embedded NATS with JetStream and
 // returns it with its not-found sentinel.
-func newStore(t *testing.T) (Store, error) {
+func newStore(t testing.TB) (Store, error) {
 	t.Helper()
 	ns := testutil.StartBus(t)
 	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))

@@ -138,6 +138,7 @@ func (s *Store) feeds() []feed {
 func (s *Store) Run(ctx context.Context, b *route.Builder) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer s.applied.stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wg.Go(func() { s.sweeper(ctx) })
@@ -226,13 +227,15 @@ func (s *Store) session(ctx context.Context, b *route.Builder, reason string) (s
 		return "", err
 	}
 	b.Replace(st)
+	f := s.follower(b, feeds, revs, dead, before)
+	f.published()
 	s.syncOnce.Do(func() { close(s.synced) })
 	s.log.Debug("store: loaded every routing bucket", "reason", reason)
 	if s.opts.OnResync != nil {
 		s.opts.OnResync(reason)
 	}
 
-	return s.follower(b, feeds, revs, dead, before).run(ctx, watchers, repub)
+	return f.run(ctx, watchers, repub)
 }
 
 // follower returns the follower of a load that read revs and dead, of
@@ -243,6 +246,9 @@ func (s *Store) follower(b *route.Builder, feeds []feed, revs []map[string]uint6
 		seq: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n)}
 	for i := range feeds {
 		f.created[i] = before[i].Created
+		if feeds[i].bucket == bucketDomains {
+			f.domains = i
+		}
 		f.seq[i] = before[i].State.LastSeq
 		for _, rev := range revs[i] {
 			f.seq[i] = max(f.seq[i], rev)
@@ -384,6 +390,17 @@ type follower struct {
 	// watcher behind, mark what it had delivered then; 0: none.
 	target, mark []uint64
 	created      []time.Time // the stream's creation time at the load
+	domains      int         // the domains feed's index
+}
+
+// published tells DomainsNaming how far the table just published has
+// followed the domains bucket; nothing while another Hold keeps the
+// edits unpublished (the next burst tells it then).
+func (f *follower) published() {
+	if f.b.Unsent() {
+		return
+	}
+	f.s.applied.publish(f.b.Live(), f.created[f.domains], f.seq[f.domains])
 }
 
 // burst is how many changes the follower applies under one Hold of the
@@ -469,6 +486,7 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 		if err != nil {
 			return "", err
 		}
+		f.published()
 	}
 }
 

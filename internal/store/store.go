@@ -69,6 +69,9 @@ type Store struct {
 	syncOnce sync.Once
 	synced   chan struct{}
 
+	// applied is how far Run's table has followed the domains bucket.
+	applied applied
+
 	// lose, set by tests before Run, makes the follower lose a change (both
 	// of its copies) when it returns true, as a lost message or a bug
 	// would. Nil loses none.

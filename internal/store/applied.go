@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+)
+
+// catchUpWait bounds how long DomainsNaming waits for the routing table
+// to apply what the domains bucket holds. Run applies a change within
+// milliseconds; past this it is reloading, cut off from NATS or stuck,
+// and the caller lists the bucket instead.
+const catchUpWait = 2 * time.Second
+
+// applied is how far the routing table Run keeps has followed the
+// domains bucket: every change up to stream sequence seq of the stream
+// created at created is in the table live holds. The follower sets it
+// after each publish; DomainsNaming waits on it. Safe for concurrent use.
+type applied struct {
+	mu      sync.Mutex
+	live    *route.Live // nil: Run has published no load, or has returned
+	created time.Time
+	seq     uint64
+	waiting int           // DomainsNaming calls waiting for seq to move
+	moved   chan struct{} // closed when seq moves while some wait; then replaced
+}
+
+// publish records that live's table holds every change of the domains
+// stream created at created up to seq. It allocates only while a
+// caller waits, so the follower's loop stays allocation-free otherwise.
+func (a *applied) publish(live *route.Live, created time.Time, seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.live == live && a.created.Equal(created) && a.seq == seq {
+		return
+	}
+	a.live, a.created, a.seq = live, created, seq
+	a.wakeLocked()
+}
+
+// stop records that Run has returned: no table follows the bucket any
+// more, and callers list it at once instead of waiting.
+func (a *applied) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.live = nil
+	a.wakeLocked()
+}
+
+func (a *applied) wakeLocked() {
+	if a.waiting > 0 && a.moved != nil {
+		close(a.moved)
+		a.moved = nil
+	}
+}
+
+// wait returns the current table once it holds every change of the
+// domains stream created at created up to seq, or false if it does not
+// within d, Run is not running, or ctx ends first.
+func (a *applied) wait(ctx context.Context, created time.Time, seq uint64, d time.Duration) (*route.Table, bool) {
+	var timeout <-chan time.Time
+	for {
+		a.mu.Lock()
+		if a.live == nil {
+			a.mu.Unlock()
+			return nil, false
+		}
+		if a.created.Equal(created) && a.seq >= seq {
+			t := a.live.Load()
+			a.mu.Unlock()
+			return t, true
+		}
+		if a.moved == nil {
+			a.moved = make(chan struct{})
+		}
+		moved := a.moved
+		a.waiting++
+		a.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			timeout = t.C
+		}
+		var done bool
+		select {
+		case <-moved:
+		case <-timeout:
+			done = true
+		case <-ctx.Done():
+			done = true
+		}
+		a.mu.Lock()
+		a.waiting--
+		a.mu.Unlock()
+		if done {
+			return nil, false
+		}
+	}
+}
+
+// DomainsNaming returns the names of the custom domain mappings that name
+// app in the routing table Run keeps (verified or not, in no order), once
+// that table holds every change the domains bucket had when it was
+// called; ok is false if it does not within catchUpWait (Run is not
+// running, is reloading or cut off from NATS) or ctx ends first, and the
+// caller must list the bucket instead. It reads one stream's state and
+// the table, not the bucket's values: the control API's app DELETE asks
+// it, where listing a million mappings took seconds and gigabytes.
+//
+// A mapping written before the call is in the answer if it still names
+// app in the table, which may be newer than the call (a later write may
+// have moved or deleted it): so the caller reads each name back before
+// it trusts it.
+func (s *Store) DomainsNaming(ctx context.Context, app string) (names []string, ok bool, err error) {
+	if !s.applied.running() {
+		return nil, false, nil
+	}
+	info, err := s.streamInfo(ctx, bucketDomains)
+	if err != nil {
+		return nil, false, err
+	}
+	t, ok := s.applied.wait(ctx, info.Created, info.State.LastSeq, catchUpWait)
+	if !ok {
+		return nil, false, ctx.Err()
+	}
+	return t.DomainsOf(app), true, nil
+}
+
+// running reports whether a table follows the bucket.
+func (a *applied) running() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.live != nil
+}
