@@ -298,3 +298,15 @@ func BenchmarkDomainsOf(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSortedNames measures sorting every app id of the big table,
+// what the store's pages do once per version of the apps.
+func BenchmarkSortedNames(b *testing.B) {
+	t := loadBig().live.Load()
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := len(t.AppIDs()); got != benchApps {
+			b.Fatalf("%d ids", got)
+		}
+	}
+}

@@ -64,6 +64,7 @@ func (b *Builder) Replace(s State) {
 	n.buildIndex(s.Apps, s.Domains)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	n.appsGen, n.domainsGen = b.n.appsGen+1, b.n.domainsGen+1
 	b.n = n
 	b.publishLocked(false)
 	b.once.Do(func() { close(b.loaded) })
@@ -135,6 +136,7 @@ func (n *names) ownApps() {
 	n.apps.cloneSlots()
 	n.appVals = append(make([]*App, 0, len(n.appVals)+1), n.appVals...)
 	n.owned |= ownApps
+	n.appsGen++
 }
 
 // ownDomains gives n its own domain slots.
@@ -142,6 +144,7 @@ func (n *names) ownDomains() {
 	if n.owned&ownDomains == 0 {
 		n.domains.cloneSlots()
 		n.owned |= ownDomains
+		n.domainsGen++
 	}
 }
 

@@ -52,6 +52,11 @@ type names struct {
 	// cache miss on a big table, and such names are what a scan sends).
 	zoneDomains bool
 	dead        int // apps and domains deleted since the index was built
+	// appsGen and domainsGen change whenever the set of apps or of
+	// domains may have: a copy that owns its app (domain) slots has one
+	// its own. A reader that keeps something derived from them (a
+	// sorted list of names) knows by these when to derive it again.
+	appsGen, domainsGen uint64
 	// owned is the parts (ownApps, ...) of this copy that no published
 	// table shares yet, which an edit may change in place: the builder's
 	// working copy between two publishes. Readers never look at it.
@@ -234,11 +239,34 @@ func (t *Table) DomainsOf(app string) []string {
 	return out
 }
 
+// AppsVersion changes whenever the apps may have changed since a table
+// that gave another; tables that give the same one hold the same apps.
+func (t *Table) AppsVersion() uint64 { return t.n.appsGen }
+
+// DomainsVersion is AppsVersion for the custom domain mappings.
+func (t *Table) DomainsVersion() uint64 { return t.n.domainsGen }
+
+// DomainNames returns the name of every custom domain mapping, sorted.
+func (t *Table) DomainNames() []string {
+	out := make([]string, 0, t.n.domains.live)
+	slots := t.n.domains.slots
+	for i := range slots {
+		if d := slots[i].v; d != nil {
+			out = append(out, d.Domain)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // AppIDs returns every app id, sorted.
 func (t *Table) AppIDs() []string {
 	out := make([]string, 0, t.n.apps.live)
-	for _, a := range t.n.apps.all() {
-		out = append(out, a.ID)
+	slots := t.n.apps.slots
+	for i := range slots {
+		if a := slots[i].v; a != nil {
+			out = append(out, a.ID)
+		}
 	}
 	sort.Strings(out)
 	return out

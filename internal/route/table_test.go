@@ -338,3 +338,49 @@ func TestRequestContext(t *testing.T) {
 		t.Fatal("RequestFrom found a request in an empty context")
 	}
 }
+
+// TestNamesVersions: a table's apps (domains) version changes with every
+// edit of the apps (domains), held or not, and a full Replace, so a
+// sorted list kept for one version is never served for another set of
+// names; a host change keeps both, so it does not force a sort.
+func TestNamesVersions(t *testing.T) {
+	var l Live
+	b := NewBuilder(&l)
+	b.Replace(State{Apps: []*App{{ID: "a"}}, Domains: []*Domain{{Domain: "d.test", App: "a"}}})
+	type vs struct{ apps, domains uint64 }
+	cur := func() vs { t := l.Load(); return vs{t.AppsVersion(), t.DomainsVersion()} }
+	seen := map[uint64]bool{}
+	step := func(name string, appsChange, domainsChange bool, f func()) {
+		t.Helper()
+		before := cur()
+		f()
+		after := cur()
+		if (after.apps != before.apps) != appsChange || (after.domains != before.domains) != domainsChange {
+			t.Errorf("%s: versions %v -> %v; want apps changed %v, domains changed %v", name, before, after, appsChange, domainsChange)
+		}
+		if appsChange {
+			if seen[after.apps] {
+				t.Errorf("%s: apps version %d given before", name, after.apps)
+			}
+			seen[after.apps] = true
+		}
+		if got := fmt.Sprint(l.Load().AppIDs(), l.Load().DomainNames()); name == "end" && got != "[b c] [e.test]" {
+			t.Errorf("names %s", got)
+		}
+	}
+	seen[cur().apps] = true
+	step("put app", true, false, func() { b.PutApp(&App{ID: "b"}) })
+	step("host", false, false, func() { b.SetHost(&Host{ID: "h", Apps: []string{"b"}}) })
+	step("put domain", false, true, func() { b.PutDomain(&Domain{Domain: "e.test", App: "b"}) })
+	step("held edits", true, true, func() {
+		release := b.Hold()
+		b.DeleteApp("a")
+		b.PutApp(&App{ID: "c"})
+		b.DeleteDomain("d.test")
+		release()
+	})
+	step("replace", true, true, func() {
+		b.Replace(State{Apps: []*App{{ID: "b"}, {ID: "c"}}, Domains: []*Domain{{Domain: "e.test", App: "b"}}})
+	})
+	step("end", false, false, func() {})
+}
