@@ -14,30 +14,47 @@ import (
 // and the caller lists the bucket instead.
 const catchUpWait = 2 * time.Second
 
-// applied is how far the routing table Run keeps has followed the
-// domains bucket: every change up to stream sequence seq of the stream
+// applied is how far the routing table Run keeps has followed each
+// routing bucket: every change up to stream sequence seq of the stream
 // created at created is in the table live holds. The follower sets it
-// after each publish; DomainsNaming waits on it. Safe for concurrent use.
+// after each publish; DomainsNaming and the pages wait on it. Safe for
+// concurrent use.
 type applied struct {
 	mu      sync.Mutex
 	live    *route.Live // nil: Run has published no load, or has returned
-	created time.Time
-	seq     uint64
-	waiting int           // DomainsNaming calls waiting for seq to move
-	moved   chan struct{} // closed when seq moves while some wait; then replaced
+	marks   map[string]mark
+	waiting int           // callers waiting for a mark to move
+	moved   chan struct{} // closed when a mark moves while some wait; then replaced
 }
 
-// publish records that live's table holds every change of the domains
-// stream created at created up to seq. It allocates only while a
-// caller waits, so the follower's loop stays allocation-free otherwise.
-func (a *applied) publish(live *route.Live, created time.Time, seq uint64) {
+// mark is how far the table has followed one bucket's stream.
+type mark struct {
+	created time.Time
+	seq     uint64
+}
+
+// publish records that live's table holds every change of feeds'
+// streams, created at created, up to seq (per feed). It allocates only
+// at a load and while a caller waits, so the follower's loop stays
+// allocation-free otherwise.
+func (a *applied) publish(live *route.Live, feeds []feed, created []time.Time, seq []uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.live == live && a.created.Equal(created) && a.seq == seq {
-		return
+	if a.marks == nil {
+		a.marks = make(map[string]mark, len(feeds))
 	}
-	a.live, a.created, a.seq = live, created, seq
-	a.wakeLocked()
+	moved := a.live != live
+	for i, f := range feeds {
+		m := mark{created[i], seq[i]}
+		if old, ok := a.marks[f.bucket]; !ok || old != m {
+			a.marks[f.bucket] = m
+			moved = true
+		}
+	}
+	a.live = live
+	if moved {
+		a.wakeLocked()
+	}
 }
 
 // stop records that Run has returned: no table follows the bucket any
@@ -56,10 +73,10 @@ func (a *applied) wakeLocked() {
 	}
 }
 
-// wait returns the current table once it holds every change of the
-// domains stream created at created up to seq, or false if it does not
+// wait returns the current table once it holds every change of
+// bucket's stream created at created up to seq, or false if it does not
 // within d, Run is not running, or ctx ends first.
-func (a *applied) wait(ctx context.Context, created time.Time, seq uint64, d time.Duration) (*route.Table, bool) {
+func (a *applied) wait(ctx context.Context, bucket string, created time.Time, seq uint64, d time.Duration) (*route.Table, bool) {
 	var timeout <-chan time.Time
 	for {
 		a.mu.Lock()
@@ -67,7 +84,7 @@ func (a *applied) wait(ctx context.Context, created time.Time, seq uint64, d tim
 			a.mu.Unlock()
 			return nil, false
 		}
-		if a.created.Equal(created) && a.seq >= seq {
+		if m := a.marks[bucket]; m.created.Equal(created) && m.seq >= seq {
 			t := a.live.Load()
 			a.mu.Unlock()
 			return t, true
@@ -100,6 +117,26 @@ func (a *applied) wait(ctx context.Context, created time.Time, seq uint64, d tim
 	}
 }
 
+// caughtUp returns the routing table once it holds every change bucket
+// held when called: it reads the bucket's stream state (no subject list)
+// and waits, at most catchUpWait, for the follower to publish that far.
+// ok false: it did not (Run not running, reloading, cut off from NATS,
+// the stream made again), or ctx ended; the caller reads the bucket.
+func (s *Store) caughtUp(ctx context.Context, bucket string) (t *route.Table, ok bool, err error) {
+	if !s.applied.running() {
+		return nil, false, nil
+	}
+	info, err := s.streamInfo(ctx, bucket)
+	if err != nil {
+		return nil, false, err
+	}
+	t, ok = s.applied.wait(ctx, bucket, info.Created, info.State.LastSeq, catchUpWait)
+	if !ok {
+		return nil, false, ctx.Err()
+	}
+	return t, true, nil
+}
+
 // DomainsNaming returns the names of the custom domain mappings that name
 // app in the routing table Run keeps (verified or not, in no order), once
 // that table holds every change the domains bucket had when it was
@@ -114,16 +151,9 @@ func (a *applied) wait(ctx context.Context, created time.Time, seq uint64, d tim
 // have moved or deleted it): so the caller reads each name back before
 // it trusts it.
 func (s *Store) DomainsNaming(ctx context.Context, app string) (names []string, ok bool, err error) {
-	if !s.applied.running() {
-		return nil, false, nil
-	}
-	info, err := s.streamInfo(ctx, bucketDomains)
-	if err != nil {
-		return nil, false, err
-	}
-	t, ok := s.applied.wait(ctx, info.Created, info.State.LastSeq, catchUpWait)
+	t, ok, err := s.caughtUp(ctx, bucketDomains)
 	if !ok {
-		return nil, false, ctx.Err()
+		return nil, false, err
 	}
 	return t.DomainsOf(app), true, nil
 }

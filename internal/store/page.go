@@ -81,12 +81,21 @@ func (k kind[T]) page(ctx context.Context, js jetstream.JetStream, filter, after
 
 // PageApps returns up to limit (1 to MaxPage) apps whose ids sort after
 // after, by id, and whether more may follow.
+//
+// While Run's routing table follows the store, the ids come from it
+// (tablePage), not from a list of the bucket's keys.
 func (s *Store) PageApps(ctx context.Context, after string, limit int) ([]*route.App, bool, error) {
+	if out, more, ok, err := tablePage(ctx, s, s.apps, bucketApps, &s.sortedApps, after, limit); ok || err != nil {
+		return out, more, err
+	}
 	return s.apps.page(ctx, s.js, jetstream.AllKeys, after, limit, parseNameKey, s.logBad)
 }
 
 // PageDomains is PageApps for custom domain mappings, by domain.
 func (s *Store) PageDomains(ctx context.Context, after string, limit int) ([]*route.Domain, bool, error) {
+	if out, more, ok, err := tablePage(ctx, s, s.domains, bucketDomains, &s.sortedDomains, after, limit); ok || err != nil {
+		return out, more, err
+	}
 	return s.domains.page(ctx, s.js, jetstream.AllKeys, after, limit, parseNameKey, s.logBad)
 }
 

@@ -1,20 +1,32 @@
 package store_test
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go"
 )
 
 // TestPageApps: pages walk every app in id order, as ListApps lists
 // them, skipping deleted keys and values that do not read (logged, as
 // ListApps skips them), and "more" is false on the last page even when
 // only skipped keys follow it.
+//
+// It runs as pages list the bucket's keys (no routing table follows the
+// store) and as they take the names from the table, which lists none.
 func TestPageApps(t *testing.T) {
+	t.Parallel()
+	t.Run("list", func(t *testing.T) { testPageApps(t, false) })
+	t.Run("table", func(t *testing.T) { testPageApps(t, true) })
+}
+
+func testPageApps(t *testing.T, follow bool) {
 	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
@@ -39,6 +51,10 @@ func TestPageApps(t *testing.T) {
 		if _, err := kv.Put(ctx, key, []byte("{not json")); err != nil {
 			t.Fatal(err)
 		}
+	}
+	lists := keyLists(t, ns.ClientURL())
+	if follow {
+		run(t, s)
 	}
 	list, err := s.ListApps(ctx)
 	if err != nil {
@@ -76,6 +92,12 @@ func TestPageApps(t *testing.T) {
 	}
 	if logs.count("bad stored value") == 0 {
 		t.Error("the values that do not read were not logged")
+	}
+	switch n := lists.Load(); {
+	case follow && n != 0:
+		t.Errorf("%d pages listed every key while the table followed the store", n)
+	case !follow && n == 0:
+		t.Error("no page listed the keys, with no table to read (is keyLists counting?)")
 	}
 	for _, limit := range []int{0, -1, store.MaxPage + 1} {
 		if _, _, err := s.PageApps(ctx, "", limit); err == nil {
@@ -118,5 +140,75 @@ func TestRecordsAt(t *testing.T) {
 		if got := fmt.Sprint(types); err != nil || got != "["+c.want+"]" {
 			t.Errorf("RecordsAt(%s, %s) = %s, %v; want [%s]", c.zone, c.name, got, err, c.want)
 		}
+	}
+}
+
+// keyLists counts the requests for a stream's subjects (how a page
+// lists every key of a bucket) that reach the server at url.
+func keyLists(t *testing.T, url string) *atomic.Int32 {
+	t.Helper()
+	_, nc := js(t, url)
+	var n atomic.Int32
+	if _, err := nc.Subscribe("$JS.API.STREAM.INFO.>", func(m *nats.Msg) {
+		if bytes.Contains(m.Data, []byte("subjects_filter")) {
+			n.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &n
+}
+
+// TestPagesFollowWrites: pages from the routing table show a write made
+// just before them (they wait for the table to apply it), apps and
+// domains, and list no keys.
+func TestPagesFollowWrites(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	lists := keyLists(t, ns.ClientURL())
+	run(t, s)
+	ctx := t.Context()
+	domains := func() []string {
+		t.Helper()
+		var out []string
+		after := ""
+		for {
+			page, more, err := s.PageDomains(ctx, after, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range page {
+				out = append(out, d.Domain)
+				after = d.Domain
+			}
+			if !more {
+				return out
+			}
+		}
+	}
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "shop"}))
+	for _, d := range []string{"c.example", "a.example", "b.example"} {
+		mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: d, App: "shop", Token: "t"}))
+	}
+	if got := domains(); !slices.Equal(got, []string{"a.example", "b.example", "c.example"}) {
+		t.Fatalf("domains %v", got)
+	}
+	mustPut(t, s.DeleteDomain(ctx, "b.example"))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "bb.example", App: "shop", Token: "t"}))
+	if got := domains(); !slices.Equal(got, []string{"a.example", "bb.example", "c.example"}) {
+		t.Fatalf("domains after a delete and a put %v", got)
+	}
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "blog"}))
+	apps, more, err := s.PageApps(ctx, "", 10)
+	if err != nil || more || len(apps) != 2 || apps[0].ID != "blog" || apps[1].ID != "shop" {
+		t.Fatalf("apps %v, more %v, %v", apps, more, err)
+	}
+	if n := lists.Load(); n != 0 {
+		t.Errorf("%d pages listed every key while the table followed the store", n)
 	}
 }

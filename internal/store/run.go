@@ -246,9 +246,6 @@ func (s *Store) follower(b *route.Builder, feeds []feed, revs []map[string]uint6
 		seq: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n)}
 	for i := range feeds {
 		f.created[i] = before[i].Created
-		if feeds[i].bucket == bucketDomains {
-			f.domains = i
-		}
 		f.seq[i] = before[i].State.LastSeq
 		for _, rev := range revs[i] {
 			f.seq[i] = max(f.seq[i], rev)
@@ -390,17 +387,16 @@ type follower struct {
 	// watcher behind, mark what it had delivered then; 0: none.
 	target, mark []uint64
 	created      []time.Time // the stream's creation time at the load
-	domains      int         // the domains feed's index
 }
 
-// published tells DomainsNaming how far the table just published has
-// followed the domains bucket; nothing while another Hold keeps the
-// edits unpublished (the next burst tells it then).
+// published tells DomainsNaming and the pages how far the table just
+// published has followed each bucket; nothing while another Hold keeps
+// the edits unpublished (the next burst tells it then).
 func (f *follower) published() {
 	if f.b.Unsent() {
 		return
 	}
-	f.s.applied.publish(f.b.Live(), f.created[f.domains], f.seq[f.domains])
+	f.s.applied.publish(f.b.Live(), f.feeds, f.created, f.seq)
 }
 
 // burst is how many changes the follower applies under one Hold of the

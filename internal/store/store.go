@@ -69,8 +69,11 @@ type Store struct {
 	syncOnce sync.Once
 	synced   chan struct{}
 
-	// applied is how far Run's table has followed the domains bucket.
+	// applied is how far Run's table has followed each routing bucket.
 	applied applied
+	// sortedApps and sortedDomains keep the table's names sorted for
+	// the pages (tablepage.go).
+	sortedApps, sortedDomains sortedNames
 
 	// lose, set by tests before Run, makes the follower lose a change (both
 	// of its copies) when it returns true, as a lost message or a bug
@@ -86,7 +89,8 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{js: js, opts: opts, log: opts.logger().With("component", "store"), resync: opts.resync(), synced: make(chan struct{})}
+	s := &Store{js: js, opts: opts, log: opts.logger().With("component", "store"), resync: opts.resync(), synced: make(chan struct{}),
+		sortedApps: sortedNames{pick: appNames}, sortedDomains: sortedNames{pick: domainNames}}
 	kvs := make(map[string]jetstream.KeyValue)
 	for _, name := range []string{bucketApps, bucketDomains, bucketZones, bucketRecords, bucketHostKeys, bucketCerts, bucketLocks} {
 		cfg := jetstream.KeyValueConfig{Bucket: name, History: 1, MaxValueSize: maxValueSize, Storage: jetstream.FileStorage}
