@@ -22,7 +22,9 @@ import (
 // watcher: a watcher is sent every key as a message of its own, and
 // listing 50,000 keys that way took 0.6 s where this takes a few
 // hundredths. The count names keys whose last message is a delete
-// marker too; their reads find nothing and they are skipped.
+// marker too; their reads find nothing and they are skipped. Apps and
+// domains take their names from the routing table instead while it
+// follows the store (tablepage.go).
 
 // MaxPage is the most values one page call returns.
 const MaxPage = 1000
