@@ -248,28 +248,12 @@ func (t *Table) DomainsVersion() uint64 { return t.n.domainsGen }
 
 // DomainNames returns the name of every custom domain mapping, sorted.
 func (t *Table) DomainNames() []string {
-	out := make([]string, 0, t.n.domains.live)
-	slots := t.n.domains.slots
-	for i := range slots {
-		if d := slots[i].v; d != nil {
-			out = append(out, d.Domain)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return t.n.domains.sortedNames(func(d *Domain) string { return d.Domain })
 }
 
 // AppIDs returns every app id, sorted.
 func (t *Table) AppIDs() []string {
-	out := make([]string, 0, t.n.apps.live)
-	slots := t.n.apps.slots
-	for i := range slots {
-		if a := slots[i].v; a != nil {
-			out = append(out, a.ID)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return t.n.apps.sortedNames(func(a *App) string { return a.ID })
 }
 
 // Apps returns the number of apps.
