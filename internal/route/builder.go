@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Builder is the single writer of a [Live] table. The store watcher calls
@@ -64,7 +65,7 @@ func (b *Builder) Replace(s State) {
 	n.buildIndex(s.Apps, s.Domains)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n.appsGen, n.domainsGen = b.n.appsGen+1, b.n.domainsGen+1
+	n.appsGen, n.domainsGen = nextGen(), nextGen()
 	b.n = n
 	b.publishLocked(false)
 	b.once.Do(func() { close(b.loaded) })
@@ -128,6 +129,14 @@ const (
 	ownRevs
 )
 
+// gens numbers the versions of apps and domains (names.appsGen) of
+// every builder: one builder's never repeats another's, so a reader that
+// keeps names derived from one builder's table, then reads another's
+// (Run started again on a new builder), derives them again.
+var gens atomic.Uint64
+
+func nextGen() uint64 { return gens.Add(1) }
+
 // ownApps gives n its own app slots and entries.
 func (n *names) ownApps() {
 	if n.owned&ownApps != 0 {
@@ -136,7 +145,7 @@ func (n *names) ownApps() {
 	n.apps.cloneSlots()
 	n.appVals = append(make([]*App, 0, len(n.appVals)+1), n.appVals...)
 	n.owned |= ownApps
-	n.appsGen++
+	n.appsGen = nextGen()
 }
 
 // ownDomains gives n its own domain slots.
@@ -144,7 +153,7 @@ func (n *names) ownDomains() {
 	if n.owned&ownDomains == 0 {
 		n.domains.cloneSlots()
 		n.owned |= ownDomains
-		n.domainsGen++
+		n.domainsGen = nextGen()
 	}
 }
 

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
@@ -210,5 +212,62 @@ func TestPagesFollowWrites(t *testing.T) {
 	}
 	if n := lists.Load(); n != 0 {
 		t.Errorf("%d pages listed every key while the table followed the store", n)
+	}
+}
+
+// TestPagesAfterRunOnANewBuilder: Run stopped and started again on
+// another builder (a table of its own) pages the new table's names, not
+// the ones sorted for the first table, whose versions the new one's may
+// repeat.
+func TestPagesAfterRunOnANewBuilder(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "a"}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "a.example", App: "a", Token: "t"}))
+	start := func(apps int) (stop func()) {
+		t.Helper()
+		live := new(route.Live)
+		runCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(runCtx, route.NewBuilder(live)) }()
+		testutil.WaitFor(t, 20*time.Second, func() bool { return live.Load().Apps() == apps }, "the store never loaded")
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	pages := func() (apps, domains []string) {
+		t.Helper()
+		as, _, err := s.PageApps(ctx, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			apps = append(apps, a.ID)
+		}
+		ds, _, err := s.PageDomains(ctx, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			domains = append(domains, d.Domain)
+		}
+		return apps, domains
+	}
+	stop := start(1)
+	if apps, domains := pages(); !slices.Equal(apps, []string{"a"}) || !slices.Equal(domains, []string{"a.example"}) {
+		t.Fatalf("first run: apps %v, domains %v", apps, domains)
+	}
+	stop()
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "b"}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "b.example", App: "b", Token: "t"}))
+	defer start(2)()
+	if apps, domains := pages(); !slices.Equal(apps, []string{"a", "b"}) || !slices.Equal(domains, []string{"a.example", "b.example"}) {
+		t.Fatalf("second run, new builder: apps %v, domains %v; want both of each", apps, domains)
 	}
 }
