@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // catchUpWait bounds how long DomainsNaming waits for the routing table
@@ -151,6 +152,9 @@ func (s *Store) caughtUp(ctx context.Context, bucket string) (t *route.Table, ok
 // have moved or deleted it): so the caller reads each name back before
 // it trusts it.
 func (s *Store) DomainsNaming(ctx context.Context, app string) (names []string, ok bool, err error) {
+	if err := s.domains.reachable("list", jetstream.AllKeys); err != nil {
+		return nil, false, err // at once, as ListDomains fails
+	}
 	t, ok, err := s.caughtUp(ctx, bucketDomains)
 	if !ok {
 		return nil, false, err

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A page of apps or domains listed every key of the bucket (stream info
@@ -60,6 +61,9 @@ func domainNames(t *route.Table) (func() uint64, func() []string) {
 func tablePage[T any](ctx context.Context, s *Store, k kind[T], bucket string, c *sortedNames, after string, limit int) (out []*T, more, ok bool, err error) {
 	if limit < 1 || limit > MaxPage {
 		return nil, false, false, fmt.Errorf("store: page of %s: limit must be 1 to %d, got %d", k.what, MaxPage, limit)
+	}
+	if err := k.reachable("list", jetstream.AllKeys); err != nil {
+		return nil, false, false, err // at once, as page fails, not after a stream state's timeout
 	}
 	t, ok, err := s.caughtUp(ctx, bucket)
 	if !ok {

@@ -65,3 +65,37 @@ func TestBusDownFailsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBusDownFailsAtOnceFollowing: while a routing table follows the
+// store, the calls that take names from it (pages of apps and domains,
+// DomainsNaming) fail at once with the bus down too, as the key lists
+// they replace did, rather than wait in the reconnect buffer for a
+// stream's state.
+func TestBusDownFailsAtOnceFollowing(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, nc := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "shop"}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "shop.example", App: "shop", Token: "t"}))
+	run(t, s)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return !nc.IsConnected() }, "the client never saw the bus go")
+
+	for name, call := range map[string]func() error{
+		"page apps":    func() error { _, _, err := s.PageApps(ctx, "", 10); return err },
+		"page domains": func() error { _, _, err := s.PageDomains(ctx, "", 10); return err },
+		"domains naming": func() error {
+			_, _, err := s.DomainsNaming(ctx, "shop")
+			return err
+		},
+	} {
+		start := time.Now()
+		err := call()
+		if !errors.Is(err, nats.ErrDisconnected) || !store.Unavailable(err) {
+			t.Errorf("%s with the bus down: %v after %s, want a disconnected error at once", name, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
