@@ -2,10 +2,10 @@ package route
 
 import (
 	"maps"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // Builder is the single writer of a [Live] table. The store watcher calls
@@ -26,6 +26,12 @@ type Builder struct {
 // NewBuilder returns a builder that publishes to live, starting empty.
 func NewBuilder(live *Live) *Builder {
 	e := emptyTable()
+	// Each builder counts the versions of its apps and domains
+	// (names.appsGen) on from a random point of its own, so that one
+	// builder's versions do not repeat another's: a reader that keeps
+	// names derived from one builder's table, then reads another's (the
+	// store's Run started again on a new builder), derives them again.
+	e.n.appsGen, e.n.domainsGen = rand.Uint64(), rand.Uint64()
 	return &Builder{live: live, n: e.n, hosts: map[string]*Host{}, loaded: make(chan struct{})}
 }
 
@@ -65,7 +71,7 @@ func (b *Builder) Replace(s State) {
 	n.buildIndex(s.Apps, s.Domains)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n.appsGen, n.domainsGen = nextGen(), nextGen()
+	n.appsGen, n.domainsGen = b.n.appsGen+1, b.n.domainsGen+1
 	b.n = n
 	b.publishLocked(false)
 	b.once.Do(func() { close(b.loaded) })
@@ -129,14 +135,6 @@ const (
 	ownRevs
 )
 
-// gens numbers the versions of apps and domains (names.appsGen) of
-// every builder: one builder's never repeats another's, so a reader that
-// keeps names derived from one builder's table, then reads another's
-// (Run started again on a new builder), derives them again.
-var gens atomic.Uint64
-
-func nextGen() uint64 { return gens.Add(1) }
-
 // ownApps gives n its own app slots and entries.
 func (n *names) ownApps() {
 	if n.owned&ownApps != 0 {
@@ -145,7 +143,7 @@ func (n *names) ownApps() {
 	n.apps.cloneSlots()
 	n.appVals = append(make([]*App, 0, len(n.appVals)+1), n.appVals...)
 	n.owned |= ownApps
-	n.appsGen = nextGen()
+	n.appsGen++
 }
 
 // ownDomains gives n its own domain slots.
@@ -153,7 +151,7 @@ func (n *names) ownDomains() {
 	if n.owned&ownDomains == 0 {
 		n.domains.cloneSlots()
 		n.owned |= ownDomains
-		n.domainsGen = nextGen()
+		n.domainsGen++
 	}
 }
 

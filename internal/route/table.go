@@ -54,8 +54,9 @@ type names struct {
 	dead        int // apps and domains deleted since the index was built
 	// appsGen and domainsGen change whenever the set of apps or of
 	// domains may have: a copy that owns its app (domain) slots has one
-	// its own, unique across builders (nextGen). A reader that keeps something derived from them (a
-	// sorted list of names) knows by these when to derive it again.
+	// its own, and one builder's do not repeat another's (NewBuilder). A
+	// reader that keeps something derived from them (a sorted list of
+	// names) knows by these when to derive it again.
 	appsGen, domainsGen uint64
 	// owned is the parts (ownApps, ...) of this copy that no published
 	// table shares yet, which an edit may change in place: the builder's
