@@ -98,15 +98,17 @@ func TestDeleteAppListsNoMappings(t *testing.T) {
 // 1.3 s at 20,000 mappings naming the app where the list took 0.13 s),
 // and the 409 names them all the same.
 func TestDeleteAppListsManyMappings(t *testing.T) {
-	defer func(n int) { maxReadBack = n }(maxReadBack)
-	maxReadBack = 2
 	e, lc, _ := newFollowedEnv(t)
 	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
-	for _, d := range []string{"c.customer.example", "a.customer.example", "b.customer.example"} {
-		e.ok("PUT", "/api/v3/domains/"+d, `{"app":"shop"}`, 200)
+	st := lc.Store.(*store.Store)
+	for i := range maxReadBack + 1 {
+		d := &route.Domain{Domain: fmt.Sprintf("d%04d.customer.example", i), App: "shop", Token: "t"}
+		if err := st.PutDomain(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := problemOf(t, e.ok("DELETE", "/api/v3/apps/shop", nil, 409))
-	want := `app "shop" is still named by domain a.customer.example, domain b.customer.example, domain c.customer.example; delete those first`
+	want := `app "shop" is still named by domain d0000.customer.example, domain d0001.customer.example,`
 	if !strings.HasPrefix(p.Detail, want) {
 		t.Errorf("detail %q, want it to start %q", p.Detail, want)
 	}

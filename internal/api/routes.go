@@ -377,8 +377,8 @@ func (a *API) domainsNaming(ctx context.Context, id string) ([]*route.Domain, er
 }
 
 // maxReadBack is how many mappings naming an app domainsNaming reads back
-// one by one; past it, it lists them all. A variable for the tests.
-var maxReadBack = 1000
+// one by one; past it, it lists them all.
+const maxReadBack = 1000
 
 // maxListed is how many items a conflict names before it only counts the
 // rest: enough to act on, and a problem detail stays one screen.
