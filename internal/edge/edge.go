@@ -264,13 +264,15 @@ func (e *Edge) Run(ctx context.Context) error {
 	var fast, fastTLS *lane.Server
 	if e.mgmtLn != nil {
 		mgmt = e.server(e.managementHandler(), false)
+		mgmt.DisableGeneralOptionsHandler = true // managementHandler answers "OPTIONS *"
 	}
 	if e.httpLn != nil {
 		ph := e.httpHandler()
 		plain = e.server(ph, true)
 		// "OPTIONS *" goes to the chain where the http listener serves
-		// it, as on https; redirect and acme-only keep net/http's answer.
-		plain.DisableGeneralOptionsHandler = e.opts.HTTPMode == ModeServe
+		// it, as on https, and to httpHandler's asterisk in redirect and
+		// acme-only modes: net/http's own answer would name no cluster.
+		plain.DisableGeneralOptionsHandler = true
 		if e.opts.HTTPMode == ModeServe && !e.opts.DisableLane {
 			// The lane reads the connections first and hands net/http
 			// those it does not serve itself (see internal/lane).

@@ -29,13 +29,56 @@ func (e *Edge) httpHandler() http.Handler {
 	default:
 		rest = http.HandlerFunc(e.redirect)
 	}
+	serve := e.opts.HTTPMode == ModeServe
+	allow := httpAllow
+	if e.opts.HTTPMode == ModeACMEOnly {
+		allow = acmeOnlyAllow
+	}
 	return e.limits(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, acmePrefix) {
-			acme.ServeHTTP(w, r)
-			return
+		challenge := strings.HasPrefix(r.URL.Path, acmePrefix)
+		if challenge || !serve {
+			// No chain behind these answers names the cluster, and
+			// every answer does (DESIGN §5.2).
+			e.stampCluster(w.Header())
 		}
-		rest.ServeHTTP(w, r)
+		switch {
+		case challenge:
+			acme.ServeHTTP(w, r)
+		case !serve && r.URL.Path == "*":
+			asterisk(w, r, allow)
+		default:
+			rest.ServeHTTP(w, r)
+		}
 	}))
+}
+
+// The Allow of "OPTIONS *" on the http listener: in redirect mode every
+// method is answered (308), in acme-only only ACME's GET; and on the
+// management listener, the methods of its routes.
+var (
+	httpAllow       = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
+	acmeOnlyAllow   = []string{"GET, HEAD, OPTIONS"}
+	managementAllow = []string{"GET, HEAD, POST, PUT, DELETE, OPTIONS"}
+)
+
+// asterisk answers a request whose target is "*" (the asterisk form) on
+// a listener with no chain behind it (the http listener in redirect or
+// acme-only mode, the management listener): "OPTIONS *" asks about the
+// server, not a resource (RFC 9110 §9.3.7), and gets 200 with Allow and
+// no body; any other method may not use the form, 400. net/http would
+// answer the OPTIONS itself (Server's general OPTIONS handler) before
+// any layer here, so without X-Gatehouse-Cluster; the servers leave it
+// to the handler (DisableGeneralOptionsHandler). On a listener that
+// serves apps the chain answers it (gateway's asterisk).
+func asterisk(w http.ResponseWriter, r *http.Request, allow []string) {
+	if r.Method != http.MethodOptions {
+		problem.Write(w, http.StatusBadRequest, "the request target * is for OPTIONS only")
+		return
+	}
+	h := w.Header()
+	h["Allow"] = allow
+	h.Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
 }
 
 // notFound is the http listener's own 404: an ACME token no gateway
@@ -45,13 +88,9 @@ var notFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 })
 
 // redirect answers 308 to the same host, path and query over https. A
-// request in asterisk form ("*", for OPTIONS alone, which net/http
-// answers itself here) has no path to send anywhere.
+// request in asterisk form ("*") has no path to send anywhere: it is
+// answered before (asterisk).
 func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "*" {
-		problem.Write(w, http.StatusBadRequest, "the request target * is for OPTIONS only")
-		return
-	}
 	host, ok := route.NormalizeHost(r.Host)
 	if !ok {
 		host, ok = ipLiteral(r.Host)
@@ -189,9 +228,15 @@ func (e *Edge) managementHandler() http.Handler {
 	if e.opts.Management != nil {
 		mux.Handle("/", e.opts.Management)
 	}
-	var h http.Handler = mux
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "*" {
+			asterisk(w, r, managementAllow) // ServeMux would answer 400
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	if a, ok := e.mgmtLn.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
-		h = loopbackHosts(mux)
+		h = loopbackHosts(h)
 	}
 	if e.clusterHdr == nil {
 		return h

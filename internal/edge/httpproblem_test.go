@@ -96,3 +96,56 @@ func TestRedirectRefusesAsteriskForm(t *testing.T) {
 		t.Fatalf("GET *: %d, Location %q, Content-Type %q; want a 400 problem", resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestAsteriskOnListenersWithoutChain: "OPTIONS *" on the http listener
+// in redirect and acme-only modes and on the management listener is
+// answered 200 with Allow and no body, naming the cluster as every answer
+// does (DESIGN §5.2); net/http answered it itself, with no
+// X-Gatehouse-Cluster. Other methods in asterisk form get a 400 problem,
+// and a redirect names the cluster too.
+func TestAsteriskOnListenersWithoutChain(t *testing.T) {
+	exchange := func(t *testing.T, addr, req string) *http.Response {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && len(body) != 0 {
+			t.Errorf("%q: body %q, want none", req, body)
+		}
+		return resp
+	}
+	for _, mode := range []string{ModeRedirect, ModeACMEOnly} {
+		t.Run(mode, func(t *testing.T) {
+			e := start(t, Options{HTTPMode: mode, Cluster: "eu-1"})
+			for _, l := range []struct{ name, addr, allow string }{
+				{"http", e.http, map[string]string{ModeRedirect: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS", ModeACMEOnly: "GET, HEAD, OPTIONS"}[mode]},
+				{"management", e.mgmt, "GET, HEAD, POST, PUT, DELETE, OPTIONS"},
+			} {
+				resp := exchange(t, l.addr, "OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n")
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("Allow") != l.allow || resp.Header.Get("X-Gatehouse-Cluster") != "eu-1" {
+					t.Errorf("%s OPTIONS *: %d, Allow %q, cluster %q; want 200, %q, eu-1", l.name, resp.StatusCode, resp.Header.Get("Allow"), resp.Header.Get("X-Gatehouse-Cluster"), l.allow)
+				}
+				resp = exchange(t, l.addr, "GET * HTTP/1.1\r\nHost: localhost\r\n\r\n")
+				if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != problem.ContentType || resp.Header.Get("X-Gatehouse-Cluster") != "eu-1" {
+					t.Errorf("%s GET *: %d %q, cluster %q; want a 400 problem naming eu-1", l.name, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("X-Gatehouse-Cluster"))
+				}
+			}
+			resp := exchange(t, e.http, "GET /a HTTP/1.1\r\nHost: web."+zone+"\r\n\r\n")
+			if want := map[string]int{ModeRedirect: 308, ModeACMEOnly: 404}[mode]; resp.StatusCode != want || resp.Header.Get("X-Gatehouse-Cluster") != "eu-1" {
+				t.Errorf("GET /a: %d, cluster %q; want %d naming eu-1", resp.StatusCode, resp.Header.Get("X-Gatehouse-Cluster"), want)
+			}
+		})
+	}
+}
