@@ -363,6 +363,14 @@ func TestGarbageOnHTTPSIsClosed(t *testing.T) {
 // line's code.
 func rawRequest(t *testing.T, addr, req string) int {
 	t.Helper()
+	resp, _ := rawResponse(t, addr, req)
+	return resp.StatusCode
+}
+
+// rawResponse writes req on a new connection to addr and returns the
+// response and its body.
+func rawResponse(t *testing.T, addr, req string) (*http.Response, []byte) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -374,8 +382,9 @@ func rawRequest(t *testing.T, addr, req string) int {
 	if err != nil {
 		t.Fatalf("read response: %v", err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp, body
 }
 
 func TestRequestLimits(t *testing.T) {

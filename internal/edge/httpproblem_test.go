@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -78,20 +77,7 @@ func TestHTTPListenerAnswers(t *testing.T) {
 // answered it 308 to "https://{host}*".
 func TestRedirectRefusesAsteriskForm(t *testing.T) {
 	e := start(t, Options{HTTPMode: ModeRedirect})
-	c, err := net.Dial("tcp", e.http)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, "GET * HTTP/1.1\r\nHost: web."+zone+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := rawResponse(t, e.http, "GET * HTTP/1.1\r\nHost: web."+zone+"\r\n\r\n")
 	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != problem.ContentType || resp.Header.Get("Location") != "" {
 		t.Fatalf("GET *: %d, Location %q, Content-Type %q; want a 400 problem", resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Content-Type"))
 	}
@@ -106,21 +92,7 @@ func TestRedirectRefusesAsteriskForm(t *testing.T) {
 func TestAsteriskOnListenersWithoutChain(t *testing.T) {
 	exchange := func(t *testing.T, addr, req string) *http.Response {
 		t.Helper()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.WriteString(c, req); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, body := rawResponse(t, addr, req)
 		if resp.StatusCode == http.StatusOK && len(body) != 0 {
 			t.Errorf("%q: body %q, want none", req, body)
 		}
