@@ -65,7 +65,25 @@ func startChecked(t *testing.T, resync time.Duration, lose func(bucket, key stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := newChecked(t, js, resync)
+	c.s.lose = lose
+	ctx := t.Context()
+	if err := c.s.PutZone(ctx, &route.Zone{Name: "z.test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.s.PutApp(ctx, &route.App{ID: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	c.run(t)
+	return c
+}
+
+// newChecked opens a store on js that checks every resync, never
+// reloads on its own interval, and records each reload's reason.
+func newChecked(t *testing.T, js jetstream.JetStream, resync time.Duration) *checked {
+	t.Helper()
 	c := &checked{js: js, live: new(route.Live)}
+	var err error
 	c.s, err = Open(t.Context(), js, Options{Resync: resync, FullResync: time.Hour, Logger: slog.New(c),
 		OnResync: func(reason string) {
 			c.mu.Lock()
@@ -75,14 +93,13 @@ func startChecked(t *testing.T, resync time.Duration, lose func(bucket, key stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.s.lose = lose
-	ctx := t.Context()
-	if err := c.s.PutZone(ctx, &route.Zone{Name: "z.test"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.s.PutApp(ctx, &route.App{ID: "kept"}); err != nil {
-		t.Fatal(err)
-	}
+	return c
+}
+
+// run runs c's store into c.live until t ends, and returns once the
+// app "kept", which the caller stored, is in the table.
+func (c *checked) run(t *testing.T) {
+	t.Helper()
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.s.Run(runCtx, route.NewBuilder(c.live)) }()
@@ -93,7 +110,6 @@ func startChecked(t *testing.T, resync time.Duration, lose func(bucket, key stri
 		}
 	})
 	testutil.WaitFor(t, 20*time.Second, func() bool { return c.live.Load().App("kept") != nil }, "the store never loaded")
-	return c
 }
 
 // A table that missed a change, or holds what the store no longer does,
@@ -222,27 +238,11 @@ func TestCheckBucketWithHistory(t *testing.T) {
 	mustNil(t, err)
 	_, err = js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: bucketApps, History: 5, Storage: jetstream.FileStorage})
 	mustNil(t, err)
-	c := &checked{js: js, live: new(route.Live)}
-	c.s, err = Open(t.Context(), js, Options{Resync: 20 * time.Millisecond, FullResync: time.Hour, Logger: slog.New(c),
-		OnResync: func(reason string) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			c.reasons = append(c.reasons, reason)
-		}})
-	mustNil(t, err)
+	c := newChecked(t, js, 20*time.Millisecond)
 	ctx := t.Context()
 	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "kept"}))
 	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "kept", RateLimit: route.RateLimit{Requests: 1}}))
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.s.Run(runCtx, route.NewBuilder(c.live)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	testutil.WaitFor(t, 20*time.Second, func() bool { return c.live.Load().App("kept") != nil }, "the store never loaded")
+	c.run(t)
 	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "kept", RateLimit: route.RateLimit{Requests: 2}}))
 	mustNil(t, c.s.PutApp(ctx, &route.App{ID: "gone"}))
 	mustNil(t, c.s.DeleteApp(ctx, "gone"))

@@ -86,22 +86,32 @@ type gateway struct {
 func run(t testing.TB, s *store.Store) *gateway {
 	t.Helper()
 	g := &gateway{s: s, live: new(route.Live)}
-	b := route.NewBuilder(g.live)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, b) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	startRun(t, s, g.live)
 	select {
 	case <-s.Synced():
 	case <-time.After(20 * time.Second):
 		t.Fatal("store never synced")
 	}
 	return g
+}
+
+// startRun runs s into live, on a builder of its own, until the returned
+// stop is called or t ends, and reports an error Run returns.
+func startRun(t testing.TB, s *store.Store, live *route.Live) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, route.NewBuilder(live)) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func (g *gateway) routes(host, app string) bool {

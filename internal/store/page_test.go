@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -230,16 +229,9 @@ func TestPagesAfterRunOnANewBuilder(t *testing.T) {
 	start := func(apps int) (stop func()) {
 		t.Helper()
 		live := new(route.Live)
-		runCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(runCtx, route.NewBuilder(live)) }()
+		stop = startRun(t, s, live)
 		testutil.WaitFor(t, 20*time.Second, func() bool { return live.Load().Apps() == apps }, "the store never loaded")
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
+		return stop
 	}
 	pages := func() (apps, domains []string) {
 		t.Helper()
@@ -266,7 +258,7 @@ func TestPagesAfterRunOnANewBuilder(t *testing.T) {
 	stop()
 	mustPut(t, s.PutApp(ctx, &route.App{ID: "b"}))
 	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "b.example", App: "b", Token: "t"}))
-	defer start(2)()
+	start(2)
 	if apps, domains := pages(); !slices.Equal(apps, []string{"a", "b"}) || !slices.Equal(domains, []string{"a.example", "b.example"}) {
 		t.Fatalf("second run, new builder: apps %v, domains %v; want both of each", apps, domains)
 	}
