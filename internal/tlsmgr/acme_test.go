@@ -49,6 +49,23 @@ func (r *rig) ports() (int, int) {
 func (r *rig) pick() *Manager { return r.mgrs[int(r.next.Add(1))%len(r.mgrs)] }
 
 // start serves the listeners with mgrs and runs each manager until t ends.
+// startLogged builds a Manager of opts that logs to the returned buffer,
+// checks its names every every (when not 0), and starts it on r.
+func (r *rig) startLogged(t *testing.T, opts Options, every time.Duration) (*Manager, *testutil.SyncBuffer) {
+	t.Helper()
+	logs := new(testutil.SyncBuffer)
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if every != 0 {
+		m.checkEvery = every
+	}
+	r.start(t, m)
+	return m, logs
+}
+
 func (r *rig) start(t *testing.T, mgrs ...*Manager) {
 	r.mgrs = mgrs
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -394,13 +411,7 @@ func TestACMEOnDemandFailureBacksOff(t *testing.T) {
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(context.Context, string) error { return nil } // a verified mapping
 	opts.Now = clk.Now
-	var logs testutil.SyncBuffer
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.start(t, m)
+	m, logs := r.startLogged(t, opts, 0)
 	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
 	before := p.Orders()
 

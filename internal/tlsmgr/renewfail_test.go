@@ -10,7 +10,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"log/slog"
 	"math/big"
 	"slices"
 	"strings"
@@ -43,13 +42,7 @@ func TestACMEFailedRenewalBacksOff(t *testing.T) {
 	opts := acmeOptions(p, r, dir, "api.example.test")
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(context.Context, string) error { return nil } // a verified mapping
-	var logs testutil.SyncBuffer
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.start(t, m)
+	m, logs := r.startLogged(t, opts, 0)
 	r.issued(t, p, m, "api.example.test")
 	before := p.Orders()
 
@@ -131,14 +124,7 @@ func TestACMEUnusableStoredCertIsReplaced(t *testing.T) {
 	garbage := []byte("garbage")
 	storeSite(t, st, iss, name, garbage, garbage, garbage)
 	opts := acmeOptions(p, r, dir, name)
-	var logs testutil.SyncBuffer
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.checkEvery = 100 * time.Millisecond
-	r.start(t, m)
+	m, logs := r.startLogged(t, opts, 100*time.Millisecond)
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		return strings.Contains(logs.String(), "is deleted and a new one ordered") && strings.Contains(logs.String(), "name="+name)
 	}, "nothing said of the stored certificate that does not load")
@@ -182,14 +168,7 @@ func TestACMEStoredCertNotLoadingSaysSo(t *testing.T) {
 	storeSite(t, st, iss, name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), siteMeta(name))
 	opts := acmeOptions(p, r, dir, name)
-	var logs testutil.SyncBuffer
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.checkEvery = 100 * time.Millisecond
-	r.start(t, m)
+	_, logs := r.startLogged(t, opts, 100*time.Millisecond)
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		return strings.Count(logs.String(), "the stored certificate of a managed name does not load") >= 2 && strings.Contains(logs.String(), "name="+name)
 	}, "nothing said of the stored certificate that does not load")
