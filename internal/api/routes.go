@@ -124,19 +124,8 @@ func (a *API) listApps(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if p.paged {
-		apps, more, err := a.o.Store.PageApps(r.Context(), p.after, p.limit)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, listed("apps", apps, nextOf(apps, more, func(x *route.App) string { return x.ID })), nil
-	}
-	apps, err := a.o.Store.ListApps(r.Context())
-	if err != nil {
-		return 0, nil, err
-	}
-	slices.SortFunc(apps, func(x, y *route.App) int { return strings.Compare(x.ID, y.ID) })
-	return http.StatusOK, map[string]any{"apps": nonNil(apps)}, nil
+	id := func(x *route.App) string { return x.ID }
+	return answerList(r.Context(), p, "apps", a.o.Store.PageApps, a.o.Store.ListApps, id, id)
 }
 
 func (a *API) getApp(r *http.Request) (int, any, error) {
@@ -403,19 +392,8 @@ func (a *API) listDomains(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if p.paged {
-		ds, more, err := a.o.Store.PageDomains(r.Context(), p.after, p.limit)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, listed("domains", ds, nextOf(ds, more, func(x *route.Domain) string { return x.Domain })), nil
-	}
-	ds, err := a.o.Store.ListDomains(r.Context())
-	if err != nil {
-		return 0, nil, err
-	}
-	slices.SortFunc(ds, func(x, y *route.Domain) int { return strings.Compare(x.Domain, y.Domain) })
-	return http.StatusOK, map[string]any{"domains": nonNil(ds)}, nil
+	name := func(x *route.Domain) string { return x.Domain }
+	return answerList(r.Context(), p, "domains", a.o.Store.PageDomains, a.o.Store.ListDomains, name, name)
 }
 
 func (a *API) getDomain(r *http.Request) (int, any, error) {
@@ -697,19 +675,8 @@ func (a *API) listZones(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if p.paged {
-		zs, more, err := a.o.Store.PageZones(r.Context(), p.after, p.limit)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, listed("zones", zs, nextOf(zs, more, func(x *route.Zone) string { return x.Name })), nil
-	}
-	zs, err := a.o.Store.ListZones(r.Context())
-	if err != nil {
-		return 0, nil, err
-	}
-	slices.SortFunc(zs, func(x, y *route.Zone) int { return strings.Compare(x.Name, y.Name) })
-	return http.StatusOK, map[string]any{"zones": nonNil(zs)}, nil
+	name := func(x *route.Zone) string { return x.Name }
+	return answerList(r.Context(), p, "zones", a.o.Store.PageZones, a.o.Store.ListZones, name, name)
 }
 
 func (a *API) zone(r *http.Request) (route.Zone, error) {
@@ -857,21 +824,13 @@ func (a *API) listRecords(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if p.paged {
-		recs, more, err := a.o.Store.PageRecords(r.Context(), z.Name, recordAfter(p.after), p.limit)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, listed("records", recs, nextOf(recs, more, func(x *route.Record) string { return x.Name + "/" + x.Type })), nil
+	page := func(ctx context.Context, after string, limit int) ([]*route.Record, bool, error) {
+		return a.o.Store.PageRecords(ctx, z.Name, recordAfter(after), limit)
 	}
-	recs, err := a.o.Store.ListRecords(r.Context(), z.Name)
-	if err != nil {
-		return 0, nil, err
-	}
-	slices.SortFunc(recs, func(x, y *route.Record) int {
-		return strings.Compare(x.Name+" "+x.Type, y.Name+" "+y.Type)
-	})
-	return http.StatusOK, map[string]any{"records": nonNil(recs)}, nil
+	whole := func(ctx context.Context) ([]*route.Record, error) { return a.o.Store.ListRecords(ctx, z.Name) }
+	return answerList(r.Context(), p, "records", page, whole,
+		func(x *route.Record) string { return x.Name + "/" + x.Type },
+		func(x *route.Record) string { return x.Name + " " + x.Type }) // the order PageRecords pages in
 }
 
 // record resolves the zone, name and type of a record route.
@@ -1010,19 +969,8 @@ func (a *API) listHostKeys(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if p.paged {
-		ks, more, err := a.o.Store.PageHostKeys(r.Context(), p.after, p.limit)
-		if err != nil {
-			return 0, nil, err
-		}
-		return http.StatusOK, listed("keys", ks, nextOf(ks, more, func(x *route.HostKey) string { return x.HostID })), nil
-	}
-	ks, err := a.o.Store.ListHostKeys(r.Context())
-	if err != nil {
-		return 0, nil, err
-	}
-	slices.SortFunc(ks, func(x, y *route.HostKey) int { return strings.Compare(x.HostID, y.HostID) })
-	return http.StatusOK, map[string]any{"keys": nonNil(ks)}, nil
+	id := func(x *route.HostKey) string { return x.HostID }
+	return answerList(r.Context(), p, "keys", a.o.Store.PageHostKeys, a.o.Store.ListHostKeys, id, id)
 }
 
 func hostID(r *http.Request) (string, error) {
@@ -1187,6 +1135,29 @@ func (a *API) listHosts(r *http.Request) (int, any, error) {
 }
 
 // nextOf is a page's "next": the last item's cursor when more follow.
+// answerList is a list route's answer under field: the page p asks for,
+// its "next" the cursor of its last item, or with no paging the whole
+// list, sorted by order (the order pages come in).
+func answerList[T any](ctx context.Context, p pageReq, field string,
+	page func(ctx context.Context, after string, limit int) ([]*T, bool, error),
+	whole func(ctx context.Context) ([]*T, error),
+	cursor, order func(*T) string,
+) (int, any, error) {
+	if p.paged {
+		items, more, err := page(ctx, p.after, p.limit)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, listed(field, items, nextOf(items, more, cursor)), nil
+	}
+	items, err := whole(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	slices.SortFunc(items, func(x, y *T) int { return strings.Compare(order(x), order(y)) })
+	return http.StatusOK, map[string]any{field: nonNil(items)}, nil
+}
+
 func nextOf[T any](items []T, more bool, cursor func(T) string) string {
 	if !more || len(items) == 0 {
 		return ""
