@@ -516,6 +516,11 @@ func (f *follower) check(ctx context.Context) (reason string, behind bool, err e
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	for i, fd := range f.feeds {
+		if f.s.checking != nil {
+			if err := f.s.checking(ctx, fd.bucket); err != nil {
+				return "", false, fmt.Errorf("store: stream of %s: %w", fd.bucket, err)
+			}
+		}
 		info, err := f.s.streamInfo(ctx, fd.bucket)
 		if err != nil {
 			return "", false, err

@@ -79,6 +79,11 @@ type Store struct {
 	// of its copies) when it returns true, as a lost message or a bug
 	// would. Nil loses none.
 	lose func(bucket, key string, rev uint64) bool
+	// checking, set by tests before Run, is called before each of a
+	// check's stream requests, with the check's context: it may hold the
+	// check (until ctx ends, at the latest) or fail it (its error), as a
+	// slow or unreachable server would. Nil does neither.
+	checking func(ctx context.Context, bucket string) error
 }
 
 // Open creates the buckets that do not exist yet and binds to them.
