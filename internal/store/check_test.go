@@ -60,13 +60,20 @@ func (c *checked) loads() []string {
 // until t ends.
 func startChecked(t *testing.T, resync time.Duration, lose func(bucket, key string, rev uint64) bool) *checked {
 	t.Helper()
+	return startHooked(t, resync, func(s *Store) { s.lose = lose })
+}
+
+// startHooked is startChecked with hook setting the store's test hooks
+// before it runs.
+func startHooked(t *testing.T, resync time.Duration, hook func(*Store)) *checked {
+	t.Helper()
 	ns := testutil.StartBus(t)
 	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := newChecked(t, js, resync)
-	c.s.lose = lose
+	hook(c.s)
 	ctx := t.Context()
 	if err := c.s.PutZone(ctx, &route.Zone{Name: "z.test"}); err != nil {
 		t.Fatal(err)

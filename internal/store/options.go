@@ -17,7 +17,7 @@ type Options struct {
 	// safety net under the watchers: it compares each routing bucket's
 	// stream (its last sequence, subject count and creation time) with
 	// what the table has applied, and reloads every bucket in full and
-	// replaces the table only when they differ (check in run.go). 0 means
+	// replaces the table only when they differ (compare in run.go). 0 means
 	// 30 s.
 	Resync time.Duration
 	// FullResync is how often Run reloads every bucket in full whatever
@@ -27,7 +27,7 @@ type Options struct {
 	// OnResync, if not nil, is called with the reason each time Run has
 	// published a full load: "start" (the first), "retry" (after a failed
 	// watch or check), "interval" (FullResync), or what a check found:
-	// "stalled", "keys", "swept" or "recreated" (check in run.go). It is
+	// "stalled", "keys", "swept" or "recreated" (compare in run.go). It is
 	// called from Run's goroutine and must not block.
 	OnResync func(reason string)
 	// LockTTL is how long an ACME lock outlives a holder that stopped

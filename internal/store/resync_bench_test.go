@@ -168,7 +168,13 @@ func BenchmarkResyncCheck(b *testing.B) {
 			var c cost
 			for b.Loop() {
 				t0 := now(b)
-				reason, behind, err := f.check(b.Context())
+				f.snapshot()
+				err := f.fetch(b.Context())
+				var reason string
+				var behind bool
+				if err == nil {
+					reason, behind = f.compare(b.Context())
+				}
 				c.add(t0, now(b))
 				if err != nil || reason != "" || behind {
 					b.Fatalf("check: %q, behind %v, %v", reason, behind, err)

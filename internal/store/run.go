@@ -243,7 +243,8 @@ func (s *Store) session(ctx context.Context, b *route.Builder, reason string) (s
 func (s *Store) follower(b *route.Builder, feeds []feed, revs []map[string]uint64, dead []map[string]bool, before []*jetstream.StreamInfo) *follower {
 	n := len(feeds)
 	f := &follower{s: s, b: b, feeds: feeds, revs: revs, dead: dead,
-		seq: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n)}
+		seq: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n),
+		snap: make([]tally, n), infos: make([]*jetstream.StreamInfo, n)}
 	for i := range feeds {
 		f.created[i] = before[i].Created
 		f.seq[i] = before[i].State.LastSeq
@@ -369,9 +370,10 @@ func (s *Store) load(ctx context.Context, f feed, w jetstream.KeyWatcher, st *ro
 	}
 }
 
-// follower applies changes after a load. One goroutine applies every
-// change, so b sees them in revision order per key, and checks what it
-// applied against the store (check).
+// follower applies changes after a load. One goroutine (run) applies
+// every change, so b sees them in revision order per key, and checks
+// what it applied against the store (compare); only a check's requests
+// to the store (fetch) run on a goroutine of their own.
 type follower struct {
 	s     *Store
 	b     *route.Builder
@@ -387,6 +389,17 @@ type follower struct {
 	// watcher behind, mark what it had delivered then; 0: none.
 	target, mark []uint64
 	created      []time.Time // the stream's creation time at the load
+	// The check in flight (one at a time): snap is what f had applied
+	// when it started, infos the streams' state it read (written by the
+	// check's goroutine, read by run once the check has reported).
+	snap  []tally
+	infos []*jetstream.StreamInfo
+}
+
+// tally is what a follower had applied of one feed when a check began.
+type tally struct {
+	seq         uint64 // the follower's seq
+	known, dead uint64 // keys known, and of them deleted
 }
 
 // published tells DomainsNaming and the pages how far the table just
@@ -406,13 +419,23 @@ func (f *follower) published() {
 // once. The bound keeps each snapshot's delay short.
 const burst = 4096
 
-// checkTimeout bounds one check's requests; changes wait meanwhile.
+// checkTimeout bounds one check's requests. They run on a goroutine of
+// their own: changes are applied meanwhile.
 const checkTimeout = 5 * time.Second
 
+// checkAgain is how soon a watcher behind its stream at a check is
+// looked at again: a stalled one is then caught well within Resync.
+func checkAgain(resync time.Duration) time.Duration {
+	return max(min(resync/6, checkTimeout), 1)
+}
+
 // run applies changes until a full reload is due (its reason), a watcher
-// closes or a check fails (error), or ctx ends. It waits for one change,
-// then takes those already waiting (up to burst) before it publishes
-// them together.
+// closes or a check fails (error), or ctx ends. It waits for one
+// change, then takes those already waiting (up to burst) before it
+// publishes them together. Every Resync it starts a check: it notes
+// what it applied (snapshot), reads the streams on a goroutine of its
+// own (fetch) while it goes on applying changes, and compares them when
+// they arrive (checked).
 func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-chan *nats.Msg) (string, error) {
 	// Fixed selects over the four buckets keep this allocation-free.
 	if len(ws) != 4 {
@@ -422,9 +445,14 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 	defer full.Stop()
 	check := time.NewTimer(f.s.resync)
 	defer check.Stop()
-	// A watcher behind its stream at a check is looked at again this
-	// soon: a stalled one is then caught well within Resync.
-	again := min(f.s.resync/6, checkTimeout)
+	// A check in flight ends with run, whichever way run returns.
+	checkCtx, cancelCheck := context.WithCancel(ctx)
+	var checking sync.WaitGroup
+	defer checking.Wait()
+	defer cancelCheck()
+	// check is not reset while a check is in flight, so there is at most
+	// one: its result never waits for room.
+	checkDone := make(chan error, 1)
 	for {
 		var (
 			e  jetstream.KeyValueEntry
@@ -438,15 +466,15 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 		case <-full.C:
 			return reasonInterval, nil
 		case <-check.C:
-			reason, behind, err := f.check(ctx)
+			f.snapshot()
+			checking.Go(func() { checkDone <- f.fetch(checkCtx) })
+			continue
+		case err := <-checkDone:
+			reason, next, err := f.checked(ctx, err)
 			if err != nil || reason != "" {
 				return reason, err
 			}
-			if behind {
-				check.Reset(again)
-			} else {
-				check.Reset(f.s.resync)
-			}
+			check.Reset(next)
 			continue
 		case m = <-repub:
 		case e, ok = <-ws[0].Updates():
@@ -486,11 +514,59 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 	}
 }
 
-// check compares each routing bucket's stream with what f applied, and
-// returns why the table must be reloaded in full ("" if nothing says
-// so), and whether a watcher is behind its stream, to be looked at again
-// shortly. It runs on the goroutine that applies changes, so what f
-// applied stands still while the streams are read.
+// checked takes the result of the check in flight (err: its requests
+// failed, which ends the session): why the table must be reloaded (""
+// if nothing says so), and otherwise when to check next.
+func (f *follower) checked(ctx context.Context, err error) (reason string, next time.Duration, _ error) {
+	if err != nil {
+		return "", 0, err
+	}
+	again := checkAgain(f.s.resync)
+	reason, behind := f.compare(ctx)
+	switch {
+	case reason != "":
+		return reason, 0, nil
+	case behind:
+		return "", again, nil
+	}
+	return "", f.s.resync, nil
+}
+
+// snapshot notes what f has applied of each feed, for the check it
+// starts to compare with the streams.
+func (f *follower) snapshot() {
+	for i := range f.feeds {
+		f.snap[i] = tally{seq: f.seq[i], known: uint64(len(f.revs[i])), dead: uint64(len(f.dead[i]))}
+	}
+}
+
+// fetch reads each routing bucket's stream state into f.infos, within
+// checkTimeout. It touches nothing else of f, so it may run while f
+// applies changes.
+func (f *follower) fetch(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	for i, fd := range f.feeds {
+		if f.s.checking != nil {
+			if err := f.s.checking(ctx, fd.bucket); err != nil {
+				return fmt.Errorf("store: stream of %s: %w", fd.bucket, err)
+			}
+		}
+		info, err := f.s.streamInfo(ctx, fd.bucket)
+		if err != nil {
+			return err
+		}
+		f.infos[i] = info
+	}
+	return nil
+}
+
+// compare compares each routing bucket's stream, as fetch read it, with
+// what f had applied when the check began (snapshot), and returns why
+// the table must be reloaded in full ("" if nothing says so), and
+// whether a watcher is behind its stream, to be looked at again
+// shortly. f went on applying changes while the streams were read: the
+// snapshot, taken before, is what the streams are compared with.
 //
 // A key is one subject of the stream, its messages the key's history (a
 // delete leaves a marker), so a table that missed nothing has applied
@@ -510,36 +586,31 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 //     count cannot tell it from a live key's message removed.
 //
 // A watcher behind (changes in flight) is no difference yet: its count
-// is compared at a check that finds it caught up. What no count shows, a
-// change received and misapplied, is left to FullResync.
-func (f *follower) check(ctx context.Context) (reason string, behind bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
-	defer cancel()
+// is compared at a check that finds it caught up. The counts compare
+// only when the stream's last sequence is the snapshot's: a key known
+// was applied at a revision no later than that (the republished copy of
+// a change is sent after the stream stored it), and every change up to
+// it was delivered. What no count shows, a change received and
+// misapplied, is left to FullResync.
+func (f *follower) compare(ctx context.Context) (reason string, behind bool) {
 	for i, fd := range f.feeds {
-		if f.s.checking != nil {
-			if err := f.s.checking(ctx, fd.bucket); err != nil {
-				return "", false, fmt.Errorf("store: stream of %s: %w", fd.bucket, err)
-			}
-		}
-		info, err := f.s.streamInfo(ctx, fd.bucket)
-		if err != nil {
-			return "", false, err
-		}
+		info, snap := f.infos[i], f.snap[i]
 		last, subjects := info.State.LastSeq, info.State.NumSubjects
-		known, dead := uint64(len(f.revs[i])), uint64(len(f.dead[i]))
 		switch {
-		case !info.Created.Equal(f.created[i]) || last < f.seq[i]:
+		case !info.Created.Equal(f.created[i]) || last < snap.seq:
 			reason = reasonRecreated
 		case f.target[i] > f.seq[i] && f.seq[i] == f.mark[i]:
+			// Nothing delivered since the last check: f.seq now, not
+			// the snapshot, so a delivery while this one ran counts.
 			reason = reasonStalled
-		case f.seq[i] < last:
+		case snap.seq < last:
 			f.target[i], f.mark[i] = last, f.seq[i]
 			behind = true
 			continue
-		case subjects == known:
+		case subjects == snap.known:
 			f.target[i] = 0
 			continue
-		case subjects < known && known-subjects <= dead:
+		case subjects < snap.known && snap.known-subjects <= snap.dead:
 			reason = reasonSwept
 		default:
 			reason = reasonKeys
@@ -550,17 +621,17 @@ func (f *follower) check(ctx context.Context) (reason string, behind bool, err e
 		}
 		f.s.log.Log(ctx, level, "store: the table differs from the store; reloading every bucket",
 			"reason", reason, "bucket", fd.bucket,
-			"applied_seq", f.seq[i], "stream_last_seq", last, "behind_since_seq", f.target[i],
-			"known_keys", known, "deleted_keys", dead, "stream_keys", subjects,
+			"applied_seq", snap.seq, "stream_last_seq", last, "behind_since_seq", f.target[i],
+			"known_keys", snap.known, "deleted_keys", snap.dead, "stream_keys", subjects,
 			"created", f.created[i], "stream_created", info.Created)
-		return reason, false, nil
+		return reason, false
 	}
 	if behind {
 		f.s.log.Debug("store: a watcher is behind its bucket; checking again shortly")
 	} else {
 		f.s.log.Debug("store: the table matches the store")
 	}
-	return "", behind, nil
+	return "", behind
 }
 
 // one applies what a select took: a republished message m, or else the
