@@ -24,7 +24,7 @@ type checked struct {
 
 	mu      sync.Mutex
 	reasons []string
-	msgs    []string
+	msgs    []string // level, message and attributes of each record
 }
 
 func (c *checked) Enabled(context.Context, slog.Level) bool { return true }
@@ -33,7 +33,13 @@ func (c *checked) WithGroup(string) slog.Handler            { return c }
 func (c *checked) Handle(_ context.Context, r slog.Record) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.msgs = append(c.msgs, r.Message)
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	c.msgs = append(c.msgs, b.String())
 	return nil
 }
 
@@ -47,6 +53,12 @@ func (c *checked) logged(sub string) int {
 		}
 	}
 	return n
+}
+
+func (c *checked) logs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.msgs)
 }
 
 func (c *checked) loads() []string {

@@ -2,13 +2,16 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go"
 )
 
 // While a check waits on JetStream (a stream leader election, a slow
@@ -59,5 +62,66 @@ func TestChangesFlowWhileCheckHeld(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, func() bool { return c.logged("the table matches the store") > before }, "no check passed after the held one")
 	if got := c.loads(); !slices.Equal(got, []string{reasonStart}) {
 		t.Fatalf("full loads %v, want the first only", got)
+	}
+}
+
+// A check that fails (no responders, a timeout) is logged and tried
+// again; it neither ends the watch nor reloads the table, and changes
+// keep being applied.
+func TestFailedCheckDoesNotReload(t *testing.T) {
+	t.Parallel()
+	failed := make(chan struct{}) // closed once the first check failed
+	var calls atomic.Int32
+	c := startHooked(t, 20*time.Millisecond, func(s *Store) {
+		s.checking = func(_ context.Context, bucket string) error {
+			if bucket != bucketApps || calls.Add(1) > 1 {
+				return nil
+			}
+			defer close(failed)
+			return fmt.Errorf("test: %w", nats.ErrNoResponders)
+		}
+	})
+	select {
+	case <-failed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no check started")
+	}
+	mustNil(t, c.s.PutApp(t.Context(), &route.App{ID: "after"}))
+	testutil.WaitFor(t, 10*time.Second, func() bool { return c.live.Load().App("after") != nil }, "the change never arrived")
+	before := c.logged("the table matches the store")
+	testutil.WaitFor(t, 10*time.Second, func() bool { return c.logged("the table matches the store") > before }, "no check passed after the failed one")
+	if got := c.loads(); !slices.Equal(got, []string{reasonStart}) {
+		t.Fatalf("full loads %v, want the first only", got)
+	}
+	if c.logged("WARN store: a check of the table failed") != 1 || c.logged(nats.ErrNoResponders.Error()) != 1 {
+		t.Fatalf("the failed check was not logged once as a warning with its error: %q", c.logs())
+	}
+}
+
+// Checks that keep failing for a whole Resync end the watch: the
+// gateway keeps its table and reloads once a load succeeds ("retry"),
+// having logged each failure before.
+func TestChecksFailingForAResyncReload(t *testing.T) {
+	t.Parallel()
+	const resync = 20 * time.Millisecond
+	c := startHooked(t, resync, func(s *Store) {
+		s.checking = func(_ context.Context, bucket string) error {
+			return fmt.Errorf("test: %w", nats.ErrNoResponders)
+		}
+	})
+	testutil.WaitFor(t, 10*time.Second, func() bool { return slices.Contains(c.loads(), reasonRetry) }, "failing checks never ended the watch")
+	logs := c.logs()
+	end := slices.IndexFunc(logs, func(m string) bool { return strings.Contains(m, "store watch failed; keeping the last table") })
+	if end < 0 {
+		t.Fatalf("the ended watch was not logged: %q", logs)
+	}
+	warned := 0
+	for _, m := range logs[:end] {
+		if strings.Contains(m, "WARN store: a check of the table failed") {
+			warned++
+		}
+	}
+	if want := checkFailures(resync) - 1; warned != want {
+		t.Fatalf("%d failed checks logged before the watch ended, want %d: %q", warned, want, logs[:end+1])
 	}
 }

@@ -17,8 +17,9 @@ type Options struct {
 	// safety net under the watchers: it compares each routing bucket's
 	// stream (its last sequence, subject count and creation time) with
 	// what the table has applied, and reloads every bucket in full and
-	// replaces the table only when they differ (compare in run.go). 0 means
-	// 30 s.
+	// replaces the table only when they differ (compare in run.go). A
+	// check that fails is tried again shortly; checks that fail for a
+	// whole Resync end the watch, which Run retries. 0 means 30 s.
 	Resync time.Duration
 	// FullResync is how often Run reloads every bucket in full whatever
 	// the checks found: the net under the checks, for a change the table
@@ -26,9 +27,10 @@ type Options struct {
 	FullResync time.Duration
 	// OnResync, if not nil, is called with the reason each time Run has
 	// published a full load: "start" (the first), "retry" (after a failed
-	// watch or check), "interval" (FullResync), or what a check found:
-	// "stalled", "keys", "swept" or "recreated" (compare in run.go). It is
-	// called from Run's goroutine and must not block.
+	// watch, or checks that failed for a whole Resync), "interval"
+	// (FullResync), or what a check found: "stalled", "keys", "swept" or
+	// "recreated" (compare in run.go). It is called from Run's goroutine
+	// and must not block.
 	OnResync func(reason string)
 	// LockTTL is how long an ACME lock outlives a holder that stopped
 	// refreshing it (crashed or cut off); a live holder refreshes it every

@@ -180,7 +180,7 @@ const (
 
 // session is one watch: full load (made for reason), Replace, then
 // changes until a full reload is due (nil, and the reason for it), a
-// watcher or a check fails (error) or ctx ends.
+// watcher fails or checks keep failing (error) or ctx ends.
 //
 // Changes arrive twice: from an ordered consumer per bucket (in order,
 // gap-free, but hosted on one server: if that server dies the library only
@@ -394,6 +394,8 @@ type follower struct {
 	// check's goroutine, read by run once the check has reported).
 	snap  []tally
 	infos []*jetstream.StreamInfo
+	// failed counts the checks that failed in a row.
+	failed int
 }
 
 // tally is what a follower had applied of one feed when a check began.
@@ -423,14 +425,37 @@ const burst = 4096
 // their own: changes are applied meanwhile.
 const checkTimeout = 5 * time.Second
 
-// checkAgain is how soon a watcher behind its stream at a check is
-// looked at again: a stalled one is then caught well within Resync.
+// checkAgain is how soon a watcher behind its stream at a check, or a
+// check that failed, is looked at again: a stalled watcher is then
+// caught well within Resync.
 func checkAgain(resync time.Duration) time.Duration {
 	return max(min(resync/6, checkTimeout), 1)
 }
 
+// checkFailures is how many checks in a row, checkAgain apart, must fail
+// for the session to end: as many as span a whole Resync.
+//
+// Not the first: a check fails on what the watch does not suffer from,
+// for seconds (a stream leader election, a busy server's JetStream API),
+// and ending the session then costs every gateway a full load (seconds
+// of CPU at a million routes) at the moment NATS is least able to serve
+// it. Not never: while checks fail, what they exist for (a watcher
+// stalled, a change lost) goes unseen, and FullResync alone would leave
+// it for up to 10 min. Once checks have failed for as long as one
+// interval between checks, NATS is most likely out of reach, and the
+// session ends for Run to retry: Run keeps the table meanwhile and
+// reloads once NATS answers, bounding an unverified table to about two
+// Resyncs, as when checks pass. The cost, one full load after an
+// outage, is paid once per outage. A server whose API keeps failing
+// while it still delivers changes then stalls the table until a load
+// succeeds; the next FullResync would meet the same failure anyway, as
+// a load reads the streams' state too.
+func checkFailures(resync time.Duration) int {
+	return max(int(resync/checkAgain(resync)), 1)
+}
+
 // run applies changes until a full reload is due (its reason), a watcher
-// closes or a check fails (error), or ctx ends. It waits for one
+// closes or checks keep failing (error), or ctx ends. It waits for one
 // change, then takes those already waiting (up to burst) before it
 // publishes them together. Every Resync it starts a check: it notes
 // what it applied (snapshot), reads the streams on a goroutine of its
@@ -515,13 +540,20 @@ func (f *follower) run(ctx context.Context, ws []jetstream.KeyWatcher, repub <-c
 }
 
 // checked takes the result of the check in flight (err: its requests
-// failed, which ends the session): why the table must be reloaded (""
-// if nothing says so), and otherwise when to check next.
+// failed): why the table must be reloaded ("" if nothing says so), or
+// the error that ends the session, and otherwise when to check next.
 func (f *follower) checked(ctx context.Context, err error) (reason string, next time.Duration, _ error) {
-	if err != nil {
-		return "", 0, err
-	}
 	again := checkAgain(f.s.resync)
+	if err != nil {
+		f.failed++
+		if f.failed >= checkFailures(f.s.resync) {
+			return "", 0, fmt.Errorf("store: %d checks in a row failed: %w", f.failed, err)
+		}
+		f.s.log.Warn("store: a check of the table failed; checking again shortly",
+			"err", err, "failures", f.failed, "retry_in", again)
+		return "", again, nil
+	}
+	f.failed = 0
 	reason, behind := f.compare(ctx)
 	switch {
 	case reason != "":
