@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/gatehouse-dev/gatehouse/internal/edkey"
 )
 
 // Peer is one cluster as discovery knows it.
@@ -30,6 +32,11 @@ func (p Peer) Validate() error {
 	}
 	if len(p.PublicKey) != ed25519.PublicKeySize {
 		return fmt.Errorf("cluster %s: public key has %d bytes, want %d", p.ID, len(p.PublicKey), ed25519.PublicKeySize)
+	}
+	if edkey.SmallOrder(p.PublicKey) {
+		// Such a key verifies signatures nobody made: whoever announced
+		// it would let anyone sign marks and announcements in its name.
+		return fmt.Errorf("cluster %s: public key is a point of small order, not a key", p.ID)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/ed25519"
 	"slices"
 	"testing"
 )
@@ -88,6 +89,7 @@ func TestValidate(t *testing.T) {
 		{ID: "eu", URL: "https://eu?x=1", PublicKey: pub},
 		{ID: "eu", URL: "https://u:p@eu", PublicKey: pub},
 		{ID: "eu", URL: good.URL, PublicKey: pub[:31]},
+		{ID: "eu", URL: good.URL, PublicKey: append(ed25519.PublicKey{1}, make([]byte, 31)...)}, // the identity: signs for anyone
 	}
 	for _, p := range bad {
 		if err := p.Validate(); err == nil {

@@ -28,6 +28,7 @@ var allowed = map[string][]string{
 	"internal/api":       {"internal/edkey", "internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth", "internal/limit"},
 	"internal/config":    {"internal/route", "internal/cluster", "internal/edkey"},
 	"internal/edkey":     {},
+	"internal/cluster":   {"internal/edkey"},
 	"internal/gatehouse": {"*"},
 	"internal/gcfloor":   {},
 	"internal/dashboard": {},
