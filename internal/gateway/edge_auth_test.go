@@ -172,7 +172,7 @@ func TestClaimLimitsRPSAndConnections(t *testing.T) {
 	if !edgeEqualInts(codes, []int{200, 200, 429}) {
 		t.Fatalf("rps 2: %v", codes)
 	}
-	e.advance(1500 * time.Millisecond) // sliding: half of the last second's 2 still count
+	e.advance(1500 * time.Millisecond) // the budget refills at 2 a second
 	if res, _ := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(rps)}); res.StatusCode != 200 {
 		t.Fatalf("after 1.5 s: %d", res.StatusCode)
 	}

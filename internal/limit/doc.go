@@ -7,6 +7,8 @@
 //   - [Subjects]: the limits a verified token carries as claims (rps,
 //     connections, read_Bps, write_Bps), per token subject: a [Subject] is
 //     the (issuer, sub) pair, since a sub is unique only within its issuer.
+//     rps is a bucket of n requests refilled at n a second (GCRA), not a
+//     window: see pace.
 //   - [Reader] and [Writer]: byte-rate limiting that slows a stream to its
 //     rate (backpressure) and never cuts it; [Hijacker] and [Conn] do the
 //     same for a connection hijacked for a protocol switch (WebSocket).

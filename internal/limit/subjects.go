@@ -61,7 +61,7 @@ type Subjects struct {
 
 // budget is one subject's claim limits in use.
 type budget struct {
-	rps    counter
+	rps    pace
 	active int32
 	// gen tells this budget from a later one of the same subject, made
 	// after eviction: a grant gives its slot back only to its own.
@@ -108,8 +108,9 @@ func (r *Refusal) Error() string {
 	return fmt.Sprintf("limit: subject over its %s limit", r.Limit)
 }
 
-// Admit charges one request of k under c: one unit of its rps budget and
-// one connection slot. It returns a Grant to release when the request ends,
+// Admit charges one request of k under c: one request of its rps budget
+// (a bucket of RPS requests refilled at RPS a second, see pace) and one
+// connection slot. It returns a Grant to release when the request ends,
 // or a *Refusal. An rps unit charged to a request refused for connections
 // is not given back: the attempt counted.
 func (s *Subjects) Admit(k Subject, c Claims) (*Grant, error) {
@@ -121,9 +122,8 @@ func (s *Subjects) Admit(k Subject, c Claims) (*Grant, error) {
 			v.gen = s.gens.Add(1)
 		}
 		if c.RPS > 0 {
-			r := v.rps.charge(now, 1, Quota{Limit: c.RPS, Window: time.Second})
-			if !r.Allowed {
-				ref = &Refusal{Limit: "rps", RetryAfter: r.RetryAfter}
+			if wait := v.rps.take(now, c.RPS); wait > 0 {
+				ref = &Refusal{Limit: "rps", RetryAfter: wait}
 				return struct{}{}
 			}
 		}
@@ -146,6 +146,35 @@ func (s *Subjects) Admit(k Subject, c Claims) (*Grant, error) {
 }
 
 func pinned(v *budget) bool { return v.active > 0 }
+
+// pace is a subject's rps budget: a bucket of n requests that refills at
+// n a second (GCRA, kept as the time the bucket is full again). A client
+// that never sends more than n requests in any second, evenly or all at
+// once, is never refused; one over its rate is refused as soon as the
+// bucket is empty, and gets the time until one request fits. The
+// weighted two-window counter of [Window] is not used here: it weighs the
+// last second's requests as if spread evenly over it, so a client at 1.5
+// requests a second under a claim of 2, or one sending its n at once each
+// second, was refused. Its state is two numbers: 16 bytes a subject
+// against the counter's 24.
+type pace struct {
+	full int64 // unix nanos at which the bucket is full again; 0: never used
+	last int64 // the latest now seen: a wall clock that steps back stands still here
+}
+
+// take charges one request at now (unix nanos) under n a second. It
+// returns zero when admitted, else how long until a request fits.
+func (p *pace) take(now int64, n int) time.Duration {
+	now = max(now, p.last) // time stands still until the clock catches up
+	p.last = now
+	step := max(int64(time.Second)/int64(n), 1) // rounded down: never slower than n a second
+	debt := max(p.full, now) - now              // the bucket's spent part, in time to refill
+	if room := int64(n-1) * step; debt > room {
+		return time.Duration(debt - room)
+	}
+	p.full = now + debt + step
+	return 0
+}
 
 // byteRate returns the subject's limiter for bps, creating it or following
 // a changed claim; nil when bps is zero.

@@ -36,9 +36,53 @@ func TestSubjectsRPS(t *testing.T) {
 	}
 }
 
-// TestSubjectsRPSClockStepsBack: a token's rps window is one second, so
-// even a small step back of the wall clock would weigh the last second's
-// requests several times over. Until the clock catches up they count once.
+// TestSubjectsRPSPace: a subject at or under its rps is never refused,
+// evenly spaced or in bursts of rps; one over it is refused within the
+// first second's worth, and its retry time is when one request fits.
+func TestSubjectsRPSPace(t *testing.T) {
+	for _, tc := range []struct {
+		rps, burst int
+		every      time.Duration
+		refused    bool
+	}{
+		{1, 1, time.Second, false},
+		{3, 1, time.Second / 3, false},
+		{7, 1, time.Second / 7, false}, // a step that does not divide a second
+		{10, 10, time.Second, false},
+		{2, 1, 400 * time.Millisecond, true},
+		{10, 11, time.Second, true},
+	} {
+		clk := newClock()
+		s, _ := NewSubjects(SubjectsOptions{Now: clk.Now})
+		c := Claims{RPS: tc.rps}
+		refused := false
+		for step := 0; step < 20 && !refused; step++ {
+			for range tc.burst {
+				if _, err := s.Admit(alice, c); err != nil {
+					var ref *Refusal
+					if !errors.As(err, &ref) || ref.Limit != "rps" || ref.RetryAfter <= 0 || ref.RetryAfter > time.Second/time.Duration(tc.rps) {
+						t.Fatalf("%+v: step %d: %v, want an rps refusal to retry within one request's time", tc, step, err)
+					}
+					clk.Add(ref.RetryAfter)
+					if _, err := s.Admit(alice, c); err != nil {
+						t.Fatalf("%+v: step %d: refused again after its RetryAfter: %v", tc, step, err)
+					}
+					refused = true
+					break
+				}
+			}
+			clk.Add(tc.every)
+		}
+		if refused != tc.refused {
+			t.Errorf("%d a second, %d every %s: refused %v, want %v", tc.rps, tc.burst, tc.every, refused, tc.refused)
+		}
+	}
+}
+
+// TestSubjectsRPSClockStepsBack: a token's rps budget refills within a
+// second, so even a small step back of the wall clock would hold a
+// subject's next requests for seconds. Until the clock catches up, time
+// stands still at the latest reading: what the budget held then, it holds.
 func TestSubjectsRPSClockStepsBack(t *testing.T) {
 	clk := newClock()
 	s, _ := NewSubjects(SubjectsOptions{Now: clk.Now})
@@ -56,12 +100,15 @@ func TestSubjectsRPSClockStepsBack(t *testing.T) {
 	clk.Add(1500 * time.Millisecond)
 	admit("in the next second")
 	clk.Add(-3 * time.Second)
-	// 2 carried, 1 in this second: two more fit in a budget of 5.
+	// The first two are 1.5 s old, the third is now: four more fit in a
+	// budget of 5, as they would at the latest reading.
 	admit("fourth, after the step back")
 	admit("fifth, after the step back")
+	admit("sixth, after the step back")
+	admit("seventh, after the step back")
 	var ref *Refusal
-	if _, err := s.Admit(alice, c); !errors.As(err, &ref) || ref.RetryAfter <= 0 {
-		t.Fatalf("sixth: %v, want a refusal that says when to retry", err)
+	if _, err := s.Admit(alice, c); !errors.As(err, &ref) || ref.RetryAfter <= 0 || ref.RetryAfter > time.Second/5 {
+		t.Fatalf("eighth: %v, want a refusal that says to retry within 200ms", err)
 	}
 }
 

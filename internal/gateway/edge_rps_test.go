@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// TestClaimRPSRefusesOnlyOverRate: a token's rps claim refuses a request
+// only when its subject is over that rate (DESIGN §6: over rps → 429). A
+// client that never sends more than rps requests in any second, evenly or
+// in a burst at the start of each second, is never refused; one that
+// sends more is, and told when to retry.
+func TestClaimRPSRefusesOnlyOverRate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rps   int
+		burst int           // requests sent at once, each step
+		every time.Duration // between steps
+	}{
+		{"rps 2, one every 600ms", 2, 1, 600 * time.Millisecond},
+		{"rps 1, one every 1.1s", 1, 1, 1100 * time.Millisecond},
+		{"rps 4, four at once every 1.001s", 4, 4, 1001 * time.Millisecond},
+		{"rps 20, 20 at once every 1.001s", 20, 20, 1001 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEdgeEnv(t, "apps.test", authApps(), nil)
+			tok := e.token(func(c jwt.MapClaims) { c["sub"] = "steady"; c["limits"] = map[string]int{"rps": tc.rps} })
+			for step := range 6 {
+				for i := range tc.burst {
+					if res, body := e.do(edgeReq{app: "shop", path: fmt.Sprintf("/%d/%d", step, i), hdr: edgeBearer(tok)}); res.StatusCode != 200 {
+						t.Fatalf("step %d, request %d, at %s: %d %s; never more than %d in a second", step, i, time.Duration(step)*tc.every, res.StatusCode, body, tc.rps)
+					}
+				}
+				e.advance(tc.every)
+			}
+			// Over the rate: a burst twice the claim is cut at the claim.
+			e.advance(10 * time.Second)
+			for i := range 2 * tc.rps {
+				res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)})
+				want := 200
+				if i >= tc.rps {
+					want = http.StatusTooManyRequests
+				}
+				if res.StatusCode != want {
+					t.Fatalf("burst request %d of a claim of %d: %d %s, want %d", i, tc.rps, res.StatusCode, body, want)
+				}
+				if want == http.StatusTooManyRequests && res.Header.Get("Retry-After") == "" {
+					t.Fatal("429 without Retry-After")
+				}
+			}
+		})
+	}
+}
