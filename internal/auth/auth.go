@@ -89,6 +89,25 @@ type Limits struct {
 	WriteBps    int64 `json:"write_Bps"`
 }
 
+// UnmarshalJSON reads the members by their exact names, as Claims does
+// the claims: encoding/json would match read_bps or RPS as well, and of
+// {"read_Bps": 1000, "read_bps": 0} keep the last, lifting the limit the
+// issuer meant. Any other member is ignored.
+func (l *Limits) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for name, dst := range map[string]*int64{"rps": &l.RPS, "connections": &l.Connections, "read_Bps": &l.ReadBps, "write_Bps": &l.WriteBps} {
+		if v, ok := raw[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // Scopes is the scope claim: a space-separated string (RFC 8693) or an
 // array of strings.
 type Scopes []string

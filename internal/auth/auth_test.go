@@ -167,6 +167,14 @@ func TestVerify(t *testing.T) {
 	if strings.Join(cl.Scope, ",") != "a,b" || *cl.Limits != (Limits{5, 2, 1000, 2000}) {
 		t.Fatalf("claims %+v %+v", cl, cl.Limits)
 	}
+	// The members of limits are read as spelled too: read_bps is not
+	// read_Bps (and, after it, must not lift it), nor RPS rps.
+	cl, err = v.Verify(sign(t, priv, "", claims(func(c jwt.MapClaims) {
+		c["limits"] = map[string]int{"read_Bps": 1000, "read_bps": 0, "RPS": 9, "Connections": 1}
+	})), "shop")
+	if err != nil || *cl.Limits != (Limits{ReadBps: 1000}) {
+		t.Fatalf("limits spelled in another case: %v %+v, want only read_Bps 1000", err, cl.Limits)
+	}
 	cl, _ = v.Verify(good, "shop")
 	if strings.Join(cl.Scope, ",") != "read,write" || cl.Limits != nil {
 		t.Fatalf("claims %+v", cl)
