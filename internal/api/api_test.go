@@ -641,6 +641,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1","::ffff:127.0.0.1"]}`, 400},
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["192.0.2.1","192.0.2.1"]}`, 400},
 		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/AAAA", `{"values":["2001:db8::1","2001:DB8:0::1"]}`, 400},
+		// an address's zone (the interface it is scoped to) does not go
+		// out in an AAAA record: both would be served as fe80::1, twice
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/AAAA", `{"values":["fe80::1%eth0"]}`, 400},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/AAAA", `{"values":["fe80::1%eth0","fe80::1%eth1"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"AAAA","apps":["shop"]}`, 400},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"not base64!","apps":["shop"]}`, 400},
 		// the same 32 bytes non-strict base64 would decode, but not the text discovery compares

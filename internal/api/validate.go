@@ -360,6 +360,12 @@ func checkRecordValue(typ, v string) error {
 		if err != nil || (typ == "A") != a.Is4() {
 			return badInput("must be an IPv%s address, got %q", map[bool]string{true: "4", false: "6"}[typ == "A"], v)
 		}
+		// A record carries the 16 bytes alone: fe80::1%eth0 would be
+		// served as fe80::1, and beside fe80::1%eth1 twice (checkZone
+		// refuses a zone in the gateways likewise).
+		if a.Zone() != "" {
+			return badInput("must be an IPv6 address without a zone (%%%s), got %q", a.Zone(), v)
+		}
 	case "CNAME":
 		if n, ok := route.NormalizeHost(v); !ok || n != strings.ToLower(strings.TrimSuffix(v, ".")) {
 			return badInput("must be a DNS name, got %q", v)
