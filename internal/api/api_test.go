@@ -1005,6 +1005,36 @@ func TestDeleteAppConflictIsBounded(t *testing.T) {
 	}
 }
 
+// TestRecordInsideInnerZone: the DNS server answers every name from the
+// most specific zone it is in (internal/dns), so a record put in a zone
+// for a name inside another zone under it would never be served: it is
+// refused (409 naming that zone, nothing changed), and deleting such a
+// record stays possible.
+func TestRecordInsideInnerZone(t *testing.T) {
+	e := newEnv(t, nil)
+	gw := `{"gateways":["127.0.0.1"]}`
+	e.ok("PUT", "/api/v3/dns/zones/example.com", gw, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/shadow.apps/A", `{"values":["192.0.2.9"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", gw, 200)
+	before := e.snapshot()
+	for _, name := range []string{"x.apps", "deep.x.apps.example.com", "apps", "*.apps", "_acme-challenge.apps"} {
+		p := problemOf(t, e.ok("PUT", "/api/v3/dns/zones/example.com/records/"+name+"/TXT", `{"values":["v"]}`, 409))
+		if !strings.Contains(p.Detail, `"apps.example.com"`) {
+			t.Errorf("%s: detail %q does not name the inner zone", name, p.Detail)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused record changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// beside the inner zone, in the inner zone, and with it gone: fine
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/www/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/xapps/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/x/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("DELETE", "/api/v3/dns/zones/example.com/records/shadow.apps/A", nil, 204)
+	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com", nil, 204)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/x.apps/A", `{"values":["192.0.2.1"]}`, 200)
+}
+
 // TestZoneOverMappedDomain: a zone that would contain a mapped custom
 // domain is refused (409 naming it, nothing changed), since {app}.{zone}
 // is looked up first and an app named after the domain's first label

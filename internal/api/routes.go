@@ -884,6 +884,9 @@ func (a *API) putRecord(r *http.Request) (int, any, error) {
 	if err := a.checkCNAME(r.Context(), &rec); err != nil {
 		return 0, nil, err
 	}
+	if err := a.checkInnerZone(r.Context(), &rec); err != nil {
+		return 0, nil, err
+	}
 	if p := conds(r); p.none() {
 		err = a.o.Store.PutRecord(r.Context(), &rec)
 	} else {
@@ -934,6 +937,28 @@ func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
 		if o.Name == rec.Name && o.Type != rec.Type && (o.Type == "CNAME" || rec.Type == "CNAME") {
 			return badInput("%s already holds %s records, and a CNAME owns its name alone (RFC 1034 §3.6.2); delete them first", rec.Name, o.Type)
 		}
+	}
+	return nil
+}
+
+// checkInnerZone refuses a record the DNS server would never serve: it
+// answers a name from the most specific zone the name is in
+// (internal/dns), so a record in rec.Zone at or under another zone
+// inside it is that zone's to answer. One read per label between the
+// name and its zone; a wildcard label names no zone.
+func (a *API) checkInnerZone(ctx context.Context, rec *route.Record) error {
+	for n := rec.Name; n != rec.Zone; {
+		if !strings.HasPrefix(n, "*.") {
+			_, err := a.o.Store.GetZone(ctx, n)
+			if err == nil || a.badValue(err) {
+				return &statusError{http.StatusConflict, fmt.Sprintf(
+					"record %s is inside zone %q, which answers for it, not %q; put it there", rec.Name, n, rec.Zone)}
+			}
+			if !errors.Is(err, a.o.NotFound) {
+				return err
+			}
+		}
+		_, n, _ = strings.Cut(n, ".")
 	}
 	return nil
 }
