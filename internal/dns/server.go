@@ -55,7 +55,7 @@ const tcpWriteTimeout = 5 * time.Second
 // maxTCPConns is the most TCP connections served at once; one past it is
 // closed as soon as it is accepted (RFC 7766 §6.2.2: servers SHOULD limit
 // concurrent connections; BIND's tcp-clients, Knot's tcp-max-clients).
-// Each holds a descriptor and a goroutine for up to 128 queries, and the
+// Each holds a descriptor and a goroutine until it closes or idles, and the
 // descriptors are the HTTPS listener's too. Resolvers come over TCP only
 // after a truncated UDP answer, and close or idle out within seconds.
 const maxTCPConns = 1000
