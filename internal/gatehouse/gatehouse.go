@@ -281,12 +281,17 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 }
 
 // zoneGateways is what a seeded zone's wildcard answers: the https
-// listener's address when it names one, else loopback.
+// listener's address when it names one, else loopback. It is written as
+// the control API writes gateways: an IPv4-mapped address as IPv4 (the
+// DNS server answers such an address neither A nor AAAA) and without an
+// interface zone, which no record carries.
 func zoneGateways(httpsAddr string) []string {
 	h, _, err := net.SplitHostPort(httpsAddr)
 	if err == nil {
-		if a, err := netip.ParseAddr(h); err == nil && !a.IsUnspecified() {
-			return []string{a.String()}
+		if a, err := netip.ParseAddr(h); err == nil {
+			if a = a.Unmap().WithZone(""); !a.IsUnspecified() {
+				return []string{a.String()}
+			}
 		}
 	}
 	return []string{"127.0.0.1"}

@@ -39,8 +39,14 @@ func TestSeedZone(t *testing.T) {
 	}{
 		{"apps.example.com", "203.0.113.10:443", "203.0.113.10", `"level":"INFO","msg":"zone seeded"`, false},
 		{"apps.example.com", "[2001:db8::1]:443", "2001:db8::1", `"level":"INFO","msg":"zone seeded"`, false},
+		// stored as the control API stores gateways (checkZone): an
+		// IPv4-mapped address as IPv4, or the zone answered neither A
+		// nor AAAA for it, and an address without its interface zone
+		{"apps.example.com", "[::ffff:203.0.113.10]:443", "203.0.113.10", `"level":"INFO","msg":"zone seeded"`, false},
+		{"apps.example.com", "[2001:db8::1%eth0]:443", "2001:db8::1", `"level":"INFO","msg":"zone seeded"`, false},
 		{"apps.example.com", ":443", "127.0.0.1", warn + `: its names resolve to 127.0.0.1`, true},
 		{"apps.example.com", "0.0.0.0:8443", "127.0.0.1", `gatehouse ctl zones put apps.example.com '{\"gateways\":[\"<public IP>\"]}'`, true},
+		{"apps.example.com", "[::ffff:0.0.0.0]:8443", "127.0.0.1", warn, true},
 		{"apps.example.com", "127.0.0.1:8443", "127.0.0.1", warn, true},
 		{"apps.example.com", "[::1]:8443", "::1", warn, true},
 		{"localhost", "127.0.0.1:8443", "127.0.0.1", `"level":"INFO","msg":"zone seeded"`, false},
