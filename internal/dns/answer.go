@@ -177,10 +177,11 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 	// does not want dual-stack clients sent to the gateways by AAAA.
 	ownAddr := haveA || haveAAAA
 	for _, g := range z.Gateways {
+		g = g.Unmap() // ::ffff:192.0.2.3 is an IPv4 gateway, answered as A
 		if g.Is4() && !ownAddr && wants(qtype, mdns.TypeA) {
 			resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr(mdns.TypeA, ttl), A: g.AsSlice()})
 		}
-		if g.Is6() && !g.Is4In6() && !ownAddr && wants(qtype, mdns.TypeAAAA) {
+		if g.Is6() && !ownAddr && wants(qtype, mdns.TypeAAAA) {
 			resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, ttl), AAAA: g.AsSlice()})
 		}
 	}

@@ -523,6 +523,27 @@ func TestOwnAddressRecordOwnsTheName(t *testing.T) {
 	}
 }
 
+// TestMappedGatewayAnswersA: a zone's gateway stored IPv4-mapped
+// (::ffff:192.0.2.3, as gatehouse once seeded it from such an https
+// listener address) is an IPv4 address: *.{zone} answers it as A, and
+// not as AAAA, where it would be an IPv6 address no one listens on.
+func TestMappedGatewayAnswersA(t *testing.T) {
+	addr := startServerFor(t, []Zone{{
+		Name:     "apps.example.com",
+		Gateways: []netip.Addr{netip.MustParseAddr("::ffff:192.0.2.3"), netip.MustParseAddr("2001:db8::1")},
+	}})
+	for qt, want := range map[uint16]string{mdns.TypeA: "192.0.2.3", mdns.TypeAAAA: "2001:db8::1"} {
+		r := ask(t, "udp", addr, "shop.apps.example.com.", qt, 0)
+		var got []string
+		for _, rr := range r.Answer {
+			got = append(got, strings.TrimPrefix(rr.String(), rr.Header().String()))
+		}
+		if r.Rcode != mdns.RcodeSuccess || strings.Join(got, ",") != want {
+			t.Errorf("%s: %s %q, want %q", mdns.TypeToString[qt], mdns.RcodeToString[r.Rcode], got, want)
+		}
+	}
+}
+
 // TestEDNSReplyHasOPT: a reply to a query with OPT carries OPT (RFC 6891
 // §7), over UDP and TCP, answered, refused or malformed alike; a query
 // without OPT gets none.
