@@ -1029,6 +1029,8 @@ func TestRecordInsideInnerZone(t *testing.T) {
 	// beside the inner zone, in the inner zone, and with it gone: fine
 	e.ok("PUT", "/api/v3/dns/zones/example.com/records/www/A", `{"values":["192.0.2.1"]}`, 200)
 	e.ok("PUT", "/api/v3/dns/zones/example.com/records/xapps/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/_dmarc/TXT", `{"values":["v=DMARC1; p=none"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/*.www/A", `{"values":["192.0.2.1"]}`, 200)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/x/A", `{"values":["192.0.2.1"]}`, 200)
 	e.ok("DELETE", "/api/v3/dns/zones/example.com/records/shadow.apps/A", nil, 204)
 	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com", nil, 204)

@@ -947,7 +947,7 @@ func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
 // inside it is that zone's to answer. One read per label between the
 // name and its zone; a wildcard label names no zone.
 func (a *API) checkInnerZone(ctx context.Context, rec *route.Record) error {
-	for n := rec.Name; n != rec.Zone; {
+	for n := rec.Name; n != rec.Zone && n != ""; { // a name is its zone or under it (recordName)
 		if !strings.HasPrefix(n, "*.") {
 			_, err := a.o.Store.GetZone(ctx, n)
 			if err == nil || a.badValue(err) {
