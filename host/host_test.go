@@ -54,6 +54,7 @@ func TestNewValidates(t *testing.T) {
 		"no apps":     func(o *Options) { o.Apps = nil },
 		"bad app":     func(o *Options) { o.Apps = []string{"UP"} },
 		"port only":   func(o *Options) { o.Addr = ":8080" },
+		"signed port": func(o *Options) { o.Addr = "127.0.0.1:+8080" },
 		"bad scheme":  func(o *Options) { o.Scheme = "udp" },
 		"negative hb": func(o *Options) { o.HeartbeatInterval = -time.Second },
 	} {

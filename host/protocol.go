@@ -172,7 +172,10 @@ func CheckAddr(addr string) error {
 	if err != nil {
 		return fmt.Errorf("addr %q: %v", addr, err)
 	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || p[0] == '0' {
+	// Digits only, as a URL's port (url.Parse refuses the rest): Atoi
+	// also takes a sign, and "+80" would announce an address no gateway
+	// can send a challenge to.
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || p[0] < '1' || p[0] > '9' {
 		return fmt.Errorf("addr %q: port must be 1-65535", addr)
 	}
 	if h == "" {

@@ -82,6 +82,9 @@ func TestParseAnnounce(t *testing.T) {
 		"no port":      strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1`, 1),
 		"port zero":    strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1:0`, 1),
 		"port too big": strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1:70000`, 1),
+		// strconv.Atoi takes a sign, but a URL's port is digits only:
+		// the challenge could never be sent there.
+		"signed port":  strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1:+8081`, 1),
 		"newline addr": strings.Replace(good, `127.0.0.1:8081`, `a\nb:8081`, 1),
 		"path in addr": strings.Replace(good, `127.0.0.1:8081`, `a/b:8081`, 1),
 		"scheme":       strings.Replace(good, `"http"`, `"ftp"`, 1),
