@@ -216,8 +216,8 @@ func (e *Edge) httpsPort() int {
 
 // server returns an http.Server for h. Its HTTP/1 requests pass
 // headerLimit first; a lane in front of it serves h itself (newLane).
-// lineLimit says the listener bounds the request line (the public ones:
-// h answers 414 through limits). A line too long for net/http to read
+// lineLimit says the listener bounds the request line (each of them
+// does, DESIGN §3: h answers 414 through limits). A line too long for net/http to read
 // whole (over MaxHeaderBytes plus its 4 KiB of slack) it answers 431
 // itself, never reaching h: the server's base context carries the limit
 // (httpwire.WithLineLimit) for a guard that reads each head before
@@ -263,7 +263,10 @@ func (e *Edge) Run(ctx context.Context) error {
 	var handed, l7ln *chanListener
 	var fast, fastTLS *lane.Server
 	if e.mgmtLn != nil {
-		mgmt = e.server(e.managementHandler(), false)
+		// DESIGN §3's limits hold on every HTTP listener: a line over
+		// MaxRequestLine gets 414 here too, before the loopback Host
+		// check or a route sees it.
+		mgmt = e.server(e.limits(e.managementHandler()), true)
 		mgmt.DisableGeneralOptionsHandler = true // managementHandler answers "OPTIONS *"
 	}
 	if e.httpLn != nil {

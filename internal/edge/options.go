@@ -130,7 +130,7 @@ type Options struct {
 	Cluster string
 
 	// MaxRequestLine bounds the request line (method, target, version)
-	// on the http and https listeners: longer gets 414, even in a head
+	// on every listener, management included: longer gets 414, even in a head
 	// over MaxHeaderBytes. A line longer than net/http reads (MaxHeaderBytes
 	// plus 4 KiB) never reaches edge's handler: net/http answers 431,
 	// unless a guard in front of it (WrapHTTP, WrapTLS; gateway's) cuts

@@ -57,6 +57,8 @@ func TestRefusalsNameTheCluster(t *testing.T) {
 		{"https", func() (net.Conn, error) {
 			return tls.Dial("tcp", r.g.Addrs().HTTPS, &tls.Config{ServerName: "hello.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
 		}},
+		// DESIGN §3's limits hold on every HTTP listener.
+		{"management", func() (net.Conn, error) { return net.Dial("tcp", r.g.Addrs().Management) }},
 	}
 	for _, d := range dials {
 		for _, tt := range tests {
