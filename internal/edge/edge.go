@@ -35,9 +35,13 @@ type Edge struct {
 	mgmtLn, httpLn, ln net.Listener // ln: https
 	ran, closed        bool
 
-	conns    *tracker
-	serving  atomic.Bool
-	draining atomic.Bool
+	conns *tracker
+	// mgmtConns bounds the management listener's writes as conns does
+	// the others' (DESIGN §3: a client that cannot keep up is closed),
+	// with no cap and no gauge: those are the data listeners'.
+	mgmtConns *tracker
+	serving   atomic.Bool
+	draining  atomic.Bool
 
 	wg            sync.WaitGroup // accept loops, servers and connection goroutines
 	pipeCtx       context.Context
@@ -59,7 +63,7 @@ func New(opts Options) (*Edge, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout)}
+	e := &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout), mgmtConns: newTracker(nil, o.IdleTimeout)}
 	if o.Cluster != "" {
 		e.clusterHdr = []string{o.Cluster}
 	}
@@ -323,7 +327,7 @@ func (e *Edge) Run(ctx context.Context) error {
 	if mgmt != nil {
 		// Wrapped like the http listener, so that net/http's own error
 		// answers there are problems too (DESIGN §2).
-		ln := e.mgmtLn
+		var ln net.Listener = trackingListener{e.mgmtLn, e.mgmtConns}
 		if e.opts.WrapHTTP != nil {
 			ln = e.opts.WrapHTTP(ln)
 		}

@@ -239,3 +239,44 @@ func TestHTTP2StreamThatStopsReadingIsReset(t *testing.T) {
 		})
 	}
 }
+
+// TestManagementClientThatStopsReadingIsClosed: DESIGN §3's "a client
+// that cannot keep up is closed" holds on every HTTP listener, the
+// management one too (a scrape of /metrics, a long API list): a client
+// that asks and then reads nothing is closed once a write has waited for
+// it about IdleTimeout, and the handler's write fails. The management
+// listener's connections are still not counted in active_connections.
+func TestManagementClientThatStopsReadingIsClosed(t *testing.T) {
+	const idle = time.Second // as TestClientThatStopsReadingIsClosed
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	wrote := make(chan error, 1)
+	big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 256 { // 16 MiB: far more than the sockets hold
+			if _, err := w.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	})
+	e := start(t, Options{Management: big, IdleTimeout: idle})
+	c, err := net.Dial("tcp", e.mgmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-wrote:
+		if err == nil {
+			t.Fatal("16 MiB written to a client that reads nothing")
+		}
+	case <-time.After(10 * idle):
+		t.Fatalf("a management client that reads nothing still held after %v (IdleTimeout %v)", 10*idle, idle)
+	}
+	if n := e.ActiveConnections(); n != 0 {
+		t.Errorf("active_connections %d: the management listener's connections are apart", n)
+	}
+}
