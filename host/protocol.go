@@ -181,6 +181,11 @@ func CheckAddr(addr string) error {
 	if h == "" {
 		return fmt.Errorf("addr %q: no host", addr)
 	}
+	if strings.HasPrefix(addr, "[") && !strings.Contains(h, ":") {
+		// SplitHostPort takes any host in brackets; a URL only an IPv6
+		// address, so no challenge could be sent to "[10.0.0.5]:80".
+		return fmt.Errorf("addr %q: only an IPv6 address goes in brackets", addr)
+	}
 	if ip := net.ParseIP(h); ip != nil {
 		if ip.IsUnspecified() {
 			return fmt.Errorf("addr %q: unspecified address cannot be reached", addr)

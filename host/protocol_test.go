@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -84,23 +85,26 @@ func TestParseAnnounce(t *testing.T) {
 		"port too big": strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1:70000`, 1),
 		// strconv.Atoi takes a sign, but a URL's port is digits only:
 		// the challenge could never be sent there.
-		"signed port":  strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1:+8081`, 1),
-		"newline addr": strings.Replace(good, `127.0.0.1:8081`, `a\nb:8081`, 1),
-		"path in addr": strings.Replace(good, `127.0.0.1:8081`, `a/b:8081`, 1),
-		"scheme":       strings.Replace(good, `"http"`, `"ftp"`, 1),
-		"short key":    strings.Replace(good, opensslPub, "AAAA", 1),
-		"no ts":        strings.Replace(good, `1700000000`, `0`, 1),
-		"wrong type":   strings.Replace(good, `1700000000`, `"now"`, 1),
-		"oversized":    `{"host_id":"` + strings.Repeat("a", MaxMessageSize) + `"}`,
-		"array":        `[]`,
-		"null":         `null`,
+		"signed port": strings.Replace(good, `127.0.0.1:8081`, `127.0.0.1:+8081`, 1),
+		// Brackets hold an IPv6 address only; url.Parse refuses the rest.
+		"bracketed IPv4": strings.Replace(good, `127.0.0.1:8081`, `[127.0.0.1]:8081`, 1),
+		"bracketed name": strings.Replace(good, `127.0.0.1:8081`, `[web-1.internal]:8081`, 1),
+		"newline addr":   strings.Replace(good, `127.0.0.1:8081`, `a\nb:8081`, 1),
+		"path in addr":   strings.Replace(good, `127.0.0.1:8081`, `a/b:8081`, 1),
+		"scheme":         strings.Replace(good, `"http"`, `"ftp"`, 1),
+		"short key":      strings.Replace(good, opensslPub, "AAAA", 1),
+		"no ts":          strings.Replace(good, `1700000000`, `0`, 1),
+		"wrong type":     strings.Replace(good, `1700000000`, `"now"`, 1),
+		"oversized":      `{"host_id":"` + strings.Repeat("a", MaxMessageSize) + `"}`,
+		"array":          `[]`,
+		"null":           `null`,
 	}
 	for name, in := range bad {
 		if _, err := ParseAnnounce([]byte(in)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	for _, addr := range []string{"[::1]:8080", "web-1.internal:443", "host_1.example:80"} {
+	for _, addr := range []string{"[::1]:8080", "[::ffff:10.0.0.1]:8080", "web-1.internal:443", "host_1.example:80"} {
 		if err := CheckAddr(addr); err != nil {
 			t.Errorf("CheckAddr(%q) = %v", addr, err)
 		}
@@ -165,6 +169,10 @@ func FuzzParse(f *testing.F) {
 			}
 			if _, err := json.Marshal(a); err != nil {
 				t.Fatal(err)
+			}
+			// A gateway must be able to send the challenge there.
+			if u, err := url.Parse("https://" + a.Addr + ChallengePath); err != nil || u.Host != a.Addr {
+				t.Fatalf("accepted addr %q makes no challenge URL: %v", a.Addr, err)
 			}
 		}
 		if hb, err := ParseHeartbeat(b); err == nil && hb.Validate() != nil {
