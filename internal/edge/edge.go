@@ -30,6 +30,9 @@ type Edge struct {
 	// clusterHdr is the X-Gatehouse-Cluster value of edge's own 414 and
 	// 431 (Options.Cluster), shared and never modified; nil: none.
 	clusterHdr []string
+	// plainAnswer is the https listener's answer to a plain HTTP request
+	// (plainHTTPAnswer), naming the cluster as edge's other answers do.
+	plainAnswer []byte
 
 	mu                 sync.Mutex
 	mgmtLn, httpLn, ln net.Listener // ln: https
@@ -64,8 +67,10 @@ func New(opts Options) (*Edge, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	e := &Edge{opts: o, log: log, conns: newTracker(o.ActiveConns, o.IdleTimeout), mgmtConns: newTracker(nil, o.IdleTimeout)}
+	e.plainAnswer = plainHTTPAnswer
 	if o.Cluster != "" {
 		e.clusterHdr = []string{o.Cluster}
+		e.plainAnswer = withField(plainHTTPAnswer, "X-Gatehouse-Cluster", o.Cluster)
 	}
 	e.conns.max = int64(o.MaxConnections)
 	e.conns.over = e.overCap

@@ -627,6 +627,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"https without handler", Options{HTTPSAddr: ":0", TLS: &tls.Config{}}, "handler"},
 		{"serve without handler", Options{HTTPAddr: ":0", HTTPMode: ModeServe}, "handler"},
 		{"negative", Options{HTTPAddr: ":0", DrainTimeout: -1}, "drain timeout"},
+		{"cluster", Options{HTTPAddr: ":0", Cluster: "one\r\nX: y"}, "cluster"},
 	}
 	for _, tc := range cases {
 		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "edge: ") {
@@ -812,5 +813,23 @@ func TestPassthroughRoundRobinPerApp(t *testing.T) {
 		if n := h.accepted.Load(); n != 2 {
 			t.Errorf("host %s took %d of its app's 4 connections, want 2", id, n)
 		}
+	}
+}
+
+// TestPlainHTTPOnHTTPS: an HTTP request sent to the https listener (an
+// http:// URL with the https port) gets a 400 problem saying to use
+// https://, and, like every answer the gateway writes itself (DESIGN
+// §5.2: every response carries it), names the cluster.
+func TestPlainHTTPOnHTTPS(t *testing.T) {
+	e := start(t, Options{Cluster: "one"})
+	resp, body := rawResponse(t, e.https, "GET / HTTP/1.1\r\nHost: web.example.test\r\n\r\n")
+	if resp.StatusCode != 400 || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "https://") {
+		t.Fatalf("%d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if got := resp.Header.Values("X-Gatehouse-Cluster"); len(got) != 1 || got[0] != "one" {
+		t.Errorf("X-Gatehouse-Cluster %q, want one", got)
+	}
+	if resp.Header.Get("Date") == "" {
+		t.Error("no Date")
 	}
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -29,7 +30,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
-		refuseHello(c, err)
+		e.refuseHello(c, err)
 		c.Close()
 		e.conns.done(src)
 		return
@@ -78,6 +79,16 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 // close shows the user nothing (nginx answers 400 too).
 var plainHTTPAnswer = problem.Raw(http.StatusBadRequest, "this port speaks TLS: use an https:// URL")
 
+// withField returns answer, a whole HTTP/1.1 response, with the field
+// name: value after its status line. value must be a valid field value
+// (Options.Cluster is a cluster id, a DNS label).
+func withField(answer []byte, name, value string) []byte {
+	i := bytes.Index(answer, []byte("\r\n")) + 2
+	b := make([]byte, 0, len(answer)+len(name)+len(value)+4)
+	b = append(append(b, answer[:i]...), name+": "+value+"\r\n"...)
+	return append(b, answer[i:]...)
+}
+
 // decodeErrorAlert is a fatal decode_error alert record (RFC 8446 §6.2),
 // what a TLS server sends for a ClientHello it cannot parse; clients
 // report it as such, where a bare close looks like a network fault.
@@ -86,11 +97,11 @@ var decodeErrorAlert = []byte{21, 3, 3, 0, 2, 2, 50}
 // refuseHello answers, before the close, a client whose first bytes were
 // not a ClientHello: err is sni.Peek's. A hello cut short, a timeout or a
 // reset get nothing: there is no one, or nothing whole, to answer.
-func refuseHello(c net.Conn, err error) {
+func (e *Edge) refuseHello(c net.Conn, err error) {
 	var answer []byte
 	switch {
 	case errors.Is(err, sni.ErrPlainHTTP):
-		answer = problem.Dated(plainHTTPAnswer, time.Now())
+		answer = problem.Dated(e.plainAnswer, time.Now())
 	case errors.Is(err, sni.ErrInvalid) && !errors.Is(err, sni.ErrTruncated):
 		answer = decodeErrorAlert
 	default:

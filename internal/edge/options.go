@@ -201,6 +201,12 @@ func (o *Options) validate() error {
 			return fmt.Errorf("edge: %s must not be negative, got %d", name, v)
 		}
 	}
+	for i := 0; i < len(o.Cluster); i++ {
+		// It goes into answers as a field value, some of them written raw.
+		if c := o.Cluster[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("edge: cluster %q must be visible ASCII", o.Cluster)
+		}
+	}
 	for i, p := range o.SourceExempt {
 		if !p.IsValid() {
 			return fmt.Errorf("edge: source exempt %d is not a valid prefix", i)
