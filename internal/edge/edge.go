@@ -226,12 +226,12 @@ func (e *Edge) httpsPort() int {
 // server returns an http.Server for h. Its HTTP/1 requests pass
 // headerLimit first; a lane in front of it serves h itself (newLane).
 // lineLimit says the listener bounds the request line (each of them
-// does, DESIGN §3: h answers 414 through limits). A line too long for net/http to read
-// whole (over MaxHeaderBytes plus its 4 KiB of slack) it answers 431
-// itself, never reaching h: the server's base context carries the limit
-// (httpwire.WithLineLimit) for a guard that reads each head before
-// net/http (WrapHTTP, WrapTLS) to answer such a line 414 in its place,
-// as soon as the line is over the limit.
+// does, DESIGN §3: h answers 414 through limits). A line too long for
+// net/http to read whole (over MaxHeaderBytes plus its 4 KiB of slack) it
+// answers 431 itself, never reaching h: the server's base context carries
+// the limit (httpwire.WithLineLimit) for a guard that reads each head
+// before net/http (WrapHTTP, WrapTLS) to answer such a line 414 in its
+// place, as soon as the line is over the limit.
 func (e *Edge) server(h http.Handler, lineLimit bool) *http.Server {
 	srv := &http.Server{
 		Handler:           e.headerLimit(stallBodies(h, e.opts.IdleTimeout), lineLimit),

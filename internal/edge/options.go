@@ -125,13 +125,14 @@ type Options struct {
 	// Cluster is the X-Gatehouse-Cluster value of the answers edge writes
 	// itself in front of Handler and Management (its 414 and 431), which
 	// DESIGN §5.2 says every answer carries, as Handler's do (a guard's
-	// answers carry it through WrapServer: gateway.GuardServerOf). Empty:
-	// none.
+	// answers carry it through WrapServer: gateway.GuardServerOf), and of
+	// the https listener's answer to plain HTTP. Visible ASCII (a cluster
+	// id); empty: none.
 	Cluster string
 
 	// MaxRequestLine bounds the request line (method, target, version)
-	// on every listener, management included: longer gets 414, even in a head
-	// over MaxHeaderBytes. A line longer than net/http reads (MaxHeaderBytes
+	// on every listener, management included: longer gets 414, even in a
+	// head over MaxHeaderBytes. A line longer than net/http reads (MaxHeaderBytes
 	// plus 4 KiB) never reaches edge's handler: net/http answers 431,
 	// unless a guard in front of it (WrapHTTP, WrapTLS; gateway's) cuts
 	// the line off at this limit, which the servers' base context carries
