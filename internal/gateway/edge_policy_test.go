@@ -40,6 +40,8 @@ func TestPolicyThroughChain(t *testing.T) {
 		{"GET", "/ADMIN/users", false},
 		{"GET", "/admin/x%5c..%5c..", false},
 		{"GET", "/admin/.../..", false},
+		{"GET", "/admin%3Fx.php", false},
+		{"GET", "/admin%23x", false},
 		{"POST", "/items/1", false},
 		{"DELETE", "/items", false},
 		{"PUT", "/items/1", true},

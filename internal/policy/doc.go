@@ -14,8 +14,10 @@
 // `\` for `/`, drop a segment's ";params" suffix, drop a segment's trailing
 // dots and spaces, compare paths without case (IIS, Windows and macOS file
 // systems: /ADMIN is /admin), end the path at a decoded NUL (C strings:
-// /admin%00/x is /admin) - or make only some of these readings, which
-// changes which segment a ".." removes - so every combination of them is
+// /admin%00/x is /admin) or at a decoded '?' or '#' (a host that decodes
+// the path before it cuts off the query: /admin%3Fx is /admin) - or make
+// only some of these readings, which changes which segment a ".." removes -
+// so every combination of them is
 // tried, each followed by path.Clean (removing //, . and .. segments and
 // any trailing slash); the case-free readings match lower-cased paths
 // against lower-cased rules. A path with ".." is also read as a host that

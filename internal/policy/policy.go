@@ -107,11 +107,15 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	ruleKinds := foldIn(rules)
 	var lowered []Rule // the rules for the folded reading, made when first needed
 	for round := 0; ; round++ {
-		if i := strings.IndexByte(cur, 0); i >= 0 {
+		if i := pathEnd(cur); i >= 0 {
 			// A host written in C (or passing the path to one) reads a
 			// decoded NUL as the path's end: /admin%00/x is /admin to it.
-			// The part before the NUL holds none, so this recurses once
-			// per NUL a decoding round brings out (MaxDecode at most).
+			// A host that decodes the path before it cuts off the query
+			// and the fragment reads a decoded '?' or '#' so too: to a
+			// PHP router's parse_url(urldecode($uri)), /admin%3Fx is
+			// /admin. (The path as sent has neither: they are escaped.)
+			// The part before holds none of the three, so this recurses
+			// once per one a decoding round brings out (MaxDecode at most).
 			if ok, i := Check(rules, method, cur[:i]); !ok {
 				return false, i
 			}
@@ -270,6 +274,17 @@ func clean(p string, m int) string {
 		}
 	}
 	return path.Clean("/" + strings.Join(out, "/"))
+}
+
+// pathEnd returns the index of the first NUL, '?' or '#' in p, where a
+// host may take a decoded path to end, or -1.
+func pathEnd(p string) int {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c == 0 || c == '?' || c == '#' {
+			return i
+		}
+	}
+	return -1
 }
 
 // unescape decodes every valid %XX in s once and leaves anything else as

@@ -107,6 +107,15 @@ func TestCheck(t *testing.T) {
 		{"GET", "/secret%00.html", false},
 		{"GET", "/public%00/admin", true},
 		{"GET", "/admin/health%00", false}, // to a host that reads the NUL, under /admin/*
+		// A host that decodes the path before it cuts the query or the
+		// fragment off stops at a decoded '?' or '#' (a PHP router's
+		// parse_url(urldecode($uri)): /secret%3F.php is /secret).
+		{"GET", "/secret%3F.php", false},
+		{"GET", "/secret%3f", false},
+		{"GET", "/secret%23x", false},
+		{"GET", "/admin%253Fx", false},
+		{"GET", "/public%3F/admin", true},
+		{"GET", "/public%23/admin", true},
 		// A host that compares paths without case serves these as /admin.
 		{"GET", "/ADMIN", false},
 		{"GET", "/Admin/users", false},
