@@ -97,6 +97,10 @@ func TestPolicyOverridesAreReadings(t *testing.T) {
 		{"POST", "/items/1", "X-HTTP-Method", "DELETE", false},
 		{"POST", "/items/1", "X-Method-Override", "DELETE", false},
 		{"POST", "/items/1", "X_HTTP_Method_Override", "DELETE", false},
+		// Express's method-override takes the first of a list (Node
+		// joins repeated fields so).
+		{"POST", "/items/1", "X-HTTP-Method-Override", "DELETE, GET", false},
+		{"POST", "/items/1", "X-HTTP-Method-Override", "GET,delete", false},
 		{"GET", "/x", "X-Original-URL", "/admin/x", false},
 		{"GET", "/x", "X-Rewrite-URL", "/admin/x?y=1", false},
 		{"GET", "/x", "X-Original-URL", "http://shop.apps.test/%61dmin/x", false},

@@ -55,8 +55,12 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 	for k, vs := range r.Header {
 		switch {
 		case overrideField(k, methodOverrides):
+			// Each method of a list too: Express's method-override takes
+			// the first (Node joins a repeated field into one list).
 			for _, v := range vs {
-				methods = append(methods, strings.ToUpper(strings.TrimSpace(v)))
+				for _, m := range strings.Split(v, ",") {
+					methods = append(methods, strings.ToUpper(strings.TrimSpace(m)))
+				}
 			}
 		case overrideField(k, pathOverrides):
 			for _, v := range vs {
