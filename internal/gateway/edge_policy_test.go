@@ -105,6 +105,10 @@ func TestPolicyOverridesAreReadings(t *testing.T) {
 		{"GET", "/x", "X-Rewrite-URL", "/admin/x?y=1", false},
 		{"GET", "/x", "X-Original-URL", "http://shop.apps.test/%61dmin/x", false},
 		{"GET", "/x", "X-Original-URL", "/a/../admin", false},
+		// A path to a host that reads the field as one, though a URL
+		// parser takes "admin" for a host name there.
+		{"GET", "/x", "X-Original-URL", "//admin/x", false},
+		{"GET", "/x", "X-Rewrite-URL", "//admin", false},
 		{"POST", "/items/1", "X-HTTP-Method-Override", "PUT", true},
 		{"GET", "/x", "X-Original-URL", "/items/1", true},
 	}

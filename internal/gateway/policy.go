@@ -64,7 +64,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 			}
 		case overrideField(k, pathOverrides):
 			for _, v := range vs {
-				paths = append(paths, overridePath(v))
+				paths = appendOverridePaths(paths, v)
 			}
 		}
 	}
@@ -99,16 +99,27 @@ func overrideField(k string, names []string) bool {
 	return false
 }
 
-// overridePath is the escaped path of an override URL value: a path with
-// or without a query, or an absolute URL; a value that does not parse is
-// checked as it is.
-func overridePath(v string) string {
+// appendOverridePaths appends the escaped paths a host may read in an
+// override URL value to paths: the path of the value parsed as a URL (a
+// path with or without a query, or an absolute URL), and for a value that
+// starts with '/' or does not parse, the value itself up to a query or
+// fragment. The two differ for "//admin/x": a URL parser takes "admin"
+// for a host name and "/x" for the path, a host that reads the field as
+// a path (as IIS sets it) serves /admin/x.
+func appendOverridePaths(paths []string, v string) []string {
 	v = strings.TrimSpace(v)
+	parsed := ""
 	if u, err := url.Parse(v); err == nil && (u.Path != "" || u.RawPath != "") {
-		return u.EscapedPath()
+		parsed = u.EscapedPath()
+		paths = append(paths, parsed)
 	}
-	if i := strings.IndexAny(v, "?#"); i >= 0 {
-		return v[:i]
+	if parsed == "" || strings.HasPrefix(v, "/") {
+		if i := strings.IndexAny(v, "?#"); i >= 0 {
+			v = v[:i]
+		}
+		if v != parsed {
+			paths = append(paths, v)
+		}
 	}
-	return v
+	return paths
 }
