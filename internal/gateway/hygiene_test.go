@@ -140,6 +140,9 @@ func TestClientGatehouseTrailersNeverArrive(t *testing.T) {
 		{"client address", "X-Forwarded-For, True-Client-IP, Forwarded, X-Checksum",
 			"X-Forwarded-For: 6.6.6.6\r\nTrue-Client-IP: 6.6.6.6\r\nForwarded: for=6.6.6.6\r\nX-Client-Ip: 6.6.6.6\r\nX-Checksum: 1\r\n"},
 		{"authorization", "Authorization, X-Checksum", "Authorization: Bearer forged\r\nX-Checksum: 1\r\n"},
+		// The policy layer reads these in the headers only (step 8).
+		{"overrides", "X-HTTP-Method-Override, X_Original_URL, X-Checksum",
+			"X-HTTP-Method-Override: DELETE\r\nX_Original_URL: /admin\r\nX-Rewrite-Url: /admin\r\nX-Method-Override: DELETE\r\nX-Checksum: 1\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

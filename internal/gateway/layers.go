@@ -748,11 +748,13 @@ func stripTrailers(r *http.Request) {
 // dropForged removes from trailer fields what a client may not say there:
 // X-Gatehouse-*, any field naming the client's address (a trailer is
 // never a trusted proxy's own field, and a host that merges trailers
-// into its headers would read it as the client), and Authorization, which
-// the edge checks only in the header.
+// into its headers would read it as the client), Authorization, which
+// the edge checks only in the header, and the method and path overrides
+// the policy layer checks only there (policy.go).
 func dropForged(h http.Header) {
 	for k := range h {
-		if hasPrefixFold(k, "x-gatehouse-") || clientAddressField(k) || strings.EqualFold(k, "authorization") {
+		if hasPrefixFold(k, "x-gatehouse-") || clientAddressField(k) || strings.EqualFold(k, "authorization") ||
+			overrideField(k, methodOverrides) || overrideField(k, pathOverrides) {
 			delete(h, k)
 		}
 	}
