@@ -1259,10 +1259,10 @@ func TestAmbiguousKeysRefused(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"colour":"red"}`, `unknown field "colour"`},
 		{"PUT", "/api/v3/apps/shop", `{"mode":`, `invalid JSON body`},
 		// a value of the wrong JSON type is named by its path, not its Go struct
-		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":"ten"}}`, `invalid JSON body: rate_limit.requests: want a number, got a JSON string`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":"ten"}}`, `invalid JSON body: rate_limit.requests: want an integer, got a JSON string`},
 		{"PUT", "/api/v3/apps/shop", `{"auth":{"required":"yes"}}`, `auth.required: want true or false, got a JSON string`},
 		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":"shop"}`, `apps: want an array, got a JSON string`},
-		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":"60"}`, `ttl: want a number, got a JSON string`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":"60"}`, `ttl: want an integer, got a JSON string`},
 		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"soon"}}`, `duration "soon" is not one: write a number and a unit, such as "60s"`},
 		// nesting far past any body's is left to the decoder, unwalked
 		{"POST", "/api/v3/dns/resolve/batch", strings.Repeat("[", 1<<16), `invalid JSON body`},
@@ -1279,6 +1279,42 @@ func TestAmbiguousKeysRefused(t *testing.T) {
 	}
 	// the same keys, each once and as spelled, are fine
 	e.ok("PUT", "/api/v3/apps/shop", `{"auth":{"required":true},"policy":[{"action":"deny","path":"/a"}],"health":{"path":"/h"}}`, 200)
+}
+
+// TestBodyErrorsNameWhatIsWrong: a body refused for its shape names the
+// key at fault and the JSON it wants, in the API's words (DESIGN §11: a
+// clear error naming what is wrong), never a Go type of the gateway's
+// ("api.appBody") nor "want a number" for a number that is not a whole
+// one.
+func TestBodyErrorsNameWhatIsWrong(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed()
+	before := e.snapshot()
+	cases := []struct{ method, path, body, want string }{
+		{"PUT", "/api/v3/apps/shop", `"shop"`, `invalid JSON body: want an object, got a JSON string`},
+		{"PUT", "/api/v3/apps/shop", `[]`, `invalid JSON body: want an object, got a JSON array`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `5`, `invalid JSON body: want an object, got a JSON number`},
+		{"POST", "/api/v3/dns/resolve/batch", `{"name":"a.apps.example.com"}`, `invalid JSON body: want an array, got a JSON object`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":1.5}}`, `invalid JSON body: rate_limit.requests: want an integer, got a JSON number 1.5`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":99999999999999999999}}`, `rate_limit.requests: want an integer, got a JSON number 99999999999999999999 (out of range)`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"],"ttl":6e1}`, `ttl: want an integer, got a JSON number 6e1`},
+		// an app has two durations: the error says which one is wrong
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"5"}}`, `invalid JSON body: rate_limit.window: duration "5" is not one`},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":"5"}}`, `invalid JSON body: health.interval: duration "5" is not one`},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":true}}`, `invalid JSON body: health.interval: duration must be a string like "60s"`},
+	}
+	for _, c := range cases {
+		p := problemOf(t, e.ok(c.method, c.path, c.body, 400))
+		if !strings.Contains(p.Detail, c.want) || strings.Contains(p.Detail, "Go value") {
+			t.Errorf("%s %s %s: detail %q, want %q", c.method, c.path, c.body, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("refused bodies changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// the same fields, well formed, are fine
+	e.ok("PUT", "/api/v3/apps/shop", `{"rate_limit":{"requests":10,"window":60},"health":{"path":"/h","interval":"5s"}}`, 200)
+	e.ok("PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":null},"health":{"path":"/h"}}`, 200)
 }
 
 // TestHostKeyNamesLiveApps: a host key may name only apps that exist, as

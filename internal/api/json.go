@@ -64,9 +64,16 @@ func decode(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
+		if errors.As(err, &te) {
 			// encoding/json's own text names the Go struct and type.
-			return badInput("invalid JSON body: %s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
+			got := "a JSON " + te.Value
+			if n, ok := strings.CutPrefix(te.Value, "number "); ok && isInteger(te.Type) && strings.Trim(n, "-0123456789") == "" {
+				got += " (out of range)"
+			}
+			if te.Field == "" {
+				return badInput("invalid JSON body: want %s, got %s", jsonKind(te.Type), got)
+			}
+			return badInput("invalid JSON body: %s: want %s, got %s", te.Field, jsonKind(te.Type), got)
 		}
 		return badInput("invalid JSON body: %v", err)
 	}
@@ -82,7 +89,9 @@ func jsonKind(t reflect.Type) string {
 	case reflect.Bool:
 		return "true or false"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.String:
 		return "a string"
@@ -94,6 +103,16 @@ func jsonKind(t reflect.Type) string {
 		return jsonKind(t.Elem())
 	}
 	return "another JSON value"
+}
+
+// isInteger reports whether Go type t holds whole numbers only.
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 // loneSurrogate reports whether JSON text b escapes half a UTF-16
@@ -212,7 +231,7 @@ func checkKeys(b []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // numbers are skipped, never converted
 	var path []string
-	err := walkKeys(dec, t, &path)
+	err := walkKeys(dec, b, t, &path)
 	var ke *keyError
 	if errors.As(err, &ke) {
 		return badInput("invalid JSON body: %s", ke.msg)
@@ -232,17 +251,26 @@ func (e *keyError) Error() string { return e.msg }
 // errDeep stops a walk that went past maxKeyDepth.
 var errDeep = errors.New("api: too deep")
 
-// walkKeys reads one value from dec, whose Go type is t (nil: unknown),
-// checking the keys of every object in it. path names where it is.
-func walkKeys(dec *json.Decoder, t reflect.Type, path *[]string) error {
+// walkKeys reads one value from dec, reading b, whose Go type is t (nil:
+// unknown), checking the keys of every object in it. path names where it
+// is.
+func walkKeys(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) error {
 	if len(*path) > maxKeyDepth {
 		return errDeep
 	}
+	ptr := t != nil && t.Kind() == reflect.Pointer
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t != nil && reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
-		t = nil // it reads its own shape; its keys are not fields
+		// It reads its own shape, so its keys are not fields; and its
+		// error (a route.Duration's) names no key, as encoding/json
+		// passes it on as is: read it here, where its path is known.
+		start := dec.InputOffset()
+		if err := walkKeys(dec, b, nil, path); err != nil {
+			return err
+		}
+		return unmarshalAt(b[start:dec.InputOffset()], t, ptr, *path)
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -250,7 +278,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path *[]string) error {
 	}
 	switch tok {
 	case json.Delim('{'):
-		return walkObject(dec, t, path)
+		return walkObject(dec, b, t, path)
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
@@ -258,7 +286,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path *[]string) error {
 		}
 		for i := 0; dec.More(); i++ {
 			*path = append(*path, fmt.Sprintf("[%d]", i))
-			if err := walkKeys(dec, elem, path); err != nil {
+			if err := walkKeys(dec, b, elem, path); err != nil {
 				return err
 			}
 			*path = (*path)[:len(*path)-1]
@@ -269,7 +297,7 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path *[]string) error {
 	return nil
 }
 
-func walkObject(dec *json.Decoder, t reflect.Type, path *[]string) error {
+func walkObject(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) error {
 	var fields map[string]reflect.Type
 	if t != nil && t.Kind() == reflect.Struct {
 		fields = jsonFields(t)
@@ -302,13 +330,33 @@ func walkObject(dec *json.Decoder, t reflect.Type, path *[]string) error {
 			}
 		}
 		*path = append(*path, "."+key)
-		if err := walkKeys(dec, child, path); err != nil {
+		if err := walkKeys(dec, b, child, path); err != nil {
 			return err
 		}
 		*path = (*path)[:len(*path)-1]
 	}
 	_, err := dec.Token()
 	return err
+}
+
+// unmarshalAt reads raw, the value at path (from the end of the token
+// before it), as Go type t, which decodes itself, and names path in its
+// error. A null where t is a pointer's is nil, and not read (ptr).
+func unmarshalAt(raw []byte, t reflect.Type, ptr bool, path []string) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && (raw[0] == ':' || raw[0] == ',') {
+		raw = bytes.TrimSpace(raw[1:])
+	}
+	if ptr && string(raw) == "null" {
+		return nil
+	}
+	if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+		if len(path) == 0 {
+			return &keyError{err.Error()}
+		}
+		return &keyError{fmt.Sprintf("%s: %v", strings.TrimPrefix(strings.Join(path, ""), "."), err)}
+	}
+	return nil
 }
 
 // where names the object at path for an error: "" at the top, else
