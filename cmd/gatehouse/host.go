@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -81,7 +82,35 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	if f.drain <= 0 || f.grace < 0 || f.heartbeat <= 0 {
 		return nil, errors.New("host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative")
 	}
+	bus, err := checkBus(f.bus)
+	if err != nil {
+		return nil, err
+	}
+	f.bus = bus
 	return f, nil
+}
+
+// checkBus returns the -bus list with its items trimmed, or refuses one
+// that is not a NATS URL, as serve refuses such a bus.url
+// (internal/config): NATS takes a scheme it does not know (http, https)
+// as nats://, in the clear however the URL reads, and an empty list as
+// nats://127.0.0.1:4222. A credential in the URL is not repeated.
+func checkBus(list string) (string, error) {
+	var urls []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || p.Host == "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, p.Scheme) {
+			return "", fmt.Errorf("host: -bus %q: want NATS URLs (nats://, tls://, ws:// or wss://) like nats://127.0.0.1:4222, comma separated", config.RedactURL(u))
+		}
+		urls = append(urls, u)
+	}
+	if len(urls) == 0 {
+		return "", errors.New("host: -bus is empty: give the bus URL, like nats://127.0.0.1:4222")
+	}
+	return strings.Join(urls, ","), nil
 }
 
 // announceAddr is what the sidecar announces for listener address la: the

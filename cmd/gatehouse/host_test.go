@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -375,6 +376,39 @@ func TestHostSidecarSaysBusUnreachable(t *testing.T) {
 	}, "nothing said about the unreachable bus")
 	if strings.Contains(stderr.String(), "s3cret") {
 		t.Fatalf("bus credential logged: %s", stderr.String())
+	}
+}
+
+// A -bus that is no NATS URL is refused at start, naming the flag, as
+// serve refuses such a bus.url: NATS takes any scheme it does not know
+// (http, https) as plain nats://, so a sidecar told https:// would speak
+// to the bus in the clear, credential included, and an empty -bus would
+// quietly mean 127.0.0.1:4222. The credential is not repeated.
+func TestHostRefusesBadBus(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	for _, bus := range []string{
+		"http://127.0.0.1:4222",
+		"https://host:s3cret@nats.example.com:4222",
+		"nats://127.0.0.1:4222,ftp://127.0.0.1:4222",
+		"nats://",
+		"",
+		" , ",
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		var stdout, stderr bytes.Buffer
+		err := runHost(ctx, []string{"-bus", bus, "-cluster", "c1", "-id", "h1", "-key", keyFile, "-app", "hello",
+			"-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s"}, &stdout, &stderr)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "-bus") {
+			t.Errorf("-bus %q: err = %v, want a refusal naming -bus", bus, err)
+		}
+		if out := fmt.Sprint(err) + stdout.String() + stderr.String(); strings.Contains(out, "s3cret") {
+			t.Errorf("-bus %q: credential printed: %s", bus, out)
+		}
 	}
 }
 
