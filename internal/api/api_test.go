@@ -1302,6 +1302,10 @@ func TestBodyErrorsNameWhatIsWrong(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"5"}}`, `invalid JSON body: rate_limit.window: duration "5" is not one`},
 		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":"5"}}`, `invalid JSON body: health.interval: duration "5" is not one`},
 		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":true}}`, `invalid JSON body: health.interval: duration must be a string like "60s"`},
+		// an unknown key says where it is, and which keys are known there
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a"},{"action":"deny","path":"/b","method":"GET"}]}`, `unknown field "method" in policy[1] (known: action, methods, path)`},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":[],"allow_origins":["https://a.example"]}}`, `unknown field "allow_origins" in cors (known: allow_credentials, allow_headers, origins)`},
+		{"POST", "/api/v3/dns/resolve/batch", `[{"name":"a.apps.example.com","class":"IN"}]`, `unknown field "class" in [0] (known: name, type)`},
 	}
 	for _, c := range cases {
 		p := problemOf(t, e.ok(c.method, c.path, c.body, 400))

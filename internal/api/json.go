@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,10 +225,12 @@ var errNotFound = errors.New("api: not found")
 // repeated keys and matches field names case-insensitively, so
 // {"auth":{"required":true},"Auth":{"required":false}} would be taken
 // silently as the last one, where another reader of the same bytes may
-// take the first: the body must say one thing. t is the type decoded
-// into; keys under a type it does not know (not a struct field) are left
-// to the decoder's unknown-field error. A body that is not valid JSON is
-// left to the decoder too.
+// take the first: the body must say one thing. It refuses a key that is
+// no field too, naming where it is and the keys known there, and reads a
+// value that decodes itself (route.Duration) so that its error names its
+// key. t is the type decoded into; keys under a type it does not know
+// are left to the decoder. A body that is not valid JSON is left to the
+// decoder too.
 func checkKeys(b []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // numbers are skipped, never converted
@@ -327,6 +331,11 @@ func walkObject(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) err
 						return &keyError{fmt.Sprintf("key %q%s must be spelled %q (keys are case-sensitive)", key, where(*path), name)}
 					}
 				}
+				if !embeds(t) { // else its fields are promoted ones jsonFields does not list
+					// named here, where its place is known, rather than
+					// by the decoder's DisallowUnknownFields, which does not say
+					return &keyError{fmt.Sprintf("unknown field %q%s (known: %s)", key, where(*path), strings.Join(slices.Sorted(maps.Keys(fields)), ", "))}
+				}
 			}
 		}
 		*path = append(*path, "."+key)
@@ -393,6 +402,16 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	}
 	fieldCache.Store(t, m)
 	return m
+}
+
+// embeds reports whether struct t has an embedded field.
+func embeds(t reflect.Type) bool {
+	for f := range t.Fields() {
+		if f.Anonymous {
+			return true
+		}
+	}
+	return false
 }
 
 // foldKey maps s to one spelling per case-insensitive class, by the
