@@ -207,6 +207,12 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 	}
 	path := res.base
 	for _, n := range rest[:names] {
+		// PathEscape leaves dots alone: "." and ".." would be steps of
+		// the path, not a name in it, and name another item once the
+		// path is cleaned (records/./.. is the zone).
+		if n == "" || n == "." || n == ".." {
+			return ctlRequest{}, fmt.Errorf("ctl: %s %s: a name cannot be %q", resName, verb, n)
+		}
 		path += "/" + url.PathEscape(n)
 	}
 	if resName == "records" {

@@ -369,3 +369,36 @@ func TestCtlAnswerTooLarge(t *testing.T) {
 		t.Errorf("printed %d bytes", len(out))
 	}
 }
+
+// TestCtlNameIsOneItem: a name is one path segment of the item it names,
+// whatever it holds. "." and ".." are path steps rather than segments, so
+// a DELETE of the record "." ".." went to the zone itself (the API's
+// router cleans the path and redirects, and ctl followed): it is refused
+// before anything is sent, and the zone and its record stay.
+// (records/./.. is the zone's own path once cleaned.)
+func TestCtlNameIsOneItem(t *testing.T) {
+	url := startAPI(t)
+	ctl := func(args ...string) (string, error) {
+		out, _, err := runCmd(t, append([]string{"ctl", "-api", url, "-token", ctlToken}, args...)...)
+		return out, err
+	}
+	if _, err := ctl("zones", "put", "apps.example.com", `{"gateways":["127.0.0.1"]}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl("records", "put", "apps.example.com", "www", "A", `{"values":["192.0.2.1"]}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"records", "delete", "apps.example.com", ".", ".."},
+		{"records", "get", "apps.example.com", "..", ".."},
+		{"zones", "delete", "."},
+		{"apps", "put", "..", `{}`},
+	} {
+		if _, err := ctl(args...); err == nil || !strings.Contains(err.Error(), "cannot be") {
+			t.Errorf("ctl %q: %v, want a refusal of the name", args, err)
+		}
+	}
+	if out, err := ctl("records", "get", "apps.example.com", "www", "A"); err != nil || !strings.Contains(out, "192.0.2.1") {
+		t.Errorf("the zone's record after the refused deletes: %q, %v", out, err)
+	}
+}
