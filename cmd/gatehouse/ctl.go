@@ -309,7 +309,12 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	if req.ifNoneMatch != "" {
 		hr.Header.Set("If-None-Match", req.ifNoneMatch)
 	}
-	res, err := http.DefaultClient.Do(hr)
+	// No redirect is followed: the control API answers none of its own,
+	// and net/http's client would turn a put or a delete answered 301 or
+	// 302 into a GET of the new URL, whose answer would read as the
+	// write's, and send the token on to a 307's or 308's target.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(hr)
 	if err != nil {
 		return fmt.Errorf("ctl: %v", err)
 	}
@@ -340,6 +345,9 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 		}
 		if ra := res.Header.Get("Retry-After"); ra != "" {
 			msg += " (Retry-After: " + ra + " s)"
+		}
+		if loc := res.Header.Get("Location"); res.StatusCode/100 == 3 && loc != "" {
+			msg = fmt.Sprintf("redirected to %s, which ctl does not follow: is -api the control API's base URL?", config.RedactURL(loc))
 		}
 		return fmt.Errorf("ctl: %s %s: %d %s: %s", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), msg)
 	}

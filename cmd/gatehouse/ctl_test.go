@@ -402,3 +402,33 @@ func TestCtlNameIsOneItem(t *testing.T) {
 		t.Errorf("the zone's record after the refused deletes: %q, %v", out, err)
 	}
 }
+
+// TestCtlRedirectIsNotFollowed: the control API answers no redirect of
+// its own. Followed, a 301 or 302 turns a put into a GET of the same URL
+// (net/http's client, as browsers do), which answered the item unchanged,
+// exit 0, as if the put had gone through; and a 307 or 308 sends the
+// token on. ctl stops at a redirect, says where it points, and exits 1.
+func TestCtlRedirectIsNotFollowed(t *testing.T) {
+	var writes, reads int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved/api/v3/apps/shop" {
+			if r.Method == http.MethodPut {
+				writes++
+			} else {
+				reads++
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"shop","mode":"http"}`)
+			return
+		}
+		http.Redirect(w, r, "/moved"+r.URL.Path, http.StatusMovedPermanently)
+	}))
+	t.Cleanup(srv.Close)
+	_, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "put", "shop", `{"mode":"passthrough"}`)
+	if err == nil || !strings.Contains(err.Error(), "301") || !strings.Contains(err.Error(), "/moved/api/v3/apps/shop") {
+		t.Errorf("put answered by a redirect: %v, want exit 1 naming the 301 and where it points", err)
+	}
+	if writes+reads != 0 {
+		t.Errorf("the redirect was followed: %d writes, %d reads", writes, reads)
+	}
+}
