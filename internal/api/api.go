@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/auth"
@@ -211,7 +212,9 @@ func New(o Options) (*API, error) {
 // a public route's path asked with another method; everything else under
 // /api/v3 is a control route, and a caller without the platform
 // credential gets 401 before the method, the route or the body is looked
-// at (429 once its address has sent too many wrong tokens: guard.go).
+// at (429 once its address has sent too many wrong tokens: guard.go). A
+// control path that is not clean answers 400 rather than the mux's
+// redirect to another item.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := a.public.Handler(r); pattern != "" {
 		a.public.ServeHTTP(w, r)
@@ -234,6 +237,13 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		unauthorized(w, r, "the control API needs the platform credential")
 		return
 	}
+	if p := r.URL.EscapedPath(); cleanPath(p) != p {
+		// The mux would redirect to the path cleaned, which names another
+		// item (records/./.. is the zone): a client that follows it would
+		// DELETE that one.
+		problem.Write(w, http.StatusBadRequest, fmt.Sprintf(`the path %q is not clean (a "." or ".." segment, or "//"): name the item itself`, p))
+		return
+	}
 	if _, pattern := a.control.Handler(r); pattern == "" {
 		// unknown route or wrong method: the mux answers 404 or 405 with
 		// Allow, as plain text; answer as problem+json instead.
@@ -242,6 +252,22 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	a.control.ServeHTTP(w, r)
+}
+
+// cleanPath is p as http.ServeMux routes it: "." and ".." segments
+// resolved, "//" collapsed, a final "/" kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // publicAllow returns the Allow list of the public route at r's path when

@@ -298,6 +298,39 @@ func TestWrongMethodAndUnknownRoute(t *testing.T) {
 	problemOf(t, r)
 }
 
+// TestPathNotCleanRefused: a control call names its item by its path as
+// sent. The router would clean a path holding "." or ".." segments (or
+// "//") and redirect to what is left, another item: a client that follows
+// the redirect (Go's, curl -L) sent DELETE .../records/./.. and deleted
+// the zone. Such a path answers 400 naming it, after the credential
+// check, and changes nothing.
+func TestPathNotCleanRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["192.0.2.1"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", `{"values":["192.0.2.9"]}`, 200)
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	before := e.snapshot()
+	for _, c := range []struct{ method, path string }{
+		{"DELETE", "/api/v3/dns/zones/apps.example.com/records/./.."},
+		{"DELETE", "/api/v3/apps/x/../shop"},
+		{"PUT", "/api/v3/apps/./shop"},
+		{"GET", "/api/v3//apps/shop"},
+		{"GET", "/api/v3/apps/shop/."},
+	} {
+		r := e.do(c.method, c.path, token, nil)
+		if r.status != 400 || !strings.Contains(problemOf(t, r).Detail, "not clean") {
+			t.Errorf("%s %s: %d %s, want 400 naming the path", c.method, c.path, r.status, r.body)
+		}
+		// everyone else still gets 401 first, whatever the path
+		if r := e.do(c.method, c.path, "", nil); r.status != 401 {
+			t.Errorf("%s %s without a credential: %d, want 401", c.method, c.path, r.status)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a path that is not clean changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
 func TestAppRoundTrip(t *testing.T) {
 	e := newEnv(t, nil)
 	// defaults
