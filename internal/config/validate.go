@@ -386,6 +386,11 @@ func (c *Config) validateAuth() error {
 	if strings.ContainsAny(c.Control.Token, " \t\r\n") {
 		return bad("control.token", "must not contain white space")
 	}
+	// A token no Authorization header can carry would match no request:
+	// the control API closed, without the start's warning that says so.
+	if i := strings.IndexFunc(c.Control.Token, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		return bad("control.token", "must not contain control bytes (here %#02x): it is sent in an Authorization header, which cannot carry them", c.Control.Token[i])
+	}
 	if n := len(c.Control.Token); n > 0 && n < minControlToken {
 		return bad("control.token", "must be at least %d bytes, got %d; make one with: openssl rand -hex 16", minControlToken, n)
 	}
