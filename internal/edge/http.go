@@ -229,11 +229,19 @@ func (e *Edge) managementHandler() http.Handler {
 		mux.Handle("/", e.opts.Management)
 	}
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "*" {
+		switch {
+		case r.URL.Path == "*":
 			asterisk(w, r, managementAllow) // ServeMux would answer 400
-			return
+		case r.URL.Path != "/readyz" && e.opts.Management != nil:
+			// As sent: ServeMux redirects a path with "." or ".." segments
+			// to the path cleaned, which under the control API names
+			// another item (records/./.. is the zone) that a client
+			// following the redirect would then write to. Management
+			// routes (and refuses) such paths itself.
+			e.opts.Management.ServeHTTP(w, r)
+		default:
+			mux.ServeHTTP(w, r)
 		}
-		mux.ServeHTTP(w, r)
 	})
 	if a, ok := e.mgmtLn.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
 		h = loopbackHosts(h)

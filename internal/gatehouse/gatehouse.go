@@ -267,7 +267,7 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusNotFound, "the management listener serves no such path")
 	})
-	mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apiH := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := api.Load(); h != nil {
 			(*h).ServeHTTP(w, r)
 			return
@@ -276,8 +276,20 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 		// client such as gatehouse ctl reads this 503 like any other.
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, http.StatusServiceUnavailable, "the gateway is starting")
-	}))
-	return mux
+	})
+	mux.Handle("/api/", apiH)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every path under /api/ goes to the API as sent: the mux would
+		// redirect one with "." or ".." segments to the path cleaned,
+		// another item (records/./.. is the zone), and a client that
+		// follows a 307 would DELETE that. The API answers such a path
+		// 400 after its credential check.
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			apiH.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // zoneGateways is what a seeded zone's wildcard answers: the https
