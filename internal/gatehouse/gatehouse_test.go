@@ -175,6 +175,8 @@ func TestEndToEnd(t *testing.T) {
 	req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().Management+"/api/v3/apps", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
 		t.Fatalf("control without token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{"mode":"http"}`); code != 200 {

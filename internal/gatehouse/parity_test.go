@@ -41,6 +41,18 @@ func newParityEnv(t *testing.T) *parityEnv {
 	return &parityEnv{r: r}
 }
 
+// pause waits d, or less if r's connection ends first: the host's server
+// closes at cleanup without waiting for its handlers, which would
+// otherwise outlive the test (TestMain's goleak).
+func pause(r *http.Request, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+}
+
 // parityHost answers by path: /echo the headers it saw (as JSON), /hop
 // with hop-by-hop fields, /trailer with a trailer, /early a 103 first.
 func parityHost(w http.ResponseWriter, r *http.Request) {
@@ -63,14 +75,14 @@ func parityHost(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: 1\n\n")
 		w.(http.Flusher).Flush()
-		time.Sleep(2500 * time.Millisecond)
+		pause(r, 2500*time.Millisecond)
 		io.WriteString(w, "data: 2\n\n")
 	case "/sse-len":
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Content-Length", "18")
 		io.WriteString(w, "data: 1\n\n")
 		w.(http.Flusher).Flush()
-		time.Sleep(1500 * time.Millisecond)
+		pause(r, 1500*time.Millisecond)
 		io.WriteString(w, "data: 2\n")
 	case "/nosniff":
 		w.Header()["Content-Type"] = nil
