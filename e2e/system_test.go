@@ -37,10 +37,11 @@ type gateway struct {
 // startGateway runs `gatehouse serve` on loopback with an embedded bus and
 // waits until /readyz answers 200. The ports are picked free just before;
 // if another process takes one in between, it tries again with new ones.
-func startGateway(t *testing.T) *gateway {
+// extra are more serve flags; a flag given again wins.
+func startGateway(t *testing.T, extra ...string) *gateway {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		g := tryGateway(t)
+		g := tryGateway(t, extra...)
 		if !g.exited() {
 			return g
 		}
@@ -52,17 +53,17 @@ func startGateway(t *testing.T) *gateway {
 }
 
 // tryGateway starts one gateway and waits until it is ready or has exited.
-func tryGateway(t *testing.T) *gateway {
+func tryGateway(t *testing.T, extra ...string) *gateway {
 	a := freeAddrs(t, 3)
 	g := &gateway{http: a[0], mgmt: a[1], bus: a[2]}
-	g.proc = start(t, "gatehouse serve",
+	g.proc = start(t, "gatehouse serve", append([]string{
 		"serve", "-data", t.TempDir(), "-zone", zone, "-cluster", cluster, "-control-token", token,
 		"-http", g.http, "-http-mode", "serve", "-https", "127.0.0.1:0", "-dns", "127.0.0.1:0",
 		"-management", g.mgmt, "-bus-listen", g.bus,
 		"-drain-timeout", drainTimeout.String(), "-heartbeat-interval", "1s", "-host-ttl", "10s",
 		// The load tests send thousands of requests from one client
 		// address; the default 600/min would answer most of them 429.
-		"-limits-requests", "1000000")
+		"-limits-requests", "1000000"}, extra...)...)
 	testutil.WaitFor(t, 60*time.Second, func() bool {
 		return g.exited() || get(t, "http://"+g.mgmt+"/readyz") == http.StatusOK
 	}, "gateway /readyz not 200")
@@ -171,10 +172,10 @@ type system struct {
 // startSystem starts the gateway, creates the app, enrols two keys with
 // `gatehouse keygen` and `gatehouse ctl`, starts two `gatehouse host`
 // sidecars and waits until the gateway has verified both.
-func startSystem(t *testing.T) *system {
+func startSystem(t *testing.T, gatewayFlags ...string) *system {
 	t.Helper()
 	began := time.Now()
-	s := &system{gw: startGateway(t), ups: map[string]*upstream{}, hosts: map[string]*proc{}}
+	s := &system{gw: startGateway(t, gatewayFlags...), ups: map[string]*upstream{}, hosts: map[string]*proc{}}
 	ready := time.Now()
 	s.gw.ctl(t, "apps", "put", app, "{}")
 	dir := t.TempDir()
