@@ -1,6 +1,7 @@
 package gatehouse
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -103,4 +104,97 @@ func TestDashboardLateRefusalKeepsNewCredential(t *testing.T) {
 	if got := eval(`document.querySelector("#control-error").textContent`); got != "" {
 		t.Errorf("control error %q for a credential the page no longer holds", got)
 	}
+}
+
+// TestDashboardLateAnswerKeepsPage: an answer for a page of apps the
+// operator has already left is not shown. The browser holds a poll's
+// request for the first page until the next button has brought the
+// second page; let go, its answer put the first page back on the screen
+// under the second page's buttons until the next poll.
+func TestDashboardLateAnswerKeepsPage(t *testing.T) {
+	r := start(t, testConfig(t))
+	for i := range 130 {
+		if code, body := r.control(t, "PUT", fmt.Sprintf("/api/v3/apps/app-%03d", i), `{}`); code != 200 {
+			t.Fatalf("put app: %d %s", code, body)
+		}
+	}
+	bctx := browser.Start(t)
+
+	var mu sync.Mutex
+	hold := false
+	var held []fetch.RequestID
+	var secondSent int // requests for the second page
+	if err := chromedp.Listen(bctx, func(ev any) {
+		e, ok := ev.(*fetch.EventRequestPaused)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		u := e.Request.URL
+		if strings.Contains(u, "after=app-099") {
+			secondSent++
+		}
+		if hold && strings.Contains(u, "/api/v3/apps?") && !strings.Contains(u, "after=") {
+			held = append(held, e.RequestID)
+			return
+		}
+		go chromedp.Call(bctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(bctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/api/v3/*"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate("http://"+r.g.Addrs().Management+"/")); err != nil {
+		t.Fatal(err)
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return s
+	}
+	const view = `(function () { var rows = document.querySelectorAll("#apps tbody tr");
+	  return rows.length ? rows[0].cells[0].textContent : "-"; })()`
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 15 s; first app shown %q", what, eval(view))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	eval(`document.querySelector("#token").value = ` + browser.JSString(controlToken) + `; document.querySelector("#load").click(); "ok"`)
+	waitFor("the first page", func() bool { return eval(view) == "app-000" })
+	mu.Lock()
+	hold = true
+	mu.Unlock()
+	waitFor("a poll for the first page held", func() bool { mu.Lock(); defer mu.Unlock(); return len(held) > 0 })
+	eval(`document.querySelector("#apps-next").click(); "ok"`)
+	waitFor("the second page", func() bool { return eval(view) == "app-100" })
+
+	mu.Lock()
+	hold = false
+	ids := held
+	before := secondSent
+	mu.Unlock()
+	for _, id := range ids {
+		if _, err := chromedp.Call(bctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Until the next poll for the second page, the second page stays.
+	waitFor("the next poll for the second page", func() bool {
+		if got := eval(view); got != "app-100" {
+			t.Fatalf("after the late answer for the first page, the first app shown is %q, want app-100", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return secondSent > before
+	})
 }

@@ -66,11 +66,14 @@
     if (!token) { return; }
     var sent = token;
     var after = appsAfter[appsAfter.length - 1];
+    // An answer for a credential the operator has since replaced, or for
+    // a page of apps they have left, says nothing of what the page shows
+    // now: a late refusal must not drop the new credential, nor a late
+    // page replace the one asked for since.
+    function stale() { return sent !== token || after !== appsAfter[appsAfter.length - 1]; }
     var appsPath = "/api/v3/apps?limit=" + pageSize + (after ? "&after=" + encodeURIComponent(after) : "");
     Promise.all([getJSON(appsPath, sent), getJSON("/api/v3/hosts?limit=" + pageSize, sent)]).then(function (rs) {
-      // An answer for a credential the operator has since replaced says
-      // nothing of the one the page holds: a late refusal must not drop it.
-      if (sent !== token) { return; }
+      if (stale()) { return; }
       var bad = rs.filter(function (r) { return r.status !== 200; })[0];
       if (bad) {
         var msg = "refused: HTTP " + bad.status + " " + (bad.body.detail || "");
@@ -110,7 +113,7 @@
       }));
       $("#hosts-more").textContent = rs[1].body.next ? "the first " + hosts.length + " hosts by id; more follow (gatehouse ctl hosts list -limit)" : "";
     }).catch(function (e) {
-      if (sent !== token) { return; }
+      if (stale()) { return; }
       $("#control-error").textContent = "unreachable: " + e;
     });
   }
