@@ -1,0 +1,88 @@
+package gatehouse
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil/browser"
+)
+
+// TestCORSWholeGatewayInChromium drives a real headless Chromium at the
+// whole gateway (the plaintext listener's lane, the chain, a real host on
+// the bus), DESIGN §2 step 5: from an allowed origin a credentialed
+// request with a preflight succeeds; a 429 and a 401 are readable there
+// with their fields, as the preflight comes before the rate limit and
+// auth; and from any other origin nothing is readable, although every
+// host answers Access-Control-Allow-Origin: * itself. Chromium resolves
+// *.localhost to loopback, so the zone is localhost.
+func TestCORSWholeGatewayInChromium(t *testing.T) {
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, "<!doctype html><title>page</title><p>origin page</p>")
+	}))
+	t.Cleanup(pages.Close)
+	pu, _ := url.Parse(pages.URL)
+	allowed := "http://allowed.localhost:" + pu.Port()
+	other := "http://other.localhost:" + pu.Port()
+	cfg := testConfig(t)
+	cfg.Zone = "localhost"
+	r := start(t, cfg)
+	for _, a := range []struct{ id, body string }{
+		{"cred", `{"cors":{"origins":["` + allowed + `"],"allow_credentials":true}}`},
+		{"lim", `{"cors":{"origins":["` + allowed + `"]},"rate_limit":{"requests":1,"window":"60s"}}`},
+		{"authd", `{"cors":{"origins":["` + allowed + `"]},"auth":{"required":true}}`},
+	} {
+		if code, body := r.control(t, "PUT", "/api/v3/apps/"+a.id, a.body); code != 200 {
+			t.Fatalf("put app %s: %d %s", a.id, code, body)
+		}
+		startHost(t, r, "host-"+a.id, a.id, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			io.WriteString(w, "ok")
+		}))
+		id := a.id
+		testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool(id)) == 1 }, "host-"+id+" never became routable")
+	}
+	_, port, _ := net.SplitHostPort(r.g.Addrs().HTTP)
+	bctx := browser.Start(t)
+	fetchFrom := func(origin, app, opts string) string {
+		t.Helper()
+		if err := chromedp.Do(bctx, chromedp.Navigate(origin+"/")); err != nil {
+			t.Fatalf("navigate %s: %v", origin, err)
+		}
+		js := `fetch(` + browser.JSString("http://"+app+".localhost:"+port+"/data") + `, ` + opts + `)
+			.then(r => r.text().then(b => r.status + " retry " + r.headers.get("Retry-After") + " limit " + r.headers.get("X-RateLimit-Limit") + " " + b))
+			.catch(err => "failed: " + err)`
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("fetch %s from %s: %v", app, origin, err)
+		}
+		return got
+	}
+	check := func(got, want string) {
+		t.Helper()
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("got %q, want it to begin %q", got, want)
+		}
+	}
+	check(fetchFrom(allowed, "cred", `{method: "PUT", credentials: "include", headers: {"X-Custom": "1"}, body: "x"}`), "200 retry null limit 600 ok")
+	check(fetchFrom(allowed, "lim", `{}`), "200 retry null limit 1 ok")
+	got := fetchFrom(allowed, "lim", `{method: "PUT", headers: {"X-Custom": "1"}}`)
+	check(got, "429 retry ")
+	if strings.HasPrefix(got, "429 retry null") {
+		t.Errorf("Retry-After not readable: %q", got)
+	}
+	check(fetchFrom(allowed, "authd", `{headers: {"Authorization": "Bearer x"}}`), "401 retry null limit 600")
+	for _, app := range []string{"cred", "authd"} {
+		check(fetchFrom(other, app, `{}`), "failed: ")
+		check(fetchFrom(other, app, `{headers: {"X-Custom": "1"}}`), "failed: ")
+	}
+}
