@@ -400,10 +400,16 @@ func TestNoHost503AndNoRoutableHost502(t *testing.T) {
 	if !strings.Contains(p.Detail, "no host") {
 		t.Fatalf("detail %q", p.Detail)
 	}
+	// An unverified claim is no host: anyone on the bus may announce one.
 	h := e.addHost("prov", "hello", "http", deadURL(t))
 	prov := *h
 	prov.State = route.HostProvisional
 	e.b.SetHost(&prov)
+	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusServiceUnavailable)
+	// A verified host that is not routable now is one: 502.
+	sick := *h
+	sick.State = route.HostUnhealthy
+	e.b.SetHost(&sick)
 	wantProblem(t, e.get("hello.apps.test", "/"), http.StatusBadGateway)
 }
 

@@ -270,8 +270,13 @@ func (t *Table) Hosts() []*Host { return t.hosts }
 
 // HasHosts reports whether any host, routable or not, claims app: it tells
 // "no host exists" (503) from "hosts exist but none is reachable" (502).
+// A provisional host does not count: its claim is unproven until it
+// verifies, and anyone on the bus may announce one for any app.
 func (t *Table) HasHosts(app string) bool {
 	for _, h := range t.hosts {
+		if h.State == HostProvisional {
+			continue
+		}
 		for _, a := range h.Apps {
 			if a == app {
 				return true

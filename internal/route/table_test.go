@@ -257,12 +257,17 @@ func TestPools(t *testing.T) {
 	b.SetHost(&Host{ID: "h2", Apps: []string{"a"}, State: HostVerified})
 	b.SetHost(&Host{ID: "h1", Apps: []string{"a", "b"}, State: HostVerified})
 	b.SetHost(&Host{ID: "h3", Apps: []string{"a"}, State: HostProvisional})
+	b.SetHost(&Host{ID: "h4", Apps: []string{"claimed"}, State: HostProvisional})
 	tbl := l.Load()
 	if p := tbl.Pool("a"); len(p) != 2 || p[0].ID != "h1" || p[1].ID != "h2" {
 		t.Fatalf("pool a = %v", ids(p))
 	}
 	if !tbl.HasHosts("a") || tbl.HasHosts("zzz") {
 		t.Fatal("HasHosts wrong")
+	}
+	// An unverified claim is no host: the app answers 503, not 502.
+	if tbl.HasHosts("claimed") {
+		t.Fatal("HasHosts counts a provisional host's claim")
 	}
 	h1 := tbl.Pool("a")[0].Health
 	b.SetHost(&Host{ID: "h1", Apps: []string{"a"}, State: HostDraining})
@@ -277,7 +282,7 @@ func TestPools(t *testing.T) {
 		t.Fatal("health not carried over a republish")
 	}
 	b.DeleteHost("h1")
-	if len(l.Load().Hosts()) != 2 {
+	if len(l.Load().Hosts()) != 3 {
 		t.Fatal("delete host")
 	}
 }
