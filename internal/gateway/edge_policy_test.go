@@ -109,6 +109,12 @@ func TestPolicyOverridesAreReadings(t *testing.T) {
 		// parser takes "admin" for a host name there.
 		{"GET", "/x", "X-Original-URL", "//admin/x", false},
 		{"GET", "/x", "X-Rewrite-URL", "//admin", false},
+		// Symfony, Laravel and gorilla/handlers read the query's _method.
+		{"POST", "/items/1?_method=DELETE", "X-Test", "", false},
+		{"POST", "/items/1?a=1&_method=delete", "X-Test", "", false},
+		{"POST", "/items/1?%5Fmethod=%44ELETE", "X-Test", "", false},
+		{"POST", "/items/1?_method=PUT", "X-Test", "", true},
+		{"POST", "/items/1?method=DELETE", "X-Test", "", true},
 		{"POST", "/items/1", "X-HTTP-Method-Override", "PUT", true},
 		{"GET", "/x", "X-Original-URL", "/items/1", true},
 	}

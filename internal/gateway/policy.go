@@ -68,6 +68,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 			}
 		}
 	}
+	methods = appendQueryMethods(methods, r.URL.RawQuery)
 	if methods == nil && paths == nil {
 		return true
 	}
@@ -81,6 +82,27 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// appendQueryMethods appends to methods each _method in the query:
+// Symfony (with its method parameter override on, as Laravel has it) and
+// gorilla/handlers read the query's _method as the method when a form's
+// is absent, so POST /items/1?_method=DELETE is a DELETE to them. A
+// _method in the body cannot be read at the edge; one in the query can.
+func appendQueryMethods(methods []string, query string) []string {
+	for query != "" {
+		var kv string
+		kv, query, _ = strings.Cut(query, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k, err := url.QueryUnescape(k); err != nil || k != "_method" {
+			continue
+		}
+		if d, err := url.QueryUnescape(v); err == nil {
+			v = d
+		}
+		methods = append(methods, strings.ToUpper(strings.TrimSpace(v)))
+	}
+	return methods
 }
 
 // The fields hosts read as the request's real method or path, lower case
