@@ -4,8 +4,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +23,7 @@ import (
 // host answers Access-Control-Allow-Origin: * itself. Chromium resolves
 // *.localhost to loopback, so the zone is localhost.
 func TestCORSWholeGatewayInChromium(t *testing.T) {
-	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		io.WriteString(w, "<!doctype html><title>page</title><p>origin page</p>")
-	}))
-	t.Cleanup(pages.Close)
-	pu, _ := url.Parse(pages.URL)
-	allowed := "http://allowed.localhost:" + pu.Port()
-	other := "http://other.localhost:" + pu.Port()
+	allowed, other := browser.Origins(t)
 	cfg := testConfig(t)
 	cfg.Zone = "localhost"
 	r := start(t, cfg)

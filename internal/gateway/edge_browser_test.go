@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -22,14 +19,7 @@ import (
 // loopback, so the origins differ by host name on one loopback server.
 func TestCORSInChromium(t *testing.T) {
 
-	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		io.WriteString(w, "<!doctype html><title>page</title><p>origin page</p>")
-	}))
-	t.Cleanup(pages.Close)
-	pu, _ := url.Parse(pages.URL)
-	allowed := "http://allowed.localhost:" + pu.Port()
-	other := "http://other.localhost:" + pu.Port()
+	allowed, other := browser.Origins(t)
 
 	e := newEdgeEnv(t, "localhost", []*route.App{{ID: "app", CORS: route.CORS{Origins: []string{allowed}}}}, nil)
 	gu, _ := url.Parse(e.srv.URL)

@@ -6,6 +6,10 @@ package browser
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -50,3 +54,18 @@ func Start(t *testing.T) context.Context {
 
 // JSString quotes s as a JavaScript string literal (s is the test's own).
 func JSString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// Origins serves a blank page on loopback until t ends and returns two
+// origins of it that differ by host name alone, for a page to fetch from:
+// allowed.localhost and other.localhost (Chromium resolves *.localhost to
+// loopback).
+func Origins(t *testing.T) (allowed, other string) {
+	t.Helper()
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, "<!doctype html><title>page</title><p>origin page</p>")
+	}))
+	t.Cleanup(pages.Close)
+	pu, _ := url.Parse(pages.URL)
+	return "http://allowed.localhost:" + pu.Port(), "http://other.localhost:" + pu.Port()
+}
