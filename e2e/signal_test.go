@@ -17,12 +17,7 @@ import (
 // (DESIGN §3), and serve restores the default action after it, so an
 // operator (or a service manager's stop timeout) can cut a drain short.
 func TestGatewaySecondSignalEndsDrain(t *testing.T) {
-	s := startSystem(t)
-	waitRouted(t, s)
-	slow := slowRequests(s, 1, 5000)
-	testutil.WaitFor(t, 5*time.Second, func() bool {
-		return s.ups["a"].slowIn.Load()+s.ups["b"].slowIn.Load() == 1
-	}, "the slow request did not reach an upstream")
+	s, slow := startOneSlow(t)
 
 	sig := time.Now()
 	s.gw.sigterm(t)
@@ -59,12 +54,7 @@ func TestGatewaySecondSignalEndsDrain(t *testing.T) {
 // request would have finished.
 func TestGatewayDrainTimeoutCutsAndExits(t *testing.T) {
 	const drain = time.Second
-	s := startSystem(t, "-drain-timeout", drain.String())
-	waitRouted(t, s)
-	slow := slowRequests(s, 1, 5000)
-	testutil.WaitFor(t, 5*time.Second, func() bool {
-		return s.ups["a"].slowIn.Load()+s.ups["b"].slowIn.Load() == 1
-	}, "the slow request did not reach an upstream")
+	s, slow := startOneSlow(t, "-drain-timeout", drain.String())
 
 	sig := time.Now()
 	s.gw.sigterm(t)
@@ -84,4 +74,17 @@ func TestGatewayDrainTimeoutCutsAndExits(t *testing.T) {
 	if !strings.Contains(out, `"path":"/slow","status":499`) {
 		t.Error("the cut request is not in the access log as 499")
 	}
+}
+
+// startOneSlow starts the system with the gateway's extra flags and one
+// request of 5 s in flight at an upstream, for a signal to meet.
+func startOneSlow(t *testing.T, gatewayFlags ...string) (*system, <-chan result) {
+	t.Helper()
+	s := startSystem(t, gatewayFlags...)
+	waitRouted(t, s)
+	slow := slowRequests(s, 1, 5000)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return s.ups["a"].slowIn.Load()+s.ups["b"].slowIn.Load() == 1
+	}, "the slow request did not reach an upstream")
+	return s, slow
 }
