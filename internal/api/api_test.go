@@ -1047,8 +1047,12 @@ func TestRecordInsideInnerZone(t *testing.T) {
 	e := newEnv(t, nil)
 	gw := `{"gateways":["127.0.0.1"]}`
 	e.ok("PUT", "/api/v3/dns/zones/example.com", gw, 200)
-	e.ok("PUT", "/api/v3/dns/zones/example.com/records/shadow.apps/A", `{"values":["192.0.2.9"]}`, 200)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", gw, 200)
+	// one stored before the inner zone, as an older gateway allowed
+	// (checkOuterRecords refuses that order now)
+	if err := e.st.PutRecord(context.Background(), &route.Record{Zone: "example.com", Name: "shadow.apps.example.com", Type: "A", Values: []string{"192.0.2.9"}}); err != nil {
+		t.Fatal(err)
+	}
 	before := e.snapshot()
 	for _, name := range []string{"x.apps", "deep.x.apps.example.com", "apps", "*.apps", "_acme-challenge.apps"} {
 		p := problemOf(t, e.ok("PUT", "/api/v3/dns/zones/example.com/records/"+name+"/TXT", `{"values":["v"]}`, 409))
@@ -1068,6 +1072,45 @@ func TestRecordInsideInnerZone(t *testing.T) {
 	e.ok("DELETE", "/api/v3/dns/zones/example.com/records/shadow.apps/A", nil, 204)
 	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com", nil, 204)
 	e.ok("PUT", "/api/v3/dns/zones/example.com/records/x.apps/A", `{"values":["192.0.2.1"]}`, 200)
+}
+
+// TestZoneOverOuterRecords: a new zone would answer for every name at or
+// under it, so records an outer zone holds there would stop being served
+// without a word: its creation is refused (409 naming the outer zone and
+// the records, nothing changed), as checkInnerZone refuses the other
+// order. Beside them, or once they are gone, it is created; a zone
+// already there is updated whatever the outer zone holds.
+func TestZoneOverOuterRecords(t *testing.T) {
+	e := newEnv(t, nil)
+	gw := `{"gateways":["127.0.0.1"]}`
+	e.ok("PUT", "/api/v3/dns/zones/example.com", gw, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/x.apps/A", `{"values":["192.0.2.1"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/eu/TXT", `{"values":["v"]}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/example.com/records/*.eu/A", `{"values":["192.0.2.2"]}`, 200)
+	before := e.snapshot()
+	for _, c := range []struct{ zone, want string }{
+		{"apps.example.com", "x.apps.example.com A"},
+		{"x.apps.example.com", "x.apps.example.com A"}, // at the zone's own name
+		{"eu.example.com", "eu.example.com TXT"},
+		{"eu.example.com", "*.eu.example.com A"},
+	} {
+		p := problemOf(t, e.ok("PUT", "/api/v3/dns/zones/"+c.zone, gw, 409))
+		if !strings.Contains(p.Detail, c.want) || !strings.Contains(p.Detail, `"example.com"`) {
+			t.Errorf("zone %s: detail %q does not name %q in zone example.com", c.zone, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused zone changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	e.ok("PUT", "/api/v3/dns/zones/xapps.example.com", gw, 200) // beside, not under
+	e.ok("PUT", "/api/v3/dns/zones/y.apps.example.com", gw, 200)
+	e.ok("DELETE", "/api/v3/dns/zones/example.com/records/x.apps/A", nil, 204)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", gw, 200)
+	// records written under it before this check do not stop an update
+	if err := e.st.PutRecord(context.Background(), &route.Record{Zone: "example.com", Name: "z.apps.example.com", Type: "A", Values: []string{"192.0.2.3"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.2"]}`, 200)
 }
 
 // TestZoneOverMappedDomain: a zone that would contain a mapped custom

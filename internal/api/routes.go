@@ -719,6 +719,9 @@ func (a *API) putZone(r *http.Request) (int, any, error) {
 	if err := a.checkZoneFree(ctx, name); err != nil {
 		return 0, nil, err
 	}
+	if err := a.checkOuterRecords(ctx, name); err != nil {
+		return 0, nil, err
+	}
 	p, what := conds(r), fmt.Sprintf("zone %q", name)
 	if !p.none() { // checked before the purge too, so that a refused write changes nothing
 		cur, err := a.o.Store.GetZone(ctx, name)
@@ -787,6 +790,47 @@ func (a *API) checkZoneFree(ctx context.Context, zone string) error {
 	return &statusError{http.StatusConflict, fmt.Sprintf(
 		"zone %q would hold mapped custom domains (%s), which apps named after their first label would take over ({app}.%s is looked up first); delete those mappings first",
 		zone, listSome(under, maxListed), zone)}
+}
+
+// checkOuterRecords is checkInnerZone the other way round: the DNS
+// server answers a name from the most specific zone it is in
+// (internal/dns), so a new zone would silently stop the records an outer
+// zone holds at or under its name from being served. Only a creation is
+// checked: a zone already there answers for those names whatever this
+// write says. One read per label above the zone, and the records of each
+// outer zone found; the same window as checkZoneFree's is left.
+func (a *API) checkOuterRecords(ctx context.Context, zone string) error {
+	switch _, err := a.o.Store.GetZone(ctx, zone); {
+	case err == nil || a.badValue(err):
+		return nil
+	case !errors.Is(err, a.o.NotFound):
+		return err
+	}
+	for _, outer, ok := strings.Cut(zone, "."); ok; _, outer, ok = strings.Cut(outer, ".") {
+		_, err := a.o.Store.GetZone(ctx, outer)
+		if errors.Is(err, a.o.NotFound) {
+			continue
+		}
+		if err != nil && !a.badValue(err) {
+			return err
+		}
+		recs, err := a.o.Store.ListRecords(ctx, outer)
+		if err != nil {
+			return err
+		}
+		var under []string
+		for _, r := range recs {
+			if r.Name == zone || strings.HasSuffix(r.Name, "."+zone) {
+				under = append(under, r.Name+" "+r.Type)
+			}
+		}
+		if len(under) > 0 {
+			return &statusError{http.StatusConflict, fmt.Sprintf(
+				"zone %q would answer for records zone %q holds (%s), which would no longer be served; delete them from %q first",
+				zone, outer, listSome(under, maxListed), outer)}
+		}
+	}
+	return nil
 }
 
 // deleteZone removes the zone and then its records.
