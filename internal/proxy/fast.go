@@ -1239,6 +1239,33 @@ func flush(w http.ResponseWriter) {
 	}
 }
 
+// readChunkSize reads a chunk-size line as net/http's client does, for
+// the two paths to read a host's chunked body alike: the line ends in
+// CRLF, with no other CR (a bare LF is refused since CVE-2025-22871) and
+// within the read buffer (net/http's buffer is the same 4 KiB); blanks at
+// its end are trimmed before any extension is cut off, and the size is up
+// to 16 hex digits with nothing around them.
+func readChunkSize(br *bufio.Reader) (int64, error) {
+	line, err := br.ReadSlice('\n')
+	switch {
+	case err == io.EOF:
+		return 0, io.ErrUnexpectedEOF
+	case err != nil:
+		return 0, errFastHead // bufio.ErrBufferFull: a line too long
+	case len(line) < 2 || bytes.IndexByte(line, '\r') != len(line)-2:
+		return 0, errFastHead
+	}
+	size, _, _ := bytes.Cut(bytes.TrimRight(line[:len(line)-2], " \t"), []byte(";"))
+	if len(size) == 16 && size[0] == '0' {
+		size = size[1:] // ParseChunkSize takes 15 digits, all an int64 holds
+	}
+	n, ok := httpwire.ParseChunkSize(size)
+	if !ok {
+		return 0, errFastHead
+	}
+	return n, nil
+}
+
 // copyChunked decodes a chunked body from br to w and passes its trailers
 // on, as ReverseProxy does: under their own names when every one was
 // announced, otherwise all with http.TrailerPrefix.
@@ -1246,14 +1273,9 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 	budget := maxFastHead
 	var long []byte
 	for {
-		line, err := readLine(br, &long, &budget)
+		n, err := readChunkSize(br)
 		if err != nil {
 			return err
-		}
-		size, _, _ := bytes.Cut(line, []byte(";"))
-		n, ok := httpwire.ParseChunkSize(bytes.TrimSpace(size))
-		if !ok {
-			return errFastHead
 		}
 		if n == 0 {
 			break
@@ -1261,10 +1283,10 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 		if err := copyN(w, br, n, stream); err != nil {
 			return err
 		}
-		if line, err := readLine(br, &long, &budget); err != nil || len(line) != 0 {
-			return errFastHead
+		if crlf, err := br.Peek(2); err != nil || crlf[0] != '\r' || crlf[1] != '\n' {
+			return errFastHead // net/http's client wants CRLF after the data, nothing else
 		}
-		budget = maxFastHead
+		_, _ = br.Discard(2)
 	}
 	var tr []fastKV
 	var text []byte

@@ -997,3 +997,63 @@ func TestHeadValuesOutliveTheScratch(t *testing.T) {
 		t.Errorf("response 1's long value changed: %.20q…", v)
 	}
 }
+
+// TestFastPathChunkLines: a host's chunked body is decoded by the rules
+// net/http's client (the ReverseProxy path) decodes it by: a chunk-size
+// line ends in CRLF with no other CR, only blanks after the size (before
+// or after an extension, as net/http trims them) are let through, and the
+// chunk data is followed by exactly CRLF. A body framed otherwise is cut
+// (the client sees the response aborted) on both paths alike, rather than
+// passed on by one and cut by the other: a host on a kept-alive connection
+// could otherwise frame its answers one way for the gateway and another
+// for every other reader (RFC 9112 §7.1, errata 7633).
+func TestFastPathChunkLines(t *testing.T) {
+	be := newScripted(t)
+	fastP, _ := New(Options{ClusterID: "c1"})
+	slowP, _ := New(Options{ClusterID: "c1", DisableFastPath: true})
+	defer fastP.Close()
+	defer slowP.Close()
+	fastS, slowS := proxyServer(t, fastP, be.ln.Addr().String()), proxyServer(t, slowP, be.ln.Addr().String())
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+	tests := []struct {
+		name, body string
+		want       string // the body the client reads; "" for an aborted response
+	}{
+		{"plain", "3\r\nabc\r\n0\r\n\r\n", "abc"},
+		{"blanks after the size", "3 \t\r\nabc\r\n0\r\n\r\n", "abc"},
+		{"extension with blanks after it", "3;a=b \r\nabc\r\n0\r\n\r\n", "abc"},
+		{"sixteen digits", "0000000000000003\r\nabc\r\n0\r\n\r\n", "abc"},
+		{"bare LF after the size", "3\nabc\r\n0\r\n\r\n\x00close", ""},
+		{"CR inside the size line", "3\r;x\r\nabc\r\n0\r\n\r\n\x00close", ""},
+		{"CR CR LF", "3\r\r\nabc\r\n0\r\n\r\n\x00close", ""},
+		{"blank before the size", " 3\r\nabc\r\n0\r\n\r\n\x00close", ""},
+		{"blank before an extension", "3 ;a=b\r\nabc\r\n0\r\n\r\n\x00close", ""},
+		{"bare LF after the data", "3\r\nabc\n0\r\n\r\n\x00close", ""},
+		{"bare LF after the last chunk", "3\r\nabc\r\n0\n\r\n\x00close", ""},
+	}
+	get := func(srv *httptest.Server) string {
+		req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+		req.Host = "hello.apps.test"
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			return ""
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != 200 {
+			return ""
+		}
+		return string(b)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be.set(head + tt.body)
+			slow := get(slowS)
+			be.set(head + tt.body)
+			fast := get(fastS)
+			if fast != tt.want || slow != tt.want {
+				t.Fatalf("client read %q through the fast path, %q through ReverseProxy; want %q", fast, slow, tt.want)
+			}
+		})
+	}
+}
