@@ -971,7 +971,13 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 	if http10 && !keepAlive {
 		res.close = true
 	}
-	if te {
+	switch {
+	case te && http10:
+		// Faulty framing (RFC 9112 §6.1): read as net/http's client reads
+		// it, the coding ignored (the length, or up to the close), and the
+		// connection never reused, whatever the host said of it.
+		res.close = true
+	case te:
 		res.chunked, res.length = true, -1 // Transfer-Encoding wins; Content-Length is not passed on
 		res.dropKey("Content-Length")
 	}

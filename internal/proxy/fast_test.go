@@ -1057,3 +1057,34 @@ func TestFastPathChunkLines(t *testing.T) {
 		})
 	}
 }
+
+// TestFastPathHTTP10TransferEncoding: an HTTP/1.0 response with
+// Transfer-Encoding has faulty framing (RFC 9112 §6.1): the fast path
+// reads it as net/http's client does (the coding ignored: the length, or
+// up to the close), so the client gets the same body on both paths, and
+// never reuses the connection, whatever its Connection field says.
+func TestFastPathHTTP10TransferEncoding(t *testing.T) {
+	tests := []struct{ name, resp, want string }{
+		{"until close", "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n\x00close", "3\r\nabc\r\n0\r\n\r\n"},
+		{"with a length", "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "3\r\nab"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got [2]string
+			for i, disable := range []bool{false, true} {
+				be := newScripted(t)
+				p, _ := New(Options{ClusterID: "c1", DisableFastPath: disable})
+				defer p.Close()
+				srv := proxyServer(t, p, be.ln.Addr().String())
+				be.set(tt.resp)
+				_, got[i] = fastGet(t, srv)
+				if !disable {
+					testutil.WaitFor(t, 5*time.Second, func() bool { return be.ended.Load() == 1 }, "the fast path kept the connection")
+				}
+			}
+			if got[0] != tt.want || got[1] != tt.want {
+				t.Fatalf("client read %q through the fast path, %q through ReverseProxy; want %q", got[0], got[1], tt.want)
+			}
+		})
+	}
+}
