@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,15 @@ func (th *testHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Trailer", "X-Sum")
 		_, _ = io.WriteString(w, "body")
 		h.Set("X-Sum", "42")
+	case "/forbidden-trailers":
+		// Fields RFC 9110 §6.5.1 keeps out of trailers (framing, routing,
+		// authentication): net/http declares none of them.
+		h.Set("Trailer", "Content-Length, X-Sum, Transfer-Encoding, Host")
+		_, _ = io.WriteString(w, "body")
+		h.Set("X-Sum", "42")
+		h.Set("Content-Length", "99")
+		h.Set("Transfer-Encoding", "chunked")
+		h.Set("Host", "evil.test")
 	case "/early":
 		h.Set("Link", "</a.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)
@@ -423,6 +433,43 @@ func TestSameAsNetHTTP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTrailersAsNetHTTP: the trailer section on the wire is net/http's,
+// which declares no field RFC 9110 §6.5.1 keeps out of trailers (framing,
+// routing, authentication: httpguts.ValidTrailerHeader) whatever the
+// handler's Trailer field names, a host's through the proxy included.
+// (http.ReadResponse refuses such a response whole, so TestSameAsNetHTTP
+// cannot tell the two apart.)
+func TestTrailersAsNetHTTP(t *testing.T) {
+	th := &testHandler{}
+	plain, laneAddr, _ := servers(t, th, Options{})
+	trailers := func(addr string) []string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, get("/forbidden-trailers", "Connection: close\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, ok := strings.Cut(string(b), "\r\n0\r\n")
+		if !ok {
+			t.Fatalf("no last chunk in %q", b)
+		}
+		lines := strings.Split(strings.TrimSuffix(section, "\r\n\r\n"), "\r\n")
+		slices.Sort(lines)
+		return lines
+	}
+	want, got := trailers(plain), trailers(laneAddr)
+	if !slices.Equal(got, want) || !slices.Contains(want, "X-Sum: 42") {
+		t.Fatalf("trailers: lane %q, net/http %q", got, want)
 	}
 }
 

@@ -137,8 +137,14 @@ func (w *writer) takeSnap() {
 			for _, s := range v {
 				w.trailerFields = true
 				for tok := range strings.SplitSeq(s, ",") {
+					// As net/http declares them: never a field RFC 9110
+					// §6.5.1 keeps out of trailers (framing, routing,
+					// authentication), which a host behind the proxy
+					// could otherwise name.
 					if tok = textproto.TrimString(tok); tok != "" {
-						w.trailers = append(w.trailers, textproto.CanonicalMIMEHeaderKey(tok))
+						if k := textproto.CanonicalMIMEHeaderKey(tok); httpguts.ValidTrailerHeader(k) {
+							w.trailers = append(w.trailers, k)
+						}
 					}
 				}
 			}
