@@ -670,6 +670,55 @@ func FuzzFastResponse(f *testing.F) {
 	})
 }
 
+// FuzzFastBodyAsNetHTTP holds the fast path's body decoding to net/http's
+// client (the ReverseProxy path): on a head both accept, a body the fast
+// path reads whole is the body net/http reads, which net/http reads whole
+// too. Only a trailer section may be read otherwise (net/http wants a
+// CRLF CRLF within its buffer there and refuses a fold first; the fast
+// path is laxer, and no trailer frames anything: a connection with bytes
+// after the response is never reused either way); and the fast path may
+// refuse what net/http takes.
+func FuzzFastBodyAsNetHTTP(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n3;a=b \r\nabc\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		res, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b)), &http.Request{Method: "GET"})
+		if err != nil || res.StatusCode < 200 {
+			return
+		}
+		want, werr := io.ReadAll(res.Body)
+		inTrailer := werr != nil && (strings.Contains(werr.Error(), "trailer") || strings.Contains(werr.Error(), "MIME header"))
+		br := bufio.NewReaderSize(bytes.NewReader(b), readSize) // the pool's readers' size: chunk lines fit as in net/http's
+		var fr fastResp
+		if err := readFastHead(br, &fr); err != nil || fr.status < 200 || fr.status == http.StatusSwitchingProtocols || fr.status > 999 {
+			return
+		}
+		w := httptest.NewRecorder()
+		var gerr error
+		switch {
+		case fr.status == http.StatusNoContent || fr.status == http.StatusNotModified:
+		case fr.chunked:
+			gerr = copyChunked(w, br, false, fr.trailers)
+		case fr.length >= 0:
+			gerr = copyN(w, br, fr.length, false)
+		default:
+			gerr = copyN(w, br, -1, true)
+		}
+		if gerr == nil && (werr != nil && !inTrailer || !bytes.Equal(w.Body.Bytes(), want)) {
+			t.Fatalf("fast path read %q (%v), net/http %q (%v), from\n%q", w.Body.Bytes(), gerr, want, werr, b)
+		}
+	})
+}
+
 // TestFastPathResponseHeaderTimeout: the head timeout counts from each
 // request's start on a reused connection, although its timer is not reset
 // per request: a timer left pending by the previous request fires in the
