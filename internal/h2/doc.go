@@ -57,7 +57,8 @@
 // control both ways (a stream whose client keeps its window shut longer
 // than WriteStall is reset); malformed requests (pseudo-header fields,
 // connection-specific fields, a content-length that disagrees with the
-// DATA) reset or refused before a handler runs; header lists over
+// DATA, a host field other than the :authority, an authority no Host
+// may be) reset or refused before a handler runs; header lists over
 // MaxHeaderBytes answered 431 on their stream, the connection going on
 // (headers.go); and floods of empty DATA, SETTINGS or PING frames
 // bounded. It does not push, and does not take extended CONNECT.

@@ -83,18 +83,32 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		vals[i] = hf.Value
 		header[k] = vals[i : i+1 : i+1]
 	}
-	if authority == "" {
-		authority = header.Get("Host")
-	}
-	if strings.IndexByte(authority, '@') >= 0 {
-		return nil, http2.ErrCodeProtocol // no userinfo (RFC 9113 §8.3.1)
-	}
 	needsContinue, trailer, declLen := false, http.Header(nil), int64(-1)
 	if checked {
+		// A Host field is one name, the :authority's if both came (RFC
+		// 9113 §8.3.1), and out of the map as net/http keeps it: the
+		// gateway routes by r.Host and sends the host r.Host, and no
+		// reader of r.Header may find another name. x/net's server and
+		// the HTTP/1.1 listener refuse the same.
+		if hosts, ok := header["Host"]; ok {
+			if len(hosts) != 1 || authority != "" && hosts[0] != authority {
+				return nil, http2.ErrCodeProtocol
+			}
+			authority = hosts[0]
+			delete(header, "Host")
+		}
 		var ok bool
 		if needsContinue, trailer, declLen, ok = checkFields(header); !ok {
 			return nil, http2.ErrCodeProtocol
 		}
+	}
+	// The authority goes to the host as its Host, verbatim: bytes an
+	// HTTP/1.1 Host may not hold (a space, a quote, markup after the
+	// port, which routing does not read) are refused as the HTTP/1.1
+	// listener refuses them, and userinfo is not an authority's (RFC
+	// 9113 §8.3.1).
+	if !httpguts.ValidHostHeader(authority) || strings.IndexByte(authority, '@') >= 0 {
+		return nil, http2.ErrCodeProtocol
 	}
 
 	var u *url.URL
@@ -234,7 +248,7 @@ var globalOptions = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request
 // (canonical) name.
 func checkedField(k string) bool {
 	switch k {
-	case "Expect", "Cookie", "Trailer", "Content-Length", "Te",
+	case "Host", "Expect", "Cookie", "Trailer", "Content-Length", "Te",
 		"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade":
 		return true
 	}
