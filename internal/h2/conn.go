@@ -333,7 +333,10 @@ func (cn *conn) readError(err error) error {
 			st.abort(fmt.Errorf("h2: stream error: %w", err))
 		}
 		cn.sendControl(func(f *http2.Framer) error { return f.WriteRSTStream(se.StreamID, se.Code) })
-		return nil
+		// A refused frame (a header block malformed as it decodes, a
+		// WINDOW_UPDATE of 0) made no progress, as one refused later
+		// (onHeaders): a client sending nothing else is a flood.
+		return cn.emptyFrame()
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		return cn.fail(http2.ErrCodeFrameSize, "frame over SETTINGS_MAX_FRAME_SIZE")
 	}
@@ -369,7 +372,7 @@ func (cn *conn) onFrame(f http2.Frame) error {
 		return cn.onWindowUpdate(f)
 	case *http2.SettingsFrame:
 		if f.IsAck() {
-			return nil
+			return cn.emptyFrame() // we send one SETTINGS: more ACKs are noise
 		}
 		if err := cn.onSettings(f); err != nil {
 			return err
@@ -507,12 +510,15 @@ func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 	if idle {
 		return cn.fail(http2.ErrCodeProtocol, "RST_STREAM on an idle stream")
 	}
-	if st != nil {
-		cn.mu.Lock()
-		st.peerReset = true
-		cn.mu.Unlock()
-		st.abort(fmt.Errorf("h2: stream reset by the client: %v", f.ErrCode))
+	if st == nil {
+		// A closed stream: a reset that crossed its end is harmless,
+		// but it changes nothing, and a stream of them is a flood.
+		return cn.emptyFrame()
 	}
+	cn.mu.Lock()
+	st.peerReset = true
+	cn.mu.Unlock()
+	st.abort(fmt.Errorf("h2: stream reset by the client: %v", f.ErrCode))
 	return nil
 }
 

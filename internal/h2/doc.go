@@ -60,6 +60,7 @@
 // DATA, a host field other than the :authority, an authority no Host
 // may be) reset or refused before a handler runs; header lists over
 // MaxHeaderBytes answered 431 on their stream, the connection going on
-// (headers.go); and floods of empty DATA, SETTINGS or PING frames
-// bounded. It does not push, and does not take extended CONNECT.
+// (headers.go); and floods of frames that make no request progress
+// (empty DATA, SETTINGS, PING, header blocks refused, resets of closed
+// streams) bounded. It does not push, and does not take extended CONNECT.
 package h2

@@ -100,10 +100,11 @@ const (
 	// cancels now and then would add up to the bound.
 	maxRefusalsPerStream = 4
 	// maxEmptyFrames bounds frames that carry nothing and cost a wake-up
-	// each (empty DATA, unknown types, PRIORITY) per connection between two
-	// requests that start, or within emptyWindow: a rate, so that a
-	// client pinging now and then along one long stream (a keepalive) is
-	// never counted as a flood.
+	// each (empty DATA, unknown types, PRIORITY, SETTINGS and PING and
+	// their ACKs, refused header blocks and frames, resets of closed
+	// streams) per connection between two requests that start, or
+	// within emptyWindow: a rate, so that a client pinging now and then
+	// along one long stream (a keepalive) is never counted as a flood.
 	maxEmptyFrames = 1000
 	emptyWindow    = time.Second
 	// maxControlQueue bounds the control frames queued while a handler

@@ -1,0 +1,92 @@
+package h2
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestFloodsOfRefusedFramesBounded: every frame that makes no request
+// progress counts against the connection's bound on such frames
+// (maxEmptyFrames a second), whatever part of the server refuses it. A
+// header block refused as it is decoded (an uppercase name, a pseudo
+// field after a regular one), a WINDOW_UPDATE of 0, an unsolicited
+// SETTINGS ACK or a RST_STREAM on a stream already closed each cost the
+// server a frame's work, most of them a RST_STREAM written back, exactly
+// as the malformed requests refused after decoding (the control) do: a
+// client sending nothing else is told to go away (GOAWAY
+// ENHANCE_YOUR_CALM), not served RST_STREAMs for as long as it likes.
+func TestFloodsOfRefusedFramesBounded(t *testing.T) {
+	_, dial := serveTLS(t, Options{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})})
+	for _, tt := range []struct {
+		name string
+		// send writes the i-th frame of the flood.
+		send func(rc *rawClient, i int) error
+	}{
+		{"missing :method (control)", func(rc *rawClient, i int) error {
+			return rc.writeHeaders(uint32(3+2*i), ":scheme", "https", ":path", "/", ":authority", "a.example")
+		}},
+		{"uppercase field name", func(rc *rawClient, i int) error {
+			return rc.writeHeaders(uint32(3+2*i), append(reqFields("GET", "/"), "X-Upper", "1")...)
+		}},
+		{"pseudo field after a regular one", func(rc *rawClient, i int) error {
+			return rc.writeHeaders(uint32(3+2*i), append([]string{"x-a", "1"}, reqFields("GET", "/")...)...)
+		}},
+		{"WINDOW_UPDATE of 0 on a stream", func(rc *rawClient, _ int) error { return rc.fr.WriteWindowUpdate(1, 0) }},
+		{"unsolicited SETTINGS ACK", func(rc *rawClient, _ int) error { return rc.fr.WriteSettingsAck() }},
+		{"RST_STREAM on a closed stream", func(rc *rawClient, _ int) error { return rc.fr.WriteRSTStream(1, http2.ErrCodeCancel) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dial()
+			// Stream 1 is served and closed first: the floods on it are
+			// on a closed stream, not an idle one (a connection error).
+			rc.headers(1, true, reqFields("GET", "/")...)
+			rc.until("stream 1's end", endOf(1))
+			rc.fr.AllowIllegalWrites = true // a WINDOW_UPDATE of 0
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 3 * maxEmptyFrames {
+					if tt.send(rc, i) != nil {
+						return
+					}
+				}
+			}()
+			defer wg.Wait()
+			// Closing ends the flood's writes, if they block.
+			defer rc.c.Close()
+			// GOAWAY, or the connection closed (which can reset it first).
+			for {
+				f, err := rc.next()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal("the flood was not bounded")
+				}
+				if err != nil {
+					return
+				}
+				if g, ok := f.(*http2.GoAwayFrame); ok {
+					if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
+						t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
+// writeHeaders is headers for a flood's goroutine: it returns the error
+// rather than failing the test from there.
+func (rc *rawClient) writeHeaders(id uint32, fields ...string) error {
+	rc.hb.Reset()
+	for i := 0; i+1 < len(fields); i += 2 {
+		_ = rc.enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	return rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.hb.Bytes(), EndStream: true, EndHeaders: true})
+}
