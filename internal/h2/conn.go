@@ -427,6 +427,11 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 	if f.StreamID != 0 {
 		return cn.fail(http2.ErrCodeProtocol, "SETTINGS on a stream")
 	}
+	if f.NumSettings() > maxSettings {
+		// Not the RFC's rule but x/net's: no client sends so many, and
+		// reading them costs the server as a flood does.
+		return cn.fail(http2.ErrCodeProtocol, "SETTINGS frame with too many settings")
+	}
 	if err := f.ForeachSetting(func(s http2.Setting) error { return s.Valid() }); err != nil {
 		var ce http2.ConnectionError
 		if errors.As(err, &ce) {
@@ -435,21 +440,16 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 		return cn.fail(http2.ErrCodeProtocol, err.Error())
 	}
 	cn.mu.Lock()
-	err := f.ForeachSetting(func(s http2.Setting) error {
+	// The initial window sizes are taken in order (RFC 9113 §6.5.3) with
+	// one walk of the open streams for the frame, not one for each: a
+	// stream's window goes over 2^31-1 at some value iff it does at the
+	// frame's largest, and ends changed by its last.
+	was, peak, last := cn.peerInitWin, cn.peerInitWin, int64(-1)
+	_ = f.ForeachSetting(func(s http2.Setting) error {
 		switch s.ID {
 		case http2.SettingInitialWindowSize:
-			delta := int64(s.Val) - cn.peerInitWin
-			cn.peerInitWin = int64(s.Val)
-			for _, st := range cn.streams {
-				was := st.sendWin
-				st.sendWin += delta
-				if st.sendWin > 1<<31-1 {
-					return http2.ConnectionError(http2.ErrCodeFlowControl)
-				}
-				if was <= 0 && st.sendWin > 0 {
-					st.wake() // only a writer waiting for its own window
-				}
-			}
+			last = int64(s.Val)
+			peak = max(peak, last)
 		case http2.SettingMaxFrameSize:
 			cn.peerMaxFrame.Store(s.Val)
 		case http2.SettingHeaderTableSize:
@@ -459,8 +459,23 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 		}
 		return nil
 	})
+	over := false
+	if last >= 0 {
+		cn.peerInitWin = last
+		for _, st := range cn.streams {
+			if st.sendWin+peak-was > 1<<31-1 {
+				over = true
+				break
+			}
+			prev := st.sendWin
+			st.sendWin += last - was
+			if prev <= 0 && st.sendWin > 0 {
+				st.wake() // only a writer waiting for its own window
+			}
+		}
+	}
 	cn.mu.Unlock()
-	if err != nil {
+	if over {
 		return cn.fail(http2.ErrCodeFlowControl, "SETTINGS_INITIAL_WINDOW_SIZE overflows a window")
 	}
 	cn.sendControl(func(w *http2.Framer) error { return w.WriteSettingsAck() })

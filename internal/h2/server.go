@@ -107,6 +107,9 @@ const (
 	// along one long stream (a keepalive) is never counted as a flood.
 	maxEmptyFrames = 1000
 	emptyWindow    = time.Second
+	// maxSettings bounds the settings in one SETTINGS frame, as x/net's
+	// server does: a client sends a handful (RFC 9113 defines six).
+	maxSettings = 100
 	// maxControlQueue bounds the control frames queued while a handler
 	// holds the write lock; past it the reader waits for the lock.
 	maxControlQueue = 64 << 10
