@@ -57,16 +57,20 @@ func (hb *blockReader) init(pool *sync.Pool) {
 // connection.
 //
 // What that costs is bounded. A discarded field costs its decoding only
-// (emit off: nothing is kept), so the block's encoded size is bounded,
-// at blockFactor times the budget: past it the connection ends (the
-// CONTINUATION flood, whose answer x/net's rule is), and decoding a block
-// costs no more than that many bytes' worth. One field name or value over
-// the budget still ends the connection (COMPRESSION_ERROR), as x/net's
-// Framer answers a string over its bound: the decoder buffers a field
-// whole, however many frames it spans, and keeps that buffer's memory for
-// the connection's life, so a longer bound would let each connection of
-// a client hold more (a field's worth, about twice its length).
+// (emit off: nothing is kept), so the block's encoded size, its frames'
+// headers included, is bounded, at blockFactor times the budget: past it
+// the connection ends (the CONTINUATION flood, whose answer x/net's rule
+// is), and reading a block costs no more than that many bytes' worth.
+// One field name or value over the budget still ends the connection
+// (COMPRESSION_ERROR), as x/net's Framer answers a string over its bound:
+// the decoder buffers a field whole, however many frames it spans, and
+// keeps that buffer's memory for the connection's life, so a longer bound
+// would let each connection of a client hold more (a field's worth, about
+// twice its length).
 const blockFactor = 4
+
+// frameHeaderLen is the size of an HTTP/2 frame's header (RFC 9113 §4.1).
+const frameHeaderLen = 9
 
 // read decodes the block hf opens, reading its CONTINUATIONs from fr.
 // The frame returned (hb's own) is valid until done. Errors are a
@@ -90,7 +94,10 @@ func (hb *blockReader) read(fr *http2.Framer, hf *http2.HeadersFrame) (*http2.Me
 	blockLeft := blockFactor * int64(limit)
 	frag, ended := hf.HeaderBlockFragment(), hf.HeadersEnded()
 	for {
-		if blockLeft -= int64(len(frag)); blockLeft < 0 {
+		// A frame's header counts with its fragment: CONTINUATIONs that
+		// carry nothing are on the wire all the same, and a block of
+		// them would otherwise never meet the bound.
+		if blockLeft -= frameHeaderLen + int64(len(frag)); blockLeft < 0 {
 			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if _, err := hb.dec.Write(frag); err != nil {
