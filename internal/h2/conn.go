@@ -521,18 +521,20 @@ func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 	cn.mu.Lock()
 	st := cn.streams[f.StreamID]
 	idle := st == nil && f.StreamID > cn.lastID
+	again := st != nil && st.reset // by either side; its handler runs on
+	if st != nil {
+		st.peerReset = true
+	}
 	cn.mu.Unlock()
 	if idle {
 		return cn.fail(http2.ErrCodeProtocol, "RST_STREAM on an idle stream")
 	}
-	if st == nil {
-		// A closed stream: a reset that crossed its end is harmless,
-		// but it changes nothing, and a stream of them is a flood.
+	if st == nil || again {
+		// A closed or reset stream: a reset that crossed its end is
+		// harmless, but it changes nothing, and a stream of them is a
+		// flood.
 		return cn.emptyFrame()
 	}
-	cn.mu.Lock()
-	st.peerReset = true
-	cn.mu.Unlock()
 	st.abort(fmt.Errorf("h2: stream reset by the client: %v", f.ErrCode))
 	return nil
 }

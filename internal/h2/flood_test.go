@@ -90,3 +90,68 @@ func (rc *rawClient) writeHeaders(id uint32, fields ...string) error {
 	}
 	return rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.hb.Bytes(), EndStream: true, EndHeaders: true})
 }
+
+// TestFloodsOnAResetStreamBounded: a stream reset, by the client or the
+// server, stays in the table while its handler runs on (one that does not
+// watch its context, here), and frames on it change nothing more: a
+// RST_STREAM again, or trailers after the server's reset. They count
+// against the bound on frames without progress as those on a closed
+// stream do, so a client repeating them is told to go away.
+func TestFloodsOnAResetStreamBounded(t *testing.T) {
+	hold := make(chan struct{})
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
+	_, dial := serveTLS(t, Options{Handler: h})
+	t.Cleanup(func() { close(hold) }) // before the server's Close, which waits for handlers
+	for _, tt := range []struct {
+		name string
+		open func(t *testing.T, rc *rawClient) // leaves stream 1 reset, its handler running
+		send func(rc *rawClient) error
+	}{
+		{"RST_STREAM again", func(t *testing.T, rc *rawClient) {
+			rc.headers(1, true, reqFields("GET", "/")...)
+			if err := rc.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rc *rawClient) error { return rc.fr.WriteRSTStream(1, http2.ErrCodeCancel) }},
+		{"trailers after the server's reset", func(t *testing.T, rc *rawClient) {
+			rc.headers(1, false, reqFields("POST", "/", "content-length", "1")...)
+			if err := rc.fr.WriteData(1, false, []byte("too long")); err != nil {
+				t.Fatal(err)
+			}
+			rc.until("stream 1's reset", func(f http2.Frame) bool { r, ok := f.(*http2.RSTStreamFrame); return ok && r.StreamID == 1 })
+		}, func(rc *rawClient) error { return rc.writeHeaders(1, "x-t", "1") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dial()
+			tt.open(t, rc)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 3 * maxEmptyFrames {
+					if tt.send(rc) != nil {
+						return
+					}
+				}
+			}()
+			defer wg.Wait()
+			// Closing ends the flood's writes, if they block.
+			defer rc.c.Close()
+			for {
+				f, err := rc.next()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal("the flood was not bounded")
+				}
+				if err != nil {
+					return // closed: a reset can come before the GOAWAY is read
+				}
+				if g, ok := f.(*http2.GoAwayFrame); ok {
+					if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
+						t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
+					}
+					return
+				}
+			}
+		})
+	}
+}

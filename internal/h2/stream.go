@@ -197,7 +197,7 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	switch {
 	case st.reset:
 		cn.mu.Unlock()
-		return nil
+		return cn.emptyFrame() // in flight after our reset, or a flood
 	case st.remoteDone && st.released:
 		// Our END_STREAM is out or on its way (release): the stream is
 		// closed, though its handler's goroutine has yet to drop it, and
