@@ -155,3 +155,50 @@ func TestFloodsOnAResetStreamBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamsAfterGoawayBounded: once the server has sent GOAWAY (its
+// drain, or the client's own GOAWAY), each new stream is refused
+// (REFUSED_STREAM) while the streams before it finish, and a header
+// block decoded and a RST_STREAM written for each is work that makes no
+// progress: a client opening stream after stream on a draining
+// connection meets the flood bound as on any other.
+func TestStreamsAfterGoawayBounded(t *testing.T) {
+	hold := make(chan struct{})
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
+	_, dial := serveTLS(t, Options{Handler: h})
+	t.Cleanup(func() { close(hold) }) // before the server's Close, which waits for handlers
+	rc := dial()
+	rc.headers(1, true, reqFields("GET", "/")...) // held: the connection drains, not closes
+	if err := rc.fr.WriteGoAway(0, http2.ErrCodeNo, nil); err != nil {
+		t.Fatal(err)
+	}
+	rc.until("the server's GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 3 * maxEmptyFrames {
+			if rc.writeHeaders(uint32(3+2*i), reqFields("GET", "/")...) != nil {
+				return
+			}
+		}
+	}()
+	defer wg.Wait()
+	// Closing ends the flood's writes, if they block.
+	defer rc.c.Close()
+	for {
+		f, err := rc.next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("streams after GOAWAY were refused without bound")
+		}
+		if err != nil {
+			return // closed: a reset can come before the GOAWAY is read
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
+			}
+			return
+		}
+	}
+}

@@ -118,7 +118,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if cn.goaway {
 		cn.mu.Unlock()
 		cn.rst(id, http2.ErrCodeRefusedStream) // the client may retry it elsewhere
-		return nil
+		return cn.emptyFrame()                 // a burst in flight is a few, a flood is not
 	}
 	if uint32(cn.active) >= cn.s.opts.MaxConcurrentStreams {
 		cn.refusals++
