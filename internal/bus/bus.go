@@ -64,9 +64,24 @@ type Bus struct {
 	watchStop chan struct{} // closed by Close to stop watch
 	watchDone chan struct{} // closed by watch as it returns
 
+	// unlockDir releases the embedded server's lock on its data
+	// directory (lockDir); nil until a start succeeded.
+	unlockDir func()
+
 	closeOnce sync.Once
 	stopped   bool // Close was called
 }
+
+// ErrDataDirInUse is returned, wrapped, by Start when another embedded
+// bus holds the data directory.
+var ErrDataDirInUse = errors.New("in use")
+
+// errDirLocked is lockDir's word for a lock held elsewhere, errNoDirLock
+// for a file system that takes none.
+var (
+	errDirLocked = errors.New("directory locked")
+	errNoDirLock = errors.New("the file system takes no lock")
+)
 
 // New validates opts and returns a Bus that is not started.
 func New(opts Options) (*Bus, error) {
@@ -181,11 +196,30 @@ func (b *Bus) startEmbedded(ctx context.Context) (err error) {
 	// taken for the bus's own by the next start or an operator.
 	dirNew, jsNew := !exists(b.opts.DataDir), !exists(filepath.Join(b.opts.DataDir, server.JetStreamStoreDir))
 	var created bool // the credential
+	release := func() {}
 	defer func() {
 		if err != nil {
 			b.undoStart(created, dirNew, jsNew)
+			release() // after the undo: nobody else meddles with the directory meanwhile
 		}
 	}()
+	// NATS takes no lock on its store: a second embedded server on this
+	// directory (another gateway given the same data_dir and other ports)
+	// would open the same JetStream files, write over the first one's and
+	// serve state of its own. The lock is held until Close.
+	if err = os.MkdirAll(b.opts.DataDir, 0o700); err != nil {
+		return fmt.Errorf("bus: %w", err)
+	}
+	if release, err = lockDir(b.opts.DataDir); errors.Is(err, errNoDirLock) {
+		b.log.Warn("cannot lock the data dir; a second gateway started on it would not be caught", "dir", b.opts.DataDir, "err", err)
+		err = nil
+	} else if err != nil {
+		release = func() {}
+		if errors.Is(err, errDirLocked) {
+			return fmt.Errorf("bus: data dir %s: %w by another embedded bus (another gatehouse started with the same data_dir?): give each gateway its own data_dir, or let the others share this one's bus with bus.url", b.opts.DataDir, ErrDataDirInUse)
+		}
+		return fmt.Errorf("bus: lock data dir %s: %w", b.opts.DataDir, err)
+	}
 	var secret string
 	secret, created, err = loadOrCreateSecret(b.opts.DataDir)
 	if err != nil {
@@ -234,6 +268,7 @@ func (b *Bus) startEmbedded(ctx context.Context) (err error) {
 		return fmt.Errorf("bus: connect in-process: %w", err)
 	}
 	b.nc = nc
+	b.unlockDir = release
 	b.log.Info("embedded nats started", "url", ns.ClientURL(), "store", b.opts.DataDir, "credential", tokenPath)
 	return nil
 }
@@ -596,6 +631,9 @@ func (b *Bus) Close() {
 		if b.ns != nil {
 			b.ns.Shutdown()
 			b.ns.WaitForShutdown()
+		}
+		if b.unlockDir != nil { // the server is down: the store is free
+			b.unlockDir()
 		}
 	})
 }

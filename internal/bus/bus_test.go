@@ -376,3 +376,47 @@ func TestEmbeddedLogsCleanJSON(t *testing.T) {
 		t.Errorf("a clean start and Close warned:\n%s", out)
 	}
 }
+
+// TestEmbeddedDataDirInUse: two embedded servers on one data directory
+// (a second gateway started with the first one's data_dir and other
+// ports) would each open the one JetStream store, write the same files
+// and serve diverging state: NATS itself takes no lock. The second start
+// is refused, saying why, and changes nothing of the first one's bus;
+// once the first has stopped, the directory starts again.
+func TestEmbeddedDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	first := startEmbeddedIn(t, dir, "127.0.0.1:0")
+	kv, err := first.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+
+	second, err := bus.New(bus.Options{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = second.Start(t.Context())
+	second.Close()
+	if err == nil {
+		t.Fatal("a second embedded bus started on a data dir in use")
+	}
+	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("error does not say the data dir is in use: %v", err)
+	}
+	if _, err := kv.Put(t.Context(), "k", []byte("w")); err != nil {
+		t.Fatalf("the first bus after the refused start: %v", err)
+	}
+
+	first.Close()
+	again := startEmbeddedIn(t, dir, "127.0.0.1:0")
+	kv, err = again.JetStream().KeyValue(t.Context(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := kv.Get(t.Context(), "k"); err != nil || string(e.Value()) != "w" {
+		t.Fatalf("after a restart: %v %v", e, err)
+	}
+}

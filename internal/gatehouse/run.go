@@ -226,8 +226,11 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	cfg := g.cfg
 	if err := b.Start(ctx); err != nil {
 		var se *bus.StartError
-		if errors.As(err, &se) { // the embedded server's listener, named as the setting
+		switch {
+		case errors.As(err, &se): // the embedded server's listener, named as the setting
 			err = fmt.Errorf("config: bus.listen: %w", err)
+		case errors.Is(err, bus.ErrDataDirInUse):
+			err = fmt.Errorf("config: data_dir: %w", err)
 		}
 		return err
 	}

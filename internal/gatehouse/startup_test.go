@@ -125,6 +125,20 @@ func TestBusyListenerNamesItsKey(t *testing.T) {
 	}
 }
 
+// TestDataDirInUseNamesItsKey: a second gateway given the data_dir of a
+// running one (its other listeners elsewhere) stops at start, naming
+// data_dir, instead of opening the first one's JetStream store beside it
+// and serving a table of its own.
+func TestDataDirInUseNamesItsKey(t *testing.T) {
+	cfg := testConfig(t)
+	first := start(t, cfg)
+	defer first.stop(t)
+	err := runToError(t, cfg) // every address is port 0: only the data dir is shared
+	if err == nil || !strings.HasPrefix(err.Error(), "config: data_dir: ") || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Run = %v, want an error beginning %q that says the dir is in use", err, "config: data_dir: ")
+	}
+}
+
 // runToError runs a gateway of cfg that is expected to stop at start, and
 // returns Run's error (30 s at most).
 func runToError(t *testing.T, cfg config.Config) error {
