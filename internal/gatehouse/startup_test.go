@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -175,5 +177,59 @@ func TestPeerWithOwnKeyRefused(t *testing.T) {
 	err = runToError(t, cfg)
 	if err == nil || !strings.Contains(err.Error(), `config: clusters[1].public_key: is this cluster's own key (cluster.key), not cluster "other"'s`) {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestDataDirClusterKeyChecked: the cluster key gatehouse generated into
+// data_dir (no cluster.key set) is the same secret as a configured one,
+// and held to the same rules before anything starts: readable by group or
+// others, or holding no key, it stops New naming the file. It was loaded
+// without a look at its mode, and one that held no key was found only
+// after the embedded bus had started and the zone was seeded.
+func TestDataDirClusterKeyChecked(t *testing.T) {
+	k, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		mode os.FileMode
+		bad  bool // not a key
+		want string
+	}{
+		{"readable by others", 0o644, false, "has mode 0644; it holds the cluster's private key: chmod 600 it"},
+		{"readable by group", 0o640, false, "has mode 0640; it holds the cluster's private key: chmod 600 it"},
+		{"no key", 0o600, true, "config: cluster.key: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			path := filepath.Join(cfg.DataDir, "cluster.key")
+			if tt.bad {
+				err = os.WriteFile(path, []byte("not a key\n"), 0o600)
+			} else {
+				err = host.WriteKey(path, k)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			_, err := New(cfg, nil)
+			if err == nil || !strings.HasPrefix(err.Error(), "config: cluster.key: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want an error beginning %q with %q", err, "config: cluster.key: ", tt.want)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Errorf("error %q does not name %s", err, path)
+			}
+		})
+	}
+	// The key as gatehouse writes it (0600) is taken.
+	cfg := testConfig(t)
+	if err := host.WriteKey(filepath.Join(cfg.DataDir, "cluster.key"), k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, nil); err != nil {
+		t.Fatalf("New with a 0600 key in data_dir: %v", err)
 	}
 }
