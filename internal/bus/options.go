@@ -63,16 +63,33 @@ func (o *Options) validate() (urls []string, host string, port int, err error) {
 }
 
 func parseURLs(s string) ([]string, error) {
+	out, err := checkURLs(strings.Split(s, ","))
+	if err != nil {
+		return nil, fmt.Errorf("bus: url %w", err)
+	}
+	return out, nil
+}
+
+// CheckURLs reports why urls (each one URL, or several comma separated)
+// cannot be the bus's external URLs, as New would refuse them: the
+// entry at fault (its user info hidden) and the reason. internal/config
+// refuses them so, naming bus.url, before anything starts.
+func CheckURLs(urls []string) error {
+	_, err := checkURLs(strings.Split(strings.Join(urls, ","), ","))
+	return err
+}
+
+func checkURLs(list []string) ([]string, error) {
 	var out []string
 	ws := 0 // how many are WebSocket URLs
-	for _, raw := range strings.Split(s, ",") {
+	for _, raw := range list {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
-			return nil, fmt.Errorf("bus: url %q: empty entry in the list", redactList(strings.Split(s, ",")))
+			return nil, fmt.Errorf("%q: empty entry in the list", redactList(list))
 		}
 		isWS, err := checkURL(raw)
 		if err != nil {
-			return nil, fmt.Errorf("bus: url %q: %v", redact(raw), err)
+			return nil, fmt.Errorf("%q: %v", redact(raw), err)
 		}
 		if isWS {
 			ws++
@@ -80,7 +97,7 @@ func parseURLs(s string) ([]string, error) {
 		out = append(out, raw)
 	}
 	if ws != 0 && ws != len(out) {
-		return nil, fmt.Errorf("bus: url %q: mixes ws/wss with nats/tls URLs", redactList(out))
+		return nil, fmt.Errorf("%q: mixes ws/wss with nats/tls URLs", redactList(out))
 	}
 	return out, nil
 }
@@ -129,8 +146,24 @@ func parseListen(s string) (string, int, error) {
 	if h == "" {
 		h = "0.0.0.0"
 	}
-	if h != "localhost" && net.ParseIP(h) == nil {
+	if !listenHost(h) {
 		return "", 0, fmt.Errorf("bus: listen %q: host must be an IP address or localhost", s)
 	}
 	return h, port, nil
+}
+
+// listenHost reports whether h can be the embedded server's listen host:
+// an IP or localhost, not a name it would have to resolve.
+func listenHost(h string) bool { return h == "localhost" || net.ParseIP(h) != nil }
+
+// CheckListenHost reports why the host of listen, a host:port that is
+// otherwise valid, cannot be the embedded server's, as New would refuse
+// it. internal/config refuses it so, naming bus.listen, before anything
+// starts.
+func CheckListenHost(listen string) error {
+	h, _, err := net.SplitHostPort(listen)
+	if err == nil && h != "" && !listenHost(h) {
+		return fmt.Errorf("host must be an IP address or localhost, got %q", listen)
+	}
+	return nil
 }

@@ -200,6 +200,9 @@ func (c *Config) validateBus() error {
 			return bad("bus.url", "scheme must be one of nats, tls, ws, wss, got %q", redactUser(u, p))
 		}
 	}
+	// The rest of what the bus refuses (a port out of range, a path, ws
+	// mixed with nats, a listen host that is a name) internal/gatehouse's
+	// New checks by the bus's own rules: config imports no bus.
 	if len(c.Bus.URL) == 0 {
 		if err := checkAddr("bus.listen", c.Bus.Listen); err != nil {
 			return err

@@ -87,6 +87,9 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkBus(cfg); err != nil {
+		return nil, err
+	}
 	if err := checkKeyFiles(cfg); err != nil {
 		return nil, err
 	}
@@ -168,6 +171,24 @@ func gatewayID(cluster string) string {
 		hn = "gw"
 	}
 	return cluster + "/" + hn + "-" + hex.EncodeToString(b[:])
+}
+
+// checkBus refuses, by the bus's own rules, the bus.url and bus.listen
+// values config.Validate lets through and bus.New would refuse (a port
+// out of range, a path, ws mixed with nats URLs, a listen host that is a
+// name): one line naming the key, before anything is bound, rather than
+// the bus's own word once the listeners are.
+func checkBus(cfg config.Config) error {
+	if len(cfg.Bus.URL) > 0 {
+		if err := bus.CheckURLs(cfg.Bus.URL); err != nil {
+			return fmt.Errorf("config: bus.url: %w", err)
+		}
+		return nil
+	}
+	if err := bus.CheckListenHost(cfg.Bus.Listen); err != nil {
+		return fmt.Errorf("config: bus.listen: %w", err)
+	}
+	return nil
 }
 
 // checkKeyFiles reads the key files cfg names, which Validate only finds,

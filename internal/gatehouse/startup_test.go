@@ -233,3 +233,38 @@ func TestDataDirClusterKeyChecked(t *testing.T) {
 		t.Fatalf("New with a 0600 key in data_dir: %v", err)
 	}
 }
+
+// TestBadBusValuesNamedByNew: the bus.url and bus.listen values the bus
+// refuses (config.Validate checks only their shape) stop New with one
+// line naming the key, the credential hidden, before anything is bound.
+// They passed New and stopped Run later, once the listeners were bound,
+// with the bus's word ("bus: url ...") naming no key.
+func TestBadBusValuesNamedByNew(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		url, listen string
+		want        string
+	}{
+		{"url port", "nats://gatehouse:s3cret@nats-1:4222,nats://nats-2:99999", "", `config: bus.url: "nats://nats-2:99999": bad port "99999"`},
+		{"url path", "nats://nats-1:4222/gatehouse", "", `config: bus.url: "nats://nats-1:4222/gatehouse": must be scheme://host:port only`},
+		{"url mixed", "nats://nats-1:4222,wss://gatehouse:s3cret@nats-2:443", "", `config: bus.url: "nats://nats-1:4222,wss://gatehouse:xxxxx@nats-2:443": mixes ws/wss with nats/tls URLs`},
+		{"listen name", "", "nats.example.com:4222", `config: bus.listen: host must be an IP address or localhost, got "nats.example.com:4222"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			if tt.url != "" {
+				cfg.Bus.URL = strings.Split(tt.url, ",")
+			}
+			if tt.listen != "" {
+				cfg.Bus.Listen = tt.listen
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("Validate = %v; the case is for what it lets through", err)
+			}
+			_, err := New(cfg, nil)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("New = %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
