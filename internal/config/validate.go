@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -480,8 +481,15 @@ func (c *Config) validateTimers() error {
 			return bad(d.key, "must be positive, got %s", d.v)
 		}
 	}
-	if c.HostTTL <= 3*c.HeartbeatInterval { // discovery removes a host only after it is unhealthy
-		return bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", 3*c.HeartbeatInterval, c.HostTTL)
+	// discovery removes a host only after it is unhealthy. HostTTL > 3 ×
+	// HeartbeatInterval, compared without multiplying: 3 × a huge
+	// interval overflows to a negative that every host_ttl would pass.
+	if q, r := c.HostTTL/3, c.HostTTL%3; q < c.HeartbeatInterval || q == c.HeartbeatInterval && r == 0 {
+		three := "3 × " + c.HeartbeatInterval.String()
+		if c.HeartbeatInterval <= math.MaxInt64/3 {
+			three = (3 * c.HeartbeatInterval).String()
+		}
+		return bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL)
 	}
 	return oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 }
