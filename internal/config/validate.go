@@ -384,6 +384,9 @@ func (c *Config) validateAuth() error {
 	if c.Auth.MaxSubjects <= 0 {
 		return bad("auth.max_subjects", "must be positive, got %d", c.Auth.MaxSubjects)
 	}
+	if n := c.Auth.MaxSubjects; n > maxLimiterKeys {
+		return bad("auth.max_subjects", "must be at most %d, got %d", maxLimiterKeys, n)
+	}
 	if c.Auth.Leeway < 0 || c.Auth.Leeway > maxLeeway {
 		return bad("auth.leeway", "must be between 0s and %s, got %s", maxLeeway, c.Auth.Leeway)
 	}
@@ -432,6 +435,15 @@ const (
 	maxWindow = 24 * time.Hour
 )
 
+// maxLimiterKeys bounds limits.max_keys and auth.max_subjects, the keys a
+// limiter holds in memory: 100 million is gigabytes of counters, so a
+// larger bound is a unit slip or a wish for "no bound". Taken as given,
+// one near the int range (math.MaxInt64, say) overflowed the limiter's
+// split of the bound over its shards and left room for one key per
+// shard: every client past 32 evicted another's counter, and the rate
+// limits let everyone through.
+const maxLimiterKeys = 100_000_000
+
 // maxLeeway bounds auth.leeway: past a few minutes the skew is a broken
 // clock to fix, and every expired token lives on by the leeway.
 const maxLeeway = 5 * time.Minute
@@ -448,6 +460,9 @@ func (c *Config) validateLimits() error {
 		if n.v <= 0 {
 			return bad(n.key, "must be positive, got %d", n.v)
 		}
+	}
+	if n := c.Limits.MaxKeys; n > maxLimiterKeys {
+		return bad("limits.max_keys", "must be at most %d, got %d", maxLimiterKeys, n)
 	}
 	if n := c.Runtime.GCFloorMB; n < 0 || n > maxGCFloorMB {
 		return bad("runtime.gc_floor_mb", "must be 0 (off) to %d MiB, got %d", maxGCFloorMB, n)
