@@ -82,6 +82,14 @@ func (c *Config) validateListeners() error {
 	if n := c.Listeners.MaxHeaderBytes; n < minHeaderBytes {
 		return bad("listeners.max_header_bytes", "must be at least %d bytes (1 KiB), got %d", minHeaderBytes, n)
 	}
+	for _, l := range []struct {
+		key string
+		n   int
+	}{{"listeners.max_request_line", c.Listeners.MaxRequestLine}, {"listeners.max_header_bytes", c.Listeners.MaxHeaderBytes}} {
+		if l.n > maxHeadBytes {
+			return bad(l.key, "must be at most %d bytes (8 MiB), got %d", maxHeadBytes, l.n)
+		}
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -425,6 +433,15 @@ const (
 	minHeaderBytes     = 1 << 10
 	minListenerTimeout = time.Second
 )
+
+// maxHeadBytes bounds listeners.max_request_line and max_header_bytes,
+// Envoy's bound for its header limit (max_request_headers_kb: 8192). The
+// listeners do arithmetic on the limit: HTTP/2 announces it (plus 320
+// bytes) as a 32-bit setting, so 4 GiB wrapped to 320 bytes and a
+// browser's requests were answered 431, and net/http adds 4 KiB to it,
+// so a value near the int range wrapped negative and every request was
+// answered 431.
+const maxHeadBytes = 8 << 20
 
 // minWindow and maxWindow bound limits.window as the control API bounds
 // an app's own rate_limit.window (internal/api): the default is an app's
