@@ -209,8 +209,12 @@ func checkKeyFiles(cfg config.Config) error {
 		if fi, err := os.Stat(key); err == nil && fi.Mode().Perm()&0o077 != 0 && runtime.GOOS != "windows" {
 			return fmt.Errorf("config: cluster.key: %s has mode %04o; it holds the cluster's private key: chmod 600 it", key, fi.Mode().Perm())
 		}
-		if _, err := host.LoadKey(key); err != nil {
+		k, err := host.LoadKey(key)
+		if err != nil {
 			return fmt.Errorf("config: cluster.key: %w", err)
+		}
+		if err := ownKeyElsewhere(cfg.Clusters, cfg.Cluster.ID, k); err != nil {
+			return err
 		}
 	}
 	for i, is := range cfg.Auth.Issuers {

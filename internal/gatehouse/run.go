@@ -245,11 +245,10 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		return err
 	}
 
+	// A static peer given this key was refused by New (checkKeyFiles),
+	// before anything started; a key generated now no peer can have.
 	key, err := g.clusterKey()
 	if err != nil {
-		return err
-	}
-	if err := ownKeyElsewhere(cfg.Clusters, cfg.Cluster.ID, key); err != nil {
 		return err
 	}
 	pr, err := g.newPeers(b, key)

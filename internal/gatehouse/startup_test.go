@@ -174,9 +174,9 @@ func TestPeerWithOwnKeyRefused(t *testing.T) {
 		{ID: cfg.Cluster.ID, URL: "http://127.0.0.1:1", PublicKey: own}, // itself, as a shared list has it: fine
 		{ID: "other", URL: "http://127.0.0.1:2", PublicKey: own},
 	}
-	err = runToError(t, cfg)
+	_, err = New(cfg, nil)
 	if err == nil || !strings.Contains(err.Error(), `config: clusters[1].public_key: is this cluster's own key (cluster.key), not cluster "other"'s`) {
-		t.Fatalf("Run = %v", err)
+		t.Fatalf("New = %v", err)
 	}
 }
 
@@ -266,5 +266,39 @@ func TestBadBusValuesNamedByNew(t *testing.T) {
 				t.Fatalf("New = %v\nwant %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPeerWithOwnKeyChangesNothing: the refusal of a static peer given
+// this cluster's own key comes before anything starts, as every other bad
+// value's does: the data directory is left as it was, with no embedded
+// bus store, credential or seeded zone of a gateway that never ran.
+func TestPeerWithOwnKeyChangesNothing(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "cluster.pem")
+	k, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Cluster.Key = keyFile
+	cfg.Clusters = []config.Peer{{ID: "other", URL: "http://127.0.0.1:2", PublicKey: host.PublicKeyString(k.Public().(ed25519.PublicKey))}}
+	g, err := New(cfg, nil)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = g.Run(ctx)
+		cancel()
+	}
+	if err == nil || !strings.HasPrefix(err.Error(), "config: clusters[0].public_key: ") {
+		t.Fatalf("start = %v, want the peer's key refused", err)
+	}
+	if ents, _ := os.ReadDir(cfg.DataDir); len(ents) != 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("a refused start wrote %v into the data dir", names)
 	}
 }
