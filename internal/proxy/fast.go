@@ -794,7 +794,8 @@ func writeValue(bw *bytes.Buffer, v string) {
 }
 
 // maxFastHead bounds a response head (net/http's client allows 10 MB; a
-// host answering more than 1 MiB of headers gets a 502).
+// host answering more than 1 MiB of headers gets a 502). The transports
+// of the other paths take the same bound (newTransport).
 const maxFastHead = 1 << 20
 
 // readLine returns the next line of br without its line ending, valid

@@ -57,6 +57,10 @@ func newTransport(o *Options) *transport {
 		ForceAttemptHTTP2: false,
 		// Do not decompress behind the app's back: bytes pass through.
 		DisableCompression: true,
+		// The fast path's bound on a host's head, on every path: a
+		// tenant's host may otherwise have the gateway hold up to
+		// net/http's 10 MB default per request in flight.
+		MaxResponseHeaderBytes: maxFastHead,
 	}
 	// h2c: a plain TCP connection, spoken to as HTTP/2 with prior
 	// knowledge (the ALPN-less form gRPC uses).
@@ -70,8 +74,10 @@ func newTransport(o *Options) *transport {
 		// an http host's silence gives, not a wait as long as its own.
 		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
 		DisableCompression:    true,
-		Protocols:             new(http.Protocols),
-		HTTP2:                 &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
+		// As for h1 (the HTTP/2 transport reads it as its header list bound).
+		MaxResponseHeaderBytes: maxFastHead,
+		Protocols:              new(http.Protocols),
+		HTTP2:                  &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
 	return &transport{h1: h1, h2c: h2c, dial: d.DialContext}
