@@ -3,6 +3,8 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -325,5 +327,63 @@ func TestRateLimitClockStepsBack(t *testing.T) {
 	// At most the 4 of the last window and the 1 of this one count.
 	if got := get().Header.Get("X-RateLimit-Remaining"); got != "4" {
 		t.Fatalf("X-RateLimit-Remaining %q after the step back, want 4", got)
+	}
+}
+
+// TestHostRateFieldsOnInterimResponses: X-RateLimit-* a host sets on its
+// 103 Early Hints reach neither that 103 nor, through the fields the
+// gateway keeps over a 1xx, the final response: the client reads one
+// value of each, the gateway's, on both, over the fast path (GET) and
+// ReverseProxy (POST).
+func TestHostRateFieldsOnInterimResponses(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", []*route.App{{ID: "shop"}}, nil)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", "10")
+		h.Set("X-RateLimit-Remaining", "3")
+		h.Set("X-RateLimit-Reset", "7")
+		h.Set("Link", "</app.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		_, _ = io.WriteString(w, "ok")
+	})
+	for i, m := range []string{"GET", "POST"} {
+		t.Run(m, func(t *testing.T) {
+			var body io.Reader
+			if m == "POST" {
+				body = strings.NewReader("upload")
+			}
+			var interim []http.Header
+			trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				interim = append(interim, http.Header(h).Clone())
+				return nil
+			}}
+			req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), m, e.srv.URL+"/", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = e.host("shop")
+			res, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || string(b) != "ok" || len(interim) != 1 {
+				t.Fatalf("= %d %q after %d 1xx, want 200 \"ok\" after one", res.StatusCode, b, len(interim))
+			}
+			remaining := strconv.Itoa(600 - 1 - i)
+			want := map[string]string{"X-Ratelimit-Limit": "600", "X-Ratelimit-Remaining": remaining, "X-Ratelimit-Reset": "0"}
+			for _, h := range []struct {
+				name string
+				h    http.Header
+			}{{"103", interim[0]}, {"final", res.Header}} {
+				for k, v := range want {
+					if got := h.h[k]; len(got) != 1 || got[0] != v {
+						t.Errorf("%s: %s = %q, want the gateway's %q alone", h.name, k, got, v)
+					}
+				}
+			}
+		})
 	}
 }

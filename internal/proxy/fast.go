@@ -632,6 +632,9 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 			return false, errFastTooMany
 		}
 		h := w.Header()
+		for _, k := range p.opts.OwnFields {
+			res.dropKey(k) // as on the final answer: the handler's one value stands
+		}
 		res.copyTo(h, nil)
 		w.WriteHeader(res.status)
 		clear(h)

@@ -53,7 +53,8 @@ type Options struct {
 
 	// OwnFields are response fields the handler in front of the proxy sets
 	// itself, with one value each (the gateway's X-RateLimit-*): a host's
-	// response may not add a second value, so the host's are dropped.
+	// response, and its 1xx, may not add a second value, so the host's
+	// are dropped.
 	// Names in canonical form.
 	OwnFields []string
 }

@@ -131,11 +131,15 @@ type attempt struct {
 type attemptKey struct{}
 
 // interimGuard removes a host's X-Gatehouse-Cluster and X-Failover-Cluster
-// from a 1xx response. ReverseProxy copies a 1xx's fields as they came,
-// past modifyResponse, which does the same for the final answer; the fast
-// path drops them from both. Unwrap keeps Flush and Hijack reachable for
-// http.ResponseController.
-type interimGuard struct{ http.ResponseWriter }
+// from a 1xx response, and its values of the fields the handler in front
+// sets itself (own, Options.OwnFields). ReverseProxy copies a 1xx's fields
+// as they came, past modifyResponse, which does the same for the final
+// answer; the fast path drops them from both. Unwrap keeps Flush and
+// Hijack reachable for http.ResponseController.
+type interimGuard struct {
+	http.ResponseWriter
+	own []string
+}
 
 func (w *interimGuard) WriteHeader(code int) {
 	h := w.Header()
@@ -143,6 +147,15 @@ func (w *interimGuard) WriteHeader(code int) {
 	case code < 200 && code != http.StatusSwitchingProtocols:
 		delete(h, HeaderCluster)
 		delete(h, HeaderFailover)
+		// ReverseProxy appended the host's 1xx fields to the handler's
+		// own one value of each: the first is the handler's. Kept, the
+		// host's would go out on the 1xx and, with the fields a handler
+		// keeps over a 1xx (the gateway's recorder), on the final answer.
+		for _, k := range w.own {
+			if v := h[k]; len(v) > 1 {
+				h[k] = v[:1]
+			}
+		}
 	case code >= 200:
 		untyped(h)
 	}
@@ -267,7 +280,7 @@ func (p *Proxy) try(w http.ResponseWriter, r *http.Request, a *attempt, in *http
 		p.serveFast(w, r, a)
 		return
 	}
-	a.interim.ResponseWriter = w
+	a.interim.ResponseWriter, a.interim.own = w, p.opts.OwnFields
 	p.rp.ServeHTTP(&a.interim, in)
 }
 
