@@ -938,6 +938,15 @@ func modifyPeerResponse(res *http.Response) error {
 	for k := range res.Header {
 		delete(wh, k)
 	}
+	if x := exchangeFrom(res.Request.Context()); x != nil && x.w.interim {
+		// After a 1xx the recorder puts this gateway's rate fields back
+		// on the final answer; the peer's replace them as above.
+		for i, k := range rateFields {
+			if _, ok := res.Header[k]; ok {
+				x.w.rate[i] = nil
+			}
+		}
+	}
 	delete(res.Header, cluster.HeaderFailover)
 	if a.failover {
 		res.Header[cluster.HeaderFailover] = []string{a.peer.ID}

@@ -157,3 +157,29 @@ func upgradeVia(t *testing.T, c *testCluster, app, proto string) (string, http.H
 	line, _ := br.ReadString('\n')
 	return strings.TrimSuffix(line, "\n"), res.Header
 }
+
+// TestForwardedRateFieldsAfterInterim: an upload with Expect:
+// 100-continue forwarded to the owner gets a 100 from the owner before
+// its answer; the answer's rate-limit fields are the owner's, one value
+// each, as for a request without the 100: this gateway's own, which it
+// puts back on a final answer after a 1xx, give way to the peer's.
+func TestForwardedRateFieldsAfterInterim(t *testing.T) {
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	app := ownedBy(t, "ap", threeIDs)
+	for _, expect := range []bool{false, true} {
+		hdr := http.Header{}
+		if expect {
+			hdr.Set("Expect", "100-continue")
+		}
+		res, body := send(t, cl, cs["eu"], http.MethodPost, app, "/", hdr)
+		if res.StatusCode != http.StatusOK || body != "served by ap" {
+			t.Fatalf("POST via eu (Expect %v) = %d %q, want 200 served by ap", expect, res.StatusCode, body)
+		}
+		for _, k := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Ratelimit-Policy", "Ratelimit"} {
+			if v := res.Header[k]; len(v) != 1 {
+				t.Errorf("Expect %v: %s = %q, want the owner's one value", expect, k, v)
+			}
+		}
+	}
+}

@@ -3,9 +3,10 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
-	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -382,6 +383,73 @@ func TestHostRateFieldsOnInterimResponses(t *testing.T) {
 					if got := h.h[k]; len(got) != 1 || got[0] != v {
 						t.Errorf("%s: %s = %q, want the gateway's %q alone", h.name, k, got, v)
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestHostRateListsAfterInterimResponses: a host with rate limits of its
+// own (its RateLimit-Policy and RateLimit, lists) that answers after a
+// 1xx — a 100 Continue to an upload with Expect: 100-continue, a 103
+// Early Hints — gives the client the gateway's "app" entries first and
+// its own after them, as without the 1xx (DESIGN §2 step 6: every
+// response carries the gateway's), on the fast path (GET) and through
+// ReverseProxy (POST).
+func TestHostRateListsAfterInterimResponses(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", []*route.App{{ID: "shop"}}, nil)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // sends 100 Continue when asked
+		if r.URL.Path == "/hints" {
+			w.Header().Set("Link", "</app.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		w.Header().Set("RateLimit-Policy", `"host";q=10;w=1`)
+		w.Header().Set("RateLimit", `"host";r=3;t=1`)
+		_, _ = io.WriteString(w, "ok")
+	})
+	tr := &http.Transport{ExpectContinueTimeout: 5 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	tests := []struct {
+		name, method, path string
+		expect             bool
+	}{
+		{"GET, no 1xx", "GET", "/", false},
+		{"GET, 103", "GET", "/hints", false},
+		{"POST, 103", "POST", "/hints", false},
+		{"POST with Expect, 100", "POST", "/upload", true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader
+			if tt.method == "POST" {
+				body = strings.NewReader(strings.Repeat("x", 4096))
+			}
+			req, err := http.NewRequest(tt.method, e.srv.URL+tt.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = e.host("shop")
+			if tt.expect {
+				req.Header.Set("Expect", "100-continue")
+			}
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("= %d %q", res.StatusCode, b)
+			}
+			remaining := strconv.Itoa(600 - 1 - i)
+			want := map[string][]string{
+				"Ratelimit-Policy": {`"app";q=600;w=60`, `"host";q=10;w=1`},
+				"Ratelimit":        {`"app";r=` + remaining + ";t=0", `"host";r=3;t=1`},
+			}
+			for k, v := range want {
+				if got := res.Header[k]; !slices.Equal(got, v) {
+					t.Errorf("%s = %q, want %q", k, got, v)
 				}
 			}
 		})

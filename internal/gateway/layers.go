@@ -368,7 +368,7 @@ type recorder struct {
 	bytes   int64
 	wrote   bool
 	interim bool                      // a 1xx was written
-	rate    [len(rateFields)][]string // the limit layer's fields, kept over a 1xx
+	rate    [len(rateFields)][]string // the limit layer's fields (rateAnswer), put back after a 1xx
 	// noInterim drops 1xx responses (but 101): the client speaks
 	// HTTP/1.0, which defined none, and a server must not send it one
 	// (RFC 9110 §15.2). A host's 103 Early Hints, or its 100 Continue to
@@ -384,8 +384,13 @@ type recorder struct {
 // header map after writing a host's 1xx — 100 Continue to an upload with
 // Expect: 100-continue, 103 Early Hints — which would take the limit
 // layer's fields off the final response (DESIGN §2 step 6: every response
-// carries them). They are kept at the first 1xx and put back on the final
-// status unless it carries its own (a peer cluster's answer).
+// carries them). The limit layer leaves its values in rate too, and after
+// a 1xx they are put back on the final status: alone, or before the
+// host's own entries of the RateLimit lists, as they stand without a 1xx.
+// Not the ones a peer cluster's answer carries: those replace this
+// gateway's (modifyPeerResponse, which drops them from rate). What the
+// map held at the 1xx is not what is kept: the host's 1xx fields were
+// appended to it.
 //
 // A host's 100 Continue is never relayed: the server under the gateway
 // (net/http for HTTP/1.1, h2) answers the client's Expect: 100-continue
@@ -401,16 +406,17 @@ func (w *recorder) WriteHeader(code int) {
 	if !w.wrote {
 		h := w.Header()
 		if code < 200 && code != http.StatusSwitchingProtocols {
-			if !w.interim {
-				w.interim = true
-				for i, k := range rateFields {
-					w.rate[i] = h[k]
-				}
-			}
+			w.interim = true
 		} else if w.interim {
 			for i, k := range rateFields {
-				if _, ok := h[k]; !ok && w.rate[i] != nil {
-					h[k] = w.rate[i]
+				own := w.rate[i]
+				if own == nil {
+					continue
+				}
+				if v, ok := h[k]; ok {
+					h[k] = append(own[:len(own):len(own)], v...)
+				} else {
+					h[k] = own
 				}
 			}
 		}

@@ -87,17 +87,21 @@ func (g *Gateway) rateAnswer(w http.ResponseWriter, x *exchange, name, app strin
 	limitS := x.str(strconv.AppendInt(x.scratch(), int64(res.Limit), 10))
 	remaining := x.str(strconv.AppendInt(x.scratch(), int64(res.Remaining), 10))
 	reset := x.str(strconv.AppendInt(x.scratch(), limit.Seconds(res.Reset), 10))
-	h["X-Ratelimit-Limit"] = x.value(limitS)
-	h["X-Ratelimit-Remaining"] = x.value(remaining)
-	h["X-Ratelimit-Reset"] = x.value(reset)
 	b := append(x.scratch(), '"')
 	b = append(append(append(b, name...), `";q=`...), limitS...)
 	b = strconv.AppendInt(append(b, ";w="...), limit.Seconds(q.Window), 10)
-	h["Ratelimit-Policy"] = x.value(x.str(b))
+	policy := x.str(b)
 	b = append(x.scratch(), '"')
 	b = append(append(append(b, name...), `";r=`...), remaining...)
 	b = append(append(b, ";t="...), reset...)
-	h["Ratelimit"] = x.value(x.str(b))
+	vals := [len(rateFields)][]string{x.value(limitS), x.value(remaining), x.value(reset), x.value(policy), x.value(x.str(b))}
+	for i, k := range rateFields {
+		h[k] = vals[i]
+	}
+	if x != nil {
+		// For the recorder to put back after a host's 1xx (recorder.WriteHeader).
+		x.w.rate = vals
+	}
 	if res.Allowed {
 		return true
 	}
