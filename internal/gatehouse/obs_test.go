@@ -186,3 +186,61 @@ func TestStoreResyncsMetric(t *testing.T) {
 		t.Fatalf("resync series %q, want %q", got, want)
 	}
 }
+
+// TestPublicHealthzWhileStarting: while the gateway starts (here, waiting
+// for a bus that is not up yet) it has no table and answers every public
+// request 503, and /healthz too: a load balancer that checks /healthz
+// keeps it out of rotation until it can serve, rather than sending it
+// clients to refuse for as long as the bus stays down. Every one of those
+// answers names the cluster (DESIGN §5.2). Once started, /healthz is
+// 200 ok.
+func TestPublicHealthzWhileStarting(t *testing.T) {
+	cfg := testConfig(t)
+	public := testutil.FreeAddr(t)
+	cfg.HTTP.Addr = public
+	busAddr := testutil.FreeAddr(t)
+	cfg.Bus.URL = []string{"nats://" + busAddr}
+	g, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	get := func(path string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+public+path, nil)
+		req.Host = "any.example"
+		res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			return nil, err.Error()
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { res, _ := get("/"); return res != nil }, "the public listener")
+	for _, path := range []string{"/healthz", "/"} {
+		res, body := get(path)
+		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/problem+json" ||
+			res.Header.Get("Retry-After") == "" || res.Header.Get("X-Gatehouse-Cluster") != "one" {
+			t.Errorf("GET %s while starting = %d %v %q, want a 503 problem with Retry-After naming cluster one", path, res.StatusCode, res.Header, body)
+		}
+	}
+	host, port, _ := net.SplitHostPort(busAddr)
+	p, _ := strconv.Atoi(port)
+	ns, err := server.NewServer(&server.Options{Host: host, Port: p, NoSigs: true, NoLog: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	select {
+	case <-g.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not ready once the bus came up")
+	}
+	if res, body := get("/healthz"); res.StatusCode != http.StatusOK || body != "ok" {
+		t.Errorf("GET /healthz once started = %d %q, want 200 ok", res.StatusCode, body)
+	}
+}

@@ -176,7 +176,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		ManagementAddr: cfg.Management.Addr,
 		HTTPMode:       cfg.HTTP.Mode,
 		DisableLane:    !cfg.Listeners.FastPath,
-		Handler:        delegate(l7),
+		Handler:        delegate(l7, cfg.Cluster.ID),
 		Management:     g.managementMux(apiH),
 		Ready:          started.Load,
 		TLS: &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -776,16 +776,25 @@ func requestDone(p *atomic.Pointer[http.Handler]) func(context.Context) bool {
 	}
 }
 
-// delegate serves with whatever handler p holds, or 503 while it is unset.
-func delegate(p *atomic.Pointer[http.Handler]) http.Handler {
+// delegate serves with whatever handler p holds, or 503 while it is unset:
+// the gateway is starting and has no table to route by. /healthz too: a
+// load balancer that checks it must keep a starting gateway out of
+// rotation rather than send it clients to refuse, for as long as the start
+// waits (for a bus that is down, without end), as the drain takes a
+// gateway out by closing its listeners. Its answers name the cluster, as
+// every answer does (DESIGN §5.2); a peer's probe still fails on the 503.
+func delegate(p *atomic.Pointer[http.Handler], clusterID string) http.Handler {
+	var clusterHdr []string
+	if clusterID != "" {
+		clusterHdr = []string{clusterID}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := p.Load(); h != nil {
 			(*h).ServeHTTP(w, r)
 			return
 		}
-		if r.URL.Path == "/healthz" {
-			_, _ = w.Write([]byte("ok\n"))
-			return
+		if clusterHdr != nil {
+			w.Header()["X-Gatehouse-Cluster"] = clusterHdr
 		}
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, http.StatusServiceUnavailable, "the gateway is starting")
