@@ -530,6 +530,7 @@ type fastResp struct {
 	text      []byte
 	connToks  []string // Connection tokens other than close/keep-alive
 	lengthSet bool
+	began     bool // a byte of the head came, whatever failed after it
 }
 
 // smallHead and headBlock are the memory a response head's values take,
@@ -618,7 +619,10 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 			// Nothing at all came back, or the head did not go out (no
 			// timeout, the client still there): on a reused connection,
 			// the host had closed it.
-			dead := n1xx == 0 && ctx.Err() == nil && !isTimeout(err) && (err == io.EOF || isConnBroken(err)) &&
+			// A byte of an answer means the host read the request: it is
+			// never sent twice (net/http's Transport retries only when
+			// its first read finds nothing).
+			dead := n1xx == 0 && !res.began && ctx.Err() == nil && !isTimeout(err) && (err == io.EOF || isConnBroken(err)) &&
 				!errors.Is(err, io.ErrUnexpectedEOF)
 			if errors.Is(err, sock.ErrNotIdle) {
 				dead = true // the request never went out: a new connection takes it
@@ -803,7 +807,7 @@ const maxFastHead = 1 << 20
 
 // readLine returns the next line of br without its line ending, valid
 // until the next read. Lines longer than the reader's buffer are
-// gathered in *long.
+// gathered in *long. On a read error it returns what came of the line.
 func readLine(br *bufio.Reader, long *[]byte, budget *int) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
@@ -821,7 +825,7 @@ func readLine(br *bufio.Reader, long *[]byte, budget *int) ([]byte, error) {
 		if err == io.EOF && len(line) > 0 {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return line, err
 	}
 	if *budget -= len(line); *budget < 0 {
 		return nil, errFastHeadSize
@@ -846,6 +850,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 	budget := maxFastHead
 	var long []byte
 	line, err := readLine(br, &long, &budget)
+	res.began = len(line) > 0 || err == nil
 	if err != nil {
 		return err
 	}
