@@ -200,8 +200,13 @@ func attemptFrom(ctx context.Context) *attempt {
 	return a
 }
 
+// maxTries bounds the hosts one request is offered to when each refuses
+// the connection.
+const maxTries = 3
+
 // ServeHTTP picks a host and proxies r to it; on a connect failure it
-// tries the next host once, then the fallback, then answers 502.
+// tries the next host not yet tried (up to maxTries hosts, within
+// DialTimeout of the first), then the fallback, then answers 502.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq := route.RequestFrom(r.Context())
 	if rq == nil || rq.Table == nil || rq.Match.Kind != route.KindApp || rq.Match.App == nil {
@@ -237,6 +242,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.body = &trackedBody{ReadCloser: r.Body}
 	}
 	var in *http.Request // r with the attempt as its context, for ReverseProxy: built when first needed
+	var tried [maxTries]*route.Host
 	for try := 0; ; try++ {
 		a.host, a.failed = h, nil
 		if p.fast != nil && fastOK(r, h) {
@@ -258,9 +264,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Nothing was sent to h and nothing written to w: the next host
-		// may take the request, whatever its method.
-		if try == 0 {
-			if next := pick(pool, start+1, p.opts.Now(), h); next != nil && next != h {
+		// may take the request, whatever its method. h now cools down, so
+		// a host that is up comes before the others that failed; each
+		// host is offered the request once. (With only the next host
+		// tried, two dead hosts met in a row answered 502 while a third
+		// was up; nginx's proxy_next_upstream moves on to it.)
+		// A connect that timed out (a host powered off) spent the
+		// request's connect budget: no further host is dialed after
+		// DialTimeout, or a pool of such hosts would cost one timeout
+		// each and leave failover no time.
+		tried[try] = h
+		if now := p.opts.Now(); try+1 < maxTries && now.Sub(a.picked) < p.opts.DialTimeout {
+			if next := pick(pool, start+uint32(try)+1, now, tried[:try+1]); next != nil {
 				h = next
 				continue
 			}

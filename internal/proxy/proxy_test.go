@@ -44,7 +44,7 @@ func TestRoundRobinPolicy(t *testing.T) {
 	if strings.Join(got, "") != "accacc" { // b's turn falls to the next one
 		t.Fatalf("skipping degraded b: %v", got)
 	}
-	if h := pick(pool, 0, now, pool[0]); h.ID != "c" {
+	if h := pick(pool, 0, now, pool[:1]); h.ID != "c" {
 		t.Fatalf("skip a from 0 = %s", h.ID)
 	}
 }
@@ -60,7 +60,7 @@ func TestPickAllDegradedTakesLeastRecentlyFailed(t *testing.T) {
 			t.Fatalf("start %d picked %s, want b", start, h.ID)
 		}
 	}
-	if h := pick(pool, 0, now, pool[1]); h.ID != "a" {
+	if h := pick(pool, 0, now, pool[1:2]); h.ID != "a" {
 		t.Fatalf("with b skipped picked %s, want a", h.ID)
 	}
 }
@@ -76,7 +76,7 @@ func TestPickEdgeCases(t *testing.T) {
 		t.Fatal("picked a host without URL")
 	}
 	one := hosts("a")
-	if pick(one, 0, now, one[0]) != nil {
+	if pick(one, 0, now, one) != nil {
 		t.Fatal("picked the skipped only host")
 	}
 	draining := hosts("d", "e")

@@ -23,16 +23,16 @@ func (r *robins) next(app string) uint32 {
 }
 
 // pick chooses a host from pool, round robin from start: the first that
-// speaks HTTP, is not skip and is not cooling down at now. If every
+// speaks HTTP, is not in skip and is not cooling down at now. If every
 // candidate cools down it returns the one that failed longest ago, so a
 // whole pool marked degraded is still tried rather than refused. nil
 // means pool holds no candidate at all.
-func pick(pool []*route.Host, start uint32, now time.Time, skip *route.Host) *route.Host {
+func pick(pool []*route.Host, start uint32, now time.Time, skip []*route.Host) *route.Host {
 	n := uint32(len(pool))
 	var oldest *route.Host
 	for i := range n {
 		h := pool[(start+i)%n]
-		if h == skip || h.URL == nil || !h.Routable() {
+		if h.URL == nil || !h.Routable() || skipped(h, skip) {
 			continue
 		}
 		if !h.Health.Degraded(now) {
@@ -43,6 +43,15 @@ func pick(pool []*route.Host, start uint32, now time.Time, skip *route.Host) *ro
 		}
 	}
 	return oldest
+}
+
+func skipped(h *route.Host, skip []*route.Host) bool {
+	for _, s := range skip {
+		if h == s {
+			return true
+		}
+	}
+	return false
 }
 
 // HeldApps calls f with each app id the proxy keeps a round-robin counter
