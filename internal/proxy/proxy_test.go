@@ -104,6 +104,15 @@ func TestRobinsPerApp(t *testing.T) {
 func TestStatusFor(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	read := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	// A connect that timed out: which of the dialer's two clocks fires
+	// first decides whether its error is also context.DeadlineExceeded.
+	// Either way the host could not be reached: 502, not 504.
+	expired, cancel := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancel()
+	_, dialTimeout := (&net.Dialer{}).DialContext(expired, "tcp", "127.0.0.1:1")
+	if !errors.Is(dialTimeout, context.DeadlineExceeded) || !isDial(dialTimeout) {
+		t.Fatalf("a dial past its deadline failed with %v", dialTimeout)
+	}
 	tests := []struct {
 		err    error
 		status int
@@ -114,6 +123,8 @@ func TestStatusFor(t *testing.T) {
 		{context.DeadlineExceeded, 504, "timeout"},
 		{dial, 502, "dial"},
 		{fmt.Errorf("%w: %w", ErrUnreachable, dial), 502, "dial"},
+		{dialTimeout, 502, "dial"},
+		{fmt.Errorf("%w: %w", ErrUnreachable, dialTimeout), 502, "dial"},
 		{timeoutErr{}, 504, "timeout"},
 		{&url.Error{Op: "Get", URL: "x", Err: timeoutErr{}}, 504, "timeout"},
 		{read, 502, "other"},

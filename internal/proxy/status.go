@@ -45,10 +45,14 @@ func statusFor(err error) int {
 		return StatusClientClosed
 	case errors.Is(err, ErrNoHost):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout
+	// Before the timeouts: a connect that timed out is an unreachable
+	// host, as one refused, whichever of the dialer's clocks ended it
+	// (its context's error is also context.DeadlineExceeded, its
+	// socket's is not).
 	case isDial(err), errors.Is(err, ErrNoRoutableHost), errors.Is(err, ErrUnreachable):
 		return http.StatusBadGateway
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
 	case isTimeout(err):
 		return http.StatusGatewayTimeout
 	case errors.Is(err, errNotApp):
