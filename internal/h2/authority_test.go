@@ -82,6 +82,7 @@ func TestAuthorityAndHost(t *testing.T) {
 	}{
 		{"authority", []string{":authority", "a.example"}, `200 a.example []`},
 		{"authority and the same host", []string{":authority", "a.example", "host", "a.example"}, `200 a.example []`},
+		{"authority and the host in another case", []string{":authority", "a.example", "host", "A.Example"}, `200 a.example []`},
 		{"host alone", []string{"host", "a.example:8443"}, `200 a.example:8443 []`},
 		{"authority with a port", []string{":authority", "a.example:8443"}, `200 a.example:8443 []`},
 		{"authority and another host", []string{":authority", "a.example", "host", "b.example"}, "RST_STREAM PROTOCOL_ERROR"},

@@ -89,12 +89,15 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 		// 9113 §8.3.1), and out of the map as net/http keeps it: the
 		// gateway routes by r.Host and sends the host r.Host, and no
 		// reader of r.Header may find another name. x/net's server and
-		// the HTTP/1.1 listener refuse the same.
+		// the HTTP/1.1 listener refuse the same. Names that differ
+		// in case only are one name (routing lowercases them).
 		if hosts, ok := header["Host"]; ok {
-			if len(hosts) != 1 || authority != "" && hosts[0] != authority {
+			if len(hosts) != 1 || authority != "" && !strings.EqualFold(hosts[0], authority) {
 				return nil, http2.ErrCodeProtocol
 			}
-			authority = hosts[0]
+			if authority == "" {
+				authority = hosts[0]
+			}
 			delete(header, "Host")
 		}
 		var ok bool
