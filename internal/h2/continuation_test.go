@@ -1,10 +1,7 @@
 package h2
 
 import (
-	"errors"
 	"net/http"
-	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -33,34 +30,8 @@ func TestEmptyContinuationsBounded(t *testing.T) {
 	if err := rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: rc.hb.Bytes(), EndStream: true}); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for range 100_000 {
-			if rc.fr.WriteContinuation(1, false, nil) != nil {
-				return
-			}
-		}
-	}()
-	defer wg.Wait()
-	// Closing ends the flood's writes, if they block.
-	defer rc.c.Close()
-	for {
-		f, err := rc.next()
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatal("a block of empty CONTINUATION frames was read on and on")
-		}
-		if err != nil {
-			break // closed: a reset can come before the GOAWAY is read
-		}
-		if g, ok := f.(*http2.GoAwayFrame); ok {
-			if g.ErrCode != http2.ErrCodeProtocol {
-				t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
-			}
-			break
-		}
-	}
+	flood(t, rc, 100_000, func(int) error { return rc.fr.WriteContinuation(1, false, nil) },
+		http2.ErrCodeProtocol, "a block of empty CONTINUATION frames was read on and on")
 	if n := served.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times", n)
 	}

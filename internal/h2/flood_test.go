@@ -124,34 +124,8 @@ func TestFloodsOnAResetStreamBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := dial()
 			tt.open(t, rc)
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 3 * maxEmptyFrames {
-					if tt.send(rc) != nil {
-						return
-					}
-				}
-			}()
-			defer wg.Wait()
-			// Closing ends the flood's writes, if they block.
-			defer rc.c.Close()
-			for {
-				f, err := rc.next()
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Fatal("the flood was not bounded")
-				}
-				if err != nil {
-					return // closed: a reset can come before the GOAWAY is read
-				}
-				if g, ok := f.(*http2.GoAwayFrame); ok {
-					if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
-						t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
-					}
-					return
-				}
-			}
+			flood(t, rc, 3*maxEmptyFrames, func(int) error { return tt.send(rc) },
+				http2.ErrCodeEnhanceYourCalm, "the flood was not bounded")
 		})
 	}
 }
@@ -173,12 +147,23 @@ func TestStreamsAfterGoawayBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.until("the server's GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	flood(t, rc, 3*maxEmptyFrames, func(i int) error { return rc.writeHeaders(uint32(3+2*i), reqFields("GET", "/")...) },
+		http2.ErrCodeEnhanceYourCalm, "streams after GOAWAY were refused without bound")
+}
+
+// flood sends n frames by send from a goroutine while it reads the
+// server's answers, until a GOAWAY, which must carry want, or the
+// connection's close (a reset can come before the GOAWAY is read). A
+// read that times out means the server read on and on: unbounded fails
+// the test.
+func flood(t *testing.T, rc *rawClient, n int, send func(i int) error, want http2.ErrCode, unbounded string) {
+	t.Helper()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := range 3 * maxEmptyFrames {
-			if rc.writeHeaders(uint32(3+2*i), reqFields("GET", "/")...) != nil {
+		for i := range n {
+			if send(i) != nil {
 				return
 			}
 		}
@@ -189,14 +174,14 @@ func TestStreamsAfterGoawayBounded(t *testing.T) {
 	for {
 		f, err := rc.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatal("streams after GOAWAY were refused without bound")
+			t.Fatal(unbounded)
 		}
 		if err != nil {
-			return // closed: a reset can come before the GOAWAY is read
+			return
 		}
 		if g, ok := f.(*http2.GoAwayFrame); ok {
-			if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
-				t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
+			if g.ErrCode != want {
+				t.Fatalf("GOAWAY %v, want %v", g.ErrCode, want)
 			}
 			return
 		}
