@@ -52,6 +52,15 @@ var hostPublish = []string{
 
 var hostSubscribe = []string{"_INBOX.>"}
 
+// MaxSubscriptions bounds the subscriptions of one client of the embedded
+// server. A host needs one (its inbox) and a gateway a few per bucket and
+// peer cluster; without a bound, one unauthenticated connection could
+// subscribe until the gateway's memory runs out (NATS sets none by
+// default). The server refuses each one past it with "maximum
+// subscriptions exceeded"; the connection and its other subscriptions
+// stay.
+const MaxSubscriptions = 1024
+
 // users returns the embedded server's users: the gateway's, with full
 // rights, and the restricted one that clients without credentials get.
 func users(secret string) []*server.User {

@@ -245,6 +245,7 @@ func (b *Bus) startEmbedded(ctx context.Context) (err error) {
 		SyncAlways: true,
 		Users:      users(secret),
 		NoAuthUser: hostUser, // a client without credentials is a host
+		MaxSubs:    MaxSubscriptions,
 	}
 	if b.port == 0 {
 		opts.Port = server.RANDOM_PORT
