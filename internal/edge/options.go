@@ -59,8 +59,8 @@ type Options struct {
 	Ready func() bool
 
 	// TLS is the https listener's config; its GetCertificate comes from
-	// tlsmgr. Required when HTTPSAddr is set. NextProtos should offer h2
-	// and http/1.1 (and acme-tls/1 for TLS-ALPN-01).
+	// tlsmgr. Required when HTTPSAddr is set. NextProtos should offer h2,
+	// http/1.1 and http/1.0 (and acme-tls/1 for TLS-ALPN-01).
 	TLS *tls.Config
 	// ACME wraps the http listener's handler so ACME HTTP-01 challenges are
 	// answered (tlsmgr.Manager.HTTPHandler). It sees only

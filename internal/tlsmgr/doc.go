@@ -4,13 +4,13 @@
 // [Manager.TLSConfig] returns the *tls.Config the https listener serves:
 // TLS 1.2 minimum, key exchange preferring the hybrid post-quantum
 // X25519MLKEM768 (Options.PQOnly: only that group, which also means TLS 1.3
-// only), ALPN h2, http/1.1 and acme-tls/1. Its GetCertificate answers, in
-// order: ACME TLS-ALPN-01 challenges; certificates certmagic holds (issued
-// for the managed names, or on demand for custom domains that
-// Options.Allow accepts, asked again at each handshake served from the
-// cache, so a deleted mapping's certificate is no longer served); else the
-// bootstrap certificate. A custom domain whose on-demand order failed is
-// served the bootstrap certificate, without ACME traffic, for a window
+// only), ALPN h2, http/1.1, http/1.0 and acme-tls/1. Its GetCertificate
+// answers, in order: ACME TLS-ALPN-01 challenges; certificates certmagic
+// holds (issued for the managed names, or on demand for custom domains
+// that Options.Allow accepts, asked again at each handshake served from
+// the cache, so a deleted mapping's certificate is no longer served); else
+// the bootstrap certificate. A custom domain whose on-demand order failed
+// is served the bootstrap certificate, without ACME traffic, for a window
 // that doubles from 1 minute to 1 hour (backoff.go).
 //
 // The bootstrap certificate is self-issued at New for the gateway's own

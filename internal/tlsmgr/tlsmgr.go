@@ -88,12 +88,17 @@ var (
 
 // TLSConfig returns a new *tls.Config for the https listener: TLS 1.2+
 // (1.3 only with PQOnly, X25519MLKEM768 being a TLS 1.3 group), the curve
-// preferences above, ALPN h2, http/1.1 and acme-tls/1, and GetCertificate.
+// preferences above, ALPN h2, http/1.1, http/1.0 and acme-tls/1, and
+// GetCertificate. http/1.0 is there because the listener serves HTTP/1.0
+// requests: crypto/tls refuses a client whose offer names no protocol of
+// the list (no_application_protocol), and curl 7.88 to 8.4 offer only
+// http/1.0 for --http1.0; nginx accepts it too. It comes after http/1.1,
+// so a client that offers both gets http/1.1.
 func (m *Manager) TLSConfig() *tls.Config {
 	c := &tls.Config{
 		MinVersion:       tls.VersionTLS12,
 		CurvePreferences: slices.Clone(curves),
-		NextProtos:       []string{"h2", "http/1.1", ACMETLS1},
+		NextProtos:       []string{"h2", "http/1.1", "http/1.0", ACMETLS1},
 		GetCertificate:   m.GetCertificate,
 	}
 	if m.opts.PQOnly {
