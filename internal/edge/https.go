@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -108,10 +109,34 @@ func (e *Edge) refuseHello(c net.Conn, err error) {
 		return
 	}
 	// Bounded: a client that does not read gets the close instead.
-	if c.SetWriteDeadline(time.Now().Add(time.Second)) == nil {
-		_, _ = c.Write(answer)
+	if c.SetWriteDeadline(time.Now().Add(time.Second)) != nil {
+		return
+	}
+	if _, err := c.Write(answer); err != nil {
+		return
+	}
+	// Closed with bytes of the client's unread (a request's body), the
+	// socket would answer a reset, which can reach the client before it
+	// reads the answer, and which a client still sending reports instead
+	// of it. So our side ends first, and what the client goes on sending
+	// is read and dropped for a bounded while, as net/http's close after
+	// an error and nginx's lingering close do.
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	if c.SetReadDeadline(time.Now().Add(refuseLingerFor)) == nil {
+		_, _ = io.CopyN(io.Discard, c, refuseLingerBytes)
 	}
 }
+
+// refuseLingerFor and refuseLingerBytes bound how long, and how much of
+// what a refused client goes on sending, refuseHello reads after its
+// answer: a form a browser posts to the wrong port, not an upload.
+const (
+	refuseLingerFor   = 500 * time.Millisecond
+	refuseLingerBytes = 256 << 10
+)
 
 // wrapTLS applies Options.WrapTLS to an HTTP/1 connection of the https
 // listener before net/http reads it: net/http alone accepts a request with

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -74,5 +75,35 @@ func TestHTTPSListenerRefusesClearly(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestPlainHTTPWithBodyOnHTTPS: a plain HTTP request with a body sent to
+// the https listener (a form posted to http://host:443) gets its 400 and
+// then the end of the stream, not a reset: closed with the body unread,
+// the socket would answer a reset, which a client still sending reports
+// as "connection reset" instead of the 400. The listener ends its side
+// first and reads what is left for a short, bounded while, as net/http's
+// own close after an error and nginx's lingering close do.
+func TestPlainHTTPWithBodyOnHTTPS(t *testing.T) {
+	e := start(t, Options{})
+	for _, size := range []int{0, 64 << 10} {
+		c, err := net.Dial("tcp", e.https)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		go func() {
+			_, _ = fmt.Fprintf(c, "POST /form HTTP/1.1\r\nHost: web.%s\r\nContent-Length: %d\r\n\r\n", zone, size)
+			_, _ = c.Write(make([]byte, size))
+		}()
+		got, err := io.ReadAll(c)
+		c.Close()
+		if !strings.HasPrefix(string(got), "HTTP/1.1 400 ") {
+			t.Fatalf("body of %d bytes: got %q", size, got)
+		}
+		if err != nil {
+			t.Errorf("body of %d bytes: the 400 came, then %v, want the end of the stream", size, err)
+		}
 	}
 }
