@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +143,8 @@ type Claims struct {
 // the user's naming would hand out the platform credential, audiences and
 // limits. Any other member is a private claim and ignored. Of a name given
 // twice the last counts (RFC 7519 §4 allows it). exp, nbf and iat must be
-// JSON numbers (NumericDate, §2), not numbers in strings.
+// JSON numbers (NumericDate, §2), not numbers in strings, and within
+// maxDate seconds of 1970.
 func (c *Claims) UnmarshalJSON(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -160,8 +163,13 @@ func (c *Claims) UnmarshalJSON(b []byte) error {
 		if !ok {
 			continue
 		}
-		if _, date := f.dst.(**jwt.NumericDate); date && !jsonNumber(v) {
-			return fmt.Errorf("claim %s must be a JSON number (a NumericDate), not %s", f.name, v)
+		if _, date := f.dst.(**jwt.NumericDate); date {
+			if !jsonNumber(v) {
+				return fmt.Errorf("claim %s must be a JSON number (a NumericDate), not %s", f.name, v)
+			}
+			if !holdableDate(v) {
+				return fmt.Errorf("claim %s: %s seconds is past any date a time can hold", f.name, v)
+			}
 		}
 		if err := json.Unmarshal(v, f.dst); err != nil {
 			return fmt.Errorf("claim %s: %w", f.name, err)
@@ -175,6 +183,21 @@ func (c *Claims) UnmarshalJSON(b []byte) error {
 func jsonNumber(v json.RawMessage) bool {
 	v = bytes.TrimSpace(v)
 	return string(v) == "null" || (len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9'))
+}
+
+// maxDate bounds a NumericDate's seconds either side of 1970: about 146
+// billion years, far past any "never expires" an issuer writes (2^53, the
+// largest exact JavaScript integer, included), and short of where
+// golang-jwt's conversion to a time stops being one: past it a date wraps
+// round (an nbf of 1e19 read as the far past, a token meant never to be
+// valid was valid now) or saturates, by CPU.
+const maxDate = 1 << 62
+
+// holdableDate reports whether v, a JSON number or null, is a date within
+// maxDate seconds of 1970.
+func holdableDate(v json.RawMessage) bool {
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64)
+	return err != nil || math.Abs(f) <= maxDate // null, or past float64: golang-jwt refuses those
 }
 
 // Verifier checks tokens against the configured issuers. Safe for

@@ -135,6 +135,17 @@ func TestVerify(t *testing.T) {
 		{"Limits is not limits", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["Limits"] = map[string]int{"rps": -1} })), "shop", 0},
 		{"exp in a string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["exp"] = fmt.Sprint(now.Add(time.Hour).Unix()) })), "shop", 401},
 		{"nbf in a string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = fmt.Sprint(now.Unix()) })), "shop", 401},
+		// A date past what a time holds wrapped to the far past (or, on
+		// another CPU, saturated): a token not valid until an unthinkable
+		// year was valid now. Any such date is malformed, however meant.
+		{"nbf past any date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = 1e19 })), "shop", 401},
+		{"nbf far past any date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = 1e300 })), "shop", 401},
+		{"nbf before any date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = -1e19 })), "shop", 401},
+		{"exp past any date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["exp"] = 1e19 })), "shop", 401},
+		{"iat past any date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["iat"] = 1e19 })), "shop", 401},
+		// "Never expires" spelled as a huge but holdable date still is one.
+		{"exp far but a date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["exp"] = 1 << 53 })), "shop", 0},
+		{"nbf far in the past but a date", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["nbf"] = -(1 << 53) })), "shop", 0},
 		{"sub not a string", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["sub"] = 7 })), "shop", 401},
 		// The signature's last base64url character holds 4 spare bits:
 		// set one and lenient decoding reads the same signature.

@@ -51,6 +51,8 @@ func TestAuthThroughChain(t *testing.T) {
 		{"malformed", "/", edgeBearer("a.b.c"), 401},
 		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401},
 		{"not yet valid", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })), 401},
+		// An nbf past any date a time holds wrapped round to the far past.
+		{"not valid before an unthinkable year", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["nbf"] = 1e19 })), 401},
 		{"wrong signature", "/", edgeBearer(edgeSign(t, otherKey, nil)), 401},
 		{"unknown issuer", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["iss"] = "other" })), 401},
 		{"alg none", "/", edgeBearer(noneToken(t)), 401},
