@@ -1,6 +1,9 @@
 package limit
 
-import "sync"
+import (
+	"math"
+	"sync"
+)
 
 // nshards is the number of independently locked shards of a table: enough
 // that a handful of cores rarely contend, few enough that a small MaxKeys
@@ -44,10 +47,13 @@ type node[K tableKey, V any] struct {
 // while it can (a subject with open connections).
 func newTable[K tableKey, V any](maxKeys int) *table[K, V] {
 	t := &table[K, V]{}
-	per := (maxKeys + nshards - 1) / nshards
-	if per < 1 {
-		per = 1
+	// Rounded up without adding first: maxKeys+31 overflowed near the int
+	// range, to one key per shard. Nodes are indexed by int32.
+	per := maxKeys / nshards
+	if maxKeys%nshards != 0 {
+		per++
 	}
+	per = min(max(per, 1), math.MaxInt32)
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.max, s.head, s.tail = per, -1, -1

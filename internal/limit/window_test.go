@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,30 @@ func TestWindowBoundedKeys(t *testing.T) {
 	}
 	if _, err := NewWindow(WindowOptions{MaxKeys: -1}); err == nil {
 		t.Fatal("negative MaxKeys accepted")
+	}
+}
+
+// TestWindowHugeMaxKeys: a bound near the int range means "hold them all"
+// to whoever set it. Split over the shards by (max + 31)/32, it overflowed
+// to one key per shard: a 33rd client evicted another's counter, and every
+// client flooding from a few addresses got a fresh budget.
+func TestWindowHugeMaxKeys(t *testing.T) {
+	for _, max := range []int{math.MaxInt, math.MaxInt - 30, math.MaxInt32 * 64} {
+		clk := newClock()
+		w, err := NewWindow(WindowOptions{Now: clk.Now, MaxKeys: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := Quota{Limit: 1, Window: time.Minute}
+		for i := range 1000 {
+			w.Charge(KeyFor("app", netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})), 1, q)
+		}
+		if n := w.Len(); n != 1000 {
+			t.Fatalf("MaxKeys %d: holds %d of 1000 keys", max, n)
+		}
+		if r, _ := w.Charge(KeyFor("app", netip.MustParseAddr("10.0.0.0")), 1, q); r.Allowed {
+			t.Fatalf("MaxKeys %d: the first client's spent budget was forgotten", max)
+		}
 	}
 }
 
