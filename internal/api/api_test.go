@@ -1377,6 +1377,11 @@ func TestBodyErrorsNameWhatIsWrong(t *testing.T) {
 		// an app has two durations: the error says which one is wrong
 		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"5"}}`, `invalid JSON body: rate_limit.window: duration "5" is not one`},
 		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":"5"}}`, `invalid JSON body: health.interval: duration "5" is not one`},
+		// A number of seconds past a duration's range wrapped negative (or
+		// saturated, by CPU): the error said the window was -2562047h.
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":1e10}}`, `invalid JSON body: rate_limit.window: duration 1e10 s is out of range`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":-1e300}}`, `invalid JSON body: rate_limit.window: duration -1e300 s is out of range`},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":9.3e9}}`, `invalid JSON body: health.interval: duration 9.3e9 s is out of range`},
 		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":true}}`, `invalid JSON body: health.interval: duration must be a string like "60s"`},
 		// an unknown key says where it is, and which keys are known there
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a"},{"action":"deny","path":"/b","method":"GET"}]}`, `unknown field "method" in policy[1] (known: action, methods, path)`},

@@ -3,6 +3,7 @@ package route
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"time"
 
@@ -40,7 +41,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if err2 := json.Unmarshal(b, &n); err2 != nil {
 			return fmt.Errorf("duration must be a string like \"60s\"")
 		}
-		*d = Duration(n * float64(time.Second))
+		// Past the int64 range the conversion wraps (or saturates, by
+		// CPU): 1e10 s read as -2562047h, and the error named that.
+		ns := n * float64(time.Second)
+		if !(ns > math.MinInt64 && ns < math.MaxInt64) {
+			return fmt.Errorf("duration %s s is out of range", b)
+		}
+		*d = Duration(ns)
 		return nil
 	}
 	v, err := time.ParseDuration(s)
