@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,14 +326,29 @@ func BearerToken(r *http.Request) (string, error) {
 }
 
 // queryToken reports whether r's query has a token-like parameter: any,
-// when tok is empty, else access_token or one whose value is tok.
+// when tok is empty, else access_token or one whose value is tok. The
+// query is split on ';' as well as '&': Rack 2, Python before 3.9.2 and
+// Go before 1.17 read ?x=1;access_token=t as an access_token, and
+// net/url's Query skips such a pair, so the host would take a token the
+// gateway never saw. A part that does not unescape is compared as it is.
 func queryToken(r *http.Request, tok string) bool {
-	if r.URL.RawQuery == "" {
-		return false
-	}
-	for name, vs := range r.URL.Query() {
+	q := r.URL.RawQuery
+	for q != "" {
+		var kv string
+		if i := strings.IndexAny(q, "&;"); i >= 0 {
+			kv, q = q[:i], q[i+1:]
+		} else {
+			kv, q = q, ""
+		}
+		name, val, _ := strings.Cut(kv, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if v, err := url.QueryUnescape(val); err == nil {
+			val = v
+		}
 		for _, t := range queryTokenNames {
-			if strings.EqualFold(name, t) && (tok == "" || t == rfc6750Param || slices.Contains(vs, tok)) {
+			if strings.EqualFold(name, t) && (tok == "" || t == rfc6750Param || val == tok) {
 				return true
 			}
 		}
