@@ -449,8 +449,11 @@ func scopeToken(s string) bool {
 	return true
 }
 
-// keyFor returns the keys of the token's issuer: the one its kid names, if
-// the issuer's JWKS has that kid, else all of them.
+// keyFor returns the keys of the token's issuer: those its kid names, if
+// the issuer's JWKS has that kid, else all of them. A kid may name more
+// than one key (RFC 7517 §4.5 only says kids SHOULD differ; a rotation
+// that reuses one does it): each is tried, not the first alone, which
+// refused every token of the others.
 func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	iss, err := t.Claims.GetIssuer()
 	if err != nil {
@@ -461,12 +464,21 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 		return nil, fmt.Errorf("unknown issuer %q", iss)
 	}
 	kid, _ := t.Header["kid"].(string)
-	set := jwt.VerificationKeySet{}
+	var one ed25519.PublicKey
+	n := 0
 	for _, k := range keys {
 		if kid != "" && k.ID == kid {
-			return k.Pub, nil
+			one, n = k.Pub, n+1
 		}
-		set.Keys = append(set.Keys, k.Pub)
+	}
+	if n == 1 {
+		return one, nil
+	}
+	set := jwt.VerificationKeySet{}
+	for _, k := range keys {
+		if n == 0 || k.ID == kid {
+			set.Keys = append(set.Keys, k.Pub)
+		}
 	}
 	return set, nil
 }

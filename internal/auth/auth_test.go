@@ -262,6 +262,19 @@ func TestKeysFiles(t *testing.T) {
 			}
 		}
 	}
+	// Two keys under one kid (RFC 7517 §4.5 says distinct kids SHOULD be
+	// used, not must): the token of either verifies, not only the first's.
+	dupFile := filepath.Join(dir, "dup.json")
+	os.WriteFile(dupFile, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k","x":"`+x(pub1)+`"},{"kty":"OKP","crv":"Ed25519","kid":"k","x":"`+x(pub2)+`"}]}`), 0o600)
+	dup, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: dupFile}}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []ed25519.PrivateKey{priv1, priv2} {
+		if _, err := dup.Verify(sign(t, p, "k", claims(nil)), "shop"); err != nil {
+			t.Errorf("key %d of two under kid k: %v", i+1, err)
+		}
+	}
 	// kid names the wrong key: refused, not tried against the others.
 	v, _ := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: jwksFile}}, Now: func() time.Time { return now }})
 	if _, err := v.Verify(sign(t, priv1, "k2", claims(nil)), "shop"); err == nil {
