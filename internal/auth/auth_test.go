@@ -301,6 +301,21 @@ func TestKeysFiles(t *testing.T) {
 			t.Errorf("%s: keys accepted", name)
 		}
 	}
+	// A key appended to a good one for a rotation, but cut short (its END
+	// line lost in the copy): pem.Decode stops at it and the first key
+	// alone was loaded, with no word; the new key's tokens were all 401.
+	// Text around whole blocks (openssl's comments) stays allowed.
+	one := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: func() []byte { d, _ := x509.MarshalPKIXPublicKey(pub1); return d }()})
+	two := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: func() []byte { d, _ := x509.MarshalPKIXPublicKey(pub2); return d }()})
+	if _, err := ParseKeys(append(append([]byte{}, one...), two[:len(two)-len("-----END PUBLIC KEY-----\n")]...)); err == nil {
+		t.Error("a second PEM block without its END line was ignored")
+	}
+	if _, err := ParseKeys(append(append([]byte{}, one...), "-----BEGIN PUBLIC KEY-----\nnot base64!\n-----END PUBLIC KEY-----\n"...)); err == nil {
+		t.Error("a second PEM block that does not decode was ignored")
+	}
+	if keys, err := ParseKeys(append(append([]byte("issuer key, 2026\n"), one...), "\n# next rotation: May\n"...)); err != nil || len(keys) != 1 {
+		t.Errorf("text around a whole block: %d keys, %v", len(keys), err)
+	}
 	if _, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: filepath.Join(dir, "missing")}}}); err == nil {
 		t.Error("missing file accepted")
 	}

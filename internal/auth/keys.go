@@ -79,6 +79,13 @@ func parsePEM(b []byte) ([]Key, error) {
 	if len(bytes.TrimSpace(b)) > 0 && len(keys) == 0 {
 		return nil, errors.New("auth: keys: neither PEM nor JWKS")
 	}
+	// pem.Decode stops, with no error, at a block it cannot read (no END
+	// line, or a body that is not base64): a key appended for a rotation
+	// and cut short in the copy was dropped without a word, and every
+	// token it signed refused. Text around whole blocks is allowed.
+	if bytes.Contains(b, []byte("-----BEGIN")) {
+		return nil, fmt.Errorf("auth: keys: PEM block %d is not a whole PEM block (no END line, or a body that is not base64)", len(keys)+1)
+	}
 	return keys, nil
 }
 
