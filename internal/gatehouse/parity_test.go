@@ -67,6 +67,33 @@ func parityHost(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-T")
 		io.WriteString(w, "body")
 		w.Header().Set("X-T", "t1")
+	case "/forged-trailers":
+		// Trailers a host sends under names the gateway sets, or that
+		// must never be trailers (RFC 9110 §6.5.1), announced in a
+		// Trailer field (?announce; ?framing adds Content-Length to it)
+		// or not (http.TrailerPrefix).
+		q := r.URL.Query()
+		names := forgedTrailers
+		if q.Has("announce") {
+			names = announcedTrailers
+			decl := strings.Join(names, ", ") + ", X-Checksum"
+			if q.Has("framing") {
+				decl += ", Content-Length"
+			}
+			w.Header().Set("Trailer", decl)
+		}
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush()
+		for _, k := range append(names, "X-Checksum") {
+			v := "forged"
+			if k == "X-Checksum" {
+				v = "c1"
+			}
+			if !q.Has("announce") {
+				k = http.TrailerPrefix + k
+			}
+			w.Header().Set(k, v)
+		}
 	case "/early":
 		w.Header().Set("Link", "</s.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -659,6 +660,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	if cap(res.text) <= readSize {
 		c.text = res.text[:0] // copyTo copied what it handed out
 	}
+	res.trailers = slices.DeleteFunc(res.trailers, func(k string) bool { return !trailerOK(k, p.opts.OwnFields) })
 	if len(res.trailers) > 0 {
 		h.Add("Trailer", strings.Join(res.trailers, ", "))
 	}
@@ -674,7 +676,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 	var berr error
 	switch {
 	case res.chunked:
-		berr = copyChunked(w, c.br, res.stream, res.trailers)
+		berr = copyChunked(w, c.br, res.stream, res.trailers, p.opts.OwnFields)
 	case res.length >= 0:
 		berr = copyN(w, c.br, res.length, res.stream)
 	default:
@@ -990,6 +992,14 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 		res.chunked, res.length = true, -1 // Transfer-Encoding wins; Content-Length is not passed on
 		res.dropKey("Content-Length")
 	}
+	if !res.chunked {
+		res.trailers = nil // none can come: net/http's client ignores the field, ReverseProxy drops it
+	}
+	for _, k := range res.trailers {
+		if k == "Transfer-Encoding" || k == "Trailer" || k == "Content-Length" {
+			return errFastHead // net/http's client refuses the response (ReverseProxy: 502)
+		}
+	}
 	res.stream = res.length < 0
 	return nil
 }
@@ -1283,8 +1293,9 @@ func readChunkSize(br *bufio.Reader) (int64, error) {
 
 // copyChunked decodes a chunked body from br to w and passes its trailers
 // on, as ReverseProxy does: under their own names when every one was
-// announced, otherwise all with http.TrailerPrefix.
-func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced []string) error {
+// announced, otherwise all with http.TrailerPrefix. Those trailerOK
+// refuses (own: Options.OwnFields) are dropped, as on that path.
+func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced, own []string) error {
 	budget := maxFastHead
 	var long []byte
 	for {
@@ -1321,6 +1332,9 @@ func copyChunked(w http.ResponseWriter, br *bufio.Reader, stream bool, announced
 		v := bytes.TrimSpace(line[i+1:])
 		if !ok || !httpwire.ValidValue(v) {
 			return errFastHead
+		}
+		if !trailerOK(key, own) {
+			continue
 		}
 		start := int32(len(text))
 		text = append(text, v...)

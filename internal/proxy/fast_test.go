@@ -659,7 +659,7 @@ func FuzzFastResponse(f *testing.F) {
 		}
 		switch {
 		case res.chunked:
-			_ = copyChunked(w, br, false, res.trailers)
+			_ = copyChunked(w, br, false, res.trailers, nil)
 		case res.length >= 0:
 			if err := copyN(w, br, res.length, false); err == nil && int64(w.Body.Len()) != res.length {
 				t.Fatalf("copied %d of %d", w.Body.Len(), res.length)
@@ -707,7 +707,7 @@ func FuzzFastBodyAsNetHTTP(f *testing.F) {
 		switch {
 		case fr.status == http.StatusNoContent || fr.status == http.StatusNotModified:
 		case fr.chunked:
-			gerr = copyChunked(w, br, false, fr.trailers)
+			gerr = copyChunked(w, br, false, fr.trailers, nil)
 		case fr.length >= 0:
 			gerr = copyN(w, br, fr.length, false)
 		default:

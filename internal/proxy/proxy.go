@@ -398,6 +398,16 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	} else {
 		delete(res.Header, HeaderCluster)
 	}
+	// Trailers (trailerOK): the announced ones now, before ReverseProxy
+	// announces them; all of them once the body ends. Only a chunked
+	// HTTP/1.1 body or an HTTP/2 stream can carry any (the rest costs no
+	// wrapper). A 101's body is the upgraded connection, which
+	// ReverseProxy needs unwrapped.
+	if (len(res.TransferEncoding) > 0 || res.ProtoMajor == 2) && res.StatusCode != http.StatusSwitchingProtocols &&
+		res.Body != nil && res.Body != http.NoBody {
+		dropTrailers(res.Trailer, p.opts.OwnFields)
+		res.Body = &trailerFilter{ReadCloser: res.Body, res: res, own: p.opts.OwnFields}
+	}
 	// A 101 is written by ReverseProxy on the hijacked connection, past
 	// the gateway's recorder that puts X-Request-Id on every other answer
 	// (unless the host's carries one): do the same here, with the id the
