@@ -94,6 +94,15 @@ func parityHost(w http.ResponseWriter, r *http.Request) {
 			}
 			w.Header().Set(k, v)
 		}
+	case "/raw":
+		// The answer is rawAnswers[?a], written as is on the hijacked
+		// connection, which then closes.
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, rawAnswers[r.URL.Query().Get("a")])
 	case "/early":
 		w.Header().Set("Link", "</s.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)

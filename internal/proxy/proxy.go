@@ -386,6 +386,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // with this cluster's id (a host does not get to claim a cluster, nor a
 // failover).
 func (p *Proxy) modifyResponse(res *http.Response) error {
+	// net/http's client takes any three digits, but a status under 100 is
+	// no HTTP answer, and writing it panics (the client got a 500 saying
+	// the gateway failed): a 502, as the fast path answers.
+	if res.StatusCode < 100 {
+		return fmt.Errorf("%w: status %03d", errFastHead, res.StatusCode)
+	}
 	if a := attemptFrom(res.Request.Context()); a != nil {
 		a.host.Health.OK()
 	}
