@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,22 @@ func (w *interimGuard) WriteHeader(code int) {
 	case code < 200 && code != http.StatusSwitchingProtocols:
 		delete(h, HeaderCluster)
 		delete(h, HeaderFailover)
+		// ReverseProxy removes the hop-by-hop fields from the final
+		// answer only: a 1xx's are the host's connection's (RFC 9110
+		// §7.6.1), as the fast path treats them, and over HTTP/2 a TE or
+		// an Upgrade makes the response malformed. (net/http's client
+		// already dropped a Connection that said close, and the names it
+		// listed with it are not known here.)
+		for _, v := range h["Connection"] {
+			for _, tok := range strings.Split(v, ",") {
+				if tok = textproto.TrimString(tok); tok != "" {
+					delete(h, textproto.CanonicalMIMEHeaderKey(tok))
+				}
+			}
+		}
+		for _, k := range hopByHop {
+			delete(h, k)
+		}
 		// ReverseProxy appended the host's 1xx fields to the handler's
 		// own one value of each: the first is the handler's. Kept, the
 		// host's would go out on the 1xx and, with the fields a handler
@@ -173,6 +190,10 @@ func untyped(h http.Header) {
 		h["Content-Type"] = nil
 	}
 }
+
+// hopByHop are the fields ReverseProxy removes from an answer as
+// hop-by-hop (RFC 9110 §7.6.1), in canonical form.
+var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 func (w *interimGuard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
