@@ -23,6 +23,38 @@ var rawAnswers = map[string]string{
 		"Keep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTe: gzip\r\nUpgrade: foo\r\n" +
 		"Proxy-Authenticate: Basic\r\nTrailer: X-T\r\n\r\n" +
 		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+	"six-103": strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", 6) +
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+	"five-103": strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", 5) +
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+}
+
+// TestParityHostInterimCount: a host may send five 1xx before its answer,
+// and the client gets them all and the answer; a sixth makes a 502 after
+// the five, on the fast path (GET) as through ReverseProxy (POST, whose
+// transport no longer counts them once they are passed on), over every
+// server.
+func TestParityHostInterimCount(t *testing.T) {
+	p := newParityEnv(t)
+	for _, tc := range []struct {
+		answer string
+		status int
+	}{{"five-103", http.StatusOK}, {"six-103", http.StatusBadGateway}} {
+		for _, method := range []string{"GET", "POST"} {
+			q := parityReq{name: method + " " + tc.answer, method: method, target: "/raw?a=" + tc.answer}
+			if method == "POST" {
+				q.body = "x"
+			}
+			t.Run(q.name, func(t *testing.T) {
+				for _, via := range parityPaths {
+					r := p.send(t, via, q)
+					if r.Status != tc.status || len(r.Interim) != 5 {
+						t.Errorf("via %s: 1xx %v, then %d %.80q; want five 103 then %d", via, r.Interim, r.Status, r.Body, tc.status)
+					}
+				}
+			})
+		}
+	}
 }
 
 // hopFields are the hop-by-hop fields of rawAnswers["103-hop"]'s 103.

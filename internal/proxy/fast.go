@@ -633,7 +633,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		if res.status >= 200 || res.status == http.StatusSwitchingProtocols {
 			break
 		}
-		if n1xx == 5 {
+		if n1xx == max1xx {
 			return false, errFastTooMany
 		}
 		h := w.Header()

@@ -137,15 +137,29 @@ type attemptKey struct{}
 // as they came, past modifyResponse, which does the same for the final
 // answer; the fast path drops them from both. Unwrap keeps Flush and
 // Hijack reachable for http.ResponseController.
+//
+// It also counts them: net/http's client stops counting a host's 1xx once
+// a trace (ReverseProxy's) takes them, so past max1xx they go no further,
+// and modifyResponse answers 502 instead of the final answer, as the fast
+// path does (the host could otherwise send them until the head's timeout).
 type interimGuard struct {
 	http.ResponseWriter
-	own []string
+	own  []string
+	n1xx int
 }
+
+// max1xx is how many 1xx a host may send before its answer (what
+// net/http's client allowed before it left the count to a trace).
+const max1xx = 5
 
 func (w *interimGuard) WriteHeader(code int) {
 	h := w.Header()
 	switch {
 	case code < 200 && code != http.StatusSwitchingProtocols:
+		if w.n1xx++; w.n1xx > max1xx {
+			clear(h) // as ReverseProxy does after one it passes on
+			return
+		}
 		delete(h, HeaderCluster)
 		delete(h, HeaderFailover)
 		// ReverseProxy removes the hop-by-hop fields from the final
@@ -316,7 +330,7 @@ func (p *Proxy) try(w http.ResponseWriter, r *http.Request, a *attempt, in *http
 		p.serveFast(w, r, a)
 		return
 	}
-	a.interim.ResponseWriter, a.interim.own = w, p.opts.OwnFields
+	a.interim = interimGuard{ResponseWriter: w, own: p.opts.OwnFields}
 	p.rp.ServeHTTP(&a.interim, in)
 }
 
@@ -414,6 +428,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		return fmt.Errorf("%w: status %03d", errFastHead, res.StatusCode)
 	}
 	if a := attemptFrom(res.Request.Context()); a != nil {
+		if a.interim.n1xx > max1xx {
+			return errFastTooMany
+		}
 		a.host.Health.OK()
 	}
 	delete(res.Header, HeaderFailover)
