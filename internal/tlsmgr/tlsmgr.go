@@ -86,9 +86,24 @@ var (
 	curvesPQOnly = []tls.CurveID{tls.X25519MLKEM768}
 )
 
+// suites12 are the TLS 1.2 cipher suites, Mozilla's "intermediate" set
+// (as Caddy's default): forward secret AEADs only. Go's default list
+// also takes ECDHE with AES-CBC and HMAC-SHA1, which that set dropped
+// (Lucky13-style padding oracles) and every client it supports (IE 11 on
+// Windows 7, Android 4.4, Java 8u31, Safari 9 onwards) does without.
+// TLS 1.3's suites are not configurable and all AEADs.
+var suites12 = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // TLSConfig returns a new *tls.Config for the https listener: TLS 1.2+
-// (1.3 only with PQOnly, X25519MLKEM768 being a TLS 1.3 group), the curve
-// preferences above, ALPN h2, http/1.1, http/1.0 and acme-tls/1, and
+// (1.3 only with PQOnly, X25519MLKEM768 being a TLS 1.3 group), the TLS
+// 1.2 suites and curve preferences above, ALPN h2, http/1.1, http/1.0 and acme-tls/1, and
 // GetCertificate. http/1.0 is there because the listener serves HTTP/1.0
 // requests: crypto/tls refuses a client whose offer names no protocol of
 // the list (no_application_protocol), and curl 7.88 to 8.4 offer only
@@ -97,6 +112,7 @@ var (
 func (m *Manager) TLSConfig() *tls.Config {
 	c := &tls.Config{
 		MinVersion:       tls.VersionTLS12,
+		CipherSuites:     slices.Clone(suites12),
 		CurvePreferences: slices.Clone(curves),
 		NextProtos:       []string{"h2", "http/1.1", "http/1.0", ACMETLS1},
 		GetCertificate:   m.GetCertificate,

@@ -97,6 +97,15 @@ func TestTLSPosture(t *testing.T) {
 		{"classical client allowed", false, &tls.Config{CurvePreferences: []tls.CurveID{tls.X25519}}, false, tls.X25519},
 		{"tls 1.2 allowed", false, &tls.Config{MaxVersion: tls.VersionTLS12}, false, tls.X25519},
 		{"tls 1.1 refused", false, &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, true, 0},
+		// TLS 1.2 suites are Mozilla's intermediate ones: AEADs with
+		// forward secrecy. The CBC-SHA1 ones Go would otherwise accept
+		// are refused, as Caddy refuses them.
+		{"tls 1.2 aes-gcm", false, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384}}, false, tls.X25519},
+		{"tls 1.2 chacha20", false, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}}, false, tls.X25519},
+		{"tls 1.2 cbc-sha refused", false, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+			tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+		}}, true, 0},
 		{"pq_only: hybrid client", true, &tls.Config{}, false, tls.X25519MLKEM768},
 		{"pq_only: x25519 client refused", true, &tls.Config{CurvePreferences: []tls.CurveID{tls.X25519}}, true, 0},
 		{"pq_only: p256 client refused", true, &tls.Config{CurvePreferences: []tls.CurveID{tls.CurveP256}}, true, 0},
