@@ -20,7 +20,7 @@ var (
 	errUnenrolled    = errors.New("discovery: no enrolment for host id")
 	errKeyMismatch   = errors.New("discovery: announced key is not the enrolled key")
 	errAppNotAllowed = errors.New("discovery: enrolment does not allow app")
-	errKeysDown      = errors.New("discovery: enrolment lookup failed while the bus is down")
+	errKeysDown      = errors.New("discovery: enrolment lookup failed while the bus or the store is down")
 )
 
 func reason(err error) string {
@@ -321,7 +321,10 @@ func (d *Discovery) proofLocked(now time.Time, s *started, dial string, err erro
 func (d *Discovery) check(ctx context.Context, a host.Announce, pub ed25519.PublicKey) (*route.HostKey, string, error) {
 	k, err := d.opts.Keys.GetHostKey(ctx, a.HostID)
 	if err != nil || k == nil {
-		if !d.opts.Conn.IsConnected() {
+		// The bus connected is not the store answering: JetStream may
+		// be disabled or without quorum. A verified host must not go out
+		// of the pool, nor a new one be forgotten, for that.
+		if !d.opts.Conn.IsConnected() || (err != nil && d.opts.KeysUnavailable != nil && d.opts.KeysUnavailable(err)) {
 			return nil, "", errKeysDown
 		}
 		return nil, "", fmt.Errorf("%w %q: %v", errUnenrolled, a.HostID, err)

@@ -16,9 +16,10 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
 
-// Keys looks up a host's enrolment. *store.Store satisfies it. Any error
-// (not found, or the store unreachable) means the host is not enrolled,
-// except while the bus is down, when the check is retried later instead.
+// Keys looks up a host's enrolment. *store.Store satisfies it. An error
+// means the host is not enrolled, except while the bus is down or when
+// Options.KeysUnavailable says the store could not answer, when the check
+// is retried later instead.
 type Keys interface {
 	GetHostKey(ctx context.Context, hostID string) (*route.HostKey, error)
 }
@@ -36,6 +37,13 @@ type Options struct {
 	Builder *route.Builder
 	// Keys holds the enrolments.
 	Keys Keys
+	// KeysUnavailable reports whether an error from Keys says the store
+	// could not answer now (store.Unavailable: JetStream disabled or
+	// without quorum, a call timed out) rather than that the host is not
+	// enrolled. Such a lookup says nothing about the host: the check is
+	// retried a heartbeat interval later and the host keeps what it had,
+	// as while the bus is down. Nil: every error means not enrolled.
+	KeysUnavailable func(error) bool
 	// HTTPClient challenges and probes hosts. Nil means verify.NewClient().
 	// Its transport must be an *http.Transport (or nil) for hosts that
 	// announce a host name: each is dialed at the address that passed its

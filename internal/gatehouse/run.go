@@ -258,7 +258,7 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	eg.Go(func() error { return pr.Run(ctx) })
 
 	disc, err := discovery.New(discovery.Options{
-		Conn: b.Conn(), Cluster: cfg.Cluster.ID, GatewayID: g.id, Builder: builder, Keys: st,
+		Conn: b.Conn(), Cluster: cfg.Cluster.ID, GatewayID: g.id, Builder: builder, Keys: st, KeysUnavailable: store.Unavailable,
 		HeartbeatInterval: cfg.HeartbeatInterval, HostTTL: cfg.HostTTL, Reverify: cfg.ReverifyInterval,
 		Logger: g.log, Registry: g.reg, Resolver: g.hostResolver,
 	})
