@@ -387,7 +387,10 @@ func (d *Discovery) probe(ctx context.Context, id string) {
 		d.mu.Unlock()
 		return
 	}
-	ann, gen, dial := e.ann, e.gen, e.dialFor(e.ann)
+	// The claims requests go by: while other claims, which anyone may
+	// announce, are checked, the proven ones.
+	ann := *e.routed()
+	dial := e.dialFor(ann)
 	if dial == "" {
 		// Claims announced since the host verified, not checked yet: a
 		// probe of them says nothing of the host, and they have no
@@ -419,7 +422,10 @@ func (d *Discovery) probe(ctx context.Context, id string) {
 		return // removed meanwhile; see verifyHost
 	}
 	e.probing = false
-	if e.gen != gen {
+	if !sameClaims(*e.routed(), ann) || e.dialFor(ann) != dial {
+		// Routed by other claims, or dialed elsewhere, now. Not the gen:
+		// every announce of other claims bumps it, and a stream of them
+		// would throw every probe of the routed claims away.
 		return
 	}
 	if !ok {

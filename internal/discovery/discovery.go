@@ -517,8 +517,10 @@ func (d *Discovery) sweep(now time.Time) {
 			default:
 			}
 		}
-		if e.verified && !e.stale && !e.probing && !now.Before(e.nextProbe) {
-			if _, ok := probeTargets(tbl, e.ann.Apps); ok || e.probeFail {
+		// Probe the claims the host is routed by, proven ones included
+		// while others are checked: anyone may keep announcing others.
+		if (e.verified || e.proven != nil) && !e.stale && !e.probing && !now.Before(e.nextProbe) {
+			if _, ok := probeTargets(tbl, e.routed().Apps); ok || e.probeFail {
 				select {
 				case d.queue <- job{id: id, probe: true}:
 					e.probing = true

@@ -44,8 +44,8 @@
 // forged announce on the bus can neither route to an address the key
 // holder does not hold nor take a host out. Nor can it spare the proven
 // claims their own checks: an announce does not cancel a check of them
-// under way, they are checked on their own when due while other claims
-// are, and a failure takes the host out as ever.
+// under way, they are checked and health-probed on their own when due
+// while other claims are, and a failure takes the host out as ever.
 //
 // Hosts that never verified, which anyone on the bus can make up, are held
 // to a tenth of MaxHosts and checked from a list of their own; a new one
