@@ -221,9 +221,12 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 	if err := json.Unmarshal(b, &cresp); err != nil {
 		return nil, fmt.Errorf("%w: not JSON: %v", ErrBadResponse, err)
 	}
-	sig, err := base64.StdEncoding.DecodeString(cresp.Signature)
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return nil, fmt.Errorf("%w: signature is not std base64 of 64 bytes", ErrBadResponse)
+	// Exactly the 88 characters of padded std base64 (DESIGN §4): the
+	// decoder skips line breaks even when strict, and a host agent must
+	// not come to rely on a spelling the contract refuses.
+	sig, err := base64.StdEncoding.Strict().DecodeString(cresp.Signature)
+	if err != nil || len(sig) != ed25519.SignatureSize || len(cresp.Signature) != base64.StdEncoding.EncodedLen(ed25519.SignatureSize) {
+		return nil, fmt.Errorf("%w: signature is not padded std base64 of 64 bytes (88 characters, no line breaks)", ErrBadResponse)
 	}
 	return sig, nil
 }

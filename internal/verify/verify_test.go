@@ -247,3 +247,50 @@ func TestChallengeAtAGateway(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// DESIGN §4: the signature is padded std base64 (not URL-safe) and
+// anything else is bad_response. A right signature spelled otherwise
+// (line breaks, as MIME encoders such as Python's base64.encodebytes
+// add; no padding; the URL-safe alphabet) is refused, so a host agent
+// written against one gateway does not rely on a leniency the contract
+// does not give; the exact spelling passes.
+func TestSignatureSpelling(t *testing.T) {
+	k := key(t)
+	pub := k.Public().(ed25519.PublicKey)
+	for _, c := range []struct {
+		name  string
+		spell func(sig string) string
+		want  error
+	}{
+		{"padded std base64", func(s string) string { return s }, nil},
+		{"MIME line breaks", func(s string) string { return s[:76] + "\n" + s[76:] + "\n" }, verify.ErrBadResponse},
+		{"CRLF inside", func(s string) string { return s[:40] + "\r\n" + s[40:] }, verify.ErrBadResponse},
+		{"unpadded", func(s string) string { return strings.TrimRight(s, "=") }, verify.ErrBadResponse},
+		{"URL-safe", func(s string) string {
+			b, _ := base64.StdEncoding.DecodeString(s)
+			return base64.URLEncoding.EncodeToString(b)
+		}, verify.ErrBadResponse},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var addr string
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var req host.ChallengeRequest
+				if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+					http.Error(w, "bad", 400)
+					return
+				}
+				sig := host.SignChallenge(k, "web-1", addr, req.Nonce, req.Gateway)
+				json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: c.spell(sig)})
+			}))
+			defer s.Close()
+			addr = addrOf(s)
+			err := verify.Host(t.Context(), nil, verify.Claim{HostID: "web-1", Addr: addr, Scheme: "http"}, "gw-1", pub)
+			if c.want == nil && err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if c.want != nil && !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
