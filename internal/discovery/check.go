@@ -91,6 +91,9 @@ type started struct {
 func (d *Discovery) startLocked(id string, e *entry) *started {
 	e.queued, e.verifying, e.checkGen = false, true, e.gen
 	e.checkedAt = d.opts.Now()
+	if sameClaims(e.ann, e.passed) {
+		e.passedCheckedAt = e.checkedAt
+	}
 	d.startedLocked(e.ann.Addr)
 	s := &started{id: id, e: e, ann: e.ann, pub: e.pub, gen: e.gen, proof: e.verified}
 	if s.proof {
@@ -111,6 +114,14 @@ func (d *Discovery) take(id string) *started {
 	}
 	if e.verified && e.proof != nil {
 		e.queued = false
+		return nil
+	}
+	if due := e.passedCheckedAt.Add(d.opts.HeartbeatInterval); sameClaims(e.ann, e.passed) && !e.nextVerify.IsZero() && d.opts.Now().Before(due) {
+		// Queued for other claims, since announced back to those that
+		// last passed, which were checked less than an interval ago:
+		// they wait for its end. (Reverify, which is not to wait,
+		// clears nextVerify.)
+		e.queued, e.nextVerify = false, due
 		return nil
 	}
 	if d.fullLocked(e) {
@@ -140,6 +151,9 @@ func (d *Discovery) takeProven(id string) *started {
 	p := *e.proven
 	pub, _ := host.ParsePublicKey(p.PublicKey) // it verified, so it parses
 	d.startedLocked(p.Addr)
+	if sameClaims(p, e.passed) {
+		e.passedCheckedAt = d.opts.Now()
+	}
 	s := &started{id: id, e: e, ann: p, pub: pub, gen: e.gen, proof: true, proven: true}
 	e.proof = s
 	return s
@@ -242,7 +256,10 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 				e.lastErr = "the enrolment no longer allows the proven claims: " + refused.Error()
 				break
 			}
-			e.verified, e.failed, e.nextVerify = true, false, time.Time{}
+			// Not sooner than a heartbeat interval after their last
+			// check: a stream of failing claims, which anyone may
+			// announce, must not make each failure a challenge.
+			e.verified, e.failed, e.nextVerify = true, false, e.passedCheckedAt.Add(d.opts.HeartbeatInterval)
 			e.lastErr = "rejected new claims (addr " + ann.Addr + "): " + err.Error()
 		}
 	default:

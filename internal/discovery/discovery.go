@@ -105,6 +105,10 @@ type entry struct {
 	// does); an enrolment refusal of others does not stop the host being
 	// asked to announce (see failed).
 	passed host.Announce
+	// passedCheckedAt is when the last check of the claims in passed
+	// began: an announce that returns to them from others is held to one
+	// check a heartbeat interval by it, as a copy is by checkedAt.
+	passedCheckedAt time.Time
 	// dial is the address (IP:port) at which passed passed: where the
 	// host is dialed while routed by those claims. A name in Addr is
 	// resolved by the check alone, so pointing it elsewhere later moves
@@ -640,7 +644,16 @@ func (d *Discovery) announce(a host.Announce) {
 	// less than a heartbeat interval ago makes this one wait for the
 	// interval to end: anyone may copy a host's announce at bus speed,
 	// and each check is a challenge at the host.
+	//
+	// Claims changed back to those that last passed (the host's own, as
+	// far as we know) are held to the same bound, by when they were last
+	// checked: else anyone flipping the id between them and another
+	// address makes every announce "changed", and each flip a challenge.
 	switch due := e.checkedAt.Add(d.opts.HeartbeatInterval); {
+	case changed && sameClaims(a, e.passed) && now.Before(e.passedCheckedAt.Add(d.opts.HeartbeatInterval)):
+		if !e.nextVerify.IsZero() { // zero: Reverify asked for a check now
+			e.nextVerify = e.passedCheckedAt.Add(d.opts.HeartbeatInterval)
+		}
 	case changed:
 		d.enqueueLocked(a.HostID, e)
 	case e.checkingLocked():

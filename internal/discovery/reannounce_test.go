@@ -319,3 +319,54 @@ func TestAnnounceCopiesDoNotFloodTheHostWithChallenges(t *testing.T) {
 		t.Fatal("not routable")
 	}
 }
+
+// Alternating a host's own announce with one of other claims makes every
+// announce "changed", and changed claims are checked at once: so a bus
+// client that flips the id between its claims and another address at bus
+// speed turned each flip into a challenge at the host (thousands a
+// second), past the bound on copies. A return to the claims that last
+// passed is held to one check a heartbeat interval, as a copy is; the
+// host stays routed meanwhile.
+func TestFlippedClaimsDoNotFloodTheHostWithChallenges(t *testing.T) {
+	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute })
+	k, pub := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	var challenges atomic.Int64
+	var addr string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req host.ChallengeRequest
+		if json.NewDecoder(r.Body).Decode(&req) != nil || req.Validate() != nil {
+			http.Error(w, "bad", 400)
+			return
+		}
+		challenges.Add(1)
+		json.NewEncoder(w).Encode(host.ChallengeResponse{Signature: host.SignChallenge(k, "web-1", addr, req.Nonce, req.Gateway)})
+	}))
+	t.Cleanup(srv.Close)
+	addr = srv.Listener.Addr().String()
+	own := announce("web-1", addr, pub, "hello")
+	e.publish(host.KindAnnounce, own)
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+
+	anon := tu.Connect(t, e.url)
+	bo, _ := json.Marshal(announce("web-1", tu.FreeAddr(t), pub, "hello"))
+	ba, _ := json.Marshal(own)
+	const span = time.Second
+	began, before := time.Now(), challenges.Load()
+	for time.Since(began) < span {
+		if err := anon.Publish(host.AnnounceSubject(cluster), bo); err != nil {
+			t.Fatal(err)
+		}
+		if err := anon.Publish(host.AnnounceSubject(cluster), ba); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	e.handled(anon)
+	n := challenges.Load() - before
+	if limit := int64(time.Since(began)/hbEvery) + 2; n > limit {
+		t.Fatalf("%d challenges at the host for flips of its claims over %v, want at most %d (one a heartbeat interval)", n, time.Since(began).Round(time.Millisecond), limit)
+	}
+	t.Logf("%d challenges over %v", n, time.Since(began).Round(time.Millisecond))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") && e.info("web-1").Addr == addr }, "host not routed by its own claims")
+}
