@@ -472,7 +472,8 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // ---- 3. route ----------------------------------------------------------
 
 // route reads the Host against one table snapshot: an app goes on down
-// the chain, api.{zone} to the API, anything else gets 404. A suspended
+// the chain, api.{zone} to the API, a Host whose port is not digits 400,
+// anything else 404. A suspended
 // or retired app answers 503 here, with no failover. A request to either
 // whose target is "*" is answered here (asterisk).
 //
@@ -526,6 +527,13 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			}
 			g.api.ServeHTTP(w, r)
 		default:
+			if route.BadPort(r.Host) {
+				// A malformed Host, not a name this gateway does not
+				// serve (RFC 9112 §3.2); the answer is the same whatever
+				// the name, so it tells a scanner nothing.
+				problem.Write(w, http.StatusBadRequest, "the Host's port is not a number")
+				return
+			}
 			// Unknown hosts are limited per client address (limit.go)
 			// before the 404, so name scans cost the scanner.
 			if g.unknownAtOwner(w, r) {

@@ -53,14 +53,15 @@ func TestClean(t *testing.T) {
 }
 
 // FuzzNormalizeHost checks host parsing (Host header and SNI) on any
-// input: it never panics, an accepted name is clean (lower case, no port,
-// no trailing dot, labels of [a-z0-9-], at most 253 bytes), normalizing it
-// again changes nothing, and a table lookup of anything answers as
-// normalizing first and reading plain maps does.
+// input: it never panics, a Host with a bad port is refused, an accepted
+// name is clean (lower case, no port, no trailing dot, labels of
+// [a-z0-9-], at most 253 bytes), normalizing it again changes nothing,
+// and a table lookup of anything answers as normalizing first and
+// reading plain maps does.
 func FuzzNormalizeHost(f *testing.F) {
 	for _, s := range []string{"shop.apps.test", "SHOP.apps.test.:8443", "[::1]:443", "bücher.example", "xn--bcher-kva.example",
 		"a..b", "-a.b", "a:b:c", "", ".", "api.apps.test", "x.apps.test:", "\x00", strings.Repeat("a.", 130),
-		"Shop.Apps.Test", "a_b.apps.test", "WWW.shop.test", "www.shop.test:443", "shop.x_y.test", "xn--bcher-kva.apps.test"} {
+		"Shop.Apps.Test", "a_b.apps.test", "WWW.shop.test", "www.shop.test:443", "shop.x_y.test", "xn--bcher-kva.apps.test", "shop.apps.test:abc", "shop.apps.test:-1", "[::1]:x"} {
 		f.Add(s)
 	}
 	// Stored names clean and not (which no host may reach), for Lookup to
@@ -89,6 +90,9 @@ func FuzzNormalizeHost(f *testing.F) {
 		n, ok := NormalizeHost(h)
 		if got, want := tbl.Lookup(h), ref.lookup(h); got != want {
 			t.Fatalf("Lookup(%q) = %+v, want %+v", h, got, want)
+		}
+		if ok && BadPort(h) {
+			t.Fatalf("NormalizeHost(%q) = %q, true for a bad port", h, n)
 		}
 		if !ok {
 			return

@@ -9,7 +9,8 @@ import (
 
 // NormalizeHost turns a Host header or SNI value into the name the table is
 // keyed by: lower case, without port or trailing dot, in IDNA ASCII form.
-// It reports false for anything that is not a valid host name.
+// It reports false for anything that is not a valid host name, and for a
+// name whose port is not one (BadPort).
 //
 // The common case, an already clean ASCII name, allocates nothing.
 func NormalizeHost(h string) (string, bool) {
@@ -17,7 +18,10 @@ func NormalizeHost(h string) (string, bool) {
 		return h, true
 	}
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		if hh, _, err := net.SplitHostPort(h); err == nil {
+		if hh, port, err := net.SplitHostPort(h); err == nil {
+			if !digits(port) {
+				return "", false
+			}
 			h = hh
 		} else if strings.Count(h, ":") == 1 {
 			return "", false
@@ -36,6 +40,34 @@ func NormalizeHost(h string) (string, bool) {
 		return "", false
 	}
 	return a, true
+}
+
+// BadPort reports whether h, a Host field, has a port that is not one: a
+// port is digits or nothing (RFC 9110 §7.2, RFC 3986 §3.2.3), so
+// "app.zone:abc", "app.zone:-1" and "app.zone:+80" are malformed, not
+// app.zone, and NormalizeHost refuses them. The route layer answers such
+// a Host 400, as RFC 9112 §3.2 asks of a Host with an invalid value,
+// rather than the 404 of a name it does not serve. An empty port
+// ("app.zone:") is allowed and means no port (RFC 3986 §6.2.3); so is any
+// run of digits, over 65535 too: the grammar has no bound, and the port
+// is not read (routing is by name; the host gets the Host as it came).
+func BadPort(h string) bool {
+	i := strings.LastIndexByte(h, ':')
+	if i < 0 || strings.Contains(h[i:], "]") {
+		return false
+	}
+	_, port, err := net.SplitHostPort(h)
+	return err == nil && !digits(port)
+}
+
+// digits reports whether s is ASCII digits only (or empty).
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 var idnaProfile = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.StrictDomainName(true))

@@ -144,11 +144,66 @@ func TestNormalizeHost(t *testing.T) {
 		{"", "", false},
 		{".", "", false},
 		{"exa$mple.com", "", false},
+		// A port is digits or nothing (RFC 9110 §7.2, RFC 3986 §3.2.3):
+		// anything else is not this name with a port.
+		{"example.com:80", "example.com", true},
+		{"example.com:", "example.com", true},
+		{"example.com:0080", "example.com", true},
+		{"example.com:99999", "example.com", true},
+		{"example.com:abc", "", false},
+		{"example.com:-1", "", false},
+		{"example.com:+80", "", false},
+		{"example.com: 80", "", false},
+		{"example.com:80 ", "", false},
+		{"example.com:8a", "", false},
+		{"example.com:0x50", "", false},
+		{"example.com:８０", "", false},
+		{"Example.COM:abc", "", false},
+		{"example.com.:abc", "", false},
+		{"example.com::80", "", false},
+		// IPv6 literals are not names, with or without a port.
+		{"[::1]", "", false},
+		{"[::1]:80", "", false},
+		{"[::1]:abc", "", false},
+		{"::1", "", false},
 	}
 	for _, tt := range tests {
 		got, ok := NormalizeHost(tt.in)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("NormalizeHost(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestBadPort(t *testing.T) {
+	tests := []struct {
+		in  string
+		bad bool
+	}{
+		{"example.com", false},
+		{"example.com:443", false},
+		{"example.com:", false},
+		{"example.com:99999", false},
+		{"[::1]", false},
+		{"[::1]:80", false},
+		{"[::1]:", false},
+		{"a:b:c", false}, // malformed, but not for its port: NormalizeHost refuses it
+		{"", false},
+		{"example.com:abc", true},
+		{"example.com:-1", true},
+		{"example.com:+80", true},
+		{"example.com: 80", true},
+		{"example.com:８０", true},
+		{"[::1]:abc", true},
+	}
+	for _, tt := range tests {
+		if got := BadPort(tt.in); got != tt.bad {
+			t.Errorf("BadPort(%q) = %v, want %v", tt.in, got, tt.bad)
+		}
+		if tt.bad {
+			if n, ok := NormalizeHost(tt.in); ok {
+				t.Errorf("NormalizeHost(%q) = %q, true for a bad port", tt.in, n)
+			}
 		}
 	}
 }
