@@ -109,7 +109,11 @@ func (e *Edge) redirect(w http.ResponseWriter, r *http.Request) {
 
 // ipLiteral returns h's IP address (its port dropped) as it goes in a
 // URL: an IPv6 one in brackets, which NormalizeHost refuses as a name.
+// A port that is not digits makes h malformed, as it does a name.
 func ipLiteral(h string) (string, bool) {
+	if route.BadPort(h) {
+		return "", false
+	}
 	if hh, _, err := net.SplitHostPort(h); err == nil {
 		h = hh
 	}

@@ -16,7 +16,7 @@ import (
 // application/problem+json bodies"): an ACME token it does not hold, the
 // fixed 404 of acme-only, a Host redirect cannot use. And redirect sends
 // a client that named the gateway by an IPv6 literal to https at that
-// literal, as it does for an IPv4 one.
+// literal, as it does for an IPv4 one, but not one whose port is no port.
 func TestHTTPListenerAnswers(t *testing.T) {
 	noRedirect := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	cases := []struct {
@@ -31,6 +31,13 @@ func TestHTTPListenerAnswers(t *testing.T) {
 		{ModeRedirect, "bad_host." + zone, "/a", 400, ""},
 		{ModeRedirect, "192.0.2.1", "/a?b", 308, "https://192.0.2.1:{port}/a?b"},
 		{ModeRedirect, "[2001:db8::1]:80", "/a?b", 308, "https://[2001:db8::1]:{port}/a?b"},
+		// A port that is not digits makes a malformed Host (RFC 9110
+		// §7.2), for a name as for an address: nothing to redirect to.
+		{ModeRedirect, "web." + zone + ":abc", "/a", 400, ""},
+		{ModeRedirect, "192.0.2.1:abc", "/a", 400, ""},
+		{ModeRedirect, "192.0.2.1:-1", "/a", 400, ""},
+		{ModeRedirect, "[2001:db8::1]:abc", "/a", 400, ""},
+		{ModeRedirect, "192.0.2.1:", "/a?b", 308, "https://192.0.2.1:{port}/a?b"},
 	}
 	for _, mode := range []string{ModeRedirect, ModeACMEOnly, ModeServe} {
 		for _, withACME := range []bool{false, true} {
