@@ -877,11 +877,11 @@ func (c *deadlineClock) stop() bool {
 }
 
 // rewritePeer builds the request to a peer gateway: its URL, the client's
-// own Host, this gateway's signed marks. X-Forwarded-For/Host and
-// Forwarded were removed by ReverseProxy: the peer computes its own, and
-// learns the client's address from the signed mark. X-Forwarded-Proto is
-// this gateway's (the client's scheme), which the peer keeps only when the
-// mark verifies.
+// own Host, this gateway's signed marks and its request id.
+// X-Forwarded-For/Host and Forwarded were removed by ReverseProxy: the
+// peer computes its own, and learns the client's address from the signed
+// mark. X-Forwarded-Proto is this gateway's (the client's scheme), which
+// the peer keeps only when the mark verifies.
 func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 	a := pr.In.Context().Value(peerAttemptKey{}).(*peerAttempt)
 	pr.SetURL(a.target)
@@ -905,6 +905,13 @@ func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 	h := pr.Out.Header
 	if v := pr.In.Header["X-Forwarded-Proto"]; len(v) > 0 {
 		h["X-Forwarded-Proto"] = v // hygiene's: the client's scheme, which the peer's host is to see
+	}
+	if v := pr.In.Header[headerRequestID]; len(v) > 0 {
+		// observe's, which the peer keeps: ReverseProxy removed it if the
+		// client's Connection named it, and the peer would make another
+		// id, so the trace would not join up. A client's hop-by-hop list
+		// drops only fields of its own.
+		h[headerRequestID] = v
 	}
 	h[cluster.HeaderForwarded] = g.clusterHdr
 	a.mark = cluster.SignClient(g.clusters.key, g.clusterID, a.rq.ClientIP.String(), g.now(), host)

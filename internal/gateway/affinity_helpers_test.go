@@ -80,6 +80,7 @@ type seenReq struct {
 	Body                            int64  // the body bytes the host read
 	Checksum                        string // the X-Checksum trailer the host read
 	Proto                           string // X-Forwarded-Proto
+	RequestID                       string // X-Request-Id
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -90,14 +91,15 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
 	h.mu.Lock()
 	h.seen = append(h.seen, seenReq{
-		Body:     n,
-		Method:   r.Method,
-		Path:     r.URL.Path,
-		ClientIP: r.Header.Get(proxy.HeaderClientIP),
-		Cluster:  r.Header.Get(proxy.HeaderCluster),
-		Marks:    r.Header.Get(cluster.HeaderForwarded) != "" || r.Header.Get(cluster.HeaderClient) != "",
-		Checksum: r.Trailer.Get("X-Checksum"),
-		Proto:    r.Header.Get("X-Forwarded-Proto"),
+		Body:      n,
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		ClientIP:  r.Header.Get(proxy.HeaderClientIP),
+		Cluster:   r.Header.Get(proxy.HeaderCluster),
+		Marks:     r.Header.Get(cluster.HeaderForwarded) != "" || r.Header.Get(cluster.HeaderClient) != "",
+		Checksum:  r.Trailer.Get("X-Checksum"),
+		Proto:     r.Header.Get("X-Forwarded-Proto"),
+		RequestID: r.Header.Get("X-Request-Id"),
 	})
 	h.mu.Unlock()
 	if r.URL.Path == "/upgrade" && h.mode.Load() == hostOK {

@@ -389,8 +389,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// ReverseProxy removed these from Out; hygiene already computed them
 	// on In (appending to a trusted proxy's chain, and removing a
 	// client's Forwarded), so they are copied, never appended to a second
-	// time.
-	for _, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+	// time. X-Request-Id is the gateway's too (observe's request id,
+	// DESIGN §2 step 2), which ReverseProxy removes when a client's
+	// Connection names it: a client's hop-by-hop list drops only fields
+	// of its own, never one the gateway sets.
+	for _, k := range [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded", "X-Request-Id"} {
 		if v := in[k]; len(v) > 0 {
 			out[k] = v
 		}
