@@ -1592,3 +1592,51 @@ func TestVerifyWriteIsConditional(t *testing.T) {
 		t.Errorf("the move was overwritten by the verify: %s", got.body)
 	}
 }
+
+// TestZoneNameLeavesRoomForItsNames: the DNS server names hostmaster.{zone}
+// in the zone's SOA and ns.{zone} in its NS, and the gateway proves
+// *.{zone} at _acme-challenge.{zone} (DESIGN §9): a zone name too long for
+// those to be DNS names (253 characters at most) would have its SOA, its
+// NS and every NODATA answer go out with a name past 255 octets, a
+// message resolvers cannot read, and its certificate never issued. Such a
+// zone is refused, naming the bound, and nothing is written; the longest
+// that fits is served.
+func TestZoneNameLeavesRoomForItsNames(t *testing.T) {
+	e := newEnv(t, nil)
+	// name returns a zone name of n characters: labels of 63 and the rest.
+	name := func(n int) string {
+		var labels []string
+		for n > 0 {
+			l := min(n, 63)
+			if n-l == 1 { // a label of 0 after the dot: shorten this one
+				l--
+			}
+			labels = append(labels, strings.Repeat(string(rune('a'+len(labels))), l))
+			n -= l + 1
+		}
+		return strings.Join(labels, ".")
+	}
+	gw := `{"gateways":["192.0.2.1"]}`
+	before := e.snapshot()
+	for _, n := range []int{238, 242, 250, 253} {
+		z := name(n)
+		if len(z) != n {
+			t.Fatalf("name(%d) has %d characters", n, len(z))
+		}
+		p := problemOf(t, e.ok("PUT", "/api/v3/dns/zones/"+z, gw, 400))
+		if !strings.Contains(p.Detail, "237") {
+			t.Errorf("zone of %d characters: detail %q does not give the bound", n, p.Detail)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused zone changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	e.ok("PUT", "/api/v3/dns/zones/"+name(237), gw, 200)
+	// one stored before the bound can still be read and deleted
+	long := name(250)
+	if err := e.st.PutZone(context.Background(), &route.Zone{Name: long, Gateways: []string{"192.0.2.1"}, TTL: 60}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("GET", "/api/v3/dns/zones/"+long, nil, 200)
+	e.ok("DELETE", "/api/v3/dns/zones/"+long, nil, 204)
+}

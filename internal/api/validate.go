@@ -218,6 +218,11 @@ func normalizeZone(s string) (string, error) {
 }
 
 func checkZone(z *route.Zone) error {
+	// Only a write is bounded: a zone stored before the bound can still
+	// be read and deleted.
+	if len(z.Name) > route.MaxZoneName {
+		return badInput("zone name must be at most %d characters, so that _acme-challenge.{zone}, hostmaster.{zone} and ns.{zone} are DNS names; got %d", route.MaxZoneName, len(z.Name))
+	}
 	if len(z.Gateways) == 0 || len(z.Gateways) > maxGateways {
 		return badInput("gateways: must list 1 to %d IP addresses", maxGateways)
 	}

@@ -57,6 +57,9 @@ func (c *Config) validateListeners() error {
 		if n, ok := route.NormalizeHost(c.Zone); !ok || n != c.Zone || net.ParseIP(c.Zone) != nil {
 			return bad("zone", "must be a DNS name like apps.example.com, got %q", c.Zone)
 		}
+		if len(c.Zone) > route.MaxZoneName {
+			return bad("zone", "must be at most %d characters, so that _acme-challenge.{zone}, hostmaster.{zone} and ns.{zone} are DNS names; got %d", route.MaxZoneName, len(c.Zone))
+		}
 	}
 	for _, a := range []struct{ key, addr string }{
 		{"http.addr", c.HTTP.Addr}, {"https.addr", c.HTTPS.Addr}, {"dns.addr", c.DNS.Addr},

@@ -7,6 +7,14 @@ import (
 	"golang.org/x/net/idna"
 )
 
+// MaxZoneName is the longest zone name, in characters without the trailing
+// dot. The gateway serves and writes names under a zone that must be DNS
+// names (253 characters at most) too: ns.{zone} and hostmaster.{zone} in
+// its NS and SOA, and _acme-challenge.{zone}, the longest, where it proves
+// *.{zone} (DESIGN §9). A longer zone would have those answers go out
+// with a name past 255 octets, which resolvers cannot read.
+const MaxZoneName = 253 - len("_acme-challenge.")
+
 // NormalizeHost turns a Host header or SNI value into the name the table is
 // keyed by: lower case, without port or trailing dot, in IDNA ASCII form.
 // It reports false for anything that is not a valid host name, and for a
