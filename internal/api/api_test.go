@@ -818,6 +818,29 @@ func TestCNAMEOwnsItsName(t *testing.T) {
 	e.ok("PUT", z+"www/A", `{"values":["192.0.2.3"]}`, 200)
 }
 
+// TestNoCNAMEAtTheZonesNSName: the DNS server answers every zone's NS
+// with ns.{zone} (internal/dns), and a name an NS record names must not
+// be an alias (RFC 2181 §10.3): resolvers such as BIND skip such a name
+// server, so once they take the zone's own NS set over its parent's the
+// zone stops resolving. A CNAME there is refused, naming why, and nothing
+// changes; an address of its own there stays allowed.
+func TestNoCNAMEAtTheZonesNSName(t *testing.T) {
+	e := newEnv(t, nil)
+	const z = "/api/v3/dns/zones/apps.example.com/records/"
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	before := e.snapshot()
+	for _, name := range []string{"ns", "NS.apps.example.com.", "ns.apps.example.com"} {
+		if p := problemOf(t, e.ok("PUT", z+name+"/CNAME", `{"values":["dns.example.net"]}`, 400)); !strings.Contains(p.Detail, "NS") {
+			t.Errorf("PUT %s CNAME: detail %q does not say the zone's NS names it", name, p.Detail)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused CNAME changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	e.ok("PUT", z+"ns/A", `{"values":["192.0.2.53"]}`, 200)
+	e.ok("PUT", z+"ns.x/CNAME", `{"values":["dns.example.net"]}`, 200)
+}
+
 // TestDeleteAppStillNamed: an app that a domain mapping or a host key
 // still names is not deleted (409 naming them, nothing changed), since
 // the next app created under its id would inherit a verified domain with

@@ -971,6 +971,12 @@ func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
 	if rec.Type == "CNAME" && rec.Name == dns.ACMEChallengeLabel+"."+rec.Zone {
 		return badInput("a CNAME cannot be at %s: the gateway answers its DNS-01 challenges for *.%s there with TXT records", rec.Name, rec.Zone)
 	}
+	// The zone's NS names ns.{zone} (internal/dns), and a name server name
+	// must not be an alias (RFC 2181 §10.3): resolvers such as BIND skip
+	// it, and the zone stops resolving once they use its own NS set.
+	if rec.Type == "CNAME" && rec.Name == dns.NSLabel+"."+rec.Zone {
+		return badInput("a CNAME cannot be at %s: the zone's NS record names it, and a name server name must not be an alias (RFC 2181 §10.3); give it A or AAAA records instead", rec.Name)
+	}
 	// only the sets at this name: a zone may hold thousands, and
 	// reading them all made every write slower than the last
 	recs, err := a.o.Store.RecordsAt(ctx, rec.Zone, rec.Name)

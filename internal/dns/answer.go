@@ -117,6 +117,12 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	}
 }
 
+// NSLabel is the first label of the name server name every zone's NS and
+// SOA name, {NSLabel}.{zone}, answered as any other name of the zone (the
+// gateways, unless it has addresses of its own). The control API keeps
+// it from being an alias (RFC 2181 §10.3).
+const NSLabel = "ns"
+
 // maxChain is the most CNAMEs [Answer] follows in one reply (CoreDNS's
 // file plugin stops at 8 too).
 const maxChain = 8
@@ -135,7 +141,7 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 		resp.Answer = append(resp.Answer, rr)
 	}
 	if apex && (qtype == mdns.TypeNS || qtype == mdns.TypeANY) {
-		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: "ns." + z.Name + "."})
+		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: NSLabel + "." + z.Name + "."})
 	}
 	explicit := recordsFor(name, z)
 	if len(explicit) == 0 && !apex {
@@ -318,7 +324,7 @@ func wildcardFor(name string, z *Zone) []Record {
 func soa(z *Zone, ttl uint32) mdns.RR {
 	return &mdns.SOA{
 		Hdr:     mdns.RR_Header{Name: mdns.Fqdn(z.Name), Rrtype: mdns.TypeSOA, Class: mdns.ClassINET, Ttl: ttl},
-		Ns:      "ns." + z.Name + ".",
+		Ns:      NSLabel + "." + z.Name + ".",
 		Mbox:    "hostmaster." + z.Name + ".",
 		Serial:  z.Serial,
 		Refresh: 3600, Retry: 600, Expire: 86400, Minttl: ttl,
