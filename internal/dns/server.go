@@ -255,7 +255,9 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	g, ctx := errgroup.WithContext(ctx)
 	// A query being forwarded when Serve stops ends with it.
 	h := mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) { s.serve(ctx, w, req) })
-	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second})
+	// UDPSize: a query as large as the size our OPT states (ednsSize) is
+	// read whole; miekg/dns's default, 512, cut it and answered FORMERR.
+	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second, UDPSize: ednsSize})
 	// mdns.Server.WriteTimeout is documented but never applied (miekg/dns
 	// v1.1.73), so the connections bound their writes themselves. No cap
 	// on queries per connection (CoreDNS sets none either): miekg/dns's

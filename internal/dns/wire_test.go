@@ -572,3 +572,30 @@ func TestTCPReplyCompressed(t *testing.T) {
 		t.Fatalf("TCP reply of %d bytes, uncompressed it is %d: names not compressed", len(wire), plain)
 	}
 }
+
+// TestUDPQueryUpToOurSize: the server's OPT says it takes UDP messages of
+// up to 1232 bytes (RFC 6891 §6.2.3: the size a requestor, here the
+// server, can reassemble and deliver), so a query that large over UDP (a
+// padded one, RFC 7830, or one with large EDNS options) is answered.
+// miekg/dns reads 512 bytes of a datagram by default: the rest was cut
+// and the query answered FORMERR.
+func TestUDPQueryUpToOurSize(t *testing.T) {
+	addr := startServer(t)
+	for _, size := range []int{300, 513, 800, ednsSize} {
+		q := new(mdns.Msg)
+		q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+		q.SetEdns0(ednsSize, false)
+		base := q.Len() + 4 // the padding option's code and length
+		q.IsEdns0().Option = append(q.IsEdns0().Option, &mdns.EDNS0_PADDING{Padding: make([]byte, size-base)})
+		if q.Len() != size {
+			t.Fatalf("query of %d bytes, want %d", q.Len(), size)
+		}
+		r := new(mdns.Msg)
+		if err := r.Unpack(rawUDP(t, addr, q)); err != nil {
+			t.Fatalf("query of %d bytes: %v", size, err)
+		}
+		if r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Errorf("query of %d bytes: %s with %d answers, want NOERROR and the address", size, mdns.RcodeToString[r.Rcode], len(r.Answer))
+		}
+	}
+}
