@@ -818,6 +818,44 @@ func TestCNAMEOwnsItsName(t *testing.T) {
 	e.ok("PUT", z+"www/A", `{"values":["192.0.2.3"]}`, 200)
 }
 
+// TestAbsoluteRecordNameOutsideZone: a record name that ends with a dot is
+// absolute, as in every zone file and DNS tool: one in the zone is taken
+// as it is, but one outside it is not made relative by appending the zone
+// (shop.example.org. written as shop.example.org.apps.example.com), which
+// would store a record at a name nobody asked for. It is refused, naming
+// the zone, and nothing changes; the same name without the dot is
+// relative, as before.
+func TestAbsoluteRecordNameOutsideZone(t *testing.T) {
+	e := newEnv(t, nil)
+	const z = "/api/v3/dns/zones/apps.example.com/records/"
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	before := e.snapshot()
+	for _, name := range []string{"shop.example.org.", "example.com.", "xapps.example.com.", "www.example.com."} {
+		if p := problemOf(t, e.ok("PUT", z+name+"/A", `{"values":["192.0.2.1"]}`, 400)); !strings.Contains(p.Detail, `"apps.example.com"`) {
+			t.Errorf("PUT %s: detail %q does not name the zone", name, p.Detail)
+		}
+		e.ok("GET", z+name+"/A", nil, 400)
+		e.ok("DELETE", z+name+"/A", nil, 400)
+	}
+	if p := problemOf(t, e.ok("PUT", z+"www/A", `{"name":"www.example.org.","values":["192.0.2.1"]}`, 400)); !strings.Contains(p.Detail, "the path says") {
+		t.Errorf("body name outside the zone: %q", p.Detail)
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused name changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	var rec route.Record
+	for name, want := range map[string]string{
+		"www.apps.example.com.": "www.apps.example.com",
+		"apps.example.com.":     "apps.example.com",
+		"shop.example.org":      "shop.example.org.apps.example.com",
+	} {
+		decodeInto(t, e.ok("PUT", z+name+"/A", `{"values":["192.0.2.1"]}`, 200), &rec)
+		if rec.Name != want {
+			t.Errorf("PUT %s: stored at %q, want %q", name, rec.Name, want)
+		}
+	}
+}
+
 // TestNoCNAMEAtTheZonesNSName: the DNS server answers every zone's NS
 // with ns.{zone} (internal/dns), and a name an NS record names must not
 // be an alias (RFC 2181 §10.3): resolvers such as BIND skip such a name

@@ -294,13 +294,17 @@ func checkHostKey(k *route.HostKey) error {
 
 // recordName turns the {name} of a record route into the full name under
 // zone that internal/dns keys records by: "@" or the zone itself is the
-// apex, a relative name gets the zone appended.
+// apex, a relative name gets the zone appended. A name ending in a dot is
+// absolute, as in a zone file, and must be in the zone.
 func recordName(name, zone string) (string, error) {
 	n := strings.ToLower(strings.TrimSuffix(name, "."))
 	switch {
 	case n == "@" || n == zone:
 		return zone, nil
 	case strings.HasSuffix(n, "."+zone):
+	case strings.HasSuffix(name, "."):
+		// appending the zone would store it at a name nobody asked for
+		return "", badInput("record name %q ends with a dot, so it is a full name, and it is not in zone %q; leave the dot out for a name relative to the zone", name, zone)
 	default:
 		n += "." + zone
 	}
