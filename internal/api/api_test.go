@@ -856,6 +856,46 @@ func TestAbsoluteRecordNameOutsideZone(t *testing.T) {
 	}
 }
 
+// TestCNAMETargetWithUnderscore: a CNAME's target is a DNS name, and DNS
+// names may hold underscores (RFC 2181 §11), as the targets providers
+// hand out do: Microsoft 365's DKIM selector1._domainkey CNAME
+// selector1-contoso-com._domainkey.contoso.onmicrosoft.com, or an ACME
+// challenge delegated to another zone. Such a CNAME is stored and
+// answered; a target that is no DNS name is still refused.
+func TestCNAMETargetWithUnderscore(t *testing.T) {
+	e := newEnv(t, nil)
+	const z = "/api/v3/dns/zones/apps.example.com/records/"
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	for name, target := range map[string]string{
+		"selector1._domainkey": "selector1-contoso-com._domainkey.contoso.onmicrosoft.com",
+		"_acme-challenge.shop": "_acme-challenge.shop.auth.acme-dns.example.net.",
+		"_dmarc":               "_dmarc.example.org",
+		"s1._domainkey.mail":   "s1.domainkey.u1234.wl.sendgrid.net",
+		"_sip._tcp":            "sip.example.org",
+		"_imaps._tcp.x":        "_imaps._tcp.example.org",
+		"www":                  "shop.example.org",
+		"www2":                 "Shop.Example.org",
+		"deep._a.b._c":         "a_b.example.org",
+	} {
+		var rec route.Record
+		decodeInto(t, e.ok("PUT", z+name+"/CNAME", `{"values":["`+target+`"]}`, 200), &rec)
+		if len(rec.Values) != 1 || rec.Values[0] != target {
+			t.Errorf("%s CNAME %s: stored %q", name, target, rec.Values)
+		}
+	}
+	before := e.snapshot()
+	for _, target := range []string{
+		"a b.example.org", "a..example.org", ".example.org", "-a.example.org", "a-.example.org",
+		"bücher.example", "a*.example.org", "*.example.org", strings.Repeat("a", 64) + ".example.org",
+		strings.Repeat("a.", 127) + "ab", "192.0.2.7", "a/b.example.org", "a\\.b.example.org", "",
+	} {
+		problemOf(t, e.ok("PUT", z+"bad/CNAME", `{"values":["`+target+`"]}`, 400))
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused CNAME changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
 // TestNoCNAMEAtTheZonesNSName: the DNS server answers every zone's NS
 // with ns.{zone} (internal/dns), and a name an NS record names must not
 // be an alias (RFC 2181 §10.3): resolvers such as BIND skip such a name

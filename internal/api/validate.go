@@ -323,6 +323,21 @@ func recordName(name, zone string) (string, error) {
 	return n, nil
 }
 
+// dnsName reports whether n, lower case and without the trailing dot, is
+// a DNS name of labels as a record name's (recordLabelRE), 253 characters
+// at most.
+func dnsName(n string) bool {
+	if n == "" || len(n) > 253 {
+		return false
+	}
+	for l := range strings.SplitSeq(n, ".") {
+		if !recordLabelRE.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
 var recordLabelRE = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$`)
 
 func checkRecord(r *route.Record) error {
@@ -376,8 +391,10 @@ func checkRecordValue(typ, v string) error {
 			return badInput("must be an IPv6 address without a zone (%%%s), got %q", a.Zone(), v)
 		}
 	case "CNAME":
-		if n, ok := route.NormalizeHost(v); !ok || n != strings.ToLower(strings.TrimSuffix(v, ".")) {
-			return badInput("must be a DNS name, got %q", v)
+		// A DNS name, not a host name: targets such as DKIM's
+		// selector._domainkey.example.org hold underscores (RFC 2181 §11).
+		if !dnsName(strings.ToLower(strings.TrimSuffix(v, "."))) {
+			return badInput("must be a DNS name (labels of letters, digits, '-' and '_', in ASCII), got %q", v)
 		}
 		// resolvers would look the address up as a name under the TLD
 		// of its last byte; an address wants an A or AAAA record
