@@ -896,6 +896,31 @@ func TestCNAMETargetWithUnderscore(t *testing.T) {
 	}
 }
 
+// TestCNAMEToItself: a CNAME whose target is its own name is a loop
+// (RFC 1034 §3.6.2): the DNS server would answer the alias and nothing
+// else, and resolvers fail the name (SERVFAIL). It is refused, whatever
+// the case or trailing dot of the target, and nothing changes.
+func TestCNAMEToItself(t *testing.T) {
+	e := newEnv(t, nil)
+	const z = "/api/v3/dns/zones/apps.example.com/records/"
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1"]}`, 200)
+	before := e.snapshot()
+	for name, target := range map[string]string{
+		"www":                   "www.apps.example.com",
+		"WWW":                   "www.Apps.Example.com.",
+		"a.b.apps.example.com.": "a.b.apps.example.com",
+	} {
+		if p := problemOf(t, e.ok("PUT", z+name+"/CNAME", `{"values":["`+target+`"]}`, 400)); !strings.Contains(p.Detail, "itself") {
+			t.Errorf("%s CNAME %s: detail %q does not say it points to itself", name, target, p.Detail)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused CNAME changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	e.ok("PUT", z+"www/CNAME", `{"values":["www.apps.example.com.example.org"]}`, 200)
+	e.ok("PUT", z+"w/CNAME", `{"values":["www.apps.example.com"]}`, 200)
+}
+
 // TestNoCNAMEAtTheZonesNSName: the DNS server answers every zone's NS
 // with ns.{zone} (internal/dns), and a name an NS record names must not
 // be an alias (RFC 2181 §10.3): resolvers such as BIND skip such a name

@@ -977,6 +977,10 @@ func (a *API) checkCNAME(ctx context.Context, rec *route.Record) error {
 	if rec.Type == "CNAME" && rec.Name == dns.NSLabel+"."+rec.Zone {
 		return badInput("a CNAME cannot be at %s: the zone's NS record names it, and a name server name must not be an alias (RFC 2181 §10.3); give it A or AAAA records instead", rec.Name)
 	}
+	// a loop of one: answered with the alias alone, failed by resolvers
+	if rec.Type == "CNAME" && strings.ToLower(strings.TrimSuffix(rec.Values[0], ".")) == rec.Name {
+		return badInput("a CNAME at %s cannot point to itself (RFC 1034 §3.6.2: a CNAME loop); resolvers fail the name", rec.Name)
+	}
 	// only the sets at this name: a zone may hold thousands, and
 	// reading them all made every write slower than the last
 	recs, err := a.o.Store.RecordsAt(ctx, rec.Zone, rec.Name)
