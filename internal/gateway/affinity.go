@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
@@ -74,7 +75,11 @@ type clusterState struct {
 	rp        *httputil.ReverseProxy
 	transport *peerTransport // ours, when Options.Transport was nil; closed by closeCluster
 	health    *peerHealth    // the transport's, when it is a peerTransport; else nil
-	warned    *sync.Map      // "kind peer id" -> *atomic.Int64, the last warning's unix nanos (warnAllowed)
+	// traced: the transport reports through httptrace when it has a
+	// connection for a request (net/http's do, before writing a byte of
+	// it), so a forward that ends without one reached no peer.
+	traced bool
+	warned *sync.Map // "kind peer id" -> *atomic.Int64, the last warning's unix nanos (warnAllowed)
 }
 
 // warnEvery bounds the warnings about one peer: a peer that is down or
@@ -136,8 +141,11 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 		st.transport = newPeerTransport(nil)
 		rt = st.transport
 	}
-	if pt, ok := rt.(*peerTransport); ok {
-		st.health = pt.health
+	switch pt := rt.(type) {
+	case *peerTransport:
+		st.health, st.traced = pt.health, true
+	case *http.Transport:
+		st.traced = true
 	}
 	st.rp = &httputil.ReverseProxy{
 		Rewrite:        g.rewritePeer,
@@ -260,6 +268,15 @@ func (p *peerHealth) fail(addr string) {
 // stalled records that the peer at u did not answer within the cluster
 // deadline. Nil p ignores it.
 func (p *peerHealth) stalled(u *url.URL) {
+	if p != nil {
+		p.fail(peerDialAddr(u))
+	}
+}
+
+// unreachable records that the transport got no connection to the peer at
+// u although its dial succeeded (the TLS handshake failed). Nil p ignores
+// it.
+func (p *peerHealth) unreachable(u *url.URL) {
 	if p != nil {
 		p.fail(peerDialAddr(u))
 	}
@@ -694,10 +711,13 @@ type peerAttempt struct {
 	clock    deadlineClock
 	outcome  outcome
 	err      error
-	unsent   bool   // a connect failure: the peer got nothing
-	status   int    // the 5xx a skipped peer answered; 0 when it did not answer
-	mark     string // the X-Gatehouse-Client value sent
-	noHost   bool   // the owner answered, signed, that no host of its saw the request
+	unsent   bool // no connection to the peer was had (refused, timed out, TLS failed): it got nothing
+	// connected: the transport had a connection for the request
+	// (httptrace's GotConn), so some of it may have reached the peer.
+	connected atomic.Bool
+	status    int    // the 5xx a skipped peer answered; 0 when it did not answer
+	mark      string // the X-Gatehouse-Client value sent
+	noHost    bool   // the owner answered, signed, that no host of its saw the request
 }
 
 type peerAttemptKey struct{}
@@ -735,7 +755,11 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 		a.outcome, a.err = outcomeDeadline, errDeadline
 		return a
 	}
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), peerAttemptKey{}, a))
+	ctx := context.WithValue(r.Context(), peerAttemptKey{}, a)
+	if g.clusters.traced {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { a.connected.Store(true) }})
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.clock.start(left, func() { cancel(errDeadline) })
 	defer a.clock.stop()
@@ -978,7 +1002,16 @@ func peerError(_ http.ResponseWriter, out *http.Request, err error) {
 		a.outcome = outcomeGone
 	default:
 		var op *net.OpError
-		a.unsent = errors.As(err, &op) && op.Op == "dial"
+		dialed := errors.As(err, &op) && op.Op == "dial"
+		// A TLS handshake that failed (the peer hung up in it, or showed
+		// a certificate this gateway does not trust) is no dial error,
+		// but no byte of the request went out either: a write may be
+		// served here, as when the connect is refused, and the peer cools
+		// down as then (the dial itself counted its own failures).
+		a.unsent = dialed || a.g.clusters.traced && !a.connected.Load()
+		if a.unsent && !dialed {
+			a.g.clusters.health.unreachable(a.target)
+		}
 		a.outcome = outcomeMoveOn
 	}
 }
