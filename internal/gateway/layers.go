@@ -344,8 +344,15 @@ func peerAddr(remote string) netip.Addr {
 	if err != nil {
 		return netip.Addr{}
 	}
-	return ap.Addr().Unmap()
+	return clientAddrOf(ap.Addr())
 }
+
+// clientAddrOf is a as the gateway names a client: IPv4 unmapped, and
+// without an IPv6 zone, which names an interface of this machine (a
+// link-local client's): it means nothing to a host or a peer cluster, a
+// forward's signed mark cannot carry it, and a trusted prefix never
+// contains a zoned address.
+func clientAddrOf(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 // peerOf returns the connecting address observe parsed, or r's when
 // observe did not run (x nil: a layer tested alone).
@@ -864,15 +871,15 @@ func (g *Gateway) clientFromChain(chain []string, peer netip.Addr) netip.Addr {
 // some proxies write it (RFC 7239's node form without a port).
 func parseHop(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap(), true
+		return clientAddrOf(a), true
 	}
 	if inner, ok := strings.CutPrefix(s, "["); ok && strings.HasSuffix(inner, "]") {
 		if a, err := netip.ParseAddr(inner[:len(inner)-1]); err == nil && a.Is6() {
-			return a.Unmap(), true
+			return clientAddrOf(a), true
 		}
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
+		return clientAddrOf(ap.Addr()), true
 	}
 	return netip.Addr{}, false
 }
