@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -312,8 +313,10 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 		// redirect one with "." or ".." segments to the path cleaned,
 		// another item (records/./.. is the zone), and a client that
 		// follows a 307 would DELETE that. The API answers such a path
-		// 400 after its credential check.
-		if strings.HasPrefix(r.URL.Path, "/api/") {
+		// 400 after its credential check. A path that is under /api only
+		// once cleaned ("//api/…", "/x/../api/…", "/api") is a control
+		// path too: left to the mux, it would be redirected, unchecked.
+		if p := r.URL.Path; strings.HasPrefix(p, "/api/") || strings.HasPrefix(path.Clean(p)+"/", "/api/") {
 			apiH.ServeHTTP(w, r)
 			return
 		}
