@@ -109,7 +109,16 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, err := dns.ParseQuestion(r.URL.Query().Get("name"), r.URL.Query().Get("type"))
+	query := r.URL.Query()
+	for _, f := range []string{"name", "type"} {
+		// the client meant one of them, and answering the first would
+		// guess which (pageOf refuses a repeated field likewise)
+		if n := len(query[f]); n > 1 {
+			a.fail(w, r, badInput("%s: given %d times; give it once", f, n))
+			return
+		}
+	}
+	q, err := dns.ParseQuestion(query.Get("name"), query.Get("type"))
 	if err != nil {
 		a.fail(w, r, badInput("%v", err))
 		return

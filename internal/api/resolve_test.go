@@ -357,3 +357,26 @@ func TestPublicRouteWrongMethod(t *testing.T) {
 		t.Errorf("resolve after the wrong methods: %d, want 200: %s", r.status, r.body)
 	}
 }
+
+// TestResolveFieldGivenTwice: a resolve query whose name or type is given
+// twice answers 400 naming the field, and charges nothing, rather than
+// answering the first one given: the client meant one of them, and the
+// gateway cannot know which (paging refuses a repeated field likewise).
+func TestResolveFieldGivenTwice(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	for _, q := range []struct{ query, field string }{
+		{"name=a.apps.example.com&name=b.apps.example.com", "name"},
+		{"name=a.apps.example.com&type=A&type=TXT", "type"},
+		{"name=a.apps.example.com&type=A&type=A", "type"},
+	} {
+		r := e.do("GET", "/api/v3/dns/resolve?"+q.query, alice, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), q.field+": given 2 times") {
+			t.Errorf("?%s: %d %s, want 400 naming %s", q.query, r.status, r.body, q.field)
+		}
+	}
+	r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com", alice, nil)
+	if r.status != 200 || r.header.Get("X-RateLimit-Identity-Remaining") != "299" {
+		t.Errorf("after the refused queries: %d, identity remaining %q, want 200 and 299 (nothing charged)", r.status, r.header.Get("X-RateLimit-Identity-Remaining"))
+	}
+}
