@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -378,5 +379,26 @@ func TestResolveFieldGivenTwice(t *testing.T) {
 	r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com", alice, nil)
 	if r.status != 200 || r.header.Get("X-RateLimit-Identity-Remaining") != "299" {
 		t.Errorf("after the refused queries: %d, identity remaining %q, want 200 and 299 (nothing charged)", r.status, r.header.Get("X-RateLimit-Identity-Remaining"))
+	}
+}
+
+// TestResolveEmptyFinalLabel: a name that ends in two dots has an empty
+// label, and is no DNS name: 400, not the question for the name with one
+// dot less ("a.example.." asked as a.example, ".." as the root).
+func TestResolveEmptyFinalLabel(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	for _, name := range []string{"a.apps.example.com..", "..", "a.apps.example.com..."} {
+		r := e.do("GET", "/api/v3/dns/resolve?name="+url.QueryEscape(name), alice, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "not a DNS name") {
+			t.Errorf("GET name %q: %d %s, want 400", name, r.status, r.body)
+		}
+		r = e.do("POST", "/api/v3/dns/resolve/batch", alice, `[{"name":`+strconv.Quote(name)+`}]`)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "not a DNS name") {
+			t.Errorf("batch name %q: %d %s, want 400", name, r.status, r.body)
+		}
+	}
+	if r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com.", alice, nil); r.status != 200 {
+		t.Errorf("a name with its one final dot: %d %s", r.status, r.body)
 	}
 }

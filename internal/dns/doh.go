@@ -49,7 +49,9 @@ func ParseQuestion(name, typ string) (DoHQuestion, error) {
 	if n == "" {
 		return DoHQuestion{}, fmt.Errorf("dns: name is required")
 	}
-	if _, ok := mdns.IsDomainName(n); !ok || len(n) > 253 || strings.ContainsAny(n, " \t\r\n\\") {
+	// A dot still at the end ("a.example..", "..") closes an empty
+	// label, which IsDomainName would take as the final dot.
+	if _, ok := mdns.IsDomainName(n); !ok || len(n) > 253 || strings.HasSuffix(n, ".") || strings.ContainsAny(n, " \t\r\n\\") {
 		return DoHQuestion{}, fmt.Errorf("dns: name %q is not a DNS name", name)
 	}
 	q := DoHQuestion{Name: mdns.Fqdn(n), Type: mdns.TypeA}
