@@ -48,6 +48,13 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		pr = append(pr, policy.Rule(x))
 	}
 	path := r.URL.EscapedPath()
+	if r.URL.Opaque != "" {
+		// An absolute-form target with no authority ("http:admin") has an
+		// opaque part and no path, and the host gets the opaque part as its
+		// target ("GET admin"), which Werkzeug's router reads as /admin.
+		// Check reads a path as rooted, so it reads this one as the host.
+		path = r.URL.Opaque
+	}
 	if ok, _ := policy.Check(pr, r.Method, path); !ok {
 		return false
 	}
