@@ -117,6 +117,18 @@ func TestPolicyOverridesAreReadings(t *testing.T) {
 		{"POST", "/items/1?_method=DELETE", "X-Test", "", false},
 		{"POST", "/items/1?a=1&_method=delete", "X-Test", "", false},
 		{"POST", "/items/1?%5Fmethod=%44ELETE", "X-Test", "", false},
+		// PHP names the query's parameters so: leading spaces dropped,
+		// then '.', ' ' and an unclosed '[' made '_' (Symfony reads
+		// $_GET, so each of these is _method to Laravel).
+		{"POST", "/items/1?.method=DELETE", "X-Test", "", false},
+		{"POST", "/items/1?+_method=DELETE", "X-Test", "", false},
+		{"POST", "/items/1?%20%20_method=DELETE", "X-Test", "", false},
+		{"POST", "/items/1?[method=DELETE", "X-Test", "", false},
+		{"POST", "/items/1?_method[=DELETE", "X-Test", "", true},
+		{"POST", "/items/1?+method=DELETE", "X-Test", "", true},
+		// Parameters split on ';' too, as step 7 splits them (Rack 2,
+		// older Python and Go).
+		{"POST", "/items/1?a=1;_method=DELETE", "X-Test", "", false},
 		{"POST", "/items/1?_method=PUT", "X-Test", "", true},
 		{"POST", "/items/1?method=DELETE", "X-Test", "", true},
 		{"POST", "/items/1", "X-HTTP-Method-Override", "PUT", true},
