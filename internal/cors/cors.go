@@ -92,9 +92,13 @@ var hostFields = [...]string{"Access-Control-Allow-Origin", "Access-Control-Allo
 // Respond sets the CORS headers of an actual (non-preflight) response to a
 // request from origin: first it removes the Access-Control-Allow-* and
 // Max-Age fields the host set, so only the gateway decides who may read
-// the response, then, for an allowed origin only, it sets
-// Access-Control-Allow-Origin, Vary: Origin and, if the app allows them,
-// credentials, and adds the gateway's fields to the host's
+// the response; then, when p lists any origin, Vary: Origin, since the
+// answer depends on it whether it allows this one or not (without it a
+// cache that kept the answer to a request without Origin, or from
+// another origin, would hand it to an allowed origin, whose browser then
+// refuses it: Fetch's "CORS protocol and HTTP caches"); then, for an
+// allowed origin only, Access-Control-Allow-Origin and, if the app allows
+// them, credentials, and the gateway's fields added to the host's
 // Access-Control-Expose-Headers. The host's list is kept: it names only
 // which fields an allowed reader sees, and without an allowed origin a
 // browser reads none.
@@ -102,16 +106,19 @@ func (p Policy) Respond(origin string, h http.Header) {
 	for _, k := range hostFields {
 		delete(h, k) // canonical already: h.Del would only canonicalize it again
 	}
-	if !p.Allowed(origin) {
-		return
+	if len(p.Origins) == 0 {
+		return // no origin is ever allowed: the answer does not depend on it
 	}
-	h.Set("Access-Control-Allow-Origin", origin)
-	// Both fields may already say so: the host's Vary, or a peer
+	// The field may already say so: the host's Vary, or a peer
 	// gateway's answer to a forward, to which the owner's gateway has
 	// applied this same policy.
 	if !httpguts.HeaderValuesContainsToken(h["Vary"], "Origin") {
 		h.Add("Vary", "Origin")
 	}
+	if !p.Allowed(origin) {
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
 	if p.AllowCredentials {
 		h.Set("Access-Control-Allow-Credentials", "true")
 	}

@@ -73,8 +73,20 @@ func TestRespond(t *testing.T) {
 	p := Policy{Origins: []string{"https://a.example"}}
 	h := http.Header{"Access-Control-Allow-Origin": {"*"}, "Access-Control-Allow-Credentials": {"true"}}
 	p.Respond("https://b.example", h)
-	if len(h) != 0 {
-		t.Fatalf("disallowed origin kept %v", h)
+	if len(h) != 1 || h.Get("Vary") != "Origin" {
+		t.Fatalf("disallowed origin: %v, want only Vary: Origin", h)
+	}
+	// Without an Origin too: a cache must not hand this answer to an
+	// allowed origin. Without a list nothing depends on Origin.
+	for _, c := range []struct {
+		p    Policy
+		vary string
+	}{{p, "Origin"}, {Policy{}, ""}} {
+		h = http.Header{"Access-Control-Allow-Origin": {"*"}}
+		c.p.Respond("", h)
+		if h.Get("Access-Control-Allow-Origin") != "" || h.Get("Vary") != c.vary {
+			t.Fatalf("no Origin, origins %v: %v, want Vary %q", c.p.Origins, h, c.vary)
+		}
 	}
 	h = http.Header{"Access-Control-Allow-Origin": {"*"}}
 	p.Respond("https://a.example", h)

@@ -13,8 +13,9 @@ import (
 // cors is step 5. A preflight (OPTIONS with Access-Control-Request-Method)
 // is answered here, 204 for an allowed origin and 403 otherwise, and never
 // goes further: the host never sees one. Any other request goes on, and its
-// response carries Access-Control-Allow-Origin and Vary: Origin only when
-// it came from an origin on the app's list; whatever Access-Control-Allow-*
+// response carries Access-Control-Allow-Origin only when it came from an
+// origin on the app's list, and Vary: Origin whenever the app has a list
+// (the answer depends on Origin then); whatever Access-Control-Allow-*
 // fields the host set are replaced, so the gateway's list is the only one
 // (cors.Policy.Respond).
 func (g *Gateway) cors(next http.Handler) http.Handler {

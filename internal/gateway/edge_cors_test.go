@@ -50,12 +50,16 @@ func TestCORSThroughChain(t *testing.T) {
 			"Access-Control-Allow-Origin": "https://a.example", "Vary": "Origin", "Access-Control-Allow-Credentials": ""}},
 		{"actual allowed credentials", "GET", "creds", http.Header{"Origin": {"https://a.example"}}, 200, true, map[string]string{
 			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Credentials": "true"}},
+		// The answer depends on Origin, so it says so even when it allows
+		// none: a cache that kept it without Vary would hand it to the
+		// allowed origin, whose browser would then refuse it (Fetch,
+		// "CORS protocol and HTTP caches").
 		{"actual other origin: host's * removed", "GET", "shop", http.Header{"Origin": {"https://evil.example"}}, 200, true, map[string]string{
-			"Access-Control-Allow-Origin": "", "Vary": ""}},
-		{"no origin: untouched", "GET", "closed", nil, 200, true, map[string]string{"Access-Control-Allow-Origin": ""}},
+			"Access-Control-Allow-Origin": "", "Vary": "Origin"}},
+		{"no origin: untouched", "GET", "closed", nil, 200, true, map[string]string{"Access-Control-Allow-Origin": "", "Vary": ""}},
 		// A cache keeps what a request without Origin got and may hand it
 		// to a cross-origin one: the host's * must not get past there either.
-		{"no origin: host's * removed", "GET", "shop", nil, 200, true, map[string]string{"Access-Control-Allow-Origin": ""}},
+		{"no origin: host's * removed", "GET", "shop", nil, 200, true, map[string]string{"Access-Control-Allow-Origin": "", "Vary": "Origin"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
