@@ -113,9 +113,11 @@ func FuzzMatch(f *testing.F) {
 // FuzzNoBypass checks that no encoding walks around a deny: whenever a
 // host's own reading of the raw path (as sent, or decoded once by
 // net/url, and that ending at a decoded NUL, '?' or '#'; with `\` as a
-// separator or not; with case or without; then
-// path.Clean, or only empty and "." segments removed, as a host that
-// keeps ".." reads it) falls under a deny rule, Check denies.
+// separator or not; with each segment's ";params" and trailing dots and
+// spaces or without, as Tomcat and IIS drop them; with case or without;
+// then path.Clean, or, for a path as written, only empty and "." segments
+// removed, as a host that keeps ".." reads it) falls under a deny rule,
+// Check denies.
 func FuzzNoBypass(f *testing.F) {
 	for i, s := range fuzzSeeds {
 		f.Add(s, uint8(i))
@@ -130,9 +132,15 @@ func FuzzNoBypass(f *testing.F) {
 		}
 		var views []string
 		add := func(p string) {
-			for _, q := range []string{p, strings.ToLower(p)} {
-				views = append(views, path.Clean("/"+q), path.Clean("/"+strings.ReplaceAll(q, `\`, "/")),
-					dotsKept(q), dotsKept(strings.ReplaceAll(q, `\`, "/")))
+			for _, b := range []string{p, strings.ReplaceAll(p, `\`, "/")} {
+				for _, q := range []string{b, segTrim(b, true, false), segTrim(b, false, true), segTrim(b, true, true)} {
+					for _, r := range []string{q, strings.ToLower(q)} {
+						views = append(views, path.Clean("/"+r))
+						if q == b {
+							views = append(views, dotsKept(r))
+						}
+					}
+				}
 			}
 		}
 		add(raw)
@@ -169,4 +177,20 @@ func dotsKept(p string) string {
 		}
 	}
 	return "/" + strings.Join(segs, "/")
+}
+
+// segTrim is p with each segment's ";params" suffix (params) and trailing
+// dots and spaces (trailing) dropped, written without path.Clean's help.
+func segTrim(p string, params, trailing bool) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if j := strings.IndexByte(s, ';'); j >= 0 && params {
+			s = s[:j]
+		}
+		if s != "." && s != ".." && trailing {
+			s = strings.TrimRight(s, ". ")
+		}
+		segs[i] = s
+	}
+	return strings.Join(segs, "/")
 }
