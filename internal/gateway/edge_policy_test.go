@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
@@ -230,5 +234,86 @@ func TestPolicyOpaqueTarget(t *testing.T) {
 			continue
 		}
 		edgeProblem(t, res, string(b), 403)
+	}
+}
+
+// TestPolicyOpaqueTargetH2: an HTTP/2 :path may be such a target too
+// (net/http's server parses it as it parses an HTTP/1.1 target), and the
+// host got "GET admin" from it as well.
+func TestPolicyOpaqueTargetH2(t *testing.T) {
+	app := &route.App{ID: "shop", Policy: []route.PolicyRule{{Action: "deny", Path: "/admin/*"}}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: e.gw, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	for _, c := range []struct{ path, status string }{
+		{"http:admin", "403"},
+		{"http:%2Fadmin/x", "403"},
+		{"/public", "200"},
+	} {
+		if got := h2Status(t, ln.Addr().String(), "shop.apps.test", c.path); got != c.status {
+			t.Errorf("HTTP/2 GET :path %q: status %s, want %s", c.path, got, c.status)
+		}
+	}
+}
+
+// h2Status sends one HTTP/2 GET with prior knowledge and returns the
+// response's :status, or "reset" when the stream or connection is refused.
+func h2Status(t *testing.T, addr, authority, path string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	_ = fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", authority}, {":path", path}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	status := ""
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			status = f.Value
+		}
+	})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf(":path %q: read: %v (status %q)", path, err, status)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.HeadersFrame:
+			if _, err := dec.Write(f.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+			if f.StreamEnded() {
+				return status
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				return status
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			return "reset"
+		}
 	}
 }
