@@ -46,13 +46,15 @@ func IsPreflight(r *http.Request) bool {
 
 // Preflight answers a preflight: it writes the Access-Control-* headers to
 // h and returns the status, 204 for an allowed origin and method, 403
-// otherwise (and then writes no Access-Control-Allow-* header).
+// otherwise (and then writes no Access-Control-Allow-* header). An allowed
+// one asking for Private Network Access gets it.
 func (p Policy) Preflight(r *http.Request, h http.Header) int {
 	origin := r.Header.Get("Origin")
 	method := r.Header.Get("Access-Control-Request-Method")
 	h.Add("Vary", "Origin")
 	h.Add("Vary", "Access-Control-Request-Method")
 	h.Add("Vary", "Access-Control-Request-Headers")
+	h.Add("Vary", "Access-Control-Request-Private-Network")
 	if !p.Allowed(origin) || !token(method) {
 		return http.StatusForbidden
 	}
@@ -77,6 +79,13 @@ func (p Policy) Preflight(r *http.Request, h http.Header) int {
 	h.Set("Access-Control-Max-Age", MaxAge)
 	if p.AllowCredentials {
 		h.Set("Access-Control-Allow-Credentials", "true")
+	}
+	// Private Network Access: a page on a public origin calling a
+	// gateway on a private address asks for this, and only the gateway
+	// can answer (the host never sees a preflight). The app listing the
+	// origin is the opt-in the browser asks for.
+	if strings.EqualFold(r.Header.Get("Access-Control-Request-Private-Network"), "true") {
+		h.Set("Access-Control-Allow-Private-Network", "true")
 	}
 	return http.StatusNoContent
 }

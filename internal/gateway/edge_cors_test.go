@@ -26,6 +26,10 @@ func TestCORSThroughChain(t *testing.T) {
 		}
 		return h
 	}
+	privateNet := func(h http.Header) http.Header {
+		h.Set("Access-Control-Request-Private-Network", "true")
+		return h
+	}
 	cases := []struct {
 		name    string
 		method  string
@@ -38,6 +42,16 @@ func TestCORSThroughChain(t *testing.T) {
 		{"preflight allowed", "OPTIONS", "shop", pre("https://a.example", "PUT", "x-custom"), 204, false, map[string]string{
 			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Methods": "PUT",
 			"Access-Control-Allow-Headers": "x-custom", "Access-Control-Max-Age": "600", "Access-Control-Allow-Credentials": ""}},
+		// Private Network Access: a page on a public origin that calls a
+		// gateway on a private address asks first. The gateway answers
+		// every preflight (the host cannot), so it answers this too, for
+		// an origin the app lists and only when asked.
+		{"preflight private network", "OPTIONS", "shop", privateNet(pre("https://a.example", "GET", "")), 204, false, map[string]string{
+			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Private-Network": "true"}},
+		{"preflight private network other origin", "OPTIONS", "shop", privateNet(pre("https://evil.example", "GET", "")), 403, false, map[string]string{
+			"Access-Control-Allow-Origin": "", "Access-Control-Allow-Private-Network": ""}},
+		{"preflight private network not asked", "OPTIONS", "shop", pre("https://a.example", "GET", ""), 204, false, map[string]string{
+			"Access-Control-Allow-Private-Network": ""}},
 		{"preflight with credentials", "OPTIONS", "creds", pre("https://a.example", "POST", ""), 204, false, map[string]string{
 			"Access-Control-Allow-Origin": "https://a.example", "Access-Control-Allow-Credentials": "true"}},
 		{"preflight other origin", "OPTIONS", "shop", pre("https://evil.example", "PUT", ""), 403, false, map[string]string{
