@@ -19,8 +19,10 @@
 // only some of these readings, which changes which segment a ".." removes -
 // so every combination of them is
 // tried, each followed by path.Clean (removing //, . and .. segments and
-// any trailing slash); the case-free readings match lower-cased paths
-// against lower-cased rules. A path with ".." is also read as a host that
+// any trailing slash); the case-free readings match folded paths against
+// folded rules, each letter upper-cased then lower-cased, as hosts that
+// compare upper-cased (ASP.NET Core, IIS, Java's equalsIgnoreCase) read
+// dotless ı as i and long ſ as s. A path with ".." is also read as a host that
 // does not remove dot segments reads it (a prefix router: /admin/../x is
 // under /admin/), with `\` as `/` or not, folded or not. [Clean] makes all
 // but folding at once. The

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Actions.
@@ -139,7 +141,7 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 							lowered = lowerRules(rules)
 						}
 					}
-					if ok, i := Decide(lowered, method, strings.ToLower(k)); !ok {
+					if ok, i := Decide(lowered, method, fold(k)); !ok {
 						return false, i
 					}
 				}
@@ -162,7 +164,7 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 						lowered = lowerRules(rules)
 					}
 				}
-				rs, c = lowered, strings.ToLower(cleaned[m&^folded])
+				rs, c = lowered, fold(cleaned[m&^folded])
 			}
 			if ok, i := Decide(rs, method, c); !ok {
 				return false, i
@@ -212,11 +214,25 @@ func unfolded(s string) bool {
 	return false
 }
 
-// lowerRules returns rules with their paths lower-cased.
+// fold is s as a host that compares without case reads it: each letter
+// upper-cased, then lower-cased. Lower-casing alone leaves letters whose
+// upper case is an ASCII one: ASP.NET Core's routing and IIS
+// (OrdinalIgnoreCase) and Java's equalsIgnoreCase compare upper-cased,
+// and read dotless "ı" as "i" and long "ſ" as "s".
+func fold(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, s)
+		}
+	}
+	return strings.ToLower(s)
+}
+
+// lowerRules returns rules with their paths folded (fold).
 func lowerRules(rules []Rule) []Rule {
 	out := make([]Rule, len(rules))
 	for i, r := range rules {
-		r.Path = strings.ToLower(r.Path)
+		r.Path = fold(r.Path)
 		out[i] = r
 	}
 	return out

@@ -129,6 +129,13 @@ func TestCheck(t *testing.T) {
 		{"POST", "/ITEMS/1", false},
 		{"GET", "/SECRET", false},
 		{"GET", "/Public", true},
+		// A host that compares without case by upper-casing (ASP.NET
+		// Core's routing and IIS, OrdinalIgnoreCase; Java's
+		// equalsIgnoreCase) reads dotless ı as i and long ſ as s.
+		{"GET", "/adm%C4%B1n", false},
+		{"GET", "/ADM%C4%B1N/users", false},
+		{"GET", "/%C5%BFecret", false},
+		{"GET", "/adm%C4%B1nistrator", true},
 	}
 	for _, c := range cases {
 		if got, _ := Check(rules, c.method, c.path); got != c.allowed {
