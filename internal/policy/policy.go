@@ -66,7 +66,9 @@ func (r Rule) methodMatches(method string) bool {
 		return true
 	}
 	for _, m := range r.Methods {
-		if strings.EqualFold(m, method) || (strings.EqualFold(method, "HEAD") && strings.EqualFold(m, "GET")) {
+		// "*" is every method, as its writer meant: no request's method
+		// is "*", so read literally a deny so written closed nothing.
+		if m == "*" || strings.EqualFold(m, method) || (strings.EqualFold(method, "HEAD") && strings.EqualFold(m, "GET")) {
 			return true
 		}
 	}

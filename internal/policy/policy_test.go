@@ -145,6 +145,26 @@ func TestCheck(t *testing.T) {
 	if ok, i := Check(nil, "GET", "/admin"); !ok || i != -1 {
 		t.Error("no rules must allow")
 	}
+	// "*" among a rule's methods is every method, as its writer meant: a
+	// deny so written matched no request (no request's method is "*")
+	// and closed nothing; an allow so written opened nothing.
+	star := []Rule{
+		{Action: Allow, Methods: []string{"*"}, Path: "/admin/open"},
+		{Action: Deny, Methods: []string{"*"}, Path: "/admin/*"},
+		{Action: Deny, Methods: []string{"get", "*"}, Path: "/both"},
+	}
+	for _, c := range []struct {
+		method, path string
+		allowed      bool
+	}{
+		{"GET", "/admin/x", false}, {"HEAD", "/admin/x", false}, {"DELETE", "/admin", false},
+		{"PROPFIND", "/admin/x", false}, {"GET", "/admin/open", true}, {"POST", "/admin/open", true},
+		{"PATCH", "/both", false}, {"GET", "/other", true},
+	} {
+		if got, _ := Check(star, c.method, c.path); got != c.allowed {
+			t.Errorf("methods [\"*\"]: %s %s: allowed %v, want %v", c.method, c.path, got, c.allowed)
+		}
+	}
 	if ok, i := Check([]Rule{{Action: Deny, Path: "/*"}}, "GET", "/anything"); ok || i != 0 {
 		t.Error("/* must cover everything")
 	}
