@@ -122,7 +122,7 @@ func TestBadInvocations(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"-h"}, {"serve", "-h"}, {"ctl", "-h"}, {"keygen", "-h"}, {"host", "-h"}, {"demo", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"serve", "-h"}, {"ctl", "-h"}, {"keygen", "-h"}, {"host", "-h"}, {"demo", "-h"}, {"version", "-h"}, {"version", "--help"}} {
 		out, errOut, err := runCmd(t, args...)
 		if exitCode(err, &bytes.Buffer{}) != 0 || out+errOut == "" {
 			t.Errorf("%q: err %v, no help printed", args, err)
@@ -138,7 +138,7 @@ func TestHelpAndVersion(t *testing.T) {
 	// Help asked for is the command's output: on stdout, once, exit 0.
 	// keygen printed its description twice, and keygen and ctl wrote
 	// their help to stderr.
-	for _, sub := range []string{"serve", "demo", "ctl", "keygen", "host"} {
+	for _, sub := range []string{"serve", "demo", "ctl", "keygen", "host", "version"} {
 		out, errOut, err := runCmd(t, sub, "-h")
 		if exitCode(err, &bytes.Buffer{}) != 0 || errOut != "" {
 			t.Errorf("%s -h: exit %d, stderr %q", sub, exitCode(err, &bytes.Buffer{}), errOut)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -10,9 +11,19 @@ import (
 
 // runVersion prints the module version, the VCS revision it was built
 // from (when known) and the Go version.
-func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
-	if len(args) > 0 {
-		return fmt.Errorf("version: unexpected argument %q", args[0])
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	// A flag set, though version takes no flags, so that -h is help (exit
+	// 0), as for every other subcommand, not an unexpected argument.
+	fs := flag.NewFlagSet("gatehouse version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gatehouse version\n\nPrints the version, the VCS revision it was built from, the Go version and the platform.\n")
+	}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
 	}
 	_, err := fmt.Fprintln(stdout, versionString())
 	return err
