@@ -91,7 +91,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"keygen", "-bits", "4096"}, "flag provided but not defined: -bits"},
 		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: host: write key"},
 		{[]string{"version", "extra"}, `version: unexpected argument "extra"`},
-		{[]string{"serve", "-http-mode", "x"}, `config: http.mode: must be one of redirect, acme-only, serve, got "x"`},
+		{[]string{"serve", "-http-mode", "x"}, `config: http.mode (-http-mode): must be one of redirect, acme-only, serve, got "x"`},
 		{[]string{"serve", "-nosuch"}, "config: flag provided but not defined: -nosuch"},
 		{[]string{"serve", "-drain-timeout", "soon"}, `config: drain_timeout (-drain-timeout): want a duration like 30s, got "soon"`},
 		{[]string{"ctl"}, "ctl: want RESOURCE VERB"},

@@ -80,18 +80,29 @@ func Load(args []string, env []string) (Config, error) {
 			return Config{}, err
 		}
 	}
+	// from names where each key's value came from, when not the file.
+	from := map[string]string{}
 	for _, k := range keys {
 		if v, ok := vars[k.env()]; ok {
 			if err := k.set(&cfg, v, false); err != nil {
 				return Config{}, fmt.Errorf("config: %s (%s): %v", k.name, k.env(), err)
 			}
+			from[k.name] = k.env()
 		}
 	}
 	if err := uses.apply(&cfg); err != nil {
 		return Config{}, err
 	}
+	for _, fu := range uses.list {
+		from[fu.k.name] = "-" + fu.k.flag
+	}
 	cfg.normalize()
 	if err := cfg.Validate(); err != nil {
+		var ke *keyError
+		if errors.As(err, &ke) {
+			name, _, _ := strings.Cut(ke.key, "[") // trusted_proxies[1] is trusted_proxies'
+			ke.from = from[name]
+		}
 		return Config{}, err
 	}
 	return cfg, nil

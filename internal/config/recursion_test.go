@@ -63,12 +63,12 @@ func TestRecursionKeys(t *testing.T) {
 		{
 			name: "allow without upstreams",
 			args: []string{"-dns-recursion-allow=10.0.0.0/8"},
-			err:  "config: dns.recursion.allow: needs dns.recursion.upstreams: without upstreams recursion is off",
+			err:  "config: dns.recursion.allow (-dns-recursion-allow): needs dns.recursion.upstreams: without upstreams recursion is off",
 		},
 		{
 			name: "bad CIDR",
 			env:  []string{"GATEHOUSE_DNS_RECURSION_UPSTREAMS=192.0.2.53", "GATEHOUSE_DNS_RECURSION_ALLOW=10.0.0.0/8,10.0.0.0/33"},
-			err:  `config: dns.recursion.allow[1]: must be a CIDR like 10.0.0.0/8 or an IP, got "10.0.0.0/33"`,
+			err:  `config: dns.recursion.allow[1] (GATEHOUSE_DNS_RECURSION_ALLOW): must be a CIDR like 10.0.0.0/8 or an IP, got "10.0.0.0/33"`,
 		},
 		{
 			name: "allow every IPv4 source: an open resolver",
@@ -78,7 +78,7 @@ func TestRecursionKeys(t *testing.T) {
 		{
 			name: "allow every IPv6 source: an open resolver",
 			env:  []string{"GATEHOUSE_DNS_RECURSION_UPSTREAMS=192.0.2.53", "GATEHOUSE_DNS_RECURSION_ALLOW=::/0"},
-			err:  `config: dns.recursion.allow[0]: "::/0" lets every source recurse, an open resolver; list the platform's networks`,
+			err:  `config: dns.recursion.allow[0] (GATEHOUSE_DNS_RECURSION_ALLOW): "::/0" lets every source recurse, an open resolver; list the platform's networks`,
 		},
 		{
 			// The DNS server unmaps every source, and an IPv4 source never
@@ -90,12 +90,12 @@ func TestRecursionKeys(t *testing.T) {
 		{
 			name: "IPv4-mapped address in the environment",
 			env:  []string{"GATEHOUSE_DNS_RECURSION_UPSTREAMS=192.0.2.53", "GATEHOUSE_DNS_RECURSION_ALLOW=::ffff:192.0.2.7"},
-			err:  `config: dns.recursion.allow[0]: "::ffff:192.0.2.7/128" is IPv4-mapped and never matches (sources are compared as IPv4); write 192.0.2.7/32`,
+			err:  `config: dns.recursion.allow[0] (GATEHOUSE_DNS_RECURSION_ALLOW): "::ffff:192.0.2.7/128" is IPv4-mapped and never matches (sources are compared as IPv4); write 192.0.2.7/32`,
 		},
 		{
 			name: "IPv4-mapped every source: never matches, and its IPv4 form is an open resolver",
 			args: []string{"-dns-recursion-upstreams=192.0.2.53", "-dns-recursion-allow=::ffff:0.0.0.0/96"},
-			err:  `config: dns.recursion.allow[0]: "::ffff:0.0.0.0/96" is IPv4-mapped and never matches (sources are compared as IPv4); its IPv4 form 0.0.0.0/0 would let every source recurse, an open resolver; list the platform's networks`,
+			err:  `config: dns.recursion.allow[0] (-dns-recursion-allow): "::ffff:0.0.0.0/96" is IPv4-mapped and never matches (sources are compared as IPv4); its IPv4 form 0.0.0.0/0 would let every source recurse, an open resolver; list the platform's networks`,
 		},
 		{
 			// Wider than the mapped range, so it holds IPv6 sources too.
@@ -107,7 +107,7 @@ func TestRecursionKeys(t *testing.T) {
 		{
 			name: "bad upstream port",
 			args: []string{"-dns-recursion-upstreams=192.0.2.53:dns"},
-			err:  `config: dns.recursion.upstreams[0]: port must be a number 1-65535, got "192.0.2.53:dns"`,
+			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): port must be a number 1-65535, got "192.0.2.53:dns"`,
 		},
 		{
 			name: "port zero",
@@ -117,17 +117,17 @@ func TestRecursionKeys(t *testing.T) {
 		{
 			name: "not host:port",
 			args: []string{"-dns-recursion-upstreams=udp://192.0.2.53"},
-			err:  `config: dns.recursion.upstreams[0]: must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "udp://192.0.2.53"`,
+			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "udp://192.0.2.53"`,
 		},
 		{
 			name: "bad host name",
 			args: []string{"-dns-recursion-upstreams=bad_name.example:53"},
-			err:  `config: dns.recursion.upstreams[0]: must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "bad_name.example:53"`,
+			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "bad_name.example:53"`,
 		},
 		{
 			name: "unspecified address",
 			args: []string{"-dns-recursion-upstreams=0.0.0.0"},
-			err:  `config: dns.recursion.upstreams[0]: must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "0.0.0.0:53"`,
+			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "0.0.0.0:53"`,
 		},
 		{
 			name: "file: a mapping is not a list",

@@ -37,7 +37,22 @@ func (c *Config) Validate() error {
 }
 
 func bad(key, format string, args ...any) error {
-	return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...))
+	return &keyError{key: key, msg: fmt.Sprintf(format, args...)}
+}
+
+// keyError is a refused value of one key (key may carry an index, as
+// "trusted_proxies[1]"). Load adds the variable or flag the value came
+// from: the key alone sends an operator to the file, which may be right.
+type keyError struct {
+	key, msg string
+	from     string // "GATEHOUSE_HTTP_MODE", "-http-mode", or "" (file, default)
+}
+
+func (e *keyError) Error() string {
+	if e.from != "" {
+		return fmt.Sprintf("config: %s (%s): %s", e.key, e.from, e.msg)
+	}
+	return fmt.Sprintf("config: %s: %s", e.key, e.msg)
 }
 
 func oneOf(key, got string, allowed ...string) error {
