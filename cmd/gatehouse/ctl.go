@@ -185,15 +185,15 @@ func envOr(name, def string) string {
 // ctlParse turns RESOURCE VERB [NAME...] [JSON] into a request.
 func ctlParse(pos []string, file string) (ctlRequest, error) {
 	if len(pos) < 2 {
-		return ctlRequest{}, errors.New("ctl: want RESOURCE VERB [NAME] (see gatehouse ctl -h)")
+		return ctlRequest{}, usagef("ctl: want RESOURCE VERB [NAME] (see gatehouse ctl -h)")
 	}
 	resName, verb, rest := pos[0], pos[1], pos[2:]
 	res, ok := ctlResources[resName]
 	if !ok {
-		return ctlRequest{}, fmt.Errorf("ctl: unknown resource %q (apps, domains, keys, zones, records, hosts, clusters)", resName)
+		return ctlRequest{}, usagef("ctl: unknown resource %q (apps, domains, keys, zones, records, hosts, clusters)", resName)
 	}
 	if !strings.Contains(" "+res.verbs+" ", " "+verb+" ") {
-		return ctlRequest{}, fmt.Errorf("ctl: %s takes %s, not %q", resName, strings.ReplaceAll(res.verbs, " ", ", "), verb)
+		return ctlRequest{}, usagef("ctl: %s takes %s, not %q", resName, strings.ReplaceAll(res.verbs, " ", ", "), verb)
 	}
 	names := res.names
 	if verb == "list" {
@@ -203,7 +203,7 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 		}
 	}
 	if len(rest) < names {
-		return ctlRequest{}, fmt.Errorf("ctl: %s %s needs %d name(s)", resName, verb, names)
+		return ctlRequest{}, usagef("ctl: %s %s needs %d name(s)", resName, verb, names)
 	}
 	path := res.base
 	for _, n := range rest[:names] {
@@ -235,7 +235,7 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 		rest = nil
 	}
 	if len(rest) > 0 {
-		return ctlRequest{}, fmt.Errorf("ctl: unexpected argument %q", rest[0])
+		return ctlRequest{}, usagef("ctl: unexpected argument %q", rest[0])
 	}
 	if file != "" && body == nil {
 		return ctlRequest{}, fmt.Errorf("ctl: -f is only for put and verify")
@@ -255,7 +255,7 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 	case file != "" && len(rest) > 0:
 		return nil, errors.New("ctl: give the body as -f FILE or as an argument, not both")
 	case len(rest) > 1:
-		return nil, fmt.Errorf("ctl: unexpected argument %q (quote the JSON body as one argument)", rest[1])
+		return nil, usagef("ctl: unexpected argument %q (quote the JSON body as one argument)", rest[1])
 	case file == "-":
 		var err error
 		if b, err = io.ReadAll(os.Stdin); err != nil {

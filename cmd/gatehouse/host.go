@@ -55,15 +55,15 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("host: unexpected argument %q", fs.Arg(0))
+		return nil, usagef("host: unexpected argument %q", fs.Arg(0))
 	}
 	for name, v := range map[string]string{"-cluster": f.cluster, "-id": f.id, "-key": f.keyFile, "-addr": f.addr, "-upstream": f.upstream} {
 		if v == "" {
-			return nil, fmt.Errorf("host: %s is required", name)
+			return nil, usagef("host: %s is required", name)
 		}
 	}
 	if len(f.apps) == 0 {
-		return nil, errors.New("host: at least one -app is required")
+		return nil, usagef("host: at least one -app is required")
 	}
 	for _, a := range f.apps {
 		if !host.ValidApp(a) {

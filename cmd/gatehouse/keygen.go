@@ -28,10 +28,10 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if *out == "" {
-		return errors.New("keygen: -out FILE is required")
+		return usagef("keygen: -out FILE is required")
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("keygen: unexpected argument %q", fs.Arg(0))
+		return usagef("keygen: unexpected argument %q", fs.Arg(0))
 	}
 	k, err := host.GenerateKey()
 	if err != nil {
@@ -62,7 +62,7 @@ func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
 	}
 	if err != nil {
 		// run prefixes "gatehouse: " already
-		return fmt.Errorf("%s: %v", strings.TrimPrefix(fs.Name(), "gatehouse "), err)
+		return usagef("%s: %v", strings.TrimPrefix(fs.Name(), "gatehouse "), err)
 	}
 	return nil
 }

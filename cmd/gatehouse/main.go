@@ -16,6 +16,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 )
 
 func main() {
@@ -28,10 +30,15 @@ func main() {
 }
 
 // exitCode prints err as one line and returns the process exit code: 0
-// for success and for a help request, 1 otherwise.
+// for success and for a help request, 2 for a command line that does not
+// parse (usageError), 1 otherwise.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	code := 1
+	if errors.As(err, new(usageError)) || errors.As(err, new(*config.UsageError)) {
+		code = 2
 	}
 	var q quietError
 	if !errors.As(err, &q) {
@@ -42,11 +49,23 @@ func exitCode(err error, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, msg)
 	}
-	return 1
+	return code
 }
 
 // quietError is a failure already reported to the user.
 type quietError struct{ error }
+
+// usageError is a command line that does not parse: a missing or unknown
+// subcommand, an unknown flag, a required flag left out, a stray
+// argument. It exits 2, as Go's flag package and most Unix tools do, so a
+// script or a service manager's log tells a wrong invocation from a
+// failure of the work asked for (1).
+type usageError struct{ error }
+
+// usagef is fmt.Errorf as a usageError.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
 
 // subcommand runs one subcommand with the arguments after its name.
 type subcommand func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -68,7 +87,7 @@ var subcommands = []struct {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		usage(stderr)
-		return errors.New("missing subcommand")
+		return usagef("missing subcommand")
 	}
 	name := args[0]
 	switch name {
@@ -82,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	usage(stderr)
-	return fmt.Errorf("unknown subcommand %q", name)
+	return usagef("unknown subcommand %q", name)
 }
 
 func usage(w io.Writer) {

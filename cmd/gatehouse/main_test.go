@@ -84,27 +84,36 @@ func TestBadInvocations(t *testing.T) {
 	cases := []struct {
 		args []string
 		want string
+		code int // 2: the command line does not parse; 1: it does, and the work failed
 	}{
-		{nil, "missing subcommand"},
-		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
-		{[]string{"keygen"}, "keygen: -out FILE is required"},
-		{[]string{"keygen", "-bits", "4096"}, "flag provided but not defined: -bits"},
-		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: host: write key"},
-		{[]string{"version", "extra"}, `version: unexpected argument "extra"`},
-		{[]string{"serve", "-http-mode", "x"}, `config: http.mode (-http-mode): must be one of redirect, acme-only, serve, got "x"`},
-		{[]string{"serve", "-nosuch"}, "config: flag provided but not defined: -nosuch"},
-		{[]string{"serve", "-drain-timeout", "soon"}, `config: drain_timeout (-drain-timeout): want a duration like 30s, got "soon"`},
-		{[]string{"ctl"}, "ctl: want RESOURCE VERB"},
-		{[]string{"ctl", "widgets", "list"}, `ctl: unknown resource "widgets"`},
-		{[]string{"ctl", "apps", "frob"}, `ctl: apps takes list, get, put, delete, not "frob"`},
-		{[]string{"ctl", "apps", "get"}, "ctl: apps get needs 1 name(s)"},
-		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON: invalid character 'n' looking for beginning of object key string (at byte 2)"},
-		{[]string{"ctl", "apps", "list", "extra"}, `ctl: unexpected argument "extra"`},
-		{[]string{"ctl", "-api", "ftp://x", "apps", "list"}, `ctl: -api must be an http(s) URL, got "ftp://x"`},
-		{[]string{"ctl", "-api", "http://127.0.0.1:1/?x=1", "apps", "list"}, `ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got "http://127.0.0.1:1/?x=1"`},
-		{[]string{"ctl", "-api", "http://127.0.0.1:1?", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment"},
-		{[]string{"ctl", "-api", "http://127.0.0.1:1/#top", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment"},
-		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: Get "},
+		{nil, "missing subcommand", 2},
+		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`, 2},
+		{[]string{"keygen"}, "keygen: -out FILE is required", 2},
+		{[]string{"keygen", "-bits", "4096"}, "flag provided but not defined: -bits", 2},
+		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: host: write key", 1},
+		{[]string{"version", "extra"}, `version: unexpected argument "extra"`, 2},
+		{[]string{"serve", "-http-mode", "x"}, `config: http.mode (-http-mode): must be one of redirect, acme-only, serve, got "x"`, 1},
+		{[]string{"serve", "-nosuch"}, "config: flag provided but not defined: -nosuch", 2},
+		{[]string{"serve", "-drain-timeout", "soon"}, `config: drain_timeout (-drain-timeout): want a duration like 30s, got "soon"`, 1},
+		{[]string{"serve", "stray"}, `config: unexpected argument "stray"`, 2},
+		{[]string{"demo", "-nosuch"}, "demo: flag provided but not defined: -nosuch", 2},
+		{[]string{"demo", "stray"}, `demo: unexpected argument "stray"`, 2},
+		{[]string{"host", "-nosuch"}, "host: flag provided but not defined: -nosuch", 2},
+		{[]string{"host", "stray"}, `host: unexpected argument "stray"`, 2},
+		{[]string{"host"}, "is required", 2},
+		{[]string{"version", "-nosuch"}, "version: flag provided but not defined: -nosuch", 2},
+		{[]string{"ctl", "-nosuch", "apps", "list"}, "ctl: flag provided but not defined: -nosuch", 2},
+		{[]string{"ctl"}, "ctl: want RESOURCE VERB", 2},
+		{[]string{"ctl", "widgets", "list"}, `ctl: unknown resource "widgets"`, 2},
+		{[]string{"ctl", "apps", "frob"}, `ctl: apps takes list, get, put, delete, not "frob"`, 2},
+		{[]string{"ctl", "apps", "get"}, "ctl: apps get needs 1 name(s)", 2},
+		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON: invalid character 'n' looking for beginning of object key string (at byte 2)", 1},
+		{[]string{"ctl", "apps", "list", "extra"}, `ctl: unexpected argument "extra"`, 2},
+		{[]string{"ctl", "-api", "ftp://x", "apps", "list"}, `ctl: -api must be an http(s) URL, got "ftp://x"`, 1},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1/?x=1", "apps", "list"}, `ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got "http://127.0.0.1:1/?x=1"`, 1},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1?", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment", 1},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1/#top", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment", 1},
+		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: Get ", 1},
 	}
 	for _, c := range cases {
 		_, _, err := runCmd(t, c.args...)
@@ -115,8 +124,8 @@ func TestBadInvocations(t *testing.T) {
 		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
 			t.Errorf("%q: error %q, want one line containing %q", c.args, msg, c.want)
 		}
-		if exitCode(err, &bytes.Buffer{}) != 1 {
-			t.Errorf("%q: exit code not 1", c.args)
+		if got := exitCode(err, &bytes.Buffer{}); got != c.code {
+			t.Errorf("%q: exit code %d, want %d", c.args, got, c.code)
 		}
 	}
 }

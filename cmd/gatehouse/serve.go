@@ -99,10 +99,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fs.PrintDefaults()
 			return flag.ErrHelp
 		}
-		return fmt.Errorf("demo: %w", err)
+		return usagef("demo: %w", err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
+		return usagef("demo: unexpected argument %q", fs.Arg(0))
 	}
 	// The hosts enrol through the control API and announce on the bus.
 	for _, f := range []struct{ name, addr string }{{"http", a.HTTP}, {"management", a.Management}, {"bus-listen", a.BusListen}} {

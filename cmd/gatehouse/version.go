@@ -23,7 +23,7 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
+		return usagef("version: unexpected argument %q", fs.Arg(0))
 	}
 	_, err := fmt.Fprintln(stdout, versionString())
 	return err

@@ -41,6 +41,15 @@ func (l *StringList) UnmarshalYAML(b []byte) error {
 	return nil
 }
 
+// UsageError is an error of [Load] for a command line that does not
+// parse: an unknown flag, a flag without its value, a stray argument. A
+// command exits 2 for it, as for any usage error, and 1 for a value that
+// parses and is refused.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
 // Load builds the configuration from args (the flags after the subcommand,
 // e.g. os.Args[2:]) and env (os.Environ() form, KEY=VALUE): defaults, then
 // the YAML file named by -config or GATEHOUSE_CONFIG, then GATEHOUSE_*
@@ -56,7 +65,7 @@ func Load(args []string, env []string) (Config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, ErrHelp
 		}
-		return Config{}, fmt.Errorf("config: %v", err)
+		return Config{}, &UsageError{fmt.Errorf("config: %v", err)}
 	}
 	if fs.NArg() > 0 {
 		hint := "flags come as -name value"
@@ -64,7 +73,7 @@ func Load(args []string, env []string) (Config, error) {
 			// "-cluster-affinity false": a boolean flag ends at its name.
 			hint = "a boolean flag takes its value after =, as -name=false"
 		}
-		return Config{}, fmt.Errorf("config: unexpected argument %q (%s)", fs.Arg(0), hint)
+		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %q (%s)", fs.Arg(0), hint)}
 	}
 	vars, err := environ(env)
 	if err != nil {
