@@ -96,3 +96,42 @@ func TestDemoPortTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoSameAddressTwice: two demo flags given one address stop the demo
+// with one line naming both flags. The demo took the second for taken by
+// another program and named a config key the demo cannot set
+// ("config: http.addr: listen tcp ...: address already in use").
+func TestDemoSameAddressTwice(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // free: only the demo's own two listeners would clash
+	tests := []struct{ a, b string }{
+		{"-http", "-management"},
+		{"-https", "-bus-listen"},
+		{"-dns", "-http"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.a+tt.b, func(t *testing.T) {
+			args := map[string]string{"-http": "127.0.0.1:0", "-https": "127.0.0.1:0", "-management": "127.0.0.1:0", "-bus-listen": "127.0.0.1:0", "-dns": "127.0.0.1:0"}
+			args[tt.a], args[tt.b] = addr, addr
+			argv := []string{"demo"}
+			for f, v := range args {
+				argv = append(argv, f, v)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, argv, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("demo succeeded with one address for two listeners")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.a) || !strings.Contains(msg, tt.b) || !strings.Contains(msg, addr) ||
+				strings.Contains(msg, "config:") || strings.Contains(msg, "\n") {
+				t.Errorf("error %q: want one line naming %s, %s and %s", msg, tt.a, tt.b, addr)
+			}
+		})
+	}
+}

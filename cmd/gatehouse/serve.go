@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -109,6 +110,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if f.addr == "" {
 			return fmt.Errorf("demo: -%s cannot be empty: the demo needs it", f.name)
 		}
+	}
+	// One address for two listeners: the second would fail as if another
+	// program held it, named by a config key the demo has no flag for.
+	seen := map[string]string{}
+	for _, f := range []struct{ name, addr string }{{"http", a.HTTP}, {"https", a.HTTPS}, {"management", a.Management}, {"bus-listen", a.BusListen}, {"dns", a.DNS}} {
+		if _, port, err := net.SplitHostPort(f.addr); err != nil || port == "0" {
+			continue // empty (off), any free port, or for the listener to name
+		}
+		if first, ok := seen[f.addr]; ok {
+			return fmt.Errorf("demo: -%s and -%s are both %s: give each its own port", first, f.name, f.addr)
+		}
+		seen[f.addr] = f.name
 	}
 	defer gcfloor.Start(ctx, uint64(config.Default().Runtime.GCFloorMB)<<20).Stop()
 	return gatehouse.RunDemo(ctx, stdout, gatehouse.DemoOptions{
