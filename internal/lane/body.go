@@ -27,6 +27,10 @@ type body struct {
 	tooBig  bool      // closed or answered with more than maxPostHandlerReadBytes unread
 	sawDone bool      // every byte of the body was read
 	until   time.Time // the read deadline the last read armed
+	// watch: the handler runs, so reading the body's last byte starts
+	// the connection's watch (conn.arm), which may read the connection
+	// only from then on; watched: it did. See conn.exchange.
+	watch, watched bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -48,7 +52,7 @@ func (b *body) readLocked(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if b.left == 0 {
-		b.sawDone = true
+		b.done()
 		return 0, io.EOF
 	}
 	if int64(len(p)) > b.left {
@@ -77,10 +81,34 @@ func (b *body) readLocked(p []byte) (int, error) {
 
 func (b *body) eof() error {
 	if len(b.pre) == 0 && b.left == 0 {
-		b.sawDone = true
+		b.done()
 		return io.EOF
 	}
 	return nil
+}
+
+// done marks the body read to its end. While the handler runs, the
+// connection's watch starts then, as net/http's background read does at
+// a body's EOF: a client that leaves after its body (a POST answered by
+// a stream of events) cancels the request instead of holding the host's
+// stream until the host writes.
+func (b *body) done() {
+	b.sawDone = true
+	if b.watch && !b.watched {
+		b.watched = true
+		b.cn.arm()
+	}
+}
+
+// setWatch starts (on) or ends the time in which the body's end arms the
+// watch; ending it reports whether it did, for the caller to disarm. Under
+// the body's lock, so that a read on a transport's goroutine after the
+// handler returned never arms a watch nobody disarms.
+func (b *body) setWatch(on bool) (watched bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.watch = on
+	return b.watched
 }
 
 // Close reads and drops what is left, up to maxPostHandlerReadBytes, so

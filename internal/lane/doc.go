@@ -67,5 +67,8 @@
 // background only once a bodiless request has run for half a second
 // (net/http starts a background read for every request; most end long
 // before). A request with a body is read by its handler, which sees the
-// client leave as a read error.
+// client leave as a read error while the body comes; once the body has
+// been read to its end the watch starts as for a bodiless request (as
+// net/http's background read starts at the body's EOF), so a POST that
+// opens a long stream is canceled when its client leaves too.
 package lane

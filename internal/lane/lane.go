@@ -913,12 +913,15 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	w := &x.w
 	w.reset(h.method == http.MethodHead, h.close || cn.s.draining.Load())
 	w.body = b
-	watched := b == nil // with a body the handler reads the connection itself
-	if watched {
+	// With a body the handler reads the connection itself: the watch
+	// starts only once the body has been read to its end (body.done).
+	if b == nil {
 		cn.arm()
+	} else {
+		b.setWatch(true)
 	}
 	ok := cn.call(w, r)
-	if watched {
+	if b == nil || b.setWatch(false) {
 		cn.disarm()
 	}
 	if !ok || cn.wgone {

@@ -874,17 +874,33 @@ func TestHandoffReasons(t *testing.T) {
 // begin watchDelay after the long request began, neither at the earlier
 // timer (too soon: its client has not been given its half second) nor
 // never.
+//
+// And with a body (a POST that opens a stream of Server-Sent Events, as
+// chat APIs do): once the handler has read the body to its end, the
+// watch starts as for a bodiless request, or a host's stream for a client
+// long gone would stay open until the host wrote to it.
 func TestClientLeaves(t *testing.T) {
-	for _, before := range []bool{false, true} {
-		t.Run(fmt.Sprintf("after-quick-request=%v", before), func(t *testing.T) { testClientLeaves(t, before) })
+	for _, tc := range []struct {
+		before bool
+		body   string
+	}{
+		{false, ""},
+		{true, ""},
+		{false, "hello"},
+		{true, "hello"},
+	} {
+		t.Run(fmt.Sprintf("after-quick-request=%v/body=%q", tc.before, tc.body), func(t *testing.T) { testClientLeaves(t, tc.before, tc.body) })
 	}
 }
 
-func testClientLeaves(t *testing.T, before bool) {
+func testClientLeaves(t *testing.T, before bool, body string) {
 	canceled := make(chan time.Duration, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/quick" {
 			return
+		}
+		if b, err := io.ReadAll(r.Body); err != nil || string(b) != body {
+			t.Errorf("body %q, %v; want %q", b, err, body)
 		}
 		start := time.Now()
 		select {
@@ -922,7 +938,11 @@ func testClientLeaves(t *testing.T, before bool) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	_, _ = io.WriteString(c, get("/long-poll"))
+	if body == "" {
+		_, _ = io.WriteString(c, get("/long-poll"))
+	} else {
+		_, _ = fmt.Fprintf(c, "POST /long-poll HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
 	time.Sleep(100 * time.Millisecond)
 	c.Close()
 	d := <-canceled
@@ -937,8 +957,16 @@ func testClientLeaves(t *testing.T, before bool) {
 // TestSlowRequestThenNext: a request that runs past the watch's start,
 // with the next request sent while it runs: the byte the watch read is
 // the next request's, and both are answered.
+// With a body too: the watch starts once the handler has read it.
 func TestSlowRequestThenNext(t *testing.T) {
+	for _, first := range []string{get("/slow"), "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"} {
+		t.Run(strings.Fields(first)[0], func(t *testing.T) { testSlowRequestThenNext(t, first) })
+	}
+}
+
+func testSlowRequestThenNext(t *testing.T, first string) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		if r.URL.Path == "/slow" {
 			time.Sleep(watchDelay + 400*time.Millisecond)
 		}
@@ -946,7 +974,7 @@ func TestSlowRequestThenNext(t *testing.T) {
 	})
 	client, _, _ := servePipe(t, Options{Handler: h, ReadHeaderTimeout: 5 * time.Second})
 	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(client, get("/slow"))
+	_, _ = io.WriteString(client, first)
 	time.Sleep(watchDelay + 150*time.Millisecond) // the watch is reading now
 	go io.WriteString(client, get("/next"))
 	br := bufio.NewReader(client)
