@@ -146,10 +146,24 @@ func (g *Gateway) serveUntilExpiry(next http.Handler, w http.ResponseWriter, r *
 		next.ServeHTTP(sw, r.WithContext(ctx))
 	}()
 	sw.stop()
-	if sw.expired.Load() {
-		_, _ = w.Write([]byte(authExpiredEvent))
-		_ = http.NewResponseController(w).Flush()
+	if !sw.expired.Load() {
+		// The host ended the stream (or the client left): what it sent
+		// after its last event goes on as it came.
+		if len(sw.held) > 0 {
+			_, _ = w.Write(sw.held)
+		}
+		return
 	}
+	// The host's unfinished event, held back, is dropped: a client could
+	// not have dispatched it, and glued to the event below it would have
+	// turned auth-expired into part of the host's event. Past maxHeld it
+	// was passed on: its line is ended, so that at least the event's type
+	// reaches the client.
+	if sw.passing && !sw.lineStart {
+		_, _ = w.Write([]byte("\n"))
+	}
+	_, _ = w.Write([]byte(authExpiredEvent))
+	_ = http.NewResponseController(w).Flush()
 }
 
 func (g *Gateway) clock() func() time.Time {
@@ -171,12 +185,30 @@ type sseWatch struct {
 	fired   chan struct{}
 	expired atomic.Bool
 	wrote   bool
+
+	// An event stream's bytes after its last complete event (a blank
+	// line ends one) are held back until the event is complete, up to
+	// maxHeld: a client dispatches no unfinished event anyway, and on
+	// expiry they are dropped, so that the auth-expired event starts on
+	// a clean boundary. lineStart, lastCR and field are the scan's state
+	// (see boundary) at the end of what was written; passing says an
+	// event longer than maxHeld is being passed on as it comes.
+	sse       bool
+	held      []byte
+	lineStart bool
+	lastCR    bool
+	field     bool
+	passing   bool
 }
+
+// maxHeld bounds the unfinished event an event stream holds back.
+const maxHeld = 16 << 10
 
 func (s *sseWatch) WriteHeader(code int) {
 	if !s.wrote && code >= 200 {
 		s.wrote = true
 		if isEventStream(s.Header().Get("Content-Type")) {
+			s.sse, s.lineStart = true, true
 			s.timer = time.AfterFunc(max(s.exp.Sub(s.now()), 0), s.expire)
 		}
 	}
@@ -203,7 +235,77 @@ func (s *sseWatch) Write(b []byte) (int, error) {
 	if s.expired.Load() {
 		return 0, errTokenExpired // the stream is over; the event follows
 	}
-	return s.ResponseWriter.Write(b)
+	if !s.sse {
+		return s.ResponseWriter.Write(b)
+	}
+	k := s.boundary(b)
+	switch {
+	case k >= 0: // an event ends in b: it goes out, with what was held
+		if err := s.send(s.held, b[:k]); err != nil {
+			return 0, err
+		}
+		s.held, s.passing = append(s.held[:0], b[k:]...), false
+	case s.passing:
+		if _, err := s.ResponseWriter.Write(b); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	default:
+		s.held = append(s.held, b...)
+	}
+	if len(s.held) > maxHeld { // too long to hold: passed on as it comes
+		if err := s.send(s.held, nil); err != nil {
+			return 0, err
+		}
+		s.held, s.passing = s.held[:0], true
+	}
+	return len(b), nil
+}
+
+// send writes a and b.
+func (s *sseWatch) send(a, b []byte) error {
+	for _, p := range [...][]byte{a, b} {
+		if len(p) > 0 {
+			if _, err := s.ResponseWriter.Write(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// boundary scans b, as EventSource splits lines (CRLF, LF or CR; a CRLF
+// split across writes is one line end), and returns the index just past
+// the last point in it where no event is unfinished, or -1: after a blank
+// line (an event is complete), or after a comment line (':') with no
+// field line before it in the event (a heartbeat some hosts send without
+// a blank line: it is no part of an event, and held back it would not
+// keep idle timers on the way to the client from firing).
+func (s *sseWatch) boundary(b []byte) int {
+	k := -1
+	for i, c := range b {
+		switch {
+		case c == '\n' && s.lastCR: // the LF of a CRLF
+			s.lastCR = false
+			if k == i {
+				k = i + 1
+			}
+		case c == '\r' || c == '\n':
+			if s.lineStart { // an empty line: the event is complete
+				s.field = false
+			}
+			if !s.field {
+				k = i + 1
+			}
+			s.lineStart, s.lastCR = true, c == '\r'
+		default:
+			if s.lineStart && c != ':' {
+				s.field = true // a field line: the event has begun
+			}
+			s.lineStart, s.lastCR = false, false
+		}
+	}
+	return k
 }
 
 // FlushError flushes (the proxy flushes every event-stream write).

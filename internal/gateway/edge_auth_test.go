@@ -482,3 +482,160 @@ func TestClaimByteRatesOnUpgradeHalfClose(t *testing.T) {
 		})
 	}
 }
+
+// TestSSEAuthExpiredMidEvent: a token that expires while the host is in
+// the middle of an event (part of it flushed, the rest still to come)
+// still ends the stream with an auth-expired event a client can read:
+// the host's unfinished event is never glued to it. Parsed as
+// EventSource parses a stream, the last event is auth-expired with its
+// own data, and no event carries the host's unfinished bytes.
+//
+// An unfinished event longer than the gateway holds back (maxHeld) was
+// passed on: the client still gets an event typed auth-expired.
+func TestSSEAuthExpiredMidEvent(t *testing.T) {
+	long := "data: unfin" + strings.Repeat("x", maxHeld)
+	for _, tail := range []string{
+		"data: unfini",           // mid-line
+		"data: unfinished\n",     // a whole line, no blank line yet
+		"data: a\r\ndata: unfin", // CRLF line ends
+		"data: a\r\n\r",          // a CRLF then a CR: a blank line
+		": hb\ndata: unfin",      // a comment line, then an unfinished event
+		"",                       // at an event boundary
+		long,
+	} {
+		name := fmt.Sprintf("%q", tail)
+		if tail == long {
+			name = "longer than maxHeld"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEdgeEnv(t, "apps.test", authApps(), nil)
+			e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "data: one\n\n"+tail)
+				w.(http.Flusher).Flush()
+				select { // the rest of the event never comes before the token expires
+				case <-r.Context().Done():
+				case <-time.After(10 * time.Second):
+				}
+			})
+			tok := e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(time.Second).Unix() })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/events", nil)
+			r.Host = e.host("shop")
+			r.Header.Set("Authorization", "Bearer "+tok)
+			res, err := e.srv.Client().Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			raw, _ := io.ReadAll(res.Body)
+			if ctx.Err() != nil {
+				t.Fatal("the stream did not end when the token expired")
+			}
+			evs := parseSSE(string(raw))
+			if len(evs) == 0 {
+				t.Fatalf("no events in %q", raw)
+			}
+			last := evs[len(evs)-1]
+			if tail == long {
+				if last.typ != "auth-expired" {
+					t.Fatalf("last event type %q, want auth-expired", last.typ)
+				}
+				return
+			}
+			if tail == "data: a\r\n\r" && (len(evs) != 3 || evs[1] != (sseEvent{"message", "a"})) {
+				t.Fatalf("events %+v, want the host's complete \"a\" before auth-expired", evs)
+			}
+			if last.typ != "auth-expired" || !strings.HasPrefix(last.data, `{"reason":`) {
+				t.Fatalf("last event %+v, want auth-expired with its own data; stream %q", last, raw)
+			}
+			for _, ev := range evs {
+				if strings.Contains(ev.data, "unfin") {
+					t.Fatalf("an event carries the host's unfinished bytes: %+v; stream %q", ev, raw)
+				}
+			}
+		})
+	}
+}
+
+type sseEvent struct{ typ, data string }
+
+// parseSSE dispatches events as the HTML standard's EventSource does
+// (lines end in CRLF, LF or CR; a blank line dispatches; an unfinished
+// event at the end is dropped).
+func parseSSE(s string) []sseEvent {
+	var out []sseEvent
+	var typ string
+	var data []string
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+	lines := strings.Split(s, "\n")
+	for _, l := range lines[:len(lines)-1] { // the last piece has no line end
+		switch {
+		case l == "":
+			if data != nil {
+				if typ == "" {
+					typ = "message"
+				}
+				out = append(out, sseEvent{typ, strings.Join(data, "\n")})
+			}
+			typ, data = "", nil
+		case strings.HasPrefix(l, ":"):
+		default:
+			k, v, _ := strings.Cut(l, ":")
+			v = strings.TrimPrefix(v, " ")
+			switch k {
+			case "event":
+				typ = v
+			case "data":
+				data = append(data, v)
+			}
+		}
+	}
+	return out
+}
+
+// TestSSEUnfinishedEventPassedOn: an event stream under a token that does
+// not expire reaches the client byte for byte, an unfinished event the
+// host ends with included (what the gateway holds back of it goes out
+// when the host ends), and a complete event and comment lines at once,
+// while the host still holds the stream open.
+func TestSSEUnfinishedEventPassedOn(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	gotFirst := make(chan struct{})
+	// A comment line between events (a heartbeat, sent without a blank
+	// line by some hosts) is no part of an event: it goes on at once, so
+	// that it keeps idle timers on the way to the client from firing.
+	const first, rest = "data: one\r\n\r\n: ping\n:\r", "data: tw" + "o\n\ndata: unfinished"
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, first)
+		w.(http.Flusher).Flush()
+		select { // the stream stays open until the client has the first bytes
+		case <-gotFirst:
+		case <-time.After(5 * time.Second):
+			return // they were held back: the rest never comes
+		}
+		for _, p := range []string{"data: tw", "o\n\ndata: unfinished"} {
+			_, _ = io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+		}
+	})
+	tok := e.token(nil)
+	r, _ := http.NewRequest("GET", e.srv.URL+"/events", nil)
+	r.Host = e.host("shop")
+	r.Header.Set("Authorization", "Bearer "+tok)
+	res, err := e.srv.Client().Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	buf := make([]byte, len(first))
+	if _, err := io.ReadFull(res.Body, buf); err != nil || string(buf) != first {
+		t.Fatalf("first event %q, %v", buf, err)
+	}
+	close(gotFirst)
+	if b, err := io.ReadAll(res.Body); err != nil || string(b) != rest {
+		t.Fatalf("rest %q, %v; want %q", b, err, rest)
+	}
+}
