@@ -985,6 +985,13 @@ func modifyPeerResponse(res *http.Response) error {
 	if _, ok := res.Header[cluster.HeaderCluster]; !ok {
 		res.Header[cluster.HeaderCluster] = []string{a.peer.ID}
 	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// As proxy's modifyResponse does: without the request, whose
+		// method ReverseProxy's res.Write reads, a 101 to a POST, PUT or
+		// PATCH gets no "Content-Length: 0" (RFC 9110 §8.6); ReverseProxy
+		// tunnels for the request it holds itself.
+		res.Request = nil
+	}
 	return nil
 }
 

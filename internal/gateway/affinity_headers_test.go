@@ -114,6 +114,13 @@ func TestForwardUpgrade(t *testing.T) {
 					t.Errorf("%s upgrade via us: %q from cluster %q, want %q from ap, the owner", proto, got, hdr.Get(cluster.HeaderCluster), want)
 				}
 			}
+			// An upgrade by POST: its 101 carries no Content-Length
+			// (RFC 9110 §8.6) through either gateway, which net/http
+			// adds to an answer to a POST unless told otherwise.
+			got, hdr := upgradeMethodVia(t, cs["us"], app, "echo/1", http.MethodPost)
+			if _, ok := hdr["Content-Length"]; got != "echo/1 by ap" || ok {
+				t.Errorf("POST upgrade via us: %q, 101 header %v; want echo/1 by ap, no Content-Length", got, hdr)
+			}
 			cs["ap"].host.kill()
 			for _, proto := range []string{"websocket", "echo/1"} {
 				got, hdr := upgradeVia(t, cs["ap"], app, proto)
@@ -130,6 +137,12 @@ func TestForwardUpgrade(t *testing.T) {
 // ("" if none) and the 101's header.
 func upgradeVia(t *testing.T, c *testCluster, app, proto string) (string, http.Header) {
 	t.Helper()
+	return upgradeMethodVia(t, c, app, proto, http.MethodGet)
+}
+
+// upgradeMethodVia is upgradeVia with the request's method.
+func upgradeMethodVia(t *testing.T, c *testCluster, app, proto, method string) (string, http.Header) {
+	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientAddr)}, Timeout: 5 * time.Second}
 	conn, err := d.Dial("tcp", c.ln.Addr().String())
 	if err != nil {
@@ -143,7 +156,7 @@ func upgradeVia(t *testing.T, c *testCluster, app, proto string) (string, http.H
 	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	key := "dGhlIHNhbXBsZSBub25jZQ=="
-	fmt.Fprintf(conn, "GET /upgrade HTTP/1.1\r\nHost: %s.%s\r\nConnection: Upgrade\r\nUpgrade: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n\r\n", app, testZone, proto, key)
+	fmt.Fprintf(conn, "%s /upgrade HTTP/1.1\r\nHost: %s.%s\r\nConnection: Upgrade\r\nUpgrade: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n\r\n", method, app, testZone, proto, key)
 	br := bufio.NewReader(conn)
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {

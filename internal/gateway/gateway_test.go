@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/textproto"
 	"reflect"
 	"strings"
 	"sync"
@@ -962,4 +963,64 @@ func h2cServer(h http.Handler) *httptest.Server {
 	s.Config.Protocols.SetUnencryptedHTTP2(true)
 	s.Start()
 	return s
+}
+
+// TestUpgradeAnswerHasNoContentLength: the 101 that starts a tunnel
+// carries no Content-Length whatever the request's method (RFC 9110
+// §8.6: never on a 1xx), as the host sent it. Upgrades by POST or PUT
+// (Docker's attach, custom protocols) got "Content-Length: 0" added by
+// the way net/http writes a response to those methods; the request's
+// body, sent before the 101, still reached the host.
+func TestUpgradeAnswerHasNoContentLength(t *testing.T) {
+	e := newEnv(t, nil)
+	e.backend("up", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "test")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("body:" + string(body) + "\n")
+		_ = brw.Flush()
+	}))
+	for _, tc := range []struct{ method, body string }{
+		{"GET", ""},
+		{"POST", ""},
+		{"POST", "hello"},
+		{"PUT", "hello"},
+		{"PATCH", "x"},
+		{"DELETE", ""},
+	} {
+		t.Run(tc.method+"/"+tc.body, func(t *testing.T) {
+			c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = fmt.Fprintf(c, "%s /up HTTP/1.1\r\nHost: hello.apps.test\r\nConnection: Upgrade\r\nUpgrade: test\r\nContent-Length: %d\r\n\r\n%s", tc.method, len(tc.body), tc.body)
+			br := bufio.NewReader(c)
+			tp := textproto.NewReader(br)
+			status, err := tp.ReadLine()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdr, err := tp.ReadMIMEHeader()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(status, "HTTP/1.1 101 ") {
+				t.Fatalf("status line %q", status)
+			}
+			if v, ok := hdr["Content-Length"]; ok {
+				t.Fatalf("101 carries Content-Length %q", v)
+			}
+			if line, err := br.ReadString('\n'); err != nil || line != "body:"+tc.body+"\n" {
+				t.Fatalf("tunnel's first line %q, %v", line, err)
+			}
+		})
+	}
 }

@@ -463,6 +463,13 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		if id := res.Request.Header["X-Request-Id"]; len(id) > 0 && len(res.Header["X-Request-Id"]) == 0 {
 			res.Header["X-Request-Id"] = id
 		}
+		// ReverseProxy writes the 101 with res.Write, which adds
+		// "Content-Length: 0" to an answer to a POST, PUT or PATCH
+		// (res.Request's method), and no 1xx may carry one (RFC 9110
+		// §8.6). Without the request it writes the head as the host sent
+		// it; ReverseProxy takes the request it tunnels for from its own
+		// argument, not from res.
+		res.Request = nil
 	}
 	return nil
 }
