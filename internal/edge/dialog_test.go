@@ -16,23 +16,45 @@ import (
 // TestPassthroughDialFailureLogBounded: every client of a passthrough app
 // whose host is down is closed, but the log says so once per app and
 // window, with a count of what it left out, rather than once per
-// connection: a popular app with a dead host would flood the log.
+// connection: a popular app with a dead host would flood the log. The
+// name's spellings that reach the app (its case, a trailing dot) are one
+// name: a client choosing a new one for each connection must not get a
+// line each.
 func TestPassthroughDialFailureLogBounded(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	var logs testutil.SyncBuffer
-	e := start(t, Options{Passthrough: RoutePassthrough(table(addr), nil),
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	const clients = 20
-	for range clients {
-		if _, err := dialTLS(t, e.https, &tls.Config{ServerName: "secure." + zone, InsecureSkipVerify: true}); err == nil {
-			t.Fatal("handshake succeeded with no host")
-		}
-	}
-	testutil.WaitFor(t, 5*time.Second, func() bool { return e.ActiveConnections() == 0 }, "connections still counted")
-	if n := strings.Count(logs.String(), "passthrough dial"); n != 1 {
-		t.Errorf("%d log lines for %d failed dials, want 1:\n%s", n, clients, logs.String())
+	for _, tc := range []struct {
+		name  string
+		spell func(i int) string
+	}{
+		{"one spelling", func(int) string { return "secure." + zone }},
+		{"a spelling each", func(i int) string {
+			// secure, Secure, sEcure, SEcure, ...: bit j of i is the case of letter j.
+			b := []byte("secure." + zone)
+			for j := range len("secure") {
+				if i&(1<<j) != 0 {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs testutil.SyncBuffer
+			e := start(t, Options{Passthrough: RoutePassthrough(table(addr), nil),
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			for i := range clients {
+				if _, err := dialTLS(t, e.https, &tls.Config{ServerName: tc.spell(i), InsecureSkipVerify: true}); err == nil {
+					t.Fatal("handshake succeeded with no host")
+				}
+			}
+			testutil.WaitFor(t, 5*time.Second, func() bool { return e.ActiveConnections() == 0 }, "connections still counted")
+			if n := strings.Count(logs.String(), "passthrough dial"); n != 1 {
+				t.Errorf("%d log lines for %d failed dials, want 1:\n%s", n, clients, logs.String())
+			}
+		})
 	}
 }
 

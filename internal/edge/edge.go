@@ -51,7 +51,7 @@ type Edge struct {
 	pipeStop      context.CancelFunc
 	offload       *offload   // HTTP/2 handlers on reused goroutines; nil without https
 	h2            *h2.Server // HTTP/2 over TLS; nil without https or with DisableLane
-	dialLog       failLog    // passthrough dial failures, said once per app and window
+	dialLog       failLog    // passthrough dial failures, said once per routed name and window
 	overLog       failLog    // connections closed at the cap, said once per window
 	overSourceLog failLog    // connections closed at a source's cap, the same
 }

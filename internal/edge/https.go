@@ -15,6 +15,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
 	"github.com/gatehouse-dev/gatehouse/internal/pipe"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/sni"
 	"github.com/gatehouse-dev/gatehouse/internal/sock"
 )
@@ -172,7 +173,14 @@ func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, di
 	host, err := dial(ctx)
 	cancel()
 	if err != nil {
-		if say, left := e.dialLog.say(name, time.Now()); say {
+		// Said once per routed name: the client picks the spelling
+		// (case, a trailing dot), and a key per spelling would give a
+		// client that changes it at each connection a line each.
+		key := name
+		if n, ok := route.NormalizeHost(name); ok {
+			key = n
+		}
+		if say, left := e.dialLog.say(key, time.Now()); say {
 			e.log.Info("edge: passthrough dial", "server_name", name, "err", err, "not_logged_since", left)
 		}
 		c.Close()
