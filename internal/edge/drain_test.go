@@ -162,3 +162,37 @@ func TestDrainTimeoutCuts(t *testing.T) {
 		t.Fatalf("the drain's cut is not a warning naming the count:\n%s", logs.String())
 	}
 }
+
+// TestDrainTimeoutCutsAHello: a client still sending its ClientHello when
+// DrainTimeout runs out is cut with the rest, as a request would be: the
+// hello's own bound (ReadHeaderTimeout, 10 s by default) may be longer
+// than the drain's, and must not hold the drain, and the process's exit,
+// past it.
+func TestDrainTimeoutCutsAHello(t *testing.T) {
+	const drain, hello = 200 * time.Millisecond, 10 * time.Second
+	e := start(t, Options{DrainTimeout: drain, ReadHeaderTimeout: hello})
+	c, err := net.Dial("tcp", e.https)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte{22, 3, 1}); err != nil { // a record header, cut short
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return e.ActiveConnections() == 1 }, "the client is not counted")
+	start := time.Now()
+	if err := e.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	e.done <- nil // for the cleanup
+	if d := time.Since(start); d > drain+2*time.Second {
+		t.Fatalf("drain took %v with a %v drain timeout: a hello in flight held it", d, drain)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("the client sending its hello was not closed: %v", err)
+	}
+	if n := e.ActiveConnections(); n != 0 {
+		t.Fatalf("%d connections left", n)
+	}
+}

@@ -34,7 +34,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
 		e.refuseHello(c, err)
 		c.Close()
-		e.conns.done(src)
+		e.conns.doneRaw(c, src)
 		return
 	}
 	// A gateway's own host challenge is never piped on (httpwire.ChallengeALPN):
@@ -48,7 +48,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	// Terminated from here on: no splice, so the raw system calls of a
 	// sock.Conn serve it.
 	pc.Conn = sock.Wrap(pc.Conn)
-	tc := e.conns.wrap(pc, src) // counted since accept; Close counts it done
+	tc := e.conns.wrapRaw(c, pc, src) // counted since accept; Close counts it done
 	conn := tls.Server(tc, e.opts.TLS)
 	_ = tc.SetDeadline(deadline)
 	if err := conn.Handshake(); err != nil {
@@ -168,7 +168,7 @@ func (e *Edge) meetsPosture(h *sni.Hello) bool {
 // client conn is passed unwrapped so the pipe splices; it is counted until
 // the pipe ends.
 func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, dial Dial) {
-	defer e.conns.done(src)
+	defer e.conns.doneRaw(c, src)
 	ctx, cancel := context.WithTimeout(e.pipeCtx, e.opts.DialTimeout)
 	host, err := dial(ctx)
 	cancel()

@@ -40,7 +40,16 @@ type tracker struct {
 	n        int64
 	bySource map[source]int // open connections per counted source; no zero entries
 	conns    map[*trackedConn]struct{}
-	zero     chan struct{} // closed while n == 0
+	// raw holds the connections served unwrapped (the https listener's,
+	// from accept until wrapRaw wraps one or doneRaw ends it: its
+	// ClientHello being read, its passthrough pipe), so that closeAll
+	// ends them too: a client still sending its hello when the drain
+	// runs out would hold the drain for the hello's own bound
+	// (ReadHeaderTimeout), which may be the longer. cut says closeAll
+	// ran: a connection counted after it is closed at once.
+	raw  map[net.Conn]struct{}
+	cut  bool
+	zero chan struct{} // closed while n == 0
 }
 
 // source is a connection's key under the per-source cap: an IPv4
@@ -84,7 +93,7 @@ func (s source) String() string {
 func newTracker(g Gauge, stall time.Duration) *tracker {
 	z := make(chan struct{})
 	close(z)
-	return &tracker{gauge: g, stall: stall, clock: deadline.NewClock(), conns: map[*trackedConn]struct{}{}, zero: z}
+	return &tracker{gauge: g, stall: stall, clock: deadline.NewClock(), conns: map[*trackedConn]struct{}{}, raw: map[net.Conn]struct{}{}, zero: z}
 }
 
 // Why add refused a connection.
@@ -95,8 +104,9 @@ const (
 )
 
 // add counts one more connection from src, unless a cap is reached: then
-// it says which and counts nothing.
-func (t *tracker) add(src source) int {
+// it says which and counts nothing. A raw connection (not nil) is
+// remembered until wrapRaw or doneRaw.
+func (t *tracker) add(src source, raw net.Conn) int {
 	t.mu.Lock()
 	if t.max > 0 && t.n >= t.max {
 		t.mu.Unlock()
@@ -116,6 +126,12 @@ func (t *tracker) add(src source) int {
 		t.zero = make(chan struct{})
 	}
 	t.n++
+	if raw != nil {
+		t.raw[raw] = struct{}{}
+		if t.cut {
+			raw.Close() // counted, and done by whoever serves it, as any
+		}
+	}
 	t.mu.Unlock()
 	if t.gauge != nil {
 		t.gauge.Inc()
@@ -134,14 +150,20 @@ func (t *tracker) add(src source) int {
 // A source over its own cap is closed the same way: one client (a
 // single address, or an IPv6 site) cannot hold the connections every
 // other client needs.
-func (t *tracker) accept(ln net.Listener) (net.Conn, source, error) {
+//
+// raw says the connection is served unwrapped (see tracker.raw).
+func (t *tracker) accept(ln net.Listener, raw bool) (net.Conn, source, error) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return nil, source{}, err
 		}
 		src := t.sourceOf(c.RemoteAddr())
-		switch t.add(src) {
+		var rc net.Conn
+		if raw {
+			rc = c
+		}
+		switch t.add(src, rc) {
 		case admitted:
 			return c, src, nil
 		case overTotal:
@@ -159,8 +181,15 @@ func (t *tracker) accept(ln net.Listener) (net.Conn, source, error) {
 }
 
 // done counts one connection from src less.
-func (t *tracker) done(src source) {
+func (t *tracker) done(src source) { t.doneRaw(nil, src) }
+
+// doneRaw counts raw, a connection from src that accept remembered as
+// raw, done, and forgets it.
+func (t *tracker) doneRaw(raw net.Conn, src source) {
 	t.mu.Lock()
+	if raw != nil {
+		delete(t.raw, raw)
+	}
 	if src != (source{}) {
 		if n := t.bySource[src] - 1; n > 0 {
 			t.bySource[src] = n
@@ -194,24 +223,40 @@ func (t *tracker) idle() <-chan struct{} {
 
 // wrap returns c (already counted by add, from src) as a conn whose
 // first Close counts it done.
-func (t *tracker) wrap(c net.Conn, src source) *trackedConn {
+func (t *tracker) wrap(c net.Conn, src source) *trackedConn { return t.wrapRaw(nil, c, src) }
+
+// wrapRaw is wrap for c that serves raw, a connection accept remembered
+// as raw: from now on c is the one remembered.
+func (t *tracker) wrapRaw(raw, c net.Conn, src source) *trackedConn {
 	tc := &trackedConn{Conn: c, t: t, src: src}
 	t.mu.Lock()
+	if raw != nil {
+		delete(t.raw, raw)
+	}
 	t.conns[tc] = struct{}{}
 	t.mu.Unlock()
 	return tc
 }
 
-// closeAll closes every wrapped connection still open.
+// closeAll closes every connection still open, wrapped or raw; one
+// counted after it is closed as it is counted.
 func (t *tracker) closeAll() {
 	t.mu.Lock()
+	t.cut = true
 	cs := make([]*trackedConn, 0, len(t.conns))
 	for c := range t.conns {
 		cs = append(cs, c)
 	}
+	raw := make([]net.Conn, 0, len(t.raw))
+	for c := range t.raw {
+		raw = append(raw, c)
+	}
 	t.mu.Unlock()
 	for _, c := range cs {
 		c.Close()
+	}
+	for _, c := range raw {
+		c.Close() // whoever serves it counts it done
 	}
 }
 
@@ -342,7 +387,7 @@ type trackingListener struct {
 }
 
 func (l trackingListener) Accept() (net.Conn, error) {
-	c, src, err := l.t.accept(l.Listener)
+	c, src, err := l.t.accept(l.Listener, false)
 	if err != nil {
 		return nil, err
 	}
@@ -352,15 +397,16 @@ func (l trackingListener) Accept() (net.Conn, error) {
 // countingListener counts every accepted connection but leaves it as it
 // is: an https connection must stay a raw TCP connection until its
 // ClientHello says whether it is piped (spliced) or terminated; whoever
-// serves it wraps it or counts it done (from its sourceOf, which is the
-// same at both ends).
+// serves it wraps it (wrapRaw) or counts it done (doneRaw), from its
+// sourceOf, which is the same at both ends. Until then the tracker
+// remembers it as raw, for closeAll.
 type countingListener struct {
 	net.Listener
 	t *tracker
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
-	c, _, err := l.t.accept(l.Listener)
+	c, _, err := l.t.accept(l.Listener, true)
 	return c, err
 }
 
