@@ -36,13 +36,18 @@ func rawAnswer(t *testing.T, addr string, b []byte) []byte {
 // whole (a cut hello) is only closed.
 func TestHTTPSListenerRefusesClearly(t *testing.T) {
 	e := start(t, Options{})
-	t.Run("plain HTTP", func(t *testing.T) {
-		got := string(rawAnswer(t, e.https, []byte("GET / HTTP/1.1\r\nHost: app."+zone+"\r\n\r\n")))
-		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "application/problem+json") ||
-			!strings.Contains(got, "https://") || !strings.Contains(got, "Connection: close") {
-			t.Fatalf("plain HTTP to the https port got %q", got)
-		}
-	})
+	for _, form := range []struct{ name, target string }{
+		{"origin form", "/"},
+		{"absolute form", "http://app." + zone + "/"}, // RFC 9112 §3.2.2: as to a proxy
+	} {
+		t.Run("plain HTTP, "+form.name, func(t *testing.T) {
+			got := string(rawAnswer(t, e.https, []byte("GET "+form.target+" HTTP/1.1\r\nHost: app."+zone+"\r\n\r\n")))
+			if !strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "application/problem+json") ||
+				!strings.Contains(got, "https://") || !strings.Contains(got, "Connection: close") {
+				t.Fatalf("plain HTTP to the https port got %q", got)
+			}
+		})
+	}
 	decodeError := []byte{21, 3, 3, 0, 2, 2, 50} // alert record: fatal, decode_error
 	for _, c := range []struct {
 		name string

@@ -18,6 +18,12 @@ func TestPlainHTTP(t *testing.T) {
 		{"POST /x HTTP/1.1\r\n\r\n", true},
 		{"OPTIONS * HTTP/1.1\r\n\r\n", true},
 		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", true},
+		// The absolute form (RFC 9112 §3.2.2), which a client configured
+		// with the gateway as its proxy sends, and the authority form.
+		{"GET http://a/ HTTP/1.1\r\n\r\n", true},
+		{"PUT https://a/x HTTP/1.1\r\n\r\n", true},
+		{"CONNECT a:443 HTTP/1.1\r\n\r\n", true},
+		{"GET \x00 HTTP/1.1\r\n\r\n", false},
 		{"get / HTTP/1.1\r\n\r\n", false},
 		{"G\x00\x00\x00\x00", false},
 		{"\x16\x03\x01\x00\x04\x02\x00\x00\x00", false},

@@ -232,11 +232,14 @@ func (rr *recordReader) record() error {
 
 // looksLikeHTTP reports whether the first five bytes of a stream are an
 // HTTP/1 request's: a method's capitals, then its space or more of it
-// ("GET /", "POST ", "OPTIO"). No TLS record starts with a capital letter
-// (record types are 20-24).
+// ("GET /", "POST ", "OPTIO"); after the space, the target may begin with
+// any visible byte ("GET h": the absolute form, RFC 9112 §3.2.2, which a
+// client sends to what it takes for its proxy). No TLS record starts with
+// a capital letter (record types are 20-24).
 func looksLikeHTTP(b []byte) bool {
 	for i, c := range b[:5] {
-		if !('A' <= c && c <= 'Z' || i > 0 && (c == ' ' || c == '/' || c == '*')) {
+		target := i > 1 && b[i-1] == ' ' && '!' <= c && c <= '~'
+		if !('A' <= c && c <= 'Z' || i > 0 && (c == ' ' || c == '/' || c == '*') || target) {
 			return false
 		}
 	}
