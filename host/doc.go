@@ -16,7 +16,7 @@
 // A host publishes, with {c} its cluster id:
 //
 //	gatehouse.{c}.hosts.announce   Announce   on start and on every (re)connect
-//	gatehouse.{c}.hosts.heartbeat  Heartbeat  every heartbeat interval (5 s)
+//	gatehouse.{c}.hosts.heartbeat  Heartbeat  every heartbeat interval (5 s), while connected
 //	gatehouse.{c}.hosts.leave      Leave      once, when shutting down
 //
 // Every body is JSON of at most [MaxMessageSize] bytes; ts is unix seconds.

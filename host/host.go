@@ -139,7 +139,8 @@ func (o *Options) announce(now time.Time, pub string) Announce {
 // PublicKey is the host's public key in enrolment form.
 func (h *Host) PublicKey() string { return h.pub }
 
-// Run announces the host, heartbeats every HeartbeatInterval, announces
+// Run announces the host, heartbeats every HeartbeatInterval while the
+// bus is connected (none is buffered during an outage), announces
 // again after every reconnect (and when a gateway that does not know the
 // host, or failed to verify it, answers a heartbeat), and sends leave when
 // ctx ends. It returns nil
@@ -183,7 +184,13 @@ func (h *Host) Run(ctx context.Context) error {
 			if nc.IsClosed() {
 				return errors.New("host: bus connection closed")
 			}
-			h.heartbeat(inbox)
+			// A heartbeat published while the bus is out of reach would
+			// wait in the reconnect buffer and reach the gateways late,
+			// with every other one of the outage at once; the announce
+			// on reconnect says we are back.
+			if nc.IsConnected() {
+				h.heartbeat(inbox)
+			}
 			ticks++
 			if !h.challenged.Load() && ticks >= warnQuietAfter && (ticks-warnQuietAfter)%warnQuietEvery == 0 {
 				h.warnQuiet(asked, time.Duration(ticks)*h.opts.HeartbeatInterval)

@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,7 +262,13 @@ type cutter struct {
 }
 
 func newCutter(t *testing.T, target string) *cutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newCutterAt(t, "127.0.0.1:0", target)
+}
+
+// newCutterAt is newCutter listening on addr, for a bus that comes up
+// where a client has been trying to reach it.
+func newCutterAt(t *testing.T, addr, target string) *cutter {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,6 +321,60 @@ func TestRunReannouncesAfterReconnect(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) == 2 }, "no announce after reconnect")
 	cancel()
 	<-done
+}
+
+// A heartbeat says the host is alive now. One published while the bus is
+// out of reach waits in the client's reconnect buffer, and all of them
+// reach the gateways at once when it comes back (a gateway that restarted
+// answers every one for a host it does not know): Run sends none while
+// disconnected, and the announce on reconnect says the host is back.
+func TestRunSendsNoHeartbeatsWhileDisconnected(t *testing.T) {
+	ns := testutil.StartBus(t)
+	watch := testutil.Connect(t, ns.ClientURL())
+	rec := record(t, watch, "c1")
+	busAddr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
+	nc, err := nats.Connect("nats://"+busAddr, nats.MaxReconnects(-1),
+		nats.ReconnectWait(20*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var down atomic.Bool // heartbeats made while the bus is down say inflight 7
+	down.Store(true)
+	h, _ := newTestHost(t, nc, func(o *Options) {
+		o.HeartbeatInterval = 20 * time.Millisecond
+		o.Inflight = func() int64 {
+			if down.Load() {
+				return 7
+			}
+			return 0
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	time.Sleep(15 * 20 * time.Millisecond) // 15 intervals with the bus out of reach
+	down.Store(false)
+	newCutterAt(t, busAddr, strings.TrimPrefix(ns.ClientURL(), "nats://"))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(HeartbeatSubject("c1")) >= 3 }, "no heartbeats once the bus came up")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rec.count(AnnounceSubject("c1")) == 0 {
+		t.Error("no announce once the bus came up")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	stale := 0
+	for _, m := range rec.msgs {
+		if hb, err := ParseHeartbeat(m.Data); m.Subject == HeartbeatSubject("c1") && err == nil && hb.Inflight == 7 {
+			stale++
+		}
+	}
+	if stale > 0 {
+		t.Errorf("%d heartbeats made while the bus was down reached it when it came back", stale)
+	}
 }
 
 // Announces are unsigned, so anyone may republish a host's after it
