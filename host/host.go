@@ -117,6 +117,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("host: HostID %q invalid (1-128 of A-Z a-z 0-9 . _ -)", o.HostID)
 	case len(o.Key) != ed25519.PrivateKeySize:
 		return errors.New("host: Key must be an ed25519 private key")
+	case !ed25519.NewKeyFromSeed(o.Key.Seed()).Equal(o.Key):
+		// Sign uses the public half as given: a key whose halves come
+		// from two keys announces one it cannot sign for.
+		return errors.New("host: Key's public half is not its seed's: not one ed25519 private key")
 	case o.HeartbeatInterval < 0:
 		return fmt.Errorf("host: HeartbeatInterval %s is negative", o.HeartbeatInterval)
 	case !ValidScheme(o.Scheme):

@@ -68,6 +68,23 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// An ed25519.PrivateKey is the seed followed by its public key. One whose
+// halves do not belong together (put together by hand, from two keys)
+// announces a key it cannot sign for: no challenge would ever pass, and
+// only the gateway's log would say why. New refuses it.
+func TestNewRefusesKeyHalvesThatDisagree(t *testing.T) {
+	a, _ := GenerateKey()
+	b, _ := GenerateKey()
+	mixed := append(append(ed25519.PrivateKey{}, a.Seed()...), b.Public().(ed25519.PublicKey)...)
+	zeros := make(ed25519.PrivateKey, ed25519.PrivateKeySize)
+	for name, k := range map[string]ed25519.PrivateKey{"two keys": mixed, "zeros": zeros} {
+		_, err := New(Options{Conn: &nats.Conn{}, Cluster: "c1", HostID: "web-1", Key: k, Apps: []string{"hello"}, Addr: "127.0.0.1:1"})
+		if err == nil || !strings.Contains(err.Error(), "host: Key") {
+			t.Errorf("%s: err = %v, want one naming Key", name, err)
+		}
+	}
+}
+
 func TestChallengeHandler(t *testing.T) {
 	h, k := newTestHost(t, &nats.Conn{}, nil)
 	srv := httptest.NewServer(h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
