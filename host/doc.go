@@ -9,7 +9,14 @@
 //	h, err := host.New(host.Options{Conn: nc, Cluster: "prod", HostID: "web-1",
 //		Key: key, Apps: []string{"hello"}, Addr: "10.0.0.5:8080"})
 //	srv := &http.Server{Addr: ":8080", Handler: h.Wrap(app)}
-//	go h.Run(ctx) // announce, heartbeat, re-announce on reconnect, leave when ctx ends
+//	go srv.ListenAndServe()
+//	err = h.Run(ctx)       // announce, heartbeat, re-announce on reconnect, leave when ctx ends
+//	srv.Shutdown(drainCtx) // after the leave: gateways stop picking this host, then drain
+//
+// Run returns once its leave is on the bus (or after 2 s trying). Wait for
+// it before the process exits: a host that exits with Run still going may
+// never send its leave, and gateways keep routing requests to it until it
+// has missed three heartbeats.
 //
 // # Protocol
 //

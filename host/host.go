@@ -30,6 +30,9 @@ type Options struct {
 	// Conn is the bus connection. The caller owns it: Host neither
 	// connects nor closes it. Connect it with reconnects on (for example
 	// nats.MaxReconnects(-1)); Host announces again after each reconnect.
+	// With nats.RetryOnFailedConnect(true) as well, the host may start
+	// before its bus is up: it announces once the bus is reached. Close it
+	// only after Run returns, or the leave is not sent.
 	Conn *nats.Conn
 	// Cluster is the cluster id (a DNS label).
 	Cluster string
