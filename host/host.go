@@ -38,7 +38,7 @@ type Options struct {
 	Cluster string
 	// HostID is the id this host is enrolled under.
 	HostID string
-	// Key is the private half of the enrolled key.
+	// Key is the private half of the enrolled key. New keeps a copy.
 	Key ed25519.PrivateKey
 	// Apps are the apps this host serves; the enrolment must allow each.
 	Apps []string
@@ -102,7 +102,10 @@ func New(opts Options) (*Host, error) {
 	if opts.Inflight == nil {
 		opts.Inflight = func() int64 { return 0 }
 	}
+	// Our own copies: the key announced must stay the key signed with,
+	// whatever the caller does with its slices later.
 	opts.Apps = slices.Clone(opts.Apps)
+	opts.Key = slices.Clone(opts.Key)
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}

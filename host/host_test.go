@@ -85,6 +85,31 @@ func TestNewRefusesKeyHalvesThatDisagree(t *testing.T) {
 	}
 }
 
+// New keeps its own copy of Key, as of Apps: the public key it announces
+// is the one it signs with, whatever the caller does with its slice
+// afterwards (wipes it once the host is set up, say).
+func TestNewKeepsItsOwnKey(t *testing.T) {
+	k, _ := GenerateKey()
+	pub := k.Public().(ed25519.PublicKey)
+	h, err := New(Options{Conn: &nats.Conn{}, Cluster: "c1", HostID: "web-1", Key: k, Apps: []string{"hello"}, Addr: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(k)
+	nonce := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, NonceSize))
+	w := httptest.NewRecorder()
+	h.ChallengeHandler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, ChallengePath,
+		strings.NewReader(`{"nonce":"`+nonce+`","gateway":"gw-1","host_id":"web-1","ts":1}`)))
+	var cr ChallengeResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &cr); w.Code != 200 || err != nil {
+		t.Fatalf("challenge: %d %s", w.Code, w.Body)
+	}
+	sig, _ := base64.StdEncoding.DecodeString(cr.Signature)
+	if h.PublicKey() != PublicKeyString(pub) || !ed25519.Verify(pub, ChallengeMessage("web-1", "127.0.0.1:1", nonce, "gw-1"), sig) {
+		t.Fatal("the answer does not verify under the key the host announces")
+	}
+}
+
 func TestChallengeHandler(t *testing.T) {
 	h, k := newTestHost(t, &nats.Conn{}, nil)
 	srv := httptest.NewServer(h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
