@@ -271,9 +271,10 @@ func SignLeave(key ed25519.PrivateKey, hostID string, ts int64) string {
 // ChallengeHandler answers POST [ChallengePath]: a valid challenge for this
 // host id gets 200 and a [ChallengeResponse] signed for the configured
 // Addr. It answers 405 for other methods, 413 for a body over
-// [MaxChallengeSize], 400 for a malformed challenge, 404 for one meant
-// for another host id and, once Run has begun to leave, 503 for every
-// challenge. It does not look at the request path.
+// [MaxChallengeSize], 400 for a body it cannot read or a malformed
+// challenge, 404 for one meant for another host id and, once Run has
+// begun to leave, 503 for every challenge. It does not look at the
+// request path.
 func (h *Host) ChallengeHandler() http.Handler { return http.HandlerFunc(h.serveChallenge) }
 
 func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
@@ -283,8 +284,12 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxChallengeSize))
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		http.Error(w, fmt.Sprintf("host: challenge body over %d bytes", MaxChallengeSize), http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err != nil {
-		http.Error(w, "host: challenge body too large or unreadable", http.StatusRequestEntityTooLarge)
+		http.Error(w, "host: challenge body unreadable: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	var req ChallengeRequest

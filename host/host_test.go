@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -175,6 +176,31 @@ func TestChallengeHandler(t *testing.T) {
 	resp3.Body.Close()
 	if string(b3) != "app" {
 		t.Errorf("Wrap did not pass the app request through: %q", b3)
+	}
+}
+
+// A body that cannot be read (broken chunked framing) is a bad request,
+// not one too large: 413 would send whoever looks for the fault after the
+// size of a body that was never too long.
+func TestChallengeUnreadableBodyIs400(t *testing.T) {
+	h, _ := newTestHost(t, &nats.Conn{}, nil)
+	srv := httptest.NewServer(h.Wrap(http.NotFoundHandler()))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "POST "+ChallengePath+" HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d %q, want 400", resp.StatusCode, b)
 	}
 }
 
