@@ -49,15 +49,6 @@ const parkAfter = 2 * time.Second
 // join is Join with the park delay as a parameter (0: never park).
 func join(ctx context.Context, client, host net.Conn, prefix []byte, idle, park time.Duration) (Stats, error) {
 	var st Stats
-	if len(prefix) > 0 {
-		n, err := host.Write(prefix)
-		st.Up += int64(n)
-		if err != nil {
-			client.Close()
-			host.Close()
-			return st, fmt.Errorf("pipe: write hello: %w", err)
-		}
-	}
 	var (
 		closeOnce sync.Once
 		wg        sync.WaitGroup
@@ -82,6 +73,24 @@ func join(ctx context.Context, client, host net.Conn, prefix []byte, idle, park 
 			}
 		})
 		defer t.Stop()
+	}
+	// The hello goes out under ctx and the idle bound too: a host that
+	// never reads, with a full receive window, would otherwise hold the
+	// write, the client and the drain for ever.
+	if len(prefix) > 0 {
+		n, err := host.Write(prefix)
+		st.Up += int64(n)
+		if err != nil {
+			stop()
+			closeBoth()
+			if cerr := ctx.Err(); cerr != nil {
+				return st, cerr
+			}
+			if idled.Load() {
+				return st, ErrIdle
+			}
+			return st, fmt.Errorf("pipe: write hello: %w", err)
+		}
 	}
 	// The answer's direction runs on the caller's goroutine, whose stack
 	// has already grown: a third goroutine would grow its own, and the

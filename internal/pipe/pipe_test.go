@@ -435,3 +435,51 @@ func pipeFDs(t *testing.T) int {
 	}
 	return c
 }
+
+// TestJoinEndsDuringHello: a host that never reads, with its receive
+// window full, leaves the hello's write waiting; the context's end (the
+// drain's cut) and the idle bound must still end the pipe and close the
+// client.
+func TestJoinEndsDuringHello(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	// Far more than loopback's socket buffers hold, so the write waits.
+	hello := make([]byte, 64<<20)
+	for _, tc := range []struct {
+		name string
+		idle time.Duration
+		want error
+	}{
+		{"context", 0, context.Canceled},
+		{"idle", time.Second, ErrIdle},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			client, host, done := pipedIdle(t, ctx, hello, tc.idle)
+			defer client.Close()
+			defer host.Close() // never reads
+			if tc.idle == 0 {
+				time.Sleep(100 * time.Millisecond)
+				cancel()
+			}
+			select {
+			case r := <-done:
+				if !errors.Is(r.err, tc.want) {
+					t.Fatalf("join err = %v, want %v", r.err, tc.want)
+				}
+				if r.st.Up >= int64(len(hello)) {
+					t.Fatalf("Up = %d: the whole hello was written to a host that never reads", r.st.Up)
+				}
+			case <-time.After(10 * time.Second):
+				cancel()
+				host.Close()
+				<-done
+				t.Fatal("join still writing the hello 10 s after its end")
+			}
+			_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := client.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+				t.Fatalf("client still open: %v", err)
+			}
+		})
+	}
+}
