@@ -321,11 +321,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // try is one attempt at a.host: the fast path, or ReverseProxy with in.
-// The host's in-flight count is kept right even when the attempt aborts
-// the response (panic(http.ErrAbortHandler)).
 func (p *Proxy) try(w http.ResponseWriter, r *http.Request, a *attempt, in *http.Request) {
-	a.host.Health.Inflight.Add(1)
-	defer a.host.Health.Inflight.Add(-1)
 	if in == nil {
 		p.serveFast(w, r, a)
 		return

@@ -58,7 +58,6 @@ type Health struct {
 	degradedUntil atomic.Int64 // unix nanos; 0 = not degraded
 	lastFail      atomic.Int64 // unix nanos of the most recent failure
 	fails         atomic.Int32 // consecutive failures, for back-off
-	Inflight      atomic.Int64 // requests and pipes in progress
 }
 
 // Cool-down bounds for a degraded host: it doubles with each consecutive
