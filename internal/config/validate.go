@@ -285,8 +285,10 @@ func (c *Config) validateCluster() error {
 			return bad("cluster.url", "must be a base URL like https://eu-1.gw.example.com, without user info, query or fragment, got %q", RedactURL(u))
 		}
 	}
-	if c.Cluster.Deadline <= 0 {
-		return bad("cluster.deadline", "must be positive, got %s", c.Cluster.Deadline)
+	// Under a second every request would end 504 before a host could
+	// answer: a unit slip ("15ms" for "15s"), not a latency budget.
+	if d := c.Cluster.Deadline; d < minTimer {
+		return bad("cluster.deadline", "must be at least %s, got %s", minTimer, d)
 	}
 	if err := oneOf("cluster.hash", c.Cluster.Hash, HashModN, HashRendezvous); err != nil {
 		return err
@@ -436,6 +438,11 @@ func (c *Config) validateAuth() error {
 // not.
 const minControlToken = 16
 
+// minTimer is the floor of cluster.deadline, heartbeat_interval and
+// reverify_interval, as minListenerTimeout is of the listeners' timeouts:
+// far below any sensible value, so only a unit mistake hits it.
+const minTimer = time.Second
+
 // maxGCFloorMB bounds runtime.gc_floor_mb at 64 GiB: a floor is about
 // the garbage between collections, not a reservation, and a larger one is
 // more likely a unit mistake.
@@ -521,14 +528,22 @@ func (c *Config) validateTimers() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
+		min time.Duration
 	}{
-		{"drain_timeout", c.DrainTimeout},
-		{"heartbeat_interval", c.HeartbeatInterval},
-		{"host_ttl", c.HostTTL},
-		{"reverify_interval", c.ReverifyInterval},
+		{"drain_timeout", c.DrainTimeout, 1},
+		// Hosts heartbeat on their own clock (5 s by default): a gateway
+		// told 5ms would find every host three heartbeats late and route
+		// to none, and sweep its hosts a thousand times a second.
+		{"heartbeat_interval", c.HeartbeatInterval, minTimer},
+		{"host_ttl", c.HostTTL, 1},
+		// Each one is a challenge to every host: 1ns is a storm.
+		{"reverify_interval", c.ReverifyInterval, minTimer},
 	} {
 		if d.v <= 0 {
 			return bad(d.key, "must be positive, got %s", d.v)
+		}
+		if d.v < d.min {
+			return bad(d.key, "must be at least %s, got %s", d.min, d.v)
 		}
 	}
 	// discovery removes a host only after it is unhealthy. HostTTL > 3 ×
