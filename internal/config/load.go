@@ -111,6 +111,10 @@ func Load(args []string, env []string) (Config, error) {
 		if errors.As(err, &ke) {
 			name, _, _ := strings.Cut(ke.key, "[") // trusted_proxies[1] is trusted_proxies'
 			ke.from = from[name]
+			if a := ke.alt; ke.from == "" && a != nil && from[a.key] != "" {
+				a.from = from[a.key]
+				return Config{}, a
+			}
 		}
 		return Config{}, err
 	}

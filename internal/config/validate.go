@@ -46,6 +46,10 @@ func bad(key, format string, args ...any) error {
 type keyError struct {
 	key, msg string
 	from     string // "GATEHOUSE_HTTP_MODE", "-http-mode", or "" (file, default)
+	// alt is the same refusal named by another key it involves, for Load
+	// to give when that key's value came from a variable or a flag and
+	// key's did not; nil: none.
+	alt *keyError
 }
 
 func (e *keyError) Error() string {
@@ -91,6 +95,9 @@ func (c *Config) validateListeners() error {
 	if err := checkAddr("management.addr", c.Management.Addr); err != nil {
 		return err
 	}
+	if err := c.onePortEach(); err != nil {
+		return err
+	}
 	if err := oneOf("http.mode", c.HTTP.Mode, HTTPModeRedirect, HTTPModeACMEOnly, HTTPModeServe); err != nil {
 		return err
 	}
@@ -133,6 +140,57 @@ func (c *Config) validateListeners() error {
 		return bad("listeners.max_connections_per_source", "%d is over listeners.max_connections (%d): one source could never reach it", n, m)
 	}
 	return nil
+}
+
+// onePortEach refuses two listeners on one TCP port (every one, the DNS
+// listener included, listens on TCP). The second would fail to bind with
+// "address already in use", as if another program held the port, which
+// sends the operator looking for a program that is not there.
+func (c *Config) onePortEach() error {
+	ls := []struct{ key, addr string }{
+		{"http.addr", c.HTTP.Addr}, {"https.addr", c.HTTPS.Addr}, {"dns.addr", c.DNS.Addr},
+		{"management.addr", c.Management.Addr},
+	}
+	if len(c.Bus.URL) == 0 { // bus.listen is unused with an external bus
+		ls = append(ls, struct{ key, addr string }{"bus.listen", c.Bus.Listen})
+	}
+	for i, a := range ls {
+		for _, b := range ls[:i] {
+			if samePort(a.addr, b.addr) {
+				msg := "%s is %s's port too (%s is %s): give each listener its own port"
+				return &keyError{
+					key: a.key, msg: fmt.Sprintf(msg, a.addr, b.key, b.key, b.addr),
+					// Load names b instead when b's value, not a's, came
+					// from a variable or a flag.
+					alt: &keyError{key: b.key, msg: fmt.Sprintf(msg, b.addr, a.key, a.key, a.addr)},
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// samePort reports whether listeners on addresses a and b would take the
+// same TCP port: one port number, not 0 (any free port), and the same
+// host, or either one every interface (Go listens on every interface of
+// both families for an empty host, 0.0.0.0 and [::] alike). Two host
+// names are compared as written: only the bind knows what they resolve to.
+func samePort(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return false // refused by checkAddr, or left to the bus to name
+	}
+	na, errA := strconv.Atoi(pa)
+	nb, errB := strconv.Atoi(pb)
+	if errA != nil || errB != nil || na == 0 || na != nb {
+		return false
+	}
+	every := func(h string) bool {
+		ip, err := netip.ParseAddr(h)
+		return h == "" || err == nil && ip.IsUnspecified()
+	}
+	return strings.EqualFold(ha, hb) || every(ha) || every(hb)
 }
 
 func (c *Config) validateRecursion() error {
