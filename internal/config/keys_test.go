@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -96,6 +97,83 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		row := fmt.Sprintf("| `%s` | `-%s` | `%s` |", k.name, k.flag, k.env())
 		if !strings.Contains(doc, row) {
 			t.Errorf("docs/config.md lacks the row %s", row)
+		}
+	}
+}
+
+// TestReferenceRowsAreKeys is the other way round: every row of
+// docs/config.md's key tables names a key of the table, once, with its
+// flag, its variable and the default the code has, so a key removed or
+// renamed, or a default changed on one side only, does not leave the
+// reference promising what serve does not do.
+func TestReferenceRowsAreKeys(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 || !strings.HasPrefix(strings.TrimSpace(cells[3]), "`GATEHOUSE_") {
+			continue // not a key row
+		}
+		unquote := func(c string) string { return strings.Trim(strings.TrimSpace(c), "`") }
+		name, flag, env, doc := unquote(cells[1]), unquote(cells[2]), unquote(cells[3]), strings.TrimSpace(cells[4])
+		k, ok := keyByName[name]
+		if !ok {
+			t.Errorf("docs/config.md documents %q, which is no key", name)
+			continue
+		}
+		if seen[name] {
+			t.Errorf("docs/config.md documents %q twice", name)
+		}
+		seen[name] = true
+		if "-"+k.flag != flag || k.env() != env {
+			t.Errorf("%s: documented as %s / %s, is -%s / %s", name, flag, env, k.flag, k.env())
+		}
+		want := strings.Trim(defaultString(k, &def), `"`)
+		if want == "" {
+			want = "*(none)*"
+			if doc == "*(empty)*" {
+				want = doc
+			}
+		} else {
+			want = "`" + want + "`"
+		}
+		if doc != want {
+			t.Errorf("%s: documented default %s, the code's is %s", name, doc, want)
+		}
+	}
+	if len(seen) != len(keys) {
+		t.Errorf("docs/config.md has rows for %d keys, the table has %d", len(seen), len(keys))
+	}
+}
+
+// TestReferenceExamplesLoad reads every YAML example of docs/config.md
+// against the key table, as serve reads a file: a user copies them, so an
+// unknown key, a misplaced section or a value of the wrong type in one
+// would be the first thing they hit. (The key files the examples name are
+// not on this machine; Validate, which looks for them, is not run.)
+func TestReferenceExamplesLoad(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(b), "```yaml\n")[1:]
+	if len(blocks) < 2 {
+		t.Fatalf("found %d YAML examples, want the complete file and the clusters one", len(blocks))
+	}
+	for i, block := range blocks {
+		body, _, ok := strings.Cut(block, "```")
+		if !ok {
+			t.Fatalf("example %d does not end", i)
+		}
+		path := filepath.Join(t.TempDir(), "example.yaml")
+		writeFile(t, path, body)
+		cfg := Default()
+		if err := loadFile(&cfg, path); err != nil {
+			t.Errorf("example %d:\n%s\n%v", i, body, err)
 		}
 	}
 }
