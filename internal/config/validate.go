@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/mail"
 	"net/netip"
 	"net/url"
 	"os"
@@ -439,8 +440,13 @@ func (c *Config) validateTLS() error {
 	if c.TLS.CustomDomains == "auto" && c.TLS.ACME.Directory == "" {
 		return bad("tls.custom_domains", "auto needs an ACME CA: set tls.acme.directory")
 	}
-	if e := c.TLS.ACME.Email; e != "" && !strings.Contains(e, "@") {
-		return bad("tls.acme.email", "must be an email address, got %q", e)
+	// The CA is sent mailto:{email} as the account's contact and refuses
+	// the account for one that is no address, and with it every order:
+	// found only in the log, long after the start.
+	if e := c.TLS.ACME.Email; e != "" {
+		if a, err := mail.ParseAddress(e); err != nil || a.Address != e || a.Name != "" {
+			return bad("tls.acme.email", "must be an email address like ops@example.com, got %q", e)
+		}
 	}
 	return checkFile("tls.acme.ca_root", c.TLS.ACME.CARoot)
 }
