@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +90,9 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 		return nil, err
 	}
 	if err := checkBus(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if err := checkKeyFiles(cfg); err != nil {
@@ -190,6 +194,28 @@ func checkBus(cfg config.Config) error {
 		return fmt.Errorf("config: bus.listen: %w", err)
 	}
 	return nil
+}
+
+// checkDataDir refuses a data_dir that is a file, or lies under one, by
+// its key and before anything is bound: found later, it failed as the
+// embedded bus's "bus: mkdir …" once the listeners were up, or as
+// cluster.key, which the operator may never have set. A directory not
+// there yet is fine: the start makes it.
+func checkDataDir(dir string) error {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("config: data_dir: %s is not a directory", p)
+		case err == nil:
+			return nil
+		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return fmt.Errorf("config: data_dir: %w", err)
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
 }
 
 // checkKeyFiles reads the key files cfg names, which Validate only finds,

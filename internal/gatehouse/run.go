@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
@@ -229,7 +230,10 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		switch {
 		case errors.As(err, &se): // the embedded server's listener, named as the setting
 			err = fmt.Errorf("config: bus.listen: %w", err)
-		case errors.Is(err, bus.ErrDataDirInUse):
+		case errors.Is(err, bus.ErrDataDirInUse), errors.As(err, new(*fs.PathError)):
+			// The embedded bus's files are all in data_dir: one it cannot
+			// make or write (a read-only mount, a service manager's
+			// sandbox) is that setting's to fix.
 			err = fmt.Errorf("config: data_dir: %w", err)
 		}
 		return err

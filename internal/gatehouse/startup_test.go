@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -300,5 +301,52 @@ func TestPeerWithOwnKeyChangesNothing(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Fatalf("a refused start wrote %v into the data dir", names)
+	}
+}
+
+// TestDataDirNotADirectoryNamesItsKey: a data_dir that is a file, or lies
+// under one, stops the start at New, naming data_dir, before anything is
+// bound; it once failed in Run, after the listeners were up, as the
+// embedded bus's "bus: mkdir …" or, with cluster.key left empty, as
+// "config: cluster.key: …", a key the operator never set.
+func TestDataDirNotADirectoryNamesItsKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, dir string
+		bus       []string
+	}{
+		{"a file", file, nil},
+		{"under a file", filepath.Join(file, "gatehouse"), nil},
+		{"a file, external bus", file, []string{"nats://127.0.0.1:4222"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.DataDir = tt.dir
+			cfg.Bus.URL = tt.bus
+			_, err := New(cfg, nil)
+			want := "config: data_dir: " + file + " is not a directory"
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("New = %v, want an error beginning %q", err, want)
+			}
+		})
+	}
+}
+
+// TestDataDirUnwritableNamesItsKey: a data_dir the embedded bus cannot
+// make (here under /proc, where nobody, root included, creates a
+// directory; a read-only mount does the same) stops the start naming
+// data_dir, not as the bus's bare "bus: mkdir …".
+func TestDataDirUnwritableNamesItsKey(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc")
+	}
+	cfg := testConfig(t)
+	cfg.DataDir = "/proc/gatehouse-test/data"
+	err := runToError(t, cfg)
+	if err == nil || !strings.HasPrefix(err.Error(), "config: data_dir: ") || !strings.Contains(err.Error(), "/proc/gatehouse-test") {
+		t.Fatalf("Run = %v, want an error beginning %q", err, "config: data_dir: ")
 	}
 }
