@@ -228,7 +228,7 @@ func TestServeClusterKeyReadableByOthers(t *testing.T) {
 			"-http", "127.0.0.1:0", "-https", "127.0.0.1:0", "-dns", "", "-management", "127.0.0.1:0", "-bus-listen", "127.0.0.1:0"},
 			&bytes.Buffer{}, &bytes.Buffer{})
 		cancel()
-		want := fmt.Sprintf("config: cluster.key: %s has mode %04o; it holds the cluster's private key: chmod 600 it", key, mode)
+		want := fmt.Sprintf("config: cluster.key (-cluster-key): %s has mode %04o; it holds the cluster's private key: chmod 600 it", key, mode)
 		if err == nil || err.Error() != want {
 			t.Errorf("mode %04o: error %v\nwant %s", mode, err, want)
 		}
@@ -298,5 +298,52 @@ func readyzIs(t *testing.T, mgmt string, done <-chan error, logs fmt.Stringer, s
 		}
 		res.Body.Close()
 		return res.StatusCode == status
+	}
+}
+
+// TestServeStartRefusalsNameTheFlag: a value refused once the
+// configuration has loaded (a key file, a listener that cannot bind, the
+// data directory, the bus URL) names the flag it came from, as a value
+// Validate refuses does (docs/config.md): a flag wins over the file, so
+// the key alone could send the operator to a file that is right.
+func TestServeStartRefusalsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	openKey := filepath.Join(dir, "cluster.key")
+	if _, _, err := runCmd(t, "keygen", "-out", openKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(openKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noKeys := filepath.Join(dir, "issuer.jwks")
+	file := filepath.Join(dir, "file")
+	for _, p := range []string{noKeys, file} {
+		if err := os.WriteFile(p, []byte("\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-cluster-key", openKey}, "config: cluster.key (-cluster-key): "},
+		{[]string{"-issuer", "https://id.test=" + noKeys}, "config: auth.issuers[0].keys_file (-issuer): "},
+		{[]string{"-data", file}, "config: data_dir (-data): "},
+		{[]string{"-bus", "nats://127.0.0.1:99999"}, "config: bus.url (-bus): "},
+		{[]string{"-http", busy.Addr().String()}, "config: http.addr (-http): "},
+	} {
+		args := append([]string{"serve", "-data", t.TempDir(), "-http", "127.0.0.1:0", "-https", "127.0.0.1:0",
+			"-dns", "127.0.0.1:0", "-management", "127.0.0.1:0", "-bus-listen", "127.0.0.1:0"}, c.args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := run(ctx, args, &bytes.Buffer{}, &bytes.Buffer{})
+		cancel()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error beginning %q", c.args, err, c.want)
+		}
 	}
 }

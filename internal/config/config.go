@@ -3,6 +3,7 @@ package config
 import (
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -48,6 +49,24 @@ type Config struct {
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" json:"heartbeat_interval"`
 	// ReverifyInterval repeats every host's challenge this often.
 	ReverifyInterval time.Duration `yaml:"reverify_interval" json:"reverify_interval"`
+
+	// from names, by key, the variable or flag Load took the key's value
+	// from; a key from the file or the defaults has no entry. See Key.
+	from map[string]string
+}
+
+// Key is key as an error line names it: "cluster.key (-cluster-key)" or
+// "cluster.key (GATEHOUSE_CLUSTER_KEY)" when Load took its value from a
+// flag or a variable, else key alone, as Validate's errors name it. A flag
+// wins over a variable and a variable over the file, so the key alone
+// could send an operator to a file whose value is right. key may carry an
+// index, as "auth.issuers[1].keys_file".
+func (c *Config) Key(key string) string {
+	name, _, _ := strings.Cut(key, "[") // trusted_proxies[1] is trusted_proxies'
+	if f := c.from[name]; f != "" {
+		return key + " (" + f + ")"
+	}
+	return key
 }
 
 // Listener is one listening address; empty means the listener is not

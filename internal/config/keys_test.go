@@ -20,6 +20,9 @@ func TestKeysCoverConfig(t *testing.T) {
 	walk = func(prefix string, typ reflect.Type) {
 		for i := 0; i < typ.NumField(); i++ {
 			f := typ.Field(i)
+			if !f.IsExported() {
+				continue // Load's notes, not a key
+			}
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			if prefix != "" {
 				name = prefix + "." + name

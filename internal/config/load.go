@@ -106,17 +106,17 @@ func Load(args []string, env []string) (Config, error) {
 		from[fu.k.name] = "-" + fu.k.flag
 	}
 	cfg.normalize()
+	cfg.from = from
 	if err := cfg.Validate(); err != nil {
 		var ke *keyError
-		if errors.As(err, &ke) {
-			name, _, _ := strings.Cut(ke.key, "[") // trusted_proxies[1] is trusted_proxies'
-			ke.from = from[name]
-			if a := ke.alt; ke.from == "" && a != nil && from[a.key] != "" {
-				a.from = from[a.key]
-				return Config{}, a
-			}
+		if !errors.As(err, &ke) {
+			return Config{}, err
 		}
-		return Config{}, err
+		if a := ke.alt; a != nil && cfg.Key(ke.key) == ke.key && cfg.Key(a.key) != a.key {
+			ke = a // the key of the two that a variable or a flag set
+		}
+		ke.key = cfg.Key(ke.key)
+		return Config{}, ke
 	}
 	return cfg, nil
 }

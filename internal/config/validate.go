@@ -43,22 +43,17 @@ func bad(key, format string, args ...any) error {
 
 // keyError is a refused value of one key (key may carry an index, as
 // "trusted_proxies[1]"). Load adds the variable or flag the value came
-// from: the key alone sends an operator to the file, which may be right.
+// from ([Config.Key]): the key alone sends an operator to the file, which
+// may be right.
 type keyError struct {
 	key, msg string
-	from     string // "GATEHOUSE_HTTP_MODE", "-http-mode", or "" (file, default)
 	// alt is the same refusal named by another key it involves, for Load
 	// to give when that key's value came from a variable or a flag and
 	// key's did not; nil: none.
 	alt *keyError
 }
 
-func (e *keyError) Error() string {
-	if e.from != "" {
-		return fmt.Sprintf("config: %s (%s): %s", e.key, e.from, e.msg)
-	}
-	return fmt.Sprintf("config: %s: %s", e.key, e.msg)
-}
+func (e *keyError) Error() string { return fmt.Sprintf("config: %s: %s", e.key, e.msg) }
 
 func oneOf(key, got string, allowed ...string) error {
 	for _, a := range allowed {

@@ -92,7 +92,7 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 	if err := checkBus(cfg); err != nil {
 		return nil, err
 	}
-	if err := checkDataDir(cfg.DataDir); err != nil {
+	if err := checkDataDir(cfg.DataDir, cfg.Key("data_dir")); err != nil {
 		return nil, err
 	}
 	if err := checkKeyFiles(cfg); err != nil {
@@ -186,12 +186,12 @@ func gatewayID(cluster string) string {
 func checkBus(cfg config.Config) error {
 	if len(cfg.Bus.URL) > 0 {
 		if err := bus.CheckURLs(cfg.Bus.URL); err != nil {
-			return fmt.Errorf("config: bus.url: %w", err)
+			return fmt.Errorf("config: %s: %w", cfg.Key("bus.url"), err)
 		}
 		return nil
 	}
 	if err := bus.CheckListenHost(cfg.Bus.Listen); err != nil {
-		return fmt.Errorf("config: bus.listen: %w", err)
+		return fmt.Errorf("config: %s: %w", cfg.Key("bus.listen"), err)
 	}
 	return nil
 }
@@ -201,16 +201,16 @@ func checkBus(cfg config.Config) error {
 // embedded bus's "bus: mkdir …" once the listeners were up, or as
 // cluster.key, which the operator may never have set. A directory not
 // there yet is fine: the start makes it.
-func checkDataDir(dir string) error {
+func checkDataDir(dir, key string) error {
 	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
 		switch {
 		case err == nil && !fi.IsDir():
-			return fmt.Errorf("config: data_dir: %s is not a directory", p)
+			return fmt.Errorf("config: %s: %s is not a directory", key, p)
 		case err == nil:
 			return nil
 		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
-			return fmt.Errorf("config: data_dir: %w", err)
+			return fmt.Errorf("config: %s: %w", key, err)
 		}
 		if filepath.Dir(p) == p {
 			return nil
@@ -234,24 +234,24 @@ func checkKeyFiles(cfg config.Config) error {
 		// as this cluster. Refused rather than warned about, since a
 		// warning at start is easily missed and the fix is one chmod.
 		if fi, err := os.Stat(key); err == nil && fi.Mode().Perm()&0o077 != 0 && runtime.GOOS != "windows" {
-			return fmt.Errorf("config: cluster.key: %s has mode %04o; it holds the cluster's private key: chmod 600 it", key, fi.Mode().Perm())
+			return fmt.Errorf("config: %s: %s has mode %04o; it holds the cluster's private key: chmod 600 it", cfg.Key("cluster.key"), key, fi.Mode().Perm())
 		}
 		k, err := host.LoadKey(key)
 		if err != nil {
-			return fmt.Errorf("config: cluster.key: %w", err)
+			return fmt.Errorf("config: %s: %w", cfg.Key("cluster.key"), err)
 		}
-		if err := ownKeyElsewhere(cfg.Clusters, cfg.Cluster.ID, k); err != nil {
+		if err := ownKeyElsewhere(&cfg, k); err != nil {
 			return err
 		}
 	}
 	for i, is := range cfg.Auth.Issuers {
 		if _, err := auth.LoadKeys(is.KeysFile); err != nil {
-			return fmt.Errorf("config: auth.issuers[%d].keys_file: %w", i, err)
+			return fmt.Errorf("config: %s: %w", cfg.Key(fmt.Sprintf("auth.issuers[%d].keys_file", i)), err)
 		}
 	}
 	if cfg.TLS.ACME.CARoot != "" {
 		if _, err := tlsmgr.LoadRoots(cfg.TLS.ACME.CARoot); err != nil {
-			return fmt.Errorf("config: tls.acme.ca_root: %w", err)
+			return fmt.Errorf("config: %s: %w", cfg.Key("tls.acme.ca_root"), err)
 		}
 	}
 	return nil
@@ -260,14 +260,14 @@ func checkKeyFiles(cfg config.Config) error {
 // ownKeyElsewhere refuses a static peer of another id whose public_key is
 // this cluster's own: a key pasted into the wrong entry, under which that
 // peer's marks never verify and this cluster's would pass for its.
-func ownKeyElsewhere(peers []config.Peer, self string, key ed25519.PrivateKey) error {
+func ownKeyElsewhere(cfg *config.Config, key ed25519.PrivateKey) error {
 	pub := key.Public().(ed25519.PublicKey)
-	for i, p := range peers {
-		if p.ID == self {
+	for i, p := range cfg.Clusters {
+		if p.ID == cfg.Cluster.ID {
 			continue
 		}
 		if k, err := decodeKey(p.PublicKey); err == nil && k.Equal(pub) {
-			return fmt.Errorf("config: clusters[%d].public_key: is this cluster's own key (cluster.key), not cluster %q's; give that cluster's key (its gateway lists it in GET /api/v3/discovery/clusters)", i, p.ID)
+			return fmt.Errorf("config: %s: is this cluster's own key (cluster.key), not cluster %q's; give that cluster's key (its gateway lists it in GET /api/v3/discovery/clusters)", cfg.Key(fmt.Sprintf("clusters[%d].public_key", i)), p.ID)
 		}
 	}
 	return nil

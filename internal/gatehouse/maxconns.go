@@ -11,11 +11,11 @@ import "fmt"
 // only where the limit cannot be read. A set cap the limit cannot hold
 // even at one descriptor a connection is refused: it would show only
 // under load, as failed dials to hosts and a lost bus.
-func maxConnections(set int) (int, error) {
+func maxConnections(set int, key string) (int, error) {
 	limit, known := fileLimit()
 	if set > 0 {
 		if known && uint64(set) >= limit {
-			return 0, fmt.Errorf("config: listeners.max_connections: %d connections cannot be open at once: this process may open %d file descriptors in all (ulimit -n); raise that, or set at most a quarter of it", set, limit)
+			return 0, fmt.Errorf("config: %s: %d connections cannot be open at once: this process may open %d file descriptors in all (ulimit -n); raise that, or set at most a quarter of it", key, set, limit)
 		}
 		return set, nil
 	}

@@ -69,14 +69,14 @@ func TestMaxConnections(t *testing.T) {
 	if !known {
 		t.Skip("no file descriptor limit to read here")
 	}
-	if got, err := maxConnections(0); err != nil || got <= 0 || uint64(got) > limit/4 {
+	if got, err := maxConnections(0, "listeners.max_connections"); err != nil || got <= 0 || uint64(got) > limit/4 {
 		t.Errorf("auto: %d, %v; want a positive cap up to a quarter of the limit %d", got, err, limit)
 	}
-	if got, err := maxConnections(10); err != nil || got != 10 {
+	if got, err := maxConnections(10, "listeners.max_connections"); err != nil || got != 10 {
 		t.Errorf("set 10: %d, %v", got, err)
 	}
 	if limit < 1<<40 {
-		_, err := maxConnections(int(limit))
+		_, err := maxConnections(int(limit), "listeners.max_connections")
 		if err == nil || !strings.Contains(err.Error(), "listeners.max_connections") || !strings.Contains(err.Error(), "ulimit -n") {
 			t.Errorf("set at the limit %d: err %v, want a refusal naming the key and ulimit", limit, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/bus"
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/discovery"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/edge"
@@ -56,10 +57,10 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		return err
 	}
 	if err := e.ListenManagement(); err != nil {
-		return listenerKey(err)
+		return listenerKey(&cfg, err)
 	}
 	if err := e.Listen(); err != nil {
-		return listenerKey(err)
+		return listenerKey(&cfg, err)
 	}
 	dnsSrv, dnsPC, dnsLn, err := g.listenDNS()
 	if err != nil {
@@ -69,7 +70,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 			// The default port is mDNS's too: desktops run a daemon on it.
 			err = fmt.Errorf("%w (5353 is mDNS's port too: avahi-daemon or systemd-resolved may hold it; choose another with -dns, or -dns \"\" for none)", err)
 		}
-		return errors.Join(fmt.Errorf("config: dns.addr: %w", err), e.Close())
+		return errors.Join(fmt.Errorf("config: %s: %w", cfg.Key("dns.addr"), err), e.Close())
 	}
 	var dnsSelf string // where this process reaches its own DNS server
 	if dnsPC != nil {
@@ -129,7 +130,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 
 // listenerKey names the config key of an edge listener that could not
 // bind, as every other unusable setting is named (DESIGN §11).
-func listenerKey(err error) error {
+func listenerKey(cfg *config.Config, err error) error {
 	var le *edge.ListenError
 	if !errors.As(err, &le) {
 		return err
@@ -138,7 +139,7 @@ func listenerKey(err error) error {
 	if key == "" {
 		return err
 	}
-	return fmt.Errorf("config: %s: %w", key, le.Err)
+	return fmt.Errorf("config: %s: %w", cfg.Key(key), le.Err)
 }
 
 // listenDNS builds the DNS server and binds its UDP and TCP sockets on
@@ -167,7 +168,7 @@ func (g *Gatehouse) listenDNS() (*dns.Server, net.PacketConn, net.Listener, erro
 // that arrive before the table is loaded get 503, not a reset.
 func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], started *atomic.Bool) (*edge.Edge, error) {
 	cfg := g.cfg
-	maxConns, err := maxConnections(cfg.Listeners.MaxConnections)
+	maxConns, err := maxConnections(cfg.Listeners.MaxConnections, cfg.Key("listeners.max_connections"))
 	if err != nil {
 		return nil, err
 	}
@@ -229,12 +230,12 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		var se *bus.StartError
 		switch {
 		case errors.As(err, &se): // the embedded server's listener, named as the setting
-			err = fmt.Errorf("config: bus.listen: %w", err)
+			err = fmt.Errorf("config: %s: %w", cfg.Key("bus.listen"), err)
 		case errors.Is(err, bus.ErrDataDirInUse), errors.As(err, new(*fs.PathError)):
 			// The embedded bus's files are all in data_dir: one it cannot
 			// make or write (a read-only mount, a service manager's
 			// sandbox) is that setting's to fix.
-			err = fmt.Errorf("config: data_dir: %w", err)
+			err = fmt.Errorf("config: %s: %w", cfg.Key("data_dir"), err)
 		}
 		return err
 	}
