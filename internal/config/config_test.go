@@ -200,3 +200,18 @@ func TestFileNumbersKeepTheirText(t *testing.T) {
 		}
 	}
 }
+
+// TestFileWithByteOrderMark: a file an editor saved with a UTF-8 byte
+// order mark (Notepad does) is valid YAML, which allows one at the start
+// of the stream; its first key was refused as unknown ("\ufeffzone").
+func TestFileWithByteOrderMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, "\ufeffzone: apps.test\nhttp:\n  mode: serve\n")
+	c, err := Load([]string{"-config", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Zone != "apps.test" || c.HTTP.Mode != HTTPModeServe {
+		t.Errorf("zone %q, http.mode %q: want apps.test and serve", c.Zone, c.HTTP.Mode)
+	}
+}

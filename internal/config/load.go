@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -174,6 +175,10 @@ func loadFile(cfg *Config, path string) error {
 	if err != nil {
 		return fmt.Errorf("config: %v", err)
 	}
+	// YAML allows a byte order mark at the start, which editors such as
+	// Notepad write; the parser keeps it as part of the first key, which
+	// was then refused as unknown.
+	b = bytes.TrimPrefix(b, []byte("\ufeff"))
 	var doc map[string]any
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		// goccy's message is "[line:col] detail" and a source excerpt;
