@@ -215,3 +215,18 @@ func TestFileWithByteOrderMark(t *testing.T) {
 		t.Errorf("zone %q, http.mode %q: want apps.test and serve", c.Zone, c.HTTP.Mode)
 	}
 }
+
+// TestFileNumbersKeepTheirTextUnderAnAnchor: a number given an anchor
+// (id: &c 0123) keeps its text too; the anchor hid it, and the id became
+// 83 without a word.
+func TestFileNumbersKeepTheirTextUnderAnAnchor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, "cluster:\n  id: &c 0123\ncontrol: {token: &t 0012345678901234567}\n")
+	c, err := Load([]string{"-config", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster.ID != "0123" || c.Control.Token != "0012345678901234567" {
+		t.Errorf("cluster.id %q, control.token %q: want the text as written", c.Cluster.ID, c.Control.Token)
+	}
+}

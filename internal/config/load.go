@@ -260,6 +260,8 @@ func collectNumbers(n ast.Node, path string, out map[string]string) {
 			k = path + "." + k
 		}
 		collectNumbers(n.Value, k, out)
+	case *ast.AnchorNode: // id: &c 0123 is the number's text too
+		collectNumbers(n.Value, path, out)
 	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
 		if t := n.GetToken(); t != nil {
 			out[path] = t.Value
