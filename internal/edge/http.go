@@ -2,9 +2,11 @@ package edge
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -250,17 +252,79 @@ func (e *Edge) managementHandler() http.Handler {
 	if a, ok := e.mgmtLn.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
 		h = loopbackHosts(h)
 	}
-	if e.clusterHdr == nil {
-		return h
+	if e.clusterHdr != nil {
+		// Every answer names the cluster that gave it (DESIGN §5.2), the
+		// management listener's too: an operator behind a load balancer
+		// over several clusters reads which one answered /readyz.
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.stampCluster(w.Header())
+			inner.ServeHTTP(w, r)
+		})
 	}
-	// Every answer names the cluster that gave it (DESIGN §5.2), the
-	// management listener's too: an operator behind a load balancer over
-	// several clusters reads which one answered /readyz.
+	return e.recoverPanics(h)
+}
+
+// recoverPanics answers a request whose handler panicked 500 problem+json
+// and closes its connection, and logs the panic as an error with its
+// stack, as the L7 path's observe does (DESIGN §2 step 2). The management
+// listener's routes (the control API, /metrics, the dashboard) run
+// outside that path, and net/http's own recovery would cut the connection
+// with no answer and log the panic only through its ErrorLog, at debug:
+// at the default level a failing control call left no trace. A panic
+// after the answer began cuts it (logged the same); http.ErrAbortHandler,
+// a deliberate abort, is cut quietly.
+func (e *Edge) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.stampCluster(w.Header())
-		h.ServeHTTP(w, r)
+		pw := &panicWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v != http.ErrAbortHandler {
+				e.log.Error("edge: panic serving a management request", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			}
+			if v == http.ErrAbortHandler || pw.wrote {
+				panic(http.ErrAbortHandler) // net/http cuts the connection, quietly
+			}
+			h := w.Header()
+			clear(h)
+			h.Set("Connection", "close")
+			e.stampCluster(h)
+			problem.Write(w, http.StatusInternalServerError, "the gateway failed to handle this request")
+		}()
+		next.ServeHTTP(pw, r)
 	})
 }
+
+// panicWriter records whether the answer began, for recoverPanics.
+type panicWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *panicWriter) WriteHeader(code int) {
+	if code >= 200 || code == http.StatusSwitchingProtocols {
+		w.wrote = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *panicWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher for code that type-asserts it.
+func (w *panicWriter) Flush() {
+	w.wrote = true
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *panicWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // loopbackHosts guards a listener bound to loopback against DNS
 // rebinding: a web page the operator opens can make the browser send
