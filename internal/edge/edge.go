@@ -440,8 +440,11 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	e.wg.Wait()
 	if left > 0 {
 		// The requests on them end as a client's that left would: 499 in
-		// the access log. Say here that the gateway cut them.
-		e.log.Warn("edge: drained; drain_timeout cut the connections still open (their requests log status 499)",
+		// the access log before their answer began, and after it (a
+		// stream, an upgrade) the status that was sent, with the bytes
+		// that went out, as nginx logs them. Say here that the gateway
+		// cut them.
+		e.log.Warn("edge: drained; drain_timeout cut the connections still open (a request cut before its answer logs status 499, one cut mid-answer the status it sent)",
 			"took", time.Since(start).Round(time.Millisecond), "cut_connections", left)
 		return
 	}
