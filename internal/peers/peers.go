@@ -101,6 +101,9 @@ type member struct {
 	// another cluster; such a warning is repeated at most every
 	// identityWarnEvery while it lasts.
 	wrongWarned time.Time
+	// downWarned: an inactive warning was logged since the member was
+	// last active (logState), so a run of missed probes warns once.
+	downWarned bool
 }
 
 // identityWarnEvery bounds the "answered as another cluster" warnings of
@@ -317,9 +320,16 @@ func (p *Peers) recordProbe(id, url string, err error) {
 			m.probeUp = false
 		}
 	}
-	if is := p.activeLocked(m, now); is != was {
-		p.logState(is, "cluster", id, "source", "probe", "err", err)
+	switch is := p.activeLocked(m, now); {
+	case is != was:
+		p.logState(m, is, "cluster", id, "source", "probe", "err", err)
 		p.publishLocked()
+	case !is && m.fails == p.opts.Misses && !m.downWarned:
+		// Down from the start (a wrong URL, a firewall), a static peer
+		// never turns inactive, and would never be logged: every
+		// request for its apps is served here without a word about why.
+		// Its misses say so once, as a peer that goes down does.
+		p.logState(m, false, "cluster", id, "source", "probe", "err", err)
 	}
 }
 
@@ -376,7 +386,7 @@ func (p *Peers) sweep() {
 	cur := p.set.Load()
 	for _, old := range cur.Peers() {
 		if m := p.members[old.ID]; m != nil && p.activeLocked(m, now) != old.Active {
-			p.logState(!old.Active, "cluster", old.ID, "source", "announcements")
+			p.logState(m, !old.Active, "cluster", old.ID, "source", "announcements")
 			changed = true
 		}
 	}
@@ -440,7 +450,7 @@ func (p *Peers) accept(peer cluster.Peer, now time.Time) error {
 	cur, _ := p.set.Load().Peer(peer.ID)
 	is := p.activeLocked(m, now)
 	if is && !cur.Active {
-		p.log.Info("peers: cluster active", "cluster", peer.ID, "source", "announcements")
+		p.logState(m, true, "cluster", peer.ID, "source", "announcements")
 	}
 	if is != cur.Active || cur.URL != m.peer.URL {
 		p.publishLocked()
@@ -488,9 +498,11 @@ func (p *Peers) publishLocked() {
 	p.set.Store(cluster.NewSet(p.self.ID, all))
 }
 
-// logState logs a cluster turning active (info) or inactive: a warning,
-// as its apps are served without their owner from then on.
-func (p *Peers) logState(active bool, args ...any) {
+// logState logs member m turning active (info) or inactive: a warning,
+// as its apps are served without their owner from then on. Called with
+// p.mu held.
+func (p *Peers) logState(m *member, active bool, args ...any) {
+	m.downWarned = !active
 	if active {
 		p.log.Info("peers: cluster active", args...)
 		return
