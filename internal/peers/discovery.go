@@ -2,11 +2,8 @@ package peers
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"net/http"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
-	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
 // Discovery is the body of GET /api/v3/discovery/clusters (DESIGN §7).
@@ -39,19 +36,3 @@ func DiscoveryOf(s cluster.Set) Discovery {
 
 // Discovery returns the current set as the API shows it.
 func (p *Peers) Discovery() Discovery { return DiscoveryOf(p.Set()) }
-
-// Handler serves GET (and HEAD) /api/v3/discovery/clusters: the public
-// discovery JSON. Mount it at that path; other methods get 405.
-func (p *Peers) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			problem.Write(w, http.StatusMethodNotAllowed, "discovery is read-only: use GET")
-			return
-		}
-		b, _ := json.Marshal(p.Discovery())
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_, _ = w.Write(append(b, '\n'))
-	})
-}

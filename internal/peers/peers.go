@@ -64,7 +64,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Peers tracks the cluster set. Set, Discovery and Handler may be called
+// Peers tracks the cluster set. Set and Discovery may be called
 // concurrently with Run and each other.
 type Peers struct {
 	opts   Options
