@@ -420,8 +420,8 @@ func (c *Config) validateTLS() error {
 	}
 	if d := c.TLS.ACME.Directory; d != "" {
 		u, err := url.Parse(d)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return bad("tls.acme.directory", "must be an https URL, got %q", d)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return bad("tls.acme.directory", "must be an https URL (ACME runs over HTTPS only, RFC 8555 §6.1), got %q", d)
 		}
 	}
 	// The wildcard *.{zone} is validated by DNS-01, answered by this
