@@ -729,11 +729,20 @@ func (f *follower) republished(m *nats.Msg) {
 }
 
 // deleteHeader reports whether a republished KV message is a delete,
-// purge or expiry marker (the headers jetstream's watcher reads).
+// purge or expiry marker, reading its headers exactly as jetstream's
+// watcher and Get do: a KV-Operation header, if any, decides alone, and
+// only the marker reasons the library knows are deletes. A message
+// written around the store with other headers is a put to every other
+// reader of the bucket (a load, the API, the watch); read otherwise here,
+// its republished copy, which usually comes first, would drop the key
+// from the running gateways alone.
 func deleteHeader(h nats.Header) bool {
-	switch h.Get("KV-Operation") {
-	case "DEL", "PURGE":
+	if op := h.Get("KV-Operation"); op != "" {
+		return op == "DEL" || op == "PURGE"
+	}
+	switch h.Get(jetstream.MarkerReasonHeader) {
+	case "MaxAge", "Purge", "Remove":
 		return true
 	}
-	return h.Get(jetstream.MarkerReasonHeader) != ""
+	return false
 }
