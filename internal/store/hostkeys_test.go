@@ -74,3 +74,39 @@ func TestWatchHostKeysAcrossReconnect(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, func() bool { return seen.count("h1") > n }, "a change right after the bus came back was not reported at once")
 	t.Logf("reported %s after the bus came back", time.Since(start).Round(time.Millisecond))
 }
+
+// The host key bucket deleted and made again under a running watch (an
+// operator's slip with the nats CLI): enrolments written to the new
+// bucket reach discovery at once, as before. The library's watch of the
+// deleted stream waited for the new one and resumed at the old one's
+// revision, so it reported nothing until the new bucket had as many
+// writes as the old: a revoked or replaced key stayed routable until
+// discovery's periodic check, for as long as that took.
+func TestWatchHostKeysBucketMadeAgain(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j := mustJS(t, ns.ClientURL())
+	s := open(t, j, store.Options{Resync: 100 * time.Millisecond})
+	ctx := t.Context()
+	// The old bucket is some writes ahead of the new one.
+	for range 5 {
+		mustPut(t, s.PutHostKey(ctx, &route.HostKey{HostID: "old", PublicKey: testHostKey, Apps: []string{"a"}}))
+	}
+	seen := watchHostKeys(t, s)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		mustPut(t, s.PutHostKey(ctx, &route.HostKey{HostID: "h1", PublicKey: testHostKey, Apps: []string{"a"}}))
+		return seen.has("h1")()
+	}, "h1 not seen")
+
+	if err := j.DeleteKeyValue(ctx, "gatehouse_hostkeys"); err != nil {
+		t.Fatal(err)
+	}
+	again := open(t, j, store.Options{})
+	mustPut(t, again.PutHostKey(ctx, &route.HostKey{HostID: "h2", PublicKey: testHostKey, Apps: []string{"a"}}))
+	testutil.WaitFor(t, 5*time.Second, seen.has("h2"), "an enrolment in the bucket made again was not reported")
+	mustPut(t, again.DeleteHostKey(ctx, "h2"))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return seen.count("h2") >= 2 }, "a revocation in the bucket made again was not reported")
+	if seen.has("old")() {
+		t.Fatal("a key of the old bucket, written before the watch, was reported")
+	}
+}

@@ -19,7 +19,8 @@ type Options struct {
 	// what the table has applied, and reloads every bucket in full and
 	// replaces the table only when they differ (compare in run.go). A
 	// check that fails is tried again shortly; checks that fail for a
-	// whole Resync end the watch, which Run retries. 0 means 30 s.
+	// whole Resync end the watch, which Run retries. WatchHostKeys checks
+	// as often that its bucket was not made again. 0 means 30 s.
 	Resync time.Duration
 	// FullResync is how often Run reloads every bucket in full whatever
 	// the checks found: the net under the checks, for a change the table
