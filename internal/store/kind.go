@@ -39,8 +39,9 @@ func (k kind[T]) reachable(op, key string) error {
 }
 
 // decode turns a stored entry into a value, refusing an oversized value,
-// bad JSON, an invalid value, and a value whose identity does not match
-// its key, with an error wrapping ErrBadValue.
+// bad JSON, JSON encoding/json would read as other than it says
+// (checkJSON), an invalid value, and a value whose identity does not
+// match its key, with an error wrapping ErrBadValue.
 func (k kind[T]) decode(key string, val []byte) (*T, error) {
 	if err := checkSize(val); err != nil {
 		return nil, fmt.Errorf("store: %s %s: %w: %v", k.what, key, ErrBadValue, err)
@@ -48,6 +49,9 @@ func (k kind[T]) decode(key string, val []byte) (*T, error) {
 	v := new(T)
 	if err := json.Unmarshal(val, v); err != nil {
 		return nil, fmt.Errorf("store: %s %s: %w: bad json: %v", k.what, key, ErrBadValue, err)
+	}
+	if err := checkJSON(val); err != nil {
+		return nil, fmt.Errorf("store: %s %s: %w: ambiguous json: %v", k.what, key, ErrBadValue, err)
 	}
 	if err := k.valid(v); err != nil {
 		return nil, fmt.Errorf("store: %s %s: %w: %v", k.what, key, ErrBadValue, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -577,5 +578,85 @@ func TestOpenAddsRepublishToOldBuckets(t *testing.T) {
 	case <-ch:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a write to the old bucket was not republished")
+	}
+}
+
+// A value written around the API in JSON that encoding/json reads as
+// something other than what it says is refused, logged and left out, as
+// one that does not decode: the API refuses the same at a write. Its
+// invalid UTF-8 and lone surrogate escapes were read as U+FFFD (a deny
+// rule's path that no request matches), and of two keys the same but for
+// case or escapes the last one won: a deny rule under "policy" that a
+// later "Policy": [] emptied, served open while an operator reading the
+// bucket (jq, nats kv get) saw the rule. Values that say one thing still
+// load.
+func TestAmbiguousJSONRefused(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	var logs logCount
+	s := open(t, j, store.Options{Logger: slogger(&logs)})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	g := run(t, s)
+	kv, err := j.KeyValue(ctx, "gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := `"policy":[{"action":"deny","path":"/admin/*"}]`
+	var many string // more keys than the store compares one by one
+	for i := range 40 {
+		many += fmt.Sprintf(`"x%d":%d,`, i, i)
+	}
+	many += deny
+	for _, tc := range []struct {
+		name, val string
+		ok        bool
+	}{
+		{"invalid UTF-8 in a path", "{\"id\":\"a\",\"policy\":[{\"action\":\"deny\",\"path\":\"/adm\xffin/*\"}]}", false},
+		{"a lone high surrogate escape", `{"id":"a","policy":[{"action":"deny","path":"/adm\ud800in/*"}]}`, false},
+		{"a lone low surrogate escape", `{"id":"a","policy":[{"action":"deny","path":"/adm\udc00in/*"}]}`, false},
+		{"a key twice", `{"id":"a",` + deny + `,"policy":[]}`, false},
+		{"a key twice, in another case", `{"id":"a",` + deny + `,"Policy":[]}`, false},
+		{"a key twice, escaped", `{"id":"a",` + deny + `,"polic\u0079":[]}`, false},
+		{"a key twice, with a long s", `{"id":"a","status":"suspended","\u017Ftatus":"active"}`, false},
+		{"a nested key twice", `{"id":"a","rate_limit":{"requests":5,"REQUESTS":0}}`, false},
+		{"a key twice among many", `{"id":"a",` + many + `,"status":"suspended","STATUS":"active"}`, false},
+		{"one of each", `{"id":"a",` + deny + `,"auth":{"required":true}}`, true},
+		{"one of each, many", `{"id":"a",` + many + `,"auth":{"required":true}}`, true},
+		{"a surrogate pair", `{"id":"a","policy":[{"action":"deny","path":"/\ud83d\ude00/*"}]}`, true},
+		{"the same key in two objects", `{"id":"a","policy":[{"action":"deny","path":"/a/*"},{"action":"deny","path":"/b/*"}]}`, true},
+		{"key-like text in a value", `{"id":"a","policy":[{"action":"deny","path":"/\"id\":{,}[/*"}]}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mustPut(t, s.PutApp(ctx, &route.App{ID: "a", Status: route.StatusSuspended}))
+			testutil.WaitFor(t, 5*time.Second, func() bool {
+				a := g.live.Load().App("a")
+				return a != nil && a.Status == route.StatusSuspended
+			}, "the good app was not applied")
+			bad := logs.count("bad stored value")
+			if _, err := kv.Put(ctx, "a", []byte(tc.val)); err != nil {
+				t.Fatal(err)
+			}
+			_, getErr := s.GetApp(ctx, "a")
+			if tc.ok {
+				testutil.WaitFor(t, 5*time.Second, func() bool {
+					a := g.live.Load().App("a")
+					return a != nil && a.Status != route.StatusSuspended
+				}, "a value that says one thing was not applied")
+				if getErr != nil {
+					t.Fatalf("GetApp: %v", getErr)
+				}
+				return
+			}
+			testutil.WaitFor(t, 5*time.Second, func() bool { return g.live.Load().App("a") == nil },
+				"the table serves a value that reads as something else than it says")
+			if !errors.Is(getErr, store.ErrBadValue) {
+				t.Fatalf("GetApp = %v, want a bad value", getErr)
+			}
+			if logs.count("bad stored value") == bad {
+				t.Fatal("the refused value was not logged")
+			}
+		})
 	}
 }
