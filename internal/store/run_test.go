@@ -268,3 +268,106 @@ func TestBucketDeletedKeepsTable(t *testing.T) {
 		t.Fatal("a reopened store routes an app its deleted bucket held")
 	}
 }
+
+// A routing bucket deleted and made again while a gateway watches it
+// (another gateway's Open made it again): the running gateway's table
+// converges on the new bucket without a restart, and follows its later
+// writes. The new bucket holds the same keys at the same revisions as
+// the old one, with other values: the follower skips them all (it has
+// applied those revisions), and no count differs; the check finds the
+// stream's new creation time.
+func TestBucketMadeAgainWhileWatched(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j := mustJS(t, ns.ClientURL())
+	s := open(t, j, store.Options{Resync: 100 * time.Millisecond})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	ids := []string{"a1", "a2", "a3"}
+	for _, id := range ids {
+		mustPut(t, s.PutApp(ctx, &route.App{ID: id, Status: route.StatusActive}))
+	}
+	g := run(t, s)
+	if err := j.DeleteKeyValue(ctx, "gatehouse_apps"); err != nil {
+		t.Fatal(err)
+	}
+	again := open(t, j, store.Options{})
+	for _, id := range ids {
+		mustPut(t, again.PutApp(ctx, &route.App{ID: id, Status: route.StatusSuspended}))
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		for _, id := range ids {
+			if a := g.live.Load().App(id); a == nil || a.Status != route.StatusSuspended {
+				return false
+			}
+		}
+		return true
+	}, "the running gateway did not converge on the bucket made again")
+	mustPut(t, again.PutApp(ctx, &route.App{ID: "new"}))
+	mustPut(t, again.DeleteApp(ctx, "a1"))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return g.routes("new.z.test", "new") && g.live.Load().App("a1") == nil
+	}, "writes to the bucket made again not followed")
+}
+
+// The gateway's connection cut (the server closes it) while another
+// writes: once it reconnects, the changes made meanwhile are in its
+// table.
+func TestChangesWhileDisconnectedApplied(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	// Reconnecting after a second leaves room for the writes below.
+	j, nc := js(t, ns.ClientURL(), nats.ReconnectWait(time.Second))
+	s := open(t, j, store.Options{})
+	w := open(t, mustJS(t, ns.ClientURL()), store.Options{})
+	ctx := t.Context()
+	mustPut(t, w.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, w.PutApp(ctx, &route.App{ID: "gone"}))
+	mustPut(t, w.PutApp(ctx, &route.App{ID: "changed", Status: route.StatusSuspended}))
+	g := run(t, s)
+	cid, err := nc.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.DisconnectClientByID(cid); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, w.PutApp(ctx, &route.App{ID: "new"}))
+	mustPut(t, w.DeleteApp(ctx, "gone"))
+	mustPut(t, w.PutApp(ctx, &route.App{ID: "changed", Status: route.StatusActive}))
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		a := g.live.Load().App("changed")
+		return g.routes("new.z.test", "new") && !g.routes("gone.z.test", "gone") && a != nil && a.Status == route.StatusActive
+	}, "changes made while the gateway was cut off are not in its table")
+}
+
+// Quick writes to one key from gateways on three nodes of a cluster:
+// every gateway's table ends with the last write, whichever copy of each
+// change (watch or republished, from any node) came first.
+func TestQuickWritesEndWithTheLast(t *testing.T) {
+	t.Parallel()
+	servers := testutil.StartCluster(t, 3)
+	ss := make([]*store.Store, len(servers))
+	for i, srv := range servers {
+		ss[i] = open(t, mustJS(t, srv.ClientURL()), store.Options{Replicas: 3})
+	}
+	ctx := t.Context()
+	mustPut(t, ss[0].PutZone(ctx, &route.Zone{Name: "z.test"}))
+	gs := make([]*gateway, len(ss))
+	for i, s := range ss {
+		gs[i] = run(t, s)
+	}
+	for n := range 30 {
+		mustPut(t, ss[n%3].PutApp(ctx, &route.App{ID: "a", Status: route.StatusSuspended}))
+		if n%2 == 0 {
+			mustPut(t, ss[(n+1)%3].DeleteApp(ctx, "a"))
+		}
+		mustPut(t, ss[(n+2)%3].PutApp(ctx, &route.App{ID: "a", Status: route.StatusActive}))
+	}
+	for i, g := range gs {
+		testutil.WaitFor(t, 5*time.Second, func() bool {
+			a := g.live.Load().App("a")
+			return a != nil && a.Status == route.StatusActive
+		}, fmt.Sprintf("gateway %d does not end with the last write", i))
+	}
+}

@@ -311,6 +311,15 @@ func TestBadValueOverGoodOne(t *testing.T) {
 	if !g.routes("other.y.test", "other") || !g.routes("kept.example", "other") || tbl.Records("y.test")[0].Name != "kept.y.test" {
 		t.Fatal("a bad value changed other state")
 	}
+
+	// A good value written over the bad one brings the key back.
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "good"}))
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "shop.example", App: "other", Verified: true}))
+	mustPut(t, s.PutRecord(ctx, &route.Record{Zone: "y.test", Name: "www.y.test", Type: "A", Values: []string{"192.0.2.1"}}))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		return g.routes("good.z.test", "good") && g.routes("shop.example", "other") && len(g.live.Load().Records("y.test")) == 2
+	}, "a good value written over a bad one was not applied")
 }
 
 func TestAppJSONIsTheAPIShape(t *testing.T) {
