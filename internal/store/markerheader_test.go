@@ -97,7 +97,7 @@ func TestRepublishedOpIsTheWatchersOp(t *testing.T) {
 			var live route.Live
 			b := route.NewBuilder(&live)
 			b.PutApp(&route.App{ID: "a"})
-			f := &follower{s: s, b: b, feeds: s.feeds(), revs: make([]map[string]uint64, 4), dead: make([]map[string]bool, 4)}
+			f := &follower{s: s, b: b, feeds: s.feeds(), revs: make([]map[string]uint64, 4), dead: make([]map[string]bool, 4), top: make([]uint64, 4)}
 			for i := range f.revs {
 				f.revs[i], f.dead[i] = map[string]uint64{}, map[string]bool{}
 			}

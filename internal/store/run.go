@@ -243,7 +243,7 @@ func (s *Store) session(ctx context.Context, b *route.Builder, reason string) (s
 func (s *Store) follower(b *route.Builder, feeds []feed, revs []map[string]uint64, dead []map[string]bool, before []*jetstream.StreamInfo) *follower {
 	n := len(feeds)
 	f := &follower{s: s, b: b, feeds: feeds, revs: revs, dead: dead,
-		seq: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n),
+		seq: make([]uint64, n), top: make([]uint64, n), target: make([]uint64, n), mark: make([]uint64, n), created: make([]time.Time, n),
 		snap: make([]tally, n), infos: make([]*jetstream.StreamInfo, n)}
 	for i := range feeds {
 		f.created[i] = before[i].Created
@@ -251,6 +251,7 @@ func (s *Store) follower(b *route.Builder, feeds []feed, revs []map[string]uint6
 		for _, rev := range revs[i] {
 			f.seq[i] = max(f.seq[i], rev)
 		}
+		f.top[i] = f.seq[i]
 	}
 	return f
 }
@@ -385,6 +386,10 @@ type follower struct {
 	// change (an ordered consumer is gap-free); the republished copies
 	// do not count, as one may come before the changes under it.
 	seq []uint64
+	// top is the highest revision applied, from either copy: never past
+	// the stream's last sequence, unless a copy came from elsewhere than
+	// the server (compare).
+	top []uint64
 	// target is the stream's last sequence at a check that found the
 	// watcher behind, mark what it had delivered then; 0: none.
 	target, mark []uint64
@@ -400,7 +405,7 @@ type follower struct {
 
 // tally is what a follower had applied of one feed when a check began.
 type tally struct {
-	seq         uint64 // the follower's seq
+	seq, top    uint64 // the follower's seq and top
 	known, dead uint64 // keys known, and of them deleted
 }
 
@@ -568,7 +573,7 @@ func (f *follower) checked(ctx context.Context, err error) (reason string, next 
 // starts to compare with the streams.
 func (f *follower) snapshot() {
 	for i := range f.feeds {
-		f.snap[i] = tally{seq: f.seq[i], known: uint64(len(f.revs[i])), dead: uint64(len(f.dead[i]))}
+		f.snap[i] = tally{seq: f.seq[i], top: f.top[i], known: uint64(len(f.revs[i])), dead: uint64(len(f.dead[i]))}
 	}
 }
 
@@ -608,7 +613,11 @@ func (f *follower) fetch(ctx context.Context) error {
 // Open asks for, and Open keeps it as it is. Whatever else is found
 // reloads:
 //   - recreated: the stream's creation time changed, or its last sequence
-//     is below what was applied (a bucket deleted and made again);
+//     is below what was applied (a bucket deleted and made again; or a
+//     copy published under republishPrefix by someone with the bus's
+//     rights, not by the server, at a revision the stream has not
+//     reached: applied, it would hide every real change to its key
+//     below that revision, and no count shows it);
 //   - stalled: a watcher behind at the last check has delivered nothing
 //     since (what the watch was for then is missing);
 //   - keys: the stream holds another number of subjects than keys known
@@ -629,7 +638,7 @@ func (f *follower) compare(ctx context.Context) (reason string, behind bool) {
 		info, snap := f.infos[i], f.snap[i]
 		last, subjects := info.State.LastSeq, info.State.NumSubjects
 		switch {
-		case !info.Created.Equal(f.created[i]) || last < snap.seq:
+		case !info.Created.Equal(f.created[i]) || last < snap.top:
 			reason = reasonRecreated
 		case f.target[i] > f.seq[i] && f.seq[i] == f.mark[i]:
 			// Nothing delivered since the last check: f.seq now, not
@@ -653,7 +662,7 @@ func (f *follower) compare(ctx context.Context) (reason string, behind bool) {
 		}
 		f.s.log.Log(ctx, level, "store: the table differs from the store; reloading every bucket",
 			"reason", reason, "bucket", fd.bucket,
-			"applied_seq", snap.seq, "stream_last_seq", last, "behind_since_seq", f.target[i],
+			"applied_seq", snap.seq, "applied_top", snap.top, "stream_last_seq", last, "behind_since_seq", f.target[i],
 			"known_keys", snap.known, "deleted_keys", snap.dead, "stream_keys", subjects,
 			"created", f.created[i], "stream_created", info.Created)
 		return reason, false
@@ -692,6 +701,7 @@ func (f *follower) apply(i int, key string, val []byte, rev uint64, del bool) {
 		return
 	}
 	f.revs[i][key] = rev
+	f.top[i] = max(f.top[i], rev)
 	if del {
 		f.dead[i][key] = true
 	} else if f.dead[i][key] {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -369,5 +370,45 @@ func TestQuickWritesEndWithTheLast(t *testing.T) {
 			a := g.live.Load().App("a")
 			return a != nil && a.Status == route.StatusActive
 		}, fmt.Sprintf("gateway %d does not end with the last write", i))
+	}
+}
+
+// A copy of a change published under gatehouse._store.> by someone with
+// the bus's rights, not by the server, with a revision the bucket has not
+// reached: the follower applies it and then skips every real change to
+// that key below that revision. The table then served the forged value
+// over every later write through the API, on every gateway, while the
+// checks (which compared only the watch's sequence and the key counts)
+// found it matching, until the full load 10 min on. A check now finds a
+// revision applied past the stream's last sequence, and reloads.
+func TestCheckFindsARevisionTheStreamHasNot(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, nc := js(t, ns.ClientURL())
+	var reasons sync.Map
+	s := open(t, j, store.Options{Resync: 100 * time.Millisecond,
+		OnResync: func(r string) { reasons.Store(r, true) }})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "a", Status: route.StatusActive}))
+	g := run(t, s)
+
+	m := nats.NewMsg("gatehouse._store.gatehouse_apps.a")
+	m.Header.Set(jetstream.SequenceHeader, "1000000")
+	m.Data = []byte(`{"id":"a","status":"suspended"}`)
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		a := g.live.Load().App("a")
+		return a != nil && a.Status == route.StatusSuspended
+	}, "the forged copy was not applied")
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "a", Status: route.StatusActive}))
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		a := g.live.Load().App("a")
+		return a != nil && a.Status == route.StatusActive
+	}, "the table keeps a forged revision over the store's value")
+	if _, ok := reasons.Load("recreated"); !ok {
+		t.Fatal("no reload for a revision past the stream's last sequence")
 	}
 }
