@@ -14,10 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/jsontext"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
@@ -53,11 +51,8 @@ func decode(r *http.Request, v any) error {
 	// encoding/json turns each invalid byte into U+FFFD: the body would
 	// be stored as something its sender never wrote (a deny rule's path
 	// that no request matches, a TXT value that proves nothing).
-	if !utf8.Valid(b) {
-		return badInput("invalid JSON body: not valid UTF-8 (RFC 8259 §8.1)")
-	}
-	if loneSurrogate(b) {
-		return badInput(`invalid JSON body: a \u escape holds half a UTF-16 surrogate pair, which is no character`)
+	if err := jsontext.Valid(b); err != nil {
+		return badInput("invalid JSON body: %v", err)
 	}
 	if err := checkKeys(b, reflect.TypeOf(v)); err != nil {
 		return err
@@ -115,49 +110,6 @@ func isInteger(t reflect.Type) bool {
 		return true
 	}
 	return false
-}
-
-// loneSurrogate reports whether JSON text b escapes half a UTF-16
-// surrogate pair in a string (\ud800 without a \udc00-\udfff after it, or
-// the low half alone), which encoding/json would take as U+FFFD. Text
-// that is not JSON is left to the decoder.
-func loneSurrogate(b []byte) bool {
-	in := false
-	for i := 0; i < len(b); i++ {
-		switch {
-		case !in:
-			in = b[i] == '"'
-		case b[i] == '"':
-			in = false
-		case b[i] == '\\':
-			r, ok := escapedRune(b[i:])
-			if !ok {
-				i++ // \" \\ \n …: skip the escaped byte
-				continue
-			}
-			i += 5
-			if !utf16.IsSurrogate(r) {
-				continue
-			}
-			if r >= 0xdc00 {
-				return true
-			}
-			if lo, ok := escapedRune(b[i+1:]); !ok || lo < 0xdc00 || lo > 0xdfff {
-				return true
-			}
-			i += 6
-		}
-	}
-	return false
-}
-
-// escapedRune decodes the \uXXXX escape that b starts with.
-func escapedRune(b []byte) (rune, bool) {
-	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(b[2:6]), 16, 16)
-	return rune(n), err == nil
 }
 
 // statusError is an error answered with a given status.
@@ -313,7 +265,7 @@ func walkObject(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) err
 			return err
 		}
 		key, _ := tok.(string)
-		fk := foldKey(key)
+		fk := jsontext.FoldKey(key)
 		if prev, dup := seen[fk]; dup {
 			if prev == key {
 				return &keyError{fmt.Sprintf("key %q appears twice%s", key, where(*path))}
@@ -327,7 +279,7 @@ func walkObject(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) err
 				child = ft
 			} else {
 				for name := range fields {
-					if foldKey(name) == fk {
+					if jsontext.FoldKey(name) == fk {
 						return &keyError{fmt.Sprintf("key %q%s must be spelled %q (keys are case-sensitive)", key, where(*path), name)}
 					}
 				}
@@ -412,20 +364,4 @@ func embeds(t reflect.Type) bool {
 		}
 	}
 	return false
-}
-
-// foldKey maps s to one spelling per case-insensitive class, by the
-// simple folding encoding/json matches field names with (so the Kelvin
-// sign folds with k, as it does there).
-func foldKey(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		b.WriteRune(least)
-	}
-	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/edkey"
+	"github.com/gatehouse-dev/gatehouse/internal/jsontext"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,7 +41,7 @@ func (k kind[T]) reachable(op, key string) error {
 
 // decode turns a stored entry into a value, refusing an oversized value,
 // bad JSON, JSON encoding/json would read as other than it says
-// (checkJSON), an invalid value, and a value whose identity does not
+// (jsontext.Check), an invalid value, and a value whose identity does not
 // match its key, with an error wrapping ErrBadValue.
 func (k kind[T]) decode(key string, val []byte) (*T, error) {
 	if err := checkSize(val); err != nil {
@@ -50,7 +51,7 @@ func (k kind[T]) decode(key string, val []byte) (*T, error) {
 	if err := json.Unmarshal(val, v); err != nil {
 		return nil, fmt.Errorf("store: %s %s: %w: bad json: %v", k.what, key, ErrBadValue, err)
 	}
-	if err := checkJSON(val); err != nil {
+	if err := jsontext.Check(val); err != nil {
 		return nil, fmt.Errorf("store: %s %s: %w: ambiguous json: %v", k.what, key, ErrBadValue, err)
 	}
 	if err := k.valid(v); err != nil {

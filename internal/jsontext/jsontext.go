@@ -1,4 +1,12 @@
-package store
+// Package jsontext refuses JSON text that encoding/json reads as other
+// than it says: invalid UTF-8 and lone surrogate escapes (each read as
+// U+FFFD), and objects with two keys the same but for case or escapes (the
+// last one read wins, matched without regard to case). The control API
+// refuses such bodies (internal/api) and the store such values written
+// around it (internal/store): a gateway would otherwise serve a value
+// other than another reader (an operator's tool, a case-sensitive parser)
+// shows, as a deny rule under "policy" that a later "Policy": [] empties.
+package jsontext
 
 import (
 	"bytes"
@@ -10,19 +18,44 @@ import (
 	"unicode/utf8"
 )
 
-// checkJSON refuses JSON text that encoding/json reads as something other
-// than what it says, which the control API refuses at a write
-// (internal/api's readJSON) but a value written around it may hold:
-// invalid UTF-8 and lone surrogate escapes (each read as U+FFFD), and an
-// object with two keys that are the same but for case or escapes (the
-// last one read wins, matched without regard to case). A gateway would
-// serve such a value other than another reader of the bucket (an
-// operator's tool, a case-sensitive parser) shows it: a deny rule under
-// "policy" that a later "Policy": [] empties, a path no request matches.
-// b must be JSON text json.Unmarshal accepted.
-func checkJSON(b []byte) error {
+// Valid refuses text that is not UTF-8, or that escapes half a UTF-16
+// surrogate pair in a string (\ud800 without a \udc00-\udfff after it,
+// or the low half alone). Text that is not JSON is left to the decoder.
+func Valid(b []byte) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8 (RFC 8259 §8.1)")
+	}
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch {
+		case !in:
+			in = b[i] == '"'
+		case b[i] == '"':
+			in = false
+		case b[i] == '\\':
+			r, ok := escapedRune(b[i:])
+			if !ok {
+				i++ // \" \\ \n …: skip the escaped byte
+				continue
+			}
+			i += 5
+			if !utf16.IsSurrogate(r) {
+				continue
+			}
+			if lo, ok := escapedRune(b[i+1:]); r >= 0xdc00 || !ok || lo < 0xdc00 || lo > 0xdfff {
+				return errors.New(`a \u escape holds half a UTF-16 surrogate pair, which is no character`)
+			}
+			i += 6
+		}
+	}
+	return nil
+}
+
+// Check is Valid, and refuses an object with two keys that are the same
+// but for case or escapes. b must be JSON text json.Unmarshal accepts.
+func Check(b []byte) error {
+	if err := Valid(b); err != nil {
+		return err
 	}
 	// The open objects and arrays, and the keys of the open objects:
 	// slices of b, or of a copy for a key with escapes. A routing value's
@@ -76,16 +109,16 @@ func checkJSON(b []byte) error {
 	return nil
 }
 
-// manyKeys is how many keys of one object checkJSON compares one by one
+// manyKeys is how many keys of one object Check compares one by one
 // before it puts them in a map: a value written around the API may hold
 // an object of tens of thousands.
 const manyKeys = 16
 
-// frame is an object or array open in checkJSON.
+// frame is an object or array open in Check.
 type frame struct {
 	object  bool
 	wantKey bool // the next string in it is a key
-	first   int  // its first key in checkJSON's keys
+	first   int  // its first key in Check's keys
 	// folded holds its keys, folded, once it has more than manyKeys.
 	folded map[string]bool
 }
@@ -97,7 +130,7 @@ func (f *frame) add(keys [][]byte, key []byte) ([][]byte, error) {
 		return errors.New("key " + strconv.Quote(string(key)) + " appears twice in one object, the same but for case or escapes")
 	}
 	if f.folded != nil {
-		k := foldKey(string(key))
+		k := FoldKey(string(key))
 		if f.folded[k] {
 			return keys, dup()
 		}
@@ -113,7 +146,7 @@ func (f *frame) add(keys [][]byte, key []byte) ([][]byte, error) {
 	if len(keys)-f.first > manyKeys {
 		f.folded = make(map[string]bool, 2*manyKeys)
 		for _, k := range keys[f.first:] {
-			f.folded[foldKey(string(k))] = true
+			f.folded[FoldKey(string(k))] = true
 		}
 		keys = keys[:f.first]
 	}
@@ -121,8 +154,7 @@ func (f *frame) add(keys [][]byte, key []byte) ([][]byte, error) {
 }
 
 // scanString returns the index of the quote that ends the string starting
-// at b[start], whether it holds escapes, and an error for a \u escape
-// that is half a UTF-16 surrogate pair.
+// at b[start], and whether it holds escapes.
 func scanString(b []byte, start int) (end int, escaped bool, err error) {
 	for i := start + 1; i < len(b); i++ {
 		switch b[i] {
@@ -130,19 +162,7 @@ func scanString(b []byte, start int) (end int, escaped bool, err error) {
 			return i, escaped, nil
 		case '\\':
 			escaped = true
-			r, ok := escapedRune(b[i:])
-			if !ok {
-				i++ // \" \\ \n …: skip the escaped byte
-				continue
-			}
-			i += 5
-			if !utf16.IsSurrogate(r) {
-				continue
-			}
-			if lo, ok := escapedRune(b[i+1:]); r >= 0xdc00 || !ok || lo < 0xdc00 || lo > 0xdfff {
-				return 0, false, errors.New(`a \u escape holds half a UTF-16 surrogate pair, which is no character`)
-			}
-			i += 6
+			i++ // \" \\ \n \u…: the byte after the backslash is never the end
 		}
 	}
 	return 0, false, errors.New("unterminated string")
@@ -160,7 +180,7 @@ func escapedRune(b []byte) (rune, bool) {
 // foldKey maps every rune of s to the least of its case-folding orbit
 // (an ASCII letter to its lower case), so keys encoding/json would match
 // to one field fold to one string.
-func foldKey(s string) string {
+func FoldKey(s string) string {
 	ascii := true
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
