@@ -124,8 +124,9 @@ func TestHasPrefixFold(t *testing.T) {
 // TestClientGatehouseTrailersNeverArrive: X-Gatehouse-* fields sent as
 // request trailers, declared or not, are stripped like headers, and so
 // are fields naming the client's address and Authorization, which a host
-// that merges trailers into its headers would take as the gateway's; other
-// trailers still reach the host.
+// that merges trailers into its headers would take as the gateway's, and
+// the fields no trailer may carry (RFC 9110 §6.5.1); other trailers still
+// reach the host.
 func TestClientGatehouseTrailersNeverArrive(t *testing.T) {
 	e := newEnv(t, nil)
 	got := make(chan http.Header, 1)
@@ -143,6 +144,11 @@ func TestClientGatehouseTrailersNeverArrive(t *testing.T) {
 		// The policy layer reads these in the headers only (step 8).
 		{"overrides", "X-HTTP-Method-Override, X_Original_URL, X-Checksum",
 			"X-HTTP-Method-Override: DELETE\r\nX_Original_URL: /admin\r\nX-Rewrite-Url: /admin\r\nX-Method-Override: DELETE\r\nX-Checksum: 1\r\n"},
+		// What RFC 9110 §6.5.1 keeps out of trailers (framing, routing,
+		// connection, content format), as on responses: a host that
+		// merges them would read another Host or framing.
+		{"framing and routing", "Host, Content-Type, X-Checksum",
+			"Host: other.apps.test\r\nContent-Length: 100\r\nTransfer-Encoding: gzip\r\nConnection: close\r\nContent-Type: text/evil\r\nX-Checksum: 1\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

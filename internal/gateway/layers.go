@@ -770,12 +770,16 @@ func stripTrailers(r *http.Request) {
 // X-Gatehouse-*, any field naming the client's address (a trailer is
 // never a trusted proxy's own field, and a host that merges trailers
 // into its headers would read it as the client), Authorization, which
-// the edge checks only in the header, and the method and path overrides
-// the policy layer checks only there (policy.go).
+// the edge checks only in the header, the method and path overrides
+// the policy layer checks only there (policy.go), and what RFC 9110
+// §6.5.1 keeps out of trailers (framing, connection, routing, content
+// format: httpguts's list, which the proxy applies to a host's response
+// trailers too): a host that merges trailers would take a Host the route
+// layer never saw, or a framing its parser never used.
 func dropForged(h http.Header) {
 	for k := range h {
 		if hasPrefixFold(k, "x-gatehouse-") || clientAddressField(k) || strings.EqualFold(k, "authorization") ||
-			overrideField(k, methodOverrides) || overrideField(k, pathOverrides) {
+			overrideField(k, methodOverrides) || overrideField(k, pathOverrides) || !httpguts.ValidTrailerHeader(k) {
 			delete(h, k)
 		}
 	}
