@@ -266,7 +266,7 @@ var refusals = func() (a [nReasons][]byte) {
 type framer struct {
 	state     uint8
 	why       uint8  // the refusal's reason; written before refused
-	heads     uint32 // heads passed, but OPTIONS *, which has no handler
+	heads     uint32 // heads passed, but OPTIONS * when it has no handler (star)
 	refusedAt uint32 // heads at the refusal; written before refused
 	n         int64  // bytes left of a body or chunk; CRLF bytes seen
 	held      []byte // a head being held back, or the line being parsed
@@ -284,6 +284,10 @@ type framer struct {
 	// await says net/http waits for the next request: set by GuardServer
 	// at StateIdle (no Read in progress), cleared once a head is whole.
 	await atomic.Bool
+	// star says "OPTIONS *" gets a handler like any request (the server's
+	// DisableGeneralOptionsHandler, which the edge sets on every server):
+	// it is counted then, as GuardServer counts the handler.
+	star bool
 }
 
 // errRefusedThenHijacked ends reads of a connection a handler took over
@@ -436,7 +440,7 @@ func (f *framer) feedHead(b []byte) []byte {
 		f.refuse(why, standIn)
 		return nil
 	}
-	if f.held[0] != 'O' || !optionsStar(f.held) {
+	if f.star || f.held[0] != 'O' || !optionsStar(f.held) {
 		f.heads++
 	}
 	f.out = append(f.out, f.held[f.sent:end]...) // the line ends before the head: sent < end

@@ -439,6 +439,36 @@ func (l capturing) Accept() (net.Conn, error) {
 	return g, nil
 }
 
+// TestGuardRefusalAfterServedOptionsStar: on a server that gives "OPTIONS
+// *" to its handler (DisableGeneralOptionsHandler, as the edge's servers
+// all do), the refusal of a framing after it still names the framing,
+// not net/http's reason for the guard's stand-in; the host sees nothing.
+func TestGuardRefusalAfterServedOptionsStar(t *testing.T) {
+	e := newEnv(t, nil)
+	var reached atomic.Int32
+	e.backend("h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	addr := guardedGateway(t, e, func(s *http.Server) { s.DisableGeneralOptionsHandler = true })
+	for _, vers := range []string{"HTTP/1.1", "HTTP/1.0"} {
+		t.Run(vers, func(t *testing.T) {
+			out, closed := rawTo(t, addr, "OPTIONS * "+vers+"\r\nHost: hello.apps.test\r\nConnection: keep-alive\r\n\r\n"+
+				"POST /a HTTP/1.1\r\nHost: hello.apps.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+			if !closed {
+				t.Fatalf("connection not closed: %q", out)
+			}
+			br := bufio.NewReader(strings.NewReader(out))
+			res := readResponse(t, br)
+			_, _ = io.Copy(io.Discard, res.Body)
+			if res.StatusCode != 200 || res.Header.Get("Allow") == "" {
+				t.Fatalf("OPTIONS * answered %d %v, want the gateway's 200", res.StatusCode, res.Header)
+			}
+			wantRefusal(t, br, "both Content-Length and Transfer-Encoding")
+		})
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the host was reached %d times", n)
+	}
+}
+
 // wantRefusal reads the guard's 400 problem from br, with the detail, and
 // then the connection's end.
 func wantRefusal(t *testing.T, br *bufio.Reader, detail string) {

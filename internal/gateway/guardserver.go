@@ -67,6 +67,7 @@ func guardServer(srv *http.Server, cluster string) {
 			// Before the connection's goroutine starts: it reads maxHead.
 			g.f.maxHead = guardHeadLimit(srv.MaxHeaderBytes)
 			g.f.maxLine = httpwire.LineLimit(ctx)
+			g.f.star = srv.DisableGeneralOptionsHandler
 			g.cluster = cluster
 			ctx = context.WithValue(ctx, guardKey{}, g)
 		}
@@ -122,7 +123,8 @@ func guardOf(c net.Conn) *guardConn {
 // net/http's own error answers (or its 417 to an unknown Expect) and no
 // handler is answering; nil otherwise. When net/http failed on the guard's stand-in (every head the
 // guard passed before it has had its handler; OPTIONS *, which net/http
-// answers itself, is counted on neither side) it is the guard's refusal,
+// answers itself unless the server has DisableGeneralOptionsHandler, is
+// then counted on neither side) it is the guard's refusal,
 // which names the framing refused; else a problem with net/http's status
 // and reason.
 //
