@@ -167,6 +167,10 @@ type conn struct {
 	// this one growing its stack through the handler chain.
 	waiter bool
 	served int // requests the lane served on the connection
+	// blanks is how many CR or LF bytes may still be skipped before the
+	// next request line: 4 after a POST, as net/http skips them (RFC 9112
+	// §2.2: some clients end a POST's body with a CRLF), else 0.
+	blanks int
 
 	// The last of a response, held for the next wait's Read to write
 	// (see holder): reply is the buffer the connection keeps it in while
@@ -529,6 +533,9 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 		if cn.waiter {
 			return nil, false, true // run clears the mark
 		}
+		if cn.blanks > 0 && !cn.skipBlanks() {
+			continue // only blank-line bytes so far: wait for the request
+		}
 		if cn.x == nil {
 			cn.x = s.getExchange(cn)
 		}
@@ -575,6 +582,9 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 			}
 			_ = cn.c.Close()
 			return nil, false, false
+		}
+		if x.h.method == http.MethodPost {
+			cn.blanks = 4
 		}
 		rest := cn.buf[end+take : cn.n] // a pipelined request stays
 		extra := 0
@@ -816,6 +826,24 @@ func (cn *conn) readHead(first bool) bool {
 		return false
 	}
 	return true
+}
+
+// skipBlanks drops the CR and LF bytes at the start of the buffer that
+// cn.blanks still allows (net/http's rule after a POST: up to four, then
+// a request line) and reports whether any byte is left to read a head
+// from. The first other byte ends the allowance.
+func (cn *conn) skipBlanks() bool {
+	k := 0
+	for k < cn.n && k < cn.blanks && (cn.buf[k] == '\r' || cn.buf[k] == '\n') {
+		k++
+	}
+	if k < cn.n {
+		cn.blanks = 0
+	} else {
+		cn.blanks -= k
+	}
+	cn.n = copy(cn.buf, cn.buf[k:cn.n])
+	return cn.n > 0
 }
 
 // read reads more of a head begun, within timeout of now. The head of a

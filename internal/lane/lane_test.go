@@ -384,6 +384,14 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", []string{"GET"}, 0},
 		{"garbage", "\x16\x03\x01\x00\x05hello\r\n\r\n", []string{"GET"}, 0},
 		{"leading blank line", "\r\n" + get("/"), []string{"GET"}, 0},
+		// After a POST net/http skips up to four CR or LF bytes before the
+		// next request line (RFC 9112 §2.2: clients that end a POST's body
+		// with a CRLF); after other methods it does not.
+		{"blank line after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n" + get("/next"), []string{"POST", "GET"}, 2},
+		{"two blank lines after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n" + get("/next"), []string{"POST", "GET"}, 2},
+		{"bare LF after a bodiless post", "POST / HTTP/1.1\r\nHost: a.test\r\n\r\n\n" + get("/next"), []string{"POST", "GET"}, 2},
+		{"three blank lines after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n\r\n" + get("/next"), []string{"POST", "GET"}, 1},
+		{"blank line after a put", "PUT / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n" + get("/next"), []string{"PUT", "GET"}, 1},
 	}
 	th := &testHandler{}
 	plain, laneAddr, _ := servers(t, th, Options{})
