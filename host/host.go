@@ -183,7 +183,15 @@ func (h *Host) Run(ctx context.Context) error {
 			return nil
 		case <-status:
 			last = h.announce("reconnect")
-		case <-replies:
+		case m := <-replies:
+			// Only a gateway's "announce" asks. NATS itself answers a
+			// heartbeat that nothing subscribes to (a cluster id no
+			// gateway serves) with an empty "no responders" status
+			// here; taken as a gateway's ask, it would send the
+			// warning to the enrolment instead of the cluster id.
+			if string(m.Data) != KindAnnounce {
+				continue
+			}
 			asked = true
 			// Every gateway that lacks us answers; one announce per
 			// interval serves them all.

@@ -516,24 +516,32 @@ func TestLeavingHostRefusesChallenges(t *testing.T) {
 // warns after three heartbeat intervals, naming what to check: the cluster
 // and bus when no gateway answers at all, the enrolment and the address
 // when one answers that it does not know the host. Once a challenge is
-// answered it stays quiet.
+// answered it stays quiet. A host of a cluster no gateway serves gets
+// NATS's "no responders" status on its inbox for every heartbeat: that
+// is no gateway answering, and the warning must send the operator to the
+// cluster id, not to the enrolment.
 func TestRunWarnsWhileNoGatewayChallenges(t *testing.T) {
+	const nobody = `"msg":"host: no gateway has challenged this host or answered its heartbeats`
 	for _, c := range []struct {
 		name      string
+		listen    bool // something subscribes to the heartbeat subject
 		answer    bool // a gateway answers heartbeats "announce"
 		challenge bool // a challenge is answered before the third interval
 		want      string
 	}{
-		{"nobody there", false, false, `"msg":"host: no gateway has challenged this host or answered its heartbeats`},
-		{"gateway does not know the host", true, false, `"msg":"host: a gateway answers that it does not know this host`},
-		{"challenged", true, true, `"msg":"host: answered a gateway's first challenge"`},
+		{"nobody there", true, false, false, nobody},
+		{"no subscriber: another cluster", false, false, false, nobody},
+		{"gateway does not know the host", true, true, false, `"msg":"host: a gateway answers that it does not know this host`},
+		{"challenged", true, true, true, `"msg":"host: answered a gateway's first challenge"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ns := testutil.StartBus(t)
 			gw := testutil.Connect(t, ns.ClientURL())
 			beats := make(chan *nats.Msg, 64)
-			if _, err := gw.ChanSubscribe(HeartbeatSubject("c1"), beats); err != nil {
-				t.Fatal(err)
+			if c.listen {
+				if _, err := gw.ChanSubscribe(HeartbeatSubject("c1"), beats); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var logs testutil.SyncBuffer
 			h, _ := newTestHost(t, testutil.Connect(t, ns.ClientURL()), func(o *Options) {
@@ -552,7 +560,7 @@ func TestRunWarnsWhileNoGatewayChallenges(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- h.Run(ctx) }()
-			for n := 0; n < 8; n++ { // past the third interval, with room
+			for n := 0; c.listen && n < 8; n++ { // past the third interval, with room
 				select {
 				case m := <-beats:
 					if c.answer {
