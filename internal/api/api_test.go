@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -716,6 +717,42 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	if after := e.snapshot(); after != before {
 		t.Errorf("bad input changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// A JSON body under another Content-Type is refused 415, and the detail
+// says which field to fix and what it held: `curl -d '{"app":"shop"}'`
+// sends a form type, and "the body must be application/json" told its
+// sender, whose body is JSON, nothing they could act on.
+func TestWrongContentTypeNamesTheField(t *testing.T) {
+	e := newEnv(t, nil)
+	before := e.snapshot()
+	for _, ct := range []string{
+		"application/x-www-form-urlencoded", // curl -d
+		"text/plain; charset=utf-8",
+		"application/json;;", // does not parse
+	} {
+		req, _ := http.NewRequest("PUT", e.srv.URL+"/api/v3/apps/shop", strings.NewReader(`{"mode":"http"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", ct)
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		r := resp{res.StatusCode, res.Header, b}
+		if r.status != 415 {
+			t.Errorf("Content-Type %q: status %d, want 415: %s", ct, r.status, r.body)
+			continue
+		}
+		d := problemOf(t, r).Detail
+		if !strings.Contains(d, "Content-Type: application/json") || !strings.Contains(d, strconv.Quote(ct)) {
+			t.Errorf("Content-Type %q: detail %q, want it to ask for Content-Type: application/json and name %q", ct, d, ct)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused Content-Type changed the store\nbefore %s\nafter  %s", before, after)
 	}
 }
 

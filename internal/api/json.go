@@ -34,7 +34,13 @@ func badInput(format string, args ...any) error {
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return &statusError{http.StatusUnsupportedMediaType, "the body must be application/json"}
+			// Name the field and what it held: a sender whose body is
+			// JSON (curl -d sends a form type) must learn it is the
+			// header to fix. Bounded: the field is the client's.
+			if len(ct) > 100 {
+				ct = ct[:100] + "..."
+			}
+			return &statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent with Content-Type: application/json, got %q", ct)}
 		}
 	}
 	b, err := io.ReadAll(r.Body)
