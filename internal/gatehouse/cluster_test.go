@@ -15,6 +15,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -154,5 +155,27 @@ func TestDemo(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("demo did not stop")
+	}
+}
+
+// The demo's note on a taken DNS port blames mDNS only for mDNS's port,
+// 5353: any other port was taken by something else, and the note sent
+// its reader looking for an avahi that was never there.
+func TestPrintDemoNamesMDNSOnlyForItsPort(t *testing.T) {
+	for _, c := range []struct {
+		taken    string
+		wantMDNS bool
+	}{
+		{"127.0.0.1:5353", true},
+		{"127.0.0.1:35353", false},
+	} {
+		var out bytes.Buffer
+		printDemo(&out, config.Default(), Addrs{HTTP: "127.0.0.1:8080", Management: "127.0.0.1:9180", Bus: "127.0.0.1:4222", DNS: "127.0.0.1:54802"}, c.taken)
+		if !strings.Contains(out.String(), c.taken+" was in use") {
+			t.Errorf("taken %s: output lacks the note:\n%s", c.taken, out.String())
+		}
+		if got := strings.Contains(out.String(), "mDNS"); got != c.wantMDNS {
+			t.Errorf("taken %s: mentions mDNS %v, want %v:\n%s", c.taken, got, c.wantMDNS, out.String())
+		}
 	}
 }

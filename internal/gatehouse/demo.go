@@ -296,7 +296,13 @@ func printDemo(out io.Writer, cfg config.Config, a Addrs, dnsTaken string) {
 		h, p, _ := net.SplitHostPort(a.DNS)
 		dnsLine = fmt.Sprintf("  dig @%s -p %s hello.localhost              # the gateway's own DNS for its zone\n", h, p)
 		if dnsTaken != "" {
-			dnsLine += fmt.Sprintf("                                               # %s was in use (mDNS's port), so DNS is on %s\n", dnsTaken, a.DNS)
+			// Only 5353 is mDNS's: a port moved with -dns was taken by
+			// something else, and blaming mDNS would mislead.
+			why := ""
+			if _, tp, _ := net.SplitHostPort(dnsTaken); tp == "5353" {
+				why = " (mDNS's port)"
+			}
+			dnsLine += fmt.Sprintf("                                               # %s was in use%s, so DNS is on %s\n", dnsTaken, why, a.DNS)
 		}
 	}
 	fmt.Fprintf(out, `gatehouse demo is running: a gateway on embedded NATS (%s), the app "hello"
