@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -38,6 +39,11 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("keygen: %v", err)
 	}
 	if err := host.WriteKey(*out, k); err != nil {
+		if errors.Is(err, iofs.ErrExist) {
+			// Say why and what to do: the old key may be a host's
+			// enrolled identity, which a new one would orphan.
+			return fmt.Errorf("keygen: %s already exists, and keygen never replaces a key (a host enrolled with it would stop verifying): choose another -out, or remove the file first", *out)
+		}
 		return fmt.Errorf("keygen: %v", err)
 	}
 	_, err = fmt.Fprintln(stdout, host.PublicKeyString(k.Public().(ed25519.PublicKey)))

@@ -55,9 +55,10 @@ func TestKeygen(t *testing.T) {
 	if !ok || !bytes.Equal(ek.Public().(ed25519.PublicKey), pub) {
 		t.Fatalf("key %T does not match the printed public key", k)
 	}
-	// never overwritten
-	if _, _, err := runCmd(t, "keygen", "-out", path); err == nil || !strings.Contains(err.Error(), "exists") {
-		t.Errorf("second keygen to the same file: %v, want an exists error", err)
+	// never overwritten, and the refusal says what to do instead
+	if _, _, err := runCmd(t, "keygen", "-out", path); err == nil || !strings.Contains(err.Error(), path+" already exists") ||
+		!strings.Contains(err.Error(), "choose another -out") || strings.Contains(err.Error(), "host:") {
+		t.Errorf("second keygen to the same file: %v, want it to name the file as existing and say to choose another -out", err)
 	}
 	if b2, _ := os.ReadFile(path); !bytes.Equal(b, b2) {
 		t.Error("key file changed")
