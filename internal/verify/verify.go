@@ -208,6 +208,14 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 		return nil, fmt.Errorf("%w: status 508: the address reaches a gatehouse gateway, not the host (gateways never relay challenges)", ErrBadResponse)
 	}
 	if resp.StatusCode != http.StatusOK {
+		// Every answer a gateway makes carries its cluster (DESIGN §3):
+		// an addr naming a gateway's http listener in redirect mode
+		// (308) or its https port over plain HTTP (400) reaches a
+		// gateway as surely as a 508, and the status alone would not
+		// say so.
+		if resp.Header.Get(gatewayClusterField) != "" {
+			return nil, fmt.Errorf("%w: status %d: the address reaches a gatehouse gateway, not the host (its answer carries %s)", ErrBadResponse, resp.StatusCode, gatewayClusterField)
+		}
 		return nil, fmt.Errorf("%w: status %d", ErrBadResponse, resp.StatusCode)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, host.MaxChallengeSize+1))
@@ -230,6 +238,11 @@ func post(ctx context.Context, client *http.Client, h2c bool, url, dial string, 
 	}
 	return sig, nil
 }
+
+// gatewayClusterField is the field every gateway answer carries
+// (cluster.HeaderCluster, which the layer table keeps verify from
+// importing).
+const gatewayClusterField = "X-Gatehouse-Cluster"
 
 // offersMarker reports whether tr's TLS already offers
 // [host.ChallengeALPN] (NewClient's does), so it needs no copy.

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -239,13 +240,41 @@ func TestChallengeOffersItsALPN(t *testing.T) {
 }
 
 // A gateway answers a challenge that reached it 508 (it never relays
-// one); the error says what that means.
+// one); the error says what that means. So does any other refusal that
+// carries X-Gatehouse-Cluster, which every gateway answer does: an addr
+// that names a gateway's http listener in redirect mode (308), or its
+// https port over plain HTTP (400), reaches a gateway all the same, and
+// "status 308" alone did not say so. A host's own refusal is not blamed
+// on a gateway.
 func TestChallengeAtAGateway(t *testing.T) {
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusLoopDetected) }))
-	defer gw.Close()
-	err := verify.Host(t.Context(), nil, verify.Claim{HostID: "web-1", Addr: addrOf(gw), Scheme: "http"}, "gw-1", key(t).Public().(ed25519.PublicKey))
-	if !errors.Is(err, verify.ErrBadResponse) || !strings.Contains(err.Error(), "reaches a gatehouse gateway") {
-		t.Fatalf("err = %v", err)
+	for _, c := range []struct {
+		name    string
+		status  int
+		cluster string // X-Gatehouse-Cluster, if any
+		gateway bool   // the error names a gateway
+	}{
+		{"508", http.StatusLoopDetected, "", true},
+		{"redirect listener", http.StatusPermanentRedirect, "local", true},
+		{"https port over plain HTTP", http.StatusBadRequest, "local", true},
+		{"a host's 404", http.StatusNotFound, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if c.cluster != "" {
+					w.Header().Set("X-Gatehouse-Cluster", c.cluster)
+					w.Header().Set("Location", "https://127.0.0.1:8443/")
+				}
+				w.WriteHeader(c.status)
+			}))
+			defer gw.Close()
+			err := verify.Host(t.Context(), nil, verify.Claim{HostID: "web-1", Addr: addrOf(gw), Scheme: "http"}, "gw-1", key(t).Public().(ed25519.PublicKey))
+			if !errors.Is(err, verify.ErrBadResponse) || !strings.Contains(err.Error(), fmt.Sprintf("status %d", c.status)) {
+				t.Fatalf("err = %v, want bad_response naming status %d", err, c.status)
+			}
+			if got := strings.Contains(err.Error(), "reaches a gatehouse gateway"); got != c.gateway {
+				t.Errorf("err = %v: names a gateway %v, want %v", err, got, c.gateway)
+			}
+		})
 	}
 }
 
