@@ -179,3 +179,20 @@ func TestPrintDemoNamesMDNSOnlyForItsPort(t *testing.T) {
 		}
 	}
 }
+
+// The demo listens on https too (README: a self-signed certificate), and
+// its list of what to try says how to reach it, on the port it got; with
+// -https "" it offers no such line.
+func TestPrintDemoOffersHTTPS(t *testing.T) {
+	for _, https := range []string{"127.0.0.1:40443", ""} {
+		var out bytes.Buffer
+		printDemo(&out, config.Default(), Addrs{HTTP: "127.0.0.1:8080", HTTPS: https, Management: "127.0.0.1:9180", Bus: "127.0.0.1:4222"}, "")
+		got := strings.Contains(out.String(), "curl -k https://hello.localhost:40443/")
+		if got != (https != "") {
+			t.Errorf("https %q: offers the https line %v:\n%s", https, got, out.String())
+		}
+		if https == "" && strings.Contains(out.String(), "https://") {
+			t.Errorf("https off, yet an https URL:\n%s", out.String())
+		}
+	}
+}

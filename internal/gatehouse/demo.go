@@ -305,18 +305,23 @@ func printDemo(out io.Writer, cfg config.Config, a Addrs, dnsTaken string) {
 			dnsLine += fmt.Sprintf("                                               # %s was in use%s, so DNS is on %s\n", dnsTaken, why, a.DNS)
 		}
 	}
+	httpsLine := ""
+	if a.HTTPS != "" {
+		_, p, _ := net.SplitHostPort(a.HTTPS)
+		httpsLine = fmt.Sprintf("  curl -k https://hello.localhost:%s/        # the same over HTTPS (HTTP/2; -k: a self-signed certificate)\n", p)
+	}
 	fmt.Fprintf(out, `gatehouse demo is running: a gateway on embedded NATS (%s), the app "hello"
 on the zone "localhost", and two verified hosts.
 
 Try:
   curl http://hello.localhost:%s/            # twice: host-1, then host-2
-  curl http://nope.localhost:%s/             # unknown host: 404 problem+json
+%s  curl http://nope.localhost:%s/             # unknown host: 404 problem+json
   curl http://%s/metrics
   curl -H 'Authorization: Bearer %s' http://%s/api/v3/hosts
   curl -H 'Authorization: Bearer %s' http://%s/api/v3/apps
 %s
 Press Ctrl-C to stop (the gateway drains in-flight requests first).
-`, a.Bus, httpPort, httpPort, a.Management, cfg.Control.Token, a.Management, cfg.Control.Token, a.Management, dnsLine)
+`, a.Bus, httpPort, httpsLine, httpPort, a.Management, cfg.Control.Token, a.Management, cfg.Control.Token, a.Management, dnsLine)
 }
 
 // controlClient is the demo's platform: it calls the control API over HTTP
