@@ -343,6 +343,9 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 				msg = p.Title
 			}
 		}
+		if res.StatusCode == http.StatusUnauthorized && token == "" {
+			msg += " (ctl sent no token: give -token, or set GATEHOUSE_CONTROL_TOKEN)"
+		}
 		if ra := res.Header.Get("Retry-After"); ra != "" {
 			msg += " (Retry-After: " + ra + " s)"
 		}

@@ -125,8 +125,14 @@ func TestCtlAgainstAPI(t *testing.T) {
 		}
 	}
 	_, _, err := runCmd(t, "ctl", "-api", url, "-token", "wrong", "apps", "list")
-	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") {
+	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || strings.Contains(err.Error(), "no token") {
 		t.Errorf("wrong token: %v", err)
+	}
+	// No token at all: the refusal says where one goes.
+	t.Setenv("GATEHOUSE_CONTROL_TOKEN", "")
+	_, _, err = runCmd(t, "ctl", "-api", url, "apps", "list")
+	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "give -token, or set GATEHOUSE_CONTROL_TOKEN") {
+		t.Errorf("no token: %v", err)
 	}
 }
 
