@@ -28,11 +28,14 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		if *out == "" { // "gatehouse keygen host.key"
+			return usagef("keygen: unexpected argument %q: the key's file is given with -out FILE", fs.Arg(0))
+		}
+		return usagef("keygen: unexpected argument %q", fs.Arg(0))
+	}
 	if *out == "" {
 		return usagef("keygen: -out FILE is required")
-	}
-	if fs.NArg() > 0 {
-		return usagef("keygen: unexpected argument %q", fs.Arg(0))
 	}
 	k, err := host.GenerateKey()
 	if err != nil {

@@ -90,6 +90,8 @@ func TestBadInvocations(t *testing.T) {
 		{nil, "missing subcommand", 2},
 		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`, 2},
 		{[]string{"keygen"}, "keygen: -out FILE is required", 2},
+		{[]string{"keygen", "host.key"}, `keygen: unexpected argument "host.key": the key's file is given with -out FILE`, 2},
+		{[]string{"keygen", "-out", "x.key", "extra"}, `keygen: unexpected argument "extra"`, 2},
 		{[]string{"keygen", "-bits", "4096"}, "flag provided but not defined: -bits", 2},
 		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: host: write key", 1},
 		{[]string{"version", "extra"}, `version: unexpected argument "extra"`, 2},
