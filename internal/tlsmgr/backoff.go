@@ -97,3 +97,40 @@ func withHandshakeObtain(ctx context.Context) (context.Context, context.CancelFu
 	ctx, cancel := context.WithTimeout(ctx, handshakeObtainBudget)
 	return context.WithValue(ctx, handshakeObtain{}, cancel), cancel
 }
+
+// maxUnloaded bounds the custom domains noted between two checks of
+// checkStored: only names the decision allows are noted, but a platform
+// may map many.
+const maxUnloaded = 1000
+
+// unloaded is the set of custom domains whose handshake the decision
+// allowed and certmagic still answered with an error (checkUnloaded).
+// Safe for concurrent use.
+type unloaded struct {
+	mu sync.Mutex
+	m  map[string]bool // lower-case name
+}
+
+// add notes name, unless maxUnloaded names are noted already.
+func (u *unloaded) add(name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]bool{}
+	}
+	if len(u.m) < maxUnloaded {
+		u.m[name] = true
+	}
+}
+
+// take returns the names noted and forgets them.
+func (u *unloaded) take() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	names := make([]string, 0, len(u.m))
+	for n := range u.m {
+		names = append(names, n)
+	}
+	u.m = nil
+	return names
+}

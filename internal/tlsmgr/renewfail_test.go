@@ -286,3 +286,49 @@ func (f failingLoad) Load(ctx context.Context, key string) ([]byte, error) {
 	}
 	return f.FileStorage.Load(ctx, key)
 }
+
+// TestACMEUnusableStoredOnDemandCertIsReplaced: a custom domain whose
+// stored certificate does not decode (written around gatehouse) is not
+// loaded at its handshakes, and certmagic orders no replacement while it
+// is stored (its obtain finds the items there and does nothing): the
+// domain got the bootstrap certificate for ever, with nothing said. As
+// for a managed name, the manager says so, deletes it once judged so
+// twice and orders a new one at the next handshake.
+func TestACMEUnusableStoredOnDemandCertIsReplaced(t *testing.T) {
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	const name = "shop.customer.test"
+	dir := t.TempDir()
+	st := &certmagic.FileStorage{Path: dir}
+	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
+	garbage := []byte("garbage")
+	storeSite(t, st, iss, name, garbage, garbage, garbage)
+	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	m, logs := r.startLogged(t, opts, 100*time.Millisecond)
+	addr := serveTLS(t, m.TLSConfig())
+	// Handshakes keep coming, as clients do; each is bounded.
+	var leaf *x509.Certificate
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+		l, _, err := handshake(addr, &tls.Config{ServerName: name, RootCAs: p.Roots})
+		leaf = l
+		return err == nil
+	}, "the custom domain's unusable stored certificate was never replaced")
+	if !slices.Contains(leaf.DNSNames, name) {
+		t.Fatalf("served %v, want a certificate for %s", leaf.DNSNames, name)
+	}
+	if !strings.Contains(logs.String(), "is deleted and a new one ordered") || !strings.Contains(logs.String(), "name="+name) {
+		t.Errorf("nothing said of the stored certificate that does not load:\n%s", logs.String())
+	}
+	b, err := st.Load(t.Context(), certmagic.StorageKeys.SiteCert(iss, name))
+	if err != nil || bytes.Equal(b, garbage) {
+		t.Fatalf("stored certificate after the order: %q, %v", b, err)
+	}
+}

@@ -45,7 +45,8 @@ type Manager struct {
 	iss   atomic.Pointer[certmagic.ACMEIssuer]
 	cache atomic.Pointer[certmagic.Cache] // set while ACME is on
 
-	failed failures // on-demand names whose last order failed (backoff.go)
+	failed   failures // on-demand names whose last order failed (backoff.go)
+	unloaded unloaded // on-demand names an allowed handshake got no certificate for
 
 	mu    sync.Mutex
 	names map[string]bool               // managed names (lower case)
@@ -162,6 +163,9 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	if isChallenge {
 		return cert, err // never a fallback for a challenge
 	}
+	if err != nil && od != nil {
+		m.noteUnloaded(hello.Context(), hello.ServerName, err)
+	}
 	if err == nil && cert != nil && cert.Leaf != nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
 		if od == nil || !m.onDemand(cert.Leaf) || m.stillAllowed(hello, cert.Leaf) {
 			return cert, nil
@@ -173,6 +177,20 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
 	}
 	return boot, nil
+}
+
+// noteUnloaded notes a custom domain whose handshake certmagic answered
+// with err for checkUnloaded, unless err is the decision's refusal (an
+// unknown name, a backoff window: what random SNI gets) or the name is
+// refused now. Off the path of every handshake that gets a certificate.
+func (m *Manager) noteUnloaded(ctx context.Context, name string, err error) {
+	if errors.Is(err, ErrNotAllowed) || errors.Is(err, ErrBackoff) || errors.Is(err, ErrCustomDomainsOff) {
+		return
+	}
+	name = strings.ToLower(name)
+	if m.decide(ctx, name) == nil {
+		m.unloaded.add(name)
+	}
 }
 
 // coveredByManaged reports whether a managed name covers name: the name
@@ -396,6 +414,7 @@ func (m *Manager) checkStored(ctx context.Context) {
 	// The digest of each name's stored items judged unusable at the last
 	// check: deleted only if judged so again (deleteUnusable).
 	unusableSeen := map[string][32]byte{}
+	odSeen := map[string][32]byte{} // the same, of custom domains
 	for {
 		select {
 		case <-ctx.Done():
@@ -407,6 +426,7 @@ func (m *Manager) checkStored(ctx context.Context) {
 		if !ok {
 			return
 		}
+		m.checkUnloaded(ctx, cache, cfg.Storage, iss.IssuerKey(), odSeen)
 		type name struct {
 			n   string
 			ctx context.Context
@@ -451,6 +471,52 @@ func (m *Manager) checkStored(ctx context.Context) {
 				m.log.Error("tlsmgr: the stored certificate of a managed name does not load; its clients get the bootstrap certificate until it loads or is replaced",
 					"name", c.n, "err", err)
 			}
+		}
+	}
+}
+
+// checkUnloaded judges the stored certificate of each custom domain that
+// an allowed handshake got no certificate for since the last check. One
+// that does not make a certificate (written around gatehouse) is never
+// loaded, and certmagic's on-demand obtain does nothing while it is
+// stored: the domain's clients got the bootstrap certificate for ever,
+// with nothing said, and each handshake read the storage twice. Judged
+// unusable at two checks, it is deleted as a managed name's is
+// (deleteUnusable), and the domain's next handshake orders a new one; no
+// order is placed here, without a client asking. seen is the digest of
+// each name's items judged unusable at its last check.
+func (m *Manager) checkUnloaded(ctx context.Context, cache *certmagic.Cache, st certmagic.Storage, issuerKey string, seen map[string][32]byte) {
+	for _, n := range m.unloaded.take() {
+		if ctx.Err() != nil {
+			return
+		}
+		// Loaded since (the store answered again, an order finished):
+		// nothing to judge.
+		if len(cache.AllMatchingCertificates(n)) > 0 || !st.Exists(ctx, certmagic.StorageKeys.SiteCert(issuerKey, n)) {
+			delete(seen, n)
+			continue
+		}
+		v, err := deleteUnusable(ctx, st, issuerKey, n, seen[n])
+		delete(seen, n)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			m.log.Error("tlsmgr: the stored certificate of a custom domain does not load; its clients get the bootstrap certificate until it loads or is replaced",
+				"name", n, "err", err)
+		case v.deleted:
+			m.log.Warn("tlsmgr: the stored certificate of a custom domain does not make a certificate; it is deleted and a new one ordered at its next handshake (its clients get the bootstrap certificate until then)",
+				"name", n, "err", v.why)
+		case v.why != nil:
+			if len(seen) < maxUnloaded {
+				seen[n] = v.digest
+			}
+			m.log.Error("tlsmgr: the stored certificate of a custom domain does not make a certificate; if it still does not at a handshake after the next check, it is deleted and a new one ordered",
+				"name", n, "err", v.why, "next_check_in", m.checkEvery.String())
+		default:
+			// Not proven unusable (an item missing, or a reason
+			// deleteUnusable does not check): kept, and said.
+			m.log.Error("tlsmgr: the stored certificate of a custom domain does not load; its clients get the bootstrap certificate until it loads or is replaced",
+				"name", n)
 		}
 	}
 }
