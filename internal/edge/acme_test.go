@@ -72,3 +72,60 @@ func TestTerminateWithPebbleCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestHandshakeOrderBoundedByReadHeaderTimeout: a handshake for a custom
+// domain whose on-demand order hangs (a CA that never answers) ends when
+// listeners.read_header_timeout runs out, as every handshake does
+// (config.md), not when the order gives up: with a timeout under the
+// order's own bound (8 s), the client was held until that bound.
+func TestHandshakeOrderBoundedByReadHeaderTimeout(t *testing.T) {
+	ca, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ca.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // never answered
+		}
+	}()
+	t.Cleanup(func() {
+		ca.Close()
+		for {
+			select {
+			case c := <-held:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	m, err := tlsmgr.New(tlsmgr.Options{Directory: "https://" + ca.Addr().String() + "/dir",
+		CustomDomains: tlsmgr.CustomDomainsAuto, Allow: func(context.Context, string) error { return nil },
+		StorageDir: t.TempDir(), HTTPPort: tlsmgrtest.FreePort(t), TLSPort: tlsmgrtest.FreePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 2 * time.Second
+	e := start(t, Options{ReadHeaderTimeout: budget, TLS: m.TLSConfig(), ACME: m.HTTPHandler})
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- m.Run(ctx) }()
+	defer func() { cancel(); <-runErr }()
+
+	start := time.Now()
+	c, err := tls.DialWithDialer(&net.Dialer{Deadline: time.Now().Add(20 * time.Second)}, "tcp", e.https,
+		&tls.Config{ServerName: "hung.customer.test", InsecureSkipVerify: true})
+	took := time.Since(start)
+	if err == nil {
+		c.Close()
+	}
+	t.Logf("handshake ended after %v: %v", took, err)
+	if took > budget+time.Second {
+		t.Fatalf("the handshake was held %v with the order hung; want it ended within read_header_timeout (%v)", took, budget)
+	}
+}

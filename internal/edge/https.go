@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -51,7 +52,17 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	tc := e.conns.wrapRaw(c, pc, src) // counted since accept; Close counts it done
 	conn := tls.Server(tc, e.opts.TLS)
 	_ = tc.SetDeadline(deadline)
-	if err := conn.Handshake(); err != nil {
+	// The deadline on the socket bounds reads and writes only: a
+	// GetCertificate that waits (an on-demand order, up to 8 s) held the
+	// client past it. A timer closes the connection when the deadline
+	// runs out, whatever the handshake is doing (as HandshakeContext
+	// would, without its goroutine and context on every handshake).
+	cut := time.AfterFunc(time.Until(deadline), func() { _ = tc.Close() })
+	err = conn.Handshake()
+	if !cut.Stop() && err == nil {
+		err = os.ErrDeadlineExceeded // closed under a handshake that then finished
+	}
+	if err != nil {
 		e.log.Debug("edge: tls handshake", "remote", c.RemoteAddr(), "server_name", hello.ServerName, "err", err)
 		conn.Close()
 		return
