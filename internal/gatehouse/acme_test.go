@@ -235,3 +235,52 @@ func TestStaleChallengeSwept(t *testing.T) {
 		t.Fatalf("certificate storage after the sweep: %v, %v", keys, err)
 	}
 }
+
+// TestRandomSNIOrdersNothing: with custom domains on demand, an internet
+// client choosing the SNI cannot make the gateway place an ACME order:
+// names that are no verified mapping of an app the gateway terminates
+// (unknown names, names under the zone, an unverified mapping, case
+// variants, wildcards, the apex) get the bootstrap or zone certificate,
+// and Pebble sees the wildcard's order alone.
+func TestRandomSNIOrdersNothing(t *testing.T) {
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	p := tlsmgrtest.StartWithDNS(t, testutil.FreePort(t), testutil.FreePort(t), dnsAddr)
+	cfg := testConfig(t)
+	cfg.DNS.Addr = dnsAddr
+	cfg.TLS.ACME.Directory = p.Directory
+	cfg.TLS.ACME.CARoot = p.CARoot
+	cfg.TLS.CustomDomains = "auto"
+	r := start(t, cfg)
+	if code, body := r.control(t, "PUT", "/api/v3/apps/shop", `{}`); code != 200 {
+		t.Fatalf("put app: %d %s", code, body)
+	}
+	if code, body := r.control(t, "PUT", "/api/v3/domains/www.unverified.test", `{"app":"shop"}`); code != 200 {
+		t.Fatalf("map domain: %d %s", code, body)
+	}
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+		_, err := r.handshake("shop.test.local", p.Roots)
+		return err == nil
+	}, "*.test.local never served from Pebble's CA")
+	orders := p.Orders()
+	for _, sni := range []string{
+		"nosuch.customer.test", "NOSUCH.Customer.Test",
+		"www.unverified.test", "WWW.Unverified.TEST",
+		"ghost.test.local", "a.b.test.local", "A.B.TEST.LOCAL",
+		"test.local", "TEST.LOCAL", "*.test.local", "*.customer.test",
+		"localhost", "single", "xn--bcher-kva.example",
+	} {
+		// Each handshake is bounded: the client gives up after 10 s.
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second, Deadline: time.Now().Add(10 * time.Second)}, "tcp",
+			r.g.Addrs().HTTPS, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+		if err == nil {
+			c.Close()
+		}
+	}
+	if n := p.Orders(); n != orders {
+		t.Fatalf("random SNI made pebble see %d more orders:\n%s", n-orders, p.Log())
+	}
+	if log := strings.ToLower(p.Log()); strings.Contains(log, "customer.test") || strings.Contains(log, "unverified.test") ||
+		strings.Contains(log, "a.b.test.local") || strings.Contains(log, "bcher") {
+		t.Fatalf("pebble was asked about a client's SNI:\n%s", p.Log())
+	}
+}
