@@ -15,7 +15,7 @@ const mod = "github.com/gatehouse-dev/gatehouse/"
 var allowed = map[string][]string{
 	"internal/verify":    {"host"},
 	"internal/route":     {"internal/policy"}, // STYLE §6.1 allows cors, limit, auth, policy
-	"internal/store":     {"host", "internal/edkey", "internal/route"},
+	"internal/store":     {"host", "internal/edkey", "internal/jsontext", "internal/route"},
 	"internal/discovery": {"host", "internal/route", "internal/verify"},
 	"internal/peers":     {"internal/cluster", "internal/problem"},
 	"internal/proxy":     {"internal/deadline", "internal/httpwire", "internal/metrics", "internal/problem", "internal/route", "internal/sock"},
@@ -25,9 +25,10 @@ var allowed = map[string][]string{
 	"internal/h2":        {"internal/httpwire", "internal/workers"},
 	"internal/edge":      {"internal/deadline", "internal/h2", "internal/httpwire", "internal/lane", "internal/pipe", "internal/problem", "internal/route", "internal/sni", "internal/sock", "internal/workers"},
 	"internal/workers":   {},
-	"internal/api":       {"internal/edkey", "internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth", "internal/limit"},
+	"internal/api":       {"internal/edkey", "internal/jsontext", "internal/problem", "internal/route", "internal/store", "internal/verify", "internal/dns", "internal/auth", "internal/limit"},
 	"internal/config":    {"internal/route", "internal/cluster", "internal/edkey"},
 	"internal/edkey":     {},
+	"internal/jsontext":  {},
 	"internal/cluster":   {"internal/edkey"},
 	"internal/gatehouse": {"*"},
 	"internal/gcfloor":   {},
