@@ -77,7 +77,7 @@ func TestTerminateWithPebbleCertificate(t *testing.T) {
 // domain whose on-demand order hangs (a CA that never answers) ends when
 // listeners.read_header_timeout runs out, as every handshake does
 // (config.md), not when the order gives up: with a timeout under the
-// order's own bound (8 s), the client was held until that bound.
+// handshake's wait for the order (8 s), the client was held until then.
 func TestHandshakeOrderBoundedByReadHeaderTimeout(t *testing.T) {
 	ca, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -53,7 +53,7 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	conn := tls.Server(tc, e.opts.TLS)
 	_ = tc.SetDeadline(deadline)
 	// The deadline on the socket bounds reads and writes only: a
-	// GetCertificate that waits (an on-demand order, up to 8 s) held the
+	// GetCertificate that waits (for an on-demand order, up to 8 s) held the
 	// client past it. A timer closes the connection when the deadline
 	// runs out, whatever the handshake is doing (as HandshakeContext
 	// would, without its goroutine and context on every handshake).

@@ -27,6 +27,10 @@ type rig struct {
 	mgrs          []*Manager
 	next          atomic.Uint32
 	wg            sync.WaitGroup
+	// slowHost's HTTP-01 challenges are answered after slowBy: a CA
+	// that takes that long to validate (several vantage points).
+	slowHost string
+	slowBy   time.Duration
 }
 
 func newRig(t *testing.T) *rig {
@@ -69,6 +73,9 @@ func (r *rig) startLogged(t *testing.T, opts Options, every time.Duration) (*Man
 func (r *rig) start(t *testing.T, mgrs ...*Manager) {
 	r.mgrs = mgrs
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.slowHost != "" && hostOnly(req.Host) == r.slowHost {
+			time.Sleep(r.slowBy)
+		}
 		r.pick().HTTPHandler(http.NotFoundHandler()).ServeHTTP(w, req)
 	})}
 	r.wg.Add(2)
@@ -517,4 +524,67 @@ func certmagicLines(log string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestACMEOnDemandOutlastsTheHandshake: a custom domain whose order takes
+// longer than a handshake may wait (a CA validating from several vantage
+// points) still gets its certificate. The handshake that asked gets the
+// bootstrap certificate when its wait ends, the order goes on without it,
+// and a handshake after the order gets the CA's certificate; the
+// handshakes meanwhile wait on that same order: one order in all. Before,
+// the order ran in the handshake's context, was cancelled with it, and
+// opened the backoff window: the next attempt was cut the same way.
+func TestACMEOnDemandOutlastsTheHandshake(t *testing.T) {
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
+	const name = "slow.customer.test"
+	r := newRig(t)
+	r.slowHost, r.slowBy = name, 3*time.Second
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.DisableTLSALPNChallenge = true // HTTP-01 only, so every validation is slow
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.obtainWait = time.Second // the order takes r.slowBy at least
+	r.start(t, m)
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	start := time.Now()
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("first handshake: %v", err)
+	}
+	if !leaf.Equal(m.boot.Load().Leaf) {
+		t.Fatalf("first handshake served %v issued by %q, want the bootstrap certificate (the order outlasts the wait)", leaf.DNSNames, leaf.Issuer.CommonName)
+	}
+	if took > m.obtainWait+2*time.Second {
+		t.Errorf("first handshake took %v, want about %v", took, m.obtainWait)
+	}
+	handshakes := 1
+	var got *x509.Certificate
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		handshakes++
+		l, _, err := handshake(addr, &tls.Config{ServerName: name, RootCAs: p.Roots})
+		got = l
+		return err == nil
+	}, "the order never served its certificate: cancelled with the handshake that placed it?")
+	if got.DNSNames[0] != name {
+		t.Fatalf("served %v, want %s", got.DNSNames, name)
+	}
+	if n := p.Orders() - before; n != 1 {
+		t.Fatalf("%d handshakes placed %d orders, want 1", handshakes, n)
+	}
 }

@@ -2,22 +2,21 @@ package tlsmgr
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
 
-// Why on-demand orders back off: certmagic obtains a custom domain's
-// certificate inside the handshake that asked for it and retries a failed
-// order there (after 1 minute, then 2) for up to 180 s, holding that
-// handshake, and every other one for the name, meanwhile; when it gives
-// up, the next handshake orders again. A verified domain whose validation
+// Why on-demand orders back off: certmagic retries a failed order (after
+// 1 minute, then 2) for up to 180 s, and when it gives up, the next
+// handshake for the name orders again. A verified domain whose validation
 // cannot succeed (its DNS names another server, an AAAA record the CA
 // prefers) would so cost orders and failed validations for as long as
 // clients come, and a real CA counts those per account: a few broken
-// domains could stall every other name's issuance. So a failed order
-// ends the handshake that placed it (the client gets the bootstrap
-// certificate), and the name is refused, before any storage or ACME
-// traffic, until its window ends.
+// domains could stall every other name's issuance. So a failed order is
+// ended at once (its handshakes get the bootstrap certificate), and the
+// name is refused, before any storage or ACME traffic, until its window
+// ends.
 const (
 	backoffFirst = time.Minute // window after a first failure; doubles per failure
 	backoffMax   = time.Hour
@@ -77,25 +76,128 @@ func (f *failures) clear(name string) {
 	delete(f.m, name)
 }
 
-// handshakeObtain marks the context GetCertificate hands certmagic; its
-// value ends that context, so that certmagic's retry loop returns as soon
-// as the order failed instead of holding the handshake.
+// handshakeObtain marks the context of an on-demand order, under which
+// certmagic may order; its value ends that context, so that certmagic's
+// retry loop returns as soon as the order failed (onEvent). The value is
+// a context.CancelFunc for orderOnDemand's context, or a handshakeEnd for
+// GetCertificate's.
 type handshakeObtain struct{}
 
-// handshakeObtainBudget bounds an order a handshake waits for: under the
-// listeners' 10 s handshake bound (read_header_timeout), so that a CA
-// that hangs fails the order, opens the name's backoff window and leaves
-// the handshake time to get the bootstrap certificate. Unbounded, the
-// handshake's context never ended (crypto/tls gives Handshake a
-// background one), and certmagic's retries held the connection ~90 s.
+// handshakeEnd is handshakeObtain's value in the context GetCertificate
+// hands certmagic for a custom domain's handshake. The decision refuses
+// an allowed name that is not cached with errOrderInBackground there, and
+// GetCertificate waits for orderOnDemand instead. certmagic still orders
+// in that context in one case, without asking the decision: a cached
+// certificate due for renewal whose stored items are gone; a failure
+// there backs off as any on-demand order's.
+type handshakeEnd context.CancelFunc
+
+// errOrderInBackground is the decision's answer to a handshake for an
+// allowed name that is not cached: not a refusal, but "not in this
+// context".
+var errOrderInBackground = errors.New("tlsmgr: on-demand certificate is loaded or ordered in the background")
+
+// handshakeObtainBudget bounds how long a handshake waits for its name's
+// on-demand order: under the listeners' 10 s handshake bound
+// (read_header_timeout), so that the handshake has time left to get the
+// bootstrap certificate when the order is slower; unbounded, the wait
+// would not end (crypto/tls gives Handshake a background context). The
+// order goes on without it (onDemandOrderBudget).
 const handshakeObtainBudget = 8 * time.Second
 
-// withHandshakeObtain returns ctx, bounded by handshakeObtainBudget,
-// carrying its own cancel under handshakeObtain. The caller calls the
-// returned cancel when done.
-func withHandshakeObtain(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(ctx, handshakeObtainBudget)
+// onDemandOrderBudget bounds an on-demand order, which runs under Run's
+// context, not the handshake's: a CA that validates from several vantage
+// points, or retries a validation, takes longer than a handshake may
+// wait, and an order cut at the handshake's budget failed, opened the
+// backoff window, and was cut again at the next attempt, so such a
+// domain never got a certificate. 3 minutes is what certmagic itself
+// gives an on-demand order (obtainOnDemandCertificate), and bounds a CA
+// that hangs.
+const onDemandOrderBudget = 3 * time.Minute
+
+// maxOnDemandOrders bounds the on-demand orders (and storage loads) in
+// flight: each holds a goroutine, ACME traffic and the CA's rate limits.
+// Only names the decision allows get one, but a platform may map many,
+// and a restart sends their first handshakes at once. A name beyond it
+// gets the bootstrap certificate, and its next handshake tries again;
+// nothing queues.
+const maxOnDemandOrders = 16
+
+// withHandshakeObtain returns ctx, bounded by budget, carrying its own
+// cancel under handshakeObtain. The caller calls the returned cancel when
+// done.
+func withHandshakeObtain(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	return context.WithValue(ctx, handshakeObtain{}, cancel), cancel
+}
+
+// withHandshakeWait is withHandshakeObtain for a handshake: its value is
+// a handshakeEnd.
+func withHandshakeWait(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	return context.WithValue(ctx, handshakeObtain{}, handshakeEnd(cancel)), cancel
+}
+
+// orders are the on-demand orders running in the background, at most
+// one per name and maxOnDemandOrders in all, under Run's context: open
+// while Run runs, closed (orders ended and waited for) when it returns.
+// Safe for concurrent use.
+type orders struct {
+	mu     sync.Mutex
+	ctx    context.Context // nil before open and after close
+	cancel context.CancelFunc
+	m      map[string]chan struct{} // lower-case name: closed when its order ends
+	wg     sync.WaitGroup
+}
+
+// open starts taking orders under ctx.
+func (o *orders) open(ctx context.Context) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ctx, o.cancel = context.WithCancel(ctx)
+	o.m = map[string]chan struct{}{}
+}
+
+// close ends the orders running, waits for them, and takes no more.
+func (o *orders) close() {
+	o.mu.Lock()
+	if o.cancel != nil {
+		o.cancel()
+	}
+	o.ctx, o.cancel = nil, nil
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// start runs order(ctx) for name in a goroutine, unless one runs for name
+// already, and returns a channel closed when that order ends; nil (no
+// order) when closed or maxOnDemandOrders run.
+func (o *orders) start(name string, order func(ctx context.Context)) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ctx == nil {
+		return nil
+	}
+	if done, ok := o.m[name]; ok {
+		return done
+	}
+	if len(o.m) >= maxOnDemandOrders {
+		return nil
+	}
+	done := make(chan struct{})
+	o.m[name] = done
+	o.wg.Add(1)
+	go func(ctx context.Context) {
+		defer o.wg.Done()
+		defer close(done)
+		defer func() {
+			o.mu.Lock()
+			delete(o.m, name)
+			o.mu.Unlock()
+		}()
+		order(ctx)
+	}(o.ctx)
+	return done
 }
 
 // maxUnloaded bounds the custom domains noted between two checks of

@@ -46,6 +46,7 @@ type Manager struct {
 	cache atomic.Pointer[certmagic.Cache] // set while ACME is on
 
 	failed   failures // on-demand names whose last order failed (backoff.go)
+	orders   orders   // on-demand orders running in the background (backoff.go)
 	unloaded unloaded // on-demand names an allowed handshake got no certificate for
 
 	mu    sync.Mutex
@@ -55,6 +56,9 @@ type Manager struct {
 	// checkEvery is how often Run looks for a managed name whose stored
 	// certificate did not load (1 minute; tests shorten it).
 	checkEvery time.Duration
+	// obtainWait is how long a handshake waits for its name's on-demand
+	// order (handshakeObtainBudget; tests shorten it).
+	obtainWait time.Duration
 	running    context.Context // Run's context, nil before Run
 	ran        bool
 }
@@ -65,7 +69,7 @@ func New(opts Options) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}, stop: map[string]context.CancelFunc{}, ctxs: map[string]context.Context{}, checkEvery: time.Minute}
+	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}, stop: map[string]context.CancelFunc{}, ctxs: map[string]context.Context{}, checkEvery: time.Minute, obtainWait: handshakeObtainBudget}
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -131,7 +135,10 @@ func (m *Manager) TLSConfig() *tls.Config {
 // obtain on demand for the name, else the bootstrap certificate (also for
 // no SNI and unknown names, which therefore see the gateway's default
 // certificate, never a pipe). A custom domain's on-demand certificate is
-// served only while the decision still allows the name.
+// served only while the decision still allows the name. One not cached is
+// loaded or ordered in the background (orderOnDemand), one order per name
+// at a time, which the handshake waits for up to obtainWait: an order
+// often takes longer, and goes on for the handshakes after it.
 func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cfg := m.cm.Load()
 	od := m.od.Load()
@@ -156,14 +163,28 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	ctx := hello.Context()
 	if od != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = withHandshakeObtain(ctx)
+		ctx, cancel = withHandshakeWait(ctx, m.obtainWait)
 		defer cancel()
 	}
 	cert, err := cfg.GetCertificateWithContext(ctx, hello)
 	if isChallenge {
 		return cert, err // never a fallback for a challenge
 	}
-	if err != nil && od != nil {
+	if od != nil && errors.Is(err, errOrderInBackground) {
+		// Not cached, and the decision allows the name: its storage
+		// load or order runs in the background, and this handshake
+		// waits for it up to its budget.
+		if done := m.orders.start(strings.ToLower(hello.ServerName), func(run context.Context) {
+			m.orderOnDemand(run, od, hello.ServerName)
+		}); done != nil {
+			select {
+			case <-done:
+				cert, err = cfg.GetCertificateWithContext(ctx, hello)
+			case <-ctx.Done():
+			}
+		}
+	}
+	if err != nil && od != nil && !errors.Is(err, errOrderInBackground) {
 		m.noteUnloaded(hello.Context(), hello.ServerName, err)
 	}
 	if err == nil && cert != nil && cert.Leaf != nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
@@ -177,6 +198,21 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
 	}
 	return boot, nil
+}
+
+// orderOnDemand loads from storage or orders name's certificate for
+// GetCertificate, in the background under run (Run's context), bounded by
+// onDemandOrderBudget: certmagic's whole on-demand path, with a hello of
+// the name alone (the handshake that asked may be gone). Its context
+// carries handshakeObtain, so a failed order opens the name's backoff
+// window (onEvent). A certificate that does not load is noted as a
+// handshake's would be.
+func (m *Manager) orderOnDemand(run context.Context, od *certmagic.Config, name string) {
+	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
+	defer cancel()
+	if _, err := od.GetCertificateWithContext(ctx, &tls.ClientHelloInfo{ServerName: name}); err != nil {
+		m.noteUnloaded(run, name, err)
+	}
 }
 
 // noteUnloaded notes a custom domain whose handshake certmagic answered
@@ -372,11 +408,17 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.ran = true
 	m.mu.Unlock()
 	if m.opts.Directory != "" {
+		// Open before the on-demand config exists, so that a handshake
+		// never finds it without them; closed (orders ended and waited
+		// for) before the cache stops.
+		m.orders.open(ctx)
 		cache, err := m.startACME()
 		if err != nil {
+			m.orders.close()
 			return err
 		}
 		defer cache.Stop()
+		defer m.orders.close()
 		m.cache.Store(cache)
 		m.mu.Lock()
 		m.running = ctx
@@ -653,13 +695,19 @@ func LoadRoots(file string) (*x509.CertPool, error) {
 // names, which have their own order), only with custom_domains auto, only
 // when Allow says yes, and not while the name's last order failed lately
 // (backoff.go). It runs before any ACME traffic and storage access, so a
-// refused name costs a map lookup or two.
+// refused name costs a map lookup or two. Asked from a handshake
+// (handshakeEnd), an allowed name is refused too, with
+// errOrderInBackground: certmagic would load or order the certificate in
+// the handshake's context, cut at the handshake's budget.
 func (m *Manager) decide(ctx context.Context, name string) error {
 	if err := m.allowed(ctx, name); err != nil {
 		return err
 	}
 	if until, ok := m.failed.blocked(name, m.opts.now()); ok {
 		return fmt.Errorf("%w: %s: no new order before %s", ErrBackoff, name, until.UTC().Format(time.RFC3339))
+	}
+	if _, ok := ctx.Value(handshakeObtain{}).(handshakeEnd); ok {
+		return errOrderInBackground // GetCertificate hands it to orderOnDemand
 	}
 	return nil
 }
@@ -692,10 +740,11 @@ func (m *Manager) allow(ctx context.Context, name string) error {
 }
 
 // onEvent logs certmagic's certificate events, and keeps the on-demand
-// backoff: an order that a handshake placed (ctx carries
-// handshakeObtain) and that failed opens the name's window and ends that
-// handshake's context, which stops certmagic's retries for it; it is
-// logged once, with the window. A certificate obtained clears the name.
+// backoff: an on-demand order (its context carries handshakeObtain: one
+// of orderOnDemand, or rarely a handshake's, see handshakeEnd) that
+// failed opens the name's window and ends that context, which stops
+// certmagic's retries for it; it is logged once, with the window. A
+// certificate obtained clears the name.
 func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any) error {
 	switch event {
 	case "cert_obtained", "cert_ocsp_revoked":
@@ -705,8 +754,15 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 		m.log.Info("tlsmgr: "+event, "identifier", data["identifier"], "renewal", data["renewal"])
 	case "cert_failed":
 		name, _ := data["identifier"].(string)
-		end, handshake := ctx.Value(handshakeObtain{}).(context.CancelFunc)
-		// A renewal a handshake placed (a stored certificate past its
+		var end context.CancelFunc
+		switch v := ctx.Value(handshakeObtain{}).(type) {
+		case context.CancelFunc:
+			end = v
+		case handshakeEnd:
+			end = context.CancelFunc(v)
+		}
+		handshake := end != nil
+		// A renewal for a handshake (a stored certificate past its
 		// end) backs off like a first order: left out, every handshake
 		// renewed again, 4 orders each.
 		if !handshake || name == "" {
