@@ -588,3 +588,58 @@ func TestACMEOnDemandOutlastsTheHandshake(t *testing.T) {
 		t.Fatalf("%d handshakes placed %d orders, want 1", handshakes, n)
 	}
 }
+
+// TestACMEOnDemandStoredLoadsPastBusyOrders: a custom domain whose
+// certificate is in the shared storage (another gateway ordered it, or
+// this one before a restart) is served from there at its first handshake,
+// even while the background orders are all taken: reading it is not an
+// order. After a restart every name's first handshake loads, and a
+// client sent the bootstrap certificate for a name that has a good one
+// gets a certificate error.
+func TestACMEOnDemandStoredLoadsPastBusyOrders(t *testing.T) {
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
+	const slow, stored = "slow.customer.test", "stored.customer.test"
+	r := newRig(t)
+	r.slowHost, r.slowBy = slow, 3*time.Second
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	var mgrs []*Manager
+	for range 2 {
+		opts := acmeOptions(p, r, dir)
+		opts.CustomDomains = CustomDomainsAuto
+		opts.DisableTLSALPNChallenge = true // HTTP-01 only, so slow's validation is slow
+		// Both names verified.
+		opts.Allow = func(context.Context, string) error { return nil }
+		m, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.obtainWait = time.Second
+		m.orders.max = 1 // slow's order takes every slot
+		mgrs = append(mgrs, m)
+	}
+	a, b := mgrs[0], mgrs[1]
+	r.start(t, a, b)
+	r.issued(t, p, a, stored) // in the shared storage, not in b's cache
+
+	addr := serveTLS(t, b.TLSConfig())
+	if leaf, _, err := handshake(addr, &tls.Config{ServerName: slow, InsecureSkipVerify: true}); err != nil || !leaf.Equal(b.boot.Load().Leaf) {
+		t.Fatalf("%s: want the bootstrap certificate while its order runs (err %v)", slow, err)
+	}
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: stored, RootCAs: p.Roots})
+	if err != nil {
+		t.Fatalf("%s, stored, while %s's order takes the slots: %v", stored, slow, err)
+	}
+	if leaf.DNSNames[0] != stored {
+		t.Fatalf("served %v, want %s", leaf.DNSNames, stored)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		_, _, err := handshake(addr, &tls.Config{ServerName: slow, RootCAs: p.Roots})
+		return err == nil
+	}, slow+" never got its certificate")
+	if n := p.Orders(); n != 2 {
+		t.Fatalf("pebble saw %d orders, want 2 (one per name)", n)
+	}
+}

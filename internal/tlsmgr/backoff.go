@@ -115,12 +115,12 @@ const handshakeObtainBudget = 8 * time.Second
 // that hangs.
 const onDemandOrderBudget = 3 * time.Minute
 
-// maxOnDemandOrders bounds the on-demand orders (and storage loads) in
-// flight: each holds a goroutine, ACME traffic and the CA's rate limits.
-// Only names the decision allows get one, but a platform may map many,
-// and a restart sends their first handshakes at once. A name beyond it
+// maxOnDemandOrders bounds the on-demand orders in flight: each holds a
+// goroutine, ACME traffic and the CA's rate limits. Only names the
+// decision allows get one, but a platform may map many. A name beyond it
 // gets the bootstrap certificate, and its next handshake tries again;
-// nothing queues.
+// nothing queues. A certificate in storage is read by the handshake
+// itself, outside this bound (loadOrOrder).
 const maxOnDemandOrders = 16
 
 // withHandshakeObtain returns ctx, bounded by budget, carrying its own
@@ -148,6 +148,7 @@ type orders struct {
 	cancel context.CancelFunc
 	m      map[string]chan struct{} // lower-case name: closed when its order ends
 	wg     sync.WaitGroup
+	max    int // orders in flight at most; 0: maxOnDemandOrders (tests lower it)
 }
 
 // open starts taking orders under ctx.
@@ -181,7 +182,11 @@ func (o *orders) start(name string, order func(ctx context.Context)) <-chan stru
 	if done, ok := o.m[name]; ok {
 		return done
 	}
-	if len(o.m) >= maxOnDemandOrders {
+	limit := maxOnDemandOrders
+	if o.max > 0 {
+		limit = o.max
+	}
+	if len(o.m) >= limit {
 		return nil
 	}
 	done := make(chan struct{})

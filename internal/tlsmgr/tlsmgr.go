@@ -136,9 +136,10 @@ func (m *Manager) TLSConfig() *tls.Config {
 // no SNI and unknown names, which therefore see the gateway's default
 // certificate, never a pipe). A custom domain's on-demand certificate is
 // served only while the decision still allows the name. One not cached is
-// loaded or ordered in the background (orderOnDemand), one order per name
-// at a time, which the handshake waits for up to obtainWait: an order
-// often takes longer, and goes on for the handshakes after it.
+// loaded from storage, else ordered in the background (loadOrOrder), one
+// order per name at a time, which the handshake waits for up to
+// obtainWait: an order often takes longer, and goes on for the handshakes
+// after it.
 func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	cfg := m.cm.Load()
 	od := m.od.Load()
@@ -171,18 +172,7 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, err // never a fallback for a challenge
 	}
 	if od != nil && errors.Is(err, errOrderInBackground) {
-		// Not cached, and the decision allows the name: its storage
-		// load or order runs in the background, and this handshake
-		// waits for it up to its budget.
-		if done := m.orders.start(strings.ToLower(hello.ServerName), func(run context.Context) {
-			m.orderOnDemand(run, od, hello.ServerName)
-		}); done != nil {
-			select {
-			case <-done:
-				cert, err = cfg.GetCertificateWithContext(ctx, hello)
-			case <-ctx.Done():
-			}
-		}
+		cert, err = m.loadOrOrder(ctx, od, hello)
 	}
 	if err != nil && od != nil && !errors.Is(err, errOrderInBackground) {
 		m.noteUnloaded(hello.Context(), hello.ServerName, err)
@@ -198,6 +188,34 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
 	}
 	return boot, nil
+}
+
+// loadOrOrder gets the certificate of a custom domain that the decision
+// allows and that is not cached: from storage, in the handshake, as
+// certmagic would (a read, outside the orders' bound: after a restart
+// every name's first handshake loads); else, or when the stored one is
+// past its end (its renewal is an order), from an order in the
+// background (orderOnDemand), which the handshake waits for up to ctx's
+// budget. errOrderInBackground: no certificate yet, the order runs or
+// could not start.
+func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	name := strings.ToLower(hello.ServerName)
+	if _, err := od.CacheManagedCertificate(ctx, name); err == nil {
+		cert, err := od.GetCertificateWithContext(ctx, hello)
+		if !errors.Is(err, errOrderInBackground) {
+			return cert, err
+		}
+	}
+	done := m.orders.start(name, func(run context.Context) { m.orderOnDemand(run, od, hello.ServerName) })
+	if done == nil {
+		return nil, errOrderInBackground
+	}
+	select {
+	case <-done:
+		return od.GetCertificateWithContext(ctx, hello)
+	case <-ctx.Done():
+		return nil, errOrderInBackground
+	}
 }
 
 // orderOnDemand loads from storage or orders name's certificate for
