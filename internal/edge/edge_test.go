@@ -468,6 +468,23 @@ func TestHTTPModes(t *testing.T) {
 					t.Fatalf("serve: %d %q", resp.StatusCode, body)
 				}
 			}
+			// GET /healthz is the L7 handler's in every mode (its first
+			// layer answers it, on any host): a load balancer that checks
+			// port 80 gets the same answer as on https, not a 308 or 404.
+			if resp, body := get("/healthz"); resp.StatusCode != 200 || body != "l7 HTTP/1.1 web."+zone {
+				t.Fatalf("GET /healthz: %d %q, want the L7 handler's answer", resp.StatusCode, body)
+			}
+			// Any other method on it is the mode's, as any other path.
+			req, _ := http.NewRequest("POST", "http://"+e.http+"/healthz", nil)
+			req.Host = "web." + zone
+			resp, err := noRedirect.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if want := map[string]int{ModeRedirect: 308, ModeACMEOnly: 404, ModeServe: 200}[mode]; resp.StatusCode != want {
+				t.Fatalf("POST /healthz: %d, want %d", resp.StatusCode, want)
+			}
 		})
 	}
 }

@@ -48,6 +48,12 @@ func (e *Edge) httpHandler() http.Handler {
 			acme.ServeHTTP(w, r)
 		case !serve && r.URL.Path == "*":
 			asterisk(w, r, allow)
+		case !serve && r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && e.opts.Handler != nil:
+			// The L7 chain's first layer answers it, on any host (DESIGN
+			// §2 step 1; 503 while the gateway starts): a load balancer
+			// that checks port 80 gets what it gets on https, not a 308
+			// it may count as down, or a 404.
+			e.opts.Handler.ServeHTTP(w, r)
 		default:
 			rest.ServeHTTP(w, r)
 		}
