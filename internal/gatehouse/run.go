@@ -81,8 +81,10 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 	defer cancel()
 	eg, ctx := errgroup.WithContext(ctx)
 	// The listeners drain on their own clock after ctx ends, while the
-	// table stays in memory for the requests still in flight.
-	eg.Go(func() error { return e.Run(ctx) })
+	// table stays in memory for the requests still in flight. drained
+	// closes once they have: no handler runs after it.
+	drained := make(chan struct{})
+	eg.Go(func() error { defer close(drained); return e.Run(ctx) })
 	if dnsSrv != nil {
 		eg.Go(func() error { return dnsSrv.Serve(ctx, dnsPC, dnsLn) })
 	}
@@ -93,7 +95,7 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		return errors.Join(err, eg.Wait())
 	}
 	g.bus.Store(b)
-	err = g.startParts(ctx, eg, b, e, &apiH, &l7, &certs, dnsSelf)
+	err = g.startParts(ctx, eg, b, e, &apiH, &l7, &certs, dnsSelf, drained)
 	if err == nil {
 		if dnsPC != nil {
 			g.addrs.Load().DNS = dnsPC.LocalAddr().String()
@@ -222,9 +224,11 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 
 // startParts brings up the bus, the store, the table and the parts that
 // feed and serve it. Long-running parts join eg. dnsSelf is the address
-// of this gateway's own DNS server, empty when it is off.
+// of this gateway's own DNS server, empty when it is off. drained closes
+// when e has drained: the requests it serves use the gateway's upstream
+// connections until then.
 func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.Bus, e *edge.Edge,
-	apiH, l7 *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], dnsSelf string) error {
+	apiH, l7 *atomic.Pointer[http.Handler], certs *atomic.Pointer[tlsmgr.Manager], dnsSelf string, drained <-chan struct{}) error {
 	cfg := g.cfg
 	if err := b.Start(ctx); err != nil {
 		var se *bus.StartError
@@ -309,7 +313,11 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	if err != nil {
 		return err
 	}
-	eg.Go(func() error { <-ctx.Done(); return gw.Close() })
+	// Closed once the edge has drained, not when the drain begins: a
+	// request that ends during the drain puts its upstream connection
+	// back in the pool, where it would stay open, goroutines and all,
+	// for the idle timeout after Run returned.
+	eg.Go(func() error { <-drained; return gw.Close() })
 	// A deleted app's series and round-robin counters go a minute after it.
 	eg.Go(func() error {
 		return route.NewForget(&g.live, g.forgetGrace, gw, g.passthrough).Run(ctx, g.forgetEvery)
