@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -289,4 +290,101 @@ func selfSigned(t *testing.T) *tls.Config {
 	cfg := &tls.Config{Certificates: srv.TLS.Certificates}
 	srv.Close()
 	return cfg
+}
+
+// TestStopWithHeldConnections: a stop while a host hangs on a request
+// (over each upstream scheme) and a client holds a DNS TCP connection
+// open with half a query returns within drain_timeout and a little, and
+// leaves no upstream connection behind.
+func TestStopWithHeldConnections(t *testing.T) {
+	for _, scheme := range []string{"http", host.SchemeH2C, "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			before := upstreamReadLoops()
+			cfg := testConfig(t)
+			cfg.DrainTimeout = time.Second
+			r := start(t, cfg)
+			if code, body := r.control(t, "PUT", "/api/v3/apps/hung", `{}`); code != 200 {
+				t.Fatalf("put: %d %s", code, body)
+			}
+			arrived := make(chan struct{}, 1)
+			hang := make(chan struct{})
+			t.Cleanup(func() { close(hang) })
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scheme == "https" {
+				ln = tls.NewListener(ln, selfSigned(t))
+			}
+			runHost(t, r, "one", "h1", "hung", scheme, ln, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if req.URL.Path == "/hang" {
+					arrived <- struct{}{}
+					select {
+					case <-hang:
+					case <-req.Context().Done():
+					}
+				}
+			}))
+			testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hung")) == 1 }, "host not routable")
+
+			dc, err := net.Dial("tcp", r.g.Addrs().DNS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dc.Close()
+			if _, err := dc.Write([]byte{0, 40, 0xab}); err != nil { // a length, then 1 byte of 40
+				t.Fatal(err)
+			}
+			c, err := net.Dial("tcp", r.g.Addrs().HTTP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: hung.test.local\r\n\r\n")
+			<-arrived
+			began := time.Now()
+			r.cancel()
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(began); took > cfg.DrainTimeout+3*time.Second {
+				t.Errorf("Run took %v to return after the stop, drain_timeout %v", took, cfg.DrainTimeout)
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for upstreamReadLoops() > before && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := upstreamReadLoops() - before; n > 0 {
+				t.Fatalf("%d upstream connection(s) still open after Run returned", n)
+			}
+		})
+	}
+}
+
+// TestExternalBusWithoutJetStream: an external bus that answers but has
+// no JetStream stops the start with an error that names bus.url and says
+// what it lacks, not nats.go's bare "no responders available for
+// request", and leaves no goroutine and no socket behind.
+func TestExternalBusWithoutJetStream(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	cfg := fixedConfig(t)
+	cfg.Bus.Listen = ""
+	cfg.Bus.URL = []string{ns.ClientURL()}
+	opts := leakOpts()
+	began := time.Now()
+	err = runToError(t, cfg)
+	t.Logf("Run = %v after %v", err, time.Since(began))
+	if err == nil || !strings.HasPrefix(err.Error(), "config: bus.url: ") || !strings.Contains(err.Error(), "has no JetStream") {
+		t.Fatalf("Run = %v, want an error beginning %q that says the server has no JetStream", err, "config: bus.url: ")
+	}
+	goleak.VerifyNone(t, opts...)
+	assertReleased(t, cfg)
 }

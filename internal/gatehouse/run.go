@@ -36,6 +36,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -350,7 +351,7 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 		st, err = store.Open(ctx, b.JetStream(), opts)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, noJetStream(&cfg, b, err)
 	}
 	if err := seedZone(ctx, st, g.log, cfg.Zone, cfg.HTTPS.Addr); err != nil {
 		return nil, nil, fmt.Errorf("gatehouse: seed zone %s: %w", cfg.Zone, err)
@@ -365,6 +366,18 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	case <-time.After(30 * time.Second):
 		return nil, nil, errors.New("gatehouse: store: routing state not loaded after 30s")
 	}
+}
+
+// noJetStream names bus.url when err says the external server has no
+// JetStream for the gateway's account: nats.go says only "no responders
+// available for request" (nothing serves $JS.API), which names neither
+// the setting nor what the server lacks.
+func noJetStream(cfg *config.Config, b *bus.Bus, err error) error {
+	if b.Embedded() || !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled) &&
+		!errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return err
+	}
+	return fmt.Errorf("config: %s: the NATS server has no JetStream for the gateway's account (start nats-server with -js, or add jetstream {} to its configuration): %w", cfg.Key("bus.url"), err)
 }
 
 // jsErrReplicasNotSupported is JetStream's "replicas > 1 not supported in
