@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
 )
 
 // leakOpts are goleak's options for a check within a test: the goroutines
@@ -387,4 +388,36 @@ func TestExternalBusWithoutJetStream(t *testing.T) {
 	}
 	goleak.VerifyNone(t, opts...)
 	assertReleased(t, cfg)
+}
+
+// TestStopDuringACMEOrder: a stop while the wildcard's first order is in
+// flight (Pebble validating DNS-01 against the gateway's DNS server)
+// returns promptly and leaves no goroutine behind: the order, its lock's
+// refresher and the challenge's DNS answer all end with the gateway.
+func TestStopDuringACMEOrder(t *testing.T) {
+	for _, after := range []time.Duration{0, 300 * time.Millisecond, time.Second} {
+		t.Run(after.String(), func(t *testing.T) {
+			dnsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+			p := tlsmgrtest.StartWithDNS(t, testutil.FreePort(t), testutil.FreePort(t), dnsAddr)
+			opts := leakOpts() // Pebble's own goroutines are the test's
+			cfg := testConfig(t)
+			cfg.DNS.Addr = dnsAddr
+			cfg.TLS.ACME.Directory, cfg.TLS.ACME.CARoot, cfg.TLS.ACME.Email = p.Directory, p.CARoot, "ops@test.local"
+			r := start(t, cfg)
+			time.Sleep(after)
+			began := time.Now()
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(began); took > 10*time.Second {
+				t.Errorf("Run took %v to return after the stop", took)
+			}
+			// certmagic's ACME client keeps its connection to the CA in a
+			// transport of its own with no idle timeout and no way to
+			// close it (certmagic.NewACMEIssuer): it ends when the CA
+			// closes it. The gateway's own connections are checked by
+			// TestDrainClosesUpstreamConnections.
+			goleak.VerifyNone(t, append(opts, goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"))...)
+		})
+	}
 }

@@ -2,6 +2,7 @@ package tlsmgr
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -37,10 +38,27 @@ type DNSProvider interface {
 	libdns.RecordDeleter
 }
 
-// kvStorage adapts a KV to certmagic.Storage.
-type kvStorage struct{ KV }
+// kvStorage adapts a KV to certmagic.Storage, counting the locks held
+// through it in held.
+type kvStorage struct {
+	KV
+	held *heldLocks
+}
 
 var _ certmagic.Storage = kvStorage{}
+
+func (s kvStorage) Lock(ctx context.Context, name string) error {
+	if err := s.KV.Lock(ctx, name); err != nil {
+		return err
+	}
+	s.held.add()
+	return nil
+}
+
+func (s kvStorage) Unlock(ctx context.Context, name string) error {
+	defer s.held.done()
+	return s.KV.Unlock(ctx, name)
+}
 
 func (s kvStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
 	mod, size, term, err := s.KV.Stat(ctx, key)
@@ -48,4 +66,47 @@ func (s kvStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, err
 		return certmagic.KeyInfo{}, err
 	}
 	return certmagic.KeyInfo{Key: key, Modified: mod, Size: size, IsTerminal: term}, nil
+}
+
+// heldLocks counts the locks certmagic holds through a kvStorage, so that
+// Run can wait for the orders it stopped: certmagic runs them on
+// goroutines of its own that Run cannot join, and an order holds its lock
+// until it has ended, its challenge record removed (with a context
+// certmagic does not cancel) included.
+type heldLocks struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed while n is 0; replaced when n leaves 0
+}
+
+func newHeldLocks() *heldLocks {
+	z := make(chan struct{})
+	close(z)
+	return &heldLocks{zero: z}
+}
+
+func (h *heldLocks) add() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		h.zero = make(chan struct{})
+	}
+	h.n++
+}
+
+func (h *heldLocks) done() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n > 0 {
+		if h.n--; h.n == 0 {
+			close(h.zero)
+		}
+	}
+}
+
+// idle is closed while no lock is held.
+func (h *heldLocks) idle() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.zero
 }

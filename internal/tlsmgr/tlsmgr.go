@@ -61,6 +61,10 @@ type Manager struct {
 	obtainWait time.Duration
 	running    context.Context // Run's context, nil before Run
 	ran        bool
+	// held counts the locks certmagic's orders hold in Options.Storage;
+	// set by startACME, for Run to wait on at its end. nil with
+	// StorageDir: the file system outlives Run.
+	held *heldLocks
 }
 
 // New validates opts and self-issues the bootstrap certificate. It starts
@@ -435,6 +439,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.orders.close()
 			return err
 		}
+		defer m.awaitOrders()
 		defer cache.Stop()
 		defer m.orders.close()
 		m.cache.Store(cache)
@@ -456,6 +461,29 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.renewBootstrap(ctx)
 	return nil
+}
+
+// ordersStopWait bounds how long Run waits, once stopped, for the orders
+// in flight to end (awaitOrders). An order ends soon after its context:
+// what is left is removing its challenge record and its lock, a few
+// writes to the store.
+const ordersStopWait = 10 * time.Second
+
+// awaitOrders waits, at most ordersStopWait, until certmagic's orders
+// have released every lock in Options.Storage: an order stopped by Run's
+// context ends on a goroutine of certmagic's, removing its DNS-01 record
+// and unlocking afterwards. Run's caller closes the store when Run
+// returns (the gateway its bus), so an order still running then would be
+// left writing to a closed store, its record left behind.
+func (m *Manager) awaitOrders() {
+	if m.held == nil {
+		return
+	}
+	select {
+	case <-m.held.idle():
+	case <-time.After(ordersStopWait):
+		m.log.Warn("tlsmgr: stopped with a certificate order still ending; its challenge record is left to the next sweep", "waited", ordersStopWait)
+	}
 }
 
 // checkStored looks, every checkEvery until ctx ends, for managed names
@@ -611,7 +639,8 @@ func (m *Manager) startACME() (*certmagic.Cache, error) {
 	}
 	var storage certmagic.Storage = &certmagic.FileStorage{Path: m.opts.StorageDir}
 	if m.opts.Storage != nil {
-		storage = kvStorage{m.opts.Storage}
+		m.held = newHeldLocks()
+		storage = kvStorage{m.opts.Storage, m.held}
 	}
 	zl := m.zap
 	// Two configs on one cache: certmagic treats a config with OnDemand as
