@@ -342,13 +342,30 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	}
 	opts := store.Options{Replicas: replicas, Logger: g.log,
 		OnResync: func(reason string) { g.resyncs.WithLabelValues(reason).Inc() }}
-	st, err := store.Open(ctx, b.JetStream(), opts)
+	// The embedded server makes a bucket's stream on a goroutine of its
+	// own, which goes on when the request's context ends: a stop that
+	// cut the request short then shut the server down while it made the
+	// stream, and nats-server left that stream's file store running (its
+	// goroutines, its files in data_dir) after Run had returned and let
+	// go of the lock on data_dir. With the embedded bus the buckets are
+	// opened to the end, a matter of milliseconds, before a stop is
+	// taken.
+	octx := ctx
+	if b.Embedded() {
+		var cancel context.CancelFunc
+		octx, cancel = context.WithTimeout(context.WithoutCancel(ctx), embeddedOpenTimeout)
+		defer cancel()
+	}
+	st, err := store.Open(octx, b.JetStream(), opts)
 	if replicas > 1 && notClustered(err) {
 		// A server with a cluster name but no cluster (no routes) is a
 		// single server to JetStream, which says so: keep R1.
 		g.log.Info("nats has a cluster name but JetStream is not clustered: routing buckets kept at one replica", "err", err)
 		opts.Replicas = 0
-		st, err = store.Open(ctx, b.JetStream(), opts)
+		st, err = store.Open(octx, b.JetStream(), opts)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
 	}
 	if err != nil {
 		return nil, nil, noJetStream(&cfg, b, err)
@@ -367,6 +384,10 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 		return nil, nil, errors.New("gatehouse: store: routing state not loaded after 30s")
 	}
 }
+
+// embeddedOpenTimeout bounds opening the routing buckets on the embedded
+// bus, which a stop does not cut short (openStore).
+const embeddedOpenTimeout = 15 * time.Second
 
 // noJetStream names bus.url when err says the external server has no
 // JetStream for the gateway's account: nats.go says only "no responders
