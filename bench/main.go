@@ -155,7 +155,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signalContext()
 	defer stop()
 	ps := &procs{}
 	defer ps.stopAll() // runs on success, error and signal alike
@@ -164,6 +164,30 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// signalContext is done on SIGINT, SIGTERM or SIGHUP, and, when this
+// program runs under `go run`, when the go command dies. The go command
+// ignores SIGINT (a terminal sends that to the whole group) but does not
+// pass SIGTERM on: a SIGTERM to `go run ./bench` kills it alone and would
+// leave the harness, every proxy it started and its wrk running on. So
+// the kernel is asked to send the harness SIGTERM when that parent dies
+// (PR_SET_PDEATHSIG). Only under the go command: a harness built and
+// started with nohup must outlive the shell that started it.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ppid := os.Getppid()
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid)); err != nil || strings.TrimSpace(string(comm)) != "go" {
+		return ctx, stop
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0); errno != 0 {
+		logf("PR_SET_PDEATHSIG: %v: a SIGTERM to `go run` will not reach the harness", errno)
+		return ctx, stop
+	}
+	if os.Getppid() != ppid { // the go command died before the kernel was asked
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	}
+	return ctx, stop
 }
 
 func moduleRoot() (string, error) {
