@@ -118,6 +118,24 @@ func (r *report) commit() string {
 	return s
 }
 
+// runFlags is every flag that shapes what a run measures, so the report's
+// command repeats the run: -targets as given (parseFlags adds gatehouse-b
+// itself and refuses it by name), the prebuilt binaries when there were
+// any. -out, -keep and -install change nothing measured.
+func runFlags(c config) string {
+	targets := slices.DeleteFunc(slices.Clone(c.targets), func(t string) bool { return t == targetB })
+	s := fmt.Sprintf("-rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -l7-tls-new=%v -x25519-only=%v -h2=%v -headers %s -peer-fields=%v -tls-duration %s -tls-streams %d -tls-workers %d -perf=%v",
+		c.rounds, c.duration, c.conns, c.body, c.threads, strings.Join(targets, ","), c.idle, c.tls, c.l7TLS, c.l7TLSNew, c.x25519, c.h2, c.headers, c.peerFields,
+		c.tlsDuration, c.tlsStreams, c.tlsWorkers, c.perf)
+	if c.gatehouse != "" {
+		s += " -gatehouse " + c.gatehouse
+	}
+	if c.gatehouseB != "" {
+		s += " -gatehouse-b " + c.gatehouseB
+	}
+	return s
+}
+
 func ms(v float64) string { return fmt.Sprintf("%.2f ms", v/1e6) }
 
 // markdown renders the whole report.
@@ -125,7 +143,11 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	fmt.Fprintf(&b, "# gatehouse load harness — %s\n\n", r.start.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- commit: %s (gatehouse built from this work tree when the run started)\n", r.commitID)
+	if r.cfg.gatehouse == "" {
+		fmt.Fprintf(&b, "- commit: %s (gatehouse built from this work tree when the run started)\n", r.commitID)
+	} else {
+		fmt.Fprintf(&b, "- commit: %s (the work tree's; gatehouse itself is the prebuilt %s)\n", r.commitID, r.cfg.gatehouse)
+	}
 	fmt.Fprintf(&b, "- machine: %d cores, %s, Linux %s\n", runtime.NumCPU(), cpuModel(), strings.TrimSpace(string(kernel)))
 	fmt.Fprintf(&b, "- load average: %s at start, %s at end (cores shared with the load generator and backend)\n", r.loadStart, r.loadEnd)
 	fmt.Fprintf(&b, "- versions: %s; %s; %s; %s", runtime.Version(), cmdLine("nginx", "-v"), cmdLine("haproxy", "-v"), cmdLine("wrk", "-v"))
@@ -140,9 +162,7 @@ func (r *report) markdown() string {
 		}
 		fmt.Fprintf(&b, "- A/B: gatehouse is %s, %s is %s\n", a, targetB, r.cfg.gatehouseB)
 	}
-	fmt.Fprintf(&b, "- run: `go run ./bench -rounds %d -duration %s -conns %d -body %d -threads %d -targets %s -idle %d -tls=%v -l7-tls=%v -l7-tls-new=%v -x25519-only=%v -h2=%v -headers %s -peer-fields=%v`, %s in all\n",
-		r.cfg.rounds, r.cfg.duration, r.cfg.conns, r.cfg.body, r.cfg.threads, strings.Join(r.cfg.targets, ","), r.cfg.idle, r.cfg.tls, r.cfg.l7TLS, r.cfg.l7TLSNew, r.cfg.x25519, r.cfg.h2, r.cfg.headers, r.cfg.peerFields,
-		r.end.Sub(r.start).Round(time.Second))
+	fmt.Fprintf(&b, "- run: `go run ./bench %s`, %s in all\n", runFlags(r.cfg), r.end.Sub(r.start).Round(time.Second))
 	if r.cfg.peerFields {
 		b.WriteString("- peer fields: nginx and HAProxy add the fields gatehouse adds, both ways (the five rate-limit fields, X-Request-Id and X-Gatehouse-Cluster on responses; X-Forwarded-Host, X-Request-Id and the four X-Gatehouse-* fields to the host)\n")
 	}
