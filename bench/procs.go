@@ -42,7 +42,7 @@ func (ps *procs) start(dir, name, path string, args ...string) (*proc, error) {
 	defer f.Close() // the child has its own copy
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: deathSignal(name)}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -52,6 +52,19 @@ func (ps *procs) start(dir, name, path string, args ...string) (*proc, error) {
 	ps.list = append(ps.list, p)
 	ps.mu.Unlock()
 	return p, nil
+}
+
+// deathSignal is what the kernel sends a child when the harness dies
+// without stopping it (SIGKILL, a crash): SIGKILL, but SIGTERM for nginx,
+// whose master is the only child with children of its own. Killed
+// outright, the master leaves its workers serving and holding their
+// ports; on SIGTERM it stops them (and SIGKILLs any that linger) and then
+// exits.
+func deathSignal(name string) syscall.Signal {
+	if name == "nginx" {
+		return syscall.SIGTERM
+	}
+	return syscall.SIGKILL
 }
 
 // find returns the newest process started under name, or nil.
