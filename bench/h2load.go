@@ -35,6 +35,7 @@ func runH2load(ctx context.Context, conns, threads int, duration time.Duration, 
 		"-H", ":authority: " + appHost}
 	args = append(append(args, fieldArgs(fields)...), "https://"+addr+path)
 	cmd := exec.CommandContext(ctx, "h2load", args...)
+	cmd.SysProcAttr = dieWithHarness()
 	cpu := cpuMeter(p)
 	out, err := cmd.Output()
 	r := h2Result{cpu: cpu()}

@@ -67,6 +67,14 @@ func deathSignal(name string) syscall.Signal {
 	return syscall.SIGKILL
 }
 
+// dieWithHarness is for the load generators (wrk, h2load), which run in
+// the harness's group and are stopped by their context: a harness killed
+// outright ends no context, and they would load the machine for the rest
+// of their run (up to -duration, 5 min).
+func dieWithHarness() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
 // find returns the newest process started under name, or nil.
 func (ps *procs) find(name string) *proc {
 	ps.mu.Lock()

@@ -1,11 +1,14 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,11 +84,10 @@ func TestNginxWorkersDieWithTheHarness(t *testing.T) {
 	// nginx's group is its master's PID (procs.start: Setpgid).
 	var pgid int
 	workers := func() []string {
-		out, _ := exec.Command("ps", "-e", "-o", "pid=,pgid=").Output()
 		var in []string
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[1] == strconv.Itoa(pgid) {
-				in = append(in, f[0])
+		for _, p := range livePS() {
+			if p.pgid == pgid {
+				in = append(in, strconv.Itoa(p.pid))
 			}
 		}
 		return in
@@ -106,9 +108,98 @@ func TestNginxWorkersDieWithTheHarness(t *testing.T) {
 	helper.Process.Kill()
 	helper.Wait()
 	for deadline = time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		if len(workers()) == 0 {
 			return
 		}
 	}
 	t.Fatalf("5 s after the harness died, nginx's group still holds %v", workers())
+}
+
+// wrkHelperEnv makes the test binary, re-executed, a harness in a 20 s wrk
+// run against a loopback listener (TestHelperRunWrk).
+const wrkHelperEnv = "BENCH_TEST_WRK_HELPER"
+
+func TestHelperRunWrk(t *testing.T) {
+	if os.Getenv(wrkHelperEnv) == "" {
+		t.Skip("helper process for TestWrkDiesWithTheHarness")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.Exit(2)
+	}
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	runWrk(context.Background(), wrkOpts{conns: 1, threads: 1, duration: 20 * time.Second}, ln.Addr().String(), nil)
+	os.Exit(0)
+}
+
+// TestWrkDiesWithTheHarness kills a harness in a wrk run (SIGKILL: no
+// context ends the run) and wants wrk gone, not loading the machine for
+// the rest of its -d.
+func TestWrkDiesWithTheHarness(t *testing.T) {
+	if os.Getenv(wrkHelperEnv) != "" {
+		t.Skip("in the helper")
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Skip("wrk not installed")
+	}
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperRunWrk$")
+	helper.Env = append(os.Environ(), wrkHelperEnv+"=1")
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer helper.Process.Kill()
+	children := func() []int {
+		var pids []int
+		for _, p := range livePS() {
+			if p.ppid == helper.Process.Pid && p.comm == "wrk" {
+				pids = append(pids, p.pid)
+			}
+		}
+		return pids
+	}
+	var wrk []int
+	for deadline := time.Now().Add(10 * time.Second); len(wrk) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		wrk = children()
+	}
+	if len(wrk) == 0 {
+		t.Fatal("wrk never ran")
+	}
+	defer func() {
+		for _, pid := range wrk {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	helper.Process.Kill()
+	helper.Wait()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !slices.ContainsFunc(livePS(), func(p psEntry) bool { return p.pid == wrk[0] }) {
+			return
+		}
+	}
+	t.Fatalf("3 s after the harness died, wrk (PID %d) still runs", wrk[0])
+}
+
+type psEntry struct {
+	pid, ppid, pgid int
+	comm            string
+}
+
+// livePS lists the machine's processes that have not exited: a zombie
+// (killed, not yet reaped by whoever adopted it) is gone for these tests.
+func livePS() []psEntry {
+	out, _ := exec.Command("ps", "-e", "-o", "pid=,ppid=,pgid=,stat=,comm=").Output()
+	var ps []psEntry
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 5 || strings.HasPrefix(f[3], "Z") {
+			continue
+		}
+		var e psEntry
+		e.pid, _ = strconv.Atoi(f[0])
+		e.ppid, _ = strconv.Atoi(f[1])
+		e.pgid, _ = strconv.Atoi(f[2])
+		e.comm = f[4]
+		ps = append(ps, e)
+	}
+	return ps
 }

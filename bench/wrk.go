@@ -76,6 +76,7 @@ func runWrk(ctx context.Context, o wrkOpts, addr string, p *proc) (wrkResult, er
 		"--timeout", "5s", "--latency", "-H", "Host: " + appHost}
 	args = append(append(args, fieldArgs(o.fields)...), scheme(o.tls)+"://"+addr+cmp.Or(o.path, "/"))
 	cmd := exec.CommandContext(ctx, "wrk", args...)
+	cmd.SysProcAttr = dieWithHarness()
 	cpu, beCPU := cpuMeter(p), cpuMeter(o.backend)
 	out, err := cmd.Output()
 	r := wrkResult{cpu: cpu(), backend: beCPU()}
