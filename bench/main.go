@@ -268,11 +268,6 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 		return err
 	}
 	e.roots = roots
-	ba, err := freeAddrs(2)
-	if err != nil {
-		return err
-	}
-	e.backendHTTP, e.backendTLS = ba[0], ba[1]
 	e.certFile, e.keyFile = certFile, keyFile
 
 	// gatehouse first: the backend needs its bus to announce on (each
@@ -293,25 +288,37 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 			buses = append(buses, setup.bus)
 		}
 	}
-	backendArgs := []string{"backend", "-http", e.backendHTTP, "-tls", e.backendTLS, "-cert", certFile, "-key", keyFile}
-	if len(buses) > 0 {
-		backendArgs = append(backendArgs, "-bus", strings.Join(buses, ","), "-cluster", benchCluster, "-host-key", e.hostKeyFile(), "-app", "app", "-tls-app", "tls")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	backend, err := ps.start(dir, "backend", self, backendArgs...)
-	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, backend, func() error {
-		if err := checkHTTP(e.backendHTTP); err != nil {
-			return err
+	// The backend gets fresh ports when one was taken, as every target
+	// does (withFreshPorts): without it there is no run.
+	backend := withFreshPorts(ctx, func() *target {
+		t := &target{name: "backend"}
+		ba, err := e.addrs(2)
+		if err != nil {
+			t.err = err
+			return t
 		}
-		return checkTLS(e.backendTLS, roots)
-	}); err != nil {
-		return fmt.Errorf("backend: %w", err)
+		e.backendHTTP, e.backendTLS = ba[0], ba[1]
+		args := []string{"backend", "-http", e.backendHTTP, "-tls", e.backendTLS, "-cert", certFile, "-key", keyFile}
+		if len(buses) > 0 {
+			args = append(args, "-bus", strings.Join(buses, ","), "-cluster", benchCluster, "-host-key", e.hostKeyFile(), "-app", "app", "-tls-app", "tls")
+		}
+		if t.proc, t.err = ps.start(dir, "backend", self, args...); t.err != nil {
+			return t
+		}
+		t.err = waitReady(ctx, t.proc, func() error {
+			if err := checkHTTP(e.backendHTTP); err != nil {
+				return err
+			}
+			return checkTLS(e.backendTLS, roots)
+		})
+		return t
+	})
+	if backend.err != nil {
+		return fmt.Errorf("backend: %w", backend.err)
 	}
 
 	targets := map[string]*target{"direct": {name: "direct", http: e.backendHTTP, tls: e.backendTLS, https: e.backendTLS}}
@@ -385,7 +392,7 @@ func startGatehouseTarget(ctx context.Context, e *env, root, name, bin string) (
 		if t.proc != nil {
 			t.proc.stop(5 * time.Second)
 		}
-		if attempt < 3 && ctx.Err() == nil && strings.Contains(err.Error(), "address already in use") {
+		if attempt < 3 && ctx.Err() == nil && portTaken(err) {
 			logf("%s: a port was taken before it bound it; again with fresh ports (%s)", name, oneLine(err))
 			continue
 		}

@@ -36,6 +36,9 @@ type env struct {
 	maxConns    int // connections a proxy must accept at once (idle test + margin)
 	noFile      int // RLIMIT_NOFILE the children inherit
 	roots       *x509.CertPool
+	// pickAddrs hands out loopback addresses for a target's listeners;
+	// nil is freeAddrs. (A test gives a taken one.)
+	pickAddrs func(n int) ([]string, error)
 	// peerFields are fields nginx and HAProxy add to every L7 response
 	// (-peer-fields); none by default. With them the peers also add
 	// gatehouse's context fields, both ways (the templates' Context).
@@ -94,6 +97,39 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// addrs is n addresses for a target's listeners.
+func (e *env) addrs(n int) ([]string, error) {
+	if e.pickAddrs != nil {
+		return e.pickAddrs(n)
+	}
+	return freeAddrs(n)
+}
+
+// portTaken reports whether err says a listener could not bind: the
+// port freeAddr released was taken before the process bound it (nginx and
+// HAProxy say "Address already in use", Go "address already in use").
+func portTaken(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "address already in use")
+}
+
+// withFreshPorts starts a target with start, which picks its ports
+// afresh each call, and again (three attempts in all) while it fails
+// only because a port was taken: on a busy loopback, where outgoing
+// connections take ephemeral ports too, that race is not rare, and a
+// target lost to it would be missing from the whole run.
+func withFreshPorts(ctx context.Context, start func() *target) *target {
+	for attempt := 1; ; attempt++ {
+		t := start()
+		if t.err == nil || attempt == 3 || ctx.Err() != nil || !portTaken(t.err) {
+			return t
+		}
+		if t.proc != nil {
+			t.proc.stop(5 * time.Second)
+		}
+		logf("%s: a port was taken before it bound it; again with fresh ports (%s)", t.name, oneLine(t.err))
+	}
 }
 
 func freeAddrs(n int) ([]string, error) {
@@ -255,8 +291,12 @@ http {
 `))
 
 func startNginx(ctx context.Context, e *env) *target {
+	return withFreshPorts(ctx, func() *target { return startNginxOnce(ctx, e) })
+}
+
+func startNginxOnce(ctx context.Context, e *env) *target {
 	t := &target{name: "nginx"}
-	addrs, err := freeAddrs(3)
+	addrs, err := e.addrs(3)
 	if err != nil {
 		t.err = err
 		return t
@@ -304,12 +344,17 @@ func startNginx(ctx context.Context, e *env) *target {
 // startFloor starts a Go floor, `bench floor -mode go|epoll|lane|bytes`, in front of
 // the backend: L7 plaintext only.
 func startFloor(ctx context.Context, e *env, self, name string) *target {
+	return withFreshPorts(ctx, func() *target { return startFloorOnce(ctx, e, self, name) })
+}
+
+func startFloorOnce(ctx context.Context, e *env, self, name string) *target {
 	t := &target{name: name, floor: true} // no tls or https address: those phases pass it by
-	addr, err := freeAddr()
+	addrs, err := e.addrs(1)
 	if err != nil {
 		t.err = err
 		return t
 	}
+	addr := addrs[0]
 	mode := strings.TrimPrefix(name, "floor-")
 	if t.proc, t.err = e.ps.start(e.dir, name, self, "floor", "-mode", mode, "-listen", addr, "-backend", e.backendHTTP); t.err != nil {
 		return t
@@ -382,8 +427,12 @@ backend tlsapp
 `))
 
 func startHAProxy(ctx context.Context, e *env) *target {
+	return withFreshPorts(ctx, func() *target { return startHAProxyOnce(ctx, e) })
+}
+
+func startHAProxyOnce(ctx context.Context, e *env) *target {
 	t := &target{name: "haproxy", maxIdle: min(e.maxConns, (e.noFile-1200)/2)}
-	addrs, err := freeAddrs(3)
+	addrs, err := e.addrs(3)
 	if err != nil {
 		t.err = err
 		return t

@@ -2,9 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"text/template"
+	"time"
 )
 
 // TestPeerFields checks that -peer-fields puts the same five rate-limit
@@ -92,5 +100,77 @@ func TestPeerFields(t *testing.T) {
 		if strings.Contains(without, "X-Gatehouse") || strings.Contains(without, "X-Request-Id") {
 			t.Errorf("%s without -peer-fields adds context fields:\n%s", tc.name, without)
 		}
+	}
+}
+
+// TestTargetGetsFreshPortsWhenOneWasTaken starts nginx and HAProxy with a
+// first address that another socket holds, as happens when a port
+// freeAddr released is taken (a busy loopback's outgoing connections pick
+// ephemeral ports too) before the proxy binds it: the target must start on
+// fresh ports, not be lost for the whole run.
+func TestTargetGetsFreshPortsWhenOneWasTaken(t *testing.T) {
+	certFile, keyFile, roots, err := writeCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneKiB := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, smallBody)) })
+	backend := httptest.NewServer(oneKiB)
+	defer backend.Close()
+	backendTLS := httptest.NewUnstartedServer(oneKiB) // the passthrough check's end
+	backendTLS.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	backendTLS.StartTLS()
+	defer backendTLS.Close()
+	for _, tc := range []struct {
+		name  string
+		start func(context.Context, *env) *target
+	}{{"nginx", startNginx}, {"haproxy", startHAProxy}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.name); err != nil {
+				t.Skip(tc.name + " not installed")
+			}
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o755); err != nil { // nginx workers run as nobody
+				t.Fatal(err)
+			}
+			calls := 0
+			ps := &procs{}
+			defer ps.stopAll()
+			e := &env{dir: dir, ps: ps, cores: 1, maxConns: 64, noFile: 4096, roots: roots, certFile: certFile, keyFile: keyFile,
+				backendHTTP: backend.Listener.Addr().String(), backendTLS: backendTLS.Listener.Addr().String(),
+				pickAddrs: func(n int) ([]string, error) {
+					calls++
+					a, err := freeAddrs(n)
+					if calls == 1 && err == nil {
+						a[0] = taken.Addr().String()
+					}
+					return a, err
+				}}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			tg := tc.start(ctx, e)
+			if tg.err != nil || tg.http == "" {
+				t.Fatalf("%s with its first port taken: %v", tc.name, tg.err)
+			}
+			if tg.http == taken.Addr().String() {
+				t.Fatalf("%s reports the taken address %s", tc.name, tg.http)
+			}
+			if err := checkHTTP(tg.http); err != nil {
+				t.Fatal(err)
+			}
+			// nginx pipes by SNI only with Debian's stream module.
+			wantTLS := tc.name != "nginx" || fileExists(nginxStreamModule)()
+			if tg.https == "" || (tg.tls == "") == wantTLS {
+				t.Errorf("%s: L7 over TLS at %q (%v), passthrough at %q (%v)", tc.name, tg.https, tg.httpsErr, tg.tls, tg.tlsErr)
+			}
+		})
 	}
 }
