@@ -331,6 +331,9 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 		}
 		targets[name] = gh
 	}
+	if err := ctx.Err(); err != nil { // interrupted while the backend or gatehouse started
+		return err
+	}
 	if slices.Contains(cfg.targets, "nginx") {
 		targets["nginx"] = startNginx(ctx, e)
 	}
@@ -338,9 +341,12 @@ func bench(ctx context.Context, cfg config, ps *procs) error {
 		targets["haproxy"] = startHAProxy(ctx, e)
 	}
 	for _, name := range floorTargets {
-		if slices.Contains(cfg.targets, name) {
+		if slices.Contains(cfg.targets, name) && ctx.Err() == nil {
 			targets[name] = startFloor(ctx, e, self, name)
 		}
+	}
+	if err := ctx.Err(); err != nil { // a target's failure was the interrupt's
+		return err
 	}
 	var order []*target
 	for _, name := range cfg.targets {
@@ -405,6 +411,11 @@ func startGatehouseTarget(ctx context.Context, e *env, root, name, bin string) (
 // measureAll runs every phase; a phase's failure on one target is
 // recorded in the report and the others go on.
 func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *report) error {
+	// An interrupt ends the run between steps: nothing more is started,
+	// and no step's failure to run is noted as a measurement's.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if cfg.idle > 0 {
 		for _, t := range order {
 			if t.http == "" || t.floor {
@@ -438,6 +449,9 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 	fields := requestFields(cfg.headers)
 	wo := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: cfg.duration, backend: e.ps.find("backend"), path: path, fields: fields}
 	for _, t := range order {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if t.http == "" {
 			continue
 		}
@@ -464,6 +478,9 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 	if cfg.l7TLS {
 		two := wrkOpts{conns: cfg.conns, threads: cfg.threads, duration: 2 * time.Second, tls: true, path: path, fields: fields}
 		for _, t := range order {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if t.https == "" {
 				continue
 			}
@@ -603,6 +620,9 @@ func measureH2(ctx context.Context, cfg config, order []*target, rep *report) er
 	h2 := having(order, func(t *target) bool { return t.https != "" && t.proc != nil })
 	path := bodyPath(cfg.body)
 	for _, t := range h2 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		logf("warm-up over HTTP/2: %s", t.name)
 		if _, err := runH2load(ctx, cfg.conns, cfg.threads, 2*time.Second, t.https, path, requestFields(cfg.headers), t.proc); err != nil {
 			rep.note("%s HTTP/2 warm-up: %v", t.name, err)

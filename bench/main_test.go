@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -83,5 +88,39 @@ func TestStopsWhenGoRunDies(t *testing.T) {
 	_ = parent.Wait()
 	if s := waitState("stopped"); s != "stopped" {
 		t.Fatalf("after its parent, the go command, died the harness was %q, want stopped", s)
+	}
+}
+
+// TestInterruptedRunMeasuresNothingMore checks that once the run is
+// interrupted (its context done) no phase starts: no warm-up, no check,
+// no round, and no note of a failure the interrupt itself caused.
+func TestInterruptedRunMeasuresNothingMore(t *testing.T) {
+	var hits atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Write(make([]byte, smallBody))
+	}))
+	defer backend.Close()
+	cfg, err := parseFlags([]string{"-rounds", "1", "-duration", "1s", "-idle", "10", "-tls=false", "-l7-tls=false", "-h2=false", "-targets", "direct"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // SIGINT before the measuring began
+	ps := &procs{}
+	defer ps.stopAll()
+	e := &env{dir: t.TempDir(), ps: ps}
+	// The direct target's process is the backend's (its memory and CPU).
+	if _, err := ps.start(e.dir, "backend", "/bin/sleep", "30"); err != nil {
+		t.Fatal(err)
+	}
+	direct := &target{name: "direct", http: backend.Listener.Addr().String()}
+	rep := newReport(cfg, t.TempDir())
+	err = measureAll(ctx, cfg, e, []*target{direct}, rep)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("measureAll: %v, want context.Canceled", err)
+	}
+	if len(rep.notes) > 0 || hits.Load() > 0 {
+		t.Errorf("after the interrupt: %d requests to the target, notes %q", hits.Load(), rep.notes)
 	}
 }
