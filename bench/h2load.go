@@ -14,6 +14,7 @@ import (
 // client one connection with one stream in flight, so the concurrency is
 // the HTTP/1.1 rounds' (one request in flight per connection).
 type h2Result struct {
+	round    int // the round it ran in, from 0 (as wrkResult's)
 	requests int64
 	rps      float64
 	mean     time.Duration // h2load reports no percentiles: mean and max

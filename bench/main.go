@@ -471,6 +471,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 			rep.note("%s L7 round %d: %v", t.name, round+1, err)
 			return
 		}
+		r.round = round
 		rep.l7[t.name] = append(rep.l7[t.name], r)
 	}); err != nil {
 		return err
@@ -502,6 +503,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 				rep.note("%s L7 over TLS round %d: %v", t.name, round+1, err)
 				return
 			}
+			r.round = round
 			rep.l7tls[t.name] = append(rep.l7tls[t.name], r)
 		}); err != nil {
 			return err
@@ -513,6 +515,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 				if r.errors > 0 {
 					rep.note("%s L7 over TLS, new connections, round %d: %d errors, first: %s", t.name, round+1, r.errors, r.firstErr)
 				}
+				r.round = round
 				rep.l7new[t.name] = append(rep.l7new[t.name], r)
 			}); err != nil {
 				return err
@@ -558,6 +561,7 @@ func measureAll(ctx context.Context, cfg config, e *env, order []*target, rep *r
 				rep.note("%s TLS %s round %d: %d errors, first: %s", t.name, x.what, round+1, x.r.errors, x.r.firstErr)
 			}
 		}
+		dl.round, hs.round = round, round
 		rep.dl[t.name] = append(rep.dl[t.name], dl)
 		rep.hs[t.name] = append(rep.hs[t.name], hs)
 	}); err != nil {
@@ -635,6 +639,7 @@ func measureH2(ctx context.Context, cfg config, order []*target, rep *report) er
 			rep.note("%s L7 over HTTP/2 round %d: %v", t.name, round+1, err)
 			return
 		}
+		r.round = round
 		rep.h2[t.name] = append(rep.h2[t.name], r)
 	})
 }

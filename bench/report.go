@@ -416,7 +416,7 @@ func (r *report) abTable(b *strings.Builder) {
 		return func(t string) []abRun {
 			var out []abRun
 			for _, w := range m[t] {
-				out = append(out, abRun{cpu: w.cpu / float64(max(w.requests, 1)), rate: w.rps})
+				out = append(out, abRun{round: w.round, cpu: w.cpu / float64(max(w.requests, 1)), rate: w.rps})
 			}
 			return out
 		}
@@ -426,9 +426,9 @@ func (r *report) abTable(b *strings.Builder) {
 			var out []abRun
 			for _, x := range m[t] {
 				if perByte {
-					out = append(out, abRun{cpu: x.cpu / float64(max(x.bytes, 1)), rate: x.mbps()})
+					out = append(out, abRun{round: x.round, cpu: x.cpu / float64(max(x.bytes, 1)), rate: x.mbps()})
 				} else {
-					out = append(out, abRun{cpu: x.cpu / float64(max(x.handshakes, 1)), rate: x.hps()})
+					out = append(out, abRun{round: x.round, cpu: x.cpu / float64(max(x.handshakes, 1)), rate: x.hps()})
 				}
 			}
 			return out
@@ -441,7 +441,7 @@ func (r *report) abTable(b *strings.Builder) {
 		{"L7 over HTTP/2", "request", func(t string) []abRun {
 			var out []abRun
 			for _, h := range r.h2[t] {
-				out = append(out, abRun{cpu: h.cpu / float64(max(h.requests, 1)), rate: h.rps})
+				out = append(out, abRun{round: h.round, cpu: h.cpu / float64(max(h.requests, 1)), rate: h.rps})
 			}
 			return out
 		}},
@@ -455,27 +455,32 @@ func (r *report) abTable(b *strings.Builder) {
 	fmt.Fprintln(b, "| phase | CPU per unit, B ÷ A (median) | each round | rounds lower (sign test) | throughput, B ÷ A (median) |")
 	fmt.Fprintln(b, "|---|---:|---|---|---:|")
 	for _, ph := range phases {
-		a, bb := ph.runs("gatehouse"), ph.runs(targetB)
-		n := min(len(a), len(bb))
-		if n == 0 {
-			continue
+		// A round in which either build's run failed has no pair: it is
+		// left out, and the other rounds stay paired with their own.
+		a := map[int]abRun{}
+		for _, x := range ph.runs("gatehouse") {
+			a[x.round] = x
 		}
 		var cpu, rate []float64
 		var each []string
 		lower, higher := 0, 0
-		for i := range n {
-			if a[i].cpu > 0 && bb[i].cpu > 0 {
-				cpu = append(cpu, bb[i].cpu/a[i].cpu)
-				each = append(each, fmt.Sprintf("%.2f", bb[i].cpu/a[i].cpu))
+		for _, bx := range ph.runs(targetB) {
+			ax, ok := a[bx.round]
+			if !ok {
+				continue
+			}
+			if ax.cpu > 0 && bx.cpu > 0 {
+				cpu = append(cpu, bx.cpu/ax.cpu)
+				each = append(each, fmt.Sprintf("%.2f", bx.cpu/ax.cpu))
 				switch {
-				case bb[i].cpu < a[i].cpu:
+				case bx.cpu < ax.cpu:
 					lower++
-				case bb[i].cpu > a[i].cpu:
+				case bx.cpu > ax.cpu:
 					higher++
 				}
 			}
-			if a[i].rate > 0 {
-				rate = append(rate, bb[i].rate/a[i].rate)
+			if ax.rate > 0 {
+				rate = append(rate, bx.rate/ax.rate)
 			}
 		}
 		if len(cpu) == 0 {
@@ -509,6 +514,9 @@ func signTest(k, m int) float64 {
 	return min(1, 2*sum/math.Pow(2, float64(n)))
 }
 
-// abRun is one round of one build in an A/B comparison: CPU seconds per
-// unit of work and the rate of work.
-type abRun struct{ cpu, rate float64 }
+// abRun is one round of one build in an A/B comparison: the round, CPU
+// seconds per unit of work and the rate of work.
+type abRun struct {
+	round     int
+	cpu, rate float64
+}

@@ -18,6 +18,7 @@ import (
 // tlsResult is one TLS measurement against one target: a passthrough
 // download or handshake run, or an L7 new-connection run.
 type tlsResult struct {
+	round      int   // the round it ran in, from 0 (as wrkResult's)
 	bytes      int64 // downloaded (download test)
 	handshakes int64 // completed (handshake test; connections in the new-connection test)
 	errors     int64

@@ -13,6 +13,7 @@ import (
 
 // wrkResult is one wrk run against one target.
 type wrkResult struct {
+	round    int // the round it ran in, from 0: an A/B pairs the builds' runs by it
 	requests int64
 	rps      float64
 	p50, p99 time.Duration

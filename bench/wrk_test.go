@@ -159,8 +159,8 @@ func TestReportAB(t *testing.T) {
 	r := newReport(cfg, t.TempDir())
 	p := &proc{}
 	r.targets = []*target{{name: "gatehouse", proc: p}, {name: targetB, proc: p}, {name: "nginx", proc: p}}
-	r.l7["gatehouse"] = []wrkResult{{requests: 1000, rps: 100, cpu: 0.040}, {requests: 1000, rps: 100, cpu: 0.050}, {requests: 2000, rps: 200, cpu: 0.080}}
-	r.l7[targetB] = []wrkResult{{requests: 1000, rps: 110, cpu: 0.036}, {requests: 1000, rps: 100, cpu: 0.050}, {requests: 2000, rps: 180, cpu: 0.060}}
+	r.l7["gatehouse"] = []wrkResult{{round: 0, requests: 1000, rps: 100, cpu: 0.040}, {round: 1, requests: 1000, rps: 100, cpu: 0.050}, {round: 2, requests: 2000, rps: 200, cpu: 0.080}}
+	r.l7[targetB] = []wrkResult{{round: 0, requests: 1000, rps: 110, cpu: 0.036}, {round: 1, requests: 1000, rps: 100, cpu: 0.050}, {round: 2, requests: 2000, rps: 180, cpu: 0.060}}
 	r.finish()
 	md := r.markdown()
 	if !strings.Contains(md, "| L7 (per request) | 0.90× | 0.90, 1.00, 0.75 | 2 of 3 (p 0.50) | 1.00× |") {
@@ -173,5 +173,26 @@ func TestReportAB(t *testing.T) {
 	r.cfg = cfg
 	if md := r.markdown(); strings.Contains(md, "A/B") {
 		t.Errorf("an A/B section without -gatehouse-b:\n%s", md)
+	}
+}
+
+// TestReportABPairsByRound: when one build's run failed in a round (a
+// note, no result), the A/B table still compares each round's runs with
+// each other, not A's next round with B's.
+func TestReportABPairsByRound(t *testing.T) {
+	cfg, err := parseFlags([]string{"-targets", "gatehouse,nginx", "-gatehouse-b", "/tmp/b", "-rounds", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReport(cfg, t.TempDir())
+	p := &proc{}
+	r.targets = []*target{{name: "gatehouse", proc: p}, {name: targetB, proc: p}, {name: "nginx", proc: p}}
+	r.l7["gatehouse"] = []wrkResult{{round: 0, requests: 1000, rps: 100, cpu: 0.040}, {round: 1, requests: 1000, rps: 100, cpu: 0.080}, {round: 2, requests: 1000, rps: 100, cpu: 0.050}}
+	// B's round 1 failed.
+	r.l7[targetB] = []wrkResult{{round: 0, requests: 1000, rps: 90, cpu: 0.036}, {round: 2, requests: 1000, rps: 110, cpu: 0.055}}
+	r.finish()
+	md := r.markdown()
+	if !strings.Contains(md, "| L7 (per request) | 1.00× | 0.90, 1.10 | 1 of 2 (p 1.00) | 1.00× |") {
+		t.Errorf("A/B row for L7 does not pair round 0 with round 0 and round 2 with round 2:\n%s", md)
 	}
 }
