@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -84,6 +85,14 @@ func buildGatehouse(ctx context.Context, root, dir string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gatehouse")
 	cmd.Dir = root
+	// An interrupt kills the go command, which then cannot remove its
+	// work dir: that dir goes in the run's temp dir, removed with it. And
+	// the go command leads a group of its own, so that the compilers and
+	// linker it started die with it and do not write on into the temp dir
+	// as it is removed.
+	cmd.Env = append(os.Environ(), "GOTMPDIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/gatehouse: %v\n%s", err, lastLines(string(out), 8))
 	}
