@@ -8,7 +8,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // GenerateKey returns a new Ed25519 key from crypto/rand.
@@ -68,24 +70,86 @@ func LoadKey(path string) (ed25519.PrivateKey, error) {
 }
 
 // WriteKey writes k to path as PKCS#8 PEM, mode 0600, refusing to replace
-// an existing file.
+// an existing file. The file appears whole or not at all: the key is
+// written and synced under a temporary name in path's directory, then
+// linked to path (which fails if path exists). A crash or a full disk
+// mid-write would otherwise leave a short or empty key at path, which
+// every later start refuses as a bad key and keygen as a file that exists.
 func WriteKey(path string, k ed25519.PrivateKey) error {
 	b, err := MarshalPrivateKey(k)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("host: write key: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("host: write key: %w", err)
-	}
-	if err := f.Close(); err != nil {
+	if err := writeNew(path, b, func(f *os.File, b []byte) error { _, err := f.Write(b); return err }); err != nil {
 		return fmt.Errorf("host: write key: %w", err)
 	}
 	return nil
+}
+
+// writeNew makes path with content b, whole or not at all, and never
+// over an existing file; write writes to the temporary file (tests make
+// it fail).
+func writeNew(path string, b []byte, write func(*os.File, []byte) error) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return &os.PathError{Op: "open", Path: path, Err: fs.ErrExist}
+	}
+	f, err := os.CreateTemp(dir, "."+base+".*.tmp") // mode 0600
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the link, path keeps the file
+	err = write(f, b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		var le *os.LinkError
+		if errors.As(err, &le) && errors.Is(le.Err, fs.ErrExist) {
+			return &os.PathError{Op: "open", Path: path, Err: fs.ErrExist}
+		}
+		// A file system without hard links: made in place, and taken
+		// away again if the write fails.
+		return writeInPlace(path, b, write)
+	}
+	// The new name is durable once the directory is synced; a failure
+	// here leaves a whole file, so it is not an error.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// writeInPlace is writeNew where no hard link can be made: path is
+// created (never over an existing file) and written, and removed if the
+// write fails.
+func writeInPlace(path string, b []byte, write func(*os.File, []byte) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = write(f, b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
 
 // PublicKeyString is the wire and enrolment form of a public key: std

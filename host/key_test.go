@@ -3,6 +3,8 @@ package host
 import (
 	"bytes"
 	"crypto/ed25519"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,5 +93,39 @@ func TestParsePublicKey(t *testing.T) {
 		if _, err := ParsePublicKey(in); (err == nil) != ok {
 			t.Errorf("ParsePublicKey(%q) err = %v", in, err)
 		}
+	}
+}
+
+// TestWriteKeyWholeOrNothing: a write that fails half way (a full disk)
+// leaves no file at the path, nor a temporary one beside it, so the next
+// keygen or start is not refused by a short key or a file that exists.
+func TestWriteKeyWholeOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cluster.key")
+	half := func(f *os.File, b []byte) error {
+		if _, err := f.Write(b[:len(b)/2]); err != nil {
+			return err
+		}
+		return errors.New("no space left on device")
+	}
+	if err := writeNew(path, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), half); err == nil {
+		t.Fatal("writeNew succeeded with a failing write")
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+	// An existing file is refused as before, and nothing is left beside it.
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := GenerateKey()
+	if err := WriteKey(path, k); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("WriteKey over a file: %v, want ErrExist", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("dir holds %v, want the one file", ents)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "x" {
+		t.Fatalf("existing file changed: %q", b)
 	}
 }
