@@ -715,6 +715,12 @@ const (
 	dropUnsignedLeave = "unsigned_leave"
 	dropBadSignature  = "bad_signature"
 	dropStaleLeave    = "stale_leave"
+	// dropUnverifiedLeave: a leave of a host that proved no key here
+	// (never verified, or unknown). Nothing is routed to it, so there is
+	// nothing to drain, and no key to check a forgery by: counted apart
+	// from bad_signature, which an operator may alert on, since a host
+	// that failed its challenge sends one at every shutdown.
+	dropUnverifiedLeave = "unverified_leave"
 )
 
 // leave drains a host on a leave signed by the key it last proved. Anyone
@@ -728,6 +734,10 @@ func (d *Discovery) leave(l host.Leave) {
 		return
 	}
 	d.m.dropped.WithLabelValues(reason).Inc()
+	if reason == dropUnverifiedLeave {
+		d.drops.info(d.opts.Now(), reason, "discovery: refused leave", "host_id", l.HostID, "reason", reason, "err", err)
+		return
+	}
 	d.drops.warn(d.opts.Now(), reason, "discovery: refused leave", "host_id", l.HostID, "reason", reason, "err", err)
 }
 
@@ -751,9 +761,9 @@ func (d *Discovery) applyLeave(l host.Leave) (string, error) {
 		pub := e.leaveKey()
 		if pub == nil {
 			// Unknown, or never verified: nothing routed, and no key the
-			// host proved can verify the sig. Refused and counted like
-			// any other leave that drains nothing.
-			return dropBadSignature, errors.New("the host never proved a key to verify the sig by")
+			// host proved can verify the sig. Refused and counted, apart
+			// from a sig that fails a proven key.
+			return dropUnverifiedLeave, errors.New("the host never proved a key to verify the sig by")
 		}
 		d.mu.Unlock()
 		ok := d.verifySig(pub, msg, sig)

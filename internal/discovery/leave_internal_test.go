@@ -76,7 +76,7 @@ func TestLeaveSignatureCheckedOutsideTheLock(t *testing.T) {
 				d.deleteLocked("web-1", e)
 			}
 			d.mu.Unlock()
-		}, false, dropBadSignature}, // as a leave of an unknown host is
+		}, false, dropUnverifiedLeave}, // as a leave of an unknown host is
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestLeaveSignatureCheckedOutsideTheLock(t *testing.T) {
 			if drained := hi.State == route.HostDraining; drained != c.drained {
 				t.Fatalf("drained %v, want %v (info %+v)", drained, c.drained, hi)
 			}
-			for _, r := range []string{dropBadSignature, dropStaleLeave, dropUnsignedLeave} {
+			for _, r := range []string{dropBadSignature, dropStaleLeave, dropUnsignedLeave, dropUnverifiedLeave} {
 				want := 0.0
 				if r == c.reason {
 					want = 1
