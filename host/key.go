@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,9 +59,19 @@ func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {
 
 // LoadKey reads a PKCS#8 PEM Ed25519 private key from path.
 func LoadKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("host: read key: %w", err)
+	}
+	defer f.Close()
+	// A PEM key is a few hundred bytes: a path to something else (a log,
+	// /dev/zero) is named as such rather than read into memory whole.
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("host: read key: %w", err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("host: read key: %s is larger than %d KiB, which no PEM key is", path, maxKeyFile>>10)
 	}
 	k, err := ParsePrivateKey(b)
 	if err != nil {
@@ -68,6 +79,9 @@ func LoadKey(path string) (ed25519.PrivateKey, error) {
 	}
 	return k, nil
 }
+
+// maxKeyFile bounds what LoadKey reads.
+const maxKeyFile = 64 << 10
 
 // WriteKey writes k to path as PKCS#8 PEM, mode 0600, refusing to replace
 // an existing file. The file appears whole or not at all: the key is

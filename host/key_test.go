@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -127,5 +128,23 @@ func TestWriteKeyWholeOrNothing(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "x" {
 		t.Fatalf("existing file changed: %q", b)
+	}
+}
+
+// TestLoadKeyBounded: a key path naming something else than a key (a
+// log, /dev/zero) is refused after 64 KiB, not read into memory whole.
+func TestLoadKeyBounded(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.pem")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("A"), 100<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		_, err := LoadKey(path)
+		if err == nil || !strings.Contains(err.Error(), "larger than 64 KiB") {
+			t.Errorf("LoadKey(%s) = %v, want a refusal of its size", path, err)
+		}
 	}
 }
