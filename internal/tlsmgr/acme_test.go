@@ -643,3 +643,72 @@ func TestACMEOnDemandStoredLoadsPastBusyOrders(t *testing.T) {
 		t.Fatalf("pebble saw %d orders, want 2 (one per name)", n)
 	}
 }
+
+// TestACMEOnDemandOrderNotEndedByAHandshakesRefusal: a handshake for a
+// custom domain that is not cached asks certmagic first, and certmagic
+// makes whoever asks for the name meanwhile wait for that handshake and
+// share its outcome: the decision's errOrderInBackground. The background
+// order, started by an earlier handshake while another one asks, must not
+// take that answer as its own and end without ordering: the handshakes
+// waiting for it then get the bootstrap certificate at once, and the name
+// no order until another handshake comes.
+func TestACMEOnDemandOrderNotEndedByAHandshakesRefusal(t *testing.T) {
+	// Not parallel: certmagic keeps active challenges in one process-wide
+	// map keyed by name, and these tests issue the same names.
+	const name = "busy.customer.test"
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	var hold atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	opts.Allow = func(ctx context.Context, n string) error {
+		if n != name {
+			return errors.New("not a verified mapping")
+		}
+		// The handshake asking while the order starts: held in the
+		// decision, so certmagic makes the order wait for it.
+		if _, ok := ctx.Value(handshakeObtain{}).(handshakeEnd); ok && hold.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start(t, m)
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	hold.Store(true)
+	go func() { _, _, _ = handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true}) }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handshake never asked the decision")
+	}
+	// The order an earlier handshake of the name starts (loadOrOrder),
+	// reaching certmagic while that handshake is asking.
+	od := m.od.Load()
+	done := m.orders.start(name, func(run context.Context) { m.orderOnDemand(run, od, name) })
+	if done == nil {
+		t.Fatal("no order started")
+	}
+	time.Sleep(300 * time.Millisecond) // the order waits on the handshake in certmagic
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(tlsmgrtest.IssueTimeout):
+		t.Fatal("the order never ended")
+	}
+	if n := p.Orders() - before; n != 1 {
+		t.Fatalf("the background order placed %d orders at the CA, want 1: it ended on the handshake's answer", n)
+	}
+	if leaf, _, err := handshake(addr, &tls.Config{ServerName: name, RootCAs: p.Roots}); err != nil || leaf.DNSNames[0] != name {
+		t.Fatalf("after the order: %v, want the name's certificate", err)
+	}
+}

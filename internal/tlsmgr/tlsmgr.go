@@ -229,13 +229,33 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 // carries handshakeObtain, so a failed order opens the name's backoff
 // window (onEvent). A certificate that does not load is noted as a
 // handshake's would be.
+//
+// certmagic makes whoever asks for a name that another is loading wait
+// for it and share its outcome: an order that reaches it while a
+// handshake of the name is asking gets that handshake's
+// errOrderInBackground, which is no answer for the order, so it asks
+// again (each time after waiting for one such handshake, which is quick).
 func (m *Manager) orderOnDemand(run context.Context, od *certmagic.Config, name string) {
 	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
 	defer cancel()
-	if _, err := od.GetCertificateWithContext(ctx, &tls.ClientHelloInfo{ServerName: name}); err != nil {
+	var err error
+	for range maxSharedRefusals {
+		_, err = od.GetCertificateWithContext(ctx, &tls.ClientHelloInfo{ServerName: name})
+		if !errors.Is(err, errOrderInBackground) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil && !errors.Is(err, errOrderInBackground) {
 		m.noteUnloaded(run, name, err)
 	}
 }
+
+// maxSharedRefusals bounds how many handshakes' errOrderInBackground an
+// order takes from certmagic before it gives up (orderOnDemand): a name's
+// handshakes ask one after the other, each for as long as the decision
+// takes, and the order gets in between; past it, the next handshake
+// starts an order again.
+const maxSharedRefusals = 8
 
 // noteUnloaded notes a custom domain whose handshake certmagic answered
 // with err for checkUnloaded, unless err is the decision's refusal (an
