@@ -604,6 +604,11 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 			cn.n++
 			cn.wgot = false
 		}
+		if cn.blanks > 0 && cn.n > 0 {
+			// A CRLF sent with a POST's body is no pipelined request:
+			// with nothing after it, the connection is idle from now.
+			cn.skipBlanks()
+		}
 		if cn.n > 0 {
 			cn.pipelines = true // the next request came before its answer went
 		}

@@ -1058,3 +1058,52 @@ func TestConcurrentConnections(t *testing.T) {
 		t.Errorf("the lane served %d requests, want at least %d", n, conns*(rounds-1))
 	}
 }
+
+// TestIdleAfterBlankLineAfterPost: a CRLF sent with a POST's body (the
+// bytes net/http and the lane skip after a POST) is no request, and the
+// idle wait after the POST's answer is IdleTimeout from that answer, as
+// after any other: a request sent past warmFor, well inside IdleTimeout,
+// is served, whether the POST was the connection's first request or came
+// after a pause that, counted from the request before it, is longer.
+func TestIdleAfterBlankLineAfterPost(t *testing.T) {
+	const idle = 2 * time.Second
+	post := "POST /post HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n"
+	for _, tc := range []struct {
+		name   string
+		before []string      // requests before the POST
+		pause  time.Duration // between them and the POST
+	}{
+		{"first request", nil, 0},
+		{"after a get", []string{"/one"}, idle * 3 / 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := &testHandler{}
+			_, addr, _ := servers(t, th, Options{IdleTimeout: idle})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			send := func(raw, want string) {
+				t.Helper()
+				_, _ = io.WriteString(c, raw)
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", want, err)
+				}
+				if b, _ := io.ReadAll(res.Body); string(b) != want {
+					t.Fatalf("body %q, want %q", b, want)
+				}
+			}
+			for _, p := range tc.before {
+				send(get(p), "GET "+p)
+			}
+			time.Sleep(tc.pause)
+			send(post, "POST /post")
+			time.Sleep(idle / 2) // past warmFor: to the parker or a fresh goroutine
+			send(get("/next"), "GET /next")
+		})
+	}
+}
