@@ -534,7 +534,14 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 			return nil, false, true // run clears the mark
 		}
 		if cn.blanks > 0 && !cn.skipBlanks() {
-			continue // only blank-line bytes so far: wait for the request
+			// Only blank-line bytes so far: wait for the request, back
+			// in the parker if the idle wait was there (else this
+			// goroutine, grown or reused, would hold the connection
+			// for the rest of IdleTimeout).
+			if cn.waited {
+				return nil, true, false
+			}
+			continue
 		}
 		if cn.x == nil {
 			cn.x = s.getExchange(cn)

@@ -459,3 +459,42 @@ func TestParkRefusesWhatItCannotWatch(t *testing.T) {
 		t.Fatal("a plain idle socket was not parked")
 	}
 }
+
+// TestBlankLineAfterPostKeepsConnectionsParked: the CRLF a client may send
+// after a POST's body (skipped, as net/http skips it), coming to parked
+// connections on its own, wakes them but is no request: they go back to
+// the parker, not one goroutine each for the rest of IdleTimeout, and are
+// served when their next request comes.
+func TestBlankLineAfterPostKeepsConnectionsParked(t *testing.T) {
+	const n = 100
+	th := &testHandler{}
+	_, addr, _ := servers(t, th, Options{IdleTimeout: 30 * time.Second})
+	base := runtime.NumGoroutine()
+	cs := dialClients(t, addr, n)
+	for _, cl := range cs {
+		if _, err := io.WriteString(cl.c, "POST /post HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(cl.br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(res.Body)
+	}
+	time.Sleep(warmFor + 100*time.Millisecond) // parked
+	for _, cl := range cs {
+		if _, err := io.WriteString(cl.c, "\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(warmFor + 100*time.Millisecond) // past the warm wait of a goroutine that woke
+	if want := base + 10 + workers.DefaultMaxIdle; goroutinesSettle(want) > want {
+		t.Fatalf("%d goroutines with %d idle connections sent a CRLF after a POST (%d before): want no goroutine per connection", runtime.NumGoroutine(), n, base)
+	}
+	for _, cl := range cs {
+		cl.roundTrip(t, "/next")
+	}
+	if got := th.lane.Load(); got != 2*n {
+		t.Fatalf("lane served %d requests, want %d", got, 2*n)
+	}
+}
