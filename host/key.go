@@ -117,14 +117,7 @@ func writeNew(path string, b []byte, write func(*os.File, []byte) error) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // after the link, path keeps the file
-	err = write(f, b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := fill(f, b, write); err != nil {
 		return err
 	}
 	if err := os.Link(tmp, path); err != nil {
@@ -153,15 +146,21 @@ func writeInPlace(path string, b []byte, write func(*os.File, []byte) error) err
 	if err != nil {
 		return err
 	}
-	err = write(f, b)
+	if err := fill(f, b, write); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+// fill writes b to f with write, syncs and closes f.
+func fill(f *os.File, b []byte, write func(*os.File, []byte) error) error {
+	err := write(f, b)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
 	}
 	return err
 }
