@@ -177,7 +177,7 @@ func escapedRune(b []byte) (rune, bool) {
 	return rune(n), err == nil
 }
 
-// foldKey maps every rune of s to the least of its case-folding orbit
+// FoldKey maps every rune of s to the least of its case-folding orbit
 // (an ASCII letter to its lower case), so keys encoding/json would match
 // to one field fold to one string.
 func FoldKey(s string) string {
