@@ -538,10 +538,13 @@ func (g *Gatehouse) tlsOptions(st *store.Store, dnsSelf string) (tlsmgr.Options,
 		CustomDomains: cfg.TLS.CustomDomains,
 		Allow:         g.allowCert,
 		PQOnly:        cfg.TLS.PQOnly,
-		Storage:       st.Certs(),
-		HTTPPort:      portOf(cfg.HTTP.Addr),
-		TLSPort:       portOf(cfg.HTTPS.Addr),
-		Logger:        g.log,
+		// The listener cuts a handshake at it (internal/edge): a wait
+		// for an order past it holds a goroutine for a gone client.
+		HandshakeTimeout: cfg.Listeners.ReadHeaderTimeout,
+		Storage:          st.Certs(),
+		HTTPPort:         portOf(cfg.HTTP.Addr),
+		TLSPort:          portOf(cfg.HTTPS.Addr),
+		Logger:           g.log,
 	}
 	if cfg.TLS.ACME.Directory == "" {
 		return opts, nil // the bootstrap certificate only; it names the wildcard too

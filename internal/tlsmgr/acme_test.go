@@ -551,11 +551,13 @@ func TestACMEOnDemandOutlastsTheHandshake(t *testing.T) {
 		}
 		return errors.New("not a verified mapping")
 	}
+	// The listener's handshake bound caps the wait (the order takes
+	// r.slowBy at least).
+	opts.HandshakeTimeout = time.Second
 	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.obtainWait = time.Second // the order takes r.slowBy at least
 	r.start(t, m)
 	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
 	before := p.Orders()

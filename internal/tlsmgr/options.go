@@ -43,6 +43,13 @@ type Options struct {
 	// PQOnly (tls.pq_only) accepts only clients offering X25519MLKEM768.
 	PQOnly bool
 
+	// HandshakeTimeout is the listeners' bound on a handshake
+	// (listeners.read_header_timeout). A handshake waits for its name's
+	// on-demand order at most this long, or 8 s if less: past it the
+	// listener has closed the connection, and a wait going on would only
+	// hold the handshake's goroutine and memory. 0: 8 s.
+	HandshakeTimeout time.Duration
+
 	// Storage holds certificates, keys, ACME accounts and locks, shared by
 	// every gateway of the cluster. nil: a directory of files at StorageDir.
 	Storage KV

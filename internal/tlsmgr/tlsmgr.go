@@ -74,6 +74,9 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, log: opts.Logger, names: map[string]bool{}, stop: map[string]context.CancelFunc{}, ctxs: map[string]context.Context{}, checkEvery: time.Minute, obtainWait: handshakeObtainBudget}
+	if d := opts.HandshakeTimeout; d > 0 && d < m.obtainWait {
+		m.obtainWait = d
+	}
 	if m.log == nil {
 		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
