@@ -146,6 +146,25 @@ func TestStopWhileWaitingForExternalBus(t *testing.T) {
 	cfg := fixedConfig(t)
 	cfg.Bus.Listen = ""
 	cfg.Bus.URL = []string{"nats://" + testutil.FreeAddr(t)} // nothing listens
+	stopAfter(t, cfg, 500*time.Millisecond)                  // the listeners are up, the bus dialled
+}
+
+// TestStopAtEachPhaseOfStart: a stop that comes at any point of the
+// start (the listeners binding, the embedded bus starting, the store's
+// first load, the parts after it) ends Run promptly with nil, and leaves
+// no goroutine, no socket and no lock on data_dir behind.
+func TestStopAtEachPhaseOfStart(t *testing.T) {
+	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond,
+		50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) { stopAfter(t, fixedConfig(t), after) })
+	}
+}
+
+// stopAfter runs a gateway on cfg, stops it after the given time, and
+// checks that Run returns nil promptly and leaves no goroutine, socket or
+// data_dir lock behind.
+func stopAfter(t *testing.T, cfg config.Config, after time.Duration) {
+	t.Helper()
 	opts := leakOpts()
 	g, err := New(cfg, nil)
 	if err != nil {
@@ -154,7 +173,7 @@ func TestStopWhileWaitingForExternalBus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
-	time.Sleep(500 * time.Millisecond) // the listeners are up, the bus dialled
+	time.Sleep(after)
 	cancel()
 	select {
 	case err := <-done:
@@ -166,39 +185,6 @@ func TestStopWhileWaitingForExternalBus(t *testing.T) {
 	}
 	goleak.VerifyNone(t, opts...)
 	assertReleased(t, cfg)
-}
-
-// TestStopAtEachPhaseOfStart: a stop that comes at any point of the
-// start (the listeners binding, the embedded bus starting, the store's
-// first load, the parts after it) ends Run promptly with nil, and leaves
-// no goroutine, no socket and no lock on data_dir behind.
-func TestStopAtEachPhaseOfStart(t *testing.T) {
-	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond,
-		50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond} {
-		t.Run(after.String(), func(t *testing.T) {
-			cfg := fixedConfig(t)
-			opts := leakOpts()
-			g, err := New(cfg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- g.Run(ctx) }()
-			time.Sleep(after)
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Run = %v, want nil for a stop", err)
-				}
-			case <-time.After(cfg.DrainTimeout + 5*time.Second):
-				t.Fatal("Run did not return after the stop")
-			}
-			goleak.VerifyNone(t, opts...)
-			assertReleased(t, cfg)
-		})
-	}
 }
 
 // upstreamReadLoops counts the goroutines of upstream client connections
