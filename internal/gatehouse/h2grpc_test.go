@@ -195,7 +195,7 @@ func grpcChat(tr *http.Transport, req *http.Request, id string) error {
 // gateway at once; the echo must be byte-exact.
 func (e *h2Env) testGRPCDuplex(t *testing.T) {
 	tr, _ := e.client(t, "grpc.test.local", "h2")
-	ctx, cancel := context.WithTimeout(context.Background(), h2Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), h2BulkWait)
 	defer cancel()
 	const n = 8 << 20
 	res := roundTrip(t, tr, grpcReq(t, ctx, "Pipe", pseudoRandom(9, n)))

@@ -44,7 +44,7 @@ func (e *h2Env) testSSE(t *testing.T) {
 // open at once, not one after another.
 func (e *h2Env) testBulk(t *testing.T) {
 	tr, dials := e.client(t, "web.test.local", "h2")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*h2Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), h2BulkWait)
 	defer cancel()
 	warm := roundTrip(t, tr, newReq(t, ctx, "GET", "https://web.test.local/ok", nil))
 	io.Copy(io.Discard, warm.Body)

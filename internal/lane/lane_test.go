@@ -572,7 +572,9 @@ func TestIdleTimeout(t *testing.T) {
 			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 				t.Fatalf("read on an idle connection: %v, want EOF", err)
 			}
-			if d := time.Since(last); d < idle-idle/10 || d > idle+1500*time.Millisecond {
+			// The upper bound is loose: on two loaded cores under -race the
+			// close has been seen 1.8 s late (CI runs the suite so).
+			if d := time.Since(last); d < idle-idle/10 || d > idle+4*time.Second {
 				t.Fatalf("idle connection closed after %v, want about %v", d, idle)
 			}
 			if n := th.lane.Load(); n != 2 {
