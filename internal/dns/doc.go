@@ -6,7 +6,8 @@
 // record of its own gets no gateway address of either type. A CNAME to a
 // name in the same zone is followed, its target's records added. Answers
 // keep the question's case, a reply to a query with EDNS(0) carries OPT,
-// and a query with another EDNS version gets BADVERS. A reply too large
+// a query with another EDNS version gets BADVERS, and one whose OPT is
+// not one record at the root in the additional section FORMERR. A reply too large
 // to pack is SERVFAIL. A UDP reply is at most the size the query's OPT
 // offers (512 without one) and never past 1232 bytes, the size our OPT
 // states: what does not fit is cut and TC set. An ANY question over UDP

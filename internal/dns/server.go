@@ -110,9 +110,12 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	var resp *mdns.Msg
 	opt := req.IsEdns0()
 	switch ra := s.mayRecurse(w.RemoteAddr()); {
-	case opt != nil && optCount(req) > 1:
-		// RFC 6891 §6.1.1: more than one OPT is FORMERR. Which one holds
-		// the requester's size and flags is unknown, so the reply has none.
+	case badOPT(req):
+		// RFC 6891 §6.1.1: more than one OPT is FORMERR, and an OPT
+		// outside the additional section or owned by a name other than
+		// the root is not one (BIND answers them FORMERR too). Which one
+		// holds the requester's size and flags is unknown, so the reply
+		// has none.
 		resp = new(mdns.Msg).SetRcodeFormatError(req)
 		resp.RecursionAvailable = ra
 		opt = nil
@@ -190,15 +193,30 @@ func firstRRset(rrs []mdns.RR) []mdns.RR {
 	return out
 }
 
-// optCount is the number of OPT records in req's additional section.
-func optCount(req *mdns.Msg) int {
-	n := 0
-	for _, rr := range req.Extra {
-		if rr.Header().Rrtype == mdns.TypeOPT {
-			n++
+// badOPT reports whether req's OPT records break RFC 6891 §6.1.1: more
+// than one, one in the answer or authority section, or one whose owner is
+// not the root. miekg/dns parses each as it comes and reads only the last
+// of the additional section ([mdns.Msg.IsEdns0]), so without this check a
+// misplaced OPT would be ignored and a query with one answered as if it
+// were well formed.
+func badOPT(req *mdns.Msg) bool {
+	for _, sec := range [][]mdns.RR{req.Answer, req.Ns} {
+		for _, rr := range sec {
+			if rr.Header().Rrtype == mdns.TypeOPT {
+				return true
+			}
 		}
 	}
-	return n
+	n := 0
+	for _, rr := range req.Extra {
+		if h := rr.Header(); h.Rrtype == mdns.TypeOPT {
+			n++
+			if h.Name != "." {
+				return true
+			}
+		}
+	}
+	return n > 1
 }
 
 // mayRecurse reports whether a query from addr may recurse: recursion is

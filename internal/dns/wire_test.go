@@ -334,24 +334,40 @@ func TestTCPPipelinedQueries(t *testing.T) {
 	}
 }
 
-// TestTwoOPTRecords: a query with more than one OPT record gets FORMERR
-// (RFC 6891 §6.1.1), over UDP and TCP, in a zone or outside every one;
-// which of the two states the requester's size and flags is anyone's
-// guess.
-func TestTwoOPTRecords(t *testing.T) {
+// TestBadOPTRecords: a query whose OPT record breaks RFC 6891 §6.1.1 gets
+// FORMERR, over UDP and TCP, in a zone or outside every one, as BIND
+// answers it: more than one OPT (which of them states the requester's
+// size and flags is anyone's guess), an OPT in the answer or authority
+// section (it belongs in the additional one alone), or one owned by a
+// name other than the root.
+func TestBadOPTRecords(t *testing.T) {
+	opt := func(owner string) *mdns.OPT {
+		return &mdns.OPT{Hdr: mdns.RR_Header{Name: owner, Rrtype: mdns.TypeOPT, Class: 4096}}
+	}
+	tests := []struct {
+		name string
+		edit func(q *mdns.Msg)
+	}{
+		{"two OPT", func(q *mdns.Msg) { q.SetEdns0(1232, false); q.Extra = append(q.Extra, opt(".")) }},
+		{"OPT in answer", func(q *mdns.Msg) { q.Answer = append(q.Answer, opt(".")) }},
+		{"OPT in authority", func(q *mdns.Msg) { q.Ns = append(q.Ns, opt(".")) }},
+		{"OPT in answer beside one in additional", func(q *mdns.Msg) { q.SetEdns0(1232, false); q.Answer = append(q.Answer, opt(".")) }},
+		{"OPT not at the root", func(q *mdns.Msg) { q.Extra = append(q.Extra, opt("example.org.")) }},
+	}
 	addr := startServer(t)
-	for _, network := range []string{"udp", "tcp"} {
-		for _, name := range []string{"hello.apps.example.com.", "example.org."} {
-			q := new(mdns.Msg)
-			q.SetQuestion(name, mdns.TypeA)
-			q.SetEdns0(1232, false)
-			q.Extra = append(q.Extra, &mdns.OPT{Hdr: mdns.RR_Header{Name: ".", Rrtype: mdns.TypeOPT, Class: 4096}})
-			r, _, err := (&mdns.Client{Net: network, Timeout: 3 * time.Second}).Exchange(q, addr)
-			if err != nil {
-				t.Fatalf("%s %s: %v", network, name, err)
-			}
-			if r.Rcode != mdns.RcodeFormatError || len(r.Answer) != 0 {
-				t.Errorf("%s %s: %s with %d answers, want FORMERR and none", network, name, mdns.RcodeToString[r.Rcode], len(r.Answer))
+	for _, tt := range tests {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, name := range []string{"hello.apps.example.com.", "example.org."} {
+				q := new(mdns.Msg)
+				q.SetQuestion(name, mdns.TypeA)
+				tt.edit(q)
+				r, _, err := (&mdns.Client{Net: network, Timeout: 3 * time.Second}).Exchange(q, addr)
+				if err != nil {
+					t.Fatalf("%s: %s %s: %v", tt.name, network, name, err)
+				}
+				if r.Rcode != mdns.RcodeFormatError || len(r.Answer) != 0 {
+					t.Errorf("%s: %s %s: %s with %d answers, want FORMERR and none", tt.name, network, name, mdns.RcodeToString[r.Rcode], len(r.Answer))
+				}
 			}
 		}
 	}
