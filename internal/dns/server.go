@@ -282,7 +282,7 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	// default closes after 128 with later pipelined queries unread, and
 	// the kernel's reset then drops answers already written. The read,
 	// idle and write timeouts and the connection caps bound a connection.
-	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource}, Handler: h, MaxTCPQueries: -1, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource, log: s.log, closed: make(chan struct{})}, Handler: h, MaxTCPQueries: -1, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {
@@ -301,22 +301,47 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 // boundedListener serves at most cap(slots) connections at once, and at
 // most perSource of them from one source, closing any past that as soon
 // as it is accepted, and gives each it serves a deadline on every write.
+// A temporary accept error is waited out, not returned.
 type boundedListener struct {
 	net.Listener
 	timeout   time.Duration
 	slots     chan struct{} // one held per connection open
 	perSource int
+	log       *slog.Logger
+	closed    chan struct{} // closed by Close: ends a wait after an accept error
+	closeOnce sync.Once
 
 	mu       sync.Mutex
 	bySource map[netip.Prefix]int // open connections per source; no zero entries
 }
 
+func (l *boundedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
 func (l *boundedListener) Accept() (net.Conn, error) {
+	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if !isTemporary(err) {
+				return nil, err
+			}
+			// Out of descriptors (EMFILE, ENFILE: the HTTPS listener
+			// shares them) with a connection waiting, accept fails at
+			// once, every time. miekg/dns tries again at once on such an
+			// error, which holds a core for as long as it lasts: wait
+			// first, longer each time, as internal/edge and net/http do.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.log.Warn("dns: tcp accept", "err", err, "retry_in", backoff)
+			select {
+			case <-l.closed:
+			case <-time.After(backoff):
+			}
+			continue
 		}
+		backoff = 0
 		src, ok := l.takeSource(c.RemoteAddr())
 		if !ok {
 			c.Close() // over its source's share: as over the total, below
@@ -333,6 +358,13 @@ func (l *boundedListener) Accept() (net.Conn, error) {
 			c.Close()
 		}
 	}
+}
+
+// isTemporary reports whether err is one miekg/dns's accept loop retries
+// at once (it asks net.Error's Temporary, as this does).
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
 }
 
 // sourceOf is the prefix a per-source share is counted on: the address,
