@@ -119,8 +119,9 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 
 // NSLabel is the first label of the name server name every zone's NS and
 // SOA name, {NSLabel}.{zone}, answered as any other name of the zone (the
-// gateways, unless it has addresses of its own). The control API keeps
-// it from being an alias (RFC 2181 §10.3).
+// gateways, unless it has addresses of its own). It is never an alias
+// (RFC 2181 §10.3): the control API refuses a CNAME at it, and a CNAME at
+// *.{zone} does not cover it ([Answer] answers the gateways there).
 const NSLabel = "ns"
 
 // maxChain is the most CNAMEs [Answer] follows in one reply (CoreDNS's
@@ -146,10 +147,19 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 	explicit := recordsFor(name, z)
 	if len(explicit) == 0 && !apex {
 		explicit = wildcardFor(name, z)
+		if isNSName(name, z) && slices.ContainsFunc(explicit, isCNAME) {
+			// ns.{zone} names the zone's name server, which must not be
+			// an alias (RFC 2181 §10.3: resolvers such as BIND skip it);
+			// the control API refuses a CNAME at it, and one at *.{zone}
+			// must not make it one either. A CNAME set is alone at its
+			// name, so nothing else of the wildcard's is lost: the
+			// gateways answer, as they would with no wildcard.
+			explicit = nil
+		}
 	}
 	// A CNAME owns its name alone (RFC 1034 §3.6.2): it answers every type.
 	for _, r := range explicit {
-		if strings.EqualFold(r.Type, "CNAME") && len(r.Values) > 0 {
+		if isCNAME(r) {
 			target := mdns.Fqdn(r.Values[0])
 			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: hdr(mdns.TypeCNAME, rttl(r, ttl)), Target: target})
 			return target
@@ -192,6 +202,14 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 		}
 	}
 	return ""
+}
+
+func isCNAME(r Record) bool { return strings.EqualFold(r.Type, "CNAME") && len(r.Values) > 0 }
+
+// isNSName reports whether name (lowercased) is {NSLabel}.{zone}.
+func isNSName(name string, z *Zone) bool {
+	rest, ok := strings.CutPrefix(name, NSLabel+".")
+	return ok && rest == z.Name
 }
 
 // metaType reports whether t is 0, OPT or in the range RFC 6895 §3.1

@@ -202,6 +202,72 @@ func testWildcardRecords(t *testing.T, addr string) {
 	}
 }
 
+// TestNSNameNeverAnAlias: ns.{zone}, the name the zone's NS and SOA give
+// as its name server, is never answered with a CNAME, though a CNAME at
+// *.{zone} covers every other name: a name server name must not be an
+// alias (RFC 2181 §10.3; resolvers such as BIND skip such a server), as
+// the control API refuses a CNAME at ns.{zone} itself. It answers the
+// gateways then, as with no wildcard, and its own addresses when it has
+// them; the wildcard's addresses, which are no alias, still cover it.
+func TestNSNameNeverAnAlias(t *testing.T) {
+	gw := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	zones := []Zone{
+		{Name: "alias.example", Gateways: gw, Records: []Record{
+			{Name: "*.alias.example", Type: "CNAME", Values: []string{"lb.example.net"}},
+		}},
+		{Name: "own.example", Gateways: gw, Records: []Record{
+			{Name: "*.own.example", Type: "CNAME", Values: []string{"lb.example.net"}},
+			{Name: "ns.own.example", Type: "A", Values: []string{"192.0.2.53"}},
+		}},
+		{Name: "addr.example", Gateways: gw, Records: []Record{
+			{Name: "*.addr.example", Type: "A", Values: []string{"192.0.2.1"}},
+		}},
+	}
+	tests := []struct {
+		name  string
+		qtype uint16
+		want  string
+	}{
+		{"ns.alias.example.", mdns.TypeA, "A 127.0.0.1"},
+		{"NS.Alias.example.", mdns.TypeA, "A 127.0.0.1"},
+		{"ns.alias.example.", mdns.TypeCNAME, ""},
+		{"ns.alias.example.", mdns.TypeTXT, ""},
+		{"hello.alias.example.", mdns.TypeA, "CNAME lb.example.net."},
+		{"x.ns.alias.example.", mdns.TypeA, "CNAME lb.example.net."},
+		{"ns.own.example.", mdns.TypeA, "A 192.0.2.53"},
+		{"ns.addr.example.", mdns.TypeA, "A 192.0.2.1"},
+	}
+	for _, idx := range []bool{false, true} {
+		zs := zones
+		if idx {
+			zs = indexed(zones)
+		}
+		addr := startServerFor(t, zs)
+		for _, network := range []string{"udp", "tcp"} {
+			for _, tt := range tests {
+				r := ask(t, network, addr, tt.name, tt.qtype, 0)
+				var got []string
+				for _, rr := range r.Answer {
+					f := strings.Fields(rr.String())
+					got = append(got, f[3]+" "+f[4])
+				}
+				if r.Rcode != mdns.RcodeSuccess || strings.Join(got, "|") != tt.want {
+					t.Errorf("indexed=%v %s %s %s: %s %q, want NOERROR %q", idx, network, tt.name, mdns.TypeToString[tt.qtype], mdns.RcodeToString[r.Rcode], got, tt.want)
+				}
+			}
+			// As a resolver asks it: the zone's NS, then its address.
+			ns := ask(t, network, addr, "alias.example.", mdns.TypeNS, 0)
+			if len(ns.Answer) != 1 {
+				t.Fatalf("%s NS: %v", network, ns.Answer)
+			}
+			name := ns.Answer[0].(*mdns.NS).Ns
+			if r := ask(t, network, addr, name, mdns.TypeA, 0); len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != mdns.TypeA {
+				t.Errorf("indexed=%v %s %s A: %v; want an address, no alias", idx, network, name, r.Answer)
+			}
+		}
+	}
+}
+
 // TestTXTBytes: a TXT value is served byte for byte, whatever it holds
 // (the API takes any 1 to 2048 bytes), as a stub resolver reads it.
 func TestTXTBytes(t *testing.T) {
