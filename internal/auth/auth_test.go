@@ -381,6 +381,14 @@ func TestBearerToken(t *testing.T) {
 		{"/?a=b;access_token=abc", "", "", ErrQueryToken},
 		{"/?token=reset-123;x=1", "Bearer abc", "abc", nil}, // still the app's own parameter
 		{"/?access%5Ftoken=other", "Bearer abc", "", ErrQueryToken},
+		// PHP's $_GET names: each of these is its access_token.
+		{"/?access.token=other", "Bearer abc", "", ErrQueryToken},
+		{"/?+access+token=other", "Bearer abc", "", ErrQueryToken},
+		{"/?access[token=other", "Bearer abc", "", ErrQueryToken},
+		{"/?access_token[0]=other", "Bearer abc", "", ErrQueryToken},
+		{"/?access_token%00x=other", "Bearer abc", "", ErrQueryToken},
+		{"/?id.token=abc", "", "", ErrQueryToken},
+		{"/?access_token.x=1&access_token[x=2&[]=3", "Bearer abc", "abc", nil},
 	}
 	for _, c := range cases {
 		r := httptest.NewRequest("GET", c.url, nil)

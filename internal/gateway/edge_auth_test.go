@@ -50,6 +50,17 @@ func TestAuthThroughChain(t *testing.T) {
 		{"empty access_token beside a good header", "/?x=1&ACCESS_TOKEN=", edgeBearer(good), 401},
 		// Rack 2 and Python before 3.9.2 split the query on ';' too.
 		{"access_token after a semicolon beside a good header", "/?x=1;access_token=forged", edgeBearer(good), 401},
+		// PHP names a query parameter for $_GET as it names a variable:
+		// leading blanks dropped, ' ' and '.' made '_', a '[' with no ']'
+		// made '_', a name with [...] an array of that name. Each of these
+		// is $_GET['access_token'] to a PHP host.
+		{"PHP's access.token beside a good header", "/?access.token=forged", edgeBearer(good), 401},
+		{"PHP's access+token beside a good header", "/?access+token=forged", edgeBearer(good), 401},
+		{"PHP's +access_token beside a good header", "/?x=1&+access_token=forged", edgeBearer(good), 401},
+		{"PHP's access[token beside a good header", "/?access[token=forged", edgeBearer(good), 401},
+		{"PHP's access_token[] beside a good header", "/?access_token[]=forged", edgeBearer(good), 401},
+		{"PHP's access_token%00 beside a good header", "/?access_token%00.x=forged", edgeBearer(good), 401},
+		{"a parameter PHP names access_token.x is the app's", "/?access_token.x=1&access_token[x=2", edgeBearer(good), 200},
 		{"malformed", "/", edgeBearer("a.b.c"), 401},
 		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401},
 		{"not yet valid", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })), 401},
