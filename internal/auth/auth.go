@@ -115,11 +115,16 @@ func (l *Limits) UnmarshalJSON(b []byte) error {
 // array of strings.
 type Scopes []string
 
-// UnmarshalJSON reads either form.
+// UnmarshalJSON reads either form. The string is split on spaces alone
+// (RFC 6749 §3.3, RFC 8693 §4.2: %x20); a run of them is one. Split on
+// white space as strings.Fields does, "x\u00a0platform" (a no-break
+// space) or "read\tplatform" was the platform scope beside another, where
+// the issuer wrote one scope that is no scope-token: kept whole, Verify
+// refuses it.
 func (s *Scopes) UnmarshalJSON(b []byte) error {
 	var str string
 	if err := json.Unmarshal(b, &str); err == nil {
-		*s = strings.Fields(str)
+		*s = strings.FieldsFunc(str, func(r rune) bool { return r == ' ' })
 		return nil
 	}
 	var list []string

@@ -225,6 +225,13 @@ func TestVerifyPlatform(t *testing.T) {
 		{"unknown issuer", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["iss"] = "evil" })), false},
 		{"Scope is not scope", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "scope"); c["Scope"] = "platform" })), false},
 		{"SCOPE is not scope", sign(t, priv, "", claims(func(c jwt.MapClaims) { delete(c, "scope"); c["SCOPE"] = []string{"platform"} })), false},
+		// A scope string is split on spaces alone (RFC 6749 §3.3): one
+		// scope holding a tab or a no-break space is not a scope-token,
+		// and never the platform scope beside another.
+		{"platform after a tab", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["scope"] = "read\tplatform" })), false},
+		{"platform after a no-break space", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["scope"] = "x\u00a0platform" })), false},
+		{"platform after a NEL", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["scope"] = "x\u0085platform" })), false},
+		{"platform between spaces", sign(t, priv, "", platform(func(c jwt.MapClaims) { c["scope"] = " read  platform " })), true},
 	}
 	for _, c := range cases {
 		if _, err := v.VerifyPlatform(c.tok); (err == nil) != c.ok {

@@ -69,6 +69,10 @@ func TestAuthThroughChain(t *testing.T) {
 		{"wrong signature", "/", edgeBearer(edgeSign(t, otherKey, nil)), 401},
 		{"unknown issuer", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["iss"] = "other" })), 401},
 		{"alg none", "/", edgeBearer(noneToken(t)), 401},
+		// RFC 6749 §3.3 delimits scopes by spaces alone: "read\twrite" is
+		// one scope, and no scope-token, not the scopes read and write.
+		{"scopes split by a tab", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["scope"] = "read\twrite" })), 401},
+		{"scopes split by a no-break space", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["scope"] = "read\u00a0write" })), 401},
 		{"other app's audience", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["aud"] = []string{"blog"} })), 403},
 	}
 	for _, c := range cases {
