@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/gatehouse-dev/gatehouse/internal/edkey"
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 )
 
 // Issuer is one trusted token issuer.
@@ -335,8 +336,9 @@ func BearerToken(r *http.Request) (string, error) {
 // query is split on ';' as well as '&': Rack 2, Python before 3.9.2 and
 // Go before 1.17 read ?x=1;access_token=t as an access_token, and
 // net/url's Query skips such a pair, so the host would take a token the
-// gateway never saw. A name is compared as PHP names it too (phpName):
-// ?access.token=t is $_GET['access_token'] to a PHP host. A part that does
+// gateway never saw. A name is compared as PHP names it too
+// (httpwire.PHPName): ?access.token=t is $_GET['access_token'] to a PHP
+// host. A part that does
 // not unescape is compared as it is.
 func queryToken(r *http.Request, tok string) bool {
 	q := r.URL.RawQuery
@@ -354,7 +356,7 @@ func queryToken(r *http.Request, tok string) bool {
 		if v, err := url.QueryUnescape(val); err == nil {
 			val = v
 		}
-		name = phpName(name)
+		name = httpwire.PHPName(name)
 		for _, t := range queryTokenNames {
 			if strings.EqualFold(name, t) && (tok == "" || t == rfc6750Param || val == tok) {
 				return true
@@ -362,38 +364,6 @@ func queryToken(r *http.Request, tok string) bool {
 		}
 	}
 	return false
-}
-
-// phpName is the name PHP gives query parameter k in $_GET: cut at a NUL
-// (PHP reads the decoded name as a C string), leading spaces dropped, each
-// ' ' and '.' made '_', and a '[' with no ']' after it made '_' too, past
-// which the rest is as written; with one, k names an array, whose name
-// ends at the '['. So ?access.token=, ?+access_token=, ?access_token%00x=
-// and ?access_token[]= each reach a PHP host as its access_token. The
-// gateway's policy layer reads _method by a like rule (phpMethodParam).
-func phpName(k string) string {
-	if i := strings.IndexByte(k, 0); i >= 0 {
-		k = k[:i]
-	}
-	k = strings.TrimLeft(k, " ")
-	i := strings.IndexAny(k, " .[")
-	if i < 0 {
-		return k
-	}
-	b := []byte(k)
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case ' ', '.':
-			b[i] = '_'
-		case '[':
-			if strings.IndexByte(k[i+1:], ']') >= 0 {
-				return string(b[:i])
-			}
-			b[i] = '_'
-			return string(b)
-		}
-	}
-	return string(b)
 }
 
 // Verify checks tok for app: signature by a configured issuer's key,

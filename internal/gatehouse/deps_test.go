@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"internal/gatehouse": {"*"},
 	"internal/gcfloor":   {},
 	"internal/dashboard": {},
-	"internal/auth":      {"internal/edkey"},
+	"internal/auth":      {"internal/edkey", "internal/httpwire"},
 	"cmd/gatehouse":      {"internal/gatehouse", "internal/config", "internal/gcfloor", "host"},
 }
 

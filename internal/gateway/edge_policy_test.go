@@ -128,6 +128,9 @@ func TestPolicyOverridesAreReadings(t *testing.T) {
 		{"POST", "/items/1?+_method=DELETE", "X-Test", "", false},
 		{"POST", "/items/1?%20%20_method=DELETE", "X-Test", "", false},
 		{"POST", "/items/1?[method=DELETE", "X-Test", "", false},
+		// PHP reads the decoded name as a C string: cut at a NUL.
+		{"POST", "/items/1?_method%00=DELETE", "X-Test", "", false},
+		{"POST", "/items/1?_method%00x=DELETE", "X-Test", "", false},
 		{"POST", "/items/1?_method[=DELETE", "X-Test", "", true},
 		{"POST", "/items/1?+method=DELETE", "X-Test", "", true},
 		// Parameters split on ';' too, as step 7 splits them (Rack 2,

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/policy"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -97,7 +98,9 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 // is absent, so POST /items/1?_method=DELETE is a DELETE to them. A
 // _method in the body cannot be read at the edge; one in the query can.
 // The query is split on ';' as well as '&', as step 7 splits it (Rack 2,
-// older Python and Go), and a name is read as PHP names it (phpMethodParam).
+// older Python and Go), and a name is read as PHP names it
+// (httpwire.PHPName: ?.method=, ?+_method= and ?_method%00x= are each a
+// _method to Laravel).
 func appendQueryMethods(methods []string, query string) []string {
 	for query != "" {
 		kv := query
@@ -110,7 +113,7 @@ func appendQueryMethods(methods []string, query string) []string {
 		}
 		k, v, _ := strings.Cut(kv, "=")
 		// Every name PHP reads as _method has "method" as written.
-		if k, err := url.QueryUnescape(k); err != nil || !strings.Contains(k, "method") || !phpMethodParam(k) {
+		if k, err := url.QueryUnescape(k); err != nil || !strings.Contains(k, "method") || httpwire.PHPName(k) != "_method" {
 			continue
 		}
 		if d, err := url.QueryUnescape(v); err == nil {
@@ -119,35 +122,6 @@ func appendQueryMethods(methods []string, query string) []string {
 		methods = append(methods, strings.ToUpper(strings.TrimSpace(v)))
 	}
 	return methods
-}
-
-// phpMethodParam reports whether PHP names a query parameter named k
-// "_method" in $_GET, which Symfony reads: PHP drops leading spaces, then
-// makes each ' ' and '.' '_', and a '[' with no ']' after it '_' too (with
-// one, k names an array, whose name ends there). So ?.method=DELETE,
-// ?+_method=DELETE and ?[method=DELETE are each a _method to Laravel. It
-// compares in place: every query parameter of a request to an app with
-// rules comes here.
-func phpMethodParam(k string) bool {
-	const want = "_method"
-	k = strings.TrimLeft(k, " ")
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		switch c {
-		case ' ', '.':
-			c = '_'
-		case '[':
-			if strings.IndexByte(k[i+1:], ']') >= 0 {
-				return i == len(want)
-			}
-			// PHP stops renaming here: the rest is as written.
-			return i < len(want) && want[i] == '_' && k[i+1:] == want[i+1:]
-		}
-		if i >= len(want) || c != want[i] {
-			return false
-		}
-	}
-	return len(k) == len(want)
 }
 
 // The fields hosts read as the request's real method or path, lower case

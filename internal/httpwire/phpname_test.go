@@ -1,0 +1,43 @@
+package httpwire
+
+import "testing"
+
+// TestPHPName: the names PHP 8's php_register_variable_ex gives $_GET's
+// keys, as a PHP host reads them.
+func TestPHPName(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"_method", "_method"},
+		{"access_token", "access_token"},
+		{".method", "_method"},
+		{"access.token", "access_token"},
+		{" _method", "_method"},
+		{"   access_token", "access_token"},
+		{" method", "method"},
+		{"a b.c", "a_b_c"},
+		{"_method\x00", "_method"},
+		{"_method\x00x", "_method"},
+		{"\x00_method", ""},
+		{"_method[]", "_method"},
+		{"_method[x]", "_method"},
+		{"_method[x", "_method_x"},
+		{"_method[", "_method_"},
+		{"[method", "_method"},
+		{"a.b[c.d", "a_b_c.d"}, // renaming stops at an unclosed '['
+		{"a.b[c]d", "a_b"},     // an array's name ends at its '['
+		{"access[token", "access_token"},
+		{"[]", ""},
+		{"", ""},
+	} {
+		if got := PHPName(c.in); got != c.want {
+			t.Errorf("PHPName(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestPHPNameAllocates(t *testing.T) {
+	for _, k := range []string{"_method", "access_token", "_method[]", "  _method", "_method\x00x"} {
+		if n := testing.AllocsPerRun(100, func() { _ = PHPName(k) }); n != 0 {
+			t.Errorf("PHPName(%q): %v allocations, want 0 (nothing renamed)", k, n)
+		}
+	}
+}
