@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -19,8 +20,9 @@ type Policy struct {
 	Origins []string
 	// AllowCredentials adds Access-Control-Allow-Credentials: true.
 	AllowCredentials bool
-	// AllowHeaders lists the request headers a preflight may ask for; empty
-	// means the browser's requested headers are echoed back.
+	// AllowHeaders lists the request headers a preflight may ask for; empty,
+	// or "*" among them, means the browser's requested headers are echoed
+	// back.
 	AllowHeaders []string
 }
 
@@ -63,7 +65,12 @@ func (p Policy) Preflight(r *http.Request, h http.Header) int {
 		return http.StatusForbidden
 	}
 	allow := asked
-	if len(p.AllowHeaders) > 0 {
+	// "*" among them is any header, as its writer meant: no request
+	// header is named "*", so read literally the list refused every
+	// preflight that asked for one. The headers asked for are named
+	// back rather than "*", which a browser reads literally when the
+	// request carries credentials.
+	if len(p.AllowHeaders) > 0 && !slices.Contains(p.AllowHeaders, "*") {
 		for _, a := range asked {
 			if !containsFold(p.AllowHeaders, a) {
 				return http.StatusForbidden

@@ -31,6 +31,14 @@ func TestPreflight(t *testing.T) {
 		{"credentials", Policy{Origins: p.Origins, AllowCredentials: true}, "https://a.example", "POST", nil, 204, "", "true"},
 		{"fixed headers", Policy{Origins: p.Origins, AllowHeaders: []string{"X-Custom", "Content-Type"}}, "https://a.example", "POST", []string{"x-custom"}, 204, "X-Custom, Content-Type", ""},
 		{"header not listed", Policy{Origins: p.Origins, AllowHeaders: []string{"X-Custom"}}, "https://a.example", "POST", []string{"x-other"}, 403, "", ""},
+		// "*" is any header, as its writer meant (nginx and Express users
+		// write it so): read literally it matched no request header, and
+		// every preflight that asked for one was refused. The answer names
+		// the headers asked for, since with credentials a browser reads
+		// "*" in Access-Control-Allow-Headers literally.
+		{"wildcard headers", Policy{Origins: p.Origins, AllowHeaders: []string{"*"}}, "https://a.example", "POST", []string{"X-Custom, content-type"}, 204, "x-custom, content-type", ""},
+		{"wildcard headers with credentials", Policy{Origins: p.Origins, AllowHeaders: []string{"X-Other", "*"}, AllowCredentials: true}, "https://a.example", "POST", []string{"authorization"}, 204, "authorization", "true"},
+		{"wildcard headers none asked", Policy{Origins: p.Origins, AllowHeaders: []string{"*"}}, "https://a.example", "POST", nil, 204, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

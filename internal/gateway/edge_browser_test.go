@@ -21,31 +21,40 @@ func TestCORSInChromium(t *testing.T) {
 
 	allowed, other := browser.Origins(t)
 
-	e := newEdgeEnv(t, "localhost", []*route.App{{ID: "app", CORS: route.CORS{Origins: []string{allowed}}}}, nil)
+	// star lists its allowed headers as "*", as nginx and Express users
+	// write it: any header.
+	e := newEdgeEnv(t, "localhost", []*route.App{{ID: "app", CORS: route.CORS{Origins: []string{allowed}}},
+		{ID: "star", CORS: route.CORS{Origins: []string{allowed}, AllowHeaders: []string{"*"}, AllowCredentials: true}}}, nil)
 	gu, _ := url.Parse(e.srv.URL)
-	appURL := "http://app.localhost:" + gu.Port() + "/data"
 
 	bctx := browser.Start(t)
 
-	script := `fetch(` + browser.JSString(appURL) + `, {method: "PUT", headers: {"X-Custom": "1"}, body: "hi"})
-		.then(r => r.text().then(b => "status " + r.status + " limit " + r.headers.get("X-RateLimit-Limit") + " body " + b))
-		.catch(err => "failed: " + err)`
-	fetchFrom := func(origin string) string {
+	fetchFrom := func(origin, app, opts string) string {
 		t.Helper()
 		if err := chromedp.Do(bctx, chromedp.Navigate(origin+"/")); err != nil {
 			t.Fatalf("navigate %s: %v", origin, err)
 		}
+		script := `fetch(` + browser.JSString("http://"+app+".localhost:"+gu.Port()+"/data") + `, ` + opts + `)
+			.then(r => r.text().then(b => "status " + r.status + " limit " + r.headers.get("X-RateLimit-Limit") + " body " + b))
+			.catch(err => "failed: " + err)`
 		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](script, chromedp.EvalAwaitPromise))
 		if err != nil {
 			t.Fatalf("fetch from %s: %v", origin, err)
 		}
 		return got
 	}
-	if got := fetchFrom(allowed); got != "status 200 limit 600 body ok" {
+	const put = `{method: "PUT", headers: {"X-Custom": "1"}, body: "hi"}`
+	if got := fetchFrom(allowed, "app", put); got != "status 200 limit 600 body ok" {
 		t.Fatalf("from the allowed origin: %q", got)
 	}
-	if got := fetchFrom(other); !strings.HasPrefix(got, "failed: ") {
+	if got := fetchFrom(other, "app", put); !strings.HasPrefix(got, "failed: ") {
 		t.Fatalf("from another origin: %q", got)
+	}
+	if got := fetchFrom(allowed, "star", `{method: "PUT", credentials: "include", headers: {"X-Custom": "1", "X-Other": "2"}, body: "hi"}`); got != "status 200 limit 600 body ok" {
+		t.Fatalf("allow_headers [\"*\"], from the allowed origin: %q", got)
+	}
+	if seen := e.backendOf("star").all(); len(seen) != 1 || seen[0].Method != "PUT" {
+		t.Fatalf("star's host saw %+v; want exactly the PUT", seen)
 	}
 	seen := e.backendOf("app").all()
 	if len(seen) != 1 || seen[0].Method != "PUT" || seen[0].Header.Get("Origin") != allowed {

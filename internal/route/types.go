@@ -78,8 +78,9 @@ type App struct {
 type CORS struct {
 	Origins          []string `json:"origins"`
 	AllowCredentials bool     `json:"allow_credentials,omitempty"`
-	// AllowHeaders lists request headers a preflight may ask for; empty
-	// means the gateway echoes what the browser asked for.
+	// AllowHeaders lists request headers a preflight may ask for; empty,
+	// or "*" among them, means the gateway echoes what the browser asked
+	// for.
 	AllowHeaders []string `json:"allow_headers,omitempty"`
 }
 
