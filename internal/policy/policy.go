@@ -107,10 +107,19 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 	if len(rules) == 0 {
 		return true, -1
 	}
+	return check(rules, method, escaped, 0)
+}
+
+// check is Check of escaped as read after start rounds of decoding: it
+// decodes it only MaxDecode-start more times, so that a chain of cuts
+// (decode, cut at a '#', decode what is left, cut again) has MaxDecode
+// rounds in all. Each cut starting its rounds afresh made the work
+// double with every layer of encoding a path had.
+func check(rules []Rule, method, escaped string, start int) (bool, int) {
 	cur := escaped
 	ruleKinds := foldIn(rules)
 	var lowered []Rule // the rules for the folded reading, made when first needed
-	for round := 0; ; round++ {
+	for round := start; ; round++ {
 		if i := pathEnd(cur); i >= 0 {
 			// A host written in C (or passing the path to one) reads a
 			// decoded NUL as the path's end: /admin%00/x is /admin to it.
@@ -118,9 +127,11 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 			// and the fragment reads a decoded '?' or '#' so too: to a
 			// PHP router's parse_url(urldecode($uri)), /admin%3Fx is
 			// /admin. (The path as sent has neither: they are escaped.)
-			// The part before holds none of the three, so this recurses
-			// once per one a decoding round brings out (MaxDecode at most).
-			if ok, i := Check(rules, method, cur[:i]); !ok {
+			// The part before holds none of the three, and is read on
+			// from this round, so this recurses once per round that
+			// brings one out (MaxDecode at most), each recursion with
+			// fewer rounds left.
+			if ok, i := check(rules, method, cur[:i], round); !ok {
 				return false, i
 			}
 		}
@@ -172,8 +183,11 @@ func Check(rules []Rule, method, escaped string) (bool, int) {
 				return false, i
 			}
 		}
+		if round >= MaxDecode {
+			return true, -1
+		}
 		next := unescape(cur)
-		if next == cur || round == MaxDecode {
+		if next == cur {
 			return true, -1
 		}
 		cur = next

@@ -1,6 +1,10 @@
 package policy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestClean(t *testing.T) {
 	cases := map[string]string{
@@ -177,6 +181,45 @@ func TestCheck(t *testing.T) {
 	}
 	if ok, _ := Check(upper, "GET", "/wp-admins"); !ok {
 		t.Error("/wp-admins denied by /Wp-Admin/*")
+	}
+}
+
+// TestCheckBoundedWork: a path whose decoding brings out a new '#'
+// (or '?', NUL) at every round made Check read the part before it anew,
+// and that part's next '#' anew again, without bound: the work doubled
+// with each layer of encoding, and a 1 KiB request target held a core for
+// hours. The rounds of decoding along any such chain are MaxDecode in
+// all, as the package doc says, so the path is still read as a host that
+// decodes up to MaxDecode times reads it.
+func TestCheckBoundedWork(t *testing.T) {
+	// nested(k) is "#" percent-encoded k times: %23, %2523, %252523, ...
+	nested := func(k int) string { return "%" + strings.Repeat("25", k-1) + "23" }
+	p := "/x"
+	for k := 30; k >= 1; k-- {
+		p += nested(k)
+	}
+	rules := []Rule{{Action: Deny, Path: "/admin/*"}}
+	done := make(chan bool, 1)
+	go func() {
+		ok, _ := Check(rules, "GET", p)
+		done <- ok
+	}()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Errorf("%s denied by %+v", p, rules)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Check of a %d-byte path still running after 10 s", len(p))
+	}
+	// Within MaxDecode rounds a cut still counts: decoded twice this is
+	// /admin#x, which a host that decodes the path and then cuts off a
+	// fragment serves as /admin.
+	if ok, _ := Check(rules, "GET", "/admin"+nested(2)+"x"); ok {
+		t.Error("/admin%2523x allowed")
+	}
+	if ok, _ := Check(rules, "GET", "/adm%2569n"+nested(3)+"x"+nested(1)); ok {
+		t.Error("/adm%2569n%252523x%23 allowed")
 	}
 }
 
