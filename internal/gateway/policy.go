@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
@@ -80,7 +81,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 	if methods == nil && paths == nil {
 		return true
 	}
-	methods = append(methods, r.Method)
+	methods = distinctMethods(pr, append(methods, r.Method))
 	paths = append(paths, path)
 	for _, m := range methods {
 		for _, p := range paths {
@@ -90,6 +91,29 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// distinctMethods returns methods less those that decide as one before
+// them: repeats, and every method no rule names after the first (they
+// are all decided by the same rules, policy.Named). A request may name
+// thousands in its override fields and query, and each one kept is a
+// policy check of every path read.
+func distinctMethods(rules []policy.Rule, methods []string) []string {
+	out := methods[:0]
+	other := false
+	for _, m := range methods {
+		if !policy.Named(rules, m) {
+			if !other {
+				other = true
+				out = append(out, m)
+			}
+			continue
+		}
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, m) }) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // appendQueryMethods appends to methods each _method in the query:

@@ -61,6 +61,21 @@ func (r Rule) Matches(method, p string) bool {
 	return r.methodMatches(method) && pathMatches(r.Path, p)
 }
 
+// Named reports whether some rule of rules names method (or GET, for
+// HEAD) among its methods. Every method no rule names is decided alike,
+// by the rules that leave methods out or list "*", so a caller with many
+// methods to check for one path need check only one of those.
+func Named(rules []Rule, method string) bool {
+	for _, r := range rules {
+		for _, m := range r.Methods {
+			if m != "*" && (strings.EqualFold(m, method) || (strings.EqualFold(method, "HEAD") && strings.EqualFold(m, "GET"))) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (r Rule) methodMatches(method string) bool {
 	if len(r.Methods) == 0 {
 		return true
