@@ -97,8 +97,11 @@ func (p Policy) Preflight(r *http.Request, h http.Header) int {
 	return http.StatusNoContent
 }
 
-// exposed are the gateway's own response fields a page may read.
-const exposed = "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy, Retry-After, X-Request-Id"
+// exposed are the gateway's own response fields a page may read;
+// WWW-Authenticate among them, where a 401 or 403 says why (RFC 6750:
+// invalid_token, insufficient_scope), so that a page knows whether to get
+// a new token or ask for more scope.
+const exposed = "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, WWW-Authenticate"
 
 // hostFields are the CORS response fields a host's answer loses: the
 // gateway's allow-list is the only one (Respond).

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -100,6 +101,13 @@ func TestRespond(t *testing.T) {
 	p.Respond("https://a.example", h)
 	if h.Get("Access-Control-Allow-Origin") != "https://a.example" || h.Get("Vary") != "Origin" || h.Get("Access-Control-Allow-Credentials") != "" {
 		t.Fatalf("allowed origin: %v", h)
+	}
+	// The gateway's own fields are readable there, WWW-Authenticate too:
+	// a 401 or 403 says why in it (RFC 6750).
+	for _, f := range []string{"Retry-After", "X-RateLimit-Remaining", "WWW-Authenticate"} {
+		if !strings.Contains(h.Get("Access-Control-Expose-Headers"), f) {
+			t.Errorf("Access-Control-Expose-Headers %q lacks %s", h.Get("Access-Control-Expose-Headers"), f)
+		}
 	}
 	h = http.Header{}
 	Policy{Origins: p.Origins, AllowCredentials: true}.Respond("https://a.example", h)

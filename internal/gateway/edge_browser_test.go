@@ -24,7 +24,8 @@ func TestCORSInChromium(t *testing.T) {
 	// star lists its allowed headers as "*", as nginx and Express users
 	// write it: any header.
 	e := newEdgeEnv(t, "localhost", []*route.App{{ID: "app", CORS: route.CORS{Origins: []string{allowed}}},
-		{ID: "star", CORS: route.CORS{Origins: []string{allowed}, AllowHeaders: []string{"*"}, AllowCredentials: true}}}, nil)
+		{ID: "star", CORS: route.CORS{Origins: []string{allowed}, AllowHeaders: []string{"*"}, AllowCredentials: true}},
+		{ID: "authd", CORS: route.CORS{Origins: []string{allowed}}, Auth: route.Auth{Required: true}}}, nil)
 	gu, _ := url.Parse(e.srv.URL)
 
 	bctx := browser.Start(t)
@@ -52,6 +53,16 @@ func TestCORSInChromium(t *testing.T) {
 	}
 	if got := fetchFrom(allowed, "star", `{method: "PUT", credentials: "include", headers: {"X-Custom": "1", "X-Other": "2"}, body: "hi"}`); got != "status 200 limit 600 body ok" {
 		t.Fatalf("allow_headers [\"*\"], from the allowed origin: %q", got)
+	}
+	// A refused token's 401 says why in WWW-Authenticate (RFC 6750:
+	// invalid_token, insufficient_scope), the gateway's own field, which
+	// a page on an allowed origin reads to know whether to get a new
+	// token or ask for more scope.
+	why := `fetch(` + browser.JSString("http://authd.localhost:"+gu.Port()+"/data") + `, {headers: {"Authorization": "Bearer x"}})
+		.then(r => r.status + " " + r.headers.get("WWW-Authenticate")).catch(err => "failed: " + err)`
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[string](why, chromedp.EvalAwaitPromise))
+	if err != nil || got != `401 Bearer realm="gatehouse", error="invalid_token"` {
+		t.Fatalf("a 401 read from the allowed origin: %q %v", got, err)
 	}
 	if seen := e.backendOf("star").all(); len(seen) != 1 || seen[0].Method != "PUT" {
 		t.Fatalf("star's host saw %+v; want exactly the PUT", seen)
