@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -47,10 +48,21 @@ type pageReq struct {
 }
 
 // pageOf reads r's limit and after. Either one asks for a page; a limit
-// that is no integer from 1 to maxLimit, or a field given twice, is
-// refused (400): guessing would page differently than the client meant.
+// that is no integer from 1 to maxLimit, a field given twice, or a query
+// that does not parse, is refused (400): guessing would page differently
+// than the client meant.
 func pageOf(r *http.Request) (pageReq, error) {
-	q := r.URL.Query()
+	// URL.Query drops a pair it cannot parse (a bad %-escape, a ';'
+	// separator): ?limit=%zz would answer the whole list, and
+	// ?after=a&limit=10; a page of 100.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		raw := r.URL.RawQuery
+		if len(raw) > 100 { // bounded: the query is the client's
+			raw = raw[:100] + "..."
+		}
+		return pageReq{}, badInput("the query %q does not parse (%v): send limit and after %%-escaped, separated by &", raw, err)
+	}
 	var p pageReq
 	for _, f := range []string{"limit", "after"} {
 		switch len(q[f]) {

@@ -180,15 +180,18 @@ func valueFor(rr string) string {
 	return "192.0.2.1"
 }
 
-// TestListPageBadInput: a limit that is no integer from 1 to 1000, or a
-// paging field given twice, is refused with a 400 problem on every list
-// route.
+// TestListPageBadInput: a limit that is no integer from 1 to 1000, a
+// paging field given twice, or a query that does not parse (a bad
+// %-escape, a ';' separator: net/url drops such a pair, and with it the
+// limit, so the page asked for became the whole list), is refused with a
+// 400 problem on every list route.
 func TestListPageBadInput(t *testing.T) {
 	e := newEnv(t, nil)
 	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", map[string]any{"gateways": []string{"127.0.0.1"}}, 200)
 	lists := []string{"/api/v3/apps", "/api/v3/domains", "/api/v3/dns/zones", "/api/v3/dns/zones/apps.example.com/records", "/api/v3/hosts/keys", "/api/v3/hosts"}
 	for _, path := range lists {
-		for _, q := range []string{"limit=0", "limit=-1", "limit=1001", "limit=x", "limit=", "limit=1.5", "limit=1&limit=2", "after=a&after=b"} {
+		for _, q := range []string{"limit=0", "limit=-1", "limit=1001", "limit=x", "limit=", "limit=1.5", "limit=1&limit=2", "after=a&after=b",
+			"limit=%zz", "limit=1;", "limit=5;after=x", "after=%zz", "after=a&limit=1%"} {
 			r := e.do("GET", path+"?"+q, token, nil)
 			if r.status != http.StatusBadRequest {
 				t.Errorf("GET %s?%s: %d, want 400: %s", path, q, r.status, r.body)
