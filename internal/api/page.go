@@ -52,16 +52,9 @@ type pageReq struct {
 // that does not parse, is refused (400): guessing would page differently
 // than the client meant.
 func pageOf(r *http.Request) (pageReq, error) {
-	// URL.Query drops a pair it cannot parse (a bad %-escape, a ';'
-	// separator): ?limit=%zz would answer the whole list, and
-	// ?after=a&limit=10; a page of 100.
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := strictQuery(r) // ?limit=%zz would answer the whole list
 	if err != nil {
-		raw := r.URL.RawQuery
-		if len(raw) > 100 { // bounded: the query is the client's
-			raw = raw[:100] + "..."
-		}
-		return pageReq{}, badInput("the query %q does not parse (%v): send limit and after %%-escaped, separated by &", raw, err)
+		return pageReq{}, err
 	}
 	var p pageReq
 	for _, f := range []string{"limit", "after"} {
@@ -86,6 +79,22 @@ func pageOf(r *http.Request) (pageReq, error) {
 		p.limit = n
 	}
 	return p, nil
+}
+
+// strictQuery is r's query, refused (400) when a pair does not parse.
+// URL.Query drops such a pair (a bad %-escape, a ';' separator), and
+// with it a field the client sent: ?after=a&limit=10; would be a page of
+// 100, ?type=TXT; a question for the default type.
+func strictQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		raw := r.URL.RawQuery
+		if len(raw) > 100 { // bounded: the query is the client's
+			raw = raw[:100] + "..."
+		}
+		return nil, badInput("the query %q does not parse (%v): send each field %%-escaped, the fields separated by &", raw, err)
+	}
+	return q, nil
 }
 
 // takeTurns serves h, a list route, once the request has one of the

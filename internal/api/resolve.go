@@ -109,7 +109,11 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	query := r.URL.Query()
+	query, err := strictQuery(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	for _, f := range []string{"name", "type"} {
 		// the client meant one of them, and answering the first would
 		// guess which (pageOf refuses a repeated field likewise)

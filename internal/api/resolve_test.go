@@ -382,6 +382,29 @@ func TestResolveFieldGivenTwice(t *testing.T) {
 	}
 }
 
+// TestResolveQueryThatDoesNotParse: a resolve query with a pair that does
+// not parse (a bad %-escape, a ';' separator) answers 400 and charges
+// nothing, rather than dropping the pair: ?type=TXT; was answered as the
+// default type A, another question than the client asked.
+func TestResolveQueryThatDoesNotParse(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	for _, q := range []string{
+		"name=a.apps.example.com&type=TXT;",
+		"name=a.apps.example.com&type=%ZZ",
+		"type=AAAA%&name=a.apps.example.com",
+	} {
+		r := e.do("GET", "/api/v3/dns/resolve?"+q, alice, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "does not parse") {
+			t.Errorf("?%s: %d %s, want 400 saying the query does not parse", q, r.status, r.body)
+		}
+	}
+	r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com", alice, nil)
+	if r.status != 200 || r.header.Get("X-RateLimit-Identity-Remaining") != "299" {
+		t.Errorf("after the refused queries: %d, identity remaining %q, want 200 and 299 (nothing charged)", r.status, r.header.Get("X-RateLimit-Identity-Remaining"))
+	}
+}
+
 // TestResolveEmptyFinalLabel: a name that ends in two dots has an empty
 // label, and is no DNS name: 400, not the question for the name with one
 // dot less ("a.example.." asked as a.example, ".." as the root).
