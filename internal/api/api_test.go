@@ -720,6 +720,40 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
+// A body that is JSON null is no object: encoding/json decodes it into
+// nothing, so PUT /apps/{app} with null wrote an app of defaults, its
+// auth.required and policy gone (a platform's nil, marshalled). It is
+// refused 400 like any other body of the wrong type, and changes nothing.
+func TestNullBodyRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed()
+	e.ok("PUT", "/api/v3/apps/shop", `{"auth":{"required":true},"policy":[{"action":"deny","path":"/admin/*"}]}`, 200)
+	before := e.snapshot()
+	for _, c := range []struct{ method, path string }{
+		{"PUT", "/api/v3/apps/shop"},
+		{"PUT", "/api/v3/apps/blog"},
+		{"PUT", "/api/v3/domains/shop.example.org"},
+		{"POST", "/api/v3/domains/shop.example.org/verify"},
+		{"PUT", "/api/v3/dns/zones/apps.example.com"},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A"},
+		{"PUT", "/api/v3/hosts/keys/web-1"},
+	} {
+		for _, body := range []string{`null`, " null\n"} {
+			r := e.do(c.method, c.path, token, body)
+			if r.status != http.StatusBadRequest {
+				t.Errorf("%s %s %q: %d, want 400: %s", c.method, c.path, body, r.status, r.body)
+				continue
+			}
+			if p := problemOf(t, r); !strings.Contains(p.Detail, "want an object, got a JSON null") {
+				t.Errorf("%s %s %q: detail %q does not say the body is null where an object was wanted", c.method, c.path, body, p.Detail)
+			}
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a null body changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
 // A JSON body under another Content-Type is refused 415, and the detail
 // says which field to fix and what it held: `curl -d '{"app":"shop"}'`
 // sends a form type, and "the body must be application/json" told its

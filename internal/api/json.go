@@ -29,8 +29,8 @@ func badInput(format string, args ...any) error {
 }
 
 // decode reads r's body as exactly one JSON value into v, refusing
-// invalid UTF-8, unknown fields and ambiguous keys (checkKeys). An empty body decodes as
-// {}.
+// invalid UTF-8, unknown fields and ambiguous keys (checkKeys), and a
+// body that is null. An empty body decodes as {}.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -53,6 +53,11 @@ func decode(r *http.Request, v any) error {
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
+	}
+	if string(bytes.TrimSpace(b)) == "null" {
+		// encoding/json decodes null into nothing: a PUT of an app
+		// would write its defaults, its auth and policy gone.
+		return badInput("invalid JSON body: want %s, got a JSON null", jsonKind(reflect.TypeOf(v)))
 	}
 	// encoding/json turns each invalid byte into U+FFFD: the body would
 	// be stored as something its sender never wrote (a deny rule's path
