@@ -1202,7 +1202,7 @@ func testDeleteAppRacesPutDomain(t *testing.T, e *env, hs *hookStore) {
 				hs.beforeDeleteApp.Store(&doPut)
 				doDel()
 			} else {
-				hs.beforePutDomain.Store(&doDel)
+				hs.inUpdateDomain.Store(&doDel) // the PUT's write is an update
 				doPut()
 			}
 			if put.status != c.putWant || del.status != c.delWant {
@@ -1218,6 +1218,43 @@ func testDeleteAppRacesPutDomain(t *testing.T, e *env, hs *hookStore) {
 			e.do("DELETE", dom, token, nil)
 			e.do("DELETE", "/api/v3/apps/shop", token, nil)
 		})
+	}
+}
+
+// TestPutDomainRacesVerify: a verify that lands between a PUT's read of
+// a mapping and its write is not overwritten. The PUT, which moves the
+// mapping to another app, answers 409 as it does for a mapping verified
+// before it came (a verified mapping is not moved), and the mapping stays
+// verified for the app that proved it. The verify runs from whichever
+// hook the PUT reaches between its read and its write.
+func TestPutDomainRacesVerify(t *testing.T) {
+	e, hs := newHookEnv(t)
+	const dom = "/api/v3/domains/www.customer.example"
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	e.ok("PUT", dom, `{"app":"shop"}`, 200)
+	var ran atomic.Bool // the verify's own UpdateDomain reaches a hook too
+	var verified resp
+	verify := func() {
+		if !ran.Swap(true) {
+			verified = e.do("POST", dom+"/verify", token, `{"method":"manual"}`)
+		}
+	}
+	hs.beforePutDomain.Store(&verify)
+	hs.inUpdateDomain.Store(&verify)
+	put := e.do("PUT", dom, token, `{"app":"blog"}`)
+	hs.beforePutDomain.Store(nil)
+	hs.inUpdateDomain.Store(nil)
+	if verified.status != 200 {
+		t.Fatalf("the verify in between: %d %s", verified.status, verified.body)
+	}
+	if put.status != http.StatusConflict {
+		t.Errorf("PUT moving the mapping verified meanwhile: %d, want 409: %s", put.status, put.body)
+	}
+	var d route.Domain
+	decodeInto(t, e.ok("GET", dom, nil, 200), &d)
+	if d.App != "shop" || !d.Verified {
+		t.Errorf("after the race the mapping is %+v, want the verified one for shop", d)
 	}
 }
 

@@ -412,10 +412,10 @@ func (a *API) getDomain(r *http.Request) (int, any, error) {
 // with a fresh token; a re-PUT to the same app keeps token and state, a
 // move to another app starts over. A verified mapping is not moved (409):
 // that would cut the app that proved the domain off at once, on nothing
-// but the new app's word; the platform deletes the mapping first. A
-// verify that completes between the read here and the write is
-// overwritten (the store has no compare-and-set here); only the platform
-// does either, and verifyDomain re-reads for the other order.
+// but the new app's word; the platform deletes the mapping first. The
+// read and the write are one compare-and-set, so a verify that completes
+// between them makes the PUT read again and answer that 409; verifyDomain
+// re-checks for the other order.
 func (a *API) putDomain(r *http.Request) (int, any, error) {
 	ctx := r.Context()
 	name, err := normalizeDomain(r.PathValue("domain"))
@@ -450,30 +450,28 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 		}
 		return &route.Domain{Domain: name, App: b.App, Token: newToken()}, nil
 	}
+	// One compare-and-set, conditions or none: a verify landing between
+	// a read and a write of its own would be overwritten, the verified
+	// mapping moved after all.
 	var old, d *route.Domain
-	if p := conds(r); p.none() {
-		old, err = a.o.Store.GetDomain(ctx, name)
-		switch {
-		case a.badValue(err) || errors.Is(err, a.o.NotFound): // a value that does not read is replaced by a fresh, unverified mapping
-			old = nil
-		case err != nil:
-			return 0, nil, err
+	p, what := conds(r), fmt.Sprintf("domain %q", name)
+	err = a.o.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
+		if err := check(p, cur, what); err != nil {
+			return nil, err
 		}
-		if d, err = over(old); err == nil {
-			err = a.o.Store.PutDomain(ctx, d)
-		}
-	} else {
-		what := fmt.Sprintf("domain %q", name)
-		err = a.o.Store.UpdateDomain(ctx, name, func(cur *route.Domain) (*route.Domain, error) {
-			if err := check(p, cur, what); err != nil {
-				return nil, err
-			}
-			old = cur
-			d, err = over(cur)
-			return d, err
-		})
-		if a.badValue(err) {
+		old = cur
+		d, err = over(cur)
+		return d, err
+	})
+	if a.badValue(err) {
+		if !p.none() {
 			return 0, nil, unreadable(what)
+		}
+		// a value that does not read is replaced by a fresh, unverified
+		// mapping (the store's update leaves it alone)
+		old = nil
+		if d, err = over(nil); err == nil {
+			err = a.o.Store.PutDomain(ctx, d)
 		}
 	}
 	if errors.Is(err, errUnchanged) {
