@@ -597,6 +597,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"block","path":"/"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"admin"}]}`, 400},
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a*b"}]}`, 400},
+		// an empty methods list matches no method, where methods left out
+		// match every one: taken as left out, this allow would match every
+		// method and, first match winning, lift the deny after it
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"allow","methods":[],"path":"/admin/*"},{"action":"deny","path":"/admin/*"}]}`, 400},
 		// rule paths the gateway could never match against a cleaned path:
 		// a deny written so would silently let everything through
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin/"}]}`, 400},

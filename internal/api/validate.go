@@ -151,6 +151,12 @@ func checkRule(i int, p *route.PolicyRule) error {
 	if p.Action != "allow" && p.Action != "deny" {
 		return badInput("policy[%d].action: must be allow or deny, got %q", i, p.Action)
 	}
+	if p.Methods != nil && len(p.Methods) == 0 {
+		// stored, [] reads as left out (omitempty): every method. An
+		// allow meant for no method would match them all, and, first
+		// match winning, lift the rules after it.
+		return badInput("policy[%d].methods: empty, so the rule would match no method; leave methods out for every method, or list them", i)
+	}
 	for j, m := range p.Methods {
 		if !validToken(m) {
 			return badInput("policy[%d].methods[%d]: not an HTTP method: %q", i, j, m)
