@@ -453,6 +453,7 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 				// Kept whole, a write the owner proves no host of its saw
 				// can still be served here with its body.
 				small = make([]byte, r.ContentLength)
+				began := g.now()
 				if _, err := io.ReadFull(r.Body, small); err != nil {
 					var ne net.Error
 					if errors.As(err, &ne) && ne.Timeout() {
@@ -462,6 +463,11 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 					problem.Write(w, http.StatusBadRequest, "the request body ended before its Content-Length")
 					return
 				}
+				// The client's upload is not the clusters' time (as
+				// sparingUpload spares a streamed one): the deadline
+				// starts that much later for the owner and the local
+				// attempt after it.
+				r = r.WithContext(context.WithValue(r.Context(), uploadSpentKey{}, g.now().Sub(began)))
 				r.Body = io.NopCloser(bytes.NewReader(small))
 			} else {
 				body.ReadCloser = r.Body
@@ -509,11 +515,7 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 // before the local response has started, the attempt is cancelled and the
 // client gets 504; a response that has started is never cut.
 func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.Request, next http.Handler) {
-	start := rq.Start
-	if start.IsZero() {
-		start = g.now()
-	}
-	left := start.Add(g.clusters.deadline).Sub(g.now())
+	left := g.deadlineStart(r, rq).Add(g.clusters.deadline).Sub(g.now())
 	if left <= 0 {
 		problem.Write(w, http.StatusGatewayTimeout, "no cluster answered in time")
 		return
@@ -746,11 +748,7 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 		a.outcome, a.err, a.unsent = outcomeMoveOn, fmt.Errorf("%w: %s", errPeerCooling, peer.ID), true
 		return a
 	}
-	start := rq.Start
-	if start.IsZero() {
-		start = g.now()
-	}
-	left := start.Add(g.clusters.deadline).Sub(g.now())
+	left := g.deadlineStart(r, rq).Add(g.clusters.deadline).Sub(g.now())
 	if left <= 0 {
 		a.outcome, a.err = outcomeDeadline, errDeadline
 		return a
@@ -768,6 +766,27 @@ func (g *Gateway) tryPeer(w http.ResponseWriter, r *http.Request, rq *route.Requ
 		g.peerStalled(r, a)
 	}
 	return a
+}
+
+// uploadSpentKey carries, in a request's context, how long affinity
+// waited for the body of a small write it read whole before the forward
+// (a time.Duration).
+type uploadSpentKey struct{}
+
+// deadlineStart is when r's cluster deadline started: when the gateway
+// received it, later by the time a small write's body took to arrive
+// (uploadSpentKey). The client's upload is not the clusters' time: without
+// this a slow client's 600-byte POST got 504 through a non-owner, no
+// cluster ever asked, and 200 through the owner.
+func (g *Gateway) deadlineStart(r *http.Request, rq *route.Request) time.Time {
+	start := rq.Start
+	if start.IsZero() {
+		start = g.now()
+	}
+	if d, ok := r.Context().Value(uploadSpentKey{}).(time.Duration); ok {
+		start = start.Add(d)
+	}
+	return start
 }
 
 // peerStalled handles a peer that had at least half the cluster deadline
