@@ -42,13 +42,15 @@ func (p Peer) Validate() error {
 }
 
 // ParseURL parses a cluster's gateway base URL: absolute http or https,
-// with a host, no user, query or fragment.
+// with a host, no user, query or fragment. A port without a host name
+// ("https://:8443") is no host: a dial of it reaches this machine, so
+// forwards and probes would go to the gateway's own neighbours.
 func ParseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: url: %w", err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return nil, fmt.Errorf("cluster: url %q: want http(s)://host[:port][/path]", s)
 	}
 	return u, nil

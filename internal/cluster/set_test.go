@@ -88,6 +88,9 @@ func TestValidate(t *testing.T) {
 		{ID: "eu", URL: "https://", PublicKey: pub},
 		{ID: "eu", URL: "https://eu?x=1", PublicKey: pub},
 		{ID: "eu", URL: "https://u:p@eu", PublicKey: pub},
+		{ID: "eu", URL: "https://:8443", PublicKey: pub}, // a port, no host: it would dial this machine
+		{ID: "eu", URL: "http://:80/", PublicKey: pub},
+		{ID: "eu", URL: "https://[]:443", PublicKey: pub},
 		{ID: "eu", URL: good.URL, PublicKey: pub[:31]},
 		{ID: "eu", URL: good.URL, PublicKey: append(ed25519.PublicKey{1}, make([]byte, 31)...)}, // the identity: signs for anyone
 	}
