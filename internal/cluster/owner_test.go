@@ -173,3 +173,53 @@ func BenchmarkOwner(b *testing.B) {
 		})
 	}
 }
+
+// TestRendezvousMovesOnlyTheChangedCluster: with cluster.hash rendezvous a
+// cluster joining takes apps only for itself, and one leaving gives up
+// only its own: every other app keeps its owner (DESIGN §5.1: "moves about
+// 1/(N+1)"). Every gateway computes the same owner from the same active
+// set, whichever cluster it belongs to.
+func TestRendezvousMovesOnlyTheChangedCluster(t *testing.T) {
+	const n = 20_000
+	three := []string{"ap", "eu", "us"}
+	tests := []struct {
+		name          string
+		before, after []string
+		changed       string
+	}{
+		{"sa joins", three, []string{"ap", "eu", "sa", "us"}, "sa"},
+		{"eu leaves", three, []string{"ap", "us"}, "eu"},
+		{"ap leaves", three, []string{"eu", "us"}, "ap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			peers := make([]Peer, len(tt.after))
+			for j, id := range tt.after {
+				peers[j] = Peer{ID: id, Active: true}
+			}
+			var sets []Set // the same active clusters as each of them sees them
+			for _, self := range tt.after {
+				sets = append(sets, NewSet(self, peers))
+			}
+			moved := 0
+			for i := range n {
+				app := fmt.Sprintf("app-%d", i)
+				was, is := Rendezvous(app, tt.before), Rendezvous(app, tt.after)
+				if was != is {
+					moved++
+					if was != tt.changed && is != tt.changed {
+						t.Fatalf("%s moved from %s to %s, neither of them %s", app, was, is, tt.changed)
+					}
+				}
+				for _, s := range sets {
+					if got := s.Owner(app, HashRendezvous); got != is {
+						t.Fatalf("%s: the set of %s computes owner %s, want %s", app, s.Self(), got, is)
+					}
+				}
+			}
+			if moved == 0 {
+				t.Fatal("no app moved")
+			}
+		})
+	}
+}
