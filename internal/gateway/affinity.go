@@ -942,8 +942,10 @@ func (g *Gateway) rewritePeer(pr *httputil.ProxyRequest) {
 	if pr.In.Trailer != nil {
 		// The incoming map, which net/http fills once the body has been
 		// read (and hygiene's guard cleans): ProxyRequest's clone of it
-		// holds only the declared names, so the peer would get none.
+		// holds only the declared names, so the peer would get none. To an
+		// http peer only a chunked body carries them (as proxy's rewrite).
 		pr.Out.Trailer = pr.In.Trailer
+		pr.Out.ContentLength = -1
 	}
 	h := pr.Out.Header
 	if v := pr.In.Header["X-Forwarded-Proto"]; len(v) > 0 {

@@ -378,8 +378,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = pr.In.Host // the app sees its own Host
 	// Request trailers: share the incoming map, whose values net/http
 	// fills only once the body is read; Clone's copy would stay empty.
+	// An HTTP/2 request may have a content-length and trailers too; over
+	// HTTP/1.1 only a chunked body carries trailers, and with the length
+	// kept net/http's transport sends the body unchunked and drops them.
 	if pr.In.Trailer != nil {
 		pr.Out.Trailer = pr.In.Trailer
+		pr.Out.ContentLength = -1
 	}
 	in, out := pr.In.Header, pr.Out.Header
 	// ReverseProxy removed these from Out; hygiene already computed them
