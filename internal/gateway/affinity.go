@@ -454,13 +454,26 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 				// can still be served here with its body.
 				small = make([]byte, r.ContentLength)
 				began := g.now()
-				if _, err := io.ReadFull(r.Body, small); err != nil {
+				_, err := io.ReadFull(r.Body, small)
+				var extra []byte
+				if err == nil {
+					// On to the body's end, where nothing more is: that is
+					// where the server fills in an HTTP/2 request's
+					// trailers (and hygiene's guard drops forged ones).
+					// Stopped at the length, the forward carried none.
+					extra, err = io.ReadAll(io.LimitReader(r.Body, 1))
+				}
+				if err != nil {
 					var ne net.Error
 					if errors.As(err, &ne) && ne.Timeout() {
 						problem.Write(w, http.StatusRequestTimeout, "the request body stopped coming")
 						return
 					}
 					problem.Write(w, http.StatusBadRequest, "the request body ended before its Content-Length")
+					return
+				}
+				if len(extra) > 0 { // the servers refuse such a body themselves; kept for any other
+					problem.Write(w, http.StatusBadRequest, "the request body is longer than its Content-Length")
 					return
 				}
 				// The client's upload is not the clusters' time (as

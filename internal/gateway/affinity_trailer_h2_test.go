@@ -26,6 +26,11 @@ func TestRequestTrailersWithLength(t *testing.T) {
 		{"owner over h2c", false, "ap", 10},
 		{"streamed forward to an http peer", false, "us", 20000},
 		{"streamed forward over TLS", true, "us", 20000},
+		// A write of at most 16 KiB is read whole before its forward
+		// (DESIGN §5.2): that read must reach the body's end, where the
+		// server fills the trailers in.
+		{"small write forwarded over TLS", true, "us", 10},
+		{"small write forwarded to an http peer", false, "us", 10},
 	}
 	clusters := map[bool]map[string]*testCluster{
 		true:  startClusters(t, clusterSetup{ids: threeIDs, tls: true}),
