@@ -338,6 +338,18 @@ func (c *Config) validateCluster() error {
 		if err != nil || (p.Path != "" && p.Path != "/") {
 			return bad("cluster.url", "must be a base URL like https://eu-1.gw.example.com, without user info, query or fragment, got %q", RedactURL(u))
 		}
+		// Peers forward to an http:// URL in plain HTTP, which reaches
+		// this gateway's http listener: outside serve mode it answers
+		// every forward 308 or 404, while its /healthz answers 200 in
+		// every mode, so peers keep this cluster active and its apps'
+		// requests loop or fail for as long as it runs.
+		if p.Scheme == "http" && c.HTTP.Mode != HTTPModeServe {
+			answer := "a 308 to https"
+			if c.HTTP.Mode == HTTPModeACMEOnly {
+				answer = "404"
+			}
+			return bad("cluster.url", "is http://, so peers forward to this gateway's plain HTTP listener, which in http.mode %s answers every forward with %s; use an https:// URL, or http.mode serve, got %q", c.HTTP.Mode, answer, RedactURL(u))
+		}
 	}
 	// Under a second every request would end 504 before a host could
 	// answer: a unit slip ("15ms" for "15s"), not a latency budget.
