@@ -269,7 +269,19 @@ func (cn *conn) loop() error {
 // decoded (the CONTINUATIONs read too), as a MetaHeadersFrame valid until
 // hb.done.
 func (cn *conn) readFrame() (http2.Frame, error) {
-	f, err := cn.fr.ReadFrame()
+	fh, err := cn.fr.ReadFrameHeader()
+	if err != nil {
+		return nil, err
+	}
+	f, err := cn.fr.ReadFrameForHeader(fh)
+	if _, ok := err.(http2.StreamError); ok && fh.Type == http2.FrameHeaders {
+		// The Framer's one stream error for a HEADERS frame is padding
+		// past its payload (x/net's parseHeadersFrame), which RFC 9113
+		// §6.2 makes a connection error: the block is never decoded, so
+		// the connection's HPACK table is no longer the client's, and a
+		// reset stream would leave every later block decoded against it.
+		return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+	}
 	if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
 		if t := cn.s.opts.ReadHeaderTimeout; t > 0 && !hf.HeadersEnded() {
 			// A head trickled in CONTINUATIONs is bounded as an HTTP/1
