@@ -89,6 +89,13 @@ type conn struct {
 	emptiesSince time.Time
 	takeWakes    int // how often a take woke to look again: tests bound it
 
+	// closedWin is the DATA the client may still send, in flight when
+	// the server ended or refused the streams it is for, on streams no
+	// longer in the table: their windows as they were, less what came
+	// since. DATA on those streams within it is ignored (RFC 9113
+	// §5.4.2); past it, answered and counted as a frame without progress.
+	closedWin int64
+
 	// connWaiters are the streams whose take waits for the connection's
 	// window (their own is open), first come first: a WINDOW_UPDATE on
 	// the connection wakes the first, and each one that leaves the line
@@ -337,7 +344,8 @@ func (cn *conn) readError(err error) error {
 	case errors.As(err, &se):
 		cn.mu.Lock()
 		if se.StreamID%2 == 1 && se.StreamID > cn.lastID {
-			cn.lastID = se.StreamID // a malformed head still uses its id
+			cn.lastID = se.StreamID    // a malformed head still uses its id
+			cn.closedWin += recvWindow // and its body may be on the way (see onHeaders)
 		}
 		st := cn.streams[se.StreamID]
 		cn.mu.Unlock()
@@ -536,6 +544,7 @@ func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 	again := st != nil && st.reset // by either side; its handler runs on
 	if st != nil {
 		st.peerReset = true
+		st.recvWin = 0 // the client sends no more on it (see closedWin)
 	}
 	cn.mu.Unlock()
 	if idle {

@@ -62,5 +62,6 @@
 // MaxHeaderBytes answered 431 on their stream, the connection going on
 // (headers.go); and floods of frames that make no request progress
 // (empty DATA, SETTINGS, PING, header blocks refused, resets of closed
-// streams) bounded. It does not push, and does not take extended CONNECT.
+// streams, DATA on a stream closed to the client past the window it had)
+// bounded. It does not push, and does not take extended CONNECT.
 package h2

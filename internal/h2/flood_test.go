@@ -187,3 +187,88 @@ func flood(t *testing.T, rc *rawClient, n int, send func(i int) error, want http
 		}
 	}
 }
+
+// TestDataOnClosedStreamsBounded: DATA on a stream the client may no
+// longer send on (one it ended or reset itself) is answered with
+// RST_STREAM STREAM_CLOSED, a write for each frame. A byte of DATA
+// makes no more request progress there than an empty frame does, and
+// the window it takes is given back: a client sending nothing else
+// would have the server write a frame, and flush it, for every ten
+// bytes it sends, for as long as it likes. Such frames count against
+// the bound on frames without progress; what a client had in flight
+// when the server ended a stream early is not counted (see
+// TestSmallFramesAfterEarlyAnswer).
+func TestDataOnClosedStreamsBounded(t *testing.T) {
+	hold := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-hold
+		}
+	})
+	_, dial := serveTLS(t, Options{Handler: h})
+	t.Cleanup(func() { close(hold) }) // before the server's Close, which waits for handlers
+	for _, tt := range []struct {
+		name string
+		open func(t *testing.T, rc *rawClient) // leaves stream 1 closed to the client
+	}{
+		{"a stream both ends ended", func(t *testing.T, rc *rawClient) {
+			rc.headers(1, true, reqFields("GET", "/")...)
+			rc.until("stream 1's end", endOf(1))
+		}},
+		{"a stream the client reset", func(t *testing.T, rc *rawClient) {
+			rc.headers(1, false, reqFields("POST", "/hold")...)
+			if err := rc.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dial()
+			tt.open(t, rc)
+			flood(t, rc, 20*maxEmptyFrames, func(int) error { return rc.fr.WriteData(1, false, []byte{'x'}) },
+				http2.ErrCodeEnhanceYourCalm, "the flood was not bounded")
+		})
+	}
+}
+
+// TestBodyInFlightOnARefusedStream: a client whose stream is refused
+// (REFUSED_STREAM, over SETTINGS_MAX_CONCURRENT_STREAMS here) may have
+// sent its body, within the window, before it read the refusal: those
+// frames are ignored, neither answered one by one nor counted as a
+// flood, and the connection goes on.
+func TestBodyInFlightOnARefusedStream(t *testing.T) {
+	hold := make(chan struct{})
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
+	_, dial := serveTLS(t, Options{Handler: h, MaxConcurrentStreams: 1})
+	t.Cleanup(func() { close(hold) })
+	rc := dial()
+	rc.headers(1, true, reqFields("GET", "/")...)
+	rc.headers(3, false, reqFields("POST", "/")...) // over the limit: refused
+	msg := make([]byte, 100)
+	for range 3 * maxEmptyFrames {
+		if err := rc.fr.WriteData(3, false, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = rc.fr.WritePing(false, probe)
+	resets := 0
+	for {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatalf("connection ended: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v", f.ErrCode)
+		case *http2.RSTStreamFrame:
+			resets++
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == probe {
+				if resets != 1 {
+					t.Errorf("%d RST_STREAMs, want 1 (the refusal)", resets)
+				}
+				return
+			}
+		}
+	}
+}

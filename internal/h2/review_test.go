@@ -622,9 +622,10 @@ func TestDrainingConnectionStartsWithSettings(t *testing.T) {
 
 // TestSmallFramesAfterEarlyAnswer: a client streaming small DATA frames
 // (a gRPC client stream of tiny messages) when the handler answers early
-// has many frames in flight on a stream the server has closed. They are
-// answered (RST_STREAM) and their window given back; they are not a flood
-// of frames without a request, and the connection goes on.
+// has many frames in flight on a stream the server has closed. Within the
+// window the client had, they are ignored (RFC 9113 §5.4.2) and their
+// window given back; they are not a flood of frames without a request,
+// and the connection goes on.
 func TestSmallFramesAfterEarlyAnswer(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) })
 	_, addr := serve(t, Options{Handler: h})

@@ -115,6 +115,13 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return cn.fail(http2.ErrCodeProtocol, "HEADERS on a closed stream")
 	}
 	cn.lastID = id
+	if !f.StreamEnded() {
+		// Refused or served, the stream's DATA in flight is within the
+		// window: counted in closedWin now, lest a refusal be followed
+		// by RST_STREAMs for the body the client had begun to send; a
+		// stream served takes it back at once.
+		cn.closedWin += recvWindow
+	}
 	if cn.goaway {
 		cn.mu.Unlock()
 		cn.rst(id, http2.ErrCodeRefusedStream) // the client may retry it elsewhere
@@ -151,6 +158,9 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return errConnClosed
 	}
 	cn.streams[id] = st
+	if !f.StreamEnded() {
+		cn.closedWin -= recvWindow // the stream's own window now (see above)
+	}
 	cn.handlers++
 	cn.active++
 	cn.empties, cn.refusals = 0, 0
@@ -239,6 +249,9 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	if bad == "" {
 		st.remoteDone = true
 	}
+	if f.StreamEnded() {
+		st.recvWin = 0 // the client may send no more (see closedWin)
+	}
 	cn.mu.Unlock()
 	if bad != "" {
 		cn.resetStream(st, http2.ErrCodeProtocol, errors.New("h2: "+bad))
@@ -263,29 +276,46 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 	st := cn.streams[id]
 	if st == nil || st.remoteDone {
 		idle := st == nil && id > cn.lastID
-		// Frames in flight after our RST_STREAM are ignored (RFC 9113
-		// §5.4.2); after the client's own, they are an error.
-		quiet := st != nil && st.reset && !st.peerReset
+		// Frames in flight after the server closed or refused the
+		// stream are ignored (RFC 9113 §5.4.2), as far as the window the
+		// client had then goes: the stream's own while it is in the
+		// table, the closed streams' together (closedWin) once it is
+		// not. Those are bytes a client had in flight (a stream of small
+		// messages answered early), traffic like any upload. Past that
+		// window, or after the client's own END_STREAM or RST_STREAM
+		// (which leave it none), they are an error.
+		var quiet bool
+		if st == nil {
+			quiet = n <= cn.closedWin
+			if quiet {
+				cn.closedWin -= n
+			}
+		} else {
+			quiet = st.reset && n <= st.recvWin
+			if quiet {
+				st.recvWin -= n
+			}
+		}
 		cn.mu.Unlock()
 		if idle {
 			return cn.fail(http2.ErrCodeProtocol, "DATA on an idle stream")
 		}
 		cn.consumed(nil, n)
+		if quiet && n > 0 {
+			return nil
+		}
 		switch {
-		case st != nil && !quiet:
+		case quiet:
+		case st != nil:
 			// The stream error closes the stream: its handler is
 			// told, and sends nothing more on it.
 			cn.resetStream(st, http2.ErrCodeStreamClosed, errHalfClosed)
-		case !quiet:
+		default:
 			cn.rst(id, http2.ErrCodeStreamClosed)
 		}
-		if n > 0 {
-			// Bytes a client had in flight when the stream closed (a
-			// stream of small messages answered early) are traffic like
-			// any upload, paid for by the client and bounded by its
-			// window; only frames that carry nothing count as a flood.
-			return nil
-		}
+		// Each is a frame answered, and its window given back, that
+		// makes no request progress whatever it carries: a client
+		// sending nothing else is a flood.
 		return cn.emptyFrame()
 	}
 	if n > st.recvWin {
@@ -300,8 +330,11 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 	if st.declLen >= 0 && (st.gotLen > st.declLen || f.StreamEnded() && st.gotLen != st.declLen) {
 		bad = "request body disagrees with its content-length"
 	}
-	if f.StreamEnded() && bad == "" {
-		st.remoteDone = true
+	if f.StreamEnded() {
+		st.recvWin = 0 // the client may send no more (see closedWin)
+		if bad == "" {
+			st.remoteDone = true
+		}
 	}
 	cn.mu.Unlock()
 	if bad != "" {
@@ -583,6 +616,7 @@ func (st *stream) end() {
 		st.resetErr = errStreamDone
 	}
 	delete(cn.streams, st.id)
+	cn.closedWin += st.recvWin // what the client may still have in flight on it
 	st.releaseLocked()
 	cn.leaveLocked(st)
 	cn.handlers--
