@@ -526,6 +526,14 @@ func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		return cn.emptyFrame()
 	}
+	if st.reset {
+		// Reset by either side, its handler running on: its window
+		// matters no more, and an update changes nothing. Not added,
+		// so that a window taken over 2^31-1 resets the stream once,
+		// not at each update after; a stream of them is a flood.
+		cn.mu.Unlock()
+		return cn.emptyFrame()
+	}
 	st.sendWin += inc
 	over := st.sendWin > 1<<31-1
 	st.wake()

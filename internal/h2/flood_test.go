@@ -272,3 +272,28 @@ func TestBodyInFlightOnARefusedStream(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowUpdatesOnAnOverflowedStreamBounded: a WINDOW_UPDATE that
+// takes a stream's window over 2^31-1 resets it (FLOW_CONTROL_ERROR);
+// the handler may run on a while, and the window stays over, so every
+// WINDOW_UPDATE after on that stream, whatever its increment, was
+// answered with another RST_STREAM. They change nothing: they count
+// against the bound on frames without progress, and the stream is reset
+// once.
+func TestWindowUpdatesOnAnOverflowedStreamBounded(t *testing.T) {
+	hold := make(chan struct{})
+	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
+	_, dial := serveTLS(t, Options{Handler: h})
+	t.Cleanup(func() { close(hold) }) // before the server's Close, which waits for handlers
+	rc := dial()
+	rc.headers(1, true, reqFields("GET", "/")...)
+	if err := rc.fr.WriteWindowUpdate(1, 1<<31-1); err != nil {
+		t.Fatal(err)
+	}
+	rc.until("stream 1's reset", func(f http2.Frame) bool {
+		r, ok := f.(*http2.RSTStreamFrame)
+		return ok && r.StreamID == 1 && r.ErrCode == http2.ErrCodeFlowControl
+	})
+	flood(t, rc, 20*maxEmptyFrames, func(int) error { return rc.fr.WriteWindowUpdate(1, 1) },
+		http2.ErrCodeEnhanceYourCalm, "the flood was not bounded")
+}
