@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -135,19 +137,7 @@ func TestProtocolConformance(t *testing.T) {
 			_ = rc.fr.WriteRawFrame(http2.FrameSettings, http2.FlagSettingsAck, 0, make([]byte, 6))
 		}, "GOAWAY FRAME_SIZE_ERROR"},
 		{"unknown setting", func(rc *rawClient) { _ = rc.fr.WriteSettings(http2.Setting{ID: 0xff, Val: 1}) }, "alive"},
-		// WINDOW_UPDATE.
-		{"WINDOW_UPDATE 0 on the connection", func(rc *rawClient) { _ = rc.fr.WriteWindowUpdate(0, 0) }, "GOAWAY PROTOCOL_ERROR"},
-		{"WINDOW_UPDATE 0 on a stream", func(rc *rawClient) {
-			rc.headers(3, false, hold...)
-			_ = rc.fr.WriteWindowUpdate(3, 0)
-		}, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"connection window over 2^31-1", func(rc *rawClient) {
-			_ = rc.fr.WriteWindowUpdate(0, 1<<31-1)
-		}, "GOAWAY FLOW_CONTROL_ERROR"},
-		{"stream window over 2^31-1", func(rc *rawClient) {
-			rc.headers(3, false, hold...)
-			_ = rc.fr.WriteWindowUpdate(3, 1<<31-1)
-		}, "RST_STREAM 3 FLOW_CONTROL_ERROR"},
+		// WINDOW_UPDATE (0 and overflow: internal/edge's TestH2WindowUpdateErrors).
 		{"WINDOW_UPDATE of 3 bytes", func(rc *rawClient) { _ = rc.fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 0, make([]byte, 3)) }, "GOAWAY FRAME_SIZE_ERROR"},
 		// Padding and windows.
 		{"DATA padding past the payload", func(rc *rawClient) {
@@ -157,13 +147,6 @@ func TestProtocolConformance(t *testing.T) {
 		{"HEADERS padding past the payload", func(rc *rawClient) {
 			_ = rc.fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders, 3, append([]byte{200}, rc.block(get...)...))
 		}, "GOAWAY PROTOCOL_ERROR"},
-		{"DATA beyond the window", func(rc *rawClient) {
-			rc.headers(3, false, hold...)
-			chunk := make([]byte, 16<<10)
-			for range recvWindow/len(chunk) + 1 {
-				_ = rc.fr.WriteData(3, false, chunk)
-			}
-		}, "GOAWAY FLOW_CONTROL_ERROR"},
 		// Header blocks.
 		{"CONTINUATION after END_HEADERS", func(rc *rawClient) {
 			rc.headers(3, false, hold...)
@@ -194,19 +177,8 @@ func TestProtocolConformance(t *testing.T) {
 		{"index 0", func(rc *rawClient) {
 			_ = rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: []byte{0x80}, EndStream: true, EndHeaders: true})
 		}, "GOAWAY COMPRESSION_ERROR"},
-		// Malformed requests: the stream's error.
-		{"pseudo field after a regular one", func(rc *rawClient) {
-			rc.headers(3, true, append([]string{"x-a", "1"}, get...)...)
-		}, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"duplicate :path", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), ":path", "/x")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"duplicate :method", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), ":method", "GET")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"unknown pseudo field", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), ":foo", "x")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{":status in a request", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), ":status", "200")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"empty :path", func(rc *rawClient) { rc.headers(3, true, reqFields("GET", "")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"no :scheme", func(rc *rawClient) { rc.headers(3, true, ":method", "GET", ":path", "/", ":authority", "a.example") }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"connection field", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), "connection", "close")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"te: gzip", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), "te", "gzip")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
-		{"uppercase name", func(rc *rawClient) { rc.headers(3, true, append(reqFields("GET", "/"), "X-Up", "1")...) }, "RST_STREAM 3 PROTOCOL_ERROR"},
+		// Malformed requests, as far as internal/edge's
+		// TestH2MalformedRequestsNeverReachHandler does not take them.
 		{"pseudo field in trailers", func(rc *rawClient) {
 			rc.headers(3, false, hold...)
 			rc.headers(3, true, ":path", "/x")
@@ -250,4 +222,52 @@ func TestProtocolConformance(t *testing.T) {
 
 func hpackField(name, value string) hpack.HeaderField {
 	return hpack.HeaderField{Name: name, Value: value}
+}
+
+// TestContentLengthMismatchNoWholeBody: a request body that disagrees
+// with its content-length (RFC 9113 §8.1.1) never reaches the handler as
+// a whole body: its Read fails, so a proxy never sends the host a body
+// of another length than the one it declared, whether the DATA falls
+// short at END_STREAM, runs over, or is cut short by trailers.
+func TestContentLengthMismatchNoWholeBody(t *testing.T) {
+	got := make(chan string, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		got <- fmt.Sprintf("%q %v", b, err)
+	})
+	_, dial := serveTLS(t, Options{Handler: h})
+	for _, tt := range []struct {
+		name string
+		send func(rc *rawClient)
+	}{
+		{"short at END_STREAM", func(rc *rawClient) {
+			_ = rc.fr.WriteData(1, false, []byte("abc"))
+			_ = rc.fr.WriteData(1, true, nil)
+		}},
+		{"over", func(rc *rawClient) {
+			_ = rc.fr.WriteData(1, false, []byte("abcd"))
+			_ = rc.fr.WriteData(1, true, []byte("efgh"))
+		}},
+		{"short at trailers", func(rc *rawClient) {
+			_ = rc.fr.WriteData(1, false, []byte("abc"))
+			rc.headers(1, true, "x-t", "1")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dial()
+			rc.headers(1, false, append(reqFields("POST", "/"), "content-length", "5")...)
+			tt.send(rc)
+			if v := rc.verdict(); v != "RST_STREAM 1 PROTOCOL_ERROR" {
+				t.Errorf("got %s, want RST_STREAM 1 PROTOCOL_ERROR", v)
+			}
+			select {
+			case b := <-got:
+				if strings.HasSuffix(b, " <nil>") {
+					t.Errorf("the handler read a whole body: %s", b)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the handler's Read did not return")
+			}
+		})
+	}
 }
