@@ -271,3 +271,47 @@ func TestContentLengthMismatchNoWholeBody(t *testing.T) {
 		})
 	}
 }
+
+// TestPriorityOnItselfResetsAnOpenStream: a PRIORITY frame that makes an
+// open stream depend on itself is a stream error (RFC 9113 §5.3.1): the
+// RST_STREAM ends the stream for the client, so the server must end it
+// too, its handler told (its context cancelled) and nothing more sent on
+// it. Answering with the RST_STREAM alone left the handler running and
+// writing a response on a stream the client had been told was closed.
+func TestPriorityOnItselfResetsAnOpenStream(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(2 * time.Second):
+			cancelled <- false
+			_, _ = io.WriteString(w, "late")
+		}
+	})
+	_, dial := serveTLS(t, Options{Handler: h})
+	rc := dial()
+	rc.headers(1, true, reqFields("GET", "/")...)
+	if err := rc.fr.WritePriority(1, http2.PriorityParam{StreamDep: 1, Weight: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if v := rc.verdict(); v != "RST_STREAM 1 PROTOCOL_ERROR" {
+		t.Fatalf("got %s, want RST_STREAM 1 PROTOCOL_ERROR", v)
+	}
+	if !<-cancelled {
+		t.Error("the handler of the reset stream was not told")
+	}
+	_ = rc.fr.WritePing(false, probe)
+	for {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Header().StreamID == 1 {
+			t.Errorf("%v frame on stream 1 after its RST_STREAM", f.Header().Type)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data == probe {
+			return
+		}
+	}
+}

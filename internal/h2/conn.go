@@ -412,7 +412,17 @@ func (cn *conn) onFrame(f http2.Frame) error {
 		return cn.onReset(f)
 	case *http2.PriorityFrame:
 		if f.StreamDep == f.StreamID {
-			cn.sendControl(func(w *http2.Framer) error { return w.WriteRSTStream(f.StreamID, http2.ErrCodeProtocol) })
+			// A stream error (RFC 9113 §5.3.1): an open stream ends here
+			// too, its handler told, as its RST_STREAM ends it for the
+			// client; an idle one is only answered.
+			cn.mu.Lock()
+			st := cn.streams[f.StreamID]
+			cn.mu.Unlock()
+			if st != nil {
+				cn.resetStream(st, http2.ErrCodeProtocol, errors.New("h2: a stream made to depend on itself"))
+			} else {
+				cn.rst(f.StreamID, http2.ErrCodeProtocol)
+			}
 		}
 		return cn.emptyFrame()
 	case *http2.GoAwayFrame:
