@@ -96,6 +96,20 @@ func TestProtocolConformance(t *testing.T) {
 		{"CONTINUATION on an idle stream", func(rc *rawClient) {
 			_ = rc.fr.WriteRawFrame(http2.FrameContinuation, http2.FlagContinuationEndHeaders, 3, rc.block(get...))
 		}, "GOAWAY PROTOCOL_ERROR"},
+		// A stream the server would open (an even id) is idle whatever
+		// the client opened: the server opens none.
+		{"DATA on an even stream", func(rc *rawClient) {
+			rc.headers(5, true, get...)
+			_ = rc.fr.WriteData(2, true, []byte("x"))
+		}, "GOAWAY PROTOCOL_ERROR"},
+		{"RST_STREAM on an even stream", func(rc *rawClient) {
+			rc.headers(5, true, get...)
+			_ = rc.fr.WriteRSTStream(2, http2.ErrCodeCancel)
+		}, "GOAWAY PROTOCOL_ERROR"},
+		{"WINDOW_UPDATE on an even stream", func(rc *rawClient) {
+			rc.headers(5, true, get...)
+			_ = rc.fr.WriteWindowUpdate(2, 1)
+		}, "GOAWAY PROTOCOL_ERROR"},
 		{"PRIORITY on an idle stream", func(rc *rawClient) {
 			_ = rc.fr.WritePriority(3, http2.PriorityParam{StreamDep: 0, Weight: 15})
 		}, "alive"},

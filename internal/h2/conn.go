@@ -529,7 +529,7 @@ func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	}
 	st := cn.streams[f.StreamID]
 	if st == nil {
-		idle := f.StreamID > cn.lastID
+		idle := cn.idleLocked(f.StreamID)
 		cn.mu.Unlock()
 		if idle {
 			return cn.fail(http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream")
@@ -555,10 +555,17 @@ func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	return nil
 }
 
+// idleLocked reports whether stream id is idle (RFC 9113 §5.1): one the
+// client has yet to open, or one the server would open (an even id),
+// which it never does. Called with cn.mu held.
+func (cn *conn) idleLocked(id uint32) bool {
+	return id > cn.lastID || id%2 == 0
+}
+
 func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 	cn.mu.Lock()
 	st := cn.streams[f.StreamID]
-	idle := st == nil && f.StreamID > cn.lastID
+	idle := st == nil && cn.idleLocked(f.StreamID)
 	again := st != nil && st.reset // by either side; its handler runs on
 	if st != nil {
 		st.peerReset = true

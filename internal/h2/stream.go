@@ -275,7 +275,7 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 	cn.recvWin -= n
 	st := cn.streams[id]
 	if st == nil || st.remoteDone {
-		idle := st == nil && id > cn.lastID
+		idle := st == nil && cn.idleLocked(id)
 		// Frames in flight after the server closed or refused the
 		// stream are ignored (RFC 9113 §5.4.2), as far as the window the
 		// client had then goes: the stream's own while it is in the
