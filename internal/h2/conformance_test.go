@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -327,5 +328,52 @@ func TestPriorityOnItselfResetsAnOpenStream(t *testing.T) {
 		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data == probe {
 			return
 		}
+	}
+}
+
+// TestFirstFrameNotSettings: the client's preface ends with a SETTINGS
+// frame (RFC 9113 §3.4); any other first frame is a connection error
+// PROTOCOL_ERROR, a GOAWAY before the close, whatever else is wrong with
+// the frame, not a stream's reset followed by a bare close.
+func TestFirstFrameNotSettings(t *testing.T) {
+	_, addr := serve(t, Options{Handler: http.NotFoundHandler()})
+	for _, tt := range []struct {
+		name string
+		send func(fr *http2.Framer)
+	}{
+		{"PING", func(fr *http2.Framer) { _ = fr.WritePing(false, probe) }},
+		{"WINDOW_UPDATE of 0 on a stream", func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(1, 0) }},
+		{"HEADERS padded past its payload", func(fr *http2.Framer) {
+			_ = fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders, 1, []byte{200, 0x82})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fr := http2.NewFramer(c, c)
+			fr.AllowIllegalWrites = true
+			if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+				t.Fatal(err)
+			}
+			tt.send(fr)
+			got := "closed without GOAWAY"
+			for {
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				f, err := fr.ReadFrame()
+				if err != nil {
+					break
+				}
+				if g, ok := f.(*http2.GoAwayFrame); ok {
+					got = "GOAWAY " + g.ErrCode.String()
+					break
+				}
+			}
+			if got != "GOAWAY PROTOCOL_ERROR" {
+				t.Errorf("got %s, want GOAWAY PROTOCOL_ERROR", got)
+			}
+		})
 	}
 }

@@ -231,6 +231,11 @@ func (cn *conn) run() error {
 		cn.startDrain()
 	}
 	f, err := cn.fr.ReadFrame()
+	if _, ok := err.(http2.StreamError); ok {
+		// A frame malformed as a stream's is still not SETTINGS: the
+		// connection's error, not that stream's (RFC 9113 §3.4).
+		return cn.fail(http2.ErrCodeProtocol, "first frame is not SETTINGS")
+	}
 	if err != nil {
 		return cn.readError(err)
 	}
