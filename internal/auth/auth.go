@@ -338,8 +338,8 @@ func BearerToken(r *http.Request) (string, error) {
 // net/url's Query skips such a pair, so the host would take a token the
 // gateway never saw. A name is compared as PHP names it too
 // (httpwire.PHPName): ?access.token=t is $_GET['access_token'] to a PHP
-// host. A part that does
-// not unescape is compared as it is.
+// host. A name is decoded as PHP decodes it (httpwire.PHPDecode); a value
+// that does not unescape is compared as it is.
 func queryToken(r *http.Request, tok string) bool {
 	q := r.URL.RawQuery
 	for q != "" {
@@ -350,9 +350,9 @@ func queryToken(r *http.Request, tok string) bool {
 			kv, q = q, ""
 		}
 		name, val, _ := strings.Cut(kv, "=")
-		if n, err := url.QueryUnescape(name); err == nil {
-			name = n
-		}
+		// As PHP decodes it: a strict decode compared a name with a bad
+		// escape as sent, and ?access_token%00%zz= is PHP's access_token.
+		name = httpwire.PHPDecode(name)
 		if v, err := url.QueryUnescape(val); err == nil {
 			val = v
 		}

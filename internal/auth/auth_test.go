@@ -394,6 +394,11 @@ func TestBearerToken(t *testing.T) {
 		{"/?access[token=other", "Bearer abc", "", ErrQueryToken},
 		{"/?access_token[0]=other", "Bearer abc", "", ErrQueryToken},
 		{"/?access_token%00x=other", "Bearer abc", "", ErrQueryToken},
+		// PHP's urldecode keeps an escape that does not decode and
+		// decodes the rest, so the NUL still ends the name.
+		{"/?access_token%00%zz=other", "Bearer abc", "", ErrQueryToken},
+		{"/?access%5Ftoken%00%=abc", "", "", ErrQueryToken},
+		{"/?access_token%zz=other", "Bearer abc", "abc", nil},
 		{"/?id.token=abc", "", "", ErrQueryToken},
 		{"/?access_token.x=1&access_token[x=2&[]=3", "Bearer abc", "abc", nil},
 	}

@@ -136,8 +136,10 @@ func appendQueryMethods(methods []string, query string) []string {
 			}
 		}
 		k, v, _ := strings.Cut(kv, "=")
-		// Every name PHP reads as _method has "method" as written.
-		if k, err := url.QueryUnescape(k); err != nil || !strings.Contains(k, "method") || httpwire.PHPName(k) != "_method" {
+		// Every name PHP reads as _method has "method" as written. It is
+		// decoded as PHP decodes it: a strict decode skipped a name with
+		// a bad escape, and ?_method%00%zz= is PHP's _method.
+		if k := httpwire.PHPDecode(k); !strings.Contains(k, "method") || httpwire.PHPName(k) != "_method" {
 			continue
 		}
 		if d, err := url.QueryUnescape(v); err == nil {

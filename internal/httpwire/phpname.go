@@ -41,3 +41,45 @@ func PHPName(k string) string {
 	}
 	return string(b)
 }
+
+// PHPDecode is s, a query parameter's name as sent, decoded as PHP's
+// urldecode decodes it for $_GET: '+' is a space and each %XX its byte,
+// while a '%' without two hex digits after it stays as it is, where
+// url.QueryUnescape refuses the whole name. So ?_method%00%zz= is a PHP
+// host's _method (PHPName cuts at the NUL), which a strict decode would
+// have skipped. Where the strict decode succeeds the two agree.
+//
+// It allocates only when it decodes: a name with no '%' or '+' is
+// returned as it is.
+func PHPDecode(s string) string {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b = append(b, ' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}

@@ -41,3 +41,34 @@ func TestPHPNameAllocates(t *testing.T) {
 		}
 	}
 }
+
+// TestPHPDecode: PHP's urldecode, which $_GET's names go through before
+// PHPName: an escape without two hex digits stays as sent, the others
+// decode, where url.QueryUnescape refuses the whole name.
+func TestPHPDecode(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"_method", "_method"},
+		{"%5Fmethod", "_method"},
+		{"%5fmethod", "_method"},
+		{"+_method", " _method"},
+		{"_method%00%zz", "_method\x00%zz"},
+		{"_method%00%", "_method\x00%"},
+		{"_method%0", "_method%0"},
+		{"%%41", "%A"},
+		{"%zz%41", "%zzA"},
+		{"%", "%"},
+		{"", ""},
+	} {
+		if got := PHPDecode(c.in); got != c.want {
+			t.Errorf("PHPDecode(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if got := PHPName(PHPDecode(c.in)); c.in == "_method%00%zz" && got != "_method" {
+			t.Errorf("PHPName(PHPDecode(%q)) = %q, want _method", c.in, got)
+		}
+	}
+	for _, k := range []string{"_method", "access_token"} {
+		if n := testing.AllocsPerRun(100, func() { _ = PHPDecode(k) }); n != 0 {
+			t.Errorf("PHPDecode(%q): %v allocations, want 0 (nothing to decode)", k, n)
+		}
+	}
+}
