@@ -381,9 +381,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// An HTTP/2 request may have a content-length and trailers too; over
 	// HTTP/1.1 only a chunked body carries trailers, and with the length
 	// kept net/http's transport sends the body unchunked and drops them.
+	// An h2c host gets both, as HTTP/2 carries them: its length is not
+	// dropped for nothing.
 	if pr.In.Trailer != nil {
 		pr.Out.Trailer = pr.In.Trailer
-		pr.Out.ContentLength = -1
+		if !isH2C(a.host) { // the transport's choice (transport.RoundTrip)
+			pr.Out.ContentLength = -1
+		}
 	}
 	in, out := pr.In.Header, pr.Out.Header
 	// ReverseProxy removed these from Out; hygiene already computed them
