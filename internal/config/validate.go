@@ -343,6 +343,9 @@ func (c *Config) validateCluster() error {
 		// every forward 308 or 404, while its /healthz answers 200 in
 		// every mode, so peers keep this cluster active and its apps'
 		// requests loop or fail for as long as it runs.
+		if p.Scheme == "http" && c.HTTP.Addr == "" {
+			return bad("cluster.url", "is http://, so peers forward to this gateway's plain HTTP listener, which http.addr empty does not start; use an https:// URL, or start the listener in http.mode serve, got %q", RedactURL(u))
+		}
 		if p.Scheme == "http" && c.HTTP.Mode != HTTPModeServe {
 			answer := "a 308 to https"
 			if c.HTTP.Mode == HTTPModeACMEOnly {
