@@ -456,11 +456,14 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 				began := g.now()
 				_, err := io.ReadFull(r.Body, small)
 				var extra []byte
-				if err == nil {
+				if err == nil && r.Trailer != nil {
 					// On to the body's end, where nothing more is: that is
 					// where the server fills in an HTTP/2 request's
 					// trailers (and hygiene's guard drops forged ones).
 					// Stopped at the length, the forward carried none.
+					// Only when trailers are declared: an HTTP/2 client
+					// may hold its stream open after the last byte until
+					// it has an answer, and would wait for it for ever.
 					extra, err = io.ReadAll(io.LimitReader(r.Body, 1))
 				}
 				if err != nil {
