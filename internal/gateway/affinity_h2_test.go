@@ -35,6 +35,29 @@ func TestForwardMarkNonASCIIAuthority(t *testing.T) {
 }
 
 func sendH2Authority(t *testing.T, cs map[string]*testCluster, app, authority string) {
+	fr := dialH2C(t, cs["eu"].gw, 15*time.Second)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", authority}, {":path", "/hello"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	status, body := readH2Answer(t, fr)
+	if status != "200" || body != "served by ap" { // a direct request to the owner gets this
+		t.Fatalf("GET via eu with :authority %q = %s %q, want 200 from the owner", authority, status, body)
+	}
+	seen := cs["ap"].host.requests()
+	last := seen[len(seen)-1]
+	if last.ClientIP != clientAddr {
+		t.Errorf("the owner's host saw X-Gatehouse-Client-Ip %q, want the client %s (the forward mark did not verify)", last.ClientIP, clientAddr)
+	}
+}
+
+// dialH2C serves gw over h2c (and HTTP/1.1) on a fresh loopback listener
+// and returns a framer on a connection to it from clientAddr, the preface
+// and SETTINGS sent, its reads and writes bounded by within.
+func dialH2C(t *testing.T, gw http.Handler, within time.Duration) *http2.Framer {
+	t.Helper()
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -42,27 +65,26 @@ func sendH2Authority(t *testing.T, cs map[string]*testCluster, app, authority st
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: cs["eu"].gw, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: gw, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientAddr)}, Timeout: 5 * time.Second}
 	c, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(15 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(within))
 	c.Write([]byte(http2.ClientPreface))
 	fr := http2.NewFramer(c, c)
 	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", authority}, {":path", "/hello"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
-	status, body := "", ""
+	return fr
+}
+
+// readH2Answer reads frames on fr until stream 1's answer ends, and
+// returns its :status and body; a reset or GOAWAY fails t.
+func readH2Answer(t *testing.T, fr *http2.Framer) (status, body string) {
+	t.Helper()
 	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
 		if f.Name == ":status" {
 			status = f.Value
@@ -88,12 +110,5 @@ func sendH2Authority(t *testing.T, cs map[string]*testCluster, app, authority st
 			t.Fatalf("stream refused: %v", f)
 		}
 	}
-	if status != "200" || body != "served by ap" { // a direct request to the owner gets this
-		t.Fatalf("GET via eu with :authority %q = %s %q, want 200 from the owner", authority, status, body)
-	}
-	seen := cs["ap"].host.requests()
-	last := seen[len(seen)-1]
-	if last.ClientIP != clientAddr {
-		t.Errorf("the owner's host saw X-Gatehouse-Client-Ip %q, want the client %s (the forward mark did not verify)", last.ClientIP, clientAddr)
-	}
+	return status, body
 }

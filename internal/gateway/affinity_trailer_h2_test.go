@@ -106,26 +106,7 @@ func sendWithTrailer(t *testing.T, cs map[string]*testCluster, overTLS bool, via
 // for the end before it sends the last bytes, so frames by hand.)
 func TestSmallWriteHeldOpenIsForwarded(t *testing.T) {
 	cs := startClusters(t, clusterSetup{ids: threeIDs})
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: cs["us"].gw, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientAddr)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
+	fr := dialH2C(t, cs["us"].gw, 10*time.Second)
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	app := ownedBy(t, "ap", threeIDs) + "." + testZone
@@ -134,32 +115,8 @@ func TestSmallWriteHeldOpenIsForwarded(t *testing.T) {
 	}
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
 	fr.WriteData(1, false, []byte("0123456789")) // and no END_STREAM until the answer
-	status, body := "", ""
-	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
-		if f.Name == ":status" {
-			status = f.Value
-		}
-	})
-	for done := false; !done; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("read: %v (status %q body %q): no answer to a small write whose stream stayed open after its length", err, status, body)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				fr.WriteSettingsAck()
-			}
-		case *http2.HeadersFrame:
-			dec.Write(f.HeaderBlockFragment())
-			done = f.StreamEnded()
-		case *http2.DataFrame:
-			body += string(f.Data())
-			done = f.StreamEnded()
-		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
-			t.Fatalf("stream refused: %v", f)
-		}
-	}
+	// A read timeout here: no answer to a small write held open.
+	status, body := readH2Answer(t, fr)
 	if status != "200" || body != "served by ap" {
 		t.Fatalf("POST via us = %s %q, want 200 served by ap", status, body)
 	}
