@@ -95,6 +95,10 @@ type conn struct {
 	// since. DATA on those streams within it is ignored (RFC 9113
 	// §5.4.2); past it, answered and counted as a frame without progress.
 	closedWin int64
+	// closedHeads is how many of those streams the client had not ended
+	// when the server ended or refused them: each may still have its
+	// trailers in flight, a header block ignored as its DATA is.
+	closedHeads int
 
 	// connWaiters are the streams whose take waits for the connection's
 	// window (their own is open), first come first: a WINDOW_UPDATE on
@@ -351,6 +355,7 @@ func (cn *conn) readError(err error) error {
 		if se.StreamID%2 == 1 && se.StreamID > cn.lastID {
 			cn.lastID = se.StreamID    // a malformed head still uses its id
 			cn.closedWin += recvWindow // and its body may be on the way (see onHeaders)
+			cn.closedHeads++
 		}
 		st := cn.streams[se.StreamID]
 		cn.mu.Unlock()
@@ -573,7 +578,7 @@ func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 	idle := st == nil && cn.idleLocked(f.StreamID)
 	again := st != nil && st.reset // by either side; its handler runs on
 	if st != nil {
-		st.peerReset = true
+		st.peerReset, st.peerDone = true, true
 		st.recvWin = 0 // the client sends no more on it (see closedWin)
 	}
 	cn.mu.Unlock()

@@ -63,5 +63,8 @@
 // (headers.go); and floods of frames that make no request progress
 // (empty DATA, SETTINGS, PING, header blocks refused, resets of closed
 // streams, DATA on a stream closed to the client past the window it had)
-// bounded. It does not push, and does not take extended CONNECT.
+// bounded. What a client had in flight on a stream the server ended or
+// refused before the client ended it (its DATA within the window, its
+// trailers) is ignored (RFC 9113 §5.1), not a connection error. It does
+// not push, and does not take extended CONNECT.
 package h2

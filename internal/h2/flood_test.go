@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -296,4 +297,76 @@ func TestWindowUpdatesOnAnOverflowedStreamBounded(t *testing.T) {
 	})
 	flood(t, rc, 20*maxEmptyFrames, func(int) error { return rc.fr.WriteWindowUpdate(1, 1) },
 		http2.ErrCodeEnhanceYourCalm, "the flood was not bounded")
+}
+
+// TestTrailersInFlightOnAClosedStream: a client uploading a body with
+// trailers (a Go client's Request.Trailer) may have sent them before it
+// read the server's early answer (RST_STREAM NO_ERROR after the response,
+// RFC 9113 §8.1) or refusal. The server must ignore frames on a stream it
+// reset (RFC 9113 §5.1), and the block is decoded either way (the HPACK
+// table stays the client's): they are not a connection error that would
+// cut every other request on the connection. A header block on a stream
+// the client itself ended or reset, or a second one, still is.
+func TestTrailersInFlightOnAClosedStream(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hold":
+			<-r.Context().Done()
+		case "/early":
+			w.WriteHeader(http.StatusRequestEntityTooLarge) // the body unread
+		}
+	})
+	_, dial := serveTLS(t, Options{Handler: h, MaxConcurrentStreams: 1})
+	trailers := func(rc *rawClient, id uint32) {
+		_ = rc.fr.WriteData(id, false, []byte("abc"))
+		_ = rc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: rc.block("x-sum", "1"), EndStream: true, EndHeaders: true})
+	}
+	resetOf := func(id uint32) func(http2.Frame) bool {
+		return func(f http2.Frame) bool {
+			rst, ok := f.(*http2.RSTStreamFrame)
+			return ok && rst.StreamID == id
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		send func(rc *rawClient)
+		want string
+	}{
+		{"answered early", func(rc *rawClient) {
+			rc.headers(1, false, reqFields("POST", "/early")...)
+			rc.until("the RST_STREAM after the 413", resetOf(1)) // the stream is gone
+			trailers(rc, 1)
+		}, "alive"},
+		{"refused over the limit", func(rc *rawClient) {
+			rc.headers(1, true, reqFields("GET", "/hold")...)
+			rc.headers(3, false, reqFields("POST", "/early")...)
+			rc.until("the refusal", resetOf(3))
+			trailers(rc, 3)
+		}, "alive"},
+		{"trailers twice", func(rc *rawClient) {
+			rc.headers(1, false, reqFields("POST", "/early")...)
+			rc.until("the RST_STREAM after the 413", resetOf(1))
+			trailers(rc, 1)
+			trailers(rc, 1)
+		}, "GOAWAY PROTOCOL_ERROR"},
+		{"a stream the client ended", func(rc *rawClient) {
+			rc.headers(1, true, reqFields("GET", "/early")...)
+			rc.until("the 413", endOf(1))
+			rc.headers(1, true, "x-sum", "1")
+		}, "GOAWAY"},
+		{"a stream the client reset", func(rc *rawClient) {
+			rc.headers(1, false, reqFields("POST", "/hold")...)
+			_ = rc.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+			rc.headers(1, true, "x-sum", "1")
+		}, "GOAWAY PROTOCOL_ERROR"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := dial()
+			tt.send(rc)
+			_ = rc.fr.WritePing(false, probe)
+			if got := rc.verdict(); !strings.HasPrefix(got, tt.want) {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
 }

@@ -143,7 +143,7 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	st.run = cn.s.opts.Handler
 	st.sendWin, st.recvWin = sendWin, recvWindow
 	if ended {
-		st.recvWin = 0 // the client may send no DATA (see conn.closedWin)
+		st.recvWin, st.peerDone = 0, true // the client may send no DATA (see conn.closedWin)
 	}
 	st.declLen, st.remoteDone = declLen, ended
 	st.header = header

@@ -44,6 +44,7 @@ type stream struct {
 	released    bool // no longer counted in cn.active
 	reset       bool // RST_STREAM sent or received
 	peerReset   bool // the client reset it: to the client it is closed
+	peerDone    bool // the client sent END_STREAM or RST_STREAM: nothing more comes on it
 	resetErr    error
 	trailer     http.Header // the trailers received, if r.Trailer declared any
 
@@ -108,6 +109,14 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return cn.onTrailers(st, f)
 	}
 	if id <= cn.lastID {
+		if f.StreamEnded() && cn.closedHeads > 0 {
+			// Trailers in flight on a stream the server ended or
+			// refused before the client did: ignored, as its DATA is
+			// (RFC 9113 §5.1), the block decoded all the same.
+			cn.closedHeads--
+			cn.mu.Unlock()
+			return cn.emptyFrame()
+		}
 		// A closed stream (one the client reset counts, though its
 		// handler may run on) or a lower id: PROTOCOL_ERROR, as net/http
 		// (RFC 9113 §5.1.1).
@@ -117,10 +126,12 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.lastID = id
 	if !f.StreamEnded() {
 		// Refused or served, the stream's DATA in flight is within the
-		// window: counted in closedWin now, lest a refusal be followed
-		// by RST_STREAMs for the body the client had begun to send; a
-		// stream served takes it back at once.
+		// window, and its trailers may follow: counted in closedWin and
+		// closedHeads now, lest a refusal be followed by RST_STREAMs
+		// for the body the client had begun to send, or a GOAWAY for
+		// its trailers; a stream served takes them back at once.
 		cn.closedWin += recvWindow
+		cn.closedHeads++
 	}
 	if cn.goaway {
 		cn.mu.Unlock()
@@ -160,6 +171,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.streams[id] = st
 	if !f.StreamEnded() {
 		cn.closedWin -= recvWindow // the stream's own window now (see above)
+		cn.closedHeads--
 	}
 	cn.handlers++
 	cn.active++
@@ -206,6 +218,7 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	cn.mu.Lock()
 	switch {
 	case st.reset:
+		st.peerDone = st.peerDone || f.StreamEnded() // its trailers came (see closedHeads)
 		cn.mu.Unlock()
 		return cn.emptyFrame() // in flight after our reset, or a flood
 	case st.remoteDone && st.released:
@@ -250,7 +263,7 @@ func (cn *conn) onTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 		st.remoteDone = true
 	}
 	if f.StreamEnded() {
-		st.recvWin = 0 // the client may send no more (see closedWin)
+		st.recvWin, st.peerDone = 0, true // the client may send no more (see closedWin)
 	}
 	cn.mu.Unlock()
 	if bad != "" {
@@ -294,6 +307,7 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 			quiet = st.reset && n <= st.recvWin
 			if quiet {
 				st.recvWin -= n
+				st.peerDone = st.peerDone || f.StreamEnded() // no trailers follow (see closedHeads)
 			}
 		}
 		cn.mu.Unlock()
@@ -331,7 +345,7 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 		bad = "request body disagrees with its content-length"
 	}
 	if f.StreamEnded() {
-		st.recvWin = 0 // the client may send no more (see closedWin)
+		st.recvWin, st.peerDone = 0, true // the client may send no more (see closedWin)
 		if bad == "" {
 			st.remoteDone = true
 		}
@@ -617,6 +631,9 @@ func (st *stream) end() {
 	}
 	delete(cn.streams, st.id)
 	cn.closedWin += st.recvWin // what the client may still have in flight on it
+	if !st.peerDone {
+		cn.closedHeads++ // and its trailers
+	}
 	st.releaseLocked()
 	cn.leaveLocked(st)
 	cn.handlers--
