@@ -57,7 +57,10 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		// Check reads a path as rooted, so it reads this one as the host.
 		path = r.URL.Opaque
 	}
-	if ok, _ := policy.Check(pr, r.Method, path); !ok {
+	// One budget for every check of this request: its paths and methods
+	// together are what one request can make the layer read.
+	var work policy.Work
+	if ok, _ := policy.CheckWork(pr, r.Method, path, &work); !ok {
 		return false
 	}
 	var methods, paths []string
@@ -85,7 +88,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 	paths = append(paths, path)
 	for _, m := range methods {
 		for _, p := range paths {
-			if ok, _ := policy.Check(pr, m, p); !ok {
+			if ok, _ := policy.CheckWork(pr, m, p, &work); !ok {
 				return false
 			}
 		}

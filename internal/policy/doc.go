@@ -29,4 +29,8 @@
 // request is allowed only if every reading is allowed, so a reading can
 // add a denial, never lift one. Method names compare case-insensitively, and a rule naming GET
 // also covers HEAD, which most hosts serve with their GET handler.
+//
+// The readings of one request are bounded ([Work], [MaxWork]): a request
+// whose readings would read more is denied, as no reading of it can be
+// shown allowed.
 package policy

@@ -114,27 +114,70 @@ func Decide(rules []Rule, method, cleaned string) (bool, int) {
 	return true, -1
 }
 
+// MaxWork and WorkPerByte bound the work of the checks of one request
+// ([Work]): MaxWork bytes read, and WorkPerByte more for each byte of each
+// path checked. An ordinary path takes a few passes over it per round of
+// decoding, and sixteen where it holds every lenient reading; but a path
+// whose every round of decoding brings out a '#' is read along a chain of
+// cuts, and a header block of X-Original-URL values is many paths: 8 KiB
+// of request target and 64 KiB of fields so built took half a second of a
+// core. A request whose readings would take more is denied: the rules
+// cannot be shown to allow it.
+const (
+	MaxWork     = 1 << 20
+	WorkPerByte = 16
+)
+
+// Work is the work the checks of one request have taken, in bytes read
+// by its readings, and its budget (MaxWork, and WorkPerByte for each byte
+// of each path given to [CheckWork]). The zero Work is a new request's.
+type Work struct{ used, budget int }
+
+// Used returns the bytes read so far.
+func (w *Work) Used() int { return w.used }
+
+// spend adds n bytes read and reports whether the budget still holds.
+func (w *Work) spend(n int) bool {
+	w.used += n
+	return w.used <= MaxWork+w.budget
+}
+
 // Check decides a request from its path as sent (the escaped path, e.g.
 // url.URL.EscapedPath()): it is allowed only if every reading of the path
 // (see the package doc) is. It returns the deciding rule of the first
-// reading denied, or -1.
+// reading denied, or -1 (a request whose readings would take more than
+// [MaxWork] is denied, with -1).
 func Check(rules []Rule, method, escaped string) (bool, int) {
+	var w Work
+	return CheckWork(rules, method, escaped, &w)
+}
+
+// CheckWork is Check counting its work in w, which the checks of every
+// method and path of one request share: the request is denied once they
+// have taken more than w's budget.
+func CheckWork(rules []Rule, method, escaped string, w *Work) (bool, int) {
 	if len(rules) == 0 {
 		return true, -1
 	}
-	return check(rules, method, escaped, 0)
+	w.budget += WorkPerByte * len(escaped)
+	return check(rules, method, escaped, 0, w)
 }
 
 // check is Check of escaped as read after start rounds of decoding: it
 // decodes it only MaxDecode-start more times, so that a chain of cuts
 // (decode, cut at a '#', decode what is left, cut again) has MaxDecode
 // rounds in all. Each cut starting its rounds afresh made the work
-// double with every layer of encoding a path had.
-func check(rules []Rule, method, escaped string, start int) (bool, int) {
+// double with every layer of encoding a path had. Each pass over a
+// reading is spent from w.
+func check(rules []Rule, method, escaped string, start int, w *Work) (bool, int) {
 	cur := escaped
 	ruleKinds := foldIn(rules)
 	var lowered []Rule // the rules for the folded reading, made when first needed
 	for round := start; ; round++ {
+		// pathEnd and lenientIn read cur once each.
+		if !w.spend(2 * len(cur)) {
+			return false, -1
+		}
 		if i := pathEnd(cur); i >= 0 {
 			// A host written in C (or passing the path to one) reads a
 			// decoded NUL as the path's end: /admin%00/x is /admin to it.
@@ -146,7 +189,7 @@ func check(rules []Rule, method, escaped string, start int) (bool, int) {
 			// from this round, so this recurses once per round that
 			// brings one out (MaxDecode at most), each recursion with
 			// fewer rounds left.
-			if ok, i := check(rules, method, cur[:i], round); !ok {
+			if ok, i := check(rules, method, cur[:i], round, w); !ok {
 				return false, i
 			}
 		}
@@ -158,6 +201,9 @@ func check(rules []Rule, method, escaped string, start int) (bool, int) {
 			// /admin/. So ".." kept is a reading too, with `\` as a
 			// separator or not, and folded.
 			for _, p := range [...]string{cur, strings.ReplaceAll(cur, "\\", "/")} {
+				if !w.spend(2 * len(p)) {
+					return false, -1
+				}
 				k := keepDotDot(p)
 				if ok, i := Decide(rules, method, k); !ok {
 					return false, i
@@ -180,6 +226,9 @@ func check(rules []Rule, method, escaped string, start int) (bool, int) {
 			if m&^kinds != 0 {
 				continue // the same reading as a smaller m
 			}
+			if !w.spend(len(cur)) {
+				return false, -1
+			}
 			rs, c := rules, ""
 			if m&folded == 0 {
 				c = clean(cur, m)
@@ -200,6 +249,9 @@ func check(rules []Rule, method, escaped string, start int) (bool, int) {
 		}
 		if round >= MaxDecode {
 			return true, -1
+		}
+		if !w.spend(len(cur)) {
+			return false, -1
 		}
 		next := unescape(cur)
 		if next == cur {

@@ -251,3 +251,57 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckWorkBudget: a path read along a chain of cuts is read some
+// fifteen times over per round of decoding, each reading in up to sixteen
+// lenient ways: 8 KiB so built took ten milliseconds of a core, and a
+// request's override fields are more paths. The checks of one request
+// share a budget (MaxWork, and WorkPerByte per byte of each path), and a
+// request over it is denied; an ordinary path, however long, fits.
+func TestCheckWorkBudget(t *testing.T) {
+	rules := []Rule{{Action: Deny, Path: "/admin/*"}}
+	for _, c := range hostilePaths(8 << 10) {
+		var w Work
+		ok, i := CheckWork(rules, "GET", c.path, &w)
+		// The budget is checked before each pass, and a pass reads at
+		// most twice the path.
+		if max := MaxWork + WorkPerByte*len(c.path) + 2*len(c.path); w.Used() > max {
+			t.Errorf("%s: %d bytes read, over the budget's %d", c.name, w.Used(), max)
+		}
+		if c.name == "cutsLast" && (ok || i != -1) {
+			t.Errorf("%s: Check = %v, %d; want denied over budget", c.name, ok, i)
+		}
+		if c.name != "cutsLast" && !ok {
+			t.Errorf("%s: denied", c.name)
+		}
+	}
+	// Every lenient reading, dot segments and two rounds of decoding in
+	// 8 KiB: allowed, and the budget shared with a second path of the
+	// same request holds both.
+	long := strings.Repeat(`/A;b.\x%2520/../`, 512)
+	var w Work
+	for range 2 {
+		if ok, _ := CheckWork(rules, "GET", long, &w); !ok {
+			t.Fatalf("%.40s... (%d bytes) denied after %d bytes read", long, len(long), w.Used())
+		}
+	}
+	// The budget is the request's: many paths in one Work run it out.
+	var cuts string
+	for _, c := range hostilePaths(1 << 10) {
+		if c.name == "cutsLast" {
+			cuts = c.path
+		}
+	}
+	for n := 0; ; n++ {
+		if ok, _ := CheckWork(rules, "GET", cuts, &w); !ok {
+			break
+		}
+		if n > 100 {
+			t.Fatal("a request's checks are never denied whatever their work")
+		}
+	}
+	// A deny still denies, with its rule, within the budget.
+	if ok, i := CheckWork(rules, "GET", "/admin", new(Work)); ok || i != 0 {
+		t.Errorf("/admin: %v, %d", ok, i)
+	}
+}
