@@ -422,3 +422,35 @@ func TestPolicyWorkBounded(t *testing.T) {
 		t.Errorf("policy_denied_total{shop} = %v, want %d", got, denied)
 	}
 }
+
+// TestPolicyOverrideMethodsReadPathOnce: each method a request names
+// (its own, its override fields', its query's _method) was a check of
+// its own, reading every path anew and spending the request's budget
+// again: a 4 KiB path read in every lenient way, with an override naming
+// the methods of a WebDAV app's rules, ran over the budget and was
+// refused. The readings of a path are made once and decided for every
+// method; a method the rules deny still denies.
+func TestPolicyOverrideMethodsReadPathOnce(t *testing.T) {
+	dav := []string{"POST", "PUT", "PATCH", "DELETE", "MOVE", "COPY", "LOCK", "PROPPATCH"}
+	app := &route.App{ID: "shop", Policy: []route.PolicyRule{
+		{Action: "deny", Path: "/admin/*"},
+		{Action: "deny", Methods: dav, Path: "/items/*"},
+	}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	long := strings.Repeat(`/A;b.\x%2520/../`, 256)
+	override := http.Header{"X-Http-Method-Override": {strings.Join(dav, ", ") + ", OTHER"}}
+	for _, c := range []struct {
+		path    string
+		allowed bool
+	}{
+		{long, true},
+		{"/items" + long, false},
+	} {
+		before := e.backendOf("shop").count()
+		res, _ := e.do(edgeReq{app: "shop", path: c.path, hdr: override})
+		reached := e.backendOf("shop").count() > before
+		if want := map[bool]int{true: 200, false: 403}[c.allowed]; res.StatusCode != want || reached != c.allowed {
+			t.Errorf("GET %.20s... overridden to the rules' methods: status %d, reached %v; want %d", c.path, res.StatusCode, reached, want)
+		}
+	}
+}

@@ -57,12 +57,6 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		// Check reads a path as rooted, so it reads this one as the host.
 		path = r.URL.Opaque
 	}
-	// One budget for every check of this request: its paths and methods
-	// together are what one request can make the layer read.
-	var work policy.Work
-	if ok, _ := policy.CheckWork(pr, r.Method, path, &work); !ok {
-		return false
-	}
 	var methods, paths []string
 	for k, vs := range r.Header {
 		switch {
@@ -81,16 +75,21 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		}
 	}
 	methods = appendQueryMethods(methods, r.URL.RawQuery)
+	// One budget for every check of this request: its paths and methods
+	// together are what one request can make the layer read. Each path
+	// is read once, its readings decided for every method.
+	var work policy.Work
 	if methods == nil && paths == nil {
-		return true
+		ok, _ := policy.CheckWork(pr, []string{r.Method}, path, &work)
+		return ok
 	}
 	methods = distinctMethods(pr, append(methods, r.Method))
-	paths = append(paths, path)
-	for _, m := range methods {
-		for _, p := range paths {
-			if ok, _ := policy.CheckWork(pr, m, p, &work); !ok {
-				return false
-			}
+	if ok, _ := policy.CheckWork(pr, methods, path, &work); !ok {
+		return false
+	}
+	for _, p := range paths {
+		if ok, _ := policy.CheckWork(pr, methods, p, &work); !ok {
+			return false
 		}
 	}
 	return true
@@ -100,7 +99,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 // them: repeats, and every method no rule names after the first (they
 // are all decided by the same rules, policy.Named). A request may name
 // thousands in its override fields and query, and each one kept is a
-// policy check of every path read.
+// decision of every reading of every path.
 func distinctMethods(rules []policy.Rule, methods []string) []string {
 	out := methods[:0]
 	other := false

@@ -149,18 +149,32 @@ func (w *Work) spend(n int) bool {
 // [MaxWork] is denied, with -1).
 func Check(rules []Rule, method, escaped string) (bool, int) {
 	var w Work
-	return CheckWork(rules, method, escaped, &w)
+	return CheckWork(rules, []string{method}, escaped, &w)
 }
 
-// CheckWork is Check counting its work in w, which the checks of every
-// method and path of one request share: the request is denied once they
-// have taken more than w's budget.
-func CheckWork(rules []Rule, method, escaped string, w *Work) (bool, int) {
+// CheckWork is Check of escaped for each of methods (a request and the
+// methods its override fields name), counting its work in w, which the
+// checks of every path of one request share: the request is denied once
+// they have taken more than w's budget. Each reading is made once and
+// decided for every method: a check per method read the path anew as
+// many times.
+func CheckWork(rules []Rule, methods []string, escaped string, w *Work) (bool, int) {
 	if len(rules) == 0 {
 		return true, -1
 	}
 	w.budget += WorkPerByte * len(escaped)
-	return check(rules, method, escaped, 0, w)
+	return check(rules, methods, escaped, 0, w)
+}
+
+// decide is Decide of one reading for each of methods: the first denied
+// denies.
+func decide(rules []Rule, methods []string, cleaned string) (bool, int) {
+	for _, m := range methods {
+		if ok, i := Decide(rules, m, cleaned); !ok {
+			return false, i
+		}
+	}
+	return true, -1
 }
 
 // check is Check of escaped as read after start rounds of decoding: it
@@ -169,7 +183,7 @@ func CheckWork(rules []Rule, method, escaped string, w *Work) (bool, int) {
 // rounds in all. Each cut starting its rounds afresh made the work
 // double with every layer of encoding a path had. Each pass over a
 // reading is spent from w.
-func check(rules []Rule, method, escaped string, start int, w *Work) (bool, int) {
+func check(rules []Rule, methods []string, escaped string, start int, w *Work) (bool, int) {
 	cur := escaped
 	ruleKinds := foldIn(rules)
 	var lowered []Rule // the rules for the folded reading, made when first needed
@@ -189,7 +203,7 @@ func check(rules []Rule, method, escaped string, start int, w *Work) (bool, int)
 			// from this round, so this recurses once per round that
 			// brings one out (MaxDecode at most), each recursion with
 			// fewer rounds left.
-			if ok, i := check(rules, method, cur[:i], round, w); !ok {
+			if ok, i := check(rules, methods, cur[:i], round, w); !ok {
 				return false, i
 			}
 		}
@@ -205,7 +219,7 @@ func check(rules []Rule, method, escaped string, start int, w *Work) (bool, int)
 					return false, -1
 				}
 				k := keepDotDot(p)
-				if ok, i := Decide(rules, method, k); !ok {
+				if ok, i := decide(rules, methods, k); !ok {
 					return false, i
 				}
 				if kinds&folded != 0 {
@@ -215,7 +229,7 @@ func check(rules []Rule, method, escaped string, start int, w *Work) (bool, int)
 							lowered = lowerRules(rules)
 						}
 					}
-					if ok, i := Decide(lowered, method, fold(k)); !ok {
+					if ok, i := decide(lowered, methods, fold(k)); !ok {
 						return false, i
 					}
 				}
@@ -243,7 +257,7 @@ func check(rules []Rule, method, escaped string, start int, w *Work) (bool, int)
 				}
 				rs, c = lowered, fold(cleaned[m&^folded])
 			}
-			if ok, i := Decide(rs, method, c); !ok {
+			if ok, i := decide(rs, methods, c); !ok {
 				return false, i
 			}
 		}

@@ -260,9 +260,10 @@ func TestValidate(t *testing.T) {
 // request over it is denied; an ordinary path, however long, fits.
 func TestCheckWorkBudget(t *testing.T) {
 	rules := []Rule{{Action: Deny, Path: "/admin/*"}}
+	get := []string{"GET"}
 	for _, c := range hostilePaths(8 << 10) {
 		var w Work
-		ok, i := CheckWork(rules, "GET", c.path, &w)
+		ok, i := CheckWork(rules, get, c.path, &w)
 		// The budget is checked before each pass, and a pass reads at
 		// most twice the path.
 		if max := MaxWork + WorkPerByte*len(c.path) + 2*len(c.path); w.Used() > max {
@@ -281,7 +282,7 @@ func TestCheckWorkBudget(t *testing.T) {
 	long := strings.Repeat(`/A;b.\x%2520/../`, 512)
 	var w Work
 	for range 2 {
-		if ok, _ := CheckWork(rules, "GET", long, &w); !ok {
+		if ok, _ := CheckWork(rules, get, long, &w); !ok {
 			t.Fatalf("%.40s... (%d bytes) denied after %d bytes read", long, len(long), w.Used())
 		}
 	}
@@ -293,7 +294,7 @@ func TestCheckWorkBudget(t *testing.T) {
 		}
 	}
 	for n := 0; ; n++ {
-		if ok, _ := CheckWork(rules, "GET", cuts, &w); !ok {
+		if ok, _ := CheckWork(rules, get, cuts, &w); !ok {
 			break
 		}
 		if n > 100 {
@@ -301,7 +302,45 @@ func TestCheckWorkBudget(t *testing.T) {
 		}
 	}
 	// A deny still denies, with its rule, within the budget.
-	if ok, i := CheckWork(rules, "GET", "/admin", new(Work)); ok || i != 0 {
+	if ok, i := CheckWork(rules, get, "/admin", new(Work)); ok || i != 0 {
 		t.Errorf("/admin: %v, %d", ok, i)
+	}
+}
+
+// TestCheckWorkMethods: the readings of a path are made once for all the
+// methods a request names (its own and its overrides'), each decided
+// for every method: a check per method read the path anew as many times,
+// and spent a request's budget as many times.
+func TestCheckWorkMethods(t *testing.T) {
+	rules := []Rule{
+		{Action: Deny, Path: "/admin/*"},
+		{Action: Deny, Methods: []string{"DELETE"}, Path: "/items/*"},
+		{Action: Deny, Methods: []string{"PUT", "PATCH"}, Path: "/items/*"},
+	}
+	long := strings.Repeat(`/A;b.\x%2520/../`, 128)
+	var one, all Work
+	if ok, _ := CheckWork(rules, []string{"GET"}, long, &one); !ok {
+		t.Fatal("GET denied")
+	}
+	if ok, _ := CheckWork(rules, []string{"GET", "POST", "PUT", "PATCH", "DELETE"}, long, &all); !ok {
+		t.Fatal("denied for some method")
+	}
+	if one.Used() != all.Used() {
+		t.Errorf("five methods read %d bytes, one %d: the path was read again per method", all.Used(), one.Used())
+	}
+	for _, c := range []struct {
+		methods []string
+		path    string
+		rule    int
+	}{
+		{[]string{"GET", "DELETE"}, "/items/1" + long, 1},
+		{[]string{"POST", "PATCH", "GET"}, "/items/%31", 2},
+		{[]string{"GET", "HEAD"}, "/ADMIN", 0},
+		{[]string{"GET", "POST"}, "/items/1", -1},
+	} {
+		ok, i := CheckWork(rules, c.methods, c.path, new(Work))
+		if i != c.rule || ok != (c.rule == -1) {
+			t.Errorf("%v %.20s: %v, %d; want rule %d", c.methods, c.path, ok, i, c.rule)
+		}
 	}
 }
