@@ -169,7 +169,8 @@ func TestPolicyOverridesAreReadings(t *testing.T) {
 // own, so one request naming ten thousand made as many policy checks of
 // its path: with a 2 KB path, many seconds of a core per request. A
 // method no rule names decides as any other does, so it is checked once;
-// the ones the rules name still deny.
+// the ones the rules name still deny; and a request naming more than
+// maxOverrides is denied unread.
 func TestPolicyOverrideMethodsBounded(t *testing.T) {
 	app := &route.App{ID: "shop", Policy: []route.PolicyRule{
 		{Action: "deny", Path: "/admin/*"},
@@ -184,30 +185,91 @@ func TestPolicyOverrideMethodsBounded(t *testing.T) {
 	}
 	long := strings.Repeat(`/A.;\/..;`, 300)
 	for _, c := range []struct {
-		method, path, last string
-		allowed            bool
+		method, path string
+		n            int // methods before last
+		last         string
+		allowed      bool
 	}{
-		{"GET", "/items/x" + long, "GET", true},
-		{"POST", "/items/x" + long, "delete", false},
-		{"POST", "/items/x" + long, "PATCH", false},
-		{"GET", "/items/open/x" + long, "PUT", false}, // GET and M0... are denied there
-		{"PUT", "/items/open/x" + long, "put", true},
-		{"HEAD", "/x" + long, "HEAD", true},
+		{"GET", "/items/x" + long, 2, "GET", true},
+		{"GET", "/items/x" + long, len(many), "GET", false},
+		{"POST", "/items/x" + long, 2, "delete", false},
+		{"POST", "/items/x" + long, 3, "PATCH", false},
+		{"GET", "/items/open/x" + long, 1, "PUT", false}, // GET and M0 are denied there
+		{"HEAD", "/x" + long, 3, "HEAD", true},
 	} {
-		hdr := http.Header{"X-Http-Method-Override": {strings.Join(many, ",") + "," + c.last}}
-		if c.allowed && c.method == "PUT" {
-			hdr = http.Header{"X-Http-Method-Override": {"PUT, " + c.last}}
-		}
+		hdr := http.Header{"X-Http-Method-Override": {strings.Join(append(many[:c.n:c.n], c.last), ",")}}
 		start := time.Now()
 		before := e.backendOf("shop").count()
 		res, _ := e.do(edgeReq{method: c.method, app: "shop", path: c.path, hdr: hdr})
 		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("%s %.20s... with %d override methods took %v", c.method, c.path, len(many)+1, d)
+			t.Errorf("%s %.20s... with %d override methods took %v", c.method, c.path, c.n+1, d)
 		}
 		reached := e.backendOf("shop").count() > before
 		if want := map[bool]int{true: 200, false: 403}[c.allowed]; res.StatusCode != want || reached != c.allowed {
-			t.Errorf("%s %.20s... overridden to ...,%s: status %d, reached %v; want %d", c.method, c.path, c.last, res.StatusCode, reached, want)
+			t.Errorf("%s %.20s... overridden to %d methods, ...,%s: status %d, reached %v; want %d", c.method, c.path, c.n+1, c.last, res.StatusCode, reached, want)
 		}
+	}
+	// PUT alone is allowed under /items/open/.
+	res, _ := e.do(edgeReq{method: "PUT", app: "shop", path: "/items/open/x" + long, hdr: http.Header{"X-Http-Method-Override": {"PUT, put"}}})
+	if res.StatusCode != 200 {
+		t.Errorf("PUT /items/open/x... overridden to PUT: %d", res.StatusCode)
+	}
+}
+
+// TestPolicyOverrideCount: a client sends one method override and one
+// path override, and a host reads one; a request naming more than four
+// methods (list items and the query's _methods together), or more than
+// four override paths, is denied (403, counted) and the host sees
+// nothing. Each was read against every rule in every reading of every
+// path, which the policy's budget does not count.
+func TestPolicyOverrideCount(t *testing.T) {
+	app := &route.App{ID: "shop", Policy: []route.PolicyRule{
+		{Action: "deny", Path: "/admin/*"},
+		{Action: "deny", Methods: []string{"DELETE"}, Path: "/items/*"},
+	}}
+	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
+	paths := func(n int) http.Header {
+		h := http.Header{}
+		for i := range n {
+			h.Add([]string{"X-Original-URL", "X-Rewrite-URL"}[i%2], "/items/"+strconv.Itoa(i))
+		}
+		return h
+	}
+	denied := 0
+	for _, c := range []struct {
+		name, method, path string
+		hdr                http.Header
+		allowed            bool
+	}{
+		{"4 paths", "GET", "/", paths(4), true},
+		{"5 paths", "GET", "/", paths(5), false},
+		{"4 methods", "POST", "/items/1", http.Header{"X-Http-Method-Override": {"PUT, PUT"}, "X-Http-Method": {"PUT"}, "X-Method-Override": {"PUT"}}, true},
+		{"5 methods", "POST", "/items/1", http.Header{"X-Http-Method-Override": {"PUT, PUT, PUT"}, "X-Http-Method": {"PUT"}, "X-Method-Override": {"PUT"}}, false},
+		{"4 methods with _method", "POST", "/items/1?_method=PUT", http.Header{"X-Http-Method-Override": {"PUT, PUT, PUT"}}, true},
+		{"5 methods with _method", "POST", "/items/1?_method=PUT&_method=PUT", http.Header{"X-Http-Method-Override": {"PUT, PUT, PUT"}}, false},
+		{"5 _methods", "POST", "/items/1?_method=PUT&_method=PUT&_method=PUT&_method=PUT&_method=PUT", nil, false},
+	} {
+		before := e.backendOf("shop").count()
+		res, body := e.do(edgeReq{method: c.method, app: "shop", path: c.path, hdr: c.hdr})
+		reached := e.backendOf("shop").count() > before
+		if c.allowed {
+			if res.StatusCode != 200 || !reached {
+				t.Errorf("%s: status %d, reached %v; want served", c.name, res.StatusCode, reached)
+			}
+			continue
+		}
+		denied++
+		if reached {
+			t.Errorf("%s: the host saw the request", c.name)
+		}
+		if res.StatusCode != 403 {
+			t.Errorf("%s: status %d, want 403", c.name, res.StatusCode)
+			continue
+		}
+		edgeProblem(t, res, body, 403)
+	}
+	if got := edgeCounter(t, e.reg, "gatehouse_policy_denied_total", map[string]string{"app": "shop"}); got != float64(denied) {
+		t.Errorf("policy_denied_total{shop} = %v, want %d", got, denied)
 	}
 }
 
@@ -426,8 +488,8 @@ func TestPolicyWorkBounded(t *testing.T) {
 // TestPolicyOverrideMethodsReadPathOnce: each method a request names
 // (its own, its override fields', its query's _method) was a check of
 // its own, reading every path anew and spending the request's budget
-// again: a 4 KiB path read in every lenient way, with an override naming
-// the methods of a WebDAV app's rules, ran over the budget and was
+// again: an 8 KiB path read in every lenient way, with an override naming
+// four methods of a WebDAV app's rules, ran over the budget and was
 // refused. The readings of a path are made once and decided for every
 // method; a method the rules deny still denies.
 func TestPolicyOverrideMethodsReadPathOnce(t *testing.T) {
@@ -437,8 +499,8 @@ func TestPolicyOverrideMethodsReadPathOnce(t *testing.T) {
 		{Action: "deny", Methods: dav, Path: "/items/*"},
 	}}
 	e := newEdgeEnv(t, "apps.test", []*route.App{app}, nil)
-	long := strings.Repeat(`/A;b.\x%2520/../`, 256)
-	override := http.Header{"X-Http-Method-Override": {strings.Join(dav, ", ") + ", OTHER"}}
+	long := strings.Repeat(`/A;b.\x%2520/../`, 448)
+	override := http.Header{"X-Http-Method-Override": {"PUT, PATCH, DELETE, MOVE"}}
 	for _, c := range []struct {
 		path    string
 		allowed bool

@@ -58,23 +58,35 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		path = r.URL.Opaque
 	}
 	var methods, paths []string
+	nPaths := 0
 	for k, vs := range r.Header {
 		switch {
 		case overrideField(k, methodOverrides):
 			// Each method of a list too: Express's method-override takes
 			// the first (Node joins a repeated field into one list).
 			for _, v := range vs {
-				for _, m := range strings.Split(v, ",") {
+				for more := true; more; {
+					var m string
+					m, v, more = strings.Cut(v, ",")
+					if len(methods) == maxOverrides {
+						return false
+					}
 					methods = append(methods, strings.ToUpper(strings.TrimSpace(m)))
 				}
 			}
 		case overrideField(k, pathOverrides):
 			for _, v := range vs {
+				if nPaths++; nPaths > maxOverrides {
+					return false
+				}
 				paths = appendOverridePaths(paths, v)
 			}
 		}
 	}
 	methods = appendQueryMethods(methods, r.URL.RawQuery)
+	if len(methods) > maxOverrides {
+		return false
+	}
 	// One budget for every check of this request: its paths and methods
 	// together are what one request can make the layer read. Each path
 	// is read once, its readings decided for every method.
@@ -97,8 +109,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 
 // distinctMethods returns methods less those that decide as one before
 // them: repeats, and every method no rule names after the first (they
-// are all decided by the same rules, policy.Named). A request may name
-// thousands in its override fields and query, and each one kept is a
+// are all decided by the same rules, policy.Named). Each one kept is a
 // decision of every reading of every path.
 func distinctMethods(rules []policy.Rule, methods []string) []string {
 	out := methods[:0]
@@ -151,6 +162,15 @@ func appendQueryMethods(methods []string, query string) []string {
 	}
 	return methods
 }
+
+// maxOverrides bounds the methods (the override fields' list items and
+// the query's _methods together), and apart the paths (override field
+// values), one request may name: a client sends one, a host reads one,
+// and a request naming more is denied. Each is read against every rule,
+// in every reading of every path, which the policy budget does not count:
+// ten thousand override methods to an app whose rules name many were
+// 50 ms of a core per request.
+const maxOverrides = 4
 
 // The fields hosts read as the request's real method or path, lower case
 // with '-' (overrideField reads '_' as '-', as CGI-style hosts do).
