@@ -166,10 +166,10 @@ func appendQueryMethods(methods []string, query string) []string {
 // maxOverrides bounds the methods (the override fields' list items and
 // the query's _methods together), and apart the paths (override field
 // values), one request may name: a client sends one, a host reads one,
-// and a request naming more is denied. Each is read against every rule,
-// in every reading of every path, which the policy budget does not count:
-// ten thousand override methods to an app whose rules name many were
-// 50 ms of a core per request.
+// and a request naming more is denied. Each method is looked up among
+// every rule's methods (distinctMethods) before the policy's budget
+// applies: ten thousand override methods to an app whose rules name many
+// were 50 ms of a core per request.
 const maxOverrides = 4
 
 // The fields hosts read as the request's real method or path, lower case

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -325,7 +326,9 @@ func TestCheckWorkMethods(t *testing.T) {
 	if ok, _ := CheckWork(rules, []string{"GET", "POST", "PUT", "PATCH", "DELETE"}, long, &all); !ok {
 		t.Fatal("denied for some method")
 	}
-	if one.Used() != all.Used() {
+	// Deciding each reading for five methods costs more; reading the
+	// path five times would cost five times as much.
+	if all.Used() >= 2*one.Used() {
 		t.Errorf("five methods read %d bytes, one %d: the path was read again per method", all.Used(), one.Used())
 	}
 	for _, c := range []struct {
@@ -342,5 +345,40 @@ func TestCheckWorkMethods(t *testing.T) {
 		if i != c.rule || ok != (c.rule == -1) {
 			t.Errorf("%v %.20s: %v, %d; want rule %d", c.methods, c.path, ok, i, c.rule)
 		}
+	}
+}
+
+// TestCheckWorkDecisions: deciding a reading reads every rule for every
+// method, and the byte budget did not count it: to an app of a hundred
+// rules naming ten methods each, a 30-byte path read in every way for
+// five methods was 10 ms of a core, having read 7 KB of a megabyte. Each
+// decision is spent too (a byte per rule and per method of a rule, per
+// method decided); the same path with the app's usual few rules, or an
+// ordinary path with these, is allowed.
+func TestCheckWorkDecisions(t *testing.T) {
+	var many []Rule
+	for i := range 100 {
+		var ms []string
+		for j := range 10 {
+			ms = append(ms, "M"+strconv.Itoa(i*10+j))
+		}
+		many = append(many, Rule{Action: Deny, Methods: ms, Path: "/x" + strconv.Itoa(i) + "/*"})
+	}
+	few := []Rule{{Action: Deny, Path: "/admin/*"}}
+	cuts := `/A;b.\.` + "%25252523%252523%2523%23"
+	methods := []string{"GET", "M1", "M2", "M3", "M4"}
+	var w Work
+	if ok, i := CheckWork(many, methods, cuts, &w); ok || i != -1 {
+		t.Errorf("%s with %d rules, %d methods: %v, %d after %d bytes; want denied over budget", cuts, len(many), len(methods), ok, i, w.Used())
+	}
+	if max := MaxWork + WorkPerByte*len(cuts) + len(methods)*1100; w.Used() > max {
+		t.Errorf("%d bytes read, over the budget's %d", w.Used(), max)
+	}
+	if ok, _ := CheckWork(few, methods, cuts, new(Work)); !ok {
+		t.Errorf("%s with one rule: denied", cuts)
+	}
+	long := "/Static/" + strings.Repeat(`a;v=1\app.js./`, 100)
+	if ok, _ := CheckWork(many, []string{"GET", "M1"}, long, new(Work)); !ok {
+		t.Errorf("%.30s... with %d rules: denied", long, len(many))
 	}
 }
