@@ -23,18 +23,35 @@ func (g *Gateway) policy(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !allowedByPolicy(rq.Match.App.Policy, r) {
+		if why := deniedByPolicy(rq.Match.App.Policy, r); why != policyAllows {
 			if g.edge.denied != nil {
 				g.edge.denied.WithLabelValues(rq.Match.App.ID).Inc()
 			}
-			problem.Write(w, http.StatusForbidden, "this app's policy does not allow "+r.Method+" on this path")
+			detail := "this app's policy does not allow " + r.Method + " on this path"
+			switch why {
+			case tooManyOverrides:
+				detail = "this request names more than 4 override methods or paths (X-HTTP-Method-Override and its kin, the query's _method, X-Original-URL, X-Rewrite-URL): the app's policy cannot be checked on them all"
+			case overBudget:
+				detail = "this request's path and override fields take more reading than the app's policy allows a request: it cannot be shown to allow it"
+			}
+			problem.Write(w, http.StatusForbidden, detail)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// allowedByPolicy converts the app's rules (same shape) and checks r's
+// denial says why the policy layer refuses a request, or that it does not.
+type denial int
+
+const (
+	policyAllows     denial = iota
+	deniedByRule            // a rule denies a reading
+	tooManyOverrides        // more than maxOverrides methods or paths named
+	overBudget              // the readings would take more than policy.MaxWork
+)
+
+// deniedByPolicy converts the app's rules (same shape) and checks r's
 // escaped path, the bytes the host will receive, with r's method — and
 // with every method and path r asks the host to take instead of its own.
 // Rails (Rack::MethodOverride), Express's method-override and many others
@@ -43,7 +60,7 @@ func (g *Gateway) policy(next http.Handler) http.Handler {
 // X-Original-URL or X-Rewrite-URL. Passed on unchecked, they would walk
 // around a deny by method or path; stripped, they would break the hosts
 // that rely on them. So each is a reading too, and any denied denies.
-func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
+func deniedByPolicy(rules []route.PolicyRule, r *http.Request) denial {
 	var buf [16]policy.Rule
 	pr := buf[:0]
 	for _, x := range rules {
@@ -69,7 +86,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 					var m string
 					m, v, more = strings.Cut(v, ",")
 					if len(methods) == maxOverrides {
-						return false
+						return tooManyOverrides
 					}
 					methods = append(methods, strings.ToUpper(strings.TrimSpace(m)))
 				}
@@ -77,7 +94,7 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 		case overrideField(k, pathOverrides):
 			for _, v := range vs {
 				if nPaths++; nPaths > maxOverrides {
-					return false
+					return tooManyOverrides
 				}
 				paths = appendOverridePaths(paths, v)
 			}
@@ -85,26 +102,38 @@ func allowedByPolicy(rules []route.PolicyRule, r *http.Request) bool {
 	}
 	methods = appendQueryMethods(methods, r.URL.RawQuery)
 	if len(methods) > maxOverrides {
-		return false
+		return tooManyOverrides
 	}
 	// One budget for every check of this request: its paths and methods
 	// together are what one request can make the layer read. Each path
 	// is read once, its readings decided for every method.
 	var work policy.Work
 	if methods == nil && paths == nil {
-		ok, _ := policy.CheckWork(pr, []string{r.Method}, path, &work)
-		return ok
+		ok, i := policy.CheckWork(pr, []string{r.Method}, path, &work)
+		return judged(ok, i)
 	}
 	methods = distinctMethods(pr, append(methods, r.Method))
-	if ok, _ := policy.CheckWork(pr, methods, path, &work); !ok {
-		return false
+	if ok, i := policy.CheckWork(pr, methods, path, &work); !ok {
+		return judged(ok, i)
 	}
 	for _, p := range paths {
-		if ok, _ := policy.CheckWork(pr, methods, p, &work); !ok {
-			return false
+		if ok, i := policy.CheckWork(pr, methods, p, &work); !ok {
+			return judged(ok, i)
 		}
 	}
-	return true
+	return policyAllows
+}
+
+// judged is the denial of CheckWork's answer: denied with no deciding
+// rule is its budget spent.
+func judged(ok bool, rule int) denial {
+	switch {
+	case ok:
+		return policyAllows
+	case rule < 0:
+		return overBudget
+	}
+	return deniedByRule
 }
 
 // distinctMethods returns methods less those that decide as one before
