@@ -1,6 +1,10 @@
 package httpwire
 
-import "testing"
+import (
+	"net/url"
+	"strings"
+	"testing"
+)
 
 // TestPHPName: the names PHP 8's php_register_variable_ex gives $_GET's
 // keys, as a PHP host reads them.
@@ -71,4 +75,24 @@ func TestPHPDecode(t *testing.T) {
 			t.Errorf("PHPDecode(%q): %v allocations, want 0 (nothing to decode)", k, n)
 		}
 	}
+}
+
+// FuzzPHPName: PHPDecode reads every name url.QueryUnescape reads as it
+// does (so no other framework's reading is lost to it), and PHPName's
+// name holds no NUL, starts with no space and is never longer than what
+// it was given.
+func FuzzPHPName(f *testing.F) {
+	for _, s := range []string{"_method", "%5Fmethod", "_method%00%zz", "a+b", "%", "%z", "%zz%41", "a.b[c.d", "[]", " x", "access[token"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := PHPDecode(s)
+		if u, err := url.QueryUnescape(s); err == nil && u != d {
+			t.Fatalf("PHPDecode(%q) = %q, url.QueryUnescape %q", s, d, u)
+		}
+		n := PHPName(d)
+		if strings.IndexByte(n, 0) >= 0 || strings.HasPrefix(n, " ") || len(n) > len(d) {
+			t.Fatalf("PHPName(%q) = %q", d, n)
+		}
+	})
 }
