@@ -289,11 +289,25 @@ func TestAPIHost(t *testing.T) {
 func TestSuspendedAndRetired503(t *testing.T) {
 	e := newEnv(t, nil)
 	var hits atomic.Int32
-	e.b.PutApp(&route.App{ID: "sus", Status: route.StatusSuspended})
-	e.b.PutApp(&route.App{ID: "old", Status: route.StatusRetired})
+	const page = "https://page.example"
+	cors := route.CORS{Origins: []string{page}}
+	e.b.PutApp(&route.App{ID: "sus", Status: route.StatusSuspended, CORS: cors})
+	e.b.PutApp(&route.App{ID: "old", Status: route.StatusRetired, CORS: cors})
 	for _, app := range []string{"sus", "old"} {
 		e.backend(app+"-h", app, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 		wantProblem(t, e.get(app+".apps.test", "/"), http.StatusServiceUnavailable)
+		// A page on an allowed origin can read why (step 5's fields on
+		// the gateway's own errors); another origin cannot.
+		for _, tt := range []struct{ origin, acao string }{{page, page}, {"https://other.example", ""}} {
+			res := e.do("GET", app+".apps.test", "/", http.Header{"Origin": {tt.origin}}, nil)
+			wantProblem(t, res, http.StatusServiceUnavailable)
+			if got := res.Header.Get("Access-Control-Allow-Origin"); got != tt.acao {
+				t.Errorf("%s from %s: Access-Control-Allow-Origin %q, want %q", app, tt.origin, got, tt.acao)
+			}
+			if !strings.Contains(res.Header.Get("Vary"), "Origin") {
+				t.Errorf("%s from %s: Vary %q lacks Origin", app, tt.origin, res.Header.Get("Vary"))
+			}
+		}
 	}
 	if hits.Load() != 0 {
 		t.Fatal("a suspended or retired app's host got a request")

@@ -509,8 +509,10 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			}
 			switch rq.Match.App.Status {
 			case route.StatusSuspended:
+				appClosedCORS(w, r, rq.Match.App.CORS)
 				problem.Write(w, http.StatusServiceUnavailable, "this app is suspended")
 			case route.StatusRetired:
+				appClosedCORS(w, r, rq.Match.App.CORS)
 				problem.Write(w, http.StatusServiceUnavailable, "this app is retired")
 			default:
 				if rq.Match.App.Mode == route.ModePassthrough {
@@ -551,6 +553,20 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// appClosedCORS gives a suspended or retired app's 503 the CORS fields
+// step 5 would: the answer comes before that step, and without them a
+// page on an allowed origin reads a network error where the app's state
+// is the answer (DESIGN §2 step 5: the gateway's own errors too). A
+// preflight gets them as well, with no Access-Control-Allow-Methods: the
+// browser still refuses the call, as it should.
+func appClosedCORS(w http.ResponseWriter, r *http.Request, c route.CORS) {
+	var origin string
+	if v := r.Header["Origin"]; len(v) > 0 {
+		origin = v[0]
+	}
+	corsPolicy(c).Respond(origin, w.Header())
 }
 
 // asterisk answers a request to a known host whose target is "*", the
