@@ -409,6 +409,71 @@ func TestSlowBackend504(t *testing.T) {
 	}
 }
 
+// TestHungHostCoolsAfterTimeoutsInARow: a host that accepts requests and
+// answers none cools down after three timeouts in a row, so its share of
+// requests goes to its sibling instead of each waiting out the deadline
+// for a 504; a host that answers between its slow requests never does.
+func TestHungHostCoolsAfterTimeoutsInARow(t *testing.T) {
+	for _, scheme := range []string{"http", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			now := time.Now() // frozen: a cool-down, once begun, lasts the test
+			e := newEnv(t, func(o *Options) {
+				o.Proxy.ResponseHeaderTimeout = 100 * time.Millisecond
+				o.Now = func() time.Time { return now }
+			})
+			var hung, fine atomic.Int32
+			s := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/fast" {
+					return
+				}
+				hung.Add(1)
+				<-r.Context().Done()
+			}))
+			t.Cleanup(s.Close)
+			h := e.addHost("hung", "hello", scheme, strings.Replace(s.URL, "http:", scheme+":", 1))
+			get := func(path string) int {
+				t.Helper()
+				res := e.get("hello.apps.test", path)
+				readBody(t, res)
+				return res.StatusCode
+			}
+			// Alone, answering between its slow requests: never cooled.
+			for range 4 {
+				if st := get("/slow"); st != http.StatusGatewayTimeout {
+					t.Fatalf("slow request: %d, want 504", st)
+				}
+				if st := get("/fast"); st != http.StatusOK {
+					t.Fatalf("fast request: %d, want 200", st)
+				}
+			}
+			if h.Health.Degraded(now) {
+				t.Fatal("a host answering between its slow requests cooled down")
+			}
+			// With a sibling: three unanswered in a row and it cools.
+			e.backend("fine", "hello", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { fine.Add(1) }))
+			hung.Store(0)
+			for i := 0; hung.Load() < 3; i++ {
+				if i == 20 {
+					t.Fatalf("the hung host got %d of 20 requests", hung.Load())
+				}
+				get("/slow")
+			}
+			if !h.Health.Degraded(now) {
+				t.Fatal("three timeouts in a row did not cool the host")
+			}
+			before := fine.Load()
+			for range 10 {
+				if st := get("/slow"); st != http.StatusOK {
+					t.Fatalf("while the hung host cools: %d, want 200 from its sibling", st)
+				}
+			}
+			if n := hung.Load(); n != 3 || fine.Load()-before != 10 {
+				t.Fatalf("while cooling, the hung host got %d more requests, its sibling %d of 10", n-3, fine.Load()-before)
+			}
+		})
+	}
+}
+
 func TestNoHost503AndNoRoutableHost502(t *testing.T) {
 	e := newEnv(t, nil)
 	p := wantProblem(t, e.get("hello.apps.test", "/"), http.StatusServiceUnavailable)

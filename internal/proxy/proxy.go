@@ -525,11 +525,17 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 	dial := isDial(err)
 	// Passive health (DESIGN §4): a connect failure, or the host's
 	// connection breaking (reset, closed mid-response), cools the host
-	// down. Not a slow answer, not the client leaving or sending a broken
-	// body, and not ReverseProxy's own refusals (a client's bad Upgrade):
-	// a client could otherwise take hosts out of rotation.
-	if !client && (dial || (reason == metrics.ReasonOther && isConnBroken(err))) {
+	// down, and so do answers that never began, a few in a row
+	// (route.Health.Timeout). Not one slow answer, not the client leaving
+	// or sending a broken body, and not ReverseProxy's own refusals (a
+	// client's bad Upgrade): a client could otherwise take hosts out of
+	// rotation.
+	switch {
+	case client:
+	case dial || (reason == metrics.ReasonOther && isConnBroken(err)):
 		a.host.Health.Fail(p.opts.Now())
+	case reason == metrics.ReasonTimeout:
+		a.host.Health.Timeout(p.opts.Now())
 	}
 	if !client && dial && !a.body.touched() {
 		a.failed = err

@@ -58,7 +58,18 @@ type Health struct {
 	degradedUntil atomic.Int64 // unix nanos; 0 = not degraded
 	lastFail      atomic.Int64 // unix nanos of the most recent failure
 	fails         atomic.Int32 // consecutive failures, for back-off
+	timeouts      atomic.Int32 // consecutive answers that never began
 }
+
+// timeoutsToCool is how many requests in a row a host must leave
+// unanswered past their deadline, with no answer between, before it
+// cools down as a host refusing connects does. One is not enough: a slow
+// endpoint, which any client may call, would take a healthy host out of
+// turn. A host that accepts connections and answers nothing (hung, or
+// its process stopped) otherwise kept its share of requests, each one
+// waiting out the deadline for a 504 (nginx's max_fails counts a timeout
+// at once; Envoy's consecutive_gateway_failure waits for 5).
+const timeoutsToCool = 3
 
 // Cool-down bounds for a degraded host: it doubles with each consecutive
 // failure so a dead host is retried ever less often, and a restarted one
@@ -82,10 +93,23 @@ func (h *Health) Fail(now time.Time) time.Duration {
 	return d
 }
 
+// Timeout records at now a request whose answer did not begin within its
+// deadline, and reports how long the host now cools down: zero until
+// timeoutsToCool such requests have come in a row.
+func (h *Health) Timeout(now time.Time) time.Duration {
+	if h.timeouts.Add(1) < timeoutsToCool {
+		return 0
+	}
+	return h.Fail(now)
+}
+
 // OK records a success: the host is no longer degraded.
 func (h *Health) OK() {
 	if h.fails.Load() != 0 {
 		h.fails.Store(0)
+	}
+	if h.timeouts.Load() != 0 {
+		h.timeouts.Store(0)
 	}
 	if h.degradedUntil.Load() != 0 {
 		h.degradedUntil.Store(0)
