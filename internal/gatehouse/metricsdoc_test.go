@@ -119,6 +119,11 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		}
 	}
 	fams := scrape(t, r.g.Addrs().Management)
+	// The one vector with series before anything is counted in it, as
+	// the section says.
+	if n := len(fams["gatehouse_hosts"].GetMetric()); n != 4 {
+		t.Errorf("gatehouse_hosts has %d series once started, want its 4 states", n)
+	}
 	typed := 0
 	for _, rw := range rows {
 		metric, ls, typ := rw[1], rw[2], rw[3]

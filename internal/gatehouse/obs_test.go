@@ -45,7 +45,7 @@ func TestManagementWhileStarting(t *testing.T) {
 	go func() { done <- g.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	testutil.WaitFor(t, 5*time.Second, func() bool { c, _ := mgmtGet(t, mgmt, "/healthz"); return c == 200 }, "healthz")
-	if c, b := mgmtGet(t, mgmt, "/readyz"); c != 503 {
+	if c, b := mgmtGet(t, mgmt, "/readyz"); c != 503 || !strings.Contains(b, `"status":"starting"`) {
 		t.Errorf("readyz while starting: %d %s", c, b)
 	}
 	if c, _ := mgmtGet(t, mgmt, "/metrics"); c != 200 {
@@ -168,6 +168,15 @@ func TestBusConnectedGauge(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	testutil.WaitFor(t, 10*time.Second, func() bool { return busConnected(mgmt) == "0" }, "gatehouse_bus_connected not 0 with the bus down")
+	// The gateway serves its last table meanwhile: still ready, as
+	// docs/config.md says, so that a bus outage does not take every
+	// gateway out of its load balancer's rotation at once.
+	for _, path := range []string{"/readyz", "/healthz"} {
+		code, body := mgmtGet(t, mgmt, path)
+		if code != http.StatusOK || (path == "/readyz" && !strings.Contains(body, `"status":"ready"`)) {
+			t.Errorf("%s with the bus down after the start: %d %s, want 200 (ready)", path, code, body)
+		}
+	}
 }
 
 // gatehouse_store_resyncs_total{reason} on /metrics counts the store's
