@@ -88,7 +88,7 @@ func (req *ctlRequest) page(limit int, after string) error {
 		return nil
 	}
 	if !req.pages {
-		return errors.New("ctl: -limit and -after are for list (of apps, domains, keys, zones, records and hosts)")
+		return usagef("ctl: -limit and -after are for list (of apps, domains, keys, zones, records and hosts)")
 	}
 	if limit < 0 || limit > 1000 {
 		return fmt.Errorf("ctl: -limit must be 1 to 1000, got %d", limit)
@@ -155,7 +155,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	req.ifMatch, req.ifNoneMatch = ctlTag(*ifMatch), ctlTag(*ifNoneMatch)
 	if (req.ifMatch != "" || req.ifNoneMatch != "") && !req.item {
-		return errors.New("ctl: -if-match and -if-none-match are for get, put, delete and verify of one item; a list has no ETag")
+		return usagef("ctl: -if-match and -if-none-match are for get, put, delete and verify of one item; a list has no ETag")
 	}
 	if err := req.page(*limit, *after); err != nil {
 		return err
@@ -238,7 +238,7 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 		return ctlRequest{}, usagef("ctl: unexpected argument %q", rest[0])
 	}
 	if file != "" && body == nil {
-		return ctlRequest{}, fmt.Errorf("ctl: -f is only for put and verify")
+		return ctlRequest{}, usagef("ctl: -f is only for put and verify")
 	}
 	method := map[string]string{"list": "GET", "get": "GET", "put": "PUT", "delete": "DELETE", "verify": "POST"}[verb]
 	if verb == "verify" {
@@ -253,7 +253,7 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 	var b []byte
 	switch {
 	case file != "" && len(rest) > 0:
-		return nil, errors.New("ctl: give the body as -f FILE or as an argument, not both")
+		return nil, usagef("ctl: give the body as -f FILE or as an argument, not both")
 	case len(rest) > 1:
 		return nil, usagef("ctl: unexpected argument %q (quote the JSON body as one argument)", rest[1])
 	case file == "-":

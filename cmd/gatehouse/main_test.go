@@ -112,6 +112,14 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"ctl", "apps", "get"}, "ctl: apps get needs 1 name(s)", 2},
 		{[]string{"ctl", "apps", "put", "shop", "{not json"}, "ctl: the body is not valid JSON: invalid character 'n' looking for beginning of object key string (at byte 2)", 1},
 		{[]string{"ctl", "apps", "list", "extra"}, `ctl: unexpected argument "extra"`, 2},
+		// words and flags that this verb takes none of: the shape of the
+		// command line is wrong whatever their values
+		{[]string{"ctl", "apps", "put", "shop", "{}", "-f", "shop.json"}, "ctl: give the body as -f FILE or as an argument, not both", 2},
+		{[]string{"ctl", "-f", "shop.json", "apps", "get", "shop"}, "ctl: -f is only for put and verify", 2},
+		{[]string{"ctl", "-limit", "2", "apps", "get", "shop"}, "ctl: -limit and -after are for list", 2},
+		{[]string{"ctl", "-after", "x", "clusters", "list"}, "ctl: -limit and -after are for list", 2},
+		{[]string{"ctl", "-if-match", "abc", "apps", "list"}, "ctl: -if-match and -if-none-match are for", 2},
+		{[]string{"ctl", "-limit", "1001", "apps", "list"}, "ctl: -limit must be 1 to 1000, got 1001", 1},
 		{[]string{"ctl", "-api", "ftp://x", "apps", "list"}, `ctl: -api must be an http(s) URL, got "ftp://x"`, 1},
 		{[]string{"ctl", "-api", "http://127.0.0.1:1/?x=1", "apps", "list"}, `ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got "http://127.0.0.1:1/?x=1"`, 1},
 		{[]string{"ctl", "-api", "http://127.0.0.1:1?", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment", 1},
