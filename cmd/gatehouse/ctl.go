@@ -149,6 +149,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" || strings.Contains(*api, "#") {
 		return fmt.Errorf("ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got %q", config.RedactURL(*api))
 	}
+	// 0 would not mean "no timeout" (as curl's -m 0 does) but fail every
+	// call at once with "context deadline exceeded", blaming the server.
+	if *timeout <= 0 {
+		return fmt.Errorf("ctl: -timeout must be more than 0, got %v", *timeout)
+	}
 	req, err := ctlParse(pos, *file)
 	if err != nil {
 		return err
