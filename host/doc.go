@@ -62,5 +62,6 @@
 //
 // Keys are PKCS#8 PEM ("PRIVATE KEY"), the format of
 // `openssl genpkey -algorithm ed25519`; public keys travel as standard
-// base64 of the raw 32 bytes ([PublicKeyString]).
+// base64 of the raw 32 bytes ([PublicKeyString]), which for such a file is
+// `openssl pkey -in host.pem -pubout -outform DER | tail -c 32 | base64`.
 package host
