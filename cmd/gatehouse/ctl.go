@@ -301,6 +301,10 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	if err != nil {
 		return fmt.Errorf("ctl: %v", err)
 	}
+	// Messages name the path as sent: under -api's own path, if it has
+	// one, which the route alone would hide (-api .../api/v3 sends
+	// /api/v3/api/v3/apps, answered 404).
+	sent := hr.URL.RequestURI()
 	hr.Header.Set("Accept", "application/json")
 	if req.body != nil {
 		hr.Header.Set("Content-Type", "application/json")
@@ -331,7 +335,7 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	if len(b) > ctlMaxAnswer {
 		// cut short, it would read as no JSON at all, which says -api is wrong
 		return fmt.Errorf("ctl: %s %s: %d %s but the answer is larger than %d MiB; list in pages with -limit and -after",
-			req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), ctlMaxAnswer>>20)
+			req.method, sent, res.StatusCode, http.StatusText(res.StatusCode), ctlMaxAnswer>>20)
 	}
 	if tag := res.Header.Get("ETag"); tag != "" {
 		fmt.Fprintf(stderr, "ETag: %s\n", tag)
@@ -357,10 +361,10 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 		if loc := res.Header.Get("Location"); res.StatusCode/100 == 3 && loc != "" {
 			msg = fmt.Sprintf("redirected to %s, which ctl does not follow: is -api the control API's base URL?", config.RedactURL(loc))
 		}
-		return fmt.Errorf("ctl: %s %s: %d %s: %s", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), msg)
+		return fmt.Errorf("ctl: %s %s: %d %s: %s", req.method, sent, res.StatusCode, http.StatusText(res.StatusCode), msg)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
-		fmt.Fprintf(stderr, "%s %s: %d %s\n", req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode))
+		fmt.Fprintf(stderr, "%s %s: %d %s\n", req.method, sent, res.StatusCode, http.StatusText(res.StatusCode))
 		return nil
 	}
 	// Every control route answers JSON: anything else (the dashboard's
@@ -368,7 +372,7 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	var out bytes.Buffer
 	if err := json.Indent(&out, b, "", "  "); err != nil {
 		return fmt.Errorf("ctl: %s %s: %d %s but the answer is not JSON (Content-Type %q): is -api the control API's base URL?",
-			req.method, req.path, res.StatusCode, http.StatusText(res.StatusCode), res.Header.Get("Content-Type"))
+			req.method, sent, res.StatusCode, http.StatusText(res.StatusCode), res.Header.Get("Content-Type"))
 	}
 	out.WriteByte('\n')
 	_, err = stdout.Write(bytes.TrimRight(out.Bytes(), "\n"))

@@ -438,3 +438,21 @@ func TestCtlRedirectIsNotFollowed(t *testing.T) {
 		t.Errorf("the redirect was followed: %d writes, %d reads", writes, reads)
 	}
 }
+
+// TestCtlErrorNamesThePathSent: -api with a path of its own (the
+// control API's prefix, taken for the base URL) sends every call under
+// it. The error named only the route ctl appends, "GET /api/v3/apps:
+// 404 Not Found: no such control route", which reads as if the gateway
+// had no such route; it names the path that was sent.
+func TestCtlErrorNamesThePathSent(t *testing.T) {
+	base := startAPI(t)
+	_, _, err := runCmd(t, "ctl", "-api", base+"/api/v3", "-token", ctlToken, "apps", "list")
+	if err == nil || !strings.Contains(err.Error(), "GET /api/v3/api/v3/apps: 404") {
+		t.Errorf("ctl -api %s/api/v3 apps list: %v, want the 404 naming GET /api/v3/api/v3/apps", base, err)
+	}
+	// without a path of its own, the route alone, as before
+	_, _, err = runCmd(t, "ctl", "-api", base, "-token", ctlToken, "apps", "get", "nosuch")
+	if err == nil || !strings.Contains(err.Error(), "GET /api/v3/apps/nosuch: 404") {
+		t.Errorf("ctl apps get nosuch: %v, want the 404 naming GET /api/v3/apps/nosuch", err)
+	}
+}
