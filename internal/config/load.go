@@ -330,10 +330,10 @@ func applyValue(cfg *Config, k key, v any) error {
 			return k.set(cfg, v, false)
 		case []any:
 			out := []string{}
-			for _, it := range v {
+			for i, it := range v {
 				s, ok := scalar(it)
 				if !ok {
-					return errors.New("want a list of strings")
+					return listItemError(i, it)
 				}
 				out = append(out, s)
 			}
@@ -348,6 +348,22 @@ func applyValue(cfg *Config, k key, v any) error {
 		return errors.New("want a single value, got a list or mapping")
 	}
 	return k.set(cfg, s, false)
+}
+
+// listItemError says why item i of a list of strings is none. The YAML
+// library reads an unquoted colon in a [...] list that is inside {...}
+// as a key and value (bus: {url: [nats://a:4222]} is a list of one
+// mapping, {nats://a: 4222}), which looks like a list of strings, so that
+// case is named, with the quoted item to write instead.
+func listItemError(i int, it any) error {
+	if m, ok := it.(map[string]any); ok && len(m) == 1 {
+		for k, v := range m {
+			if s, ok := scalar(v); ok {
+				return fmt.Errorf("want a list of strings; item %d reads as a mapping, as YAML reads a colon in a [...] list inside {...}: quote it, %q", i, k+":"+s)
+			}
+		}
+	}
+	return errors.New("want a list of strings")
 }
 
 // scalar renders a decoded YAML scalar as the text a flag would carry.

@@ -135,6 +135,14 @@ func TestRecursionKeys(t *testing.T) {
 			err:  "config: $FILE: dns.recursion.upstreams: want a list of strings or one comma-separated string",
 		},
 		{
+			// The YAML library reads [192.0.2.53:53] inside {...} as a list
+			// of one mapping, {192.0.2.53: 53}: "want a list of strings"
+			// alone left a list of strings, to the eye, refused unexplained.
+			name: "file: an unquoted host:port in a list inside a flow mapping",
+			yaml: "dns: {recursion: {upstreams: [192.0.2.53:53]}}\n",
+			err:  `config: $FILE: dns.recursion.upstreams: want a list of strings; item 0 reads as a mapping, as YAML reads a colon in a [...] list inside {...}: quote it, "192.0.2.53:53"`,
+		},
+		{
 			name: "file: unknown key under recursion",
 			yaml: "dns: {recursion: {upstream: [192.0.2.53]}}\n",
 			err:  `config: $FILE: unknown key "dns.recursion.upstream"`,
