@@ -301,6 +301,26 @@ func (g *Gatehouse) clusterKey() (ed25519.PrivateKey, error) {
 	return k, nil
 }
 
+// metricsHandler serves reg's metrics. A collector that fails (the process
+// collector out of file descriptors, say) loses its own series, is logged
+// and counted in promhttp_metric_handler_errors_total, and the scrape
+// still answers the rest: by promhttp's default one error made the whole
+// scrape a 500, leaving an operator blind when the gateway is in trouble.
+func metricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		Registry:      reg,
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      scrapeLog{log},
+	})
+}
+
+// scrapeLog is promhttp's Logger over slog.
+type scrapeLog struct{ log *slog.Logger }
+
+func (l scrapeLog) Println(v ...any) {
+	l.log.Warn("metrics: a scrape went on without what failed", "error", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+}
+
 // managementMux serves the management listener's own routes: /healthz
 // outside everything, /metrics, the dashboard, and the control API once it
 // exists (503 until then, so status works while the rest boots).
@@ -310,7 +330,7 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
+	mux.Handle("GET /metrics", metricsHandler(g.reg, g.log))
 	dash := dashboard.Handler()
 	for _, p := range []string{"/{$}", "/dashboard/dashboard.js", "/dashboard/dashboard.css"} {
 		mux.Handle("GET "+p, dash)
