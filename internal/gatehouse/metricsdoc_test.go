@@ -6,8 +6,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // TestMetricsDocumented: every metric a running gateway registers for
@@ -83,6 +87,11 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	if code, b := r.control(t, "PUT", "/api/v3/apps/fenced", `{"policy":[{"action":"deny","path":"/admin/*"}]}`); code != 200 {
 		t.Fatalf("put: %d %s", code, b)
 	}
+	// The write reaches the table through the store's watch: until then
+	// the app's requests are an unknown host's, and count nothing of its.
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return r.g.Live().Load().Lookup("fenced.test.local").Kind == route.KindApp
+	}, "the app never reached the routing table")
 	// Series for most vectors: an unknown host, a method of the client's
 	// own (a fast path handoff), a forward mark naming no peer, a policy
 	// 403, an app with no host (an upstream error).
