@@ -168,16 +168,7 @@ func (w *interimGuard) WriteHeader(code int) {
 		// an Upgrade makes the response malformed. (net/http's client
 		// already dropped a Connection that said close, and the names it
 		// listed with it are not known here.)
-		for _, v := range h["Connection"] {
-			for _, tok := range strings.Split(v, ",") {
-				if tok = textproto.TrimString(tok); tok != "" {
-					delete(h, textproto.CanonicalMIMEHeaderKey(tok))
-				}
-			}
-		}
-		for _, k := range hopByHop {
-			delete(h, k)
-		}
+		dropHopByHop(h, false)
 		// ReverseProxy appended the host's 1xx fields to the handler's
 		// own one value of each: the first is the handler's. Kept, the
 		// host's would go out on the 1xx and, with the fields a handler
@@ -208,6 +199,34 @@ func untyped(h http.Header) {
 // hopByHop are the fields ReverseProxy removes from an answer as
 // hop-by-hop (RFC 9110 §7.6.1), in canonical form.
 var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// dropHopByHop removes a host's hop-by-hop fields from h (RFC 9110
+// §7.6.1): the ones its Connection names, and hopByHop. With upgrade (a
+// 101) it keeps what the tunnel starts with: Upgrade, and Connection
+// naming it alone when it named it (ReverseProxy refuses a 101 whose
+// Connection does not).
+func dropHopByHop(h http.Header, upgrade bool) {
+	named := false
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			switch tok = textproto.TrimString(tok); {
+			case tok == "":
+			case upgrade && strings.EqualFold(tok, "upgrade"):
+				named = true
+			default:
+				delete(h, textproto.CanonicalMIMEHeaderKey(tok))
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		if !upgrade || k != "Upgrade" {
+			delete(h, k)
+		}
+	}
+	if named {
+		h["Connection"] = []string{"Upgrade"}
+	}
+}
 
 func (w *interimGuard) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
@@ -439,6 +458,15 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 			return errFastTooMany
 		}
 		a.host.Health.OK()
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy removes the hop-by-hop fields from every answer
+		// but a 101, which it writes with all the host's fields: those
+		// of the host's connection (Keep-Alive, TE, Proxy-*, what its
+		// Connection names) would reach the client's, as on no other
+		// answer. First, so that a name the Connection lists cannot take
+		// off the fields stamped below.
+		dropHopByHop(res.Header, true)
 	}
 	delete(res.Header, HeaderFailover)
 	for _, k := range p.opts.OwnFields {
