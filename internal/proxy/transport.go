@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -86,10 +88,39 @@ func newTransport(o *Options) *transport {
 // RoundTrip implements http.RoundTripper. The chosen host travels in the
 // request's context (see attempt).
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if a := attemptFrom(r.Context()); a != nil && isH2C(a.host) {
+	a := attemptFrom(r.Context())
+	if a != nil {
+		a.bound1xx(r)
+	}
+	if a != nil && isH2C(a.host) {
 		return t.h2c.RoundTrip(r)
 	}
 	return t.h1.RoundTrip(r)
+}
+
+// bound1xx ends the exchange at the host's sixth 1xx (max1xx), as the
+// fast path does: ReverseProxy passes each 1xx on through its client
+// trace, and net/http's clients (HTTP/1.1 and HTTP/2) count none once a
+// trace takes them, so a host sending 1xx after 1xx was read until the
+// head's timeout, its client waiting all that time for a 504. The trace
+// is the one ReverseProxy made for r alone; an error from its
+// Got1xxResponse fails the round trip, which the error handler answers
+// 502.
+func (a *attempt) bound1xx(r *http.Request) {
+	tr := httptrace.ContextClientTrace(r.Context())
+	if tr == nil || tr.Got1xxResponse == nil {
+		return
+	}
+	pass := tr.Got1xxResponse
+	tr.Got1xxResponse = func(code int, h textproto.MIMEHeader) error {
+		if err := pass(code, h); err != nil {
+			return err
+		}
+		if a.interim.n1xx > max1xx { // counted by pass, on this goroutine
+			return errFastTooMany
+		}
+		return nil
+	}
 }
 
 func (t *transport) closeIdle() {
