@@ -328,11 +328,11 @@ func TestTableLoweredMidConnection(t *testing.T) {
 }
 
 // TestConnectionFieldsLeftOut: fields HTTP/2 has no place for (RFC 9113
-// §8.2.2), and trailer-prefixed fields (sent after the body), are left
+// §8.2.2; TE is a request's alone), and trailer-prefixed fields (sent after the body), are left
 // out of an interim head and a final one alike; a client such as nghttp2
 // fails a response that carries a connection-specific field.
 func TestConnectionFieldsLeftOut(t *testing.T) {
-	left := []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade"}
+	left := []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Te"}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
 		for _, k := range left {

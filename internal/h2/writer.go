@@ -171,12 +171,12 @@ func (w *responseWriter) writeHeader(code int) {
 }
 
 // headField reports whether a header map's field k goes into a response
-// head: not a connection-specific field (HTTP/2 has no place for them),
-// nor Content-Length (the writer says the length itself), nor a trailer
-// declared by prefix.
+// head: not a connection-specific field (HTTP/2 has no place for them; TE
+// only in a request, RFC 9113 §8.2.2), nor Content-Length (the writer
+// says the length itself), nor a trailer declared by prefix.
 func headField(k string) bool {
 	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Content-Length":
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Te", "Content-Length":
 		return false
 	}
 	return !strings.HasPrefix(k, http.TrailerPrefix)
