@@ -167,13 +167,19 @@ func documents(b []byte) int {
 	return n
 }
 
+// maxConfigFile bounds the configuration file: a complete one is about
+// 1 KB, and a peer or issuer entry about 150 bytes, so a megabyte holds
+// thousands of them. Read without a bound, a file that never ends
+// (/dev/zero) took memory until the process died.
+const maxConfigFile = 1 << 20
+
 // loadFile applies the YAML file at path over cfg. It walks the document
 // against the key table, so an unknown key, a section that is not a
 // mapping and a value of the wrong type are each one line naming the key.
 func loadFile(cfg *Config, path string) error {
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, maxConfigFile)
 	if err != nil {
-		return fmt.Errorf("config: %v", err)
+		return err
 	}
 	// YAML allows a byte order mark at the start, which editors such as
 	// Notepad write; the parser keeps it as part of the first key, which
@@ -196,6 +202,25 @@ func loadFile(cfg *Config, path string) error {
 		return fmt.Errorf("config: %s: %v", path, err)
 	}
 	return nil
+}
+
+// readBounded reads the file at path, refusing one over max bytes without
+// reading past max+1. It opens any kind of file, as os.ReadFile does: a
+// pipe (-config <(envsubst < gatehouse.yaml.in)) is read like a file.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("config: %s: larger than %d MiB (%d bytes); a configuration file is a few KB", path, max>>20, max)
+	}
+	return b, nil
 }
 
 // keyByName indexes keys by YAML path.
