@@ -122,6 +122,9 @@ func (c *Config) validateListeners() error {
 			return bad(d.key, "must be at least %s, got %s", minListenerTimeout, d.v)
 		}
 	}
+	if d := c.Listeners.IdleTimeout; d > maxIdleTimeout {
+		return bad("listeners.idle_timeout", "must be at most %s, got %s", maxIdleTimeout, d)
+	}
 	// Under a second it would cut a tunnel between a client's keystrokes,
 	// as tls.passthrough_idle_timeout would a pipe.
 	if d := c.Listeners.TunnelIdleTimeout; d != 0 && d < time.Second {
@@ -532,6 +535,15 @@ const (
 	minHeaderBytes     = 1 << 10
 	minListenerTimeout = time.Second
 )
+
+// maxIdleTimeout bounds listeners.idle_timeout. The listeners arm a
+// write's deadline a stall and a half ahead on a monotonic count of
+// nanoseconds: past about 1,700,000h that sum wrapped negative, every
+// deadline was in the past, and every connection, the management
+// listener's too, was closed unanswered while the start said ready. A
+// day is far past any keep-alive (nginx's is 75s) and as far as
+// limits.window goes.
+const maxIdleTimeout = 24 * time.Hour
 
 // maxHeadBytes bounds listeners.max_request_line and max_header_bytes,
 // Envoy's bound for its header limit (max_request_headers_kb: 8192). The
