@@ -368,7 +368,11 @@ func (c *Config) validateCluster() error {
 	return checkFile("cluster.key", c.Cluster.Key)
 }
 
-// checkFile reports a named file that does not exist; empty is fine.
+// checkFile reports a named file that does not exist, or is not a regular
+// file; empty is fine. The start reads a key file whole, and twice (to
+// check it before anything is bound, then to use it): a device such as
+// /dev/zero took memory until the process died, and a pipe was empty the
+// second time.
 func checkFile(key, path string) error {
 	if path == "" {
 		return nil
@@ -377,6 +381,8 @@ func checkFile(key, path string) error {
 		return bad(key, "%v", err)
 	} else if st.IsDir() {
 		return bad(key, "%s is a directory, want a file", path)
+	} else if !st.Mode().IsRegular() {
+		return bad(key, "%s is not a regular file (a device, a pipe or a socket): want a file", path)
 	}
 	return nil
 }
