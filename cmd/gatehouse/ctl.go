@@ -134,6 +134,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if *timeout <= 0 {
+		// Taken as given, the request's deadline passed before it was
+		// sent: "context deadline exceeded", as if the API never answered.
+		return fmt.Errorf("ctl: -timeout must be positive, got %s", *timeout)
+	}
 	if *token == "" {
 		*token = os.Getenv("GATEHOUSE_CONTROL_TOKEN")
 	}

@@ -127,6 +127,10 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"ctl", "-api", "http://127.0.0.1:1?", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment", 1},
 		{[]string{"ctl", "-api", "http://127.0.0.1:1/#top", "apps", "list"}, "ctl: -api must be a base URL without a query or fragment", 1},
 		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: Get ", 1},
+		// A timeout of 0 ran out before the request was sent: "context
+		// deadline exceeded", which reads as a gateway that did not answer.
+		{[]string{"ctl", "-timeout", "0", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: -timeout must be positive, got 0s", 1},
+		{[]string{"ctl", "-timeout", "-5s", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: -timeout must be positive, got -5s", 1},
 	}
 	for _, c := range cases {
 		_, _, err := runCmd(t, c.args...)
