@@ -646,7 +646,13 @@ func (c *Config) validateTimers() error {
 		if c.HeartbeatInterval <= math.MaxInt64/3 {
 			three = (3 * c.HeartbeatInterval).String()
 		}
-		return bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL)
+		return &keyError{
+			key: "host_ttl", msg: fmt.Sprintf("must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL),
+			// Load names the interval instead when a variable or a flag
+			// set it and host_ttl is the file's or the default: raising
+			// the interval alone is the usual way here.
+			alt: &keyError{key: "heartbeat_interval", msg: fmt.Sprintf("must be under a third of host_ttl (%s), got %s: raise host_ttl with it", c.HostTTL, c.HeartbeatInterval)},
+		}
 	}
 	return oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 }
