@@ -202,3 +202,22 @@ func TestHelpers(t *testing.T) {
 		t.Errorf("recursion prefixes %v", got)
 	}
 }
+
+// TestEmptyConfigFlagWinsOverVariable: -config= (empty) on the command
+// line means no file, as an empty value of any other flag wins over its
+// variable (-http= turns the listener off whatever GATEHOUSE_HTTP says).
+// It was taken as no flag at all, and GATEHOUSE_CONFIG's file was read.
+func TestEmptyConfigFlagWinsOverVariable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.yaml")
+	writeFile(t, path, "zone: apps.test\n")
+	env := []string{"GATEHOUSE_CONFIG=" + path}
+	for _, args := range [][]string{{"-config="}, {"-config", ""}} {
+		cfg, err := Load(args, env)
+		if err != nil || cfg.Zone != "" {
+			t.Errorf("%q with %s: zone %q, %v; want the defaults (no file)", args, env[0], cfg.Zone, err)
+		}
+	}
+	if cfg, err := Load(nil, env); err != nil || cfg.Zone != "apps.test" {
+		t.Errorf("no -config with %s: zone %q, %v; want the file's", env[0], cfg.Zone, err)
+	}
+}

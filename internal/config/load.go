@@ -82,9 +82,13 @@ func Load(args []string, env []string) (Config, error) {
 	}
 	cfg := Default()
 	path := vars["GATEHOUSE_CONFIG"]
-	if f := fs.Lookup("config"); f.Value.String() != "" {
-		path = f.Value.String()
-	}
+	// -config given wins, empty too (no file), as any flag's empty value
+	// wins over its variable.
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" {
+			path = f.Value.String()
+		}
+	})
 	if path != "" {
 		if err := loadFile(&cfg, path); err != nil {
 			return Config{}, err
