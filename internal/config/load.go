@@ -196,6 +196,9 @@ func loadFile(cfg *Config, path string) error {
 		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
 		return fmt.Errorf("config: %s: %s", path, msg)
 	}
+	if countValues(doc, maxFileValues) > maxFileValues {
+		return fmt.Errorf("config: %s: its aliases make more than %d values; a configuration file holds a few hundred", path, maxFileValues)
+	}
 	// yaml.Unmarshal reads the first document and drops the rest without
 	// a word: every key after a "---" would be ignored.
 	if n := documents(b); n > 1 {
@@ -225,6 +228,42 @@ func readBounded(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("config: %s: larger than %d MiB (%d bytes); a configuration file is a few KB", path, max>>20, max)
 	}
 	return b, nil
+}
+
+// maxFileValues bounds the values a file's document holds once its
+// aliases are expanded. yaml.Unmarshal shares an anchor's value among its
+// aliases, but a list entry (clusters, auth.issuers) is re-encoded to be
+// decoded strictly (decodeStrict), which expands them all: levels of
+// aliases of ten aliases each (a "billion laughs") made gigabytes out of
+// a few hundred bytes. A file of a thousand peers holds 4,000 values.
+const maxFileValues = 1 << 16
+
+// countValues counts the values in v, a decoded YAML document, shared
+// ones each time they appear, stopping once past limit.
+func countValues(v any, limit int) int {
+	n := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if n++; n > limit {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			for _, e := range v {
+				if walk(e); n > limit {
+					return
+				}
+			}
+		case []any:
+			for _, e := range v {
+				if walk(e); n > limit {
+					return
+				}
+			}
+		}
+	}
+	walk(v)
+	return n
 }
 
 // keyByName indexes keys by YAML path.
