@@ -29,7 +29,7 @@ resources and verbs:
   hosts    list
   clusters list
 
-BODY is a JSON argument or -f FILE (- for stdin). A put replaces the whole
+BODY is a JSON argument or -f FILE (- for stdin), at most 1 MiB. A put replaces the whole
 item: a field left out of BODY takes its default, whatever the item held.
 The response is printed as JSON; a non-2xx answer prints the problem detail
 and exits 1. An item's ETag is printed on stderr; -if-match ETAG makes a
@@ -268,13 +268,17 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 		return nil, usagef("ctl: unexpected argument %q (quote the JSON body as one argument)", rest[1])
 	case file == "-":
 		var err error
-		if b, err = io.ReadAll(os.Stdin); err != nil {
-			return nil, fmt.Errorf("ctl: reading stdin: %v", err)
+		if b, err = ctlReadBody(os.Stdin, "on stdin"); err != nil {
+			return nil, err
 		}
 	case file != "":
-		var err error
-		if b, err = os.ReadFile(file); err != nil {
+		f, err := os.Open(file)
+		if err != nil {
 			return nil, fmt.Errorf("ctl: %v", err)
+		}
+		defer f.Close()
+		if b, err = ctlReadBody(f, "in "+file); err != nil {
+			return nil, err
 		}
 	case len(rest) == 1:
 		b = []byte(rest[0])
@@ -288,6 +292,23 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 			return nil, fmt.Errorf("ctl: the body is not valid JSON: %v (at byte %d)", err, se.Offset)
 		}
 		return nil, fmt.Errorf("ctl: the body is not valid JSON: %v", err)
+	}
+	return b, nil
+}
+
+// ctlMaxBody is the control API's bound on a request body (internal/api):
+// ctl reads no more, so that -f /dev/zero, or a pipe that never closes,
+// is refused rather than read until memory or patience runs out.
+const ctlMaxBody = 1 << 20
+
+// ctlReadBody reads a body from r, where names it ("in FILE").
+func ctlReadBody(r io.Reader, where string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, ctlMaxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("ctl: reading the body %s: %v", where, err)
+	}
+	if len(b) > ctlMaxBody {
+		return nil, fmt.Errorf("ctl: the body %s is larger than %d MiB, which the control API refuses", where, ctlMaxBody>>20)
 	}
 	return b, nil
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/api"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
@@ -454,5 +456,43 @@ func TestCtlErrorNamesThePathSent(t *testing.T) {
 	_, _, err = runCmd(t, "ctl", "-api", base, "-token", ctlToken, "apps", "get", "nosuch")
 	if err == nil || !strings.Contains(err.Error(), "GET /api/v3/apps/nosuch: 404") {
 		t.Errorf("ctl apps get nosuch: %v, want the 404 naming GET /api/v3/apps/nosuch", err)
+	}
+}
+
+// TestCtlBodyIsBounded: ctl reads a body from -f or stdin up to the
+// control API's bound (1 MiB), not to the end: -f /dev/zero took memory
+// until ctl died, and a pipe that never closes (here, 2 MiB and then
+// silence) held ctl for ever, where the API would answer 413 anyway.
+func TestCtlBodyIsBounded(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "body")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = f.Write(append([]byte(`{"x":"`), make([]byte, 2<<20)...))
+		<-stop // open, and silent: the body never ends
+	}()
+	for _, file := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := runCmd(t, "ctl", "-api", "http://127.0.0.1:1", "apps", "put", "shop", "-f", file)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			want := "ctl: the body in " + file + " is larger than 1 MiB, which the control API refuses"
+			if err == nil || err.Error() != want {
+				t.Errorf("-f %s: got %v\nwant %s", file, err, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("-f %s: ctl did not return in 10s", file)
+		}
 	}
 }
