@@ -142,17 +142,24 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *token == "" {
 		*token = os.Getenv("GATEHOUSE_CONTROL_TOKEN")
 	}
+	// from names where a refused URL came from: the operator who set
+	// the variable would look for a flag the command line does not hold.
+	from := "-api"
 	if *api == "" {
-		*api = envOr("GATEHOUSE_API", "http://127.0.0.1:9180")
+		if v := os.Getenv("GATEHOUSE_API"); v != "" {
+			*api, from = v, "GATEHOUSE_API"
+		} else {
+			*api = "http://127.0.0.1:9180"
+		}
 	}
 	base, err := url.Parse(*api)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return fmt.Errorf("ctl: -api must be an http(s) URL, got %q", config.RedactURL(*api))
+		return fmt.Errorf("ctl: %s must be an http(s) URL, got %q", from, config.RedactURL(*api))
 	}
 	// The resource's path is appended to the URL's: after a query or a
 	// fragment it would be sent as part of those, to "/", the dashboard.
 	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" || strings.Contains(*api, "#") {
-		return fmt.Errorf("ctl: -api must be a base URL without a query or fragment, like http://127.0.0.1:9180, got %q", config.RedactURL(*api))
+		return fmt.Errorf("ctl: %s must be a base URL without a query or fragment, like http://127.0.0.1:9180, got %q", from, config.RedactURL(*api))
 	}
 	// 0 would not mean "no timeout" (as curl's -m 0 does) but fail every
 	// call at once with "context deadline exceeded", blaming the server.
@@ -183,13 +190,6 @@ func ctlTag(s string) string {
 		return s
 	}
 	return `"` + s + `"`
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // ctlParse turns RESOURCE VERB [NAME...] [JSON] into a request.

@@ -496,3 +496,25 @@ func TestCtlBodyIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlNamesWhereTheAPIURLCameFrom: a refused API URL that came from
+// GATEHOUSE_API is named by the variable, not by -api, which the command
+// line does not hold: the operator would look for a flag that is not
+// there.
+func TestCtlNamesWhereTheAPIURLCameFrom(t *testing.T) {
+	t.Setenv("GATEHOUSE_API", "ftp://x")
+	_, _, err := runCmd(t, "ctl", "apps", "list")
+	if want := `ctl: GATEHOUSE_API must be an http(s) URL, got "ftp://x"`; err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	t.Setenv("GATEHOUSE_API", "http://127.0.0.1:1/?x=1")
+	_, _, err = runCmd(t, "ctl", "apps", "list")
+	if want := "ctl: GATEHOUSE_API must be a base URL without a query or fragment"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v\nwant %s…", err, want)
+	}
+	// -api wins over the variable, and is named when it is refused.
+	_, _, err = runCmd(t, "ctl", "-api", "ftp://y", "apps", "list")
+	if want := `ctl: -api must be an http(s) URL, got "ftp://y"`; err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
