@@ -43,7 +43,7 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	fs.StringVar(&f.advertise, "advertise", "", "address to announce, if not the listen address; a listen address without a host (\":8081\", \"0.0.0.0:8081\") announces 127.0.0.1 unless this is set")
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the app to proxy to, http:// or https:// (required)")
 	fs.StringVar(&f.scheme, "scheme", "http", "how gateways reach this sidecar: http or h2c (h2c also speaks h2c to the upstream)")
-	fs.DurationVar(&f.heartbeat, "heartbeat", host.DefaultHeartbeatInterval, "heartbeat interval; must match the gateways'")
+	fs.DurationVar(&f.heartbeat, "heartbeat", host.DefaultHeartbeatInterval, "heartbeat interval; must match the gateways' heartbeat_interval (at least 1s)")
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.DurationVar(&f.grace, "leave-grace", time.Second, "on SIGTERM, how long to keep accepting after leave, while gateways stop picking this host")
 	fs.Usage = func() {
@@ -81,6 +81,12 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	}
 	if f.drain <= 0 || f.grace < 0 || f.heartbeat <= 0 {
 		return nil, errors.New("host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative")
+	}
+	if f.heartbeat < time.Second {
+		// The gateways' heartbeat_interval, which this must match, is at
+		// least 1s: under it the sidecar floods the bus, every gateway
+		// handling each heartbeat, for a host they expect far less often.
+		return nil, fmt.Errorf("host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got %s", f.heartbeat)
 	}
 	bus, err := checkBus(f.bus)
 	if err != nil {

@@ -70,7 +70,7 @@ func TestHostSidecar(t *testing.T) {
 	live := new(route.Live)
 	d, err := discovery.New(discovery.Options{
 		Conn: testutil.Connect(t, ns.ClientURL()), Cluster: "c1", GatewayID: "gw-1",
-		Builder: route.NewBuilder(live), HeartbeatInterval: 100 * time.Millisecond, HostTTL: 5 * time.Second,
+		Builder: route.NewBuilder(live), HeartbeatInterval: time.Second, HostTTL: 5 * time.Second,
 		Keys: enrolled{"side-1": {HostID: "side-1", PublicKey: host.PublicKeyString(k.Public().(ed25519.PublicKey)), Apps: []string{"hello"}}},
 	})
 	if err != nil {
@@ -87,7 +87,7 @@ func TestHostSidecar(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() {
 		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "side-1", "-key", keyFile,
-			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-heartbeat", "100ms", "-leave-grace", "50ms"}, &stdout, &stderr)
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-heartbeat", "1s", "-leave-grace", "50ms"}, &stdout, &stderr)
 	}()
 	routable := func() bool {
 		return slices.ContainsFunc(live.Load().Pool("hello"), func(h *route.Host) bool { return h.ID == "side-1" })
@@ -489,5 +489,33 @@ func TestSidecarPassesThroughUnchanged(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusBadGateway || res.Header.Get("Content-Type") != "application/problem+json" {
 		t.Errorf("app down: %d %q, want a problem+json 502", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
+// TestHostHeartbeatAtLeastASecond: -heartbeat is held to the floor of the
+// gateways' heartbeat_interval, which it must match: 1ms was taken, and
+// the sidecar heartbeat a thousand times a second on the bus (each one
+// handled by every gateway), and warned after 3ms that no gateway had
+// answered it.
+func TestHostHeartbeatAtLeastASecond(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "k.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-cluster", "c1", "-id", "h1", "-key", keyFile, "-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}
+	for _, tc := range []struct {
+		hb   string
+		want string // "" accepted
+	}{
+		{"1ms", "host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got 1ms"},
+		{"999ms", "host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got 999ms"},
+		{"1s", ""},
+		{"0s", "host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative"},
+	} {
+		_, err := parseHostFlags(append(slices.Clone(base), "-heartbeat", tc.hb), &bytes.Buffer{}, &bytes.Buffer{})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+			t.Errorf("-heartbeat %s: got %v, want %q", tc.hb, err, tc.want)
+		}
 	}
 }
