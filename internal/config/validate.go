@@ -37,8 +37,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func bad(key, format string, args ...any) error {
+func bad(key, format string, args ...any) *keyError {
 	return &keyError{key: key, msg: fmt.Sprintf(format, args...)}
+}
+
+// or gives e the refusal as the other key it involves says it (alt), for
+// Load to give when that key's value, not e.key's, came from a variable
+// or a flag: the line then names what the operator changed.
+func (e *keyError) or(key, format string, args ...any) *keyError {
+	e.alt = bad(key, format, args...)
+	return e
 }
 
 // keyError is a refused value of one key (key may carry an index, as
@@ -136,7 +144,8 @@ func (c *Config) validateListeners() error {
 	if n := c.Listeners.MaxConnectionsPerSource; n < 0 {
 		return bad("listeners.max_connections_per_source", "must be 0 (no per-source cap) or positive, got %d", n)
 	} else if m := c.Listeners.MaxConnections; m > 0 && n > m {
-		return bad("listeners.max_connections_per_source", "%d is over listeners.max_connections (%d): one source could never reach it", n, m)
+		return bad("listeners.max_connections_per_source", "%d is over listeners.max_connections (%d): one source could never reach it", n, m).
+			or("listeners.max_connections", "%d is under listeners.max_connections_per_source (%d): one source could never reach that", m, n)
 	}
 	return nil
 }
@@ -218,7 +227,8 @@ func (c *Config) validateRecursion() error {
 		}
 	}
 	if len(r.Allow) > 0 && len(r.Upstreams) == 0 {
-		return bad("dns.recursion.allow", "needs dns.recursion.upstreams: without upstreams recursion is off")
+		return bad("dns.recursion.allow", "needs dns.recursion.upstreams: without upstreams recursion is off").
+			or("dns.recursion.upstreams", "empty turns recursion off, and dns.recursion.allow lists sources that may recurse: give upstreams, or empty dns.recursion.allow too")
 	}
 	return nil
 }
@@ -347,14 +357,16 @@ func (c *Config) validateCluster() error {
 		// every mode, so peers keep this cluster active and its apps'
 		// requests loop or fail for as long as it runs.
 		if p.Scheme == "http" && c.HTTP.Addr == "" {
-			return bad("cluster.url", "is http://, so peers forward to this gateway's plain HTTP listener, which http.addr empty does not start; use an https:// URL, or start the listener in http.mode serve, got %q", RedactURL(u))
+			return bad("cluster.url", "is http://, so peers forward to this gateway's plain HTTP listener, which http.addr empty does not start; use an https:// URL, or start the listener in http.mode serve, got %q", RedactURL(u)).
+				or("http.addr", "empty does not start the plain HTTP listener that peers forward to at cluster.url %q, which is http://: start it, or give cluster.url an https:// URL", RedactURL(u))
 		}
 		if p.Scheme == "http" && c.HTTP.Mode != HTTPModeServe {
 			answer := "a 308 to https"
 			if c.HTTP.Mode == HTTPModeACMEOnly {
 				answer = "404"
 			}
-			return bad("cluster.url", "is http://, so peers forward to this gateway's plain HTTP listener, which in http.mode %s answers every forward with %s; use an https:// URL, or http.mode serve, got %q", c.HTTP.Mode, answer, RedactURL(u))
+			return bad("cluster.url", "is http://, so peers forward to this gateway's plain HTTP listener, which in http.mode %s answers every forward with %s; use an https:// URL, or http.mode serve, got %q", c.HTTP.Mode, answer, RedactURL(u)).
+				or("http.mode", "%s answers with %s every forward peers send to cluster.url %q, which is http://: keep serve, or give cluster.url an https:// URL", c.HTTP.Mode, answer, RedactURL(u))
 		}
 	}
 	// Under a second every request would end 504 before a host could
@@ -454,10 +466,12 @@ func (c *Config) validateTLS() error {
 	// falling back to one HTTP-01 order per app, which runs into the CA's
 	// rate limits, or writing challenges nobody answers.
 	if c.TLS.ACME.Directory != "" && c.DNS.Addr == "" {
-		return bad("dns.addr", "must be set with tls.acme.directory: the wildcard *.{zone} certificate is validated by DNS-01, answered by this gateway's DNS server")
+		return bad("dns.addr", "must be set with tls.acme.directory: the wildcard *.{zone} certificate is validated by DNS-01, answered by this gateway's DNS server").
+			or("tls.acme.directory", "needs dns.addr, which is empty: the wildcard *.{zone} certificate is validated by DNS-01, answered by this gateway's DNS server")
 	}
 	if c.TLS.CustomDomains == "auto" && c.TLS.ACME.Directory == "" {
-		return bad("tls.custom_domains", "auto needs an ACME CA: set tls.acme.directory")
+		return bad("tls.custom_domains", "auto needs an ACME CA: set tls.acme.directory").
+			or("tls.acme.directory", "empty leaves tls.custom_domains auto without an ACME CA: set one, or tls.custom_domains off too")
 	}
 	// The CA is sent mailto:{email} as the account's contact and refuses
 	// the account for one that is no address, and with it every order:
@@ -646,13 +660,10 @@ func (c *Config) validateTimers() error {
 		if c.HeartbeatInterval <= math.MaxInt64/3 {
 			three = (3 * c.HeartbeatInterval).String()
 		}
-		return &keyError{
-			key: "host_ttl", msg: fmt.Sprintf("must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL),
-			// Load names the interval instead when a variable or a flag
-			// set it and host_ttl is the file's or the default: raising
-			// the interval alone is the usual way here.
-			alt: &keyError{key: "heartbeat_interval", msg: fmt.Sprintf("must be under a third of host_ttl (%s), got %s: raise host_ttl with it", c.HostTTL, c.HeartbeatInterval)},
-		}
+		// Raising the interval alone is the usual way here: Load then
+		// names it rather than host_ttl, the file's or the default.
+		return bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL).
+			or("heartbeat_interval", "must be under a third of host_ttl (%s), got %s: raise host_ttl with it", c.HostTTL, c.HeartbeatInterval)
 	}
 	return oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 }
