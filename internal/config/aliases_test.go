@@ -43,7 +43,7 @@ func TestConfigAliasesAreBounded(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				want := "config: " + path + ": its aliases make more than 65536 values; a configuration file holds a few hundred"
+				want := "config: " + path + ": holds more than 65536 values, each alias counted as the values it stands for; a configuration file holds a few hundred"
 				if err == nil || err.Error() != want {
 					t.Errorf("got %v\nwant %s", err, want)
 				}

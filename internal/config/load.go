@@ -197,7 +197,7 @@ func loadFile(cfg *Config, path string) error {
 		return fmt.Errorf("config: %s: %s", path, msg)
 	}
 	if countValues(doc, maxFileValues) > maxFileValues {
-		return fmt.Errorf("config: %s: its aliases make more than %d values; a configuration file holds a few hundred", path, maxFileValues)
+		return fmt.Errorf("config: %s: holds more than %d values, each alias counted as the values it stands for; a configuration file holds a few hundred", path, maxFileValues)
 	}
 	// yaml.Unmarshal reads the first document and drops the rest without
 	// a word: every key after a "---" would be ignored.
@@ -211,21 +211,21 @@ func loadFile(cfg *Config, path string) error {
 	return nil
 }
 
-// readBounded reads the file at path, refusing one over max bytes without
-// reading past max+1. It opens any kind of file, as os.ReadFile does: a
+// readBounded reads the file at path, refusing one over limit bytes
+// without reading past limit+1. It opens any kind of file, as os.ReadFile does: a
 // pipe (-config <(envsubst < gatehouse.yaml.in)) is read like a file.
-func readBounded(path string, max int64) ([]byte, error) {
+func readBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %v", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("config: %v", err)
 	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("config: %s: larger than %d MiB (%d bytes); a configuration file is a few KB", path, max>>20, max)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("config: %s: larger than %d MiB (%d bytes); a configuration file is a few KB", path, limit>>20, limit)
 	}
 	return b, nil
 }
