@@ -139,8 +139,15 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// sent: "context deadline exceeded", as if the API never answered.
 		return fmt.Errorf("ctl: -timeout must be positive, got %s", *timeout)
 	}
+	tokenFrom := "-token"
 	if *token == "" {
-		*token = os.Getenv("GATEHOUSE_CONTROL_TOKEN")
+		*token, tokenFrom = os.Getenv("GATEHOUSE_CONTROL_TOKEN"), "GATEHOUSE_CONTROL_TOKEN"
+	}
+	// A variable set from a file's contents keeps its line break: the
+	// HTTP client's refusal of the header does not say the token is
+	// what to fix. The token itself is not repeated.
+	if i := strings.IndexFunc(*token, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("ctl: the token in %s holds white space or a control byte (here %#02x), which no Authorization header carries (a control token or a JWT has none)", tokenFrom, (*token)[i])
 	}
 	// from names where a refused URL came from: the operator who set
 	// the variable would look for a flag the command line does not hold.

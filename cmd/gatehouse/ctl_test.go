@@ -518,3 +518,26 @@ func TestCtlNamesWhereTheAPIURLCameFrom(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestCtlRefusesTokenNoHeaderCarries: a token with a line break (a
+// variable set from a file's contents) or another control byte is named
+// as such, by where it came from and without repeating it. It failed as
+// `net/http: invalid header field value for "Authorization"`, which does
+// not say the token is what to fix.
+func TestCtlRefusesTokenNoHeaderCarries(t *testing.T) {
+	const secret = "ctl-secret-0123456789"
+	t.Setenv("GATEHOUSE_CONTROL_TOKEN", secret+"\n")
+	_, _, err := runCmd(t, "ctl", "-api", "http://127.0.0.1:1", "apps", "list")
+	want := "ctl: the token in GATEHOUSE_CONTROL_TOKEN holds white space or a control byte (here 0x0a), which no Authorization header carries (a control token or a JWT has none)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	_, _, err = runCmd(t, "ctl", "-api", "http://127.0.0.1:1", "-token", secret+"\x7f", "apps", "list")
+	want = "ctl: the token in -token holds white space or a control byte (here 0x7f), which no Authorization header carries (a control token or a JWT has none)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	if err != nil && strings.Contains(err.Error(), secret) {
+		t.Error("the error repeats the token")
+	}
+}
