@@ -135,8 +135,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		args = fs.Args()[1:]
 	}
 	if *timeout <= 0 {
-		// Taken as given, the request's deadline passed before it was
-		// sent: "context deadline exceeded", as if the API never answered.
+		// Taken as given (0 is not "no timeout", as curl's -m 0 is), the
+		// request's deadline passed before it was sent: "context deadline
+		// exceeded", as if the API never answered.
 		return fmt.Errorf("ctl: -timeout must be positive, got %s", *timeout)
 	}
 	tokenFrom := "-token"
@@ -167,11 +168,6 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// fragment it would be sent as part of those, to "/", the dashboard.
 	if base.RawQuery != "" || base.ForceQuery || base.Fragment != "" || strings.Contains(*api, "#") {
 		return fmt.Errorf("ctl: %s must be a base URL without a query or fragment, like http://127.0.0.1:9180, got %q", from, config.RedactURL(*api))
-	}
-	// 0 would not mean "no timeout" (as curl's -m 0 does) but fail every
-	// call at once with "context deadline exceeded", blaming the server.
-	if *timeout <= 0 {
-		return fmt.Errorf("ctl: -timeout must be more than 0, got %v", *timeout)
 	}
 	req, err := ctlParse(pos, *file)
 	if err != nil {
