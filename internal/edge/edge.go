@@ -384,6 +384,11 @@ func (e *Edge) serve(srv *http.Server, ln net.Listener, errc chan<- error) {
 func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	e.draining.Store(true)
 	start := time.Now()
+	// Said at once: the next line comes only when the drain ends, up to
+	// drain_timeout later, and an operator who sent SIGTERM reads here
+	// that it was taken and how long it may last.
+	e.log.Info("edge: draining: listeners closed, /readyz 503; open connections have drain_timeout to finish",
+		"drain_timeout", e.opts.DrainTimeout, "open_connections", e.conns.count())
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.DrainTimeout)
 	defer cancel()
 	if e.ln != nil {

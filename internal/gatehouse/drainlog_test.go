@@ -89,6 +89,7 @@ func TestDrainCutLogsWhatWasSent(t *testing.T) {
 	done <- nil
 
 	var warning string
+	var began map[string]any // the drain's first line
 	status := map[string]float64{}
 	bytes := map[string]float64{}
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
@@ -104,7 +105,18 @@ func TestDrainCutLogsWhatWasSent(t *testing.T) {
 			bytes[p], _ = m["bytes"].(float64)
 		case strings.HasPrefix(msg, "edge: drained; drain_timeout cut the connections still open"):
 			warning = msg
+		case strings.HasPrefix(msg, "edge: draining:"):
+			if warning != "" {
+				t.Errorf("the drain's first line came after its last")
+			}
+			began = m
 		}
+	}
+	// An operator who sent SIGTERM reads at once that the drain began,
+	// how long it may take and what it waits for; before, nothing came
+	// until it ended.
+	if began == nil || began["drain_timeout"] != float64(cfg.DrainTimeout) || began["open_connections"] != float64(2) {
+		t.Errorf("the drain's first line: %v; want drain_timeout %v and 2 open connections", began, cfg.DrainTimeout)
 	}
 	if status["/wait"] != 499 {
 		t.Errorf("a request cut before its answer logged %v, want 499", status["/wait"])
