@@ -31,6 +31,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger := newLogger(stderr, cfg.Log.SlogLevel())
 	defer ignoreHangup(logger)()
+	// A log whose reader went away (serve 2>&1 | logger, a container
+	// shim restarted) must not end the gateway: Go's runtime kills a
+	// process writing to a broken pipe on fd 1 or 2 with SIGPIPE unless
+	// the signal is ignored, with no drain and every connection cut.
+	// Ignored, the write fails and the gateway serves on, as nginx does.
+	// Sockets are not concerned: their writes return EPIPE either way.
+	signal.Ignore(syscall.SIGPIPE)
 	// GOGC is the process's: the floor belongs to the process, not to
 	// the gateway (tests run many gateways in one process).
 	defer gcfloor.Start(ctx, uint64(cfg.Runtime.GCFloorMB)<<20).Stop()
