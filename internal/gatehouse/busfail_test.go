@@ -1,0 +1,491 @@
+package gatehouse
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// urlsOf joins the client URLs of servers in the order given.
+func urlsOf(servers []*server.Server, order ...int) []string {
+	var urls []string
+	for _, i := range order {
+		urls = append(urls, servers[i].ClientURL())
+	}
+	return urls
+}
+
+// onCluster starts a gateway on the 3-node cluster, its bus URLs in order.
+func onCluster(t *testing.T, servers []*server.Server, order ...int) *running {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Bus.URL = urlsOf(servers, order...)
+	return start(t, cfg)
+}
+
+// appsLeader waits for the apps bucket's stream leader and returns its
+// index in servers.
+func appsLeader(t *testing.T, servers []*server.Server) int {
+	t.Helper()
+	leader := -1
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		for i, ns := range servers {
+			if ns.Running() && ns.JetStreamIsStreamLeader("$G", "KV_gatehouse_apps") {
+				leader = i
+				return true
+			}
+		}
+		return false
+	}, "apps bucket has no leader")
+	return leader
+}
+
+// tableApps is the sorted ids of the apps in r's routing table whose id
+// starts with prefix.
+func tableApps(r *running, prefix string) []string {
+	var ids []string
+	for _, id := range r.g.Live().Load().AppIDs() {
+		if strings.HasPrefix(id, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Apps written through one gateway's control API while the node leading
+// the apps bucket dies: every write answered 200 is kept and reaches
+// both gateways, one on the lost node among them; every other answer is
+// 503 with Retry-After (DESIGN §7), never 500; and no write is stored
+// twice (the stream holds no more messages than writes were sent).
+func TestControlWritesThroughLeaderLoss(t *testing.T) {
+	servers := testutil.StartCluster(t, 3)
+	a := onCluster(t, servers, 0, 1, 2)
+	b := onCluster(t, servers, 1, 2, 0)
+	leader := appsLeader(t, servers)
+	// Wait for the R3 followers to be current, as TestClusterNodeLoss
+	// does: a just-made bucket's followers may still be catching up.
+	js, err := jetstream.New(testutil.Connect(t, testutil.ClusterURLs(servers)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		s, err := js.Stream(t.Context(), "KV_gatehouse_apps")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(t.Context())
+		if err != nil || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			return false
+		}
+		for _, r := range info.Cluster.Replicas {
+			if !r.Current {
+				return false
+			}
+		}
+		return true
+	}, "apps bucket replicas never caught up")
+	s, err := js.Stream(t.Context(), "KV_gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqBefore := info.State.LastSeq
+
+	const writes = 60
+	var acked []string
+	sent := 0
+	statuses := map[int]int{}
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; i < writes && time.Now().Before(deadline); i++ {
+		if i == 10 {
+			t.Logf("stopping n%d, the apps bucket's leader", leader+1)
+			servers[leader].Shutdown()
+		}
+		id := fmt.Sprintf("w%03d", i)
+		req, _ := http.NewRequest("PUT", "http://"+a.g.Addrs().Management+"/api/v3/apps/"+id, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+controlToken)
+		sent++
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+		switch resp.StatusCode {
+		case 200:
+			acked = append(acked, id)
+		case 503:
+			if resp.Header.Get("Retry-After") == "" {
+				t.Errorf("%s: 503 without Retry-After", id)
+			}
+		default:
+			t.Errorf("%s: %d, want 200 or 503", id, resp.StatusCode)
+		}
+	}
+	t.Logf("statuses: %v", statuses)
+	if len(acked) < sent/2 {
+		t.Fatalf("only %d of %d writes acknowledged with 2 of 3 nodes up", len(acked), sent)
+	}
+	// Both gateways converge on the same table, holding every
+	// acknowledged write, within the documented 30 s safety net (and
+	// much sooner through the watch).
+	for name, r := range map[string]*running{"a": a, "b": b} {
+		testutil.WaitFor(t, 20*time.Second, func() bool {
+			have := map[string]bool{}
+			for _, id := range tableApps(r, "w") {
+				have[id] = true
+			}
+			for _, id := range acked {
+				if !have[id] {
+					return false
+				}
+			}
+			return true
+		}, "gateway "+name+" lacks an acknowledged write")
+	}
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		return strings.Join(tableApps(a, "w"), ",") == strings.Join(tableApps(b, "w"), ",")
+	}, "gateways disagree on the apps")
+
+	info, err = s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored := info.State.LastSeq - seqBefore; stored > uint64(sent) {
+		t.Errorf("%d messages stored for %d writes sent: a write stored twice", stored, sent)
+	}
+}
+
+// A gateway left with the one node of three that lost quorum (the other
+// two stopped: a minority partition as that node sees it): writes fail
+// cleanly, 503 with Retry-After and within a bounded time; the routing
+// table keeps serving what it knew.
+func TestMinorityWritesFailCleanly(t *testing.T) {
+	servers := testutil.StartCluster(t, 3)
+	r := onCluster(t, servers, 2)
+	if code, body := r.control(t, "PUT", "/api/v3/apps/known", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return r.g.Live().Load().App("known") != nil }, "app not in the table")
+	servers[0].Shutdown()
+	servers[1].Shutdown()
+
+	for i := range 3 {
+		id := fmt.Sprintf("lost%d", i)
+		began := time.Now()
+		req, _ := http.NewRequest("PUT", "http://"+r.g.Addrs().Management+"/api/v3/apps/"+id, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+controlToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		took := time.Since(began)
+		t.Logf("put %s on the minority: %d after %s", id, resp.StatusCode, took.Round(time.Millisecond))
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("put %s on the minority: %d (Retry-After %q), want 503 with Retry-After", id, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if took > 8*time.Second {
+			t.Errorf("put %s on the minority took %s", id, took)
+		}
+	}
+	for _, p := range []string{"/api/v3/apps/known", "/api/v3/apps"} {
+		code, body := r.control(t, "GET", p, "")
+		t.Logf("GET %s on the minority: %d %.200s", p, code, body)
+		if code != 200 && code != 503 {
+			t.Errorf("GET %s on the minority: %d %s, want 200 or 503", p, code, body)
+		}
+	}
+	if r.g.Live().Load().App("known") == nil {
+		t.Fatal("the table lost what it knew on the minority")
+	}
+	resp, _ := r.get(t, "known.test.local", "/", nil)
+	if resp.StatusCode != http.StatusServiceUnavailable { // the app, with no host yet
+		t.Errorf("known app on the minority: %d, want 503 (no host)", resp.StatusCode)
+	}
+}
+
+// node is one NATS cluster node that the test may stop and start again on
+// the same ports and data directory.
+type node struct {
+	opts *server.Options
+	ns   *server.Server
+}
+
+// startNodes starts a 3-node JetStream cluster on fixed loopback ports,
+// each node's store in a directory of its own, and waits for its meta
+// leader.
+func startNodes(t *testing.T) []*node {
+	t.Helper()
+	var routes []string
+	cports := make([]int, 3)
+	for i := range cports {
+		cports[i] = testutil.FreePort(t)
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", cports[i]))
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = &node{opts: &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1",
+			Port:       testutil.FreePort(t),
+			NoSigs:     true,
+			NoLog:      true,
+			JetStream:  true,
+			StoreDir:   t.TempDir(),
+			Cluster:    server.ClusterOpts{Name: "restart", Host: "127.0.0.1", Port: cports[i]},
+			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
+		}}
+		t.Cleanup(nodes[i].stop)
+	}
+	for _, n := range nodes {
+		n.start(t)
+	}
+	waitMeta(t, nodes)
+	return nodes
+}
+
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	ns, err := server.NewServer(n.opts.Clone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	n.ns = ns
+}
+
+func (n *node) stop() {
+	if n.ns != nil {
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+	}
+}
+
+func (n *node) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
+
+func nodeURLs(nodes []*node) []string {
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.url())
+	}
+	return urls
+}
+
+func waitMeta(t *testing.T, nodes []*node) {
+	t.Helper()
+	for _, n := range nodes {
+		if !n.ns.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("nats server %s not ready", n.opts.ServerName)
+		}
+	}
+	js, err := jetstream.New(testutil.Connect(t, strings.Join(nodeURLs(nodes), ",")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		_, err := js.AccountInfo(t.Context())
+		return err == nil
+	}, "jetstream cluster has no meta leader")
+}
+
+// All three nodes stop and start again from their data directories: the
+// routing table comes back whole, a delete included, both on the gateway
+// that ran through the outage (serving its last table meanwhile) and on
+// one started after it.
+func TestClusterRestartKeepsTable(t *testing.T) {
+	nodes := startNodes(t)
+	cfg := testConfig(t)
+	cfg.Bus.URL = nodeURLs(nodes)
+	r := start(t, cfg)
+	var want []string
+	for i := range 20 {
+		id := fmt.Sprintf("k%02d", i)
+		if code, body := r.control(t, "PUT", "/api/v3/apps/"+id, `{}`); code != 200 {
+			t.Fatalf("put %s: %d %s", id, code, body)
+		}
+		if i%5 != 0 {
+			want = append(want, id)
+		}
+	}
+	for i := 0; i < 20; i += 5 {
+		if code, body := r.control(t, "DELETE", fmt.Sprintf("/api/v3/apps/k%02d", i), ""); code != 200 && code != 204 {
+			t.Fatalf("delete: %d %s", code, body)
+		}
+	}
+	wantS := strings.Join(want, ",")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Join(tableApps(r, "k"), ",") == wantS }, "table before the restart")
+
+	for _, n := range nodes {
+		n.stop()
+	}
+	if got := strings.Join(tableApps(r, "k"), ","); got != wantS {
+		t.Fatalf("table with the whole cluster down: %s, want %s", got, wantS)
+	}
+	for _, n := range nodes {
+		n.start(t)
+	}
+	waitMeta(t, nodes)
+
+	// The running gateway's next write lands, and its table holds the
+	// whole state again.
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		code, _ := r.control(t, "PUT", "/api/v3/apps/after", `{}`)
+		return code == 200
+	}, "writes fail after the cluster restarted")
+	want = append(want, "after")
+	sort.Strings(want)
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		return strings.Join(append(tableApps(r, "k"), tableApps(r, "after")...), ",") == strings.Join(append(want[1:], "after"), ",")
+	}, "running gateway's table after the restart")
+
+	js, err := jetstream.New(testutil.Connect(t, strings.Join(nodeURLs(nodes), ",")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"apps", "domains", "zones", "records", "hostkeys", "certs", "locks"} {
+		began := time.Now()
+		testutil.WaitFor(t, 30*time.Second, func() bool {
+			_, err := js.Stream(t.Context(), "KV_gatehouse_"+b)
+			if err != nil {
+				t.Logf("%s: %v", b, err)
+			}
+			return err == nil
+		}, b+" stream never answered")
+		t.Logf("%s answers after %s", b, time.Since(began))
+	}
+	cfg2 := testConfig(t)
+	cfg2.Bus.URL = nodeURLs(nodes)
+	r2 := start(t, cfg2)
+	if got, exp := strings.Join(tableApps(r2, "k"), ","), wantS; got != exp {
+		t.Errorf("new gateway's table after the restart: %s, want %s", got, exp)
+	}
+	if r2.g.Live().Load().App("after") == nil {
+		t.Error("new gateway lacks the write made after the restart")
+	}
+}
+
+// gatewayConn finds the gateway's client connection on whichever node
+// it is connected to: the node and its connection id, or nil.
+func gatewayConn(servers []*server.Server, name string) (*server.Server, *server.ConnInfo) {
+	for _, ns := range servers {
+		if !ns.Running() {
+			continue
+		}
+		cz, err := ns.Connz(&server.ConnzOptions{Subscriptions: true})
+		if err != nil {
+			continue
+		}
+		for _, c := range cz.Conns {
+			if c.Name == name {
+				return ns, c
+			}
+		}
+	}
+	return nil, nil
+}
+
+// A gateway whose bus connection is cut again and again (its node
+// closing it; it reconnects to any of the three) ends with the
+// goroutines and subscriptions it had: nothing grows per reconnect.
+// A host stays routable throughout, and heartbeats resume.
+func TestBusFlapsLeaveNothingBehind(t *testing.T) {
+	servers := testutil.StartCluster(t, 3)
+	r := onCluster(t, servers, 0, 1, 2)
+	key, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/flap", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/h1", fmt.Sprintf(`{"public_key":%q,"apps":["flap"]}`, pub)); code != 200 {
+		t.Fatalf("enrol: %d %s", code, body)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hh, err := host.New(host.Options{Conn: testutil.Connect(t, urlsOf(servers, 2)[0]), Cluster: "one", HostID: "h1", Key: key, Apps: []string{"flap"},
+		Addr: ln.Addr().String(), Scheme: "http", HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hh.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))}
+	go srv.Serve(ln)
+	hctx, hcancel := context.WithCancel(context.Background())
+	hdone := make(chan struct{})
+	go func() { defer close(hdone); hh.Run(hctx) }()
+	t.Cleanup(func() { hcancel(); <-hdone; srv.Close() })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(r.g.Live().Load().Pool("flap")) == 1 }, "host not routable")
+
+	name := "gatehouse-one"
+	// flap cuts the gateway's connection and waits until it is back on
+	// some node, its subscriptions made again.
+	flap := func() {
+		t.Helper()
+		ns, c := gatewayConn(servers, name)
+		if c == nil {
+			t.Fatal("gateway connection not found")
+		}
+		if err := ns.DisconnectClientByID(c.Cid); err != nil {
+			t.Fatal(err)
+		}
+		// Connection ids are per node: the same id on another node is
+		// another connection.
+		testutil.WaitFor(t, 10*time.Second, func() bool {
+			ns2, c2 := gatewayConn(servers, name)
+			return c2 != nil && (ns2 != ns || c2.Cid != c.Cid) && r.g.bus.Load().Connected()
+		}, "gateway did not reconnect")
+	}
+	settle := func() (goroutines int, subs uint32) {
+		time.Sleep(2 * time.Second)
+		_, c := gatewayConn(servers, name)
+		if c == nil {
+			t.Fatal("gateway connection not found")
+		}
+		return runtime.NumGoroutine(), c.NumSubs
+	}
+	flap() // the first reconnect may start what later ones reuse
+	g0, s0 := settle()
+	const flaps = 8
+	for range flaps {
+		flap()
+		time.Sleep(300 * time.Millisecond)
+	}
+	g1, s1 := settle()
+	t.Logf("after %d flaps: goroutines %d -> %d, gateway subscriptions %d -> %d", flaps, g0, g1, s0, s1)
+	// One more is a check or a request in flight; one per reconnect is
+	// a leak.
+	if s1 > s0+1 {
+		t.Errorf("gateway subscriptions grew from %d to %d over %d reconnects", s0, s1, flaps)
+	}
+	if g1 >= g0+flaps {
+		t.Errorf("goroutines grew from %d to %d over %d reconnects", g0, g1, flaps)
+	}
+	if len(r.g.Live().Load().Pool("flap")) != 1 {
+		t.Error("host dropped by the gateway's own reconnects")
+	}
+	resp, body := r.get(t, "flap.test.local", "/", nil)
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Errorf("after the flaps: %d %q", resp.StatusCode, body)
+	}
+}
