@@ -27,5 +27,12 @@ func Unavailable(err error) bool {
 		}
 	}
 	var je jetstream.JetStreamError
-	return errors.As(err, &je) && je.APIError() != nil && je.APIError().Code == http.StatusServiceUnavailable
+	if errors.As(err, &je) && je.APIError() != nil && je.APIError().Code == http.StatusServiceUnavailable {
+		return true
+	}
+	// A KV watch (the lists) is made through nats.go's older JetStream
+	// layer, whose errors are of its own type: a stream without quorum
+	// says "JetStream system temporarily unavailable" (503) there.
+	var ne nats.JetStreamError
+	return errors.As(err, &ne) && ne.APIError() != nil && ne.APIError().Code == http.StatusServiceUnavailable
 }

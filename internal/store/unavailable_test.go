@@ -28,6 +28,10 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("store: put: %w", jetstream.ErrNoStreamResponse), true},
 		{fmt.Errorf("store: list: %w", context.DeadlineExceeded), true},
 		{nats.ErrConnectionReconnecting, true},
+		// What nats.go's legacy JetStream layer (under a KV watch) says
+		// for a stream without quorum.
+		{fmt.Errorf("store: list: %w", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
+		{fmt.Errorf("store: put: %w", &nats.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence"}), false},
 	} {
 		if got := store.Unavailable(tt.err); got != tt.want {
 			t.Errorf("Unavailable(%v) = %v, want %v", tt.err, got, tt.want)
@@ -96,6 +100,56 @@ func TestBusDownFailsAtOnceFollowing(t *testing.T) {
 		err := call()
 		if !errors.Is(err, nats.ErrDisconnected) || !store.Unavailable(err) {
 			t.Errorf("%s with the bus down: %v after %s, want a disconnected error at once", name, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// On a node of a 3-node cluster whose other two nodes are gone (no
+// quorum), every call either answers (a read a replica can serve) or
+// fails with an error the control API answers 503 with Retry-After, not
+// 500: the list calls, which watch the bucket, got JetStream's "system
+// temporarily unavailable" in nats.go's legacy error type, which
+// Unavailable did not know.
+func TestNoQuorumIsUnavailable(t *testing.T) {
+	t.Parallel()
+	servers := testutil.StartCluster(t, 3)
+	j, _ := js(t, servers[2].ClientURL())
+	s := open(t, j, store.Options{Replicas: 3})
+	ctx := t.Context()
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "shop"}))
+	mustPut(t, s.PutRecord(ctx, &route.Record{Zone: "z.test", Name: "www", Type: "TXT", Values: []string{"x"}}))
+	for _, ns := range servers[:2] {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+	// Until the node knows it is alone, calls wait out their timeout
+	// (also 503); then they fail at once, which is what is tested.
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		began := time.Now()
+		_, err := s.ListApps(c)
+		t.Logf("list: %v after %s", err, time.Since(began).Round(time.Millisecond))
+		return err != nil && !errors.Is(err, context.DeadlineExceeded)
+	}, "the lone node never said it has no quorum")
+
+	for _, tt := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"get", func(c context.Context) error { _, err := s.GetApp(c, "shop"); return err }},
+		{"list apps", func(c context.Context) error { _, err := s.ListApps(c); return err }},
+		{"list zones", func(c context.Context) error { _, err := s.ListZones(c); return err }},
+		{"list records", func(c context.Context) error { _, err := s.ListRecords(c, "z.test"); return err }},
+		{"put", func(c context.Context) error { return s.PutApp(c, &route.App{ID: "cart"}) }},
+		{"delete", func(c context.Context) error { return s.DeleteApp(c, "shop") }},
+	} {
+		c, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := tt.call(c)
+		cancel()
+		if err != nil && !store.Unavailable(err) {
+			t.Errorf("%s without quorum: %v, want an error the API answers 503", tt.name, err)
 		}
 	}
 }
