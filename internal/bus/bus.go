@@ -145,6 +145,15 @@ func (b *Bus) Connected() bool { return b.up.Load() }
 // error, as for an address that accepts and closes at once.
 const noHandshake = "no NATS handshake completed (an address that accepts and closes: a load balancer with no server behind it?)"
 
+// pingInterval and maxPingsOut bound how long a connection to a silent
+// server looks up: (maxPingsOut+1) × pingInterval, well within the 3
+// missed heartbeats (15 s by default) that take a host out of rotation.
+// A PING every 2 s is nothing to a server.
+const (
+	pingInterval = 2 * time.Second
+	maxPingsOut  = 2
+)
+
 // dialEvery bounds how long apart nats.go's dials are while down: its
 // 2 s dial timeout, then 250 ms (ReconnectWait) plus jitter.
 const dialEvery = 2500 * time.Millisecond
@@ -385,6 +394,14 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		// gateway would never reconnect, even after the fix.
 		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A server that goes silent (its machine off, a partition dropping
+		// its packets) sends no close: with nats.go's default pings (every
+		// 2 min, 2 unanswered) the connection looked up for 6 min, while
+		// no heartbeat reached discovery and every host went unhealthy
+		// after 3 missed ones (15 s). Pinging every 2 s finds it within
+		// 6 s, and the connection moves to another node.
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			b.up.Store(false)
 			b.downAt.CompareAndSwap(0, time.Now().UnixNano())

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -487,5 +489,152 @@ func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 	resp, body := r.get(t, "flap.test.local", "/", nil)
 	if resp.StatusCode != 200 || body != "ok" {
 		t.Errorf("after the flaps: %d %q", resp.StatusCode, body)
+	}
+}
+
+// silentLink is a TCP proxy to a bus node that the test can make
+// silent: the connections through it stay open but carry nothing more,
+// and new ones are refused, as when the node's machine loses power or a
+// partition drops its packets (no FIN, no RST reaches the gateway).
+type silentLink struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	silent atomic.Bool
+	wg     sync.WaitGroup
+}
+
+func newSilentLink(t *testing.T, target string) *silentLink {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &silentLink{ln: ln, target: target}
+	l.wg.Go(l.accept)
+	t.Cleanup(func() {
+		ln.Close()
+		l.mu.Lock()
+		for _, c := range l.conns {
+			c.Close()
+		}
+		l.mu.Unlock()
+		l.wg.Wait()
+	})
+	return l
+}
+
+func (l *silentLink) url() string { return "nats://" + l.ln.Addr().String() }
+
+func (l *silentLink) accept() {
+	for {
+		in, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", l.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		l.mu.Lock()
+		l.conns = append(l.conns, in, out)
+		l.mu.Unlock()
+		l.wg.Go(func() { l.pipe(out, in) })
+		l.wg.Go(func() { l.pipe(in, out) })
+	}
+}
+
+// pipe copies src to dst until either closes, dropping what it reads
+// once the link is silent.
+func (l *silentLink) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !l.silent.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// quiet makes the link silent and refuses new connections.
+func (l *silentLink) quiet() {
+	l.silent.Store(true)
+	l.ln.Close()
+}
+
+// A gateway whose bus node goes silent (no close reaches it: the node's
+// machine lost power, or a partition drops its packets) notices within a
+// few seconds and moves to another node, so the heartbeats of its hosts,
+// which still reach the cluster, keep reaching it: no host is taken out
+// of rotation for the gateway's own outage. With nats.go's default pings
+// (every 2 min, 2 unanswered) it sat on the dead connection for 6 min,
+// and every host went unhealthy after 3 missed heartbeats.
+func TestSilentBusNodeKeepsHosts(t *testing.T) {
+	servers := testutil.StartCluster(t, 3)
+	link := newSilentLink(t, strings.TrimPrefix(servers[0].ClientURL(), "nats://"))
+	cfg := testConfig(t)
+	// Only the silent node's URL: the gateway learns the others from it,
+	// as NATS clients do from any cluster node.
+	cfg.Bus.URL = []string{link.url()}
+	r := start(t, cfg)
+	key, err := host.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
+	if code, body := r.control(t, "PUT", "/api/v3/apps/calm", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/h1", fmt.Sprintf(`{"public_key":%q,"apps":["calm"]}`, pub)); code != 200 {
+		t.Fatalf("enrol: %d %s", code, body)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hh, err := host.New(host.Options{Conn: testutil.Connect(t, servers[1].ClientURL()), Cluster: "one", HostID: "h1", Key: key, Apps: []string{"calm"},
+		Addr: ln.Addr().String(), Scheme: "http", HeartbeatInterval: cfg.HeartbeatInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: hh.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))}
+	go srv.Serve(ln)
+	hctx, hcancel := context.WithCancel(context.Background())
+	hdone := make(chan struct{})
+	go func() { defer close(hdone); hh.Run(hctx) }()
+	t.Cleanup(func() { hcancel(); <-hdone; srv.Close() })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(r.g.Live().Load().Pool("calm")) == 1 }, "host not routable")
+	if u := r.g.bus.Load().Conn().ConnectedUrl(); u != link.url() {
+		t.Fatalf("gateway connected to %s, not through the link", u)
+	}
+
+	link.quiet()
+	began := time.Now()
+	// Past 3 missed heartbeats and then some: the host must stay routable
+	// all along, and the gateway must be back on a node that talks.
+	moved := false
+	until := began.Add(3*cfg.HeartbeatInterval + 2*time.Second)
+	for time.Now().Before(until) {
+		if len(r.g.Live().Load().Pool("calm")) != 1 {
+			t.Fatalf("host out of rotation %s after the gateway's bus node went silent", time.Since(began).Round(time.Second))
+		}
+		if !moved && r.g.bus.Load().Connected() && r.g.bus.Load().Conn().ConnectedUrl() != link.url() {
+			moved = true
+			t.Logf("gateway moved to %s after %s", r.g.bus.Load().Conn().ConnectedUrlRedacted(), time.Since(began).Round(100*time.Millisecond))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !moved {
+		t.Fatal("gateway still on the silent node")
+	}
+	resp, body := r.get(t, "calm.test.local", "/", nil)
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Errorf("after the node went silent: %d %q", resp.StatusCode, body)
 	}
 }
