@@ -11,14 +11,14 @@ import (
 
 // Unavailable reports whether err says the store could not be reached or
 // could not answer right now (the bus down, a stream without quorum, a
-// call that timed out), as opposed to a refusal or a bug: a caller may
+// call that timed out, an update that never got its write in), as opposed to a refusal or a bug: a caller may
 // try again later. The control API answers these 503 with Retry-After.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
 	for _, e := range []error{
-		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
+		errLostRaces, nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
 		nats.ErrDisconnected, jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
 		jetstream.ErrServerShutdown, context.DeadlineExceeded,
 	} {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -125,7 +126,7 @@ func TestNoQuorumIsUnavailable(t *testing.T) {
 	}
 	// Until the node knows it is alone, calls wait out their timeout
 	// (also 503); then they fail at once, which is what is tested.
-	testutil.WaitFor(t, 20*time.Second, func() bool {
+	testutil.WaitFor(t, 25*time.Second, func() bool {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		began := time.Now()
@@ -149,6 +150,60 @@ func TestNoQuorumIsUnavailable(t *testing.T) {
 		err := tt.call(c)
 		cancel()
 		if err != nil && !store.Unavailable(err) {
+			t.Errorf("%s without quorum: %v, want an error the API answers 503", tt.name, err)
+		}
+	}
+}
+
+// A compare-and-set update (the control API's If-Match writes, a
+// domain's verify) on the one node left of three, when that node leads
+// the bucket: it took a write it cannot commit, and refuses every
+// compare-and-set after it ("wrong last sequence") while reads still
+// show the revision before. The update gave up after 50 tries with an
+// error the API answered 500; the store cannot take the write now, and
+// it is 503 with Retry-After.
+func TestNoQuorumUpdateIsUnavailable(t *testing.T) {
+	t.Parallel()
+	servers := testutil.StartCluster(t, 3)
+	j, _ := js(t, testutil.ClusterURLs(servers))
+	s := open(t, j, store.Options{Replicas: 3})
+	ctx := t.Context()
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "shop"}))
+	var lone *server.Server
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		for _, ns := range servers {
+			if ns.JetStreamIsStreamLeader("$G", "KV_gatehouse_apps") {
+				lone = ns
+				return true
+			}
+		}
+		return false
+	}, "apps bucket has no leader")
+	j, _ = js(t, lone.ClientURL())
+	s = open(t, j, store.Options{Replicas: 3})
+	for _, ns := range servers {
+		if ns != lone {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"put", func(c context.Context) error {
+			return s.PutApp(c, &route.App{ID: "shop", Status: route.StatusSuspended})
+		}},
+		{"update", func(c context.Context) error {
+			return s.UpdateApp(c, "shop", func(a *route.App) (*route.App, error) { return a, nil })
+		}},
+	} {
+		c, cancel := context.WithTimeout(ctx, 3*time.Second)
+		began := time.Now()
+		err := tt.call(c)
+		cancel()
+		t.Logf("%s: %v after %s", tt.name, err, time.Since(began).Round(time.Millisecond))
+		if err == nil || !store.Unavailable(err) {
 			t.Errorf("%s without quorum: %v, want an error the API answers 503", tt.name, err)
 		}
 	}

@@ -80,8 +80,16 @@ func (k kind[T]) update(ctx context.Context, key string, fn func(cur *T) (*T, er
 			return fmt.Errorf("store: update %s %s: %w", k.what, key, err)
 		}
 	}
-	return fmt.Errorf("store: update %s %s: lost %d races in a row to other writers", k.what, key, maxUpdateTries)
+	return fmt.Errorf("store: update %s %s: %w: %d compare-and-sets in a row refused", k.what, key, errLostRaces, maxUpdateTries)
 }
+
+// errLostRaces is update giving up. Other writers winning every time is
+// one cause; a stream leader without quorum is another: it refuses every
+// compare-and-set after a write it took and cannot commit ("wrong last
+// sequence"), while reads still show the revision before it. Either way
+// the store cannot take the write now and a later try may: Unavailable
+// (the control API's 503 with Retry-After), not a failure.
+var errLostRaces = errors.New("lost every race to other writers, or the stream cannot commit")
 
 // UpdateRecord changes the record set (zone, name, typ) atomically, as
 // update does: fn gets the current set (nil when there is none) and
