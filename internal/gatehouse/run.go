@@ -356,14 +356,7 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 		octx, cancel = context.WithTimeout(context.WithoutCancel(ctx), embeddedOpenTimeout)
 		defer cancel()
 	}
-	st, err := store.Open(octx, b.JetStream(), opts)
-	if replicas > 1 && notClustered(err) {
-		// A server with a cluster name but no cluster (no routes) is a
-		// single server to JetStream, which says so: keep R1.
-		g.log.Info("nats has a cluster name but JetStream is not clustered: routing buckets kept at one replica", "err", err)
-		opts.Replicas = 0
-		st, err = store.Open(octx, b.JetStream(), opts)
-	}
+	st, err := g.openBuckets(octx, b, opts)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -383,6 +376,52 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	case <-time.After(30 * time.Second):
 		return nil, nil, errors.New("gatehouse: store: routing state not loaded after 30s")
 	}
+}
+
+// openBuckets opens the store on b. While the buckets cannot answer (a
+// NATS cluster still electing their leaders after its nodes restarted:
+// requests time out, or JetStream says it is temporarily unavailable) it
+// tries again until ctx ends, saying so every 10 s, as a start waits for
+// the bus itself; a gateway started beside a recovering cluster stopped
+// at its first 5 s timeout. A server with no JetStream (no responders)
+// and any refusal still end the start.
+func (g *Gatehouse) openBuckets(ctx context.Context, b *bus.Bus, opts store.Options) (*store.Store, error) {
+	wait := 250 * time.Millisecond
+	began := time.Now()
+	var logged time.Time
+	for {
+		st, err := store.Open(ctx, b.JetStream(), opts)
+		if opts.Replicas > 1 && notClustered(err) {
+			// A server with a cluster name but no cluster (no routes) is a
+			// single server to JetStream, which says so: keep R1.
+			g.log.Info("nats has a cluster name but JetStream is not clustered: routing buckets kept at one replica", "err", err)
+			opts.Replicas = 0
+			st, err = store.Open(ctx, b.JetStream(), opts)
+		}
+		if err == nil || !bucketsRecovering(err) || ctx.Err() != nil {
+			return st, err
+		}
+		if now := time.Now(); now.Sub(logged) >= 10*time.Second {
+			g.log.Warn("waiting for the routing buckets (a NATS cluster electing their leaders?)", "waited", now.Sub(began).Round(time.Second), "err", err)
+			logged = now
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// bucketsRecovering reports whether err from store.Open is the store not
+// answering yet, as opposed to a server without JetStream for the
+// gateway (noJetStream names bus.url for those) or a refusal.
+func bucketsRecovering(err error) bool {
+	return store.Unavailable(err) && !errors.Is(err, nats.ErrNoResponders) &&
+		!errors.Is(err, jetstream.ErrJetStreamNotEnabled) && !errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
 }
 
 // embeddedOpenTimeout bounds opening the routing buckets on the embedded
