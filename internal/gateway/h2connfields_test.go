@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,41 +28,21 @@ func TestH2ClientGetsNoConnectionSpecificField(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-T, Connection, Te\r\n" +
 		"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nUpgrade: h2c\r\nTE: trailers\r\n\r\n" +
 		"2\r\nok\r\n0\r\nX-T: end\r\nConnection: close\r\nKeep-Alive: 1\r\nTe: trailers\r\nTransfer-Encoding: chunked\r\nUpgrade: h2c\r\nProxy-Connection: x\r\n\r\n"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	addr := rawHost(t, func(c net.Conn, br *bufio.Reader) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					if _, err := io.WriteString(c, answer); err != nil {
-						return
-					}
-				}
-			}()
+			_, _ = io.Copy(io.Discard, req.Body)
+			if _, err := io.WriteString(c, answer); err != nil {
+				return
+			}
 		}
-	}()
+	})
 	e := newEnv(t, nil)
-	e.addHost("h1", "hello", "http", "http://"+ln.Addr().String())
+	e.addHost("h1", "hello", "http", "http://"+addr)
 	_, httpsAddr := e.serve(false)
 	forbidden := map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true,
 		"transfer-encoding": true, "upgrade": true, "te": true, "x-hop": true}

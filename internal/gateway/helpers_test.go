@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,4 +208,30 @@ func deadURL(t testing.TB) string {
 
 func routeContext(r *http.Request, rq *route.Request) context.Context {
 	return route.WithRequest(r.Context(), rq)
+}
+
+// rawHost is a host that writes exact bytes: it listens on loopback and
+// runs serve on each connection it accepts, with a reader over it, then
+// closes it. It returns the address; cleanup waits for every serve.
+func rawHost(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			})
+		}
+	})
+	return ln.Addr().String()
 }

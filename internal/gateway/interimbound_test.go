@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -26,44 +25,24 @@ func TestHostSendingEndless1xxGets502(t *testing.T) {
 	// stop ends the hosts' loops at cleanup (they stop at a write error
 	// otherwise: the gateway closing its connection).
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	t.Cleanup(func() { close(stop); wg.Wait() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	addr := rawHost(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		for i := 0; i < 2000; i++ { // 20 s at most
+			if _, err := io.WriteString(c, hints); err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				_, _ = io.Copy(io.Discard, req.Body)
-				for i := 0; i < 2000; i++ { // 20 s at most
-					if _, err := io.WriteString(c, hints); err != nil {
-						return
-					}
-					select {
-					case <-stop:
-						return
-					case <-time.After(10 * time.Millisecond):
-					}
-				}
-			}()
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
-	}()
+	})
+	t.Cleanup(func() { close(stop) }) // before rawHost waits for its connections
 	h2c := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Link", "</a.css>; rel=preload")
@@ -83,8 +62,8 @@ func TestHostSendingEndless1xxGets502(t *testing.T) {
 	tests := []struct {
 		name, scheme, url, method string
 	}{
-		{"fast path", "http", "http://" + ln.Addr().String(), "GET"},
-		{"reverse proxy", "http", "http://" + ln.Addr().String(), "POST"},
+		{"fast path", "http", "http://" + addr, "GET"},
+		{"reverse proxy", "http", "http://" + addr, "POST"},
 		{"h2c host", "h2c", strings.Replace(h2c.URL, "http:", "h2c:", 1), "GET"},
 	}
 	for _, tt := range tests {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -35,45 +34,25 @@ func TestUpgradeAnswerDropsHopByHop(t *testing.T) {
 		"Trailer: X-T\r\n" +
 		"X-App: kept\r\n" +
 		"\r\n"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				a := answer
-				if req.URL.Path == "/unnamed" {
-					a = unnamed
-				}
-				if _, err := io.WriteString(c, a); err != nil {
-					return
-				}
-				line, _ := br.ReadString('\n') // the tunnel: echo one line
-				_, _ = io.WriteString(c, "echo:"+line)
-			}()
+	addr := rawHost(t, func(c net.Conn, br *bufio.Reader) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
 		}
-	}()
+		a := answer
+		if req.URL.Path == "/unnamed" {
+			a = unnamed
+		}
+		if _, err := io.WriteString(c, a); err != nil {
+			return
+		}
+		line, _ := br.ReadString('\n') // the tunnel: echo one line
+		_, _ = io.WriteString(c, "echo:"+line)
+	})
 	for _, disableLane := range []bool{false, true} {
 		e := newEnv(t, nil)
-		e.addHost("h1", "hello", "http", "http://"+ln.Addr().String())
+		e.addHost("h1", "hello", "http", "http://"+addr)
 		addr, _ := e.serve(disableLane)
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
