@@ -74,6 +74,7 @@ func tableApps(r *running, prefix string) []string {
 // 503 with Retry-After (DESIGN §7), never 500; and no write is stored
 // twice (the stream holds no more messages than writes were sent).
 func TestControlWritesThroughLeaderLoss(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	servers := testutil.StartCluster(t, 3)
 	a := onCluster(t, servers, 0, 1, 2)
 	b := onCluster(t, servers, 1, 2, 0)
@@ -180,6 +181,7 @@ func TestControlWritesThroughLeaderLoss(t *testing.T) {
 // cleanly, 503 with Retry-After and within a bounded time; the routing
 // table keeps serving what it knew.
 func TestMinorityWritesFailCleanly(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	servers := testutil.StartCluster(t, 3)
 	r := onCluster(t, servers, 2)
 	if code, body := r.control(t, "PUT", "/api/v3/apps/known", `{}`); code != 200 {
@@ -313,6 +315,7 @@ func waitMeta(t *testing.T, nodes []*node) {
 // that ran through the outage (serving its last table meanwhile) and on
 // one started after it.
 func TestClusterRestartKeepsTable(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	nodes := startNodes(t)
 	cfg := testConfig(t)
 	cfg.Bus.URL = nodeURLs(nodes)
@@ -561,6 +564,7 @@ func (l *silentLink) quiet() {
 // (every 2 min, 2 unanswered) it sat on the dead connection for 6 min,
 // and every host went unhealthy after 3 missed heartbeats.
 func TestSilentBusNodeKeepsHosts(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	servers := testutil.StartCluster(t, 3)
 	link := newSilentLink(t, strings.TrimPrefix(servers[0].ClientURL(), "nats://"))
 	cfg := testConfig(t)
@@ -630,6 +634,7 @@ func TestSilentBusNodeKeepsHosts(t *testing.T) {
 // the bus itself. It stopped after 5 s instead, "store: bucket
 // gatehouse_apps (replicas 3): context deadline exceeded".
 func TestStartWhileClusterRecovers(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	nodes := startNodes(t)
 	cfg := testConfig(t)
 	cfg.Bus.URL = nodeURLs(nodes)
