@@ -31,8 +31,12 @@ type Options struct {
 	// connects nor closes it. Connect it with reconnects on (for example
 	// nats.MaxReconnects(-1)); Host announces again after each reconnect.
 	// With nats.RetryOnFailedConnect(true) as well, the host may start
-	// before its bus is up: it announces once the bus is reached. Close it
-	// only after Run returns, or the leave is not sent.
+	// before its bus is up: it announces once the bus is reached. With
+	// nats.PingInterval(2*time.Second) and nats.MaxPingsOutstanding(2), a
+	// bus node gone silent without a close is left within ~6 s (nats.go's
+	// defaults take ~6 min, while gateways drop a host after 3 missed
+	// heartbeats); `gatehouse host` connects so. Close it only after Run
+	// returns, or the leave is not sent.
 	Conn *nats.Conn
 	// Cluster is the cluster id (a DNS label).
 	Cluster string

@@ -184,6 +184,11 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var busDown atomic.Bool
 	nc, err := nats.Connect(f.bus, nats.Name("gatehouse host "+f.id), nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
+		// A node gone silent without a close (machine off, packets
+		// dropped) is found in ~6 s, as the gateways find theirs, not
+		// after nats.go's default 6 min, while every gateway takes this
+		// host out of rotation after 3 missed heartbeats.
+		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(2),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			if busDown.CompareAndSwap(false, true) {
 				logger.Warn("host: bus unreachable, retrying", "bus", redactBus(f.bus), "err", err)

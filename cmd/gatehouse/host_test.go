@@ -519,3 +519,39 @@ func TestHostHeartbeatAtLeastASecond(t *testing.T) {
 		}
 	}
 }
+
+// A sidecar whose bus node goes silent without closing (its machine off,
+// a partition dropping packets) finds out within seconds and says so, as
+// it reconnects: with nats.go's default pings (every 2 min, 2
+// unanswered) it sent heartbeats nobody read for ~6 min, and every
+// gateway took its host out of rotation after 3 missed ones.
+func TestHostSidecarFindsASilentBus(t *testing.T) {
+	ns := testutil.StartBus(t)
+	link := testutil.NewSilentLink(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	sub := testutil.Connect(t, ns.ClientURL())
+	beats, err := sub.SubscribeSync("gatehouse.c1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, sigterm := context.WithCancel(context.Background())
+	var stdout, stderr testutil.SyncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", link.URL(), "-cluster", "c1", "-id", "x-1", "-key", keyFile,
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s",
+			"-heartbeat", "1s"}, &stdout, &stderr)
+	}()
+	defer func() { sigterm(); <-exited }()
+	if _, err := beats.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("nothing from the sidecar on the bus: %v\n%s", err, stderr.String())
+	}
+	link.Quiet()
+	testutil.WaitFor(t, 15*time.Second, func() bool {
+		return strings.Contains(stderr.String(), "bus unreachable")
+	}, "the sidecar never noticed its bus went silent")
+}

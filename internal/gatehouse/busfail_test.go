@@ -10,8 +10,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -480,82 +478,6 @@ func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 	}
 }
 
-// silentLink is a TCP proxy to a bus node that the test can make
-// silent: the connections through it stay open but carry nothing more,
-// and new ones are refused, as when the node's machine loses power or a
-// partition drops its packets (no FIN, no RST reaches the gateway).
-type silentLink struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	silent atomic.Bool
-	wg     sync.WaitGroup
-}
-
-func newSilentLink(t *testing.T, target string) *silentLink {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &silentLink{ln: ln, target: target}
-	l.wg.Go(l.accept)
-	t.Cleanup(func() {
-		ln.Close()
-		l.mu.Lock()
-		for _, c := range l.conns {
-			c.Close()
-		}
-		l.mu.Unlock()
-		l.wg.Wait()
-	})
-	return l
-}
-
-func (l *silentLink) url() string { return "nats://" + l.ln.Addr().String() }
-
-func (l *silentLink) accept() {
-	for {
-		in, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", l.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		l.mu.Lock()
-		l.conns = append(l.conns, in, out)
-		l.mu.Unlock()
-		l.wg.Go(func() { l.pipe(out, in) })
-		l.wg.Go(func() { l.pipe(in, out) })
-	}
-}
-
-// pipe copies src to dst until either closes, dropping what it reads
-// once the link is silent.
-func (l *silentLink) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !l.silent.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// quiet makes the link silent and refuses new connections.
-func (l *silentLink) quiet() {
-	l.silent.Store(true)
-	l.ln.Close()
-}
-
 // A gateway whose bus node goes silent (no close reaches it: the node's
 // machine lost power, or a partition drops its packets) notices within a
 // few seconds and moves to another node, so the heartbeats of its hosts,
@@ -566,11 +488,11 @@ func (l *silentLink) quiet() {
 func TestSilentBusNodeKeepsHosts(t *testing.T) {
 	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	servers := testutil.StartCluster(t, 3)
-	link := newSilentLink(t, strings.TrimPrefix(servers[0].ClientURL(), "nats://"))
+	link := testutil.NewSilentLink(t, strings.TrimPrefix(servers[0].ClientURL(), "nats://"))
 	cfg := testConfig(t)
 	// Only the silent node's URL: the gateway learns the others from it,
 	// as NATS clients do from any cluster node.
-	cfg.Bus.URL = []string{link.url()}
+	cfg.Bus.URL = []string{link.URL()}
 	r := start(t, cfg)
 	key, err := host.GenerateKey()
 	if err != nil {
@@ -599,11 +521,11 @@ func TestSilentBusNodeKeepsHosts(t *testing.T) {
 	go func() { defer close(hdone); hh.Run(hctx) }()
 	t.Cleanup(func() { hcancel(); <-hdone; srv.Close() })
 	testutil.WaitFor(t, 10*time.Second, func() bool { return len(r.g.Live().Load().Pool("calm")) == 1 }, "host not routable")
-	if u := r.g.bus.Load().Conn().ConnectedUrl(); u != link.url() {
+	if u := r.g.bus.Load().Conn().ConnectedUrl(); u != link.URL() {
 		t.Fatalf("gateway connected to %s, not through the link", u)
 	}
 
-	link.quiet()
+	link.Quiet()
 	began := time.Now()
 	// Past 3 missed heartbeats and then some: the host must stay routable
 	// all along, and the gateway must be back on a node that talks.
@@ -613,7 +535,7 @@ func TestSilentBusNodeKeepsHosts(t *testing.T) {
 		if len(r.g.Live().Load().Pool("calm")) != 1 {
 			t.Fatalf("host out of rotation %s after the gateway's bus node went silent", time.Since(began).Round(time.Second))
 		}
-		if !moved && r.g.bus.Load().Connected() && r.g.bus.Load().Conn().ConnectedUrl() != link.url() {
+		if !moved && r.g.bus.Load().Connected() && r.g.bus.Load().Conn().ConnectedUrl() != link.URL() {
 			moved = true
 			t.Logf("gateway moved to %s after %s", r.g.bus.Load().Conn().ConnectedUrlRedacted(), time.Since(began).Round(100*time.Millisecond))
 		}
