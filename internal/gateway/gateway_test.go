@@ -474,6 +474,71 @@ func TestHungHostCoolsAfterTimeoutsInARow(t *testing.T) {
 	}
 }
 
+// TestConcurrentSlowRequestsDoNotCoolAnAnsweringHost: three requests to a
+// slow endpoint sent together all time out together, but the host answered
+// a request sent after them meanwhile: it is not hung, and must not cool
+// down. Otherwise any client could take a healthy host out of rotation by
+// calling a slow endpoint three times at once, whatever the host answers.
+func TestConcurrentSlowRequestsDoNotCoolAnAnsweringHost(t *testing.T) {
+	for _, scheme := range []string{"http", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			var clock atomic.Int64 // moved by the test alone
+			clock.Store(time.Now().UnixNano())
+			now := func() time.Time { return time.Unix(0, clock.Load()) }
+			e := newEnv(t, func(o *Options) {
+				o.Proxy.ResponseHeaderTimeout = 500 * time.Millisecond
+				o.Now = now
+			})
+			var slow atomic.Int32
+			s := h2cServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/fast" {
+					return
+				}
+				slow.Add(1)
+				<-r.Context().Done()
+			}))
+			t.Cleanup(s.Close)
+			h := e.addHost("h", "hello", scheme, strings.Replace(s.URL, "http:", scheme+":", 1))
+			const n = 3
+			codes := make(chan int, n)
+			for range n {
+				go func() {
+					req, _ := http.NewRequest("GET", e.srv.URL+"/slow", nil)
+					req.Host = "hello.apps.test"
+					res, err := e.srv.Client().Do(req)
+					if err != nil {
+						codes <- 0
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					codes <- res.StatusCode
+				}()
+			}
+			for deadline := time.Now().Add(5 * time.Second); slow.Load() < n; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d slow requests reached the host", slow.Load(), n)
+				}
+			}
+			clock.Add(int64(100 * time.Millisecond))
+			// Sent after the slow ones, answered while they wait.
+			res := e.get("hello.apps.test", "/fast")
+			readBody(t, res)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("fast request: %d, want 200", res.StatusCode)
+			}
+			for range n {
+				if c := <-codes; c != http.StatusGatewayTimeout {
+					t.Fatalf("slow request: %d, want 504", c)
+				}
+			}
+			if h.Health.Degraded(now()) {
+				t.Fatal("a host that answered a later request while three slow ones waited cooled down")
+			}
+		})
+	}
+}
+
 func TestNoHost503AndNoRoutableHost502(t *testing.T) {
 	e := newEnv(t, nil)
 	p := wantProblem(t, e.get("hello.apps.test", "/"), http.StatusServiceUnavailable)

@@ -651,7 +651,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		// The head came as the timeout ran out; the deadline is spent.
 		return false, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.ErrDeadlineExceeded}
 	}
-	a.host.Health.OK()
+	a.host.Health.Answered(a.picked)
 	h := w.Header()
 	for _, k := range p.opts.OwnFields {
 		res.dropKey(k)

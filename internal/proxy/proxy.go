@@ -457,7 +457,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		if a.interim.n1xx > max1xx {
 			return errFastTooMany
 		}
-		a.host.Health.OK()
+		a.host.Health.Answered(a.picked)
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy removes the hop-by-hop fields from every answer
@@ -563,7 +563,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 	case dial || (reason == metrics.ReasonOther && isConnBroken(err)):
 		a.host.Health.Fail(p.opts.Now())
 	case reason == metrics.ReasonTimeout:
-		a.host.Health.Timeout(p.opts.Now())
+		a.host.Health.Timeout(p.opts.Now(), a.picked)
 	}
 	if !client && dial && !a.body.touched() {
 		a.failed = err

@@ -59,7 +59,14 @@ type Health struct {
 	lastFail      atomic.Int64 // unix nanos of the most recent failure
 	fails         atomic.Int32 // consecutive failures, for back-off
 	timeouts      atomic.Int32 // consecutive answers that never began
+	answeredSent  atomic.Int64 // unix nanos: when the latest answered request was sent (to answerGrain)
 }
+
+// answerGrain is how finely Answered records when an answered request was
+// sent: a store at most that often, not one per answer on a shared cache
+// line. Far under any deadline (at least 1 s), so an answer to a request
+// sent that long after a timed-out one is always seen.
+const answerGrain = 100 * time.Millisecond
 
 // timeoutsToCool is how many requests in a row a host must leave
 // unanswered past their deadline, with no answer between, before it
@@ -93,14 +100,32 @@ func (h *Health) Fail(now time.Time) time.Duration {
 	return d
 }
 
-// Timeout records at now a request whose answer did not begin within its
-// deadline, and reports how long the host now cools down: zero until
-// timeoutsToCool such requests have come in a row.
-func (h *Health) Timeout(now time.Time) time.Duration {
+// Timeout records at now a request sent at sent whose answer did not begin
+// within its deadline, and reports how long the host now cools down: zero
+// until timeoutsToCool such requests have come in a row. A request the
+// host answered that was sent after this one means the host is not hung,
+// and this one is not counted: requests sent together to a slow endpoint
+// time out together, after whatever the host answered meanwhile, so any
+// client could otherwise cool a healthy host by calling one three times at
+// once.
+func (h *Health) Timeout(now, sent time.Time) time.Duration {
+	if h.answeredSent.Load() > sent.UnixNano() {
+		return 0
+	}
 	if h.timeouts.Add(1) < timeoutsToCool {
 		return 0
 	}
 	return h.Fail(now)
+}
+
+// Answered records a request sent at sent that the host answered: OK, and
+// the time Timeout weighs its unanswered requests against.
+func (h *Health) Answered(sent time.Time) {
+	h.OK()
+	s := sent.UnixNano()
+	if old := h.answeredSent.Load(); s-old >= int64(answerGrain) {
+		h.answeredSent.CompareAndSwap(old, s)
+	}
 }
 
 // OK records a success: the host is no longer degraded.
