@@ -234,7 +234,10 @@ type node struct {
 // startNodes starts a 3-node JetStream cluster on fixed loopback ports,
 // each node's store in a directory of its own, and waits for its meta
 // leader.
-func startNodes(t *testing.T) []*node {
+func startNodes(t *testing.T) []*node { t.Helper(); return startNodesWith(t, nil) }
+
+// startNodesWith is startNodes with edit applied to each node's options.
+func startNodesWith(t *testing.T, edit func(*server.Options)) []*node {
 	t.Helper()
 	var routes []string
 	cports := make([]int, 3)
@@ -255,6 +258,9 @@ func startNodes(t *testing.T) []*node {
 			Cluster:    server.ClusterOpts{Name: "restart", Host: "127.0.0.1", Port: cports[i]},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
 		}}
+		if edit != nil {
+			edit(nodes[i].opts)
+		}
 		t.Cleanup(nodes[i].stop)
 	}
 	for _, n := range nodes {
@@ -578,5 +584,39 @@ func TestStartWhileClusterRecovers(t *testing.T) {
 	r2 := start(t, cfg2)
 	if got := strings.Join(tableApps(r2, ""), ","); !strings.Contains(got, "x") || !strings.Contains(got, "y") {
 		t.Errorf("table after the cluster came back: %s, want x and y", got)
+	}
+}
+
+// A cluster that refuses the buckets for good may say so with JetStream's
+// 503 too: "insufficient resources" when the gateway raises a bucket made
+// at one replica (the cluster was one node then) to three and a node's
+// max_ha_assets is spent. The start ends with that refusal, as it did
+// before it learnt to wait for recovering buckets: it does not wait, with
+// a line every 10 s guessing at leaders being elected, for a limit nothing
+// will lift.
+func TestStartOnClusterRefusingBucketsEnds(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
+	nodes := startNodesWith(t, func(o *server.Options) { o.JetStreamLimits.MaxHAAssets = 1 })
+	js, err := jetstream.New(testutil.Connect(t, strings.Join(nodeURLs(nodes), ",")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "gatehouse_apps", Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "other", Subjects: []string{"other"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Bus.URL = nodeURLs(nodes)
+	began := time.Now()
+	err = runToError(t, cfg)
+	took := time.Since(began)
+	t.Logf("Run = %v after %v", err, took)
+	if err == nil || !strings.Contains(err.Error(), "insufficient resources") {
+		t.Fatalf("Run = %v, want the cluster's refusal (insufficient resources)", err)
+	}
+	if took > 15*time.Second {
+		t.Fatalf("Run took %v to end on a refusal that no wait lifts", took)
 	}
 }

@@ -418,11 +418,31 @@ func (g *Gatehouse) openBuckets(ctx context.Context, b *bus.Bus, opts store.Opti
 
 // bucketsRecovering reports whether err from store.Open is the store not
 // answering yet, as opposed to a server without JetStream for the
-// gateway (noJetStream names bus.url for those) or a refusal.
+// gateway (noJetStream names bus.url for those) or a refusal. Of
+// JetStream's own answers only "temporarily unavailable" is waited for:
+// it says 503 for refusals that no wait lifts too ("insufficient
+// resources" when max_ha_assets is spent, a store it cannot create), and
+// a start waiting on those would wait for ever.
 func bucketsRecovering(err error) bool {
-	return store.Unavailable(err) && !errors.Is(err, nats.ErrNoResponders) &&
-		!errors.Is(err, jetstream.ErrJetStreamNotEnabled) && !errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount)
+	if !store.Unavailable(err) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return false
+	}
+	var je jetstream.JetStreamError
+	if errors.As(err, &je) && je.APIError() != nil {
+		return je.APIError().ErrorCode == errCodeClusterNotAvailable
+	}
+	var ne nats.JetStreamError
+	if errors.As(err, &ne) && ne.APIError() != nil {
+		return ne.APIError().ErrorCode == errCodeClusterNotAvailable
+	}
+	return true // a timeout, the connection between servers
 }
+
+// errCodeClusterNotAvailable is JetStream's "JetStream system temporarily
+// unavailable" (nats-server's JSClusterNotAvailErr), what a stream or the
+// meta layer without a leader answers; nats.go names no constant for it.
+const errCodeClusterNotAvailable = 10008
 
 // embeddedOpenTimeout bounds opening the routing buckets on the embedded
 // bus, which a stop does not cut short (openStore).
