@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -167,6 +169,11 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// the sidecar's add it.
 	base := newLogger(stderr, slog.LevelInfo)
 	logger := base.With("host_id", f.id)
+	// As serve: a log whose reader went away (2>&1 | logger, a shim
+	// restarted) must not end the sidecar, and every request to its app
+	// with it, at its next line: Go's runtime kills a process writing to a
+	// broken pipe on fd 1 or 2 with SIGPIPE unless the signal is ignored.
+	signal.Ignore(syscall.SIGPIPE)
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
