@@ -376,6 +376,38 @@ func TestHealthBackoff(t *testing.T) {
 	}
 }
 
+// TestHealthTimeouts: three requests in a row left unanswered cool a
+// host, unless it answered a request sent after them meanwhile (sent
+// together to a slow endpoint, they time out together); an answer to a
+// request sent before them says nothing about them.
+func TestHealthTimeouts(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name     string
+		answered time.Duration // sent at t0+answered and answered; < 0: none
+		cools    bool
+	}{
+		{"no answer", -1, true},
+		{"answer to a request sent before", 0, true},
+		{"answer to a request sent after", time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h Health
+			h.Answered(t0.Add(-time.Minute)) // a host that answered once
+			if tc.answered >= 0 {
+				h.Answered(t0.Add(tc.answered))
+			}
+			sent, now := t0.Add(time.Millisecond), t0.Add(16*time.Second)
+			for range timeoutsToCool {
+				h.Timeout(now, sent)
+			}
+			if got := h.Degraded(now); got != tc.cools {
+				t.Fatalf("degraded after %d timeouts: %v, want %v", timeoutsToCool, got, tc.cools)
+			}
+		})
+	}
+}
+
 func TestRequestContext(t *testing.T) {
 	type other struct{}
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), other{}, "v"))
