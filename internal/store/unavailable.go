@@ -11,8 +11,9 @@ import (
 
 // Unavailable reports whether err says the store could not be reached or
 // could not answer right now (the bus down, a stream without quorum, a
-// call that timed out, an update that never got its write in), as opposed to a refusal or a bug: a caller may
-// try again later. The control API answers these 503 with Retry-After.
+// call that timed out, an update that never got its write in), as opposed
+// to a refusal or a bug: a caller may try again later. The control API
+// answers these 503 with Retry-After.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
