@@ -1,8 +1,6 @@
 package gatehouse
 
 import (
-	"context"
-	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -403,32 +400,14 @@ func gatewayConn(servers []*server.Server, name string) (*server.Server, *server
 func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 	servers := testutil.StartCluster(t, 3)
 	r := onCluster(t, servers, 0, 1, 2)
-	key, err := host.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/flap", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
-	}
-	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/h1", fmt.Sprintf(`{"public_key":%q,"apps":["flap"]}`, pub)); code != 200 {
-		t.Fatalf("enrol: %d %s", code, body)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hh, err := host.New(host.Options{Conn: testutil.Connect(t, urlsOf(servers, 2)[0]), Cluster: "one", HostID: "h1", Key: key, Apps: []string{"flap"},
-		Addr: ln.Addr().String(), Scheme: "http", HeartbeatInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hh.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))}
-	go srv.Serve(ln)
-	hctx, hcancel := context.WithCancel(context.Background())
-	hdone := make(chan struct{})
-	go func() { defer close(hdone); hh.Run(hctx) }()
-	t.Cleanup(func() { hcancel(); <-hdone; srv.Close() })
+	runHostOn(t, r, urlsOf(servers, 2)[0], time.Second, "one", "h1", "flap", "http", ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	testutil.WaitFor(t, 10*time.Second, func() bool { return len(r.g.Live().Load().Pool("flap")) == 1 }, "host not routable")
 
 	name := "gatehouse-one"
@@ -500,32 +479,14 @@ func TestSilentBusNodeKeepsHosts(t *testing.T) {
 	// as NATS clients do from any cluster node.
 	cfg.Bus.URL = []string{link.URL()}
 	r := start(t, cfg)
-	key, err := host.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/calm", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
-	}
-	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/h1", fmt.Sprintf(`{"public_key":%q,"apps":["calm"]}`, pub)); code != 200 {
-		t.Fatalf("enrol: %d %s", code, body)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hh, err := host.New(host.Options{Conn: testutil.Connect(t, servers[1].ClientURL()), Cluster: "one", HostID: "h1", Key: key, Apps: []string{"calm"},
-		Addr: ln.Addr().String(), Scheme: "http", HeartbeatInterval: cfg.HeartbeatInterval})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: hh.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))}
-	go srv.Serve(ln)
-	hctx, hcancel := context.WithCancel(context.Background())
-	hdone := make(chan struct{})
-	go func() { defer close(hdone); hh.Run(hctx) }()
-	t.Cleanup(func() { hcancel(); <-hdone; srv.Close() })
+	runHostOn(t, r, servers[1].ClientURL(), cfg.HeartbeatInterval, "one", "h1", "calm", "http", ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	testutil.WaitFor(t, 10*time.Second, func() bool { return len(r.g.Live().Load().Pool("calm")) == 1 }, "host not routable")
 	if u := r.g.bus.Load().Conn().ConnectedUrl(); u != link.URL() {
 		t.Fatalf("gateway connected to %s, not through the link", u)

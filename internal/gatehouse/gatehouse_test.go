@@ -135,6 +135,14 @@ func startHost(t *testing.T, r *running, id, app string, h http.Handler) {
 // on ln with scheme, until the test ends.
 func runHost(t *testing.T, r *running, clusterID, id, app, scheme string, ln net.Listener, h http.Handler) {
 	t.Helper()
+	runHostOn(t, r, "nats://"+r.g.Addrs().Bus, time.Second, clusterID, id, app, scheme, ln, h)
+}
+
+// runHostOn is runHost with the host on a bus connection of its own to
+// busURL (another node of the gateway's NATS cluster, say) and its
+// heartbeat every beat.
+func runHostOn(t *testing.T, r *running, busURL string, beat time.Duration, clusterID, id, app, scheme string, ln net.Listener, h http.Handler) {
+	t.Helper()
 	key, err := host.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -143,8 +151,8 @@ func runHost(t *testing.T, r *running, clusterID, id, app, scheme string, ln net
 	if code, body := r.control(t, "PUT", "/api/v3/hosts/keys/"+id, fmt.Sprintf(`{"public_key":%q,"apps":[%q]}`, pub, app)); code != 200 {
 		t.Fatalf("enrol %s: %d %s", id, code, body)
 	}
-	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
-	hh, err := host.New(host.Options{Conn: nc, Cluster: clusterID, HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), Scheme: scheme, HeartbeatInterval: time.Second})
+	nc := testutil.Connect(t, busURL)
+	hh, err := host.New(host.Options{Conn: nc, Cluster: clusterID, HostID: id, Key: key, Apps: []string{app}, Addr: ln.Addr().String(), Scheme: scheme, HeartbeatInterval: beat})
 	if err != nil {
 		t.Fatal(err)
 	}
