@@ -1,10 +1,8 @@
 package gatehouse
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -23,23 +21,8 @@ import (
 // the line stays within the head's bounds. Over the fast path and over
 // net/http (a method the fast path hands off), real connections.
 func TestAccessLogHostileRequests(t *testing.T) {
-	logs := new(testutil.SyncBuffer)
-	g, err := New(testConfig(t), slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-g.Ready():
-	case err := <-done:
-		t.Fatalf("gateway stopped before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("gateway not ready after 30s")
-	}
-	r := &running{g: g, cancel: cancel, done: done}
+	r, logs := startLogging(t, testConfig(t))
+	g := r.g
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -55,7 +56,21 @@ func start(t *testing.T, cfg config.Config) *running {
 // Run.
 func startWith(t *testing.T, cfg config.Config, adjust func(*Gatehouse)) *running {
 	t.Helper()
-	g, err := New(cfg, nil)
+	return startLogged(t, cfg, nil, adjust)
+}
+
+// startLogging is start with the gateway's log, JSON lines from Info up,
+// kept for the test to read.
+func startLogging(t *testing.T, cfg config.Config) (*running, *testutil.SyncBuffer) {
+	t.Helper()
+	logs := new(testutil.SyncBuffer)
+	return startLogged(t, cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})), nil), logs
+}
+
+// startLogged is startWith logging to log (nil: discarded).
+func startLogged(t *testing.T, cfg config.Config, log *slog.Logger, adjust func(*Gatehouse)) *running {
+	t.Helper()
+	g, err := New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
