@@ -34,15 +34,21 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		var origin string
-		if v := r.Header["Origin"]; len(v) > 0 {
-			origin = v[0]
-		}
+		origin := requestOrigin(r)
 		// Without an Origin too: Respond allows nothing for "", but still
 		// removes the host's own CORS headers, since a cache may hand this
 		// response to a cross-origin request later.
 		next.ServeHTTP(newCORSWriter(exchangeFrom(r.Context()), w, p, origin), r)
 	})
+}
+
+// requestOrigin is r's Origin, the first if several ("" if none), read
+// without canonicalizing the name again.
+func requestOrigin(r *http.Request) string {
+	if v := r.Header["Origin"]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // newCORSWriter returns a corsWriter over w, in x's room when there is an

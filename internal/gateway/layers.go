@@ -562,11 +562,7 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 // preflight gets them as well, with no Access-Control-Allow-Methods: the
 // browser still refuses the call, as it should.
 func appClosedCORS(w http.ResponseWriter, r *http.Request, c route.CORS) {
-	var origin string
-	if v := r.Header["Origin"]; len(v) > 0 {
-		origin = v[0]
-	}
-	corsPolicy(c).Respond(origin, w.Header())
+	corsPolicy(c).Respond(requestOrigin(r), w.Header())
 }
 
 // asterisk answers a request to a known host whose target is "*", the
