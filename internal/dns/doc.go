@@ -7,7 +7,11 @@
 // name in the same zone is followed, its target's records added. Answers
 // keep the question's case, a reply to a query with EDNS(0) carries OPT,
 // a query with another EDNS version gets BADVERS, and one whose OPT is
-// not one record at the root in the additional section FORMERR. A reply too large
+// not one record at the root in the additional section FORMERR. A query
+// with bytes after its last record gets FORMERR; one with no or several
+// questions, or more records than a query holds, FORMERR, and one with an
+// opcode other than QUERY NOTIMP, each with the question and, for a query
+// with EDNS(0), OPT. A response (QR set) is never answered. A reply too large
 // to pack is SERVFAIL. A UDP reply is at most the size the query's OPT
 // offers (512 without one) and never past 1232 bytes, the size our OPT
 // states: what does not fit is cut and TC set. An ANY question over UDP

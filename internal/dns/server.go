@@ -275,14 +275,16 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, ln net.Listener) 
 	h := mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) { s.serve(ctx, w, req) })
 	// UDPSize: a query as large as the size our OPT states (ednsSize) is
 	// read whole; miekg/dns's default, 512, cut it and answered FORMERR.
-	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second, UDPSize: ednsSize})
+	// DecorateReader: screen answers, with the query's OPT, the queries
+	// miekg/dns would refuse without it or answer despite trailing bytes.
+	udp := newServing(&mdns.Server{PacketConn: pc, Handler: h, ReadTimeout: 2 * time.Second, UDPSize: ednsSize, DecorateReader: s.screen})
 	// mdns.Server.WriteTimeout is documented but never applied (miekg/dns
 	// v1.1.73), so the connections bound their writes themselves. No cap
 	// on queries per connection (CoreDNS sets none either): miekg/dns's
 	// default closes after 128 with later pipelined queries unread, and
 	// the kernel's reset then drops answers already written. The read,
 	// idle and write timeouts and the connection caps bound a connection.
-	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource, log: s.log, closed: make(chan struct{})}, Handler: h, MaxTCPQueries: -1, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
+	tcp := newServing(&mdns.Server{Listener: &boundedListener{Listener: ln, timeout: s.writeTimeout, slots: make(chan struct{}, s.maxConns), perSource: s.maxPerSource, log: s.log, closed: make(chan struct{})}, Handler: h, DecorateReader: s.screen, MaxTCPQueries: -1, ReadTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second }})
 	g.Go(udp.run)
 	g.Go(tcp.run)
 	g.Go(func() error {

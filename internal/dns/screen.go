@@ -1,0 +1,218 @@
+package dns
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// screen is the mdns.Server's DecorateReader: it sees each message as it
+// is read, before miekg/dns decides anything, and answers itself the
+// queries miekg/dns would get wrong. It answers FORMERR to one with
+// bytes after its last record: miekg/dns parses what the
+// counts say and ignores the rest, but such a message is not what its
+// header describes (BIND and Knot answer it FORMERR too). And it answers
+// the queries miekg/dns refuses from the header alone (an opcode it does
+// not serve: NOTIMP; not one question, more records than a query holds:
+// FORMERR) with the query's question and, when the query had one, an OPT:
+// RFC 6891 §7 asks for OPT in every reply to a query with OPT, and
+// miekg/dns sends a bare header. A message screen answers reaches
+// miekg/dns marked as a response, which it drops (DefaultMsgAcceptFunc),
+// so nothing answers it twice.
+//
+// A response (QR set) is never answered, by screen or miekg/dns: a reply
+// to a spoofed "response" would reflect it. A message that does not parse
+// is left to miekg/dns as before: its OPT cannot be found.
+func (s *Server) screen(inner mdns.Reader) mdns.Reader {
+	return screened{s: s, inner: inner}
+}
+
+type screened struct {
+	s     *Server
+	inner mdns.Reader
+}
+
+func (r screened) ReadTCP(conn net.Conn, timeout time.Duration) ([]byte, error) {
+	m, err := r.inner.ReadTCP(conn, timeout)
+	if err != nil {
+		return m, err
+	}
+	if reply := r.s.reject(m, conn.RemoteAddr()); reply != nil {
+		// miekg/dns answers a connection's queries one at a time, so
+		// nothing else writes to conn now; one Write keeps the frame whole.
+		_, _ = conn.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(reply))), reply...))
+		markAnswered(m)
+	}
+	return m, nil
+}
+
+func (r screened) ReadUDP(conn *net.UDPConn, timeout time.Duration) ([]byte, *mdns.SessionUDP, error) {
+	m, sess, err := r.inner.ReadUDP(conn, timeout)
+	if err != nil {
+		return m, sess, err
+	}
+	if reply := r.s.reject(m, sess.RemoteAddr()); reply != nil {
+		_, _ = mdns.WriteToSessionUDP(conn, reply, sess)
+		markAnswered(m)
+	}
+	return m, sess, nil
+}
+
+// ReadPacketConn serves a PacketConn other than *net.UDPConn, which
+// Serve accepts too.
+func (r screened) ReadPacketConn(conn net.PacketConn, timeout time.Duration) ([]byte, net.Addr, error) {
+	pr, ok := r.inner.(mdns.PacketConnReader)
+	if !ok {
+		return nil, nil, errors.New("dns: the reader cannot read a packet connection")
+	}
+	m, addr, err := pr.ReadPacketConn(conn, timeout)
+	if err != nil {
+		return m, addr, err
+	}
+	if reply := r.s.reject(m, addr); reply != nil {
+		_, _ = conn.WriteTo(reply, addr)
+		markAnswered(m)
+	}
+	return m, addr, nil
+}
+
+// markAnswered sets QR in m's header, so that miekg/dns drops it.
+func markAnswered(m []byte) { m[2] |= 0x80 }
+
+// reject returns the reply to m when screen answers it, else nil.
+func (s *Server) reject(m []byte, from net.Addr) []byte {
+	if len(m) < headerLen {
+		return nil // miekg/dns drops it
+	}
+	h := mdns.Header{
+		Id:      binary.BigEndian.Uint16(m),
+		Bits:    binary.BigEndian.Uint16(m[2:]),
+		Qdcount: binary.BigEndian.Uint16(m[4:]),
+		Ancount: binary.BigEndian.Uint16(m[6:]),
+		Nscount: binary.BigEndian.Uint16(m[8:]),
+		Arcount: binary.BigEndian.Uint16(m[10:]),
+	}
+	action := mdns.DefaultMsgAcceptFunc(h)
+	if action == mdns.MsgIgnore {
+		return nil
+	}
+	w, ok := walk(m, h)
+	if !ok {
+		return nil
+	}
+	rcode := mdns.RcodeFormatError
+	switch {
+	case action == mdns.MsgRejectNotImplemented:
+		rcode = mdns.RcodeNotImplemented
+	case action == mdns.MsgAccept && w.end == len(m):
+		return nil // well formed: the handler answers it
+	}
+	req := &mdns.Msg{MsgHdr: mdns.MsgHdr{Id: h.Id, Opcode: int(h.Bits>>11) & 0xF,
+		RecursionDesired: h.Bits&(1<<8) != 0, CheckingDisabled: h.Bits&(1<<4) != 0}}
+	if h.Qdcount == 1 {
+		name, off, err := mdns.UnpackDomainName(m, headerLen)
+		if err != nil {
+			return nil
+		}
+		req.Question = []mdns.Question{{Name: name, Qtype: binary.BigEndian.Uint16(m[off:]), Qclass: binary.BigEndian.Uint16(m[off+2:])}}
+	}
+	resp := new(mdns.Msg).SetRcode(req, rcode)
+	resp.RecursionAvailable = s.mayRecurse(from)
+	if w.opt >= 0 {
+		// as [Server.serve] does: a bad OPT (badOPT) gets no OPT back
+		if rr, _, err := mdns.UnpackRR(m, w.opt); err == nil && rr.Header().Name == "." {
+			if opt, ok := rr.(*mdns.OPT); ok {
+				resp.SetEdns0(ednsSize, opt.Do())
+			}
+		}
+	}
+	b, err := resp.Pack()
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// headerLen is the size of a DNS message header.
+const headerLen = 12
+
+// walked is where a message's parts are: the end of its last record,
+// and the offset of its OPT record, -1 when it has none or its OPT
+// records break RFC 6891 §6.1.1 (more than one, or one outside the
+// additional section).
+type walked struct {
+	end, opt int
+}
+
+// walk steps over m's question and records as its header counts them,
+// reading no more than their lengths, so a 64 KiB message of thousands
+// of records costs microseconds and no allocation. It reports false when
+// they do not fit in m.
+func walk(m []byte, h mdns.Header) (walked, bool) {
+	off := headerLen
+	for range h.Qdcount {
+		var ok bool
+		if off, ok = skipName(m, off); !ok || off+4 > len(m) {
+			return walked{}, false
+		}
+		off += 4 // type, class
+	}
+	w := walked{opt: -1}
+	opts := 0
+	n := int(h.Ancount) + int(h.Nscount) + int(h.Arcount)
+	for i := range n {
+		start := off
+		var ok bool
+		if off, ok = skipName(m, off); !ok || off+10 > len(m) {
+			return walked{}, false
+		}
+		if binary.BigEndian.Uint16(m[off:]) == mdns.TypeOPT {
+			opts++
+			if i >= int(h.Ancount)+int(h.Nscount) {
+				w.opt = start
+			} else {
+				opts++ // outside the additional section: bad whatever else
+			}
+		}
+		off += 10 + int(binary.BigEndian.Uint16(m[off+8:])) // type, class, TTL, length, data
+		if off > len(m) {
+			return walked{}, false
+		}
+	}
+	if opts > 1 {
+		w.opt = -1
+	}
+	w.end = off
+	return w, true
+}
+
+// skipName returns the offset just past the name at off in m: its
+// labels up to the root or a compression pointer, which ends a name.
+// The pointer is not followed: where it points is the parser's concern.
+func skipName(m []byte, off int) (int, bool) {
+	// A name is at most 255 bytes, so at most 128 labels with the root.
+	for range 128 {
+		if off >= len(m) {
+			return 0, false
+		}
+		c := int(m[off])
+		switch c & 0xC0 {
+		case 0x00:
+			if c == 0 {
+				return off + 1, true
+			}
+			off += 1 + c
+		case 0xC0:
+			if off+2 > len(m) {
+				return 0, false
+			}
+			return off + 2, true
+		default:
+			return 0, false // the extended label types of RFC 6891 §5 are retired
+		}
+	}
+	return 0, false
+}

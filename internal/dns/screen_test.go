@@ -1,0 +1,194 @@
+package dns
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// rawExchange sends each of msgs to addr over network (UDP: one socket;
+// TCP: one connection, the messages framed back to back) and returns the
+// first reply, as it came off the wire.
+func rawExchange(t *testing.T, network, addr string, msgs ...[]byte) *mdns.Msg {
+	t.Helper()
+	c, err := net.Dial(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	for _, m := range msgs {
+		if network == "tcp" {
+			m = append(binary.BigEndian.AppendUint16(nil, uint16(len(m))), m...)
+		}
+		if _, err := c.Write(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 65535)
+	var n int
+	if network == "tcp" {
+		if _, err = io.ReadFull(c, buf[:2]); err == nil {
+			n = int(binary.BigEndian.Uint16(buf))
+			_, err = io.ReadFull(c, buf[:n])
+		}
+	} else {
+		n, err = c.Read(buf)
+	}
+	if err != nil {
+		t.Fatalf("%s: no reply: %v", network, err)
+	}
+	r := new(mdns.Msg)
+	if err := r.Unpack(buf[:n]); err != nil {
+		t.Fatalf("%s: reply does not parse: %v", network, err)
+	}
+	return r
+}
+
+// packed returns the query for hello.apps.example.com A, with an OPT when
+// edns, after edit, as bytes.
+func packed(t *testing.T, edns bool, edit func(q *mdns.Msg)) []byte {
+	t.Helper()
+	q := new(mdns.Msg)
+	q.SetQuestion("Hello.Apps.example.com.", mdns.TypeA)
+	if edns {
+		q.SetEdns0(1232, true)
+	}
+	if edit != nil {
+		edit(q)
+	}
+	b, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRejectedQueriesKeepOPT: a query that is not what its header says
+// (bytes after its last record) gets FORMERR, as BIND and Knot answer it,
+// not an answer to the part that parsed; and every query refused before
+// it is answered (no or two questions, more records than a query holds,
+// an opcode other than QUERY) gets its rcode with the question and, when
+// it had one, an OPT (RFC 6891 §7), over UDP and TCP alike. A resolver
+// that gets a reply without OPT to a query with one takes the server for
+// one without EDNS.
+func TestRejectedQueriesKeepOPT(t *testing.T) {
+	a := func() mdns.RR { rr, _ := mdns.NewRR("x.example. 60 IN A 192.0.2.1"); return rr }
+	tests := []struct {
+		name     string
+		edns     bool
+		edit     func(q *mdns.Msg)
+		trailing bool
+		rcode    int
+		question bool // the reply echoes the question
+	}{
+		{name: "trailing bytes", edns: true, trailing: true, rcode: mdns.RcodeFormatError, question: true},
+		{name: "trailing bytes without OPT", trailing: true, rcode: mdns.RcodeFormatError, question: true},
+		{name: "no question", edns: true, edit: func(q *mdns.Msg) { q.Question = nil }, rcode: mdns.RcodeFormatError},
+		{name: "two questions", edns: true, edit: func(q *mdns.Msg) { q.Question = append(q.Question, q.Question[0]) }, rcode: mdns.RcodeFormatError},
+		{name: "two authority records", edns: true, edit: func(q *mdns.Msg) { q.Ns = []mdns.RR{a(), a()} }, rcode: mdns.RcodeFormatError, question: true},
+		{name: "STATUS opcode", edns: true, edit: func(q *mdns.Msg) { q.Opcode = mdns.OpcodeStatus }, rcode: mdns.RcodeNotImplemented, question: true},
+		{name: "UPDATE opcode", edns: true, edit: func(q *mdns.Msg) { q.Opcode = mdns.OpcodeUpdate; q.Ns = []mdns.RR{a(), a(), a()} }, rcode: mdns.RcodeNotImplemented, question: true},
+		{name: "UPDATE opcode without OPT", edit: func(q *mdns.Msg) { q.Opcode = mdns.OpcodeUpdate }, rcode: mdns.RcodeNotImplemented, question: true},
+	}
+	addr := startServer(t)
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tt := range tests {
+			q := packed(t, tt.edns, tt.edit)
+			if tt.trailing {
+				q = append(q, 0, 0, 0)
+			}
+			r := rawExchange(t, network, addr, q)
+			wantOp := int(q[2]>>3) & 0xF
+			if r.Rcode != tt.rcode || r.Opcode != wantOp || len(r.Answer) != 0 || r.Authoritative {
+				t.Errorf("%s %s: %s opcode %d, %d answers, aa=%v; want %s opcode %d, none, aa unset", network, tt.name,
+					mdns.RcodeToString[r.Rcode], r.Opcode, len(r.Answer), r.Authoritative, mdns.RcodeToString[tt.rcode], wantOp)
+			}
+			if o := r.IsEdns0(); (o != nil) != tt.edns || (o != nil && (o.UDPSize() != ednsSize || !o.Do())) {
+				t.Errorf("%s %s: OPT %v, want one stating %d with DO: %v", network, tt.name, o, ednsSize, tt.edns)
+			}
+			if got := len(r.Question) == 1 && r.Question[0].Name == "Hello.Apps.example.com."; got != tt.question {
+				t.Errorf("%s %s: question %v, want it echoed: %v", network, tt.name, r.Question, tt.question)
+			}
+		}
+		// the same query without the trailing bytes is answered
+		if r := rawExchange(t, network, addr, packed(t, true, nil)); r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Errorf("%s: well-formed query: %s %v", network, mdns.RcodeToString[r.Rcode], r.Answer)
+		}
+	}
+}
+
+// TestRejectedQueryBadOPT: a query refused before it is answered whose
+// OPT records break RFC 6891 §6.1.1 gets no OPT back, as a well-formed
+// one with them does not (TestBadOPTRecords): which of them is the
+// requester's is unknown.
+func TestRejectedQueryBadOPT(t *testing.T) {
+	addr := startServer(t)
+	two := packed(t, true, func(q *mdns.Msg) { q.Extra = append(q.Extra, q.Extra[0]) })
+	for _, network := range []string{"udp", "tcp"} {
+		r := rawExchange(t, network, addr, append(two, 0))
+		if r.Rcode != mdns.RcodeFormatError || r.IsEdns0() != nil {
+			t.Errorf("%s: %s with OPT %v, want FORMERR without", network, mdns.RcodeToString[r.Rcode], r.IsEdns0())
+		}
+	}
+}
+
+// TestResponseNeverAnswered: a message with QR set is a response, and
+// gets none, whatever else is wrong with it: answering would reflect a
+// spoofed "response" at its victim, or start a loop between two servers.
+// The query sent after it on the same socket or connection gets the
+// first reply.
+func TestResponseNeverAnswered(t *testing.T) {
+	addr := startServer(t)
+	responses := map[string][]byte{
+		"response":                 packed(t, true, func(q *mdns.Msg) { q.Response = true }),
+		"response, trailing bytes": append(packed(t, true, func(q *mdns.Msg) { q.Response = true }), 0, 0),
+		"UPDATE response":          packed(t, true, func(q *mdns.Msg) { q.Response = true; q.Opcode = mdns.OpcodeUpdate }),
+		"response, no question":    packed(t, true, func(q *mdns.Msg) { q.Response = true; q.Question = nil }),
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		for name, resp := range responses {
+			q := packed(t, false, func(q *mdns.Msg) { q.Id = 4321 })
+			if r := rawExchange(t, network, addr, resp, q); r.Id != 4321 || r.Rcode != mdns.RcodeSuccess {
+				t.Errorf("%s %s: first reply id %d %s, want the query's (4321) NOERROR", network, name, r.Id, mdns.RcodeToString[r.Rcode])
+			}
+		}
+	}
+}
+
+// FuzzReject: whatever bytes arrive, the screen does not panic, and what
+// it answers is a reply to them: their id, QR set, and FORMERR or NOTIMP.
+func FuzzReject(f *testing.F) {
+	q := new(mdns.Msg)
+	q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+	q.SetEdns0(1232, false)
+	b, _ := q.Pack()
+	f.Add(b)
+	f.Add(append(b, 0))
+	f.Add(b[:len(b)-2])
+	q.Opcode = mdns.OpcodeUpdate
+	b, _ = q.Pack()
+	f.Add(b)
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return nil }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353}
+	f.Fuzz(func(t *testing.T, m []byte) {
+		reply := s.reject(m, from)
+		if reply == nil {
+			return
+		}
+		r := new(mdns.Msg)
+		if err := r.Unpack(reply); err != nil {
+			t.Fatalf("reply does not parse: %v", err)
+		}
+		if r.Id != binary.BigEndian.Uint16(m) || !r.Response || (r.Rcode != mdns.RcodeFormatError && r.Rcode != mdns.RcodeNotImplemented) {
+			t.Fatalf("reply %v to %x", r, m)
+		}
+	})
+}
