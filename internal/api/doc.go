@@ -45,7 +45,9 @@
 // (X-RateLimit-Limit/Remaining/Reset), of the session's own window
 // (X-RateLimit-Identity-Limit/Remaining/Reset) and of its daily quota,
 // charged all or none under one lock; over any of them: 429 with
-// Retry-After, and nothing spent. The platform credential is a session
+// Retry-After, and nothing spent. HEAD /api/v3/dns/resolve answers GET's
+// status and those fields, but resolves nothing and spends nothing. The
+// platform credential is a session
 // too. A name outside every zone is Status 5 (REFUSED), except when
 // recursion is configured ([Options.Forwarder]) and the request carries
 // the platform credential: then it is the upstreams' answer. RA says

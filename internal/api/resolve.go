@@ -64,7 +64,9 @@ type charged struct {
 	retryAfter time.Duration
 }
 
-func (m *meter) charge(ip netip.Addr, session string, n int) charged {
+// charge charges n queries, or only reports whether they would fit when
+// dry: a HEAD request asks what GET would answer, and spends nothing.
+func (m *meter) charge(ip netip.Addr, session string, n int, dry bool) charged {
 	day := limit.Quota{Limit: m.lim.Daily, Window: 24 * time.Hour}
 	budgets := []struct {
 		k limit.Key
@@ -88,7 +90,7 @@ func (m *meter) charge(ip netip.Addr, session string, n int) charged {
 			c.retryAfter = max(c.retryAfter, r.RetryAfter)
 		}
 	}
-	if c.ok {
+	if c.ok && !dry {
 		for i, b := range budgets {
 			res[i], _ = m.w.Charge(b.k, n, b.q)
 		}
@@ -127,7 +129,20 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, badInput("%v", err))
 		return
 	}
-	if !a.chargeResolve(w, r, session, 1) {
+	if r.Method == http.MethodHead {
+		// HEAD asks what GET would answer, headers only (RFC 9110
+		// §9.3.2; the mux routes it here): the same status and budget
+		// fields, but nothing is resolved, so nothing is spent. A
+		// monitor probing the route would otherwise drain the session's
+		// window and daily quota with answers it never sees.
+		if a.chargeResolve(w, r, session, 1, true) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusOK)
+		}
+		return
+	}
+	if !a.chargeResolve(w, r, session, 1, false) {
 		return
 	}
 	writeJSON(w, http.StatusOK, dns.ResolveRecursive(r.Context(), q, a.zones(), a.forwarderFor(r)))
@@ -159,7 +174,7 @@ func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		qs[i] = q
 	}
-	if !a.chargeResolve(w, r, session, len(qs)) {
+	if !a.chargeResolve(w, r, session, len(qs), false) {
 		return
 	}
 	zones, fwd := a.zones(), a.forwarderFor(r)
@@ -221,10 +236,10 @@ func (a *API) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return session, ok
 }
 
-// chargeResolve charges n queries and sets the rate-limit fields, or
-// answers 429 and returns false.
-func (a *API) chargeResolve(w http.ResponseWriter, r *http.Request, session string, n int) bool {
-	c := a.meter.charge(clientIP(r), session, n)
+// chargeResolve charges n queries (none when dry: [meter.charge]) and
+// sets the rate-limit fields, or answers 429 and returns false.
+func (a *API) chargeResolve(w http.ResponseWriter, r *http.Request, session string, n int, dry bool) bool {
+	c := a.meter.charge(clientIP(r), session, n, dry)
 	h := w.Header()
 	for _, f := range []struct {
 		prefix string

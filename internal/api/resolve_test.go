@@ -177,6 +177,43 @@ func TestResolveDailyQuota(t *testing.T) {
 	}
 }
 
+// TestResolveHEAD: HEAD asks what GET would answer, headers only (RFC
+// 9110 §9.3.2): the same status and rate-limit fields, 401 without a
+// session, 400 for a bad name and 429 once the budget is spent, but it
+// resolves nothing and so spends nothing. A monitor probing the route
+// must not drain the session's window and daily quota.
+func TestResolveHEAD(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{PerSession: limit.Quota{Limit: 2, Window: time.Minute}})
+	alice := sign("alice")
+	const path = "/api/v3/dns/resolve?name=a.apps.example.com"
+	check := func(what string, r resp, status int, left string) {
+		t.Helper()
+		if r.status != status || r.header.Get("X-RateLimit-Identity-Remaining") != left || len(r.body) != 0 {
+			t.Errorf("%s: %d, identity remaining %q, %d body bytes; want %d, %q, none", what, r.status,
+				r.header.Get("X-RateLimit-Identity-Remaining"), len(r.body), status, left)
+		}
+	}
+	for i := range 3 {
+		r := e.do("HEAD", path, alice, nil)
+		check(fmt.Sprintf("HEAD %d", i+1), r, 200, "2")
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("HEAD %d: Content-Type %q, want GET's", i+1, ct)
+		}
+	}
+	for i, left := range []string{"1", "0"} {
+		if r := e.do("GET", path, alice, nil); r.status != 200 || r.header.Get("X-RateLimit-Identity-Remaining") != left {
+			t.Fatalf("GET %d: %d, identity remaining %q, want 200, %s", i+1, r.status, r.header.Get("X-RateLimit-Identity-Remaining"), left)
+		}
+	}
+	r := e.do("HEAD", path, alice, nil)
+	check("HEAD over the budget", r, 429, "0")
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("HEAD over the budget: no Retry-After")
+	}
+	check("HEAD without a session", e.do("HEAD", path, "", nil), 401, "")
+	check("HEAD with a bad name", e.do("HEAD", "/api/v3/dns/resolve?name=a%20b", alice, nil), 400, "")
+}
+
 // TestResolveChargeIsAtomic: a concurrent burst never spends the same
 // remaining budget twice.
 func TestResolveChargeIsAtomic(t *testing.T) {
