@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // rawExchange sends each of msgs to addr over network (UDP: one socket;
@@ -157,6 +160,27 @@ func TestResponseNeverAnswered(t *testing.T) {
 				t.Errorf("%s %s: first reply id %d %s, want the query's (4321) NOERROR", network, name, r.Id, mdns.RcodeToString[r.Rcode])
 			}
 		}
+	}
+}
+
+// TestRejectOverPacketConn: Serve takes any net.PacketConn, and one that
+// is not a *net.UDPConn (read through ReadPacketConn) is screened alike.
+func TestRejectOverPacketConn(t *testing.T) {
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Serve(t, "serve", func(ctx context.Context) error { return s.Serve(ctx, struct{ net.PacketConn }{pc}, ln) })
+	addr := pc.LocalAddr().String()
+	if r := rawExchange(t, "udp", addr, append(packed(t, true, nil), 0)); r.Rcode != mdns.RcodeFormatError || r.IsEdns0() == nil {
+		t.Errorf("trailing bytes: %s with OPT %v, want FORMERR with one", mdns.RcodeToString[r.Rcode], r.IsEdns0())
+	}
+	if r := rawExchange(t, "udp", addr, packed(t, true, nil)); r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Errorf("well-formed query: %s %v", mdns.RcodeToString[r.Rcode], r.Answer)
 	}
 }
 
