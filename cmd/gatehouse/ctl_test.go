@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,6 +136,47 @@ func TestCtlAgainstAPI(t *testing.T) {
 	_, _, err = runCmd(t, "ctl", "-api", url, "apps", "list")
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "give -token, or set GATEHOUSE_CONTROL_TOKEN") {
 		t.Errorf("no token: %v", err)
+	}
+}
+
+// TestCtlGetPutsBack: what ctl get prints, ctl put -f takes back as it
+// is, for every kind of item: a domain mapping's printed domain, token and
+// verified were refused as unknown fields.
+func TestCtlGetPutsBack(t *testing.T) {
+	t.Parallel()
+	url := startAPI(t)
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, _, err := runCmd(t, append([]string{"ctl", "-api", url, "-token", ctlToken}, args...)...)
+		if err != nil {
+			t.Fatalf("ctl %q: %v", args, err)
+		}
+		return out
+	}
+	ctl("apps", "put", "shop", `{"cors":{"origins":["https://shop.example"]},"policy":[{"action":"deny","path":"/admin/*"}]}`)
+	ctl("domains", "put", "shop.example.org", `{"app":"shop"}`)
+	ctl("domains", "put", "www.shop.example.org", `{"app":"shop"}`)
+	ctl("domains", "verify", "www.shop.example.org", `{"method":"manual"}`)
+	ctl("keys", "put", "web-1", `{"public_key":"11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=","apps":["shop"]}`)
+	ctl("zones", "put", "apps.example.com", `{"gateways":["127.0.0.1"]}`)
+	ctl("records", "put", "apps.example.com", "www", "A", `{"values":["192.0.2.1"]}`)
+	dir := t.TempDir()
+	for i, item := range [][]string{
+		{"apps", "shop"},
+		{"domains", "shop.example.org"},
+		{"domains", "www.shop.example.org"},
+		{"keys", "web-1"},
+		{"zones", "apps.example.com"},
+		{"records", "apps.example.com", "www", "A"},
+	} {
+		got := ctl(append([]string{item[0], "get"}, item[1:]...)...)
+		f := filepath.Join(dir, strconv.Itoa(i)+".json")
+		if err := os.WriteFile(f, []byte(got), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if back := ctl(append(append([]string{item[0], "put"}, item[1:]...), "-f", f)...); back != got {
+			t.Errorf("ctl %s put -f of what get printed:\n%s\nwant it as it was:\n%s", item[0], back, got)
+		}
 	}
 }
 

@@ -434,6 +434,89 @@ func TestDomainLifecycle(t *testing.T) {
 	e.ok("GET", "/api/v3/domains/shop.example.org", nil, 404)
 }
 
+// TestGetBodyPutsBack: every item's GET body is a body its PUT takes
+// (ctl get > f.json; ctl put -f f.json), and putting it back changes
+// nothing. A domain mapping's GET adds domain, token and verified, which
+// its PUT refused as unknown fields.
+func TestGetBodyPutsBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.seed()
+	e.ok("PUT", "/api/v3/apps/full", `{"mode":"http","status":"suspended","cors":{"origins":["https://a.example"],"allow_credentials":true,"allow_headers":["x-a"]},
+	  "rate_limit":{"requests":5,"window":"10s"},"auth":{"required":true},"policy":[{"action":"deny","methods":["GET"],"path":"/a/*"}],"health":{"path":"/h","interval":"5s"}}`, 200)
+	e.ok("PUT", "/api/v3/domains/verified.example.org", `{"app":"full"}`, 200)
+	e.ok("POST", "/api/v3/domains/verified.example.org/verify", `{"method":"manual"}`, 200)
+	before := e.snapshot()
+	for _, path := range []string{
+		"/api/v3/apps/shop",
+		"/api/v3/apps/full",
+		"/api/v3/domains/shop.example.org",
+		"/api/v3/domains/verified.example.org",
+		"/api/v3/dns/zones/apps.example.com",
+		"/api/v3/dns/zones/apps.example.com/records/www/A",
+		"/api/v3/hosts/keys/web-1",
+	} {
+		got := e.ok("GET", path, nil, 200)
+		back := e.do("PUT", path, token, got.body)
+		if back.status != 200 || !bytes.Equal(back.body, got.body) || back.header.Get("ETag") != got.header.Get("ETag") {
+			t.Errorf("PUT %s of its GET body %s: %d %s (ETag %s, was %s)", path, got.body, back.status, back.body, back.header.Get("ETag"), got.header.Get("ETag"))
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("putting GET bodies back changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestDomainReadOnlyFields: a mapping's domain, token and verified may be
+// repeated in its PUT, as its GET answers them, but only as they are: the
+// gateway makes the token and the verify call sets verified, so a body
+// saying otherwise is refused, naming the field and how to change it,
+// and changes nothing.
+func TestDomainReadOnlyFields(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.seed()
+	e.ok("PUT", "/api/v3/apps/blog", nil, 200)
+	e.ok("PUT", "/api/v3/domains/verified.example.org", `{"app":"shop"}`, 200)
+	var v route.Domain
+	decodeInto(t, e.ok("POST", "/api/v3/domains/verified.example.org/verify", `{"method":"manual"}`, 200), &v)
+	before := e.snapshot()
+	for _, c := range []struct{ path, body, want string }{
+		{"/api/v3/domains/shop.example.org", `{"app":"shop","domain":"other.example.org"}`, `domain: the body says "other.example.org" but the path says "shop.example.org"`},
+		{"/api/v3/domains/shop.example.org", `{"app":"shop","token":"made-up"}`, `token: the body says "made-up" but the mapping's is`},
+		{"/api/v3/domains/shop.example.org", `{"app":"shop","verified":true}`, `verified: domain "shop.example.org" is not verified; POST /api/v3/domains/shop.example.org/verify verifies it`},
+		{"/api/v3/domains/verified.example.org", `{"app":"shop","verified":false}`, `verified: domain "verified.example.org" is verified; to make it unverified, DELETE the mapping`},
+		{"/api/v3/domains/verified.example.org", `{"app":"shop","token":"` + v.Token + `x"}`, `token: the body says`},
+		{"/api/v3/domains/new.example.org", `{"app":"shop","token":"` + v.Token + `"}`, `token: domain "new.example.org" is not mapped yet`},
+		{"/api/v3/domains/new.example.org", `{"app":"shop","verified":true}`, `verified: domain "new.example.org" is not verified`},
+		{"/api/v3/domains/new.example.org", `{"app":"shop","domain":null,"token":5}`, `token: want a string`},
+	} {
+		if p := problemOf(t, e.ok("PUT", c.path, c.body, 400)); !strings.Contains(p.Detail, c.want) {
+			t.Errorf("PUT %s %s: detail %q, want %q", c.path, c.body, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("refused read-only fields changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// as they are, in any spelling of the name the path takes, they go through
+	var d route.Domain
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/verified.example.org", `{"domain":"Verified.Example.ORG.","app":"shop","token":"`+v.Token+`","verified":true}`, 200), &d)
+	if d != v {
+		t.Errorf("PUT of the mapping as it is: %+v, want %+v", d, v)
+	}
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/new.example.org", `{"domain":"new.example.org","app":"shop","verified":false}`, 200), &d)
+	if d.Verified || d.Token == "" {
+		t.Errorf("new mapping: %+v", d)
+	}
+	// an unverified mapping moved with its current token starts over, as
+	// any move does: a new token
+	cur := d
+	decodeInto(t, e.ok("PUT", "/api/v3/domains/new.example.org", `{"app":"blog","token":"`+cur.Token+`","verified":false}`, 200), &d)
+	if d.App != "blog" || d.Token == cur.Token || d.Verified {
+		t.Errorf("moved mapping: %+v (was %+v)", d, cur)
+	}
+}
+
 func TestDomainVerifyHook(t *testing.T) {
 	var asked string
 	e := newEnv(t, func(o *Options) {

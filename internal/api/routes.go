@@ -385,6 +385,38 @@ func listSome(items []string, n int) string {
 
 type domainBody struct {
 	App string `json:"app"`
+	// Domain, Token and Verified may repeat what a GET answered, so that
+	// a mapping's GET body can be PUT back (ctl domains get, edit, put
+	// -f), as every item's can. Domain must then name the path's domain;
+	// Token and Verified are the gateway's to set (a token when the
+	// mapping is made, verified by the verify call), so they must be the
+	// mapping's as it is stored: a body that says otherwise is refused
+	// rather than silently not done (readOnly).
+	Domain   *string `json:"domain"`
+	Token    *string `json:"token"`
+	Verified *bool   `json:"verified"`
+}
+
+// readOnly checks the token and verified state b repeats against cur,
+// the mapping of domain name as stored (nil: none).
+func (b *domainBody) readOnly(name string, cur *route.Domain) error {
+	if b.Token != nil {
+		switch {
+		case cur == nil:
+			return badInput("token: domain %q is not mapped yet, so it has no token to repeat; leave token out, and the gateway makes one", name)
+		case *b.Token != cur.Token:
+			return badInput("token: the body says %q but the mapping's is %q; the gateway makes a mapping's token (a new one when it moves to another app), so leave token out or repeat the current one", *b.Token, cur.Token)
+		}
+	}
+	if b.Verified != nil {
+		switch verified := cur != nil && cur.Verified; {
+		case *b.Verified && !verified:
+			return badInput("verified: domain %q is not verified; POST /api/v3/domains/%s/verify verifies it, and a PUT cannot", name, name)
+		case !*b.Verified && verified:
+			return badInput("verified: domain %q is verified; to make it unverified, DELETE the mapping and PUT it again", name)
+		}
+	}
+	return nil
 }
 
 func (a *API) listDomains(r *http.Request) (int, any, error) {
@@ -426,6 +458,9 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 	if err := decode(r, &b); err != nil {
 		return 0, nil, err
 	}
+	if b.Domain != nil && strings.TrimSuffix(strings.ToLower(*b.Domain), ".") != name {
+		return 0, nil, badInput("domain: the body says %q but the path says %q", *b.Domain, name)
+	}
 	if err := checkAppID(b.App); err != nil {
 		return 0, nil, badInput("app: %v", err)
 	}
@@ -441,6 +476,9 @@ func (a *API) putDomain(r *http.Request) (int, any, error) {
 	// over is what the mapping becomes in place of cur (nil: none), or
 	// cur itself with errUnchanged when it maps the domain to b.App.
 	over := func(cur *route.Domain) (*route.Domain, error) {
+		if err := b.readOnly(name, cur); err != nil {
+			return nil, err
+		}
 		switch {
 		case cur != nil && cur.App == b.App:
 			return cur, errUnchanged
