@@ -1723,6 +1723,19 @@ func TestBodyErrorsNameWhatIsWrong(t *testing.T) {
 	e.ok("PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":null},"health":{"path":"/h"}}`, 200)
 }
 
+// TestNullDurationIsLeftOut: a field sent as null is one left out
+// (rate_limit.window: null takes the default), and so is a health
+// probe's interval, which was refused as the duration "".
+func TestNullDurationIsLeftOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	left := e.ok("PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"10s"},"health":{"path":"/h"}}`, 200)
+	null := e.ok("PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"10s"},"health":{"path":"/h","interval":null}}`, 200)
+	if !bytes.Equal(null.body, left.body) {
+		t.Errorf("health.interval: null stored %s, want it as left out: %s", null.body, left.body)
+	}
+}
+
 // TestHostKeyNamesLiveApps: a host key may name only apps that exist, as
 // a domain mapping may: a key naming an app not created yet would pass
 // to whichever app is created under that id later (the hazard deleteApp's

@@ -33,8 +33,13 @@ type Duration time.Duration
 // MarshalJSON writes d as a Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// UnmarshalJSON reads "60s" (or a number of seconds).
+// UnmarshalJSON reads "60s" (or a number of seconds). A null leaves d as
+// it is, as encoding/json leaves a field of its own types: an optional
+// duration sent as null is one left out, not the duration "".
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		var n float64
