@@ -1736,6 +1736,34 @@ func TestNullDurationIsLeftOut(t *testing.T) {
 	}
 }
 
+// TestNullListElementRefused: encoding/json reads a null in a list as its
+// element's zero value, so ["a",null] was checked as ["a",""] and refused
+// for a value nobody sent ("values[1]: a TXT value holds 1 to 2048
+// bytes, got 0", "policy[0].action: ... got \"\""). The refusal names the
+// null, and nothing changes.
+func TestNullListElementRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.seed()
+	before := e.snapshot()
+	for _, c := range []struct{ method, path, body, want string }{
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a"},null]}`, `policy[1]: want an object, got a JSON null`},
+		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a","methods":["GET",null]}]}`, `policy[0].methods[1]: want a string, got a JSON null`},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":[null]}}`, `cors.origins[0]: want a string, got a JSON null`},
+		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":[],"allow_headers":[null]}}`, `cors.allow_headers[0]: want a string, got a JSON null`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", `{"gateways":["127.0.0.1",null]}`, `gateways[1]: want a string, got a JSON null`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/TXT", `{"values":["a", null ]}`, `values[1]: want a string, got a JSON null`},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":[null]}`, `apps[0]: want a string, got a JSON null`},
+	} {
+		if p := problemOf(t, e.ok(c.method, c.path, c.body, 400)); !strings.Contains(p.Detail, c.want) {
+			t.Errorf("%s %s %s: detail %q, want %q", c.method, c.path, c.body, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a null in a list changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
 // TestHostKeyNamesLiveApps: a host key may name only apps that exist, as
 // a domain mapping may: a key naming an app not created yet would pass
 // to whichever app is created under that id later (the hazard deleteApp's

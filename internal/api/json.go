@@ -253,8 +253,15 @@ func walkKeys(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) error
 		}
 		for i := 0; dec.More(); i++ {
 			*path = append(*path, fmt.Sprintf("[%d]", i))
+			start := dec.InputOffset()
 			if err := walkKeys(dec, b, elem, path); err != nil {
 				return err
+			}
+			// encoding/json reads a null element as the element's zero
+			// value, so ["a",null] would be checked as ["a",""] and
+			// refused for a value nobody sent (values[1]: got "").
+			if elem != nil && elem.Kind() != reflect.Pointer && elem.Kind() != reflect.Interface && isNull(b[start:dec.InputOffset()]) {
+				return &keyError{fmt.Sprintf("%s: want %s, got a JSON null", strings.TrimPrefix(strings.Join(*path, ""), "."), jsonKind(elem))}
 			}
 			*path = (*path)[:len(*path)-1]
 		}
@@ -309,6 +316,16 @@ func walkObject(dec *json.Decoder, b []byte, t reflect.Type, path *[]string) err
 	}
 	_, err := dec.Token()
 	return err
+}
+
+// isNull reports whether raw, a value as walkKeys read it (from the end
+// of the token before it), is a JSON null.
+func isNull(raw []byte) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && (raw[0] == ',' || raw[0] == '[') {
+		raw = bytes.TrimSpace(raw[1:])
+	}
+	return string(raw) == "null"
 }
 
 // unmarshalAt reads raw, the value at path (from the end of the token
