@@ -1708,6 +1708,11 @@ func TestBodyErrorsNameWhatIsWrong(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a"},{"action":"deny","path":"/b","method":"GET"}]}`, `unknown field "method" in policy[1] (known: action, methods, path)`},
 		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":[],"allow_origins":["https://a.example"]}}`, `unknown field "allow_origins" in cors (known: allow_credentials, allow_headers, origins)`},
 		{"POST", "/api/v3/dns/resolve/batch", `[{"name":"a.apps.example.com","class":"IN"}]`, `unknown field "class" in [0] (known: name, type)`},
+		// text after the value is not always a second value: say where it is
+		{"PUT", "/api/v3/apps/shop", `{} x`, `invalid JSON body: more than one JSON value, or text after it (from byte 3: "x")`},
+		{"PUT", "/api/v3/apps/shop", "{}\n]", `(from byte 3: "]")`},
+		{"PUT", "/api/v3/apps/shop", `{"mode":"http"}{"mode":"passthrough"}`, `(from byte 15: "{\"mode\":\"passthr...")`},
+		{"PUT", "/api/v3/hosts/keys/web-1", `{"public_key":"` + testKey + `","apps":["shop"]}garbage`, `(from byte 77: "garbage")`},
 	}
 	for _, c := range cases {
 		p := problemOf(t, e.ok(c.method, c.path, c.body, 400))

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/gatehouse-dev/gatehouse/internal/jsontext"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -85,10 +86,28 @@ func decode(r *http.Request, v any) error {
 		}
 		return badInput("invalid JSON body: %v", err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badInput("invalid JSON body: more than one JSON value")
+	if end := dec.InputOffset(); len(bytes.Trim(b[end:], jsonSpace)) > 0 {
+		// not always a second value ({} x, {}]): say where the rest starts
+		at := int(end) + len(b[end:]) - len(bytes.TrimLeft(b[end:], jsonSpace))
+		return badInput("invalid JSON body: more than one JSON value, or text after it (from byte %d: %q); send one JSON value", at, excerpt(b[at:]))
 	}
 	return nil
+}
+
+// jsonSpace is the white space JSON allows between tokens (RFC 8259 §2).
+const jsonSpace = " \t\r\n"
+
+// excerpt is the start of b, at most 16 bytes (cut at a rune), for an
+// error: enough to find it, little of the client's bytes.
+func excerpt(b []byte) string {
+	if len(b) <= 16 {
+		return string(b)
+	}
+	n := 16
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return string(b[:n]) + "..."
 }
 
 // jsonKind names the JSON a field of Go type t takes.
