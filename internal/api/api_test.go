@@ -1704,6 +1704,11 @@ func TestBodyErrorsNameWhatIsWrong(t *testing.T) {
 		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":-1e300}}`, `invalid JSON body: rate_limit.window: duration -1e300 s is out of range`},
 		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":9.3e9}}`, `invalid JSON body: health.interval: duration 9.3e9 s is out of range`},
 		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":true}}`, `invalid JSON body: health.interval: duration must be a string like "60s"`},
+		// past float64 and past a time.Duration: out of range, not "not one"
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":1e400}}`, `invalid JSON body: rate_limit.window: duration 1e400 s is out of range`},
+		{"PUT", "/api/v3/apps/shop", `{"rate_limit":{"window":"9999999999999h"}}`, `invalid JSON body: rate_limit.window: duration "9999999999999h" is out of range (at most 2562047h)`},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":"1h99999999999999999999s"}}`, `health.interval: duration "1h99999999999999999999s" is out of range`},
+		{"PUT", "/api/v3/apps/shop", `{"health":{"path":"/h","interval":"5 s"}}`, `health.interval: duration "5 s" is not one`},
 		// an unknown key says where it is, and which keys are known there
 		{"PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/a"},{"action":"deny","path":"/b","method":"GET"}]}`, `unknown field "method" in policy[1] (known: action, methods, path)`},
 		{"PUT", "/api/v3/apps/shop", `{"cors":{"origins":[],"allow_origins":["https://a.example"]}}`, `unknown field "allow_origins" in cors (known: allow_credentials, allow_headers, origins)`},

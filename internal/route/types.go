@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -44,6 +45,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		var n float64
 		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err2, &te) && te.Value == "number "+string(b) { // past float64: 1e400
+				return fmt.Errorf("duration %s s is out of range", b)
+			}
 			return fmt.Errorf("duration must be a string like \"60s\"")
 		}
 		// Past the int64 range the conversion wraps (or saturates, by
@@ -57,11 +62,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
+		// time.ParseDuration says "invalid" past its range too: a duration
+		// that parses with each run of digits made 1 is one, but too long.
+		if _, err := time.ParseDuration(digitRuns.ReplaceAllString(s, "1")); err == nil {
+			return fmt.Errorf("duration %q is out of range (at most 2562047h)", s)
+		}
 		return fmt.Errorf("duration %q is not one: write a number and a unit, such as \"60s\", \"1m30s\" or \"500ms\"", s)
 	}
 	*d = Duration(v)
 	return nil
 }
+
+var digitRuns = regexp.MustCompile(`[0-9]+`)
 
 // App is one tenant application's settings: the body of
 // PUT /api/v3/apps/{app}, as stored in the apps bucket.
