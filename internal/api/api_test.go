@@ -1774,6 +1774,106 @@ func TestNullListElementRefused(t *testing.T) {
 	}
 }
 
+// TestEveryWriteRefusesMalformedBodies sends every body-taking route each
+// kind of malformed JSON: each answers 400 saying what is wrong, and the
+// store is as it was.
+func TestEveryWriteRefusesMalformedBodies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.seed()
+	before := e.snapshot()
+	routes := []struct {
+		method, path string
+		key, value   string // one member of a good body
+		rest         string // the other members, each with a leading comma
+		huge, hugeIs string // a member holding a number past any field's range, and what it is refused as
+		list         string // a member that is a list of strings ("": none)
+	}{
+		{"PUT", "/api/v3/apps/shop", "mode", `"http"`, `,"status":"active"`, `"rate_limit":{"requests":1e999}`, "want an integer, got a JSON number 1e999", `"cors":{"origins":["https://a.example",null]}`},
+		{"PUT", "/api/v3/domains/shop.example.org", "app", `"shop"`, ``, `"app":1e999`, "want a string, got a JSON number", ``},
+		{"POST", "/api/v3/domains/shop.example.org/verify", "method", `"manual"`, ``, `"method":-1e999`, "want a string, got a JSON number", ``},
+		{"PUT", "/api/v3/dns/zones/apps.example.com", "gateways", `["127.0.0.1"]`, `,"ttl":60`, `"gateways":["127.0.0.1"],"ttl":99999999999999999999`, "want an integer, got a JSON number 99999999999999999999 (out of range)", `"gateways":["127.0.0.1",null]`},
+		{"PUT", "/api/v3/dns/zones/apps.example.com/records/www/A", "values", `["192.0.2.1"]`, `,"ttl":60`, `"values":["192.0.2.1"],"ttl":-1e999`, "want an integer, got a JSON number -1e999", `"values":[null]`},
+		{"PUT", "/api/v3/hosts/keys/web-1", "apps", `["shop"]`, `,"public_key":"` + testKey + `"`, `"apps":["shop"],"public_key":1e999`, "want a string, got a JSON number", `"apps":[null],"public_key":"` + testKey + `"`},
+	}
+	for _, rt := range routes {
+		member := `"` + rt.key + `":` + rt.value
+		good := "{" + member + rt.rest + "}"
+		cases := []struct{ name, body, want string }{
+			{"unknown key", `{"colour":"red",` + member + rt.rest + "}", `unknown field "colour"`},
+			{"key twice", "{" + member + "," + member + rt.rest + "}", `key "` + rt.key + `" appears twice`},
+			{"key in two cases", "{" + member + rt.rest + `,"` + strings.ToUpper(rt.key) + `":` + rt.value + "}", `differ only in case`},
+			{"text after", good + " x", `text after it (from byte ` + strconv.Itoa(len(good)+1) + `: "x")`},
+			{"two values", good + good, `more than one JSON value`},
+			{"not finished", good[:len(good)-1], `invalid JSON body`},
+			{"wrong type", `{"` + rt.key + `":{}` + rt.rest + "}", rt.key + `: want `},
+			{"huge number", "{" + rt.huge + "}", rt.hugeIs},
+			{"null body", "null", `want an object, got a JSON null`},
+			{"array body", "[" + good + "]", `want an object, got a JSON array`},
+			{"not UTF-8", "{" + member + rt.rest + ",\"x\xff\":1}", `not valid UTF-8`},
+		}
+		if rt.list != "" {
+			cases = append(cases, struct{ name, body, want string }{"null in a list", "{" + rt.list + "}", `got a JSON null`})
+		}
+		for _, c := range cases {
+			r := e.do(rt.method, rt.path, token, c.body)
+			if r.status != 400 {
+				t.Errorf("%s %s, %s %s: status %d, want 400: %s", rt.method, rt.path, c.name, c.body, r.status, r.body)
+				continue
+			}
+			if p := problemOf(t, r); !strings.Contains(p.Detail, c.want) {
+				t.Errorf("%s %s, %s %s: detail %q, want %q", rt.method, rt.path, c.name, c.body, p.Detail, c.want)
+			}
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("malformed bodies changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestListItemsAreTheirGets: every list, whole or paged, shows each item
+// as its own GET answers it.
+func TestListItemsAreTheirGets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.seed()
+	e.ok("PUT", "/api/v3/apps/full", `{"status":"suspended","cors":{"origins":["https://a.example"],"allow_credentials":true,"allow_headers":["x-a"]},
+	  "rate_limit":{"requests":5,"window":"10s"},"auth":{"required":true},"policy":[{"action":"deny","methods":["get"],"path":"/a/*"}],"health":{"path":"/h","interval":"5s"}}`, 200)
+	e.ok("POST", "/api/v3/domains/shop.example.org/verify", `{"method":"manual"}`, 200)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/@/TXT", `{"values":["a","b"],"ttl":30}`, 200)
+	for _, l := range []struct {
+		list, field string
+		item        func(map[string]any) string
+	}{
+		{"/api/v3/apps", "apps", func(m map[string]any) string { return "/api/v3/apps/" + m["id"].(string) }},
+		{"/api/v3/domains", "domains", func(m map[string]any) string { return "/api/v3/domains/" + m["domain"].(string) }},
+		{"/api/v3/dns/zones", "zones", func(m map[string]any) string { return "/api/v3/dns/zones/" + m["name"].(string) }},
+		{"/api/v3/dns/zones/apps.example.com/records", "records", func(m map[string]any) string {
+			return "/api/v3/dns/zones/" + m["zone"].(string) + "/records/" + m["name"].(string) + "/" + m["type"].(string)
+		}},
+		{"/api/v3/hosts/keys", "keys", func(m map[string]any) string { return "/api/v3/hosts/keys/" + m["host_id"].(string) }},
+	} {
+		for _, q := range []string{"", "?limit=1"} {
+			var page map[string]json.RawMessage
+			var items []json.RawMessage
+			decodeInto(t, e.ok("GET", l.list+q, nil, 200), &page)
+			if err := json.Unmarshal(page[l.field], &items); err != nil || len(items) == 0 {
+				t.Errorf("GET %s%s: no %s (%v)", l.list, q, l.field, err)
+			}
+			for _, raw := range items {
+				var m map[string]any
+				if err := json.Unmarshal(raw, &m); err != nil {
+					t.Fatal(err)
+				}
+				got := e.ok("GET", l.item(m), nil, 200)
+				if !bytes.Equal(bytes.TrimSpace(got.body), raw) {
+					t.Errorf("GET %s%s lists %s, but GET %s answers %s", l.list, q, raw, l.item(m), got.body)
+				}
+			}
+		}
+	}
+}
+
 // TestHostKeyNamesLiveApps: a host key may name only apps that exist, as
 // a domain mapping may: a key naming an app not created yet would pass
 // to whichever app is created under that id later (the hazard deleteApp's
