@@ -644,7 +644,7 @@ func (p *Proxy) exchangeFast(w http.ResponseWriter, in *http.Request, a *attempt
 		w.WriteHeader(res.status)
 		clear(h)
 	}
-	if res.status == http.StatusSwitchingProtocols || res.status > 999 {
+	if res.status == http.StatusSwitchingProtocols {
 		return false, errFastHead // no upgrade was asked for
 	}
 	if headTimeout > 0 && !c.endHead() {
@@ -867,7 +867,11 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 		}
 		res.status = res.status*10 + int(d-'0')
 	}
-	if res.status < 100 {
+	// RFC 9110 §15: a status code is 100-599. net/http's client takes
+	// any three digits, and its server writes up to 999: a code past 599
+	// would reach the client as the host sent it, which no client knows
+	// how to read (and one under 100 panics the server).
+	if res.status < 100 || res.status > 599 {
 		return errFastHead
 	}
 	http10 := line[7] == '0'

@@ -447,10 +447,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // with this cluster's id (a host does not get to claim a cluster, nor a
 // failover).
 func (p *Proxy) modifyResponse(res *http.Response) error {
-	// net/http's client takes any three digits, but a status under 100 is
-	// no HTTP answer, and writing it panics (the client got a 500 saying
-	// the gateway failed): a 502, as the fast path answers.
-	if res.StatusCode < 100 {
+	// net/http's HTTP/1.1 client takes any three digits, and its HTTP/2
+	// client any number as :status, but a status outside 100-599 is no
+	// HTTP answer (RFC 9110 §15): under 100 writing it panics (the client
+	// got a 500 saying the gateway failed), over 599 it went out as the
+	// host sent it. A 502, as the fast path answers.
+	if res.StatusCode < 100 || res.StatusCode > 599 {
 		return fmt.Errorf("%w: status %03d", errFastHead, res.StatusCode)
 	}
 	if a := attemptFrom(res.Request.Context()); a != nil {
