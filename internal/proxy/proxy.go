@@ -127,6 +127,9 @@ type attempt struct {
 	// interim is the writer ReverseProxy answers through (in the
 	// attempt, so it costs no allocation of its own).
 	interim interimGuard
+	// fields is what the h1 transport's connection noted of the
+	// response heads (connfields.go); nil on the fast path and for h2c.
+	fields *connFields
 }
 
 type attemptKey struct{}
@@ -166,8 +169,8 @@ func (w *interimGuard) WriteHeader(code int) {
 		// answer only: a 1xx's are the host's connection's (RFC 9110
 		// §7.6.1), as the fast path treats them, and over HTTP/2 a TE or
 		// an Upgrade makes the response malformed. (net/http's client
-		// already dropped a Connection that said close, and the names it
-		// listed with it are not known here.)
+		// drops a Connection that says close: bound1xx removed the names
+		// it listed.)
 		dropHopByHop(h, false)
 		// ReverseProxy appended the host's 1xx fields to the handler's
 		// own one value of each: the first is the handler's. Kept, the
@@ -460,6 +463,16 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 			return errFastTooMany
 		}
 		a.host.Health.Answered(a.picked)
+		if res.StatusCode != http.StatusSwitchingProtocols {
+			// What the host's Connection named, which ReverseProxy could
+			// not remove when net/http's client had dropped the field
+			// for its close (connfields.go). First, so that no name
+			// takes off a field stamped below. (A 101's Connection names
+			// Upgrade, never close: it is kept, for dropHopByHop.)
+			for _, k := range a.fields.final(res.StatusCode) {
+				delete(res.Header, k)
+			}
+		}
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy removes the hop-by-hop fields from every answer

@@ -39,21 +39,25 @@ func pinnedDial(dial func(ctx context.Context, network, addr string) (net.Conn, 
 
 func newTransport(o *Options) *transport {
 	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	// A host's TLS certificate is not what gatehouse trusts: a host is
+	// routable only after proving its enrolled Ed25519 key at the very
+	// address dialed here (DESIGN §4). Hosts commonly serve self-signed
+	// certificates, so verifying a chain would add no trust and refuse
+	// honest hosts.
+	hostTLS := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
 	h1 := &http.Transport{
-		Proxy:                 nil, // never an environment proxy: hosts are dialed directly
-		DialContext:           pinnedDial(d.DialContext),
+		Proxy: nil, // never an environment proxy: hosts are dialed directly
+		// The connections note the names each response head's
+		// Connection lists (connfields.go), an https one over its TLS,
+		// which the transport then leaves to DialTLSContext: handshake
+		// and timeout are the same as its own.
+		DialContext:           headDial(pinnedDial(d.DialContext)),
+		DialTLSContext:        headDialTLS(pinnedDial(d.DialContext), hostTLS, o.DialTimeout),
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds each host
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
 		IdleConnTimeout:       o.IdleConnTimeout,
-		TLSHandshakeTimeout:   o.DialTimeout,
 		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
 		ExpectContinueTimeout: 1 * time.Second,
-		// A host's TLS certificate is not what gatehouse trusts: a host is
-		// routable only after proving its enrolled Ed25519 key at the very
-		// address dialed here (DESIGN §4). Hosts commonly serve
-		// self-signed certificates, so verifying a chain would add no
-		// trust and refuse honest hosts.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12},
 		// HTTP/1.1 only upstream: WebSocket upgrades need it, and the pool
 		// gives the reuse HTTP/2 would.
 		ForceAttemptHTTP2: false,
@@ -91,9 +95,10 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	a := attemptFrom(r.Context())
 	if a != nil {
 		a.bound1xx(r)
-	}
-	if a != nil && isH2C(a.host) {
-		return t.h2c.RoundTrip(r)
+		if isH2C(a.host) {
+			return t.h2c.RoundTrip(r)
+		}
+		a.noteConnFields(r)
 	}
 	return t.h1.RoundTrip(r)
 }
@@ -113,6 +118,11 @@ func (a *attempt) bound1xx(r *http.Request) {
 	}
 	pass := tr.Got1xxResponse
 	tr.Got1xxResponse = func(code int, h textproto.MIMEHeader) error {
+		// The names this 1xx's Connection listed, which net/http's
+		// client may have dropped with it (connfields.go).
+		for _, k := range a.fields.take1xx() {
+			delete(h, k)
+		}
 		if err := pass(code, h); err != nil {
 			return err
 		}

@@ -1,0 +1,232 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+)
+
+// The names a host's Connection field lists are hop-by-hop (RFC 9110
+// §7.6.1): a proxy removes the fields they name. net/http's HTTP/1.1
+// client deletes a response's whole Connection field when it says close
+// (shouldClose), before ReverseProxy reads it to remove what it names, so
+// "Connection: close, X-Foo" let X-Foo through on the ReverseProxy path
+// (the fast path reads its heads itself). No net/http hook sees a head
+// before that; so the h1 transport's connections are wrapped in a
+// headConn, which notes the names each response head's Connection lists
+// as the transport reads it, and modifyResponse (and bound1xx, for a 1xx)
+// removes them.
+
+// connFields is what a headConn noted of one exchange's response heads:
+// the names each head's Connection listed, the 1xx ones first. Written
+// only by the connection's reader before net/http parses the bytes, so
+// read after the transport handed the head on: no lock.
+type connFields struct {
+	heads  [][]string // per head read, in order; the last is the final one once done
+	status int        // the final head's status code, once done
+	done   bool       // the final head (not a 1xx, or a 101) was read whole
+	used   int        // heads of 1xx taken by take1xx
+}
+
+// final returns the names the final head's Connection listed when it had
+// status code: nil if the head read was not that response's (see scan).
+func (f *connFields) final(status int) []string {
+	if f == nil || !f.done || f.status != status {
+		return nil
+	}
+	return f.heads[len(f.heads)-1]
+}
+
+// take1xx returns the names the next 1xx head's Connection listed.
+func (f *connFields) take1xx() []string {
+	if f == nil || f.used >= len(f.heads) || (f.done && f.used == len(f.heads)-1) {
+		return nil
+	}
+	f.used++
+	return f.heads[f.used-1]
+}
+
+// headConn is a connection of the h1 transport. begin (from the GotConn
+// trace, before the request is written) starts a record; the reads that
+// follow scan the response heads into it, up to the final head's end,
+// and everything after (the body) passes unscanned.
+type headConn struct {
+	net.Conn
+	mu   sync.Mutex
+	cur  *connFields // the record being written; nil: not scanning
+	line []byte      // a line begun in an earlier read
+	// In the head being scanned: whether its status line was read, its
+	// status code, the names its Connection listed so far, and whether
+	// the last field line was a Connection (for an obs-fold).
+	started bool
+	status  int
+	names   []string
+	inConn  bool
+}
+
+// begin starts the record of the exchange about to run on c.
+func (c *headConn) begin() *connFields {
+	f := new(connFields)
+	c.mu.Lock()
+	c.cur, c.line, c.started, c.names, c.inConn = f, c.line[:0], false, nil, false
+	c.mu.Unlock()
+	return f
+}
+
+func (c *headConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		if c.cur != nil {
+			c.scan(p[:n])
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// scan runs b, the next bytes of the heads, through the record.
+func (c *headConn) scan(b []byte) {
+	for len(b) > 0 && c.cur != nil {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			if len(c.line)+len(b) > maxFastHead {
+				c.cur = nil // the transport refuses such a head itself
+				return
+			}
+			c.line = append(c.line, b...)
+			return
+		}
+		line := b[:i]
+		if len(c.line) > 0 {
+			c.line = append(c.line, line...)
+			line = c.line
+		}
+		b = b[i+1:]
+		c.headLine(bytes.TrimSuffix(line, []byte("\r")))
+		c.line = c.line[:0]
+	}
+	if c.cur == nil && cap(c.line) > readSize {
+		c.line = nil // a rare long line's room is not kept with the connection
+	}
+}
+
+// headLine takes one line of a head, as net/http's client reads it.
+func (c *headConn) headLine(line []byte) {
+	f := c.cur
+	switch {
+	case !c.started:
+		// "HTTP/1.x NNN ...": anything else is no head (net/http fails
+		// the exchange), and nothing is noted.
+		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+			c.cur = nil
+			return
+		}
+		c.started, c.status = true, 0
+		for _, d := range line[9:12] {
+			if d < '0' || d > '9' {
+				c.cur = nil
+				return
+			}
+			c.status = c.status*10 + int(d-'0')
+		}
+	case len(line) == 0: // the head's end
+		f.heads = append(f.heads, c.names)
+		c.started, c.names, c.inConn = false, nil, false
+		if c.status < 100 || c.status > 199 || c.status == http.StatusSwitchingProtocols {
+			f.status, f.done = c.status, true
+			c.cur = nil // the body follows: not scanned
+		}
+	case line[0] == ' ' || line[0] == '\t': // obs-fold: more of the last field
+		if c.inConn {
+			c.names = addNames(c.names, line)
+		}
+	default:
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		c.inConn = ok && httpwire.EqualFold(k, "connection")
+		if c.inConn {
+			c.names = addNames(c.names, v)
+		}
+	}
+}
+
+// addNames appends the field names a Connection value lists, canonical.
+func addNames(names []string, v []byte) []string {
+	for _, tok := range bytes.Split(v, []byte(",")) {
+		if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+			names = append(names, textproto.CanonicalMIMEHeaderKey(string(tok)))
+		}
+	}
+	return names
+}
+
+// headDial wraps dial's connections in a headConn.
+func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &headConn{Conn: conn}, nil
+	}
+}
+
+// headDialTLS is the h1 transport's DialTLSContext: dial, then the TLS
+// handshake net/http's transport would make (the server name from the
+// URL's host, the handshake bounded by timeout), then a headConn over the
+// TLS connection, where the heads are plaintext.
+func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		name, _, err := net.SplitHostPort(addr) // the URL's, before pinnedDial moves addr
+		if err != nil {
+			return nil, err
+		}
+		raw, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := conf.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = name
+		}
+		tc := tls.Client(raw, cfg)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := tc.HandshakeContext(hctx); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+		return &headConn{Conn: tc}, nil
+	}
+}
+
+// noteConnFields has the attempt's exchanges on the h1 transport
+// recorded (connFields): the trace's GotConn, which runs for each
+// connection the transport takes for r (a retry's too) before it writes
+// r, begins a record on it. The trace is the one ReverseProxy made for r
+// alone.
+func (a *attempt) noteConnFields(r *http.Request) {
+	tr := httptrace.ContextClientTrace(r.Context())
+	if tr == nil {
+		return
+	}
+	prev := tr.GotConn
+	tr.GotConn = func(info httptrace.GotConnInfo) {
+		if prev != nil {
+			prev(info)
+		}
+		if hc, ok := info.Conn.(*headConn); ok {
+			a.fields = hc.begin()
+		} else {
+			a.fields = nil
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package proxy
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestHeadConnNotesConnectionNames: the names each response head's
+// Connection lists are noted however the reads split the bytes, the 1xx
+// heads' apart from the final one's, an obs-fold included, a body never
+// scanned (a line in it that looks like a field), and nothing from bytes
+// that are no head.
+func TestHeadConnNotesConnectionNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in string
+		status   int
+		final    []string
+		interim  [][]string
+	}{
+		{"close and a name", "HTTP/1.1 200 OK\r\nConnection: close, x-foo\r\nContent-Length: 20\r\n\r\nConnection: x-body\r\n",
+			200, []string{"Close", "X-Foo"}, nil},
+		{"two fields and a fold", "HTTP/1.1 404 No\r\nConnection: close\r\nX-A: 1\r\nconnection: X-B,\r\n X-C\r\n\r\n",
+			404, []string{"Close", "X-B", "X-C"}, nil},
+		{"1xx first", "HTTP/1.1 103 Hints\r\nConnection: close, X-Hint\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No\nConnection: close, X-Foo\n\n",
+			204, []string{"Close", "X-Foo"}, [][]string{{"Close", "X-Hint"}, nil}},
+		{"no connection", "HTTP/1.1 200 OK\r\nX-Foo: 1\r\n\r\n", 200, nil, nil},
+		{"no head", "HTTP/2 200\r\nConnection: close, X-Foo\r\n\r\n", 200, nil, nil},
+	}
+	for _, tt := range tests {
+		for _, size := range []int{1, 2, 7, len(tt.in)} {
+			c := new(headConn)
+			f := c.begin()
+			for b := []byte(tt.in); len(b) > 0; {
+				n := min(size, len(b))
+				c.scan(b[:n])
+				b = b[n:]
+			}
+			for i, want := range tt.interim {
+				if got := f.take1xx(); !slices.Equal(got, want) {
+					t.Errorf("%s, reads of %d: 1xx %d names %q, want %q", tt.name, size, i, got, want)
+				}
+			}
+			if got := f.take1xx(); got != nil {
+				t.Errorf("%s, reads of %d: a 1xx too many, %q", tt.name, size, got)
+			}
+			if got := f.final(tt.status); !slices.Equal(got, tt.final) {
+				t.Errorf("%s, reads of %d: final names %q, want %q", tt.name, size, got, tt.final)
+			}
+			if got := f.final(tt.status + 1); got != nil {
+				t.Errorf("%s, reads of %d: names %q for another status", tt.name, size, got)
+			}
+		}
+	}
+}
