@@ -201,10 +201,16 @@ func newHTTPTransport(tlsConf *tls.Config, protocols *http.Protocols, dial func(
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: 1 * time.Second,
+		// A host's bound (DESIGN §2 step 10): a peer's head is no bigger.
+		MaxResponseHeaderBytes: proxy.MaxHeadBytes,
 	}
 }
 
 func (t *peerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	// A host's bound on 1xx (DESIGN §2 step 10): ReverseProxy's trace
+	// takes them, so net/http counts none, and a peer could send them
+	// until the cluster deadline, each passed on to the client.
+	proxy.LimitInterim(r)
 	if _, ok := r.Header["Upgrade"]; ok { // ReverseProxy keeps it only on an upgrade
 		return t.h1.RoundTrip(r)
 	}

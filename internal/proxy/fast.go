@@ -475,7 +475,7 @@ func skipOut(k string) bool {
 
 var (
 	errFastHead     = errors.New("proxy: malformed response head from the host")
-	errFastTooMany  = errors.New("proxy: too many 1xx responses from the host")
+	errFastTooMany  = errors.New("proxy: too many 1xx responses")
 	errFastHeadSize = errors.New("proxy: response head from the host too large")
 	aLongTimeAgo    = time.Unix(1, 0)
 )

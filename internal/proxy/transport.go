@@ -133,6 +133,31 @@ func (a *attempt) bound1xx(r *http.Request) {
 	}
 }
 
+// MaxHeadBytes bounds a response head the gateway reads, a host's or a
+// peer gateway's (net/http's client allows 10 MB): past it the answer is
+// a failure (a host's: 502).
+const MaxHeadBytes = maxFastHead
+
+// LimitInterim bounds the 1xx responses of r's exchange to max1xx, as
+// bound1xx does for a host's, for a transport that carries requests of
+// another httputil.ReverseProxy (the gateway's to peer gateways): its
+// trace, which net/http's clients leave the count to, fails the exchange
+// at the sixth 1xx, before passing it on. The trace is the one
+// ReverseProxy made for r alone; call it once per RoundTrip.
+func LimitInterim(r *http.Request) {
+	tr := httptrace.ContextClientTrace(r.Context())
+	if tr == nil || tr.Got1xxResponse == nil {
+		return
+	}
+	pass, n := tr.Got1xxResponse, 0
+	tr.Got1xxResponse = func(code int, h textproto.MIMEHeader) error {
+		if n++; n > max1xx { // one exchange's 1xx come in turn, on one goroutine
+			return errFastTooMany
+		}
+		return pass(code, h)
+	}
+}
+
 func (t *transport) closeIdle() {
 	t.h1.CloseIdleConnections()
 	t.h2c.CloseIdleConnections()
