@@ -45,7 +45,7 @@ type Options struct {
 	// (auth.max_subjects), a subject being an (iss, sub) pair. Zero means
 	// 10,000; negative is an error.
 	MaxSubjects int
-	// Leeway is the clock skew allowed on exp and nbf. Zero means none.
+	// Leeway is the clock skew allowed on exp, nbf and iat. Zero means none.
 	Leeway time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -241,6 +241,10 @@ func New(o Options) (*Verifier, error) {
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{"EdDSA"}),
 		jwt.WithExpirationRequired(),
+		// An iat later than now (past the leeway) is a token from an
+		// issuer whose clock runs ahead, or one minted for later use:
+		// golang-jwt v5 no longer checks it unless asked, as v4 did.
+		jwt.WithIssuedAt(),
 		jwt.WithTimeFunc(o.Now),
 		jwt.WithLeeway(o.Leeway),
 		// The last character of a base64url segment carries spare bits
@@ -367,7 +371,7 @@ func queryToken(r *http.Request, tok string) bool {
 }
 
 // Verify checks tok for app: signature by a configured issuer's key,
-// exp (required) and nbf, then that aud lists app or "*". A token with
+// exp (required), nbf, iat and typ, then that aud lists app or "*". A token with
 // limits must name its subject.
 func (v *Verifier) Verify(tok, app string) (*Claims, error) {
 	c, err := v.VerifyAny(tok)
@@ -387,8 +391,8 @@ func (v *Verifier) Verify(tok, app string) (*Claims, error) {
 const PlatformScope = "platform"
 
 // VerifyPlatform checks tok as the control API's credential: signature,
-// exp and nbf as [Verifier.Verify] does, then scope platform. aud is not
-// checked: it lists the apps a token is good for at the edge, and the
+// exp, nbf, iat and typ as [Verifier.Verify] does, then scope platform.
+// aud is not checked: it lists the apps a token is good for at the edge, and the
 // control API is none of them (requiring "*" would make every platform
 // credential an edge token for every app as well).
 func (v *Verifier) VerifyPlatform(tok string) (*Claims, error) {
@@ -402,7 +406,7 @@ func (v *Verifier) VerifyPlatform(tok string) (*Claims, error) {
 	return c, nil
 }
 
-// VerifyAny checks tok's signature, exp, nbf and limits, whatever its
+// VerifyAny checks tok's signature, exp, nbf, iat, typ and limits, whatever its
 // audience: a signed-in session, for the routes any valid token may use
 // (the resolve API, DESIGN §8).
 func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
@@ -418,6 +422,9 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 		// RFC 7515 §4.1.11: a verifier must refuse a token whose crit
 		// names an extension it does not understand, and it knows none.
 		return nil, fmt.Errorf("%w: crit names header extensions this gateway does not understand", ErrInvalid)
+	}
+	if typ, ok := t.Header["typ"]; ok && !accessType(typ) {
+		return nil, fmt.Errorf("%w: header typ %v names another kind of token than an access token (JWT, at+jwt)", ErrInvalid, typ)
 	}
 	// sub and scope reach hosts as X-Gatehouse-Subject and -Scopes: bytes
 	// no header value may hold would go raw down one proxy path and make
@@ -443,6 +450,24 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 		}
 	}
 	return c, nil
+}
+
+// accessType reports whether typ, a token's header typ, names a JWT used
+// as an access token: JWT (RFC 7519 §5.1), at+jwt (RFC 9068) or JOSE (RFC
+// 7515 §4.1.9, a compact JWS of any content), each with or without the
+// "application/" prefix and in any case, as media types compare. Another
+// type is an issuer's explicit word that the token is something else, a
+// logout token (logout+jwt) or a security event (secevent+jwt) signed
+// with the same key, and RFC 8725 §3.11 has verifiers refuse it rather
+// than take it as a credential because its claims happen to fit.
+func accessType(typ any) bool {
+	s, ok := typ.(string)
+	if !ok {
+		return false
+	}
+	s = strings.ToLower(s)
+	s = strings.TrimPrefix(s, "application/")
+	return s == "jwt" || s == "at+jwt" || s == "jose"
 }
 
 // scopeToken reports whether s is an RFC 6749 §3.3 scope-token: one or

@@ -150,6 +150,22 @@ func TestVerify(t *testing.T) {
 		// The signature's last base64url character holds 4 spare bits:
 		// set one and lenient decoding reads the same signature.
 		{"signature spelled another way", respell(good), "shop", 401},
+		// iat is when the issuer made the token: one from the future
+		// (past the leeway, none here) comes from a clock that runs ahead.
+		{"iat now", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["iat"] = now.Unix() })), "shop", 0},
+		{"iat past", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["iat"] = now.Add(-time.Hour).Unix() })), "shop", 0},
+		{"iat in the future", sign(t, priv, "", claims(func(c jwt.MapClaims) { c["iat"] = now.Add(time.Minute).Unix() })), "shop", 401},
+		// RFC 8725 §3.11: a typ naming another kind of token is refused;
+		// the types an access token carries pass, in any case.
+		{"typ JWT", signHeader(t, priv, map[string]any{"typ": "JWT"}, claims(nil)), "shop", 0},
+		{"typ at+jwt", signHeader(t, priv, map[string]any{"typ": "at+jwt"}, claims(nil)), "shop", 0},
+		{"typ application/AT+JWT", signHeader(t, priv, map[string]any{"typ": "application/AT+JWT"}, claims(nil)), "shop", 0},
+		{"typ jwt", signHeader(t, priv, map[string]any{"typ": "jwt"}, claims(nil)), "shop", 0},
+		{"typ JOSE", signHeader(t, priv, map[string]any{"typ": "JOSE"}, claims(nil)), "shop", 0},
+		{"typ logout+jwt", signHeader(t, priv, map[string]any{"typ": "logout+jwt"}, claims(nil)), "shop", 401},
+		{"typ secevent+jwt", signHeader(t, priv, map[string]any{"typ": "secevent+jwt"}, claims(nil)), "shop", 401},
+		{"typ empty", signHeader(t, priv, map[string]any{"typ": ""}, claims(nil)), "shop", 401},
+		{"typ not a string", signHeader(t, priv, map[string]any{"typ": 1}, claims(nil)), "shop", 401},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,6 +205,30 @@ func TestVerify(t *testing.T) {
 	cl, _ = v.Verify(good, "shop")
 	if strings.Join(cl.Scope, ",") != "read,write" || cl.Limits != nil {
 		t.Fatalf("claims %+v", cl)
+	}
+}
+
+// TestVerifyIssuedAtLeeway: an iat ahead of the gateway's clock is
+// allowed the same skew as nbf and exp (auth.leeway), and refused past it.
+func TestVerifyIssuedAtLeeway(t *testing.T) {
+	t.Parallel()
+	pub, priv := key(t)
+	v, err := New(Options{Issuers: []Issuer{{Name: "idp", Keys: []ed25519.PublicKey{pub}}}, Leeway: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ahead time.Duration
+		ok    bool
+	}{{30 * time.Second, true}, {time.Minute, true}, {time.Minute + time.Second, false}, {24 * time.Hour, false}} {
+		tok := sign(t, priv, "", claims(func(m jwt.MapClaims) { m["iat"] = now.Add(c.ahead).Unix() }))
+		_, err := v.Verify(tok, "shop")
+		if c.ok != (err == nil) {
+			t.Errorf("iat %s ahead: err %v, want ok %v", c.ahead, err, c.ok)
+		}
+		if err != nil && (Status(err) != 401 || !errors.Is(err, ErrInvalid)) {
+			t.Errorf("iat %s ahead: status %d (%v), want 401 invalid_token", c.ahead, Status(err), err)
+		}
 	}
 }
 

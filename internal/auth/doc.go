@@ -1,7 +1,8 @@
 // Package auth owns edge token verification (DESIGN §2 step 7, §6): JWTs
 // signed with EdDSA (Ed25519) by a configured issuer, read from the
 // Authorization: Bearer header only, and the claims gatehouse uses: iss,
-// sub, aud (app ids or "*"), exp, nbf, scope and limits.
+// sub, aud (app ids or "*"), exp, nbf, iat (not in the future), scope and
+// limits. A header typ, when present, must say JWT, at+jwt or JOSE.
 //
 // Verification uses github.com/golang-jwt/jwt/v5 with the algorithm pinned
 // to EdDSA (jwt.WithValidMethods), so "none", HS* and RS* tokens are refused
@@ -12,7 +13,7 @@
 // JWKS (kty OKP, crv Ed25519), or are passed directly as values.
 //
 // Errors map to statuses in one place, [Status]: no token, a malformed,
-// expired, not-yet-valid or wrongly signed one, an unknown issuer, or a
-// token in the query string are 401; a valid token whose aud does not cover
-// the app is 403.
+// expired, not-yet-valid, future-issued, wrongly typed or wrongly signed
+// one, an unknown issuer, or a token in the query string are 401; a valid
+// token whose aud does not cover the app is 403.
 package auth

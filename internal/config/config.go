@@ -235,7 +235,7 @@ type Auth struct {
 	// subject is an (iss, sub) pair.
 	MaxSubjects int `yaml:"max_subjects" json:"max_subjects"`
 	// Leeway is the clock skew allowed between an issuer and the gateway
-	// on a token's exp and nbf.
+	// on a token's exp, nbf and iat.
 	Leeway time.Duration `yaml:"leeway" json:"leeway"`
 }
 

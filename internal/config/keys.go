@@ -63,7 +63,7 @@ var keys = []key{
 	{"tls.acme.ca_root", "tls-acme-ca-root", "PEM file of roots trusted for the ACME server (empty: system roots)", func(c *Config) any { return &c.TLS.ACME.CARoot }},
 	{"auth.issuers", "issuer", "trusted token issuer ISSUER=KEYS_FILE (repeatable)", func(c *Config) any { return &c.Auth.Issuers }},
 	{"auth.max_subjects", "auth-max-subjects", "most token subjects (iss, sub pairs) with live limiters (LRU)", func(c *Config) any { return &c.Auth.MaxSubjects }},
-	{"auth.leeway", "auth-leeway", "clock skew allowed on a token's exp and nbf (0 to 5m)", func(c *Config) any { return &c.Auth.Leeway }},
+	{"auth.leeway", "auth-leeway", "clock skew allowed on a token's exp, nbf and iat (0 to 5m)", func(c *Config) any { return &c.Auth.Leeway }},
 	{"limits.requests", "limits-requests", "default requests per window per (app, client)", func(c *Config) any { return &c.Limits.Requests }},
 	{"limits.window", "limits-window", "default rate-limit window", func(c *Config) any { return &c.Limits.Window }},
 	{"limits.unknown_requests", "limits-unknown-requests", "requests per window per client to unknown hosts", func(c *Config) any { return &c.Limits.UnknownRequests }},
