@@ -535,8 +535,8 @@ func (c *Config) validateAuth() error {
 // not.
 const minControlToken = 16
 
-// minTimer is the floor of cluster.deadline, heartbeat_interval and
-// reverify_interval, as minListenerTimeout is of the listeners' timeouts:
+// minTimer is the floor of cluster.deadline, drain_timeout,
+// heartbeat_interval and reverify_interval, as minListenerTimeout is of the listeners' timeouts:
 // far below any sensible value, so only a unit mistake hits it.
 const minTimer = time.Second
 
@@ -636,7 +636,10 @@ func (c *Config) validateTimers() error {
 		v   time.Duration
 		min time.Duration
 	}{
-		{"drain_timeout", c.DrainTimeout, 1},
+		// Under a second the drain cuts every request still in flight,
+		// which is what a drain is for: "30ms" for "30s" is a unit slip.
+		// A second SIGTERM already ends a drain at once.
+		{"drain_timeout", c.DrainTimeout, minTimer},
 		// Hosts heartbeat on their own clock (5 s by default): a gateway
 		// told 5ms would find every host three heartbeats late and route
 		// to none, and sweep its hosts a thousand times a second.

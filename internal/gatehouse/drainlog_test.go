@@ -24,7 +24,7 @@ import (
 // not among the 499s.
 func TestDrainCutLogsWhatWasSent(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.DrainTimeout = 300 * time.Millisecond
+	cfg.DrainTimeout = time.Second
 	logs := new(testutil.SyncBuffer)
 	g, err := New(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {
