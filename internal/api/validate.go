@@ -229,6 +229,9 @@ func checkZone(z *route.Zone) error {
 	if len(z.Name) > route.MaxZoneName {
 		return badInput("zone name must be at most %d characters, so that _acme-challenge.{zone}, hostmaster.{zone} and ns.{zone} are DNS names; got %d", route.MaxZoneName, len(z.Name))
 	}
+	if route.PublicSuffix(z.Name) {
+		return badInput("zone %q is a public suffix (a top-level domain, or a registry's like co.uk), under which anyone registers names: serve a domain of yours under it, like apps.example.com", z.Name)
+	}
 	if len(z.Gateways) == 0 || len(z.Gateways) > maxGateways {
 		return badInput("gateways: must list 1 to %d IP addresses", maxGateways)
 	}
@@ -242,7 +245,7 @@ func checkZone(z *route.Zone) error {
 		// The apex and every {app}.{zone} resolve to these: a listen
 		// address such as 0.0.0.0 (what zoneGateways never seeds either)
 		// or a group address sends every client of the zone nowhere.
-		if a.IsUnspecified() || a.IsMulticast() {
+		if a.IsUnspecified() || a.IsMulticast() || notDestination(a) {
 			return badInput("gateways[%d]: must be an address clients can reach the gateways at, not %s", i, a)
 		}
 		if seen[a] {
@@ -258,6 +261,18 @@ func checkZone(z *route.Zone) error {
 		return badInput("ttl: must be between 1 and %d seconds, got %d", maxTTL, z.TTL)
 	}
 	return nil
+}
+
+// notDestination reports an IPv4 address no packet may be sent to as a
+// host's: the limited broadcast 255.255.255.255, which would go to every
+// host of each client's own network, and 0.0.0.0/8, "this host on this
+// network" (RFC 1122 §3.2.1.3), a source only.
+func notDestination(a netip.Addr) bool {
+	if !a.Is4() {
+		return false
+	}
+	b := a.As4()
+	return b == [4]byte{255, 255, 255, 255} || b[0] == 0
 }
 
 // hostIDRE is host.ValidHostID's rule (the wire protocol's), repeated

@@ -80,6 +80,9 @@ func (c *Config) validateListeners() error {
 		if n, ok := route.NormalizeHost(c.Zone); !ok || n != c.Zone || net.ParseIP(c.Zone) != nil {
 			return bad("zone", "must be a DNS name like apps.example.com, got %q", c.Zone)
 		}
+		if route.PublicSuffix(c.Zone) {
+			return bad("zone", "%q is a public suffix (a top-level domain, or a registry's like co.uk), under which anyone registers names: serve a domain of yours under it, like apps.example.com", c.Zone)
+		}
 		if len(c.Zone) > route.MaxZoneName {
 			return bad("zone", "must be at most %d characters, so that _acme-challenge.{zone}, hostmaster.{zone} and ns.{zone} are DNS names; got %d", route.MaxZoneName, len(c.Zone))
 		}
@@ -280,6 +283,14 @@ func checkAddr(key, addr string) error {
 	}
 	if strings.ContainsAny(host, " /") {
 		return bad(key, "bad host in %q", addr)
+	}
+	// No TCP socket binds a group or the broadcast address: the start
+	// would fail at the bind, and a zone seeded from https.addr would
+	// send its clients there.
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a = a.Unmap(); a.IsMulticast() || a.Is4() && a.As4() == [4]byte{255, 255, 255, 255} {
+			return bad(key, "%s is a multicast or broadcast address, which no listener can bind: give an address of this machine, or none for every interface, got %q", a, addr)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
 )
 
 // MaxZoneName is the longest zone name, in characters without the trailing
@@ -14,6 +15,25 @@ import (
 // *.{zone} (DESIGN §9). A longer zone would have those answers go out
 // with a name past 255 octets, which resolvers cannot read.
 const MaxZoneName = 253 - len("_acme-challenge.")
+
+// PublicSuffix reports whether zone, a normalized name, is itself a
+// public suffix of the ICANN section of the Public Suffix List: a
+// top-level domain (com) or a registry's second level (co.uk), where
+// anyone registers names and no operator is authoritative. {app}.{zone}
+// would then route registrable domains of strangers, and the zone's
+// wildcard answer them. Names outside the ICANN section are not: a
+// platform's own domain listed in the private section (for cookie
+// isolation of its apps, as app platforms do) is the zone such a platform
+// serves, and a name the list does not know (localhost, test, internal)
+// is a private network's. home.arpa is in the ICANN section but served
+// by each home network itself (RFC 8375), so it is not one either.
+func PublicSuffix(zone string) bool {
+	if zone == "home.arpa" {
+		return false
+	}
+	s, icann := publicsuffix.PublicSuffix(zone)
+	return icann && s == zone
+}
 
 // NormalizeHost turns a Host header or SNI value into the name the table is
 // keyed by: lower case, without port or trailing dot, in IDNA ASCII form.
