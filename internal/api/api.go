@@ -115,6 +115,11 @@ type Options struct {
 	// Clusters returns the body of GET /api/v3/discovery/clusters
 	// ({"self","clusters"}). nil: that route answers 503.
 	Clusters func() any
+	// NoIssuers says the gateway verifies no edge token (auth.issuers is
+	// empty): a PUT of an app with auth.required then answers 400 naming
+	// it, since every request to such an app would be refused 401. false:
+	// issuers are configured, and such an app is stored.
+	NoIssuers bool
 	// VerifySession checks that r carries a signed-in session (any valid
 	// bearer token, DESIGN §8) and returns a stable name for it, which
 	// the resolve routes meter. nil: no session is valid, and the resolve

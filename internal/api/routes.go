@@ -197,7 +197,16 @@ func (a *API) appFrom(id string, b *appBody) (route.App, error) {
 	}
 	app.Policy = b.Policy
 	app.Health = b.Health
-	return app, checkApp(&app)
+	if err := checkApp(&app); err != nil {
+		return app, err
+	}
+	// Stored, it would answer every request 401 on this gateway, which
+	// can verify no token: refused, as a config naming a key it needs
+	// is at start.
+	if app.Auth.Required && a.o.NoIssuers {
+		return app, badInput("auth.required: this gateway has no token issuer (auth.issuers is empty), so no request could pass and the app would answer every one 401; configure auth.issuers first")
+	}
+	return app, nil
 }
 
 // deleteApp deletes an app that nothing else names. A domain mapping or a

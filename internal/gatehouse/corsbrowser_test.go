@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gatehouse-dev/gatehouse/internal/config"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil/browser"
 )
@@ -26,6 +27,10 @@ func TestCORSWholeGatewayInChromium(t *testing.T) {
 	allowed, other := browser.Origins(t)
 	cfg := testConfig(t)
 	cfg.Zone = "localhost"
+	// authd requires a token, which the control API takes only from a
+	// gateway that verifies some.
+	_, keys := issuerKey(t)
+	cfg.Auth.Issuers = []config.Issuer{{Issuer: "idp", KeysFile: keys}}
 	r := start(t, cfg)
 	for _, a := range []struct{ id, body string }{
 		{"cred", `{"cors":{"origins":["` + allowed + `"],"allow_credentials":true}}`},

@@ -202,6 +202,11 @@ func TestEndToEnd(t *testing.T) {
 		resp.Body.Close()
 	}
 
+	// No auth.issuers here: an app requiring tokens could admit no
+	// request, and is refused rather than stored to answer 401 to all.
+	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{"auth":{"required":true}}`); code != 400 || !strings.Contains(body, "auth.issuers") {
+		t.Fatalf("put app with auth.required and no issuer: %d %s, want 400 naming auth.issuers", code, body)
+	}
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{"mode":"http"}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)
 	}

@@ -477,6 +477,7 @@ func (g *Gatehouse) newAPI(st *store.Store, disc *discovery.Discovery, pr *peers
 		Store: st, NotFound: store.ErrNotFound, TooLarge: store.ErrTooLarge, BadValue: store.ErrBadValue, Unavailable: store.Unavailable, ControlToken: cfg.Control.Token,
 		VerifyPlatform: platformVerifier(authOpts),
 		VerifySession:  sessionVerifier(authOpts),
+		NoIssuers:      len(authOpts.Issuers) == 0,
 		ResolveZones:   g.dnsZones(),
 		Forwarder:      g.forwarder,
 		Hosts:          disc.Hosts,
