@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -108,6 +109,9 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 			// Closed is the right default, but a silent one: every
 			// control call would answer 401 with no hint at start.
 			g.log.Warn("control API closed: no control.token and no auth.issuers, so every control call answers 401; set -control-token (GATEHOUSE_CONTROL_TOKEN) or an issuer")
+		}
+		if len(cfg.Auth.Issuers) == 0 {
+			warnTokenApps(g.log, g.live.Load())
 		}
 		if g.forwarder != nil {
 			g.log.Info("dns recursion on, for the platform only", "upstreams", cfg.DNS.Recursion.Upstreams, "allow", cfg.DNS.Recursion.Allow)
@@ -767,6 +771,27 @@ func (g *Gatehouse) authOptions() (auth.Options, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// warnTokenApps warns of the apps in tbl that require a token, on a
+// gateway that verifies none (no auth.issuers): each answers every
+// request 401 here. The control API refuses such an app on this gateway,
+// but one stored before, or through a gateway with issuers, is served,
+// failing closed; refusing the start for what the store holds would take
+// the gateway down for every other app. It names ten at most.
+func warnTokenApps(log *slog.Logger, tbl *route.Table) {
+	var ids []string
+	n := 0
+	for _, id := range tbl.AppIDs() {
+		if a := tbl.App(id); a != nil && a.Auth.Required {
+			if n++; len(ids) < 10 {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if n > 0 {
+		log.Warn("apps require a token but auth.issuers is empty, so every request to them answers 401: set auth.issuers, or their auth.required false", "apps", ids, "count", n)
+	}
 }
 
 // platformVerifier accepts a bearer JWT from a configured issuer whose
