@@ -94,3 +94,42 @@ func TestHostConnectionCloseNamesDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestHostConnectionCloseNamesDroppedAnyStatusLine: net/http's client
+// takes a status line with more than one space before the code, and an
+// HTTP version other than 1.x ("HTTP/2.0" over HTTP/1.1 framing), and
+// drops a Connection that says close from either; what that Connection
+// named is dropped as well on the ReverseProxy path (a POST).
+func TestHostConnectionCloseNamesDroppedAnyStatusLine(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"HTTP/1.1  200 OK", "HTTP/1.1   200", "HTTP/2.0 200 OK", "HTTP/1.2 200 OK"} {
+		addr := rawHost(t, func(c net.Conn, br *bufio.Reader) {
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = io.WriteString(c, status+"\r\nConnection: close, X-Foo\r\nX-Foo: hop\r\nX-App: kept\r\nContent-Length: 2\r\n\r\nok")
+		})
+		e := newEnv(t, nil)
+		e.addHost("h1", "hello", "http", "http://"+addr)
+		req, err := http.NewRequest("POST", e.srv.URL+"/", strings.NewReader("upload"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "hello." + testZone
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatalf("%q: %v", status, err)
+		}
+		b := readBody(t, res)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || b != "ok" || res.Header.Get("X-App") != "kept" {
+			t.Errorf("%q: %d %q, X-App %q", status, res.StatusCode, b, res.Header.Get("X-App"))
+		}
+		if v, ok := res.Header["X-Foo"]; ok {
+			t.Errorf("%q: the answer carries X-Foo %q, which the host's Connection named", status, v)
+		}
+	}
+}

@@ -124,14 +124,19 @@ func (c *headConn) headLine(line []byte) {
 	f := c.cur
 	switch {
 	case !c.started:
-		// "HTTP/1.x NNN ...": anything else is no head (net/http fails
-		// the exchange), and nothing is noted.
-		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		// As net/http's ReadResponse reads it: "HTTP/d.d", one or more
+		// spaces, three digits. It takes "HTTP/1.1  200" and "HTTP/2.0
+		// 200" (and drops their Connection for a close): a stricter
+		// reading here let what they named through. Anything else is no
+		// head (net/http fails the exchange), and nothing is noted.
+		proto, rest, _ := bytes.Cut(line, []byte(" "))
+		code, _, _ := bytes.Cut(bytes.TrimLeft(rest, " "), []byte(" "))
+		if !httpVersion(proto) || len(code) != 3 {
 			c.cur = nil
 			return
 		}
 		c.started, c.status = true, 0
-		for _, d := range line[9:12] {
+		for _, d := range code {
 			if d < '0' || d > '9' {
 				c.cur = nil
 				return
@@ -157,6 +162,15 @@ func (c *headConn) headLine(line []byte) {
 		}
 	}
 }
+
+// httpVersion reports whether v is a version net/http's client takes
+// (http.ParseHTTPVersion): "HTTP/" and a digit, a dot and a digit.
+func httpVersion(v []byte) bool {
+	return len(v) == len("HTTP/1.1") && bytes.HasPrefix(v, []byte("HTTP/")) &&
+		isDigit(v[5]) && v[6] == '.' && isDigit(v[7])
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // addNames appends the field names a Connection value lists, canonical.
 func addNames(names []string, v []byte) []string {
