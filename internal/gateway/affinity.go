@@ -994,6 +994,12 @@ func modifyPeerResponse(res *http.Response) error {
 	if !a.clock.stop() {
 		return errDeadline
 	}
+	if res.StatusCode < 100 || res.StatusCode > 599 {
+		// A host's bound (DESIGN §2 step 10): no HTTP answer (RFC 9110
+		// §15), and under 100 writing it panics. The peer has not
+		// answered: a GET is served elsewhere, a write gets 502.
+		return fmt.Errorf("gateway: %s answered status %03d, outside 100-599", a.peer.ID, res.StatusCode)
+	}
 	a.g.clusters.health.answered(a.target)
 	noHost := res.Header[cluster.HeaderNoHost]
 	delete(res.Header, cluster.HeaderNoHost)
