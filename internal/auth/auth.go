@@ -424,7 +424,7 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: crit names header extensions this gateway does not understand", ErrInvalid)
 	}
 	if typ, ok := t.Header["typ"]; ok && !accessType(typ) {
-		return nil, fmt.Errorf("%w: header typ %v names another kind of token than an access token (JWT, at+jwt)", ErrInvalid, typ)
+		return nil, fmt.Errorf("%w: header typ %v names another kind of token than an access token (JWT, at+jwt, JOSE)", ErrInvalid, typ)
 	}
 	// sub and scope reach hosts as X-Gatehouse-Subject and -Scopes: bytes
 	// no header value may hold would go raw down one proxy path and make
@@ -455,7 +455,9 @@ func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 // accessType reports whether typ, a token's header typ, names a JWT used
 // as an access token: JWT (RFC 7519 §5.1), at+jwt (RFC 9068) or JOSE (RFC
 // 7515 §4.1.9, a compact JWS of any content), each with or without the
-// "application/" prefix and in any case, as media types compare. Another
+// "application/" prefix and in any case, as media types compare. A
+// vendor's access-token type ending in "-at+jwt" (Okta's
+// "application/okta-internal-at+jwt") is one too. Another
 // type is an issuer's explicit word that the token is something else, a
 // logout token (logout+jwt) or a security event (secevent+jwt) signed
 // with the same key, and RFC 8725 §3.11 has verifiers refuse it rather
@@ -467,7 +469,7 @@ func accessType(typ any) bool {
 	}
 	s = strings.ToLower(s)
 	s = strings.TrimPrefix(s, "application/")
-	return s == "jwt" || s == "at+jwt" || s == "jose"
+	return s == "jwt" || s == "at+jwt" || s == "jose" || strings.HasSuffix(s, "-at+jwt")
 }
 
 // scopeToken reports whether s is an RFC 6749 §3.3 scope-token: one or

@@ -161,6 +161,8 @@ func TestVerify(t *testing.T) {
 		{"typ at+jwt", signHeader(t, priv, map[string]any{"typ": "at+jwt"}, claims(nil)), "shop", 0},
 		{"typ application/AT+JWT", signHeader(t, priv, map[string]any{"typ": "application/AT+JWT"}, claims(nil)), "shop", 0},
 		{"typ jwt", signHeader(t, priv, map[string]any{"typ": "jwt"}, claims(nil)), "shop", 0},
+		{"typ vendor -at+jwt", signHeader(t, priv, map[string]any{"typ": "application/okta-internal-at+jwt"}, claims(nil)), "shop", 0},
+		{"typ dpop+jwt", signHeader(t, priv, map[string]any{"typ": "dpop+jwt"}, claims(nil)), "shop", 401},
 		{"typ JOSE", signHeader(t, priv, map[string]any{"typ": "JOSE"}, claims(nil)), "shop", 0},
 		{"typ logout+jwt", signHeader(t, priv, map[string]any{"typ": "logout+jwt"}, claims(nil)), "shop", 401},
 		{"typ secevent+jwt", signHeader(t, priv, map[string]any{"typ": "secevent+jwt"}, claims(nil)), "shop", 401},

@@ -2,7 +2,8 @@
 // signed with EdDSA (Ed25519) by a configured issuer, read from the
 // Authorization: Bearer header only, and the claims gatehouse uses: iss,
 // sub, aud (app ids or "*"), exp, nbf, iat (not in the future), scope and
-// limits. A header typ, when present, must say JWT, at+jwt or JOSE.
+// limits. A header typ, when present, must say JWT, at+jwt (or a vendor's
+// -at+jwt) or JOSE.
 //
 // Verification uses github.com/golang-jwt/jwt/v5 with the algorithm pinned
 // to EdDSA (jwt.WithValidMethods), so "none", HS* and RS* tokens are refused
