@@ -219,8 +219,11 @@ func New(o Options) (*API, error) {
 // credential gets 401 before the method, the route or the body is looked
 // at (429 once its address has sent too many wrong tokens: guard.go). A
 // control path that is not clean answers 400 rather than the mux's
-// redirect to another item.
+// redirect to another item. No answer may be stored by a cache: most
+// are what a credential got, and a browser would otherwise keep the
+// dashboard's apps and hosts on disk.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
 	if _, pattern := a.public.Handler(r); pattern != "" {
 		a.public.ServeHTTP(w, r)
 		return

@@ -2112,3 +2112,32 @@ func TestZoneNameLeavesRoomForItsNames(t *testing.T) {
 	e.ok("GET", "/api/v3/dns/zones/"+long, nil, 200)
 	e.ok("DELETE", "/api/v3/dns/zones/"+long, nil, 204)
 }
+
+// TestAnswersNotStored: no answer of the API may be kept by a cache, the
+// browser's disk cache included: a control answer is what the platform
+// credential got (apps, hosts, keys), and a refusal or a public route's
+// answer is no more worth keeping. nginx and Envoy front-ends of such
+// APIs say so with Cache-Control: no-store.
+func TestAnswersNotStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *Options) {
+		o.Clusters = func() any { return map[string]any{"self": "eu-1"} }
+	})
+	e.seed()
+	for _, c := range []struct {
+		method, path, tok string
+		want              int
+	}{
+		{"GET", "/api/v3/apps", token, 200},
+		{"GET", "/api/v3/apps/shop", token, 200},
+		{"GET", "/api/v3/hosts", token, 200},
+		{"GET", "/api/v3/apps/nope", token, 404},
+		{"GET", "/api/v3/apps", "wrong", 401},
+		{"GET", "/api/v3/discovery/clusters", "", 200},
+	} {
+		r := e.do(c.method, c.path, c.tok, nil)
+		if r.status != c.want || r.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s %s: %d Cache-Control %q, want %d no-store", c.method, c.path, r.status, r.header.Get("Cache-Control"), c.want)
+		}
+	}
+}
