@@ -25,6 +25,9 @@ func Handler() http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
+		// frame-ancestors says the same to every browser that reads
+		// CSP; this is for those that do not.
+		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
 		switch r.URL.Path {

@@ -11,5 +11,6 @@
 // credential an operator types stays in the page's memory (sent only as
 // an Authorization header to the same origin; never stored, never in the
 // address). Its Content-Security-Policy admits only its own script,
-// style and same-origin fetches.
+// style and same-origin fetches, and no other page may frame it
+// (frame-ancestors, and X-Frame-Options for browsers without CSP).
 package dashboard

@@ -19,7 +19,8 @@ import (
 
 // TestDashboardPage: the management listener serves the dashboard at /
 // (DESIGN §3), as a static page that carries no secret: the control token
-// is nowhere in what it serves, and its scripts come only from itself.
+// is nowhere in what it serves, its scripts come only from itself, and
+// no other origin may frame it.
 func TestDashboardPage(t *testing.T) {
 	r := start(t, testConfig(t))
 	base := "http://" + r.g.Addrs().Management
@@ -47,6 +48,21 @@ func TestDashboardPage(t *testing.T) {
 		}
 		if strings.Contains(string(b), controlToken) {
 			t.Errorf("GET %s carries the control token", path)
+		}
+		// No other origin may frame it (clickjacking): frame-ancestors
+		// for the browsers that read CSP, X-Frame-Options for the rest.
+		for name, want := range map[string]string{
+			"X-Frame-Options":        "DENY",
+			"X-Content-Type-Options": "nosniff",
+			"Referrer-Policy":        "no-referrer",
+			"Cache-Control":          "no-store",
+		} {
+			if got := resp.Header.Get(name); got != want {
+				t.Errorf("GET %s: %s %q, want %q", path, name, got, want)
+			}
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", path, csp)
 		}
 	}
 }
