@@ -62,6 +62,17 @@
   }
 
 
+  // clearControl empties the apps and hosts and what is said of them.
+  function clearControl() {
+    $("#control-error").textContent = "";
+    fill($("#apps"), []);
+    fill($("#hosts"), []);
+    $("#apps-more").textContent = "";
+    $("#hosts-more").textContent = "";
+    $("#apps-next").hidden = true;
+    $("#apps-first").hidden = true;
+  }
+
   function control() {
     if (!token) { return; }
     var sent = token;
@@ -86,13 +97,8 @@
           msg += " — the credential was not kept; enter it again";
           $("#token").focus();
         }
+        clearControl();
         $("#control-error").textContent = msg;
-        fill($("#apps"), []);
-        fill($("#hosts"), []);
-        $("#apps-more").textContent = "";
-        $("#hosts-more").textContent = "";
-        $("#apps-next").hidden = true;
-        $("#apps-first").hidden = true;
         return;
       }
       $("#control-error").textContent = "";
@@ -102,7 +108,9 @@
       }));
       appsNext = rs[0].body.next || "";
       var paged = appsNext || appsAfter.length > 1;
-      $("#apps-more").textContent = !paged ? "" : apps.length === 0 ? "no apps after " + after :
+      // An empty table is said to be empty: headers alone look like a
+      // page still loading.
+      $("#apps-more").textContent = !paged ? (apps.length === 0 ? "no apps" : "") : apps.length === 0 ? "no apps after " + after :
         "apps " + apps[0].id + " to " + apps[apps.length - 1].id + (appsNext ? "; more follow" : "; the last");
       $("#apps-next").hidden = !appsNext;
       $("#apps-first").hidden = appsAfter.length === 1;
@@ -111,7 +119,8 @@
         return [h.host_id, (h.apps || []).join(", "), h.addr, h.scheme,
           h.state + (h.degraded ? " (degraded)" : ""), h.inflight, h.last_error];
       }));
-      $("#hosts-more").textContent = rs[1].body.next ? "the first " + hosts.length + " hosts by id; more follow (gatehouse ctl hosts list -limit)" : "";
+      $("#hosts-more").textContent = rs[1].body.next ? "the first " + hosts.length + " hosts by id; more follow (gatehouse ctl hosts list -limit)" :
+        hosts.length === 0 ? "no hosts" : "";
     }).catch(function (e) {
       if (stale()) { return; }
       $("#control-error").textContent = "unreachable: " + e;
@@ -125,6 +134,15 @@
       $("#token").value = "";
       appsAfter = [""];
       control();
+    });
+    // Forgetting the credential takes its apps and hosts off the screen
+    // too, for an operator who leaves the tab open.
+    $("#forget").addEventListener("click", function () {
+      token = "";
+      appsAfter = [""];
+      appsNext = "";
+      $("#token").value = "";
+      clearControl();
     });
     $("#apps-next").addEventListener("click", function () {
       if (appsNext) { appsAfter.push(appsNext); control(); }
