@@ -19,9 +19,10 @@ import (
 // whole gateway (the plaintext listener's lane, the chain, a real host on
 // the bus), DESIGN §2 step 5: from an allowed origin a credentialed
 // request with a preflight succeeds; a 429 and a 401 are readable there
-// with their fields, as the preflight comes before the rate limit and
-// auth; and from any other origin nothing is readable, although every
-// host answers Access-Control-Allow-Origin: * itself. Chromium resolves
+// with their fields (a 401's WWW-Authenticate and X-Request-Id too), as
+// the preflight comes before the rate limit and auth; and from any other
+// origin nothing is readable, although every host answers
+// Access-Control-Allow-Origin: * itself. Chromium resolves
 // *.localhost to loopback, so the zone is localhost.
 func TestCORSWholeGatewayInChromium(t *testing.T) {
 	allowed, other := browser.Origins(t)
@@ -55,7 +56,8 @@ func TestCORSWholeGatewayInChromium(t *testing.T) {
 			t.Fatalf("navigate %s: %v", origin, err)
 		}
 		js := `fetch(` + browser.JSString("http://"+app+".localhost:"+port+"/data") + `, ` + opts + `)
-			.then(r => r.text().then(b => r.status + " retry " + r.headers.get("Retry-After") + " limit " + r.headers.get("X-RateLimit-Limit") + " " + b))
+			.then(r => r.text().then(b => r.status + " retry " + r.headers.get("Retry-After") + " limit " + r.headers.get("X-RateLimit-Limit") + " " + b +
+				" | auth " + r.headers.get("WWW-Authenticate") + " | id " + (r.headers.get("X-Request-Id") ? "set" : "null")))
 			.catch(err => "failed: " + err)`
 		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
 		if err != nil {
@@ -76,7 +78,12 @@ func TestCORSWholeGatewayInChromium(t *testing.T) {
 	if strings.HasPrefix(got, "429 retry null") {
 		t.Errorf("Retry-After not readable: %q", got)
 	}
-	check(fetchFrom(allowed, "authd", `{headers: {"Authorization": "Bearer x"}}`), "401 retry null limit 600")
+	got = fetchFrom(allowed, "authd", `{headers: {"Authorization": "Bearer x"}}`)
+	check(got, "401 retry null limit 600")
+	// why the token was refused, and the id to quote to the platform
+	if !strings.Contains(got, `| auth Bearer realm=`) || !strings.Contains(got, "invalid_token") || !strings.HasSuffix(got, "| id set") {
+		t.Errorf("WWW-Authenticate or X-Request-Id not readable: %q", got)
+	}
 	for _, app := range []string{"cred", "authd"} {
 		check(fetchFrom(other, app, `{}`), "failed: ")
 		check(fetchFrom(other, app, `{headers: {"X-Custom": "1"}}`), "failed: ")
