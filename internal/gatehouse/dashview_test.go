@@ -101,17 +101,23 @@ func TestDashboardShowsValuesAsText(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	login := func() {
-		eval(`document.querySelector("#token").value = "typed-credential"; document.querySelector("#load").click(); "ok"`)
+	login := func(typed string) {
+		t.Helper()
+		q, _ := json.Marshal(typed) // a JavaScript string literal too
+		eval(`document.querySelector("#token").value = ` + string(q) + `; document.querySelector("#load").click(); "ok"`)
+	}
+	const typed = "typed-credential"
+	shown := func() string {
+		return text("#apps tbody") + text("#hosts tbody") + text("#apps-more") + text("#hosts-more")
 	}
 	waitText("#status", "ready")
 
-	login()
+	login(typed)
 	waitText("#apps-more", "no apps")
 	waitText("#hosts-more", "no hosts")
 
 	set(hostile)
-	login()
+	login(typed)
 	waitText("#hosts", "<script>window.pwned=2</script>")
 	for sel, want := range map[string]string{
 		"#apps tbody":            `<img src=x onerror="window.pwned=1"><b>http</b>active`,
@@ -130,20 +136,37 @@ func TestDashboardShowsValuesAsText(t *testing.T) {
 		t.Errorf("the page is %s: a long value pushes columns out of sight", got)
 	}
 
+	// Sending nothing is forgetting: the last credential's apps and
+	// hosts stayed on the screen, no longer refreshed.
+	login("")
+	waitText("#control-error", "enter the platform credential")
+	if got := shown(); got != "" {
+		t.Errorf("after an empty credential the page still shows %.200q", got)
+	}
+	login(typed)
+	waitText("#hosts", "<script>window.pwned=2</script>")
 	eval(`document.querySelector("#forget").click(); "ok"`)
-	if got := text("#apps tbody") + text("#hosts tbody") + text("#apps-more") + text("#hosts-more") + text("#control-error"); got != "" {
+	if got := shown() + text("#control-error"); got != "" {
 		t.Errorf("after forgetting the credential the page still shows %.200q", got)
 	}
-	// The first-apps button asks again at once with a credential held.
 	before := sent()
+	// A credential no browser can send as typed, or that cannot be
+	// right, is not sent: fetch refused the first, and the page said
+	// the gateway was unreachable; the others were refused, and counted
+	// toward the lockout of the operator's address.
+	for _, bad := range []string{"tok\u20acen-0123456789", "t\u00f6k\u00e9n-0123456789", "two words-0123456789"} {
+		login(bad)
+		waitText("#control-error", "not sent: a credential is printable ASCII")
+	}
+	// The first-apps button asks again at once with a credential held.
 	eval(`document.querySelector("#apps-first").click(); "ok"`)
 	time.Sleep(500 * time.Millisecond)
 	if n := sent() - before; n != 0 {
-		t.Errorf("a forgotten credential was sent %d more times", n)
+		t.Errorf("a forgotten or unusable credential was sent %d times", n)
 	}
 
 	set(nil)
-	login()
+	login(typed)
 	waitText("#control-error", `refused: HTTP 401 <img src=z onerror="window.pwned=5">`)
 
 	if got := eval(`String(window.pwned) + " " + JSON.stringify(window.cspRefused)`); got != "undefined []" {

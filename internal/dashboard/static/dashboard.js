@@ -73,6 +73,17 @@
     $("#apps-first").hidden = true;
   }
 
+  // forget drops the credential, and its apps and hosts leave the
+  // screen with it, for an operator who leaves the tab open: they are
+  // not refreshed without it.
+  function forget() {
+    token = "";
+    appsAfter = [""];
+    appsNext = "";
+    $("#token").value = "";
+    clearControl();
+  }
+
   function control() {
     if (!token) { return; }
     var sent = token;
@@ -130,20 +141,23 @@
   document.addEventListener("DOMContentLoaded", function () {
     $("#login").addEventListener("submit", function (ev) {
       ev.preventDefault();
-      token = $("#token").value.trim();
-      $("#token").value = "";
-      appsAfter = [""];
-      control();
+      var typed = $("#token").value.trim();
+      forget();
+      // A character past Latin-1 cannot be sent in a header (fetch
+      // failed, and the page said "unreachable"); one it sends as a
+      // Latin-1 byte, or a space, cannot match a token but counted
+      // toward the lockout. Every credential that can work is
+      // printable ASCII (control.token, a JWT).
+      if (!typed) {
+        $("#control-error").textContent = "enter the platform credential";
+      } else if (!/^[\x21-\x7e]+$/.test(typed)) {
+        $("#control-error").textContent = "not sent: a credential is printable ASCII without spaces (control.token, or a platform JWT)";
+      } else {
+        token = typed;
+        control();
+      }
     });
-    // Forgetting the credential takes its apps and hosts off the screen
-    // too, for an operator who leaves the tab open.
-    $("#forget").addEventListener("click", function () {
-      token = "";
-      appsAfter = [""];
-      appsNext = "";
-      $("#token").value = "";
-      clearControl();
-    });
+    $("#forget").addEventListener("click", forget);
     $("#apps-next").addEventListener("click", function () {
       if (appsNext) { appsAfter.push(appsNext); control(); }
     });
