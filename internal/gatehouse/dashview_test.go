@@ -15,15 +15,18 @@ import (
 )
 
 // TestDashboardShowsValuesAsText drives the dashboard in Chromium with the
-// browser answering its apps and hosts requests itself, to show it what no
-// valid gateway state holds: empty lists, markup in every field, a host
-// error thousands of bytes long without a space. The page says an empty
+// browser answering its apps and hosts requests itself, to show it what a
+// gateway's validation keeps out or is slow to reach: markup in every
+// field, a host error thousands of bytes long without a space, and empty
+// lists. The page says an empty
 // list is empty (headers alone looked like a page still loading), shows
 // markup as text and runs none of it, wraps a long value instead of
 // pushing columns out of the window, and forgets the credential on request
-// (there was no way but closing the tab): its apps and hosts leave the
-// screen and it is not sent again. The page's CSP refuses nothing it
-// does, and another origin cannot frame it.
+// (there was no way but closing the tab), as it does an empty one: its
+// apps and hosts leave the screen and it is not sent again. A credential
+// no browser can send as typed is not sent; a 401's or a 429's detail is
+// shown as text and the credential dropped. The page's CSP refuses
+// nothing it does, and another origin cannot frame it.
 func TestDashboardShowsValuesAsText(t *testing.T) {
 	t.Parallel()
 	r := start(t, testConfig(t))
@@ -40,8 +43,9 @@ func TestDashboardShowsValuesAsText(t *testing.T) {
 	refusal := map[string]any{"detail": `<img src=z onerror="window.pwned=5">`}
 
 	var mu sync.Mutex
-	answers := empty // what the browser answers, or nil for 401; under mu
-	authorized := 0  // API requests that carried a credential; under mu
+	answers := empty      // what the browser answers, or nil for a refusal; under mu
+	refused := int64(401) // the status of a refusal; under mu
+	authorized := 0       // API requests that carried a credential; under mu
 	if err := chromedp.Listen(bctx, func(ev any) {
 		e, ok := ev.(*fetch.EventRequestPaused)
 		if !ok {
@@ -52,7 +56,7 @@ func TestDashboardShowsValuesAsText(t *testing.T) {
 		if e.Request.Headers["Authorization"] != nil {
 			authorized++
 		}
-		status, body := int64(401), any(refusal)
+		status, body := refused, any(refusal)
 		if answers != nil {
 			status, body = 200, answers[strings.SplitN(strings.TrimPrefix(e.Request.URL, "http://"+r.g.Addrs().Management), "?", 2)[0]]
 		}
@@ -168,6 +172,14 @@ func TestDashboardShowsValuesAsText(t *testing.T) {
 	set(nil)
 	login(typed)
 	waitText("#control-error", `refused: HTTP 401 <img src=z onerror="window.pwned=5">`)
+	waitText("#control-error", "enter it again")
+	// The lockout's 429 drops the credential as a 401 does (control.token).
+	mu.Lock()
+	refused = 429
+	mu.Unlock()
+	login(typed)
+	waitText("#control-error", "refused: HTTP 429")
+	waitText("#control-error", "enter it again")
 
 	if got := eval(`String(window.pwned) + " " + JSON.stringify(window.cspRefused)`); got != "undefined []" {
 		t.Errorf("pwned and CSP refusals: %s", got)
