@@ -10,7 +10,8 @@
 // The page holds no secret: it is the same bytes for everyone, and the
 // credential an operator types stays in the page's memory (sent only as
 // an Authorization header to the same origin; never stored, never in the
-// address) until its forget button or closing the tab drops it. Its Content-Security-Policy admits only its own script,
-// style and same-origin fetches, and no other page may frame it
-// (frame-ancestors, and X-Frame-Options for browsers without CSP).
+// address) until its forget button or closing the tab drops it. Its
+// Content-Security-Policy admits only its own script, style and
+// same-origin fetches, and no other page may frame it (frame-ancestors,
+// and X-Frame-Options for browsers without CSP).
 package dashboard
