@@ -213,6 +213,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		return
 	case err != nil:
 		e.verified = false
+		d.refuseLocked(id, e, notEnrolled(err))
 		// An enrolment refusal of claims nobody proved (a forged announce
 		// with another key, or an app the host does not serve) says nothing
 		// of the host's own claims, which it replaced: ask the host too.
@@ -251,7 +252,9 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			e.ann, e.gen = *p, e.gen+1
 			e.pub, _ = host.ParsePublicKey(p.PublicKey)
 			d.markLocked(id)
-			if refused := allows(k, *p, e.pub); refused != nil {
+			refused := allows(k, *p, e.pub)
+			d.refuseLocked(id, e, refused != nil)
+			if refused != nil {
 				e.failed = errors.Is(refused, errKeyMismatch) // rotated: as above
 				e.lastErr = "the enrolment no longer allows the proven claims: " + refused.Error()
 				break
@@ -281,6 +284,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			d.opts.Logger.Info("discovery: host back from draining", "host_id", id, "addr", ann.Addr)
 		}
 		e.verified, e.failed = true, false
+		d.refuseLocked(id, e, false)
 		if e.dial != dial {
 			d.markLocked(id) // re-pinned: publish where it is dialed now
 		}
@@ -320,6 +324,7 @@ func (d *Discovery) proofLocked(now time.Time, s *started, dial string, err erro
 	d.fails.warn(now, reason(err), "discovery: host verification failed",
 		"host_id", id, "addr", s.ann.Addr, "reason", reason(err), "err", err, "forgotten", false)
 	e.lastErr = "proven claims failed their check (addr " + s.ann.Addr + "): " + err.Error()
+	d.refuseLocked(id, e, notEnrolled(err))
 	if e.proven != nil {
 		e.proven = nil // the claims being checked are all it has now
 	} else {

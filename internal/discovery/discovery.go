@@ -130,7 +130,12 @@ type entry struct {
 	// holds, at most once a heartbeat interval to the same reply inbox
 	// (asked, askedReply): per inbox, so that anyone heartbeating the id
 	// faster than the host cannot take the host's own replies.
-	failed     bool
+	failed bool
+	// refused says the enrolment refused the claims the host was routed
+	// by, at their last check (revoked, another key enrolled, an app
+	// taken away): published as route.Host.Refused, so the connections
+	// still open to it are cut. A check that passes clears it.
+	refused    bool
 	asked      time.Time
 	askedReply string
 
@@ -328,6 +333,16 @@ func (d *Discovery) updateLocked(id string, e *entry) {
 	d.markLocked(id)
 }
 
+// refuseLocked records whether the enrolment refuses the claims e is
+// routed by; a change is published, whatever the state does (a draining
+// host stays draining).
+func (d *Discovery) refuseLocked(id string, e *entry, refused bool) {
+	if e.refused != refused {
+		e.refused = refused
+		d.markLocked(id)
+	}
+}
+
 // markLocked schedules id's published host for a rebuild (or delete).
 func (d *Discovery) markLocked(id string) {
 	d.dirty[id] = struct{}{}
@@ -419,13 +434,14 @@ func (e *entry) routed() *host.Announce {
 func (e *entry) routeHost() *route.Host {
 	c := e.routed()
 	h := &route.Host{
-		ID:     c.HostID,
-		Apps:   c.Apps,
-		Addr:   c.Addr,
-		Dial:   e.dialFor(*c),
-		Scheme: c.Scheme,
-		State:  e.state,
-		Health: e.health,
+		ID:      c.HostID,
+		Apps:    c.Apps,
+		Addr:    c.Addr,
+		Dial:    e.dialFor(*c),
+		Scheme:  c.Scheme,
+		State:   e.state,
+		Refused: e.refused,
+		Health:  e.health,
 	}
 	switch c.Scheme {
 	case host.SchemeHTTP, host.SchemeH2C:

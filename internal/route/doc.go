@@ -12,6 +12,12 @@
 // bytes reads one slot, a verified custom domain carries its app's entry
 // in its slot, and a change copies only the part of the table it changes.
 //
+// [Conns] holds the connections that outlive the table they were routed
+// by (passthrough pipes, upgraded connections) by app and host, and
+// closes those whose app or host a new table takes out of service
+// ([Table.Cuts]): a suspended app's or a revoked host's traffic stops,
+// not only its new requests.
+//
 // The app settings types ([App], [CORS], [RateLimit], [Auth], [PolicyRule])
 // are the JSON shapes the control API takes and the store keeps: one
 // definition for the wire, the store and the request path.

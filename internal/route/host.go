@@ -35,6 +35,11 @@ type Host struct {
 	// URL is the base URL requests are proxied to; nil for tls hosts.
 	URL   *url.URL
 	State HostState
+	// Refused says the host's enrolment no longer allows the claims it
+	// was routed by (revoked, another key enrolled, an app taken away):
+	// its state is then provisional or draining, and the connections
+	// still open to it are closed ([Conns]).
+	Refused bool
 	// Health is the passive health shared by every snapshot of this host, so
 	// that a failure seen on one request is seen by the next without a
 	// table rebuild. Never nil in a published table.

@@ -45,6 +45,10 @@ type Request struct {
 	// FailoverCluster is set by dispatch when a peer cluster served the
 	// response.
 	FailoverCluster string
+	// UpgradedTo is the id of the host that answered 101 to the request,
+	// once it did, which the upgraded connection is then open to (proxy);
+	// empty for one a peer cluster answered.
+	UpgradedTo string
 	// Contained is set by the proxy when it answered on the serving
 	// goroutine alone (every attempt on its fast path): nothing it
 	// started for the request runs on after it returns, so the memory the
