@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -107,5 +108,34 @@ func BenchmarkOffloadHTTP2(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		o.ServeHTTP(w, r)
+	}
+}
+
+// BenchmarkPassthroughConnect is what one passthrough connection costs
+// end to end: TCP connect, SNI peek, host dial, TLS handshake with the
+// host through the pipe, a byte each way, close. It is where a cost per
+// pipe opened or closed (routing, tracking, holding it in route.Conns)
+// would show.
+func BenchmarkPassthroughConnect(b *testing.B) {
+	cert, pool := testutil.SelfSigned(b, "secure."+zone)
+	h := startTLSHost(b, cert, echo)
+	live := table(h.ln.Addr().String())
+	conns := route.NewConns(live) // as a gateway holds its pipes
+	e := start(b, Options{Passthrough: NewPassthrough(live, nil, conns).Route})
+	cfg := &tls.Config{ServerName: "secure." + zone, RootCAs: pool, ClientSessionCache: tls.NewLRUClientSessionCache(1)}
+	one := make([]byte, 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := dialTLS(b, e.https, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Write(one); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, one); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
 	}
 }

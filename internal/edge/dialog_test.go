@@ -95,7 +95,7 @@ func TestDialCalledOffIsNoHostFailure(t *testing.T) {
 	h := &route.Host{ID: "h1", Addr: ln.Addr().String(), Health: new(route.Health)}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := dialFirst(ctx, []*route.Host{h}, 0, time.Now); err == nil {
+	if _, _, err := dialFirst(ctx, []*route.Host{h}, 0, time.Now); err == nil {
 		t.Fatal("a called-off dial succeeded")
 	}
 	if h.Health.Degraded(time.Now()) {
@@ -103,7 +103,7 @@ func TestDialCalledOffIsNoHostFailure(t *testing.T) {
 	}
 	tctx, tcancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer tcancel()
-	if _, err := dialFirst(tctx, []*route.Host{h}, 0, time.Now); err == nil {
+	if _, _, err := dialFirst(tctx, []*route.Host{h}, 0, time.Now); err == nil {
 		t.Fatal("a timed-out dial succeeded")
 	}
 	if !h.Health.Degraded(time.Now()) {

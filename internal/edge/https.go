@@ -181,7 +181,7 @@ func (e *Edge) meetsPosture(h *sni.Hello) bool {
 func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, dial Dial) {
 	defer e.conns.doneRaw(c, src)
 	ctx, cancel := context.WithTimeout(e.pipeCtx, e.opts.DialTimeout)
-	host, err := dial(ctx)
+	host, held, err := dial(ctx)
 	cancel()
 	if err != nil {
 		// Said once per routed name: the client picks the spelling
@@ -197,6 +197,7 @@ func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, di
 		c.Close()
 		return
 	}
+	defer held.Release()
 	st, err := pipe.Join(e.pipeCtx, c, host, hello, e.opts.PipeIdleTimeout)
 	if errors.Is(err, pipe.ErrIdle) {
 		e.log.Debug("edge: passthrough idle, closed", "server_name", name, "up", st.Up, "down", st.Down, "idle_timeout", e.opts.PipeIdleTimeout)

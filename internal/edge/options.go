@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
 // HTTP listener modes (DESIGN §3, -http-mode).
@@ -21,8 +23,9 @@ const (
 
 // Dial opens a connection to a passthrough host (an alias, so a plain func
 // literal fits Options.Passthrough). The connection should be a
-// *net.TCPConn, so the pipe splices.
-type Dial = func(ctx context.Context) (net.Conn, error)
+// *net.TCPConn, so the pipe splices. held is the pipe's place in a
+// route.Conns, released once the pipe has ended; nil: not held.
+type Dial = func(ctx context.Context) (c net.Conn, held *route.Conn, err error)
 
 // Gauge is the subset of prometheus.Gauge edge needs for
 // active_connections; prometheus.Gauge satisfies it.

@@ -17,10 +17,15 @@ import (
 // reachable verified tls host.
 var ErrNoHost = errors.New("edge: no verified tls host for passthrough app")
 
+// ErrCut is returned by a passthrough Dial when the app or host was
+// taken out of service (see route.Conns) while the host was dialed.
+var ErrCut = errors.New("edge: passthrough app or host taken out of service")
+
 // RoutePassthrough returns an Options.Passthrough that reads live: see
-// [Passthrough.Route]. now may be nil (time.Now).
+// [Passthrough.Route]. now may be nil (time.Now). Its pipes are not held
+// in a route.Conns: a table change never cuts them.
 func RoutePassthrough(live *route.Live, now func() time.Time) func(serverName string) (Dial, bool) {
-	return NewPassthrough(live, now).Route
+	return NewPassthrough(live, now, nil).Route
 }
 
 // Passthrough routes TLS passthrough names through a live table. Its
@@ -35,15 +40,21 @@ type Passthrough struct {
 	// start at the same host. An entry lives until its app leaves the
 	// table (ForgetApp).
 	robins sync.Map // app id -> *atomic.Uint32
+	// conns holds each pipe open to its app and host, so that a table
+	// that takes either out of service closes it; nil: not held.
+	conns *route.Conns
 }
 
 // NewPassthrough returns a Passthrough reading live. now may be nil
-// (time.Now).
-func NewPassthrough(live *route.Live, now func() time.Time) *Passthrough {
+// (time.Now). conns, if not nil, holds every pipe it routes until the
+// pipe ends, so that route.Conns.Cut closes the pipes of an app suspended,
+// retired or deleted, or of a host revoked or removed; conns must read
+// the same live.
+func NewPassthrough(live *route.Live, now func() time.Time, conns *route.Conns) *Passthrough {
 	if now == nil {
 		now = time.Now
 	}
-	return &Passthrough{live: live, now: now}
+	return &Passthrough{live: live, now: now, conns: conns}
 }
 
 // Route pipes a name that reaches an active app in passthrough mode to
@@ -71,8 +82,20 @@ func (p *Passthrough) Route(name string) (Dial, bool) {
 	}
 	// Reduced as a uint32: an int of it turns negative on 32-bit.
 	start := int(rr.(*atomic.Uint32).Add(1) % uint32(max(len(hosts), 1)))
-	return func(ctx context.Context) (net.Conn, error) {
-		return dialFirst(ctx, hosts, start, now)
+	app, conns := m.App.ID, p.conns
+	return func(ctx context.Context) (net.Conn, *route.Conn, error) {
+		c, h, err := dialFirst(ctx, hosts, start, now)
+		if err != nil || conns == nil {
+			return c, nil, err
+		}
+		// Closing the host's side ends the pipe: the copy from it fails,
+		// and the pipe then closes both sides.
+		held, ok := conns.Add(app, h.ID, c)
+		if !ok {
+			c.Close()
+			return nil, nil, ErrCut
+		}
+		return c, held, nil
 	}, true
 }
 
@@ -152,10 +175,11 @@ func (l *failLog) say(key string, now time.Time) (bool, int) {
 	return true, left
 }
 
-// dialFirst dials hosts in round-robin order from start until one answers.
-func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() time.Time) (net.Conn, error) {
+// dialFirst dials hosts in round-robin order from start until one
+// answers, and returns the connection and the host.
+func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() time.Time) (net.Conn, *route.Host, error) {
 	if len(hosts) == 0 {
-		return nil, ErrNoHost
+		return nil, nil, ErrNoHost
 	}
 	var d net.Dialer
 	var errs []error
@@ -166,7 +190,7 @@ func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() t
 		c, err := d.DialContext(ctx, "tcp", h.DialAddr())
 		if err == nil {
 			h.Health.OK()
-			return c, nil
+			return c, h, nil
 		}
 		if errors.Is(ctx.Err(), context.Canceled) {
 			// Called off by the gateway (its drain): nothing is known
@@ -180,5 +204,5 @@ func dialFirst(ctx context.Context, hosts []*route.Host, start int, now func() t
 			break
 		}
 	}
-	return nil, fmt.Errorf("%w: %w", ErrNoHost, errors.Join(errs...))
+	return nil, nil, fmt.Errorf("%w: %w", ErrNoHost, errors.Join(errs...))
 }

@@ -24,7 +24,7 @@ func TestPassthroughForgetsDeletedApps(t *testing.T) {
 		b.PutApp(&route.App{ID: id, Mode: route.ModePassthrough, Status: route.StatusActive})
 		b.SetHost(&route.Host{ID: "h" + strconv.Itoa(i), Apps: []string{id}, Addr: "127.0.0.1:1", Scheme: "tls", State: route.HostVerified})
 	}
-	p := NewPassthrough(live, nil)
+	p := NewPassthrough(live, nil, nil)
 	for _, id := range ids {
 		if _, ok := p.Route(id + "." + zone); !ok {
 			t.Fatalf("%s: not piped", id)

@@ -48,7 +48,7 @@ func TestPassthroughDialsThePinnedAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for range 3 {
-		c, err := dial(ctx)
+		c, _, err := dial(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,6 +67,10 @@ type Gatehouse struct {
 	// Options.Passthrough); startParts has the table's sweep forget its
 	// deleted apps.
 	passthrough *edge.Passthrough
+	// conns holds the passthrough pipes and upgraded connections open
+	// to each app and host; startParts has each new table close those
+	// whose app or host it takes out of service.
+	conns *route.Conns
 	// forgetGrace and forgetEvery time the table's sweep of deleted
 	// apps' state (route.Forget); zero is its defaults. Tests shorten
 	// them.
@@ -121,7 +125,8 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 		ready:     make(chan struct{}),
 		forwarder: fwd,
 	}
-	g.passthrough = edge.NewPassthrough(&g.live, nil)
+	g.conns = route.NewConns(&g.live)
+	g.passthrough = edge.NewPassthrough(&g.live, nil, g.conns)
 	// A platform alerts on the bus being down without reading the log;
 	// /readyz says only that the gateway has started.
 	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -327,9 +327,23 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 	eg.Go(func() error {
 		return route.NewForget(&g.live, g.forgetGrace, gw, g.passthrough).Run(ctx, g.forgetEvery)
 	})
+	// A suspended, retired or deleted app's pipes and upgraded
+	// connections close, and so do a revoked or removed host's: new
+	// requests are refused by the table at once, and these would
+	// otherwise carry its traffic until the drain or their idle bound.
+	eg.Go(func() error { return g.conns.Run(ctx, 0, g.logCut) })
 	var h http.Handler = gw
 	l7.Store(&h)
 	return nil
+}
+
+// logCut says what one table change closed (route.Conns.Run).
+func (g *Gatehouse) logCut(c route.Cut) {
+	if c.App != "" {
+		g.log.Info("connections closed: app out of service", "app", c.App, "reason", c.Why, "connections", c.N)
+		return
+	}
+	g.log.Info("connections closed: host out of service", "host_id", c.Host, "reason", c.Why, "connections", c.N)
 }
 
 // openStore opens the routing buckets, seeds -zone, and waits until the
@@ -534,6 +548,7 @@ func (g *Gatehouse) newGateway(a http.Handler, pr *peers.Peers, key ed25519.Priv
 		Proxy:             proxy.Options{ResponseHeaderTimeout: min(30*time.Second, cfg.Cluster.Deadline)},
 		AccessLog:         true,
 		TunnelIdleTimeout: cfg.Listeners.TunnelIdleTimeout,
+		Conns:             g.conns,
 	})
 }
 

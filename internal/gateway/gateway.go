@@ -34,6 +34,7 @@ type Gateway struct {
 	metrics    *metrics.Set
 	accessLog  bool
 	tunnelIdle time.Duration // Options.TunnelIdleTimeout; 0: no bound
+	conns      *route.Conns  // Options.Conns; nil: upgrades not held
 
 	api     http.Handler // api.{zone}, behind hygiene; nil: 404
 	proxy   *proxy.Proxy
@@ -73,6 +74,7 @@ func New(opts Options) (*Gateway, error) {
 		metrics:    opts.Metrics,
 		accessLog:  opts.AccessLog,
 		tunnelIdle: opts.TunnelIdleTimeout,
+		conns:      opts.Conns,
 	}
 	for _, p := range opts.TrustedProxies {
 		g.trusted = append(g.trusted, p.Masked())

@@ -621,7 +621,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			problem.Write(w, http.StatusMethodNotAllowed, "CONNECT is not served: the gateway is a reverse proxy")
 			return
 		}
-		if g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx)) && g.tunnelIdle > 0 {
+		if g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx)) && (g.tunnelIdle > 0 || g.conns != nil) {
 			g.tunnel(next, w, r) // tunnel.go
 			return
 		}

@@ -58,6 +58,11 @@ type Options struct {
 	// (WebSocket), both sides, once it has carried no byte in either
 	// direction for this long. Zero: never; negative is refused.
 	TunnelIdleTimeout time.Duration
+	// Conns, if not nil, holds every connection upgraded after a 101
+	// until it ends, so that route.Conns.Cut closes, both sides, those
+	// of an app suspended, retired or deleted, or of a host revoked or
+	// removed. nil: a table change never closes one.
+	Conns *route.Conns
 }
 
 func (o *Options) validate() error {

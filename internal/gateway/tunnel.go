@@ -25,11 +25,18 @@ import (
 //
 // It runs above affinity, so a tunnel through a peer cluster is bounded
 // here too: the owner closing its side would only half-close this one.
+//
+// With Options.Conns the tunnel is held there from the 101 until it
+// ends, so that a table taking its app or host out of service closes it,
+// both sides, as the idle bound does.
 func (g *Gateway) tunnel(next http.Handler, w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	tw := &tunnelWriter{ResponseWriter: w, idle: g.tunnelIdle, cancel: cancel}
+	tw := &tunnelWriter{ResponseWriter: w, idle: g.tunnelIdle, cancel: cancel, conns: g.conns, ctx: ctx}
 	next.ServeHTTP(tw, r.WithContext(ctx))
+	if tw.conn != nil {
+		tw.conn.held.Release()
+	}
 	if c := tw.conn; c != nil && c.idled.Load() {
 		id := ""
 		if rq := route.RequestFrom(ctx); rq != nil {
@@ -46,17 +53,28 @@ type tunnelWriter struct {
 	http.ResponseWriter
 	idle   time.Duration
 	cancel context.CancelFunc
-	conn   *idleConn // set by Hijack
+	conns  *route.Conns    // nil: not held
+	ctx    context.Context // the request's, for its route.Request
+	conn   *idleConn       // set by Hijack
 }
 
-// Hijack hands the connection over (the host answered 101).
+// Hijack hands the connection over (the host answered 101), held in
+// w.conns under the request's app and the host that answered.
 func (w *tunnelWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return c, brw, err
 	}
-	w.conn = newIdleConn(c, w.idle, w.cancel)
-	return w.conn, brw, nil
+	ic := newIdleConn(c, w.idle, w.cancel)
+	w.conn = ic
+	if rq := route.RequestFrom(w.ctx); w.conns != nil && rq != nil && rq.Match.App != nil {
+		held, ok := w.conns.Add(rq.Match.App.ID, rq.UpgradedTo, (*tunnelCut)(ic))
+		if !ok {
+			ic.cut() // taken out of service since it was routed
+		}
+		ic.held = held
+	}
+	return ic, brw, nil
 }
 
 // Unwrap lets http.ResponseController reach the real writer (Flush for a
@@ -78,23 +96,43 @@ type idleConn struct {
 	last   atomic.Int64 // when a byte last passed, as time since start
 	idled  atomic.Bool  // the idle bound closed it
 	cancel context.CancelFunc
+	held   *route.Conn // its place in Options.Conns; nil: not held
 
 	mu     sync.Mutex // guards timer and closed: a check must not re-arm after Close
 	timer  *time.Timer
 	closed bool
 }
 
+// newIdleConn wraps c; idle 0 sets no bound (the conn is then wrapped
+// only to be cut).
 func newIdleConn(c net.Conn, idle time.Duration, cancel context.CancelFunc) *idleConn {
 	ic := &idleConn{Conn: c, idle: idle, start: time.Now(), cancel: cancel}
-	ic.mu.Lock()
-	ic.timer = time.AfterFunc(idle, ic.check)
-	ic.mu.Unlock()
+	if idle > 0 {
+		ic.mu.Lock()
+		ic.timer = time.AfterFunc(idle, ic.check)
+		ic.mu.Unlock()
+	}
 	return ic
+}
+
+// cut ends the tunnel, both sides: its app or host was taken out of
+// service.
+func (c *idleConn) cut() {
+	c.cancel()
+	_ = c.Close()
+}
+
+// tunnelCut is an idleConn as route.Conns closes it: Close cuts it.
+type tunnelCut idleConn
+
+func (c *tunnelCut) Close() error {
+	(*idleConn)(c).cut()
+	return nil
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
+	if n > 0 && c.idle > 0 {
 		c.last.Store(int64(time.Since(c.start)))
 	}
 	return n, err
@@ -102,7 +140,7 @@ func (c *idleConn) Read(p []byte) (int, error) {
 
 func (c *idleConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if n > 0 {
+	if n > 0 && c.idle > 0 {
 		c.last.Store(int64(time.Since(c.start)))
 	}
 	return n, err
@@ -125,7 +163,9 @@ func (c *idleConn) Close() error {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		c.timer.Stop()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
 	}
 	c.mu.Unlock()
 	return c.Conn.Close()

@@ -507,6 +507,9 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	// (unless the host's carries one): do the same here, with the id the
 	// host was sent.
 	if res.StatusCode == http.StatusSwitchingProtocols {
+		if a := attemptFrom(res.Request.Context()); a != nil {
+			a.req.UpgradedTo = a.host.ID
+		}
 		if id := res.Request.Header["X-Request-Id"]; len(id) > 0 && len(res.Header["X-Request-Id"]) == 0 {
 			res.Header["X-Request-Id"] = id
 		}
