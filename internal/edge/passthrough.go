@@ -48,7 +48,7 @@ type Passthrough struct {
 // NewPassthrough returns a Passthrough reading live. now may be nil
 // (time.Now). conns, if not nil, holds every pipe it routes until the
 // pipe ends, so that route.Conns.Cut closes the pipes of an app suspended,
-// retired or deleted, or of a host revoked or removed; conns must read
+// retired or deleted, or of a host revoked; conns must read
 // the same live.
 func NewPassthrough(live *route.Live, now func() time.Time, conns *route.Conns) *Passthrough {
 	if now == nil {

@@ -328,7 +328,7 @@ func (g *Gatehouse) startParts(ctx context.Context, eg *errgroup.Group, b *bus.B
 		return route.NewForget(&g.live, g.forgetGrace, gw, g.passthrough).Run(ctx, g.forgetEvery)
 	})
 	// A suspended, retired or deleted app's pipes and upgraded
-	// connections close, and so do a revoked or removed host's: new
+	// connections close, and so do a revoked host's: new
 	// requests are refused by the table at once, and these would
 	// otherwise carry its traffic until the drain or their idle bound.
 	eg.Go(func() error { return g.conns.Run(ctx, 0, g.logCut) })

@@ -60,8 +60,8 @@ type Options struct {
 	TunnelIdleTimeout time.Duration
 	// Conns, if not nil, holds every connection upgraded after a 101
 	// until it ends, so that route.Conns.Cut closes, both sides, those
-	// of an app suspended, retired or deleted, or of a host revoked or
-	// removed. nil: a table change never closes one.
+	// of an app suspended, retired or deleted, or of a host revoked.
+	// nil: a table change never closes one.
 	Conns *route.Conns
 }
 

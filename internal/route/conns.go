@@ -143,7 +143,7 @@ type Cut struct {
 	App  string // the app whose connections were closed, or ""
 	Host string // the host whose connections were closed, or ""
 	// Why is the reason [Table.Cuts] gave: an app's status (suspended,
-	// retired), "deleted", "revoked" or "removed".
+	// retired), "deleted" or "revoked".
 	Why string
 	N   int // connections closed
 }
@@ -265,17 +265,16 @@ func (t *Table) cutsApp(app string) string {
 
 // cutsHost reports why t ends the connections open to a host: its
 // enrolment no longer allows it ("revoked": deleted, another key
-// enrolled, or its apps taken away) or it is gone from the table
-// ("removed", after host_ttl without a heartbeat). A draining host keeps
-// them, that is its drain, and so does an unhealthy one: a missed
-// heartbeat says the bus lost it, not that the pipe has.
+// enrolled, or its apps taken away). A draining host keeps them, that is
+// its drain, and so does an unhealthy one, or one gone from the table
+// after host_ttl without a heartbeat: missed heartbeats say the bus lost
+// the host (or that it left and stopped), not that the pipe has, and a
+// host still serving its pipes behind a broken bus link keeps them, as
+// before the table dropped it.
 func (t *Table) cutsHost(id string) string {
 	hosts := t.hosts
 	i := sort.Search(len(hosts), func(i int) bool { return hosts[i].ID >= id })
-	switch {
-	case i == len(hosts) || hosts[i].ID != id:
-		return "removed"
-	case hosts[i].Refused:
+	if i < len(hosts) && hosts[i].ID == id && hosts[i].Refused {
 		return "revoked"
 	}
 	return ""

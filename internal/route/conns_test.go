@@ -22,7 +22,7 @@ func TestTableCuts(t *testing.T) {
 		{"retired", &App{ID: "a", Status: StatusRetired}, &Host{ID: "h", State: HostVerified}, "h", "retired"},
 		{"deleted", nil, &Host{ID: "h", State: HostVerified}, "h", "deleted"},
 		{"host revoked", &App{ID: "a", Status: StatusActive}, &Host{ID: "h", State: HostProvisional, Refused: true}, "h", "revoked"},
-		{"host removed", &App{ID: "a", Status: StatusActive}, nil, "h", "removed"},
+		{"host removed", &App{ID: "a", Status: StatusActive}, nil, "h", ""},
 		{"host draining", &App{ID: "a", Status: StatusActive}, &Host{ID: "h", State: HostDraining}, "h", ""},
 		{"host unhealthy", &App{ID: "a", Status: StatusActive}, &Host{ID: "h", State: HostUnhealthy}, "h", ""},
 		{"host failed a check", &App{ID: "a", Status: StatusActive}, &Host{ID: "h", State: HostProvisional}, "h", ""},
