@@ -158,8 +158,10 @@ func TestMetricsCountEachRefusal(t *testing.T) {
 				`gatehouse_fast_path_handoffs_total{reason="method"}`}},
 		{"host answers", "GET", "hello.test.local", "/", []int{200},
 			[]string{`gatehouse_http_requests_total{app="hello",code="2xx",method="GET"}`, `gatehouse_http_request_duration_seconds{app="hello"}`}},
-		{"host answers 799", "GET", "hello.test.local", "/?status=799", []int{799, 502},
-			[]string{`gatehouse_http_requests_total{app="hello",code="5xx",method="GET"}`, `gatehouse_http_request_duration_seconds{app="hello"}`}},
+		// A status past 599 is no HTTP answer: a 502, the host's error.
+		{"host answers 799", "GET", "hello.test.local", "/?status=799", []int{502},
+			[]string{`gatehouse_http_requests_total{app="hello",code="5xx",method="GET"}`, `gatehouse_http_request_duration_seconds{app="hello"}`,
+				`gatehouse_upstream_errors_total{app="hello",reason="other"}`}},
 		{"policy 403", "GET", "fenced.test.local", "/admin/x", []int{403},
 			[]string{`gatehouse_http_requests_total{app="fenced",code="4xx",method="GET"}`, `gatehouse_http_request_duration_seconds{app="fenced"}`,
 				`gatehouse_policy_denied_total{app="fenced"}`}},
