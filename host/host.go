@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,11 @@ import (
 
 // DefaultHeartbeatInterval is DESIGN §4's heartbeat_interval.
 const DefaultHeartbeatInterval = 5 * time.Second
+
+// challengeReadTimeout bounds how long the challenge handler waits for a
+// challenge's body: a gateway sends it at once and gives up on the answer
+// after 5 s (DESIGN §4), so a body still arriving later is nobody's.
+const challengeReadTimeout = 5 * time.Second
 
 // leaveFlushTimeout bounds how long Run waits for the leave message to
 // reach the bus when it returns.
@@ -79,6 +85,9 @@ type Host struct {
 	// challenged is set by the first challenge answered: a gateway has
 	// found this host, and Run stops warning that none has.
 	challenged atomic.Bool
+	// challengeReadTimeout bounds the read of a challenge's body; tests
+	// shorten it.
+	challengeReadTimeout time.Duration
 }
 
 // A host nobody challenges serves nothing, and only the gateway's log
@@ -114,7 +123,7 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	pub := opts.Key.Public().(ed25519.PublicKey)
-	return &Host{opts: opts, pub: PublicKeyString(pub)}, nil
+	return &Host{opts: opts, pub: PublicKeyString(pub), challengeReadTimeout: challengeReadTimeout}, nil
 }
 
 func (o *Options) validate() error {
@@ -283,7 +292,10 @@ func SignLeave(key ed25519.PrivateKey, hostID string, ts int64) string {
 // ChallengeHandler answers POST [ChallengePath]: a valid challenge for this
 // host id gets 200 and a [ChallengeResponse] signed for the configured
 // Addr. It answers 405 for other methods, 413 for a body over
-// [MaxChallengeSize], 400 for a body it cannot read or a malformed
+// [MaxChallengeSize], 408 for a body not all in within 5 s of the
+// request's head (a gateway has given up by then; on a server whose
+// ResponseWriter can set a read deadline), 400 for a body it cannot read
+// or a malformed
 // challenge, 404 for one meant for another host id and, once Run has
 // begun to leave, 503 for every challenge. It does not look at the
 // request path.
@@ -295,9 +307,20 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "host: challenge takes POST", http.StatusMethodNotAllowed)
 		return
 	}
+	// Whatever the server's own timeouts (a sidecar's has none for
+	// bodies, which it streams to its app): a body dribbled slower than
+	// any gateway waits would hold this handler, and a drain, for as long
+	// as its sender likes. net/http resets the deadline for the next
+	// request on the connection; a server that cannot set one (an
+	// httptest.ResponseRecorder) reads unbounded, as before.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.challengeReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxChallengeSize))
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		http.Error(w, fmt.Sprintf("host: challenge body over %d bytes", MaxChallengeSize), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		http.Error(w, fmt.Sprintf("host: challenge body not in within %s", h.challengeReadTimeout), http.StatusRequestTimeout)
 		return
 	}
 	if err != nil {

@@ -582,3 +582,62 @@ func TestRunWarnsWhileNoGatewayChallenges(t *testing.T) {
 		})
 	}
 }
+
+// A gateway sends its whole challenge at once and waits 5 s for the
+// answer (DESIGN §4). A body still coming after that is nobody's
+// challenge: the host answers 408 rather than hold the request (and a
+// sidecar's drain) for as long as its sender dribbles. The bound is the
+// challenge's own: a request after it on the same connection, to the
+// app, may take its time.
+func TestChallengeBodyReadIsBounded(t *testing.T) {
+	t.Parallel()
+	h, _ := newTestHost(t, &nats.Conn{}, nil)
+	h.challengeReadTimeout = 100 * time.Millisecond
+	srv := httptest.NewServer(h.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	})))
+	t.Cleanup(srv.Close) // after the connections' cleanups: it waits for their handlers
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	read := func(br *bufio.Reader) (int, string) {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	c, br := dial()
+	start := time.Now()
+	io.WriteString(c, "POST "+ChallengePath+" HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{")
+	if s, b := read(br); s != http.StatusRequestTimeout || !strings.Contains(b, "host: challenge body") {
+		t.Errorf("dribbled challenge: %d %q, want 408 naming the challenge body", s, b)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("dribbled challenge answered after %s", d)
+	}
+
+	c, br = dial()
+	nonce := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, NonceSize))
+	body := `{"nonce":"` + nonce + `","gateway":"gw-1","host_id":"web-1","ts":1}`
+	io.WriteString(c, "POST "+ChallengePath+" HTTP/1.1\r\nHost: h\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	if s, b := read(br); s != http.StatusOK {
+		t.Fatalf("challenge: %d %q", s, b)
+	}
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nab")
+	time.Sleep(3 * h.challengeReadTimeout) // slower than a challenge may be
+	io.WriteString(c, "cd")
+	if s, b := read(br); s != http.StatusOK || b != "abcd" {
+		t.Errorf("app request after a challenge on the same connection: %d %q, want 200 \"abcd\"", s, b)
+	}
+}
