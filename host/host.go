@@ -21,6 +21,11 @@ import (
 // DefaultHeartbeatInterval is DESIGN §4's heartbeat_interval.
 const DefaultHeartbeatInterval = 5 * time.Second
 
+// minHeartbeatInterval is the shortest HeartbeatInterval New takes. The
+// gateways' own is at least 1 s; this floor only catches a unit mistake,
+// and leaves tests room to run fast.
+const minHeartbeatInterval = 10 * time.Millisecond
+
 // challengeReadTimeout bounds how long the challenge handler waits for a
 // challenge's body: a gateway sends it at once and gives up on the answer
 // after 5 s (DESIGN §4), so a body still arriving later is nobody's.
@@ -60,7 +65,8 @@ type Options struct {
 	// Empty means http.
 	Scheme string
 	// HeartbeatInterval is how often Run sends a heartbeat. Zero means 5 s;
-	// negative is an error. It must match the gateways' setting.
+	// negative or under 10 ms (a bare 5 is 5 ns) is an error. It must
+	// match the gateways' setting, which is at least 1 s.
 	HeartbeatInterval time.Duration
 	// Inflight reports requests in progress, sent with each heartbeat.
 	// Nil reports 0. Called from Run's goroutine.
@@ -142,6 +148,10 @@ func (o *Options) validate() error {
 		return errors.New("host: Key's public half is not its seed's: not one ed25519 private key")
 	case o.HeartbeatInterval < 0:
 		return fmt.Errorf("host: HeartbeatInterval %s is negative", o.HeartbeatInterval)
+	case o.HeartbeatInterval < minHeartbeatInterval:
+		// Most likely a bare number meant as seconds: Run would
+		// heartbeat as fast as it can publish, to every gateway.
+		return fmt.Errorf("host: HeartbeatInterval %s is under %s: a time.Duration is nanoseconds (write 5 * time.Second, not 5)", o.HeartbeatInterval, minHeartbeatInterval)
 	case !ValidScheme(o.Scheme):
 		return fmt.Errorf("host: Scheme %q invalid (http, h2c, https or tls)", o.Scheme)
 	}

@@ -69,6 +69,25 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// A time.Duration is nanoseconds: HeartbeatInterval: 5, meant as 5 s, is
+// 5 ns, and Run would heartbeat as fast as it can publish, every gateway
+// handling each one. New refuses it and says why; 10 ms and up (tests
+// run that fast) pass.
+func TestNewRefusesAHeartbeatInNanoseconds(t *testing.T) {
+	k, _ := GenerateKey()
+	o := Options{Conn: &nats.Conn{}, Cluster: "c1", HostID: "web-1", Key: k, Apps: []string{"hello"}, Addr: "127.0.0.1:1"}
+	for _, c := range []struct {
+		every time.Duration
+		ok    bool
+	}{{5, false}, {5000, false}, {9 * time.Millisecond, false}, {10 * time.Millisecond, true}, {5 * time.Second, true}} {
+		o.HeartbeatInterval = c.every
+		_, err := New(o)
+		if c.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "HeartbeatInterval "+c.every.String()+" is under 10ms")) {
+			t.Errorf("HeartbeatInterval %s: err = %v", c.every, err)
+		}
+	}
+}
+
 // An ed25519.PrivateKey is the seed followed by its public key. One whose
 // halves do not belong together (put together by hand, from two keys)
 // announces a key it cannot sign for: no challenge would ever pass, and
