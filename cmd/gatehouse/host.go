@@ -324,6 +324,11 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 	// asked for, and undoes it: the app sees a field the client did not
 	// send, and the response loses its Content-Length.
 	tr.DisableCompression = true
+	// The gateway sends this one upstream many requests at once and keeps
+	// up to 64 idle connections per host (docs/config.md, cluster.deadline);
+	// net/http's default keeps 2, and a connection to the app was opened
+	// and closed for nearly every request of a burst.
+	tr.MaxIdleConnsPerHost = 64
 	if scheme == host.SchemeH2C && up.Scheme == "http" {
 		tr.Protocols = new(http.Protocols)
 		tr.Protocols.SetUnencryptedHTTP2(true)

@@ -555,3 +555,68 @@ func TestHostSidecarFindsASilentBus(t *testing.T) {
 		return strings.Contains(stderr.String(), "bus unreachable")
 	}, "the sidecar never noticed its bus went silent")
 }
+
+// The sidecar keeps its connections to the app for the next requests, as
+// many as the gateway sends it at once (the gateway keeps up to 64 idle
+// per host): with net/http's default of 2 idle per upstream, every burst
+// of concurrent requests opened a fresh connection to the app for all but
+// two of them, and closed it after one request.
+func TestSidecarReusesUpstreamConnections(t *testing.T) {
+	t.Parallel()
+	const concurrent, rounds = 8, 3
+	var opened atomic.Int32
+	arrived, gate := make(chan struct{}, concurrent), make(chan struct{}, concurrent)
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-gate // all of a round are in flight together, each on a connection of its own
+		io.WriteString(w, "ok")
+	}))
+	app.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	app.Start()
+	defer app.Close()
+	up, _ := url.Parse(app.URL)
+	side := httptest.NewServer(sidecarProxy(up, "", slog.New(slog.DiscardHandler)))
+	defer side.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: concurrent}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	for round := range rounds {
+		errs := make(chan error, concurrent)
+		for range concurrent {
+			go func() {
+				res, err := c.Get(side.URL + "/")
+				if err == nil {
+					_, err = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range concurrent {
+			select {
+			case <-arrived:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: the app did not get %d requests at once", round, concurrent)
+			}
+		}
+		for range concurrent {
+			gate <- struct{}{}
+		}
+		for range concurrent {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A connection goes back to the pool as its response body ends, which
+	// may be just after the client has read it: a round may find one not
+	// back yet. The default pool opened concurrent-2 afresh every round.
+	if n := int(opened.Load()); n > concurrent+rounds-1 {
+		t.Errorf("the app saw %d connections for %d rounds of %d concurrent requests, want about %d", n, rounds, concurrent, concurrent)
+	}
+}
