@@ -46,7 +46,7 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the app to proxy to, http:// or https:// (required)")
 	fs.StringVar(&f.scheme, "scheme", "http", "how gateways reach this sidecar: http or h2c (h2c also speaks h2c to the upstream)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", host.DefaultHeartbeatInterval, "heartbeat interval; must match the gateways' heartbeat_interval (at least 1s)")
-	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish; those still going are then cut (logged; exit 0)")
 	fs.DurationVar(&f.grace, "leave-grace", time.Second, "on SIGTERM, how long to keep accepting after leave, while gateways stop picking this host")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: gatehouse host -bus URL -cluster ID -id HOST_ID -key FILE -app APP [-app APP...] -addr LISTEN_ADDR -upstream URL [-scheme http]\n\n"+
@@ -145,7 +145,7 @@ func announceAddr(advertise, listen string, la net.Addr) (string, error) {
 // answers the challenge path itself, proxies the rest to -upstream and runs
 // the host protocol. When ctx ends (SIGTERM) it sends leave, keeps
 // accepting for -leave-grace, then stops accepting and waits up to
-// -drain-timeout for in-flight requests.
+// -drain-timeout for in-flight requests, cutting (and logging) those left.
 func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseHostFlags(args, stdout, stderr)
 	if err != nil {
@@ -280,6 +280,17 @@ func serveSidecar(ctx context.Context, srv *http.Server, ln net.Listener, h *hos
 	<-served
 	if err == nil {
 		err = waitIdle(dctx, inflight)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The bound the operator set, reached: cut what is left and stop
+		// as asked (exit 0), as serve does at drain_timeout and nginx at
+		// worker_shutdown_timeout. An upgraded connection, which Close
+		// does not reach, ends with the process.
+		n := inflight.Load()
+		srv.Close()
+		logger.Warn("host: drained; -drain-timeout cut the requests still in flight",
+			"drain_timeout", f.drain.String(), "cut_requests", n)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("host: drain: %w", err)

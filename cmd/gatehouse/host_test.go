@@ -620,3 +620,71 @@ func TestSidecarReusesUpstreamConnections(t *testing.T) {
 		t.Errorf("the app saw %d connections for %d rounds of %d concurrent requests, want about %d", n, rounds, concurrent, concurrent)
 	}
 }
+
+// A request still in flight when -drain-timeout runs out is cut, as serve
+// cuts its connections at drain_timeout (and nginx at
+// worker_shutdown_timeout): the sidecar says so in a warning and exits 0,
+// the stop it was asked for. It exited 1 with "host: drain: context
+// deadline exceeded", so a service manager marked every stop with a long
+// request (an event stream, a WebSocket) a failure.
+func TestHostSidecarDrainTimeoutCutsAndSaysSo(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer upstream.Close()
+	defer close(release)
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	defer sigterm()
+	var stdout, stderr testutil.SyncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "slow-1", "-key", keyFile,
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-leave-grace", "0s", "-drain-timeout", "200ms"}, &stdout, &stderr)
+	}()
+	var addr string
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, rest, ok := strings.Cut(stdout.String(), "serving ")
+		addr, _, _ = strings.Cut(rest, " ")
+		return ok && addr != ""
+	}, "sidecar did not start")
+	cut := make(chan error, 1)
+	go func() {
+		res, err := http.Get("http://" + addr + "/slow")
+		if err == nil {
+			_, err = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		cut <- err
+	}()
+	<-started
+	sigterm()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("runHost after a drain that ran out: %v, want nil (exit 0)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not exit after -drain-timeout")
+	}
+	if err := <-cut; err == nil {
+		t.Error("the request in flight was not cut")
+	}
+	if log := stderr.String(); !strings.Contains(log, `"level":"WARN","msg":"host: drained; -drain-timeout cut the requests still in flight"`) ||
+		!strings.Contains(log, `"cut_requests":1`) || !strings.Contains(log, `"drain_timeout":"200ms"`) {
+		t.Errorf("no warning naming the cut request and -drain-timeout:\n%s", log)
+	}
+	testutil.CheckJSONLog(t, stderr.String())
+}
