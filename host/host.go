@@ -176,15 +176,16 @@ func (h *Host) PublicKey() string { return h.pub }
 // bus is connected (none is buffered during an outage), announces
 // again after every reconnect (and when a gateway that does not know the
 // host, or failed to verify it, answers a heartbeat), and sends leave when
-// ctx ends. It returns nil
-// once leave is sent (or could not be flushed, which is logged), or an
-// error if the connection is closed under it. Run may be called once.
+// ctx ends. It returns nil once leave is sent (or could not be flushed,
+// which is logged), or an error as soon as the connection is closed under
+// it: by its owner, or by nats.go giving up (a refused credential), whose
+// reason the error then carries. Run may be called once.
 func (h *Host) Run(ctx context.Context) error {
 	if !h.running.CompareAndSwap(false, true) {
 		return errors.New("host: Run called twice")
 	}
 	nc := h.opts.Conn
-	status := nc.StatusChanged(nats.CONNECTED)
+	status := nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	defer nc.RemoveStatusListener(status)
 	replies := make(chan *nats.Msg, 16)
 	inbox := nats.NewInbox()
@@ -204,7 +205,10 @@ func (h *Host) Run(ctx context.Context) error {
 			h.leaving.Store(true)
 			h.leave()
 			return nil
-		case <-status:
+		case st := <-status:
+			if st == nats.CLOSED {
+				return closedError(nc)
+			}
 			last = h.announce("reconnect")
 		case m := <-replies:
 			// Only a gateway's "announce" asks. NATS itself answers a
@@ -223,7 +227,7 @@ func (h *Host) Run(ctx context.Context) error {
 			}
 		case <-t.C:
 			if nc.IsClosed() {
-				return errors.New("host: bus connection closed")
+				return closedError(nc)
 			}
 			// A heartbeat published while the bus is out of reach would
 			// wait in the reconnect buffer and reach the gateways late,
@@ -238,6 +242,16 @@ func (h *Host) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// closedError is Run's error for a bus connection that closed under it,
+// with the reason nats.go gave up (a refused credential, say) if it had
+// one: the caller closing it early has none.
+func closedError(nc *nats.Conn) error {
+	if err := nc.LastError(); err != nil {
+		return fmt.Errorf("host: bus connection closed: %w", err)
+	}
+	return errors.New("host: bus connection closed")
 }
 
 // warnQuiet says that no gateway has challenged this host in waited, and

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
@@ -658,5 +659,39 @@ func TestChallengeBodyReadIsBounded(t *testing.T) {
 	io.WriteString(c, "cd")
 	if s, b := read(br); s != http.StatusOK || b != "abcd" {
 		t.Errorf("app request after a challenge on the same connection: %d %q, want 200 \"abcd\"", s, b)
+	}
+}
+
+// A connection nats.go gives up on (the bus refuses the host's
+// credential, which it does not retry for ever) ends Run at once, with
+// the reason: it waited for its next heartbeat tick and said only "bus
+// connection closed", and the sidecar exited with that.
+func TestRunSaysWhyTheBusClosed(t *testing.T) {
+	t.Parallel()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Authorization: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("bus not ready")
+	}
+	nc, err := nats.Connect("nats://wrong@"+ns.Addr().String(), nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	h, _ := newTestHost(t, nc, func(o *Options) { o.HeartbeatInterval = time.Hour })
+	done := make(chan error, 1)
+	go func() { done <- h.Run(t.Context()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+			t.Errorf("Run: %v, want the bus's refusal", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still going 10s after its bus connection closed")
 	}
 }
