@@ -317,8 +317,9 @@ func SignLeave(key ed25519.PrivateKey, hostID string, ts int64) string {
 // host id gets 200 and a [ChallengeResponse] signed for the configured
 // Addr. It answers 405 for other methods, 413 for a body over
 // [MaxChallengeSize], 408 for a body not all in within 5 s of the
-// request's head (a gateway has given up by then; on a server whose
-// ResponseWriter can set a read deadline), 400 for a body it cannot read
+// request's head, or the server's ReadTimeout if shorter (a gateway has
+// given up by then; on a ResponseWriter that can set a read deadline),
+// 400 for a body it cannot read
 // or a malformed
 // challenge, 404 for one meant for another host id and, once Run has
 // begun to leave, 503 for every challenge. It does not look at the
@@ -331,20 +332,14 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "host: challenge takes POST", http.StatusMethodNotAllowed)
 		return
 	}
-	// Whatever the server's own timeouts (a sidecar's has none for
-	// bodies, which it streams to its app): a body dribbled slower than
-	// any gateway waits would hold this handler, and a drain, for as long
-	// as its sender likes. net/http resets the deadline for the next
-	// request on the connection; a server that cannot set one (an
-	// httptest.ResponseRecorder) reads unbounded, as before.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.challengeReadTimeout))
+	bound := h.boundChallengeRead(w, r)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxChallengeSize))
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		http.Error(w, fmt.Sprintf("host: challenge body over %d bytes", MaxChallengeSize), http.StatusRequestEntityTooLarge)
 		return
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		http.Error(w, fmt.Sprintf("host: challenge body not in within %s", h.challengeReadTimeout), http.StatusRequestTimeout)
+		http.Error(w, fmt.Sprintf("host: challenge body not in within %s", bound), http.StatusRequestTimeout)
 		return
 	}
 	if err != nil {
@@ -379,6 +374,23 @@ func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(ChallengeResponse{Signature: sig})
+}
+
+// boundChallengeRead bounds the read of r's body and returns the bound.
+// Whatever the server's own timeouts (a sidecar's has none for bodies,
+// which it streams to its app), a body dribbled slower than any gateway
+// waits would hold the handler, and a drain, for as long as its sender
+// likes. A server's ReadTimeout at least as short is left to do it, as
+// a deadline set here would loosen it. net/http resets the deadline for
+// the next request on the connection; a ResponseWriter that cannot set
+// one (an httptest.ResponseRecorder) reads unbounded.
+func (h *Host) boundChallengeRead(w http.ResponseWriter, r *http.Request) time.Duration {
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok &&
+		srv.ReadTimeout > 0 && srv.ReadTimeout <= h.challengeReadTimeout {
+		return srv.ReadTimeout
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.challengeReadTimeout))
+	return h.challengeReadTimeout
 }
 
 // Wrap returns a handler that answers [ChallengePath] itself and passes

@@ -695,3 +695,31 @@ func TestRunSaysWhyTheBusClosed(t *testing.T) {
 		t.Fatal("Run still going 10s after its bus connection closed")
 	}
 }
+
+// The challenge's read bound never loosens a stricter one of the server
+// it runs on: an app whose http.Server has a ReadTimeout under 5 s keeps
+// it on the challenge path too.
+func TestChallengeKeepsTheServersShorterReadTimeout(t *testing.T) {
+	t.Parallel()
+	h, _ := newTestHost(t, &nats.Conn{}, nil)
+	srv := httptest.NewUnstartedServer(h.Wrap(http.NotFoundHandler()))
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	io.WriteString(c, "POST "+ChallengePath+" HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer within 3s to a challenge dribbled past the server's 200ms ReadTimeout: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "within 200ms") {
+		t.Errorf("%d %q, want 408 naming 200ms", resp.StatusCode, b)
+	}
+}
