@@ -46,7 +46,7 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	fs.StringVar(&f.upstream, "upstream", "", "URL of the app to proxy to, http:// or https:// (required)")
 	fs.StringVar(&f.scheme, "scheme", "http", "how gateways reach this sidecar: http or h2c (h2c also speaks h2c to the upstream)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", host.DefaultHeartbeatInterval, "heartbeat interval; must match the gateways' heartbeat_interval (at least 1s)")
-	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish; those still going are then cut (logged; exit 0)")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish (at least 1s); those still going are then cut (logged; exit 0)")
 	fs.DurationVar(&f.grace, "leave-grace", time.Second, "on SIGTERM, how long to keep accepting after leave, while gateways stop picking this host")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: gatehouse host -bus URL -cluster ID -id HOST_ID -key FILE -app APP [-app APP...] -addr LISTEN_ADDR -upstream URL [-scheme http]\n\n"+
@@ -83,6 +83,11 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	}
 	if f.drain <= 0 || f.grace < 0 || f.heartbeat <= 0 {
 		return nil, errors.New("host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative")
+	}
+	if f.drain < time.Second {
+		// As serve's drain_timeout: a shorter drain cuts every request in
+		// flight at each stop, so 30ms is a slip of 30s, not a choice.
+		return nil, fmt.Errorf("host: -drain-timeout must be at least 1s, got %s", f.drain)
 	}
 	if f.heartbeat < time.Second {
 		// The gateways' heartbeat_interval, which this must match, is at

@@ -652,7 +652,7 @@ func TestHostSidecarDrainTimeoutCutsAndSaysSo(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() {
 		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "slow-1", "-key", keyFile,
-			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-leave-grace", "0s", "-drain-timeout", "200ms"}, &stdout, &stderr)
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-leave-grace", "0s", "-drain-timeout", "1s"}, &stdout, &stderr)
 	}()
 	var addr string
 	testutil.WaitFor(t, 2*time.Second, func() bool {
@@ -683,8 +683,31 @@ func TestHostSidecarDrainTimeoutCutsAndSaysSo(t *testing.T) {
 		t.Error("the request in flight was not cut")
 	}
 	if log := stderr.String(); !strings.Contains(log, `"level":"WARN","msg":"host: drained; -drain-timeout cut the requests still in flight"`) ||
-		!strings.Contains(log, `"cut_requests":1`) || !strings.Contains(log, `"drain_timeout":"200ms"`) {
+		!strings.Contains(log, `"cut_requests":1`) || !strings.Contains(log, `"drain_timeout":"1s"`) {
 		t.Errorf("no warning naming the cut request and -drain-timeout:\n%s", log)
 	}
 	testutil.CheckJSONLog(t, stderr.String())
+}
+
+// -drain-timeout is held to 1s, as serve's drain_timeout is: a shorter
+// drain cuts every request in flight at each stop, so 30ms is a slip of
+// 30s, not a choice.
+func TestHostDrainTimeoutAtLeastASecond(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "k.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-cluster", "c1", "-id", "h1", "-key", keyFile, "-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}
+	for _, tc := range []struct{ d, want string }{
+		{"30ms", "host: -drain-timeout must be at least 1s, got 30ms"},
+		{"999ms", "host: -drain-timeout must be at least 1s, got 999ms"},
+		{"1s", ""},
+		{"0s", "host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative"},
+	} {
+		_, err := parseHostFlags(append(slices.Clone(base), "-drain-timeout", tc.d), &bytes.Buffer{}, &bytes.Buffer{})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+			t.Errorf("-drain-timeout %s: got %v, want %q", tc.d, err, tc.want)
+		}
+	}
 }
