@@ -319,11 +319,9 @@ func SignLeave(key ed25519.PrivateKey, hostID string, ts int64) string {
 // [MaxChallengeSize], 408 for a body not all in within 5 s of the
 // request's head, or the server's ReadTimeout if shorter (a gateway has
 // given up by then; on a ResponseWriter that can set a read deadline),
-// 400 for a body it cannot read
-// or a malformed
-// challenge, 404 for one meant for another host id and, once Run has
-// begun to leave, 503 for every challenge. It does not look at the
-// request path.
+// 400 for a body it cannot read or a malformed challenge, 404 for one
+// meant for another host id and, once Run has begun to leave, 503 for
+// every challenge. It does not look at the request path.
 func (h *Host) ChallengeHandler() http.Handler { return http.HandlerFunc(h.serveChallenge) }
 
 func (h *Host) serveChallenge(w http.ResponseWriter, r *http.Request) {
