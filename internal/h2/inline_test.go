@@ -46,6 +46,26 @@ func warm(t *testing.T, rc *rawClient) uint32 {
 	return id
 }
 
+// inlineEnded waits until no connection of s runs a handler inline, nor
+// has one still finishing on a goroutine whose reading moved on (moved):
+// only then may its next lone request run inline.
+func inlineEnded(t *testing.T, s *Server) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		s.imu.Lock() // before cn.mu, as the watcher takes them
+		defer s.imu.Unlock()
+		for _, cn := range s.inl {
+			cn.mu.Lock()
+			busy := cn.inline != nil || cn.moved
+			cn.mu.Unlock()
+			if busy {
+				return false
+			}
+		}
+		return true
+	}, "an inline handler never returned")
+}
+
 // TestInlineOnlyAfterLoneRequests: a connection's bodiless requests run on
 // its reading goroutine once loneFirst of them came one at a time, and
 // not again until loneFirst more have after streams opened side by side.
@@ -60,10 +80,17 @@ func TestInlineOnlyAfterLoneRequests(t *testing.T) {
 		}
 		where(w)
 	})
-	_, addr := serve(t, Options{Handler: h})
+	s, addr := serve(t, Options{Handler: h})
 	rc := dialRaw(t, addr)
+	// An answer reaches the client before the goroutine that ran its
+	// handler inline leaves serveInline, and one that ran past inlineMax
+	// (a loaded machine) had the reading moved on: until that goroutine
+	// has returned, no request runs inline, whatever the count. Each
+	// request waits for it, as a client's next one would come a moment
+	// later.
 	want := func(id uint32, path, at string) {
 		t.Helper()
+		inlineEnded(t, s)
 		rc.headers(id, true, reqFields("GET", path)...)
 		if _, body := rc.response(id); body != at {
 			t.Fatalf("stream %d (%s) ran %s, want %s", id, path, body, at)
@@ -77,6 +104,7 @@ func TestInlineOnlyAfterLoneRequests(t *testing.T) {
 	// Two streams side by side: the first starts inline (the connection
 	// has come one at a time so far); the second is read once the client
 	// is seen to have sent it, and makes the connection wait again.
+	inlineEnded(t, s)
 	rc.headers(9, true, reqFields("GET", "/first")...)
 	rc.headers(11, true, reqFields("GET", "/second")...)
 	got := map[uint32]string{}
