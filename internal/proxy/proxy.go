@@ -84,11 +84,16 @@ func New(opts Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Close drops the pooled idle upstream connections. In-flight requests are
-// not cut. Idempotent.
+// Close drops the pooled idle upstream connections and closes every h2c
+// one, idle or not, after which no h2c host is dialled: call it once
+// nothing is served any more (the gateway's, when its edge has drained:
+// a request still in flight then is one whose client the drain cut).
+// net/http's HTTP/2 pool gives no other way to close a connection whose
+// last stream ends after Close. An HTTP/1.1 request in flight is not
+// cut. Idempotent.
 func (p *Proxy) Close() error {
 	if p.closed.CompareAndSwap(false, true) {
-		p.tr.closeIdle()
+		p.tr.closeAll()
 		if p.fast != nil {
 			p.fast.closeIdle(true)
 		}

@@ -3,10 +3,12 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"sync"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -19,6 +21,13 @@ type transport struct {
 	h1   *http.Transport
 	h2c  *http.Transport
 	dial func(ctx context.Context, network, addr string) (net.Conn, error) // the fast path's dialer, the same
+	// h2cConns are the h2c connections open, for closeAll: net/http's
+	// HTTP/2 pool closes a connection only if it is idle when asked, and
+	// one whose last stream ended after that (a request the drain cut,
+	// whose stream net/http winds down on a goroutine of its own after
+	// the handler returned) stayed open, goroutines and all, for the idle
+	// timeout after the gateway had stopped.
+	h2cConns connSet
 }
 
 // pinnedDial returns a DialContext that connects to the chosen host's
@@ -72,7 +81,7 @@ func newTransport(o *Options) *transport {
 	// knowledge (the ALPN-less form gRPC uses).
 	h2c := &http.Transport{
 		Proxy:               nil,
-		DialContext:         pinnedDial(d.DialContext),
+		DialContext:         nil, // below: through t.h2cConns
 		MaxIdleConnsPerHost: o.MaxIdleConnsPerHost,
 		IdleConnTimeout:     o.IdleConnTimeout,
 		// The HTTP/2 transport reads this field too: a stream whose
@@ -86,7 +95,9 @@ func newTransport(o *Options) *transport {
 		HTTP2:                  &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	return &transport{h1: h1, h2c: h2c, dial: d.DialContext}
+	t := &transport{h1: h1, h2c: h2c, dial: d.DialContext}
+	h2c.DialContext = t.h2cConns.dial(pinnedDial(d.DialContext))
+	return t
 }
 
 // RoundTrip implements http.RoundTripper. The chosen host travels in the
@@ -161,6 +172,83 @@ func LimitInterim(r *http.Request) {
 func (t *transport) closeIdle() {
 	t.h1.CloseIdleConnections()
 	t.h2c.CloseIdleConnections()
+}
+
+// closeAll closes the idle connections and every h2c connection, idle
+// or not, and refuses later h2c dials (Proxy.Close). HTTP/1.1
+// connections in use are left to their requests: a request cut (its
+// context ended) closes its own.
+func (t *transport) closeAll() {
+	t.closeIdle()
+	t.h2cConns.closeAll()
+}
+
+// errClosed is the dial error of a proxy that was closed.
+var errClosed = errors.New("proxy: closed")
+
+// connSet remembers the connections its dial opened and has not seen
+// closed, so that closeAll can close them. Safe for concurrent use.
+type connSet struct {
+	mu     sync.Mutex
+	conns  map[*setConn]struct{}
+	closed bool // closeAll was called: dial refuses
+}
+
+// dial wraps dial so that its connections join s.
+func (s *connSet) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, errClosed
+		}
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		sc := &setConn{Conn: c, set: s}
+		s.mu.Lock()
+		if s.closed { // closeAll came during the dial
+			s.mu.Unlock()
+			_ = c.Close()
+			return nil, errClosed
+		}
+		if s.conns == nil {
+			s.conns = make(map[*setConn]struct{})
+		}
+		s.conns[sc] = struct{}{}
+		s.mu.Unlock()
+		return sc, nil
+	}
+}
+
+// closeAll closes every connection in s; later dials fail.
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = nil
+	s.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close()
+	}
+}
+
+// setConn is a connection of a connSet's, which leaves it when closed.
+type setConn struct {
+	net.Conn
+	set  *connSet
+	once sync.Once
+}
+
+func (c *setConn) Close() error {
+	c.once.Do(func() {
+		c.set.mu.Lock()
+		delete(c.set.conns, c)
+		c.set.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 func isH2C(h *route.Host) bool {
