@@ -58,6 +58,26 @@ func (p *permErrs) connect(t *testing.T, url string) *nats.Conn {
 	return nc
 }
 
+// until returns a context that ends once the server has reported a
+// permissions violation for subject, or after 10 s: a request the server
+// refuses gets no answer, only that report.
+func (p *permErrs) until(ctx context.Context, subject string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for !p.has(subject) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
 func (p *permErrs) has(subject string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -76,7 +96,11 @@ func (p *permErrs) has(subject string) bool {
 func TestEmbeddedHostPermissions(t *testing.T) {
 	dir := t.TempDir()
 	b := startEmbeddedIn(t, dir, "127.0.0.1:0")
-	ctx := t.Context()
+	// The gateway's own JetStream calls write through to disk (SyncAlways):
+	// a bound of their own, not the client's 5 s default, which a loaded
+	// machine's fsync can outlast.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	kv, err := b.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "gatehouse_hostkeys"})
 	if err != nil {
 		t.Fatal(err)
@@ -101,17 +125,30 @@ func TestEmbeddedHostPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if h, err := js.KeyValue(ctx, "gatehouse_hostkeys"); err == nil {
-			if _, err := h.Put(ctx, "evil", []byte("x")); err == nil {
+		// Each call waits until the server has refused it (not for a
+		// fixed time, all of which the first call used up: the second
+		// then failed on an ended context, whatever the server did).
+		kctx, cancel := pe.until(ctx, "$JS.API.STREAM.INFO.KV_gatehouse_hostkeys")
+		h, err := js.KeyValue(kctx, "gatehouse_hostkeys")
+		cancel()
+		if err == nil {
+			pctx, cancel := pe.until(ctx, "$KV.gatehouse_hostkeys.evil")
+			_, err := h.Put(pctx, "evil", []byte("x"))
+			cancel()
+			if err == nil {
 				t.Fatal("anonymous client wrote the host-key bucket")
 			}
 		}
-		if _, err := js.AccountInfo(ctx); err == nil {
+		actx, cancel := pe.until(ctx, "$JS.API.INFO")
+		_, err = js.AccountInfo(actx)
+		cancel()
+		if err == nil {
 			t.Fatal("anonymous client reached the JetStream API")
 		}
-		if _, err := kv.Get(t.Context(), "evil"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if !pe.has("$JS.API.INFO") {
+			t.Fatalf("AccountInfo failed with %v, and the server reported no permissions violation", err)
+		}
+		if _, err := kv.Get(ctx, "evil"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.Fatalf("evil key: %v, want not found", err)
 		}
 	})
@@ -152,7 +189,7 @@ func TestEmbeddedHostPermissions(t *testing.T) {
 			}
 		}
 		for _, s := range denied {
-			if !testutil.Eventually(2*time.Second, func() bool { return pe.has(s) }) {
+			if !testutil.Eventually(10*time.Second, func() bool { return pe.has(s) }) {
 				t.Errorf("no permissions violation reported for publish to %s", s)
 			}
 		}
@@ -188,7 +225,7 @@ func TestEmbeddedHostPermissions(t *testing.T) {
 			if n, _, _ := sub.Pending(); n != 0 {
 				t.Errorf("anonymous subscription to %s received %d messages", denied[i], n)
 			}
-			if !testutil.Eventually(2*time.Second, func() bool { return pe.has(denied[i]) }) {
+			if !testutil.Eventually(10*time.Second, func() bool { return pe.has(denied[i]) }) {
 				t.Errorf("no permissions violation reported for subscription to %s", denied[i])
 			}
 		}
