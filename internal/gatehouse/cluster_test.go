@@ -65,6 +65,7 @@ func TestExternalBusMakesTheDataDirectory(t *testing.T) {
 
 // With the bus gone, the gateway keeps serving the last table.
 func TestServesLastTableWithoutBus(t *testing.T) {
+	t.Parallel() // mostly waiting for its stop without a bus; all its own
 	bus := testutil.StartBus(t)
 	cfg := testConfig(t)
 	cfg.Bus.URL = []string{bus.ClientURL()}

@@ -77,7 +77,7 @@ func TestDashboardPage(t *testing.T) {
 // one too) on the operator's own address. The page asks for no favicon
 // (a 404 in the log).
 func TestDashboardInChromium(t *testing.T) {
-
+	t.Parallel() // mostly waiting on the browser, with a gateway of its own
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)

@@ -110,6 +110,7 @@ func (d *heldDashboard) release(stop func()) {
 // one instead, and stopped polling with the apps of its last answer on
 // the screen.
 func TestDashboardLateRefusalKeepsNewCredential(t *testing.T) {
+	t.Parallel() // mostly waiting on the page's 5 s polls, with a gateway and a browser of its own
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)
@@ -156,6 +157,7 @@ func TestDashboardLateRefusalKeepsNewCredential(t *testing.T) {
 // second page; let go, its answer put the first page back on the screen
 // under the second page's buttons until the next poll.
 func TestDashboardLateAnswerKeepsPage(t *testing.T) {
+	t.Parallel() // mostly waiting on the page's 5 s polls, with a gateway and a browser of its own
 	r := start(t, testConfig(t))
 	for i := range 130 {
 		if code, body := r.control(t, "PUT", fmt.Sprintf("/api/v3/apps/app-%03d", i), `{}`); code != 200 {

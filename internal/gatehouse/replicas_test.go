@@ -14,6 +14,7 @@ import (
 // connected server says it is, not how many URLs the config lists, so
 // losing the node behind that URL loses no routing state.
 func TestOneURLToClusterGetsR3(t *testing.T) {
+	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	servers := testutil.StartCluster(t, 3)
 	cfg := testConfig(t)
 	cfg.Bus.URL = []string{servers[0].ClientURL()}
