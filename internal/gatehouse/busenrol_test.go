@@ -256,9 +256,10 @@ func TestBusHeartbeatReplyIsNotAConfusedDeputy(t *testing.T) {
 	}
 	// The gateway's own JetStream requests (its store's marker sweep
 	// takes a lock, reads stream info) carry a reply subject for their
-	// answer; an answer to a heartbeat carries none.
+	// answer; an answer to a heartbeat carries none. One window for both
+	// subscriptions: each keeps what arrives while the other is read.
+	deadline := time.Now().Add(2 * time.Second)
 	for _, sub := range []*nats.Subscription{seen, seenAPI} {
-		deadline := time.Now().Add(2 * time.Second)
 		for {
 			m, err := sub.NextMsg(time.Until(deadline))
 			if err != nil {
