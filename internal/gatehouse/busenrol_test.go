@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,14 +67,35 @@ func TestBusClientCannotEnrolItself(t *testing.T) {
 	}
 	pub := host.PublicKeyString(key.Public().(ed25519.PublicKey))
 
-	// A host's own bus connection, as `gatehouse host` makes it.
-	nc := testutil.Connect(t, "nats://"+r.g.Addrs().Bus)
+	// A host's own bus connection, as `gatehouse host` makes it. The
+	// server answers a refused request with a permissions violation and
+	// nothing else: the calls below wait for that report, not a fixed
+	// time.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	refused := make(chan struct{})
+	var once sync.Once
+	nc, err := nats.Connect("nats://"+r.g.Addrs().Bus, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				once.Do(func() { close(refused) })
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	go func() {
+		select {
+		case <-refused:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
 	if kv, err := js.KeyValue(ctx, "gatehouse_hostkeys"); err == nil {
 		if _, err = kv.Put(ctx, "evil", fmt.Appendf(nil, `{"host_id":"evil","public_key":%q,"apps":["victim"]}`, pub)); err == nil {
 			t.Error("a bus client without credentials wrote gatehouse_hostkeys")
