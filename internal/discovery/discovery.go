@@ -131,10 +131,11 @@ type entry struct {
 	// (asked, askedReply): per inbox, so that anyone heartbeating the id
 	// faster than the host cannot take the host's own replies.
 	failed bool
-	// refused says the enrolment refused the claims the host was routed
-	// by, at their last check (revoked, another key enrolled, an app
-	// taken away): published as route.Host.Refused, so the connections
-	// still open to it are cut. A check that passes clears it.
+	// refused says the enrolment, as last read, refuses the claims the
+	// host last proved (revoked, another key enrolled, an app taken
+	// away), not merely claims announced in its name since: published
+	// as route.Host.Refused, so the connections still open to it are
+	// cut. A check that passes clears it.
 	refused    bool
 	asked      time.Time
 	askedReply string

@@ -36,7 +36,8 @@ type Host struct {
 	URL   *url.URL
 	State HostState
 	// Refused says the host's enrolment no longer allows the claims it
-	// was routed by (revoked, another key enrolled, an app taken away):
+	// last proved (revoked, another key enrolled, an app taken away;
+	// never claims someone else announced in its name):
 	// its state is then provisional or draining, and the connections
 	// still open to it are closed ([Conns]).
 	Refused bool
