@@ -16,7 +16,10 @@
 // Run returns once its leave is on the bus (or after 2 s trying). Wait for
 // it before the process exits: a host that exits with Run still going may
 // never send its leave, and gateways keep routing requests to it until it
-// has missed three heartbeats.
+// has missed three heartbeats. It returns early, with an error saying
+// why, if its bus connection closes under it (nats.go gave up on a
+// refused credential, say): the host is then out of every gateway's pool
+// within three heartbeats, so stop serving or reconnect.
 //
 // # Protocol
 //
