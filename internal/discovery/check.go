@@ -213,12 +213,12 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 		return
 	case err != nil:
 		e.verified = false
-		// Refused only if the enrolment refuses the claims the host
-		// itself last proved: the ones checked here may be anyone's (a
-		// forged announce with another key, or an app the host does not
-		// serve, sent while its last check had failed), and they must
-		// not close the host's connections.
-		d.refuseLocked(id, e, notEnrolled(err) && !e.verifiedAt.IsZero() && allows(k, e.passed, e.provenKey) != nil)
+		// Refused if, and only if, the enrolment this check read refuses
+		// the claims the host itself last proved: the ones checked here
+		// may be anyone's (another key, an app the host does not serve,
+		// the newly enrolled key at an address nobody answers), and
+		// neither close the host's connections nor reopen a refusal.
+		d.refuseLocked(id, e, !e.verifiedAt.IsZero() && allows(k, e.passed, e.provenKey) != nil)
 		// An enrolment refusal of claims nobody proved (a forged announce
 		// with another key, or an app the host does not serve) says nothing
 		// of the host's own claims, which it replaced: ask the host too.

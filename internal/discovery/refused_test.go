@@ -94,3 +94,43 @@ func refused(e *env, id string) bool {
 	}
 	return false
 }
+
+// A host whose enrolment now names another key (rotated) stays refused
+// whatever other claims are then checked in its name: the newly enrolled
+// key is no secret, and claims with it that fail their challenge (at an
+// address nobody answers) say nothing of the old run, whose connections
+// are still to be closed. The new run passing its challenge clears it.
+func TestRotatedHostStaysRefusedThroughFailedNewClaims(t *testing.T) {
+	t.Parallel()
+	e := start(t, "", quiet)
+	k, pub := newKey(t)
+	k2, pub2 := newKey(t)
+	e.keys.enrol("web-1", pub, "hello")
+	cs := newChallengeServer(t, "web-1", k)
+	e.publish(host.KindAnnounce, announce("web-1", cs.addr, pub, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
+
+	e.keys.enrol("web-1", pub2, "hello")
+	if err := e.d.Reverify("web-1"); err != nil {
+		t.Fatal(err)
+	}
+	tu.WaitFor(t, 5*time.Second, func() bool { return refused(e, "web-1") }, "the old key's run is not refused")
+
+	dead := newChallengeServer(t, "web-1", k2)
+	dead.Close()
+	e.publish(host.KindAnnounce, announce("web-1", dead.addr, pub2, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		hi := e.info("web-1")
+		return hi.Addr == dead.addr && hi.LastError != ""
+	}, "the new-key claims were not checked")
+	if !refused(e, "web-1") {
+		t.Fatalf("claims that failed their challenge undid the refusal: %+v", e.info("web-1"))
+	}
+
+	cs2 := newChallengeServer(t, "web-1", k2)
+	e.publish(host.KindAnnounce, announce("web-1", cs2.addr, pub2, "hello"))
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "the new run not routable")
+	if refused(e, "web-1") {
+		t.Fatal("the new run, verified, is still refused")
+	}
+}
