@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -95,7 +96,7 @@ func (c *CertKV) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	keys, err := keysUnder(ctx, c.kv, k, k+".>")
+	keys, err := keysUnder(ctx, c.js.Conn(), c.kv, k, k+".>")
 	if err != nil {
 		return fmt.Errorf("store: certs delete %s: %w", key, err)
 	}
@@ -127,7 +128,7 @@ func (c *CertKV) Stat(ctx context.Context, key string) (modified time.Time, size
 	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
 		return time.Time{}, 0, false, fmt.Errorf("store: certs stat %s: %w", key, err)
 	}
-	keys, err := keysUnder(ctx, c.kv, k+".>")
+	keys, err := keysUnder(ctx, c.js.Conn(), c.kv, k+".>")
 	if err != nil {
 		return time.Time{}, 0, false, fmt.Errorf("store: certs stat %s: %w", key, err)
 	}
@@ -150,7 +151,7 @@ func (c *CertKV) List(ctx context.Context, path string, recursive bool) ([]strin
 		}
 		filter, prefix = k+".>", path+"/"
 	}
-	keys, err := keysUnder(ctx, c.kv, filter)
+	keys, err := keysUnder(ctx, c.js.Conn(), c.kv, filter)
 	if err != nil {
 		return nil, fmt.Errorf("store: certs list %s: %w", path, err)
 	}
@@ -184,12 +185,12 @@ func (c *CertKV) List(ctx context.Context, path string, recursive bool) ([]strin
 }
 
 // keysUnder lists the live keys matching any of filters.
-func keysUnder(ctx context.Context, kv jetstream.KeyValue, filters ...string) ([]string, error) {
+func keysUnder(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, filters ...string) ([]string, error) {
 	w, err := kv.WatchFiltered(ctx, append([]string(nil), filters...), jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
 		return nil, err
 	}
-	defer stopWatch(w)
+	defer stopWatch(nc, w)
 	seen := make(map[string]bool)
 	for {
 		select {

@@ -107,7 +107,7 @@ func (s *Store) watchHostKeys(ctx context.Context, up <-chan nats.Status, cur *h
 	if err != nil {
 		return fmt.Errorf("store: watch host keys: %w", err)
 	}
-	defer stopWatch(w)
+	defer stopWatch(s.js.Conn(), w)
 	check := time.NewTicker(s.resync)
 	defer check.Stop()
 	for {

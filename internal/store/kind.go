@@ -129,7 +129,7 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 	if err := k.reachable("list", filter); err != nil {
 		return nil, err
 	}
-	entries, err := loadAll(ctx, k.kv, filter)
+	entries, err := loadAll(ctx, k.conn, k.kv, filter)
 	if err != nil {
 		return nil, fmt.Errorf("store: list %s: %w", k.what, err)
 	}
@@ -151,12 +151,12 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 }
 
 // loadAll reads the latest value of every live key matching filter.
-func loadAll(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]jetstream.KeyValueEntry, error) {
+func loadAll(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, filter string) (map[string]jetstream.KeyValueEntry, error) {
 	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
-	defer stopWatch(w)
+	defer stopWatch(nc, w)
 	out := make(map[string]jetstream.KeyValueEntry)
 	for {
 		select {
@@ -177,8 +177,24 @@ func loadAll(ctx context.Context, kv jetstream.KeyValue, filter string) (map[str
 // stopWatch unsubscribes w and drains its channel until the library
 // closes it: its delivery goroutine blocks on a full channel and would
 // otherwise never exit. Bounded, in case the close never comes.
-func stopWatch(w jetstream.KeyWatcher) {
-	_ = w.Stop()
+//
+// Stop also deletes w's consumer, a JetStream API call that waits out
+// the API timeout (5 s) when the bus is down, before it or meanwhile:
+// that held up every stop of a gateway whose bus was down, per watcher.
+// The wait ends once nc, the connection under w, is not connected (nil:
+// never). w is unsubscribed at once either way; the call goes on alone
+// and ends with the reconnect (deleting the consumer) or with the
+// connection's close, and a server drops an idle ordered consumer
+// itself.
+func stopWatch(nc *nats.Conn, w jetstream.KeyWatcher) {
+	ctx, cancel := whileConnected(context.Background(), nc)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = w.Stop() }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+	}
 	t := time.NewTimer(drainTimeout)
 	defer t.Stop()
 	for {
@@ -191,6 +207,31 @@ func stopWatch(w jetstream.KeyWatcher) {
 			return
 		}
 	}
+}
+
+// whileConnected returns a copy of ctx that also ends as soon as nc is
+// not connected, at once if it is not now (nil nc: never): a call that
+// cannot reach a server then ends instead of waiting out its timeout.
+func whileConnected(ctx context.Context, nc *nats.Conn) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if nc == nil {
+		return ctx, cancel
+	}
+	down := nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	if !nc.IsConnected() { // after StatusChanged: a change in between is seen
+		nc.RemoveStatusListener(down)
+		cancel()
+		return ctx, cancel
+	}
+	go func() {
+		defer nc.RemoveStatusListener(down)
+		select {
+		case <-down:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // ErrTooLarge is returned, wrapped, for a value past the store's bound of

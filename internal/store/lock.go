@@ -143,8 +143,16 @@ func (c *CertKV) Unlock(ctx context.Context, name string) error {
 	}
 	close(h.stop)
 	<-h.done
+	// While the bus is down the purge cannot reach a server and would
+	// wait out the API timeout (5 s), holding up a gateway's stop; the
+	// key expires by itself after the TTL instead.
+	pctx, cancel := whileConnected(ctx, c.js.Conn())
+	defer cancel()
 	// The purge marker expires too, so lock names leave nothing behind.
-	err := c.locks.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(c.ttl))
+	err := c.locks.Purge(pctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(c.ttl))
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		err = nats.ErrDisconnected
+	}
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return fmt.Errorf("store: unlock %s: lock was lost to another holder after going stale", name)
 	}

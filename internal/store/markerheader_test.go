@@ -78,7 +78,7 @@ func TestRepublishedOpIsTheWatchersOp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer stopWatch(w)
+			defer stopWatch(nil, w)
 			var e jetstream.KeyValueEntry
 			select {
 			case e = <-w.Updates():

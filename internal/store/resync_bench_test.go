@@ -123,7 +123,7 @@ func BenchmarkResync(b *testing.B) {
 				replace.add(t1, t2)
 				b.StopTimer()
 				for _, w := range ws {
-					stopWatch(w)
+					stopWatch(s.js.Conn(), w)
 				}
 				if n := bld.Live().Load().Apps(); n != apps {
 					b.Fatalf("table holds %d apps, want %d", n, apps)
@@ -157,7 +157,7 @@ func BenchmarkResyncCheck(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer stopWatch(w)
+				defer stopWatch(s.js.Conn(), w)
 				ws = append(ws, w)
 			}
 			_, revs, dead, err := s.loadState(b.Context(), feeds, ws)

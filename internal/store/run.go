@@ -199,7 +199,7 @@ func (s *Store) session(ctx context.Context, b *route.Builder, reason string) (s
 	watchers := make([]jetstream.KeyWatcher, 0, len(feeds))
 	defer func() {
 		for _, w := range watchers {
-			stopWatch(w)
+			stopWatch(s.js.Conn(), w)
 		}
 	}()
 	loadCtx, cancel := context.WithTimeout(ctx, s.opts.loadTimeout())

@@ -126,7 +126,7 @@ func (s *Store) sweepBucket(ctx context.Context, bucket string, cutoff time.Time
 	newestLive := map[string]uint64{}   // zone -> revision
 	newestMarker := map[string]uint64{} // zone -> revision
 	err = func() error {
-		defer stopWatch(w)
+		defer stopWatch(s.js.Conn(), w)
 		for {
 			select {
 			case e, ok := <-w.Updates():
