@@ -172,6 +172,11 @@ func (g *Gateway) initCluster(opts ClusterOptions) error {
 type peerTransport struct {
 	h2, h1 *http.Transport
 	health *peerHealth // fed by both pools' dials
+	// h2Conns are the h2 pool's connections, for closeAll: a forward
+	// still in flight at Close (its client cut by the drain) ends its
+	// stream afterwards and left its connection open for the pool's idle
+	// timeout after the gateway had stopped, as the proxy's h2c ones did.
+	h2Conns *proxy.ConnSet
 }
 
 // newPeerTransport builds a peerTransport; tlsConf nil means the system's
@@ -183,7 +188,8 @@ func newPeerTransport(tlsConf *tls.Config) *peerTransport {
 	h1.SetHTTP1(true)
 	health := &peerHealth{now: time.Now}
 	dial := health.dial(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second})
-	return &peerTransport{h2: newHTTPTransport(tlsConf, nil, dial), h1: newHTTPTransport(tlsConf, &h1, dial), health: health}
+	conns := new(proxy.ConnSet)
+	return &peerTransport{h2: newHTTPTransport(tlsConf, nil, conns.Dial(dial)), h1: newHTTPTransport(tlsConf, &h1, dial), health: health, h2Conns: conns}
 }
 
 // newHTTPTransport is one pool of peerTransport; nil protocols means
@@ -221,6 +227,15 @@ func (t *peerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (t *peerTransport) CloseIdleConnections() {
 	t.h2.CloseIdleConnections()
 	t.h1.CloseIdleConnections()
+}
+
+// closeAll drops the idle connections and closes every one of the h2
+// pool, idle or not, after which that pool dials no more (Gateway.Close,
+// once nothing is served). The HTTP/1.1 pool's, which carries upgrades,
+// are left to their requests, as the proxy leaves its own.
+func (t *peerTransport) closeAll() {
+	t.CloseIdleConnections()
+	t.h2Conns.CloseAll()
 }
 
 // peerHealth is the passive health of peer gateways by the address their
@@ -324,11 +339,11 @@ func peerDialAddr(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// closeCluster drops the pooled idle connections to peer gateways.
-// Idempotent. Gateway.Close should call it.
+// closeCluster closes the connections to peer gateways (peerTransport's
+// closeAll). Idempotent. Gateway.Close should call it.
 func (g *Gateway) closeCluster() {
 	if g.clusters.transport != nil {
-		g.clusters.transport.CloseIdleConnections()
+		g.clusters.transport.closeAll()
 	}
 }
 

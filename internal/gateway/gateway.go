@@ -139,8 +139,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 func (g *Gateway) Metrics() *metrics.Set { return g.metrics }
 
 // Close drops pooled idle connections to hosts and peer gateways, and
-// every connection to an h2c host (see proxy.Proxy.Close): call it once
-// nothing is served. Idempotent.
+// every connection to an h2c host (see proxy.Proxy.Close) and every
+// HTTP/2 one to a peer gateway: call it once nothing is served.
+// Idempotent.
 func (g *Gateway) Close() error {
 	g.closeCluster()
 	return g.proxy.Close()

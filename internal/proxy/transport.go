@@ -27,7 +27,7 @@ type transport struct {
 	// whose stream net/http winds down on a goroutine of its own after
 	// the handler returned) stayed open, goroutines and all, for the idle
 	// timeout after the gateway had stopped.
-	h2cConns connSet
+	h2cConns ConnSet
 }
 
 // pinnedDial returns a DialContext that connects to the chosen host's
@@ -96,7 +96,7 @@ func newTransport(o *Options) *transport {
 	}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
 	t := &transport{h1: h1, h2c: h2c, dial: d.DialContext}
-	h2c.DialContext = t.h2cConns.dial(pinnedDial(d.DialContext))
+	h2c.DialContext = t.h2cConns.Dial(pinnedDial(d.DialContext))
 	return t
 }
 
@@ -180,22 +180,26 @@ func (t *transport) closeIdle() {
 // context ended) closes its own.
 func (t *transport) closeAll() {
 	t.closeIdle()
-	t.h2cConns.closeAll()
+	t.h2cConns.CloseAll()
 }
 
 // errClosed is the dial error of a proxy that was closed.
 var errClosed = errors.New("proxy: closed")
 
-// connSet remembers the connections its dial opened and has not seen
-// closed, so that closeAll can close them. Safe for concurrent use.
-type connSet struct {
+// ConnSet remembers the connections its dial opened and has not seen
+// closed, so that CloseAll can close them: net/http's HTTP/2 pool
+// closes a connection only if it is idle when asked, and one whose last
+// stream ends after that stays open for the idle timeout. The proxy's
+// h2c pool and the gateway's pool to peer gateways use one. The zero
+// value is ready; safe for concurrent use.
+type ConnSet struct {
 	mu     sync.Mutex
 	conns  map[*setConn]struct{}
-	closed bool // closeAll was called: dial refuses
+	closed bool // CloseAll was called: dial refuses
 }
 
-// dial wraps dial so that its connections join s.
-func (s *connSet) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// Dial wraps dial so that its connections join s.
+func (s *ConnSet) Dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		s.mu.Lock()
 		closed := s.closed
@@ -209,7 +213,7 @@ func (s *connSet) dial(dial func(ctx context.Context, network, addr string) (net
 		}
 		sc := &setConn{Conn: c, set: s}
 		s.mu.Lock()
-		if s.closed { // closeAll came during the dial
+		if s.closed { // CloseAll came during the dial
 			s.mu.Unlock()
 			_ = c.Close()
 			return nil, errClosed
@@ -223,8 +227,8 @@ func (s *connSet) dial(dial func(ctx context.Context, network, addr string) (net
 	}
 }
 
-// closeAll closes every connection in s; later dials fail.
-func (s *connSet) closeAll() {
+// CloseAll closes every connection in s; later dials fail.
+func (s *ConnSet) CloseAll() {
 	s.mu.Lock()
 	s.closed = true
 	conns := s.conns
@@ -235,10 +239,10 @@ func (s *connSet) closeAll() {
 	}
 }
 
-// setConn is a connection of a connSet's, which leaves it when closed.
+// setConn is a connection of a ConnSet's, which leaves it when closed.
 type setConn struct {
 	net.Conn
-	set  *connSet
+	set  *ConnSet
 	once sync.Once
 }
 
