@@ -114,10 +114,14 @@ func (c *CertKV) refresh(name string, h *heldLock) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.ttl/3)
+		// Not while the bus is down: the publish would wait for it until
+		// the next tick, and Unlock (a gateway's stop) waits for this.
+		tctx, cancelT := context.WithTimeout(context.Background(), c.ttl/3)
+		ctx, cancel := whileConnected(tctx, c.js.Conn())
 		ack, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: val},
 			jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(c.ttl))
 		cancel()
+		cancelT()
 		switch {
 		case err == nil:
 			h.rev = ack.Sequence

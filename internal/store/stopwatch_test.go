@@ -92,3 +92,40 @@ func TestLastCallsDoNotWaitForADownBus(t *testing.T) {
 		})
 	}
 }
+
+// TestUnlockWithBusDownDoesNotWaitForARefresh: a lock held while the bus
+// is down is refreshed every LockTTL/3, each refresh a publish that
+// waited up to LockTTL/3 (20 s by default) for a bus it could not reach,
+// and Unlock (a gateway's stop, ending a sweep) waited for the one in
+// flight. A refresh now fails at once then, and Unlock returns at once.
+func TestUnlockWithBusDownDoesNotWaitForARefresh(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	js, err := jetstream.New(testutil.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ttl = 3 * time.Second // a refresh every second, each bounded by a second
+	s, err := Open(ctx, js, Options{LockTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Certs().Lock(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	// Past the first refresh (at ttl/3), well before its bound ends: a
+	// refresh that waits for the bus is in flight now. Nothing to wait
+	// on but the refresher's own clock.
+	time.Sleep(ttl/3 + ttl/6)
+	began := time.Now()
+	err = s.Certs().Unlock(ctx, "held")
+	if took := time.Since(began); took > 200*time.Millisecond {
+		t.Fatalf("Unlock with the bus down took %v", took)
+	}
+	if !errors.Is(err, nats.ErrDisconnected) {
+		t.Fatalf("Unlock with the bus down = %v, want a disconnected error", err)
+	}
+}
