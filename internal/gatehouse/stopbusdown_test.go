@@ -27,8 +27,9 @@ func TestStopWithBusDown(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	// No connection is open, so the drain ends at once: the bound is
-	// the drain_timeout plus a little, not the API timeout.
-	if took := time.Since(began); took > cfg.DrainTimeout+time.Second {
-		t.Fatalf("stop took %v with the bus down, want at most drain_timeout (%v) + 1s", took, cfg.DrainTimeout)
+	// the drain_timeout plus a little (room for a loaded machine), under
+	// the API timeout (5 s) the stop used to wait out at least once.
+	if took := time.Since(began); took > cfg.DrainTimeout+2500*time.Millisecond {
+		t.Fatalf("stop took %v with the bus down, want at most drain_timeout (%v) + 2.5s", took, cfg.DrainTimeout)
 	}
 }
