@@ -233,12 +233,7 @@ func TestHostSidecarH2C(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	var addr string
-	testutil.WaitFor(t, 2*time.Second, func() bool {
-		_, rest, ok := strings.Cut(stdout.String(), "serving ")
-		addr, _, _ = strings.Cut(rest, " ")
-		return ok && addr != ""
-	}, "sidecar did not start")
+	addr := sidecarAddr(t, &stdout)
 
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
@@ -300,12 +295,7 @@ func TestHostSidecarDrainsUpgraded(t *testing.T) {
 		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "ws-1", "-key", keyFile,
 			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-leave-grace", "0s", "-drain-timeout", "5s"}, &stdout, &stderr)
 	}()
-	var addr string
-	testutil.WaitFor(t, 2*time.Second, func() bool {
-		_, rest, ok := strings.Cut(stdout.String(), "serving ")
-		addr, _, _ = strings.Cut(rest, " ")
-		return ok && addr != ""
-	}, "sidecar did not start")
+	addr := sidecarAddr(t, &stdout)
 
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -654,12 +644,7 @@ func TestHostSidecarDrainTimeoutCutsAndSaysSo(t *testing.T) {
 		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "slow-1", "-key", keyFile,
 			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", upstream.URL, "-leave-grace", "0s", "-drain-timeout", "1s"}, &stdout, &stderr)
 	}()
-	var addr string
-	testutil.WaitFor(t, 2*time.Second, func() bool {
-		_, rest, ok := strings.Cut(stdout.String(), "serving ")
-		addr, _, _ = strings.Cut(rest, " ")
-		return ok && addr != ""
-	}, "sidecar did not start")
+	addr := sidecarAddr(t, &stdout)
 	cut := make(chan error, 1)
 	go func() {
 		res, err := http.Get("http://" + addr + "/slow")
@@ -710,4 +695,17 @@ func TestHostDrainTimeoutAtLeastASecond(t *testing.T) {
 			t.Errorf("-drain-timeout %s: got %v, want %q", tc.d, err, tc.want)
 		}
 	}
+}
+
+// sidecarAddr waits for a sidecar started with -addr 127.0.0.1:0 to say
+// where it serves, on stdout, and returns that address.
+func sidecarAddr(t *testing.T, stdout *testutil.SyncBuffer) string {
+	t.Helper()
+	var addr string
+	testutil.WaitFor(t, 2*time.Second, func() bool {
+		_, rest, ok := strings.Cut(stdout.String(), "serving ")
+		addr, _, _ = strings.Cut(rest, " ")
+		return ok && addr != ""
+	}, "sidecar did not start")
+	return addr
 }
