@@ -23,24 +23,7 @@ func TestDrainKeepsUpgradedConnection(t *testing.T) {
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}
-	startHost(t, r, "h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Connection", "Upgrade")
-		w.Header().Set("Upgrade", "test")
-		w.WriteHeader(http.StatusSwitchingProtocols)
-		c, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for {
-			line, err := brw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			brw.WriteString("echo:" + line)
-			brw.Flush()
-		}
-	}))
+	startHost(t, r, "h1", "hello", upgradeEcho)
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("hello")) == 1 }, "host not routable")
 
 	c, err := net.DialTimeout("tcp", r.g.Addrs().HTTP, 5*time.Second)
