@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"net/url"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -43,7 +46,7 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	fs.Func("app", "app this host serves (required; repeatable)", func(s string) error { f.apps = append(f.apps, s); return nil })
 	fs.StringVar(&f.addr, "addr", "", "listen address, host:port (required); a port of 0 picks a free one")
 	fs.StringVar(&f.advertise, "advertise", "", "address to announce, if not the listen address; a listen address without a host (\":8081\", \"0.0.0.0:8081\") announces 127.0.0.1 unless this is set")
-	fs.StringVar(&f.upstream, "upstream", "", "URL of the app to proxy to, http:// or https:// (required)")
+	fs.StringVar(&f.upstream, "upstream", "", "URL of the app to proxy to, http:// or https:// (required); not this sidecar's own -addr, which is refused, and a request that comes back to the sidecar anyway (by a name or a port forward that leads to it) is answered 508")
 	fs.StringVar(&f.scheme, "scheme", "http", "how gateways reach this sidecar: http or h2c (h2c also speaks h2c to the upstream)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", host.DefaultHeartbeatInterval, "heartbeat interval; must match the gateways' heartbeat_interval (at least 1s)")
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight requests may take to finish (at least 1s); those still going are then cut (logged; exit 0)")
@@ -166,6 +169,10 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// not echo the credential.
 		return errors.New("host: -upstream must not carry user info: the sidecar does not authenticate to the upstream")
 	}
+	if selfLoop(up, f.addr, localIPs()) {
+		// Checked before the listen, so a refused start binds nothing.
+		return fmt.Errorf("host: -upstream %s reaches this sidecar's own -addr %s: it would forward every request to itself; give the app's address", up, f.addr)
+	}
 	key, err := host.LoadKey(f.keyFile)
 	if err != nil {
 		return err
@@ -237,6 +244,68 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
 		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, redactBus(f.bus))
 	return serveSidecar(ctx, srv, ln, h, f, &inflight, logger)
+}
+
+// selfLoop reports whether up is listen, the sidecar's own -addr, so that
+// it would forward every request to itself, each hop holding a connection
+// until the machine runs out of ports or file descriptors. A listen
+// address without a host, or with an unspecified one, takes loopback and
+// every address in local (the machine's own); "localhost" and an
+// unspecified upstream host are loopback, as dialling them is. Any other name is left to the
+// request-time check (sidecarProxy): its address may change after the
+// start, and resolving it here would make the start wait on DNS.
+func selfLoop(up *url.URL, listen string, local []net.IP) bool {
+	lh, lp, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false // net.Listen says what is wrong with it
+	}
+	upPort := up.Port()
+	if upPort == "" {
+		upPort = up.Scheme // http or https, their default ports
+	}
+	lport, err := net.LookupPort("tcp", lp)
+	if err != nil || lport == 0 {
+		return false // port 0 picks a free port, which the upstream cannot name
+	}
+	if uport, err := net.LookupPort("tcp", upPort); err != nil || uport != lport {
+		return false
+	}
+	targets := loopbackOr(up.Hostname())
+	if ip := net.ParseIP(lh); lh == "" || ip != nil && ip.IsUnspecified() {
+		return slices.ContainsFunc(targets, func(t net.IP) bool {
+			return t.IsLoopback() || slices.ContainsFunc(local, t.Equal)
+		})
+	}
+	return slices.ContainsFunc(targets, func(t net.IP) bool {
+		return slices.ContainsFunc(loopbackOr(lh), t.Equal)
+	})
+}
+
+// loopbackOr is the addresses a dial of host h reaches without a lookup:
+// h itself if it is an IP, loopback for "localhost" or an unspecified IP,
+// none for any other name.
+func loopbackOr(h string) []net.IP {
+	ip := net.ParseIP(h)
+	if ip != nil && !ip.IsUnspecified() {
+		return []net.IP{ip}
+	}
+	if ip != nil || strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") {
+		return []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	return nil
+}
+
+// localIPs is the machine's interface addresses, which a listener on
+// every address accepts on; none if they cannot be read.
+func localIPs() []net.IP {
+	addrs, _ := net.InterfaceAddrs()
+	var ips []net.IP
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			ips = append(ips, n.IP)
+		}
+	}
+	return ips
 }
 
 // redactBus hides the user info of each URL in a -bus list: an external
@@ -349,11 +418,23 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 		tr.Protocols = new(http.Protocols)
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
+	// A Via of this process's own marks what it forwards (RFC 9110
+	// §7.6.3: Via is how a proxy finds a loop), so a request that comes
+	// back is answered 508 rather than forwarded again: -upstream may
+	// reach the sidecar by a name or a port forward that selfLoop cannot
+	// see at start. Via, not a field of gatehouse's, as the gateway strips
+	// those from what it proxies: a -upstream that leads back through a
+	// gateway (the app's public name) is a loop too. The pseudonym is
+	// random, so a chain of sidecars is no loop.
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	via := "gatehouse-host-" + hex.EncodeToString(nonce[:])
 	rp := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Add("Via", viaProto(pr.In)+" "+via)
 			// Rewrite strips these from Out; the gateway's values are the
 			// ones the app must see.
 			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
@@ -373,19 +454,51 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 				return
 			}
 			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
-			// The gateway's own answers are RFC 9457 bodies; so is this
-			// one (STYLE §6.1 keeps internal/problem out of the binary).
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.WriteHeader(http.StatusBadGateway)
-			_, _ = io.WriteString(w, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the app behind this host did not answer"}`)
+			writeProblem(w, http.StatusBadGateway, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the app behind this host did not answer"}`)
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if viaNames(r.Header["Via"], via) {
+			logger.Warn("host: a request came back to this sidecar: -upstream leads back to it", "upstream", up.String(), "path", r.URL.Path)
+			writeProblem(w, http.StatusLoopDetected, `{"type":"about:blank","title":"Loop Detected","status":508,"detail":"the request came back to the sidecar that forwarded it: its -upstream leads back to it"}`)
+			return
+		}
 		// A body the app sent untyped stays so: net/http would sniff one
 		// (text/html for an upload served with nosniff). ReverseProxy
 		// adds the app's own type to this nil value.
 		w.Header()["Content-Type"] = nil
 		rp.ServeHTTP(w, r)
 	})
+}
+
+// writeProblem answers status with body, an RFC 9457 problem: the
+// gateway's own answers are such bodies (STYLE §6.1 keeps
+// internal/problem out of the binary).
+func writeProblem(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// viaProto is r's protocol as a Via names it ("1.1", "2").
+func viaProto(r *http.Request) string {
+	if r.ProtoMajor >= 2 {
+		return strconv.Itoa(r.ProtoMajor)
+	}
+	return strconv.Itoa(r.ProtoMajor) + "." + strconv.Itoa(r.ProtoMinor)
+}
+
+// viaNames reports whether a hop of the Via field values vs was received
+// by pseudonym.
+func viaNames(vs []string, pseudonym string) bool {
+	for _, v := range vs {
+		for hop := range strings.SplitSeq(v, ",") {
+			// protocol, received-by, then an optional comment
+			if f := strings.Fields(hop); len(f) >= 2 && f[1] == pseudonym {
+				return true
+			}
+		}
+	}
+	return false
 }
