@@ -14,7 +14,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +44,7 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	fs.StringVar(&f.bus, "bus", "nats://127.0.0.1:4222", "bus URL; several comma separated for a NATS cluster")
 	fs.StringVar(&f.cluster, "cluster", "", "cluster id (required)")
 	fs.StringVar(&f.id, "id", "", "host id, as enrolled (required)")
-	fs.StringVar(&f.keyFile, "key", "", "PKCS#8 PEM Ed25519 private key file, from 'gatehouse keygen' (required)")
+	fs.StringVar(&f.keyFile, "key", "", "PKCS#8 PEM Ed25519 private key file, from 'gatehouse keygen' (required); mode 0600: one open to group or others is warned about at start")
 	fs.Func("app", "app this host serves (required; repeatable)", func(s string) error { f.apps = append(f.apps, s); return nil })
 	fs.StringVar(&f.addr, "addr", "", "listen address, host:port (required); a port of 0 picks a free one")
 	fs.StringVar(&f.advertise, "advertise", "", "address to announce, if not the listen address; a listen address without a host (\":8081\", \"0.0.0.0:8081\") announces 127.0.0.1 unless this is set")
@@ -181,6 +183,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// the sidecar's add it.
 	base := newLogger(stderr, slog.LevelInfo)
 	logger := base.With("host_id", f.id)
+	warnKeyMode(logger, f.keyFile)
 	// As serve: a log whose reader went away (2>&1 | logger, a shim
 	// restarted) must not end the sidecar, and every request to its app
 	// with it, at its next line: Go's runtime kills a process writing to a
@@ -306,6 +309,26 @@ func localIPs() []net.IP {
 		}
 	}
 	return ips
+}
+
+// warnKeyMode warns when the key file at path is open to group or
+// others, as ssh and serve (cluster.key) refuse a key: whoever reads it
+// can pass the gateways' challenge as this host. Warned, not refused: a
+// Kubernetes secret is mounted 0644 unless its defaultMode says
+// otherwise, and refusing would stop every such sidecar at its next
+// restart.
+func warnKeyMode(logger *slog.Logger, path string) {
+	if runtime.GOOS == "windows" {
+		return // no Unix modes: Go makes one up from the read-only bit
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return // read a moment ago by LoadKey; nothing to say about a file gone since
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		logger.Warn("host: -key is open to group or others, and anyone who reads it can sign as this host: chmod 600 it (a Kubernetes secret: defaultMode 0400)",
+			"file", path, "mode", fmt.Sprintf("%04o", perm))
+	}
 }
 
 // redactBus hides the user info of each URL in a -bus list: an external

@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -708,4 +710,49 @@ func sidecarAddr(t *testing.T, stdout *testutil.SyncBuffer) string {
 		return ok && addr != ""
 	}, "sidecar did not start")
 	return addr
+}
+
+// A -key readable by group or others is warned about at start, naming the
+// file and its mode, but not refused: ssh refuses such a key, and serve
+// its cluster.key, but a Kubernetes secret is mounted 0644 unless its
+// defaultMode says otherwise, and refusing would stop every such
+// deployment at its next restart.
+func TestHostWarnsKeyReadableByOthers(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix file modes")
+	}
+	const warning = `"msg":"host: -key is open to group or others, and anyone who reads it can sign as this host: chmod 600 it (a Kubernetes secret: defaultMode 0400)"`
+	ns := testutil.StartBus(t)
+	for _, mode := range []os.FileMode{0o600, 0o400, 0o644, 0o640, 0o604} {
+		keyFile := filepath.Join(t.TempDir(), "host.pem")
+		k, _ := host.GenerateKey()
+		if err := host.WriteKey(keyFile, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(keyFile, mode); err != nil {
+			t.Fatal(err)
+		}
+		ctx, sigterm := context.WithCancel(context.Background())
+		var stdout, stderr testutil.SyncBuffer
+		exited := make(chan error, 1)
+		go func() {
+			exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "k-1", "-key", keyFile,
+				"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s"}, &stdout, &stderr)
+		}()
+		sidecarAddr(t, &stdout) // started: the check is behind it
+		sigterm()
+		if err := <-exited; err != nil {
+			t.Fatalf("mode %04o: %v", mode, err)
+		}
+		log := stderr.String()
+		want := mode&0o077 != 0
+		if got := strings.Contains(log, warning) && strings.Contains(log, `"file":"`+keyFile+`"`) &&
+			strings.Contains(log, fmt.Sprintf(`"mode":"%04o"`, mode)); got != want {
+			t.Errorf("mode %04o: warned %v, want %v:\n%s", mode, got, want, log)
+		}
+		if !want && strings.Contains(log, "-key is open") {
+			t.Errorf("mode %04o: warned:\n%s", mode, log)
+		}
+		testutil.CheckJSONLog(t, log)
+	}
 }
