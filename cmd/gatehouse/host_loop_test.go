@@ -186,3 +186,26 @@ func TestSelfLoop(t *testing.T) {
 		}
 	}
 }
+
+// An -upstream with a path prefixes every request's path with it, and
+// its query joins the request's, as its flag's help says.
+func TestSidecarUpstreamPath(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.RequestURI())
+	}))
+	defer app.Close()
+	up, _ := url.Parse(app.URL + "/base?v=1")
+	side := httptest.NewServer(sidecarProxy(up, "", slog.New(slog.DiscardHandler)))
+	defer side.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr}).Get(side.URL + "/x?q=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "/base/x?v=1&q=2" {
+		t.Errorf("the app saw %q, want /base/x?v=1&q=2", b)
+	}
+}
