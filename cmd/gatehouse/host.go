@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"os"
 	"os/signal"
@@ -453,7 +454,8 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
 	via := "gatehouse-host-" + hex.EncodeToString(nonce[:])
 	rp := &httputil.ReverseProxy{
-		Transport: tr,
+		Transport:      tr,
+		ModifyResponse: checkAnswer,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.Out.Host = pr.In.Host
@@ -486,12 +488,84 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 			writeProblem(w, http.StatusLoopDetected, `{"type":"about:blank","title":"Loop Detected","status":508,"detail":"the request came back to the sidecar that forwarded it: its -upstream leads back to it"}`)
 			return
 		}
-		// A body the app sent untyped stays so: net/http would sniff one
-		// (text/html for an upload served with nosniff). ReverseProxy
-		// adds the app's own type to this nil value.
-		w.Header()["Content-Type"] = nil
-		rp.ServeHTTP(w, r)
+		rp.ServeHTTP(answerWriter{w}, r)
 	})
+}
+
+// answerWriter cleans what ReverseProxy writes of the app's answers
+// before the final one reaches net/http. Unwrap keeps Flush and Hijack
+// (a 101's tunnel) reachable for http.ResponseController.
+type answerWriter struct{ http.ResponseWriter }
+
+func (w answerWriter) WriteHeader(code int) {
+	h := w.Header()
+	switch {
+	case code < 200 && code != http.StatusSwitchingProtocols:
+		// ReverseProxy removes the hop-by-hop fields from the final
+		// answer only; an interim one's are the app's connection's as
+		// much (RFC 9110 §7.6.1).
+		dropHopByHop(h, false)
+	case code >= 200:
+		// A body the app sent untyped stays so: net/http would sniff
+		// one (text/html for an upload served with nosniff). Set here,
+		// not before the proxy runs: ReverseProxy clears the header
+		// map after each 1xx it passes on.
+		if _, ok := h["Content-Type"]; !ok {
+			h["Content-Type"] = nil
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// checkAnswer is the sidecar's ReverseProxy.ModifyResponse.
+func checkAnswer(res *http.Response) error {
+	if res.StatusCode < 100 || res.StatusCode > 599 {
+		// No HTTP status (RFC 9110 §15): net/http's client takes any
+		// three digits, and ReverseProxy writing one under 100 panics,
+		// closing the gateway's connection unanswered.
+		return fmt.Errorf("the app answered status %03d, which is no HTTP status (100-599)", res.StatusCode)
+	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy writes a 101 with every field the app sent, its
+		// connection's (Keep-Alive, Proxy-*, what its Connection names)
+		// included.
+		dropHopByHop(res.Header, true)
+	}
+	return nil
+}
+
+// hopByHop are the fields ReverseProxy removes from a final answer as
+// hop-by-hop (RFC 9110 §7.6.1), in canonical form.
+var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// dropHopByHop removes the app's hop-by-hop fields from h: the ones its
+// Connection names, and hopByHop. With upgrade (a 101) it keeps what the
+// tunnel starts with: Upgrade, and Connection naming it alone when it
+// named it. (The gateway's internal/proxy does the same; the binary may
+// not import it, STYLE §6.1.)
+func dropHopByHop(h http.Header, upgrade bool) {
+	named := false
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			switch tok = textproto.TrimString(tok); {
+			case tok == "":
+			case upgrade && strings.EqualFold(tok, "upgrade"):
+				named = true
+			default:
+				delete(h, textproto.CanonicalMIMEHeaderKey(tok))
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		if !upgrade || k != "Upgrade" {
+			delete(h, k)
+		}
+	}
+	if named {
+		h["Connection"] = []string{"Upgrade"}
+	}
 }
 
 // writeProblem answers status with body, an RFC 9457 problem: the
