@@ -255,9 +255,10 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // until the machine runs out of ports or file descriptors. A listen
 // address without a host, or with an unspecified one, takes loopback and
 // every address in local (the machine's own); "localhost" and an
-// unspecified upstream host are loopback, as dialling them is. Any other name is left to the
-// request-time check (sidecarProxy): its address may change after the
-// start, and resolving it here would make the start wait on DNS.
+// unspecified upstream host are loopback, as dialling them is; one name
+// in both is one address. Any other name is left to the request-time
+// check (sidecarProxy): its address may change after the start, and
+// resolving it here would make the start wait on DNS.
 func selfLoop(up *url.URL, listen string, local []net.IP) bool {
 	lh, lp, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -273,6 +274,9 @@ func selfLoop(up *url.URL, listen string, local []net.IP) bool {
 	}
 	if uport, err := net.LookupPort("tcp", upPort); err != nil || uport != lport {
 		return false
+	}
+	if lh != "" && strings.EqualFold(strings.TrimSuffix(lh, "."), strings.TrimSuffix(up.Hostname(), ".")) {
+		return true
 	}
 	targets := loopbackOr(up.Hostname())
 	if ip := net.ParseIP(lh); lh == "" || ip != nil && ip.IsUnspecified() {

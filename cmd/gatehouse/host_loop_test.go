@@ -166,6 +166,7 @@ func TestSelfLoop(t *testing.T) {
 		{"0.0.0.0:8081", "http://[::1]:8081", true}, // Go listens dual-stack
 		{"192.0.2.2:8081", "http://192.0.2.2:8081", true},
 		{"localhost:8081", "http://[::1]:8081", true},
+		{"web-1.internal:8081", "http://WEB-1.internal.:8081", true}, // the same name
 
 		{"127.0.0.1:8081", "http://127.0.0.1:8082", false},
 		{"127.0.0.1:8081", "http://127.0.0.2:8081", false},
