@@ -24,6 +24,16 @@ import (
 // headConn, which notes the names each response head's Connection lists
 // as the transport reads it, and modifyResponse (and bound1xx, for a 1xx)
 // removes them.
+//
+// The same reading refuses a head with both Content-Length and
+// Transfer-Encoding (errFastFraming), which net/http's client reads as
+// chunked, dropping Content-Length, and then reuses the connection: the
+// read that ends such a head fails instead, so the transport never sees
+// it as an answer and closes the connection (ReverseProxy: 502). Failing
+// the read is what keeps the connection out of the pool: an answer
+// without a body (to a HEAD, a 204) is back in it before ModifyResponse
+// runs. Field names are compared as net/http's client reads them: one
+// with a space before its colon is another field.
 
 // connFields is what a headConn noted of one exchange's response heads:
 // the names each head's Connection listed, the 1xx ones first. Written
@@ -70,13 +80,17 @@ type headConn struct {
 	status  int
 	names   []string
 	inConn  bool
+	// The head being scanned has a Content-Length, a Transfer-Encoding.
+	length, coding bool
+	// bad is the error every read returns once a head was refused.
+	bad error
 }
 
 // begin starts the record of the exchange about to run on c.
 func (c *headConn) begin() *connFields {
 	f := new(connFields)
 	c.mu.Lock()
-	c.cur, c.line, c.started, c.names, c.inConn = f, c.line[:0], false, nil, false
+	c.cur, c.line, c.started, c.names, c.inConn, c.length, c.coding = f, c.line[:0], false, nil, false, false, false
 	c.mu.Unlock()
 	return f
 }
@@ -88,7 +102,11 @@ func (c *headConn) Read(p []byte) (int, error) {
 		if c.cur != nil {
 			c.scan(p[:n])
 		}
+		bad := c.bad
 		c.mu.Unlock()
+		if bad != nil {
+			return 0, bad
+		}
 	}
 	return n, err
 }
@@ -144,8 +162,12 @@ func (c *headConn) headLine(line []byte) {
 			c.status = c.status*10 + int(d-'0')
 		}
 	case len(line) == 0: // the head's end
+		if c.length && c.coding {
+			c.bad, c.cur = errFastFraming, nil
+			return
+		}
 		f.heads = append(f.heads, c.names)
-		c.started, c.names, c.inConn = false, nil, false
+		c.started, c.names, c.inConn, c.length, c.coding = false, nil, false, false, false
 		if c.status < 100 || c.status > 199 || c.status == http.StatusSwitchingProtocols {
 			f.status, f.done = c.status, true
 			c.cur = nil // the body follows: not scanned
@@ -156,6 +178,8 @@ func (c *headConn) headLine(line []byte) {
 		}
 	default:
 		k, v, ok := bytes.Cut(line, []byte(":"))
+		c.length = c.length || ok && httpwire.EqualFold(k, "content-length")
+		c.coding = c.coding || ok && httpwire.EqualFold(k, "transfer-encoding")
 		c.inConn = ok && httpwire.EqualFold(k, "connection")
 		if c.inConn {
 			c.names = addNames(c.names, v)

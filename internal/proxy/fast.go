@@ -477,7 +477,16 @@ var (
 	errFastHead     = errors.New("proxy: malformed response head from the host")
 	errFastTooMany  = errors.New("proxy: too many 1xx responses")
 	errFastHeadSize = errors.New("proxy: response head from the host too large")
-	aLongTimeAgo    = time.Unix(1, 0)
+	// errFastFraming is a head with both Content-Length and
+	// Transfer-Encoding, on every HTTP/1 path to a host. RFC 9112 §6.3
+	// lets a recipient read it as chunked, and net/http's client does, and
+	// reuses the connection; but it is what a response split looks like,
+	// and nginx refuses it (502, "upstream sent "Content-Length" and
+	// "Transfer-Encoding" headers at the same time"): a host whose server
+	// and the gateway disagree on where its answer ends would have the
+	// rest read as the next client's answer.
+	errFastFraming = fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errFastHead)
+	aLongTimeAgo   = time.Unix(1, 0)
 )
 
 // serveFast is one attempt of the fast path at a.host, answering w like
@@ -947,8 +956,10 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			}
 			continue
 		case "Transfer-Encoding":
-			if !httpwire.EqualFold(v, "chunked") || te {
-				return errFastHead // net/http's client refuses any other coding too
+			// net/http's client refuses any coding but one "chunked", and
+			// ignores the field in an HTTP/1.0 answer, whatever it says.
+			if !http10 && (te || !httpwire.EqualFold(v, "chunked")) {
+				return errFastHead
 			}
 			te = true
 			continue
@@ -986,15 +997,17 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 	if http10 && !keepAlive {
 		res.close = true
 	}
+	if te && res.lengthSet {
+		return errFastFraming
+	}
 	switch {
 	case te && http10:
 		// Faulty framing (RFC 9112 §6.1): read as net/http's client reads
-		// it, the coding ignored (the length, or up to the close), and the
-		// connection never reused, whatever the host said of it.
+		// it, the coding ignored (up to the close), and the connection
+		// never reused, whatever the host said of it.
 		res.close = true
 	case te:
-		res.chunked, res.length = true, -1 // Transfer-Encoding wins; Content-Length is not passed on
-		res.dropKey("Content-Length")
+		res.chunked, res.length = true, -1
 	}
 	if !res.chunked {
 		res.trailers = nil // none can come: net/http's client ignores the field, ReverseProxy drops it

@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// framingHost is a raw host for the framing tests. The first request on
+// its first connection gets bad, written as is (a "\x00close" suffix
+// closes the connection after it); any later request on that connection
+// gets "stale", counted in stale; the requests on every later connection
+// get "fresh". A proxy that reads bad as an answer it can reuse the
+// connection after hands the next request "stale".
+type framingHost struct {
+	addr  string
+	bad   string
+	conns atomic.Int32
+	stale atomic.Int32
+}
+
+func newFramingHost(t *testing.T, bad string, conf *tls.Config) *framingHost {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &framingHost{addr: ln.Addr().String(), bad: bad}
+	if conf != nil {
+		ln = tls.NewListener(ln, conf)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := h.conns.Add(1)
+			wg.Go(func() {
+				defer c.Close()
+				h.serve(c, n == 1)
+			})
+		}
+	})
+	return h
+}
+
+func (h *framingHost) serve(c net.Conn, first bool) {
+	br := bufio.NewReader(c)
+	for i := 0; ; i++ {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		resp := "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh"
+		switch {
+		case first && i == 0:
+			var closeAfter bool
+			resp, closeAfter = strings.CutSuffix(h.bad, "\x00close")
+			if _, err := io.WriteString(c, resp); err != nil || closeAfter {
+				return
+			}
+			continue
+		case first:
+			h.stale.Add(1)
+			resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"
+		}
+		if _, err := io.WriteString(c, resp); err != nil {
+			return
+		}
+	}
+}
+
+// TestHostResponseFraming: a host's response whose framing is ambiguous
+// or broken is answered alike on every HTTP/1 path to a host (the fast
+// path, ReverseProxy to an http host and to an https one), and the host's
+// connection is never used again: the next request goes on a new one.
+//
+// Content-Length and Transfer-Encoding both (RFC 9112 §6.3: a possible
+// response splitting, to be handled as an error) get a 502, as a status
+// outside 100-599 does, in any head, for any method or status: before,
+// both paths read such an answer as chunked and reused the connection
+// (ReverseProxy even for an HTTP/1.0 one, whose coding it ignores). So do
+// differing or invalid lengths, and a coding that is not chunked alone.
+// An HTTP/1.0 answer's coding is ignored, as net/http's client ignores
+// it (the fast path refused one that was not chunked): read until the
+// close. A field name with a space before its colon is no field of the
+// framing, as for net/http's client: it is dropped, and the body read
+// until the close.
+func TestHostResponseFraming(t *testing.T) {
+	t.Parallel()
+	const fail = http.StatusBadGateway
+	tests := []struct {
+		name, method, resp string
+		status             int
+		body               string // for a 200
+	}{
+		{"length and chunked", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", fail, ""},
+		{"chunked and length", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n0\r\n\r\n", fail, ""},
+		{"length and chunked, HTTP/1.0 kept alive", "GET", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nhello", fail, ""},
+		{"length and chunked to a HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", fail, ""},
+		{"length and chunked on a 204", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n", fail, ""},
+		{"length and chunked on a 1xx", "GET", "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", fail, ""},
+		{"length and another coding", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\nhello", fail, ""},
+		{"two lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", fail, ""},
+		{"a list of lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello!", fail, ""},
+		{"a signed length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello", fail, ""},
+		{"a length with a space", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5 5\r\n\r\nhello", fail, ""},
+		{"a hex length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 0x5\r\n\r\nhello", fail, ""},
+		{"an invalid length to a HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n", fail, ""},
+		{"another coding", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nhello", fail, ""},
+		{"chunked then another coding", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\nhello", fail, ""},
+		{"another coding then chunked", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", fail, ""},
+		{"chunked twice", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", fail, ""},
+		{"another coding, HTTP/1.0", "GET", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: gzip\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
+		{"a space before the colon of a length", "GET", "HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
+		{"a space before the colon of a coding", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding : chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n\x00close", http.StatusOK, "5\r\nhello\r\n0\r\n\r\n"},
+	}
+	cert, _ := testutil.SelfSigned(t, "127.0.0.1")
+	hostTLS := &tls.Config{Certificates: []tls.Certificate{cert}}
+	paths := []struct {
+		name    string
+		disable bool
+		tls     *tls.Config
+	}{
+		{"fast path", false, nil},
+		{"ReverseProxy", true, nil},
+		{"ReverseProxy https", true, hostTLS},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for _, path := range paths {
+				h := newFramingHost(t, tt.resp, path.tls)
+				var logs testutil.SyncBuffer
+				p, _ := New(Options{ClusterID: "c1", DisableFastPath: path.disable, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				defer p.Close()
+				backend := h.addr
+				if path.tls != nil {
+					backend = "https://" + backend
+				}
+				srv := proxyServer(t, p, backend)
+				do := func(method string) (*http.Response, string) {
+					req, _ := http.NewRequest(method, srv.URL+"/", nil)
+					req.Host = "hello.apps.test"
+					res, err := srv.Client().Do(req)
+					if err != nil {
+						t.Fatalf("%s: %v", path.name, err)
+					}
+					defer res.Body.Close()
+					b, _ := io.ReadAll(res.Body)
+					return res, string(b)
+				}
+				res, body := do(tt.method)
+				if res.StatusCode != tt.status || (tt.status == http.StatusOK && body != tt.body) {
+					t.Errorf("%s: the client got %d %q, want %d %q", path.name, res.StatusCode, body, tt.status, tt.body)
+				}
+				if _, ok := res.Header["Content-Length "]; ok {
+					t.Errorf("%s: a field name with a space reached the client: %v", path.name, res.Header)
+				}
+				if tt.status == fail {
+					if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
+						t.Errorf("%s: the 502 is %q, want a problem", path.name, ct)
+					}
+					if n := promtest.ToFloat64(p.opts.Metrics.UpstreamErrors.WithLabelValues("hello", "other")); n != 1 {
+						t.Errorf("%s: upstream errors{reason=other} = %v, want 1", path.name, n)
+					}
+					if !strings.Contains(logs.String(), `msg="proxy: upstream failed"`) || !strings.Contains(logs.String(), "status=502") {
+						t.Errorf("%s: no warning logged:\n%s", path.name, logs.String())
+					}
+				}
+				res, body = do("GET")
+				if res.StatusCode != http.StatusOK || body != "fresh" || h.stale.Load() != 0 || h.conns.Load() != 2 {
+					t.Errorf("%s: the next request got %d %q (%d answered on the first connection, %d connections); want fresh, on a second connection",
+						path.name, res.StatusCode, body, h.stale.Load(), h.conns.Load())
+				}
+			}
+		})
+	}
+}
