@@ -194,18 +194,31 @@ func newPeerTransport(tlsConf *tls.Config) *peerTransport {
 
 // newHTTPTransport is one pool of peerTransport; nil protocols means
 // HTTP/2 where the peer offers it, else HTTP/1.1.
+//
+// Its HTTP/1.1 connections, plaintext or over TLS, read each response
+// head beside net/http (proxy.FramingDial, for the exchanges RoundTrip
+// has proxy.WatchFraming check): a peer's head with both Content-Length
+// and Transfer-Encoding is no answer, as a host's is not, and its
+// connection is not used again. net/http's client reads it as chunked
+// and reuses the connection (RFC 9112 §6.3: a possible response split).
+// So the TLS handshake is the dial's (tlsConf, ALPN h2 when protocols is
+// nil, a 5 s bound), for the wrapper to sit above it.
 func newHTTPTransport(tlsConf *tls.Config, protocols *http.Protocols, dial func(context.Context, string, string) (net.Conn, error)) *http.Transport {
-	if tlsConf != nil {
-		tlsConf = tlsConf.Clone() // a transport adds its ALPN protocols to it
+	if tlsConf == nil {
+		tlsConf = new(tls.Config) // the system's roots
+	}
+	tlsConf = tlsConf.Clone()
+	tlsConf.NextProtos = []string{"http/1.1"}
+	if protocols == nil {
+		tlsConf.NextProtos = []string{"h2", "http/1.1"}
 	}
 	return &http.Transport{
-		DialContext:           dial,
-		TLSClientConfig:       tlsConf,
+		DialContext:           proxy.FramingDial(dial),
+		DialTLSContext:        proxy.FramingDialTLS(dial, tlsConf, 5*time.Second),
 		ForceAttemptHTTP2:     protocols == nil,
 		Protocols:             protocols,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: 1 * time.Second,
 		// A host's bound (DESIGN §2 step 10): a peer's head is no bigger.
 		MaxResponseHeaderBytes: proxy.MaxHeadBytes,
@@ -217,6 +230,7 @@ func (t *peerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// takes them, so net/http counts none, and a peer could send them
 	// until the cluster deadline, each passed on to the client.
 	proxy.LimitInterim(r)
+	proxy.WatchFraming(r)
 	if _, ok := r.Header["Upgrade"]; ok { // ReverseProxy keeps it only on an upgrade
 		return t.h1.RoundTrip(r)
 	}

@@ -219,8 +219,11 @@ func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, er
 
 // headDialTLS is the h1 transport's DialTLSContext: dial, then the TLS
 // handshake net/http's transport would make (the server name from the
-// URL's host, the handshake bounded by timeout), then a headConn over the
-// TLS connection, where the heads are plaintext.
+// URL's host, the handshake bounded by timeout, conf's NextProtos
+// offered), then a headConn over the TLS connection, where the heads are
+// plaintext. A connection that negotiated HTTP/2 (a peer gateway's, see
+// FramingDialTLS) is returned as the *tls.Conn, which net/http's
+// transport needs to speak HTTP/2 on it: its streams frame themselves.
 func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		name, _, err := net.SplitHostPort(addr) // the URL's, before pinnedDial moves addr
@@ -242,7 +245,50 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 			_ = raw.Close()
 			return nil, err
 		}
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return tc, nil
+		}
 		return &headConn{Conn: tc}, nil
+	}
+}
+
+// FramingDial wraps dial's connections for the HTTP/1.1 exchanges of a
+// transport to servers a host's answer passes through (the gateway's to
+// peer gateways): in an exchange WatchFraming was called for, a response
+// head with both Content-Length and Transfer-Encoding fails the round
+// trip, and the connection is closed, as on the h1 transport to hosts.
+func FramingDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return headDial(dial)
+}
+
+// FramingDialTLS is FramingDial for a transport's DialTLSContext: dial,
+// the TLS handshake with conf (the server name from the address when conf
+// has none; its NextProtos offered), bounded by timeout, and the wrapper
+// over the TLS connection, unless HTTP/2 was negotiated: then it is the
+// *tls.Conn, for net/http's transport to speak HTTP/2 on. The transport
+// ignores its TLSClientConfig and TLSHandshakeTimeout then.
+func FramingDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return headDialTLS(dial, conf, timeout)
+}
+
+// WatchFraming has r's exchange checked on a FramingDial connection: the
+// trace's GotConn, which runs for each connection the transport takes
+// for r, starts the reading of its heads. The trace is the one
+// ReverseProxy made for r alone; call it once per RoundTrip, as
+// LimitInterim.
+func WatchFraming(r *http.Request) {
+	tr := httptrace.ContextClientTrace(r.Context())
+	if tr == nil {
+		return
+	}
+	prev := tr.GotConn
+	tr.GotConn = func(info httptrace.GotConnInfo) {
+		if prev != nil {
+			prev(info)
+		}
+		if hc, ok := info.Conn.(*headConn); ok {
+			hc.begin()
+		}
 	}
 }
 
