@@ -21,11 +21,12 @@ import (
 // framingPeer is a peer gateway that writes exact bytes over HTTP/1.1
 // (over TLS when conf is set, offering no HTTP/2): a request for
 // /bad/{kind} gets bads[kind] (a "\x00close" suffix closes the connection
-// after it), and every later request on its connection "stale", counted
-// in stale; any other request "by peer".
+// after it), counted in bad, and every later request on its connection
+// "stale", counted in stale; any other request "by peer".
 type framingPeer struct {
 	addr  string
 	bads  map[string]string
+	bad   atomic.Int32
 	stale atomic.Int32
 }
 
@@ -71,6 +72,7 @@ func (p *framingPeer) serve(c net.Conn) {
 		if kind, ok := strings.CutPrefix(req.URL.Path, "/bad/"); ok {
 			resp, closeAfter = strings.CutSuffix(p.bads[kind], "\x00close")
 			spoilt = true
+			p.bad.Add(1)
 		} else if spoilt {
 			p.stale.Add(1)
 			resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"
@@ -86,7 +88,7 @@ func (p *framingPeer) serve(c net.Conn) {
 // host's is not (DESIGN §2 step 10; RFC 9112 §6.3): the owner's GET is
 // served here, as when the owner fails, and a POST, which may have
 // reached it, gets 502. The connection it came on is not used again:
-// the next forward goes on a new one. Over http, and over https from a
+// the next forward goes on a new one; nor is the request sent again. Over http, and over https from a
 // peer that offers no HTTP/2. Before, the answer was read as chunked
 // (200 "hello") and the connection reused. Its neighbours, which
 // net/http's client refuses itself, are no answer either: differing or
@@ -139,10 +141,15 @@ func TestPeerResponseFraming(t *testing.T) {
 				{"gzip", refused},
 				{"spaced", map[string]want{http.MethodGet: {http.StatusOK, "hello"}, http.MethodPost: {http.StatusOK, "hello"}}},
 			}
+			sent := int32(0)
 			for _, tt := range tests {
 				for _, method := range []string{http.MethodGet, http.MethodPost} {
 					w := tt.want[method]
 					res, body := send(t, cl, cs["eu"], method, app, "/bad/"+tt.kind, nil)
+					if sent++; peer.bad.Load() != sent {
+						t.Errorf("%s, peer answers %s: the peer got %d such requests for %d sent", method, tt.kind, peer.bad.Load(), sent)
+						sent = peer.bad.Load()
+					}
 					if res.StatusCode != w.status || (w.body != "" && body != w.body) || (w.body == "" && strings.Contains(body, "hello")) ||
 						res.Header.Get("Content-Length ") != "" {
 						t.Errorf("%s, peer answers %s: %d %q; want %d %q", method, tt.kind, res.StatusCode, body, w.status, w.body)

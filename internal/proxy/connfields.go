@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
@@ -28,12 +29,15 @@ import (
 // The same reading refuses a head with both Content-Length and
 // Transfer-Encoding (errFastFraming), which net/http's client reads as
 // chunked, dropping Content-Length, and then reuses the connection: the
-// read that ends such a head fails instead, so the transport never sees
-// it as an answer and closes the connection (ReverseProxy: 502). Failing
-// the read is what keeps the connection out of the pool: an answer
-// without a body (to a HEAD, a 204) is back in it before ModifyResponse
-// runs. Field names are compared as net/http's client reads them: one
-// with a space before its colon is another field.
+// head's last line end is never handed over, and the read after the
+// bytes before it fails, so the transport never sees an answer and
+// closes the connection (ReverseProxy: 502). Failing a read is what
+// keeps the connection out of the pool: an answer without a body (to a
+// HEAD, a 204) is back in it before ModifyResponse runs. And not the
+// first read of the answer: net/http takes a failure there, on a
+// kept-alive connection, for the host having closed it, and sends a GET
+// again on a new one. Field names are compared as net/http's client reads
+// them: one with a space before its colon is another field.
 
 // connFields is what a headConn noted of one exchange's response heads:
 // the names each head's Connection listed, the 1xx ones first. Written
@@ -82,8 +86,8 @@ type headConn struct {
 	inConn  bool
 	// The head being scanned has a Content-Length, a Transfer-Encoding.
 	length, coding bool
-	// bad is the error every read returns once a head was refused.
-	bad error
+	// refused: a head was, and every read fails (errFastFraming).
+	refused atomic.Bool
 }
 
 // begin starts the record of the exchange about to run on c.
@@ -96,32 +100,40 @@ func (c *headConn) begin() *connFields {
 }
 
 func (c *headConn) Read(p []byte) (int, error) {
+	if c.refused.Load() {
+		return 0, errFastFraming
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
+		cut := -1
 		if c.cur != nil {
-			c.scan(p[:n])
+			cut = c.scan(p[:n])
 		}
-		bad := c.bad
 		c.mu.Unlock()
-		if bad != nil {
-			return 0, bad
+		if cut == 0 {
+			return 0, errFastFraming
+		}
+		if cut > 0 {
+			return cut, nil // the refused head's bytes less its end: the next read fails
 		}
 	}
 	return n, err
 }
 
-// scan runs b, the next bytes of the heads, through the record.
-func (c *headConn) scan(b []byte) {
+// scan runs b, the next bytes of the heads, through the record. It
+// returns where in b the line end is that ended a head it refused, or -1.
+func (c *headConn) scan(b []byte) int {
+	off := 0
 	for len(b) > 0 && c.cur != nil {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
 			if len(c.line)+len(b) > maxFastHead {
 				c.cur = nil // the transport refuses such a head itself
-				return
+				return -1
 			}
 			c.line = append(c.line, b...)
-			return
+			return -1
 		}
 		line := b[:i]
 		if len(c.line) > 0 {
@@ -131,10 +143,15 @@ func (c *headConn) scan(b []byte) {
 		b = b[i+1:]
 		c.headLine(bytes.TrimSuffix(line, []byte("\r")))
 		c.line = c.line[:0]
+		if c.refused.Load() {
+			return off + i
+		}
+		off += i + 1
 	}
 	if c.cur == nil && cap(c.line) > readSize {
 		c.line = nil // a rare long line's room is not kept with the connection
 	}
+	return -1
 }
 
 // headLine takes one line of a head, as net/http's client reads it.
@@ -163,7 +180,8 @@ func (c *headConn) headLine(line []byte) {
 		}
 	case len(line) == 0: // the head's end
 		if c.length && c.coding {
-			c.bad, c.cur = errFastFraming, nil
+			c.refused.Store(true)
+			c.cur = nil
 			return
 		}
 		f.heads = append(f.heads, c.names)

@@ -18,17 +18,19 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
-// framingHost is a raw host for the framing tests. The first request on
-// its first connection gets bad, written as is (a "\x00close" suffix
-// closes the connection after it); any later request on that connection
-// gets "stale", counted in stale; the requests on every later connection
-// get "fresh". A proxy that reads bad as an answer it can reuse the
-// connection after hands the next request "stale".
+// framingHost is a raw host for the framing tests. On its first
+// connection the first request gets "warm", the second bad, written as is
+// (a "\x00close" suffix closes the connection after it), and any later
+// one "stale", counted in stale; the requests on every later connection
+// get "fresh", counted in fresh. A proxy that reads bad as an answer it
+// can reuse the connection after hands the next request "stale"; one
+// that sends the request again elsewhere has a "fresh" counted early.
 type framingHost struct {
 	addr  string
 	bad   string
 	conns atomic.Int32
 	stale atomic.Int32
+	fresh atomic.Int32
 }
 
 func newFramingHost(t *testing.T, bad string, conf *tls.Config) *framingHost {
@@ -71,6 +73,8 @@ func (h *framingHost) serve(c net.Conn, first bool) {
 		resp := "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfresh"
 		switch {
 		case first && i == 0:
+			resp = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nwarm"
+		case first && i == 1:
 			var closeAfter bool
 			resp, closeAfter = strings.CutSuffix(h.bad, "\x00close")
 			if _, err := io.WriteString(c, resp); err != nil || closeAfter {
@@ -80,6 +84,8 @@ func (h *framingHost) serve(c net.Conn, first bool) {
 		case first:
 			h.stale.Add(1)
 			resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"
+		default:
+			h.fresh.Add(1)
 		}
 		if _, err := io.WriteString(c, resp); err != nil {
 			return
@@ -89,8 +95,9 @@ func (h *framingHost) serve(c net.Conn, first bool) {
 
 // TestHostResponseFraming: a host's response whose framing is ambiguous
 // or broken is answered alike on every HTTP/1 path to a host (the fast
-// path, ReverseProxy to an http host and to an https one), and the host's
-// connection is never used again: the next request goes on a new one.
+// path, ReverseProxy to an http host and to an https one), on a kept-alive
+// connection, which is never used again: the next request goes on a new
+// one. Nor is the request sent again on another: the host read it.
 //
 // Content-Length and Transfer-Encoding both (RFC 9112 §6.3: a possible
 // response splitting, to be handled as an error) get a 502, as a status
@@ -167,7 +174,13 @@ func TestHostResponseFraming(t *testing.T) {
 					b, _ := io.ReadAll(res.Body)
 					return res, string(b)
 				}
+				if res, body := do("GET"); res.StatusCode != http.StatusOK || body != "warm" {
+					t.Fatalf("%s: the first request got %d %q", path.name, res.StatusCode, body)
+				}
 				res, body := do(tt.method)
+				if n := h.fresh.Load(); n != 0 {
+					t.Errorf("%s: the request went to the host again, on another connection", path.name)
+				}
 				if res.StatusCode != tt.status || (tt.status == http.StatusOK && body != tt.body) {
 					t.Errorf("%s: the client got %d %q, want %d %q", path.name, res.StatusCode, body, tt.status, tt.body)
 				}
