@@ -52,7 +52,6 @@ func (r *rig) ports() (int, int) {
 
 func (r *rig) pick() *Manager { return r.mgrs[int(r.next.Add(1))%len(r.mgrs)] }
 
-// start serves the listeners with mgrs and runs each manager until t ends.
 // startLogged builds a Manager of opts that logs to the returned buffer,
 // checks its names every every (when not 0), and starts it on r.
 func (r *rig) startLogged(t *testing.T, opts Options, every time.Duration) (*Manager, *testutil.SyncBuffer) {
@@ -70,11 +69,38 @@ func (r *rig) startLogged(t *testing.T, opts Options, every time.Duration) (*Man
 	return m, logs
 }
 
+// start serves the listeners with mgrs (serve) and runs each manager
+// until t ends.
 func (r *rig) start(t *testing.T, mgrs ...*Manager) {
+	r.serve(t, mgrs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, len(mgrs))
+	for _, m := range mgrs {
+		go func() { errs <- m.Run(ctx) }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range mgrs {
+			if err := <-errs; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	})
+}
+
+// serve serves the listeners with mgrs until t ends, for a test that runs
+// the managers itself (start does: its cleanup stops them first). A slow
+// answer still waiting then ends without answering.
+func (r *rig) serve(t *testing.T, mgrs ...*Manager) {
 	r.mgrs = mgrs
+	quit := make(chan struct{}) // ends the slow answers still waiting
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if r.slowHost != "" && hostOnly(req.Host) == r.slowHost {
-			time.Sleep(r.slowBy)
+			select {
+			case <-time.After(r.slowBy):
+			case <-quit:
+				return
+			}
 		}
 		r.pick().HTTPHandler(http.NotFoundHandler()).ServeHTTP(w, req)
 	})}
@@ -96,18 +122,8 @@ func (r *rig) start(t *testing.T, mgrs ...*Manager) {
 			}()
 		}
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	errs := make(chan error, len(mgrs))
-	for _, m := range mgrs {
-		go func() { errs <- m.Run(ctx) }()
-	}
 	t.Cleanup(func() {
-		cancel()
-		for range mgrs {
-			if err := <-errs; err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}
+		close(quit)
 		srv.Close()
 		r.tlsLn.Close()
 		r.wg.Wait()
