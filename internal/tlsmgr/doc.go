@@ -11,7 +11,11 @@
 // the cache, so a deleted mapping's certificate is no longer served); else
 // the bootstrap certificate. A custom domain whose on-demand order failed
 // is served the bootstrap certificate, without ACME traffic, for a window
-// that doubles from 1 minute to 1 hour (backoff.go).
+// that doubles from 1 minute to 1 hour (backoff.go). A custom domain's
+// certificate due for renewal is served while the Manager renews it among
+// the same background orders, not on the goroutine certmagic would start
+// for it with a context of its own, which Run's does not reach: Run's end
+// cancels the orders and renewals it runs.
 //
 // The bootstrap certificate is self-issued at New for the gateway's own
 // names and lives 24 h (re-issued by Run at half-life), so the gateway

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +120,81 @@ func TestACMEDueWildcardSurvivesOnDemand(t *testing.T) {
 			t.Fatalf("handshake %d after the first: served %v (the bootstrap: %v), want the stored wildcard", i+1, leaf.DNSNames, leaf.Equal(m.boot.Load().Leaf))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestACMEOnDemandDueIsRenewed: a custom domain's certificate that is due
+// for renewal is served as it is while one renewal runs in the background
+// (the gateway's own, under Run, since certmagic's could not be stopped:
+// TestStopDuringOnDemandRenewal); the renewed certificate is served once
+// it arrives. A renewal that fails (the name's DNS points elsewhere)
+// leaves the name its certificate, is logged once, and is not tried again
+// at the handshakes of its window.
+func TestACMEOnDemandDueIsRenewed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		away bool // the CA cannot validate the name
+	}{
+		{"renewed.customer.test", false},
+		{"stuck.customer.test", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			hp, tp := r.ports()
+			p := tlsmgrtest.Start(t, hp, tp)
+			dir := t.TempDir()
+			seeded := seedDueWildcard(t, dir, p.Directory, tc.name) // 10 of 70 days left
+			opts := acmeOptions(p, r, dir, "api.example.test")
+			opts.CustomDomains = CustomDomainsAuto
+			opts.Allow = func(_ context.Context, n string) error {
+				if n == tc.name {
+					return nil
+				}
+				return errors.New("not a verified mapping")
+			}
+			m, logs := r.startLogged(t, opts, 0)
+			r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+			before := p.Orders()
+			p.DNS.PointAway(tc.name, tc.away)
+
+			addr := serveTLS(t, m.TLSConfig())
+			cfg := &tls.Config{ServerName: tc.name, InsecureSkipVerify: true}
+			leaf, _, err := handshake(addr, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !leaf.Equal(seeded) {
+				t.Fatalf("first handshake served %v, want the stored certificate while it is renewed", leaf.DNSNames)
+			}
+			if !tc.away {
+				testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+					_, _, err := handshake(addr, &tls.Config{ServerName: tc.name, RootCAs: p.Roots})
+					return err == nil
+				}, "the renewed certificate was never served")
+				if n := p.Orders() - before; n != 1 {
+					t.Fatalf("the renewal placed %d orders, want 1", n)
+				}
+				return
+			}
+			testutil.WaitFor(t, 30*time.Second, func() bool {
+				return strings.Contains(logs.String(), "renewal failed; the name keeps its certificate")
+			}, "the failed renewal was not logged")
+			orders := p.Orders()
+			for i := range 5 {
+				leaf, _, err := handshake(addr, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !leaf.Equal(seeded) {
+					t.Fatalf("handshake %d after the failure served %v, want the stored certificate (still valid)", i+1, leaf.DNSNames)
+				}
+			}
+			if n := p.Orders(); n != orders {
+				t.Errorf("handshakes in the window placed %d orders, want none", n-orders)
+			}
+			if n := strings.Count(logs.String(), "renewal failed"); n != 1 {
+				t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+			}
+		})
 	}
 }

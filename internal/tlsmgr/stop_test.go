@@ -2,6 +2,11 @@ package tlsmgr
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +14,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/libdns/libdns"
 
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr/tlsmgrtest"
 )
 
@@ -94,4 +100,94 @@ func TestStopWaitsForOrderCleanup(t *testing.T) {
 	if txt := p.DNS.TXT("_acme-challenge.example.test"); len(txt) != 0 {
 		t.Fatalf("challenge records left behind: %v", txt)
 	}
+}
+
+// TestStopDuringOnDemandRenewal: a stop while a custom domain's
+// certificate, due for renewal, is being renewed (the CA still
+// validating) returns at once and leaves no renewal behind. certmagic ran
+// that renewal on a goroutine of its own with a context of its own (5
+// minutes): Run waited ordersStopWait (10 s) for its storage lock, logged
+// that an order was still ending, and returned with the renewal still
+// polling the CA, to go on for minutes against a store the gateway had
+// closed.
+func TestStopDuringOnDemandRenewal(t *testing.T) {
+	const name = "due.customer.test"
+	r := newRig(t)
+	// The CA's validation waits on this; Pebble gives up on it after 10 s.
+	r.slowHost, r.slowBy = name, time.Minute
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
+	opts := acmeOptions(p, r, "", "api.example.test")
+	opts.Storage = fileKV{&certmagic.FileStorage{Path: dir}}
+	opts.CustomDomains = CustomDomainsAuto
+	opts.DisableTLSALPNChallenge = true // HTTP-01 only: the slow one
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	logs := new(testutil.SyncBuffer)
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.serve(t, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.Equal(seeded) {
+		t.Fatalf("served %v, want the stored certificate while it is renewed", leaf.DNSNames)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return p.Orders() > before }, "the due certificate's renewal placed no order")
+	time.Sleep(500 * time.Millisecond) // the renewal waits on the CA's validation
+
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the stop")
+	}
+	took := time.Since(began)
+	t.Logf("Run returned %v after the stop", took)
+	if took > 3*time.Second {
+		t.Errorf("Run took %v to return after the stop, want under 3s", took)
+	}
+	if strings.Contains(logs.String(), "order still ending") {
+		t.Errorf("Run returned with the renewal still running:\n%s", logs.String())
+	}
+	// Run has returned: nothing of the renewal may run on.
+	if g := renewalsRunning(); g != "" {
+		t.Fatalf("a renewal still runs after Run returned:\n%s", g)
+	}
+}
+
+// renewalsRunning returns the stacks of the goroutines in certmagic's
+// renewal code.
+func renewalsRunning() string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "certmagic.(*Config).renewCert") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }

@@ -168,6 +168,15 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	if isChallenge && !m.challengeable(hello.Context(), hello.ServerName) {
 		return nil, fmt.Errorf("tlsmgr: no challenge for %s", hello.ServerName)
 	}
+	if od != nil && !isChallenge {
+		if due := m.dueOnDemand(hello.ServerName); due != nil {
+			if !m.stillAllowed(hello, due.Leaf) {
+				return m.boot.Load(), nil
+			}
+			m.renewDue(od, hello.ServerName)
+			return &due.Certificate, nil
+		}
+	}
 	ctx := hello.Context()
 	if od != nil {
 		var cancel context.CancelFunc
@@ -208,6 +217,10 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.ToLower(hello.ServerName)
 	if _, err := od.CacheManagedCertificate(ctx, name); err == nil {
+		if due := m.dueOnDemand(name); due != nil {
+			m.renewDue(od, name)
+			return &due.Certificate, nil
+		}
 		cert, err := od.GetCertificateWithContext(ctx, hello)
 		if !errors.Is(err, errOrderInBackground) {
 			return cert, err
@@ -249,6 +262,64 @@ func (m *Manager) orderOnDemand(run context.Context, od *certmagic.Config, name 
 		}
 	}
 	if err != nil && !errors.Is(err, errOrderInBackground) {
+		m.noteUnloaded(run, name, err)
+	}
+}
+
+// dueOnDemand returns the cached certificate of custom domain name when
+// it is due for renewal and not expired yet; nil otherwise. GetCertificate
+// serves it as it is and renews it itself (renewDue) instead of handing
+// the handshake to certmagic: certmagic would renew it on a goroutine of
+// its own, with a context of its own (5 minutes) that Run's does not
+// reach, so a stop during that renewal waited ordersStopWait for its
+// storage lock and returned with the renewal still talking to the CA and
+// writing to the store that Run's caller then closed.
+func (m *Manager) dueOnDemand(name string) *certmagic.Certificate {
+	cache, od := m.cache.Load(), m.od.Load()
+	if cache == nil || od == nil {
+		return nil
+	}
+	name = strings.ToLower(name)
+	for _, c := range cache.AllMatchingCertificates(name) {
+		if c.Leaf == nil || !m.onDemand(c.Leaf) || c.Leaf.VerifyHostname(name) != nil {
+			continue
+		}
+		if c.Expired() || !c.NeedsRenewal(od) {
+			return nil // not due, or expired: certmagic's path (an expired one is renewed in an order, loadOrOrder)
+		}
+		return &c
+	}
+	return nil
+}
+
+// renewDue starts renewOnDemand for name among the background orders,
+// unless one runs for it already, they are all taken (the next handshake
+// tries again), or the name's last attempt failed lately (its window).
+func (m *Manager) renewDue(od *certmagic.Config, name string) {
+	name = strings.ToLower(name)
+	if _, blocked := m.failed.blocked(name, m.opts.now()); blocked {
+		return
+	}
+	m.orders.start(name, func(run context.Context) { m.renewOnDemand(run, od, name) })
+}
+
+// renewOnDemand renews the certificate of custom domain name under run
+// (Run's context), bounded by onDemandOrderBudget, and then swaps the
+// renewed one into the cache. Its context carries handshakeObtain, so a
+// failed renewal opens the name's window, as a failed order does (onEvent);
+// the name keeps its certificate meanwhile (dueOnDemand).
+func (m *Manager) renewOnDemand(run context.Context, od *certmagic.Config, name string) {
+	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
+	defer cancel()
+	if err := od.RenewCertAsync(ctx, name, false); err != nil {
+		return // an issuer's failure is logged by onEvent
+	}
+	if c := m.cache.Load(); c != nil {
+		c.RemoveManaged([]certmagic.SubjectIssuer{{Subject: name}})
+	}
+	// Not cached for a moment: a handshake meanwhile loads the renewed
+	// certificate from storage (loadOrOrder).
+	if _, err := od.CacheManagedCertificate(ctx, name); err != nil && ctx.Err() == nil {
 		m.noteUnloaded(run, name, err)
 	}
 }
@@ -840,6 +911,12 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 			return nil
 		}
 		f := m.failed.fail(strings.ToLower(name), m.opts.now())
+		if left, _ := data["remaining"].(time.Duration); left > 0 {
+			m.log.Error("tlsmgr: on-demand certificate renewal failed; the name keeps its certificate and gets no new attempt until the window ends",
+				"identifier", name, "err", data["error"], "window", f.wait, "until", f.until, "remaining", left)
+			end()
+			return nil
+		}
 		m.log.Error("tlsmgr: on-demand certificate failed; the name gets the bootstrap certificate and no new order until the window ends",
 			"identifier", name, "err", data["error"], "window", f.wait, "until", f.until)
 		end()
