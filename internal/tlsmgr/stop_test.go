@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -190,4 +191,79 @@ func renewalsRunning() string {
 		}
 	}
 	return strings.Join(out, "\n\n")
+}
+
+// TestStopDuringOnDemandOrderReleasesHandshakes: a custom domain whose
+// stored certificate has expired is renewed by an order in the background;
+// the handshakes for the name meanwhile find the expired certificate
+// cached and wait in certmagic for that renewal, up to 2 minutes and
+// deaf to their own context (renewDynamicCertificate). A stop cancels the
+// order, which releases them at once: Run returns promptly, and so do the
+// handshakes, rather than at the listener's 10 s bound (or certmagic's 2
+// minutes) while the order went on.
+func TestStopDuringOnDemandOrderReleasesHandshakes(t *testing.T) {
+	const name = "lapsed.customer.test"
+	r := newRig(t)
+	r.slowHost, r.slowBy = name, time.Minute // Pebble gives up after 10 s
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	writeExpired(t, dir, p.Directory, name)
+	opts := acmeOptions(p, r, "", "api.example.test")
+	opts.Storage = fileKV{&certmagic.FileStorage{Path: dir}}
+	opts.CustomDomains = CustomDomainsAuto
+	opts.DisableTLSALPNChallenge = true
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.serve(t, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	r.issued(t, p, m, "api.example.test")
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	ended := make(chan time.Time, 3)
+	for range 3 {
+		go func() {
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 30 * time.Second}, "tcp", addr,
+				&tls.Config{ServerName: name, InsecureSkipVerify: true})
+			if err == nil {
+				c.Close()
+			}
+			ended <- time.Now()
+		}()
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool { return p.Orders() > before }, "the expired certificate's renewal placed no order")
+	time.Sleep(time.Second) // the handshakes wait on the order
+
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the stop")
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("Run took %v to return after the stop, want under 3s", took)
+	}
+	for i := range 3 {
+		at := <-ended
+		if took := at.Sub(began); took > 3*time.Second {
+			t.Errorf("handshake %d ended %v after the stop, want under 3s", i+1, took)
+		}
+	}
 }
