@@ -170,6 +170,14 @@ func (o *orders) close() {
 	o.wg.Wait()
 }
 
+// running returns the channel closed when name's order ends; nil when
+// none runs.
+func (o *orders) running(name string) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.m[name]
+}
+
 // start runs order(ctx) for name in a goroutine, unless one runs for name
 // already, and returns a channel closed when that order ends; nil (no
 // order) when closed or maxOnDemandOrders run.

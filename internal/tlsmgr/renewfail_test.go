@@ -332,3 +332,56 @@ func TestACMEUnusableStoredOnDemandCertIsReplaced(t *testing.T) {
 		t.Fatalf("stored certificate after the order: %q, %v", b, err)
 	}
 }
+
+// TestACMEExpiredRenewalKeepsTheHandshakeBound: while an order renews a
+// custom domain's expired certificate, the other handshakes for the name
+// wait for it at most their bound (HandshakeTimeout here) and then get
+// the bootstrap certificate, as the handshake that placed the order does.
+// They found the expired certificate cached and waited in certmagic
+// (renewDynamicCertificate) for as long as the order ran, up to 2
+// minutes and deaf to their context: past the listener's bound, each
+// holding its goroutine, and answered by a closed connection.
+func TestACMEExpiredRenewalKeepsTheHandshakeBound(t *testing.T) {
+	const name = "lapsed.customer.test"
+	r := newRig(t)
+	r.slowHost, r.slowBy = name, time.Minute // Pebble gives up after 10 s
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	writeExpired(t, dir, p.Directory, name)
+	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.DisableTLSALPNChallenge = true // HTTP-01 only: the slow one
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	opts.HandshakeTimeout = time.Second
+	m, _ := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	addr := serveTLS(t, m.TLSConfig())
+
+	type result struct {
+		took time.Duration
+		boot bool
+		err  error
+	}
+	results := make(chan result, 3)
+	for i := range 3 {
+		go func() {
+			began := time.Now()
+			leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+			results <- result{time.Since(began), leaf != nil && leaf.Equal(m.boot.Load().Leaf), err}
+		}()
+		time.Sleep(time.Duration(i+1) * 300 * time.Millisecond) // the first places the order
+	}
+	for i := range 3 {
+		res := <-results
+		if res.err != nil || !res.boot || res.took > m.obtainWait+2*time.Second {
+			t.Errorf("handshake %d: %v after %v (bootstrap certificate: %v), want the bootstrap certificate within %v",
+				i+1, res.err, res.took, res.boot, m.obtainWait+2*time.Second)
+		}
+	}
+}

@@ -194,13 +194,12 @@ func renewalsRunning() string {
 }
 
 // TestStopDuringOnDemandOrderReleasesHandshakes: a custom domain whose
-// stored certificate has expired is renewed by an order in the background;
-// the handshakes for the name meanwhile find the expired certificate
-// cached and wait in certmagic for that renewal, up to 2 minutes and
-// deaf to their own context (renewDynamicCertificate). A stop cancels the
-// order, which releases them at once: Run returns promptly, and so do the
-// handshakes, rather than at the listener's 10 s bound (or certmagic's 2
-// minutes) while the order went on.
+// stored certificate has expired is renewed by an order in the background,
+// which the handshakes for the name meanwhile wait for (at most their
+// bound, 8 s: TestACMEExpiredRenewalKeepsTheHandshakeBound). A stop
+// cancels the order, which releases them at once: Run returns promptly,
+// and so do the handshakes, rather than when their bound ends while the
+// order goes on.
 func TestStopDuringOnDemandOrderReleasesHandshakes(t *testing.T) {
 	const name = "lapsed.customer.test"
 	r := newRig(t)

@@ -182,6 +182,9 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		var cancel context.CancelFunc
 		ctx, cancel = withHandshakeWait(ctx, m.obtainWait)
 		defer cancel()
+		if !isChallenge && !m.awaitExpiredRenewal(ctx, hello.ServerName) {
+			return m.boot.Load(), nil
+		}
 	}
 	cert, err := cfg.GetCertificateWithContext(ctx, hello)
 	if isChallenge {
@@ -290,6 +293,39 @@ func (m *Manager) dueOnDemand(name string) *certmagic.Certificate {
 		return &c
 	}
 	return nil
+}
+
+// awaitExpiredRenewal waits, at most until ctx ends, for the order that
+// renews name's expired certificate, when one runs and the expired one
+// is cached, and reports whether the handshake may go on to certmagic
+// (false: ctx ended first). Handed to certmagic, the handshake would wait
+// for that renewal in renewDynamicCertificate as long as it runs, up to 2
+// minutes and deaf to ctx: past the handshake's bound, holding its
+// goroutine, and answered by a closed connection.
+func (m *Manager) awaitExpiredRenewal(ctx context.Context, name string) bool {
+	name = strings.ToLower(name)
+	done := m.orders.running(name)
+	if done == nil {
+		return true
+	}
+	expired := false
+	if cache := m.cache.Load(); cache != nil {
+		for _, c := range cache.AllMatchingCertificates(name) {
+			if c.Leaf != nil && m.onDemand(c.Leaf) && c.Leaf.VerifyHostname(name) == nil && c.Expired() {
+				expired = true
+				break
+			}
+		}
+	}
+	if !expired {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // renewDue starts renewOnDemand for name among the background orders,
