@@ -10,13 +10,16 @@ import (
 // SilentLink is a TCP proxy to target (a bus node) that a test can make
 // silent: the connections through it stay open but carry nothing more,
 // and new ones are refused, as when the node's machine loses power or a
-// partition drops its packets (no FIN, no RST reaches the client).
+// partition drops its packets (no FIN, no RST reaches the client). Or
+// cut: the connections through it close and new ones are refused, as
+// when a partition's routers reset them.
 type SilentLink struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
 	silent atomic.Bool
+	cut    bool // under mu
 	wg     sync.WaitGroup
 }
 
@@ -50,6 +53,18 @@ func (l *SilentLink) Quiet() {
 	l.ln.Close()
 }
 
+// Cut closes every connection through the link and refuses new ones.
+func (l *SilentLink) Cut() {
+	l.silent.Store(true)
+	l.ln.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
 func (l *SilentLink) accept() {
 	for {
 		in, err := l.ln.Accept()
@@ -62,6 +77,12 @@ func (l *SilentLink) accept() {
 			continue
 		}
 		l.mu.Lock()
+		if l.cut { // accepted as Cut closed the listener
+			l.mu.Unlock()
+			in.Close()
+			out.Close()
+			continue
+		}
 		l.conns = append(l.conns, in, out)
 		l.mu.Unlock()
 		l.wg.Go(func() { l.pipe(out, in) })
