@@ -57,6 +57,8 @@ type Bus struct {
 	// waitLogEvery is how often a Start still waiting for an external
 	// server says so (10 s; tests shorten it).
 	waitLogEvery time.Duration
+	// cutOff bounds LeaveCutOff (defaultCutOffTimes; tests shorten them).
+	cutOff cutOffTimes
 
 	// downAt is when the started connection was last lost (UnixNano;
 	// 0 while connected), for watch.
@@ -101,7 +103,7 @@ func New(opts Options) (*Bus, error) {
 	// refuse.
 	srvBase := log.With("component", "nats-server")
 	log = log.With("component", "bus")
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second}, nil
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second, cutOff: defaultCutOffTimes}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -405,7 +407,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			b.up.Store(false)
 			b.downAt.CompareAndSwap(0, time.Now().UnixNano())
-			if err == nil { // our own Close: nothing went wrong
+			if err == nil { // our own Close or move (LeaveCutOff): nothing went wrong
 				b.log.Debug("nats disconnected")
 				return
 			}

@@ -17,3 +17,10 @@ func (b *Bus) SetWaitLogEvery(d time.Duration) { b.waitLogEvery = d }
 
 // SetAsyncLogEvery shortens how often one asynchronous error is logged.
 func (b *Bus) SetAsyncLogEvery(d time.Duration) { b.async.every = d }
+
+// SetCutOffTimes shortens LeaveCutOff's bounds: how long a server fails
+// its probes before the connection leaves it, how often it may move, how
+// often it probes and how long a probe may take.
+func (b *Bus) SetCutOffTimes(after, every, probe, timeout time.Duration) {
+	b.cutOff = cutOffTimes{after: after, every: every, probe: probe, probeFailing: probe, timeout: timeout}
+}
