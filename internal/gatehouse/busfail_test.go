@@ -172,9 +172,10 @@ func TestControlWritesThroughLeaderLoss(t *testing.T) {
 }
 
 // A gateway left with the one node of three that lost quorum (the other
-// two stopped: a minority partition as that node sees it): writes fail
-// cleanly, 503 with Retry-After and within a bounded time; the routing
-// table keeps serving what it knew.
+// two stopped: a minority partition as that node sees it, with no
+// majority to move to, unlike TestCutOffBusNodeMovesGateway's): writes
+// fail cleanly, 503 with Retry-After and within a bounded time; the
+// routing table keeps serving what it knew.
 func TestMinorityWritesFailCleanly(t *testing.T) {
 	t.Parallel() // mostly waiting on its own cluster; keeps the package short
 	servers := testutil.StartCluster(t, 3)

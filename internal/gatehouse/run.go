@@ -386,6 +386,7 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 	}
 	builder := route.NewBuilder(&g.live)
 	eg.Go(func() error { return st.Run(ctx, builder) })
+	eg.Go(func() error { return b.LeaveCutOff(ctx, servedProbe(st)) })
 	select {
 	case <-builder.Loaded():
 		return st, builder, nil
@@ -431,6 +432,19 @@ func (g *Gatehouse) openBuckets(ctx context.Context, b *bus.Bus, opts store.Opti
 		case <-t.C:
 		}
 		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// servedProbe is the bus's probe of the server it is connected to
+// (bus.LeaveCutOff): an error when the server could not answer for the
+// routing buckets, none for an answer, a refusal included, which another
+// server would give too.
+func servedProbe(st *store.Store) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := st.Probe(ctx); store.Unavailable(err) {
+			return err
+		}
+		return nil
 	}
 }
 

@@ -21,6 +21,10 @@ var ErrNotFound = errors.New("store: not found")
 // replace it as they would a good one.
 var ErrBadValue = errors.New("bad stored value")
 
+// ErrNoQuorum is returned, wrapped, by Probe when the bucket's stream
+// cannot commit a write, as the server asked sees it: it is Unavailable.
+var ErrNoQuorum = errors.New("no quorum")
+
 // Bucket names. Every gateway of a cluster, and every cluster sharing one
 // NATS, uses the same buckets.
 const (
@@ -173,3 +177,41 @@ func (s *Store) Certs() *CertKV { return s.certs }
 // Synced is closed once Run has loaded every bucket and published the
 // first table: a gateway may report ready after it.
 func (s *Store) Synced() <-chan struct{} { return s.synced }
+
+// Probe asks for the state of the apps bucket's stream, and fails
+// (ErrNoQuorum) when the answer shows the stream cannot commit a write: no
+// leader (a server cut off from the rest of its cluster, a replica of the
+// stream, answers from its own copy), or a leader that has not heard from
+// a majority of the stream's servers for quorumSilence (a leader cut off
+// answers so until it finds its quorum lost and steps down, 10 to 20 s).
+// One light request, classified by Unavailable.
+func (s *Store) Probe(ctx context.Context) error {
+	info, err := s.streamInfo(ctx, bucketApps)
+	if err != nil {
+		return err
+	}
+	c := info.Cluster
+	if c == nil { // one server: its own quorum
+		return nil
+	}
+	if c.Leader == "" {
+		return fmt.Errorf("store: stream of %s has no leader: %w", bucketApps, ErrNoQuorum)
+	}
+	heard := 1 // the leader, which answered
+	for _, r := range c.Replicas {
+		if r.Active < quorumSilence {
+			heard++
+		}
+	}
+	if n := len(c.Replicas) + 1; heard <= n/2 {
+		return fmt.Errorf("store: stream of %s: its leader %s has heard from %d of its %d servers within %s: %w",
+			bucketApps, c.Leader, heard, n, quorumSilence, ErrNoQuorum)
+	}
+	return nil
+}
+
+// quorumSilence is how long a stream's leader may not have heard from a
+// replica before Probe counts it out of reach: a leader hears from each
+// at least every second (its heartbeats' answers), and gives up its
+// leadership only after 10 s without a majority.
+const quorumSilence = 5 * time.Second

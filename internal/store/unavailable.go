@@ -10,16 +10,16 @@ import (
 )
 
 // Unavailable reports whether err says the store could not be reached or
-// could not answer right now (the bus down, a stream without quorum, a
-// call that timed out, an update that never got its write in), as opposed
-// to a refusal or a bug: a caller may try again later. The control API
-// answers these 503 with Retry-After.
+// could not answer right now (the bus down, a stream without quorum or
+// leader, a call that timed out, an update that never got its write in),
+// as opposed to a refusal or a bug: a caller may try again later. The
+// control API answers these 503 with Retry-After.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
 	for _, e := range []error{
-		errLostRaces, nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
+		errLostRaces, ErrNoQuorum, nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed, nats.ErrConnectionReconnecting,
 		nats.ErrDisconnected, jetstream.ErrNoStreamResponse, jetstream.ErrJetStreamNotEnabled,
 		jetstream.ErrServerShutdown, context.DeadlineExceeded,
 	} {

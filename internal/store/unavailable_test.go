@@ -29,6 +29,7 @@ func TestUnavailable(t *testing.T) {
 		{fmt.Errorf("store: put: %w", jetstream.ErrNoStreamResponse), true},
 		{fmt.Errorf("store: list: %w", context.DeadlineExceeded), true},
 		{nats.ErrConnectionReconnecting, true},
+		{fmt.Errorf("store: stream of gatehouse_apps has no leader: %w", store.ErrNoQuorum), true},
 		// What nats.go's legacy JetStream layer (under a KV watch) says
 		// for a stream without quorum.
 		{fmt.Errorf("store: list: %w", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), true},
@@ -206,5 +207,23 @@ func TestNoQuorumUpdateIsUnavailable(t *testing.T) {
 		if err == nil || !store.Unavailable(err) {
 			t.Errorf("%s without quorum: %v, want an error the API answers 503", tt.name, err)
 		}
+	}
+}
+
+// Probe passes on a server that serves the buckets (a single server is
+// its own quorum) and fails, Unavailable, once the bus is gone.
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, nc := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	if err := s.Probe(t.Context()); err != nil {
+		t.Fatalf("Probe on a healthy bus = %v", err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	testutil.WaitFor(t, 10*time.Second, func() bool { return !nc.IsConnected() }, "the client never saw the bus go")
+	if err := s.Probe(t.Context()); !store.Unavailable(err) {
+		t.Fatalf("Probe with the bus down = %v, want an Unavailable error", err)
 	}
 }
