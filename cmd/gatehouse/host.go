@@ -250,8 +250,9 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // until the machine runs out of ports or file descriptors. A listen
 // address without a host, or with an unspecified one, takes loopback and
 // every address in local (the machine's own); "localhost" and an
-// unspecified upstream host are loopback, as dialling them is; one name
-// in both is one address. Any other name is left to the request-time
+// unspecified upstream host are loopback, as dialling them is, and a
+// listen address "localhost" is 127.0.0.1, as listening on it is; one
+// name in both is one address. Any other name is left to the request-time
 // check (sidecarProxy): its address may change after the start, and
 // resolving it here would make the start wait on DNS.
 func selfLoop(up *url.URL, listen string, local []net.IP) bool {
@@ -274,13 +275,22 @@ func selfLoop(up *url.URL, listen string, local []net.IP) bool {
 		return true
 	}
 	targets := loopbackOr(up.Hostname())
-	if ip := net.ParseIP(lh); lh == "" || ip != nil && ip.IsUnspecified() {
+	lip := net.ParseIP(lh)
+	if lh == "" || lip != nil && lip.IsUnspecified() {
 		return slices.ContainsFunc(targets, func(t net.IP) bool {
 			return t.IsLoopback() || slices.ContainsFunc(local, t.Equal)
 		})
 	}
+	listens := loopbackOr(lh)
+	if lip == nil {
+		// net.Listen binds one address of a name, its first IPv4 one:
+		// "localhost" is 127.0.0.1 alone, and an app on [::1] at the
+		// port is another socket. (Where localhost is ::1 alone, a loop
+		// through it is left to the request-time check.)
+		listens = listens[:min(1, len(listens))]
+	}
 	return slices.ContainsFunc(targets, func(t net.IP) bool {
-		return slices.ContainsFunc(loopbackOr(lh), t.Equal)
+		return slices.ContainsFunc(listens, t.Equal)
 	})
 }
 

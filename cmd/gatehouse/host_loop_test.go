@@ -165,12 +165,13 @@ func TestSelfLoop(t *testing.T) {
 		{"[::]:8081", "http://[fd00::2]:8081", true},
 		{"0.0.0.0:8081", "http://[::1]:8081", true}, // Go listens dual-stack
 		{"192.0.2.2:8081", "http://192.0.2.2:8081", true},
-		{"localhost:8081", "http://[::1]:8081", true},
+		{"localhost:8081", "http://127.0.0.1:8081", true},
 		{"web-1.internal:8081", "http://WEB-1.internal.:8081", true}, // the same name
 
 		{"127.0.0.1:8081", "http://127.0.0.1:8082", false},
 		{"127.0.0.1:8081", "http://127.0.0.2:8081", false},
 		{"127.0.0.1:8081", "http://[::1]:8081", false},
+		{"localhost:8081", "http://[::1]:8081", false}, // Go listens on 127.0.0.1 alone
 		{"192.0.2.2:8081", "http://127.0.0.1:8081", false},
 		{":8081", "http://198.51.100.7:8081", false}, // another machine
 		{":8081", "http://app.internal:8081", false}, // a name: left to the Via check
@@ -208,5 +209,68 @@ func TestSidecarUpstreamPath(t *testing.T) {
 	res.Body.Close()
 	if string(b) != "/base/x?v=1&q=2" {
 		t.Errorf("the app saw %q, want /base/x?v=1&q=2", b)
+	}
+}
+
+// -addr localhost:P listens on 127.0.0.1:P alone (Go binds the first
+// IPv4 address the name has), so an app on [::1]:P is another socket,
+// not the sidecar: the start goes on, and requests reach that app.
+func TestHostLocalhostAddrTakesAnIPv6LoopbackUpstream(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	probe, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		ln.Close()
+		t.Skipf("127.0.0.1:%s is taken: %v", port, err)
+	}
+	probe.Close()
+	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "the app on ::1") })}
+	go app.Serve(ln)
+	defer app.Close()
+
+	ns := testutil.StartBus(t)
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	ctx, sigterm := context.WithCancel(context.Background())
+	var stdout, stderr testutil.SyncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", ns.ClientURL(), "-cluster", "c1", "-id", "v6-1", "-key", keyFile,
+			"-app", "hello", "-addr", "localhost:" + port, "-upstream", "http://[::1]:" + port, "-leave-grace", "0s"}, &stdout, &stderr)
+	}()
+	// A refused start returns at once; a started one says where it serves.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stdout.String(), "serving ") && time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			sigterm()
+			t.Fatalf("-addr localhost:%s -upstream http://[::1]:%s: the start was refused: %v", port, port, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	defer func() {
+		sigterm()
+		if err := <-exited; err != nil {
+			t.Error(err)
+		}
+	}()
+	sidecarAddr(t, &stdout)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", "http://127.0.0.1:"+port+"/", nil)
+	req.Host = "hello.localhost"
+	res, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(b) != "the app on ::1" {
+		t.Errorf("through the sidecar: %d %q, want the app's answer", res.StatusCode, b)
 	}
 }
