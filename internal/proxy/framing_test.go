@@ -20,7 +20,9 @@ import (
 
 // framingHost is a raw host for the framing tests. On its first
 // connection the first request gets "warm", the second bad, written as is
-// (a "\x00close" suffix closes the connection after it), and any later
+// (a "\x00close" suffix closes the connection after it; each "\x00split"
+// in it is a pause, so that the bytes after it come in another read),
+// and any later
 // one "stale", counted in stale; the requests on every later connection
 // get "fresh", counted in fresh. A proxy that reads bad as an answer it
 // can reuse the connection after hands the next request "stale"; one
@@ -77,7 +79,15 @@ func (h *framingHost) serve(c net.Conn, first bool) {
 		case first && i == 1:
 			var closeAfter bool
 			resp, closeAfter = strings.CutSuffix(h.bad, "\x00close")
-			if _, err := io.WriteString(c, resp); err != nil || closeAfter {
+			for j, part := range strings.Split(resp, "\x00split") {
+				if j > 0 {
+					time.Sleep(20 * time.Millisecond) // the proxy has read the bytes before
+				}
+				if _, err := io.WriteString(c, part); err != nil {
+					return
+				}
+			}
+			if closeAfter {
 				return
 			}
 			continue
@@ -124,6 +134,13 @@ func TestHostResponseFraming(t *testing.T) {
 		{"length and chunked to a HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", fail, ""},
 		{"length and chunked on a 204", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n", fail, ""},
 		{"length and chunked on a 1xx", "GET", "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", fail, ""},
+		// However the reads split the head: none of its last line end is
+		// handed to net/http's client, and the first read never fails.
+		{"both, the last line end split", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\x00split\n5\r\nhello\r\n0\r\n\r\n", fail, ""},
+		{"both, the last CRLF apart", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\x00split\r\n", fail, ""},
+		{"both, LF line ends, the last apart", "GET", "HTTP/1.1 200 OK\nContent-Length: 5\nTransfer-Encoding: chunked\n\x00split\n5\r\nhello\r\n0\r\n\r\n", fail, ""},
+		{"both, a name split", "GET", "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nTransfer-Enc\x00split\x00splitoding: chunked\r\n\r\n", fail, ""},
+		{"both after a 1xx read apart", "GET", "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\x00splitHTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", fail, ""},
 		{"length and another coding", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: gzip\r\n\r\nhello", fail, ""},
 		{"two lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", fail, ""},
 		{"a list of lengths", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello!", fail, ""},
