@@ -110,8 +110,38 @@ func TestStopWaitsForOrderCleanup(t *testing.T) {
 // minutes): Run waited ordersStopWait (10 s) for its storage lock, logged
 // that an order was still ending, and returned with the renewal still
 // polling the CA, to go on for minutes against a store the gateway had
-// closed.
+// closed. That holds too when the due certificate is loaded by the
+// background order rather than the handshake (the handshake's read of
+// the store failed once): certmagic's load in the order started the same
+// renewal of its own.
 func TestStopDuringOnDemandRenewal(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		readFails bool // the handshake's read of the stored key fails once
+	}{
+		{"cached", false},
+		{"loaded by the order", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStopDuringOnDemandRenewal(t, tc.readFails) })
+	}
+}
+
+// failsOnce is a store whose first read of key fails, as a store over the
+// network times out now and then.
+type failsOnce struct {
+	fileKV
+	key    string
+	failed atomic.Bool
+}
+
+func (f *failsOnce) Load(ctx context.Context, key string) ([]byte, error) {
+	if key == f.key && f.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("store read timed out")
+	}
+	return f.fileKV.Load(ctx, key)
+}
+
+func testStopDuringOnDemandRenewal(t *testing.T, readFails bool) {
 	const name = "due.customer.test"
 	r := newRig(t)
 	// The CA's validation waits on this; Pebble gives up on it after 10 s.
@@ -122,6 +152,10 @@ func TestStopDuringOnDemandRenewal(t *testing.T) {
 	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
 	opts := acmeOptions(p, r, "", "api.example.test")
 	opts.Storage = fileKV{&certmagic.FileStorage{Path: dir}}
+	if readFails {
+		key := certmagic.StorageKeys.SitePrivateKey((&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey(), name)
+		opts.Storage = &failsOnce{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, key: key}
+	}
 	opts.CustomDomains = CustomDomainsAuto
 	opts.DisableTLSALPNChallenge = true // HTTP-01 only: the slow one
 	opts.Allow = func(_ context.Context, n string) error {

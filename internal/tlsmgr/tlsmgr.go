@@ -235,6 +235,10 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 	}
 	select {
 	case <-done:
+		if due := m.dueOnDemand(name); due != nil { // loaded by the order
+			m.renewDue(od, name)
+			return &due.Certificate, nil
+		}
 		return od.GetCertificateWithContext(ctx, hello)
 	case <-ctx.Done():
 		return nil, errOrderInBackground
@@ -254,9 +258,17 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 // handshake of the name is asking gets that handshake's
 // errOrderInBackground, which is no answer for the order, so it asks
 // again (each time after waiting for one such handshake, which is quick).
+//
+// A stored certificate due for renewal (one the handshake could not read)
+// is only loaded, and renewed by the handshakes' renewDue once this order
+// ends: certmagic, loading it, would renew it on a goroutine of its own,
+// which Run's end does not reach.
 func (m *Manager) orderOnDemand(run context.Context, od *certmagic.Config, name string) {
 	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
 	defer cancel()
+	if _, err := od.CacheManagedCertificate(ctx, name); err == nil && m.dueOnDemand(name) != nil {
+		return
+	}
 	var err error
 	for range maxSharedRefusals {
 		_, err = od.GetCertificateWithContext(ctx, &tls.ClientHelloInfo{ServerName: name})
