@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,5 +197,83 @@ func TestACMEOnDemandDueIsRenewed(t *testing.T) {
 				t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
 			}
 		})
+	}
+}
+
+// readsFailAfterSave is a store whose reads of prefix fail once something
+// was stored under it: the store unreachable just after a renewal saved
+// the renewed certificate.
+type readsFailAfterSave struct {
+	fileKV
+	prefix string
+	saved  atomic.Bool
+}
+
+func (s *readsFailAfterSave) Store(ctx context.Context, key string, v []byte) error {
+	err := s.fileKV.Store(ctx, key, v)
+	if strings.HasPrefix(key, s.prefix) {
+		s.saved.Store(true)
+	}
+	return err
+}
+
+func (s *readsFailAfterSave) Load(ctx context.Context, key string) ([]byte, error) {
+	if s.saved.Load() && strings.HasPrefix(key, s.prefix) {
+		return nil, errors.New("store unreachable")
+	}
+	return s.fileKV.Load(ctx, key)
+}
+
+// TestACMEOnDemandRenewalKeepsItsCertificateUntilTheRenewedLoads: a custom
+// domain whose renewed certificate does not load from the store (the
+// store unreachable just after the renewal saved it) keeps its current
+// certificate, still valid, until the renewed one loads. The renewal
+// dropped the current one from the cache before it loaded the renewed
+// one: the domain's clients got the bootstrap certificate while a valid
+// certificate of theirs was there to serve.
+func TestACMEOnDemandRenewalKeepsItsCertificateUntilTheRenewedLoads(t *testing.T) {
+	const name = "renewed.customer.test"
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
+	opts := acmeOptions(p, r, "", "api.example.test")
+	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
+	opts.Storage = &readsFailAfterSave{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, prefix: certmagic.StorageKeys.CertsSitePrefix(iss, name)}
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	opts.HandshakeTimeout = time.Second
+	m, logs := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test")
+
+	addr := serveTLS(t, m.TLSConfig())
+	cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true}
+	leaf, _, err := handshake(addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.Equal(seeded) {
+		t.Fatalf("first handshake served %v, want the stored certificate while it is renewed", leaf.DNSNames)
+	}
+	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
+		return strings.Contains(logs.String(), `cert_obtained" identifier=`+name)
+	}, "the due certificate was not renewed")
+	// Then the renewal swaps the certificates, or tries to.
+	testutil.WaitFor(t, 10*time.Second, func() bool { return m.orders.running(name) == nil }, "the renewal did not end")
+	for i := range 3 {
+		leaf, _, err := handshake(addr, cfg)
+		if err != nil {
+			t.Fatalf("handshake %d: %v", i+1, err)
+		}
+		if !leaf.Equal(seeded) {
+			t.Fatalf("handshake %d served %v (expires %v), want the current certificate, valid until %v",
+				i+1, leaf.DNSNames, leaf.NotAfter, seeded.NotAfter)
+		}
 	}
 }

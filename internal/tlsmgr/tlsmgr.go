@@ -362,14 +362,28 @@ func (m *Manager) renewOnDemand(run context.Context, od *certmagic.Config, name 
 	if err := od.RenewCertAsync(ctx, name, false); err != nil {
 		return // an issuer's failure is logged by onEvent
 	}
-	if c := m.cache.Load(); c != nil {
-		c.RemoveManaged([]certmagic.SubjectIssuer{{Subject: name}})
+	// The renewed certificate is cached before the current one leaves:
+	// one that does not load (the store unreachable) leaves the name its
+	// current certificate, still valid: no handshake finds the name with
+	// none cached.
+	renewed, err := od.CacheManagedCertificate(ctx, name)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.noteUnloaded(run, name, err)
+		}
+		return
 	}
-	// Not cached for a moment: a handshake meanwhile loads the renewed
-	// certificate from storage (loadOrOrder).
-	if _, err := od.CacheManagedCertificate(ctx, name); err != nil && ctx.Err() == nil {
-		m.noteUnloaded(run, name, err)
+	c := m.cache.Load()
+	if c == nil {
+		return
 	}
+	var old []string
+	for _, cert := range c.AllMatchingCertificates(name) {
+		if cert.Hash() != renewed.Hash() && cert.Leaf != nil && m.onDemand(cert.Leaf) && cert.Leaf.VerifyHostname(name) == nil {
+			old = append(old, cert.Hash())
+		}
+	}
+	c.Remove(old)
 }
 
 // maxSharedRefusals bounds how many handshakes' errOrderInBackground an
