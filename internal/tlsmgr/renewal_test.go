@@ -277,3 +277,59 @@ func TestACMEOnDemandRenewalKeepsItsCertificateUntilTheRenewedLoads(t *testing.T
 		}
 	}
 }
+
+// TestACMEFailedRenewalWithoutStoredItemsKeepsTheCertificate: a custom
+// domain's due certificate whose stored items are gone (deleted from the
+// store while it stayed cached) is renewed by a new order, certmagic's
+// way; when that fails, the name keeps its certificate as after any
+// failed renewal, and the log says so. It said the name got the
+// bootstrap certificate, which its clients never did.
+func TestACMEFailedRenewalWithoutStoredItemsKeepsTheCertificate(t *testing.T) {
+	const name = "vanished.customer.test"
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	p.DNS.PointAway(name, true) // every renewal fails
+	dir := t.TempDir()
+	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
+	clk := newClock()
+	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	opts.Now = clk.Now
+	m, logs := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test")
+	addr := serveTLS(t, m.TLSConfig())
+	cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true}
+	served := func(step string) {
+		t.Helper()
+		leaf, _, err := handshake(addr, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if !leaf.Equal(seeded) {
+			t.Fatalf("%s: served %v, want the current certificate (still valid)", step, leaf.DNSNames)
+		}
+	}
+	const keeps, boot = "renewal failed; the name keeps its certificate", "on-demand certificate failed; the name gets the bootstrap certificate"
+	failures := func() int { return strings.Count(logs.String(), keeps) + strings.Count(logs.String(), boot) }
+
+	served("first handshake") // caches the certificate and starts its renewal
+	testutil.WaitFor(t, 30*time.Second, func() bool { return failures() == 1 }, "the first renewal did not fail")
+	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
+	if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(certmagic.StorageKeys.CertsSitePrefix(iss, name)))); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * backoffFirst) // the window is over
+	served("handshake after the window")
+	testutil.WaitFor(t, 30*time.Second, func() bool { return failures() == 2 }, "the second renewal did not fail")
+	served("handshake after the second failure")
+	if n := strings.Count(logs.String(), boot); n != 0 {
+		t.Errorf("logged %d times that the name gets the bootstrap certificate, which it never did:\n%s", n, logs.String())
+	}
+}

@@ -359,6 +359,7 @@ func (m *Manager) renewDue(od *certmagic.Config, name string) {
 func (m *Manager) renewOnDemand(run context.Context, od *certmagic.Config, name string) {
 	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
 	defer cancel()
+	ctx = context.WithValue(ctx, renewingDue{}, true)
 	if err := od.RenewCertAsync(ctx, name, false); err != nil {
 		return // an issuer's failure is logged by onEvent
 	}
@@ -385,6 +386,10 @@ func (m *Manager) renewOnDemand(run context.Context, od *certmagic.Config, name 
 	}
 	c.Remove(old)
 }
+
+// renewingDue marks the context of renewOnDemand, for onEvent: a failure
+// there leaves the name the certificate it has.
+type renewingDue struct{}
 
 // maxSharedRefusals bounds how many handshakes' errOrderInBackground an
 // order takes from certmagic before it gives up (orderOnDemand): a name's
@@ -973,9 +978,16 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 			return nil
 		}
 		f := m.failed.fail(strings.ToLower(name), m.opts.now())
-		if left, _ := data["remaining"].(time.Duration); left > 0 {
-			m.log.Error("tlsmgr: on-demand certificate renewal failed; the name keeps its certificate and gets no new attempt until the window ends",
-				"identifier", name, "err", data["error"], "window", f.wait, "until", f.until, "remaining", left)
+		// Told by the context, not by certmagic's data: renewing a due
+		// certificate whose stored items are gone, certmagic orders a new
+		// one and reports an obtain (no "remaining"), while the name
+		// keeps the certificate it has all the same.
+		if ctx.Value(renewingDue{}) != nil {
+			args := []any{"identifier", name, "err", data["error"], "window", f.wait, "until", f.until}
+			if left, ok := data["remaining"].(time.Duration); ok {
+				args = append(args, "remaining", left)
+			}
+			m.log.Error("tlsmgr: on-demand certificate renewal failed; the name keeps its certificate and gets no new attempt until the window ends", args...)
 			end()
 			return nil
 		}
