@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,6 +383,92 @@ func TestACMEExpiredRenewalKeepsTheHandshakeBound(t *testing.T) {
 		if res.err != nil || !res.boot || res.took > m.obtainWait+2*time.Second {
 			t.Errorf("handshake %d: %v after %v (bootstrap certificate: %v), want the bootstrap certificate within %v",
 				i+1, res.err, res.took, res.boot, m.obtainWait+2*time.Second)
+		}
+	}
+}
+
+// orderAfterHandshake is a store that lays out, around reads of key, the
+// interleaving a burst of handshakes meets: the background order's first
+// read waits until a second handshake (second) reads too, and that
+// handshake's read waits until the order's renewal is at the CA (ordered
+// reports it), so the handshake found no expired certificate cached when
+// it looked, and finds the renewal under way afterwards.
+type orderAfterHandshake struct {
+	fileKV
+	key     string
+	ordered func() bool
+	loads   atomic.Int32 // handshakes' reads of key
+	second  chan struct{}
+	order   atomic.Bool // the order's first read is done
+}
+
+func (s *orderAfterHandshake) Load(ctx context.Context, key string) ([]byte, error) {
+	if key == s.key {
+		switch ctx.Value(handshakeObtain{}).(type) {
+		case handshakeEnd:
+			if s.loads.Add(1) == 2 {
+				close(s.second)
+				for deadline := time.Now().Add(20 * time.Second); !s.ordered() && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		case context.CancelFunc:
+			if s.order.CompareAndSwap(false, true) {
+				select {
+				case <-s.second:
+				case <-time.After(20 * time.Second):
+				}
+			}
+		}
+	}
+	return s.fileKV.Load(ctx, key)
+}
+
+// TestACMEExpiredRenewalBoundsAHandshakeThatLoadedIt: a handshake that
+// found no expired certificate cached (the order renewing it not yet at
+// it, as in a burst of handshakes for the name), and loaded it from the
+// store itself, waits for that renewal no longer than its bound either.
+// It was handed to certmagic, which made it wait for the renewal as long
+// as it ran (renewDynamicCertificate), deaf to its bound.
+func TestACMEExpiredRenewalBoundsAHandshakeThatLoadedIt(t *testing.T) {
+	const name = "lapsed.customer.test"
+	r := newRig(t)
+	r.slowHost, r.slowBy = name, time.Minute // Pebble gives up after 10 s
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	writeExpired(t, dir, p.Directory, name)
+	opts := acmeOptions(p, r, "", "api.example.test")
+	var before atomic.Int64
+	before.Store(1 << 30)
+	st := &orderAfterHandshake{
+		fileKV:  fileKV{&certmagic.FileStorage{Path: dir}},
+		key:     certmagic.StorageKeys.SitePrivateKey((&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey(), name),
+		ordered: func() bool { return int64(p.Orders()) > before.Load() },
+		second:  make(chan struct{}),
+	}
+	opts.Storage = st
+	opts.CustomDomains = CustomDomainsAuto
+	opts.DisableTLSALPNChallenge = true // HTTP-01 only: the slow one
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	opts.HandshakeTimeout = time.Second
+	m, _ := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	before.Store(int64(p.Orders()))
+	addr := serveTLS(t, m.TLSConfig())
+	bound := m.obtainWait + 2*time.Second
+
+	for i := range 2 { // the first places the order, which waits for the second
+		began := time.Now()
+		leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		took := time.Since(began)
+		if err != nil || !leaf.Equal(m.boot.Load().Leaf) || took > bound {
+			t.Errorf("handshake %d: %v after %v, want the bootstrap certificate within %v", i+1, err, took, bound)
 		}
 	}
 }

@@ -224,6 +224,11 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 			m.renewDue(od, name)
 			return &due.Certificate, nil
 		}
+		// Loaded expired while an order renews it: GetCertificate's wait
+		// came before it was cached, so this one keeps the bound.
+		if !m.awaitExpiredRenewal(ctx, name) {
+			return nil, errOrderInBackground
+		}
 		cert, err := od.GetCertificateWithContext(ctx, hello)
 		if !errors.Is(err, errOrderInBackground) {
 			return cert, err
