@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,6 +24,26 @@ func StartBus(t testing.TB) *server.Server {
 		NoLog:      true,
 		JetStream:  true,
 		StoreDir:   t.TempDir(),
+	}
+	return startServer(t, opts)
+}
+
+// StartBusTLS is StartBus with clients required to speak TLS, the server
+// presenting cert: a bus to reach as tls:// (or wss://) whose certificate
+// the client must trust.
+func StartBusTLS(t testing.TB, cert tls.Certificate) *server.Server {
+	t.Helper()
+	opts := &server.Options{
+		ServerName: "test-tls",
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		NoSigs:     true,
+		NoLog:      true,
+		JetStream:  true,
+		StoreDir:   t.TempDir(),
+		TLS:        true,
+		TLSConfig:  &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		TLSTimeout: 2,
 	}
 	return startServer(t, opts)
 }
