@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -161,25 +162,31 @@ const (
 const dialEvery = 2500 * time.Millisecond
 
 // whyDown is the best word on why nc is not connected at now, a line
-// every d: a dial that failed since the last line or just before it
+// every d: an attempt that failed since the last line or just before it
 // (nc.LastError is nil for those), else nc's last error, else
-// noHandshake. An older failed dial is not the word any more: the
+// noHandshake. An older failed attempt is not the word any more: the
 // address may accept and close since, which reports nothing.
 func (b *Bus) whyDown(nc *nats.Conn, now time.Time, d time.Duration) string {
-	if err := b.fails.lastWithin(now, d+dialEvery); err != nil && dialOrAuthErr(err) {
-		return err.Error()
-	}
-	if err := nc.LastError(); err != nil {
-		return err.Error()
+	if err := b.lastFailure(nc, now, d); err != nil {
+		return explainTLS(err).Error()
 	}
 	return noHandshake
 }
 
+// lastFailure is whyDown's word as an error, nil where whyDown guesses.
+func (b *Bus) lastFailure(nc *nats.Conn, now time.Time, d time.Duration) error {
+	if err := b.fails.lastWithin(now, d+dialEvery); err != nil && attemptErr(err) {
+		return err
+	}
+	return nc.LastError()
+}
+
 // watch says every waitLogEvery that a started connection to an external
 // bus is still down, and why. nats.go reports a reconnect's failed dial
-// (reconnectFails), but nothing for an address that accepts and then
-// closes, nor a TLS or INFO failure: a gateway that lost its bus that way
-// would retry in silence, readiness at 503, with no word of the cause.
+// or TLS handshake (reconnectFails), but nothing for an address that
+// accepts and then closes, nor an INFO failure: a gateway that lost its
+// bus that way would retry in silence, readiness at 503, with no word of
+// the cause.
 func (b *Bus) watch(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(b.waitLogEvery)
@@ -353,10 +360,11 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	// nats.go reports only a dial that fails; a server (or a load
-	// balancer with none behind it) that accepts and then closes, a TLS
-	// or INFO failure, reaches no callback, and the start waited in
-	// silence with readiness at 503. Say so, with the last error.
+	// nats.go reports only a dial or a TLS handshake that fails; a
+	// server (or a load balancer with none behind it) that accepts and
+	// then closes, or an INFO failure, reaches no callback, and the start
+	// waited in silence with readiness at 503. Say so, with the last
+	// error.
 	started := time.Now()
 	nextLog := started.Add(b.waitLogEvery)
 	for !nc.IsConnected() {
@@ -369,7 +377,7 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 			// The connection retries quietly: say why it did not connect
 			// (a refused credential, a TLS error), not only that time ran
 			// out. The server's word never repeats the credential.
-			last := nc.LastError()
+			last := explainTLS(b.lastFailure(nc, time.Now(), b.waitLogEvery))
 			nc.Close()
 			if last != nil {
 				return fmt.Errorf("bus: not connected to %s: %w (last error: %v)", redactList(b.urls), ctx.Err(), last)
@@ -480,7 +488,7 @@ func (r *reconnectFails) failed(err error) {
 	skipped := r.skipped
 	r.skipped = 0
 	r.mu.Unlock()
-	r.log.Warn("nats reconnect failed", "err", err, "not_logged", skipped, "every", reconnectLogEvery)
+	r.log.Warn("nats reconnect failed", "err", explainTLS(err), "not_logged", skipped, "every", reconnectLogEvery)
 }
 
 // loggedWithin reports whether a failure was logged less than d before now.
@@ -566,13 +574,32 @@ func (a *asyncErrs) failed(subject string, err error) {
 	a.log.Warn("nats async error", "subject", subject, "err", err, "not_logged", skipped, "every", a.every)
 }
 
-// dialOrAuthErr reports whether err is a dial that failed (one server's,
-// or nats.go's word for all of them) or a refused credential: not the EOF
-// of an address that accepts and closes, which nats.go reports only on a
-// first connect, once, and which noHandshake explains better.
-func dialOrAuthErr(err error) bool {
+// attemptErr reports whether err is a dial that failed (one server's, or
+// nats.go's word for all of them), a TLS handshake that failed (a
+// certificate the process does not trust, its own refused) or a refused
+// credential: each comes again at every attempt. Not the EOF of an
+// address that accepts and closes, which nats.go reports only on a first
+// connect, once, and which noHandshake explains better.
+func attemptErr(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, nats.ErrNoServers) || isAuthErr(err)
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTLS) || isAuthErr(err)
+}
+
+// untrustedCA is added to an error of a bus whose certificate chains to
+// no root this process trusts. gatehouse has no setting of its own for a
+// private CA: Go's system roots, which SSL_CERT_FILE and SSL_CERT_DIR set
+// on Linux, are where it goes (docs/config.md, bus.url), and an operator
+// who meets "certificate signed by unknown authority" is told so.
+const untrustedCA = "the bus's certificate is not signed by a CA this process trusts: for a private CA, start gatehouse with SSL_CERT_FILE set to the CA's PEM file, or SSL_CERT_DIR to a directory holding it"
+
+// explainTLS returns err with untrustedCA when the certificate's signer is
+// unknown, and err as it is otherwise (nil included).
+func explainTLS(err error) error {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return fmt.Errorf("%w (%s)", err, untrustedCA)
+	}
+	return err
 }
 
 // isAuthErr reports whether err is the server refusing the credential.

@@ -414,3 +414,41 @@ func TestAsyncErrorsThrottled(t *testing.T) {
 		t.Fatalf("the second line does not count those left out:\n%s", logs.String())
 	}
 }
+
+// A bus whose certificate is signed by a CA the process does not trust (a
+// private CA, its tls:// URL right) fails the same way at every attempt:
+// the start error, the failed attempt and the waiting line each say that
+// the certificate is not trusted and how to trust the CA, since
+// gatehouse has no setting of its own for it.
+func TestStartUntrustedCASaysHow(t *testing.T) {
+	cert, _ := testutil.PrivateCA(t, "127.0.0.1")
+	ns := testutil.StartBusTLS(t, cert)
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "tls://" + ns.Addr().String(), Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.SetWaitLogEvery(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	err = b.Start(ctx)
+	if err == nil {
+		t.Fatal("started against a bus whose certificate is not trusted")
+	}
+	const how = "SSL_CERT_FILE set to the CA's PEM file"
+	for what, said := range map[string][]string{
+		"start error":         {err.Error()},
+		"failed attempt":      logs.lines(reconnectFailed),
+		"waiting for the bus": logs.lines(`msg="waiting for the bus"`),
+	} {
+		if len(said) == 0 {
+			t.Errorf("no %s:\n%s", what, logs.String())
+		}
+		for _, s := range said {
+			if !strings.Contains(s, "certificate signed by unknown authority") || !strings.Contains(s, how) {
+				t.Errorf("%s does not say the certificate is not trusted and how to trust it: %s", what, s)
+			}
+		}
+	}
+}
