@@ -89,9 +89,15 @@ type proc struct {
 // start runs `gatehouse args...` until the test ends.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, childEnv(), args...)
+}
+
+// startEnv is start with env as the process's whole environment.
+func startEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, out: newTailBuffer(1 << 20), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = childEnv()
+	p.cmd.Env = env
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

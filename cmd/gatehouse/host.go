@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -209,7 +210,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		nats.PingInterval(2*time.Second), nats.MaxPingsOutstanding(2),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			if busDown.CompareAndSwap(false, true) {
-				logger.Warn("host: bus unreachable, retrying", "bus", redactBus(f.bus), "err", err)
+				logger.Warn("host: bus unreachable, retrying", "bus", redactBus(f.bus), "err", explainTLS("the bus's", err))
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
@@ -339,6 +340,25 @@ func warnKeyMode(logger *slog.Logger, path string) {
 		logger.Warn("host: -key is open to group or others, and anyone who reads it can sign as this host: chmod 600 it (a Kubernetes secret: defaultMode 0400)",
 			"file", path, "mode", fmt.Sprintf("%04o", perm))
 	}
+}
+
+// untrustedCA is added to an error of a bus or an upstream whose
+// certificate chains to no root the sidecar trusts, after whose
+// certificate it is: the sidecar has no flag for a private CA, Go's system
+// roots (SSL_CERT_FILE, SSL_CERT_DIR on Linux) are where it goes (README,
+// "Private CA"). internal/bus says the same for the gateway's bus; the
+// binary does not import it.
+const untrustedCA = "certificate is not signed by a CA this process trusts: for a private CA, start gatehouse with SSL_CERT_FILE set to the CA's PEM file, or SSL_CERT_DIR to a directory holding it"
+
+// explainTLS returns err with untrustedCA, naming whose certificate ("the
+// bus's"), when the certificate's signer is unknown, and err as it is
+// otherwise.
+func explainTLS(whose string, err error) error {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return fmt.Errorf("%w (%s %s)", err, whose, untrustedCA)
+	}
+	return err
 }
 
 // redactBus hides the user info of each URL in a -bus list: an external

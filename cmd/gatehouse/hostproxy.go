@@ -73,7 +73,7 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 			if errors.Is(err, context.Canceled) {
 				return
 			}
-			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
+			logger.Warn("host: upstream failed", "err", explainTLS("the upstream's", err), "path", r.URL.Path)
 			writeProblem(w, http.StatusBadGateway, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the app behind this host did not answer"}`)
 		},
 	}
