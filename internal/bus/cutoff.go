@@ -46,9 +46,11 @@ var defaultCutOffTimes = cutOffTimes{after: cutOffAfter, every: moveEvery, probe
 // probe is a request that a server serving the routing buckets answers;
 // it returns an error only when the server could not serve it (not for an
 // answer that refuses). A move is made only while connected and with at
-// least one other server known (bus.url and the servers the cluster
+// least one other URL known (bus.url and the servers the cluster
 // announced): nats.go's reconnect then dials the servers of its pool in
-// order, the one it leaves last. Not called concurrently with itself.
+// order, the one it leaves last. A server cut off announces only itself,
+// so with one URL the other is its own address: the move lands on it
+// again. Not called concurrently with itself.
 func (b *Bus) LeaveCutOff(ctx context.Context, probe func(context.Context) error) error {
 	if b.Embedded() || b.nc == nil {
 		return nil
