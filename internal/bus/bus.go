@@ -388,7 +388,7 @@ func (b *Bus) connectExternal(ctx context.Context) error {
 	}
 	b.nc = nc
 	b.cluster = nc.ConnectedClusterName()
-	b.log.Info("connected to nats", "url", nc.ConnectedUrlRedacted(), "cluster", b.cluster)
+	b.log.Info("connected to nats", "url", connectedURL(nc), "cluster", b.cluster)
 	return nil
 }
 
@@ -424,7 +424,7 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			b.up.Store(true)
 			b.downAt.Store(0)
-			b.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "failed_attempts", b.fails.reset())
+			b.log.Info("nats reconnected", "url", connectedURL(nc), "failed_attempts", b.fails.reset())
 		}),
 		// A dial that fails comes here; a server that refuses the
 		// credential (rotated, revoked) comes to ErrorHandler below.
@@ -446,6 +446,11 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 		}),
 	}, extra...)
 }
+
+// connectedURL is the URL nc is connected to, its user info hidden as
+// redact hides it: nats.go's ConnectedUrlRedacted hides a password but
+// shows a token (user info with no password) as it is.
+func connectedURL(nc *nats.Conn) string { return redact(nc.ConnectedUrl()) }
 
 // Clustered reports whether the external server connected to at Start is
 // a member of a NATS cluster, as the server itself told the client in its

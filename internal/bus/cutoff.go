@@ -97,7 +97,7 @@ func (b *Bus) probeOnce(ctx context.Context, w *cutOffWatch, probe func(context.
 		return
 	}
 	b.log.Warn("bus: server cut off from its cluster; moving to another server",
-		"server", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName(), "for", failed.Round(time.Second), "err", err)
+		"server", connectedURL(nc), "server_name", nc.ConnectedServerName(), "for", failed.Round(time.Second), "err", err)
 	if err := nc.ForceReconnect(); err != nil {
 		b.log.Warn("bus: could not move to another server", "err", err)
 	}

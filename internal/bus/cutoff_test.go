@@ -3,12 +3,14 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/bus"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // movedMsg is what the bus logs as it leaves a server cut off from its
@@ -113,5 +115,34 @@ func TestCutOffOneServerStays(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("LeaveCutOff on the embedded bus did not return")
+	}
+}
+
+// A token in bus.url (user info with no password) is never logged: not as
+// the bus connects, as it moves off a server that fails its probes (here
+// from one name of the server to another: it has no JetStream), nor as it
+// reconnects there.
+func TestCutOffTokenNotLogged(t *testing.T) {
+	const token = "tok-0123456789abcdef"
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Authorization: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	_, port, _ := net.SplitHostPort(ns.Addr().String())
+	_, logs := cutOffBus(t, "nats://"+token+"@127.0.0.1:"+port+",nats://"+token+"@localhost:"+port, 200*time.Millisecond, 200*time.Millisecond)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return len(logs.lines(movedMsg)) > 0 && len(logs.lines("nats reconnected")) > 0
+	}, "never moved:\n"+logs.String())
+	for _, msg := range []string{"connected to nats", movedMsg, "nats reconnected"} {
+		for _, l := range logs.lines(msg) {
+			if strings.Contains(l, token) {
+				t.Errorf("the token was logged: %s", l)
+			}
+		}
 	}
 }
