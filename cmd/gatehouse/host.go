@@ -201,6 +201,11 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// says when the bus is out of reach (once per outage): a mistyped or
 	// unreachable -bus must not leave it silently unannounced.
 	var busDown atomic.Bool
+	busReached := func(nc *nats.Conn) {
+		if busDown.Swap(false) {
+			logger.Info("host: bus reached", "bus", config.RedactURL(nc.ConnectedUrl()))
+		}
+	}
 	nc, err := nats.Connect(f.bus, nats.Name("gatehouse host "+f.id), nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
 		// A node gone silent without a close (machine off, packets
@@ -213,11 +218,11 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				logger.Warn("host: bus unreachable, retrying", "bus", redactBus(f.bus), "err", explainTLS("the bus's", err))
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			if busDown.Swap(false) {
-				logger.Info("host: bus reached", "bus", nc.ConnectedUrlRedacted())
-			}
-		}))
+		// A first connection made after failed tries is nats.go's
+		// "connected", not "reconnected": either ends the outage the
+		// warning above began. Redacted here, not by nats.go's
+		// ConnectedUrlRedacted, which hides a password but not a token.
+		nats.ConnectHandler(busReached), nats.ReconnectHandler(busReached))
 	if err != nil {
 		return fmt.Errorf("host: bus %s: %w", redactBus(f.bus), err)
 	}

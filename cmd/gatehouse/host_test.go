@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/discovery"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // enrolled is an in-memory enrolment table with the store's method shape.
@@ -754,5 +756,44 @@ func TestHostWarnsKeyReadableByOthers(t *testing.T) {
 			t.Errorf("mode %04o: warned:\n%s", mode, log)
 		}
 		testutil.CheckJSONLog(t, log)
+	}
+}
+
+// A token in -bus is a credential too: the line a sidecar logs when its bus
+// comes within reach names the server without it (nats.go's redacted URL
+// hides a password, not a token).
+func TestHostBusReachedHidesToken(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "host.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	const token = "tok3n-0123456789"
+	addr := testutil.FreeAddr(t)
+	h, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+
+	ctx, sigterm := context.WithCancel(context.Background())
+	var stdout, stderr testutil.SyncBuffer
+	exited := make(chan error, 1)
+	go func() {
+		exited <- runHost(ctx, []string{"-bus", "nats://" + token + "@" + addr, "-cluster", "c1", "-id", "x-1", "-key", keyFile,
+			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s"}, &stdout, &stderr)
+	}()
+	defer func() { sigterm(); <-exited }()
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return strings.Contains(stderr.String(), "bus unreachable")
+	}, "nothing said about the bus out of reach")
+	ns, err := server.NewServer(&server.Options{Host: h, Port: port, Authorization: token, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		return strings.Contains(stderr.String(), "bus reached")
+	}, "nothing said about the bus coming within reach")
+	if strings.Contains(stderr.String(), token) {
+		t.Fatalf("bus token logged:\n%s", stderr.String())
 	}
 }
