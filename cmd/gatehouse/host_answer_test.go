@@ -11,7 +11,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,25 +26,14 @@ func rawApp(t *testing.T, raw string) *url.URL {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					io.WriteString(c, raw)
-					// The sidecar closes its end once it has the
-					// answer (or the tunnel's client left).
-					c.(*net.TCPConn).CloseWrite()
-					io.Copy(io.Discard, c)
-				}
-			})
+	testutil.ServeConns(t, ln, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, raw)
+			// The sidecar closes its end once it has the answer (or the
+			// tunnel's client left).
+			c.(*net.TCPConn).CloseWrite()
+			io.Copy(io.Discard, c)
 		}
 	})
 	return &url.URL{Scheme: "http", Host: ln.Addr().String()}

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -219,19 +218,6 @@ func rawHost(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				serve(c, bufio.NewReader(c))
-			})
-		}
-	})
+	testutil.ServeConns(t, ln, func(c net.Conn) { serve(c, bufio.NewReader(c)) })
 	return ln.Addr().String()
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,20 +39,7 @@ func newFramingPeer(t *testing.T, bads map[string]string, conf *tls.Config) *fra
 	if conf != nil {
 		ln = tls.NewListener(ln, conf)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				p.serve(c)
-			})
-		}
-	})
+	testutil.ServeConns(t, ln, p.serve)
 	return p
 }
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,21 +44,7 @@ func newFramingHost(t *testing.T, bad string, conf *tls.Config) *framingHost {
 	if conf != nil {
 		ln = tls.NewListener(ln, conf)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n := h.conns.Add(1)
-			wg.Go(func() {
-				defer c.Close()
-				h.serve(c, n == 1)
-			})
-		}
-	})
+	testutil.ServeConns(t, ln, func(c net.Conn) { h.serve(c, h.conns.Add(1) == 1) })
 	return h
 }
 
