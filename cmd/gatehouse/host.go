@@ -255,8 +255,9 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // it would forward every request to itself, each hop holding a connection
 // until the machine runs out of ports or file descriptors. A listen
 // address without a host, or with an unspecified one, takes loopback and
-// every address in local (the machine's own); "localhost" and an
-// unspecified upstream host are loopback, as dialling them is, and a
+// every address in local (the machine's own) of either family (Go listens
+// dual-stack); "localhost" is both loopbacks and an unspecified upstream
+// host its own family's, as dialling them is, and a
 // listen address "localhost" is 127.0.0.1, as listening on it is; one
 // name in both is one address. Any other name is left to the request-time
 // check (sidecarProxy): its address may change after the start, and
@@ -301,17 +302,24 @@ func selfLoop(up *url.URL, listen string, local []net.IP) bool {
 }
 
 // loopbackOr is the addresses a dial of host h reaches without a lookup:
-// h itself if it is an IP, loopback for "localhost" or an unspecified IP,
-// none for any other name.
+// h itself if it is an IP, the loopback of its own family for an
+// unspecified IP (Linux connects 0.0.0.0 to 127.0.0.1 and :: to ::1: a
+// sidecar on the other family's is another socket), both loopbacks for
+// "localhost", none for any other name.
 func loopbackOr(h string) []net.IP {
 	ip := net.ParseIP(h)
-	if ip != nil && !ip.IsUnspecified() {
-		return []net.IP{ip}
-	}
-	if ip != nil || strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") {
+	switch {
+	case ip == nil && strings.EqualFold(strings.TrimSuffix(h, "."), "localhost"):
 		return []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	case ip == nil:
+		return nil
+	case !ip.IsUnspecified():
+		return []net.IP{ip}
+	case ip.To4() != nil: // 0.0.0.0, or ::ffff:0.0.0.0, which Go dials as it
+		return []net.IP{net.IPv4(127, 0, 0, 1)}
+	default:
+		return []net.IP{net.IPv6loopback}
 	}
-	return nil
 }
 
 // localIPs is the machine's interface addresses, which a listener on

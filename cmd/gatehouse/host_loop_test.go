@@ -168,6 +168,19 @@ func TestSelfLoop(t *testing.T) {
 		{"localhost:8081", "http://127.0.0.1:8081", true},
 		{"web-1.internal:8081", "http://WEB-1.internal.:8081", true}, // the same name
 
+		{"[::]:8081", "http://0.0.0.0:8081", true},               // 127.0.0.1, which the dual-stack listener takes
+		{"0.0.0.0:8081", "http://[::]:8081", true},               // ::1, as above
+		{":8081", "http://0.0.0.0:8081", true},                   // 127.0.0.1
+		{"[::1]:8081", "http://[::]:8081", true},                 // dialling :: reaches ::1
+		{"127.0.0.1:8081", "http://[::ffff:0.0.0.0]:8081", true}, // 0.0.0.0, mapped
+
+		// Dialling an unspecified address reaches the loopback of its
+		// own family alone (127.0.0.1, ::1): a sidecar on the other's is
+		// another socket.
+		{"[::1]:8081", "http://0.0.0.0:8081", false},
+		{"127.0.0.1:8081", "http://[::]:8081", false},
+		{"[::1]:8081", "http://[::ffff:0.0.0.0]:8081", false},
+		{"127.0.0.2:8081", "http://0.0.0.0:8081", false}, // 127.0.0.1, not all of 127/8
 		{"127.0.0.1:8081", "http://127.0.0.1:8082", false},
 		{"127.0.0.1:8081", "http://127.0.0.2:8081", false},
 		{"127.0.0.1:8081", "http://[::1]:8081", false},
