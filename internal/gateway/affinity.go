@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -1097,8 +1098,27 @@ func peerError(_ http.ResponseWriter, out *http.Request, err error) {
 		if a.unsent && !dialed {
 			a.g.clusters.health.unreachable(a.target)
 		}
-		a.outcome = outcomeMoveOn
+		a.outcome, a.err = outcomeMoveOn, explainPeerTLS(err)
 	}
+}
+
+// untrustedPeerCA is added to the error of a forward to a peer cluster
+// whose certificate chains to no root this gateway trusts: gatehouse has
+// no setting for a private CA, Go's system roots (SSL_CERT_FILE,
+// SSL_CERT_DIR on Linux) are where it goes (docs/config.md, "Private
+// CA"). internal/bus says the same of the bus; STYLE §6.1 keeps the
+// gateway from importing it.
+const untrustedPeerCA = "the peer cluster's certificate is not signed by a CA this process trusts: for a private CA, start gatehouse with SSL_CERT_FILE set to the CA's PEM file, or SSL_CERT_DIR to a directory holding it"
+
+// explainPeerTLS returns err with untrustedPeerCA when the peer's
+// certificate's signer is unknown, and err as it is otherwise. Called on
+// a failed forward alone: an answered one costs nothing more.
+func explainPeerTLS(err error) error {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return fmt.Errorf("%w (%s)", err, untrustedPeerCA)
+	}
+	return err
 }
 
 // finishAttempt answers for an attempt that ended without the peer's

@@ -1,15 +1,19 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // TestOwnerTLSHandshakeFailureServesHere: an owner whose gateway takes the
@@ -81,5 +85,48 @@ func TestOwnerTLSHandshakeFailureServesHere(t *testing.T) {
 				t.Errorf("us's host saw %d requests", n)
 			}
 		})
+	}
+}
+
+// TestOwnerUntrustedCASaysHowToTrustIt: a peer cluster whose certificate
+// a private CA signed, which this gateway's roots do not hold, is logged
+// with the reason and the way out (SSL_CERT_FILE, SSL_CERT_DIR: gatehouse
+// has no CA setting of its own), as the bus's and the sidecar's upstream's
+// are; the request is served here meanwhile.
+func TestOwnerUntrustedCASaysHowToTrustIt(t *testing.T) {
+	cert, _ := testutil.PrivateCA(t, "127.0.0.1")
+	private := httptest.NewUnstartedServer(http.NotFoundHandler())
+	private.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	private.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	private.StartTLS()
+	t.Cleanup(private.Close)
+
+	var logs testutil.SyncBuffer
+	cs := startClusters(t, clusterSetup{ids: threeIDs, tls: true, edit: func(c *testCluster, o *Options) {
+		if c.id != "eu" {
+			return
+		}
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		members := o.Cluster.Members
+		o.Cluster.Members = func() cluster.Set { return withPeerURL(members(), "us", private.URL) }
+	}})
+	cl := clClient(t, cs["eu"].roots)
+	app := ownedBy(t, "us", threeIDs)
+	if res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil); res.StatusCode != 200 || body != "served by eu" {
+		t.Fatalf("GET via eu while us's CA is not trusted = %d %q, want 200 served by eu", res.StatusCode, body)
+	}
+	var line string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"gateway: the owner cluster could not take a request for its app`) {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("the failed forward was not logged:\n%s", logs.String())
+	}
+	for _, want := range []string{"certificate signed by unknown authority", "the peer cluster's certificate is not signed by a CA this process trusts", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the owner's line lacks %q:\n%s", want, line)
+		}
 	}
 }
