@@ -3,17 +3,21 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
 )
@@ -22,8 +26,28 @@ import (
 // app's own name) and the gateway's X-Forwarded-* and X-Gatehouse-*
 // headers as they are.
 func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler {
+	return sidecarProxyTrusting(up, scheme, nil, logger)
+}
+
+// sidecarProxyTrusting is sidecarProxy checking an https upstream's
+// certificate against roots; nil: the system roots, which are the
+// sidecar's (it has no CA flag; tests give their own CA).
+func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logger *slog.Logger) http.Handler {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
+	h2c := scheme == host.SchemeH2C && up.Scheme == "http"
+	// The connections note the names each answer's Connection lists
+	// (hostconnfields.go), an https one's over its TLS, whose handshake
+	// the transport then leaves to DialTLSContext. Not h2c's: HTTP/2 has
+	// no Connection field.
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second} // http.DefaultTransport's
+	if !h2c {
+		tr.DialContext = namesDial(d.DialContext)
+	}
+	tr.DialTLSContext = namesDialTLS(d.DialContext, &tls.Config{RootCAs: roots}, tr.TLSHandshakeTimeout)
+	// A bound on the app's head, for the connections' reading of it: the
+	// gateway refuses a longer head from a host anyway.
+	tr.MaxResponseHeaderBytes = maxAppHead
 	// Otherwise the transport asks the app for gzip the client never
 	// asked for, and undoes it: the app sees a field the client did not
 	// send, and the response loses its Content-Length.
@@ -33,7 +57,7 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 	// net/http's default keeps 2, and a connection to the app was opened
 	// and closed for nearly every request of a burst.
 	tr.MaxIdleConnsPerHost = 64
-	if scheme == host.SchemeH2C && up.Scheme == "http" {
+	if h2c {
 		tr.Protocols = new(http.Protocols)
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
@@ -48,8 +72,12 @@ func sidecarProxy(up *url.URL, scheme string, logger *slog.Logger) http.Handler 
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
 	via := "gatehouse-host-" + hex.EncodeToString(nonce[:])
+	var rt http.RoundTripper = tr
+	if !h2c {
+		rt = connNamesTransport{tr}
+	}
 	rp := &httputil.ReverseProxy{
-		Transport:      tr,
+		Transport:      rt,
 		ModifyResponse: checkAnswer,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)

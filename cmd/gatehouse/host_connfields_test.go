@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// rawAppTLS is rawApp over TLS with cert, for an https:// upstream.
+func rawAppTLS(t *testing.T, raw string, cert tls.Certificate) *url.URL {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.ServeConns(t, tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}}), func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, raw)
+			c.(*tls.Conn).CloseWrite()
+			io.Copy(io.Discard, c)
+		}
+	})
+	return &url.URL{Scheme: "https", Host: ln.Addr().String()}
+}
+
+// The fields the app's Connection names are its connection's (RFC 9110
+// §7.6.1) and never reach the gateway, also when the Connection says
+// close: net/http's client drops such a Connection whole as it reads the
+// head, so ReverseProxy never saw the names, and X-Foo: secret went on
+// to the gateway. An interim (1xx) answer's, an obs-folded list's and an
+// https app's alike.
+func TestSidecarDropsWhatAClosingConnectionNames(t *testing.T) {
+	const final = "HTTP/1.1 200 OK\r\nConnection: close, X-Foo\r\nX-Foo: secret\r\nX-App: kept\r\nContent-Length: 2\r\n\r\nok"
+	cert, roots := testutil.SelfSigned(t, "127.0.0.1")
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		tls     bool
+		interim int // 1xx answers the client gets, each with Link alone
+	}{
+		{"final answer", final, false, 0},
+		{"folded list", "HTTP/1.1 200 OK\r\nConnection: close,\r\n X-Foo\r\nX-Foo: secret\r\nX-App: kept\r\nContent-Length: 2\r\n\r\nok", false, 0},
+		{"after a 103", "HTTP/1.1 103 Early Hints\r\nConnection: close, X-Hint\r\nX-Hint: secret\r\nLink: </a.css>; rel=preload\r\n\r\n" + final, false, 1},
+		{"https app", "HTTP/1.1 103 Early Hints\r\nConnection: close, X-Hint\r\nX-Hint: secret\r\nLink: </a.css>; rel=preload\r\n\r\n" + final, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var up *url.URL
+			var pool *x509.CertPool
+			if tc.tls {
+				up, pool = rawAppTLS(t, tc.raw, cert), roots
+			} else {
+				up = rawApp(t, tc.raw)
+			}
+			side := httptest.NewServer(sidecarProxyTrusting(up, "", pool, slog.New(slog.DiscardHandler)))
+			defer side.Close()
+			var interim []textproto.MIMEHeader
+			ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					interim = append(interim, h)
+					return nil
+				},
+			})
+			req, _ := http.NewRequestWithContext(ctx, "GET", side.URL+"/", nil)
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			res, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("%d %q, want the app's 200 ok", res.StatusCode, b)
+			}
+			if v, ok := res.Header["X-Foo"]; ok || res.Header.Get("X-App") != "kept" {
+				t.Errorf("the client got X-Foo %q, X-App %q: want X-Foo, which the app's Connection named, gone and X-App kept", v, res.Header.Get("X-App"))
+			}
+			if len(interim) != tc.interim {
+				t.Fatalf("%d interim answers, want %d", len(interim), tc.interim)
+			}
+			for _, h := range interim {
+				if v, ok := h["X-Hint"]; ok || h.Get("Link") == "" {
+					t.Errorf("the 103 reached the client with X-Hint %q, Link %q: want X-Hint, which its Connection named, gone", v, h.Get("Link"))
+				}
+			}
+		})
+	}
+}
+
+// The names one answer's Connection lists are that answer's alone: on a
+// connection the sidecar keeps, the next answer's field of that name
+// reaches the gateway, and an app that speaks HTTP/2 over TLS is still
+// spoken to so.
+func TestSidecarConnectionNamesPerAnswer(t *testing.T) {
+	t.Run("kept connection", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.ServeConns(t, ln, func(c net.Conn) {
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			for i := 0; i < 2; i++ {
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				if i == 0 {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Foo\r\nX-Foo: one\r\nContent-Length: 1\r\n\r\n1")
+				} else {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Foo: two\r\nContent-Length: 1\r\n\r\n2")
+				}
+			}
+		})
+		side := httptest.NewServer(sidecarProxy(&url.URL{Scheme: "http", Host: ln.Addr().String()}, "", slog.New(slog.DiscardHandler)))
+		defer side.Close()
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		cl := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+		for i, want := range []string{"", "two"} {
+			res, err := cl.Get(side.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if got := res.Header.Get("X-Foo"); res.StatusCode != 200 || got != want || string(b) != []string{"1", "2"}[i] {
+				t.Errorf("answer %d: %d %q, X-Foo %q, want X-Foo %q", i+1, res.StatusCode, b, got, want)
+			}
+		}
+	})
+	t.Run("https app speaking HTTP/2", func(t *testing.T) {
+		app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, r.Proto)
+		}))
+		app.EnableHTTP2 = true
+		app.StartTLS()
+		defer app.Close()
+		up, _ := url.Parse(app.URL)
+		side := httptest.NewServer(sidecarProxyTrusting(up, "", app.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, slog.New(slog.DiscardHandler)))
+		defer side.Close()
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		res, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(side.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.HasPrefix(string(b), "HTTP/2") {
+			t.Errorf("the app was spoken to as %d %q, want HTTP/2.0", res.StatusCode, b)
+		}
+	})
+}
+
+// TestNamesConnNotesConnectionNames: the names each response head's
+// Connection lists are noted however the reads split the bytes, the 1xx
+// heads' apart from the final one's, an obs-fold included, a body never
+// scanned (a line in it that looks like a field), and nothing from bytes
+// that are no head as net/http's client reads one.
+func TestNamesConnNotesConnectionNames(t *testing.T) {
+	tests := []struct {
+		name, in string
+		status   int
+		final    []string
+		interim  [][]string
+	}{
+		{"close and a name", "HTTP/1.1 200 OK\r\nConnection: close, x-foo\r\nContent-Length: 20\r\n\r\nConnection: x-body\r\n",
+			200, []string{"Close", "X-Foo"}, nil},
+		{"two fields and a fold", "HTTP/1.1 404 No\r\nConnection: close\r\nX-A: 1\r\nconnection: X-B,\r\n X-C\r\n\r\n",
+			404, []string{"Close", "X-B", "X-C"}, nil},
+		{"1xx first", "HTTP/1.1 103 Hints\r\nConnection: close, X-Hint\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No\nConnection: close, X-Foo\n\n",
+			204, []string{"Close", "X-Foo"}, [][]string{{"Close", "X-Hint"}, nil}},
+		{"no connection", "HTTP/1.1 200 OK\r\nX-Foo: 1\r\n\r\n", 200, nil, nil},
+		{"a space before the colon", "HTTP/1.1 200 OK\r\nConnection : X-Foo\r\n\r\n", 200, nil, nil},
+		{"no head", "HTTP/2 200\r\nConnection: close, X-Foo\r\n\r\n", 200, nil, nil},
+		{"no version", "HTTP/x.1 200\r\nConnection: close, X-Foo\r\n\r\n", 200, nil, nil},
+		{"spaces before the code", "HTTP/1.1   200\r\nConnection: close, X-Foo\r\n\r\n", 200, []string{"Close", "X-Foo"}, nil},
+		{"no code", "HTTP/1.1 20 OK\r\nConnection: close, X-Foo\r\n\r\n", 20, nil, nil},
+	}
+	for _, tt := range tests {
+		for _, size := range []int{1, 2, 7, len(tt.in)} {
+			c := new(namesConn)
+			f := c.begin()
+			for b := []byte(tt.in); len(b) > 0; {
+				n := min(size, len(b))
+				c.scan(b[:n])
+				b = b[n:]
+			}
+			for i, want := range tt.interim {
+				if got := f.take1xx(); !slices.Equal(got, want) {
+					t.Errorf("%s, reads of %d: 1xx %d names %q, want %q", tt.name, size, i, got, want)
+				}
+			}
+			if got := f.take1xx(); got != nil {
+				t.Errorf("%s, reads of %d: a 1xx too many, %q", tt.name, size, got)
+			}
+			if got := f.final(tt.status); !slices.Equal(got, tt.final) {
+				t.Errorf("%s, reads of %d: final names %q, want %q", tt.name, size, got, tt.final)
+			}
+			if got := f.final(tt.status + 1); got != nil {
+				t.Errorf("%s, reads of %d: names %q for another status", tt.name, size, got)
+			}
+		}
+	}
+}
+
+// An https app whose certificate a CA the sidecar does not trust signed
+// is logged with the way out (the sidecar's own TLS dial keeps the
+// handshake's error as it is): a 502 problem to the gateway.
+func TestSidecarUpstreamUntrustedCASaysHowToTrustIt(t *testing.T) {
+	cert, _ := testutil.PrivateCA(t, "127.0.0.1")
+	up := rawAppTLS(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", cert)
+	var log testutil.SyncBuffer
+	side := httptest.NewServer(sidecarProxy(up, "", slog.New(slog.NewJSONHandler(&log, nil))))
+	defer side.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(side.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway {
+		t.Errorf("%d, want 502", res.StatusCode)
+	}
+	for _, want := range []string{`"msg":"host: upstream failed"`, "certificate signed by unknown authority", "the upstream's certificate is not signed by a CA this process trusts", "SSL_CERT_FILE"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
