@@ -8,12 +8,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gatehouse-dev/gatehouse/internal/config"
 )
@@ -375,11 +377,23 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 			Detail string `json:"detail"`
 		}
 		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &p) == nil && (p.Detail != "" || p.Title != "") {
+		switch {
+		case json.Unmarshal(b, &p) == nil && (p.Detail != "" || p.Title != ""):
 			msg = p.Detail
 			if msg == "" {
 				msg = p.Title
 			}
+		case len(msg) > 0 && !json.Valid(b):
+			// Not the control API's problem+json: printed whole, another
+			// server's error page (up to ctlMaxAnswer) would bury the
+			// status. Plain text (Go's own 400 or 431 before any handler,
+			// a proxy's 502) is worth its first line; anything else says
+			// -api may be wrong, as for a 2xx.
+			if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt != "text/plain" {
+				return fmt.Errorf("ctl: %s %s: %d %s but the answer is not JSON (Content-Type %q): is -api the control API's base URL?",
+					req.method, sent, res.StatusCode, http.StatusText(res.StatusCode), res.Header.Get("Content-Type"))
+			}
+			msg = strconv.Quote(ctlExcerpt(msg))
 		}
 		if res.StatusCode == http.StatusUnauthorized && token == "" {
 			msg += " (ctl sent no token: give -token, or set GATEHOUSE_CONTROL_TOKEN)"
@@ -407,4 +421,23 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 	_, err = stdout.Write(bytes.TrimRight(out.Bytes(), "\n"))
 	fmt.Fprintln(stdout)
 	return err
+}
+
+// ctlExcerptMax bounds the text of a plain-text error answer that ctl
+// repeats: enough for a proxy's or net/http's one-line reason.
+const ctlExcerptMax = 200
+
+// ctlExcerpt is the first line of s, cut to ctlExcerptMax bytes on a
+// UTF-8 boundary, with "…" where it was cut.
+func ctlExcerpt(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	line = strings.TrimRight(line, "\r")
+	if len(line) <= ctlExcerptMax {
+		return line
+	}
+	i := ctlExcerptMax
+	for i > 0 && !utf8.RuneStart(line[i]) {
+		i--
+	}
+	return line[:i] + "…"
 }

@@ -312,26 +312,48 @@ func TestCtlConditionOnListAndRetryAfter(t *testing.T) {
 	}
 }
 
-// A 2xx whose body is not JSON is not the control API's answer (every
-// control route answers JSON): an -api that reaches the dashboard's page
-// or some other server fails, exit 1, printing nothing to stdout. It used
-// to print the HTML and exit 0.
+// An answer whose body is not JSON is not the control API's (every
+// control route answers JSON, its errors problem+json): an -api that
+// reaches the dashboard's page or some other server fails, exit 1,
+// printing nothing to stdout, with one line that says -api may be wrong.
+// A 2xx used to print the HTML and exit 0; a 4xx or 5xx printed the whole
+// page (up to 64 MiB) on stderr as its "detail". A plain-text answer (Go's
+// own 431 or 400 before any handler runs, a proxy's 502) is quoted, its
+// first line and at most 200 bytes of it.
 func TestCtlRefusesAnswerNotJSON(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write([]byte("<!doctype html>\n<title>gatehouse</title>\n"))
-	}))
-	defer srv.Close()
-	out, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
-	if err == nil || exitCode(err, io.Discard) != 1 {
-		t.Fatalf("ctl against an HTML page: err %v, want exit 1", err)
-	}
-	want := `ctl: GET /api/v3/apps: 200 OK but the answer is not JSON (Content-Type "text/html; charset=utf-8"): is -api the control API's base URL?`
-	if err.Error() != want {
-		t.Errorf("error %q\nwant  %q", err, want)
-	}
-	if out != "" {
-		t.Errorf("printed %q", out)
+	page := "<!doctype html>\n<title>gatehouse</title>\n" + strings.Repeat("<p>filler</p>\n", 1000)
+	for _, tc := range []struct {
+		status      int
+		contentType string
+		body        string
+		want        string
+	}{
+		{200, "text/html; charset=utf-8", page,
+			`ctl: GET /api/v3/apps: 200 OK but the answer is not JSON (Content-Type "text/html; charset=utf-8"): is -api the control API's base URL?`},
+		{404, "text/html; charset=utf-8", page,
+			`ctl: GET /api/v3/apps: 404 Not Found but the answer is not JSON (Content-Type "text/html; charset=utf-8"): is -api the control API's base URL?`},
+		{502, "text/plain; charset=utf-8", "upstream connect error\nreset reason: connection failure\n",
+			`ctl: GET /api/v3/apps: 502 Bad Gateway: "upstream connect error"`},
+		{431, "text/plain; charset=utf-8", strings.Repeat("x", 300) + "\n",
+			`ctl: GET /api/v3/apps: 431 Request Header Fields Too Large: "` + strings.Repeat("x", 200) + `…"`},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", tc.contentType)
+			w.WriteHeader(tc.status)
+			w.Write([]byte(tc.body))
+		}))
+		out, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
+		srv.Close()
+		if err == nil || exitCode(err, io.Discard) != 1 {
+			t.Errorf("ctl against a %d %s: err %v, want exit 1", tc.status, tc.contentType, err)
+			continue
+		}
+		if err.Error() != tc.want {
+			t.Errorf("%d %s: error %.300q\nwant  %q", tc.status, tc.contentType, err, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%d %s: printed %q", tc.status, tc.contentType, out)
+		}
 	}
 }
 
