@@ -82,6 +82,32 @@ func TestConfigFromEnvironment(t *testing.T) {
 	}
 }
 
+// A configuration file that cannot be opened is named with where its path
+// came from, as a refused value is: a GATEHOUSE_CONFIG left in a service's
+// environment, or a shell's, sends the operator to look for a -config
+// they never typed. The line said only "config: open FILE: …".
+func TestConfigFileNotFoundNamesItsSource(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.yaml")
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{nil, []string{"GATEHOUSE_CONFIG=" + missing},
+			"config: GATEHOUSE_CONFIG: open " + missing + ": no such file or directory"},
+		{[]string{"-config", missing}, nil,
+			"config: -config: open " + missing + ": no such file or directory"},
+		{[]string{"-config", dir}, []string{"GATEHOUSE_CONFIG=" + missing},
+			"config: -config: read " + dir + ": is a directory"},
+	} {
+		_, err := Load(tc.args, tc.env)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q with %q: got %v\nwant %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
 func TestHelp(t *testing.T) {
 	if _, err := Load([]string{"-h"}, nil); err != ErrHelp {
 		t.Errorf("got %v, want ErrHelp", err)

@@ -81,16 +81,22 @@ func Load(args []string, env []string) (Config, error) {
 		return Config{}, err
 	}
 	cfg := Default()
-	path := vars["GATEHOUSE_CONFIG"]
+	path, pathFrom := vars["GATEHOUSE_CONFIG"], "GATEHOUSE_CONFIG"
 	// -config given wins, empty too (no file), as any flag's empty value
 	// wins over its variable.
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "config" {
-			path = f.Value.String()
+			path, pathFrom = f.Value.String(), "-config"
 		}
 	})
 	if path != "" {
 		if err := loadFile(&cfg, path); err != nil {
+			// A file that cannot be read says where its path came from,
+			// as a refused value does: a GATEHOUSE_CONFIG left in the
+			// environment is not on the command line.
+			if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+				return Config{}, fmt.Errorf("config: %s: %w", pathFrom, pe)
+			}
 			return Config{}, err
 		}
 	}
@@ -217,12 +223,12 @@ func loadFile(cfg *Config, path string) error {
 func readBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %v", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("config: %v", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("config: %s: larger than %d MiB (%d bytes); a configuration file is a few KB", path, limit>>20, limit)
