@@ -47,6 +47,13 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 			// enrolled identity, which a new one would orphan.
 			return fmt.Errorf("keygen: %s already exists, and keygen never replaces a key (a host enrolled with it would stop verifying): choose another -out, or remove the file first", *out)
 		}
+		// The path in the error is the temporary file the key is first
+		// written to, beside -out, which the operator never named: give
+		// theirs, with the system's reason (a directory missing or not
+		// writable).
+		if pe := (*iofs.PathError)(nil); errors.As(err, &pe) {
+			return fmt.Errorf("keygen: -out %s: %v", *out, pe.Err)
+		}
 		return fmt.Errorf("keygen: %v", err)
 	}
 	_, err = fmt.Fprintln(stdout, host.PublicKeyString(k.Public().(ed25519.PublicKey)))

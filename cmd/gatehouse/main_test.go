@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,30 @@ func TestKeygen(t *testing.T) {
 }
 
 // TestBadInvocations: each bad command line fails with one clear line.
+
+// A key that cannot be written is named as -out gave it, with the
+// system's reason. The line named the hidden temporary file the key is
+// first written to (".host.key.123.tmp"), which the operator never
+// typed, under the host package's "host: write key:".
+func TestKeygenNamesOutWhereItCannotWrite(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ out, want string }{
+		{filepath.Join(dir, "missing", "host.key"), "keygen: -out " + filepath.Join(dir, "missing", "host.key") + ": no such file or directory"},
+		{filepath.Join(file, "host.key"), "keygen: -out " + filepath.Join(file, "host.key") + ": not a directory"},
+	} {
+		out, _, err := runCmd(t, "keygen", "-out", tc.out)
+		if err == nil || err.Error() != tc.want || exitCode(err, io.Discard) != 1 {
+			t.Errorf("keygen -out %s: %v\nwant %s, exit 1", tc.out, err, tc.want)
+		}
+		if out != "" {
+			t.Errorf("keygen -out %s printed %q", tc.out, out)
+		}
+	}
+}
 func TestBadInvocations(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
@@ -93,7 +118,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"keygen", "host.key"}, `keygen: unexpected argument "host.key": the key's file is given with -out FILE`, 2},
 		{[]string{"keygen", "-out", "x.key", "extra"}, `keygen: unexpected argument "extra"`, 2},
 		{[]string{"keygen", "-bits", "4096"}, "flag provided but not defined: -bits", 2},
-		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: host: write key", 1},
+		{[]string{"keygen", "-out", filepath.Join(dir, "no/such/dir/k")}, "keygen: -out " + filepath.Join(dir, "no/such/dir/k") + ": no such file or directory", 1},
 		{[]string{"version", "extra"}, `version: unexpected argument "extra"`, 2},
 		{[]string{"serve", "-http-mode", "x"}, `config: http.mode (-http-mode): must be one of redirect, acme-only, serve, got "x"`, 1},
 		{[]string{"serve", "-nosuch"}, "config: flag provided but not defined: -nosuch", 2},
