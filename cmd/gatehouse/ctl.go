@@ -266,6 +266,10 @@ func ctlParse(pos []string, file string) (ctlRequest, error) {
 // ctlBody reads the body from -f or the single JSON argument; none is {}.
 func ctlBody(rest []string, file string) ([]byte, error) {
 	var b []byte
+	// where names the body's source in its refusal ("in FILE"): an
+	// empty file, left by a "get > FILE" that failed, said only
+	// "unexpected end of JSON input".
+	where := ""
 	switch {
 	case file != "" && len(rest) > 0:
 		return nil, usagef("ctl: give the body as -f FILE or as an argument, not both")
@@ -273,6 +277,7 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 		return nil, usagef("ctl: unexpected argument %q (quote the JSON body as one argument)", rest[1])
 	case file == "-":
 		var err error
+		where = " on stdin"
 		if b, err = ctlReadBody(os.Stdin, "on stdin"); err != nil {
 			return nil, err
 		}
@@ -282,6 +287,7 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 			return nil, fmt.Errorf("ctl: %v", err)
 		}
 		defer f.Close()
+		where = " in " + file
 		if b, err = ctlReadBody(f, "in "+file); err != nil {
 			return nil, err
 		}
@@ -290,13 +296,16 @@ func ctlBody(rest []string, file string) ([]byte, error) {
 	default:
 		b = []byte("{}")
 	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("ctl: the body%s is empty: give a JSON object ({} for every default)", where)
+	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("ctl: the body is not valid JSON: %v (at byte %d)", err, se.Offset)
+			return nil, fmt.Errorf("ctl: the body%s is not valid JSON: %v (at byte %d)", where, err, se.Offset)
 		}
-		return nil, fmt.Errorf("ctl: the body is not valid JSON: %v", err)
+		return nil, fmt.Errorf("ctl: the body%s is not valid JSON: %v", where, err)
 	}
 	return b, nil
 }

@@ -561,6 +561,36 @@ func TestCtlBodyIsBounded(t *testing.T) {
 	}
 }
 
+// A body that is not JSON is named by where it came from, and an empty
+// one says so: "ctl domains get D > d.json" that failed leaves d.json
+// empty, and "put D -f d.json" then said only "the body is not valid
+// JSON: unexpected end of JSON input (at byte 0)". Nothing is sent.
+func TestCtlBodyNotJSONNamesItsSource(t *testing.T) {
+	dir := t.TempDir()
+	empty, bad := filepath.Join(dir, "d.json"), filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`{"app":}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-f", empty}, "ctl: the body in " + empty + " is empty: give a JSON object ({} for every default)"},
+		{[]string{"-f", bad}, "ctl: the body in " + bad + " is not valid JSON: invalid character '}' looking for beginning of value (at byte 8)"},
+		{[]string{""}, "ctl: the body is empty: give a JSON object ({} for every default)"},
+		{[]string{"{bad"}, "ctl: the body is not valid JSON: invalid character 'b' looking for beginning of object key string (at byte 2)"},
+	} {
+		args := append([]string{"ctl", "-api", "http://127.0.0.1:1", "domains", "put", "shop.example.org"}, tc.args...)
+		_, _, err := runCmd(t, args...)
+		if err == nil || err.Error() != tc.want || exitCode(err, io.Discard) != 1 {
+			t.Errorf("%q: %v\nwant %s, exit 1", tc.args, err, tc.want)
+		}
+	}
+}
+
 // TestCtlNamesWhereTheAPIURLCameFrom: a refused API URL that came from
 // GATEHOUSE_API is named by the variable, not by -api, which the command
 // line does not hold: the operator would look for a flag that is not
