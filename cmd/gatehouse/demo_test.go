@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -131,6 +132,46 @@ func TestDemoSameAddressTwice(t *testing.T) {
 			if !strings.Contains(msg, tt.a) || !strings.Contains(msg, tt.b) || !strings.Contains(msg, addr) ||
 				strings.Contains(msg, "config:") || strings.Contains(msg, "\n") {
 				t.Errorf("error %q: want one line naming %s, %s and %s", msg, tt.a, tt.b, addr)
+			}
+		})
+	}
+}
+
+// TestDemoSamePortSpelledTwice: one port given to two demo flags in two
+// spellings (localhost and 127.0.0.1, or every interface and loopback)
+// is the same clash as one address given twice, and says so naming both
+// flags. The second listener failed to bind and the line named a config
+// key the demo has no flag for ("config: https.addr: listen tcp
+// 127.0.0.1:P: bind: address already in use").
+func TestDemoSamePortSpelledTwice(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close() // free: only the demo's own two listeners would clash
+	tests := []struct{ a, addrA, b, addrB string }{
+		{"-http", "127.0.0.1:" + port, "-https", "localhost:" + port},
+		{"-management", ":" + port, "-bus-listen", "127.0.0.1:" + port},
+		{"-http", "LOCALHOST:" + port, "-dns", "0.0.0.0:" + port},
+	}
+	for _, tt := range tests {
+		t.Run(tt.a+tt.b, func(t *testing.T) {
+			args := map[string]string{"-http": "127.0.0.1:0", "-https": "127.0.0.1:0", "-management": "127.0.0.1:0", "-bus-listen": "127.0.0.1:0", "-dns": "127.0.0.1:0"}
+			args[tt.a], args[tt.b] = tt.addrA, tt.addrB
+			argv := []string{"demo"}
+			for f, v := range args {
+				argv = append(argv, f, v)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, argv, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("demo succeeded with one port for two listeners")
+			}
+			want := fmt.Sprintf("demo: %s %s and %s %s are one port: give each its own port", tt.a, tt.addrA, tt.b, tt.addrB)
+			if alt := fmt.Sprintf("demo: %s %s and %s %s are one port: give each its own port", tt.b, tt.addrB, tt.a, tt.addrA); err.Error() != want && err.Error() != alt {
+				t.Errorf("error %q\nwant %q", err, want)
 			}
 		})
 	}
