@@ -167,7 +167,7 @@ func (c *Config) onePortEach() error {
 	}
 	for i, a := range ls {
 		for _, b := range ls[:i] {
-			if samePort(a.addr, b.addr) {
+			if SamePort(a.addr, b.addr) {
 				msg := "%s is %s's port too (%s is %s): give each listener its own port"
 				return &keyError{
 					key: a.key, msg: fmt.Sprintf(msg, a.addr, b.key, b.key, b.addr),
@@ -181,12 +181,15 @@ func (c *Config) onePortEach() error {
 	return nil
 }
 
-// samePort reports whether listeners on addresses a and b would take the
+// SamePort reports whether listeners on addresses a and b would take the
 // same TCP port: one port number, not 0 (any free port), and the same
-// host, or either one every interface (Go listens on every interface of
-// both families for an empty host, 0.0.0.0 and [::] alike). Two host
-// names are compared as written: only the bind knows what they resolve to.
-func samePort(a, b string) bool {
+// host as the bind sees it, or either one every interface (Go listens on
+// every interface of both families for an empty host, 0.0.0.0 and [::]
+// alike). localhost is 127.0.0.1, where Go listens for it, and an
+// IPv4-mapped address its IPv4 address; other host names are compared as
+// written: only the bind knows what they resolve to. The demo checks its
+// flags with it too.
+func SamePort(a, b string) bool {
 	ha, pa, errA := net.SplitHostPort(a)
 	hb, pb, errB := net.SplitHostPort(b)
 	if errA != nil || errB != nil {
@@ -201,7 +204,18 @@ func samePort(a, b string) bool {
 		ip, err := netip.ParseAddr(h)
 		return h == "" || err == nil && ip.IsUnspecified()
 	}
-	return strings.EqualFold(ha, hb) || every(ha) || every(hb)
+	return bindHost(ha) == bindHost(hb) || every(ha) || every(hb)
+}
+
+// bindHost is h as a listener binds it, for SamePort.
+func bindHost(h string) string {
+	if strings.EqualFold(h, "localhost") {
+		return "127.0.0.1"
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Unmap().String()
+	}
+	return strings.ToLower(h)
 }
 
 func (c *Config) validateRecursion() error {
