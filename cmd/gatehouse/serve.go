@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/gatehouse-dev/gatehouse/internal/config"
@@ -122,46 +119,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// One port for two listeners: the second would fail as if another
 	// program held it, named by a config key the demo has no flag for.
-	// The same port is one whatever its spelling: localhost is
-	// 127.0.0.1, and every interface (":8080") takes it on loopback too.
-	type taken struct{ name, addr, host, port string }
-	var seen []taken
-	for _, f := range []struct{ name, addr string }{{"http", a.HTTP}, {"https", a.HTTPS}, {"management", a.Management}, {"bus-listen", a.BusListen}, {"dns", a.DNS}} {
-		host, port, err := net.SplitHostPort(f.addr)
-		if err != nil || port == "0" {
-			continue // empty (off), any free port, or for the listener to name
-		}
-		host = demoHost(host)
+	// The port is one whatever its spelling (localhost is 127.0.0.1,
+	// every interface takes loopback too), as serve's check has it.
+	type flagAddr struct{ name, addr string }
+	var seen []flagAddr
+	for _, f := range []flagAddr{{"http", a.HTTP}, {"https", a.HTTPS}, {"management", a.Management}, {"bus-listen", a.BusListen}, {"dns", a.DNS}} {
 		for _, s := range seen {
-			if s.port != port || (s.host != host && s.host != "*" && host != "*") {
-				continue
+			if !config.SamePort(s.addr, f.addr) {
+				continue // empty (off), any free port, or for the listener to name
 			}
 			if s.addr == f.addr {
 				return fmt.Errorf("demo: -%s and -%s are both %s: give each its own port", s.name, f.name, f.addr)
 			}
 			return fmt.Errorf("demo: -%s %s and -%s %s are one port: give each its own port", s.name, s.addr, f.name, f.addr)
 		}
-		seen = append(seen, taken{f.name, f.addr, host, port})
+		seen = append(seen, f)
 	}
 	defer gcfloor.Start(ctx, uint64(config.Default().Runtime.GCFloorMB)<<20).Stop()
 	return gatehouse.RunDemo(ctx, stdout, gatehouse.DemoOptions{
 		Addrs:  &a,
 		Logger: newLogger(stderr, slog.LevelWarn),
 	})
-}
-
-// demoHost is the host of a demo listen address as the kernel binds it:
-// "*" for every interface, localhost as 127.0.0.1 (Go listens on its
-// IPv4 address), an IP in its plain form, a name in lower case.
-func demoHost(h string) string {
-	switch h = strings.ToLower(h); h {
-	case "", "0.0.0.0", "::":
-		return "*"
-	case "localhost":
-		return "127.0.0.1"
-	}
-	if ip, err := netip.ParseAddr(h); err == nil {
-		return ip.Unmap().String()
-	}
-	return h
 }
