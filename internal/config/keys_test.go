@@ -108,6 +108,28 @@ func TestConfigFileNotFoundNamesItsSource(t *testing.T) {
 	}
 }
 
+// A peer cluster's field left out of the file is called missing, naming
+// what to give: it read "must be 32 bytes (an Ed25519 key), got 0" for a
+// public_key left out, and "got \"\"" for the id and the url.
+func TestPeerFieldLeftOut(t *testing.T) {
+	const key = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
+	for _, tc := range []struct{ yaml, want string }{
+		{"clusters: [{url: https://us-1.example.com, public_key: " + key + "}]",
+			"config: clusters[0].id: missing: give the peer cluster's id, a DNS label"},
+		{"clusters: [{id: us-1, public_key: " + key + "}]",
+			"config: clusters[0].url: missing: give the peer cluster's public base URL, like https://gw.example.com"},
+		{"clusters: [{id: us-1, url: https://us-1.example.com}]",
+			"config: clusters[0].public_key: missing: give the peer cluster's public key, the std base64 gatehouse keygen prints"},
+	} {
+		path := filepath.Join(t.TempDir(), "g.yaml")
+		writeFile(t, path, tc.yaml+"\n")
+		_, err := Load([]string{"-config", path}, nil)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %v\nwant %s", tc.yaml, err, tc.want)
+		}
+	}
+}
+
 func TestHelp(t *testing.T) {
 	if _, err := Load([]string{"-h"}, nil); err != ErrHelp {
 		t.Errorf("got %v, want ErrHelp", err)

@@ -428,6 +428,16 @@ func (c *Config) validatePeers() error {
 	seen := map[string]bool{}
 	for i, p := range c.Clusters {
 		key := fmt.Sprintf("clusters[%d]", i)
+		// A field left out of the file is named missing: "must be 32
+		// bytes, got 0" did not say the key was never given.
+		switch {
+		case p.ID == "":
+			return bad(key+".id", "missing: give the peer cluster's id, a DNS label")
+		case p.URL == "":
+			return bad(key+".url", "missing: give the peer cluster's public base URL, like https://gw.example.com")
+		case p.PublicKey == "":
+			return bad(key+".public_key", "missing: give the peer cluster's public key, the std base64 gatehouse keygen prints")
+		}
 		if !route.ValidLabel(p.ID) {
 			return bad(key+".id", "must be a DNS label, got %q", p.ID)
 		}
