@@ -244,3 +244,70 @@ func TestSidecarUpstreamUntrustedCASaysHowToTrustIt(t *testing.T) {
 		}
 	}
 }
+
+// A tunnel (a 101) through the sidecar half-closes as the gateway's end
+// does: once the client has sent all it will, the app sees its end of
+// input and may still answer. The sidecar's connections to the app are
+// wrapped (namesConn), and ReverseProxy half-closes the app's side
+// through that wrapper's CloseWrite; without one it took the half-close
+// for a failure and tore the tunnel down, and the app's answer was lost.
+func TestSidecarTunnelHalfCloses(t *testing.T) {
+	cert, roots := testutil.SelfSigned(t, "127.0.0.1")
+	// The app: after the 101, everything until the sidecar's half-close,
+	// then its answer to it.
+	app := func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		got, err := io.ReadAll(br)
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "after your end: "+string(got))
+	}
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{{"http app", false}, {"https app", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+			var pool *x509.CertPool
+			if tc.tls {
+				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}})
+				up.Scheme, pool = "https", roots
+			}
+			testutil.ServeConns(t, ln, app)
+			side := httptest.NewServer(sidecarProxyTrusting(up, "", pool, slog.New(slog.DiscardHandler)))
+			defer side.Close()
+			c, err := net.Dial("tcp", side.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("%d, want the app's 101", res.StatusCode)
+			}
+			io.WriteString(c, "ping")
+			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := io.ReadAll(br); string(b) != "after your end: ping" {
+				t.Errorf("after the client's half-close the tunnel gave %q, want the app's %q", b, "after your end: ping")
+			}
+		})
+	}
+}

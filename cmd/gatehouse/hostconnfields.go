@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -98,6 +100,19 @@ func (c *namesConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// CloseWrite half-closes the connection under c (TCP, or TLS with its
+// close_notify). ReverseProxy half-closes the app's side of a tunnel (a
+// 101) when the gateway's side ends, through the transport's body, which
+// asks the connection it holds, this one: without the method it took the
+// half-close for a failure and closed the tunnel, the app's answer still
+// to come.
+func (c *namesConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("CloseWrite: %w", errors.ErrUnsupported)
 }
 
 // scan runs b, the next bytes read, through the record.
