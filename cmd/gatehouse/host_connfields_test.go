@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -310,4 +312,56 @@ func TestSidecarTunnelHalfCloses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The sidecar's TLS dial to an https app says what timed out, as
+// net/http's own handshake did ("TLS handshake timeout"): an app that
+// accepts and never answers the ClientHello was logged as a bare
+// "context deadline exceeded", naming neither TLS nor the app. It is a
+// timeout still (a net.Error). A zero bound is none, as the transport's
+// TLSHandshakeTimeout documents, not a handshake failed at once.
+func TestNamesDialTLSHandshakeBound(t *testing.T) {
+	cert, roots := testutil.SelfSigned(t, "127.0.0.1")
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.ServeConns(t, silent, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.Copy(io.Discard, c) // takes the ClientHello, answers nothing
+	})
+	app := httptest.NewUnstartedServer(http.NotFoundHandler())
+	app.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	app.StartTLS()
+	defer app.Close()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	conf := &tls.Config{RootCAs: roots}
+
+	t.Run("silent app", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		c, err := namesDialTLS(d.DialContext, conf, 100*time.Millisecond)(ctx, "tcp", silent.Addr().String())
+		if err == nil {
+			c.Close()
+			t.Fatal("a handshake nobody answered succeeded")
+		}
+		var ne net.Error
+		if !strings.Contains(err.Error(), "TLS handshake timeout") || !strings.Contains(err.Error(), silent.Addr().String()) ||
+			!errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("err %q, want a timeout naming the TLS handshake and the app's address", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("the handshake gave up after %s, want about its 100ms bound", d)
+		}
+	})
+	t.Run("no bound", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		c, err := namesDialTLS(d.DialContext, conf, 0)(ctx, "tcp", app.Listener.Addr().String())
+		if err != nil {
+			t.Fatalf("with no bound: %v, want the handshake made", err)
+		}
+		c.Close()
+	})
 }

@@ -210,10 +210,11 @@ func namesDial(dial func(ctx context.Context, network, addr string) (net.Conn, e
 
 // namesDialTLS is the transport's DialTLSContext for an https app: dial,
 // the handshake net/http's transport would make (conf, the server name
-// from the URL's host, h2 and http/1.1 offered, bounded by timeout), then
-// a namesConn over the TLS connection, where the heads are plaintext. A
-// connection that negotiated HTTP/2, which has no Connection field, is
-// returned as the *tls.Conn the transport needs to speak HTTP/2 on it.
+// from the URL's host, h2 and http/1.1 offered, bounded by timeout, zero
+// none), then a namesConn over the TLS connection, where the heads are
+// plaintext. A connection that negotiated HTTP/2, which has no Connection
+// field, is returned as the *tls.Conn the transport needs to speak HTTP/2
+// on it.
 func namesDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		name, _, err := net.SplitHostPort(addr)
@@ -230,10 +231,20 @@ func namesDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn
 		}
 		cfg.NextProtos = []string{"h2", "http/1.1"}
 		tc := tls.Client(raw, cfg)
-		hctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
+		hctx := ctx
+		if timeout > 0 { // zero is none, as the transport's TLSHandshakeTimeout
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
 		if err := tc.HandshakeContext(hctx); err != nil {
 			_ = raw.Close()
+			if hctx.Err() != nil && ctx.Err() == nil {
+				// The bound's, not the caller's: the transport's own
+				// handshake said "TLS handshake timeout", and the bare
+				// context error names neither TLS nor the app.
+				return nil, fmt.Errorf("TLS handshake timeout with %s after %s: %w", addr, timeout, err)
+			}
 			return nil, err
 		}
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
