@@ -256,10 +256,10 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // until the machine runs out of ports or file descriptors. A listen
 // address without a host, or with an unspecified one, takes loopback and
 // every address in local (the machine's own) of either family (Go listens
-// dual-stack); "localhost" is both loopbacks and an unspecified upstream
-// host its own family's, as dialling them is, and a
-// listen address "localhost" is 127.0.0.1, as listening on it is; one
-// name in both is one address. Any other name is left to the request-time
+// dual-stack); an upstream "localhost" or :: is both loopbacks and
+// 0.0.0.0 is 127.0.0.1, as dialling them is (loopbackOr); a listen
+// address "localhost" is 127.0.0.1, as listening on it is; one name in
+// both is one address. Any other name is left to the request-time
 // check (sidecarProxy): its address may change after the start, and
 // resolving it here would make the start wait on DNS.
 func selfLoop(up *url.URL, listen string, local []net.IP) bool {
@@ -302,10 +302,12 @@ func selfLoop(up *url.URL, listen string, local []net.IP) bool {
 }
 
 // loopbackOr is the addresses a dial of host h reaches without a lookup:
-// h itself if it is an IP, the loopback of its own family for an
-// unspecified IP (Linux connects 0.0.0.0 to 127.0.0.1 and :: to ::1: a
-// sidecar on the other family's is another socket), both loopbacks for
-// "localhost", none for any other name.
+// h itself if it is an IP; for 0.0.0.0 (or ::ffff:0.0.0.0, which Go
+// dials as it) 127.0.0.1 alone, where Linux connects it: a sidecar on ::1
+// is another socket; both loopbacks for :: and "localhost". Linux
+// connects :: to ::1, but Go's dialer, refused there, tries 0.0.0.0 next
+// (net's internetAddrList, go.dev/issue/18806), so :: reaches 127.0.0.1
+// whenever nothing listens on ::1. None for any other name.
 func loopbackOr(h string) []net.IP {
 	ip := net.ParseIP(h)
 	switch {
@@ -315,10 +317,10 @@ func loopbackOr(h string) []net.IP {
 		return nil
 	case !ip.IsUnspecified():
 		return []net.IP{ip}
-	case ip.To4() != nil: // 0.0.0.0, or ::ffff:0.0.0.0, which Go dials as it
+	case ip.To4() != nil:
 		return []net.IP{net.IPv4(127, 0, 0, 1)}
 	default:
-		return []net.IP{net.IPv6loopback}
+		return []net.IP{net.IPv6loopback, net.IPv4(127, 0, 0, 1)}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,11 +175,15 @@ func TestSelfLoop(t *testing.T) {
 		{"[::1]:8081", "http://[::]:8081", true},                 // dialling :: reaches ::1
 		{"127.0.0.1:8081", "http://[::ffff:0.0.0.0]:8081", true}, // 0.0.0.0, mapped
 
-		// Dialling an unspecified address reaches the loopback of its
-		// own family alone (127.0.0.1, ::1): a sidecar on the other's is
+		// Go dials :: as ::1, and then, refused there, as 0.0.0.0
+		// (net's internetAddrList, go.dev/issue/18806): 127.0.0.1 too,
+		// whenever the app on ::1 is not up.
+		{"127.0.0.1:8081", "http://[::]:8081", true},
+		{"localhost:8081", "http://[::]:8081", true},
+
+		// Dialling 0.0.0.0 reaches 127.0.0.1 alone: a sidecar on ::1 is
 		// another socket.
 		{"[::1]:8081", "http://0.0.0.0:8081", false},
-		{"127.0.0.1:8081", "http://[::]:8081", false},
 		{"[::1]:8081", "http://[::ffff:0.0.0.0]:8081", false},
 		{"127.0.0.2:8081", "http://0.0.0.0:8081", false}, // 127.0.0.1, not all of 127/8
 		{"127.0.0.1:8081", "http://127.0.0.1:8082", false},
@@ -285,5 +290,62 @@ func TestHostLocalhostAddrTakesAnIPv6LoopbackUpstream(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || string(b) != "the app on ::1" {
 		t.Errorf("through the sidecar: %d %q, want the app's answer", res.StatusCode, b)
+	}
+}
+
+// TestLoopbackOrIsWhatADialReaches: the addresses loopbackOr gives for
+// an unspecified upstream host are the loopbacks a dial of it reaches,
+// through Go's dialer on this machine's sockets, when the app is not up
+// on the other one. "::" reached 127.0.0.1 (Go falls back to 0.0.0.0
+// when ::1 refuses) though loopbackOr said ::1 alone, and a sidecar on
+// 127.0.0.1 with -upstream http://[::]:P started, forwarding to itself
+// whenever nothing listened on [::1]:P.
+func TestLoopbackOrIsWhatADialReaches(t *testing.T) {
+	for _, host := range []string{"0.0.0.0", "::", "::ffff:0.0.0.0"} {
+		for _, lo := range []string{"127.0.0.1", "::1"} {
+			ln, err := net.Listen("tcp", net.JoinHostPort(lo, "0"))
+			if err != nil {
+				t.Logf("no %s: %v", lo, err)
+				continue
+			}
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			other := map[string]string{"127.0.0.1": "::1", "::1": "127.0.0.1"}[lo]
+			// The other loopback's port is free (a fallback lands there
+			// otherwise, or reaches nothing): else the case says nothing.
+			if probe, err := net.Listen("tcp", net.JoinHostPort(other, port)); err == nil {
+				probe.Close()
+			} else if !strings.Contains(err.Error(), "cannot assign") {
+				ln.Close()
+				t.Logf("%s port %s is taken: %v", other, port, err)
+				continue
+			}
+			accepted := make(chan struct{}, 1)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if c, err := ln.Accept(); err == nil {
+					accepted <- struct{}{}
+					c.Close()
+				}
+			}()
+			d := net.Dialer{Timeout: 2 * time.Second}
+			c, err := d.Dial("tcp", net.JoinHostPort(host, port))
+			reached := false
+			if err == nil {
+				c.Close()
+				select {
+				case <-accepted:
+					reached = true
+				case <-time.After(2 * time.Second):
+					t.Errorf("dial %s:%s connected, but the listener on %s accepted nothing", host, port, lo)
+				}
+			}
+			ln.Close()
+			<-done
+			said := slices.ContainsFunc(loopbackOr(host), net.ParseIP(lo).Equal)
+			if reached != said {
+				t.Errorf("a dial of [%s]:P reached %s: %v; loopbackOr(%q) = %v", host, lo, reached, host, loopbackOr(host))
+			}
+		}
 	}
 }
