@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -283,7 +284,7 @@ func (p *Peers) probe(ctx context.Context, peer cluster.Peer) error {
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return err
+		return explainPeerTLS(err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
@@ -294,6 +295,25 @@ func (p *Peers) probe(ctx context.Context, peer cluster.Peer) error {
 		return fmt.Errorf("%w: X-Gatehouse-Cluster %q, not %q", errWrongCluster, got, peer.ID)
 	}
 	return nil
+}
+
+// untrustedPeerCA is added to a probe's error when the peer's certificate
+// chains to no root this gateway trusts: gatehouse has no setting for a
+// private CA, Go's system roots (SSL_CERT_FILE, SSL_CERT_DIR on Linux)
+// are where it goes (docs/config.md, "Private CA"). The same sentence as
+// the forward's to that peer says (internal/gateway's untrustedPeerCA), a
+// copy: peers may import internal/cluster and internal/problem alone
+// (STYLE §6.1, internal/gatehouse's TestDeps), not the gateway.
+const untrustedPeerCA = "the peer cluster's certificate is not signed by a CA this process trusts: for a private CA, start gatehouse with SSL_CERT_FILE set to the CA's PEM file, or SSL_CERT_DIR to a directory holding it"
+
+// explainPeerTLS returns err with untrustedPeerCA when the peer's
+// certificate's signer is unknown, and err as it is otherwise.
+func explainPeerTLS(err error) error {
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &ua) {
+		return fmt.Errorf("%w (%s)", err, untrustedPeerCA)
+	}
+	return err
 }
 
 // recordProbe applies the outcome of a probe of id at url; a probe of a

@@ -2,8 +2,10 @@ package peers
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -150,5 +152,54 @@ func TestProbeChecksIdentity(t *testing.T) {
 				t.Fatalf("%d lines saying the peer answered as another cluster:\n%s", n, logs.String())
 			}
 		})
+	}
+}
+
+// TestProbeOfUntrustedPeerSaysHowToTrustIt: a peer whose certificate a
+// private CA signed, which this gateway's roots do not hold, never turns
+// active, and the warning that says so carries the reason and the way out
+// (SSL_CERT_FILE, SSL_CERT_DIR: gatehouse has no CA setting), as a
+// forward to that peer's does; it had x509's bare error alone.
+func TestProbeOfUntrustedPeerSaysHowToTrustIt(t *testing.T) {
+	cert, _ := testutil.PrivateCA(t, "127.0.0.1")
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(cluster.HeaderCluster, "us")
+		io.WriteString(w, "ok")
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	var logs logBuf
+	p, err := New(Options{
+		Self:          cluster.Peer{ID: "eu", URL: "http://127.0.0.1:1"},
+		Key:           newKey(t),
+		Static:        []cluster.Peer{{ID: "us", URL: srv.URL, PublicKey: pubOf(newKey(t))}},
+		ProbeInterval: 20 * time.Millisecond,
+		ProbeTimeout:  time.Second,
+		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, p)
+	var line string
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(l, `msg="peers: cluster inactive`) {
+				line = l
+				return true
+			}
+		}
+		return false
+	}, "the peer's failed probes were never warned of")
+	stop()
+	if active(p, "us") {
+		t.Error("a peer whose certificate is not trusted is active")
+	}
+	for _, want := range []string{"cluster=us", "certificate signed by unknown authority", "the peer cluster's certificate is not signed by a CA this process trusts", "SSL_CERT_FILE", "SSL_CERT_DIR"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the warning lacks %q:\n%s", want, line)
+		}
 	}
 }
