@@ -654,3 +654,44 @@ func TestSSEUnfinishedEventPassedOn(t *testing.T) {
 		t.Fatalf("rest %q, %v; want %q", b, err, rest)
 	}
 }
+
+// TestUpgradeClientHalfClosesFirst: a client that ends its side of an
+// upgraded connection first (a shell's stdin closed) still gets what the
+// host sends after that: the tunnel half-closes the host's side rather
+// than closing both (the h1 transport's connections to hosts are wrapped
+// for their heads, and the wrapper must pass CloseWrite on).
+func TestUpgradeClientHalfClosesFirst(t *testing.T) {
+	e := newEdgeEnv(t, "apps.test", authApps(), nil)
+	e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(brw) // up to the client's end, passed on as a half-close
+		_, _ = io.WriteString(c, "after: "+string(b))
+	})
+	tok := e.token(func(c jwt.MapClaims) { c["sub"] = "half-first" })
+	c, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	_, _ = io.WriteString(c, "GET /half HTTP/1.1\r\nHost: shop.apps.test\r\nAuthorization: Bearer "+tok+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	_, _ = io.WriteString(c, "ping")
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(br); string(b) != "after: ping" {
+		t.Fatalf("after the client's half-close the tunnel gave %q (%v), want %q", b, err, "after: ping")
+	}
+}

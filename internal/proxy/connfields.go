@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -119,6 +121,18 @@ func (c *headConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// CloseWrite half-closes the connection under c (TCP, or TLS with its
+// close_notify). ReverseProxy's tunnel of an upgraded connection asks for
+// it when the client ends its side: without it the tunnel took the
+// failure for its end and closed both ways, and what the host still had
+// to send after the client's end (an exec's output, a reply) was lost.
+func (c *headConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("CloseWrite: %w", errors.ErrUnsupported)
 }
 
 // scan runs b, the next bytes of the heads, through the record. It
@@ -257,10 +271,20 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 			cfg.ServerName = name
 		}
 		tc := tls.Client(raw, cfg)
-		hctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
+		hctx := ctx
+		if timeout > 0 { // zero is none, as the transport's TLSHandshakeTimeout
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
 		if err := tc.HandshakeContext(hctx); err != nil {
 			_ = raw.Close()
+			if hctx.Err() != nil && ctx.Err() == nil {
+				// The bound's, not the caller's: the transport's own
+				// handshake said "TLS handshake timeout", and the bare
+				// context error names neither TLS nor the host.
+				return nil, fmt.Errorf("TLS handshake timeout with %s after %s: %w", addr, timeout, err)
+			}
 			return nil, err
 		}
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {

@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestHeadConnNotesConnectionNames: the names each response head's
@@ -54,5 +60,49 @@ func TestHeadConnNotesConnectionNames(t *testing.T) {
 				t.Errorf("%s, reads of %d: names %q for another status", tt.name, size, got)
 			}
 		}
+	}
+}
+
+// TestHeadDialTLSSaysHandshakeTimedOut: a host that accepts and never
+// answers the ClientHello fails the dial after the bound with an error
+// that names TLS and the address (net/http's own handshake said "TLS
+// handshake timeout"; the bare context error named neither), still a
+// timeout to errors.Is; and the caller's own cancel stays its own error.
+func TestHeadDialTLSSaysHandshakeTimedOut(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 4)
+	go func() { // owned: ends when ln closes
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // never answered; closed below
+		}
+	}()
+	defer func() {
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	var d net.Dialer
+	dial := headDialTLS(d.DialContext, &tls.Config{}, 200*time.Millisecond)
+	addr := ln.Addr().String()
+
+	_, err = dial(context.Background(), "tcp", addr)
+	if err == nil || !strings.Contains(err.Error(), "TLS handshake timeout with "+addr+" after 200ms") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("dial of a silent host: %v, want a TLS handshake timeout naming %s that is a DeadlineExceeded", err, addr)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = dial(ctx, "tcp", addr)
+	if err == nil || strings.Contains(err.Error(), "TLS handshake timeout") {
+		t.Fatalf("dial cancelled by its caller: %v, want the caller's own error", err)
 	}
 }
