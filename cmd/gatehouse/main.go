@@ -21,12 +21,20 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// After the first signal, restore the default so a second one kills.
-	context.AfterFunc(ctx, stop)
+	ctx, stop := stopContext()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// stopContext ends at the first SIGINT or SIGTERM, which asks a command
+// to stop (serve: drain, after drain_delay). The signals' default then
+// returns, so that a second one kills the process at once, whatever the
+// command is still waiting for. stop releases the signals.
+func stopContext() (ctx context.Context, stop context.CancelFunc) {
+	ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // exitCode prints err as one line and returns the process exit code: 0

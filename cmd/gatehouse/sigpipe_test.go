@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -70,7 +68,7 @@ func runIfChild() {
 	if args == "" {
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	ctx, stop := stopContext() // main's: a second signal kills
 	err := run(ctx, strings.Split(args, "\x1f"), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
@@ -173,3 +171,4 @@ func TestHostSurvivesAClosedLogPipe(t *testing.T) {
 	}
 	conn.Close()
 }
+
