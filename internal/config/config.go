@@ -41,6 +41,11 @@ type Config struct {
 	// DrainTimeout bounds how long in-flight requests and pipes may take to
 	// finish after SIGTERM.
 	DrainTimeout time.Duration `yaml:"drain_timeout" json:"drain_timeout"`
+	// DrainDelay is how long the listeners go on serving after SIGTERM,
+	// with /readyz already 503, before the drain: a load balancer needs
+	// a few health checks to stop sending new connections. Zero: the
+	// drain begins at once.
+	DrainDelay time.Duration `yaml:"drain_delay" json:"drain_delay"`
 	// HostTTL removes a host that sent no heartbeat for this long. At least
 	// 3 × HeartbeatInterval.
 	HostTTL time.Duration `yaml:"host_ttl" json:"host_ttl"`

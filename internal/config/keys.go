@@ -70,6 +70,7 @@ var keys = []key{
 	{"limits.max_keys", "limits-max-keys", "most (app, client) counters kept (LRU)", func(c *Config) any { return &c.Limits.MaxKeys }},
 	{"trusted_proxies", "trusted-proxies", "CIDRs whose X-Forwarded-* is trusted, comma separated", func(c *Config) any { return &c.TrustedProxies }},
 	{"drain_timeout", "drain-timeout", "time in-flight work may take to finish on SIGTERM", func(c *Config) any { return &c.DrainTimeout }},
+	{"drain_delay", "drain-delay", "time the listeners go on serving on SIGTERM, /readyz 503, before the drain (0 to 10m)", func(c *Config) any { return &c.DrainDelay }},
 	{"host_ttl", "host-ttl", "remove a host after this long without heartbeat", func(c *Config) any { return &c.HostTTL }},
 	{"heartbeat_interval", "heartbeat-interval", "host heartbeat interval, as the hosts' (at least 1s)", func(c *Config) any { return &c.HeartbeatInterval }},
 	{"reverify_interval", "reverify-interval", "repeat every host's challenge this often (at least 1s)", func(c *Config) any { return &c.ReverifyInterval }},

@@ -575,6 +575,14 @@ const minControlToken = 16
 // far below any sensible value, so only a unit mistake hits it.
 const minTimer = time.Second
 
+// maxDrainDelay bounds drain_delay: a load balancer sees /readyz 503
+// within a few health checks (one checking every 30 s, 3 failures to
+// mark a target down: 90 s), and an orchestrator kills what has not
+// exited by its own deadline (Kubernetes' default: 30 s). Ten minutes
+// leaves room for a slow one; "10h" for "10s" is a slip that would hold
+// every deploy for hours.
+const maxDrainDelay = 10 * time.Minute
+
 // maxGCFloorMB bounds runtime.gc_floor_mb at 64 GiB: a floor is about
 // the garbage between collections, not a reservation, and a larger one is
 // more likely a unit mistake.
@@ -689,6 +697,10 @@ func (c *Config) validateTimers() error {
 		if d.v < d.min {
 			return bad(d.key, "must be at least %s, got %s", d.min, d.v)
 		}
+	}
+	// Zero is the default: no delay, the drain of before.
+	if c.DrainDelay < 0 || c.DrainDelay > maxDrainDelay {
+		return bad("drain_delay", "must be between 0s and %s, got %s", maxDrainDelay, c.DrainDelay)
 	}
 	// discovery removes a host only after it is unhealthy. HostTTL > 3 ×
 	// HeartbeatInterval, compared without multiplying: 3 × a huge

@@ -45,6 +45,11 @@ type Edge struct {
 	mgmtConns *tracker
 	serving   atomic.Bool
 	draining  atomic.Bool
+	// lingering: Linger was called; the drain is delayed, not begun.
+	lingering atomic.Bool
+	// servers are Run's net/http servers of data, for Linger to turn
+	// their keep-alives off; set under mu.
+	servers []*http.Server
 
 	wg            sync.WaitGroup // accept loops, servers and connection goroutines
 	pipeCtx       context.Context
@@ -211,6 +216,49 @@ func (e *Edge) ActiveConnections() int64 { return e.conns.count() }
 // Draining reports whether drain has started.
 func (e *Edge) Draining() bool { return e.draining.Load() }
 
+// Linger starts a delayed drain (drain_delay): /readyz turns 503
+// "draining" at once, so that a load balancer checking it stops sending
+// new connections, while every listener still accepts and serves as
+// before; the drain itself comes when Run's context ends, d later by the
+// caller's clock. Connections reused meanwhile would keep a client on a
+// gateway about to stop, so an HTTP/1.1 answer now says Connection:
+// close and closes its connection, and net/http's idle connections close
+// at once: the client's next request reconnects through the load
+// balancer, by then routing elsewhere. HTTP/2 connections served by
+// package h2 get their GOAWAY when the drain begins, as before: its only
+// GOAWAY (Shutdown) also refuses every stream of a connection opened
+// after it, which would turn away the new clients a delay is for. d is
+// for the log only. Idempotent.
+func (e *Edge) Linger(d time.Duration) {
+	if e.lingering.Swap(true) {
+		return
+	}
+	// Said at once, as the drain's first line is: an operator who sent
+	// SIGTERM and sees the listeners still serve reads why, and for how
+	// long.
+	e.log.Info("edge: drain delayed: /readyz 503, listeners still serving; keep-alive connections close after their answer; the drain begins after drain_delay",
+		"drain_delay", d, "open_connections", e.conns.count())
+	e.mu.Lock()
+	servers := e.servers
+	e.mu.Unlock()
+	for _, s := range servers {
+		s.SetKeepAlivesEnabled(false)
+	}
+}
+
+// closeLingering has an HTTP/1 answer given after Linger close its
+// connection (Connection: close): the lane, which serves most of them,
+// honours a handler's Connection: close as net/http does, and has no
+// keep-alive switch of its own. A 101's Connection: Upgrade replaces it.
+func (e *Edge) closeLingering(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 && e.lingering.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func (e *Edge) httpsPort() int {
 	if a, ok := e.Addr("https").(*net.TCPAddr); ok {
 		return a.Port
@@ -279,7 +327,7 @@ func (e *Edge) Run(ctx context.Context) error {
 		mgmt.DisableGeneralOptionsHandler = true // managementHandler answers "OPTIONS *"
 	}
 	if e.httpLn != nil {
-		ph := e.httpHandler()
+		ph := e.closeLingering(e.httpHandler())
 		plain = e.server(ph, true)
 		// "OPTIONS *" goes to the chain where the http listener serves
 		// it, as on https, and to httpHandler's asterisk in redirect and
@@ -296,7 +344,7 @@ func (e *Edge) Run(ctx context.Context) error {
 		}
 	}
 	if e.ln != nil {
-		e.offload = newOffload(&e.wg, e.limits(e.opts.Handler), e.opts.IdleTimeout)
+		e.offload = newOffload(&e.wg, e.closeLingering(e.limits(e.opts.Handler)), e.opts.IdleTimeout)
 		l7h := withTLSState(e.offload)
 		l7 = e.server(l7h, true)
 		l7.ConnContext = tlsStateContext
@@ -325,6 +373,20 @@ func (e *Edge) Run(ctx context.Context) error {
 			if s != nil {
 				e.opts.WrapServer(s)
 			}
+		}
+	}
+
+	e.mu.Lock()
+	for _, s := range []*http.Server{plain, l7} {
+		if s != nil {
+			e.servers = append(e.servers, s)
+		}
+	}
+	e.mu.Unlock()
+	// A Linger before e.servers was set found none to turn off.
+	if e.lingering.Load() {
+		for _, s := range e.servers {
+			s.SetKeepAlivesEnabled(false)
 		}
 	}
 

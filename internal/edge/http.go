@@ -214,12 +214,12 @@ func headBytes(r *http.Request) int {
 }
 
 // readyz is the management listener's /readyz: 200 when serving and
-// ready, 503 while starting or draining; the open connection count is the
-// drain signal.
+// ready, 503 while starting or draining (a delayed drain too: Linger);
+// the open connection count is the drain signal.
 func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 	status, code := "ready", http.StatusOK
 	switch {
-	case e.draining.Load():
+	case e.draining.Load() || e.lingering.Load():
 		status, code = "draining", http.StatusServiceUnavailable
 	case !e.serving.Load() || (e.opts.Ready != nil && !e.opts.Ready()):
 		status, code = "starting", http.StatusServiceUnavailable

@@ -6,7 +6,8 @@
 //
 // Start order follows DESIGN §3: the management listener binds before
 // anything else, so /healthz and /readyz answer while the bus and the store
-// come up. Drain order on shutdown: /readyz turns 503, listeners stop
-// accepting, in-flight requests and pipes finish within drain_timeout,
-// hosts and peers are let go, the bus closes last.
+// come up. Drain order on shutdown: /readyz turns 503, for drain_delay
+// (when set) the whole gateway serves on while load balancers see it,
+// listeners stop accepting, in-flight requests and pipes finish within
+// drain_timeout, hosts and peers are let go, the bus closes last.
 package gatehouse

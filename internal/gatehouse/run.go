@@ -79,6 +79,11 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		dnsSelf = selfAddr(dnsPC.LocalAddr())
 	}
 
+	if d := cfg.DrainDelay; d > 0 {
+		var end func()
+		ctx, end = lingerStop(stop, d, e, &started)
+		defer end()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	eg, ctx := errgroup.WithContext(ctx)
@@ -133,6 +138,33 @@ func (g *Gatehouse) Run(ctx context.Context) error {
 		return nil
 	}
 	return werr
+}
+
+// lingerStop returns the context every part runs under when drain_delay
+// (d) is set: it ends d after stop does, and meanwhile e lingers (/readyz
+// 503, listeners serving). The whole gateway serves on, not the
+// listeners alone: the requests they take need the bus, discovery and
+// the DNS server as any other. A stop before the gateway has started
+// ends it at once: /readyz was never 200, so no load balancer sends it
+// anything to wait for. end releases the context's timer and the watch
+// on stop; call it when Run returns.
+func lingerStop(stop context.Context, d time.Duration, e *edge.Edge, started *atomic.Bool) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(stop))
+	timer := time.AfterFunc(d, cancel)
+	timer.Stop() // armed when stop ends
+	unwatch := context.AfterFunc(stop, func() {
+		if !started.Load() {
+			cancel()
+			return
+		}
+		e.Linger(d)
+		timer.Reset(d)
+	})
+	return ctx, func() {
+		unwatch()
+		timer.Stop()
+		cancel()
+	}
 }
 
 // listenerKey names the config key of an edge listener that could not
