@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -172,3 +173,47 @@ func TestHostSurvivesAClosedLogPipe(t *testing.T) {
 	conn.Close()
 }
 
+// TestServeSecondSignalEndsDrainDelay: a second SIGTERM while the drain
+// is delayed (drain_delay) ends serve at once, killed by that signal, as
+// one during the drain does: an operator or an orchestrator that will not
+// wait is not made to. The child runs main's signal wiring.
+func TestServeSecondSignalEndsDrainDelay(t *testing.T) {
+	runIfChild()
+	mgmt := testutil.FreeAddr(t)
+	c := startLogPipeChild(t, nil, "serve", "-data", t.TempDir(), "-http", "127.0.0.1:0", "-https=", "-dns=",
+		"-management", mgmt, "-bus-listen", "127.0.0.1:0", "-drain-delay", "5m")
+	readyz := func() int {
+		res, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + mgmt + "/readyz")
+		if err != nil {
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	testutil.WaitFor(t, 30*time.Second, func() bool {
+		if gone, err := c.exited(0); gone {
+			t.Fatalf("serve ended: %v\n%s", err, c.logs.String())
+		}
+		return readyz() == 200
+	}, "serve never became ready")
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		return strings.Contains(c.logs.String(), "edge: drain delayed:") && readyz() == 503
+	}, "no delayed drain after the first SIGTERM")
+	if gone, err := c.exited(0); gone {
+		t.Fatalf("serve ended in its drain delay: %v", err)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := c.exited(10 * time.Second)
+	if !gone {
+		t.Fatal("serve still runs 10s after a second SIGTERM in a 5m drain delay")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Fatalf("serve after a second SIGTERM: %v, want killed by SIGTERM", err)
+	}
+}
