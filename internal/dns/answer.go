@@ -321,10 +321,17 @@ func recordsFor(name string, z *Zone) []Record {
 // name that only exists as the parent of other records (shop, beside
 // _gatehouse-challenge.shop) is still covered, as the gateways cover it.
 func wildcardFor(name string, z *Zone) []Record {
+	recs, _ := wildcardOf(name, z)
+	return recs
+}
+
+// wildcardOf is [wildcardFor], with the wildcard's parent: its name
+// without the leading "*.". "" when there is none.
+func wildcardOf(name string, z *Zone) ([]Record, string) {
 	for n := name; n != z.Name; {
 		i, end := mdns.NextLabel(n, 0) // an escaped dot is inside a label
 		if end {
-			return nil
+			return nil, ""
 		}
 		parent := n[i:]
 		recs := z.wild[parent]
@@ -332,11 +339,11 @@ func wildcardFor(name string, z *Zone) []Record {
 			recs = recordsFor("*."+parent, z)
 		}
 		if len(recs) > 0 {
-			return recs
+			return recs, parent
 		}
 		n = parent
 	}
-	return nil
+	return nil, ""
 }
 
 func soa(z *Zone, ttl uint32) mdns.RR {

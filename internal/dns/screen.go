@@ -55,7 +55,9 @@ func (r screened) ReadUDP(conn *net.UDPConn, timeout time.Duration) ([]byte, *md
 		return m, sess, err
 	}
 	if reply := r.s.reject(m, sess.RemoteAddr()); reply != nil {
-		_, _ = mdns.WriteToSessionUDP(conn, reply, sess)
+		if reply = r.s.limitReject(reply, sess.RemoteAddr()); reply != nil {
+			_, _ = mdns.WriteToSessionUDP(conn, reply, sess)
+		}
 		markAnswered(m)
 	}
 	return m, sess, nil
@@ -73,7 +75,10 @@ func (r screened) ReadPacketConn(conn net.PacketConn, timeout time.Duration) ([]
 		return m, addr, err
 	}
 	if reply := r.s.reject(m, addr); reply != nil {
-		_, _ = conn.WriteTo(reply, addr)
+		// A packet's source can be forged as a UDP one's: limited alike.
+		if reply = r.s.limitReject(reply, addr); reply != nil {
+			_, _ = conn.WriteTo(reply, addr)
+		}
 		markAnswered(m)
 	}
 	return m, addr, nil

@@ -28,6 +28,20 @@ type Options struct {
 	// over UDP and TCP alike. A query from elsewhere, or without RD, for a
 	// name outside every zone gets REFUSED. Empty: none. Needs Forwarder.
 	RecursionAllow []netip.Prefix
+	// RateLimit is the most UDP responses a second to one source network
+	// (IPv4 /24, IPv6 /56) for one response, the same answer, NODATA
+	// of a zone or error (see ratelimit.go); past it they are dropped
+	// or slipped (RateLimitSlip). TCP and the sources in RecursionAllow
+	// are never limited. 0: off; at most 1000.
+	RateLimit int
+	// RateLimitSlip: of the responses over RateLimit, one in every
+	// RateLimitSlip is sent truncated (TC set, no records) rather than
+	// dropped, for a real resolver there to ask again over TCP. 0: every
+	// one is dropped; 1: every one truncated; at most 10.
+	RateLimitSlip int
+	// RateLimited is called with "dropped" or "truncated" for each
+	// response over RateLimit; nil: not counted.
+	RateLimited func(action string)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -44,6 +58,8 @@ type Server struct {
 	// maxPerSource is the most of them one source may hold
 	// ([maxTCPConnsPerSource]; tests lower it).
 	maxPerSource int
+	// rrl limits UDP responses (Options.RateLimit); nil: off.
+	rrl *limiter
 }
 
 // tcpWriteTimeout bounds one TCP write. A client that does not take an
@@ -88,11 +104,21 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("dns: recursion allow-list: invalid prefix %v", p)
 		}
 	}
+	if opts.RateLimit < 0 || opts.RateLimit > maxRateLimit {
+		return nil, fmt.Errorf("dns: rate limit must be 0 (off) to %d, got %d", maxRateLimit, opts.RateLimit)
+	}
+	if opts.RateLimitSlip < 0 || opts.RateLimitSlip > maxRateLimitSlip {
+		return nil, fmt.Errorf("dns: rate limit slip must be 0 to %d, got %d", maxRateLimitSlip, opts.RateLimitSlip)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout, maxConns: maxTCPConns, maxPerSource: maxTCPConnsPerSource}, nil
+	s := &Server{opts: opts, log: log, writeTimeout: tcpWriteTimeout, maxConns: maxTCPConns, maxPerSource: maxTCPConnsPerSource}
+	if opts.RateLimit > 0 {
+		s.rrl = newLimiter(opts.RateLimit, opts.RateLimitSlip, log, opts.RateLimited)
+	}
+	return s, nil
 }
 
 // ServeDNS answers one query. A forwarded query is bounded by the
@@ -138,6 +164,17 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 			// set is what a spoofed source would ask for, to amplify;
 			// over TCP, where the source is real, it is still given.
 			resp.Answer = firstRRset(resp.Answer)
+		}
+	}
+	if udp && s.limits(w.RemoteAddr()) {
+		// Counted on the reply as built, before the OPT and the cut to
+		// the query's size: a slipped reply gets its OPT below.
+		kind, qtype, name := bucketOf(req, resp, zones)
+		switch s.rrl.check(addrOf(w.RemoteAddr()), kind, qtype, name) {
+		case drop:
+			return
+		case truncate:
+			resp = slipped(resp)
 		}
 	}
 	if opt != nil && resp.IsEdns0() == nil {
@@ -225,14 +262,7 @@ func (s *Server) mayRecurse(addr net.Addr) bool {
 	if s.opts.Forwarder == nil || len(s.opts.RecursionAllow) == 0 {
 		return false
 	}
-	var ip netip.Addr
-	switch a := addr.(type) {
-	case *net.UDPAddr:
-		ip, _ = netip.AddrFromSlice(a.IP)
-	case *net.TCPAddr:
-		ip, _ = netip.AddrFromSlice(a.IP)
-	}
-	ip = ip.Unmap()
+	ip := addrOf(addr)
 	for _, p := range s.opts.RecursionAllow {
 		if p.Contains(ip) {
 			return true

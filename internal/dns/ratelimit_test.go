@@ -1,0 +1,464 @@
+package dns
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+)
+
+// testLimiter is a limiter of rate and slip whose clock moves only when
+// the test moves it.
+func testLimiter(rate, slip int) (*limiter, *atomic.Int64) {
+	var clock atomic.Int64
+	clock.Store(int64(time.Hour)) // not 0, as a real clock is not
+	l := newLimiter(rate, slip, slog.New(slog.DiscardHandler), nil)
+	l.now = clock.Load
+	return l, &clock
+}
+
+func verdicts(l *limiter, n int, src string, kind respKind, qtype uint16, name string) string {
+	var out []string
+	for range n {
+		out = append(out, [...]string{send: "send", drop: "drop", truncate: "tc"}[l.check(netip.MustParseAddr(src), kind, qtype, name)])
+	}
+	return strings.Join(out, " ")
+}
+
+// TestLimiter: a bucket holds rate responses, then every slip-th over it
+// is truncated and the rest dropped, the first over it truncated; it
+// refills at rate a second; and each source network and response has a
+// bucket of its own.
+func TestLimiter(t *testing.T) {
+	for _, tt := range []struct {
+		rate, slip int
+		want       string
+	}{
+		{3, 2, "send send send tc drop tc drop tc"},
+		{3, 3, "send send send tc drop drop tc drop drop"},
+		{2, 1, "send send tc tc tc"},
+		{2, 0, "send send drop drop drop"},
+		{1, 2, "send tc drop tc"},
+	} {
+		t.Run(fmt.Sprintf("rate=%d/slip=%d", tt.rate, tt.slip), func(t *testing.T) {
+			l, _ := testLimiter(tt.rate, tt.slip)
+			if got := verdicts(l, strings.Count(tt.want, " ")+1, "192.0.2.1", kindAnswer, mdns.TypeA, "a.apps.example.com"); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("refill", func(t *testing.T) {
+		l, clock := testLimiter(4, 2)
+		q := func(n int) string { return verdicts(l, n, "192.0.2.1", kindAnswer, mdns.TypeA, "a") }
+		if got := q(6); got != "send send send send tc drop" {
+			t.Fatalf("burst: %s", got)
+		}
+		clock.Add(int64(time.Second / 4)) // one response's worth
+		if got := q(2); got != "send tc" {
+			t.Errorf("a quarter second on: %s, want send tc", got)
+		}
+		clock.Add(int64(time.Second))
+		if got := q(5); got != "send send send send tc" {
+			t.Errorf("a second on: %s, want the whole budget back", got)
+		}
+	})
+
+	t.Run("buckets", func(t *testing.T) {
+		l, _ := testLimiter(2, 1)
+		full := "send send tc"
+		check := func(what, src string, kind respKind, qtype uint16, name, want string) {
+			t.Helper()
+			if got := verdicts(l, 3, src, kind, qtype, name); got != want {
+				t.Errorf("%s: %s, want %s", what, got, want)
+			}
+		}
+		check("first", "192.0.2.1", kindAnswer, mdns.TypeA, "www.apps.example.com", full)
+		check("same /24, other host, name in other case", "192.0.2.200", kindAnswer, mdns.TypeA, "WWW.Apps.Example.COM", "tc tc tc")
+		check("IPv4-mapped source of the same /24", "::ffff:192.0.2.9", kindAnswer, mdns.TypeA, "www.apps.example.com", "tc tc tc")
+		check("other /24", "192.0.3.1", kindAnswer, mdns.TypeA, "www.apps.example.com", full)
+		check("other name", "192.0.2.1", kindAnswer, mdns.TypeA, "api.apps.example.com", full)
+		check("other type", "192.0.2.1", kindAnswer, mdns.TypeAAAA, "www.apps.example.com", full)
+		check("wildcard of the same name", "192.0.2.1", kindWildcard, mdns.TypeA, "www.apps.example.com", full)
+		check("errors", "192.0.2.1", kindError, 0, "", full)
+		check("errors, any name", "192.0.2.1", kindError, 0, "", "tc tc tc")
+		check("IPv6", "2001:db8:0:100::1", kindError, 0, "", full)
+		check("IPv6, same /56", "2001:db8:0:1ff::2", kindError, 0, "", "tc tc tc")
+		check("IPv6, other /56", "2001:db8:0:200::1", kindError, 0, "", full)
+	})
+
+	t.Run("counted and logged once", func(t *testing.T) {
+		var counts []string
+		var log testutil.SyncBuffer
+		l := newLimiter(2, 2, slog.New(slog.NewTextHandler(&log, nil)), func(a string) { counts = append(counts, a) })
+		l.now = func() int64 { return int64(time.Hour) }
+		verdicts(l, 6, "192.0.2.1", kindAnswer, mdns.TypeA, "www.apps.example.com")
+		verdicts(l, 3, "192.0.3.1", kindAnswer, mdns.TypeA, "www.apps.example.com")
+		if want := []string{"truncated", "dropped", "truncated", "dropped", "truncated"}; !slices.Equal(counts, want) {
+			t.Errorf("counted %q, want %q", counts, want)
+		}
+		// The second network starts to be limited in the same second:
+		// no second line.
+		if lines := strings.Split(strings.TrimSpace(log.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], `msg="dns: rate limiting responses" source=192.0.2.0/24 response=answer name=www.apps.example.com`) {
+			t.Errorf("log: %q", lines)
+		}
+	})
+}
+
+// TestLimiterBounded: a flood of sources never grows the table past its
+// cap, a limited bucket stays limited meanwhile while there is room, and
+// buckets at rest make room for new ones.
+func TestLimiterBounded(t *testing.T) {
+	l, clock := testLimiter(1, 1)
+	l.max = 1000
+	if got := verdicts(l, 2, "198.51.100.1", kindAnswer, mdns.TypeA, "victim"); got != "send tc" {
+		t.Fatalf("victim: %s", got)
+	}
+	for i := range 5000 {
+		src := netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1})
+		if v := l.check(src, kindAnswer, mdns.TypeA, "victim"); v != send {
+			t.Fatalf("source %d: %v, want sent", i, v)
+		}
+		if n := len(l.table); n > l.max {
+			t.Fatalf("after %d sources the table holds %d entries, past its cap %d", i+1, n, l.max)
+		}
+		if i == l.max/2 {
+			if got := verdicts(l, 1, "198.51.100.1", kindAnswer, mdns.TypeA, "victim"); got != "tc" {
+				t.Fatalf("victim, the table half full: %s, want still limited", got)
+			}
+		}
+	}
+	// A second on, every bucket is at rest: the next new one sweeps them.
+	clock.Add(int64(time.Second))
+	l.check(netip.MustParseAddr("203.0.113.1"), kindError, 0, "")
+	if n := len(l.table); n != 1 {
+		t.Errorf("after a second at rest the table holds %d entries, want 1", n)
+	}
+
+	// At the real cap, what the table costs.
+	l, _ = testLimiter(1, 1)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 4 * maxLimiterEntries {
+		l.check(netip.AddrFrom4([4]byte{byte(11 + i>>16), byte(i >> 8), byte(i), 1}), kindAnswer, mdns.TypeA, "x")
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := len(l.table); n != maxLimiterEntries {
+		t.Errorf("table holds %d entries, want its cap %d", n, maxLimiterEntries)
+	}
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("full table: %d entries, heap %+d KiB", len(l.table), grew>>10)
+	if grew > 10<<20 {
+		t.Errorf("a full table costs %d KiB, past 10 MiB", grew>>10)
+	}
+	runtime.KeepAlive(l)
+}
+
+// rrlServer serves zones with the given rate limit on loopback, its
+// limiter's clock stopped where the test moves it, and returns its
+// address, the clock, and the limited responses as the server counts them.
+func rrlServer(t *testing.T, o Options) (string, *atomic.Int64, <-chan string) {
+	t.Helper()
+	limited := make(chan string, 100)
+	o.Addr = "127.0.0.1:0"
+	o.RateLimited = func(a string) { limited <- a }
+	if o.Zones == nil {
+		o.Zones = func() []Zone { return testZones }
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64
+	clock.Store(int64(time.Hour))
+	s.rrl.now = clock.Load
+	pc, ln, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Serve(t, "serve", func(ctx context.Context) error { return s.Serve(ctx, pc, ln) })
+	return pc.LocalAddr().String(), &clock, limited
+}
+
+// udpAsker sends queries over one UDP socket from local and says, for
+// each, what came of it: the reply, or nil when the server counted it
+// dropped.
+type udpAsker struct {
+	t       *testing.T
+	c       net.Conn
+	replies chan []byte
+	limited <-chan string
+}
+
+func newUDPAsker(t *testing.T, addr, local string, limited <-chan string) *udpAsker {
+	t.Helper()
+	d := net.Dialer{}
+	if local != "" {
+		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(local)}
+	}
+	c, err := d.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &udpAsker{t: t, c: c, replies: make(chan []byte, 100), limited: limited}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			buf := make([]byte, 65535)
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			a.replies <- buf[:n]
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return a
+}
+
+// ask sends q and waits for its reply or for the server to count a drop;
+// a truncation is counted too, and must come with its reply.
+func (a *udpAsker) ask(q *mdns.Msg) *mdns.Msg {
+	a.t.Helper()
+	b, err := q.Pack()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return a.askBytes(b, q.Id)
+}
+
+// askBytes is ask with the query as bytes, id its id.
+func (a *udpAsker) askBytes(b []byte, id uint16) *mdns.Msg {
+	a.t.Helper()
+	if _, err := a.c.Write(b); err != nil {
+		a.t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	var counted string
+	for {
+		select {
+		case r := <-a.replies:
+			m := new(mdns.Msg)
+			if err := m.Unpack(r); err != nil {
+				a.t.Fatalf("reply: %v", err)
+			}
+			if m.Id != id {
+				a.t.Fatalf("reply to %d, want to %d", m.Id, id)
+			}
+			if m.Truncated && counted == "" {
+				// The server counts before it writes, but the reader
+				// may be first to hand its part over.
+				select {
+				case counted = <-a.limited:
+				case <-timeout:
+					a.t.Fatal("a truncated reply, not counted")
+				}
+			}
+			if m.Truncated != (counted == "truncated") {
+				a.t.Fatalf("reply TC=%v, counted %q", m.Truncated, counted)
+			}
+			return m
+		case counted = <-a.limited:
+			if counted == "dropped" {
+				return nil
+			}
+		case <-timeout:
+			a.t.Fatal("no reply, and no drop counted, in 10s")
+		}
+	}
+}
+
+// outcome is a reply in brief: "full" (records, TC clear), "tc" (TC set,
+// the question and OPT kept, nothing else), "drop", or the rcode.
+func outcome(t *testing.T, q, m *mdns.Msg) string {
+	t.Helper()
+	switch {
+	case m == nil:
+		return "drop"
+	case m.Truncated:
+		if len(m.Answer) != 0 || len(m.Ns) != 0 || !slices.Equal(m.Question, q.Question) || (m.IsEdns0() != nil) != (q.IsEdns0() != nil) || len(m.Extra) > 1 {
+			t.Errorf("truncated reply %v to %v: want the question, the OPT if asked with one, nothing else", m, q)
+		}
+		return "tc"
+	case m.Rcode != mdns.RcodeSuccess:
+		return mdns.RcodeToString[m.Rcode]
+	case len(m.Answer) > 0:
+		return "full"
+	}
+	return "nodata"
+}
+
+func rrlQuery(name string, qt uint16, edns bool) *mdns.Msg {
+	q := new(mdns.Msg)
+	q.SetQuestion(name, qt)
+	if edns {
+		q.SetEdns0(1232, false)
+	}
+	return q
+}
+
+// askN asks q n times (a new id each) and returns the outcomes.
+func (a *udpAsker) askN(n int, q *mdns.Msg) string {
+	a.t.Helper()
+	var out []string
+	for range n {
+		q.Id = mdns.Id()
+		out = append(out, outcome(a.t, q, a.ask(q)))
+	}
+	return strings.Join(out, " ")
+}
+
+// TestRateLimitUDP: over UDP, the same answer to one source network is
+// sent rate times, then truncated every slip-th time and dropped the
+// others; another name, another network, and TCP are not held back, and
+// a second on the budget is back.
+func TestRateLimitUDP(t *testing.T) {
+	addr, clock, limited := rrlServer(t, Options{RateLimit: 3, RateLimitSlip: 2})
+	a := newUDPAsker(t, addr, "", limited)
+
+	fixed := rrlQuery("fixed.apps.example.com.", mdns.TypeA, true)
+	if got, want := a.askN(8, fixed), "full full full tc drop tc drop tc"; got != want {
+		t.Errorf("fixed, with EDNS:\n got %s\nwant %s", got, want)
+	}
+	if got, want := a.askN(2, rrlQuery("FIXED.apps.example.com.", mdns.TypeA, false)), "drop tc"; got != want {
+		t.Errorf("fixed in other case, no EDNS: got %s, want %s", got, want)
+	}
+	if got, want := a.askN(4, rrlQuery("hello.apps.example.com.", mdns.TypeTXT, false)), "nodata nodata nodata tc"; got != want {
+		t.Errorf("another name: got %s, want %s", got, want)
+	}
+	// NODATA counts by zone: another name's is the same count.
+	if got, want := a.askN(1, rrlQuery("other.apps.example.com.", mdns.TypeTXT, false)), "drop"; got != want {
+		t.Errorf("NODATA, another name: got %s, want %s", got, want)
+	}
+	// Names the gateways' wildcard answers count as the wildcard.
+	var wild []string
+	for i := range 4 {
+		wild = append(wild, a.askN(1, rrlQuery(fmt.Sprintf("rand%d.apps.example.com.", i), mdns.TypeA, false)))
+	}
+	if got, want := strings.Join(wild, " "), "full full full tc"; got != want {
+		t.Errorf("random names under the wildcard: got %s, want %s", got, want)
+	}
+	// Errors, screen's (FORMERR to a query with bytes after its last
+	// record) and the handler's (REFUSED), are one count.
+	trailing := func() string {
+		q := rrlQuery("fixed.apps.example.com.", mdns.TypeA, true)
+		b, err := q.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outcome(t, q, a.askBytes(append(b, 0), q.Id))
+	}
+	refused := rrlQuery("example.org.", mdns.TypeA, true)
+	got := []string{a.askN(2, refused), trailing(), a.askN(1, refused), trailing(), trailing()}
+	if got, want := strings.Join(got, " "), "REFUSED REFUSED FORMERR tc drop tc"; got != want {
+		t.Errorf("errors:\n got %s\nwant %s", got, want)
+	}
+
+	other := newUDPAsker(t, addr, "127.0.1.1", limited)
+	if got, want := other.askN(4, fixed), "full full full tc"; got != want {
+		t.Errorf("another /24: got %s, want %s", got, want)
+	}
+
+	for i := range 8 {
+		if m := ask(t, "tcp", addr, "fixed.apps.example.com.", mdns.TypeA, 1232); m.Truncated || len(m.Answer) != 1 {
+			t.Fatalf("TCP query %d: %v", i, m)
+		}
+	}
+
+	clock.Add(int64(time.Second))
+	if got, want := a.askN(4, fixed), "full full full tc"; got != want {
+		t.Errorf("a second on: got %s, want %s", got, want)
+	}
+	select {
+	case c := <-limited:
+		t.Errorf("a limited response not accounted for: %s", c)
+	default:
+	}
+}
+
+// TestRateLimitExemptsRecursionSources: the platform's networks, which
+// may recurse, are never limited, in-zone answers and errors alike.
+func TestRateLimitExemptsRecursionSources(t *testing.T) {
+	// Never asked: every question here is in a zone or refused.
+	fwd, err := NewForwarder(ForwarderOptions{Upstreams: []string{"192.0.2.53:53"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _, limited := rrlServer(t, Options{RateLimit: 1, RateLimitSlip: 1, Forwarder: fwd,
+		RecursionAllow: []netip.Prefix{netip.MustParsePrefix("127.0.2.0/24")}})
+	platform := newUDPAsker(t, addr, "127.0.2.1", limited)
+	if got, want := platform.askN(5, rrlQuery("fixed.apps.example.com.", mdns.TypeA, false)), "full full full full full"; got != want {
+		t.Errorf("platform source: got %s, want %s", got, want)
+	}
+	meta := rrlQuery("fixed.apps.example.com.", mdns.TypeAXFR, false)
+	if got, want := platform.askN(3, meta), "REFUSED REFUSED REFUSED"; got != want {
+		t.Errorf("platform source, errors: got %s, want %s", got, want)
+	}
+	other := newUDPAsker(t, addr, "127.0.3.1", limited)
+	if got, want := other.askN(2, meta), "REFUSED tc"; got != want {
+		t.Errorf("other source: got %s, want %s", got, want)
+	}
+}
+
+// TestRateLimitRealClock: with the server's own clock, a bucket of one
+// a second is spent by one answer and back within about a second.
+func TestRateLimitRealClock(t *testing.T) {
+	limited := make(chan string, 100)
+	addr := startWith(t, Options{Zones: func() []Zone { return testZones }, RateLimit: 1, RateLimitSlip: 1,
+		RateLimited: func(a string) { limited <- a }})
+	a := newUDPAsker(t, addr, "", limited)
+	q := rrlQuery("fixed.apps.example.com.", mdns.TypeA, true)
+	start := time.Now()
+	if got := a.askN(1, q); got != "full" {
+		t.Fatalf("first: %s", got)
+	}
+	if got := a.askN(1, q); got != "tc" && time.Since(start) < time.Second {
+		t.Fatalf("second, at once: %s, want tc", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("no full answer again within 5s")
+		}
+		got := a.askN(1, q)
+		if got == "full" {
+			if d := time.Since(start); d < 900*time.Millisecond {
+				t.Fatalf("answered in full again after %v, before the bucket refilled", d)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the refill: no event to wait on
+	}
+}
+
+func TestNewValidatesRateLimit(t *testing.T) {
+	zones := func() []Zone { return nil }
+	for _, o := range []Options{
+		{RateLimit: -1}, {RateLimit: maxRateLimit + 1},
+		{RateLimit: 20, RateLimitSlip: -1}, {RateLimit: 20, RateLimitSlip: maxRateLimitSlip + 1},
+	} {
+		o.Addr, o.Zones = "127.0.0.1:0", zones
+		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "rate limit") {
+			t.Errorf("New(RateLimit %d, RateLimitSlip %d): %v, want refused", o.RateLimit, o.RateLimitSlip, err)
+		}
+	}
+	for _, o := range []Options{{RateLimit: 0}, {RateLimit: maxRateLimit, RateLimitSlip: maxRateLimitSlip}, {RateLimit: 1}} {
+		o.Addr, o.Zones = "127.0.0.1:0", zones
+		if _, err := New(o); err != nil {
+			t.Errorf("New(RateLimit %d, RateLimitSlip %d): %v", o.RateLimit, o.RateLimitSlip, err)
+		}
+	}
+}
