@@ -87,6 +87,13 @@ type DNS struct {
 	// Recursion forwards names outside every zone upstream, for the
 	// platform only. Off by default.
 	Recursion Recursion `yaml:"recursion" json:"recursion"`
+	// RateLimit is the most UDP responses a second to one source
+	// network for one response (internal/dns, response rate limiting);
+	// 0: off.
+	RateLimit int `yaml:"rate_limit" json:"rate_limit"`
+	// RateLimitSlip: one in every RateLimitSlip responses over RateLimit
+	// is sent truncated, the rest dropped; 0: all dropped.
+	RateLimitSlip int `yaml:"rate_limit_slip" json:"rate_limit_slip"`
 }
 
 // Recursion is DESIGN §8's opt-in forwarding of off-zone names. The
@@ -284,7 +291,7 @@ func Default() Config {
 		DataDir:    "gatehouse-data",
 		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect},
 		HTTPS:      Listener{Addr: ":8443"},
-		DNS:        DNS{Addr: ":5353"},
+		DNS:        DNS{Addr: ":5353", RateLimit: 20, RateLimitSlip: 2},
 		Management: Listener{Addr: "127.0.0.1:9180"},
 		Listeners: Listeners{
 			MaxRequestLine:    8 << 10,

@@ -35,6 +35,8 @@ var keys = []key{
 	{"dns.addr", "dns", "authoritative DNS listen address, udp+tcp (empty: off)", func(c *Config) any { return &c.DNS.Addr }},
 	{"dns.recursion.upstreams", "dns-recursion-upstreams", "resolvers host:port (port 53 if left out) that off-zone names are forwarded to, comma separated (empty: recursion off)", func(c *Config) any { return &c.DNS.Recursion.Upstreams }},
 	{"dns.recursion.allow", "dns-recursion-allow", "CIDRs whose UDP/TCP DNS queries may recurse, comma separated (empty: none)", func(c *Config) any { return &c.DNS.Recursion.Allow }},
+	{"dns.rate_limit", "dns-rate-limit", "most UDP DNS responses a second to one source network for the same answer (0: no limit)", func(c *Config) any { return &c.DNS.RateLimit }},
+	{"dns.rate_limit_slip", "dns-rate-limit-slip", "send one in every this many DNS responses over dns.rate_limit truncated, drop the rest (0: drop all)", func(c *Config) any { return &c.DNS.RateLimitSlip }},
 	{"management.addr", "management", "management listen address: dashboard, healthz, readyz, metrics, control API", func(c *Config) any { return &c.Management.Addr }},
 	{"listeners.max_request_line", "listeners-max-request-line", "longest request line in bytes (longer: 414)", func(c *Config) any { return &c.Listeners.MaxRequestLine }},
 	{"listeners.max_header_bytes", "listeners-max-header-bytes", "largest header block in bytes (larger: 431)", func(c *Config) any { return &c.Listeners.MaxHeaderBytes }},

@@ -243,6 +243,13 @@ func (c *Config) validateRecursion() error {
 			return bad(fmt.Sprintf("dns.recursion.allow[%d]", i), "%q is IPv4-mapped and never matches (sources are compared as IPv4); %s", p, fix)
 		}
 	}
+	// The bounds are the DNS server's (internal/dns), as BIND's.
+	if n := c.DNS.RateLimit; n < 0 || n > 1000 {
+		return bad("dns.rate_limit", "must be 0 (no limit) to 1000 responses a second, got %d", n)
+	}
+	if n := c.DNS.RateLimitSlip; n < 0 || n > 10 {
+		return bad("dns.rate_limit_slip", "must be 0 (drop every response over the limit) to 10, got %d", n)
+	}
 	if len(r.Allow) > 0 && len(r.Upstreams) == 0 {
 		return bad("dns.recursion.allow", "needs dns.recursion.upstreams: without upstreams recursion is off").
 			or("dns.recursion.upstreams", "empty turns recursion off, and dns.recursion.allow lists sources that may recurse: give upstreams, or empty dns.recursion.allow too")

@@ -81,6 +81,9 @@ type Gatehouse struct {
 	// resyncs counts the store's full loads by reason
 	// (store.Options.OnResync).
 	resyncs *prometheus.CounterVec
+	// dnsLimited counts the UDP DNS responses over dns.rate_limit, by
+	// action (dns.Options.RateLimited).
+	dnsLimited *prometheus.CounterVec
 }
 
 // Addrs are the addresses the listeners actually bound (useful with port 0).
@@ -148,6 +151,15 @@ func New(cfg config.Config, log *slog.Logger) (*Gatehouse, error) {
 		Help: "Full loads of the routing buckets into the table, by reason: start, retry, interval, stalled, keys, swept, recreated.",
 	}, []string{"reason"})
 	if err := reg.Register(g.resyncs); err != nil {
+		return nil, fmt.Errorf("gatehouse: %w", err)
+	}
+	// A platform sees here that the DNS server is held back, by a flood
+	// of forged sources or by resolvers that ask too often.
+	g.dnsLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gatehouse_dns_rate_limited_total",
+		Help: "UDP DNS responses over dns.rate_limit, by action: dropped, truncated.",
+	}, []string{"action"})
+	if err := reg.Register(g.dnsLimited); err != nil {
 		return nil, fmt.Errorf("gatehouse: %w", err)
 	}
 	return g, nil

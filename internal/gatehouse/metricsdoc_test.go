@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	mdns "github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -83,7 +84,19 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		t.Fatalf("only %d rows in the Metrics table", len(rows))
 	}
 
-	r := start(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.DNS.RateLimit, cfg.DNS.RateLimitSlip = 1, 1
+	r := start(t, cfg)
+	// A DNS answer over dns.rate_limit: the second, truncated, is counted
+	// before it is sent.
+	for i := range 2 {
+		q := new(mdns.Msg)
+		q.SetQuestion("hello.test.local.", mdns.TypeA)
+		m, _, err := (&mdns.Client{Timeout: 10 * time.Second}).Exchange(q, r.g.Addrs().DNS)
+		if err != nil || m.Truncated != (i == 1) {
+			t.Fatalf("DNS query %d: %v %v", i+1, m, err)
+		}
+	}
 	if code, b := r.control(t, "PUT", "/api/v3/apps/fenced", `{"policy":[{"action":"deny","path":"/admin/*"}]}`); code != 200 {
 		t.Fatalf("put: %d %s", code, b)
 	}

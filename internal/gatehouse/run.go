@@ -191,6 +191,8 @@ func (g *Gatehouse) listenDNS() (*dns.Server, net.PacketConn, net.Listener, erro
 	srv, err := dns.New(dns.Options{
 		Addr: cfg.DNS.Addr, Zones: g.dnsZones(), Logger: g.log,
 		Forwarder: g.forwarder, RecursionAllow: cfg.RecursionPrefixes(),
+		RateLimit: cfg.DNS.RateLimit, RateLimitSlip: cfg.DNS.RateLimitSlip,
+		RateLimited: func(action string) { g.dnsLimited.WithLabelValues(action).Inc() },
 	})
 	if err != nil {
 		return nil, nil, nil, err
