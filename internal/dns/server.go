@@ -135,6 +135,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	_, udp := w.RemoteAddr().(*net.UDPAddr)
 	var resp *mdns.Msg
 	opt := req.IsEdns0()
+	var badKey *mdns.TSIG // the query's TSIG, when it is answered BADKEY
 	switch ra := s.mayRecurse(w.RemoteAddr()); {
 	case badOPT(req):
 		// RFC 6891 §6.1.1: more than one OPT is FORMERR, and an OPT
@@ -150,6 +151,21 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		// whose OPT (added below) tells the requester the one we do.
 		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeBadVers)
 		resp.RecursionAvailable = ra
+	case badTSIG(req):
+		// RFC 8945 §5.2: a TSIG anywhere but last in the additional
+		// section is FORMERR; so are two of them.
+		resp = new(mdns.Msg).SetRcodeFormatError(req)
+		resp.RecursionAvailable = ra
+	case req.IsTsig() != nil:
+		// RFC 8945 §5.2.2: a server that does not know the key answers
+		// NOTAUTH, with an unsigned TSIG saying BADKEY. This one knows
+		// none: its answers are the same for everyone, and a signed
+		// query answered unsigned, as before, reads to the client as
+		// a forgery. A query to forward is no exception: the forwarder
+		// could not sign its answer either.
+		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeNotAuth)
+		resp.RecursionAvailable = ra
+		badKey = req.IsTsig()
 	case ra && recursable(req, zones):
 		network := "tcp"
 		if udp {
@@ -203,6 +219,17 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		// form is past the 64 KiB a TCP message holds still goes out.
 		resp.Compress = true
 	}
+	if badKey != nil {
+		// Last of the additional section, after the OPT, and past the
+		// cut: the reply is a header, the question and OPT, smaller
+		// than the signed query. No MAC (RFC 8945 §5.3.2); the time is
+		// ours, as BIND's is.
+		resp.Extra = append(resp.Extra, &mdns.TSIG{
+			Hdr:       mdns.RR_Header{Name: badKey.Hdr.Name, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+			Algorithm: badKey.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: badKey.Fudge,
+			OrigId: badKey.OrigId, Error: mdns.RcodeBadKey,
+		})
+	}
 	if err := w.WriteMsg(resp); err != nil {
 		// A reply that cannot be packed (a record set past 64 KiB) would
 		// leave the client waiting: tell it the server failed.
@@ -254,6 +281,27 @@ func badOPT(req *mdns.Msg) bool {
 		}
 	}
 	return n > 1
+}
+
+// badTSIG reports whether req's TSIG records break RFC 8945 §5.2: one
+// in the answer or authority section, more than one, or one that is not
+// the last record of the additional section. [mdns.Msg.IsTsig] looks at
+// the last record alone, so without this a misplaced TSIG would be
+// ignored and the query answered as if unsigned.
+func badTSIG(req *mdns.Msg) bool {
+	for _, sec := range [][]mdns.RR{req.Answer, req.Ns} {
+		for _, rr := range sec {
+			if rr.Header().Rrtype == mdns.TypeTSIG {
+				return true
+			}
+		}
+	}
+	for i, rr := range req.Extra {
+		if rr.Header().Rrtype == mdns.TypeTSIG && i != len(req.Extra)-1 {
+			return true
+		}
+	}
+	return false
 }
 
 // mayRecurse reports whether a query from addr may recurse: recursion is

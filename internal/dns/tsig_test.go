@@ -1,0 +1,108 @@
+package dns
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+)
+
+// rawTCP sends b framed over TCP to addr and returns the reply's bytes.
+func rawTCP(t *testing.T, addr string, b []byte) []byte {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...)); err != nil {
+		t.Fatal(err)
+	}
+	var n [2]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, binary.BigEndian.Uint16(n[:]))
+	if _, err := io.ReadFull(c, reply); err != nil {
+		t.Fatal(err)
+	}
+	return reply
+}
+
+// TestTSIGSignedQueryGetsBADKEY: this server knows no TSIG key, so a
+// signed query, in a zone or out of every one, over UDP and TCP, gets
+// NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945 §5.2.2), its key
+// and algorithm the query's, last after the OPT; and a TSIG that is not
+// the additional section's last record gets FORMERR (§5.2).
+func TestTSIGSignedQueryGetsBADKEY(t *testing.T) {
+	addr := startServer(t)
+	const key = "platform-key."
+	for _, network := range []string{"udp", "tcp"} {
+		for _, name := range []string{"fixed.apps.example.com.", "example.org."} {
+			q := new(mdns.Msg)
+			q.SetQuestion(name, mdns.TypeA)
+			q.SetEdns0(1232, false)
+			q.SetTsig(key, mdns.HmacSHA256, 300, time.Now().Unix())
+			b, _, err := mdns.TsigGenerate(q, "c2VjcmV0LXNlY3JldC1zZWNyZXQ=", "", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw []byte
+			if network == "udp" {
+				c, err := net.Dial("udp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				if _, err := c.Write(b); err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, 65535)
+				n, err := c.Read(buf)
+				c.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw = buf[:n]
+			} else {
+				raw = rawTCP(t, addr, b)
+			}
+			m := new(mdns.Msg)
+			if err := m.Unpack(raw); err != nil {
+				t.Fatalf("%s %s: %v", network, name, err)
+			}
+			if m.Rcode != mdns.RcodeNotAuth || len(m.Answer) != 0 || len(m.Question) != 1 || m.Question[0].Name != name {
+				t.Errorf("%s %s: %s with %d answers, want NOTAUTH and the question:\n%v", network, name, mdns.RcodeToString[m.Rcode], len(m.Answer), m)
+			}
+			ts := m.IsTsig()
+			if ts == nil || m.IsEdns0() == nil {
+				t.Fatalf("%s %s: want OPT, then TSIG last:\n%v", network, name, m)
+			}
+			if ts.Hdr.Name != key || ts.Algorithm != mdns.HmacSHA256 || ts.Error != mdns.RcodeBadKey || ts.MACSize != 0 || ts.MAC != "" || ts.OrigId != q.Id || ts.Hdr.Class != mdns.ClassANY {
+				t.Errorf("%s %s: TSIG %v, want BADKEY, unsigned, for %s %s, original id %d", network, name, ts, key, mdns.HmacSHA256, q.Id)
+			}
+		}
+	}
+
+	// A TSIG before the OPT is not last: FORMERR.
+	q := new(mdns.Msg)
+	q.SetQuestion("fixed.apps.example.com.", mdns.TypeA)
+	q.Extra = append(q.Extra, &mdns.TSIG{Hdr: mdns.RR_Header{Name: key, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+		Algorithm: mdns.HmacSHA256, TimeSigned: uint64(time.Now().Unix()), Fudge: 300, OrigId: q.Id})
+	q.SetEdns0(1232, false)
+	b, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := new(mdns.Msg)
+	if err := m.Unpack(rawTCP(t, addr, b)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Rcode != mdns.RcodeFormatError || m.IsTsig() != nil {
+		t.Errorf("TSIG before OPT: %s, want FORMERR without a TSIG:\n%v", mdns.RcodeToString[m.Rcode], m)
+	}
+}
