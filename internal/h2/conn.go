@@ -52,6 +52,10 @@ type conn struct {
 	// sent: the first header block after it goes below our table's size
 	// starts with the update that lowers it (see encoder.shrink).
 	peerTable atomic.Uint32
+	// dataOut counts the DATA frames written, for the bound on the
+	// client's WINDOW_UPDATEs (winUpdates): added to under wmu, read by
+	// the reader, which never waits for wmu for it.
+	dataOut atomic.Int64
 	// peerMaxFrame is the client's SETTINGS_MAX_FRAME_SIZE. Written
 	// before the SETTINGS' ACK is queued, and read only under wmu: a
 	// frame sized by it goes out before that ACK, or was sized by the
@@ -87,7 +91,8 @@ type conn struct {
 	refusals     int
 	empties      int // frames that carried nothing since a stream last started
 	emptiesSince time.Time
-	takeWakes    int // how often a take woke to look again: tests bound it
+	winUpdates   int64 // WINDOW_UPDATEs received (see windowUpdatesFree)
+	takeWakes    int   // how often a take woke to look again: tests bound it
 
 	// closedWin is the DATA the client may still send, in flight when
 	// the server ended or refused the streams it is for, on streams no
@@ -525,44 +530,52 @@ func (cn *conn) onSettings(f *http2.SettingsFrame) error {
 func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	inc := int64(f.Increment)
 	cn.mu.Lock()
+	if f.StreamID != 0 && cn.streams[f.StreamID] == nil && cn.idleLocked(f.StreamID) {
+		cn.mu.Unlock()
+		return cn.fail(http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream")
+	}
+	// Counted wherever it goes: on a stream the server has ended, or
+	// reset, as on an open one, for a client goes on reading what it was
+	// sent before the end, and updating the stream's window as it does
+	// (Go's client, up to its 4 MiB window's worth: a thousand updates).
+	spent := cn.windowUpdateLocked()
+	var st *stream
+	over := false
 	if f.StreamID == 0 {
 		cn.sendWin += inc
-		over := cn.sendWin > 1<<31-1
+		over = cn.sendWin > 1<<31-1
 		if !over {
 			cn.wakeConnWaiterLocked()
 		}
-		cn.mu.Unlock()
-		if over {
-			return cn.fail(http2.ErrCodeFlowControl, "connection window over 2^31-1")
-		}
-		return nil
+	} else if st = cn.streams[f.StreamID]; st != nil && !st.reset {
+		// A reset stream's window matters no more, and is not added
+		// to, so that a window taken over 2^31-1 resets the stream
+		// once, not at each update after.
+		st.sendWin += inc
+		over = st.sendWin > 1<<31-1
+		st.wake()
 	}
-	st := cn.streams[f.StreamID]
-	if st == nil {
-		idle := cn.idleLocked(f.StreamID)
-		cn.mu.Unlock()
-		if idle {
-			return cn.fail(http2.ErrCodeProtocol, "WINDOW_UPDATE on an idle stream")
-		}
-		return cn.emptyFrame()
-	}
-	if st.reset {
-		// Reset by either side, its handler running on: its window
-		// matters no more, and an update changes nothing. Not added,
-		// so that a window taken over 2^31-1 resets the stream once,
-		// not at each update after; a stream of them is a flood.
-		cn.mu.Unlock()
-		return cn.emptyFrame()
-	}
-	st.sendWin += inc
-	over := st.sendWin > 1<<31-1
-	st.wake()
 	cn.mu.Unlock()
-	if over {
+	switch {
+	case over && st == nil:
+		return cn.fail(http2.ErrCodeFlowControl, "connection window over 2^31-1")
+	case over:
 		st.abort(errors.New("h2: stream window over 2^31-1"))
 		cn.sendControl(func(w *http2.Framer) error { return w.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl) })
 	}
+	if spent {
+		return cn.emptyFrame()
+	}
 	return nil
+}
+
+// windowUpdateLocked counts a WINDOW_UPDATE and reports whether it is
+// past the client's allowance (windowUpdatesFree): one more frame
+// without progress. The update still applies: a client past it is
+// counted, not refused. Called with cn.mu held.
+func (cn *conn) windowUpdateLocked() bool {
+	cn.winUpdates++
+	return cn.winUpdates > windowUpdatesFree+windowUpdatesPerData*cn.dataOut.Load()
 }
 
 // idleLocked reports whether stream id is idle (RFC 9113 §5.1): one the

@@ -62,7 +62,8 @@
 // MaxHeaderBytes answered 431 on their stream, the connection going on
 // (headers.go); and floods of frames that make no request progress
 // (empty DATA, SETTINGS, PING, header blocks refused, resets of closed
-// streams, DATA on a stream closed to the client past the window it had)
+// streams, DATA on a stream closed to the client past the window it had,
+// WINDOW_UPDATEs past ten for each DATA frame sent and a hundred more)
 // bounded. What a client had in flight on a stream the server ended or
 // refused before the client ended it (its DATA within the window, its
 // trailers) is ignored (RFC 9113 §5.1), not a connection error. It does

@@ -102,11 +102,26 @@ const (
 	// maxEmptyFrames bounds frames that carry nothing and cost a wake-up
 	// each (empty DATA, unknown types, PRIORITY, SETTINGS and PING and
 	// their ACKs, refused header blocks and frames, resets of closed
-	// streams) per connection between two requests that start, or
+	// streams, WINDOW_UPDATEs past their allowance: windowUpdatesFree)
+	// per connection between two requests that start, or
 	// within emptyWindow: a rate, so that a client pinging now and then
 	// along one long stream (a keepalive) is never counted as a flood.
 	maxEmptyFrames = 1000
 	emptyWindow    = time.Second
+	// windowUpdatesFree and windowUpdatesPerData bound the WINDOW_UPDATEs
+	// a client sends, on any stream, over the connection's life: past a
+	// hundred and ten for each DATA frame written, each counts as a frame
+	// without progress. A client's updates follow the DATA it reads, on a
+	// stream the server has ended too (Go's client sends one for the
+	// stream and one for the connection each 4 KiB it reads: eight for a
+	// 16 KiB frame; nghttp2 and browsers one per half window), plus a few
+	// ahead of any (a larger window at the start). Unbounded, a client may
+	// send 1-byte updates, each a frame's parse and a lock, for as long as
+	// it likes while the server sends nothing (CVE-2019-9511..9518's
+	// family). Envoy's default is the same ten a DATA frame
+	// (max_inbound_window_update_frames_per_data_frame_sent).
+	windowUpdatesFree    = 100
+	windowUpdatesPerData = 10
 	// maxSettings bounds the settings in one SETTINGS frame, as x/net's
 	// server does: a client sends a handful (RFC 9113 defines six).
 	maxSettings = 100

@@ -500,6 +500,7 @@ func (w *responseWriter) send(p []byte, end bool, trailers []byte) error {
 			err = writeHeaders(cn.wf, st.id, w.block, ended, maxFrame)
 			w.sent = true
 		}
+		frames := int64(0)
 		for err == nil && n > 0 {
 			d := &data[0]
 			if len(*d) == 0 {
@@ -511,6 +512,10 @@ func (w *responseWriter) send(p []byte, end bool, trailers []byte) error {
 			ended = endData && left == 0
 			err = cn.wf.WriteData(st.id, ended, (*d)[:m])
 			*d = (*d)[m:]
+			frames++
+		}
+		if frames > 0 {
+			cn.dataOut.Add(frames) // the client's allowance of WINDOW_UPDATEs (windowUpdatesFree)
 		}
 		if err == nil && left == 0 && end && !ended {
 			if len(trailers) > 0 {
