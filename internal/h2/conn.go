@@ -99,10 +99,13 @@ type conn struct {
 	// longer in the table: their windows as they were, less what came
 	// since. DATA on those streams within it is ignored (RFC 9113
 	// §5.4.2); past it, answered and counted as a frame without progress.
+	// Never over the connection's window (bankClosedLocked).
 	closedWin int64
 	// closedHeads is how many of those streams the client had not ended
 	// when the server ended or refused them: each may still have its
-	// trailers in flight, a header block ignored as its DATA is.
+	// trailers in flight, a header block ignored as its DATA is. No cap:
+	// what it spares such a block is a GOAWAY, not the count of frames
+	// without progress (onHeaders), so banking them buys a client nothing.
 	closedHeads int
 
 	// connWaiters are the streams whose take waits for the connection's
@@ -358,8 +361,8 @@ func (cn *conn) readError(err error) error {
 	case errors.As(err, &se):
 		cn.mu.Lock()
 		if se.StreamID%2 == 1 && se.StreamID > cn.lastID {
-			cn.lastID = se.StreamID    // a malformed head still uses its id
-			cn.closedWin += recvWindow // and its body may be on the way (see onHeaders)
+			cn.lastID = se.StreamID         // a malformed head still uses its id
+			cn.bankClosedLocked(recvWindow) // and its body may be on the way (see onHeaders)
 			cn.closedHeads++
 		}
 		st := cn.streams[se.StreamID]
@@ -576,6 +579,15 @@ func (cn *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 func (cn *conn) windowUpdateLocked() bool {
 	cn.winUpdates++
 	return cn.winUpdates > windowUpdatesFree+windowUpdatesPerData*cn.dataOut.Load()
+}
+
+// bankClosedLocked adds n to closedWin, up to the connection's window:
+// whatever streams it is for, a client never has more than that in
+// flight (RFC 9113 §6.9: more is a FLOW_CONTROL_ERROR), and a bank past
+// it would let a client that left many bodies unsent spend it later on
+// small DATA frames on closed streams, uncounted. Called with cn.mu held.
+func (cn *conn) bankClosedLocked(n int64) {
+	cn.closedWin = min(cn.closedWin+n, recvWindow)
 }
 
 // idleLocked reports whether stream id is idle (RFC 9113 §5.1): one the

@@ -65,7 +65,8 @@
 // streams, DATA on a stream closed to the client past the window it had,
 // WINDOW_UPDATEs past ten for each DATA frame sent and a hundred more)
 // bounded. What a client had in flight on a stream the server ended or
-// refused before the client ended it (its DATA within the window, its
-// trailers) is ignored (RFC 9113 §5.1), not a connection error. It does
+// refused before the client ended it (its DATA within the window, up to
+// the connection's window on all such streams together; its trailers) is
+// ignored (RFC 9113 §5.1), not a connection error. It does
 // not push, and does not take extended CONNECT.
 package h2

@@ -124,16 +124,20 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return cn.fail(http2.ErrCodeProtocol, "HEADERS on a closed stream")
 	}
 	cn.lastID = id
+	// Refused, the stream's DATA in flight is within the window, and its
+	// trailers may follow: banked in closedWin and closedHeads before the
+	// refusal goes out, lest it be followed by RST_STREAMs for the body
+	// the client had begun to send, or a GOAWAY for its trailers. Heads
+	// are counted now, and a stream served takes its one back; the window
+	// is banked only on the refusals, as the bank has a cap
+	// (bankClosedLocked) that would make taking it back lose some.
+	var body int64
 	if !f.StreamEnded() {
-		// Refused or served, the stream's DATA in flight is within the
-		// window, and its trailers may follow: counted in closedWin and
-		// closedHeads now, lest a refusal be followed by RST_STREAMs
-		// for the body the client had begun to send, or a GOAWAY for
-		// its trailers; a stream served takes them back at once.
-		cn.closedWin += recvWindow
+		body = recvWindow
 		cn.closedHeads++
 	}
 	if cn.goaway {
+		cn.bankClosedLocked(body)
 		cn.mu.Unlock()
 		cn.rst(id, http2.ErrCodeRefusedStream) // the client may retry it elsewhere
 		return cn.emptyFrame()                 // a burst in flight is a few, a flood is not
@@ -141,6 +145,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if uint32(cn.active) >= cn.s.opts.MaxConcurrentStreams {
 		cn.refusals++
 		over := cn.refusals > maxRefusalsPerStream*int(cn.s.opts.MaxConcurrentStreams)
+		cn.bankClosedLocked(body)
 		cn.mu.Unlock()
 		if over {
 			return cn.fail(http2.ErrCodeEnhanceYourCalm, "too many streams over the limit")
@@ -151,14 +156,14 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	cn.opening = true
 	cn.mu.Unlock()
 	if f.HasPriority() && f.Priority.StreamDep == id {
-		cn.notOpened()
+		cn.notOpened(body)
 		cn.rst(id, http2.ErrCodeProtocol) // a stream cannot depend on itself (RFC 9113 §5.3.1)
 		return cn.emptyFrame()
 	}
 
 	st, code := cn.newStream(f)
 	if st == nil {
-		cn.notOpened()
+		cn.notOpened(body)
 		cn.rst(id, code)
 		return cn.emptyFrame()
 	}
@@ -169,9 +174,8 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return errConnClosed
 	}
 	cn.streams[id] = st
-	if !f.StreamEnded() {
-		cn.closedWin -= recvWindow // the stream's own window now (see above)
-		cn.closedHeads--
+	if body > 0 {
+		cn.closedHeads-- // the stream's own now (see above)
 	}
 	cn.handlers++
 	cn.active++
@@ -195,11 +199,13 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 }
 
 // notOpened ends the opening of a stream that is not served (see
-// conn.opening): a connection drained meanwhile closes, as at a stream's
-// end.
-func (cn *conn) notOpened() {
+// conn.opening), banking body, the window its DATA in flight may take
+// (see onHeaders): a connection drained meanwhile closes, as at a
+// stream's end.
+func (cn *conn) notOpened(body int64) {
 	cn.mu.Lock()
 	cn.opening = false
+	cn.bankClosedLocked(body)
 	closing := cn.goaway && cn.handlers == 0 && !cn.done
 	cn.mu.Unlock()
 	if closing {
@@ -630,7 +636,7 @@ func (st *stream) end() {
 		st.resetErr = errStreamDone
 	}
 	delete(cn.streams, st.id)
-	cn.closedWin += st.recvWin // what the client may still have in flight on it
+	cn.bankClosedLocked(st.recvWin) // what the client may still have in flight on it
 	if !st.peerDone {
 		cn.closedHeads++ // and its trailers
 	}
