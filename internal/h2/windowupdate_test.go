@@ -41,9 +41,14 @@ func TestWindowUpdateFloodsBounded(t *testing.T) {
 // stream and one for the connection each time it has read 4 KiB, or
 // half its window when that is smaller: up to eight for each 16 KiB
 // DATA frame, read 4 KiB at a time, and one or two per frame when the
-// window holds less than a frame. Thousands of them, within a second: it
-// must never meet the bound on WINDOW_UPDATEs (TestWindowUpdateFloodsBounded),
-// whatever its windows and the size of its reads.
+// window holds less than a frame. It goes on updating a stream's window
+// after the server has ended the stream, as it reads the rest: up to
+// its 4 MiB window's worth, a thousand updates a download, which four
+// downloads at once used to send within a second, each one counted as a
+// frame without progress, and the connection was told to go away
+// mid-body. Thousands of them: it must never meet the bound on
+// WINDOW_UPDATEs (TestWindowUpdateFloodsBounded), whatever its windows
+// and the size of its reads.
 func TestLargeDownloadsWithSmallWindows(t *testing.T) {
 	const size = 8 << 20
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4<<10) // 64 KiB
@@ -58,16 +63,15 @@ func TestLargeDownloadsWithSmallWindows(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		conf       *http.HTTP2Config
-		read       int  // the size of the client's reads
-		concurrent int  // downloads at once on the connection
-		large      bool // the request asks for more than one response
+		read       int // the size of the client's reads
+		concurrent int // downloads at once on the connection
 	}{
-		{"default windows, 4 KiB reads", nil, 4 << 10, 1, false},
-		{"default windows, 1 KiB reads", nil, 1 << 10, 1, false},
-		{"default windows, 4 at once", nil, 4 << 10, 4, false},
-		{"16 KiB stream window", &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10}, 4 << 10, 1, false},
-		{"4 KiB stream window", &http.HTTP2Config{MaxReceiveBufferPerStream: 4 << 10}, 1 << 10, 1, false},
-		{"64 KiB windows", &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}, 4 << 10, 2, false},
+		{"default windows, 4 KiB reads", nil, 4 << 10, 1},
+		{"default windows, 1 KiB reads", nil, 1 << 10, 1},
+		{"default windows, 4 at once", nil, 4 << 10, 4},
+		{"16 KiB stream window", &http.HTTP2Config{MaxReceiveBufferPerStream: 16 << 10}, 4 << 10, 1},
+		{"4 KiB stream window", &http.HTTP2Config{MaxReceiveBufferPerStream: 4 << 10}, 1 << 10, 1},
+		{"64 KiB windows", &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}, 4 << 10, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := &http.Transport{Protocols: new(http.Protocols), HTTP2: tt.conf}
