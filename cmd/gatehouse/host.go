@@ -69,9 +69,14 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	if len(f.apps) == 0 {
 		return nil, usagef("host: at least one -app is required")
 	}
-	for _, a := range f.apps {
+	for i, a := range f.apps {
 		if !host.ValidApp(a) {
 			return nil, fmt.Errorf("host: -app %q is not an app id (a DNS label)", a)
+		}
+		// Announced as given, "hello,hello": a slip in a long command
+		// line or a template, said rather than sent to every gateway.
+		if slices.Contains(f.apps[:i], a) {
+			return nil, fmt.Errorf("host: -app %q is given twice: give each app once", a)
 		}
 	}
 	if !host.ValidCluster(f.cluster) {
@@ -189,7 +194,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
-		return fmt.Errorf("host: listen: %w", err)
+		return fmt.Errorf("host: -addr %s: %w", f.addr, err)
 	}
 	defer ln.Close()
 	addr, err := announceAddr(f.advertise, f.addr, ln.Addr())

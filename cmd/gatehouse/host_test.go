@@ -188,6 +188,41 @@ func TestHostFlags(t *testing.T) {
 	}
 }
 
+// TestHostFlagsNameWhatIsWrong: an app given twice and a listen address
+// that cannot be bound are refused with the flag they came from.
+func TestHostFlagsNameWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "k.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	base := []string{"-cluster", "c1", "-id", "h1", "-key", keyFile, "-upstream", "http://127.0.0.1:1"}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"app twice", []string{"-app", "hello", "-app", "shop", "-app", "hello", "-addr", "127.0.0.1:0"}, `host: -app "hello" is given twice`},
+		{"addr taken", []string{"-app", "hello", "-addr", held.Addr().String()}, "host: -addr " + held.Addr().String() + ": listen tcp"},
+		{"addr nonsense", []string{"-app", "hello", "-addr", "nonsense"}, "host: -addr nonsense: "},
+	} {
+		var out, errb bytes.Buffer
+		// Bounded: accepted, the sidecar would wait for its bus.
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := runHost(ctx, append(slices.Clone(base), c.args...), &out, &errb)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
 func TestAnnounceAddr(t *testing.T) {
 	la := &net.TCPAddr{IP: net.IPv4zero, Port: 8081}
 	for _, tc := range []struct{ advertise, listen, want string }{
