@@ -40,10 +40,10 @@
 // the limit a second, the same reply to one source network (IPv4 /24,
 // IPv6 /56) is dropped, but one in every Options.RateLimitSlip sent
 // truncated (TC set, the question and OPT kept) for a real resolver to
-// ask again over TCP. An answer counts by its name and type, or by the
-// wildcard that gave it, NODATA by its zone, and every error as one. TCP,
-// whose source is proven, and the sources that may recurse are never
-// limited.
+// ask again over TCP. An answer counts by its name and the type of its
+// records (a CNAME's, whatever type was asked), or by the wildcard that
+// gave it, NODATA by its zone, and every error as one. TCP, whose
+// source is proven, and the sources that may recurse are never limited.
 //
 // The zones come from a snapshot function the caller supplies, so the
 // server reads whatever table is current without importing the store. A

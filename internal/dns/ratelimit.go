@@ -24,7 +24,8 @@ import (
 // Responses are counted per source network (IPv4 /24, IPv6 /56: one
 // network's resolvers and an attacker's spread of addresses count as one)
 // and per response:
-//   - an answer, by the name and type asked; one the wildcard gave (the
+//   - an answer, by the name asked and the type of its first record (a
+//     CNAME's, whatever type was asked); one the wildcard gave (the
 //     zone's gateways, or an explicit *.{name} set), by that wildcard, so
 //     that random names under it, each answered, share one count;
 //   - NODATA, by the zone: every name exists here (the gateways' wildcard
@@ -260,13 +261,19 @@ func bucketOf(req, resp *mdns.Msg, zones []Zone) (kind respKind, qtype uint16, n
 		return kindError, 0, ""
 	case len(resp.Answer) == 0:
 		return kindNoData, 0, z.Name
-	case lname == z.Name || len(recordsFor(lname, z)) > 0:
-		return kindAnswer, q.Qtype, lname
+	}
+	// By the type answered, not the type asked: a CNAME answers every
+	// type at its name with the same records, and 65,000 types asked
+	// would otherwise be as many counts. Over UDP ANY is answered with
+	// its first RRset (RFC 8482), which counts as asking for its type.
+	qtype = resp.Answer[0].Header().Rrtype
+	if lname == z.Name || len(recordsFor(lname, z)) > 0 {
+		return kindAnswer, qtype, lname
 	}
 	if _, parent := wildcardOf(lname, z); parent != "" {
-		return kindWildcard, q.Qtype, parent
+		return kindWildcard, qtype, parent
 	}
-	return kindWildcard, q.Qtype, z.Name // the gateways' *.{zone}
+	return kindWildcard, qtype, z.Name // the gateways' *.{zone}
 }
 
 // slipped is resp as a rate-limited truncation: its header with TC set,

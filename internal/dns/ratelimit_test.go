@@ -462,3 +462,57 @@ func TestNewValidatesRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitCountsTheAnswerNotTheQtype: a CNAME answers every type
+// asked at its name, and an explicit wildcard's CNAME every type at every
+// name under it, with the same records: asking for another type each
+// time must not buy a fresh count. Answers that differ (a name's A and its
+// TXT) still count apart.
+func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
+	zones := []Zone{{
+		Name:     "apps.example.com",
+		Gateways: []netip.Addr{netip.MustParseAddr("192.0.2.10")},
+		Records: []Record{
+			{Name: "www.apps.example.com", Type: "CNAME", Values: []string{"target.example.net"}},
+			{Name: "*.cdn.apps.example.com", Type: "CNAME", Values: []string{"edge.example.net"}},
+			{Name: "both.apps.example.com", Type: "A", Values: []string{"192.0.2.1"}},
+			{Name: "both.apps.example.com", Type: "TXT", Values: []string{"v=1"}},
+		},
+	}}
+	for _, tt := range []struct {
+		name string
+		qs   []*mdns.Msg
+		want string
+	}{
+		{
+			name: "a CNAME, other types",
+			qs: []*mdns.Msg{rrlQuery("www.apps.example.com.", mdns.TypeA, false), rrlQuery("www.apps.example.com.", mdns.TypeMX, false),
+				rrlQuery("www.apps.example.com.", 1000, false), rrlQuery("www.apps.example.com.", 1001, false)},
+			want: "full full full tc",
+		},
+		{
+			name: "a wildcard CNAME, other names and types",
+			qs: []*mdns.Msg{rrlQuery("a.cdn.apps.example.com.", mdns.TypeA, false), rrlQuery("b.cdn.apps.example.com.", mdns.TypeSRV, false),
+				rrlQuery("c.cdn.apps.example.com.", 2000, false), rrlQuery("d.cdn.apps.example.com.", 2001, false)},
+			want: "full full full tc",
+		},
+		{
+			name: "a name's A and TXT",
+			qs: []*mdns.Msg{rrlQuery("both.apps.example.com.", mdns.TypeA, false), rrlQuery("both.apps.example.com.", mdns.TypeA, false),
+				rrlQuery("both.apps.example.com.", mdns.TypeA, false), rrlQuery("both.apps.example.com.", mdns.TypeTXT, false)},
+			want: "full full full full",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _, limited := rrlServer(t, Options{RateLimit: 3, RateLimitSlip: 1, Zones: func() []Zone { return zones }})
+			a := newUDPAsker(t, addr, "", limited)
+			var got []string
+			for _, q := range tt.qs {
+				got = append(got, a.askN(1, q))
+			}
+			if got := strings.Join(got, " "); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
