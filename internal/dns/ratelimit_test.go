@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -512,6 +513,55 @@ func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
 			}
 			if got := strings.Join(got, " "); got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRateLimitUnparsedQueries: a query that does not parse, its last
+// record cut short or an A record of three bytes, is answered FORMERR as
+// before, and over UDP that error is limited with the others: miekg/dns
+// would write it itself, past every limit.
+func TestRateLimitUnparsedQueries(t *testing.T) {
+	q := rrlQuery("fixed.apps.example.com.", mdns.TypeA, true)
+	b, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := b[:len(b)-3] // the OPT's last bytes
+	short := new(mdns.Msg)
+	short.SetQuestion("fixed.apps.example.com.", mdns.TypeA)
+	sb, err := short.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb[11] = 1 // ARCOUNT: one record, an A of the root with three bytes of address
+	sb = append(sb, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 3, 192, 0, 2)
+	for _, tt := range []struct {
+		name string
+		b    []byte
+	}{{"last record cut", cut}, {"A record of three bytes", sb}} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _, limited := rrlServer(t, Options{RateLimit: 1, RateLimitSlip: 2})
+			a := newUDPAsker(t, addr, "", limited)
+			var got []string
+			for range 4 {
+				id := mdns.Id()
+				binary.BigEndian.PutUint16(tt.b, id)
+				m := a.askBytes(tt.b, id)
+				if m != nil && !m.Truncated && (len(m.Question) != 1 || m.Question[0].Name != "fixed.apps.example.com.") {
+					t.Errorf("reply %v: want the question", m)
+				}
+				got = append(got, outcome(t, short, m))
+			}
+			if got, want := strings.Join(got, " "), "FORMERR tc drop tc"; got != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+			// Over TCP, never limited.
+			for range 3 {
+				if m := new(mdns.Msg); m.Unpack(rawTCP(t, addr, tt.b)) != nil || m.Rcode != mdns.RcodeFormatError || m.Truncated {
+					t.Fatalf("TCP: %v", m)
+				}
 			}
 		})
 	}

@@ -25,7 +25,9 @@ import (
 //
 // A response (QR set) is never answered, by screen or miekg/dns: a reply
 // to a spoofed "response" would reflect it. A message that does not parse
-// is left to miekg/dns as before: its OPT cannot be found.
+// is left to miekg/dns as before (its OPT cannot be found), but for a UDP
+// one from a rate limited source: screen sends miekg/dns's reply itself,
+// for the limiter to count it ([Server.unparsed]).
 func (s *Server) screen(inner mdns.Reader) mdns.Reader {
 	return screened{s: s, inner: inner}
 }
@@ -106,14 +108,15 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 	}
 	w, ok := walk(m, h)
 	if !ok {
-		return nil
+		return s.unparsed(m, action, from)
 	}
 	rcode := mdns.RcodeFormatError
 	switch {
 	case action == mdns.MsgRejectNotImplemented:
 		rcode = mdns.RcodeNotImplemented
 	case action == mdns.MsgAccept && w.end == len(m):
-		return nil // well formed: the handler answers it
+		// Well formed: the handler answers it, if its records parse.
+		return s.unparsed(m, action, from)
 	}
 	req := &mdns.Msg{MsgHdr: mdns.MsgHdr{Id: h.Id, Opcode: int(h.Bits>>11) & 0xF,
 		RecursionDesired: h.Bits&(1<<8) != 0, CheckingDisabled: h.Bits&(1<<4) != 0}}
@@ -135,6 +138,38 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 		}
 	}
 	b, err := resp.Pack()
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// unparsed is the reply to m, a UDP query screen would leave to miekg/dns,
+// when m does not parse (a record cut short, an address of three bytes, a
+// name pointing past the message): the FORMERR or NOTIMP that miekg/dns
+// would send, with the question when it could be read. miekg/dns writes
+// that reply itself, past the handler and so past the rate limit: an
+// endless stream of replies to a forged source, which the limiter must
+// count with every other error. nil when m parses, when it came over TCP,
+// or when its source is not limited: miekg/dns answers it as before.
+func (s *Server) unparsed(m []byte, action mdns.MsgAcceptAction, from net.Addr) []byte {
+	if _, tcp := from.(*net.TCPAddr); tcp || !s.limits(from) {
+		return nil
+	}
+	req := new(mdns.Msg)
+	if err := req.Unpack(m); err == nil {
+		return nil
+	}
+	// As miekg/dns builds it: the query turned into its reply, the
+	// question kept, every record dropped.
+	opcode := req.Opcode
+	req.SetRcodeFormatError(req)
+	req.Zero = false
+	if action == mdns.MsgRejectNotImplemented {
+		req.Opcode, req.Rcode = opcode, mdns.RcodeNotImplemented
+	}
+	req.Answer, req.Ns, req.Extra = nil, nil, nil
+	b, err := req.Pack()
 	if err != nil {
 		return nil
 	}
