@@ -30,8 +30,8 @@ import (
 //     that random names under it, each answered, share one count;
 //   - NODATA, by the zone: every name exists here (the gateways' wildcard
 //     covers it), so random names would otherwise each count apart;
-//   - every error (REFUSED, FORMERR, NOTIMP, BADVERS, SERVFAIL), one count
-//     per network.
+//   - every error (REFUSED, FORMERR, NOTIMP, BADVERS, NOTAUTH to a
+//     TSIG-signed query, SERVFAIL), one count per network.
 
 // respKind is what a response is counted by, besides its source network.
 type respKind uint8

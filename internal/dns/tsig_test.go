@@ -106,3 +106,33 @@ func TestTSIGSignedQueryGetsBADKEY(t *testing.T) {
 		t.Errorf("TSIG before OPT: %s, want FORMERR without a TSIG:\n%v", mdns.RcodeToString[m.Rcode], m)
 	}
 }
+
+// TestTSIGBadKeyRateLimited: over UDP, NOTAUTH/BADKEY is an error like
+// any other for the rate limit; its slipped reply has TC set, no answer,
+// and still ends with the unsigned BADKEY TSIG.
+func TestTSIGBadKeyRateLimited(t *testing.T) {
+	addr, _, limited := rrlServer(t, Options{RateLimit: 1, RateLimitSlip: 1})
+	a := newUDPAsker(t, addr, "", limited)
+	for i, want := range []string{"NOTAUTH", "tc", "tc"} {
+		q := rrlQuery("fixed.apps.example.com.", mdns.TypeA, true)
+		q.SetTsig("platform-key.", mdns.HmacSHA256, 300, time.Now().Unix())
+		b, _, err := mdns.TsigGenerate(q, "c2VjcmV0LXNlY3JldC1zZWNyZXQ=", "", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := a.askBytes(b, q.Id)
+		if m == nil {
+			t.Fatalf("query %d: dropped, want %s", i+1, want)
+		}
+		got := mdns.RcodeToString[m.Rcode]
+		if m.Truncated {
+			got = "tc"
+		}
+		if got != want {
+			t.Errorf("query %d: %s, want %s", i+1, got, want)
+		}
+		if ts := m.IsTsig(); m.Rcode != mdns.RcodeNotAuth || ts == nil || ts.Error != mdns.RcodeBadKey || ts.MAC != "" || len(m.Answer) != 0 || m.IsEdns0() == nil {
+			t.Errorf("query %d: %v, want NOTAUTH ending with an unsigned BADKEY TSIG", i+1, m)
+		}
+	}
+}
