@@ -291,7 +291,7 @@ func Default() Config {
 		DataDir:    "gatehouse-data",
 		HTTP:       HTTP{Addr: ":8080", Mode: HTTPModeRedirect},
 		HTTPS:      Listener{Addr: ":8443"},
-		DNS:        DNS{Addr: ":5353", RateLimit: 20, RateLimitSlip: 2},
+		DNS:        DNS{Addr: ":5353", RateLimit: 200, RateLimitSlip: 2},
 		Management: Listener{Addr: "127.0.0.1:9180"},
 		Listeners: Listeners{
 			MaxRequestLine:    8 << 10,

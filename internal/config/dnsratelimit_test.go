@@ -18,7 +18,7 @@ func TestDNSRateLimitKeys(t *testing.T) {
 		limit, slip int
 		err         string
 	}{
-		{name: "on by default", limit: 20, slip: 2},
+		{name: "on by default", limit: 200, slip: 2},
 		{name: "file", yaml: "dns: {rate_limit: 5, rate_limit_slip: 1}\n", limit: 5, slip: 1},
 		{name: "environment", env: []string{"GATEHOUSE_DNS_RATE_LIMIT=10", "GATEHOUSE_DNS_RATE_LIMIT_SLIP=0"}, limit: 10, slip: 0},
 		{
