@@ -92,6 +92,7 @@ type conn struct {
 	empties      int // frames that carried nothing since a stream last started
 	emptiesSince time.Time
 	winUpdates   int64 // WINDOW_UPDATEs received (see windowUpdatesFree)
+	pings        int64 // PINGs received, not ACKs (see pingsFree)
 	takeWakes    int   // how often a take woke to look again: tests bound it
 
 	// closedWin is the DATA the client may still send, in flight when
@@ -425,7 +426,14 @@ func (cn *conn) onFrame(f http2.Frame) error {
 		}
 		data := f.Data
 		cn.sendControl(func(w *http2.Framer) error { return w.WritePing(true, data) })
-		return cn.emptyFrame()
+		cn.mu.Lock()
+		cn.pings++
+		spent := cn.pings > pingsFree+pingsPerData*cn.dataOut.Load()
+		cn.mu.Unlock()
+		if spent {
+			return cn.emptyFrame()
+		}
+		return nil
 	case *http2.RSTStreamFrame:
 		return cn.onReset(f)
 	case *http2.PriorityFrame:

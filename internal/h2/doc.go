@@ -63,7 +63,8 @@
 // (headers.go); and floods of frames that make no request progress
 // (empty DATA, SETTINGS, PING, header blocks refused, resets of closed
 // streams, DATA on a stream closed to the client past the window it had,
-// WINDOW_UPDATEs past ten for each DATA frame sent and a hundred more)
+// WINDOW_UPDATEs past ten for each DATA frame sent and a hundred more,
+// PINGs past two for each and a hundred more)
 // bounded. What a client had in flight on a stream the server ended or
 // refused before the client ended it (its DATA within the window, up to
 // the connection's window on all such streams together; its trailers) is

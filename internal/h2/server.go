@@ -100,9 +100,10 @@ const (
 	// cancels now and then would add up to the bound.
 	maxRefusalsPerStream = 4
 	// maxEmptyFrames bounds frames that carry nothing and cost a wake-up
-	// each (empty DATA, unknown types, PRIORITY, SETTINGS and PING and
-	// their ACKs, refused header blocks and frames, resets of closed
-	// streams, WINDOW_UPDATEs past their allowance: windowUpdatesFree)
+	// each (empty DATA, unknown types, PRIORITY, SETTINGS and their
+	// ACKs, PING ACKs, refused header blocks and frames, resets of closed
+	// streams, WINDOW_UPDATEs and PINGs past their allowances:
+	// windowUpdatesFree, pingsFree)
 	// per connection between two requests that start, or
 	// within emptyWindow: a rate, so that a client pinging now and then
 	// along one long stream (a keepalive) is never counted as a flood.
@@ -122,6 +123,17 @@ const (
 	// (max_inbound_window_update_frames_per_data_frame_sent).
 	windowUpdatesFree    = 100
 	windowUpdatesPerData = 10
+	// pingsFree and pingsPerData do the same for PINGs: past a hundred
+	// and two for each DATA frame written, each counts as a frame
+	// without progress. gRPC's clients estimate the bandwidth-delay
+	// product with a PING whenever DATA comes and none of theirs is
+	// unanswered: one a round trip along a stream of small messages,
+	// thousands a second on a fast link, all through one long stream
+	// that starts no request to clear the count. Counted one by one,
+	// such a client was told to go away mid-stream. A flood of PINGs
+	// with no DATA going out is counted past the hundred, as before.
+	pingsFree    = 100
+	pingsPerData = 2
 	// maxSettings bounds the settings in one SETTINGS frame, as x/net's
 	// server does: a client sends a handful (RFC 9113 defines six).
 	maxSettings = 100
