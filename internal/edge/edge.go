@@ -47,9 +47,6 @@ type Edge struct {
 	draining  atomic.Bool
 	// lingering: Linger was called; the drain is delayed, not begun.
 	lingering atomic.Bool
-	// servers are Run's net/http servers of data, for Linger to turn
-	// their keep-alives off; set under mu.
-	servers []*http.Server
 
 	wg            sync.WaitGroup // accept loops, servers and connection goroutines
 	pipeCtx       context.Context
@@ -221,14 +218,16 @@ func (e *Edge) Draining() bool { return e.draining.Load() }
 // new connections, while every listener still accepts and serves as
 // before; the drain itself comes when Run's context ends, d later by the
 // caller's clock. Connections reused meanwhile would keep a client on a
-// gateway about to stop, so an HTTP/1.1 answer now says Connection:
-// close and closes its connection, and net/http's idle connections close
-// at once: the client's next request reconnects through the load
-// balancer, by then routing elsewhere. HTTP/2 connections served by
-// package h2 get their GOAWAY when the drain begins, as before: its only
-// GOAWAY (Shutdown) also refuses every stream of a connection opened
-// after it, which would turn away the new clients a delay is for. d is
-// for the log only. Idempotent.
+// gateway about to stop, so each answer now ends its connection
+// (closeLingering): the client's next request reconnects through the
+// load balancer, by then routing elsewhere. An idle connection is left
+// open until its next answer or the drain: closed now, it would race a
+// request the load balancer, still routing here, is sending on it, the
+// failure the delay is for. HTTP/2 connections served by package h2 get
+// their GOAWAY when the drain begins, as before: its only GOAWAY
+// (Shutdown) also refuses every stream of a connection opened after it,
+// which would turn away the new clients a delay is for. d is for the log
+// only. Idempotent.
 func (e *Edge) Linger(d time.Duration) {
 	if e.lingering.Swap(true) {
 		return
@@ -238,21 +237,17 @@ func (e *Edge) Linger(d time.Duration) {
 	// long.
 	e.log.Info("edge: drain delayed: /readyz 503, listeners still serving; keep-alive connections close after their answer; the drain begins after drain_delay",
 		"drain_delay", d, "open_connections", e.conns.count())
-	e.mu.Lock()
-	servers := e.servers
-	e.mu.Unlock()
-	for _, s := range servers {
-		s.SetKeepAlivesEnabled(false)
-	}
 }
 
-// closeLingering has an HTTP/1 answer given after Linger close its
-// connection (Connection: close): the lane, which serves most of them,
-// honours a handler's Connection: close as net/http does, and has no
-// keep-alive switch of its own. A 101's Connection: Upgrade replaces it.
+// closeLingering has an answer given after Linger end its connection: an
+// HTTP/1 one says Connection: close, which the lane and net/http both
+// honour (neither has a switch of its own that leaves idle connections
+// alone: net/http's SetKeepAlivesEnabled closes them); net/http's HTTP/2
+// takes a handler's Connection: close as GOAWAY, the connection closing
+// once its streams end. Before Linger it costs an atomic load.
 func (e *Edge) closeLingering(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 1 && e.lingering.Load() {
+		if e.lingering.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)
@@ -373,20 +368,6 @@ func (e *Edge) Run(ctx context.Context) error {
 			if s != nil {
 				e.opts.WrapServer(s)
 			}
-		}
-	}
-
-	e.mu.Lock()
-	for _, s := range []*http.Server{plain, l7} {
-		if s != nil {
-			e.servers = append(e.servers, s)
-		}
-	}
-	e.mu.Unlock()
-	// A Linger before e.servers was set found none to turn off.
-	if e.lingering.Load() {
-		for _, s := range e.servers {
-			s.SetKeepAlivesEnabled(false)
 		}
 	}
 

@@ -23,7 +23,11 @@ import (
 // HTTP/2, for the delay: a load balancer that has yet to see the 503
 // still sends them. Their HTTP/1.1 answers say Connection: close and the
 // connection closes, so that the client's next request goes through the
-// load balancer again. Only after the delay does the drain begin: the
+// load balancer again. Keep-alive connections idle since before the stop
+// are not closed under a request the load balancer may be sending on
+// them: their next answer is served and ends them (GOAWAY after it on
+// net/http's HTTP/2).
+// Only after the delay does the drain begin: the
 // listener refuses, and a request in flight since before the stop still
 // gets its answer. Before drain_delay, the listener refused at once. Run
 // once per fast_path setting: the lane and net/http serve HTTP/1.1 then.
@@ -66,6 +70,17 @@ func TestDrainDelay(t *testing.T) {
 				t.Fatal("the in-flight request never reached the host")
 			}
 
+			// Keep-alive connections opened before the stop and idle when
+			// it comes, as a load balancer's pool is: each served one
+			// answer that kept it open.
+			idle := dialHTTP(t, addrs.HTTP)
+			checkKept(t, "plain HTTP/1.1 before the stop", idle)
+			idleTLS := dialTLS11(t, addrs.HTTPS)
+			checkKept(t, "HTTP/1.1 over TLS before the stop", idleTLS)
+			idleH2 := dialRawH2(t, addrs.HTTPS, "hello.test.local")
+			idleH2.open(t, 1, "GET", "/", true)
+			idleH2.until(t, "the HTTP/2 answer before the stop", func() bool { return idleH2.ended[1] || idleH2.reset[1] })
+
 			stopped := time.Now()
 			r.cancel()
 			testutil.WaitFor(t, delay/2, func() bool {
@@ -75,12 +90,7 @@ func TestDrainDelay(t *testing.T) {
 
 			// New connections, served in full within the delay.
 			checkClosing(t, "plain HTTP/1.1", getOnce(t, dialHTTP(t, addrs.HTTP), "plain"))
-			tc, err := tls.Dial("tcp", addrs.HTTPS, &tls.Config{ServerName: "hello.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-			if err != nil {
-				t.Fatalf("TLS dial during the delay: %v", err)
-			}
-			_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-			checkClosing(t, "HTTP/1.1 over TLS", getOnce(t, tc, "tls"))
+			checkClosing(t, "HTTP/1.1 over TLS", getOnce(t, dialTLS11(t, addrs.HTTPS), "tls"))
 			h2 := &http.Transport{Protocols: new(http.Protocols), TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 			h2.Protocols.SetHTTP2(true)
 			defer h2.CloseIdleConnections()
@@ -111,6 +121,21 @@ func TestDrainDelay(t *testing.T) {
 				}
 			}
 			ws.Close()
+			// The idle connections were left open, not closed under a
+			// request the load balancer may be sending on them as the
+			// stop comes: their next answer is served, and ends them.
+			checkClosing(t, "plain HTTP/1.1 idle since before the stop", getOnce(t, idle, "idle plain"))
+			checkClosing(t, "HTTP/1.1 over TLS idle since before the stop", getOnce(t, idleTLS, "idle tls"))
+			idleH2.open(t, 3, "GET", "/", true)
+			idleH2.until(t, "an HTTP/2 answer during the delay", func() bool { return idleH2.ended[3] || idleH2.reset[3] })
+			if idleH2.status[3] != "200" || string(idleH2.body[3]) != "hello" {
+				t.Errorf("HTTP/2 idle since before the stop, during the delay: %q %q, want 200 hello", idleH2.status[3], idleH2.body[3])
+			}
+			if !impl.fast {
+				// net/http's HTTP/2 ends the connection after it: GOAWAY.
+				idleH2.until(t, "GOAWAY after an HTTP/2 answer in the delay", func() bool { return idleH2.goaway })
+			}
+			t.Logf("the checks of the delay took %s", time.Since(stopped))
 			if took := time.Since(stopped); took >= delay {
 				t.Fatalf("the checks of the delay took %s, over the delay itself (%s): raise it", took, delay)
 			}
@@ -164,8 +189,8 @@ func TestDrainDelay(t *testing.T) {
 					draining = m
 				}
 			}
-			if delayed == nil || delayed["drain_delay"] != float64(delay) || delayed["open_connections"] != float64(1) {
-				t.Errorf("the delay's line: %v; want drain_delay %v and 1 open connection", delayed, delay)
+			if delayed == nil || delayed["drain_delay"] != float64(delay) || delayed["open_connections"] != float64(4) {
+				t.Errorf("the delay's line: %v; want drain_delay %v and 4 open connections (the request in flight, three idle)", delayed, delay)
 			}
 			if draining == nil {
 				t.Errorf("no drain logged after the delay")
@@ -194,6 +219,38 @@ func TestDrainDelayOffRefusesAtOnce(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "drain delayed") {
 		t.Errorf("drain_delay 0 logged a delay:\n%s", logs)
+	}
+}
+
+// dialTLS11 is a TLS connection to the https listener for hello, HTTP/1.1
+// by ALPN.
+func dialTLS11(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: &tls.Config{ServerName: "hello.test.local", InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("TLS dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c
+}
+
+// checkKept sends GET / for hello on c and wants 200 hello with c kept
+// open for the next request.
+func checkKept(t *testing.T, what string, c net.Conn) {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: hello.test.local\r\n\r\n"); err != nil {
+		t.Fatalf("%s: write: %v", what, err)
+	}
+	// One read buffer per answer: the connection is idle after it.
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 || string(b) != "hello" || res.Close {
+		t.Fatalf("%s: %d %q close %v, %v; want 200 hello, kept open", what, res.StatusCode, b, res.Close, err)
 	}
 }
 
@@ -228,7 +285,7 @@ func getOnce(t *testing.T, c net.Conn, what string) closingAnswer {
 	br := bufio.NewReader(c)
 	res, err := http.ReadResponse(br, nil)
 	if err != nil {
-		t.Fatalf("%s: a new connection during the delay: %v", what, err)
+		t.Fatalf("%s: the answer during the delay: %v", what, err)
 	}
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
