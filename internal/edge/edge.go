@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/gatehouse-dev/gatehouse/internal/h2"
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/lane"
@@ -244,14 +246,22 @@ func (e *Edge) Linger(d time.Duration) {
 // honour (neither has a switch of its own that leaves idle connections
 // alone: net/http's SetKeepAlivesEnabled closes them); net/http's HTTP/2
 // takes a handler's Connection: close as GOAWAY, the connection closing
-// once its streams end. Before Linger it costs an atomic load.
+// once its streams end. An upgrade is left as it is: its 101 would say
+// close beside Upgrade, and an upgrade refused ends its connection at the
+// drain. Before Linger it costs an atomic load.
 func (e *Edge) closeLingering(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if e.lingering.Load() {
+		if e.lingering.Load() && !isUpgrade(r) {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// isUpgrade reports whether r asks to switch protocols (RFC 9110 §7.8),
+// as the gateway tells an upgrade: an Upgrade field that Connection names.
+func isUpgrade(r *http.Request) bool {
+	return len(r.Header["Upgrade"]) > 0 && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade")
 }
 
 func (e *Edge) httpsPort() int {

@@ -26,7 +26,7 @@ import (
 // load balancer again. Keep-alive connections idle since before the stop
 // are not closed under a request the load balancer may be sending on
 // them: their next answer is served and ends them (GOAWAY after it on
-// net/http's HTTP/2).
+// net/http's HTTP/2). An upgrade's 101 says Connection: Upgrade alone.
 // Only after the delay does the drain begin: the
 // listener refuses, and a request in flight since before the stop still
 // gets its answer. Before drain_delay, the listener refused at once. Run
@@ -115,6 +115,11 @@ func TestDrainDelay(t *testing.T) {
 			if res, err := http.ReadResponse(wsr, nil); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
 				t.Errorf("an upgrade during the delay: %v %v, want 101", res, err)
 			} else {
+				// Connection: close beside Upgrade would say the
+				// switched connection ends with this answer.
+				if res.Close || res.Header.Get("Connection") != "Upgrade" {
+					t.Errorf("the 101 during the delay: Connection %q (close %v), want Upgrade alone", res.Header["Connection"], res.Close)
+				}
 				io.WriteString(ws, "during\n")
 				if line, err := wsr.ReadString('\n'); line != "echo:during\n" {
 					t.Errorf("an upgraded connection during the delay echoed %q, %v", line, err)
