@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -327,4 +328,44 @@ func readyz(t *testing.T, mgmt string) (int, string) {
 	var v struct{ Status string }
 	_ = json.NewDecoder(res.Body).Decode(&v)
 	return res.StatusCode, v.Status
+}
+
+// TestDrainDelayStopBeforeReady: a stop while the gateway still starts
+// (its bus unreachable, /readyz 503 "starting") is not delayed: no load
+// balancer was sent here, so there is nothing to wait out, and Run
+// returns at once rather than drain_delay later.
+func TestDrainDelayStopBeforeReady(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DrainDelay = 10 * time.Minute
+	cfg.Management.Addr = testutil.FreeAddr(t)
+	cfg.Bus.URL = []string{"nats://" + testutil.FreeAddr(t)} // nothing listens
+	logs := new(testutil.SyncBuffer)
+	g, err := New(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		res, err := http.Get("http://" + cfg.Management.Addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusServiceUnavailable
+	}, "/readyz never answered while starting")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after a stop while starting: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still runs 10s after a stop while starting, with drain_delay 10m")
+	}
+	if strings.Contains(logs.String(), "drain delayed") {
+		t.Errorf("a stop while starting delayed the drain:\n%s", logs)
+	}
 }
