@@ -38,8 +38,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Sockets are not concerned: their writes return EPIPE either way.
 	signal.Ignore(syscall.SIGPIPE)
 	// GOGC is the process's: the floor belongs to the process, not to
-	// the gateway (tests run many gateways in one process).
-	defer gcfloor.Start(ctx, uint64(cfg.Runtime.GCFloorMB)<<20).Stop()
+	// the gateway (tests run many gateways in one process). Held until
+	// serve returns, not until the signal: with drain_delay the gateway
+	// serves full traffic for a while after it, and the drain's requests
+	// are requests too.
+	defer gcfloor.Start(context.WithoutCancel(ctx), uint64(cfg.Runtime.GCFloorMB)<<20).Stop()
 	g, err := gatehouse.New(cfg, logger)
 	if err != nil {
 		return err
