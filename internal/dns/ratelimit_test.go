@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -562,6 +563,61 @@ func TestRateLimitUnparsedQueries(t *testing.T) {
 				if m := new(mdns.Msg); m.Unpack(rawTCP(t, addr, tt.b)) != nil || m.Rcode != mdns.RcodeFormatError || m.Truncated {
 					t.Fatalf("TCP: %v", m)
 				}
+			}
+		})
+	}
+}
+
+// TestRateLimitQueriesRefusedByTheirHeader: miekg/dns refuses some queries
+// from their header alone (an opcode it does not serve, not one question)
+// and answers them a bare header without reading further; screen, when
+// what follows the header does not parse (nothing at all, a name pointing
+// past the message), must send that reply itself over UDP for the limiter
+// to count it. Before, a header of 12 bytes, forged from a victim, was
+// answered every time. The reply not limited is the one TCP gets.
+func TestRateLimitQueriesRefusedByTheirHeader(t *testing.T) {
+	update := uint16(mdns.OpcodeUpdate) << 11
+	hdr := func(bits, qd uint16, rest ...byte) []byte {
+		b := binary.BigEndian.AppendUint16(nil, 0)
+		b = binary.BigEndian.AppendUint16(b, bits)
+		b = binary.BigEndian.AppendUint16(b, qd)
+		return append(append(b, 0, 0, 0, 0, 0, 0), rest...)
+	}
+	cut := hdr(update, 1, 0, 0, 6, 0, 1, 0, 0, 1)
+	cut[9] = 1 // NSCOUNT (UPDATE's prerequisites): one, cut short
+	for _, tt := range []struct {
+		name  string
+		b     []byte
+		rcode string
+	}{
+		{"UPDATE, the header alone", hdr(update, 1), "NOTIMP"},
+		{"UPDATE, its zone name a pointer past the message", hdr(update, 1, 0xC0, 0xFF, 0, 6, 0, 1), "NOTIMP"},
+		{"UPDATE, its one record cut short", cut, "NOTIMP"},
+		{"no question, the header alone", hdr(1<<8, 0), "FORMERR"},
+		{"two questions, the header alone", hdr(1<<8, 2), "FORMERR"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _, limited := rrlServer(t, Options{RateLimit: 1, RateLimitSlip: 2})
+			a := newUDPAsker(t, addr, "", limited)
+			var got []string
+			for i := range 4 {
+				id := mdns.Id()
+				binary.BigEndian.PutUint16(tt.b, id)
+				m := a.askBytes(tt.b, id)
+				got = append(got, outcome(t, new(mdns.Msg), m))
+				if i == 0 && m != nil {
+					// miekg/dns's own reply, which TCP gets.
+					udp, err := m.Pack()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tcp := rawTCP(t, addr, tt.b); !bytes.Equal(udp, tcp) {
+						t.Errorf("UDP reply %x, TCP reply %x: want the same", udp, tcp)
+					}
+				}
+			}
+			if got, want := strings.Join(got, " "), tt.rcode+" tc drop tc"; got != want {
+				t.Errorf("got %s, want %s", got, want)
 			}
 		})
 	}

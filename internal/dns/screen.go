@@ -123,7 +123,8 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 	if h.Qdcount == 1 {
 		name, off, err := mdns.UnpackDomainName(m, headerLen)
 		if err != nil {
-			return nil
+			// walk steps over a pointer without following it
+			return s.unparsed(m, action, from)
 		}
 		req.Question = []mdns.Question{{Name: name, Qtype: binary.BigEndian.Uint16(m[off:]), Qclass: binary.BigEndian.Uint16(m[off+2:])}}
 	}
@@ -147,21 +148,32 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 // unparsed is the reply to m, a UDP query screen would leave to miekg/dns,
 // when m does not parse (a record cut short, an address of three bytes, a
 // name pointing past the message): the FORMERR or NOTIMP that miekg/dns
-// would send, with the question when it could be read. miekg/dns writes
+// would send, byte for byte. That has the question when miekg/dns read
+// one: for a query it accepts from its header, one the unpack got to;
+// for one it refuses from its header (an opcode it does not serve, not
+// one question), none, as it reads no further. miekg/dns writes
 // that reply itself, past the handler and so past the rate limit: an
 // endless stream of replies to a forged source, which the limiter must
-// count with every other error. nil when m parses, when it came over TCP,
-// or when its source is not limited: miekg/dns answers it as before.
+// count with every other error. nil when miekg/dns would hand m to the
+// handler (an accepted query that parses), when it came over TCP, or when
+// its source is not limited: miekg/dns answers it as before.
 func (s *Server) unparsed(m []byte, action mdns.MsgAcceptAction, from net.Addr) []byte {
 	if _, tcp := from.(*net.TCPAddr); tcp || !s.limits(from) {
 		return nil
 	}
 	req := new(mdns.Msg)
-	if err := req.Unpack(m); err == nil {
+	if action == mdns.MsgAccept {
+		if err := req.Unpack(m); err == nil {
+			return nil
+		}
+	} else if err := req.Unpack(m[:headerLen]); err != nil {
+		// miekg/dns answers a query it refuses from its header without
+		// reading further, whatever follows (nothing, or records that
+		// would parse): from the header alone, as here.
 		return nil
 	}
 	// As miekg/dns builds it: the query turned into its reply, the
-	// question kept, every record dropped.
+	// question kept if it read one, every record dropped.
 	opcode := req.Opcode
 	req.SetRcodeFormatError(req)
 	req.Zero = false

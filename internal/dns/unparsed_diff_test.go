@@ -1,0 +1,90 @@
+package dns
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"testing"
+
+	mdns "github.com/miekg/dns"
+)
+
+// miekgReply is what miekg/dns v1.1.73's serveDNS (server.go) writes
+// itself for m, nil when it ignores m or hands it to the handler: a copy
+// of its logic, to check the screen's against.
+func miekgReply(m []byte) []byte {
+	if len(m) < headerLen {
+		return nil
+	}
+	dh := mdns.Header{Id: binary.BigEndian.Uint16(m), Bits: binary.BigEndian.Uint16(m[2:]),
+		Qdcount: binary.BigEndian.Uint16(m[4:]), Ancount: binary.BigEndian.Uint16(m[6:]),
+		Nscount: binary.BigEndian.Uint16(m[8:]), Arcount: binary.BigEndian.Uint16(m[10:])}
+	req := new(mdns.Msg)
+	action := mdns.DefaultMsgAcceptFunc(dh)
+	switch action {
+	case mdns.MsgIgnore:
+		return nil
+	case mdns.MsgAccept:
+		if req.Unpack(m) == nil {
+			return nil
+		}
+	default:
+		var hm mdns.Msg
+		_ = hm.Unpack(m[:headerLen]) // the header alone
+		req = &hm
+	}
+	opcode := req.Opcode
+	req.SetRcodeFormatError(req)
+	req.Zero = false
+	if action == mdns.MsgRejectNotImplemented {
+		req.Opcode, req.Rcode = opcode, mdns.RcodeNotImplemented
+	}
+	req.Ns, req.Answer, req.Extra = nil, nil, nil
+	b, _ := req.Pack()
+	return b
+}
+
+// FuzzUnparsedAsMiekg: for a UDP query from a rate limited source, the
+// screen leaves to miekg/dns only what miekg/dns ignores or hands to the
+// handler (whose answers are limited): never one miekg/dns would answer
+// itself, past the limiter. And where walk cannot step over a query's
+// records, the reply screen sends is the one miekg/dns would, byte for
+// byte, as TCP still gets from miekg/dns.
+func FuzzUnparsedAsMiekg(f *testing.F) {
+	q := new(mdns.Msg)
+	q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+	q.SetEdns0(1232, false)
+	b, _ := q.Pack()
+	f.Add(b)
+	f.Add(b[:len(b)-2])
+	f.Add(b[:len(b)-3])
+	q.Opcode = mdns.OpcodeUpdate
+	b, _ = q.Pack()
+	f.Add(b[:len(b)-3])
+	f.Add([]byte("000000000000"))                                                             // a header alone, refused
+	f.Add([]byte("\x30\x30\x30\x30\x00\x01\x00\x00\x00\x00\x00\x00\xd2\x30\x30\x30\x30\x30")) // a pointer past the end
+	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return nil }, RateLimit: 1000, RateLimitSlip: 2})
+	if err != nil {
+		f.Fatal(err)
+	}
+	from := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
+	f.Fuzz(func(t *testing.T, m []byte) {
+		want := miekgReply(m)
+		if len(m) < headerLen {
+			return
+		}
+		dh := mdns.Header{Qdcount: binary.BigEndian.Uint16(m[4:]), Ancount: binary.BigEndian.Uint16(m[6:]),
+			Nscount: binary.BigEndian.Uint16(m[8:]), Arcount: binary.BigEndian.Uint16(m[10:]), Bits: binary.BigEndian.Uint16(m[2:])}
+		_, walked := walk(m, dh)
+		got := s.reject(m, from)
+		if got == nil && want != nil {
+			t.Fatalf("screen leaves %x to miekg/dns, which answers %x unlimited", m, want)
+		}
+		if !walked && got != nil && !bytes.Equal(got, want) {
+			var g, w mdns.Msg
+			_ = g.Unpack(got)
+			_ = w.Unpack(want)
+			t.Fatalf("for %x\nscreen: %v\nmiekg: %v", m, &g, &w)
+		}
+	})
+}
