@@ -709,6 +709,11 @@ func (c *Config) validateTimers() error {
 	if c.DrainDelay < 0 || c.DrainDelay > maxDrainDelay {
 		return bad("drain_delay", "must be between 0s and %s, got %s", maxDrainDelay, c.DrainDelay)
 	}
+	// Under a second no load balancer's health check sees the 503: as
+	// drain_timeout's floor, "500ms" is a slip for "500s" or "5s".
+	if c.DrainDelay > 0 && c.DrainDelay < minTimer {
+		return bad("drain_delay", "must be 0s (no delay) or at least %s, got %s", minTimer, c.DrainDelay)
+	}
 	// discovery removes a host only after it is unhealthy. HostTTL > 3 ×
 	// HeartbeatInterval, compared without multiplying: 3 × a huge
 	// interval overflows to a negative that every host_ttl would pass.
