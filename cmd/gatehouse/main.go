@@ -102,6 +102,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return nil
+	case "-version", "--version":
+		// As help's spellings: what most tools answer, where an
+		// operator's fingers go before they read the subcommand list.
+		return runVersion(ctx, args[1:], stdout, stderr)
 	}
 	for _, s := range subcommands {
 		if s.name == name {

@@ -196,9 +196,11 @@ func TestHelpAndVersion(t *testing.T) {
 			t.Errorf("%s -h: the usage line is on stdout %d times:\n%s", sub, n, out)
 		}
 	}
-	out, _, err = runCmd(t, "version")
-	if err != nil || !strings.HasPrefix(out, "gatehouse ") {
-		t.Errorf("version: %q %v", out, err)
+	for _, spelling := range []string{"version", "-version", "--version"} {
+		out, _, err = runCmd(t, spelling)
+		if err != nil || !strings.HasPrefix(out, "gatehouse ") {
+			t.Errorf("%s: %q %v", spelling, out, err)
+		}
 	}
 }
 
