@@ -640,7 +640,9 @@ func normalizeUpstream(s string) string {
 	if a, err := netip.ParseAddr(host); err == nil && a.Zone() == "" {
 		return net.JoinHostPort(a.String(), "53")
 	}
-	if host != "" && !strings.ContainsAny(s, ":[]") {
+	// Only a name a resolver could have: a refusal of anything else
+	// quotes it as typed, not with a ":53" the operator never wrote.
+	if host != "" && strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-") == "" {
 		return net.JoinHostPort(host, "53")
 	}
 	return s

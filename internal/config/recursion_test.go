@@ -125,6 +125,13 @@ func TestRecursionKeys(t *testing.T) {
 			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "bad_name.example:53"`,
 		},
 		{
+			// Quoted as typed: "got \"bad host:53\"" showed a port
+			// the operator never wrote.
+			name: "not a name, no port",
+			args: []string{"-dns-recursion-upstreams=bad host"},
+			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "bad host"`,
+		},
+		{
 			name: "unspecified address",
 			args: []string{"-dns-recursion-upstreams=0.0.0.0"},
 			err:  `config: dns.recursion.upstreams[0] (-dns-recursion-upstreams): must be a resolver host:port like 192.0.2.53:53 or [2001:db8::53]:53 (port 53 if left out), got "0.0.0.0:53"`,
