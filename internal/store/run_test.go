@@ -408,7 +408,10 @@ func TestCheckFindsARevisionTheStreamHasNot(t *testing.T) {
 		a := g.live.Load().App("a")
 		return a != nil && a.Status == route.StatusActive
 	}, "the table keeps a forged revision over the store's value")
-	if _, ok := reasons.Load("recreated"); !ok {
-		t.Fatal("no reload for a revision past the stream's last sequence")
-	}
+	// The reload replaces the table before it reports its reason
+	// (session: Replace, then OnResync): waited for, not read at once.
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		_, ok := reasons.Load("recreated")
+		return ok
+	}, "no reload for a revision past the stream's last sequence")
 }
