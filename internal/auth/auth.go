@@ -486,11 +486,16 @@ func scopeToken(s string) bool {
 	return true
 }
 
-// keyFor returns the keys of the token's issuer: those its kid names, if
-// the issuer's JWKS has that kid, else all of them. A kid may name more
-// than one key (RFC 7517 §4.5 only says kids SHOULD differ; a rotation
-// that reuses one does it): each is tried, not the first alone, which
-// refused every token of the others.
+// keyFor returns the keys a token is checked against. Without kid, every
+// key of its issuer. With one, the keys with that kid, and the keys with
+// none (every PEM key; a JWKS entry without kid), which make no claim about
+// kids and are trusted for any token anyway. A kid naming no key of the
+// issuer, all of whose keys have kids, is refused at once: the token was
+// signed by a key the gateway does not have (one rotated in at the issuer
+// and not yet in the keys file), and trying the issuer's other keys
+// cannot verify it. A kid may name more than one key (RFC 7517 §4.5 only
+// says kids SHOULD differ; a rotation that reuses one does it): each is
+// tried, not the first alone, which refused every token of the others.
 func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	iss, err := t.Claims.GetIssuer()
 	if err != nil {
@@ -500,22 +505,22 @@ func (v *Verifier) keyFor(t *jwt.Token) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown issuer %q", iss)
 	}
-	kid, _ := t.Header["kid"].(string)
-	var one ed25519.PublicKey
-	n := 0
-	for _, k := range keys {
-		if kid != "" && k.ID == kid {
-			one, n = k.Pub, n+1
-		}
-	}
-	if n == 1 {
-		return one, nil
+	raw, named := t.Header["kid"]
+	kid, isString := raw.(string)
+	if named && !isString {
+		return nil, errors.New("header kid is not a string")
 	}
 	set := jwt.VerificationKeySet{}
 	for _, k := range keys {
-		if n == 0 || k.ID == kid {
+		if kid == "" || k.ID == kid || k.ID == "" {
 			set.Keys = append(set.Keys, k.Pub)
 		}
+	}
+	switch len(set.Keys) {
+	case 0:
+		return nil, fmt.Errorf("header kid %q names no key of issuer %q", kid, iss)
+	case 1:
+		return set.Keys[0], nil
 	}
 	return set, nil
 }

@@ -305,7 +305,7 @@ func TestKeysFiles(t *testing.T) {
 		for _, c := range []struct {
 			priv ed25519.PrivateKey
 			kid  string
-		}{{priv1, ""}, {priv2, ""}, {priv2, "k2"}, {priv1, "unknown-kid"}} {
+		}{{priv1, ""}, {priv2, ""}, {priv2, "k2"}} {
 			if _, err := v.Verify(sign(t, c.priv, c.kid, claims(nil)), "shop"); err != nil {
 				t.Errorf("%s kid %q: %v", filepath.Base(f), c.kid, err)
 			}
@@ -367,6 +367,68 @@ func TestKeysFiles(t *testing.T) {
 	}
 	if _, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: filepath.Join(dir, "missing")}}}); err == nil {
 		t.Error("missing file accepted")
+	}
+}
+
+// TestKeyID: a token's kid picks the keys it is checked against. Keys
+// without a kid (every PEM key, a JWKS entry without one) make no claim
+// about kids and are tried for any token; a kid that names none of the
+// issuer's keys, when every key has a kid, is refused at once, as a bad
+// signature is, not tried against the issuer's other keys. A token
+// without kid is tried against them all.
+func TestKeyID(t *testing.T) {
+	pub1, priv1 := key(t)
+	pub2, priv2 := key(t)
+	pub3, priv3 := key(t)
+	x := func(p ed25519.PublicKey) string { return base64.RawURLEncoding.EncodeToString(p) }
+	dir := t.TempDir()
+	der, _ := x509.MarshalPKIXPublicKey(pub1)
+	pemFile := filepath.Join(dir, "keys.pem")
+	os.WriteFile(pemFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	jwksFile := filepath.Join(dir, "keys.json")
+	os.WriteFile(jwksFile, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"`+x(pub1)+`"},{"kty":"OKP","crv":"Ed25519","kid":"k2","x":"`+x(pub2)+`"}]}`), 0o600)
+	mixedFile := filepath.Join(dir, "mixed.json")
+	os.WriteFile(mixedFile, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"`+x(pub1)+`"},{"kty":"OKP","crv":"Ed25519","x":"`+x(pub3)+`"}]}`), 0o600)
+	for _, c := range []struct {
+		name  string
+		keys  string
+		priv  ed25519.PrivateKey
+		kid   any // nil: no kid
+		ok    bool
+		names string // what the error names, when refused
+	}{
+		{"jwks, no kid, first key", jwksFile, priv1, nil, true, ""},
+		{"jwks, no kid, second key", jwksFile, priv2, nil, true, ""},
+		{"jwks, kid of the signing key", jwksFile, priv2, "k2", true, ""},
+		{"jwks, kid of another key", jwksFile, priv1, "k2", false, "signature"},
+		{"jwks, kid of no key", jwksFile, priv1, "k9", false, `kid "k9"`},
+		{"jwks, kid of no key, by a key the issuer lacks", jwksFile, priv3, "k9", false, `kid "k9"`},
+		{"jwks, kid not a string", jwksFile, priv1, 1, false, "kid"},
+		{"pem keys carry no kid: any kid is tried", pemFile, priv1, "k9", true, ""},
+		{"mixed, kid of no key, by the key without kid", mixedFile, priv3, "k9", true, ""},
+		{"mixed, kid of no key, by a key with another kid", mixedFile, priv1, "k9", false, "signature"},
+		{"mixed, kid k1, by the key without kid", mixedFile, priv3, "k1", true, ""},
+		{"mixed, kid k1", mixedFile, priv1, "k1", true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: c.keys}}, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdr := map[string]any{}
+			if c.kid != nil {
+				hdr["kid"] = c.kid
+			}
+			_, err = v.Verify(signHeader(t, c.priv, hdr, claims(nil)), "shop")
+			switch {
+			case c.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !c.ok && err == nil:
+				t.Fatal("verified")
+			case !c.ok && (!errors.Is(err, ErrInvalid) || Status(err) != 401 || !strings.Contains(err.Error(), c.names)):
+				t.Fatalf("err %v (status %d), want ErrInvalid, 401, naming %s", err, Status(err), c.names)
+			}
+		})
 	}
 }
 

@@ -11,7 +11,9 @@
 // only: there is no HMAC secret to confuse with a public key.
 //
 // Issuer keys come from a file, PEM ("PUBLIC KEY" blocks, PKIX Ed25519) or
-// JWKS (kty OKP, crv Ed25519), or are passed directly as values.
+// JWKS (kty OKP, crv Ed25519), or are passed directly as values. A
+// token's kid picks the keys with that kid and those with none; a kid that
+// names no key of its issuer is refused, as a bad signature is.
 //
 // Errors map to statuses in one place, [Status]: no token, a malformed,
 // expired, not-yet-valid, future-issued, wrongly typed or wrongly signed

@@ -6,10 +6,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +22,7 @@ import (
 
 	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
+	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
@@ -166,6 +171,50 @@ func TestAuthChallenges(t *testing.T) {
 				t.Fatalf("WWW-Authenticate %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestAuthKeyIDOfNoKey: a token whose kid names no key of its issuer's
+// JWKS is refused as one with a bad signature is, with the same status,
+// challenge and problem, even when the key that signed it is in the set
+// under another kid: its issuer said which key to check it with, and the
+// gateway has none such.
+func TestAuthKeyIDOfNoKey(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	_, other, _ := ed25519.GenerateKey(rand.Reader)
+	jwks := filepath.Join(t.TempDir(), "idp.jwks")
+	if err := os.WriteFile(jwks, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"`+base64.RawURLEncoding.EncodeToString(pub)+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEdgeEnv(t, "apps.test", authApps(), func(o *Options) {
+		o.Edge.Auth.Issuers = []auth.Issuer{{Name: "idp", KeysFile: jwks}}
+	})
+	signed := func(key ed25519.PrivateKey, kid string) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "idp", "sub": "alice", "aud": "shop", "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = kid
+		s, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(signed(priv, "k1"))}); res.StatusCode != 200 {
+		t.Fatalf("kid k1 by k1's key: %d %s", res.StatusCode, body)
+	}
+	badSig, badBody := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(signed(other, "k1"))})
+	edgeProblem(t, badSig, badBody, 401)
+	before := e.backendOf("shop").count()
+	res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(signed(priv, "k2"))})
+	edgeProblem(t, res, body, 401)
+	if e.backendOf("shop").count() != before {
+		t.Fatal("the host saw a token whose kid names no key")
+	}
+	if got, want := res.Header.Values("WWW-Authenticate"), badSig.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != want[0] || got[0] != `Bearer realm="gatehouse", error="invalid_token"` {
+		t.Fatalf("WWW-Authenticate %q, want a bad signature's %q", got, want)
+	}
+	var p, q problem.Problem
+	if json.Unmarshal([]byte(body), &p) != nil || json.Unmarshal([]byte(badBody), &q) != nil || p.Detail != q.Detail {
+		t.Fatalf("problem %q, want a bad signature's %q", body, badBody)
 	}
 }
 
