@@ -44,9 +44,10 @@ func (g *Gateway) auth(next http.Handler) http.Handler {
 		rq.Subject, rq.Issuer, rq.Scopes = c.Subject, c.Issuer, c.Scope
 		if g.edge.claims && c.Limits != nil {
 			who := limit.Subject{Issuer: c.Issuer, Sub: c.Subject}
-			grant, err := g.edge.subjects.Admit(who, claimLimits(c.Limits))
+			cl := claimLimits(c.Limits)
+			grant, err := g.edge.subjects.Admit(who, cl)
 			if err != nil {
-				g.claimRefused(w, rq.Match.App.ID, err)
+				g.claimRefused(w, exchangeFrom(r.Context()), rq.Match.App.ID, cl, err)
 				return
 			}
 			defer grant.Release()
@@ -106,12 +107,21 @@ func claimLimits(l *auth.Limits) limit.Claims {
 	return limit.Claims{RPS: int(l.RPS), Connections: int(l.Connections), ReadBps: l.ReadBps, WriteBps: l.WriteBps}
 }
 
-// claimRefused answers 429 for a subject over its rps or connections.
-func (g *Gateway) claimRefused(w http.ResponseWriter, app string, err error) {
+// claimRefused answers 429 for a subject over its rps or connections (c
+// are the token's limits). Over rps, the rate-limit fields step 6 set for
+// the app's window, which had room, are replaced by the token's bucket
+// (policy "rps": c.RPS requests a second, none left, room again after its
+// wait): a client reading the app's would retry at once, and again. A
+// connections limit is no budget over time, and leaves them as they are.
+func (g *Gateway) claimRefused(w http.ResponseWriter, x *exchange, app string, c limit.Claims, err error) {
 	var ref *limit.Refusal
 	which, retry := "claims", int64(1)
 	if errors.As(err, &ref) {
 		which, retry = ref.Limit, max(limit.Seconds(ref.RetryAfter), 1)
+	}
+	if which == "rps" && c.RPS > 0 {
+		setRateFields(w.Header(), x, which, limit.Quota{Limit: c.RPS, Window: time.Second},
+			limit.Result{Limit: c.RPS, Reset: ref.RetryAfter, RetryAfter: ref.RetryAfter})
 	}
 	g.edge.limited.WithLabelValues(app, which).Inc()
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,6 +52,57 @@ func TestClaimRPSRefusesOnlyOverRate(t *testing.T) {
 				if want == http.StatusTooManyRequests && res.Header.Get("Retry-After") == "" {
 					t.Fatal("429 without Retry-After")
 				}
+			}
+		})
+	}
+}
+
+// TestClaimRPSRefusalFields: a 429 from the token's own rps claim says
+// so in the rate-limit fields, which describe the token's bucket (rps n is
+// n requests a second) and when it has room again, not the app's window,
+// which still had room: a client that read the app's fields would see
+// hundreds of requests left and retry at once. The requests it lets
+// through carry the app's fields, as every app response does.
+func TestClaimRPSRefusalFields(t *testing.T) {
+	for _, tc := range []struct {
+		rps     int
+		advance time.Duration // after the bucket is spent, before the refused request
+	}{
+		{rps: 1},
+		{rps: 2},
+		{rps: 3, advance: 100 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("rps %d", tc.rps), func(t *testing.T) {
+			e := newEdgeEnv(t, "apps.test", authApps(), nil)
+			tok := e.token(func(c jwt.MapClaims) { c["sub"] = "bursty"; c["limits"] = map[string]int{"rps": tc.rps} })
+			for i := range tc.rps {
+				res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)})
+				if res.StatusCode != 200 {
+					t.Fatalf("request %d: %d %s", i, res.StatusCode, body)
+				}
+				left := strconv.Itoa(599 - i)
+				for k, v := range map[string]string{"X-RateLimit-Limit": "600", "X-RateLimit-Remaining": left, "RateLimit-Policy": `"app";q=600;w=60`, "RateLimit": `"app";r=` + left + ";t=0"} {
+					if got := res.Header.Values(k); len(got) != 1 || got[0] != v {
+						t.Errorf("request %d: %s %q, want the app's %q", i, k, got, v)
+					}
+				}
+			}
+			e.advance(tc.advance)
+			res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)})
+			edgeProblem(t, res, body, http.StatusTooManyRequests)
+			n := strconv.Itoa(tc.rps)
+			for k, v := range map[string]string{
+				"X-RateLimit-Limit": n, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1",
+				"RateLimit-Policy": `"rps";q=` + n + ";w=1", "RateLimit": `"rps";r=0;t=1`, "Retry-After": "1",
+			} {
+				if got := res.Header.Values(k); len(got) != 1 || got[0] != v {
+					t.Errorf("refused: %s %q, want %q", k, got, v)
+				}
+			}
+			// Once the bucket's wait is over, a request fits again.
+			e.advance(time.Second)
+			if res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)}); res.StatusCode != 200 {
+				t.Fatalf("after Retry-After: %d %s", res.StatusCode, body)
 			}
 		})
 	}

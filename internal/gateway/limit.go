@@ -80,10 +80,27 @@ var rateFields = [...]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ra
 
 // rateAnswer writes the rate-limit fields for policy name and, when res
 // refused the request, the 429. It reports whether the request may go on.
-// The values are formatted into x's room (x may be nil) and set as
-// canonical keys, so that a passing request allocates nothing here.
 func (g *Gateway) rateAnswer(w http.ResponseWriter, x *exchange, name, app string, q limit.Quota, res limit.Result) bool {
 	h := w.Header()
+	setRateFields(h, x, name, q, res)
+	if res.Allowed {
+		return true
+	}
+	retry := max(limit.Seconds(res.RetryAfter), 1)
+	h["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+	if app == "" {
+		app = metrics.AppUnknown
+	}
+	g.edge.limited.WithLabelValues(app, name).Inc()
+	problem.Write(w, http.StatusTooManyRequests, "rate limit exceeded: retry after "+strconv.FormatInt(retry, 10)+" s")
+	return false
+}
+
+// setRateFields sets the rate-limit fields (rateFields) in h to policy
+// name's quota q and its state res, replacing what they held. The values
+// are formatted into x's room (x may be nil) and set as canonical keys,
+// so that a passing request allocates nothing here.
+func setRateFields(h http.Header, x *exchange, name string, q limit.Quota, res limit.Result) {
 	limitS := x.str(strconv.AppendInt(x.scratch(), int64(res.Limit), 10))
 	remaining := x.str(strconv.AppendInt(x.scratch(), int64(res.Remaining), 10))
 	reset := x.str(strconv.AppendInt(x.scratch(), limit.Seconds(res.Reset), 10))
@@ -102,15 +119,4 @@ func (g *Gateway) rateAnswer(w http.ResponseWriter, x *exchange, name, app strin
 		// For the recorder to put back after a host's 1xx (recorder.WriteHeader).
 		x.w.rate = vals
 	}
-	if res.Allowed {
-		return true
-	}
-	retry := max(limit.Seconds(res.RetryAfter), 1)
-	h["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
-	if app == "" {
-		app = metrics.AppUnknown
-	}
-	g.edge.limited.WithLabelValues(app, name).Inc()
-	problem.Write(w, http.StatusTooManyRequests, "rate limit exceeded: retry after "+strconv.FormatInt(retry, 10)+" s")
-	return false
 }
