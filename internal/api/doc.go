@@ -48,7 +48,9 @@
 // (X-RateLimit-Identity-Limit/Remaining/Reset) and of its daily quota,
 // charged all or none under one lock; over any of them: 429 with
 // Retry-After, and nothing spent. HEAD /api/v3/dns/resolve answers GET's
-// status and those fields, but resolves nothing and spends nothing. The
+// status and those fields, but resolves nothing and spends nothing: its
+// Remaining counts are the budget as it stands, one more than a GET's
+// at that moment, which counts its own unit. The
 // platform credential is a session
 // too. A name outside every zone is Status 5 (REFUSED), except when
 // recursion is configured ([Options.Forwarder]) and the request carries

@@ -134,7 +134,9 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 		// §9.3.2; the mux routes it here): the same status and budget
 		// fields, but nothing is resolved, so nothing is spent. A
 		// monitor probing the route would otherwise drain the session's
-		// window and daily quota with answers it never sees.
+		// window and daily quota with answers it never sees. The
+		// Remaining counts are so the budget as it stands, one more
+		// than a GET's, which are counted after its own unit.
 		if a.chargeResolve(w, r, session, 1, true) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -214,6 +214,45 @@ func TestResolveHEAD(t *testing.T) {
 	check("HEAD with a bad name", e.do("HEAD", "/api/v3/dns/resolve?name=a%20b", alice, nil), 400, "")
 }
 
+// TestResolveHEADShowsTheBudgetAsItStands: a HEAD spends nothing, so
+// its remaining counts are the budget as it stands, one more than those
+// of a GET at the same moment, which are counted after the GET's own
+// unit (DESIGN §8); and a GET that follows a HEAD finds what the HEAD
+// said was left. A HEAD that showed the GET's counts would say a unit
+// was gone that is not.
+func TestResolveHEADShowsTheBudgetAsItStands(t *testing.T) {
+	clock := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC) // fixed: the counts are exact
+	e, signClaims := resolveEnvWith(t, func(o *Options) {
+		o.ResolveLimits = ResolveLimits{PerIP: limit.Quota{Limit: 5, Window: time.Minute}, PerSession: limit.Quota{Limit: 3, Window: time.Minute}}
+		o.Now = func() time.Time { return clock }
+	})
+	alice := signClaims(jwt.MapClaims{"sub": "alice", "aud": "some-app"})
+	const path = "/api/v3/dns/resolve?name=a.apps.example.com"
+	left := func(r resp) [2]string {
+		return [2]string{r.header.Get("X-RateLimit-Remaining"), r.header.Get("X-RateLimit-Identity-Remaining")}
+	}
+	for i, want := range []struct {
+		method string
+		status int
+		left   [2]string
+	}{
+		{"HEAD", 200, [2]string{"5", "3"}},
+		{"GET", 200, [2]string{"4", "2"}},
+		{"HEAD", 200, [2]string{"4", "2"}},
+		{"HEAD", 200, [2]string{"4", "2"}},
+		{"GET", 200, [2]string{"3", "1"}},
+		{"HEAD", 200, [2]string{"3", "1"}},
+		{"GET", 200, [2]string{"2", "0"}},
+		{"HEAD", 429, [2]string{"2", "0"}},
+		{"GET", 429, [2]string{"2", "0"}},
+	} {
+		r := e.do(want.method, path, alice, nil)
+		if r.status != want.status || left(r) != want.left {
+			t.Fatalf("%d: %s: %d, remaining (address, session) %q; want %d, %q", i, want.method, r.status, left(r), want.status, want.left)
+		}
+	}
+}
+
 // TestResolveChargeIsAtomic: a concurrent burst never spends the same
 // remaining budget twice.
 func TestResolveChargeIsAtomic(t *testing.T) {
