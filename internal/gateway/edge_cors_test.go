@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
@@ -99,5 +100,33 @@ func TestCORSThroughChain(t *testing.T) {
 		if r.Header.Get("Access-Control-Request-Method") != "" {
 			t.Fatalf("the host saw a preflight: %+v", r)
 		}
+	}
+}
+
+// TestPreflightCostsNothing: a preflight is answered in step 5, before
+// the rate limit of step 6 (DESIGN §2), so it spends none of the app's
+// window and carries none of its fields, whether it is allowed or not;
+// the actual request after it is the first the window counts.
+func TestPreflightCostsNothing(t *testing.T) {
+	apps := []*route.App{{ID: "shop", CORS: route.CORS{Origins: []string{"https://a.example"}}, RateLimit: route.RateLimit{Requests: 2, Window: route.Duration(time.Minute)}}}
+	e := newEdgeEnv(t, "apps.test", apps, nil)
+	for i, origin := range []string{"https://a.example", "https://a.example", "https://a.example", "https://evil.example", "https://evil.example"} {
+		res, body := e.do(edgeReq{method: "OPTIONS", app: "shop", path: "/x", hdr: http.Header{"Origin": {origin}, "Access-Control-Request-Method": {"PUT"}}})
+		want := http.StatusNoContent
+		if origin != "https://a.example" {
+			want = http.StatusForbidden
+		}
+		if res.StatusCode != want {
+			t.Fatalf("preflight %d from %s: %d %s, want %d", i, origin, res.StatusCode, body, want)
+		}
+		for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After"} {
+			if v := res.Header.Values(k); len(v) != 0 {
+				t.Errorf("preflight %d: %s %q, want none", i, k, v)
+			}
+		}
+	}
+	res, body := e.do(edgeReq{method: "PUT", app: "shop", path: "/x", hdr: http.Header{"Origin": {"https://a.example"}}})
+	if res.StatusCode != 200 || res.Header.Get("X-RateLimit-Remaining") != "1" {
+		t.Fatalf("PUT after the preflights: %d, X-RateLimit-Remaining %q, want 200, 1: %s", res.StatusCode, res.Header.Get("X-RateLimit-Remaining"), body)
 	}
 }
