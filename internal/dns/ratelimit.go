@@ -98,6 +98,7 @@ type limiter struct {
 	mu        sync.Mutex
 	table     map[limitKey]limitEntry
 	lastSweep int64
+	noRoom    uint32 // responses held back for want of room (makeRoom)
 	lastLog   int64
 	logged    bool // lastLog is set
 }
@@ -141,8 +142,17 @@ func (l *limiter) check(src netip.Addr, kind respKind, qtype uint16, name string
 	l.mu.Lock()
 	e, ok := l.table[k]
 	if !ok {
-		if len(l.table) >= l.max {
-			l.makeRoom(now)
+		if len(l.table) >= l.max && !l.makeRoom(now) {
+			// Every count weighed is limiting its network: taking one's
+			// place would hand that network its budget back, which a
+			// flood of forged sources could do at will. This response
+			// is held back instead, as one over the limit: a real
+			// resolver gets the slip's truncation and asks over TCP.
+			l.noRoom++
+			v := l.slipped(l.noRoom)
+			l.mu.Unlock()
+			l.count(v)
+			return v
 		}
 		e.tat = now
 	}
@@ -153,12 +163,7 @@ func (l *limiter) check(src netip.Addr, kind respKind, qtype uint16, name string
 	}
 	e.over++
 	l.table[k] = e
-	v := drop
-	if l.slip > 0 && (e.over-1)%l.slip == 0 {
-		// The first over the limit is one of them, so a resolver that
-		// just crossed it is sent to TCP at once, not after a timeout.
-		v = truncate
-	}
+	v := l.slipped(e.over)
 	// One line when a bucket starts to be limited, at most one a second
 	// in all: a flood must not turn into a flood of log lines.
 	logIt := e.over == 1 && (!l.logged || now-l.lastLog >= int64(time.Second))
@@ -170,6 +175,22 @@ func (l *limiter) check(src netip.Addr, kind respKind, qtype uint16, name string
 		p, _ := src.Unmap().Prefix(sourceBits(src))
 		l.log.Info("dns: rate limiting responses", "source", p.String(), "response", kind.String(), "name", name)
 	}
+	l.count(v)
+	return v
+}
+
+// slipped is the verdict on the over-th response over the limit in a row.
+func (l *limiter) slipped(over uint32) verdict {
+	if l.slip > 0 && (over-1)%l.slip == 0 {
+		// The first over the limit is one of them, so a resolver that
+		// just crossed it is sent to TCP at once, not after a timeout.
+		return truncate
+	}
+	return drop
+}
+
+// count reports a response held back with verdict v.
+func (l *limiter) count(v verdict) {
 	if l.counted != nil {
 		if v == drop {
 			l.counted("dropped")
@@ -177,15 +198,20 @@ func (l *limiter) check(src netip.Addr, kind respKind, qtype uint16, name string
 			l.counted("truncated")
 		}
 	}
-	return v
 }
 
-// makeRoom drops the entries at rest, at most once a bucket's span (a
-// sweep reads the whole table), and when that leaves the table full,
-// one entry, whichever the map gives first. Under a flood of more distinct
-// networks and responses a second than the table holds, a limited
-// bucket may so restart early: bounded memory comes first.
-func (l *limiter) makeRoom(now int64) {
+// makeRoom makes room in the full table for one entry, and reports
+// whether it could. Entries at rest go first, all of them, at most once
+// a bucket's span (a sweep reads the whole table). Else, of evictSample
+// entries (the map's iteration starts at random), the one nearest to
+// full goes (idle longest, or spent least), but never one that is
+// limiting: dropping it would restart its count full, and a flood of
+// forged sources, a new entry each, would so hand the victim of a
+// reflection its answers back early. BIND likewise keeps its penalized
+// entries when it recycles; NSD and Knot's hashed tables let a colliding
+// source take any one's place. With none to spare, makeRoom fails, and
+// the response is held back (check): memory stays bounded.
+func (l *limiter) makeRoom(now int64) bool {
 	if now-l.lastSweep >= l.burst || l.lastSweep == 0 {
 		l.lastSweep = now
 		for k, e := range l.table {
@@ -193,13 +219,38 @@ func (l *limiter) makeRoom(now int64) {
 				delete(l.table, k)
 			}
 		}
+		if len(l.table) < l.max {
+			return true
+		}
 	}
-	if len(l.table) >= l.max {
-		for k := range l.table {
-			delete(l.table, k)
+	var victim limitKey
+	var victimTat int64
+	found := false
+	n := 0
+	for k, e := range l.table {
+		if !l.limiting(e, now) && (!found || e.tat < victimTat) {
+			victim, victimTat, found = k, e.tat, true
+		}
+		if n++; n == evictSample {
 			break
 		}
 	}
+	if found {
+		delete(l.table, victim)
+	}
+	return found
+}
+
+// evictSample is how many entries makeRoom weighs for one to drop: a
+// fixed cost per new entry however large the table. Only when nearly
+// every entry is limiting do all of a sample's tend to be, and a new
+// response is then held back though a few could have gone.
+const evictSample = 32
+
+// limiting reports whether e holds its bucket's responses back at now:
+// the next one would be over the limit.
+func (l *limiter) limiting(e limitEntry, now int64) bool {
+	return e.tat-now > l.burst-l.interval
 }
 
 // hash is name's hash, ASCII case folded (RFC 4343), without allocating.

@@ -38,3 +38,26 @@ func BenchmarkLimiterCheck(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLimiterFull counts a response for a new source against a full
+// table of 10,000 buckets, none at rest: each makes room by weighing
+// evictSample buckets, a cost that must not grow with the table.
+func BenchmarkLimiterFull(b *testing.B) {
+	l, _ := testLimiter(maxRateLimit, 2)
+	l.max = 10000
+	for i := range l.max {
+		l.check(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), kindAnswer, mdns.TypeA, "www.apps.example.com")
+	}
+	l.check(netip.MustParseAddr("192.0.2.1"), kindAnswer, mdns.TypeA, "www.apps.example.com") // the sweep, once
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		if v := l.check(netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)}), kindAnswer, mdns.TypeA, "www.apps.example.com"); v != send {
+			b.Fatalf("verdict %v", v)
+		}
+	}
+	if len(l.table) > l.max {
+		b.Fatalf("table holds %d, past %d", len(l.table), l.max)
+	}
+}

@@ -119,12 +119,15 @@ func TestLimiter(t *testing.T) {
 }
 
 // TestLimiterBounded: a flood of sources never grows the table past its
-// cap, a limited bucket stays limited meanwhile while there is room, and
-// buckets at rest make room for new ones.
+// cap, a limited bucket stays limited meanwhile, and buckets at rest make
+// room for new ones.
 func TestLimiterBounded(t *testing.T) {
-	l, clock := testLimiter(1, 1)
+	// At rate 2 a count of one response is not limiting: the flood's
+	// counts make room for each other (at rate 1 they could not, see
+	// TestLimiterFullKeepsLimitedCounts).
+	l, clock := testLimiter(2, 1)
 	l.max = 1000
-	if got := verdicts(l, 2, "198.51.100.1", kindAnswer, mdns.TypeA, "victim"); got != "send tc" {
+	if got := verdicts(l, 3, "198.51.100.1", kindAnswer, mdns.TypeA, "victim"); got != "send send tc" {
 		t.Fatalf("victim: %s", got)
 	}
 	for i := range 5000 {
@@ -149,7 +152,7 @@ func TestLimiterBounded(t *testing.T) {
 	}
 
 	// At the real cap, what the table costs.
-	l, _ = testLimiter(1, 1)
+	l, _ = testLimiter(2, 1)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -169,10 +172,94 @@ func TestLimiterBounded(t *testing.T) {
 	runtime.KeepAlive(l)
 }
 
+// TestLimiterFullKeepsLimitedCounts: a full table makes room from the
+// counts that are not limiting, never from one that is. A flood of forged
+// sources, a new count each, must not hand a limited network its budget
+// back before it has refilled; and when every count is limiting, a new
+// one is held back as over the limit (slipped or dropped), not answered.
+func TestLimiterFullKeepsLimitedCounts(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rate int
+		// what the flood's sources past the table's room get: at rate 1
+		// a count of one response is spent, and so limiting
+		past string
+	}{
+		{"rate 1", 1, "held"},
+		{"rate 100", 100, "send"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var counts []string
+			l, clock := testLimiter(tt.rate, 2)
+			l.counted = func(a string) { counts = append(counts, a) }
+			l.max = 64
+			victim := func(n int) string { return verdicts(l, n, "198.51.100.1", kindAnswer, mdns.TypeA, "victim") }
+			if got, want := victim(tt.rate+1), strings.Repeat("send ", tt.rate)+"tc"; got != want {
+				t.Fatalf("victim: %s, want %s", got, want)
+			}
+			// The clock stands still: no count is at rest, so none is
+			// swept, and the victim stays limited throughout.
+			var past []string
+			for i := range 10 * l.max {
+				v := l.check(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), kindAnswer, mdns.TypeA, "victim")
+				if n := len(l.table); n > l.max {
+					t.Fatalf("after %d sources the table holds %d counts, past its cap %d", i+1, n, l.max)
+				}
+				if i < l.max-1 {
+					if v != send {
+						t.Fatalf("source %d, with room: %v, want sent", i, v)
+					}
+					continue
+				}
+				if v == send {
+					past = append(past, "send")
+				} else {
+					past = append(past, "held")
+				}
+			}
+			if got, want := strings.Join(slices.Compact(past), " "), tt.past; got != want {
+				t.Errorf("sources past the table's room: %s, want %s", got, want)
+			}
+			if got, want := victim(3), "drop tc drop"; got != want {
+				t.Errorf("victim after the flood: %s, want %s (still limited)", got, want)
+			}
+			if held := len(counts) - 4; tt.past == "held" && held != len(past) {
+				t.Errorf("%d responses held back without a count, %d counted", len(past), held)
+			}
+			// A second on, every count is at rest: a new one is answered.
+			clock.Add(int64(time.Second))
+			if got := verdicts(l, 1, "203.0.113.1", kindError, 0, ""); got != "send" {
+				t.Errorf("a second on, a new source: %s, want send", got)
+			}
+		})
+	}
+}
+
+// TestRateLimitFullTableUDP: over UDP, a flood from other networks that
+// fills the limiter's table leaves a limited network limited.
+func TestRateLimitFullTableUDP(t *testing.T) {
+	addr, _, limited := rrlServer(t, Options{RateLimit: 2, RateLimitSlip: 2}, func(l *limiter) { l.max = 8 })
+	victim := newUDPAsker(t, addr, "", limited)
+	q := rrlQuery("fixed.apps.example.com.", mdns.TypeA, false)
+	if got, want := victim.askN(3, q), "full full tc"; got != want {
+		t.Fatalf("victim: got %s, want %s", got, want)
+	}
+	for i := range 64 {
+		src := fmt.Sprintf("127.0.%d.1", 10+i)
+		if got := newUDPAsker(t, addr, src, limited).askN(1, q); got != "full" {
+			t.Fatalf("%s: got %s, want full", src, got)
+		}
+	}
+	if got, want := victim.askN(2, q), "drop tc"; got != want {
+		t.Errorf("victim after 64 other networks: got %s, want %s (still limited)", got, want)
+	}
+}
+
 // rrlServer serves zones with the given rate limit on loopback, its
 // limiter's clock stopped where the test moves it, and returns its
 // address, the clock, and the limited responses as the server counts them.
-func rrlServer(t *testing.T, o Options) (string, *atomic.Int64, <-chan string) {
+// tweak, if given, adjusts the limiter before the server starts.
+func rrlServer(t *testing.T, o Options, tweak ...func(*limiter)) (string, *atomic.Int64, <-chan string) {
 	t.Helper()
 	limited := make(chan string, 100)
 	o.Addr = "127.0.0.1:0"
@@ -187,6 +274,9 @@ func rrlServer(t *testing.T, o Options) (string, *atomic.Int64, <-chan string) {
 	var clock atomic.Int64
 	clock.Store(int64(time.Hour))
 	s.rrl.now = clock.Load
+	for _, f := range tweak {
+		f(s.rrl)
+	}
 	pc, ln, err := s.Listen()
 	if err != nil {
 		t.Fatal(err)
