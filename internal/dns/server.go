@@ -201,16 +201,16 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		// 3225 §3 says it MUST be, and EDNS compliance checks look for it.
 		resp.SetEdns0(ednsSize, opt.Do())
 	}
+	// A UDP reply fits what the query offers (RFC 6891 §6.2.5: 512 at
+	// least) and never more than the size our OPT states: a spoofed
+	// source offering 64 KiB must not buy a reply that large, and one
+	// past the path MTU is fragmented (RFC 9715 §3.2). The client asks
+	// again over TCP for the rest.
+	size := mdns.MinMsgSize
+	if opt != nil {
+		size = min(max(int(opt.UDPSize()), mdns.MinMsgSize), ednsSize)
+	}
 	if udp {
-		// A UDP reply fits what the query offers (RFC 6891 §6.2.5: 512 at
-		// least) and never more than the size our OPT states: a spoofed
-		// source offering 64 KiB must not buy a reply that large, and one
-		// past the path MTU is fragmented (RFC 9715 §3.2). The client
-		// asks again over TCP for the rest.
-		size := mdns.MinMsgSize
-		if opt != nil {
-			size = min(max(int(opt.UDPSize()), mdns.MinMsgSize), ednsSize)
-		}
 		resp.Truncate(size)
 	} else {
 		// Truncate compresses a UDP reply when it must; over TCP the
@@ -221,14 +221,23 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	}
 	if badKey != nil {
 		// Last of the additional section, after the OPT, and past the
-		// cut: the reply is a header, the question and OPT, smaller
-		// than the signed query. No MAC (RFC 8945 §5.3.2); the time is
-		// ours, as BIND's is.
+		// cut (Truncate leaves a message with a TSIG whole). No MAC (RFC
+		// 8945 §5.3.2); the time is ours, as BIND's is.
 		resp.Extra = append(resp.Extra, &mdns.TSIG{
 			Hdr:       mdns.RR_Header{Name: badKey.Hdr.Name, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
 			Algorithm: badKey.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: badKey.Fudge,
 			OrigId: badKey.OrigId, Error: mdns.RcodeBadKey,
 		})
+		if udp && resp.Len() > size {
+			// The key's and the algorithm's names, 255 bytes each, and
+			// the question's make it about 800 bytes, past 512. RFC 8945
+			// §5.3 would keep the question and TSIG alone, but they are
+			// all there is: the TSIG, last, is cut as any record past
+			// the size is (RFC 1035 §4.1.1: TC), and the client asks
+			// again over TCP, where the whole reply goes.
+			resp.Extra = resp.Extra[:len(resp.Extra)-1]
+			resp.Truncated = true
+		}
 	}
 	if err := w.WriteMsg(resp); err != nil {
 		// A reply that cannot be packed (a record set past 64 KiB) would

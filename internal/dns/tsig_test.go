@@ -2,8 +2,10 @@ package dns
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +136,86 @@ func TestTSIGBadKeyRateLimited(t *testing.T) {
 		if ts := m.IsTsig(); m.Rcode != mdns.RcodeNotAuth || ts == nil || ts.Error != mdns.RcodeBadKey || ts.MAC != "" || len(m.Answer) != 0 || m.IsEdns0() == nil {
 			t.Errorf("query %d: %v, want NOTAUTH ending with an unsigned BADKEY TSIG", i+1, m)
 		}
+	}
+}
+
+// longestName is a name of 255 bytes on the wire, the most a name holds,
+// its labels made of c.
+func longestName(c string) string {
+	l63 := strings.Repeat(c, 63) + "."
+	return l63 + l63 + l63 + strings.Repeat(c, 61) + "."
+}
+
+// TestTSIGBadKeyFitsUDP: the NOTAUTH reply to a signed query carries the
+// query's key and algorithm names back in its BADKEY TSIG, each up to 255
+// bytes, and with the longest question too, about 800 bytes. Over UDP
+// it must still fit what the query offers (512 without EDNS), as every
+// UDP reply here does: what does not fit is the TSIG, cut with TC set
+// (RFC 1035 §4.1.1), and the client asks again over TCP, where the whole
+// BADKEY reply goes out. With room offered, the TSIG is there.
+func TestTSIGBadKeyFitsUDP(t *testing.T) {
+	addr := startServer(t)
+	key, alg := longestName("k"), longestName("h")
+	query := func(edns uint16) (*mdns.Msg, []byte) {
+		q := new(mdns.Msg)
+		q.SetQuestion(longestName("q"), mdns.TypeA)
+		if edns != 0 {
+			q.SetEdns0(edns, false)
+		}
+		q.Extra = append(q.Extra, &mdns.TSIG{Hdr: mdns.RR_Header{Name: key, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+			Algorithm: alg, TimeSigned: uint64(time.Now().Unix()), Fudge: 300, MACSize: 32,
+			MAC: strings.Repeat("ab", 32), OrigId: q.Id})
+		b, err := q.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q, b
+	}
+	for _, tt := range []struct {
+		edns     uint16 // 0: no OPT
+		size     int    // the most the UDP reply may hold
+		withTSIG bool   // over UDP
+	}{
+		{0, 512, false},
+		{512, 512, false},
+		{1232, 1232, true},
+	} {
+		t.Run(fmt.Sprintf("edns=%d", tt.edns), func(t *testing.T) {
+			q, b := query(tt.edns)
+			c, err := net.Dial("udp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			if _, err := c.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 65535)
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := new(mdns.Msg)
+			if err := m.Unpack(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			if n > tt.size {
+				t.Errorf("UDP reply of %d bytes, past the %d the query offers", n, tt.size)
+			}
+			if m.Rcode != mdns.RcodeNotAuth || m.Id != q.Id || len(m.Question) != 1 || m.Question[0].Name != q.Question[0].Name || (m.IsEdns0() != nil) != (tt.edns != 0) {
+				t.Errorf("UDP reply %v: want NOTAUTH to the query, its question, OPT as asked", m)
+			}
+			if has := m.IsTsig() != nil; has != tt.withTSIG || m.Truncated == tt.withTSIG {
+				t.Errorf("UDP reply of %d bytes, TC=%v, with TSIG %v: want TSIG %v, TC the opposite", n, m.Truncated, has, tt.withTSIG)
+			}
+			// Over TCP, the whole reply.
+			if err := m.Unpack(rawTCP(t, addr, b)); err != nil {
+				t.Fatal(err)
+			}
+			if ts := m.IsTsig(); m.Rcode != mdns.RcodeNotAuth || m.Truncated || ts == nil || ts.Hdr.Name != key || ts.Algorithm != alg || ts.Error != mdns.RcodeBadKey {
+				t.Errorf("TCP reply %v: want NOTAUTH with the BADKEY TSIG for the query's key", m)
+			}
+		})
 	}
 }
