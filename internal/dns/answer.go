@@ -55,23 +55,42 @@ type Record struct {
 // Answer builds the authoritative reply to req from zones. It never returns
 // nil and never panics on a parsed message, whatever it holds.
 func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
+	resp, _ := answer(req, zones)
+	return resp
+}
+
+// asked is what [answer] found of the question's name: what the rate
+// limit counts the reply by ([bucketOf]), which the server so need not
+// look up again. The zero value: no name in a zone was looked up.
+type asked struct {
+	zone *Zone  // the name's zone
+	name string // the name, lowercased, without the trailing dot
+	own  bool   // the name is the zone's apex or has records of its own
+	// wildcard is the parent of the explicit wildcard (*.{wildcard})
+	// that covers a name without records of its own; "": none, the
+	// gateways' *.{zone} does.
+	wildcard string
+}
+
+// answer is [Answer], with what it found of the question's name.
+func answer(req *mdns.Msg, zones []Zone) (*mdns.Msg, asked) {
 	resp := new(mdns.Msg)
 	if req.Opcode != mdns.OpcodeQuery {
-		return resp.SetRcode(req, mdns.RcodeNotImplemented)
+		return resp.SetRcode(req, mdns.RcodeNotImplemented), asked{}
 	}
 	if len(req.Question) != 1 || req.Response {
-		return resp.SetRcodeFormatError(req)
+		return resp.SetRcodeFormatError(req), asked{}
 	}
 	resp.SetReply(req)
 	q := req.Question[0]
 	if metaType(q.Qtype) {
 		resp.Rcode = metaRcode(q.Qtype)
-		return resp
+		return resp, asked{}
 	}
 	resp.RecursionAvailable = false
 	if q.Qclass != mdns.ClassINET && q.Qclass != mdns.ClassANY {
 		resp.Rcode = mdns.RcodeRefused
-		return resp
+		return resp, asked{}
 	}
 	resp.Authoritative = true
 	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
@@ -79,8 +98,9 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	if z == nil {
 		resp.Authoritative = false
 		resp.Rcode = mdns.RcodeRefused
-		return resp
+		return resp, asked{}
 	}
+	a := asked{zone: z, name: name}
 	ttl := z.TTL
 	if ttl == 0 {
 		ttl = 60
@@ -97,7 +117,10 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 	var seen []string
 	for {
 		n := len(resp.Answer)
-		target := appendName(resp, z, name, owner, q.Qtype, ttl)
+		target, wildcard, own := appendName(resp, z, name, owner, q.Qtype, ttl)
+		if len(seen) == 0 {
+			a.own, a.wildcard = own, wildcard
+		}
 		if target == "" {
 			if len(resp.Answer) == n {
 				// NODATA: the name exists (the wildcard covers every
@@ -105,13 +128,13 @@ func Answer(req *mdns.Msg, zones []Zone) *mdns.Msg {
 				// long to cache that (RFC 2308 §2.2, after a chain too).
 				resp.Ns = append(resp.Ns, soa(z, ttl))
 			}
-			return resp
+			return resp, a
 		}
 		seen = append(seen, name)
 		next := strings.ToLower(strings.TrimSuffix(target, "."))
 		if q.Qtype == mdns.TypeCNAME || q.Qtype == mdns.TypeANY || len(seen) >= maxChain ||
 			findZone(next, zones) != z || slices.Contains(seen, next) {
-			return resp
+			return resp, a
 		}
 		name, owner = next, target
 	}
@@ -130,8 +153,11 @@ const maxChain = 8
 
 // appendName appends to resp the records of type qtype at name in z,
 // owned by owner (name in the question's case), and returns the target
-// of name's CNAME, if it has one: then that CNAME is all it appends.
-func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl uint32) (cname string) {
+// of name's CNAME, if it has one: then that CNAME is all it appends. It
+// also says where name's records came from: own, when name is the apex
+// or has records of its own; else from *.{wildcard}, when an explicit
+// wildcard covers it, or from the gateways' *.{zone}.
+func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl uint32) (cname, wildcard string, own bool) {
 	hdr := func(t uint16, ttl uint32) mdns.RR_Header {
 		return mdns.RR_Header{Name: owner, Rrtype: t, Class: mdns.ClassINET, Ttl: ttl}
 	}
@@ -145,8 +171,9 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 		resp.Answer = append(resp.Answer, &mdns.NS{Hdr: hdr(mdns.TypeNS, ttl), Ns: NSLabel + "." + z.Name + "."})
 	}
 	explicit := recordsFor(name, z)
-	if len(explicit) == 0 && !apex {
-		explicit = wildcardFor(name, z)
+	own = apex || len(explicit) > 0
+	if !own {
+		explicit, wildcard = wildcardOf(name, z)
 		if isNSName(name, z) && slices.ContainsFunc(explicit, isCNAME) {
 			// ns.{zone} names the zone's name server, which must not be
 			// an alias (RFC 2181 §10.3: resolvers such as BIND skip it);
@@ -162,7 +189,7 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 		if isCNAME(r) {
 			target := mdns.Fqdn(r.Values[0])
 			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: hdr(mdns.TypeCNAME, rttl(r, ttl)), Target: target})
-			return target
+			return target, wildcard, own
 		}
 	}
 	var haveA, haveAAAA bool
@@ -201,7 +228,7 @@ func appendName(resp *mdns.Msg, z *Zone, name, owner string, qtype uint16, ttl u
 			resp.Answer = append(resp.Answer, &mdns.AAAA{Hdr: hdr(mdns.TypeAAAA, ttl), AAAA: g.AsSlice()})
 		}
 	}
-	return ""
+	return "", wildcard, own
 }
 
 func isCNAME(r Record) bool { return strings.EqualFold(r.Type, "CNAME") && len(r.Values) > 0 }
@@ -315,18 +342,13 @@ func recordsFor(name string, z *Zone) []Record {
 	return out
 }
 
-// wildcardFor returns the record sets of the nearest *.{ancestor} of name
-// in z (the API accepts such names), for a name with none of its own. The
-// zone's gateways stay the wildcard of last resort: unlike RFC 4592, a
-// name that only exists as the parent of other records (shop, beside
-// _gatehouse-challenge.shop) is still covered, as the gateways cover it.
-func wildcardFor(name string, z *Zone) []Record {
-	recs, _ := wildcardOf(name, z)
-	return recs
-}
-
-// wildcardOf is [wildcardFor], with the wildcard's parent: its name
-// without the leading "*.". "" when there is none.
+// wildcardOf returns the record sets of the nearest *.{ancestor} of name
+// in z (the API accepts such names), for a name with none of its own,
+// and that wildcard's parent: its name without the leading "*.", "" when
+// there is none. The zone's gateways stay the wildcard of last resort:
+// unlike RFC 4592, a name that only exists as the parent of other
+// records (shop, beside _gatehouse-challenge.shop) is still covered, as
+// the gateways cover it.
 func wildcardOf(name string, z *Zone) ([]Record, string) {
 	for n := name; n != z.Name; {
 		i, end := mdns.NextLabel(n, 0) // an escaped dot is inside a label

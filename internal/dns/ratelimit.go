@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -299,32 +298,27 @@ func addrOf(a net.Addr) netip.Addr {
 	return ip.Unmap()
 }
 
-// bucketOf is what resp, the reply to req, is counted by.
-func bucketOf(req, resp *mdns.Msg, zones []Zone) (kind respKind, qtype uint16, name string) {
-	if len(req.Question) != 1 || resp.Rcode != mdns.RcodeSuccess && resp.Rcode != mdns.RcodeNameError {
+// bucketOf is what resp is counted by, a what [answer] found of the
+// question's name (zero when answer did not build resp: an error).
+func bucketOf(resp *mdns.Msg, a asked) (kind respKind, qtype uint16, name string) {
+	if a.zone == nil || resp.Rcode != mdns.RcodeSuccess && resp.Rcode != mdns.RcodeNameError {
 		return kindError, 0, ""
 	}
-	q := req.Question[0]
-	lname := strings.ToLower(strings.TrimSuffix(q.Name, "."))
-	z := findZone(lname, zones)
-	switch {
-	case z == nil:
-		return kindError, 0, ""
-	case len(resp.Answer) == 0:
-		return kindNoData, 0, z.Name
+	if len(resp.Answer) == 0 {
+		return kindNoData, 0, a.zone.Name
 	}
 	// By the type answered, not the type asked: a CNAME answers every
 	// type at its name with the same records, and 65,000 types asked
 	// would otherwise be as many counts. Over UDP ANY is answered with
 	// its first RRset (RFC 8482), which counts as asking for its type.
 	qtype = resp.Answer[0].Header().Rrtype
-	if lname == z.Name || len(recordsFor(lname, z)) > 0 {
-		return kindAnswer, qtype, lname
+	switch {
+	case a.own:
+		return kindAnswer, qtype, a.name
+	case a.wildcard != "":
+		return kindWildcard, qtype, a.wildcard
 	}
-	if _, parent := wildcardOf(lname, z); parent != "" {
-		return kindWildcard, qtype, parent
-	}
-	return kindWildcard, qtype, z.Name // the gateways' *.{zone}
+	return kindWildcard, qtype, a.zone.Name // the gateways' *.{zone}
 }
 
 // slipped is resp as a rate-limited truncation: its header with TC set,

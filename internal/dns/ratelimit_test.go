@@ -559,7 +559,7 @@ func TestNewValidatesRateLimit(t *testing.T) {
 // asked at its name, and an explicit wildcard's CNAME every type at every
 // name under it, with the same records: asking for another type each
 // time must not buy a fresh count. Answers that differ (a name's A and its
-// TXT) still count apart.
+// TXT, an explicit wildcard's A and the gateways') still count apart.
 func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
 	zones := []Zone{{
 		Name:     "apps.example.com",
@@ -567,6 +567,7 @@ func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
 		Records: []Record{
 			{Name: "www.apps.example.com", Type: "CNAME", Values: []string{"target.example.net"}},
 			{Name: "*.cdn.apps.example.com", Type: "CNAME", Values: []string{"edge.example.net"}},
+			{Name: "*.img.apps.example.com", Type: "A", Values: []string{"192.0.2.7"}},
 			{Name: "both.apps.example.com", Type: "A", Values: []string{"192.0.2.1"}},
 			{Name: "both.apps.example.com", Type: "TXT", Values: []string{"v=1"}},
 		},
@@ -587,6 +588,13 @@ func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
 			qs: []*mdns.Msg{rrlQuery("a.cdn.apps.example.com.", mdns.TypeA, false), rrlQuery("b.cdn.apps.example.com.", mdns.TypeSRV, false),
 				rrlQuery("c.cdn.apps.example.com.", 2000, false), rrlQuery("d.cdn.apps.example.com.", 2001, false)},
 			want: "full full full tc",
+		},
+		{
+			// the same type from an explicit wildcard and the gateways'
+			name: "two wildcards",
+			qs: []*mdns.Msg{rrlQuery("a.img.apps.example.com.", mdns.TypeA, false), rrlQuery("b.img.apps.example.com.", mdns.TypeA, false),
+				rrlQuery("c.img.apps.example.com.", mdns.TypeA, false), rrlQuery("other.apps.example.com.", mdns.TypeA, false)},
+			want: "full full full full",
 		},
 		{
 			name: "a name's A and TXT",

@@ -136,7 +136,9 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	var resp *mdns.Msg
 	opt := req.IsEdns0()
 	var badKey *mdns.TSIG // the query's TSIG, when it is answered BADKEY
-	switch ra := s.mayRecurse(w.RemoteAddr()); {
+	var found asked       // what answer found, when it answers
+	ra := s.mayRecurse(w.RemoteAddr())
+	switch {
 	case badOPT(req):
 		// RFC 6891 §6.1.1: more than one OPT is FORMERR, and an OPT
 		// outside the additional section or owned by a name other than
@@ -173,7 +175,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		}
 		resp = s.opts.Forwarder.Forward(ctx, req, network)
 	default:
-		resp = Answer(req, zones)
+		resp, found = answer(req, zones)
 		resp.RecursionAvailable = ra
 		if udp && len(req.Question) == 1 && req.Question[0].Qtype == mdns.TypeANY {
 			// RFC 8482 §4.2: one RRset answers ANY over UDP. The whole
@@ -182,10 +184,10 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 			resp.Answer = firstRRset(resp.Answer)
 		}
 	}
-	if udp && s.limits(w.RemoteAddr()) {
+	if udp && s.rrl != nil && !ra { // as s.limits, without asking mayRecurse again
 		// Counted on the reply as built, before the OPT and the cut to
 		// the query's size: a slipped reply gets its OPT below.
-		kind, qtype, name := bucketOf(req, resp, zones)
+		kind, qtype, name := bucketOf(resp, found)
 		switch s.rrl.check(addrOf(w.RemoteAddr()), kind, qtype, name) {
 		case drop:
 			return
