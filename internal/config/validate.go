@@ -578,8 +578,10 @@ func (c *Config) validateAuth() error {
 const minControlToken = 16
 
 // minTimer is the floor of cluster.deadline, drain_timeout,
-// heartbeat_interval and reverify_interval, as minListenerTimeout is of the listeners' timeouts:
-// far below any sensible value, so only a unit mistake hits it.
+// heartbeat_interval and reverify_interval, as minListenerTimeout is of
+// the listeners' timeouts: far below any sensible value, so only a unit
+// mistake hits it. Each refuses 0s and negatives with the same words as
+// 500ms: one floor, one message.
 const minTimer = time.Second
 
 // maxDrainDelay bounds drain_delay: a load balancer sees /readyz 503
@@ -681,28 +683,26 @@ func (c *Config) validateLimits() error {
 }
 
 func (c *Config) validateTimers() error {
+	// One refusal for all below the floor, 0s and negatives too: "must
+	// be positive" for 0s but "at least 1s" for 500ms sent an operator
+	// who fixed the first to the second.
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-		min time.Duration
 	}{
 		// Under a second the drain cuts every request still in flight,
 		// which is what a drain is for: "30ms" for "30s" is a unit slip.
 		// A second SIGTERM already ends a drain at once.
-		{"drain_timeout", c.DrainTimeout, minTimer},
+		{"drain_timeout", c.DrainTimeout},
 		// Hosts heartbeat on their own clock (5 s by default): a gateway
 		// told 5ms would find every host three heartbeats late and route
 		// to none, and sweep its hosts a thousand times a second.
-		{"heartbeat_interval", c.HeartbeatInterval, minTimer},
-		{"host_ttl", c.HostTTL, 1},
+		{"heartbeat_interval", c.HeartbeatInterval},
 		// Each one is a challenge to every host: 1ns is a storm.
-		{"reverify_interval", c.ReverifyInterval, minTimer},
+		{"reverify_interval", c.ReverifyInterval},
 	} {
-		if d.v <= 0 {
-			return bad(d.key, "must be positive, got %s", d.v)
-		}
-		if d.v < d.min {
-			return bad(d.key, "must be at least %s, got %s", d.min, d.v)
+		if d.v < minTimer {
+			return bad(d.key, "must be at least %s, got %s", minTimer, d.v)
 		}
 	}
 	// Zero is the default: no delay, the drain of before.
@@ -717,15 +717,22 @@ func (c *Config) validateTimers() error {
 	// discovery removes a host only after it is unhealthy. HostTTL > 3 ×
 	// HeartbeatInterval, compared without multiplying: 3 × a huge
 	// interval overflows to a negative that every host_ttl would pass.
+	// This is host_ttl's only bound: 0s and negatives are refused by it
+	// too, as heartbeat_interval is at least minTimer.
 	if q, r := c.HostTTL/3, c.HostTTL%3; q < c.HeartbeatInterval || q == c.HeartbeatInterval && r == 0 {
 		three := "3 × " + c.HeartbeatInterval.String()
 		if c.HeartbeatInterval <= math.MaxInt64/3 {
 			three = (3 * c.HeartbeatInterval).String()
 		}
+		e := bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL)
 		// Raising the interval alone is the usual way here: Load then
-		// names it rather than host_ttl, the file's or the default.
-		return bad("host_ttl", "must be more than 3 × heartbeat_interval (%s), got %s", three, c.HostTTL).
-			or("heartbeat_interval", "must be under a third of host_ttl (%s), got %s: raise host_ttl with it", c.HostTTL, c.HeartbeatInterval)
+		// names it rather than host_ttl, the file's or the default. Not
+		// when no interval of at least minTimer would do: host_ttl is
+		// what to change.
+		if c.HostTTL > 3*minTimer {
+			e = e.or("heartbeat_interval", "must be under a third of host_ttl (%s), got %s: raise host_ttl with it", c.HostTTL, c.HeartbeatInterval)
+		}
+		return e
 	}
 	return oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 }
