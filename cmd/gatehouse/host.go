@@ -88,8 +88,11 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 	if f.scheme != host.SchemeHTTP && f.scheme != host.SchemeH2C {
 		return nil, fmt.Errorf("host: -scheme %q: the sidecar serves http or h2c (embed the host package to terminate TLS)", f.scheme)
 	}
-	if f.drain <= 0 || f.grace < 0 || f.heartbeat <= 0 {
-		return nil, errors.New("host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative")
+	// Each flag is named alone, with its own bound, for 0s and negatives
+	// as for 500ms: one line for all three sent an operator who fixed
+	// the one named first to the floor of another.
+	if f.grace < 0 {
+		return nil, fmt.Errorf("host: -leave-grace must not be negative (0s: no grace), got %s", f.grace)
 	}
 	if f.drain < time.Second {
 		// As serve's drain_timeout: a shorter drain cuts every request in

@@ -540,7 +540,10 @@ func TestHostHeartbeatAtLeastASecond(t *testing.T) {
 		{"1ms", "host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got 1ms"},
 		{"999ms", "host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got 999ms"},
 		{"1s", ""},
-		{"0s", "host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative"},
+		// 0s and negatives name the same floor: they said "must be
+		// positive", and 999ms then "at least 1s".
+		{"0s", "host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got 0s"},
+		{"-5s", "host: -heartbeat must be at least 1s, as the gateways' heartbeat_interval is, got -5s"},
 	} {
 		_, err := parseHostFlags(append(slices.Clone(base), "-heartbeat", tc.hb), &bytes.Buffer{}, &bytes.Buffer{})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
@@ -727,11 +730,33 @@ func TestHostDrainTimeoutAtLeastASecond(t *testing.T) {
 		{"30ms", "host: -drain-timeout must be at least 1s, got 30ms"},
 		{"999ms", "host: -drain-timeout must be at least 1s, got 999ms"},
 		{"1s", ""},
-		{"0s", "host: -drain-timeout and -heartbeat must be positive, -leave-grace not negative"},
+		{"0s", "host: -drain-timeout must be at least 1s, got 0s"},
+		{"-1s", "host: -drain-timeout must be at least 1s, got -1s"},
 	} {
 		_, err := parseHostFlags(append(slices.Clone(base), "-drain-timeout", tc.d), &bytes.Buffer{}, &bytes.Buffer{})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
 			t.Errorf("-drain-timeout %s: got %v, want %q", tc.d, err, tc.want)
+		}
+	}
+}
+
+// -leave-grace is named alone when negative: it shared one line with
+// -drain-timeout and -heartbeat, which named no value and no bound.
+func TestHostLeaveGraceNotNegative(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "k.pem")
+	k, _ := host.GenerateKey()
+	if err := host.WriteKey(keyFile, k); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-cluster", "c1", "-id", "h1", "-key", keyFile, "-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}
+	for _, tc := range []struct{ g, want string }{
+		{"-1s", "host: -leave-grace must not be negative (0s: no grace), got -1s"},
+		{"0s", ""},
+		{"50ms", ""},
+	} {
+		_, err := parseHostFlags(append(slices.Clone(base), "-leave-grace", tc.g), &bytes.Buffer{}, &bytes.Buffer{})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
+			t.Errorf("-leave-grace %s: got %v, want %q", tc.g, err, tc.want)
 		}
 	}
 }
