@@ -144,6 +144,14 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	tokenFrom := "-token"
 	if *token == "" {
+		// An explicit -token "" is refused, not read as "no token" nor
+		// as "the variable's": it is most often -token "$T" with T
+		// unset, and going on would send the variable's token (which
+		// may be another platform's) or none, which every control route
+		// answers 401, without saying the flag was what went wrong.
+		if ctlFlagGiven(fs, "token") {
+			return errors.New("ctl: -token is empty (an unset variable in -token \"$T\"?): give the token, or leave -token out to use GATEHOUSE_CONTROL_TOKEN")
+		}
 		*token, tokenFrom = os.Getenv("GATEHOUSE_CONTROL_TOKEN"), "GATEHOUSE_CONTROL_TOKEN"
 	}
 	// A variable set from a file's contents keeps its line break: the
@@ -185,6 +193,14 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	return ctlDo(ctx, strings.TrimSuffix(base.String(), "/")+req.path, *token, req, stdout, stderr)
+}
+
+// ctlFlagGiven reports whether the command line set flag name, to an
+// empty value too.
+func ctlFlagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // ctlTag quotes an ETag given without its quotes, as a shell makes easy

@@ -635,3 +635,35 @@ func TestCtlRefusesTokenNoHeaderCarries(t *testing.T) {
 		t.Error("the error repeats the token")
 	}
 }
+
+// An explicit empty -token (-token "$T" with T unset) is refused before
+// anything is sent: it fell back to GATEHOUSE_CONTROL_TOKEN without a
+// word, sending a token the command line did not name.
+func TestCtlRefusesEmptyTokenFlag(t *testing.T) {
+	t.Setenv("GATEHOUSE_CONTROL_TOKEN", "ctl-env-token-0123456789")
+	var sent []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent = append(sent, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"apps":[]}`)
+	}))
+	defer srv.Close()
+	const want = `ctl: -token is empty (an unset variable in -token "$T"?): give the token, or leave -token out to use GATEHOUSE_CONTROL_TOKEN`
+	for _, args := range [][]string{
+		{"ctl", "-api", srv.URL, "-token", "", "apps", "list"},
+		{"ctl", "-api", srv.URL, "-token=", "apps", "list"},
+		{"ctl", "-api", srv.URL, "apps", "list", "-token", ""}, // after the words
+	} {
+		_, _, err := runCmd(t, args...)
+		if err == nil || err.Error() != want {
+			t.Errorf("ctl %q: %v\nwant %s", args, err, want)
+		}
+	}
+	if len(sent) != 0 {
+		t.Errorf("requests sent with an empty -token, Authorization %q; want none", sent)
+	}
+	// Left out, -token is still the variable's.
+	if _, _, err := runCmd(t, "ctl", "-api", srv.URL, "apps", "list"); err != nil || len(sent) != 1 || sent[0] != "Bearer ctl-env-token-0123456789" {
+		t.Errorf("without -token: %v, Authorization %q; want the variable's token", err, sent)
+	}
+}
