@@ -136,6 +136,21 @@ func checkBus(list string) (string, error) {
 	return strings.Join(urls, ","), nil
 }
 
+// flagError is an error of the host package about the value of flag,
+// told as the command's other refusals are, "host: -flag: …": the
+// package's own words ("host: read key: open …") name the file but not
+// the flag it came from, which embedders of the package do not have.
+type flagError struct {
+	flag string
+	err  error
+}
+
+func (e flagError) Error() string {
+	return "host: " + e.flag + ": " + strings.TrimPrefix(e.err.Error(), "host: ")
+}
+
+func (e flagError) Unwrap() error { return e.err }
+
 // announceAddr is what the sidecar announces for listener address la: the
 // -advertise value if given, else la with an unspecified or empty host
 // replaced by 127.0.0.1 (reachable only by a gateway on the same machine;
@@ -182,7 +197,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	key, err := host.LoadKey(f.keyFile)
 	if err != nil {
-		return err
+		return flagError{"-key", err}
 	}
 	// JSON, as serve logs. The protocol's own lines name the host already;
 	// the sidecar's add it.

@@ -463,6 +463,34 @@ func TestHostUpstreamUserInfo(t *testing.T) {
 	}
 }
 
+// A key file the sidecar cannot use is refused naming -key, as its other
+// refusals name their flag: "host: read key: open …" named the file but
+// not the flag it came from.
+func TestHostKeyErrorNamesFlag(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	for _, tc := range []struct{ key, want string }{
+		{missing, "host: -key: read key: open " + missing + ": no such file or directory"},
+		{notPEM, "host: -key: no PEM block in key (in " + notPEM + ")"},
+		{dir, "host: -key: read key: read " + dir + ": is a directory"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := runHost(ctx, []string{"-bus", "nats://127.0.0.1:1", "-cluster", "c1", "-id", "h1", "-key", tc.key, "-app", "hello",
+			"-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s"}, &bytes.Buffer{}, &bytes.Buffer{})
+		cancel()
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("-key %s: %v\nwant %s", tc.key, err, tc.want)
+		}
+		if tc.key == missing && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("-key %s: %v does not wrap os.ErrNotExist", tc.key, err)
+		}
+	}
+}
+
 // The sidecar passes a request and its answer on as they are: the
 // client's trailers reach the app, no Accept-Encoding is added (nor the
 // answer decompressed), a body the app sent untyped gets no sniffed type,
