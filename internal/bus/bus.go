@@ -104,7 +104,7 @@ func New(opts Options) (*Bus, error) {
 	// refuse.
 	srvBase := log.With("component", "nats-server")
 	log = log.With("component", "bus")
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second, cutOff: defaultCutOffTimes}, nil
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log, urls: redactList(urls)}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second, cutOff: defaultCutOffTimes}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -470,6 +470,10 @@ const reconnectLogEvery = 10 * time.Second
 // dial, "Authorization Violation") without a flood.
 type reconnectFails struct {
 	log *slog.Logger
+	// urls is the bus URLs, credentials hidden (redactList), for each
+	// line to name: a dial's error names at most the one address it
+	// tried, nats.go's ErrNoServers none. Empty for the embedded bus.
+	urls string
 
 	mu      sync.Mutex
 	last    time.Time // when a failure was last logged; zero after a reconnect
@@ -484,6 +488,17 @@ func (r *reconnectFails) failed(err error) {
 	r.total++
 	now := time.Now()
 	r.lastErr, r.lastAt = err, now
+	// The first round of dials of a start (RetryOnFailedConnect) drops
+	// each refused dial's error and reports only "no servers available
+	// for connection". The next attempt, ReconnectWait later, reports
+	// its dial's own error ("connect: connection refused"), which is
+	// logged at once in its place, as no line has been logged yet.
+	// Only the first failure is held: no line is put off for longer.
+	if r.total == 1 && errors.Is(err, nats.ErrNoServers) {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
 	if !r.last.IsZero() && now.Sub(r.last) < reconnectLogEvery {
 		r.skipped++
 		r.mu.Unlock()
@@ -493,7 +508,11 @@ func (r *reconnectFails) failed(err error) {
 	skipped := r.skipped
 	r.skipped = 0
 	r.mu.Unlock()
-	r.log.Warn("nats reconnect failed", "err", explainTLS(err), "not_logged", skipped, "every", reconnectLogEvery)
+	attrs := []any{"err", explainTLS(err), "not_logged", skipped, "every", reconnectLogEvery}
+	if r.urls != "" {
+		attrs = append([]any{"url", r.urls}, attrs...)
+	}
+	r.log.Warn("nats reconnect failed", attrs...)
 }
 
 // loggedWithin reports whether a failure was logged less than d before now.

@@ -452,3 +452,37 @@ func TestStartUntrustedCASaysHow(t *testing.T) {
 		}
 	}
 }
+
+// The first failed attempt of a start against an unreachable bus names
+// the URLs it tries, their credential hidden, and the dial's own error:
+// it said only nats.go's word for its first round of dials, "no servers
+// available for connection", which names neither.
+func TestStartFirstFailureNamesURLAndDial(t *testing.T) {
+	const secret = "pw-0123456789"
+	a, c := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://gw:" + secret + "@" + a + ",nats://" + c, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer cancel()
+	if err := b.Start(ctx); err == nil {
+		t.Fatal("started with nothing listening")
+	}
+	got := logs.lines(reconnectFailed)
+	if len(got) == 0 {
+		t.Fatalf("no failed attempt logged:\n%s", logs.String())
+	}
+	first := got[0]
+	if want := `url=nats://gw:xxxxx@` + a + `,nats://` + c; !strings.Contains(first, want) {
+		t.Errorf("the first failed attempt does not name the URLs (%s): %s", want, first)
+	}
+	if !strings.Contains(first, "connection refused") || strings.Contains(first, "no servers available") {
+		t.Errorf("the first failed attempt does not give the dial's error: %s", first)
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
