@@ -667,3 +667,42 @@ func TestCtlRefusesEmptyTokenFlag(t *testing.T) {
 		t.Errorf("without -token: %v, Authorization %q; want the variable's token", err, sent)
 	}
 }
+
+// ctl records list pages on from a cursor written as the record routes
+// take a name, relative to the zone ("www/A", "@/A"): such a cursor was
+// compared as typed, so "@/A" started the listing over from the first
+// record and "www/A" repeated www's.
+func TestCtlRecordsPageAfterRelativeName(t *testing.T) {
+	url := startAPI(t)
+	ctl := func(args ...string) (string, error) {
+		out, _, err := runCmd(t, append([]string{"ctl", "-api", url, "-token", ctlToken}, args...)...)
+		return out, err
+	}
+	if _, err := ctl("zones", "put", "apps.example.com", `{"gateways":["127.0.0.1"]}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"@", "api", "www", "zz"} {
+		if _, err := ctl("records", "put", "apps.example.com", name, "A", `{"values":["192.0.2.1"]}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ after, want string }{
+		{"www.apps.example.com/A", "zz.apps.example.com"},
+		{"www/A", "zz.apps.example.com"},
+		{"@/A", "www.apps.example.com"},
+		{"api/a", "apps.example.com"},
+	} {
+		out, err := ctl("-limit", "1", "-after", c.after, "records", "list", "apps.example.com")
+		if err != nil {
+			t.Fatalf("-after %s: %v", c.after, err)
+		}
+		var page struct{ Records []struct{ Name string } }
+		if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Records) != 1 || page.Records[0].Name != c.want {
+			t.Errorf("-after %s: %s, want the record set of %s", c.after, out, c.want)
+		}
+	}
+	// One no record could have is refused, naming the cursor.
+	if _, err := ctl("-limit", "1", "-after", "www.example.org./A", "records", "list", "apps.example.com"); err == nil || !strings.Contains(err.Error(), "400 Bad Request: after: record name") {
+		t.Errorf("-after outside the zone: %v, want a 400 naming after", err)
+	}
+}

@@ -136,11 +136,29 @@ func listed[T any](key string, items []T, next string) map[string]any {
 }
 
 // recordAfter turns a records cursor, {name}/{type} as "next" gives it,
-// into the list's order (name, a space, type; listRecords). A
-// cursor without a type starts at that name's first record set.
-func recordAfter(after string) string {
-	if name, typ, ok := strings.Cut(after, "/"); ok {
-		return name + " " + typ
+// into the list's order in zone (name, a space, type; listRecords). A
+// cursor without a type starts at that name's first record set. The
+// name and the type are read as a record route reads them (recordName,
+// recordType): relative to the zone, "@" for the apex, in any case, with
+// or without the final dot. Compared as typed, "www/A" sorted before
+// "www.{zone} A" and repeated it, "@/A" and "WWW/A" before every name,
+// so the paging started over, and "www/a" after every type of www,
+// skipping them. A cursor no record could have is refused, naming after.
+func recordAfter(after, zone string) (string, error) {
+	if after == "" {
+		return "", nil
 	}
-	return after
+	name, typ, hasType := strings.Cut(after, "/")
+	n, err := recordName(name, zone)
+	if err != nil {
+		return "", badInput("after: %v", err)
+	}
+	if !hasType {
+		return n, nil
+	}
+	t, err := recordType(typ)
+	if err != nil {
+		return "", badInput("after: %v", err)
+	}
+	return n + " " + t, nil
 }

@@ -169,6 +169,55 @@ func TestListPages(t *testing.T) {
 	}
 }
 
+// TestRecordCursorAsNamed: a records cursor is read as a record route
+// reads its name and type: relative to the zone, "@" for the apex, in any
+// case, with or without the final dot. Taken as typed, "www/A" sorted
+// before "www.{zone} A" and repeated it, "@/A" and "WWW/A" before every
+// name, so the page started over from the first record, and "www/a"
+// after every type of www, skipping them. A cursor no record name could
+// be is refused naming after.
+func TestRecordCursorAsNamed(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ok("PUT", "/api/v3/dns/zones/apps.example.com", map[string]any{"gateways": []string{"127.0.0.1"}}, 200)
+	for _, rr := range []string{"@/A", "api/A", "www/A", "www/AAAA", "www/TXT", "zz/A"} {
+		e.ok("PUT", "/api/v3/dns/zones/apps.example.com/records/"+rr, map[string]any{"values": []string{valueFor(rr)}}, 200)
+	}
+	const path = "/api/v3/dns/zones/apps.example.com/records"
+	for _, c := range []struct {
+		after string
+		want  []string // the page of 2 after it
+	}{
+		{"www.apps.example.com/A", []string{"www.apps.example.com/AAAA", "www.apps.example.com/TXT"}}, // "next" as given
+		{"www/A", []string{"www.apps.example.com/AAAA", "www.apps.example.com/TXT"}},
+		{"WWW.apps.example.com./a", []string{"www.apps.example.com/AAAA", "www.apps.example.com/TXT"}},
+		{"www", []string{"www.apps.example.com/A", "www.apps.example.com/AAAA"}}, // a name alone: its first set
+		{"@/A", []string{"www.apps.example.com/A", "www.apps.example.com/AAAA"}}, // the apex sorts after api
+		{"apps.example.com/A", []string{"www.apps.example.com/A", "www.apps.example.com/AAAA"}},
+		{"api/a", []string{"apps.example.com/A", "www.apps.example.com/A"}},
+	} {
+		r := e.ok("GET", path+"?limit=2&after="+url.QueryEscape(c.after), nil, 200)
+		var b struct{ Records []route.Record }
+		decodeInto(t, r, &b)
+		var got []string
+		for _, rec := range b.Records {
+			got = append(got, rec.Name+"/"+rec.Type)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("after=%s: %v, want %v", c.after, got, c.want)
+		}
+	}
+	for _, after := range []string{"www.example.org./A", "bad name/A", "www/MX"} {
+		r := e.do("GET", path+"?limit=2&after="+url.QueryEscape(after), token, nil)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("after=%s: %d, want 400: %s", after, r.status, r.body)
+			continue
+		}
+		if p := problemOf(t, r); !strings.HasPrefix(p.Detail, "after: ") {
+			t.Errorf("after=%s: %q does not name after", after, p.Detail)
+		}
+	}
+}
+
 // valueFor is a value that a record of rr's type takes.
 func valueFor(rr string) string {
 	switch {

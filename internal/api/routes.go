@@ -914,7 +914,11 @@ func (a *API) listRecords(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	page := func(ctx context.Context, after string, limit int) ([]*route.Record, bool, error) {
-		return a.o.Store.PageRecords(ctx, z.Name, recordAfter(after), limit)
+		from, err := recordAfter(after, z.Name)
+		if err != nil {
+			return nil, false, err
+		}
+		return a.o.Store.PageRecords(ctx, z.Name, from, limit)
 	}
 	whole := func(ctx context.Context) ([]*route.Record, error) { return a.o.Store.ListRecords(ctx, z.Name) }
 	return answerList(r.Context(), p, "records", page, whole,
