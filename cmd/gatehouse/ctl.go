@@ -164,6 +164,12 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// the variable would look for a flag the command line does not hold.
 	from := "-api"
 	if *api == "" {
+		// As -token "": most often -api "$URL" with URL unset, which
+		// would send the token to the variable's gateway or the default
+		// one without a word.
+		if ctlFlagGiven(fs, "api") {
+			return errors.New("ctl: -api is empty (an unset variable in -api \"$URL\"?): give the control API's base URL, or leave -api out to use GATEHOUSE_API, else http://127.0.0.1:9180")
+		}
 		if v := os.Getenv("GATEHOUSE_API"); v != "" {
 			*api, from = v, "GATEHOUSE_API"
 		} else {

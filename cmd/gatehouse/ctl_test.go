@@ -706,3 +706,33 @@ func TestCtlRecordsPageAfterRelativeName(t *testing.T) {
 		t.Errorf("-after outside the zone: %v, want a 400 naming after", err)
 	}
 }
+
+// An explicit empty -api is refused before anything is sent, as an empty
+// -token is: it fell back to GATEHOUSE_API (or the default URL) without
+// a word, sending the token to a gateway the command line did not name.
+func TestCtlRefusesEmptyAPIFlag(t *testing.T) {
+	var sent int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent++
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"apps":[]}`)
+	}))
+	defer srv.Close()
+	t.Setenv("GATEHOUSE_API", srv.URL)
+	const want = `ctl: -api is empty (an unset variable in -api "$URL"?): give the control API's base URL, or leave -api out to use GATEHOUSE_API, else http://127.0.0.1:9180`
+	for _, args := range [][]string{
+		{"ctl", "-api", "", "-token", ctlToken, "apps", "list"},
+		{"ctl", "-token", ctlToken, "apps", "list", "-api="},
+	} {
+		if _, _, err := runCmd(t, args...); err == nil || err.Error() != want {
+			t.Errorf("ctl %q: %v\nwant %s", args, err, want)
+		}
+	}
+	if sent != 0 {
+		t.Errorf("%d requests sent with an empty -api; want none", sent)
+	}
+	// Left out, -api is still the variable's.
+	if _, _, err := runCmd(t, "ctl", "-token", ctlToken, "apps", "list"); err != nil || sent != 1 {
+		t.Errorf("without -api: %v, %d requests; want one, to GATEHOUSE_API", err, sent)
+	}
+}
