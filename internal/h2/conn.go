@@ -41,6 +41,11 @@ type conn struct {
 	// never another request's by the time the reader acts on it.
 	spare atomic.Pointer[stream]
 
+	// gmu orders the GOAWAYs: one naming the last stream never goes out
+	// before one naming 2^31-1 (goAwayGracefully), as a GOAWAY may not
+	// name a higher stream than an earlier one did (RFC 9113 §6.8).
+	gmu sync.Mutex
+
 	// The writing side. wmu orders frames on the wire, and guards enc:
 	// response header blocks are encoded as they go out (see hpack.go).
 	wmu  sync.Mutex
@@ -81,10 +86,12 @@ type conn struct {
 	opening      bool   // the reader is building a stream it has taken as lastID
 	active       int    // streams counted against MaxConcurrentStreams (see stream.release)
 	goaway       bool   // GOAWAY sent: no new stream is served
+	graceful     bool   // goAwayGracefully's GOAWAY is out; the last stream is yet to be named (graceTimer bounds it)
 	settled      bool   // our SETTINGS are written: a GOAWAY may follow
 	drainLater   bool   // startDrain was called before settled
 	done         bool   // closed
 	idleTimer    *time.Timer
+	graceTimer   *time.Timer
 	idlePending  bool          // idleTimer will fire (see armIdle)
 	idleSince    time.Time     // when handlers last dropped to 0
 	allDone      chan struct{} // closed when handlers drops to 0 after done
@@ -419,6 +426,9 @@ func (cn *conn) onFrame(f http2.Frame) error {
 		return cn.emptyFrame()
 	case *http2.PingFrame:
 		if f.IsAck() {
+			if string(f.Data[:]) == gracePing && cn.endGrace() {
+				return nil
+			}
 			return cn.emptyFrame()
 		}
 		if f.StreamID != 0 {
@@ -695,6 +705,9 @@ func (cn *conn) close(err error) {
 	if cn.idleTimer != nil {
 		cn.idleTimer.Stop()
 	}
+	if cn.graceTimer != nil {
+		cn.graceTimer.Stop()
+	}
 	streams := make([]*stream, 0, len(cn.streams))
 	for _, st := range cn.streams {
 		streams = append(streams, st)
@@ -748,10 +761,72 @@ func (cn *conn) markDrain() (d drain, ok bool) {
 // send writes the GOAWAY; it may wait for a write in progress.
 func (d drain) send() {
 	last := d.last
+	d.cn.gmu.Lock()
 	d.cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	d.cn.gmu.Unlock()
 	if d.idle {
 		d.cn.closeSoon()
 	}
+}
+
+// goAwayGracefully has the connection go away without refusing a stream
+// the client has in flight (RFC 9113 §6.8): a GOAWAY naming 2^31-1 tells
+// it to open no more and refuses none, and a PING follows it; once the
+// client has answered the PING, every stream it opened before it read
+// the GOAWAY has been read, and startDrain names the last of them, the
+// connection closing once they are answered. A client that does not
+// answer within graceWait is sent the last stream then. A GOAWAY naming
+// the last stream read at once (startDrain) refuses the streams that
+// cross it: a client may send those again elsewhere, but not one whose
+// body it has streamed. A drain begun meanwhile names the last stream at
+// once, as it would have.
+func (cn *conn) goAwayGracefully() {
+	cn.gmu.Lock()
+	defer cn.gmu.Unlock()
+	cn.mu.Lock()
+	if !cn.settled {
+		// No stream is open yet: the drain waits for the SETTINGS, as
+		// markDrain's does.
+		cn.drainLater = true
+		cn.mu.Unlock()
+		return
+	}
+	if cn.goaway || cn.graceful || cn.done {
+		cn.mu.Unlock()
+		return
+	}
+	cn.graceful = true
+	cn.graceTimer = time.AfterFunc(graceWait, func() { cn.endGrace() })
+	cn.mu.Unlock()
+	cn.sendControl(func(w *http2.Framer) error {
+		if err := w.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil); err != nil {
+			return err
+		}
+		return w.WritePing(false, [8]byte([]byte(gracePing)))
+	})
+}
+
+// gracePing is the payload of goAwayGracefully's PING; graceWait bounds
+// the wait for its answer, which takes a client one round trip.
+const (
+	gracePing = "h2-grace"
+	graceWait = time.Second
+)
+
+// endGrace ends goAwayGracefully's wait: the GOAWAY naming the last
+// stream goes out. It reports whether the connection was waiting.
+func (cn *conn) endGrace() bool {
+	cn.mu.Lock()
+	on := cn.graceful
+	cn.graceful = false
+	if on {
+		cn.graceTimer.Stop()
+	}
+	cn.mu.Unlock()
+	if on {
+		cn.startDrain()
+	}
+	return on
 }
 
 // closeSoon closes a connection that has sent GOAWAY and has no stream

@@ -145,8 +145,8 @@ func (w *responseWriter) writeHeader(code int) {
 	}
 	if v, ok := h["Connection"]; ok && len(v) > 0 && strings.EqualFold(v[0], "close") {
 		// net/http's meaning over HTTP/2: this stream ends, then the
-		// connection (GOAWAY).
-		w.st.cn.startDrain()
+		// connection (GOAWAY), refusing none the client has in flight.
+		w.st.cn.goAwayGracefully()
 	}
 	_, hasType := h["Content-Type"]
 	w.sniff = !hasType && h.Get("Content-Encoding") == "" && bodyAllowed(code)

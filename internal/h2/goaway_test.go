@@ -1,0 +1,134 @@
+package h2
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// closeSeen is what a client saw of a connection told to go away, read to
+// its end.
+type closeSeen struct {
+	goaways []*http2.GoAwayFrame // in order
+	status  map[uint32]string
+	body    map[uint32]string
+	ended   map[uint32]bool
+	resets  map[uint32]http2.ErrCode
+	pings   int // PINGs the server sent (not ACKs)
+}
+
+// readToClose reads rc until the server closes it, acknowledging the
+// server's PINGs when ack is set, as every client must (RFC 9113 §6.7).
+func readToClose(t *testing.T, rc *rawClient, ack bool) closeSeen {
+	t.Helper()
+	seen := closeSeen{status: map[uint32]string{}, body: map[uint32]string{}, ended: map[uint32]bool{}, resets: map[uint32]http2.ErrCode{}}
+	for {
+		f, err := rc.next()
+		if err != nil {
+			if isTimeout(err) {
+				t.Fatalf("the connection was not closed: no frame for 10 s (so far %+v)", seen)
+			}
+			return seen
+		}
+		id := f.Header().StreamID
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			g := *f
+			seen.goaways = append(seen.goaways, &g)
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				seen.pings++
+				if ack {
+					_ = rc.fr.WritePing(true, f.Data)
+				}
+			}
+		case *http2.MetaHeadersFrame:
+			if seen.status[id] == "" {
+				seen.status[id] = f.PseudoValue("status")
+			}
+			seen.ended[id] = seen.ended[id] || f.StreamEnded()
+		case *http2.DataFrame:
+			seen.body[id] += string(f.Data())
+			seen.ended[id] = seen.ended[id] || f.StreamEnded()
+			if n := f.Header().Length; n > 0 {
+				_ = rc.fr.WriteWindowUpdate(0, n)
+			}
+		case *http2.RSTStreamFrame:
+			seen.resets[id] = f.ErrCode
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	te, ok := err.(interface{ Timeout() bool })
+	return ok && te.Timeout()
+}
+
+// TestConnectionCloseRefusesNothingInFlight: a handler's Connection:
+// close ends its connection gracefully (RFC 9113 §6.8): a stream the
+// client opened before it read the server's GOAWAY is served, not refused,
+// for it may be one a client cannot send again (a body it streamed). The
+// first GOAWAY names 2^31-1, with a PING; the last stream is named once the
+// client has answered the PING (or, from a client that does not, after a
+// bound), and the connection closes once both streams are answered. A
+// GOAWAY naming the last stream read at once refused the stream that
+// crossed it (REFUSED_STREAM).
+func TestConnectionCloseRefusesNothingInFlight(t *testing.T) {
+	for _, ack := range []bool{true, false} {
+		name := map[bool]string{true: "client answers the PING", false: "client ignores the PING"}[ack]
+		t.Run(name, func(t *testing.T) {
+			headed, release := make(chan struct{}), make(chan struct{})
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/close" {
+					_, _ = io.WriteString(w, "in flight")
+					return
+				}
+				w.Header().Set("Connection", "close")
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				close(headed)
+				<-release
+				_, _ = io.WriteString(w, "closed")
+			})
+			_, addr := serve(t, Options{Handler: h})
+			rc := dialRaw(t, addr)
+			rc.headers(1, true, reqFields("GET", "/close")...)
+			select {
+			case <-headed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the handler never wrote its head")
+			}
+			// The server has said it goes away; the client, yet to read
+			// it, opens its next stream.
+			rc.headers(3, true, reqFields("GET", "/next")...)
+			close(release)
+			seen := readToClose(t, rc, ack)
+
+			for id, want := range map[uint32]string{1: "closed", 3: "in flight"} {
+				if code, ok := seen.resets[id]; ok {
+					t.Errorf("stream %d reset: %v; want it answered", id, code)
+				}
+				if seen.status[id] != "200" || !seen.ended[id] || seen.body[id] != want {
+					t.Errorf("stream %d: status %q, ended %v, body %q; want 200 %q in full", id, seen.status[id], seen.ended[id], seen.body[id], want)
+				}
+			}
+			if len(seen.goaways) != 2 {
+				t.Fatalf("%d GOAWAYs (%v); want 2: 2^31-1, then the last stream", len(seen.goaways), seen.goaways)
+			}
+			for _, g := range seen.goaways {
+				if g.ErrCode != http2.ErrCodeNo {
+					t.Errorf("GOAWAY %v, want NO_ERROR", g.ErrCode)
+				}
+			}
+			if first, last := seen.goaways[0].LastStreamID, seen.goaways[1].LastStreamID; first != 1<<31-1 || last != 3 {
+				t.Errorf("GOAWAYs name streams %d then %d; want %d then 3", first, last, uint32(1<<31-1))
+			}
+			if seen.pings != 1 {
+				t.Errorf("%d PINGs from the server; want 1, with the first GOAWAY", seen.pings)
+			}
+		})
+	}
+}
