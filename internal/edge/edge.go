@@ -225,11 +225,12 @@ func (e *Edge) Draining() bool { return e.draining.Load() }
 // load balancer, by then routing elsewhere. An idle connection is left
 // open until its next answer or the drain: closed now, it would race a
 // request the load balancer, still routing here, is sending on it, the
-// failure the delay is for. HTTP/2 connections served by package h2 get
-// their GOAWAY when the drain begins, as before: its only GOAWAY
-// (Shutdown) also refuses every stream of a connection opened after it,
-// which would turn away the new clients a delay is for. d is for the log
-// only. Idempotent.
+// failure the delay is for. An HTTP/2 connection is told to go away
+// after its next answer, by either server (net/http's, package h2's);
+// Shutdown, which would tell every connection at once, is the drain's:
+// it refuses every stream of a connection opened after it, which would
+// turn away the new clients a delay is for. d is for the log only.
+// Idempotent.
 func (e *Edge) Linger(d time.Duration) {
 	if e.lingering.Swap(true) {
 		return
@@ -244,9 +245,10 @@ func (e *Edge) Linger(d time.Duration) {
 // closeLingering has an answer given after Linger end its connection: an
 // HTTP/1 one says Connection: close, which the lane and net/http both
 // honour (neither has a switch of its own that leaves idle connections
-// alone: net/http's SetKeepAlivesEnabled closes them); net/http's HTTP/2
-// takes a handler's Connection: close as GOAWAY, the connection closing
-// once its streams end. An upgrade is left as it is: its 101 would say
+// alone: net/http's SetKeepAlivesEnabled closes them); both HTTP/2
+// servers take a handler's Connection: close as GOAWAY, the connection
+// closing once its streams end (package h2's refuses none the client
+// had in flight as it read the GOAWAY). An upgrade is left as it is: its 101 would say
 // close beside Upgrade, and an upgrade refused ends its connection at the
 // drain. Before Linger it costs an atomic load.
 func (e *Edge) closeLingering(h http.Handler) http.Handler {
@@ -543,7 +545,7 @@ func laneDone(f func(context.Context) bool) func(context.Context) {
 // (h2.Options.Handler); the gateway's chain and proxy do not.
 func (e *Edge) newH2(srv *http.Server) (*h2.Server, error) {
 	return h2.New(h2.Options{
-		Handler:           e.limits(e.opts.Handler),
+		Handler:           e.closeLingering(e.limits(e.opts.Handler)),
 		Server:            srv,
 		RequestContext:    e.opts.RequestContext,
 		RequestDone:       e.opts.RequestDone,
