@@ -116,6 +116,13 @@ type conn struct {
 	// without progress (onHeaders), so banking them buys a client nothing.
 	closedHeads int
 
+	// recent is how the last streams the client ended or reset closed,
+	// a ring (next: recentAt), so that a HEADERS frame on one is answered
+	// as RFC 9113 §5.1 says for how it closed (onHeaders). A stream closed
+	// longer ago is taken as one never opened.
+	recent   [recentClosed]closedStream
+	recentAt int
+
 	// connWaiters are the streams whose take waits for the connection's
 	// window (their own is open), first come first: a WINDOW_UPDATE on
 	// the connection wakes the first, and each one that leaves the line
@@ -606,6 +613,36 @@ func (cn *conn) windowUpdateLocked() bool {
 // small DATA frames on closed streams, uncounted. Called with cn.mu held.
 func (cn *conn) bankClosedLocked(n int64) {
 	cn.closedWin = min(cn.closedWin+n, recvWindow)
+}
+
+// recentClosed is how many closed streams a connection remembers: a
+// frame on a closed stream is a client's mistake, made on a stream it
+// has just closed.
+const recentClosed = 8
+
+// closedStream is a stream the client closed: reset says with
+// RST_STREAM, not with END_STREAM; id 0 is none.
+type closedStream struct {
+	id    uint32
+	reset bool
+}
+
+// noteClosedLocked remembers that the client closed stream id (recent).
+// Called with cn.mu held.
+func (cn *conn) noteClosedLocked(id uint32, reset bool) {
+	cn.recent[cn.recentAt] = closedStream{id, reset}
+	cn.recentAt = (cn.recentAt + 1) % recentClosed
+}
+
+// closedLocked reports whether the client closed stream id lately, and
+// whether it did with RST_STREAM. Called with cn.mu held.
+func (cn *conn) closedLocked(id uint32) (reset, ok bool) {
+	for _, c := range cn.recent {
+		if c.id == id {
+			return c.reset, true
+		}
+	}
+	return false, false
 }
 
 // idleLocked reports whether stream id is idle (RFC 9113 §5.1): one the

@@ -306,7 +306,8 @@ func TestWindowUpdatesOnAnOverflowedStreamBounded(t *testing.T) {
 // reset (RFC 9113 §5.1), and the block is decoded either way (the HPACK
 // table stays the client's): they are not a connection error that would
 // cut every other request on the connection. A header block on a stream
-// the client itself ended or reset, or a second one, still is.
+// the client itself ended, or a second one, still is; one on a stream the
+// client reset is that stream's error (STREAM_CLOSED, RFC 9113 §5.1).
 func TestTrailersInFlightOnAClosedStream(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -358,7 +359,7 @@ func TestTrailersInFlightOnAClosedStream(t *testing.T) {
 			rc.headers(1, false, reqFields("POST", "/hold")...)
 			_ = rc.fr.WriteRSTStream(1, http2.ErrCodeCancel)
 			rc.headers(1, true, "x-sum", "1")
-		}, "GOAWAY PROTOCOL_ERROR"},
+		}, "RST_STREAM 1 STREAM_CLOSED"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := dial()

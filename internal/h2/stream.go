@@ -104,11 +104,28 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return cn.fail(http2.ErrCodeProtocol, "HEADERS on an even stream id")
 	}
 	cn.mu.Lock()
-	if st := cn.streams[id]; st != nil && !st.peerReset {
+	st := cn.streams[id]
+	if st != nil && !st.peerReset {
 		cn.mu.Unlock()
 		return cn.onTrailers(st, f)
 	}
 	if id <= cn.lastID {
+		// A stream the client closed (RFC 9113 §5.1): after its
+		// RST_STREAM (its handler may run on), a stream error; after
+		// its END_STREAM, ours having gone too (the stream is dropped),
+		// a connection error; both STREAM_CLOSED.
+		reset, closed := st != nil, st != nil
+		if !closed {
+			reset, closed = cn.closedLocked(id)
+		}
+		if closed {
+			cn.mu.Unlock()
+			if !reset {
+				return cn.fail(http2.ErrCodeStreamClosed, "HEADERS on a closed stream")
+			}
+			cn.rst(id, http2.ErrCodeStreamClosed)
+			return cn.emptyFrame()
+		}
 		if f.StreamEnded() && cn.closedHeads > 0 {
 			// Trailers in flight on a stream the server ended or
 			// refused before the client did: ignored, as its DATA is
@@ -117,9 +134,8 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			cn.mu.Unlock()
 			return cn.emptyFrame()
 		}
-		// A closed stream (one the client reset counts, though its
-		// handler may run on) or a lower id: PROTOCOL_ERROR, as net/http
-		// (RFC 9113 §5.1.1).
+		// A lower id never opened (RFC 9113 §5.1.1), or a stream closed
+		// too long ago to tell: PROTOCOL_ERROR, as net/http.
 		cn.mu.Unlock()
 		return cn.fail(http2.ErrCodeProtocol, "HEADERS on a closed stream")
 	}
@@ -639,6 +655,8 @@ func (st *stream) end() {
 	cn.bankClosedLocked(st.recvWin) // what the client may still have in flight on it
 	if !st.peerDone {
 		cn.closedHeads++ // and its trailers
+	} else {
+		cn.noteClosedLocked(st.id, st.peerReset)
 	}
 	st.releaseLocked()
 	cn.leaveLocked(st)
