@@ -109,10 +109,13 @@ func claimLimits(l *auth.Limits) limit.Claims {
 
 // claimRefused answers 429 for a subject over its rps or connections (c
 // are the token's limits). Over rps, the rate-limit fields step 6 set for
-// the app's window, which had room, are replaced by the token's bucket
-// (policy "rps": c.RPS requests a second, none left, room again after its
-// wait): a client reading the app's would retry at once, and again. A
-// connections limit is no budget over time, and leaves them as they are.
+// the app's window are replaced by the token's bucket (policy "rps": c.RPS
+// requests a second, none left, room again after its wait): a client
+// reading the app's would retry at once, and again. Unless this request
+// took the app's last unit and the window has room later than the bucket:
+// then the app's fields stay, and Retry-After is the window's wait, or the
+// client would be refused again by the window. A connections limit is no
+// budget over time, and leaves them as they are.
 func (g *Gateway) claimRefused(w http.ResponseWriter, x *exchange, app string, c limit.Claims, err error) {
 	var ref *limit.Refusal
 	which, retry := "claims", int64(1)
@@ -120,8 +123,12 @@ func (g *Gateway) claimRefused(w http.ResponseWriter, x *exchange, app string, c
 		which, retry = ref.Limit, max(limit.Seconds(ref.RetryAfter), 1)
 	}
 	if which == "rps" && c.RPS > 0 {
-		setRateFields(w.Header(), x, which, limit.Quota{Limit: c.RPS, Window: time.Second},
-			limit.Result{Limit: c.RPS, Reset: ref.RetryAfter, RetryAfter: ref.RetryAfter})
+		if x != nil && x.appWait >= ref.RetryAfter {
+			retry = max(limit.Seconds(x.appWait), 1)
+		} else {
+			setRateFields(w.Header(), x, which, limit.Quota{Limit: c.RPS, Window: time.Second},
+				limit.Result{Limit: c.RPS, Reset: ref.RetryAfter, RetryAfter: ref.RetryAfter})
+		}
 	}
 	g.edge.limited.WithLabelValues(app, which).Inc()
 	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
 
 // TestClaimRPSRefusesOnlyOverRate: a token's rps claim refuses a request
@@ -105,5 +107,40 @@ func TestClaimRPSRefusalFields(t *testing.T) {
 				t.Fatalf("after Retry-After: %d %s", res.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestClaimRPSRefusalWhenTheAppWindowIsSpent: a request the token's rps
+// refuses that took the last unit of the app's window is answered with
+// whichever budget has room later: here the app's window, which has none
+// until its reset, not the token's bucket, which has room in a second. A
+// client that waits the Retry-After it gets is served; one told a second
+// would be refused again, by the app's window.
+func TestClaimRPSRefusalWhenTheAppWindowIsSpent(t *testing.T) {
+	apps := authApps()
+	apps[0].RateLimit = route.RateLimit{Requests: 2, Window: route.Duration(time.Minute)}
+	e := newEdgeEnv(t, "apps.test", apps, nil)
+	tok := e.token(func(c jwt.MapClaims) { c["sub"] = "bursty"; c["limits"] = map[string]int{"rps": 1} })
+	if res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)}); res.StatusCode != 200 {
+		t.Fatalf("first: %d %s", res.StatusCode, body)
+	}
+	res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)})
+	edgeProblem(t, res, body, http.StatusTooManyRequests)
+	retry, err := strconv.Atoi(res.Header.Get("Retry-After"))
+	if err != nil || retry <= 1 {
+		t.Fatalf("Retry-After %q, want the app window's wait, over a second", res.Header.Get("Retry-After"))
+	}
+	r := strconv.Itoa(retry)
+	for k, v := range map[string]string{
+		"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": r,
+		"RateLimit-Policy": `"app";q=2;w=60`, "RateLimit": `"app";r=0;t=` + r,
+	} {
+		if got := res.Header.Values(k); len(got) != 1 || got[0] != v {
+			t.Errorf("refused: %s %q, want %q", k, got, v)
+		}
+	}
+	e.advance(time.Duration(retry) * time.Second)
+	if res, body := e.do(edgeReq{app: "shop", path: "/", hdr: edgeBearer(tok)}); res.StatusCode != 200 {
+		t.Fatalf("after Retry-After %d s: %d %s", retry, res.StatusCode, body)
 	}
 }

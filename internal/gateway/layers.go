@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
@@ -73,6 +74,10 @@ type exchange struct {
 	w    recorder
 	cors corsWriter // the cors layer's writer (cors.go)
 	peer netip.Addr // the connecting address, parsed once for observe and hygiene
+	// appWait is how long the app's window has no room after this
+	// request (the limit layer's Result.Reset; zero while it has some),
+	// for a 429 over the token's rps to say which budget is back later.
+	appWait time.Duration
 
 	vals [10]string // backing for one-value header slices (value)
 	nv   int

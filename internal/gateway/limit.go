@@ -29,8 +29,12 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 		app := rq.Match.App
 		q := g.edge.appQuota(app.RateLimit)
 		res, _ := g.edge.apps.Charge(limit.KeyFor(app.ID, rq.ClientIP), 1, q) // q is valid
-		if !g.rateAnswer(w, exchangeFrom(ctx), "app", app.ID, q, res) {
+		x := exchangeFrom(ctx)
+		if !g.rateAnswer(w, x, "app", app.ID, q, res) {
 			return
+		}
+		if x != nil {
+			x.appWait = res.Reset
 		}
 		next.ServeHTTP(w, r)
 	})
