@@ -2141,3 +2141,33 @@ func TestAnswersNotStored(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowHeadersBounded: an allowed preflight names an app's whole
+// cors.allow_headers back in Access-Control-Allow-Headers (internal/cors),
+// so a list of tens of thousands was stored and then answered every
+// preflight with a field of hundreds of KB, which curl (100 KB) and
+// browsers refuse: every preflight failed. The list is bounded as origins
+// are, the refusal names the field, and nothing changes.
+func TestAllowHeadersBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.seed()
+	headers := func(n int) string {
+		hs := make([]string, n)
+		for i := range hs {
+			hs[i] = fmt.Sprintf(`"X-Header-%d"`, i)
+		}
+		return `{"cors":{"origins":["https://a.example"],"allow_headers":[` + strings.Join(hs, ",") + `]}}`
+	}
+	before := e.snapshot()
+	for _, n := range []int{maxAllowHeaders + 1, 40000} {
+		p := problemOf(t, e.ok("PUT", "/api/v3/apps/shop", headers(n), 400))
+		if want := fmt.Sprintf("cors.allow_headers: at most %d header names", maxAllowHeaders); !strings.Contains(p.Detail, want) {
+			t.Errorf("%d allow_headers: detail %q, want it to say %q", n, p.Detail, want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused allow_headers changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	e.ok("PUT", "/api/v3/apps/shop", headers(maxAllowHeaders), 200)
+}

@@ -112,9 +112,7 @@ func TestDeleteZoneRemovesUndecodableRecords(t *testing.T) {
 // nothing written, not a 500 that says to try again.
 func TestPutPastTheStoreBoundIs413(t *testing.T) {
 	e := newEnv(t, nil)
-	h := `"` + strings.Repeat("&", 64) + `"`
-	n := (maxBody - 100) / (len(h) + 1)
-	body := `{"cors":{"allow_headers":[` + strings.TrimSuffix(strings.Repeat(h+",", n), ",") + `]}}`
+	body := `{"policy":[{"action":"deny","path":"/` + strings.Repeat("&", maxBody-100) + `"}]}`
 	if len(body) > maxBody {
 		t.Fatalf("body of %d bytes", len(body))
 	}

@@ -16,11 +16,18 @@ import (
 
 // Bounds on what one body may hold, so a stored item stays small.
 const (
-	maxOrigins  = 100
-	maxRules    = 100
-	maxHostApps = 1000
-	maxGateways = 16
-	maxValues   = 32
+	maxOrigins = 100
+	// maxAllowHeaders bounds cors.allow_headers: an allowed preflight
+	// names the whole list back in Access-Control-Allow-Headers
+	// (internal/cors), and past some thousands of names that one field
+	// outgrows what clients take (curl 100 KB, browsers a few hundred KB),
+	// so every preflight would fail. 100 names of at most 64 bytes stay
+	// under 7 KB.
+	maxAllowHeaders = 100
+	maxRules        = 100
+	maxHostApps     = 1000
+	maxGateways     = 16
+	maxValues       = 32
 	// maxTXTSet bounds a TXT set's values in all, so that its answer packs
 	// into one DNS message (64 KiB) with room to spare; each value is at
 	// most 2048 bytes.
@@ -61,6 +68,9 @@ func checkApp(a *route.App) error {
 		if !validOrigin(o) {
 			return badInput("cors.origins[%d]: must be an origin as a browser sends it, scheme://host[:port]: lower case, the host in ASCII (xn-- labels), no default port, got %q", i, o)
 		}
+	}
+	if len(a.CORS.AllowHeaders) > maxAllowHeaders {
+		return badInput("cors.allow_headers: at most %d header names, got %d (\"*\" among them allows whichever a preflight asks for)", maxAllowHeaders, len(a.CORS.AllowHeaders))
 	}
 	for i, h := range a.CORS.AllowHeaders {
 		if !validToken(h) {
