@@ -31,7 +31,8 @@ func badInput(format string, args ...any) error {
 
 // decode reads r's body as exactly one JSON value into v, refusing
 // invalid UTF-8, unknown fields and ambiguous keys (checkKeys), and a
-// body that is null. An empty body decodes as {}.
+// body that is null. An empty body decodes as {} into a struct, and is
+// refused for anything else.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -53,6 +54,12 @@ func decode(r *http.Request, v any) error {
 		return badInput("reading the body: %v", err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
+		// {} only where an object is wanted: elsewhere (a resolve
+		// batch's array) the refusal would name an object the client
+		// never sent
+		if t := reflect.TypeOf(v); t.Kind() == reflect.Pointer && t.Elem().Kind() != reflect.Struct {
+			return badInput("the body is empty: want %s", jsonKind(t))
+		}
 		b = []byte("{}")
 	}
 	if string(bytes.TrimSpace(b)) == "null" {

@@ -117,6 +117,10 @@ func TestResolve(t *testing.T) {
 		{"empty batch", "POST", "/api/v3/dns/resolve/batch", alice, `[]`, 400, "got 0"},
 		{"batch bad query", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com"},{"name":""}]`, 400, "[1]: dns: name is required"},
 		{"batch not JSON", "POST", "/api/v3/dns/resolve/batch", alice, `{`, 400, "invalid JSON"},
+		// an empty body stands for {} where an object is wanted; here it
+		// was refused as "got a JSON object", which the client never sent
+		{"batch empty body", "POST", "/api/v3/dns/resolve/batch", alice, "", 400, `"detail":"the body is empty: want an array"`},
+		{"batch blank body", "POST", "/api/v3/dns/resolve/batch", alice, " \r\n", 400, `"detail":"the body is empty: want an array"`},
 		{"batch unknown field", "POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com","class":"IN"}]`, 400, "unknown field"},
 		{"batch needs a session", "POST", "/api/v3/dns/resolve/batch", "", `[{"name":"a.apps.example.com"}]`, 401, ""},
 	}
