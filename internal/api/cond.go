@@ -168,6 +168,11 @@ func (p precond) checkTag(tag, what string) error {
 		detail = fmt.Sprintf("%s does not exist, and If-Match asks for it", what)
 	case p.noneMatch != nil && anyTag(p.noneMatch, tag, true):
 		detail = fmt.Sprintf("%s exists (ETag %s), and If-None-Match asks for it not to", what, tag)
+	case p.match != nil && anyTag(p.match, tag, true):
+		// its own tag made weak (a compressing proxy between rewrites
+		// ETags so): "changed since it was read" would send the client
+		// to read it again, through the same proxy, for the same tag
+		detail = fmt.Sprintf("%s has not changed, but If-Match names its ETag as weak (W/%s), and If-Match compares strongly (RFC 9110 §13.1.1), so a weak tag never matches; send the ETag as gatehouse gave it, %s", what, tag, tag)
 	case p.read:
 		detail = fmt.Sprintf("%s has another ETag, %s, than If-Match names", what, tag)
 	default:

@@ -282,3 +282,28 @@ func TestConditionOnUnreadableItem(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// If-Match compares strongly, so the item's own tag sent weak (W/, as a
+// compressing proxy between may rewrite it) never matches. The 412 said
+// the item "has changed since it was read; GET it again", which it had
+// not, and a GET through the same proxy gets the same weak tag: it now
+// says what is wrong, on a write and on a GET alike, and writes nothing.
+func TestWeakTagInIfMatchSaysSo(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, it := range items(e) {
+		t.Run(it.name, func(t *testing.T) {
+			e.t = t
+			cur := tagOf(t, e.okIf(200, "PUT", it.path, it.body))
+			before := e.snapshot()
+			for _, c := range []struct{ method, body string }{{"PUT", it.changed}, {"DELETE", ""}, {"GET", ""}} {
+				p := problemOf(t, e.okIf(412, c.method, it.path, c.body, "If-Match", "W/"+cur))
+				if !strings.Contains(p.Detail, "weak") || strings.Contains(p.Detail, "changed since") || strings.Contains(p.Detail, "another ETag") {
+					t.Errorf("%s with If-Match W/ and its own tag: detail %q, want it to say the tag is weak, not that the item changed", c.method, p.Detail)
+				}
+			}
+			if now := e.snapshot(); now != before {
+				t.Fatalf("a refused write changed the store:\n%s\nwas\n%s", now, before)
+			}
+		})
+	}
+}
