@@ -588,7 +588,19 @@ func TestZonesAndRecords(t *testing.T) {
 		t.Errorf("records: %+v", l.Records)
 	}
 	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", nil, 204)
-	e.ok("DELETE", "/api/v3/dns/zones/apps.example.com/records/@/AAAA", nil, 404)
+	// a missing record is named alike by GET and by DELETE, with or
+	// without a condition: not as if "apps.example.com AAAA" were its name
+	const want = `record apps.example.com AAAA not found`
+	for _, c := range []struct{ method, ifMatch string }{{"GET", ""}, {"DELETE", ""}, {"DELETE", "*"}} {
+		var hdr []string
+		if c.ifMatch != "" {
+			hdr = []string{"If-Match", c.ifMatch}
+		}
+		r := e.do(c.method, "/api/v3/dns/zones/apps.example.com/records/@/AAAA", token, nil, hdr...)
+		if p := problemOf(t, r); r.status != 404 || p.Detail != want {
+			t.Errorf("%s (If-Match %q): %d %q, want 404 %q", c.method, c.ifMatch, r.status, p.Detail, want)
+		}
+	}
 	// A TXT set is bounded in all (16 KiB), so that its answer packs into
 	// one DNS message: 8 values of 2048 bytes fit, a ninth does not.
 	txt := func(n int) string {

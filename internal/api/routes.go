@@ -1071,15 +1071,21 @@ func (a *API) deleteRecord(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	what := fmt.Sprintf("record %s %s", name, typ)
 	if p := conds(r); p.none() {
 		err = a.o.Store.DeleteRecord(r.Context(), zone, name, typ)
 	} else {
-		_, err = writeIf(a, p, fmt.Sprintf("record %s %s", name, typ), nil, func(fn func(*route.Record) (*route.Record, error)) error {
+		_, err = writeIf(a, p, what, nil, func(fn func(*route.Record) (*route.Record, error)) error {
 			return a.o.Store.UpdateRecord(r.Context(), zone, name, typ, fn)
 		})
 	}
+	if errors.Is(err, a.o.NotFound) {
+		// named as getRecord and writeIf name it: missing's quotes would
+		// make "name type" read as the record's name
+		return 0, nil, &statusError{http.StatusNotFound, what + " not found"}
+	}
 	if err != nil {
-		return 0, nil, a.missing(err, "record", name+" "+typ)
+		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
 }
