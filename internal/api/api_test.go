@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -886,6 +887,58 @@ func TestWrongContentTypeNamesTheField(t *testing.T) {
 	}
 	if after := e.snapshot(); after != before {
 		t.Errorf("a refused Content-Type changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// A body under a Content-Encoding is refused 415 naming it: the API
+// decodes no coding, so a gzip body was refused as "not valid UTF-8",
+// which sent its sender to look at the JSON, and a plain body labelled
+// br was stored as if the field were not there. identity is no coding.
+func TestContentEncodingRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"status":"suspended"}`))
+	_ = zw.Close()
+	send := func(method, path, ce string, body []byte) resp {
+		t.Helper()
+		req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", ce)
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return resp{res.StatusCode, res.Header, b}
+	}
+	before := e.snapshot()
+	for _, c := range []struct {
+		method, path, ce string
+		body             []byte
+	}{
+		{"PUT", "/api/v3/apps/shop", "gzip", gz.Bytes()},
+		{"PUT", "/api/v3/apps/shop", "br", []byte(`{"status":"suspended"}`)},
+		{"PUT", "/api/v3/apps/shop", "gzip, identity", gz.Bytes()},
+		{"POST", "/api/v3/dns/resolve/batch", "deflate", []byte(`[{"name":"a.apps.example.com"}]`)},
+	} {
+		r := send(c.method, c.path, c.ce, c.body)
+		if r.status != 415 {
+			t.Errorf("%s %s, Content-Encoding %q: status %d, want 415: %s", c.method, c.path, c.ce, r.status, r.body)
+			continue
+		}
+		if d := problemOf(t, r).Detail; !strings.Contains(d, "Content-Encoding") || !strings.Contains(d, strconv.Quote(c.ce)) {
+			t.Errorf("Content-Encoding %q: detail %q, want it to name the field and %q", c.ce, d, c.ce)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused Content-Encoding changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	if r := send("PUT", "/api/v3/apps/shop", "identity", []byte(`{"status":"suspended"}`)); r.status != 200 {
+		t.Errorf("Content-Encoding identity: status %d, want 200: %s", r.status, r.body)
 	}
 }
 

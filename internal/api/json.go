@@ -31,8 +31,9 @@ func badInput(format string, args ...any) error {
 
 // decode reads r's body as exactly one JSON value into v, refusing
 // invalid UTF-8, unknown fields and ambiguous keys (checkKeys), and a
-// body that is null. An empty body decodes as {} into a struct, and is
-// refused for anything else.
+// body that is null, and a body under a type other than JSON or a
+// Content-Encoding (415). An empty body decodes as {} into a struct, and
+// is refused for anything else.
 func decode(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
@@ -44,6 +45,15 @@ func decode(r *http.Request, v any) error {
 			}
 			return &statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent with Content-Type: application/json, got %q", ct)}
 		}
+	}
+	// No coding is decoded here, so a coded body would be read as its
+	// coded bytes: gzip refused as "not valid UTF-8", which points at
+	// the JSON, and a body the label misdescribes taken as it came.
+	if ce := strings.Join(r.Header.Values("Content-Encoding"), ", "); strings.Trim(ce, " \t,") != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+		if len(ce) > 100 {
+			ce = ce[:100] + "..."
+		}
+		return &statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent without Content-Encoding (the API decodes no gzip, br or other coding), got %q", ce)}
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
