@@ -1268,7 +1268,6 @@ func (a *API) listHosts(r *http.Request) (int, any, error) {
 	return http.StatusOK, listed("hosts", hosts, nextOf(hosts, more, func(x route.HostInfo) string { return x.HostID })), nil
 }
 
-// nextOf is a page's "next": the last item's cursor when more follow.
 // answerList is a list route's answer under field: the page p asks for,
 // its "next" the cursor of its last item, or with no paging the whole
 // list, sorted by order (the order pages come in).
@@ -1292,6 +1291,7 @@ func answerList[T any](ctx context.Context, p pageReq, field string,
 	return http.StatusOK, map[string]any{field: nonNil(items)}, nil
 }
 
+// nextOf is a page's "next": the last item's cursor when more follow.
 func nextOf[T any](items []T, more bool, cursor func(T) string) string {
 	if !more || len(items) == 0 {
 		return ""
