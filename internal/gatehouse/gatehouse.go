@@ -366,7 +366,9 @@ func (g *Gatehouse) managementMux(api *atomic.Pointer[http.Handler]) http.Handle
 			return
 		}
 		// The API is JSON only, its errors problems (DESIGN §2, §7): a
-		// client such as gatehouse ctl reads this 503 like any other.
+		// client such as gatehouse ctl reads this 503 like any other; and
+		// no cache keeps it, as none keeps any answer of the API.
+		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, http.StatusServiceUnavailable, "the gateway is starting")
 	})
