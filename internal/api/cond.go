@@ -214,6 +214,26 @@ func itemTag(body any) string {
 	return ""
 }
 
+// itemWhat names body, one item, as the writes' 412s and 404s name it
+// (`app "shop"`, `record www.z A`).
+func itemWhat(body any) string {
+	switch v := body.(type) {
+	case *route.App:
+		return fmt.Sprintf("app %q", v.ID)
+	case *route.Domain:
+		return fmt.Sprintf("domain %q", v.Domain)
+	case route.Zone:
+		return fmt.Sprintf("zone %q", v.Name)
+	case *route.Zone:
+		return fmt.Sprintf("zone %q", v.Name)
+	case *route.Record:
+		return fmt.Sprintf("record %s %s", v.Name, v.Type)
+	case *route.HostKey:
+		return fmt.Sprintf("host key %q", v.HostID)
+	}
+	return "the item"
+}
+
 // writeIf replaces an item by next, or deletes it when next is nil, in
 // one step of the store's update, and only if p holds for the item it
 // finds there; it returns the item replaced (nil: none). update is the

@@ -307,3 +307,27 @@ func TestWeakTagInIfMatchSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// A GET whose If-Match fails names the item, as a write's 412 does: it
+// said "the item has another ETag", where a client reading several
+// items at once cannot tell which.
+func TestGetPreconditionNamesTheItem(t *testing.T) {
+	e := newEnv(t, nil)
+	names := map[string]string{
+		"app":      `app "web"`,
+		"domain":   `domain "www.customer.example"`,
+		"zone":     `zone "other.example.com"`,
+		"record":   `record www.apps.example.com A`,
+		"host key": `host key "web-1"`,
+	}
+	for _, it := range items(e) {
+		t.Run(it.name, func(t *testing.T) {
+			e.t = t
+			e.okIf(200, "PUT", it.path, it.body)
+			p := problemOf(t, e.okIf(412, "GET", it.path, "", "If-Match", `"0123"`))
+			if want := names[it.name] + " has another ETag"; !strings.HasPrefix(p.Detail, want) {
+				t.Errorf("GET with a stale If-Match: detail %q, want it to start %q", p.Detail, want)
+			}
+		})
+	}
+}

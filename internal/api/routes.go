@@ -78,7 +78,7 @@ func (a *API) serve(h handlerFunc) http.Handler {
 			// read can check them once it has the item.
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				if p.match != nil && !anyTag(p.match, tag, false) {
-					a.fail(w, r, p.checkTag(tag, "the item"))
+					a.fail(w, r, p.checkTag(tag, itemWhat(body)))
 					return
 				}
 				if p.noneMatch != nil && anyTag(p.noneMatch, tag, true) {
