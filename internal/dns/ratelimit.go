@@ -97,7 +97,6 @@ type limiter struct {
 	mu        sync.Mutex
 	table     map[limitKey]limitEntry
 	lastSweep int64
-	noRoom    uint32 // responses held back for want of room (makeRoom)
 	lastLog   int64
 	logged    bool // lastLog is set
 }
@@ -145,10 +144,12 @@ func (l *limiter) check(src netip.Addr, kind respKind, qtype uint16, name string
 			// Every count weighed is limiting its network: taking one's
 			// place would hand that network its budget back, which a
 			// flood of forged sources could do at will. This response
-			// is held back instead, as one over the limit: a real
-			// resolver gets the slip's truncation and asks over TCP.
-			l.noRoom++
-			v := l.slipped(l.noRoom)
+			// is held back instead, as the first over the limit of a
+			// count of its own, which it does not get: truncated (but
+			// for slip 0), as every first one is, so that a real
+			// resolver asks over TCP at once. Slipped by turns with the
+			// flood's, it would lose all but one in slip of its tries.
+			v := l.slipped(1)
 			l.mu.Unlock()
 			l.count(v)
 			return v

@@ -255,6 +255,45 @@ func TestRateLimitFullTableUDP(t *testing.T) {
 	}
 }
 
+// TestRateLimitFullTableSendsNewCountsToTCP: when a flood of forged
+// networks has filled the limiter's table with counts that are all
+// limiting, a response that finds no room has no count, and so is the
+// first over the limit of its own: truncated, as the first over a limit
+// always is (dropped only with slip 0), never by turns with the flood's.
+// A resolver in a network that was never over any limit must not lose
+// its first query, and every one after, to the flood: TC sends it over
+// TCP, which is never limited, at once.
+func TestRateLimitFullTableSendsNewCountsToTCP(t *testing.T) {
+	for _, tt := range []struct {
+		slip int
+		want string // each fresh network's one UDP query
+	}{
+		{1, "tc"},
+		{2, "tc"},
+		{3, "tc"},
+		{0, "drop"},
+	} {
+		t.Run(fmt.Sprintf("slip %d", tt.slip), func(t *testing.T) {
+			addr, _, limited := rrlServer(t, Options{RateLimit: 2, RateLimitSlip: tt.slip}, func(l *limiter) { l.max = 8 })
+			q := rrlQuery("fixed.apps.example.com.", mdns.TypeA, false)
+			// The clock stands still: each of the flood's networks
+			// spends its count, limiting it, and the table fills.
+			for i := range 16 {
+				newUDPAsker(t, addr, fmt.Sprintf("127.0.%d.1", 10+i), limited).askN(2, q)
+			}
+			for i := range 4 {
+				src := fmt.Sprintf("127.1.%d.1", i)
+				if got := newUDPAsker(t, addr, src, limited).askN(1, q); got != tt.want {
+					t.Errorf("%s, new among a full table's limiting counts: got %s, want %s", src, got, tt.want)
+				}
+			}
+			if m := ask(t, "tcp", addr, "fixed.apps.example.com.", mdns.TypeA, 0); m.Truncated || len(m.Answer) != 1 {
+				t.Errorf("over TCP: %v, want the answer", m)
+			}
+		})
+	}
+}
+
 // rrlServer serves zones with the given rate limit on loopback, its
 // limiter's clock stopped where the test moves it, and returns its
 // address, the clock, and the limited responses as the server counts them.
