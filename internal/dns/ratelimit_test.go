@@ -609,6 +609,8 @@ func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
 			{Name: "*.img.apps.example.com", Type: "A", Values: []string{"192.0.2.7"}},
 			{Name: "both.apps.example.com", Type: "A", Values: []string{"192.0.2.1"}},
 			{Name: "both.apps.example.com", Type: "TXT", Values: []string{"v=1"}},
+			{Name: "one.apps.example.com", Type: "CNAME", Values: []string{"hello.apps.example.com"}},
+			{Name: "two.apps.example.com", Type: "CNAME", Values: []string{"hello.apps.example.com"}},
 		},
 	}}
 	for _, tt := range []struct {
@@ -633,6 +635,20 @@ func TestRateLimitCountsTheAnswerNotTheQtype(t *testing.T) {
 			name: "two wildcards",
 			qs: []*mdns.Msg{rrlQuery("a.img.apps.example.com.", mdns.TypeA, false), rrlQuery("b.img.apps.example.com.", mdns.TypeA, false),
 				rrlQuery("c.img.apps.example.com.", mdns.TypeA, false), rrlQuery("other.apps.example.com.", mdns.TypeA, false)},
+			want: "full full full full",
+		},
+		{
+			// by the name asked, not the end of the chain (the gateways')
+			name: "two CNAMEs to one name in the zone",
+			qs: []*mdns.Msg{rrlQuery("one.apps.example.com.", mdns.TypeA, false), rrlQuery("one.apps.example.com.", mdns.TypeA, false),
+				rrlQuery("one.apps.example.com.", mdns.TypeA, false), rrlQuery("two.apps.example.com.", mdns.TypeA, false)},
+			want: "full full full full",
+		},
+		{
+			// the same gateways, but the apex is a name of its own
+			name: "the apex and the gateways' wildcard",
+			qs: []*mdns.Msg{rrlQuery("apps.example.com.", mdns.TypeA, false), rrlQuery("apps.example.com.", mdns.TypeA, false),
+				rrlQuery("apps.example.com.", mdns.TypeA, false), rrlQuery("other.apps.example.com.", mdns.TypeA, false)},
 			want: "full full full full",
 		},
 		{
