@@ -331,7 +331,11 @@ func (p *Peers) recordProbe(id, url string, err error) {
 		p.log.Warn("peers: peer answered as another cluster; its URL does not reach its gateway (one line per peer a minute while it lasts)",
 			"cluster", id, "url", url, "err", err)
 	}
-	was := p.activeLocked(m, now)
+	// What the set says, not what the member's state gives at now: an
+	// announced member whose silence ran out since the last sweep is
+	// still active there, and the sweep would warn of its turn again.
+	cur, _ := p.set.Load().Peer(id)
+	was := cur.Active
 	if err == nil {
 		m.fails, m.probeUp = 0, true
 	} else {
