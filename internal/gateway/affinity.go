@@ -223,6 +223,11 @@ func newHTTPTransport(tlsConf *tls.Config, protocols *http.Protocols, dial func(
 		ExpectContinueTimeout: 1 * time.Second,
 		// A host's bound (DESIGN §2 step 10): a peer's head is no bigger.
 		MaxResponseHeaderBytes: proxy.MaxHeadBytes,
+		// As the proxy's to hosts: otherwise a request that names no
+		// encoding reaches the owner's host asking for gzip, and its
+		// answer is unzipped here, no longer the body (nor the length)
+		// the host sent, and an event stream waits in the unzipper.
+		DisableCompression: true,
 	}
 }
 

@@ -81,6 +81,7 @@ type seenReq struct {
 	Checksum                        string // the X-Checksum trailer the host read
 	Proto                           string // X-Forwarded-Proto
 	RequestID                       string // X-Request-Id
+	AcceptEncoding                  []string
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -91,15 +92,16 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
 	h.mu.Lock()
 	h.seen = append(h.seen, seenReq{
-		Body:      n,
-		Method:    r.Method,
-		Path:      r.URL.Path,
-		ClientIP:  r.Header.Get(proxy.HeaderClientIP),
-		Cluster:   r.Header.Get(proxy.HeaderCluster),
-		Marks:     r.Header.Get(cluster.HeaderForwarded) != "" || r.Header.Get(cluster.HeaderClient) != "",
-		Checksum:  r.Trailer.Get("X-Checksum"),
-		Proto:     r.Header.Get("X-Forwarded-Proto"),
-		RequestID: r.Header.Get("X-Request-Id"),
+		Body:           n,
+		Method:         r.Method,
+		Path:           r.URL.Path,
+		ClientIP:       r.Header.Get(proxy.HeaderClientIP),
+		Cluster:        r.Header.Get(proxy.HeaderCluster),
+		Marks:          r.Header.Get(cluster.HeaderForwarded) != "" || r.Header.Get(cluster.HeaderClient) != "",
+		Checksum:       r.Trailer.Get("X-Checksum"),
+		Proto:          r.Header.Get("X-Forwarded-Proto"),
+		RequestID:      r.Header.Get("X-Request-Id"),
+		AcceptEncoding: r.Header.Values("Accept-Encoding"),
 	})
 	h.mu.Unlock()
 	if r.URL.Path == "/upgrade" && h.mode.Load() == hostOK {
