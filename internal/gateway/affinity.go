@@ -467,13 +467,23 @@ func (g *Gateway) unknownAtOwner(w http.ResponseWriter, r *http.Request) bool {
 // it (DESIGN §5.2): unreachable, or a GET/HEAD/OPTIONS answered ≥ 500.
 func (g *Gateway) affinity(next http.Handler) http.Handler {
 	st := &g.clusters
-	if st.members == nil || !st.affinity {
+	if st.members == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rq := route.RequestFrom(r.Context())
-		if rq == nil || rq.Match.Kind != route.KindApp || rq.Match.App == nil ||
-			rq.ForwardedBy != "" || rq.ForwardMarked || !rq.ClientIP.IsValid() {
+		if rq != nil && rq.ForwardedBy != "" && rq.Match.Kind == route.KindApp {
+			// A verified forward: the peer's deadline has been running
+			// since it got the request, and a host here that does not
+			// answer is to be this gateway's 504, which reaches the peer
+			// in time, not the peer's deadline, which takes this gateway
+			// for a hung one and sends every app it owns elsewhere.
+			exchangeFrom(r.Context()).hold() // the deadline's timer, as a forward's
+			g.serveLocal(w, r, rq, next, g.clusters.deadline-forwardMargin(g.clusters.deadline), "the app did not answer in time")
+			return
+		}
+		if !st.affinity || rq == nil || rq.Match.Kind != route.KindApp || rq.Match.App == nil ||
+			rq.ForwardMarked || !rq.ClientIP.IsValid() {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -550,7 +560,7 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 				r.Body = io.NopCloser(bytes.NewReader(small))
 			}
 			tried := ownerTried{id: owner, noHost: a.status == http.StatusServiceUnavailable}
-			g.serveLocal(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, tried)), rq, next)
+			g.serveLocal(w, r.WithContext(context.WithValue(r.Context(), ownerTriedKey{}, tried)), rq, next, st.deadline, "no cluster answered in time")
 		case a.outcome == outcomeMoveOn && a.noHost:
 			// The body streamed to the owner, which had no host for it:
 			// gone, so not servable here either.
@@ -564,17 +574,29 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 	})
 }
 
-// serveLocal serves r here after its owner could not, within what is left
-// of the cluster deadline (DESIGN §5.2: one deadline covers the owner
-// forward and the local attempt). The proxy's ResponseHeaderTimeout counts
-// from the local attempt's own start, so without this a slow owner answer
-// and a slow host add up to twice the deadline. If the deadline passes
-// before the local response has started, the attempt is cancelled and the
-// client gets 504; a response that has started is never cut.
-func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.Request, next http.Handler) {
-	left := g.deadlineStart(r, rq).Add(g.clusters.deadline).Sub(g.now())
+// forwardMargin is how much sooner than the cluster deadline a gateway
+// answers a forward whose host has not answered: the forwarding gateway's
+// deadline started before the forward reached this one (a connection, a
+// TLS handshake, the request on its way), and this gateway's answer has
+// the way back to go. A quarter of the deadline, at most 1 s: three round
+// trips of 300 ms.
+func forwardMargin(deadline time.Duration) time.Duration {
+	return min(deadline/4, time.Second)
+}
+
+// serveLocal serves r here within what is left of budget, counted from
+// when r's cluster deadline started: after r's owner could not serve it,
+// the cluster deadline (DESIGN §5.2: one deadline covers the owner
+// forward and the local attempt); for a forward from a peer, a little
+// less (forwardMargin). The proxy's ResponseHeaderTimeout counts from the
+// local attempt's own start, so without this a slow owner answer and a
+// slow host add up to twice the deadline. If the budget runs out before
+// the local response has started, the attempt is cancelled and the
+// client gets 504 with detail; a response that has started is never cut.
+func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.Request, next http.Handler, budget time.Duration, detail string) {
+	left := g.deadlineStart(r, rq).Add(budget).Sub(g.now())
 	if left <= 0 {
-		problem.Write(w, http.StatusGatewayTimeout, "no cluster answered in time")
+		problem.Write(w, http.StatusGatewayTimeout, detail)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -590,7 +612,7 @@ func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.R
 	if lw.state.Load() == localExpired && !lw.wrote.Load() {
 		// The proxy took the cancellation for a client gone and wrote
 		// nothing: the deadline is what ended the attempt.
-		problem.Write(w, http.StatusGatewayTimeout, "no cluster answered in time")
+		problem.Write(w, http.StatusGatewayTimeout, detail)
 	}
 }
 

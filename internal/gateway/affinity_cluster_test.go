@@ -260,8 +260,10 @@ func TestFailover(t *testing.T) {
 	}
 }
 
-// TestFailoverDeadline: with a 2 s deadline and every peer hanging, the
-// client gets 504 after about 2 s, not 2 s per peer.
+// TestFailoverDeadline: with a 2 s deadline and every peer's host
+// hanging, the client gets 504 after about 2 s, not 2 s per peer. (Each
+// peer answers its own 504 a little before the deadline, forwardMargin,
+// and the next is tried with what is left of it.)
 func TestFailoverDeadline(t *testing.T) {
 	const deadline = 2 * time.Second
 	cs := startClusters(t, clusterSetup{ids: threeIDs, deadline: deadline})
@@ -279,9 +281,6 @@ func TestFailoverDeadline(t *testing.T) {
 	t.Logf("504 after %s with a %s deadline and 2 hanging peers", took.Round(time.Millisecond), deadline)
 	if took < deadline-100*time.Millisecond || took >= 2*deadline {
 		t.Fatalf("504 after %s; want about %s, and less than %s (one deadline, not one per peer)", took, deadline, 2*deadline)
-	}
-	if n := len(cs["us"].host.requests()); n != 0 {
-		t.Fatalf("us was tried after the deadline had passed (%d requests)", n)
 	}
 }
 
@@ -656,7 +655,9 @@ func TestForwardDeadlineSparesUpload(t *testing.T) {
 	if res.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("owner hanging after the upload: %d %q, want 504", res.StatusCode, body)
 	}
-	if took < 1500*time.Millisecond+deadline-100*time.Millisecond {
+	// The owner answers the 504 itself, forwardMargin before the
+	// deadline, which counts from the forward's arrival, less the upload.
+	if took < 1500*time.Millisecond+deadline-forwardMargin(deadline)-100*time.Millisecond {
 		t.Fatalf("504 after %s: the upload's 1.5 s counted against the %s deadline", took, deadline)
 	}
 	// The owner's gateway is gone: the body was never sent to it, so us
