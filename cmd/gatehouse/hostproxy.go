@@ -101,7 +101,14 @@ func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logg
 			if errors.Is(err, context.Canceled) {
 				return
 			}
-			logger.Warn("host: upstream failed", "err", explainTLS("the upstream's", err), "path", r.URL.Path)
+			err = explainTLS("the upstream's", err)
+			if h2c && strings.Contains(err.Error(), "frame too large") {
+				// What an HTTP/1 answer to the HTTP/2 preface reads as
+				// (its "HTTP/1.x" taken for a frame's length): the app
+				// is up, and speaks another protocol.
+				err = fmt.Errorf("%w (the upstream does not speak h2c: -scheme h2c speaks HTTP/2 cleartext to an http:// -upstream; for an HTTP/1.1 app give -scheme http)", err)
+			}
+			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
 			writeProblem(w, http.StatusBadGateway, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the app behind this host did not answer"}`)
 		},
 	}
