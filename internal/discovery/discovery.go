@@ -143,6 +143,9 @@ type entry struct {
 	lastHB   time.Time
 	inflight int64
 	stale    bool // no heartbeat for MissedHeartbeats intervals
+	// silence is how long the heartbeat that ended a stale spell came
+	// after the one before, for the line saying the host recovered.
+	silence  time.Duration
 	draining bool
 	// undrain says something announced the host since it left: the next
 	// check that passes ends the drain (a restarted host answered), and
@@ -327,6 +330,12 @@ func (d *Discovery) updateLocked(id string, e *entry) {
 		}
 		d.health.warn(d.opts.Now(), "unhealthy", "discovery: host unhealthy, not routed until it recovers",
 			"host_id", id, "addr", e.routed().Addr, "reason", why, "last_heartbeat", e.lastHB)
+	case e.state == route.HostUnhealthy && s == route.HostVerified && e.silence > 0:
+		// Back by a heartbeat after missing three: a host whose
+		// -heartbeat is longer than heartbeat_interval does so at every
+		// heartbeat, and the two durations side by side say why.
+		d.health.info(d.opts.Now(), "healthy", "discovery: host healthy again", "host_id", id, "addr", e.routed().Addr,
+			"heartbeat_gap", e.silence.Round(time.Millisecond).String(), "heartbeat_interval", d.opts.HeartbeatInterval.String())
 	case e.state == route.HostUnhealthy && s == route.HostVerified:
 		d.health.info(d.opts.Now(), "healthy", "discovery: host healthy again", "host_id", id, "addr", e.routed().Addr)
 	}
@@ -711,10 +720,14 @@ func (d *Discovery) heartbeat(hb host.Heartbeat, canAsk bool, reply string) bool
 	if e == nil {
 		return true
 	}
+	if e.stale {
+		e.silence = now.Sub(e.lastHB)
+	}
 	e.lastHB = now
 	e.inflight = hb.Inflight
 	e.stale = false
 	d.updateLocked(hb.HostID, e)
+	e.silence = 0
 	if !(e.failed || e.draining) || !canAsk || (now.Sub(e.asked) < d.opts.HeartbeatInterval && reply == e.askedReply) {
 		return false
 	}
