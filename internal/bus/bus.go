@@ -421,6 +421,11 @@ func (b *Bus) connOpts(extra ...nats.Option) []nats.Option {
 			}
 			b.log.Warn("nats disconnected", "err", err)
 		}),
+		// A start's failed attempts are its own: kept, they left the
+		// first outage after it unlogged for up to reconnectLogEvery and
+		// then counted in its not_logged and failed_attempts. Called
+		// after the callbacks of those attempts, as they are queued.
+		nats.ConnectHandler(func(*nats.Conn) { b.fails.reset() }),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			b.up.Store(true)
 			b.downAt.Store(0)

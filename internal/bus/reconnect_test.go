@@ -5,6 +5,8 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -484,5 +486,45 @@ func TestStartFirstFailureNamesURLAndDial(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Fatalf("the credential was logged:\n%s", logs.String())
+	}
+}
+
+// A start's failed attempts are its own: once the start connects, the
+// first outage after it is logged at once, with not_logged=0, and its
+// reconnect counts only its own failed attempts. The count was reset only
+// by a reconnect, so an outage soon after a start that had waited for its
+// bus was not logged for up to 10 s and then counted the start's
+// attempts (the first of them held back and so never logged at all).
+func TestStartFailuresNotCarriedIntoLaterOutage(t *testing.T) {
+	addr := testutil.FreeAddr(t)
+	dir := t.TempDir()
+	const secret = "chosen-by-the-operator"
+	if err := os.WriteFile(filepath.Join(dir, bus.TokenFile), []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuf
+	b, err := bus.New(bus.Options{URL: "nats://" + bus.GatewayUser + ":" + secret + "@" + addr, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+		defer cancel()
+		done <- b.Start(ctx)
+	}()
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(logs.lines(reconnectFailed)) > 0 }, "no failed start attempt logged:\n"+logs.String())
+	time.Sleep(time.Second) // a few more attempts, left out of the log
+	srv := startEmbeddedIn(t, dir, addr)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Close() // the outage
+	testutil.WaitFor(t, 3*time.Second, func() bool { return len(logs.linesAfter(`msg="connected to nats"`, reconnectFailed)) > 0 },
+		"the outage's first failed attempt was not logged at once:\n"+logs.String())
+	if got := logs.linesAfter(`msg="connected to nats"`, reconnectFailed)[0]; !strings.Contains(got, "not_logged=0 ") {
+		t.Errorf("the outage's first line counts attempts of the start: %s", got)
 	}
 }
