@@ -31,3 +31,23 @@ func TestManagementAPIWhileStartingNotStored(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicWhileStartingNotStored: before the routing table is loaded a
+// public listener answers every host 503 itself, api.{zone} among them,
+// whose answers no cache may keep (DESIGN §7); nor should any cache keep
+// a 503 that lasts until the bus answers. It went out without
+// Cache-Control.
+func TestPublicWhileStartingNotStored(t *testing.T) {
+	t.Parallel()
+	h := delegate(&atomic.Pointer[http.Handler]{}, "eu-1")
+	for _, target := range []string{"http://api.apps.example.com/api/v3/apps", "http://shop.apps.example.com/", "http://api.apps.example.com/healthz"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" || rec.Header().Get("X-Gatehouse-Cluster") != "eu-1" {
+			t.Fatalf("GET %s while starting: %d, Retry-After %q, X-Gatehouse-Cluster %q; want 503, 1, eu-1", target, rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("X-Gatehouse-Cluster"))
+		}
+		if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+			t.Errorf("GET %s while starting: Cache-Control %q, want no-store", target, got)
+		}
+	}
+}

@@ -994,6 +994,10 @@ func delegate(p *atomic.Pointer[http.Handler], clusterID string) http.Handler {
 		if clusterHdr != nil {
 			w.Header()["X-Gatehouse-Cluster"] = clusterHdr
 		}
+		// With no table there is no telling api.{zone} from an app's
+		// host, and every API answer is no-store (DESIGN §7); nor is
+		// this 503 for any cache to keep past the start.
+		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, http.StatusServiceUnavailable, "the gateway is starting")
 	})
