@@ -541,6 +541,58 @@ func TestDomainVerifyHook(t *testing.T) {
 	}
 }
 
+// dnsAnswers is a verify.Resolver that answers from its maps, and "no
+// such name" for any other.
+type dnsAnswers struct{ txt, cname map[string][]string }
+
+func (d dnsAnswers) LookupTXT(_ context.Context, name string) ([]string, error) {
+	if v, ok := d.txt[name]; ok {
+		return v, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+}
+
+func (d dnsAnswers) LookupCNAME(_ context.Context, name string) (string, error) {
+	if v, ok := d.cname[name]; ok {
+		return v[0], nil
+	}
+	return "", &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+}
+
+// A proof that does not hold answers 422 saying what was looked for
+// (DESIGN §7), in the API's words: the detail carried verify's package
+// prefix ("proof by txt failed: verify: domain not proven: ..."), a name
+// from inside the gateway that tells the platform nothing.
+func TestFailedProofDetail(t *testing.T) {
+	res := dnsAnswers{
+		txt:   map[string][]string{"_gatehouse-challenge.wrong.example.org.": {"not-the-token"}},
+		cname: map[string][]string{"shop.example.org.": {"elsewhere.example.net."}},
+	}
+	e := newEnv(t, func(o *Options) {
+		o.VerifyDomain = func(ctx context.Context, d route.Domain, method string) error {
+			return verify.Domain(ctx, verify.DomainOptions{Resolver: res, Zones: func() []string { return []string{"apps.example.com"} }},
+				verify.DomainClaim{Domain: d.Domain, App: d.App, Token: d.Token}, method)
+		}
+	})
+	e.ok("PUT", "/api/v3/apps/shop", nil, 200)
+	e.ok("PUT", "/api/v3/domains/shop.example.org", `{"app":"shop"}`, 200)
+	e.ok("PUT", "/api/v3/domains/wrong.example.org", `{"app":"shop"}`, 200)
+	before := e.snapshot()
+	for _, c := range []struct{ domain, method, want string }{
+		{"shop.example.org", "txt", "proof by txt failed: domain not proven: no TXT record at _gatehouse-challenge.shop.example.org."},
+		{"wrong.example.org", "txt", "proof by txt failed: domain not proven: none of the 1 TXT records at _gatehouse-challenge.wrong.example.org. holds the mapping's token"},
+		{"shop.example.org", "cname", "proof by cname failed: domain not proven: shop.example.org points at elsewhere.example.net, not shop.apps.example.com"},
+	} {
+		p := problemOf(t, e.ok("POST", "/api/v3/domains/"+c.domain+"/verify", `{"method":"`+c.method+`"}`, 422))
+		if p.Detail != c.want {
+			t.Errorf("%s by %s: detail %q, want %q", c.domain, c.method, p.Detail, c.want)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a failed proof changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
 func decodeInto(t *testing.T, r resp, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {

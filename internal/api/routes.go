@@ -644,7 +644,9 @@ func (a *API) verifyDomain(r *http.Request) (int, any, error) {
 	}
 	if b.Method != "manual" {
 		if err := a.o.VerifyDomain(ctx, *d, b.Method); err != nil {
-			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %v", b.Method, err)}
+			// verify's errors begin with its package name, which names
+			// nothing the platform knows
+			return 0, nil, &statusError{http.StatusUnprocessableEntity, fmt.Sprintf("proof by %s failed: %s", b.Method, strings.TrimPrefix(err.Error(), "verify: "))}
 		}
 	}
 	// The mapping may have been deleted or moved to another app (a new
