@@ -945,7 +945,10 @@ func TestWrongContentTypeNamesTheField(t *testing.T) {
 // A body under a Content-Encoding is refused 415 naming it: the API
 // decodes no coding, so a gzip body was refused as "not valid UTF-8",
 // which sent its sender to look at the JSON, and a plain body labelled
-// br was stored as if the field were not there. identity is no coding.
+// br was stored as if the field were not there. The 415 says with
+// Accept-Encoding: identity that no coding is taken (RFC 9110 §15.5.16,
+// RFC 7694 §3). identity is no coding, however often it is listed, and
+// a request without a body is not refused for the field.
 func TestContentEncodingRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	e.seed()
@@ -953,12 +956,21 @@ func TestContentEncodingRefused(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write([]byte(`{"status":"suspended"}`))
 	_ = zw.Close()
-	send := func(method, path, ce string, body []byte) resp {
+	// send sends body with one Content-Encoding line for each of ce
+	send := func(method, path string, body []byte, ce ...string) resp {
 		t.Helper()
-		req, _ := http.NewRequest(method, e.srv.URL+path, bytes.NewReader(body))
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, e.srv.URL+path, rd)
 		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Content-Encoding", ce)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for _, v := range ce {
+			req.Header.Add("Content-Encoding", v)
+		}
 		res, err := e.srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -969,28 +981,53 @@ func TestContentEncodingRefused(t *testing.T) {
 	}
 	before := e.snapshot()
 	for _, c := range []struct {
-		method, path, ce string
-		body             []byte
+		method, path string
+		ce           []string
+		body         []byte
+		named        string // in the detail
 	}{
-		{"PUT", "/api/v3/apps/shop", "gzip", gz.Bytes()},
-		{"PUT", "/api/v3/apps/shop", "br", []byte(`{"status":"suspended"}`)},
-		{"PUT", "/api/v3/apps/shop", "gzip, identity", gz.Bytes()},
-		{"POST", "/api/v3/dns/resolve/batch", "deflate", []byte(`[{"name":"a.apps.example.com"}]`)},
+		{"PUT", "/api/v3/apps/shop", []string{"gzip"}, gz.Bytes(), `"gzip"`},
+		{"PUT", "/api/v3/apps/shop", []string{"br"}, []byte(`{"status":"suspended"}`), `"br"`},
+		{"PUT", "/api/v3/apps/shop", []string{"gzip, identity"}, gz.Bytes(), `"gzip, identity"`},
+		{"PUT", "/api/v3/apps/shop", []string{"identity", "gzip"}, gz.Bytes(), `"identity, gzip"`},
+		{"POST", "/api/v3/dns/resolve/batch", []string{"deflate"}, []byte(`[{"name":"a.apps.example.com"}]`), `"deflate"`},
 	} {
-		r := send(c.method, c.path, c.ce, c.body)
+		r := send(c.method, c.path, c.body, c.ce...)
 		if r.status != 415 {
 			t.Errorf("%s %s, Content-Encoding %q: status %d, want 415: %s", c.method, c.path, c.ce, r.status, r.body)
 			continue
 		}
-		if d := problemOf(t, r).Detail; !strings.Contains(d, "Content-Encoding") || !strings.Contains(d, strconv.Quote(c.ce)) {
-			t.Errorf("Content-Encoding %q: detail %q, want it to name the field and %q", c.ce, d, c.ce)
+		if d := problemOf(t, r).Detail; !strings.Contains(d, "Content-Encoding") || !strings.Contains(d, c.named) {
+			t.Errorf("Content-Encoding %q: detail %q, want it to name the field and %s", c.ce, d, c.named)
+		}
+		if got := r.header.Values("Accept-Encoding"); !slices.Equal(got, []string{"identity"}) {
+			t.Errorf("Content-Encoding %q: 415 with Accept-Encoding %q, want identity (no coding taken)", c.ce, got)
+		}
+		if got := r.header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("Content-Encoding %q: 415 with Cache-Control %q, want no-store", c.ce, got)
 		}
 	}
 	if after := e.snapshot(); after != before {
 		t.Errorf("a refused Content-Encoding changed the store\nbefore %s\nafter  %s", before, after)
 	}
-	if r := send("PUT", "/api/v3/apps/shop", "identity", []byte(`{"status":"suspended"}`)); r.status != 200 {
-		t.Errorf("Content-Encoding identity: status %d, want 200: %s", r.status, r.body)
+	for _, ce := range [][]string{{"identity"}, {"Identity"}, {"identity, identity"}, {"identity", "identity"}, {" , identity ,"}} {
+		if r := send("PUT", "/api/v3/apps/shop", []byte(`{"status":"suspended"}`), ce...); r.status != 200 {
+			t.Errorf("Content-Encoding %q: status %d, want 200: %s", ce, r.status, r.body)
+		}
+	}
+	// no body, nothing coded: the field does not matter
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/api/v3/apps/shop", 200},
+		{"HEAD", "/api/v3/apps/shop", 200},
+		{"GET", "/api/v3/apps", 200},
+		{"DELETE", "/api/v3/dns/zones/apps.example.com/records/www/A", 204},
+	} {
+		if r := send(c.method, c.path, nil, "gzip"); r.status != c.want {
+			t.Errorf("%s %s without a body, Content-Encoding gzip: status %d, want %d: %s", c.method, c.path, r.status, c.want, r.body)
+		}
 	}
 }
 

@@ -49,11 +49,14 @@ func decode(r *http.Request, v any) error {
 	// No coding is decoded here, so a coded body would be read as its
 	// coded bytes: gzip refused as "not valid UTF-8", which points at
 	// the JSON, and a body the label misdescribes taken as it came.
-	if ce := strings.Join(r.Header.Values("Content-Encoding"), ", "); strings.Trim(ce, " \t,") != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+	if ce := strings.Join(r.Header.Values("Content-Encoding"), ", "); coded(ce) {
 		if len(ce) > 100 {
 			ce = ce[:100] + "..."
 		}
-		return &statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent without Content-Encoding (the API decodes no gzip, br or other coding), got %q", ce)}
+		// Accept-Encoding: identity in a 415 says no coding is taken
+		// (RFC 9110 §15.5.16, RFC 7694 §3)
+		return &headerError{&statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent without Content-Encoding (the API decodes no gzip, br or other coding), got %q", ce)},
+			"Accept-Encoding", "identity"}
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -167,6 +170,26 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.detail }
 
+// headerError is err answered with one more header field.
+type headerError struct {
+	err         error
+	name, value string
+}
+
+func (e *headerError) Error() string { return e.err.Error() }
+func (e *headerError) Unwrap() error { return e.err }
+
+// coded reports whether a Content-Encoding list names a coding: any
+// element but identity, which is none, however often it is listed.
+func coded(list string) bool {
+	for c := range strings.SplitSeq(list, ",") {
+		if c = strings.Trim(c, " \t"); c != "" && !strings.EqualFold(c, "identity") {
+			return true
+		}
+	}
+	return false
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -186,6 +209,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var bi *errBadInput
 	var se *statusError
+	if he := (*headerError)(nil); errors.As(err, &he) {
+		w.Header().Set(he.name, he.value)
+	}
 	switch {
 	case errors.As(err, &bi):
 		problem.Write(w, http.StatusBadRequest, bi.msg)
