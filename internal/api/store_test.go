@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -267,4 +268,47 @@ func TestStoreDownIs503(t *testing.T) {
 			t.Errorf("%s %s with the store down: %d, Retry-After %q; want 503 and 1", c.method, c.path, resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 	}
+}
+
+// An app stored before cors.allow_headers was bounded, with more names
+// than a PUT may now send, still reads, lists and can be replaced: the
+// bound is on what a write sends, not on what the store holds, or an
+// upgrade would leave such an app unreadable (500) and its preflights
+// unserved. A PUT sending it as it is is refused, and changes nothing.
+func TestAppStoredPastAllowHeadersBoundStillReads(t *testing.T) {
+	e, js := newRawEnv(t)
+	kv, err := js.KeyValue(t.Context(), "gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(n int) string {
+		hs := make([]string, n)
+		for i := range hs {
+			hs[i] = fmt.Sprintf(`"X-Old-%d"`, i)
+		}
+		return "[" + strings.Join(hs, ",") + "]"
+	}
+	old := `{"id":"shop","mode":"http","status":"active","cors":{"origins":["https://a.example"],"allow_headers":` + names(maxAllowHeaders+50) + `},"rate_limit":{"requests":600,"window":"1m0s"}}`
+	if _, err := kv.Put(t.Context(), "shop", []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	r := e.ok("GET", "/api/v3/apps/shop", nil, 200)
+	var app struct {
+		CORS struct {
+			AllowHeaders []string `json:"allow_headers"`
+		} `json:"cors"`
+	}
+	decodeInto(t, r, &app)
+	if len(app.CORS.AllowHeaders) != maxAllowHeaders+50 {
+		t.Fatalf("GET of the stored app: %d allow_headers, want %d", len(app.CORS.AllowHeaders), maxAllowHeaders+50)
+	}
+	if l := e.ok("GET", "/api/v3/apps", nil, 200); !strings.Contains(string(l.body), `"X-Old-149"`) {
+		t.Errorf("the stored app is not listed whole: %.200s", l.body)
+	}
+	before := e.snapshot()
+	e.ok("PUT", "/api/v3/apps/shop", `{"cors":{"origins":["https://a.example"],"allow_headers":`+names(maxAllowHeaders+50)+`}}`, 400)
+	if e.snapshot() != before {
+		t.Error("a refused PUT changed the stored app")
+	}
+	e.okIf(200, "PUT", "/api/v3/apps/shop", `{"cors":{"origins":["https://a.example"],"allow_headers":`+names(maxAllowHeaders)+`}}`, "If-Match", r.header.Get("ETag"))
 }
