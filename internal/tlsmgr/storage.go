@@ -47,6 +47,55 @@ type kvStorage struct {
 
 var _ certmagic.Storage = kvStorage{}
 
+// Store ends the on-demand order or renewal it writes for when the write
+// fails (storeFailure): certmagic would try that order again a minute
+// later, and a write that fails after the CA issued (the certificate
+// itself) would have the CA issue again, each issuance counted against
+// its duplicate-certificate limit. The order's caller opens the name's
+// backoff window instead.
+func (s kvStorage) Store(ctx context.Context, key string, value []byte) error {
+	err := s.KV.Store(ctx, key, value)
+	if err != nil {
+		if f, ok := ctx.Value(storeFailureKey{}).(*storeFailure); ok {
+			f.fail(err)
+		}
+	}
+	return err
+}
+
+// storeFailure is in the context of an on-demand order or renewal
+// (orderOnDemand, renewOnDemand): the first write to the store that failed
+// under it, which ended it.
+type storeFailure struct {
+	end context.CancelFunc // ends the order's context
+	mu  sync.Mutex
+	err error
+}
+
+type storeFailureKey struct{}
+
+// withStoreFailure returns ctx carrying f, whose fail calls end.
+func withStoreFailure(ctx context.Context, end context.CancelFunc) (context.Context, *storeFailure) {
+	f := &storeFailure{end: end}
+	return context.WithValue(ctx, storeFailureKey{}, f), f
+}
+
+func (f *storeFailure) fail(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+	f.end()
+}
+
+// failed returns the first write's error; nil when none failed.
+func (f *storeFailure) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
 func (s kvStorage) Lock(ctx context.Context, name string) error {
 	if err := s.KV.Lock(ctx, name); err != nil {
 		return err

@@ -271,6 +271,7 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 func (m *Manager) orderOnDemand(run context.Context, od *certmagic.Config, name string) {
 	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
 	defer cancel()
+	ctx, stored := withStoreFailure(ctx, cancel)
 	if _, err := od.CacheManagedCertificate(ctx, name); err == nil && m.dueOnDemand(name) != nil {
 		return
 	}
@@ -280,6 +281,18 @@ func (m *Manager) orderOnDemand(run context.Context, od *certmagic.Config, name 
 		if !errors.Is(err, errOrderInBackground) || ctx.Err() != nil {
 			break
 		}
+	}
+	if serr := stored.failed(); serr != nil && run.Err() == nil {
+		// The store refused a write (the issued certificate, perhaps):
+		// the order was ended there (kvStorage.Store), and the name backs
+		// off as after the CA's failure, or its next handshake would
+		// order, and the CA issue, again.
+		if _, blocked := m.failed.blocked(strings.ToLower(name), m.opts.now()); !blocked {
+			f := m.failed.fail(strings.ToLower(name), m.opts.now())
+			m.log.Error("tlsmgr: on-demand certificate failed; the name gets the bootstrap certificate and no new order until the window ends",
+				"identifier", name, "err", serr, "window", f.wait, "until", f.until)
+		}
+		return
 	}
 	if err != nil && !errors.Is(err, errOrderInBackground) {
 		m.noteUnloaded(run, name, err)
@@ -364,9 +377,11 @@ func (m *Manager) renewDue(od *certmagic.Config, name string) {
 func (m *Manager) renewOnDemand(run context.Context, od *certmagic.Config, name string) {
 	ctx, cancel := withHandshakeObtain(run, onDemandOrderBudget)
 	defer cancel()
+	ctx, stored := withStoreFailure(ctx, cancel)
 	ctx = context.WithValue(ctx, renewingDue{}, true)
 	if err := od.RenewCertAsync(ctx, name, false); err != nil {
-		return // an issuer's failure is logged by onEvent
+		m.renewalFailed(run, ctx, name, stored, err)
+		return
 	}
 	// The renewed certificate is cached before the current one leaves:
 	// one that does not load (the store unreachable) leaves the name its
@@ -390,6 +405,31 @@ func (m *Manager) renewOnDemand(run context.Context, od *certmagic.Config, name 
 		}
 	}
 	c.Remove(old)
+}
+
+// renewalFailed opens name's window after its renewal ended with err,
+// unless onEvent opened it already (the CA's failure), Run ended, or the
+// name is no longer allowed (its mapping deleted meanwhile: onEvent ended
+// the renewal). A renewal that failed for another reason (the store: its
+// check, its lock, a write, stored) opened none: the next handshake
+// started another at once, and certmagic's retries within one ordered
+// again. The name keeps its certificate, due but valid, meanwhile.
+func (m *Manager) renewalFailed(run, ctx context.Context, name string, stored *storeFailure, err error) {
+	if run.Err() != nil {
+		return
+	}
+	if _, blocked := m.failed.blocked(name, m.opts.now()); blocked || m.allowed(run, name) != nil {
+		return
+	}
+	// What ended it, rather than certmagic's context.Canceled.
+	if serr := stored.failed(); serr != nil {
+		err = serr
+	} else if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("tlsmgr: no renewal within %s: %w", onDemandOrderBudget, err)
+	}
+	f := m.failed.fail(name, m.opts.now())
+	m.log.Error("tlsmgr: on-demand certificate renewal failed; the name keeps its certificate and gets no new attempt until the window ends",
+		"identifier", name, "err", err, "window", f.wait, "until", f.until)
 }
 
 // renewingDue marks the context of renewOnDemand, for onEvent: a failure
