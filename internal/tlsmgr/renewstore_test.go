@@ -1,11 +1,14 @@
 package tlsmgr
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -117,5 +120,98 @@ func TestACMEOnDemandStoreFailureBacksOff(t *testing.T) {
 				t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
 			}
 		})
+	}
+}
+
+// lockGate is a store whose lock of key blocks until open is closed, and
+// says when it was asked for: another gateway renewing the name.
+type lockGate struct {
+	fileKV
+	key     string
+	waiting chan struct{}
+	open    chan struct{}
+}
+
+func (s *lockGate) Lock(ctx context.Context, name string) error {
+	if name == s.key {
+		select {
+		case s.waiting <- struct{}{}:
+		default:
+		}
+		select {
+		case <-s.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.fileKV.Lock(ctx, name)
+}
+
+// TestACMEOnDemandRenewalEndsWhenTheMappingGoes: a custom domain's
+// renewal whose mapping is deleted while it runs (here, while it waits for
+// the name's lock) asks the CA for nothing and stores nothing: the name is
+// no longer the gateway's to certify. It ordered all the same, for a name
+// its own gateways then refused to answer the challenges of: a failed
+// validation counted against the CA's limits, and a "renewal failed"
+// error and backoff window for a name nobody maps.
+func TestACMEOnDemandRenewalEndsWhenTheMappingGoes(t *testing.T) {
+	const name = "leaving.customer.test"
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	dir := t.TempDir()
+	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
+	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
+	certFile := filepath.Join(dir, filepath.FromSlash(certmagic.StorageKeys.SiteCert(iss, name)))
+	stored, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &lockGate{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, key: issueLock(name), waiting: make(chan struct{}, 1), open: make(chan struct{})}
+	var mapped atomic.Bool
+	mapped.Store(true)
+	opts := acmeOptions(p, r, "", "api.example.test")
+	opts.Storage = st
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name && mapped.Load() {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	m, logs := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.Equal(seeded) {
+		t.Fatalf("served %v, want the stored certificate while it is renewed", leaf.DNSNames)
+	}
+	select {
+	case <-st.waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the renewal never asked for the name's lock")
+	}
+	mapped.Store(false) // the mapping is deleted
+	close(st.open)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return m.orders.running(name) == nil }, "the renewal did not end")
+	if n := p.Orders() - before; n != 0 {
+		t.Errorf("the renewal placed %d orders for a name no longer mapped, want none", n)
+	}
+	if now, err := os.ReadFile(certFile); err != nil || !bytes.Equal(now, stored) {
+		t.Errorf("the stored certificate changed (err %v): a renewal stored one for a name no longer mapped", err)
+	}
+	if strings.Contains(logs.String(), "renewal failed") {
+		t.Errorf("a renewal ended for a deleted mapping was logged as failed:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "no longer allowed") {
+		t.Errorf("the renewal's end was not logged:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "certmagic: will retry") {
+		t.Errorf("the ended renewal is logged as to be retried:\n%s", logs.String())
 	}
 }

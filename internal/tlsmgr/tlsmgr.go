@@ -992,6 +992,35 @@ func (m *Manager) allow(ctx context.Context, name string) error {
 	return nil
 }
 
+// stillOrdering asks the decision again when an on-demand order or
+// renewal is about to ask the CA (certmagic's cert_obtaining, past its
+// storage lock): the decision was asked when it began, and the name's
+// mapping may have been deleted since (while it waited for the lock
+// another gateway held, or for a retry). Refused, the order is ended and
+// the CA asked nothing: it would have validated a name its gateways no
+// longer answer the challenges of, or certified one nobody maps.
+func (m *Manager) stillOrdering(ctx context.Context, data map[string]any) error {
+	var end context.CancelFunc
+	switch v := ctx.Value(handshakeObtain{}).(type) {
+	case context.CancelFunc:
+		end = v
+	case handshakeEnd:
+		end = context.CancelFunc(v)
+	default:
+		return nil // a managed name's
+	}
+	name, _ := data["identifier"].(string)
+	err := m.allowed(ctx, strings.ToLower(name))
+	if err == nil {
+		return nil
+	}
+	m.log.Info("tlsmgr: on-demand certificate no longer allowed; its order is ended before the CA is asked", "identifier", name, "renewal", data["renewal"], "err", err)
+	end()
+	// ErrNoRetry: certmagic's retry loop would otherwise log, as an
+	// error, that it retries in a minute, which the ended context stops.
+	return certmagic.ErrNoRetry{Err: err}
+}
+
 // onEvent logs certmagic's certificate events, and keeps the on-demand
 // backoff: an on-demand order (its context carries handshakeObtain: one
 // of orderOnDemand, or rarely a handshake's, see handshakeEnd) that
@@ -1000,6 +1029,8 @@ func (m *Manager) allow(ctx context.Context, name string) error {
 // certificate obtained clears the name.
 func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any) error {
 	switch event {
+	case "cert_obtaining":
+		return m.stillOrdering(ctx, data)
 	case "cert_obtained", "cert_ocsp_revoked":
 		if name, ok := data["identifier"].(string); ok && event == "cert_obtained" {
 			m.failed.clear(strings.ToLower(name))
