@@ -86,6 +86,7 @@ type conn struct {
 	opening      bool   // the reader is building a stream it has taken as lastID
 	active       int    // streams counted against MaxConcurrentStreams (see stream.release)
 	goaway       bool   // GOAWAY sent: no new stream is served
+	goneAt       uint32 // the last stream the GOAWAY names: a later one (fail) names none higher
 	graceful     bool   // goAwayGracefully's GOAWAY is out; the last stream is yet to be named (graceTimer bounds it)
 	settled      bool   // our SETTINGS are written: a GOAWAY may follow
 	drainLater   bool   // startDrain was called before settled
@@ -404,7 +405,12 @@ func (cn *conn) readError(err error) error {
 func (cn *conn) fail(code http2.ErrCode, why string) error {
 	cn.mu.Lock()
 	last := cn.lastID
-	cn.goaway = true
+	if cn.goaway {
+		// Streams read since were refused: a GOAWAY may not name a
+		// higher stream than an earlier one did (RFC 9113 §6.8).
+		last = min(last, cn.goneAt)
+	}
+	cn.goaway, cn.goneAt = true, last
 	cn.mu.Unlock()
 	cn.wmu.Lock()
 	if cn.werr == nil {
@@ -791,7 +797,7 @@ func (cn *conn) markDrain() (d drain, ok bool) {
 		cn.drainLater = true
 		return drain{}, false
 	}
-	cn.goaway = true
+	cn.goaway, cn.goneAt = true, cn.lastID
 	return drain{cn, cn.lastID, cn.handlers == 0}, true
 }
 

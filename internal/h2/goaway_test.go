@@ -132,3 +132,77 @@ func TestConnectionCloseRefusesNothingInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestGoAwayNeverNamesAHigherStream: once a GOAWAY has named the last
+// stream served, a later one never names a higher stream (RFC 9113 §6.8:
+// MUST NOT increase), though streams the client had in flight came after
+// it and were refused: a connection error then (GOAWAY PROTOCOL_ERROR)
+// names the same last stream. It named the last id read, so the client
+// was told of a stream served that had been refused. Both ways a
+// connection goes away: a handler's Connection: close (GOAWAY 2^31-1, its
+// PING answered, then GOAWAY 1) and the client's own GOAWAY (the drain's:
+// GOAWAY 1 at once).
+func TestGoAwayNeverNamesAHigherStream(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		close bool // the handler says Connection: close; else the client sends GOAWAY
+		named int  // GOAWAYs before the refusal: the last names stream 1
+	}{
+		{"a handler's Connection: close", true, 2},
+		{"the client's GOAWAY", false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.close {
+					w.Header().Set("Connection", "close")
+				}
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				<-release // stream 1 stays open: the connection too
+			})
+			_, addr := serve(t, Options{Handler: h})
+			rc := dialRaw(t, addr)
+			var last []uint32 // what the GOAWAYs name
+			read := func(f http2.Frame) {
+				switch f := f.(type) {
+				case *http2.PingFrame:
+					if !f.IsAck() {
+						_ = rc.fr.WritePing(true, f.Data)
+					}
+				case *http2.GoAwayFrame:
+					last = append(last, f.LastStreamID)
+				}
+			}
+			rc.headers(1, true, reqFields("GET", "/")...)
+			rc.until("stream 1's head", func(f http2.Frame) bool {
+				read(f)
+				_, ok := f.(*http2.MetaHeadersFrame)
+				return ok
+			})
+			if !tt.close {
+				_ = rc.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+			}
+			for len(last) < tt.named {
+				rc.until("a GOAWAY", func(f http2.Frame) bool {
+					read(f)
+					_, ok := f.(*http2.GoAwayFrame)
+					return ok
+				})
+			}
+			if last[len(last)-1] != 1 {
+				t.Fatalf("GOAWAYs name %v; want the last to name 1", last)
+			}
+			rc.headers(3, true, reqFields("GET", "/")...) // in flight: refused
+			rc.headers(2, true, reqFields("GET", "/")...) // a connection error
+			rc.until("the connection error's GOAWAY", func(f http2.Frame) bool {
+				g, ok := f.(*http2.GoAwayFrame)
+				if ok && (g.ErrCode != http2.ErrCodeProtocol || g.LastStreamID != 1) {
+					t.Errorf("GOAWAY %v naming %d after one naming 1; want PROTOCOL_ERROR naming 1", g.ErrCode, g.LastStreamID)
+				}
+				return ok
+			})
+		})
+	}
+}
