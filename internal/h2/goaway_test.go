@@ -206,3 +206,54 @@ func TestGoAwayNeverNamesAHigherStream(t *testing.T) {
 		})
 	}
 }
+
+// TestGraceEndsWithThePingAnswer: the client's answer to the PING that
+// came with a graceful GOAWAY (2^31-1) ends the grace there and then: the
+// GOAWAY naming the last stream follows it, and a stream the client opens
+// after answering (it had read the GOAWAY, so it opens one it was told
+// not to) is refused, not served as within the grace's bound (graceWait)
+// it would be.
+func TestGraceEndsWithThePingAnswer(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/close" {
+			return
+		}
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-release
+	})
+	_, addr := serve(t, Options{Handler: h})
+	rc := dialRaw(t, addr)
+	rc.headers(1, true, reqFields("GET", "/close")...)
+	rc.until("the server's PING", func(f http2.Frame) bool {
+		p, ok := f.(*http2.PingFrame)
+		if ok && !p.IsAck() {
+			_ = rc.fr.WritePing(true, p.Data)
+			return true
+		}
+		return false
+	})
+	rc.headers(3, true, reqFields("GET", "/late")...)
+	var refused, named bool
+	rc.until("stream 3's refusal and the GOAWAY naming stream 1", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			refused = refused || f.StreamID == 3 && f.ErrCode == http2.ErrCodeRefusedStream
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == 3 {
+				t.Fatalf("stream 3, opened after the PING was answered, served: %s", f.PseudoValue("status"))
+			}
+		case *http2.GoAwayFrame:
+			if f.LastStreamID != 1<<31-1 {
+				if f.LastStreamID != 1 {
+					t.Fatalf("GOAWAY names %d; want 1, the last stream before the PING's answer", f.LastStreamID)
+				}
+				named = true
+			}
+		}
+		return refused && named
+	})
+}
