@@ -49,6 +49,16 @@ func TestSlowHostAtOwnerIsNoHungPeer(t *testing.T) {
 			if res.StatusCode < 500 && res.StatusCode != http.StatusOK {
 				t.Fatalf("%s with the owner's host hung = %d", tt.method, res.StatusCode)
 			}
+			if tt.method == http.MethodPost {
+				// The owner's host has the write: never served again here
+				// (DESIGN §5.2), the owner's 504 is the answer.
+				if res.StatusCode != http.StatusGatewayTimeout {
+					t.Fatalf("POST with the owner's host hung = %d, want the owner's 504", res.StatusCode)
+				}
+				if n := len(cs["eu"].host.requests()); n != 0 {
+					t.Fatalf("the POST the owner's host took was replayed at eu (%d requests)", n)
+				}
+			}
 			cs["us"].host.mode.Store(hostOK)
 			res, body := send(t, cl, cs["eu"], http.MethodGet, app, "/", nil)
 			if res.StatusCode != http.StatusOK || body != "served by us" {
