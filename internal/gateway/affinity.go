@@ -602,9 +602,15 @@ func (g *Gateway) serveLocal(w http.ResponseWriter, r *http.Request, rq *route.R
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	lw := &localWriter{ResponseWriter: w}
+	cause := errDeadline
+	if rq.ForwardedBy != "" {
+		// The host had all the time the forward has: it answers for it,
+		// as for the proxy's head timeout.
+		cause = errForwardDeadline
+	}
 	lw.clock.start(left, func() {
 		if lw.state.CompareAndSwap(localWaiting, localExpired) {
-			cancel(errDeadline)
+			cancel(cause)
 		}
 	})
 	defer lw.clock.stop()
@@ -805,7 +811,11 @@ type peerAttemptKey struct{}
 
 var (
 	errDeadline = errors.New("gateway: cluster deadline passed")
-	errSkip     = errors.New("gateway: peer answered 5xx")
+	// errForwardDeadline ends a peer's forward whose host here has not
+	// answered (serveLocal): a context.DeadlineExceeded, which the proxy
+	// takes for the host's timeout, not for the client leaving.
+	errForwardDeadline = fmt.Errorf("gateway: a forward's share of the cluster deadline passed: %w", context.DeadlineExceeded)
+	errSkip            = errors.New("gateway: peer answered 5xx")
 	// errPeerCooling: a recent connect to the peer failed (peerHealth).
 	errPeerCooling = errors.New("gateway: peer unreachable, cooling down")
 )

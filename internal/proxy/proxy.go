@@ -554,6 +554,12 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, out *http.Request, err error
 		// host's slowness.
 		client = true
 		err = fmt.Errorf("%w: %w", errBodyStalled, err)
+	case cerr != nil && !isDial(err) && errors.Is(context.Cause(out.Context()), context.DeadlineExceeded):
+		// The caller's bound on the host's answer, shorter than the head
+		// timeout (the gateway's for a peer's forward): the host's
+		// slowness, as that timeout's is, not the client leaving; so the
+		// host that leaves such requests unanswered cools down.
+		err = context.Cause(out.Context())
 	case cerr != nil:
 		client = true
 		if !errors.Is(err, cerr) {
