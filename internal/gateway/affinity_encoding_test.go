@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/tls"
 	"io"
 	"net"
@@ -32,6 +34,8 @@ func TestForwardKeepsAcceptEncoding(t *testing.T) {
 		{"none over HTTP/2", true, nil},
 		{"br to an http peer", false, []string{"br"}},
 		{"identity over HTTP/2", true, []string{"identity"}},
+		{"gzip to an http peer", false, []string{"gzip"}},
+		{"gzip over HTTP/2", true, []string{"gzip"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,7 +49,7 @@ func TestForwardKeepsAcceptEncoding(t *testing.T) {
 			}
 			t.Cleanup(tr.CloseIdleConnections)
 			cl := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-			req, err := http.NewRequest(http.MethodGet, cs["us"].url+"/enc", nil)
+			req, err := http.NewRequest(http.MethodGet, cs["us"].url+"/gzip", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,6 +64,18 @@ func TestForwardKeepsAcceptEncoding(t *testing.T) {
 			}
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
+			gzipped := slices.Contains(tt.sent, "gzip")
+			if got := res.Header.Get("Content-Encoding"); (got == "gzip") != gzipped {
+				t.Fatalf("GET via us: Content-Encoding %q; want gzip only when the client asked for it (sent %q)", got, tt.sent)
+			}
+			if gzipped {
+				// The host's gzip, as it sent it: not unzipped on the way.
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatalf("GET via us: a gzip body that is not gzip: %v", err)
+				}
+				body, _ = io.ReadAll(zr)
+			}
 			if res.StatusCode != http.StatusOK || string(body) != "served by ap" {
 				t.Fatalf("GET via us = %d %q, want 200 served by ap", res.StatusCode, body)
 			}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -151,6 +152,14 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Sscan(code, &n)
 		w.WriteHeader(n)
 		fmt.Fprintf(w, "%d from %s", n, h.cluster)
+		return
+	}
+	if r.URL.Path == "/gzip" && slices.Contains(r.Header.Values("Accept-Encoding"), "gzip") {
+		// Gzipped when asked to, as a host's compressing middleware does.
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		fmt.Fprintf(zw, "served by %s", h.cluster)
+		zw.Close()
 		return
 	}
 	fmt.Fprintf(w, "served by %s", h.cluster)
