@@ -909,7 +909,9 @@ func TestNullBodyRefused(t *testing.T) {
 // A JSON body under another Content-Type is refused 415, and the detail
 // says which field to fix and what it held: `curl -d '{"app":"shop"}'`
 // sends a form type, and "the body must be application/json" told its
-// sender, whose body is JSON, nothing they could act on.
+// sender, whose body is JSON, nothing they could act on. The 415 names
+// the type taken in Accept too, for a client that reads fields, not
+// details (RFC 9110 §15.5.16, §12.5.1).
 func TestWrongContentTypeNamesTheField(t *testing.T) {
 	e := newEnv(t, nil)
 	before := e.snapshot()
@@ -935,6 +937,9 @@ func TestWrongContentTypeNamesTheField(t *testing.T) {
 		d := problemOf(t, r).Detail
 		if !strings.Contains(d, "Content-Type: application/json") || !strings.Contains(d, strconv.Quote(ct)) {
 			t.Errorf("Content-Type %q: detail %q, want it to ask for Content-Type: application/json and name %q", ct, d, ct)
+		}
+		if got := r.header.Values("Accept"); !slices.Equal(got, []string{"application/json"}) {
+			t.Errorf("Content-Type %q: 415 with Accept %q, want application/json (the type taken)", ct, got)
 		}
 	}
 	if after := e.snapshot(); after != before {

@@ -43,7 +43,11 @@ func decode(r *http.Request, v any) error {
 			if len(ct) > 100 {
 				ct = ct[:100] + "..."
 			}
-			return &statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent with Content-Type: application/json, got %q", ct)}
+			// Accept in a 415 names the types a request's body may
+			// have (RFC 9110 §15.5.16, §12.5.1), for a client that
+			// reads fields rather than the detail
+			return &headerError{&statusError{http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent with Content-Type: application/json, got %q", ct)},
+				"Accept", "application/json"}
 		}
 	}
 	// No coding is decoded here, so a coded body would be read as its
