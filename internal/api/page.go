@@ -48,7 +48,8 @@ type pageReq struct {
 }
 
 // pageOf reads r's limit and after. Either one asks for a page; a limit
-// that is no integer from 1 to maxLimit, a field given twice, or a query
+// that is no integer from 1 to maxLimit in plain decimal, a field given
+// twice, or a query
 // that does not parse, is refused (400): guessing would page differently
 // than the client meant.
 func pageOf(r *http.Request) (pageReq, error) {
@@ -72,9 +73,12 @@ func pageOf(r *http.Request) (pageReq, error) {
 	}
 	p.after, p.limit = q.Get("after"), defaultLimit
 	if s, ok := q["limit"]; ok {
+		// Atoi takes 010 and +1 too: 010 is 8 to a client that
+		// reads it as octal, and no client needs a spelling other
+		// than the plain one, so only it is taken.
 		n, err := strconv.Atoi(s[0])
-		if err != nil || n < 1 || n > maxLimit {
-			return pageReq{}, badInput("limit: want an integer from 1 to %d, got %q", maxLimit, s[0])
+		if err != nil || n < 1 || n > maxLimit || strconv.Itoa(n) != s[0] {
+			return pageReq{}, badInput("limit: want an integer from 1 to %d in plain decimal (no sign, no leading zero), got %q", maxLimit, s[0])
 		}
 		p.limit = n
 	}

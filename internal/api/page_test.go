@@ -229,8 +229,10 @@ func valueFor(rr string) string {
 	return "192.0.2.1"
 }
 
-// TestListPageBadInput: a limit that is no integer from 1 to 1000, a
-// paging field given twice, or a query that does not parse (a bad
+// TestListPageBadInput: a limit that is no integer from 1 to 1000 in
+// plain decimal (01 and +1 were read as 1: a number spelled so was
+// likely built by something other than the client meant), a paging
+// field given twice, or a query that does not parse (a bad
 // %-escape, a ';' separator: net/url drops such a pair, and with it the
 // limit, so the page asked for became the whole list), is refused with a
 // 400 problem on every list route.
@@ -240,7 +242,8 @@ func TestListPageBadInput(t *testing.T) {
 	lists := []string{"/api/v3/apps", "/api/v3/domains", "/api/v3/dns/zones", "/api/v3/dns/zones/apps.example.com/records", "/api/v3/hosts/keys", "/api/v3/hosts"}
 	for _, path := range lists {
 		for _, q := range []string{"limit=0", "limit=-1", "limit=1001", "limit=x", "limit=", "limit=1.5", "limit=1&limit=2", "after=a&after=b",
-			"limit=%zz", "limit=1;", "limit=5;after=x", "after=%zz", "after=a&limit=1%"} {
+			"limit=%zz", "limit=1;", "limit=5;after=x", "after=%zz", "after=a&limit=1%",
+			"limit=01", "limit=0100", "limit=%2B1", "limit=+1", "limit=%201", "limit=1%20", "limit=-0", "limit=1e2", "limit=0x10", "limit=1_0"} {
 			r := e.do("GET", path+"?"+q, token, nil)
 			if r.status != http.StatusBadRequest {
 				t.Errorf("GET %s?%s: %d, want 400: %s", path, q, r.status, r.body)
