@@ -343,6 +343,10 @@ func (a *API) platform(r *http.Request) bool {
 }
 
 func (a *API) clusters(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	if a.o.Clusters == nil {
 		problem.Write(w, http.StatusServiceUnavailable, "cluster discovery is not running")
 		return

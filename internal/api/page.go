@@ -1,8 +1,10 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,7 +55,7 @@ type pageReq struct {
 // that does not parse, is refused (400): guessing would page differently
 // than the client meant.
 func pageOf(r *http.Request) (pageReq, error) {
-	q, err := strictQuery(r) // ?limit=%zz would answer the whole list
+	q, err := query(r, "limit", "after") // ?limit=%zz would answer the whole list
 	if err != nil {
 		return pageReq{}, err
 	}
@@ -85,20 +87,51 @@ func pageOf(r *http.Request) (pageReq, error) {
 	return p, nil
 }
 
-// strictQuery is r's query, refused (400) when a pair does not parse.
-// URL.Query drops such a pair (a bad %-escape, a ';' separator), and
-// with it a field the client sent: ?after=a&limit=10; would be a page of
-// 100, ?type=TXT; a question for the default type.
-func strictQuery(r *http.Request) (url.Values, error) {
+// query is r's query, refused (400) when a pair does not parse or names
+// a field the route does not take (takes; none: it takes no query).
+// URL.Query drops a pair that does not parse (a bad %-escape, a ';'
+// separator), and with it a field the client sent: ?after=a&limit=10;
+// would be a page of 100, ?type=TXT; a question for the default type. A
+// field not taken was ignored likewise: ?Limit=10 answered the whole
+// list, ?Type=TXT the question for A, and a PUT's ?dryRun=1 wrote.
+func query(r *http.Request, takes ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		raw := r.URL.RawQuery
-		if len(raw) > 100 { // bounded: the query is the client's
-			raw = raw[:100] + "..."
+		return nil, badInput("the query %q does not parse (%v): send each field %%-escaped, the fields separated by &", bounded(r.URL.RawQuery), err)
+	}
+	// sorted: of several such fields, the same one is named every time
+	for _, f := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(takes, f) {
+			return nil, notTaken(f, takes)
 		}
-		return nil, badInput("the query %q does not parse (%v): send each field %%-escaped, the fields separated by &", raw, err)
 	}
 	return q, nil
+}
+
+// notTaken is the refusal of query field f on a route that takes only
+// takes.
+func notTaken(f string, takes []string) error {
+	for _, t := range takes {
+		if strings.EqualFold(f, t) {
+			return badInput("the query field %q is not taken here: field names are case-sensitive; did you mean %q?", bounded(f), t)
+		}
+	}
+	if len(takes) == 0 {
+		return badInput("the query field %q is not taken here: this route takes no query", bounded(f))
+	}
+	quoted := make([]string, len(takes))
+	for i, t := range takes {
+		quoted[i] = strconv.Quote(t)
+	}
+	return badInput("the query field %q is not taken here: this route takes %s", bounded(f), strings.Join(quoted, " and "))
+}
+
+// bounded is s cut to 100 bytes for an error: s is the client's.
+func bounded(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
 }
 
 // takeTurns serves h, a list route, once the request has one of the

@@ -111,7 +111,7 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	query, err := strictQuery(r)
+	fields, err := query(r, "name", "type")
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -119,12 +119,12 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	for _, f := range []string{"name", "type"} {
 		// the client meant one of them, and answering the first would
 		// guess which (pageOf refuses a repeated field likewise)
-		if n := len(query[f]); n > 1 {
+		if n := len(fields[f]); n > 1 {
 			a.fail(w, r, badInput("%s: given %d times; give it once", f, n))
 			return
 		}
 	}
-	q, err := dns.ParseQuestion(query.Get("name"), query.Get("type"))
+	q, err := dns.ParseQuestion(fields.Get("name"), fields.Get("type"))
 	if err != nil {
 		a.fail(w, r, badInput("%v", err))
 		return
@@ -155,6 +155,10 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 	session, ok := a.session(w, r)
 	if !ok {
+		return
+	}
+	if _, err := query(r); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)

@@ -348,7 +348,9 @@ func TestResolveRecursion(t *testing.T) {
 // a platform JWT is read by (auth.BearerToken), on the control routes and
 // the resolve routes alike. Repeated in a token-like query parameter, or
 // sent in two Authorization headers, either credential is refused; beside
-// a query token of another value (the app's own ?token=) it is accepted.
+// a query token of another value (the app's own ?token=) it is accepted,
+// and the route then refuses the query field it does not take (400, not
+// the 401 of a refused credential).
 func TestStaticTokenQueryRule(t *testing.T) {
 	e, sign := resolveEnvWith(t, func(*Options) {})
 	creds := map[string]string{
@@ -371,7 +373,7 @@ func TestStaticTokenQueryRule(t *testing.T) {
 		{name: "the header alone", want: 200},
 		{name: "the header's token also in ?token=", query: func(tok string) string { return "token=" + url.QueryEscape(tok) }, want: 401, detail: inQuery},
 		{name: "the header's token also in ?Access_Token=", query: func(tok string) string { return "Access_Token=" + url.QueryEscape(tok) }, want: 401, detail: inQuery},
-		{name: "another ?token= is the app's own", query: func(string) string { return "token=reset-123" }, want: 200},
+		{name: "another ?token= is the app's own", query: func(string) string { return "token=reset-123" }, want: 400, detail: `query field \"token\" is not taken here`},
 		{name: "two Authorization headers", twice: true, want: 401},
 	}
 	for _, rt := range routes {

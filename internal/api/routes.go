@@ -52,12 +52,18 @@ func (a *API) routes() {
 		"GET /api/v3/hosts/keys":               a.listHostKeys,
 		"GET /api/v3/hosts":                    a.listHosts,
 	} {
-		a.control.Handle(pattern, a.takeTurns(a.serve(h)))
+		a.control.Handle(pattern, a.takeTurns(a.serve(h, "limit", "after")))
 	}
 }
 
-func (a *API) serve(h handlerFunc) http.Handler {
+// serve answers with h, for a route whose query may hold the fields
+// takes and no others.
+func (a *API) serve(h handlerFunc, takes ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := query(r, takes...); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 		p, err := preconditions(r) // a field that does not parse is refused on every route
 		if err != nil {
 			a.fail(w, r, err)

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestUnknownQueryFieldRefused: a query field a route does not take
+// answers 400 naming it, and changes nothing, on every route: a list's
+// ?Limit=10 (a typo for limit) answered the whole list, and a PUT's
+// ?dryRun=1 wrote. A field that differs from one the route takes only in
+// case is named with that one. The queries the dashboard and gatehouse
+// ctl send are taken.
+func TestUnknownQueryFieldRefused(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clusters = func() any { return map[string]any{"self": "c1"} } })
+	e.seed()
+	before := e.snapshot()
+	for _, c := range []struct {
+		method, path string
+		body         any
+		field, hint  string // named in the detail; hint: the field meant
+	}{
+		{"GET", "/api/v3/apps?Limit=10", nil, "Limit", "limit"},
+		{"GET", "/api/v3/apps?limit=10&After=shop", nil, "After", "after"},
+		{"GET", "/api/v3/apps?limits=10", nil, "limits", ""},
+		{"GET", "/api/v3/apps?page=2", nil, "page", ""},
+		{"GET", "/api/v3/apps?limit=10&x", nil, "x", ""},
+		{"GET", "/api/v3/domains?offset=5", nil, "offset", ""},
+		{"GET", "/api/v3/dns/zones?LIMIT=1", nil, "LIMIT", "limit"},
+		{"GET", "/api/v3/dns/zones/apps.example.com/records?type=A", nil, "type", ""},
+		{"GET", "/api/v3/hosts/keys?app=shop", nil, "app", ""},
+		{"GET", "/api/v3/hosts?state=up", nil, "state", ""},
+		{"GET", "/api/v3/apps/shop?fields=id", nil, "fields", ""},
+		{"HEAD", "/api/v3/apps/shop?fields=id", nil, "", ""},
+		{"PUT", "/api/v3/apps/shop?dryRun=1", map[string]any{"status": "suspended"}, "dryRun", ""},
+		{"PUT", "/api/v3/apps/shop?limit=1", map[string]any{"status": "suspended"}, "limit", ""},
+		{"DELETE", "/api/v3/hosts/keys/web-1?force=true", nil, "force", ""},
+		{"GET", "/api/v3/domains/shop.example.org?x=1", nil, "x", ""},
+		{"PUT", "/api/v3/domains/shop.example.org?app=other", map[string]any{"app": "shop"}, "app", ""},
+		{"DELETE", "/api/v3/domains/shop.example.org?cascade=1", nil, "cascade", ""},
+		{"POST", "/api/v3/domains/shop.example.org/verify?method=manual", map[string]any{"method": "manual"}, "method", ""},
+		{"PUT", "/api/v3/dns/zones/apps.example.com?ttl=5", map[string]any{"gateways": []string{"127.0.0.2"}}, "ttl", ""},
+		{"DELETE", "/api/v3/dns/zones/apps.example.com/records/www/A?x=", nil, "x", ""},
+		{"GET", "/api/v3/discovery/clusters?_=1700000000", nil, "_", ""},
+	} {
+		r := e.do(c.method, c.path, token, c.body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s %s: %d, want 400: %s", c.method, c.path, r.status, r.body)
+			continue
+		}
+		if c.method == "HEAD" {
+			continue // no body to name it in
+		}
+		d := problemOf(t, r).Detail
+		if !strings.Contains(d, strconv.Quote(c.field)) {
+			t.Errorf("%s %s: detail %q does not name %q", c.method, c.path, d, c.field)
+		}
+		if c.hint != "" && !strings.Contains(d, strconv.Quote(c.hint)) {
+			t.Errorf("%s %s: detail %q does not name %q, the field meant", c.method, c.path, d, c.hint)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused query changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	// what the dashboard and gatehouse ctl send, and an empty query
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/v3/apps?limit=100"},
+		{"GET", "/api/v3/apps?limit=100&after=a"},
+		{"GET", "/api/v3/apps?after=a"},
+		{"GET", "/api/v3/hosts?limit=100"},
+		{"GET", "/api/v3/dns/zones/apps.example.com/records?after=www%2FA&limit=5"},
+		{"GET", "/api/v3/apps?"},
+		{"GET", "/api/v3/apps/shop?"},
+		{"GET", "/api/v3/apps/shop"},
+		{"GET", "/api/v3/discovery/clusters"},
+	} {
+		if r := e.do(c.method, c.path, token, nil); r.status != 200 {
+			t.Errorf("%s %s: %d, want 200: %s", c.method, c.path, r.status, r.body)
+		}
+	}
+	// the credential is still asked for first
+	if r := e.do("GET", "/api/v3/apps?Limit=10", "", nil); r.status != http.StatusUnauthorized {
+		t.Errorf("GET /api/v3/apps?Limit=10 without a credential: %d, want 401", r.status)
+	}
+}
+
+// TestResolveUnknownQueryFieldRefused: a resolve query with a field other
+// than name and type answers 400 naming it and charges nothing, rather
+// than answering another question than the one asked (?Type=TXT was
+// answered for A); the batch route takes no query field.
+func TestResolveUnknownQueryFieldRefused(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	for _, c := range []struct {
+		method, path string
+		body         any
+		field, hint  string
+	}{
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&Type=TXT", nil, "Type", "type"},
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&qtype=TXT", nil, "qtype", ""},
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&do=1", nil, "do", ""},
+		{"POST", "/api/v3/dns/resolve/batch?type=TXT", `[{"name":"a.apps.example.com"}]`, "type", ""},
+	} {
+		r := e.do(c.method, c.path, alice, c.body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s %s: %d, want 400: %s", c.method, c.path, r.status, r.body)
+			continue
+		}
+		d := problemOf(t, r).Detail
+		if !strings.Contains(d, strconv.Quote(c.field)) || c.hint != "" && !strings.Contains(d, strconv.Quote(c.hint)) {
+			t.Errorf("%s %s: detail %q, want it to name %q (and %q)", c.method, c.path, d, c.field, c.hint)
+		}
+	}
+	if r := e.do("HEAD", "/api/v3/dns/resolve?name=a.apps.example.com&Type=TXT", alice, nil); r.status != http.StatusBadRequest {
+		t.Errorf("HEAD with Type: %d, want 400", r.status)
+	}
+	r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=TXT", alice, nil)
+	if r.status != 200 || r.header.Get("X-RateLimit-Identity-Remaining") != "299" {
+		t.Errorf("after the refused queries: %d, identity remaining %q, want 200 and 299 (nothing charged)", r.status, r.header.Get("X-RateLimit-Identity-Remaining"))
+	}
+}
