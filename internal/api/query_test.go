@@ -121,3 +121,28 @@ func TestResolveUnknownQueryFieldRefused(t *testing.T) {
 		t.Errorf("after the refused queries: %d, identity remaining %q, want 200 and 299 (nothing charged)", r.status, r.header.Get("X-RateLimit-Identity-Remaining"))
 	}
 }
+
+// TestResolveTypeNumberInPlainDecimal: a type given as a number is taken
+// in plain decimal only, on the query and in a batch: 028 was read as 28
+// (AAAA), and is 23 (NIMLOC) to a client that reads it as octal.
+func TestResolveTypeNumberInPlainDecimal(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	for _, typ := range []string{"028", "0028", "01", "00"} {
+		r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type="+typ, alice, nil)
+		if r.status != http.StatusBadRequest || !strings.Contains(problemOf(t, r).Detail, "type") {
+			t.Errorf("GET type=%s: %d %s, want 400 naming type", typ, r.status, r.body)
+		}
+		r = e.do("POST", "/api/v3/dns/resolve/batch", alice, `[{"name":"a.apps.example.com","type":"`+typ+`"}]`)
+		if r.status != http.StatusBadRequest || !strings.Contains(problemOf(t, r).Detail, "type") {
+			t.Errorf("batch type %s: %d %s, want 400 naming type", typ, r.status, r.body)
+		}
+	}
+	r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=28", alice, nil)
+	if r.status != 200 || !strings.Contains(string(r.body), `"Question":[{"name":"a.apps.example.com.","type":28}]`) {
+		t.Errorf("type=28: %d %s, want 200 for AAAA", r.status, r.body)
+	}
+	if got := r.header.Get("X-RateLimit-Identity-Remaining"); got != "299" {
+		t.Errorf("after the refused queries: identity remaining %q, want 299 (nothing charged)", got)
+	}
+}

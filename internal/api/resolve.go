@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +125,7 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	q, err := dns.ParseQuestion(fields.Get("name"), fields.Get("type"))
+	q, err := question(fields.Get("name"), fields.Get("type"))
 	if err != nil {
 		a.fail(w, r, badInput("%v", err))
 		return
@@ -173,7 +174,7 @@ func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	qs := make([]dns.DoHQuestion, len(body))
 	for i, b := range body {
-		q, err := dns.ParseQuestion(b.Name, b.Type)
+		q, err := question(b.Name, b.Type)
 		if err != nil {
 			a.fail(w, r, badInput("[%d]: %v", i, err))
 			return
@@ -199,6 +200,17 @@ func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 		wg.Wait()
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// question is dns.ParseQuestion, with a type given as a number taken in
+// plain decimal only: ParseUint takes 028 as 28 (AAAA), which is 23 to a
+// client that reads it as octal, and no client needs a spelling other
+// than the plain one (a page's limit is held to the same).
+func question(name, typ string) (dns.DoHQuestion, error) {
+	if len(typ) > 1 && typ[0] == '0' && strings.Trim(typ, "0123456789") == "" {
+		return dns.DoHQuestion{}, fmt.Errorf("dns: type %q: give a type number in plain decimal, without a leading zero", typ)
+	}
+	return dns.ParseQuestion(name, typ)
 }
 
 // forwarderFor returns the forwarder when r may recurse: recursion is
