@@ -215,3 +215,42 @@ func TestACMEOnDemandRenewalEndsWhenTheMappingGoes(t *testing.T) {
 		t.Errorf("the ended renewal is logged as to be retried:\n%s", logs.String())
 	}
 }
+
+// TestACMEOnDemandStapleWriteIsNoFailedOrder: a custom domain's order
+// whose certificate was issued and stored, and whose OCSP staple the
+// store then refused to save (certmagic fetches it again later, and says
+// so at warn), is no failed order: the name is served its certificate,
+// and no failure is logged nor window opened. The store's failure ended
+// the order as failed all the same: "the name gets the bootstrap
+// certificate" logged, at error, for a name served its certificate.
+func TestACMEOnDemandStapleWriteIsNoFailedOrder(t *testing.T) {
+	const name = "stapled.customer.test"
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.StartWithOCSP(t, hp, tp)
+	st := &writesFail{fileKV: fileKV{&certmagic.FileStorage{Path: t.TempDir()}}, prefix: "ocsp/"}
+	opts := acmeOptions(p, r, "", "api.example.test")
+	opts.Storage = st
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	m, logs := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test")
+	stapled := st.n.Load() // the managed name's staple write
+
+	r.issued(t, p, m, name)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return m.orders.running(name) == nil }, "the order did not end")
+	if st.n.Load() == stapled {
+		t.Fatalf("no staple was written for %s: the test proves nothing", name)
+	}
+	if strings.Contains(logs.String(), "on-demand certificate failed") {
+		t.Errorf("an order whose certificate was issued and stored is logged as failed for its staple:\n%s", logs.String())
+	}
+	if _, blocked := m.failed.blocked(name, time.Now()); blocked {
+		t.Errorf("an order whose certificate was issued and stored opened the name's window for its staple")
+	}
+}

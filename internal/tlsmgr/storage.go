@@ -2,6 +2,7 @@ package tlsmgr
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,10 +53,13 @@ var _ certmagic.Storage = kvStorage{}
 // later, and a write that fails after the CA issued (the certificate
 // itself) would have the CA issue again, each issuance counted against
 // its duplicate-certificate limit. The order's caller opens the name's
-// backoff window instead.
+// backoff window instead. An OCSP staple is no part of the order:
+// certmagic writes it once the certificate is stored, only warns when the
+// write fails, and fetches it again later; ended there, an order that got
+// its certificate was logged and backed off as failed.
 func (s kvStorage) Store(ctx context.Context, key string, value []byte) error {
 	err := s.KV.Store(ctx, key, value)
-	if err != nil {
+	if err != nil && !strings.HasPrefix(key, ocspPrefix) {
 		if f, ok := ctx.Value(storeFailureKey{}).(*storeFailure); ok {
 			f.fail(err)
 		}
@@ -73,6 +77,10 @@ type storeFailure struct {
 }
 
 type storeFailureKey struct{}
+
+// ocspPrefix begins the keys of certmagic's OCSP staples
+// (certmagic.StorageKeys.OCSPStaple).
+const ocspPrefix = "ocsp/"
 
 // withStoreFailure returns ctx carrying f, whose fail calls end.
 func withStoreFailure(ctx context.Context, end context.CancelFunc) (context.Context, *storeFailure) {

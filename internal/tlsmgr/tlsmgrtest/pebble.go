@@ -7,11 +7,13 @@ package tlsmgrtest
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -19,17 +21,20 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/libdns/libdns"
 	"github.com/miekg/dns"
+	"golang.org/x/crypto/ocsp"
 )
 
 // Pebble is a running Pebble.
@@ -48,6 +53,9 @@ type Pebble struct {
 	DNS *Zones
 	// DNSAddr is that server's address, for tlsmgr's DNSResolvers.
 	DNSAddr string
+
+	mgmt      string         // Pebble's management API, https://host:port
+	mgmtRoots *x509.CertPool // trusts its HTTPS certificate
 
 	mu  sync.Mutex
 	log bytes.Buffer
@@ -85,7 +93,97 @@ func (p *Pebble) Write(b []byte) (int, error) {
 func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 	t.Helper()
 	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}, away: map[string]bool{}}
-	return start(t, httpPort, tlsPort, zones, "")
+	return start(t, httpPort, tlsPort, zones, "", "")
+}
+
+// StartWithOCSP is Start with the certificates Pebble issues naming an
+// OCSP responder of the test's (Pebble has none), on loopback, that
+// answers "good" for any of them, signed by Pebble's intermediate: so
+// certmagic fetches a staple for each certificate it loads, and writes it
+// to the store.
+func StartWithOCSP(t testing.TB, httpPort, tlsPort int) *Pebble {
+	t.Helper()
+	var pb atomic.Pointer[Pebble]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := pb.Load()
+		if p == nil {
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+			return
+		}
+		p.answerOCSP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	zones := &Zones{txt: map[string][]string{}, apex: map[string]bool{}, away: map[string]bool{}}
+	p := start(t, httpPort, tlsPort, zones, "", srv.URL)
+	pb.Store(p)
+	return p
+}
+
+// answerOCSP answers an OCSP request (RFC 6960, by POST or GET) "good",
+// signed by Pebble's intermediate, valid for an hour.
+func (p *Pebble) answerOCSP(w http.ResponseWriter, r *http.Request) {
+	var raw []byte
+	var err error
+	if r.Method == http.MethodPost {
+		raw, err = io.ReadAll(r.Body)
+	} else {
+		raw, err = base64.StdEncoding.DecodeString(strings.TrimPrefix(r.URL.Path, "/"))
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req, err := ocsp.ParseRequest(raw)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	issuer, key, err := p.intermediate()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	now := time.Now()
+	resp, err := ocsp.CreateResponse(issuer, issuer, ocsp.Response{Status: ocsp.Good, SerialNumber: req.SerialNumber,
+		ThisUpdate: now.Add(-time.Minute), NextUpdate: now.Add(time.Hour)}, key)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/ocsp-response")
+	_, _ = w.Write(resp)
+}
+
+// intermediate returns the certificate and key of Pebble's intermediate,
+// which signs what it issues, from its management API.
+func (p *Pebble) intermediate() (*x509.Certificate, crypto.Signer, error) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.mgmtRoots}}}
+	defer hc.CloseIdleConnections()
+	certPEM, keyPEM := get(hc, p.mgmt+"/intermediates/0"), get(hc, p.mgmt+"/intermediate-keys/0")
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, nil, fmt.Errorf("pebble's intermediate: %q %q", certPEM, keyPEM)
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(kb.Bytes); err == nil {
+		return cert, k, nil
+	}
+	if k, err := x509.ParseECPrivateKey(kb.Bytes); err == nil {
+		return cert, k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("pebble's intermediate key: %T", k)
+	}
+	return cert, s, nil
 }
 
 // StartWithDNS is Start with Pebble's VA resolving every name through the
@@ -94,10 +192,10 @@ func Start(t testing.TB, httpPort, tlsPort int) *Pebble {
 // the time Pebble validates.
 func StartWithDNS(t testing.TB, httpPort, tlsPort int, dnsAddr string) *Pebble {
 	t.Helper()
-	return start(t, httpPort, tlsPort, nil, dnsAddr)
+	return start(t, httpPort, tlsPort, nil, dnsAddr, "")
 }
 
-func start(t testing.TB, httpPort, tlsPort int, zones *Zones, dnsAddr string) *Pebble {
+func start(t testing.TB, httpPort, tlsPort int, zones *Zones, dnsAddr, ocspURL string) *Pebble {
 	t.Helper()
 	bin, err := exec.LookPath("pebble")
 	if err != nil {
@@ -115,7 +213,7 @@ func start(t testing.TB, httpPort, tlsPort int, zones *Zones, dnsAddr string) *P
 	// test's socket can take one in between ("address already in use"),
 	// so a start that fails that way is tried again on new ports.
 	for attempt := 1; ; attempt++ {
-		p, err := launch(t, bin, dir, caPEM, certFile, keyFile, zones, dnsAddr, httpPort, tlsPort)
+		p, err := launch(t, bin, dir, caPEM, certFile, keyFile, zones, dnsAddr, ocspURL, httpPort, tlsPort)
 		if err == nil {
 			return p
 		}
@@ -126,7 +224,7 @@ func start(t testing.TB, httpPort, tlsPort int, zones *Zones, dnsAddr string) *P
 }
 
 // launch starts one Pebble and waits until it serves its directory.
-func launch(t testing.TB, bin, dir string, caPEM []byte, certFile, keyFile string, zones *Zones, dnsAddr string, httpPort, tlsPort int) (*Pebble, error) {
+func launch(t testing.TB, bin, dir string, caPEM []byte, certFile, keyFile string, zones *Zones, dnsAddr, ocspURL string, httpPort, tlsPort int) (*Pebble, error) {
 	t.Helper()
 	acme, mgmt := testutil.FreePort(t), testutil.FreePort(t)
 	cfg := map[string]any{"pebble": map[string]any{
@@ -136,7 +234,7 @@ func launch(t testing.TB, bin, dir string, caPEM []byte, certFile, keyFile strin
 		"privateKey":              keyFile,
 		"httpPort":                httpPort,
 		"tlsPort":                 tlsPort,
-		"ocspResponderURL":        "",
+		"ocspResponderURL":        ocspURL,
 	}}
 	b, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(dir, "pebble.json")
@@ -187,6 +285,7 @@ func launch(t testing.TB, bin, dir string, caPEM []byte, certFile, keyFile strin
 		<-exited
 		return nil, fmt.Errorf("%s", p.Log())
 	}
+	p.mgmt, p.mgmtRoots = fmt.Sprintf("https://127.0.0.1:%d", mgmt), pool
 	p.Roots = x509.NewCertPool()
 	if !p.Roots.AppendCertsFromPEM(root) {
 		t.Fatalf("pebble root: %q", root)
