@@ -254,3 +254,60 @@ func TestACMEOnDemandStapleWriteIsNoFailedOrder(t *testing.T) {
 		t.Errorf("an order whose certificate was issued and stored opened the name's window for its staple")
 	}
 }
+
+// TestACMEOnDemandOrderEndsWhenTheMappingGoes: a custom domain's first
+// order whose mapping is deleted while it waits for the name's lock asks
+// the CA nothing, and its end is logged with renewal=false, as tlsmgr's
+// other certificate lines say it. certmagic's cert_obtaining of an order
+// carries no "renewal": the line said renewal=<nil>.
+func TestACMEOnDemandOrderEndsWhenTheMappingGoes(t *testing.T) {
+	const name = "gone.customer.test"
+	r := newRig(t)
+	hp, tp := r.ports()
+	p := tlsmgrtest.Start(t, hp, tp)
+	st := &lockGate{fileKV: fileKV{&certmagic.FileStorage{Path: t.TempDir()}}, key: issueLock(name), waiting: make(chan struct{}, 1), open: make(chan struct{})}
+	var mapped atomic.Bool
+	mapped.Store(true)
+	opts := acmeOptions(p, r, "", "api.example.test")
+	opts.Storage = st
+	opts.CustomDomains = CustomDomainsAuto
+	opts.Allow = func(_ context.Context, n string) error {
+		if n == name && mapped.Load() {
+			return nil
+		}
+		return errors.New("not a verified mapping")
+	}
+	opts.HandshakeTimeout = time.Second
+	m, logs := r.startLogged(t, opts, 0)
+	r.issued(t, p, m, "api.example.test")
+	before := p.Orders()
+
+	addr := serveTLS(t, m.TLSConfig())
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !leaf.Equal(m.boot.Load().Leaf) {
+		t.Fatalf("served %v, want the bootstrap certificate while the order waits", leaf.DNSNames)
+	}
+	select {
+	case <-st.waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the order never asked for the name's lock")
+	}
+	mapped.Store(false)
+	close(st.open)
+	testutil.WaitFor(t, 30*time.Second, func() bool { return m.orders.running(name) == nil }, "the order did not end")
+	if n := p.Orders() - before; n != 0 {
+		t.Errorf("the order placed %d orders for a name no longer mapped, want none", n)
+	}
+	var ended string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "no longer allowed; its order is ended") {
+			ended = l
+		}
+	}
+	if !strings.Contains(ended, " renewal=false ") {
+		t.Errorf("the order's end is logged %q, want renewal=false:\n%s", ended, logs.String())
+	}
+}

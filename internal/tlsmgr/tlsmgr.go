@@ -1014,7 +1014,10 @@ func (m *Manager) stillOrdering(ctx context.Context, data map[string]any) error 
 	if err == nil {
 		return nil
 	}
-	m.log.Info("tlsmgr: on-demand certificate no longer allowed; its order is ended before the CA is asked", "identifier", name, "renewal", data["renewal"], "err", err)
+	// certmagic's cert_obtaining of an order has no "renewal" (a renewal's
+	// says true): false, as the other certificate lines say it.
+	renewal, _ := data["renewal"].(bool)
+	m.log.Info("tlsmgr: on-demand certificate no longer allowed; its order is ended before the CA is asked", "identifier", name, "renewal", renewal, "err", err)
 	end()
 	// ErrNoRetry: certmagic's retry loop would otherwise log, as an
 	// error, that it retries in a minute, which the ended context stops.
