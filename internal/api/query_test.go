@@ -100,7 +100,9 @@ func TestResolveUnknownQueryFieldRefused(t *testing.T) {
 	}{
 		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&Type=TXT", nil, "Type", "type"},
 		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&qtype=TXT", nil, "qtype", ""},
-		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&do=1", nil, "do", ""},
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&DO=1", nil, "DO", "do"},
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&do=yes", nil, "do", ""},
+		{"GET", "/api/v3/dns/resolve?name=a.apps.example.com&ct=text/html", nil, "ct", ""},
 		{"POST", "/api/v3/dns/resolve/batch?type=TXT", `[{"name":"a.apps.example.com"}]`, "type", ""},
 	} {
 		r := e.do(c.method, c.path, alice, c.body)
@@ -144,5 +146,30 @@ func TestResolveTypeNumberInPlainDecimal(t *testing.T) {
 	}
 	if got := r.header.Get("X-RateLimit-Identity-Remaining"); got != "299" {
 		t.Errorf("after the refused queries: identity remaining %q, want 299 (nothing charged)", got)
+	}
+}
+
+// TestResolveTakesDoHJSONFields: the optional fields a DNS-over-HTTPS JSON
+// client sends beside name and type (Google's and Cloudflare's JSON API)
+// are taken and change nothing, so that such a client works unchanged;
+// each is charged as the plain query is.
+func TestResolveTakesDoHJSONFields(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	plain := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A", alice, nil)
+	if plain.status != 200 {
+		t.Fatalf("plain query: %d: %s", plain.status, plain.body)
+	}
+	for i, extra := range []string{
+		"cd=0", "do=1", "cd=false&do=true", "ct=application/dns-json", "ct=application/x-javascript",
+		"edns_client_subnet=0.0.0.0/0", "random_padding=XXXXXXXXXXXXXXXX",
+	} {
+		r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A&"+extra, alice, nil)
+		if r.status != 200 || string(r.body) != string(plain.body) {
+			t.Errorf("with %s: %d %s, want 200 and the plain query's answer %s", extra, r.status, r.body, plain.body)
+		}
+		if want := strconv.Itoa(298 - i); r.header.Get("X-RateLimit-Identity-Remaining") != want {
+			t.Errorf("with %s: identity remaining %q, want %s (one unit, as the plain query)", extra, r.header.Get("X-RateLimit-Identity-Remaining"), want)
+		}
 	}
 }

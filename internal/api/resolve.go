@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,8 +113,12 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fields, err := query(r, "name", "type")
+	fields, err := query(r, "name", "type", "cd", "do", "ct", "edns_client_subnet", "random_padding")
 	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := dohExtras(fields); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -289,4 +294,32 @@ func (a *API) zones() []dns.Zone {
 		return nil
 	}
 	return a.o.ResolveZones()
+}
+
+// dohExtras checks the optional fields DNS-over-HTTPS JSON clients send
+// beside name and type (Google's and Cloudflare's JSON API: cd, do, ct,
+// edns_client_subnet, random_padding), which the route takes so that such
+// a client works unchanged, and which change no answer: the zones are not
+// signed (cd and do ask about DNSSEC), the answer is always JSON (ct),
+// an authoritative answer does not vary by client subnet, and padding is
+// padding. A flag or type no such client would send is refused all the
+// same, naming it.
+func dohExtras(q url.Values) error {
+	for _, f := range []string{"cd", "do"} {
+		for _, v := range q[f] {
+			switch strings.ToLower(v) {
+			case "", "0", "1", "false", "true":
+			default:
+				return badInput("%q: want 0, 1, false or true, got %q", f, bounded(v))
+			}
+		}
+	}
+	for _, v := range q["ct"] {
+		switch v {
+		case "", "application/dns-json", "application/x-javascript", "application/json":
+		default:
+			return badInput("\"ct\": the answer is JSON: want application/dns-json (or leave ct out), got %q", bounded(v))
+		}
+	}
+	return nil
 }
