@@ -572,6 +572,7 @@ func TestSSEAuthExpiredMidEvent(t *testing.T) {
 			name = "longer than maxHeld"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits out its token's life
 			e := newEdgeEnv(t, "apps.test", authApps(), nil)
 			e.backendOf("shop").h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -582,7 +583,12 @@ func TestSSEAuthExpiredMidEvent(t *testing.T) {
 				case <-time.After(10 * time.Second):
 				}
 			})
-			tok := e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(time.Second).Unix() })
+			// exp is in whole seconds: now+1s cut to the second left the
+			// token anywhere from 0 to 1 s, and a busy machine sent it
+			// expired (401, no stream). Rounded up from now+1s it has at
+			// least a second, for the stream to begin before it expires.
+			exp := time.Now().Add(2*time.Second - time.Nanosecond).Truncate(time.Second)
+			tok := e.token(func(c jwt.MapClaims) { c["exp"] = exp.Unix() })
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/events", nil)
@@ -598,8 +604,8 @@ func TestSSEAuthExpiredMidEvent(t *testing.T) {
 				t.Fatal("the stream did not end when the token expired")
 			}
 			evs := parseSSE(string(raw))
-			if len(evs) == 0 {
-				t.Fatalf("no events in %q", raw)
+			if res.StatusCode != http.StatusOK || len(evs) < 2 || evs[0] != (sseEvent{"message", "one"}) {
+				t.Fatalf("%d %q: want the host's first event, then the end of the stream", res.StatusCode, raw)
 			}
 			last := evs[len(evs)-1]
 			if tail == long {
