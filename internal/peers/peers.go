@@ -344,16 +344,22 @@ func (p *Peers) recordProbe(id, url string, err error) {
 			m.probeUp = false
 		}
 	}
+	args := []any{"cluster", id, "source", "probe"}
+	if err != nil {
+		// Only a miss has one: a nil err logs as "err":null, which reads
+		// as a failure to whoever searches the log for errors.
+		args = append(args, "err", err)
+	}
 	switch is := p.activeLocked(m, now); {
 	case is != was:
-		p.logState(m, is, "cluster", id, "source", "probe", "err", err)
+		p.logState(m, is, args...)
 		p.publishLocked()
 	case !is && m.fails == p.opts.Misses && !m.downWarned:
 		// Down from the start (a wrong URL, a firewall), a static peer
 		// never turns inactive, and would never be logged: every
 		// request for its apps is served here without a word about why.
 		// Its misses say so once, as a peer that goes down does.
-		p.logState(m, false, "cluster", id, "source", "probe", "err", err)
+		p.logState(m, false, args...)
 	}
 }
 
