@@ -80,8 +80,11 @@ func TestHonestHostEndToEnd(t *testing.T) {
 	tu.WaitFor(t, 5*time.Second, func() bool {
 		return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1")
 	}, "not draining after leave")
-	if !e.live.Load().HasHosts("hello") {
+	if len(e.live.Load().Hosts()) != 1 {
 		t.Fatal("draining host not listed")
+	}
+	if e.live.Load().HasHosts("hello") {
+		t.Fatal("a host that has left still counts as the app's host (502, not 503)")
 	}
 	// No heartbeats after leave: removed after host_ttl.
 	tu.WaitFor(t, 5*time.Second, func() bool { _, ok := e.d.Host("web-1"); return !ok && len(e.live.Load().Hosts()) == 0 }, "not removed after host_ttl")

@@ -271,10 +271,14 @@ func (t *Table) Hosts() []*Host { return t.hosts }
 // HasHosts reports whether any host, routable or not, claims app: it tells
 // "no host exists" (503) from "hosts exist but none is reachable" (502).
 // A provisional host does not count: its claim is unproven until it
-// verifies, and anyone on the bus may announce one for any app.
+// verifies, and anyone on the bus may announce one for any app. Nor does
+// a draining one: it has left (a signed leave), and only a new run that
+// passes a challenge brings it back; kept until host_ttl for the requests
+// it still finishes, it made its app a 502 "no healthy host" until then
+// rather than the 503 of an app whose hosts are gone.
 func (t *Table) HasHosts(app string) bool {
 	for _, h := range t.hosts {
-		if h.State == HostProvisional {
+		if h.State == HostProvisional || h.State == HostDraining {
 			continue
 		}
 		for _, a := range h.Apps {

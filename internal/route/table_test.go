@@ -325,10 +325,15 @@ func TestPools(t *testing.T) {
 		t.Fatal("HasHosts counts a provisional host's claim")
 	}
 	h1 := tbl.Pool("a")[0].Health
-	b.SetHost(&Host{ID: "h1", Apps: []string{"a"}, State: HostDraining})
+	b.SetHost(&Host{ID: "h1", Apps: []string{"a", "b"}, State: HostDraining})
 	tbl = l.Load()
 	if p := tbl.Pool("a"); len(p) != 1 || p[0].ID != "h2" {
 		t.Fatalf("draining host still routable: %v", ids(p))
+	}
+	// A host that has left is no host: b, claimed by the draining h1
+	// alone, answers 503, not 502.
+	if tbl.HasHosts("b") || !tbl.HasHosts("a") {
+		t.Fatalf("HasHosts b %v (want false: its only host left), a %v (want true)", tbl.HasHosts("b"), tbl.HasHosts("a"))
 	}
 	if len(tbl.Pool("b")) != 0 {
 		t.Fatal("pool b should be empty")
