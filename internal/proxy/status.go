@@ -15,8 +15,10 @@ var (
 	// ErrNoHost: no host, in any state, claims the app (503).
 	ErrNoHost = errors.New("proxy: no host serves this app")
 	// ErrNoRoutableHost: hosts claim the app but none is verified and
-	// healthy, or none speaks HTTP (502).
-	ErrNoRoutableHost = errors.New("proxy: no routable host for this app")
+	// healthy, or none speaks HTTP (502). Its text is the client's
+	// detail (detailFor), as ErrNoHost's is: the log line and the answer
+	// name the case alike.
+	ErrNoRoutableHost = errors.New("proxy: no healthy host for this app")
 	// ErrUnreachable: every tried host refused or failed the connection
 	// (502). It wraps the last dial error.
 	ErrUnreachable = errors.New("proxy: every host is unreachable")
