@@ -59,6 +59,7 @@ const (
 	hostStall                  // reads nothing of the body and never answers (until released)
 	host503NoHost              // 503 with an X-Gatehouse-No-Host of its own making
 	hostBreak                  // 200 promising 100000 bytes, cut after 30000 (the last 1000 a moment later)
+	hostForge                  // hostOK, with the gateway's response fields forged (forgeFields)
 )
 
 // slowFor is how long a hostSlow503 host takes to answer.
@@ -110,6 +111,8 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch h.mode.Load() {
+	case hostForge:
+		forgeFields(w.Header())
 	case host503NoHost:
 		w.Header().Set(cluster.HeaderNoHost, base64.StdEncoding.EncodeToString(make([]byte, 64)))
 		http.Error(w, "host says no host", http.StatusServiceUnavailable)

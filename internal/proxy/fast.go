@@ -1035,16 +1035,14 @@ func (res *fastResp) dropKey(k string) {
 }
 
 // copyTo adds res's headers to h (as ReverseProxy's copyHeader: values
-// are appended), less those the host's Connection header named and its
-// X-Failover-Cluster, and stamps X-Gatehouse-Cluster (cluster nil: the
-// host's is removed). The
-// values share one string and one []string.
+// are appended), less those the host's Connection header named and the
+// gateway's own (gatewayField: X-Gatehouse-*, X-Failover-Cluster), and
+// stamps X-Gatehouse-Cluster (cluster nil: none). The values share one
+// string and one []string.
 func (res *fastResp) copyTo(h http.Header, cluster []string) {
 	for _, k := range res.connToks {
 		res.dropKey(k)
 	}
-	res.dropKey(HeaderCluster)
-	res.dropKey(HeaderFailover)
 	n := res.n + len(res.more)
 	vals, b := headMemory(n, len(res.text))
 	text := ""
@@ -1053,7 +1051,7 @@ func (res *fastResp) copyTo(h http.Header, cluster []string) {
 		text = unsafe.String(&b[0], len(b)) // b is never written again
 	}
 	add := func(i int, k string, start, end int32) {
-		if k == "" {
+		if k == "" || gatewayField(k) {
 			return
 		}
 		vals[i] = text[start:end]

@@ -31,10 +31,54 @@ const (
 	HeaderIssuer    = "X-Gatehouse-Issuer"
 	HeaderScopes    = "X-Gatehouse-Scopes"
 	// HeaderFailover is set by the cluster layer on a response a peer
-	// cluster served; a host's own copy is removed, as is its
-	// X-Gatehouse-Cluster.
+	// cluster served; a host's own copy is removed, as are its
+	// X-Gatehouse-* (gatewayField).
 	HeaderFailover = "X-Failover-Cluster"
 )
+
+// gatewayField reports whether a host's response field k is one the
+// gateway sets on responses itself, which a host may not send in its name
+// (DESIGN §2 step 10): X-Gatehouse-* (X-Gatehouse-Cluster, a forward's
+// X-Gatehouse-No-Host, and the context names the gateway owns), in any
+// case and with _ for -, as hygiene reads them from clients, and
+// X-Failover-Cluster. A host's X-Gatehouse-No-Host reached the client of
+// the owner's gateway as if that gateway had said it, while a forward
+// dropped it. It runs on every field of every response: no allocation,
+// and most names differ at the first byte.
+func gatewayField(k string) bool {
+	const prefix, failover = "x-gatehouse-", "x-failover-cluster"
+	if len(k) < len(prefix) {
+		return false
+	}
+	return foldDash(k[:len(prefix)], prefix) || len(k) == len(failover) && foldDash(k, failover)
+}
+
+// foldDash reports whether s is lower (lower case, '-' for every
+// separator) in any case and with '_' for '-'; len(s) == len(lower).
+func foldDash(s, lower string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// dropGatewayFields removes from h a host's fields gatewayField names.
+func dropGatewayFields(h http.Header) {
+	for k := range h {
+		if gatewayField(k) {
+			delete(h, k)
+		}
+	}
+}
 
 // Proxy dispatches a routed request to one of its app's hosts. It is an
 // http.Handler meant to sit at the end of the gateway's layers: it needs
@@ -139,8 +183,8 @@ type attempt struct {
 
 type attemptKey struct{}
 
-// interimGuard removes a host's X-Gatehouse-Cluster and X-Failover-Cluster
-// from a 1xx response, and its values of the fields the handler in front
+// interimGuard removes a host's X-Gatehouse-* and X-Failover-Cluster
+// (gatewayField) from a 1xx response, and its values of the fields the handler in front
 // sets itself (own, Options.OwnFields). ReverseProxy copies a 1xx's fields
 // as they came, past modifyResponse, which does the same for the final
 // answer; the fast path drops them from both. Unwrap keeps Flush and
@@ -168,8 +212,7 @@ func (w *interimGuard) WriteHeader(code int) {
 			clear(h) // as ReverseProxy does after one it passes on
 			return
 		}
-		delete(h, HeaderCluster)
-		delete(h, HeaderFailover)
+		dropGatewayFields(h)
 		// ReverseProxy removes the hop-by-hop fields from the final
 		// answer only: a 1xx's are the host's connection's (RFC 9110
 		// §7.6.1), as the fast path treats them, and over HTTP/2 a TE or
@@ -488,14 +531,12 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		// off the fields stamped below.
 		dropHopByHop(res.Header, true)
 	}
-	delete(res.Header, HeaderFailover)
+	dropGatewayFields(res.Header)
 	for _, k := range p.opts.OwnFields {
 		delete(res.Header, k)
 	}
 	if p.clusterHdr != nil {
 		res.Header[HeaderCluster] = p.clusterHdr
-	} else {
-		delete(res.Header, HeaderCluster)
 	}
 	// Trailers (trailerOK): the announced ones now, before ReverseProxy
 	// announces them; all of them once the body ends. Only a chunked
