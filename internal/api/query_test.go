@@ -152,7 +152,8 @@ func TestResolveTypeNumberInPlainDecimal(t *testing.T) {
 // TestResolveTakesDoHJSONFields: the optional fields a DNS-over-HTTPS JSON
 // client sends beside name and type (Google's and Cloudflare's JSON API)
 // are taken and change nothing, so that such a client works unchanged;
-// each is charged as the plain query is.
+// each is charged as the plain query is. A ct is a media type, whose case
+// is not significant, as cd's and do's values' is not.
 func TestResolveTakesDoHJSONFields(t *testing.T) {
 	e, sign := resolveEnv(t, ResolveLimits{})
 	alice := sign("alice")
@@ -162,6 +163,7 @@ func TestResolveTakesDoHJSONFields(t *testing.T) {
 	}
 	for i, extra := range []string{
 		"cd=0", "do=1", "cd=false&do=true", "ct=application/dns-json", "ct=application/x-javascript",
+		"ct=Application/DNS-JSON", // a media type's case is not significant (RFC 9110 §8.3.1)
 		"edns_client_subnet=0.0.0.0/0", "random_padding=XXXXXXXXXXXXXXXX",
 	} {
 		r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A&"+extra, alice, nil)

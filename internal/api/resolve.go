@@ -315,7 +315,7 @@ func dohExtras(q url.Values) error {
 		}
 	}
 	for _, v := range q["ct"] {
-		switch v {
+		switch strings.ToLower(v) { // a media type's case is not significant (RFC 9110 §8.3.1)
 		case "", "application/dns-json", "application/x-javascript", "application/json":
 		default:
 			return badInput("\"ct\": the answer is JSON: want application/dns-json (or leave ct out), got %q", bounded(v))
