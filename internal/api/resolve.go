@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,10 @@ func (a *API) resolve(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, badInput("%v", err))
 		return
 	}
+	// cd=1 is the CD bit (dohExtras checked its spelling): echoed, and
+	// sent upstream by a forward, as Google's JSON API and the DNS
+	// listener do.
+	q.CheckingDisabled = slices.ContainsFunc(fields["cd"], func(v string) bool { return v == "1" || strings.EqualFold(v, "true") })
 	if r.Method == http.MethodHead {
 		// HEAD asks what GET would answer, headers only (RFC 9110
 		// §9.3.2; the mux routes it here): the same status and budget

@@ -317,6 +317,10 @@ func TestResolveRecursion(t *testing.T) {
 		{"the platform's zone names are not forwarded", "GET", "/api/v3/dns/resolve?name=a.apps.example.com", token, "", inZone, 0},
 		{"the platform's batch", "POST", "/api/v3/dns/resolve/batch", token,
 			`[{"name":"wikipedia.org"},{"name":"a.apps.example.com"},{"name":"nx.example.org"}]`, "[" + recursed + "," + inZone + "," + nxdomain + "]", 2},
+		// a DoH JSON client's cd=1 is the CD bit: echoed, forwarded or not
+		{"cd=1 recursed", "GET", offZoneGET + "&cd=1", token, "", strings.Replace(recursed, `"CD":false`, `"CD":true`, 1), 1},
+		{"cd=true in a zone", "GET", "/api/v3/dns/resolve?name=a.apps.example.com&cd=true", token, "", strings.Replace(inZone, `"CD":false`, `"CD":true`, 1), 0},
+		{"cd=0", "GET", offZoneGET + "&cd=0", token, "", recursed, 1},
 	}
 	for _, tt := range tests {
 		before := up.Queries()

@@ -29,6 +29,12 @@ type DoH struct {
 type DoHQuestion struct {
 	Name string `json:"name"`
 	Type uint16 `json:"type"`
+	// CheckingDisabled is the query's CD bit (a DoH JSON client's cd=1):
+	// echoed in the answer's CD, and sent upstream by a forward, so that
+	// a validating upstream answers a name with broken DNSSEC, as the DNS
+	// listener does for a query with CD set. Not part of the question's
+	// JSON.
+	CheckingDisabled bool `json:"-"`
 }
 
 // DoHAnswer is one resource record of a [DoH] answer; Data is the
@@ -85,6 +91,7 @@ func Resolve(q DoHQuestion, zones []Zone) DoH {
 func ResolveRecursive(ctx context.Context, q DoHQuestion, zones []Zone, f *Forwarder) DoH {
 	req := new(mdns.Msg)
 	req.SetQuestion(q.Name, q.Type)
+	req.CheckingDisabled = q.CheckingDisabled
 	var resp *mdns.Msg
 	switch {
 	case f != nil && recursable(req, zones):
