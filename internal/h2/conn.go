@@ -91,6 +91,7 @@ type conn struct {
 	settled      bool   // our SETTINGS are written: a GOAWAY may follow
 	drainLater   bool   // startDrain was called before settled
 	done         bool   // closed
+	lingering    bool   // closed, its socket left open for linger
 	idleTimer    *time.Timer
 	graceTimer   *time.Timer
 	idlePending  bool          // idleTimer will fire (see armIdle)
@@ -204,7 +205,12 @@ func (cn *conn) end(err error) {
 	if cn.listed {
 		defer cn.s.unlist(cn)
 	}
-	cn.close(err)
+	var ce connError
+	if errors.As(err, &ce) {
+		cn.linger(err)
+	} else {
+		cn.close(err)
+	}
 	cn.mu.Lock()
 	wait := cn.handlers > 0
 	if wait && cn.allDone == nil {
@@ -739,12 +745,80 @@ func (cn *conn) unlockWrite() {
 // close ends the connection: every stream's context and body fail, and
 // the socket closes (the reading goroutine's ReadFrame returns).
 func (cn *conn) close(err error) {
+	if cn.shut(err, false) {
+		_ = cn.c.Close()
+	}
+}
+
+// linger ends the connection after a GOAWAY the client may not have read
+// yet, on the reading goroutine: closed with the client's frames unread,
+// the socket would send a reset, which drops what the socket has yet to
+// send (the GOAWAY, behind DATA the client is still reading) and reaches
+// a client before the reason it was closed ("connection reset by peer").
+// So the server's side ends first (TLS close_notify, TCP FIN), and what
+// the client goes on sending is read and dropped, up to lingerBytes for
+// lingerFor, or until the client closes its side, as x/net's server reads
+// on for a second after its GOAWAY and nginx's lingering close does.
+// Server.Close cuts it short (cut).
+func (cn *conn) linger(err error) {
+	if !cn.shut(err, true) {
+		return // closed already: by Server.Close
+	}
+	c := cn.endWriting()
+	if c.SetReadDeadline(time.Now().Add(lingerFor)) == nil {
+		_, _ = io.CopyN(io.Discard, c, lingerBytes)
+	}
+	_ = cn.c.Close()
+}
+
+// lingerFor and lingerBytes bound linger: x/net's server's second
+// (goAwayTimeout), and the connection's window, the most DATA a client
+// may have in flight.
+const (
+	lingerFor   = time.Second
+	lingerBytes = recvWindow
+)
+
+// endWriting ends the server's side of the connection, and returns the
+// connection to read out: under TLS, the socket beneath (its records need
+// no decrypting to be dropped).
+func (cn *conn) endWriting() net.Conn {
+	// A handler's write stuck on a client that reads nothing holds the
+	// TLS layer's lock that CloseWrite takes: it fails by then.
+	_ = cn.c.SetWriteDeadline(time.Now().Add(lingerFor))
+	c := cn.c
+	if tc, ok := c.(*tls.Conn); ok {
+		_ = tc.CloseWrite() // close_notify; the socket is left open
+		c = tc.NetConn()
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	return c
+}
+
+// cut is Server.Close's close: a lingering connection closes too.
+func (cn *conn) cut() {
+	cn.mu.Lock()
+	lingering := cn.done && cn.lingering
+	cn.mu.Unlock()
+	if lingering {
+		_ = cn.c.Close()
+		return
+	}
+	cn.close(errServerClosed)
+}
+
+// shut ends the connection's streams, and reports whether it was open;
+// lingering says its socket stays open for linger, which closes it.
+func (cn *conn) shut(err error, lingering bool) bool {
 	cn.mu.Lock()
 	if cn.done {
 		cn.mu.Unlock()
-		return
+		return false
 	}
 	cn.done = true
+	cn.lingering = lingering
 	if cn.idleTimer != nil {
 		cn.idleTimer.Stop()
 	}
@@ -765,7 +839,7 @@ func (cn *conn) close(err error) {
 	for _, st := range streams {
 		st.abort(err)
 	}
-	_ = cn.c.Close()
+	return true
 }
 
 // startDrain sends GOAWAY naming the last stream opened: those finish,

@@ -336,7 +336,7 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for cn := range s.conns {
-		cn.close(errServerClosed)
+		cn.cut()
 	}
 	zero := s.zero
 	s.mu.Unlock()
