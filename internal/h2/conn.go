@@ -40,6 +40,8 @@ type conn struct {
 	// so a stream the reader looked up for a frame (a reset, trailers) is
 	// never another request's by the time the reader acts on it.
 	spare atomic.Pointer[stream]
+	// closing says the reader is to end the connection (wakeToEnd).
+	closing atomic.Bool
 
 	// gmu orders the GOAWAYs: one naming the last stream never goes out
 	// before one naming 2^31-1 (goAwayGracefully), as a GOAWAY may not
@@ -206,7 +208,7 @@ func (cn *conn) end(err error) {
 		defer cn.s.unlist(cn)
 	}
 	var ce connError
-	if errors.As(err, &ce) {
+	if errors.As(err, &ce) || cn.closing.Load() {
 		cn.linger(err)
 	} else {
 		cn.close(err)
@@ -245,7 +247,7 @@ func (e connError) Error() string { return fmt.Sprintf("h2: connection error %v:
 
 func (cn *conn) run() error {
 	if t := cn.s.opts.ReadHeaderTimeout; t > 0 {
-		_ = cn.c.SetReadDeadline(time.Now().Add(t))
+		cn.setReadDeadline(time.Now().Add(t))
 	}
 	var pre [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(cn.c, pre[:]); err != nil {
@@ -280,7 +282,7 @@ func (cn *conn) run() error {
 	if err := cn.onSettings(sf); err != nil {
 		return err
 	}
-	_ = cn.c.SetReadDeadline(time.Time{})
+	cn.setReadDeadline(time.Time{})
 	cn.armIdle()
 	return cn.loop()
 }
@@ -334,8 +336,8 @@ func (cn *conn) readFrame() (http2.Frame, error) {
 			// head is (DESIGN §3: headers within read_header_timeout),
 			// not by the idle timeout alone: until END_HEADERS no other
 			// frame may come, so the connection is held for it.
-			_ = cn.c.SetReadDeadline(time.Now().Add(t))
-			defer func() { _ = cn.c.SetReadDeadline(time.Time{}) }()
+			cn.setReadDeadline(time.Now().Add(t))
+			defer cn.setReadDeadline(time.Time{})
 		}
 		mh, err := cn.hb.read(cn.fr, hf)
 		if err != nil {
@@ -947,22 +949,43 @@ func (cn *conn) endGrace() bool {
 }
 
 // closeSoon closes a connection that has sent GOAWAY and has no stream
-// left, after a moment in which the client can read the GOAWAY: closing
-// with its frames unread makes the kernel send a reset that can destroy
-// what is in flight. A stream that started meanwhile (read before the
+// left, after a moment in which the client can read the GOAWAY and stop
+// opening streams. A stream that started meanwhile (read before the
 // GOAWAY, so promised an answer) keeps it open: its end calls closeSoon
 // again, as does one still being built (opening) when the moment ends:
-// its handler's end, or notOpened.
+// its handler's end, or notOpened. The reading goroutine closes it
+// (wakeToEnd), lingering: a client still reading the last response sends
+// WINDOW_UPDATEs as it does, and those reaching a closed socket have it
+// send a reset, which drops the response's tail and the GOAWAY.
 func (cn *conn) closeSoon() {
 	time.AfterFunc(50*time.Millisecond, func() {
 		cn.mu.Lock()
 		busy := cn.handlers > 0 || cn.opening
 		cn.mu.Unlock()
 		if !busy {
-			cn.close(nil)
+			cn.wakeToEnd()
 		}
 	})
 }
+
+// wakeToEnd has the reading goroutine end the connection: its read fails
+// at once (a deadline passed), and serve's end lingers.
+func (cn *conn) wakeToEnd() {
+	cn.closing.Store(true)
+	_ = cn.c.SetReadDeadline(longAgo)
+}
+
+// setReadDeadline sets the reader's deadline, which never hides
+// wakeToEnd's: whichever sets its own last, the deadline ends as passed.
+func (cn *conn) setReadDeadline(t time.Time) {
+	_ = cn.c.SetReadDeadline(t)
+	if cn.closing.Load() {
+		_ = cn.c.SetReadDeadline(longAgo)
+	}
+}
+
+// longAgo is a deadline passed.
+var longAgo = time.Unix(1, 0)
 
 // armIdle starts the idle timeout's count when no stream is open. The
 // timer is not stopped when a stream opens and reset when the last one

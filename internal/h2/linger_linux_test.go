@@ -4,6 +4,7 @@ package h2
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -50,14 +51,8 @@ func TestConnectionErrorGoAwayOutlivesUnreadFrames(t *testing.T) {
 			_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
 				return tt.wrap(&endNoted{TCPConn: c.(*net.TCPConn), end: func() { once.Do(func() { close(ended) }) }})
 			})
-			// A small receive buffer, set before the handshake sizes the
-			// window: the server's ACKs overflow it.
-			d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-				return rc.Control(func(fd uintptr) {
-					_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
-				})
-			}}
-			c, err := tt.dial(d, addr)
+			// The server's ACKs overflow the client's buffer.
+			c, err := tt.dial(smallBufDialer(), addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,6 +90,83 @@ func TestConnectionErrorGoAwayOutlivesUnreadFrames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGoingAwayOutlivesClientFrames: a connection that goes away with no
+// stream left (told to by Shutdown, or idle) closes once the client has
+// had a moment to read the GOAWAY; but a client that is still reading the
+// last response then sends what reading it entails (WINDOW_UPDATEs, a
+// PING), and data that reaches a closed socket has it send a reset, which
+// drops what it has yet to send: the response's tail and the GOAWAY. The
+// server ends its side first and reads out the client's frames, so the
+// client reads the whole response, then GOAWAY NO_ERROR, then the end.
+func TestGoingAwayOutlivesClientFrames(t *testing.T) {
+	const size = 32 << 10 // more than the client's receive buffer holds
+	for _, tt := range []struct {
+		name string
+		idle time.Duration
+		// goAway has the server go away once the response is written.
+		goAway func(s *Server)
+	}{
+		{"idle", 50 * time.Millisecond, func(*Server) {}},
+		{"shutdown", 0, func(s *Server) {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = s.Shutdown(ctx)
+			}()
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			written := make(chan struct{})
+			h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				defer close(written)
+				_, _ = w.Write(make([]byte, size))
+			})
+			ended := make(chan struct{})
+			var once sync.Once
+			s, addr := serveWrapped(t, Options{Handler: h, IdleTimeout: tt.idle}, func(c net.Conn) net.Conn {
+				return &endNoted{TCPConn: c.(*net.TCPConn), end: func() { once.Do(func() { close(ended) }) }}
+			})
+			c, err := smallBufDialer().Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := rawOver(t, c, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+			if err := rc.fr.WriteWindowUpdate(0, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			rc.headers(1, true, reqFields("GET", "/")...)
+			<-written
+			tt.goAway(s)
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the connection did not end")
+			}
+			// What a client reading the response sends.
+			if err := rc.fr.WritePing(false, [8]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			seen := readToClose(t, rc, false)
+			if len(seen.body[1]) != size || !seen.ended[1] {
+				t.Fatalf("read %d bytes of %d (ended: %v)", len(seen.body[1]), size, seen.ended[1])
+			}
+			if len(seen.goaways) != 1 || seen.goaways[0].ErrCode != http2.ErrCodeNo {
+				t.Fatalf("GOAWAYs %+v, want one NO_ERROR", seen.goaways)
+			}
+		})
+	}
+}
+
+// smallBufDialer dials with a 4 KiB receive buffer, set before the
+// handshake sizes the window: what the server writes overflows it.
+func smallBufDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) {
+			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		})
+	}}
 }
 
 // endNoted is the server's side of a test connection: end is called
