@@ -62,14 +62,13 @@ func TestFloodsOfRefusedFramesBounded(t *testing.T) {
 			defer wg.Wait()
 			// Closing ends the flood's writes, if they block.
 			defer rc.c.Close()
-			// GOAWAY, or the connection closed (which can reset it first).
 			for {
 				f, err := rc.next()
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					t.Fatal("the flood was not bounded")
 				}
 				if err != nil {
-					return
+					t.Fatalf("the connection ended with no GOAWAY: %v", err)
 				}
 				if g, ok := f.(*http2.GoAwayFrame); ok {
 					if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
@@ -153,10 +152,10 @@ func TestStreamsAfterGoawayBounded(t *testing.T) {
 }
 
 // flood sends n frames by send from a goroutine while it reads the
-// server's answers, until a GOAWAY, which must carry want, or the
-// connection's close (a reset can come before the GOAWAY is read). A
-// read that times out means the server read on and on: unbounded fails
-// the test.
+// server's answers, until a GOAWAY, which must carry want: the server
+// lingers after it, so that the client's unread frames do not have the
+// socket reset it away. A read that times out means the server read on
+// and on: unbounded fails the test.
 func flood(t *testing.T, rc *rawClient, n int, send func(i int) error, want http2.ErrCode, unbounded string) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -178,7 +177,7 @@ func flood(t *testing.T, rc *rawClient, n int, send func(i int) error, want http
 			t.Fatal(unbounded)
 		}
 		if err != nil {
-			return
+			t.Fatalf("the connection ended with no GOAWAY %v: %v", want, err)
 		}
 		if g, ok := f.(*http2.GoAwayFrame); ok {
 			if g.ErrCode != want {

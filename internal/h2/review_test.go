@@ -517,12 +517,18 @@ func TestKeepalivePingsOnALongStream(t *testing.T) {
 			}
 		}
 	}()
-	for { // GOAWAY, or the connection closed (which can reset it first)
+	for {
 		f, err := rc.next()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatal("a flood of PINGs was not bounded")
 		}
-		if g, ok := f.(*http2.GoAwayFrame); err != nil || ok && g.ErrCode == http2.ErrCodeEnhanceYourCalm {
+		if err != nil {
+			t.Fatalf("the connection ended with no GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatalf("GOAWAY %v, want ENHANCE_YOUR_CALM", g.ErrCode)
+			}
 			return
 		}
 	}
