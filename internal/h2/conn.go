@@ -969,8 +969,11 @@ func (cn *conn) closeSoon() {
 }
 
 // wakeToEnd has the reading goroutine end the connection: its read fails
-// at once (a deadline passed), and serve's end lingers.
+// at once (a deadline passed), and serve's end lingers. A reader stuck
+// writing (control frames to a client that reads none) fails within the
+// linger's bound instead, and closes the connection, as it was before.
 func (cn *conn) wakeToEnd() {
+	_ = cn.c.SetWriteDeadline(time.Now().Add(lingerFor))
 	cn.closing.Store(true)
 	_ = cn.c.SetReadDeadline(longAgo)
 }

@@ -303,7 +303,9 @@ func (s *Server) remove(cn *conn) {
 }
 
 // Shutdown sends every connection GOAWAY and waits until their streams
-// have ended and they are closed, or ctx ends.
+// have ended and they are closed, or ctx ends. A connection closes up to
+// lingerFor after its last stream, reading out what the client still
+// sends (conn.linger); Close cuts that short.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
