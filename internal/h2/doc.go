@@ -68,9 +68,11 @@
 // bounded. What a client had in flight on a stream the server ended or
 // refused before the client ended it (its DATA within the window, up to
 // the connection's window on all such streams together; its trailers) is
-// ignored (RFC 9113 §5.1), not a connection error. A connection error's
-// GOAWAY is followed by the end of the server's side (close_notify, FIN),
-// and what the client still sends is read and dropped for up to a second
-// (1 MiB) before the close, so that the client reads the GOAWAY's code,
-// not a reset. It does not push, and does not take extended CONNECT.
+// ignored (RFC 9113 §5.1), not a connection error. A connection that
+// ends after its GOAWAY (a connection error's, a drain's, the idle
+// timeout's) ends the server's side first (close_notify, FIN), and what
+// the client still sends is read and dropped for up to a second (1 MiB)
+// before the close, so that the client reads the GOAWAY and the last
+// response whole, not a reset. It does not push, and does not take
+// extended CONNECT.
 package h2
