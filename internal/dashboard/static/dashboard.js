@@ -37,7 +37,7 @@
     if (auth) { opts.headers.Authorization = "Bearer " + auth; }
     return fetch(path, opts).then(function (r) {
       return r.json().catch(function () { return {}; }).then(function (body) {
-        return { status: r.status, body: body };
+        return { status: r.status, body: body, retryAfter: r.headers.get("Retry-After") };
       });
     });
   }
@@ -99,6 +99,9 @@
       var bad = rs.filter(function (r) { return r.status !== 200; })[0];
       if (bad) {
         var msg = "refused: HTTP " + bad.status + " " + (bad.body.detail || "");
+        // How long the lockout lasts, as gatehouse ctl says it: a
+        // credential typed again before then is refused again.
+        if (bad.retryAfter) { msg += " (Retry-After: " + bad.retryAfter + " s)"; }
         // A refused credential is not asked again: every refusal counts
         // toward the control API's lockout of this address (429 for every
         // token, the right one too), and polling would reach it in under
