@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,16 @@ func TestPrintDemoOffersHTTPS(t *testing.T) {
 		if https == "" && strings.Contains(out.String(), "https://") {
 			t.Errorf("https off, yet an https URL:\n%s", out.String())
 		}
+	}
+}
+
+// The demo's list of what to try names the dashboard at the management
+// port it got, as the README's does: without it, the one part of the demo
+// made for a browser was left for its reader to find.
+func TestPrintDemoOffersDashboard(t *testing.T) {
+	var out bytes.Buffer
+	printDemo(&out, config.Default(), Addrs{HTTP: "127.0.0.1:8080", Management: "127.0.0.1:19180", Bus: "127.0.0.1:4222"}, "")
+	if !regexp.MustCompile(`(?m)dashboard.*http://127\.0\.0\.1:19180/( |$)`).MatchString(out.String()) {
+		t.Errorf("what to try does not name the dashboard at http://127.0.0.1:19180/:\n%s", out.String())
 	}
 }

@@ -319,9 +319,10 @@ Try:
   curl http://%s/metrics
   curl -H 'Authorization: Bearer %s' http://%s/api/v3/hosts
   curl -H 'Authorization: Bearer %s' http://%s/api/v3/apps
-%s
+%s  # the dashboard: http://%s/ in a browser (readiness, clusters; apps and hosts with the token)
+
 Press Ctrl-C to stop (the gateway drains in-flight requests first).
-`, a.Bus, httpPort, httpsLine, httpPort, a.Management, cfg.Control.Token, a.Management, cfg.Control.Token, a.Management, dnsLine)
+`, a.Bus, httpPort, httpsLine, httpPort, a.Management, cfg.Control.Token, a.Management, cfg.Control.Token, a.Management, dnsLine, a.Management)
 }
 
 // controlClient is the demo's platform: it calls the control API over HTTP
