@@ -27,11 +27,7 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 		}
 		p := corsPolicy(rq.Match.App.CORS)
 		if cors.IsPreflight(r) {
-			if p.Preflight(r, w.Header()) != http.StatusNoContent {
-				problem.Write(w, http.StatusForbidden, "this origin may not call this app")
-				return
-			}
-			w.WriteHeader(http.StatusNoContent)
+			preflight(w, r, p)
 			return
 		}
 		origin := requestOrigin(r)
@@ -40,6 +36,16 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 		// response to a cross-origin request later.
 		next.ServeHTTP(newCORSWriter(exchangeFrom(r.Context()), w, p, origin), r)
 	})
+}
+
+// preflight answers the preflight r: 204 for an allowed origin, and 403
+// problem+json otherwise.
+func preflight(w http.ResponseWriter, r *http.Request, p cors.Policy) {
+	if p.Preflight(r, w.Header()) != http.StatusNoContent {
+		problem.Write(w, http.StatusForbidden, "this origin may not call this app")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // requestOrigin is r's Origin, the first if several ("" if none), read

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/gatehouse-dev/gatehouse/internal/cors"
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -514,11 +515,13 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 			}
 			switch rq.Match.App.Status {
 			case route.StatusSuspended:
-				appClosedCORS(w, r, rq.Match.App.CORS)
-				problem.Write(w, http.StatusServiceUnavailable, "this app is suspended")
+				if appClosedCORS(w, r, rq.Match.App.CORS) {
+					problem.Write(w, http.StatusServiceUnavailable, "this app is suspended")
+				}
 			case route.StatusRetired:
-				appClosedCORS(w, r, rq.Match.App.CORS)
-				problem.Write(w, http.StatusServiceUnavailable, "this app is retired")
+				if appClosedCORS(w, r, rq.Match.App.CORS) {
+					problem.Write(w, http.StatusServiceUnavailable, "this app is retired")
+				}
 			default:
 				if rq.Match.App.Mode == route.ModePassthrough {
 					problem.Write(w, http.StatusMisdirectedRequest, "this app is served only over TLS passthrough: connect with TLS and this name as SNI")
@@ -564,10 +567,19 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 // step 5 would: the answer comes before that step, and without them a
 // page on an allowed origin reads a network error where the app's state
 // is the answer (DESIGN §2 step 5: the gateway's own errors too). A
-// preflight gets them as well, with no Access-Control-Allow-Methods: the
-// browser still refuses the call, as it should.
-func appClosedCORS(w http.ResponseWriter, r *http.Request, c route.CORS) {
-	corsPolicy(c).Respond(requestOrigin(r), w.Header())
+// preflight is answered here as step 5 answers it, and then it reports
+// false: a 503 to the preflight, which a browser takes as a refusal, left
+// the page a network error for every call that needs one (a PUT, a JSON
+// body, an Authorization header), while the call it admits gets the 503,
+// never reaching a host.
+func appClosedCORS(w http.ResponseWriter, r *http.Request, c route.CORS) bool {
+	p := corsPolicy(c)
+	if cors.IsPreflight(r) {
+		preflight(w, r, p)
+		return false
+	}
+	p.Respond(requestOrigin(r), w.Header())
+	return true
 }
 
 // asterisk answers a request to a known host whose target is "*", the
