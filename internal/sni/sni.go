@@ -120,6 +120,16 @@ func (c *Conn) Release() error {
 	return nil
 }
 
+// CloseWrite passes on to the underlying connection, when it can
+// half-close: a server ending its side (internal/h2's linger) sends the
+// FIN it means to, not nothing. Without one it does nothing.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // Peeked returns the bytes not yet replayed by Read. The pipe writes them to
 // the passthrough host, then copies the raw connection (which splices).
 func (c *Conn) Peeked() []byte { return c.peeked[c.off:] }
