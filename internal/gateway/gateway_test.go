@@ -314,6 +314,61 @@ func TestSuspendedAndRetired503(t *testing.T) {
 	}
 }
 
+// TestSuspendedAndRetiredPreflight: a preflight to a suspended or retired
+// app that step 5 would admit gets its 204, so that the call it admits
+// can read the 503; any other preflight (another origin, an app with no
+// CORS list, a header the app does not allow) gets the contract's 503
+// (DESIGN §2 step 3), which a browser refuses just as it would a 403, and
+// which tells anyone else why. None reaches a host.
+func TestSuspendedAndRetiredPreflight(t *testing.T) {
+	e := newEnv(t, nil)
+	var hits atomic.Int32
+	const page = "https://page.example"
+	cors := route.CORS{Origins: []string{page}}
+	e.b.PutApp(&route.App{ID: "sus", Status: route.StatusSuspended, CORS: cors})
+	e.b.PutApp(&route.App{ID: "old", Status: route.StatusRetired, CORS: route.CORS{Origins: cors.Origins, AllowHeaders: []string{"x-ok"}}})
+	e.b.PutApp(&route.App{ID: "bare", Status: route.StatusSuspended})
+	for _, app := range []string{"sus", "old", "bare"} {
+		e.backend(app+"-h", app, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	}
+	for _, tt := range []struct {
+		app, origin, headers string
+		want                 int
+	}{
+		{"sus", page, "", http.StatusNoContent},
+		{"old", page, "", http.StatusNoContent},
+		{"old", page, "x-ok", http.StatusNoContent},
+		{"old", page, "x-custom", http.StatusServiceUnavailable},
+		{"sus", "https://other.example", "", http.StatusServiceUnavailable},
+		{"old", "https://other.example", "", http.StatusServiceUnavailable},
+		{"bare", page, "", http.StatusServiceUnavailable},
+	} {
+		h := http.Header{"Origin": {tt.origin}, "Access-Control-Request-Method": {"PUT"}}
+		if tt.headers != "" {
+			h.Set("Access-Control-Request-Headers", tt.headers)
+		}
+		res := e.do("OPTIONS", tt.app+".apps.test", "/data", h, nil)
+		if tt.want != http.StatusNoContent {
+			wantProblem(t, res, tt.want)
+			if got := res.Header.Get("Access-Control-Allow-Methods"); got != "" {
+				t.Errorf("%s from %s: refused preflight allows methods %q", tt.app, tt.origin, got)
+			}
+			continue
+		}
+		readBody(t, res)
+		if res.StatusCode != tt.want {
+			t.Errorf("%s from %s: status %d, want %d", tt.app, tt.origin, res.StatusCode, tt.want)
+		}
+		if got := res.Header.Get("Access-Control-Allow-Origin"); got != page {
+			t.Errorf("%s from %s: Access-Control-Allow-Origin %q", tt.app, tt.origin, got)
+		}
+	}
+	wantProblem(t, e.do("OPTIONS", "nope.apps.test", "/", http.Header{"Origin": {page}, "Access-Control-Request-Method": {"PUT"}}, nil), http.StatusNotFound)
+	if hits.Load() != 0 {
+		t.Fatalf("a suspended or retired app's host got %d requests", hits.Load())
+	}
+}
+
 // TestPassthroughApp421: a request for a passthrough app that reaches the
 // L7 path (a reused TLS connection terminated for another name, or
 // plaintext) gets 421 with nothing sent to any host, its cookies included.

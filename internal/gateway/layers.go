@@ -567,16 +567,25 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 // step 5 would: the answer comes before that step, and without them a
 // page on an allowed origin reads a network error where the app's state
 // is the answer (DESIGN §2 step 5: the gateway's own errors too). A
-// preflight is answered here as step 5 answers it, and then it reports
-// false: a 503 to the preflight, which a browser takes as a refusal, left
+// preflight that step 5 would admit gets its 204 here, and then it
+// reports false: a 503 to it, which a browser takes as a refusal, left
 // the page a network error for every call that needs one (a PUT, a JSON
 // body, an Authorization header), while the call it admits gets the 503,
-// never reaching a host.
+// never reaching a host. Any other preflight gets the 503 the contract
+// says (DESIGN §2 step 3): a browser refuses it as it would step 5's 403,
+// and anyone else reads why.
 func appClosedCORS(w http.ResponseWriter, r *http.Request, c route.CORS) bool {
 	p := corsPolicy(c)
 	if cors.IsPreflight(r) {
-		preflight(w, r, p)
-		return false
+		h := make(http.Header)
+		if p.Preflight(r, h) == http.StatusNoContent {
+			wh := w.Header()
+			for k, v := range h {
+				wh[k] = append(wh[k], v...)
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return false
+		}
 	}
 	p.Respond(requestOrigin(r), w.Header())
 	return true
