@@ -23,20 +23,23 @@ func TestDashboardSaysWhenToRetry(t *testing.T) {
 	r := start(t, testConfig(t))
 	// The test's own client and Chromium both come from 127.0.0.1, one
 	// address to the control API's meter of wrong tokens.
-	for i := 0; ; i++ {
-		req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().Management+"/api/v3/apps", nil)
-		req.Header.Set("Authorization", "Bearer wrong-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusTooManyRequests {
-			break
-		}
-		if i == 1000 {
-			t.Fatalf("1000 wrong tokens and no 429 (last %d)", resp.StatusCode)
+	spend := func() {
+		t.Helper()
+		for i := 0; ; i++ {
+			req, _ := http.NewRequest("GET", "http://"+r.g.Addrs().Management+"/api/v3/apps", nil)
+			req.Header.Set("Authorization", "Bearer wrong-token")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				return
+			}
+			if i == 1000 {
+				t.Fatalf("1000 wrong tokens and no 429 (last %d)", resp.StatusCode)
+			}
 		}
 	}
 	bctx := browser.Start(t)
@@ -58,13 +61,27 @@ func TestDashboardSaysWhenToRetry(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	eval(`document.querySelector("#token").value = ` + browser.JSString(controlToken) + `; document.querySelector("#load").click(); "ok"`)
+	// The window is spent just before the credential is sent, and again
+	// if it was admitted: the meter's windows are aligned on the clock
+	// (internal/limit), so one that turns between the two frees room for
+	// the right credential, which is then kept and the hosts listed.
 	var shown string
-	for shown = eval(`document.querySelector("#control-error").textContent`); !strings.Contains(shown, "429"); shown = eval(`document.querySelector("#control-error").textContent`) {
-		if time.Now().After(deadline) {
+	for attempt := 0; !strings.Contains(shown, "429"); attempt++ {
+		if attempt == 3 {
 			t.Fatalf("the control error shows %q, want a 429", shown)
 		}
-		time.Sleep(50 * time.Millisecond)
+		spend()
+		eval(`document.querySelector("#control-error").textContent = ""; document.querySelector("#hosts-more").textContent = ""; document.querySelector("#token").value = ` + browser.JSString(controlToken) + `; document.querySelector("#load").click(); "ok"`)
+		deadline := time.Now().Add(10 * time.Second)
+		for shown = eval(`document.querySelector("#control-error").textContent`); !strings.Contains(shown, "429"); shown = eval(`document.querySelector("#control-error").textContent`) {
+			if eval(`document.querySelector("#hosts-more").textContent`) != "" {
+				break // admitted: a window turned
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the control error shows %q, want a 429", shown)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	if !regexp.MustCompile(`Retry-After: [1-9][0-9]* s`).MatchString(shown) {
 		t.Errorf("the 429 does not say when to retry: %q", shown)
