@@ -101,7 +101,11 @@
         var msg = "refused: HTTP " + bad.status + " " + (bad.body.detail || "");
         // How long the lockout lasts, as gatehouse ctl says it: a
         // credential typed again before then is refused again.
-        if (bad.retryAfter) { msg += " (Retry-After: " + bad.retryAfter + " s)"; }
+        // It is seconds or an HTTP-date (RFC 9110 §10.2.3), a proxy's in
+        // front of this listener perhaps; anything else says nothing.
+        var ra = bad.retryAfter || "";
+        if (/^[0-9]+$/.test(ra)) { msg += " (Retry-After: " + ra + " s)"; }
+        else if (/^[A-Z][a-z]{2}, [0-9]{2} [A-Z][a-z]{2} [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$/.test(ra)) { msg += " (Retry-After: " + ra + ")"; }
         // A refused credential is not asked again: every refusal counts
         // toward the control API's lockout of this address (429 for every
         // token, the right one too), and polling would reach it in under
