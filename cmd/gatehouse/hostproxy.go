@@ -102,10 +102,12 @@ func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logg
 				return
 			}
 			err = explainTLS("the upstream's", err)
-			if h2c && strings.Contains(err.Error(), "frame too large") {
+			if h2c && (strings.Contains(err.Error(), "frame too large") || strings.Contains(err.Error(), "client conn could not be established")) {
 				// What an HTTP/1 answer to the HTTP/2 preface reads as
 				// (its "HTTP/1.x" taken for a frame's length): the app
-				// is up, and speaks another protocol.
+				// is up, and speaks another protocol. A request that
+				// finds the connection's handshake already failed so
+				// gets x/net's "client conn could not be established".
 				err = fmt.Errorf("%w (the upstream does not speak h2c: -scheme h2c speaks HTTP/2 cleartext to an http:// -upstream; for an HTTP/1.1 app give -scheme http)", err)
 			}
 			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
