@@ -1000,13 +1000,8 @@ func (m *Manager) allow(ctx context.Context, name string) error {
 // the CA asked nothing: it would have validated a name its gateways no
 // longer answer the challenges of, or certified one nobody maps.
 func (m *Manager) stillOrdering(ctx context.Context, data map[string]any) error {
-	var end context.CancelFunc
-	switch v := ctx.Value(handshakeObtain{}).(type) {
-	case context.CancelFunc:
-		end = v
-	case handshakeEnd:
-		end = context.CancelFunc(v)
-	default:
+	end := onDemandEnd(ctx)
+	if end == nil {
 		return nil // a managed name's
 	}
 	name, _ := data["identifier"].(string)
@@ -1022,6 +1017,19 @@ func (m *Manager) stillOrdering(ctx context.Context, data map[string]any) error 
 	// ErrNoRetry: certmagic's retry loop would otherwise log, as an
 	// error, that it retries in a minute, which the ended context stops.
 	return certmagic.ErrNoRetry{Err: err}
+}
+
+// onDemandEnd returns what ends the on-demand order or renewal ctx is
+// of (handshakeObtain: orderOnDemand's and renewOnDemand's cancel, or a
+// handshake's handshakeEnd); nil for a managed name's.
+func onDemandEnd(ctx context.Context) context.CancelFunc {
+	switch v := ctx.Value(handshakeObtain{}).(type) {
+	case context.CancelFunc:
+		return v
+	case handshakeEnd:
+		return context.CancelFunc(v)
+	}
+	return nil
 }
 
 // onEvent logs certmagic's certificate events, and keeps the on-demand
@@ -1041,13 +1049,7 @@ func (m *Manager) onEvent(ctx context.Context, event string, data map[string]any
 		m.log.Info("tlsmgr: "+event, "identifier", data["identifier"], "renewal", data["renewal"])
 	case "cert_failed":
 		name, _ := data["identifier"].(string)
-		var end context.CancelFunc
-		switch v := ctx.Value(handshakeObtain{}).(type) {
-		case context.CancelFunc:
-			end = v
-		case handshakeEnd:
-			end = context.CancelFunc(v)
-		}
+		end := onDemandEnd(ctx)
 		handshake := end != nil
 		// A renewal for a handshake (a stored certificate past its
 		// end) backs off like a first order: left out, every handshake
