@@ -430,7 +430,7 @@ func ctlDo(ctx context.Context, u, token string, req ctlRequest, stdout, stderr 
 			msg += " (ctl sent no token: give -token, or set GATEHOUSE_CONTROL_TOKEN)"
 		}
 		if ra := res.Header.Get("Retry-After"); ra != "" {
-			msg += " (Retry-After: " + ra + " s)"
+			msg += " (Retry-After: " + retryAfterText(ra) + ")"
 		}
 		if loc := res.Header.Get("Location"); res.StatusCode/100 == 3 && loc != "" {
 			msg = fmt.Sprintf("redirected to %s, which ctl does not follow: is -api the control API's base URL?", config.RedactURL(loc))
@@ -471,4 +471,18 @@ func ctlExcerpt(s string) string {
 		i--
 	}
 	return line[:i] + "…"
+}
+
+// retryAfterText is a Retry-After value as ctl says it: seconds as
+// seconds, an HTTP-date as sent (RFC 9110 §10.2.3 allows either; a proxy
+// in front of the control API may send a date), anything else quoted, as
+// the server's words and not a number of seconds.
+func retryAfterText(v string) string {
+	if v != "" && strings.Trim(v, "0123456789") == "" {
+		return v + " s"
+	}
+	if _, err := http.ParseTime(v); err == nil {
+		return v
+	}
+	return strconv.Quote(ctlExcerpt(v))
 }

@@ -295,18 +295,26 @@ func TestCtlConditionOnListAndRetryAfter(t *testing.T) {
 			t.Errorf("ctl %q: %v", args, err)
 		}
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "5")
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = w.Write([]byte(`{"title":"Too Many Requests","detail":"too many wrong tokens from this address; retry later"}`))
-	}))
-	defer srv.Close()
-	_, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
-	if err == nil || !strings.Contains(err.Error(), "retry later (Retry-After: 5 s)") {
-		t.Errorf("429: %v", err)
+	for sent, said := range map[string]string{
+		"5": "retry later (Retry-After: 5 s)",
+		// a date (a proxy in front may send one) or anything else is no
+		// number of seconds
+		"Wed, 21 Oct 2015 07:28:00 GMT": "retry later (Retry-After: Wed, 21 Oct 2015 07:28:00 GMT)",
+		"soon":                          `retry later (Retry-After: "soon")`,
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", sent)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"title":"Too Many Requests","detail":"too many wrong tokens from this address; retry later"}`))
+		}))
+		_, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), said) {
+			t.Errorf("429 with Retry-After %q: %v, want it to say %s", sent, err, said)
+		}
 	}
-	_, _, err = runCmd(t, "ctl", "-ifmatch", "x")
+	_, _, err := runCmd(t, "ctl", "-ifmatch", "x")
 	if err == nil || strings.Contains(err.Error(), "gatehouse ctl") || !strings.Contains(err.Error(), "ctl: flag provided but not defined") {
 		t.Errorf("a bad flag: %v", err)
 	}
