@@ -27,7 +27,11 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 		}
 		p := corsPolicy(rq.Match.App.CORS)
 		if cors.IsPreflight(r) {
-			preflight(w, r, p)
+			if p.Preflight(r, w.Header()) != http.StatusNoContent {
+				problem.Write(w, http.StatusForbidden, "this origin may not call this app")
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		origin := requestOrigin(r)
@@ -36,16 +40,6 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 		// response to a cross-origin request later.
 		next.ServeHTTP(newCORSWriter(exchangeFrom(r.Context()), w, p, origin), r)
 	})
-}
-
-// preflight answers the preflight r: 204 for an allowed origin, and 403
-// problem+json otherwise.
-func preflight(w http.ResponseWriter, r *http.Request, p cors.Policy) {
-	if p.Preflight(r, w.Header()) != http.StatusNoContent {
-		problem.Write(w, http.StatusForbidden, "this origin may not call this app")
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // requestOrigin is r's Origin, the first if several ("" if none), read

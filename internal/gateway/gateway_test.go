@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/proxy"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
@@ -147,7 +148,7 @@ func TestClientGatehouseHeadersNeverArrive(t *testing.T) {
 						t.Errorf("client value arrived: %s: %s", k, v)
 					}
 				}
-				if hasPrefixFold(k, "x-forwarded-") && !strings.HasPrefix(k, "X-Forwarded-") || strings.EqualFold(k, "forwarded") {
+				if httpwire.HasFieldPrefix(k, "x-forwarded-") && !strings.HasPrefix(k, "X-Forwarded-") || strings.EqualFold(k, "forwarded") {
 					t.Errorf("client forwarding header arrived: %s", k)
 				}
 			}

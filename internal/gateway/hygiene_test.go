@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 )
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
@@ -110,12 +112,12 @@ func TestHasPrefixFold(t *testing.T) {
 	yes := []string{"X-Gatehouse-App-Id", "x-gatehouse-", "X_GATEHOUSE_X", "x-Gatehouse_y"}
 	no := []string{"X-Gatehouse", "X-Gatehous-App", "Y-Gatehouse-App", "XGatehouse-App", ""}
 	for _, k := range yes {
-		if !hasPrefixFold(k, "x-gatehouse-") {
+		if !httpwire.HasFieldPrefix(k, "x-gatehouse-") {
 			t.Errorf("%q should match", k)
 		}
 	}
 	for _, k := range no {
-		if hasPrefixFold(k, "x-gatehouse-") {
+		if httpwire.HasFieldPrefix(k, "x-gatehouse-") {
 			t.Errorf("%q should not match", k)
 		}
 	}

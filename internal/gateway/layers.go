@@ -717,7 +717,7 @@ func (g *Gateway) clean(r *http.Request, rq *route.Request, x *exchange) (upgrad
 		// From a trusted proxy the fields stand, but not spelled with '_':
 		// the proxy sets X-Forwarded-For, and a client's X_Forwarded_For
 		// beside it reads as the same variable to a CGI-style host.
-		if hasPrefixFold(k, "x-gatehouse-") || (clientAddressField(k) && (!trusted || strings.IndexByte(k, '_') >= 0)) {
+		if httpwire.HasFieldPrefix(k, "x-gatehouse-") || (clientAddressField(k) && (!trusted || strings.IndexByte(k, '_') >= 0)) {
 			delete(h, k)
 		}
 	}
@@ -816,7 +816,7 @@ func stripTrailers(r *http.Request) {
 // layer never saw, or a framing its parser never used.
 func dropForged(h http.Header) {
 	for k := range h {
-		if hasPrefixFold(k, "x-gatehouse-") || clientAddressField(k) || strings.EqualFold(k, "authorization") ||
+		if httpwire.HasFieldPrefix(k, "x-gatehouse-") || clientAddressField(k) || strings.EqualFold(k, "authorization") ||
 			overrideField(k, methodOverrides) || overrideField(k, pathOverrides) || !httpguts.ValidTrailerHeader(k) {
 			delete(h, k)
 		}
@@ -938,37 +938,15 @@ func clientAddressField(k string) bool {
 	var named bool
 	switch len(k) {
 	case len("forwarded"): // x-real-ip, client-ip
-		named = strings.EqualFold(k, "forwarded") || hasPrefixFold(k, "x-real-ip") || hasPrefixFold(k, "client-ip")
+		named = strings.EqualFold(k, "forwarded") || httpwire.HasFieldPrefix(k, "x-real-ip") || httpwire.HasFieldPrefix(k, "client-ip")
 	case len("x-client-ip"):
-		named = hasPrefixFold(k, "x-client-ip")
+		named = httpwire.HasFieldPrefix(k, "x-client-ip")
 	case len("true-client-ip"):
-		named = hasPrefixFold(k, "true-client-ip")
+		named = httpwire.HasFieldPrefix(k, "true-client-ip")
 	case len("cf-connecting-ip"): // fastly-client-ip, and x-forwarded-host below
-		named = hasPrefixFold(k, "cf-connecting-ip") || hasPrefixFold(k, "fastly-client-ip")
+		named = httpwire.HasFieldPrefix(k, "cf-connecting-ip") || httpwire.HasFieldPrefix(k, "fastly-client-ip")
 	case len("x-cluster-client-ip"):
-		named = hasPrefixFold(k, "x-cluster-client-ip")
+		named = httpwire.HasFieldPrefix(k, "x-cluster-client-ip")
 	}
-	return named || hasPrefixFold(k, "x-forwarded-")
-}
-
-// hasPrefixFold reports whether header name k starts with prefix (lower
-// case, '-' separated), ignoring case and reading '_' as '-': CGI-style
-// hosts turn X_Gatehouse_App_Id into the same variable as
-// X-Gatehouse-App-Id.
-func hasPrefixFold(k, prefix string) bool {
-	if len(k) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		c := k[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		} else if c == '_' {
-			c = '-'
-		}
-		if c != prefix[i] {
-			return false
-		}
-	}
-	return true
+	return named || httpwire.HasFieldPrefix(k, "x-forwarded-")
 }

@@ -210,7 +210,7 @@ var (
 
 func overrideField(k string, names []string) bool {
 	for _, n := range names {
-		if len(k) == len(n) && hasPrefixFold(k, n) {
+		if len(k) == len(n) && httpwire.HasFieldPrefix(k, n) {
 			return true
 		}
 	}

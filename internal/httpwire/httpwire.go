@@ -29,6 +29,30 @@ func EqualFold(b []byte, s string) bool {
 	return true
 }
 
+// HasFieldPrefix reports whether field name k begins with prefix (lower
+// case, '-' between words) in any case and with '_' for '-': the
+// spellings a CGI-style server reads as the same name (X_Gatehouse_Sub
+// as X-Gatehouse-Sub), so a check of names the gateway owns, on a
+// client's request or a host's answer, must catch them all. No
+// allocation: it runs on every field of every exchange.
+func HasFieldPrefix(k, prefix string) bool {
+	if len(k) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		} else if c == '_' {
+			c = '-'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseLength reads a Content-Length as net/http does: digits only, at
 // most 18 of them (so it fits an int64).
 func ParseLength[T ~string | ~[]byte](b T) (int64, bool) {

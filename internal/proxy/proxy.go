@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -46,29 +47,8 @@ const (
 // dropped it. It runs on every field of every response: no allocation,
 // and most names differ at the first byte.
 func gatewayField(k string) bool {
-	const prefix, failover = "x-gatehouse-", "x-failover-cluster"
-	if len(k) < len(prefix) {
-		return false
-	}
-	return foldDash(k[:len(prefix)], prefix) || len(k) == len(failover) && foldDash(k, failover)
-}
-
-// foldDash reports whether s is lower (lower case, '-' for every
-// separator) in any case and with '_' for '-'; len(s) == len(lower).
-func foldDash(s, lower string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_':
-			c = '-'
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
+	const failover = "x-failover-cluster"
+	return httpwire.HasFieldPrefix(k, "x-gatehouse-") || len(k) == len(failover) && httpwire.HasFieldPrefix(k, failover)
 }
 
 // dropGatewayFields removes from h a host's fields gatewayField names.
