@@ -21,9 +21,10 @@
 // TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0
 // FORMERR, for every name: the resolve API refuses the same types
 // ([ParseQuestion]). The server knows no TSIG key: a signed query gets
-// NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945 §5.2.2), over UDP
-// cut with TC when that TSIG passes the size, and one whose TSIG is not
-// the last record FORMERR.
+// NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945 §5.2.2); over UDP,
+// when the reply with it passes the size, TC is set and the question cut
+// so that the TSIG fits (§5.3), the TSIG itself only when it alone passes.
+// A query whose TSIG is not the last record gets FORMERR.
 //
 // Recursion is the operator's opt-in, for the platform only: with a
 // [Forwarder], a query with RD set from a source network in

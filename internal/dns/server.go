@@ -231,14 +231,31 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 			OrigId: badKey.OrigId, Error: mdns.RcodeBadKey,
 		})
 		if udp && resp.Len() > size {
-			// The key's and the algorithm's names, 255 bytes each, and
-			// the question's make it about 800 bytes, past 512. RFC 8945
-			// §5.3 would keep the question and TSIG alone, but they are
-			// all there is: the TSIG, last, is cut as any record past
-			// the size is (RFC 1035 §4.1.1: TC), and the client asks
-			// again over TCP, where the whole reply goes.
-			resp.Extra = resp.Extra[:len(resp.Extra)-1]
+			// RFC 8945 §5.3: a reply the TSIG would push past the size
+			// is altered so that the TSIG is in it, TC set: without it
+			// the signing client cannot tell "no such key" from a
+			// forgery. Only the OPT (RFC 6891 §7) stays beside it: the
+			// question goes too if the TSIG fits only without it (the
+			// key's and the question's names, 255 bytes each, pass 512).
+			tsig, opt := resp.Extra[len(resp.Extra)-1], resp.IsEdns0()
+			resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
+			if opt != nil {
+				resp.Extra = append(resp.Extra, opt)
+			}
+			resp.Extra = append(resp.Extra, tsig)
 			resp.Truncated = true
+			if resp.Len() > size {
+				resp.Question = nil
+			}
+			if resp.Len() > size {
+				// With a long algorithm name too (up to 255 bytes, as the
+				// key's), the TSIG alone passes 512: it is cut as any
+				// record past the size is (RFC 1035 §4.1.1), the question
+				// back, and the client asks again over TCP, where the
+				// whole reply goes.
+				resp.Question = req.Question
+				resp.Extra = resp.Extra[:len(resp.Extra)-1]
+			}
 		}
 	}
 	if err := w.WriteMsg(resp); err != nil {

@@ -219,3 +219,80 @@ func TestTSIGBadKeyFitsUDP(t *testing.T) {
 		})
 	}
 }
+
+// TestTSIGBadKeyUDPKeepsTSIG: a client signing with a key the server does
+// not know, asking miekg/dns's way over UDP, learns so from the reply it
+// can read: NOTAUTH with the unsigned BADKEY TSIG (RFC 8945 §5.3.2),
+// within the size it offers (512 without EDNS). The reply holds none of
+// the name's records, however many there are, so nothing is cut from a
+// reply with a key name of usual length. When the question and the TSIG
+// together pass the size, the TSIG stays and the question goes, TC set
+// (RFC 8945 §5.3: the reply is altered so that a TSIG can be included);
+// only a TSIG past the size on its own is cut, TC set, for the client to
+// ask again over TCP.
+func TestTSIGBadKeyUDPKeepsTSIG(t *testing.T) {
+	addrs := make([]string, 120)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.%d.%d", i/250, i%250+1)
+	}
+	addr := startServerFor(t, []Zone{{Name: "z.test", Gateways: testZones[0].Gateways,
+		Records: []Record{{Name: "big.z.test", Type: "A", Values: addrs}}}})
+	const secret = "c2VjcmV0LXNlY3JldC1zZWNyZXQ="
+	for _, tt := range []struct {
+		name, key, qname string
+		edns             uint16 // 0: no OPT
+		tc, question     bool   // want TC set, the question kept
+	}{
+		{"big answer", "platform-key.", "big.z.test.", 0, false, true},
+		{"big answer edns=1232", "platform-key.", "big.z.test.", 1232, false, true},
+		{"long names", longestName("k"), longestName("q"), 0, true, false},
+		{"long names edns=512", longestName("k"), longestName("q"), 512, true, false},
+		{"long names edns=1232", longestName("k"), longestName("q"), 1232, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			limit := max(int(tt.edns), mdns.MinMsgSize)
+			q := new(mdns.Msg)
+			q.SetQuestion(tt.qname, mdns.TypeA)
+			if tt.edns != 0 {
+				q.SetEdns0(tt.edns, false)
+			}
+			q.SetTsig(tt.key, mdns.HmacSHA256, 300, time.Now().Unix())
+			// A receive buffer past any reply, so that len(raw) is what
+			// the server sent, not what a 512-byte buffer kept of it.
+			co, err := (&mdns.Client{Net: "udp", UDPSize: 65535}).Dial(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer co.Close()
+			co.TsigSecret = map[string]string{tt.key: secret}
+			co.SetDeadline(time.Now().Add(3 * time.Second))
+			if err := co.WriteMsg(q); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := co.ReadMsgHeader(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := new(mdns.Msg)
+			if err := m.Unpack(raw); err != nil {
+				t.Fatal(err)
+			}
+			if len(raw) > limit {
+				t.Errorf("UDP reply of %d bytes, past the %d the query offers", len(raw), limit)
+			}
+			ts := m.IsTsig()
+			if m.Id != q.Id || m.Rcode != mdns.RcodeNotAuth || len(m.Answer) != 0 || len(m.Ns) != 0 || ts == nil || ts.Error != mdns.RcodeBadKey || ts.MAC != "" || ts.Hdr.Name != tt.key || ts.OrigId != q.Id {
+				t.Fatalf("UDP reply of %d bytes:\n%v\nwant NOTAUTH to the query, no records, ending with an unsigned BADKEY TSIG for %s", len(raw), m, tt.key)
+			}
+			if (m.IsEdns0() != nil) != (tt.edns != 0) {
+				t.Errorf("OPT %v, want one iff the query had one", m.IsEdns0())
+			}
+			if m.Truncated != tt.tc || (len(m.Question) == 1) != tt.question {
+				t.Errorf("TC=%v with question %v, want TC=%v and the question kept %v", m.Truncated, m.Question, tt.tc, tt.question)
+			}
+			if tt.question && m.Question[0].Name != tt.qname {
+				t.Errorf("question %v, want %s", m.Question[0], tt.qname)
+			}
+		})
+	}
+}
