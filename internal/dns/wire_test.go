@@ -615,3 +615,68 @@ func TestUDPQueryUpToOurSize(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedQuestionName: a question whose name is not a name (a
+// label of 64 bytes, which is an extended label type's first byte; a
+// name past 255 bytes; a compression pointer to itself or past the
+// message; one cut short) gets FORMERR with the query's id, over UDP and
+// TCP, as BIND, NSD and Knot answer it; a name of exactly 255 bytes is a
+// name, outside every zone here: REFUSED.
+func TestMalformedQuestionName(t *testing.T) {
+	addr := startServer(t)
+	label := func(n int) []byte { return append([]byte{byte(n)}, strings.Repeat("a", n)...) }
+	name := func(sizes ...int) []byte {
+		var b []byte
+		for _, n := range sizes {
+			b = append(b, label(n)...)
+		}
+		return append(b, 0)
+	}
+	query := func(qname []byte) []byte {
+		b := []byte{0xab, 0xcd, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0}
+		return append(append(b, qname...), 0, byte(mdns.TypeA), 0, byte(mdns.ClassINET))
+	}
+	for _, tt := range []struct {
+		name  string
+		query []byte
+		rcode int
+	}{
+		{"label of 64", query(name(64, 3)), mdns.RcodeFormatError},
+		{"name of 256", query(name(63, 63, 63, 62)), mdns.RcodeFormatError},
+		{"name of 321", query(name(63, 63, 63, 63, 63)), mdns.RcodeFormatError},
+		{"pointer to itself", query([]byte{0xc0, headerLen}), mdns.RcodeFormatError},
+		{"pointer past the end", query([]byte{0xc0, 0xff}), mdns.RcodeFormatError},
+		{"cut short", query(name(63))[:headerLen+30], mdns.RcodeFormatError},
+		{"name of 255", query(name(63, 63, 63, 61)), mdns.RcodeRefused},
+	} {
+		for _, network := range []string{"udp", "tcp"} {
+			var raw []byte
+			if network == "tcp" {
+				raw = rawTCP(t, addr, tt.query)
+			} else {
+				c, err := net.Dial("udp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(3 * time.Second))
+				if _, err := c.Write(tt.query); err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, 65535)
+				n, err := c.Read(buf)
+				c.Close()
+				if err != nil {
+					t.Fatalf("%s %s: %v", network, tt.name, err)
+				}
+				raw = buf[:n]
+			}
+			m := new(mdns.Msg)
+			if err := m.Unpack(raw); err != nil {
+				t.Fatalf("%s %s: %v", network, tt.name, err)
+			}
+			if m.Id != 0xabcd || !m.Response || m.Rcode != tt.rcode || len(m.Answer) != 0 {
+				t.Errorf("%s %s: id %#x %s with %d answers, want %s to id 0xabcd", network, tt.name, m.Id, mdns.RcodeToString[m.Rcode], len(m.Answer), mdns.RcodeToString[tt.rcode])
+			}
+		}
+	}
+}
