@@ -102,21 +102,37 @@ func withField(answer []byte, name, value string) []byte {
 	return append(b, answer[i:]...)
 }
 
-// decodeErrorAlert is a fatal decode_error alert record (RFC 8446 §6.2),
-// what a TLS server sends for a ClientHello it cannot parse; clients
-// report it as such, where a bare close looks like a network fault.
-var decodeErrorAlert = []byte{21, 3, 3, 0, 2, 2, 50}
+// helloAlert is the fatal alert record (RFC 8446 §6.2) a TLS server
+// sends for what sni.Peek refused as err, with the description RFC 8446
+// names for the fault (crypto/tls sends the same): decode_error for a
+// ClientHello it cannot parse. Clients report it as such, where a bare
+// close looks like a network fault.
+func helloAlert(err error) []byte {
+	desc := byte(50) // decode_error
+	switch {
+	case errors.Is(err, sni.ErrUnexpected):
+		desc = 10 // unexpected_message
+	case errors.Is(err, sni.ErrRecordOverflow):
+		desc = 22 // record_overflow
+	case errors.Is(err, sni.ErrSSLv2):
+		desc = 70 // protocol_version
+	}
+	return []byte{21, 3, 3, 0, 2, 2, desc}
+}
 
 // refuseHello answers, before the close, a client whose first bytes were
 // not a ClientHello: err is sni.Peek's. A hello cut short, a timeout or a
-// reset get nothing: there is no one, or nothing whole, to answer.
+// reset get nothing: there is no one, or nothing whole, to answer; nor
+// does an alert, which ends the connection (RFC 8446 §6.2).
 func (e *Edge) refuseHello(c net.Conn, err error) {
 	var answer []byte
 	switch {
 	case errors.Is(err, sni.ErrPlainHTTP):
 		answer = problem.Dated(e.plainAnswer, time.Now())
-	case errors.Is(err, sni.ErrInvalid) && !errors.Is(err, sni.ErrTruncated):
-		answer = decodeErrorAlert
+	case errors.Is(err, sni.ErrTruncated), errors.Is(err, sni.ErrAlert):
+		return
+	case errors.Is(err, sni.ErrInvalid):
+		answer = helloAlert(err)
 	default:
 		return
 	}

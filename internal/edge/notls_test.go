@@ -31,9 +31,10 @@ func rawAnswer(t *testing.T, addr string, b []byte) []byte {
 // answer a client can show before the close, not just the close: a plain
 // HTTP request (http:// to the https port, a common mistake) gets 400
 // problem+json saying so, as nginx and net/http answer it; a TLS record
-// that is no valid hello gets a fatal decode_error alert (RFC 8446
-// §6.2), which TLS clients report as such. A client that sends nothing
-// whole (a cut hello) is only closed.
+// that is no valid hello gets the fatal alert RFC 8446 names for its
+// fault (decode_error for a malformed hello), which TLS clients report as
+// such. A client that sends nothing whole (a cut hello), or an alert, is
+// only closed.
 func TestHTTPSListenerRefusesClearly(t *testing.T) {
 	e := start(t, Options{})
 	for _, form := range []struct{ name, target string }{
@@ -48,21 +49,39 @@ func TestHTTPSListenerRefusesClearly(t *testing.T) {
 			}
 		})
 	}
-	decodeError := []byte{21, 3, 3, 0, 2, 2, 50} // alert record: fatal, decode_error
+	// The alert is the one RFC 8446 names for each fault, which is also
+	// what the gateway's own TLS (crypto/tls) sends when it reads the
+	// bytes itself: the peek in front of it does not change what a client
+	// is told. An alert record: fatal, then the description.
+	alert := func(desc byte) []byte { return []byte{21, 3, 3, 0, 2, 2, desc} }
+	decodeError := alert(50)
+	unexpectedMessage := alert(10)
 	for _, c := range []struct {
 		name string
 		in   []byte
-		want []byte
+		want []byte // nil: a bare close
 	}{
-		{"handshake record that is no hello", []byte{22, 3, 1, 0, 4, 2, 0, 0, 0}, decodeError},
+		// §4: a handshake message out of order.
+		{"handshake record that is no hello", []byte{22, 3, 1, 0, 4, 2, 0, 0, 0}, unexpectedMessage},
 		{"hello with a bad length", append([]byte{22, 3, 1, 0, 8, 1, 0, 0, 4}, 3, 3, 0, 0), decodeError},
-		{"record of another type", []byte{23, 3, 3, 0, 1, 0}, decodeError},
+		// §5: a record of a type not expected.
+		{"record of another type", []byte{23, 3, 3, 0, 1, 0}, unexpectedMessage},
+		// §5.1: zero-length fragments of handshake type MUST NOT be sent.
+		{"empty handshake record", []byte{22, 3, 1, 0, 0}, unexpectedMessage},
+		// §5.1: longer than 2^14 bytes, record_overflow.
+		{"record over 16 KiB", append([]byte{22, 3, 1, 0x40, 0x01}, make([]byte, 1<<14+1)...), alert(22)},
+		// An SSL 2.0 hello (RFC 6101 appendix E.2): a version this server
+		// does not speak.
+		{"SSLv2 hello", []byte{0x80, 0x2e, 0x01, 0x03, 0x01, 0x00, 0x15, 0x00, 0x00, 0x00, 0x10}, alert(70)},
+		// §6.2: after a fatal alert both sides close at once; none is
+		// answered with another.
+		{"alert record", []byte{21, 3, 1, 0, 2, 2, 40}, nil},
 		{"cut hello", []byte{22, 3, 1, 0, 200, 1}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.want == nil {
-				// A client that stops mid-hello: close our write side so
-				// the server's read ends.
+				// Our write side closed: a cut hello's read then ends at
+				// once, and an alert's answer, if any, would come first.
 				conn, err := net.Dial("tcp", e.https)
 				if err != nil {
 					t.Fatal(err)
@@ -72,7 +91,7 @@ func TestHTTPSListenerRefusesClearly(t *testing.T) {
 				_, _ = conn.Write(c.in)
 				_ = conn.(*net.TCPConn).CloseWrite()
 				if got, _ := io.ReadAll(conn); len(got) != 0 {
-					t.Fatalf("a cut hello got %v, want a bare close", got)
+					t.Fatalf("got %v, want a bare close", got)
 				}
 				return
 			}

@@ -3,6 +3,7 @@ package sni
 import (
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"net"
 	"testing"
 )
@@ -200,4 +201,40 @@ func mutate(b []byte, i int, v byte) []byte {
 	out := bytes.Clone(b)
 	out[i] = v
 	return out
+}
+
+// TestParseRefusalKinds: each refusal RFC 8446 names an alert for comes
+// as its own error, which the https listener answers with that alert; a
+// plain malformed hello is ErrInvalid alone (decode_error).
+func TestParseRefusalKinds(t *testing.T) {
+	kinds := []error{ErrUnexpected, ErrRecordOverflow, ErrSSLv2, ErrAlert, ErrPlainHTTP, ErrTruncated, ErrTooLarge}
+	cases := []struct {
+		name string
+		in   []byte
+		want error // nil: none of kinds
+	}{
+		{"server hello", []byte{22, 3, 3, 0, 4, 2, 0, 0, 0}, ErrUnexpected},
+		{"application data", []byte{23, 3, 3, 0, 1, 0}, ErrUnexpected},
+		{"change cipher spec", []byte{20, 3, 3, 0, 1, 1}, ErrUnexpected},
+		{"empty handshake record", []byte{22, 3, 1, 0, 0}, ErrUnexpected},
+		{"record over 16 KiB", append([]byte{22, 3, 1, 0x40, 0x01}, make([]byte, 1<<14+1)...), ErrRecordOverflow},
+		{"sslv2 hello", []byte{0x80, 0x2e, 0x01, 0x03, 0x01, 0, 0x15}, ErrSSLv2},
+		{"alert", []byte{21, 3, 1, 0, 2, 2, 40}, ErrAlert},
+		{"alert after a first fragment", []byte{22, 3, 1, 0, 1, 1, 21, 3, 3, 0, 2, 2, 90}, ErrAlert},
+		{"garbage hello", append([]byte{22, 3, 1, 0, 8, 1, 0, 0, 4}, 0xde, 0xad, 0xbe, 0xef), nil},
+		{"record version 2", []byte{22, 2, 0, 0, 1, 1}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Parse(bytes.NewReader(tc.in))
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want an ErrInvalid", err)
+			}
+			for _, k := range kinds {
+				if errors.Is(err, k) != (k == tc.want) {
+					t.Errorf("err = %v: errors.Is %v is %v", err, k, !(k == tc.want))
+				}
+			}
+		})
+	}
 }

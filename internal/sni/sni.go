@@ -20,6 +20,7 @@ const (
 	// maxRecordLen is the largest TLSPlaintext fragment (RFC 8446 §5.1).
 	maxRecordLen = 1 << 14
 
+	recordTypeAlert     = 21
 	recordTypeHandshake = 22
 	typeClientHello     = 1
 )
@@ -36,6 +37,19 @@ var (
 	// ErrPlainHTTP: the client began an HTTP/1 request, not a TLS
 	// record (an http:// URL sent to the https port).
 	ErrPlainHTTP = fmt.Errorf("%w: a plain HTTP request", ErrInvalid)
+	// The faults RFC 8446 names an alert for, which a server answering
+	// the client tells it (crypto/tls sends the same ones):
+	// ErrUnexpected, a record of another type or a handshake message
+	// other than a ClientHello, or an empty handshake record (§4, §5,
+	// §5.1: unexpected_message); ErrRecordOverflow, a record longer than
+	// 2^14 bytes (§5.1: record_overflow); ErrSSLv2, an SSL 2.0 hello (a
+	// version no longer spoken: protocol_version).
+	ErrUnexpected     = fmt.Errorf("%w: unexpected message", ErrInvalid)
+	ErrRecordOverflow = fmt.Errorf("%w: record overflow", ErrInvalid)
+	ErrSSLv2          = fmt.Errorf("%w: an SSL 2.0 hello", ErrInvalid)
+	// ErrAlert: the client sent an alert, not a hello. After a fatal
+	// alert both sides close at once (RFC 8446 §6.2): it is not answered.
+	ErrAlert = fmt.Errorf("%w: an alert", ErrInvalid)
 )
 
 // Hello is what the gateway learns from a ClientHello. Slices are never
@@ -191,7 +205,7 @@ func (rr *recordReader) helloMessage() ([]byte, error) {
 		return nil, err
 	}
 	if rr.hs[0] != typeClientHello {
-		return nil, fmt.Errorf("%w: handshake type %d", ErrInvalid, rr.hs[0])
+		return nil, fmt.Errorf("%w: handshake type %d", ErrUnexpected, rr.hs[0])
 	}
 	n := int(rr.hs[1])<<16 | int(rr.hs[2])<<8 | int(rr.hs[3])
 	if n+4 > MaxHelloBytes {
@@ -219,18 +233,27 @@ func (rr *recordReader) record() error {
 	if err != nil {
 		return err
 	}
-	if hdr[0] != recordTypeHandshake {
-		if rr.pos == 5 && looksLikeHTTP(hdr) {
-			return ErrPlainHTTP
-		}
-		return fmt.Errorf("%w: record type %d", ErrInvalid, hdr[0])
+	first := rr.pos == 5
+	switch {
+	case hdr[0] == recordTypeHandshake:
+	case hdr[0] == recordTypeAlert:
+		return ErrAlert
+	case first && looksLikeHTTP(hdr):
+		return ErrPlainHTTP
+	case first && looksLikeSSLv2(hdr):
+		return ErrSSLv2
+	default:
+		return fmt.Errorf("%w: record type %d", ErrUnexpected, hdr[0])
 	}
 	if hdr[1] != 3 {
 		return fmt.Errorf("%w: record version %#02x%02x", ErrInvalid, hdr[1], hdr[2])
 	}
 	n := int(hdr[3])<<8 | int(hdr[4])
-	if n == 0 || n > maxRecordLen {
-		return fmt.Errorf("%w: record length %d", ErrInvalid, n)
+	if n == 0 {
+		return fmt.Errorf("%w: empty handshake record", ErrUnexpected)
+	}
+	if n > maxRecordLen {
+		return fmt.Errorf("%w: record length %d", ErrRecordOverflow, n)
 	}
 	body, err := rr.read(n)
 	if err != nil {
@@ -254,6 +277,14 @@ func looksLikeHTTP(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// looksLikeSSLv2 reports whether the first five bytes of a stream are
+// an SSL 2.0 CLIENT-HELLO's (RFC 6101 appendix E.2), as old clients sent
+// for compatibility: a 2-byte length with the high bit set, message type
+// 1, then a version.
+func looksLikeSSLv2(b []byte) bool {
+	return b[0]&0x80 != 0 && b[2] == typeClientHello && (b[3] == 0 || b[3] == 3)
 }
 
 // firstRead is the buffer of the first read: a whole hello (a
