@@ -319,6 +319,25 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 		// messages answered early), traffic like any upload. Past that
 		// window, or after the client's own END_STREAM or RST_STREAM
 		// (which leave it none), they are an error.
+		// After the client's END_STREAM, ours being out (or on its
+		// way) too, the stream is closed both ways, and a frame on it a
+		// connection error of type STREAM_CLOSED (RFC 9113 §5.1), as a
+		// HEADERS frame is there (onHeaders, onTrailers): not ignored
+		// within the closed streams' window, nor a stream error while
+		// the handler's goroutine has yet to drop the stream. A stream
+		// the server reset keeps its allowance: what came in flight is
+		// ignored.
+		var ended bool
+		if st == nil {
+			reset, closed := cn.closedLocked(id)
+			ended = closed && !reset
+		} else {
+			ended = !st.reset && st.released
+		}
+		if ended {
+			cn.mu.Unlock()
+			return cn.fail(http2.ErrCodeStreamClosed, "DATA on a closed stream")
+		}
 		var quiet bool
 		if st == nil {
 			quiet = n <= cn.closedWin
