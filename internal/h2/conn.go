@@ -45,7 +45,8 @@ type conn struct {
 
 	// gmu orders the GOAWAYs: one naming the last stream never goes out
 	// before one naming 2^31-1 (goAwayGracefully), as a GOAWAY may not
-	// name a higher stream than an earlier one did (RFC 9113 §6.8).
+	// name a higher stream than an earlier one did (RFC 9113 §6.8), and
+	// a connection error's (fail) goes out last.
 	gmu sync.Mutex
 
 	// The writing side. wmu orders frames on the wire, and guards enc:
@@ -410,7 +411,15 @@ func (cn *conn) readError(err error) error {
 }
 
 // fail sends GOAWAY with code and returns the error that ends serve.
+// Nothing is written after that GOAWAY: the connection ends (linger).
+// Under gmu, so that a GOAWAY 2^31-1 on its way (goAwayGracefully) is
+// queued before it and none after, and behind the control frames queued
+// before it: written straight to the wire, it went out ahead of a
+// GOAWAY 2^31-1 still in the queue (RFC 9113 §6.8: no GOAWAY may name a
+// higher stream than an earlier one did).
 func (cn *conn) fail(code http2.ErrCode, why string) error {
+	cn.gmu.Lock()
+	defer cn.gmu.Unlock()
 	cn.mu.Lock()
 	last := cn.lastID
 	if cn.goaway {
@@ -419,15 +428,28 @@ func (cn *conn) fail(code http2.ErrCode, why string) error {
 		last = min(last, cn.goneAt)
 	}
 	cn.goaway, cn.goneAt = true, last
+	if cn.graceful {
+		cn.graceful = false // its last stream is named here
+		cn.graceTimer.Stop()
+	}
 	cn.mu.Unlock()
+	cn.cmu.Lock()
+	_ = cn.cf.WriteGoAway(last, code, nil)
+	cn.cmu.Unlock()
 	cn.wmu.Lock()
+	cn.writeControl()
 	if cn.werr == nil {
-		_ = cn.wf.WriteGoAway(last, code, nil)
-		_ = cn.bw.Flush()
+		// A handler's frame, a drain's GOAWAY queued before the
+		// connection ends, is dropped; the connection is not closed at
+		// once (unlockWrite), its reader lingers.
+		cn.werr = errGoneAway
 	}
 	cn.wmu.Unlock()
 	return connError{code, why}
 }
+
+// errGoneAway fails the writes after a connection error's GOAWAY.
+var errGoneAway = errors.New("h2: the connection went away on an error")
 
 func (cn *conn) onFrame(f http2.Frame) error {
 	switch f := f.(type) {
@@ -712,25 +734,12 @@ func (cn *conn) sendControl(write func(*http2.Framer) error) {
 // while wmu was held is sent by the holder or by whoever queued it.
 func (cn *conn) unlockWrite() {
 	for {
-		cn.cmu.Lock()
-		if cn.cbuf.Len() > 0 && cn.werr == nil {
-			_, err := cn.bw.Write(cn.cbuf.Bytes())
-			if err != nil {
-				cn.werr = err
-			}
-		}
-		cn.cbuf.Reset()
-		if cn.cbuf.Cap() > keepControlBuf {
-			cn.cbuf = bytes.Buffer{} // a burst's buffer goes with the burst
-		}
-		cn.cmu.Unlock()
-		if cn.bw.Buffered() > 0 && cn.werr == nil {
-			if err := cn.bw.Flush(); err != nil {
-				cn.werr = err
-			}
-		}
+		cn.writeControl()
 		err := cn.werr
 		cn.wmu.Unlock()
+		if err == errGoneAway {
+			return // the reader ends the connection (fail)
+		}
 		if err != nil {
 			cn.close(err)
 			return
@@ -740,6 +749,27 @@ func (cn *conn) unlockWrite() {
 		cn.cmu.Unlock()
 		if !more || !cn.wmu.TryLock() {
 			return
+		}
+	}
+}
+
+// writeControl writes the queued control frames and flushes. Under wmu.
+func (cn *conn) writeControl() {
+	cn.cmu.Lock()
+	if cn.cbuf.Len() > 0 && cn.werr == nil {
+		_, err := cn.bw.Write(cn.cbuf.Bytes())
+		if err != nil {
+			cn.werr = err
+		}
+	}
+	cn.cbuf.Reset()
+	if cn.cbuf.Cap() > keepControlBuf {
+		cn.cbuf = bytes.Buffer{} // a burst's buffer goes with the burst
+	}
+	cn.cmu.Unlock()
+	if cn.bw.Buffered() > 0 && cn.werr == nil {
+		if err := cn.bw.Flush(); err != nil {
+			cn.werr = err
 		}
 	}
 }
@@ -865,6 +895,10 @@ type drain struct {
 func (cn *conn) markDrain() (d drain, ok bool) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
+	return cn.markDrainLocked()
+}
+
+func (cn *conn) markDrainLocked() (d drain, ok bool) {
 	if cn.goaway || cn.done {
 		return drain{}, false
 	}
@@ -879,13 +913,18 @@ func (cn *conn) markDrain() (d drain, ok bool) {
 
 // send writes the GOAWAY; it may wait for a write in progress.
 func (d drain) send() {
-	last := d.last
 	d.cn.gmu.Lock()
-	d.cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	d.write()
 	d.cn.gmu.Unlock()
 	if d.idle {
 		d.cn.closeSoon()
 	}
+}
+
+// write is send's write, under gmu.
+func (d drain) write() {
+	last := d.last
+	d.cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
 }
 
 // goAwayGracefully has the connection go away without refusing a stream
@@ -935,15 +974,26 @@ const (
 // endGrace ends goAwayGracefully's wait: the GOAWAY naming the last
 // stream goes out. It reports whether the connection was waiting.
 func (cn *conn) endGrace() bool {
+	cn.gmu.Lock()
 	cn.mu.Lock()
 	on := cn.graceful
 	cn.graceful = false
+	var d drain
+	ok := false
 	if on {
 		cn.graceTimer.Stop()
+		// In the same hold of mu that ends the grace: between the two,
+		// goAwayGracefully (a handler's Connection: close) found neither
+		// and began a second grace, a second GOAWAY 2^31-1 and PING.
+		d, ok = cn.markDrainLocked()
 	}
 	cn.mu.Unlock()
-	if on {
-		cn.startDrain()
+	if ok {
+		d.write()
+	}
+	cn.gmu.Unlock()
+	if ok && d.idle {
+		cn.closeSoon()
 	}
 	return on
 }

@@ -1,0 +1,92 @@
+package h2
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// TestNothingAfterConnectionErrorGoAway: a connection error's GOAWAY is
+// the last frame the server writes; the connection's end follows. A
+// handler whose write waited for the write lock while the GOAWAY went
+// out (a client slow to take it) wrote its response after it, before
+// the connection's end reached the handler.
+func TestNothingAfterConnectionErrorGoAway(t *testing.T) {
+	entered, write := make(chan struct{}, 1), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-write
+		_, _ = io.WriteString(w, "late")
+		w.(http.Flusher).Flush()
+	})
+	accepted := make(chan *stuckConn, 1)
+	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
+		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
+		accepted <- sc
+		return sc
+	})
+	rc := dialRaw(t, addr)
+	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		return ok && sf.IsAck()
+	})
+	sc := <-accepted
+	t.Cleanup(sc.free)
+	t.Cleanup(func() { close(write) })
+	rc.headers(1, true, reqFields("GET", "/")...)
+	waitEntered(t, entered)
+	sc.stick()
+	rc.headers(2, true, reqFields("GET", "/")...) // an even id: a connection error
+	select {
+	case <-sc.entered: // the GOAWAY's write waits for the client
+	case <-time.After(10 * time.Second):
+		t.Fatal("no GOAWAY was written")
+	}
+	write <- struct{}{}
+	waitGoroutine(t, "(*responseWriter).send", "[sync.Mutex.Lock")
+	sc.free()
+	f, err := rc.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := f.(*http2.GoAwayFrame); !ok || g.ErrCode != http2.ErrCodeProtocol {
+		t.Fatalf("got %v, want GOAWAY PROTOCOL_ERROR", f)
+	}
+	_ = rc.c.(*net.TCPConn).CloseWrite() // the server's linger ends at once
+	for {
+		f, err := rc.next()
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || err != nil && strings.Contains(err.Error(), "reset") {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("after the connection error's GOAWAY, %v", f)
+	}
+}
+
+// waitGoroutine waits until a goroutine whose stack holds fn is in the
+// state state (its header's "[sync.Mutex.Lock", say).
+func waitGoroutine(t *testing.T, fn, state string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			head, _, _ := strings.Cut(g, "\n")
+			if strings.Contains(head, state) && strings.Contains(g, fn) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine in %s waits in %s", fn, state)
+		}
+	}
+}
