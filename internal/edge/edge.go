@@ -474,6 +474,9 @@ func (e *Edge) drain(mgmt, plain, l7 *http.Server, fast, fastTLS *lane.Server) {
 	case <-e.conns.idle():
 	case <-ctx.Done():
 	}
+	// An HTTP/2 connection that lingered (every stream answered, the
+	// client's bytes read out after its GOAWAY) is not counted as cut:
+	// h2's Shutdown closed it as ctx ended.
 	left := e.conns.count()
 	// Past the deadline (or done): close whatever is left.
 	for _, s := range []*http.Server{plain, l7} {

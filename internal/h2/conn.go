@@ -831,14 +831,21 @@ func (cn *conn) endWriting() net.Conn {
 
 // cut is Server.Close's close: a lingering connection closes too.
 func (cn *conn) cut() {
+	if !cn.endLinger() {
+		cn.close(errServerClosed)
+	}
+}
+
+// endLinger closes the connection if it lingers, and reports whether it
+// did.
+func (cn *conn) endLinger() bool {
 	cn.mu.Lock()
 	lingering := cn.done && cn.lingering
 	cn.mu.Unlock()
 	if lingering {
 		_ = cn.c.Close()
-		return
 	}
-	cn.close(errServerClosed)
+	return lingering
 }
 
 // shut ends the connection's streams, and reports whether it was open;

@@ -2,6 +2,7 @@ package h2
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -73,17 +74,33 @@ func TestDrainWakesAReaderClearingItsDeadline(t *testing.T) {
 }
 
 // lingerOn is the server's side of a connection whose linger has no
-// bound of its own: once the server ends its writing, read deadlines are
-// not set. Only the client, or a cut, ends it.
+// bound of its own: once the server ends its writing, its read deadline
+// is cleared (the one that woke the reader too) and no other is set. Only
+// the client, or a cut, ends it.
 type lingerOn struct {
 	*net.TCPConn
 	once      sync.Once
 	lingering chan struct{} // closed when the server ends its writing
+	closeOnce sync.Once
+	closed    chan struct{} // closed when the server closes it
+}
+
+func newLingerOn(c net.Conn) *lingerOn {
+	return &lingerOn{TCPConn: c.(*net.TCPConn), lingering: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (c *lingerOn) Close() error {
+	err := c.TCPConn.Close()
+	c.closeOnce.Do(func() { close(c.closed) })
+	return err
 }
 
 func (c *lingerOn) CloseWrite() error {
 	err := c.TCPConn.CloseWrite()
-	c.once.Do(func() { close(c.lingering) })
+	c.once.Do(func() {
+		_ = c.TCPConn.SetReadDeadline(time.Time{})
+		close(c.lingering)
+	})
 	return err
 }
 
@@ -103,7 +120,7 @@ func (c *lingerOn) SetReadDeadline(t time.Time) error {
 func TestCloseCutsALinger(t *testing.T) {
 	accepted := make(chan *lingerOn, 1)
 	s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
-		lc := &lingerOn{TCPConn: c.(*net.TCPConn), lingering: make(chan struct{})}
+		lc := newLingerOn(c)
 		accepted <- lc
 		return lc
 	})
@@ -121,5 +138,44 @@ func TestCloseCutsALinger(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waited for the linger to end")
+	}
+}
+
+// TestShutdownDeadlineEndsALinger: a connection that lingers when
+// Shutdown's context ends (its streams all answered, the client's bytes
+// read out after the GOAWAY) is closed before Shutdown returns, as Close
+// would: what is still open then is only what has something unanswered,
+// which is what the edge logs as cut by drain_timeout. It was left open,
+// and the edge logged a drain that had answered every request as one
+// that cut connections.
+func TestShutdownDeadlineEndsALinger(t *testing.T) {
+	accepted := make(chan *lingerOn, 1)
+	s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
+		lc := newLingerOn(c)
+		accepted <- lc
+		return lc
+	})
+	rc := dialRaw(t, addr)
+	lc := <-accepted
+	rc.headers(1, true, reqFields("GET", "/")...)
+	rc.until("stream 1's end", endOf(1))
+	waitHandlers(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	select {
+	case <-lc.lingering:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drained connection did not linger")
+	}
+	cancel()
+	if err := <-shut; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown: %v, want %v", err, context.Canceled)
+	}
+	select {
+	case <-lc.closed:
+	default:
+		t.Fatal("Shutdown returned at its context's end with a lingering connection open")
 	}
 }

@@ -305,7 +305,10 @@ func (s *Server) remove(cn *conn) {
 // Shutdown sends every connection GOAWAY and waits until their streams
 // have ended and they are closed, or ctx ends. A connection closes up to
 // lingerFor after its last stream, reading out what the client still
-// sends (conn.linger); Close cuts that short.
+// sends (conn.linger); Close cuts that short, and so does ctx's end:
+// those connections have answered every stream, and what is still open
+// when Shutdown returns is then only what has something unanswered (the
+// edge logs those as cut by drain_timeout).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
@@ -328,6 +331,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-zero:
 		return nil
 	case <-ctx.Done():
+		s.mu.Lock()
+		for cn := range s.conns {
+			cn.endLinger()
+		}
+		s.mu.Unlock()
 		return ctx.Err()
 	}
 }
