@@ -68,11 +68,13 @@
 // bounded. What a client had in flight on a stream the server ended or
 // refused before the client ended it (its DATA within the window, up to
 // the connection's window on all such streams together; its trailers) is
-// ignored (RFC 9113 §5.1), not a connection error. A connection that
-// ends after its GOAWAY (a connection error's, a drain's, the idle
-// timeout's) ends the server's side first (close_notify, FIN), and what
-// the client still sends is read and dropped for up to a second (1 MiB)
-// before the close, so that the client reads the GOAWAY and the last
-// response whole, not a reset. It does not push, and does not take
+// ignored (RFC 9113 §5.1), not a connection error; DATA or HEADERS on a
+// stream both sides ended is one (STREAM_CLOSED). A connection that
+// ends after its GOAWAY (a connection error's, the last frame written; a
+// drain's; the idle timeout's) ends the server's side first
+// (close_notify, FIN), and what the client still sends is read and
+// dropped for up to a second (1 MiB) before the close, so that the
+// client reads the GOAWAY and the last response whole, not a reset;
+// Close, or the end of Shutdown's context, cuts that short. It does not push, and does not take
 // extended CONNECT.
 package h2
