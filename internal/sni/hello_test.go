@@ -238,3 +238,31 @@ func TestParseRefusalKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRecordLimit: a hello's records are plaintext, so 2^14 bytes
+// is the most one holds (RFC 8446 §5.1); the 2^14+256 a TLSCiphertext may
+// take is no plaintext record's. A record of exactly 2^14 carrying the
+// hello (the rest of it more handshake bytes) is read; one byte more, or
+// the ciphertext's 256 more, is record_overflow.
+func TestParseRecordLimit(t *testing.T) {
+	raw := clientHello(t, helloConfigs[0].cfg)
+	payload := raw[5:] // the hello's one record, as crypto/tls sent it
+	for _, tt := range []struct {
+		size int
+		want error
+	}{
+		{1 << 14, nil},
+		{1<<14 + 1, ErrRecordOverflow},
+		{1<<14 + 256, ErrRecordOverflow},
+	} {
+		in := append([]byte{22, 3, 1, byte(tt.size >> 8), byte(tt.size)}, payload...)
+		in = append(in, make([]byte, tt.size-len(payload))...)
+		h, _, err := Parse(bytes.NewReader(in))
+		if !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
+			t.Errorf("record of %d bytes: err = %v, want %v", tt.size, err, tt.want)
+		}
+		if tt.want == nil && (h == nil || h.ServerName != "app.example.com") {
+			t.Errorf("record of %d bytes: hello %+v, want the one sent", tt.size, h)
+		}
+	}
+}
