@@ -76,6 +76,10 @@ func TestHTTPSListenerRefusesClearly(t *testing.T) {
 		// §6.2: after a fatal alert both sides close at once; none is
 		// answered with another.
 		{"alert record", []byte{21, 3, 1, 0, 2, 2, 40}, nil},
+		// §5.1: a record over 2^14 bytes is record_overflow, whatever its
+		// type; a record that is no one alert is not a client's alert.
+		{"alert record over 16 KiB", append([]byte{21, 3, 1, 0x40, 0x01}, make([]byte, 1<<14+1)...), alert(22)},
+		{"alert record of 3 bytes", []byte{21, 3, 1, 0, 3, 2, 40, 0}, unexpectedMessage},
 		{"cut hello", []byte{22, 3, 1, 0, 200, 1}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -221,6 +221,12 @@ func TestParseRefusalKinds(t *testing.T) {
 		{"sslv2 hello", []byte{0x80, 0x2e, 0x01, 0x03, 0x01, 0, 0x15}, ErrSSLv2},
 		{"alert", []byte{21, 3, 1, 0, 2, 2, 40}, ErrAlert},
 		{"alert after a first fragment", []byte{22, 3, 1, 0, 1, 1, 21, 3, 3, 0, 2, 2, 90}, ErrAlert},
+		// §5.1: every record past 2^14 bytes, an alert's too, is
+		// record_overflow; an alert record holds one alert, 2 bytes
+		// (crypto/tls answers other lengths unexpected_message).
+		{"alert record over 16 KiB", append([]byte{21, 3, 1, 0x40, 0x01}, make([]byte, 1<<14+1)...), ErrRecordOverflow},
+		{"alert record of 3 bytes", []byte{21, 3, 1, 0, 3, 2, 40, 0}, ErrUnexpected},
+		{"empty alert record", []byte{21, 3, 1, 0, 0}, ErrUnexpected},
 		{"garbage hello", append([]byte{22, 3, 1, 0, 8, 1, 0, 0, 4}, 0xde, 0xad, 0xbe, 0xef), nil},
 		{"record version 2", []byte{22, 2, 0, 0, 1, 1}, nil},
 	}

@@ -47,8 +47,9 @@ var (
 	ErrUnexpected     = fmt.Errorf("%w: unexpected message", ErrInvalid)
 	ErrRecordOverflow = fmt.Errorf("%w: record overflow", ErrInvalid)
 	ErrSSLv2          = fmt.Errorf("%w: an SSL 2.0 hello", ErrInvalid)
-	// ErrAlert: the client sent an alert, not a hello. After a fatal
-	// alert both sides close at once (RFC 8446 §6.2): it is not answered.
+	// ErrAlert: the client sent an alert (a record of 2 bytes), not a
+	// hello. After a fatal alert both sides close at once (RFC 8446
+	// §6.2): it is not answered.
 	ErrAlert = fmt.Errorf("%w: an alert", ErrInvalid)
 )
 
@@ -234,8 +235,17 @@ func (rr *recordReader) record() error {
 		return err
 	}
 	first := rr.pos == 5
+	n := int(hdr[3])<<8 | int(hdr[4])
 	switch {
 	case hdr[0] == recordTypeHandshake:
+	case hdr[0] == recordTypeAlert && n > maxRecordLen:
+		// §5.1's record_overflow is for every record type: a record
+		// this long is no client's alert.
+		return fmt.Errorf("%w: alert record length %d", ErrRecordOverflow, n)
+	case hdr[0] == recordTypeAlert && n != 2:
+		// §5.1: an alert record holds exactly one alert, 2 bytes; other
+		// lengths crypto/tls answers unexpected_message.
+		return fmt.Errorf("%w: alert record length %d", ErrUnexpected, n)
 	case hdr[0] == recordTypeAlert:
 		return ErrAlert
 	case first && looksLikeHTTP(hdr):
@@ -248,7 +258,6 @@ func (rr *recordReader) record() error {
 	if hdr[1] != 3 {
 		return fmt.Errorf("%w: record version %#02x%02x", ErrInvalid, hdr[1], hdr[2])
 	}
-	n := int(hdr[3])<<8 | int(hdr[4])
 	if n == 0 {
 		return fmt.Errorf("%w: empty handshake record", ErrUnexpected)
 	}
