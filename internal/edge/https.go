@@ -104,9 +104,9 @@ func withField(answer []byte, name, value string) []byte {
 
 // helloAlert is the fatal alert record (RFC 8446 §6.2) a TLS server
 // sends for what sni.Peek refused as err, with the description RFC 8446
-// names for the fault (crypto/tls sends the same): decode_error for a
-// ClientHello it cannot parse. Clients report it as such, where a bare
-// close looks like a network fault.
+// names for the fault: decode_error for a ClientHello it cannot parse.
+// Clients report it as such, where a bare close looks like a network
+// fault.
 func helloAlert(err error) []byte {
 	desc := byte(50) // decode_error
 	switch {

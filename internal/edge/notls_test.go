@@ -49,10 +49,10 @@ func TestHTTPSListenerRefusesClearly(t *testing.T) {
 			}
 		})
 	}
-	// The alert is the one RFC 8446 names for each fault, which is also
-	// what the gateway's own TLS (crypto/tls) sends when it reads the
-	// bytes itself: the peek in front of it does not change what a client
-	// is told. An alert record: fatal, then the description.
+	// The alert is the one RFC 8446 names for each fault (crypto/tls,
+	// reading these bytes itself, sends none for a record of another
+	// type, and decode_error for the unparsable ServerHello below). An
+	// alert record: fatal, then the description.
 	alert := func(desc byte) []byte { return []byte{21, 3, 3, 0, 2, 2, desc} }
 	decodeError := alert(50)
 	unexpectedMessage := alert(10)

@@ -38,8 +38,8 @@ var (
 	// record (an http:// URL sent to the https port).
 	ErrPlainHTTP = fmt.Errorf("%w: a plain HTTP request", ErrInvalid)
 	// The faults RFC 8446 names an alert for, which a server answering
-	// the client tells it (crypto/tls sends the same ones):
-	// ErrUnexpected, a record of another type or a handshake message
+	// the client tells it (crypto/tls sends the same ones, but none for
+	// a first record of another type): ErrUnexpected, a record of another type or a handshake message
 	// other than a ClientHello, or an empty handshake record (§4, §5,
 	// §5.1: unexpected_message); ErrRecordOverflow, a record longer than
 	// 2^14 bytes (§5.1: record_overflow); ErrSSLv2, an SSL 2.0 hello (a
