@@ -247,6 +247,9 @@ func TestTSIGBadKeyUDPKeepsTSIG(t *testing.T) {
 		{"big answer edns=1232", "platform-key.", "big.z.test.", 1232, false, true},
 		{"long names", longestName("k"), longestName("q"), 0, true, false},
 		{"long names edns=512", longestName("k"), longestName("q"), 512, true, false},
+		// An OPT offering less than 512 offers 512 (RFC 6891 §6.2.5):
+		// the TSIG still fits once the question goes.
+		{"long names edns=100", longestName("k"), longestName("q"), 100, true, false},
 		{"long names edns=1232", longestName("k"), longestName("q"), 1232, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
