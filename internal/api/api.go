@@ -347,11 +347,20 @@ func (a *API) clusters(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	p, err := preconditions(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	if a.o.Clusters == nil {
 		problem.Write(w, http.StatusServiceUnavailable, "cluster discovery is not running")
 		return
 	}
-	writeJSON(w, http.StatusOK, a.o.Clusters())
+	body := a.o.Clusters()
+	if !a.untagged(w, r, p) {
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // problemWriter turns the ServeMux's plain-text 404 and 405 into problem

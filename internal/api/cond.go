@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -179,6 +180,25 @@ func (p precond) checkTag(tag, what string) error {
 		detail = fmt.Sprintf("%s has changed since it was read: its ETag is %s, not the one in If-Match; GET it again", what, tag)
 	}
 	return &statusError{http.StatusPreconditionFailed, detail}
+}
+
+// untagged checks p for a GET or HEAD of what, which exists but carries
+// no ETag (a list, the clusters): it returns 304 when If-None-Match is *,
+// 0 to answer in full, or the 412 of an If-Match naming tags. RFC 9110
+// §13.1.1 has a server evaluate If-Match on every method, and a tag can
+// match only a representation that has one: ignored, a client that sent
+// an item's tag to its list (or a tag it kept from another gateway's
+// answer) took the list for the version it meant. * asks only that the
+// resource exist, and a list always does.
+func (p precond) untagged(what string) (int, error) {
+	if p.match != nil && !slices.Contains(p.match, "*") {
+		return 0, &statusError{http.StatusPreconditionFailed, fmt.Sprintf(
+			"%s carries no ETag, so an If-Match naming one never matches (RFC 9110 §13.1.1); send If-Match: * or none", what)}
+	}
+	if slices.Contains(p.noneMatch, "*") {
+		return http.StatusNotModified, nil
+	}
+	return 0, nil
 }
 
 // unreadable is the 412 for an item whose stored value does not decode:

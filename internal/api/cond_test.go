@@ -331,3 +331,56 @@ func TestGetPreconditionNamesTheItem(t *testing.T) {
 		})
 	}
 }
+
+// A list carries no ETag, but it exists, so If-Match and If-None-Match
+// are evaluated on it as on an item (RFC 9110 §13.1.1-2): If-Match naming
+// a tag never matches and answers 412 with no list, If-Match: * holds;
+// If-None-Match: * does not hold, and a GET or HEAD answers 304, while
+// If-None-Match naming a tag holds. An item's tag sent to its list (a
+// dashboard that keeps one tag per page) is no list's tag. A list that
+// is not there (a missing zone's records) answers 404 whatever the
+// conditions, as an item does (§13.2.2).
+func TestListPreconditions(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clusters = func() any { return map[string]any{"self": "c1"} } })
+	e.seed()
+	shop := tagOf(t, e.okIf(200, "GET", "/api/v3/apps/shop", ""))
+	lists := []string{
+		"/api/v3/apps", "/api/v3/apps?limit=1", "/api/v3/domains", "/api/v3/dns/zones",
+		"/api/v3/dns/zones/apps.example.com/records", "/api/v3/hosts/keys", "/api/v3/hosts",
+		"/api/v3/discovery/clusters",
+	}
+	for _, path := range lists {
+		for _, method := range []string{"GET", "HEAD"} {
+			for _, c := range []struct {
+				field, value string
+				want         int
+			}{
+				{"If-Match", shop, 412},
+				{"If-Match", `"0123abcd", ` + shop, 412},
+				{"If-Match", `*`, 200},
+				{"If-None-Match", `*`, 304},
+				{"If-None-Match", shop, 200},
+			} {
+				r := e.doIf(method, path, "", c.field, c.value)
+				if r.status != c.want {
+					t.Errorf("%s %s %s: %s: %d, want %d: %s", method, path, c.field, c.value, r.status, c.want, r.body)
+					continue
+				}
+				if r.header.Get("ETag") != "" {
+					t.Errorf("%s %s: ETag %q on a list", method, path, r.header.Get("ETag"))
+				}
+				if c.want == 412 && method == "GET" {
+					if d := problemOf(t, r).Detail; !strings.Contains(d, "no ETag") {
+						t.Errorf("%s %s If-Match: detail %q does not say a list has no ETag", method, path, d)
+					}
+				}
+				if c.want != 200 && method == "GET" && strings.Contains(string(r.body), `"shop"`) {
+					t.Errorf("%s %s %s: %d answered the list: %s", method, path, c.field, c.want, r.body)
+				}
+			}
+		}
+	}
+	e.okIf(404, "GET", "/api/v3/dns/zones/none.example.com/records", "", "If-Match", shop)
+	e.okIf(400, "GET", "/api/v3/apps", "", "If-Match", "shop")
+	e.okIf(400, "GET", "/api/v3/discovery/clusters", "", "If-Match", "shop")
+}

@@ -29,7 +29,8 @@
 // verify with If-Match or If-None-Match is checked and written in one
 // compare-and-set of the store, and answers 412 with nothing written when
 // the condition fails, so two writers cannot lose each other's changes
-// (cond.go). A GET with a matching If-None-Match answers 304.
+// (cond.go). A GET with a matching If-None-Match answers 304. A list has
+// no ETag: a GET of one with If-Match naming tags answers 412.
 //
 //	a, err := api.New(api.Options{Store: st, NotFound: store.ErrNotFound, ControlToken: tok})
 //	mux.Handle("/api/v3/", a)

@@ -92,9 +92,31 @@ func (a *API) serve(h handlerFunc, takes ...string) http.Handler {
 					return
 				}
 			}
+		} else if !a.untagged(w, r, p) {
+			return
 		}
 		writeJSON(w, status, body)
 	})
+}
+
+// untagged checks p for r, a request of a resource that exists and
+// has no ETag (a list), and reports whether to answer it: for a GET or
+// HEAD it has answered 304 or 412 itself when the conditions say so. A
+// write checks its own conditions.
+func (a *API) untagged(w http.ResponseWriter, r *http.Request, p precond) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return true
+	}
+	status, err := p.untagged("the list at " + r.URL.Path)
+	switch {
+	case err != nil:
+		a.fail(w, r, err)
+		return false
+	case status != 0:
+		w.WriteHeader(status)
+		return false
+	}
+	return true
 }
 
 // missing turns the store's not-found into a 404 naming what is missing.
