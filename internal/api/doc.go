@@ -9,7 +9,8 @@
 // Every body is decoded strictly (unknown fields, repeated keys and keys
 // in another case than the field's refused, 1 MiB cap) and validated in
 // full before anything is written to the store, so bad input changes
-// nothing; a query field a route does not take is refused (400) too. An item's GET body is a body its PUT takes: the names the path
+// nothing; a query field a route does not take is refused (400) too,
+// but for the cache-buster _, which every GET and HEAD takes and ignores. An item's GET body is a body its PUT takes: the names the path
 // gives may be repeated and must agree with it, and a domain mapping's
 // token and verified, which the gateway sets, only as they are stored.
 //

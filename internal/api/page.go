@@ -94,10 +94,17 @@ func pageOf(r *http.Request) (pageReq, error) {
 // would be a page of 100, ?type=TXT; a question for the default type. A
 // field not taken was ignored likewise: ?Limit=10 answered the whole
 // list, ?Type=TXT the question for A, and a PUT's ?dryRun=1 wrote.
+// A GET or HEAD takes _ (cacheBuster) besides, and q leaves it out.
 func query(r *http.Request, takes ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, badInput("the query %q does not parse (%v): send each field %%-escaped, the fields separated by &", bounded(r.URL.RawQuery), err)
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		// jQuery's cache: false and many dashboards add ?_=<time> to
+		// every GET so that no cache answers it: it asks for nothing,
+		// and refusing it shut them out. A write gets none from them.
+		delete(q, cacheBuster)
 	}
 	// sorted: of several such fields, the same one is named every time
 	for _, f := range slices.Sorted(maps.Keys(q)) {
@@ -108,6 +115,9 @@ func query(r *http.Request, takes ...string) (url.Values, error) {
 	return q, nil
 }
 
+// cacheBuster is the query field every GET and HEAD takes and ignores.
+const cacheBuster = "_"
+
 // notTaken is the refusal of query field f on a route that takes only
 // takes.
 func notTaken(f string, takes []string) error {
@@ -115,6 +125,9 @@ func notTaken(f string, takes []string) error {
 		if strings.EqualFold(f, t) {
 			return badInput("the query field %q is not taken here: field names are case-sensitive; did you mean %q?", bounded(f), t)
 		}
+	}
+	if f == cacheBuster {
+		return badInput("the query field %q is not taken here: it is taken on a GET or HEAD only, as a cache-buster", f)
 	}
 	if len(takes) == 0 {
 		return badInput("the query field %q is not taken here: this route takes no query", bounded(f))

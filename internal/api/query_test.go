@@ -43,7 +43,8 @@ func TestUnknownQueryFieldRefused(t *testing.T) {
 		{"POST", "/api/v3/domains/shop.example.org/verify?method=manual", map[string]any{"method": "manual"}, "method", ""},
 		{"PUT", "/api/v3/dns/zones/apps.example.com?ttl=5", map[string]any{"gateways": []string{"127.0.0.2"}}, "ttl", ""},
 		{"DELETE", "/api/v3/dns/zones/apps.example.com/records/www/A?x=", nil, "x", ""},
-		{"GET", "/api/v3/discovery/clusters?_=1700000000", nil, "_", ""},
+		{"GET", "/api/v3/apps/shop?__=1", nil, "__", ""},
+		{"GET", "/api/v3/apps?_x=1", nil, "_x", ""},
 	} {
 		r := e.do(c.method, c.path, token, c.body)
 		if r.status != http.StatusBadRequest {
@@ -173,5 +174,65 @@ func TestResolveTakesDoHJSONFields(t *testing.T) {
 		if want := strconv.Itoa(298 - i); r.header.Get("X-RateLimit-Identity-Remaining") != want {
 			t.Errorf("with %s: identity remaining %q, want %s (one unit, as the plain query)", extra, r.header.Get("X-RateLimit-Identity-Remaining"), want)
 		}
+	}
+}
+
+// TestCacheBusterTaken: a GET or HEAD of any route takes the query field
+// _ that jQuery's cache: false and many dashboards add to defeat caches,
+// whatever its value, and answers as without it: it asks for nothing,
+// and refusing it made the clusters route unreachable from them. A write
+// still refuses it (a client adds it to GETs only, so on a write it is
+// some other tool's field), as it does __ or _x on a GET.
+func TestCacheBusterTaken(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Clusters = func() any { return map[string]any{"self": "c1"} } })
+	e.seed()
+	for _, c := range []struct{ plain, busted string }{
+		{"/api/v3/discovery/clusters", "/api/v3/discovery/clusters?_=1700000000000"},
+		{"/api/v3/apps", "/api/v3/apps?_=1700000000000"},
+		{"/api/v3/apps?limit=1", "/api/v3/apps?limit=1&_=x7"},
+		{"/api/v3/apps?after=a", "/api/v3/apps?_=&after=a"},
+		{"/api/v3/apps/shop", "/api/v3/apps/shop?_=1"},
+		{"/api/v3/domains/shop.example.org", "/api/v3/domains/shop.example.org?_=1&_=2"},
+		{"/api/v3/dns/zones/apps.example.com/records/www/A", "/api/v3/dns/zones/apps.example.com/records/www/A?_=1"},
+		{"/api/v3/hosts", "/api/v3/hosts?_=1"},
+	} {
+		want := e.do("GET", c.plain, token, nil)
+		for _, method := range []string{"GET", "HEAD"} {
+			r := e.do(method, c.busted, token, nil)
+			if r.status != want.status || method == "GET" && string(r.body) != string(want.body) {
+				t.Errorf("%s %s: %d %s, want %d %s as without _", method, c.busted, r.status, r.body, want.status, want.body)
+			}
+		}
+	}
+	before := e.snapshot()
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/api/v3/apps/shop?_=1", `{"status":"suspended"}`},
+		{"DELETE", "/api/v3/hosts/keys/web-1?_=1", ""},
+		{"POST", "/api/v3/domains/shop.example.org/verify?_=1", `{"method":"manual"}`},
+	} {
+		r := e.doIf(c.method, c.path, c.body)
+		if r.status != http.StatusBadRequest || !strings.Contains(problemOf(t, r).Detail, `"_"`) {
+			t.Errorf("%s %s: %d %s, want 400 naming _", c.method, c.path, r.status, r.body)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a write with _ changed the store\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestResolveTakesCacheBuster: GET /api/v3/dns/resolve takes _ as every
+// GET does, answering and charging as without it; the batch, a POST,
+// does not.
+func TestResolveTakesCacheBuster(t *testing.T) {
+	e, sign := resolveEnv(t, ResolveLimits{})
+	alice := sign("alice")
+	plain := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A", alice, nil)
+	r := e.do("GET", "/api/v3/dns/resolve?name=a.apps.example.com&type=A&_=1700000000000", alice, nil)
+	if r.status != 200 || string(r.body) != string(plain.body) || r.header.Get("X-RateLimit-Identity-Remaining") != "298" {
+		t.Errorf("with _: %d %s (identity remaining %s), want 200, %s, 298", r.status, r.body, r.header.Get("X-RateLimit-Identity-Remaining"), plain.body)
+	}
+	r = e.do("POST", "/api/v3/dns/resolve/batch?_=1", alice, `[{"name":"a.apps.example.com"}]`)
+	if r.status != http.StatusBadRequest {
+		t.Errorf("batch with _: %d %s, want 400", r.status, r.body)
 	}
 }
