@@ -103,9 +103,11 @@ type Options struct {
 	// ControlToken is the static platform bearer token; empty accepts no
 	// static token.
 	ControlToken string
-	// VerifyPlatform reports whether r carries a valid bearer JWT with
-	// scope platform (internal/auth). nil: only ControlToken is accepted.
-	VerifyPlatform func(r *http.Request) bool
+	// VerifyPlatform checks that r carries a valid bearer JWT with scope
+	// platform (internal/auth), returning nil, or the error of
+	// internal/auth that says why not: the 401 tells the client
+	// (auth.Describe). nil: only ControlToken is accepted.
+	VerifyPlatform func(r *http.Request) error
 	// VerifyDomain checks a custom-domain proof (method "txt", "cname" or
 	// "http", DESIGN §7) for d and returns nil when it holds. nil: only the
 	// platform's "manual" method is available.
@@ -237,12 +239,13 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusMethodNotAllowed, "method not allowed here; see the Allow header")
 		return
 	}
-	ok, answered := a.checkToken(w, r, func() bool { return a.platform(r) })
+	var why error
+	ok, answered := a.checkToken(w, r, func() bool { why = a.platform(r); return why == nil })
 	if answered {
 		return
 	}
 	if !ok {
-		unauthorized(w, r, "the control API needs the platform credential")
+		unauthorized(w, why, "the control API needs the platform credential")
 		return
 	}
 	if p := r.URL.EscapedPath(); cleanPath(p) != p {
@@ -314,32 +317,55 @@ func (h *headerRecorder) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// unauthorized answers 401 with detail, unless r's token was refused for
-// being in the query string: a client that sends the right token there
-// too must learn that, not that its credential is wrong.
-func unauthorized(w http.ResponseWriter, r *http.Request, detail string) {
-	if _, err := auth.BearerToken(r); errors.Is(err, auth.ErrQueryToken) {
-		detail = "tokens are accepted in the Authorization header only, never in the query string"
+// unauthorized answers 401 for why, r's credential's refusal, with the
+// RFC 6750 challenge and detail, which say what was wrong (auth.Describe):
+// a token in the query string, an expired one, a forged one. A request
+// with no token gets the bare challenge (RFC 6750 §3.1). A token without
+// scope platform is 401 as well, since only the platform's credential
+// opens the control API (DESIGN §7), but its challenge says
+// insufficient_scope and names the scope, since a new token of the same
+// kind would not help.
+func unauthorized(w http.ResponseWriter, why error, detail string) {
+	w.Header().Set("WWW-Authenticate", auth.Challenge("gatehouse", why, auth.PlatformScope))
+	if _, desc := auth.Describe(why); desc != "" {
+		detail += ": " + desc
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
 	problem.Write(w, http.StatusUnauthorized, detail)
 }
 
-// platform reports whether r carries the platform credential. The static
-// token is read by auth.BearerToken, as every JWT is (VerifyPlatform,
-// VerifySession): one rule for both credentials, so a request the JWT path
-// refuses (its token repeated in the query string, two Authorization
-// headers) is refused with the static token too.
-func (a *API) platform(r *http.Request) bool {
+// errNotControlToken refuses a token that is not the control token when
+// no JWT is taken.
+var errNotControlToken = fmt.Errorf("%w: it is not the control token", auth.ErrInvalid)
+
+// errNeither refuses a token that is not the control token and does not
+// parse as a JWT either: "not a well-formed JWT" alone would mislead an
+// operator who meant the control token.
+var errNeither = fmt.Errorf("%w: it is neither the control token nor a well-formed JWT", auth.ErrInvalid)
+
+// platform checks that r carries the platform credential, returning why
+// not. The static token is read by auth.BearerToken, as every JWT is
+// (VerifyPlatform, VerifySession): one rule for both credentials, so a
+// request the JWT path refuses (its token repeated in the query string,
+// two Authorization headers) is refused with the static token too.
+func (a *API) platform(r *http.Request) error {
+	tok, err := auth.BearerToken(r)
+	if err != nil {
+		return err
+	}
 	if a.o.ControlToken != "" {
-		if tok, err := auth.BearerToken(r); err == nil {
-			sum := sha256.Sum256([]byte(tok))
-			if subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1 {
-				return true
-			}
+		sum := sha256.Sum256([]byte(tok))
+		if subtle.ConstantTimeCompare(sum[:], a.token[:]) == 1 {
+			return nil
 		}
 	}
-	return a.o.VerifyPlatform != nil && a.o.VerifyPlatform(r)
+	if a.o.VerifyPlatform == nil {
+		return errNotControlToken
+	}
+	err = a.o.VerifyPlatform(r)
+	if err != nil && a.o.ControlToken != "" && auth.Malformed(err) {
+		return errNeither
+	}
+	return err
 }
 
 func (a *API) clusters(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -198,7 +199,12 @@ var allMethods = []string{"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTI
 // store does not change.
 func TestControlNeedsCredential(t *testing.T) {
 	e := newEnv(t, func(o *Options) {
-		o.VerifyPlatform = func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer good-jwt" }
+		o.VerifyPlatform = func(r *http.Request) error {
+			if r.Header.Get("Authorization") == "Bearer good-jwt" {
+				return nil
+			}
+			return auth.ErrInvalid
+		}
 		// every wrong token here must meet the check, not the
 		// guessing limit (TestWrongTokensLimited)
 		o.BadTokens = limit.Quota{Limit: 1 << 20, Window: time.Minute}
@@ -1714,10 +1720,10 @@ func TestWrongTokenBurstHeldToWindow(t *testing.T) {
 	release := make(chan struct{})
 	e := newEnv(t, func(o *Options) {
 		o.BadTokens = limit.Quota{Limit: 5, Window: time.Minute}
-		o.VerifyPlatform = func(*http.Request) bool {
+		o.VerifyPlatform = func(*http.Request) error {
 			inside.Add(1)
 			<-release
-			return false
+			return auth.ErrInvalid
 		}
 	})
 	var done atomic.Int32
@@ -1755,11 +1761,14 @@ func TestRightTokenWaitsForChecksInPlay(t *testing.T) {
 	release := make(chan struct{})
 	e := newEnv(t, func(o *Options) {
 		o.BadTokens = limit.Quota{Limit: 5, Window: time.Minute}
-		o.VerifyPlatform = func(r *http.Request) bool {
+		o.VerifyPlatform = func(r *http.Request) error {
 			if inside.Add(1) <= 5 {
 				<-release
 			}
-			return strings.HasPrefix(r.Header.Get("Authorization"), "Bearer platform-")
+			if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer platform-") {
+				return nil
+			}
+			return auth.ErrInvalid
 		}
 	})
 	codes := make([]int, 6)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse-dev/gatehouse/internal/auth"
 	"github.com/gatehouse-dev/gatehouse/internal/dns"
 	"github.com/gatehouse-dev/gatehouse/internal/limit"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
@@ -227,7 +228,7 @@ func question(name, typ string) (dns.DoHQuestion, error) {
 // configured and r carries the platform credential (DESIGN §8). nil
 // otherwise, and off-zone names are REFUSED.
 func (a *API) forwarderFor(r *http.Request) *dns.Forwarder {
-	if a.o.Forwarder == nil || !a.platform(r) {
+	if a.o.Forwarder == nil || a.platform(r) != nil {
 		return nil
 	}
 	return a.o.Forwarder
@@ -245,21 +246,28 @@ const platformSession = "platform control.token"
 // token works here too, so this is as good a place to guess it.
 func (a *API) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	var session string
+	var why error
 	ok, answered := a.checkToken(w, r, func() bool {
+		var err error
 		if a.o.VerifySession != nil {
-			if s, err := a.o.VerifySession(r); err == nil {
-				session = s
+			if session, err = a.o.VerifySession(r); err == nil {
 				return true
 			}
 		}
-		if a.platform(r) {
+		// the platform's refusal says why unless the session's says
+		// more: a JWT's expiry, say, against "not the control token"
+		why = a.platform(r)
+		if why == nil {
 			session = platformSession
 			return true
+		}
+		if err != nil && !auth.Malformed(err) {
+			why = err
 		}
 		return false
 	})
 	if !ok && !answered {
-		unauthorized(w, r, "resolving needs a signed-in session: send a valid bearer token")
+		unauthorized(w, why, "resolving needs a signed-in session: send a valid bearer token")
 	}
 	return session, ok
 }

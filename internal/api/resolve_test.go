@@ -61,13 +61,13 @@ func resolveEnvWith(t *testing.T, mod func(*Options)) (e *env, sign func(jwt.Map
 			}
 			return c.Subject, nil
 		}
-		o.VerifyPlatform = func(r *http.Request) bool {
+		o.VerifyPlatform = func(r *http.Request) error {
 			tok, err := auth.BearerToken(r)
 			if err != nil {
-				return false
+				return err
 			}
 			_, err = v.VerifyPlatform(tok)
-			return err == nil
+			return err
 		}
 		mod(o)
 	})

@@ -277,7 +277,9 @@ var (
 	// token (it wraps ErrInvalid).
 	ErrTwoHeaders = fmt.Errorf("%w: more than one Authorization header", ErrInvalid)
 	ErrAudience   = errors.New("auth: token audience does not cover this app")
-	ErrScope      = errors.New("auth: token scope does not include platform")
+	// errNoIssuer: verification is off, so no token verifies.
+	errNoIssuer = errors.New("no issuer is configured")
+	ErrScope    = errors.New("auth: token scope does not include platform")
 )
 
 // Status maps a verification error to the HTTP status to answer: 403 for
@@ -411,12 +413,14 @@ func (v *Verifier) VerifyPlatform(tok string) (*Claims, error) {
 // (the resolve API, DESIGN §8).
 func (v *Verifier) VerifyAny(tok string) (*Claims, error) {
 	if !v.Enabled() {
-		return nil, fmt.Errorf("%w: no issuer is configured", ErrInvalid)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, errNoIssuer)
 	}
 	c := &Claims{}
 	t, err := v.parser.ParseWithClaims(tok, c, v.keyFor)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		// golang-jwt's error kept in the chain: Describe tells an
+		// expired token from a forged one by it
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if _, ok := t.Header["crit"]; ok {
 		// RFC 7515 §4.1.11: a verifier must refuse a token whose crit

@@ -858,8 +858,9 @@ func warnTokenApps(log *slog.Logger, tbl *route.Table) {
 }
 
 // platformVerifier accepts a bearer JWT from a configured issuer whose
-// scope includes "platform" (DESIGN §7). nil when no issuer is configured.
-func platformVerifier(o auth.Options) func(*http.Request) bool {
+// scope includes "platform" (DESIGN §7), and otherwise says why not, for
+// the API's 401. nil when no issuer is configured.
+func platformVerifier(o auth.Options) func(*http.Request) error {
 	if len(o.Issuers) == 0 {
 		return nil
 	}
@@ -867,13 +868,13 @@ func platformVerifier(o auth.Options) func(*http.Request) bool {
 	if err != nil {
 		return nil
 	}
-	return func(r *http.Request) bool {
+	return func(r *http.Request) error {
 		tok, err := auth.BearerToken(r)
-		if err != nil || tok == "" {
-			return false
+		if err != nil {
+			return err
 		}
 		_, err = v.VerifyPlatform(tok)
-		return err == nil
+		return err
 	}
 }
 
