@@ -29,7 +29,8 @@ func badInput(format string, args ...any) error {
 	return &errBadInput{fmt.Sprintf(format, args...)}
 }
 
-// decode reads r's body as exactly one JSON value into v, refusing
+// decode reads r's body as exactly one JSON value into v (after a UTF-8
+// byte order mark, if it starts with one), refusing
 // invalid UTF-8, unknown fields and ambiguous keys (checkKeys), and a
 // body that is null, and a body under a type other than JSON or a
 // Content-Encoding (415). An empty body decodes as {} into a struct, and
@@ -70,6 +71,11 @@ func decode(r *http.Request, v any) error {
 		}
 		return badInput("reading the body: %v", err)
 	}
+	// One leading byte order mark, which PowerShell's and Notepad's
+	// UTF-8 files start with, is not JSON and not the client's meaning:
+	// RFC 8259 §8.1 lets a parser ignore it, and refused it was named
+	// as an 'ï' the client never wrote.
+	b = bytes.TrimPrefix(b, []byte("\ufeff"))
 	if len(bytes.TrimSpace(b)) == 0 {
 		// {} only where an object is wanted: elsewhere (a resolve
 		// batch's array) the refusal would name an object the client

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -33,5 +34,30 @@ func TestZoneRefusals(t *testing.T) {
 		{"shop.example.co.uk", "192.0.2.1"}, {"herokuapp.com", "2001:db8::1"},
 	} {
 		e.ok("PUT", "/api/v3/dns/zones/"+c.zone, `{"gateways":["`+c.gw+`"]}`, 200)
+	}
+}
+
+// TestBodyByteOrderMark: a body that starts with a UTF-8 byte order mark
+// (PowerShell's and Notepad's UTF-8 files do) is read as the JSON after
+// it, which RFC 8259 §8.1 lets a parser do: it was refused with
+// "invalid character 'ï' looking for beginning of value", naming a
+// character the client never wrote. A mark anywhere else is still no
+// JSON.
+func TestBodyByteOrderMark(t *testing.T) {
+	e := newEnv(t, nil)
+	const bom = "\xef\xbb\xbf"
+	r := e.ok("PUT", "/api/v3/apps/shop", bom+`{"status":"suspended"}`, 200)
+	if !strings.Contains(string(r.body), `"status":"suspended"`) {
+		t.Errorf("PUT with a BOM: %s, want the app suspended", r.body)
+	}
+	e.ok("PUT", "/api/v3/apps/blog", bom, 200) // an empty body, marked
+	for _, body := range []string{`{"status":` + bom + `"suspended"}`, bom + bom + `{}`, `{}` + bom} {
+		r := e.do("PUT", "/api/v3/apps/shop", token, body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("PUT %q: %d %s, want 400", body, r.status, r.body)
+		}
+	}
+	if r := e.ok("GET", "/api/v3/apps/shop", nil, 200); !strings.Contains(string(r.body), `"status":"suspended"`) {
+		t.Errorf("after the refused PUTs: %s", r.body)
 	}
 }
