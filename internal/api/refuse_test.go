@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,5 +60,68 @@ func TestBodyByteOrderMark(t *testing.T) {
 	}
 	if r := e.ok("GET", "/api/v3/apps/shop", nil, 200); !strings.Contains(string(r.body), `"status":"suspended"`) {
 		t.Errorf("after the refused PUTs: %s", r.body)
+	}
+}
+
+// TestNoBodyOnReadOrDelete: a control GET, HEAD or DELETE that carries a
+// body answers 400 and changes nothing: the API reads no such body, so
+// what it says was ignored, as a query field not taken was (DESIGN §7) -
+// a DELETE's {"cascade": false} deleted, a GET's {"limit": 1} answered
+// the whole list. A body of length 0, the way clients send none, is no
+// body; so is a chunked body that ends at once.
+func TestNoBodyOnReadOrDelete(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed()
+	before := e.snapshot()
+	send := func(method, path string, body io.Reader) int {
+		req, err := http.NewRequest(method, e.srv.URL+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode == http.StatusBadRequest && method != "HEAD" && !strings.Contains(string(b), "no body") {
+			t.Errorf("%s %s: detail %s does not say it takes no body", method, path, b)
+		}
+		return res.StatusCode
+	}
+	chunked := func(s string) io.Reader { return io.MultiReader(strings.NewReader(s)) } // no length: sent chunked
+	for _, c := range []struct {
+		method, path string
+		body         io.Reader
+	}{
+		{"DELETE", "/api/v3/apps/shop", strings.NewReader(`{"cascade":false}`)},
+		{"DELETE", "/api/v3/hosts/keys/web-1", chunked(`{"force":false}`)},
+		{"DELETE", "/api/v3/dns/zones/apps.example.com/records/www/A", strings.NewReader(" ")},
+		{"GET", "/api/v3/apps", strings.NewReader(`{"limit":1}`)},
+		{"GET", "/api/v3/apps/shop", chunked(`{}`)},
+		{"HEAD", "/api/v3/domains/shop.example.org", strings.NewReader(`{}`)},
+	} {
+		if got := send(c.method, c.path, c.body); got != http.StatusBadRequest {
+			t.Errorf("%s %s with a body: %d, want 400", c.method, c.path, got)
+		}
+	}
+	if after := e.snapshot(); after != before {
+		t.Errorf("a refused request changed the store\nbefore %s\nafter  %s", before, after)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         io.Reader
+		want         int
+	}{
+		{"GET", "/api/v3/apps", strings.NewReader(""), 200},
+		{"GET", "/api/v3/apps/shop", chunked(""), 200},
+		{"DELETE", "/api/v3/hosts/keys/web-1", strings.NewReader(""), 204},
+		{"DELETE", "/api/v3/dns/zones/apps.example.com/records/www/A", nil, 204},
+	} {
+		if got := send(c.method, c.path, c.body); got != c.want {
+			t.Errorf("%s %s without a body: %d, want %d", c.method, c.path, got, c.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -64,6 +65,10 @@ func (a *API) serve(h handlerFunc, takes ...string) http.Handler {
 			a.fail(w, r, err)
 			return
 		}
+		if err := noBody(r); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 		p, err := preconditions(r) // a field that does not parse is refused on every route
 		if err != nil {
 			a.fail(w, r, err)
@@ -97,6 +102,27 @@ func (a *API) serve(h handlerFunc, takes ...string) http.Handler {
 		}
 		writeJSON(w, status, body)
 	})
+}
+
+// noBody refuses a GET, HEAD or DELETE that carries a body. Such a body
+// is read by no route, so what it said was ignored, as a query field not
+// taken was: a DELETE's {"cascade": false} deleted, a GET's {"limit": 1}
+// answered the whole list. RFC 9110 §9.3.1 and §9.3.5 give such content no
+// meaning and let a server refuse it. A body of length 0 is none, and so
+// is a chunked one that ends at once: a byte is read to tell.
+func noBody(r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodDelete:
+	default:
+		return nil
+	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if n, _ := io.ReadFull(r.Body, make([]byte, 1)); n == 0 {
+		return nil
+	}
+	return badInput("a %s takes no body here, and the API reads none: what it says would be ignored (a list pages by ?limit= and ?after=, a write is made conditional by If-Match)", r.Method)
 }
 
 // untagged checks p for r, a request of a resource that exists and
