@@ -81,25 +81,23 @@ func (g *Gateway) verify(r *http.Request, app string) (*auth.Claims, error) {
 	return g.edge.verifier.Verify(tok, app) // a nil verifier refuses every token
 }
 
-// authError answers a verification failure, with the RFC 6750 challenge.
+// authError answers a verification failure, with the RFC 6750 challenge
+// (auth.Challenge), whose error_description and the problem's detail say
+// what was wrong: an expired token, one not valid yet, a forged one. A
+// client that is told only "invalid_token" fetches a new token, which
+// mends an expired one and never a token of the wrong issuer.
 func authError(w http.ResponseWriter, err error) {
 	status := auth.Status(err)
 	detail := "a valid bearer token is required"
-	challenge := `Bearer realm="gatehouse", error="invalid_token"`
-	switch {
+	switch code, desc := auth.Describe(err); {
 	case status == http.StatusForbidden:
 		detail = "the token does not cover this app"
-		challenge = `Bearer realm="gatehouse", error="insufficient_scope"`
-	case errors.Is(err, auth.ErrQueryToken):
-		detail = "tokens are accepted in the Authorization header only, never in the query string"
-		challenge = `Bearer realm="gatehouse", error="invalid_request"`
-	case errors.Is(err, auth.ErrTwoHeaders):
-		detail = "send one bearer token, in one Authorization header"
-		challenge = `Bearer realm="gatehouse", error="invalid_request"`
-	case errors.Is(err, auth.ErrNoToken):
-		challenge = `Bearer realm="gatehouse"`
+	case code == auth.CodeInvalidRequest:
+		detail = desc // the request is at fault, not a token
+	case desc != "":
+		detail += ": " + desc
 	}
-	w.Header().Set("WWW-Authenticate", challenge)
+	w.Header().Set("WWW-Authenticate", auth.Challenge("gatehouse", err, ""))
 	problem.Write(w, status, detail)
 }
 

@@ -145,6 +145,8 @@ func TestAuthThroughChain(t *testing.T) {
 func TestAuthChallenges(t *testing.T) {
 	e := newEdgeEnv(t, "apps.test", authApps(), nil)
 	good := e.token(nil)
+	_, forger, _ := ed25519.GenerateKey(rand.Reader)
+	const forged = "the token's signature does not verify with a key of an issuer this gateway trusts"
 	const bare = `Bearer realm="gatehouse"`
 	cases := []struct {
 		name   string
@@ -157,11 +159,14 @@ func TestAuthChallenges(t *testing.T) {
 		{"another scheme", "/", http.Header{"Authorization": {"Basic YTpi"}}, 401, bare},
 		{"Bearer and nothing", "/", http.Header{"Authorization": {"Bearer"}}, 401, bare},
 		{"Bearer and blanks", "/", http.Header{"Authorization": {"Bearer   "}}, 401, bare},
-		{"two Authorization fields", "/", http.Header{"Authorization": {"Bearer " + good, "Bearer " + good}}, 401, bare + `, error="invalid_request"`},
-		{"header and query", "/?access_token=" + good, edgeBearer(good), 401, bare + `, error="invalid_request"`},
-		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401, bare + `, error="invalid_token"`},
-		{"not a JWT", "/", edgeBearer("abc"), 401, bare + `, error="invalid_token"`},
-		{"another app's token", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["aud"] = "blog" })), 403, bare + `, error="insufficient_scope"`},
+		{"two Authorization fields", "/", http.Header{"Authorization": {"Bearer " + good, "Bearer " + good}}, 401, bare + `, error="invalid_request", error_description="send one bearer token, in one Authorization header"`},
+		{"header and query", "/?access_token=" + good, edgeBearer(good), 401, bare + `, error="invalid_request", error_description="tokens are accepted in the Authorization header only, never in the query string"`},
+		{"expired", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401, bare + `, error="invalid_token", error_description="the token has expired"`},
+		{"not valid yet", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })), 401, bare + `, error="invalid_token", error_description="the token is not valid yet (its nbf is in the future)"`},
+		{"forged", "/", edgeBearer(edgeSign(t, forger, nil)), 401, bare + `, error="invalid_token", error_description="` + forged + `"`},
+		{"forged and expired", "/", edgeBearer(edgeSign(t, forger, func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })), 401, bare + `, error="invalid_token", error_description="` + forged + `"`},
+		{"not a JWT", "/", edgeBearer("abc"), 401, bare + `, error="invalid_token", error_description="the token is not a well-formed JWT"`},
+		{"another app's token", "/", edgeBearer(e.token(func(c jwt.MapClaims) { c["aud"] = "blog" })), 403, bare + `, error="insufficient_scope", error_description="the token's audience (aud) does not cover this app"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,6 +174,12 @@ func TestAuthChallenges(t *testing.T) {
 			edgeProblem(t, res, body, c.status)
 			if got := res.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != c.want {
 				t.Fatalf("WWW-Authenticate %q, want %q", got, c.want)
+			}
+			// the problem's detail says what the challenge does
+			var p problem.Problem
+			_ = json.Unmarshal([]byte(body), &p)
+			if _, desc, ok := strings.Cut(c.want, `error_description="`); ok && c.status == 401 && !strings.Contains(p.Detail, strings.Split(desc, `"`)[0]) {
+				t.Fatalf("detail %q does not say %q", p.Detail, desc)
 			}
 		})
 	}
@@ -209,7 +220,7 @@ func TestAuthKeyIDOfNoKey(t *testing.T) {
 	if e.backendOf("shop").count() != before {
 		t.Fatal("the host saw a token whose kid names no key")
 	}
-	if got, want := res.Header.Values("WWW-Authenticate"), badSig.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != want[0] || got[0] != `Bearer realm="gatehouse", error="invalid_token"` {
+	if got, want := res.Header.Values("WWW-Authenticate"), badSig.Header.Values("WWW-Authenticate"); len(got) != 1 || got[0] != want[0] || got[0] != `Bearer realm="gatehouse", error="invalid_token", error_description="the token's signature does not verify with a key of an issuer this gateway trusts"` {
 		t.Fatalf("WWW-Authenticate %q, want a bad signature's %q", got, want)
 	}
 	var p, q problem.Problem

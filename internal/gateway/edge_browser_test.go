@@ -61,7 +61,7 @@ func TestCORSInChromium(t *testing.T) {
 	why := `fetch(` + browser.JSString("http://authd.localhost:"+gu.Port()+"/data") + `, {headers: {"Authorization": "Bearer x"}})
 		.then(r => r.status + " " + r.headers.get("WWW-Authenticate")).catch(err => "failed: " + err)`
 	got, err := chromedp.Run(bctx, chromedp.Evaluate[string](why, chromedp.EvalAwaitPromise))
-	if err != nil || got != `401 Bearer realm="gatehouse", error="invalid_token"` {
+	if err != nil || got != `401 Bearer realm="gatehouse", error="invalid_token", error_description="the token is not a well-formed JWT"` {
 		t.Fatalf("a 401 read from the allowed origin: %q %v", got, err)
 	}
 	if seen := e.backendOf("star").all(); len(seen) != 1 || seen[0].Method != "PUT" {
