@@ -384,3 +384,31 @@ func TestListPreconditions(t *testing.T) {
 	e.okIf(400, "GET", "/api/v3/apps", "", "If-Match", "shop")
 	e.okIf(400, "GET", "/api/v3/discovery/clusters", "", "If-Match", "shop")
 }
+
+// A write on an item that has changed since it was read answers 412 even
+// when its body would be refused as well: RFC 9110 §13.2.1 has the
+// conditions evaluated before the content is processed, and a client
+// told 400 would fix its body only to learn that its write was stale all
+// along. A body that is bad on an item the conditions hold for is still
+// 400, and neither writes anything.
+func TestStaleWriteBeforeBadBody(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, it := range items(e) {
+		t.Run(it.name, func(t *testing.T) {
+			e.t = t
+			read := tagOf(t, e.okIf(200, "PUT", it.path, it.body))
+			cur := tagOf(t, e.okIf(200, "PUT", it.path, it.changed))
+			before := e.snapshot()
+			e.okIf(412, "PUT", it.path, `{"no_such_field":1}`, "If-Match", read)
+			e.okIf(412, "PUT", it.path, `{"no_such_field":1}`, "If-None-Match", "*")
+			e.okIf(400, "PUT", it.path, `{"no_such_field":1}`, "If-Match", cur)
+			if it.name == "domain" {
+				e.okIf(412, "POST", it.path+"/verify", `{"method":"no-such-method"}`, "If-Match", read)
+				e.okIf(400, "POST", it.path+"/verify", `{"method":"no-such-method"}`, "If-Match", cur)
+			}
+			if now := e.snapshot(); now != before {
+				t.Fatalf("a refused write changed the store:\n%s\nwas\n%s", now, before)
+			}
+		})
+	}
+}

@@ -43,6 +43,9 @@ func (a *API) routes() {
 		"PUT /api/v3/hosts/keys/{host_id}":    a.putHostKey,
 		"DELETE /api/v3/hosts/keys/{host_id}": a.deleteHostKey,
 	} {
+		if read := a.itemReader(pattern); read != nil {
+			h = staleFirst(h, read)
+		}
 		a.control.Handle(pattern, a.serve(h))
 	}
 	for pattern, h := range map[string]handlerFunc{
@@ -54,6 +57,52 @@ func (a *API) routes() {
 		"GET /api/v3/hosts":                    a.listHosts,
 	} {
 		a.control.Handle(pattern, a.takeTurns(a.serve(h, "limit", "after")))
+	}
+}
+
+// itemReader returns the GET handler of the item a write route
+// (pattern) changes, nil for a GET.
+func (a *API) itemReader(pattern string) handlerFunc {
+	method, path, _ := strings.Cut(pattern, " ")
+	if method == http.MethodGet {
+		return nil
+	}
+	switch strings.TrimSuffix(path, "/verify") {
+	case "/api/v3/apps/{app}":
+		return a.getApp
+	case "/api/v3/domains/{domain}":
+		return a.getDomain
+	case "/api/v3/dns/zones/{zone}":
+		return a.getZone
+	case "/api/v3/dns/zones/{zone}/records/{name}/{type}":
+		return a.getRecord
+	case "/api/v3/hosts/keys/{host_id}":
+		return a.getHostKey
+	}
+	return nil
+}
+
+// staleFirst is h, a write, preceded by a check of the request's
+// conditions against the item as read now (read, its GET): one that does
+// not hold answers 412 before h reads the body. RFC 9110 §13.2.1 has the
+// conditions evaluated before the content is processed, and a stale
+// write with a bad body answered 400 sent its client to mend the body
+// only to meet the 412 next. h still checks them itself, in the store's
+// compare-and-set: the item may change after this read. An item that
+// cannot be read here (none, a bad id, a value that does not decode) is
+// left to h.
+func staleFirst(h, read handlerFunc) handlerFunc {
+	return func(r *http.Request) (int, any, error) {
+		if p := conds(r); !p.none() {
+			if _, cur, err := read(r); err == nil {
+				if tag := itemTag(cur); tag != "" {
+					if err := p.checkTag(tag, itemWhat(cur)); err != nil {
+						return 0, nil, err
+					}
+				}
+			}
+		}
+		return h(r)
 	}
 }
 
