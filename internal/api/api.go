@@ -261,8 +261,24 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.control.ServeHTTP(&problemWriter{ResponseWriter: w}, r)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if !limitBody(w, r) {
+		return
+	}
 	a.control.ServeHTTP(w, r)
+}
+
+// limitBody caps r's body at maxBody, or, when its Content-Length is
+// past that already, answers 413 itself and returns false. Refused
+// unread, a body sent with Expect: 100-continue is not asked for (the
+// server sends 100 Continue on the first read): a client uploaded a MiB
+// of a body that could only be refused.
+func limitBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength > maxBody {
+		problem.Write(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBody))
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	return true
 }
 
 // cleanPath is p as http.ServeMux routes it: "." and ".." segments

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bufio"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -123,5 +126,37 @@ func TestNoBodyOnReadOrDelete(t *testing.T) {
 		if got := send(c.method, c.path, c.body); got != c.want {
 			t.Errorf("%s %s without a body: %d, want %d", c.method, c.path, got, c.want)
 		}
+	}
+}
+
+// TestOversizedBodyRefusedBeforeSent: a write whose Content-Length is
+// past the 1 MiB bound, sent with Expect: 100-continue, answers 413 at
+// once, without 100 Continue: the client is not asked to upload a body
+// that can only be refused (it was, 1 MiB of it read before the 413).
+// The batch resolve route likewise. A body at the bound is still read.
+func TestOversizedBodyRefusedBeforeSent(t *testing.T) {
+	e, _ := resolveEnv(t, ResolveLimits{})
+	for _, c := range []struct{ method, path string }{
+		{"PUT", "/api/v3/apps/shop"},
+		{"POST", "/api/v3/domains/shop.example.org/verify"},
+		{"POST", "/api/v3/dns/resolve/batch"},
+	} {
+		conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+			c.method, c.path, token, maxBody+1)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.path, err)
+		}
+		if res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s %s with Content-Length %d: first answer %d, want 413 without 100 Continue", c.method, c.path, maxBody+1, res.StatusCode)
+		}
+		conn.Close()
+	}
+	if r := e.do("PUT", "/api/v3/apps/shop", token, `{}`+strings.Repeat(" ", maxBody-2)); r.status != 200 {
+		t.Errorf("a body of exactly %d bytes: %d %s", maxBody, r.status, r.body)
 	}
 }

@@ -173,7 +173,9 @@ func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if !limitBody(w, r) {
+		return
+	}
 	var body []resolveQuery
 	if err := decode(r, &body); err != nil {
 		a.fail(w, r, err)
