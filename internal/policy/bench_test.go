@@ -65,6 +65,7 @@ func hostilePaths(n int) []struct{ name, path string } {
 		{"cutsLast", fill(`/A;b.\%2525252e`)[:n-30] + "%25252523%252523%2523%23"},
 		{"upper", fill("/AbC")},
 		{"nonASCII", fill("/ı%C4%B1")},
+		{"spaces", fill(`/%09A;b.%20\%2509.%C2%A0x%a0/../`)},
 	}
 }
 

@@ -5,13 +5,15 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 var fuzzSeeds = []string{
 	"/", "/admin", "//admin", "/a/../admin", "/%2e%2e/admin", "/x/%252e%252e/admin", "/admin%2f",
 	"/admin;x", "/admin.", `\admin`, "/a/..;/admin", "/%zz", "/admin/health/..", "/%2561dmin/x",
 	`/admin/x\y/..`, "/admin/.../..", `/admin\...\..`, "/admin/x;/..", "/ADMIN", "/%41dmin/X",
-	"/admin%3Fx", "/admin%23/x", "/admin%00.png",
+	"/admin%3Fx", "/admin%23/x", "/admin%00.png", "/admin%09", "/%0d%0aadmin/x", "/admin%a0",
+	"/admin%C2%A0", "/x/..%09/admin", "/admin%09.", "/admin%E3%80%80/x", "/%E2%80%8Badmin",
 }
 
 // FuzzClean checks the invariants of a cleaned path.
@@ -31,7 +33,7 @@ func FuzzClean(f *testing.F) {
 			t.Fatalf("Clean(%q) = %q: trailing slash", p, c)
 		}
 		for _, s := range strings.Split(c[1:], "/") {
-			if c != "/" && (s == "" || s == "." || s == ".." || strings.ContainsAny(s, `;\`) || strings.HasSuffix(s, ".") || strings.HasSuffix(s, " ")) {
+			if c != "/" && (s == "" || s == "." || s == ".." || strings.ContainsAny(s, `;\`) || strings.HasSuffix(s, ".") || strings.HasSuffix(s, " ") || refTrimSpace(s) != s) {
 				t.Fatalf("Clean(%q) = %q: segment %q survived", p, c, s)
 			}
 		}
@@ -114,7 +116,9 @@ func FuzzMatch(f *testing.F) {
 // host's own reading of the raw path (as sent, or decoded once by
 // net/url, and that ending at a decoded NUL, '?' or '#'; with `\` as a
 // separator or not; with each segment's ";params" and trailing dots and
-// spaces or without, as Tomcat and IIS drop them; with case or without;
+// spaces or without, as Tomcat and IIS drop them; with white space and
+// controls at a segment's ends, or without, as Java's, JS's, Python's and
+// .NET's trims drop them, of UTF-8 runes or of Latin-1 bytes; with case or without;
 // then path.Clean, or, for a path as written, only empty and "." segments
 // removed, as a host that keeps ".." reads it) falls under a deny rule,
 // Check denies.
@@ -133,7 +137,13 @@ func FuzzNoBypass(f *testing.F) {
 		var views []string
 		add := func(p string) {
 			for _, b := range []string{p, strings.ReplaceAll(p, `\`, "/")} {
-				for _, q := range []string{b, segTrim(b, true, false), segTrim(b, false, true), segTrim(b, true, true)} {
+				var qs []string
+				for _, ws := range []func(string) string{nil, refTrimSpace, latin1Trim} {
+					for _, pt := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+						qs = append(qs, segTrim(b, pt[0], pt[1], ws))
+					}
+				}
+				for _, q := range qs {
 					for _, r := range []string{q, strings.ToLower(q)} {
 						views = append(views, path.Clean("/"+r))
 						if q == b {
@@ -179,13 +189,17 @@ func dotsKept(p string) string {
 	return "/" + strings.Join(segs, "/")
 }
 
-// segTrim is p with each segment's ";params" suffix (params) and trailing
-// dots and spaces (trailing) dropped, written without path.Clean's help.
-func segTrim(p string, params, trailing bool) string {
+// segTrim is p with each segment's ";params" suffix (params), then the
+// white space at its ends (ws, if not nil), then its trailing dots and
+// spaces (trailing) dropped, written without path.Clean's help.
+func segTrim(p string, params, trailing bool, ws func(string) string) string {
 	segs := strings.Split(p, "/")
 	for i, s := range segs {
 		if j := strings.IndexByte(s, ';'); j >= 0 && params {
 			s = s[:j]
+		}
+		if ws != nil {
+			s = ws(s)
 		}
 		if s != "." && s != ".." && trailing {
 			s = strings.TrimRight(s, ". ")
@@ -193,4 +207,30 @@ func segTrim(p string, params, trailing bool) string {
 		segs[i] = s
 	}
 	return strings.Join(segs, "/")
+}
+
+// refTrimSpace is s trimmed as each language's trim reads it, the union of
+// their sets, listed language by language.
+func refTrimSpace(s string) string {
+	return strings.TrimFunc(s, func(r rune) bool {
+		javaTrim := r <= 0x20
+		javaStrip := r != 0xa0 && r != 0x2007 && r != 0x202f && (unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp) || strings.ContainsRune("\t\n\v\f\r\x1c\x1d\x1e\x1f\u180e", r))
+		js := unicode.Is(unicode.Zs, r) || strings.ContainsRune("\t\n\v\f\r\u00a0\ufeff\u2028\u2029\u180e", r)
+		python := unicode.Is(unicode.Zs, r) || strings.ContainsRune("\t\n\v\f\r\x1c\x1d\x1e\x1f\u0085\u2028\u2029", r)
+		dotnet := unicode.Is(unicode.White_Space, r) || r == 0x200b || r == 0xfeff
+		return javaTrim || javaStrip || js || python || dotnet || r == 0x7f
+	})
+}
+
+// latin1Trim is s trimmed by a host that reads its bytes as Latin-1 and
+// trims C0 controls, space, DEL, NEL and NBSP.
+func latin1Trim(s string) string {
+	trim := func(c byte) bool { return c <= 0x20 || c == 0x7f || c == 0x85 || c == 0xa0 }
+	for s != "" && trim(s[0]) {
+		s = s[1:]
+	}
+	for s != "" && trim(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
 }

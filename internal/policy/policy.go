@@ -28,8 +28,9 @@ type Rule struct {
 // Validate reports the first rule that cannot be applied as written: Check
 // matches rules against requests' cleaned paths, so a rule that is not
 // clean (an empty, '.' or '..' segment, a trailing '/' or '.', '%', ';',
-// '\', white space, '?' or '#'; and "//*" would match "/" alone) would
-// match no request, and a deny so written would let everything through.
+// '\', white space, a control or Unicode space at a segment's end, '?' or
+// '#'; and "//*" would match "/" alone) would match no request, and a
+// deny so written would let everything through.
 // It is the one copy of this rule: route.PolicyRule.Check applies it for
 // the API and the store.
 func Validate(rules []Rule) error {
@@ -302,8 +303,9 @@ const (
 	backslash  = 1 << iota // `\` separates segments
 	params                 // a segment's ";params" suffix is not part of its name
 	trailing               // a segment's trailing dots and spaces are not part of its name
-	folded                 // letters compare without case
-	allLenient = backslash | params | trailing | folded
+	spaces                 // a segment's leading and trailing white space and controls are not part of its name
+	folded                 // letters compare without case; the highest bit, as check's cleaned array needs
+	allLenient = backslash | params | trailing | spaces | folded
 )
 
 // foldIn reports folded if a rule's path has a letter that folding changes.
@@ -352,10 +354,16 @@ func lowerRules(rules []Rule) []Rule {
 }
 
 // lenientIn reports the lenient readings that can change p: a `\`, a
-// ';', a dot or space that ends a segment, a letter folding changes.
+// ';', a dot or space that ends a segment, white space or a control at a
+// segment's end, a letter folding changes.
 func lenientIn(p string) int {
 	k := 0
+	start := 0 // of the segment p[i] is in, taking `\` and ';' as ends too
 	for i := 0; i < len(p); i++ {
+		if c := p[i]; c == '/' || c == '\\' || c == ';' {
+			k |= spacedEnds(p[start:i])
+			start = i + 1
+		}
 		switch c := p[i]; {
 		case c == '\\':
 			k |= backslash
@@ -369,14 +377,120 @@ func lenientIn(p string) int {
 			k |= folded
 		}
 	}
-	return k
+	return k | spacedEnds(p[start:])
+}
+
+// spacedEnds reports spaces if trimming white space (trimSpace) may change
+// segment s: s starts or ends with it, or ends with it once its trailing
+// dots and spaces are gone, as the trailing reading may leave it (".. " is
+// ".." to the one, and empty to the other); and then trailing too if s so
+// trimmed ends in a dot ("admin.\t").
+func spacedEnds(s string) int {
+	if s == "" {
+		return 0
+	}
+	spaced := false
+	for _, t := range [...]string{s, strings.TrimRight(s, ". ")} {
+		if t == "" {
+			break
+		}
+		r, n := utf8.DecodeRuneInString(t)
+		r1, n1 := utf8.DecodeLastRuneInString(t)
+		if spaceRune(r, n, t[0]) || spaceRune(r1, n1, t[len(t)-1]) {
+			spaced = true
+			break
+		}
+	}
+	if !spaced {
+		return 0
+	}
+	if t := trimSpace(s); t != "" && t[len(t)-1] == '.' {
+		return spaces | trailing
+	}
+	return spaces
+}
+
+// space reports whether a host may trim r from the ends of a segment, as
+// one that splits the path into segments and trims each (Spring's
+// tokenizeToStringArray with trimTokens, CVE-2016-5007) or trims the name
+// it looks up does. Each language trims its own set, and the union is
+// read: Java's String.trim drops every char up to U+0020 (so every C0
+// control), and strip and Character.isWhitespace the Unicode spaces but
+// the no-break ones (and, before Java 9's Unicode 6.3, U+180E); .NET's Trim drops
+// Char.IsWhiteSpace (Unicode White_Space: U+0085, U+00A0, the Zs spaces,
+// U+2028, U+2029), and before .NET 4 U+200B and U+FEFF as well; JS's trim
+// drops WhiteSpace and LineTerminator (U+FEFF, Zs, U+2028, U+2029, and
+// U+180E in engines before Unicode 6.3); Python's strip drops
+// str.isspace (U+001C-U+001F and U+0085 too). DEL goes with the
+// controls: a host that trims controls drops it.
+func space(r rune) bool {
+	switch {
+	case r <= ' ' || r == 0x7f:
+		return true
+	case r < 0x80:
+		return false
+	}
+	return unicode.IsSpace(r) || r == '\u180e' || r == '\u200b' || r == '\ufeff'
+}
+
+// spaceRune is space for the rune r of n bytes that starts (or ends) with
+// byte b, reading a byte that is not UTF-8 as Latin-1 does: a host that
+// reads the path as Latin-1 reads %a0 as NBSP and %85 as NEL.
+func spaceRune(r rune, n int, b byte) bool {
+	if r == utf8.RuneError && n == 1 {
+		return b == 0x85 || b == 0xa0
+	}
+	return space(r)
+}
+
+// trimSpace is s without the white space and controls at its ends (space,
+// spaceRune).
+func trimSpace(s string) string {
+	for s != "" {
+		r, n := utf8.DecodeRuneInString(s)
+		if !spaceRune(r, n, s[0]) {
+			break
+		}
+		s = s[n:]
+	}
+	for s != "" {
+		r, n := utf8.DecodeLastRuneInString(s)
+		if !spaceRune(r, n, s[len(s)-1]) {
+			break
+		}
+		s = s[:len(s)-n]
+	}
+	return s
+}
+
+// trimName is segment s as read by the trailing and spaces readings in m:
+// both together trim until neither changes s (a host that trims white
+// space in front of one that drops trailing dots reads "admin\t." as
+// admin). A segment that trimming makes "." or ".." is a dot segment, and
+// loses no more.
+func trimName(s string, m int) string {
+	for s != "." && s != ".." {
+		t := s
+		if m&spaces != 0 {
+			t = trimSpace(t)
+		}
+		if m&trailing != 0 && t != "." && t != ".." {
+			t = strings.TrimRight(t, ". ")
+		}
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return s
 }
 
 // Clean cleans one reading of a path, without decoding it, making every
 // lenient reading but folding at once: `\` becomes `/`, each segment
-// loses a ";params" suffix and trailing dots and spaces, then path.Clean
-// applies. The result starts with "/" and has no empty, "." or ".."
-// segment and no trailing slash (except "/" itself).
+// loses a ";params" suffix, trailing dots and spaces, and white space and
+// controls at either end, then path.Clean applies. The result starts with
+// "/" and has no empty, "." or ".." segment and no trailing slash (except
+// "/" itself).
 func Clean(p string) string { return clean(p, lenientIn(p)) }
 
 // clean makes the lenient readings in m but folding (which Check applies
@@ -395,8 +509,8 @@ func clean(p string, m int) string {
 		if i := strings.IndexByte(s, ';'); i >= 0 && m&params != 0 {
 			s = s[:i]
 		}
-		if s != "." && s != ".." && m&trailing != 0 {
-			s = strings.TrimRight(s, ". ")
+		if m&(trailing|spaces) != 0 {
+			s = trimName(s, m)
 		}
 		if s != "" {
 			out = append(out, s)

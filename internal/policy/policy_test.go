@@ -27,6 +27,27 @@ func TestClean(t *testing.T) {
 		"/x/%2e%2e/admin": "/x/%2e%2e/admin", // Clean does not decode; Check does
 		"admin":           "/admin",
 		"/a//b///c/":      "/a/b/c",
+		// A host that trims a segment's white space and controls at
+		// either end (Java's String.trim, Spring's trimTokens, .NET's
+		// Trim, Python's strip, JS's trim) reads these as /admin.
+		"/admin\t":               "/admin",
+		"/\tadmin":               "/admin",
+		"/admin\r\n/x":           "/admin/x",
+		"/admin\x0b\x0c\x1f\x7f": "/admin",
+		"/\x00admin":             "/admin",
+		"/admin\u00a0":           "/admin",
+		"/admin\xa0":             "/admin", // NBSP to a host that reads Latin-1
+		"/admin\x85":             "/admin", // NEL so read
+		"/admin\u0085":           "/admin",
+		"/\u3000admin\u2028":     "/admin",
+		"/admin\ufeff\u200b":     "/admin",
+		"/admin\t.":              "/admin",
+		"/admin.\t":              "/admin",
+		"/x/..\t/admin":          "/admin",
+		"/x/.. /admin":           "/admin",
+		"/a\tb":                  "/a\tb",
+		"/voil\u00e0":            "/voil\u00e0", // ends in the bytes C3 A0: à, no NBSP
+		"/\u00e0x":               "/\u00e0x",
 	}
 	for in, want := range cases {
 		if got := Clean(in); got != want {
@@ -141,6 +162,43 @@ func TestCheck(t *testing.T) {
 		{"GET", "/ADM%C4%B1N/users", false},
 		{"GET", "/%C5%BFecret", false},
 		{"GET", "/adm%C4%B1nistrator", true},
+		// A host that trims a segment's white space and control
+		// characters at either end serves these as /admin: Java's
+		// String.trim drops every char up to U+0020 (Spring's
+		// trimTokens, CVE-2016-5007), .NET's Trim, JS's trim and
+		// Python's strip drop Unicode spaces too, and a host that reads
+		// the path as Latin-1 reads %a0 as NBSP.
+		{"GET", "/admin%20", false},
+		{"GET", "/admin%09", false},
+		{"GET", "/admin%0d", false},
+		{"GET", "/admin%0a", false},
+		{"GET", "/admin%0b", false},
+		{"GET", "/admin%0c", false},
+		{"GET", "/admin%1f", false},
+		{"GET", "/admin%1c", false},
+		{"GET", "/admin%7f", false},
+		{"GET", "/admin%09/x", false},
+		{"GET", "/%09admin", false},
+		{"GET", "/%20admin", false},
+		{"GET", "/%0d%0aadmin/x", false},
+		{"GET", "/admin%a0", false},
+		{"GET", "/admin%85", false},
+		{"GET", "/admin%C2%A0", false},
+		{"GET", "/admin%C2%85", false},
+		{"GET", "/admin%E3%80%80", false},
+		{"GET", "/admin%E2%80%A8", false},
+		{"GET", "/admin%E1%9A%80", false},
+		{"GET", "/admin%EF%BB%BF", false},
+		{"GET", "/%E2%80%8Badmin", false},
+		{"GET", "/admin%2509", false},
+		{"GET", "/admin%09.", false},
+		{"GET", "/ADMIN%09", false},
+		{"GET", "/x/..%09/admin", false},
+		{"GET", "/x/..%20/admin", false},
+		{"GET", "/x/..%20/ADMIN", false},
+		{"GET", "/admin%09istrator", true},
+		{"GET", "/x%09", true},
+		{"GET", "/voil%C3%A0", true},
 	}
 	for _, c := range cases {
 		if got, _ := Check(rules, c.method, c.path); got != c.allowed {
@@ -240,6 +298,8 @@ func TestValidate(t *testing.T) {
 		{{Action: Deny, Path: "/%61"}},
 		{{Action: Deny, Path: "/a", Methods: []string{"G T"}}},
 		{{Action: Deny, Path: ""}},
+		{{Action: Deny, Path: "/a\x0b"}},
+		{{Action: Deny, Path: "/\u00a0a/*"}},
 	}
 	for _, r := range good {
 		if err := Validate(r); err != nil {
@@ -380,5 +440,42 @@ func TestCheckWorkDecisions(t *testing.T) {
 	long := "/Static/" + strings.Repeat(`a;v=1\app.js./`, 100)
 	if ok, _ := CheckWork(many, []string{"GET", "M1"}, long, new(Work)); !ok {
 		t.Errorf("%.30s... with %d rules: denied", long, len(many))
+	}
+}
+
+// TestCheckLenientNeverAdmits: a lenient reading can add a denial, never
+// lift one. A path whose trimmed reading an allow rule admits, but whose
+// reading as sent falls under a deny, is denied: a host that does not
+// trim serves it from the denied path. And one whose trimmed reading
+// leaves the allow (a "..%09" that is ".." to a host that trims) is
+// denied too. The raw forms are what an override path (X-Original-URL)
+// may hold: a field value may carry a tab or UTF-8 inside it.
+func TestCheckLenientNeverAdmits(t *testing.T) {
+	for _, c := range []struct {
+		rules []Rule
+		path  string
+	}{
+		{[]Rule{{Action: Allow, Path: "/admin/health"}, {Action: Deny, Path: "/admin/*"}}, "/admin/health\t"},
+		{[]Rule{{Action: Allow, Path: "/admin/health"}, {Action: Deny, Path: "/admin/*"}}, "/admin/health\u00a0"},
+		{[]Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}, "/public\t/x"},
+		{[]Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}, "/\u3000public/x"},
+		{[]Rule{{Action: Allow, Path: "/admin/health"}, {Action: Deny, Path: "/admin/*"}}, "/admin/health%09"},
+		{[]Rule{{Action: Allow, Path: "/admin/health"}, {Action: Deny, Path: "/admin/*"}}, "/admin/%09health"},
+		{[]Rule{{Action: Allow, Path: "/admin/health"}, {Action: Deny, Path: "/admin/*"}}, "/admin/health%C2%A0"},
+		{[]Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}, "/public%09/x"},
+		{[]Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}, "/%09public/x"},
+		{[]Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}, "/public%a0"},
+		{[]Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}, "/public/x/..%09/../y"},
+	} {
+		if ok, _ := Check(c.rules, "GET", c.path); ok {
+			t.Errorf("rules %+v: %q allowed, though some host reads it outside the allow", c.rules, c.path)
+		}
+	}
+	// Where every reading is allowed, the request is.
+	pub := []Rule{{Action: Allow, Path: "/public/*"}, {Action: Deny, Path: "/*"}}
+	for _, p := range []string{"/public/x%09", "/public/%09x", "/public/a%C2%A0b", "/public/x\t"} {
+		if ok, _ := Check(pub, "GET", p); !ok {
+			t.Errorf("rules %+v: %q denied", pub, p)
+		}
 	}
 }
