@@ -51,6 +51,15 @@ func TestPolicyThroughChain(t *testing.T) {
 		{"GET", "/admin/.../..", false},
 		{"GET", "/admin%3Fx.php", false},
 		{"GET", "/admin%23x", false},
+		// Java's String.trim (Spring's trimTokens), .NET's Trim, Python's
+		// strip read a segment without the white space and controls at
+		// its ends; a Latin-1 host reads %a0 as NBSP.
+		{"GET", "/admin%09", false},
+		{"GET", "/%09admin/users", false},
+		{"GET", "/admin%0d%0a/users", false},
+		{"GET", "/admin%a0", false},
+		{"GET", "/admin%C2%A0", false},
+		{"GET", "/admin/health%09", false},
 		{"POST", "/items/1", false},
 		{"DELETE", "/items", false},
 		{"PUT", "/items/1", true},
