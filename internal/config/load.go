@@ -68,6 +68,10 @@ func Load(args []string, env []string) (Config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, ErrHelp
 		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			hint := nearest(name, func(k key) string { return "-" + k.flag }, map[string]string{"config": "-config"})
+			return Config{}, &UsageError{fmt.Errorf("config: %v%s", err, didYouMean(hint))}
+		}
 		return Config{}, &UsageError{fmt.Errorf("config: %v", err)}
 	}
 	if fs.NArg() > 0 {
@@ -156,7 +160,8 @@ func environ(env []string) (map[string]string, error) {
 			continue
 		}
 		if !known[name] {
-			return nil, fmt.Errorf("config: unknown environment variable %s", name)
+			hint := nearest(strings.TrimPrefix(name, "GATEHOUSE_"), key.env, map[string]string{"config": "GATEHOUSE_CONFIG", "api": "GATEHOUSE_API"})
+			return nil, fmt.Errorf("config: unknown environment variable %s%s", name, didYouMean(hint))
 		}
 		vars[name] = val
 	}
@@ -462,7 +467,8 @@ func (f *file) applyTree(cfg *Config, prefix string, m map[string]any) error {
 			continue
 		}
 		if !isSection(path) {
-			return fmt.Errorf("unknown key %q", path)
+			hint := nearest(path, func(k key) string { return fmt.Sprintf("%q", k.name) }, nil)
+			return fmt.Errorf("unknown key %q%s", path, didYouMean(hint))
 		}
 		sub, ok := v.(map[string]any)
 		if !ok && v != nil {

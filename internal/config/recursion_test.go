@@ -152,7 +152,7 @@ func TestRecursionKeys(t *testing.T) {
 		{
 			name: "file: unknown key under recursion",
 			yaml: "dns: {recursion: {upstream: [192.0.2.53]}}\n",
-			err:  `config: $FILE: unknown key "dns.recursion.upstream"`,
+			err:  `config: $FILE: unknown key "dns.recursion.upstream" (did you mean "dns.recursion.upstreams"?)`,
 		},
 	}
 	for _, tt := range tests {
