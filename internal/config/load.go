@@ -210,7 +210,7 @@ func loadFile(cfg *Config, path string) error {
 		// goccy's message is "[line:col] detail" and a source excerpt;
 		// keep the first line.
 		msg, _, _ := strings.Cut(strings.TrimSpace(yaml.FormatError(err, false, false)), "\n")
-		return fmt.Errorf("config: %s: %s", path, msg)
+		return fmt.Errorf("config: %s: %s", path, inWords(msg))
 	}
 	if countValues(doc, maxFileValues) > maxFileValues {
 		return fmt.Errorf("config: %s: holds more than %d values, each alias counted as the values it stands for; a configuration file holds a few hundred", path, maxFileValues)
@@ -225,6 +225,21 @@ func loadFile(cfg *Config, path string) error {
 		return fmt.Errorf("config: %s: %v", path, err)
 	}
 	return nil
+}
+
+// inWords rewrites the parser's messages about a tab, which quote the tab
+// itself: invisible in a one-line error, and the usual cause an editor
+// that indents with tabs.
+func inWords(msg string) string {
+	for _, r := range []struct{ from, to string }{
+		{"found character '\t' that cannot start any token", "a tab, which YAML does not take for indentation: indent with spaces"},
+		{"tab character cannot use as a map key directly", "a tab before a key, which YAML does not take there: use spaces"},
+	} {
+		if m, ok := strings.CutSuffix(msg, r.from); ok {
+			return m + r.to
+		}
+	}
+	return msg
 }
 
 // readBounded reads the file at path, refusing one over limit bytes
