@@ -80,6 +80,22 @@ func Load(args []string, env []string) (Config, error) {
 			// "-cluster-affinity false": a boolean flag ends at its name.
 			hint = "a boolean flag takes its value after =, as -name=false"
 		}
+		// "-http-mode -http :80": a flag left without its value took the
+		// next flag as one, and that flag's value is the stray argument.
+		took := func(flag, val string) {
+			name, _, _ := strings.Cut(strings.TrimLeft(val, "-"), "=")
+			if strings.HasPrefix(val, "-") && fs.Lookup(name) != nil {
+				hint = fmt.Sprintf("-%s took %q as its value: give it one, as -%s VALUE", flag, val, flag)
+			}
+		}
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "config" {
+				took("config", f.Value.String())
+			}
+		})
+		for _, fu := range uses.list {
+			took(fu.k.flag, fu.val)
+		}
 		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %q (%s)", fs.Arg(0), hint)}
 	}
 	vars, err := environ(env)

@@ -1,0 +1,28 @@
+package config
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestFlagWithoutItsValue: a flag given no value takes the next flag as
+// its value, as Go's flags do, and that flag's value is left over as a
+// stray argument. The error named only the stray argument; it names the
+// flag that took the other one.
+func TestFlagWithoutItsValue(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-http-mode", "-http", "127.0.0.1:0"}, `config: unexpected argument "127.0.0.1:0" (-http-mode took "-http" as its value: give it one, as -http-mode VALUE)`},
+		{[]string{"-zone", "--https=:1", "x"}, `config: unexpected argument "x" (-zone took "--https=:1" as its value: give it one, as -zone VALUE)`},
+		{[]string{"-config", "-data", "d"}, `config: unexpected argument "d" (-config took "-data" as its value: give it one, as -config VALUE)`},
+		{[]string{"-zone", "a.example", "x"}, `config: unexpected argument "x" (flags come as -name value)`},
+	} {
+		_, err := Load(tc.args, nil)
+		var ue *UsageError
+		if err == nil || err.Error() != tc.want || !errors.As(err, &ue) {
+			t.Errorf("%q: got %v\nwant %s (a usage error)", tc.args, err, tc.want)
+		}
+	}
+}
