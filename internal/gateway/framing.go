@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,17 @@ import (
 // understand (HTTP/2 prior knowledge, an odd chunk line) ends its
 // tracking and the bytes pass through untouched, to net/http's own
 // checks.
+//
+// Bytes no request line begins with (RFC 9112 §3: a method is a token)
+// are refused at once, unless a handler is answering, which may yet take
+// the connection over and with it those bytes as its new protocol's:
+// then once net/http waits for the next request. Above all a TLS
+// ClientHello (0x16) sent to a plaintext listener, held back otherwise
+// until read_header_timeout for a line end that a client awaiting its
+// ServerHello never sends. A plaintext client reads why; a TLS client
+// reads an answer that is no TLS record and says so at once ("wrong
+// version number", "first record does not look like a TLS handshake"),
+// as nginx's 400 has it say.
 //
 // A request line over the listener's limit (httpwire.LineLimit) is
 // refused the same way, as soon as it is over, and answered 414: net/http
@@ -230,6 +242,7 @@ const (
 	whyNameSpace
 	whyObsFold
 	whyRequestLine // not framing: a request line over the listener's limit (414)
+	whyMethod      // not framing: bytes no request line starts with
 	nReasons
 )
 
@@ -243,6 +256,7 @@ var reasons = [nReasons]string{
 	whyNameSpace:    "whitespace between a header field name and its colon",
 	whyObsFold:      "obsolete line folding of Content-Length or Transfer-Encoding",
 	whyRequestLine:  "the request line is over the listener's limit", // edge's words for its own 414
+	whyMethod:       "the request does not begin with a method",
 }
 
 // refusals holds each reason's whole answer, built once, so that refusing
@@ -305,7 +319,11 @@ func (f *framer) read(src io.Reader, p []byte) (int, error) {
 			f.handOver()
 		}
 		if f.state == stHead && len(f.held) > f.sent && f.await.Load() {
-			f.passLine() // a head begun while a handler answered
+			if f.sent == 0 && !tokenByte(f.held[0]) {
+				f.refuse(whyMethod, refusal) // see feedHead
+			} else {
+				f.passLine() // a head begun while a handler answered
+			}
 		}
 		if len(f.out) > 0 {
 			n := copy(p, f.out)
@@ -399,6 +417,10 @@ func (f *framer) feedHead(b []byte) []byte {
 		}
 		f.out = append(f.out, b[:i]...)
 		if b = b[i:]; len(b) == 0 {
+			return nil
+		}
+		if (f.heads == 0 || f.await.Load()) && !tokenByte(b[0]) {
+			f.refuse(whyMethod, refusal)
 			return nil
 		}
 	}
@@ -659,6 +681,16 @@ func inspectHead(head []byte) (next uint8, n int64, why uint8) {
 		}
 	}
 	return stHead, 0, passed
+}
+
+// tokenByte reports whether c is a tchar (RFC 9110 §5.6.2), which every
+// method is made of.
+func tokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return c < 0x80 && strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // cutLine splits off the first line of b, without its CRLF or LF.
