@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -542,6 +543,12 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 				return nil, true, false
 			}
 			continue
+		}
+		if strings.IndexByte("GHPDO", cn.buf[0]) < 0 {
+			// None of the lane's methods begins so: net/http's, at once,
+			// rather than after a wait for a line end that a TLS hello
+			// sent to the plaintext port, say, may never bring.
+			return cn.handoff(reasonMethod), false, false
 		}
 		if cn.x == nil {
 			cn.x = s.getExchange(cn)

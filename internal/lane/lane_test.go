@@ -1109,3 +1109,38 @@ func TestIdleAfterBlankLineAfterPost(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoffAtOnceForNoMethod: bytes none of the lane's methods begins
+// with, and no line end among them (a TLS hello sent to the plaintext
+// port, say), go to net/http at once; the lane waited for a line end
+// until ReadHeaderTimeout.
+func TestHandoffAtOnceForNoMethod(t *testing.T) {
+	for _, raw := range []string{
+		"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", // a TLS hello's start
+		"\x00junk",
+		"xyz",
+	} {
+		reasons := make(chan string, 1)
+		th := &testHandler{}
+		_, addr, _ := servers(t, th, Options{
+			ReadHeaderTimeout: time.Minute,
+			OnHandoff:         func(r string) { reasons <- r },
+		})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-reasons:
+			if r != reasonMethod {
+				t.Errorf("%q: handed off for %q, want %q", raw, r, reasonMethod)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("%q: not handed off within 15 s (the lane waits for a line end)", raw)
+		}
+		c.Close()
+	}
+}
