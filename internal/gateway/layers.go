@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
@@ -279,9 +281,9 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 		client = x.Req.ClientIP.String()
 	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path),
+		slog.String("method", logged(r.Method, maxLoggedMethod)),
+		slog.String("host", logged(r.Host, maxLoggedHost)),
+		slog.String("path", logged(r.URL.Path, maxLoggedPath)),
 		slog.Int("status", status),
 		slog.Int64("bytes", x.w.bytes),
 		slog.Duration("duration", d),
@@ -289,6 +291,31 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 		slog.String("request_id", x.Req.ID),
 		slog.String("client_ip", client),
 	)
+}
+
+// Bounds on the client's values an access log line repeats. A method,
+// Host or path may be as long as the header block (64 KiB by default, up
+// to 8 MiB), and every request that sends one, an unknown host's 404 or
+// 429 too, would write a line that long: as much log as traffic. A host
+// name is at most 253 bytes (and a port), a method a short token; a path
+// is kept well past what an operator reads.
+const (
+	maxLoggedMethod = 64
+	maxLoggedHost   = 512
+	maxLoggedPath   = 2048
+)
+
+// logged returns s if it fits in n bytes, or else its first n bytes at
+// most, cut before a character, and a marker with s's length. A value
+// that fits costs nothing.
+func logged(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "...[truncated from " + strconv.Itoa(len(s)) + " bytes]"
 }
 
 func appLabel(m route.Match) string {
