@@ -40,9 +40,7 @@ type Bus struct {
 	host   string   // embedded mode
 	port   int
 	log    *slog.Logger
-	srvLog *serverLog
-	// srvBase logs the embedded server's own lines.
-	srvBase *slog.Logger
+	srvLog *serverLog // the embedded server's own lines
 
 	ns     *server.Server
 	nc     *nats.Conn
@@ -104,7 +102,7 @@ func New(opts Options) (*Bus, error) {
 	// refuse.
 	srvBase := log.With("component", "nats-server")
 	log = log.With("component", "bus")
-	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvBase: srvBase, fails: reconnectFails{log: log, urls: redactList(urls)}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second, cutOff: defaultCutOffTimes}, nil
+	return &Bus{opts: opts, urls: urls, host: host, port: port, log: log, srvLog: &serverLog{log: srvBase, now: time.Now}, fails: reconnectFails{log: log, urls: redactList(urls)}, async: asyncErrs{log: log, every: asyncLogEvery}, waitLogEvery: 10 * time.Second, cutOff: defaultCutOffTimes}, nil
 }
 
 // Embedded reports whether b runs its own server.
@@ -272,7 +270,6 @@ func (b *Bus) startEmbedded(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("bus: embedded server: %w", err)
 	}
-	b.srvLog = &serverLog{log: b.srvBase}
 	ns.SetLoggerV2(b.srvLog, false, false, false)
 	ns.Start()
 	if err := b.waitReady(ctx, ns); err != nil {

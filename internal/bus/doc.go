@@ -13,7 +13,9 @@
 //	st, err := store.Open(ctx, b.JetStream(), store.Options{})
 //
 // Embedded mode runs the server with NoSigs (gatehouse owns the signals)
-// and a logger adapter whose Fatalf logs instead of exiting the process.
+// and a logger adapter whose Fatalf logs instead of exiting the process,
+// and which bounds the lines any client can make the server write
+// (logger.go).
 //
 // The embedded server is closed by default (auth.go): a client without
 // credentials, as every host is, may publish only the hosts subjects and

@@ -24,3 +24,13 @@ func (b *Bus) SetAsyncLogEvery(d time.Duration) { b.async.every = d }
 func (b *Bus) SetCutOffTimes(after, every, probe, timeout time.Duration) {
 	b.cutOff = cutOffTimes{after: after, every: every, probe: probe, probeFailing: probe, timeout: timeout}
 }
+
+// SetServerLogNow sets the embedded server log's clock, which paces its
+// lines about clients. Call it before Start.
+func (b *Bus) SetServerLogNow(now func() time.Time) { b.srvLog.now = now }
+
+// The bound on the embedded server's lines about clients.
+const (
+	ClientLogBurst = clientLogBurst
+	ClientLogEvery = clientLogEvery
+)
