@@ -12,9 +12,10 @@ import (
 // RFC 9113 §5.1 says for how it closed. After both sides' END_STREAM, a
 // connection error of type STREAM_CLOSED (GOAWAY), whatever window other
 // streams left for DATA in flight; after the client's END_STREAM alone
-// (half-closed), or its RST_STREAM, a stream error STREAM_CLOSED; on a
-// stream the server ended before the client did, the body in flight is
-// ignored. The first case was a stream error, and the second ignored.
+// (half-closed), or its RST_STREAM, a stream error STREAM_CLOSED, that
+// window or not; on a stream the server ended before the client did, the
+// body in flight is ignored. The first case was a stream error, and the
+// second and the last reset one ignored.
 func TestDataOnClosedStream(t *testing.T) {
 	get := reqFields("GET", "/")
 	for _, tt := range []struct {
@@ -54,6 +55,19 @@ func TestDataOnClosedStream(t *testing.T) {
 		{"after the client's RST_STREAM, its handler returned", func(t *testing.T, rc *rawClient, s *Server, entered <-chan struct{}) {
 			rc.headers(1, false, reqFields("POST", "/")...)
 			waitEntered(t, entered)
+			_ = rc.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+			waitHandlers(t, s)
+		}, []string{"RST_STREAM 1 STREAM_CLOSED", "alive"}},
+		{"after the client's RST_STREAM, its handler returned, a window left for other streams", func(t *testing.T, rc *rawClient, s *Server, entered <-chan struct{}) {
+			rc.headers(1, false, reqFields("POST", "/")...)
+			waitEntered(t, entered)
+			// Answered before its body: the body's window is left for
+			// DATA in flight on closed streams, none of it stream 1's.
+			rc.headers(3, false, reqFields("POST", "/early")...)
+			rc.until("the RST_STREAM after the answer", func(f http2.Frame) bool {
+				r, ok := f.(*http2.RSTStreamFrame)
+				return ok && r.StreamID == 3
+			})
 			_ = rc.fr.WriteRSTStream(1, http2.ErrCodeCancel)
 			waitHandlers(t, s)
 		}, []string{"RST_STREAM 1 STREAM_CLOSED", "alive"}},

@@ -327,10 +327,14 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 		// the handler's goroutine has yet to drop the stream. A stream
 		// the server reset keeps its allowance: what came in flight is
 		// ignored.
-		var ended bool
+		// A dropped stream the client reset leaves it nothing in flight
+		// either: a stream error STREAM_CLOSED (RFC 9113 §5.1), as a
+		// HEADERS frame there is, not ignored within the window other
+		// streams left.
+		var ended, peerReset bool
 		if st == nil {
 			reset, closed := cn.closedLocked(id)
-			ended = closed && !reset
+			ended, peerReset = closed && !reset, closed && reset
 		} else {
 			ended = !st.reset && st.released
 		}
@@ -340,7 +344,7 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 		}
 		var quiet bool
 		if st == nil {
-			quiet = n <= cn.closedWin
+			quiet = !peerReset && n <= cn.closedWin
 			if quiet {
 				cn.closedWin -= n
 			}
