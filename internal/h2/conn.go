@@ -433,10 +433,13 @@ func (cn *conn) fail(code http2.ErrCode, why string) error {
 		cn.graceTimer.Stop()
 	}
 	cn.mu.Unlock()
+	// Queued under wmu, not before taking it: a handler holding wmu
+	// would send the GOAWAY with its own frames (unlockWrite), then write
+	// on, taking wmu again before fail did.
+	cn.wmu.Lock()
 	cn.cmu.Lock()
 	_ = cn.cf.WriteGoAway(last, code, nil)
 	cn.cmu.Unlock()
-	cn.wmu.Lock()
 	cn.writeControl()
 	if cn.werr == nil {
 		// A handler's frame, a drain's GOAWAY queued before the

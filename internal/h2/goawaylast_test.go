@@ -90,3 +90,71 @@ func waitGoroutine(t *testing.T, fn, state string) {
 		}
 	}
 }
+
+// TestNothingAfterConnectionErrorGoAwayMidWrite: a handler that holds the
+// write lock when the connection error comes (its write waits on a client
+// slow to take it), and writes on once it has, sends nothing after the
+// GOAWAY either. Queued while that write waited, the GOAWAY went out with
+// its end, and the handler's next writes, taking the lock again before
+// the connection's error did, went out after it.
+func TestNothingAfterConnectionErrorGoAwayMidWrite(t *testing.T) {
+	entered, write := make(chan struct{}, 1), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-write
+		for range 1000 { // within the stream's window: no wait for it
+			if _, err := io.WriteString(w, "x"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	accepted := make(chan *stuckConn, 1)
+	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
+		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
+		accepted <- sc
+		return sc
+	})
+	rc := dialRaw(t, addr)
+	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		return ok && sf.IsAck()
+	})
+	sc := <-accepted
+	t.Cleanup(sc.free)
+	rc.headers(1, true, reqFields("GET", "/")...)
+	waitEntered(t, entered)
+	sc.stick()
+	close(write)
+	select {
+	case <-sc.entered: // the handler's write waits for the client, the lock held
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler wrote nothing")
+	}
+	rc.headers(2, true, reqFields("GET", "/")...) // an even id: a connection error
+	waitGoroutine(t, "(*conn).fail", "[sync.Mutex.Lock")
+	sc.free()
+	for {
+		f, err := rc.next()
+		if err != nil {
+			t.Fatalf("before the GOAWAY: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeProtocol {
+				t.Fatalf("got %v, want GOAWAY PROTOCOL_ERROR", f)
+			}
+			break
+		}
+	}
+	_ = rc.c.(*net.TCPConn).CloseWrite() // the server's linger ends at once
+	for {
+		f, err := rc.next()
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || err != nil && strings.Contains(err.Error(), "reset") {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("after the connection error's GOAWAY, %v", f)
+	}
+}
