@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/store"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"github.com/nats-io/nats-server/v2/server"
@@ -311,4 +312,41 @@ func TestAppStoredPastAllowHeadersBoundStillReads(t *testing.T) {
 		t.Error("a refused PUT changed the stored app")
 	}
 	e.okIf(200, "PUT", "/api/v3/apps/shop", `{"cors":{"origins":["https://a.example"],"allow_headers":`+names(maxAllowHeaders)+`}}`, "If-Match", r.header.Get("ETag"))
+}
+
+// An app stored before a rule path with white space or a control at a
+// segment's end was refused (the policy layer now also reads a path
+// without them) still reads, and can be replaced: the rule is on what a
+// write sends, not on what the store holds, or an upgrade would leave
+// such an app unreadable and unrouted. A PUT sending such a path is
+// refused with a 400 that says why, and changes nothing.
+func TestAppStoredWithSpacedRulePathStillReads(t *testing.T) {
+	e, js := newRawEnv(t)
+	kv, err := js.KeyValue(t.Context(), "gatehouse_apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `{"id":"shop","mode":"http","status":"active","policy":[{"action":"deny","path":"/admin\u000b/*"},{"action":"allow","path":"/\u00a0pub"}],"rate_limit":{"requests":600,"window":"1m0s"}}`
+	if _, err := kv.Put(t.Context(), "shop", []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	r := e.ok("GET", "/api/v3/apps/shop", nil, 200)
+	var app struct {
+		Policy []route.PolicyRule `json:"policy"`
+	}
+	decodeInto(t, r, &app)
+	if len(app.Policy) != 2 || app.Policy[0].Path != "/admin\v/*" || app.Policy[1].Path != "/\u00a0pub" {
+		t.Fatalf("GET of the stored app: policy %+v", app.Policy)
+	}
+	before := e.snapshot()
+	for _, p := range []string{`/admin\u000b/*`, `/\u00a0pub`, `/a/\u3000b`, `/a\u007f`} {
+		bad := e.ok("PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"`+p+`"}]}`, 400)
+		if !strings.Contains(string(bad.body), "white space or a control character at either end of a segment") {
+			t.Errorf("PUT of path %s: 400 does not say why: %s", p, bad.body)
+		}
+	}
+	if e.snapshot() != before {
+		t.Error("a refused PUT changed the stored app")
+	}
+	e.okIf(200, "PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin/*"}]}`, "If-Match", r.header.Get("ETag"))
 }

@@ -181,8 +181,14 @@ func checkRule(i int, p *route.PolicyRule) error {
 	if strings.Contains(base, "*") {
 		return badInput("policy[%d].path: '*' is allowed only as a final /*, got %q", i, path)
 	}
-	if p.Check() != nil { // what the policy layer can match (route.PolicyRule.Check)
+	if p.CheckStored() != nil { // what the policy layer can match (route.PolicyRule.Check)
 		return badInput("policy[%d].path: must be a clean path (no empty, '.' or '..' segment, no trailing '/' or '.', no '%%', ';' or '\\'), as requests are matched after cleaning, got %q", i, path)
+	}
+	if p.Check() != nil {
+		// The store still takes such a path (CheckStored), as it did
+		// before the policy layer read requests without them; a write may
+		// no longer send one.
+		return badInput("policy[%d].path: must have no white space or a control character at either end of a segment, as a host that trims them reads the path without them, got %q", i, path)
 	}
 	return nil
 }

@@ -28,30 +28,62 @@ type Rule struct {
 // Validate reports the first rule that cannot be applied as written: Check
 // matches rules against requests' cleaned paths, so a rule that is not
 // clean (an empty, '.' or '..' segment, a trailing '/' or '.', '%', ';',
-// '\', white space, a control or Unicode space at a segment's end, '?' or
-// '#'; and "//*" would match "/" alone) would match no request, and a
-// deny so written would let everything through.
-// It is the one copy of this rule: route.PolicyRule.Check applies it for
-// the API and the store.
+// '\', white space, '?' or '#'; and "//*" would match "/" alone) would
+// match no request, and a deny so written would let everything through.
+// Nor may a segment start or end with a control or Unicode space: a host
+// that trims them reads the path without, and the rule would match
+// requests only as some hosts read them.
+// It is the rule for a rule written now: route.PolicyRule.Check applies it
+// for the API. The store applies [ValidateStored].
 func Validate(rules []Rule) error {
 	for i, r := range rules {
-		if r.Action != Allow && r.Action != Deny {
-			return fmt.Errorf("policy: rule %d: action must be %q or %q, got %q", i, Allow, Deny, r.Action)
+		if err := validateStored(i, r); err != nil {
+			return err
 		}
-		for _, m := range r.Methods {
-			if len(m) > maxMethod || !token(m) {
-				return fmt.Errorf("policy: rule %d: %q is not a method", i, m)
-			}
-		}
-		base := strings.TrimSuffix(r.Path, "/*")
-		if r.Path == "/*" {
-			base = "/"
-		}
-		if !strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "//") || strings.ContainsAny(base, "*%\\; \t\r\n?#") || Clean(base) != base {
-			return fmt.Errorf("policy: rule %d: path %q must be a clean absolute path, optionally ending in /*", i, r.Path)
+		if base := ruleBase(r.Path); Clean(base) != base {
+			return fmt.Errorf("policy: rule %d: path %q has white space or a control character at either end of a segment, which a host that trims them reads without", i, r.Path)
 		}
 	}
 	return nil
+}
+
+// ValidateStored is Validate but for a rule path with white space or a
+// control at a segment's end, which it takes: such a path was valid before
+// the spaces reading, and an app stored with one, refused on load, would
+// vanish from routing after an upgrade. Check matches such a path as
+// written, by every reading that keeps those characters, as it did.
+// route.PolicyRule.CheckStored applies it for the store.
+func ValidateStored(rules []Rule) error {
+	for i, r := range rules {
+		if err := validateStored(i, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateStored(i int, r Rule) error {
+	if r.Action != Allow && r.Action != Deny {
+		return fmt.Errorf("policy: rule %d: action must be %q or %q, got %q", i, Allow, Deny, r.Action)
+	}
+	for _, m := range r.Methods {
+		if len(m) > maxMethod || !token(m) {
+			return fmt.Errorf("policy: rule %d: %q is not a method", i, m)
+		}
+	}
+	base := ruleBase(r.Path)
+	if !strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "//") || strings.ContainsAny(base, "*%\\; \t\r\n?#") || clean(base, lenientIn(base)&^spaces) != base {
+		return fmt.Errorf("policy: rule %d: path %q must be a clean absolute path, optionally ending in /*", i, r.Path)
+	}
+	return nil
+}
+
+// ruleBase is a rule's path without its final "/*" ("/" for "/*").
+func ruleBase(p string) string {
+	if p == "/*" {
+		return "/"
+	}
+	return strings.TrimSuffix(p, "/*")
 }
 
 // maxMethod bounds a rule's method, as the API bounds every token.

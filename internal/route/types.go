@@ -172,8 +172,16 @@ func ValidLabel(s string) bool { return labelRE.MatchString(s) }
 // own API; no app may take it.
 const ReservedLabel = "api"
 
-// Check reports why r cannot be applied as written (policy.Validate's
-// rule): the API refuses such a rule, and the store a value holding one.
+// Check reports why r cannot be written (policy.Validate's rule): the API
+// refuses such a rule.
 func (r PolicyRule) Check() error {
 	return policy.Validate([]policy.Rule{policy.Rule(r)})
+}
+
+// CheckStored reports why r, stored, cannot be applied as written
+// (policy.ValidateStored's rule): the store refuses a value holding such a
+// rule. It takes what Check took before the policy layer read more, so an
+// app stored then still loads.
+func (r PolicyRule) CheckStored() error {
+	return policy.ValidateStored([]policy.Rule{policy.Rule(r)})
 }

@@ -272,7 +272,8 @@ func appKind(kv jetstream.KeyValue) kind[route.App] {
 // token or whose path is not clean (it matches cleaned request paths),
 // and checks neither tokens nor paths of a passthrough app. The API
 // refuses all of these (internal/api's checkApp; the rule check is
-// route.PolicyRule.Check for both); a value written around it by
+// route.PolicyRule.Check there, and CheckStored, which takes a rule path
+// stored before Check refused more, here); a value written around it by
 // another tool or a buggy peer must not open what it meant to close. The
 // zero mode and status are http and active, as the gateway has always
 // read them.
@@ -291,7 +292,7 @@ func checkAppEnforceable(a *route.App) error {
 		return fmt.Errorf("app %s: a passthrough app can have no auth.required and no policy: the gateway cannot enforce them", a.ID)
 	}
 	for i, r := range a.Policy {
-		if err := r.Check(); err != nil {
+		if err := r.CheckStored(); err != nil {
 			return fmt.Errorf("app %s: policy[%d]: %v", a.ID, i, err)
 		}
 	}

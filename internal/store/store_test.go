@@ -460,6 +460,10 @@ func TestAppsTheGatewayWouldApplyOpenRefused(t *testing.T) {
 		"susp":  `{"id":"susp","mode":"http","status":"suspended","policy":[{"action":"deny","methods":["get","POST"],"path":"/admin/*"},{"action":"allow","path":"/*"},{"action":"deny","path":"/"}]}`,
 		"ptok":  `{"id":"ptok","mode":"passthrough","status":"retired"}`,
 		"exact": `{"id":"exact","policy":[{"action":"deny","path":"/a/b.txt"}]}`,
+		// Stored before a white space or control at a segment's end made
+		// a rule path unwritable: still applied, its path matched as
+		// written, or an upgrade would drop the app from routing.
+		"spaced": `{"id":"spaced","policy":[{"action":"deny","path":"/admin\u000b/*"},{"action":"allow","path":"/\u00a0pub"},{"action":"deny","path":"/x\u3000"}]}`,
 	}
 	for k, v := range good {
 		if _, err := kv.Put(ctx, k, []byte(v)); err != nil {
