@@ -301,6 +301,9 @@ func checkShape(b []byte) error {
 		flow bool
 		col  int // a block collection's entries' column
 		keys int
+		// asked: the last key was a "? key", whose ": value" on a line
+		// of its own is not a second key.
+		asked bool
 	}
 	var stack []frame
 	push := func(f frame, line int) error {
@@ -321,33 +324,52 @@ func checkShape(b []byte) error {
 		}
 		return push(frame{col: col}, line)
 	}
+	key := func(line int) error {
+		top := &stack[len(stack)-1]
+		if top.keys++; top.keys > maxMappingKeys {
+			return fmt.Errorf("line %d: a mapping of more than %d keys; a configuration file's largest holds about 20", line, maxMappingKeys)
+		}
+		return nil
+	}
 	var prev *token.Token
 	for _, tk := range lexer.Tokenize(string(b)) {
 		if tk.Type == token.CommentType {
 			continue
 		}
-		line := tk.Position.Line
+		line, col := tk.Position.Line, tk.Position.Column
 		var err error
-		switch tk.Type {
-		case token.SequenceStartType, token.MappingStartType:
+		switch {
+		case tk.Type == token.SequenceStartType, tk.Type == token.MappingStartType:
 			err = push(frame{flow: true}, line)
-		case token.SequenceEndType, token.MappingEndType:
+		case tk.Type == token.SequenceEndType, tk.Type == token.MappingEndType:
 			if inFlow() {
 				stack = stack[:len(stack)-1]
 			}
-		case token.SequenceEntryType, token.MappingKeyType:
-			if !inFlow() {
-				err = block(tk.Position.Column, line)
+		case inFlow():
+			if tk.Type == token.MappingValueType {
+				err = key(line)
 			}
-		case token.MappingValueType:
-			if !inFlow() && prev != nil {
-				err = block(prev.Position.Column, line)
+		case tk.Type == token.SequenceEntryType:
+			err = block(col, line)
+		case tk.Type == token.MappingKeyType:
+			// "? key" is counted here, as it may have no ": value".
+			if err = block(col, line); err == nil {
+				err = key(line)
+				stack[len(stack)-1].asked = true
 			}
-			if err == nil && len(stack) > 0 {
-				top := &stack[len(stack)-1]
-				if top.keys++; top.keys > maxMappingKeys {
-					err = fmt.Errorf("line %d: a mapping of more than %d keys; a configuration file's largest holds about 20", line, maxMappingKeys)
+		case tk.Type == token.MappingValueType && prev != nil && prev.Position.Line < line:
+			// ": value" opening its line, at the column of the "? key"
+			// it belongs to.
+			if err = block(col, line); err == nil {
+				if !stack[len(stack)-1].asked {
+					err = key(line)
 				}
+				stack[len(stack)-1].asked = false
+			}
+		case tk.Type == token.MappingValueType && prev != nil:
+			if err = block(prev.Position.Column, line); err == nil {
+				err = key(line)
+				stack[len(stack)-1].asked = false
 			}
 		}
 		if err != nil {

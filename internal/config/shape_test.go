@@ -15,6 +15,15 @@ import (
 // bound; the cases are kept small here, as the unbounded parse of a large
 // one would take the machine's memory.
 func TestConfigShapeIsBounded(t *testing.T) {
+	// nestedComplex(n) is n mappings, each the value of a "? k" key.
+	nestedComplex := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			in := strings.Repeat("  ", i)
+			b.WriteString(in + "? k\n" + in + ":\n")
+		}
+		return b.String()
+	}
 	indented := func(n int) string {
 		var b strings.Builder
 		for i := range n {
@@ -37,6 +46,12 @@ func TestConfigShapeIsBounded(t *testing.T) {
 		{"indentation", indented(40), "line 33: " + tooDeep},
 		{"top-level keys", keys(300, "N: 1\n"), "line 257: a mapping of more than 256 keys; a configuration file's largest holds about 20"},
 		{"flow mapping keys", "zone: {" + keys(300, "N: 1, ") + "}\n", "line 1: a mapping of more than 256 keys; a configuration file's largest holds about 20"},
+		// "? key" then ": value" on the next line: 1 MiB of them took the
+		// parser a minute, counted as no key.
+		{"complex keys", keys(300, "? N\n: 1\n"), "line 513: a mapping of more than 256 keys; a configuration file's largest holds about 20"},
+		{"complex keys nested", nestedComplex(40), "line 65: " + tooDeep},
+		{"complex keys without values", keys(300, "? N\n"), "line 257: a mapping of more than 256 keys; a configuration file's largest holds about 20"},
+		{"complex keys among keys", keys(150, "? N\n: 1\nxN: 1\n"), "line 385: a mapping of more than 256 keys; a configuration file's largest holds about 20"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "gatehouse.yaml")
@@ -51,6 +66,8 @@ func TestConfigShapeIsBounded(t *testing.T) {
 	for _, tc := range []struct{ name, file, want string }{
 		{"32 levels", "clusters: " + strings.Repeat("[", 31) + strings.Repeat("]", 31) + "\n", `clusters[0]: `},
 		{"256 keys", keys(256, "N: 1\n"), `unknown key "k0"`},
+		{"256 complex keys", keys(256, "? N\n: 1\n"), `unknown key "k0"`},
+		{"complex keys nested 31 deep", nestedComplex(31), `unknown key "k"`},
 		{"a thousand peers", "clusters:\n" + keys(1000, "  - {id: N, url: 'https://N.example', public_key: x}\n"), "clusters[0].public_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
