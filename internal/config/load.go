@@ -218,6 +218,10 @@ func loadFile(cfg *Config, path string) error {
 	// Notepad write; the parser keeps it as part of the first key, which
 	// was then refused as unknown.
 	b = bytes.TrimPrefix(b, []byte("\ufeff"))
+	// YAML reads a CRLF line end as a line break, as LF; the library's
+	// lexer counted a line twice after a comment or a quoted value over
+	// lines ending so, and every error past one named a later line.
+	b = bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
 	if err := checkShape(b); err != nil {
 		return fmt.Errorf("config: %s: %v", path, err)
 	}
