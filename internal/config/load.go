@@ -80,13 +80,30 @@ func Load(args []string, env []string) (Config, error) {
 			// "-cluster-affinity false": a boolean flag ends at its name.
 			hint = "a boolean flag takes its value after =, as -name=false"
 		}
+		stray := fmt.Sprintf("%q", fs.Arg(0))
 		// "-http-mode -http :80": a flag left without its value took the
 		// next flag as one, and that flag's value is the stray argument.
+		// No value is repeated that may hold a secret, as error lines
+		// end up in logs: what follows "=", a control token, a bus URL's
+		// credential.
 		took := func(flag, val string) {
-			name, _, _ := strings.Cut(strings.TrimLeft(val, "-"), "=")
-			if strings.HasPrefix(val, "-") && fs.Lookup(name) != nil {
-				hint = fmt.Sprintf("-%s took %q as its value: give it one, as -%s VALUE", flag, val, flag)
+			name, _, assigned := strings.Cut(strings.TrimLeft(val, "-"), "=")
+			if !strings.HasPrefix(val, "-") || fs.Lookup(name) == nil {
+				return
 			}
+			shown := val
+			if assigned {
+				shown = val[:strings.Index(val, "=")+1] + "…"
+			} else if name == "control-token" {
+				stray = "(the value of -control-token, not shown)"
+			} else if name == "bus" {
+				urls := strings.Split(fs.Arg(0), ",")
+				for i, u := range urls {
+					urls[i] = RedactURL(u)
+				}
+				stray = fmt.Sprintf("%q", strings.Join(urls, ","))
+			}
+			hint = fmt.Sprintf("-%s took %q as its value: give it one, as -%s VALUE", flag, shown, flag)
 		}
 		fs.Visit(func(f *flag.Flag) {
 			if f.Name == "config" {
@@ -96,7 +113,7 @@ func Load(args []string, env []string) (Config, error) {
 		for _, fu := range uses.list {
 			took(fu.k.flag, fu.val)
 		}
-		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %q (%s)", fs.Arg(0), hint)}
+		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %s (%s)", stray, hint)}
 	}
 	vars, err := environ(env)
 	if err != nil {

@@ -8,14 +8,20 @@ import (
 // TestFlagWithoutItsValue: a flag given no value takes the next flag as
 // its value, as Go's flags do, and that flag's value is left over as a
 // stray argument. The error named only the stray argument; it names the
-// flag that took the other one.
+// flag that took the other one, and repeats no secret: a control token
+// or a bus URL's credential.
 func TestFlagWithoutItsValue(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"-http-mode", "-http", "127.0.0.1:0"}, `config: unexpected argument "127.0.0.1:0" (-http-mode took "-http" as its value: give it one, as -http-mode VALUE)`},
-		{[]string{"-zone", "--https=:1", "x"}, `config: unexpected argument "x" (-zone took "--https=:1" as its value: give it one, as -zone VALUE)`},
+		{[]string{"-zone", "--https=:1", "x"}, `config: unexpected argument "x" (-zone took "--https=…" as its value: give it one, as -zone VALUE)`},
+		// The value of a flag that holds a secret is not repeated: error
+		// lines end up in logs.
+		{[]string{"-zone", "-control-token=s3cret-0123456789", "x"}, `config: unexpected argument "x" (-zone took "-control-token=…" as its value: give it one, as -zone VALUE)`},
+		{[]string{"-http-mode", "-control-token", "s3cret-0123456789"}, `config: unexpected argument (the value of -control-token, not shown) (-http-mode took "-control-token" as its value: give it one, as -http-mode VALUE)`},
+		{[]string{"-http-mode", "-bus", "nats://gw:s3cret@nats:4222,nats://gw:s3cret@nats-2:4222"}, `config: unexpected argument "nats://xxxxx@nats:4222,nats://xxxxx@nats-2:4222" (-http-mode took "-bus" as its value: give it one, as -http-mode VALUE)`},
 		{[]string{"-config", "-data", "d"}, `config: unexpected argument "d" (-config took "-data" as its value: give it one, as -config VALUE)`},
 		{[]string{"-zone", "a.example", "x"}, `config: unexpected argument "x" (flags come as -name value)`},
 	} {
