@@ -28,6 +28,7 @@ import (
 // app's name and api.{zone} are then served from the wildcard, with no
 // order of their own, and the challenge records are gone.
 func TestWildcardCertificateByDNS01(t *testing.T) {
+	t.Parallel() // mostly waiting on issuance and its own Pebble
 	r, p, dnsAddr := startACME(t)
 	// An app made right away: with one order per app, its own order
 	// would be placed within manageNames' first ticks.
@@ -125,6 +126,7 @@ func (r *running) handshake(name string, roots *x509.CertPool) (*x509.Certificat
 // longer answer for a zone the gateway does not serve) and no longer
 // presents that certificate for names under it.
 func TestDeletedZoneUnmanaged(t *testing.T) {
+	t.Parallel() // mostly waiting on issuance and its own Pebble
 	r, p, _ := startACME(t)
 	if code, body := r.control(t, "PUT", "/api/v3/dns/zones/other.local", `{"gateways":["127.0.0.1"]}`); code != 200 {
 		t.Fatalf("put zone: %d %s", code, body)
@@ -243,6 +245,7 @@ func TestStaleChallengeSwept(t *testing.T) {
 // variants, wildcards, the apex) get the bootstrap or zone certificate,
 // and Pebble sees the wildcard's order alone.
 func TestRandomSNIOrdersNothing(t *testing.T) {
+	t.Parallel() // mostly waiting on issuance and its own Pebble
 	dnsAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	p := tlsmgrtest.StartWithDNS(t, testutil.FreePort(t), testutil.FreePort(t), dnsAddr)
 	cfg := testConfig(t)

@@ -25,6 +25,7 @@ import (
 // Access-Control-Allow-Origin: * itself. Chromium resolves
 // *.localhost to loopback, so the zone is localhost.
 func TestCORSWholeGatewayInChromium(t *testing.T) {
+	t.Parallel() // mostly waiting on the browser, with a gateway of its own
 	allowed, other := browser.Origins(t)
 	cfg := testConfig(t)
 	cfg.Zone = "localhost"

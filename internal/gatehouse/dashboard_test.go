@@ -184,6 +184,7 @@ func TestDashboardInChromium(t *testing.T) {
 // megabytes for the gateway to build and the browser to lay out at every
 // poll; the next button shows the rest.
 func TestDashboardPagesApps(t *testing.T) {
+	t.Parallel() // mostly waiting on the browser, with a gateway of its own
 	r := start(t, testConfig(t))
 	const apps = 130
 	for i := range apps {

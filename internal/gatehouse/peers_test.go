@@ -24,6 +24,7 @@ import (
 // owned by the other cluster is forwarded there and served by its host;
 // with the owner's host gone, a GET fails over back and a POST does not.
 func TestTwoClustersFromConfig(t *testing.T) {
+	t.Parallel() // mostly waiting on the clusters finding each other, with gateways of its own
 	ids := []string{"alpha", "beta"}
 	httpAddr := map[string]string{}
 	keyFile := map[string]string{}
