@@ -80,6 +80,17 @@ func startCuttableCluster(t *testing.T) (servers []*server.Server, cut func()) {
 		_, err := js.AccountInfo(t.Context())
 		return err == nil
 	}, "jetstream cluster has no meta leader")
+	// A meta leader places a bucket of 3 replicas only on peers it has
+	// stats from: just elected, it may have fewer, and the gateway's
+	// start then ends on "no suitable peers for placement".
+	testutil.WaitFor(t, 20*time.Second, func() bool {
+		for _, ns := range servers {
+			if len(ns.JetStreamClusterPeers()) == 3 {
+				return true
+			}
+		}
+		return false
+	}, "the meta leader has not heard from all three peers")
 	cut = func() {
 		t.Helper()
 		toC.Cut()
