@@ -72,6 +72,9 @@ import (
 // answers: what comes then (a pipelined head, or a client's first bytes
 // of an upgraded protocol) stays with the guard until net/http asks for
 // it, or is handed over whole to the handler that takes the connection.
+// Nor while a pipelined head the guard passed then waits for its
+// handler: net/http reads that one next, and what follows it may be the
+// new protocol's bytes of an upgrade.
 
 // GuardListener wraps every connection l accepts with [GuardConn]. Use it
 // on plaintext HTTP/1 listeners (http serve mode). On https, where a
@@ -296,7 +299,8 @@ type framer struct {
 	// connection over.
 	hijacked atomic.Bool
 	// await says net/http waits for the next request: set by GuardServer
-	// at StateIdle (no Read in progress), cleared once a head is whole.
+	// at StateIdle (no Read in progress) when every head passed has had
+	// its handler, cleared once a head is whole.
 	await atomic.Bool
 	// star says "OPTIONS *" gets a handler like any request (the server's
 	// DisableGeneralOptionsHandler, which the edge sets on every server):

@@ -78,8 +78,19 @@ func guardServer(srv *http.Server, cluster string) {
 		switch st {
 		case http.StateIdle:
 			if g := guardOf(c); g != nil {
-				g.idle.Store(g.served.Load())
-				g.f.await.Store(true) // net/http waits for a request now
+				served := g.served.Load()
+				g.idle.Store(served)
+				// net/http waits for a request now, unless the guard
+				// passed it a head while the handler answered
+				// (pipelined): that is the request it reads next, and
+				// what the guard holds behind it is no request's start
+				// but maybe the first bytes of the protocol it
+				// upgrades to (a WebSocket frame begins with 0x81).
+				// Read with no Read in progress: net/http ended its
+				// background read before the handler's answer did.
+				if g.f.heads == served {
+					g.f.await.Store(true)
+				}
 			}
 		case http.StateActive:
 			// net/http has the whole head and starts the handler: what
