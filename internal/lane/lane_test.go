@@ -391,6 +391,8 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"two blank lines after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n" + get("/next"), []string{"POST", "GET"}, 2},
 		{"bare LF after a bodiless post", "POST / HTTP/1.1\r\nHost: a.test\r\n\r\n\n" + get("/next"), []string{"POST", "GET"}, 2},
 		{"three blank lines after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n\r\n" + get("/next"), []string{"POST", "GET"}, 1},
+		{"five blank bytes after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n\n" + get("/next"), []string{"POST", "GET"}, 1},
+		{"no method after a blank line after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\x16\x03\x01 x\r\n\r\n", []string{"POST", "GET"}, 1},
 		{"blank line after a put", "PUT / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n" + get("/next"), []string{"PUT", "GET"}, 1},
 	}
 	th := &testHandler{}
