@@ -170,6 +170,7 @@ type Server struct {
 	zero     chan struct{} // closed while no connection is served
 	draining bool
 	closed   bool
+	sends    sync.WaitGroup // Shutdown's GOAWAY writes (Close waits for them)
 
 	date httpwire.Date
 	bufs sync.Pool // *bufWriter's buffers
@@ -323,10 +324,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	zero := s.zero
-	s.mu.Unlock()
-	for _, d := range drains {
-		d.send()
+	// Each GOAWAY is written on a goroutine of its own: a connection
+	// whose writer is stuck (a client that reads nothing) holds its write
+	// lock, or its gmu behind a connection error's GOAWAY, until the
+	// write fails, and Shutdown must neither wait past ctx for that nor
+	// hold back the other connections' GOAWAYs behind it. Added under mu
+	// unless closed, so that Close's wait for them follows every Add.
+	if !s.closed {
+		s.sends.Add(len(drains))
+		for _, d := range drains {
+			go func() { defer s.sends.Done(); d.send() }()
+		}
 	}
+	s.mu.Unlock()
 	select {
 	case <-zero:
 		return nil
@@ -351,6 +361,7 @@ func (s *Server) Close() error {
 	zero := s.zero
 	s.mu.Unlock()
 	<-zero
+	s.sends.Wait() // their connections are closed: their writes failed
 	s.imu.Lock()
 	if !s.quitted {
 		s.quitted = true
