@@ -840,13 +840,20 @@ func (cn *conn) cut() {
 }
 
 // endLinger closes the connection if it lingers, and reports whether it
-// did.
+// did. The socket beneath TLS is closed, not the TLS connection: its
+// Close writes close_notify, which waits behind a write stuck on a client
+// that reads nothing (up to linger's write deadline). linger's own Close
+// follows, on the reading goroutine.
 func (cn *conn) endLinger() bool {
 	cn.mu.Lock()
 	lingering := cn.done && cn.lingering
 	cn.mu.Unlock()
 	if lingering {
-		_ = cn.c.Close()
+		c := cn.c
+		if tc, ok := c.(*tls.Conn); ok {
+			c = tc.NetConn()
+		}
+		_ = c.Close()
 	}
 	return lingering
 }

@@ -341,11 +341,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-zero:
 		return nil
 	case <-ctx.Done():
+		// Closed outside mu, which a connection's end (remove) takes.
 		s.mu.Lock()
+		conns := make([]*conn, 0, len(s.conns))
 		for cn := range s.conns {
-			cn.endLinger()
+			conns = append(conns, cn)
 		}
 		s.mu.Unlock()
+		for _, cn := range conns {
+			cn.endLinger()
+		}
 		return ctx.Err()
 	}
 }

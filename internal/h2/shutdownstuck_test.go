@@ -2,6 +2,7 @@ package h2
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // heldConn is the server's side of a TCP connection whose writes, once
@@ -20,6 +23,7 @@ import (
 type heldConn struct {
 	net.Conn
 	held     atomic.Bool
+	alerts   atomic.Bool   // hold TLS 1.2 alert records only (close_notify)
 	waiting  chan struct{} // closed when a held write first waits
 	closed   chan struct{}
 	waitOnce sync.Once
@@ -27,7 +31,7 @@ type heldConn struct {
 }
 
 func (c *heldConn) Write(p []byte) (int, error) {
-	if c.held.Load() {
+	if c.held.Load() || c.alerts.Load() && len(p) > 0 && p[0] == 21 {
 		c.waitOnce.Do(func() { close(c.waiting) })
 		<-c.closed
 	}
@@ -155,5 +159,66 @@ func TestShutdownBoundedByItsContext(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShutdownEndsALingerStuckOnCloseNotify: a TLS connection that
+// lingers after its GOAWAY, its close_notify stuck on a client that reads
+// nothing, is closed once Shutdown's context ends, and Shutdown returns.
+// Closing the TLS connection wrote close_notify too, which waited behind
+// the stuck one (on a real socket up to crypto/tls's 5 s deadline, here
+// until the socket closed), with the server's lock held.
+func TestShutdownEndsALingerStuckOnCloseNotify(t *testing.T) {
+	cert, pool := testutil.SelfSigned(t, "a.example")
+	accepted := make(chan *heldConn, 1)
+	s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
+		hc := &heldConn{Conn: c, waiting: make(chan struct{}), closed: make(chan struct{})}
+		accepted <- hc
+		// TLS 1.2: its alerts are records of their own type, which
+		// heldConn tells apart.
+		tc := tls.Server(hc, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}, MaxVersion: tls.VersionTLS12})
+		_ = tc.Handshake()
+		return tc
+	})
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rawOver(t, c)
+	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		return ok && sf.IsAck()
+	})
+	hc := <-accepted
+	t.Cleanup(func() { _ = hc.Close() }) // before the server's cleanup, which waits for it
+	hc.alerts.Store(true)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	rc.until("the GOAWAY", func(f http2.Frame) bool {
+		_, ok := f.(*http2.GoAwayFrame)
+		return ok
+	})
+	select {
+	case <-hc.waiting: // idle after its GOAWAY, it lingers: its close_notify waits
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection wrote no close_notify")
+	}
+	cancel()
+	select {
+	case err := <-shut:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Shutdown: %v, want its context's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		_ = hc.Close() // let the server go
+		t.Fatal("Shutdown did not return after its context ended")
+	}
+	select {
+	case <-hc.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lingering connection was not closed as Shutdown's context ended")
 	}
 }
