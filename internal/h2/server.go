@@ -309,7 +309,9 @@ func (s *Server) remove(cn *conn) {
 // sends (conn.linger); Close cuts that short, and so does ctx's end:
 // those connections have answered every stream, and what is still open
 // when Shutdown returns is then only what has something unanswered (the
-// edge logs those as cut by drain_timeout).
+// edge logs those as cut by drain_timeout). A GOAWAY whose write is stuck
+// on a client that reads nothing does not hold it past ctx: Close ends
+// that write.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
