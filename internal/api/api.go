@@ -261,24 +261,30 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.control.ServeHTTP(&problemWriter{ResponseWriter: w}, r)
 		return
 	}
-	if !limitBody(w, r) {
+	r, ok = limitBody(w, r)
+	if !ok {
 		return
 	}
 	a.control.ServeHTTP(w, r)
 }
 
-// limitBody caps r's body at maxBody, or, when its Content-Length is
-// past that already, answers 413 itself and returns false. Refused
-// unread, a body sent with Expect: 100-continue is not asked for (the
-// server sends 100 Continue on the first read): a client uploaded a MiB
-// of a body that could only be refused.
-func limitBody(w http.ResponseWriter, r *http.Request) bool {
+// limitBody returns r with its body capped at maxBody, or, when its
+// Content-Length is past that already, answers 413 itself and returns
+// false. Refused unread, a body sent with Expect: 100-continue is not
+// asked for (the server sends 100 Continue on the first read): a client
+// uploaded a MiB of a body that could only be refused. The cap is on a
+// copy of r: net/http tells a body the handler left unread only by its
+// own type on its own request, and capped there it took the body for
+// one to drain, so a write answered before its body (412, 400) waited
+// for the client to send up to 256 KiB of it first.
+func limitBody(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if r.ContentLength > maxBody {
 		problem.Write(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBody))
-		return false
+		return r, false
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	return true
+	r2 := *r
+	r2.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	return &r2, true
 }
 
 // cleanPath is p as http.ServeMux routes it: "." and ".." segments

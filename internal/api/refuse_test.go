@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestZoneRefusals: a zone that is a public suffix, and a gateway address
@@ -158,5 +159,49 @@ func TestOversizedBodyRefusedBeforeSent(t *testing.T) {
 	}
 	if r := e.do("PUT", "/api/v3/apps/shop", token, `{}`+strings.Repeat(" ", maxBody-2)); r.status != 200 {
 		t.Errorf("a body of exactly %d bytes: %d %s", maxBody, r.status, r.body)
+	}
+}
+
+// TestEarlyAnswerAsksForNoBody: a write refused before its body is read
+// (a stale If-Match, a query field not taken), sent with Expect:
+// 100-continue, gets its answer without the body being sent, on a plain
+// net/http server: the API caps the body on a copy of the request, not
+// on net/http's own, which then sees a body it never asked for and
+// closes the connection rather than wait for up to 256 KiB of it before
+// the answer (the API's cap on its request made net/http read on until
+// the client gave up waiting for 100 Continue and sent the body).
+func TestEarlyAnswerAsksForNoBody(t *testing.T) {
+	e := newEnv(t, nil)
+	e.seed()
+	for _, c := range []struct {
+		target, ifMatch string
+		want            int
+	}{
+		{"/api/v3/apps/shop", `"stale"`, http.StatusPreconditionFailed},
+		{"/api/v3/apps/shop?dryRun=1", "", http.StatusBadRequest},
+	} {
+		conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// a bound for the failure only: the answer comes at once or never
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		head := "PUT " + c.target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+			"\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n"
+		if c.ifMatch != "" {
+			head += "If-Match: " + c.ifMatch + "\r\n"
+		}
+		if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Errorf("PUT %s with Expect: 100-continue and no body sent: %v, want %d", c.target, err, c.want)
+			continue
+		}
+		if res.StatusCode != c.want || !res.Close {
+			t.Errorf("PUT %s with Expect: 100-continue: %d (close %v), want %d and the connection closed", c.target, res.StatusCode, res.Close, c.want)
+		}
 	}
 }

@@ -173,7 +173,8 @@ func (a *API) resolveBatch(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if !limitBody(w, r) {
+	r, ok = limitBody(w, r)
+	if !ok {
 		return
 	}
 	var body []resolveQuery
