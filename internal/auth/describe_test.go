@@ -2,7 +2,10 @@ package auth
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +62,57 @@ func TestDescribe(t *testing.T) {
 	}
 	if !errors.Is(verr(sign(t, priv, "", claims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Hour).Unix() }))), ErrInvalid) {
 		t.Error("an expired token's error is not ErrInvalid")
+	}
+}
+
+// TestDescribeOneAnswerForUntrusted: a token that no trusted key verifies
+// gets one challenge, byte for byte, however it fails: signed by another
+// key, naming an issuer not configured, a kid of no key (in a JWKS whose
+// keys all have kids), another algorithm, expired besides. A word more
+// for any of them (even without naming the issuer or kid) would tell a
+// caller which issuers and kids exist.
+func TestDescribeOneAnswerForUntrusted(t *testing.T) {
+	pub, priv := key(t)
+	_, other := key(t)
+	jwks := filepath.Join(t.TempDir(), "keys.json")
+	x := base64.RawURLEncoding.EncodeToString(pub)
+	if err := os.WriteFile(jwks, []byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"`+x+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := New(Options{Issuers: []Issuer{{Name: "idp", KeysFile: jwks}}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Hour).Unix() }
+	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil))
+	hs.Header["kid"] = "k1"
+	hsTok, err := hs.SignedString([]byte("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, c := range []struct{ name, tok string }{
+		{"another key", sign(t, other, "k1", claims(nil))},
+		{"another key, expired", sign(t, other, "k1", claims(expired))},
+		{"unknown issuer", sign(t, priv, "k1", claims(func(c jwt.MapClaims) { c["iss"] = "evil-idp" }))},
+		{"unknown issuer, expired", sign(t, priv, "k1", claims(func(c jwt.MapClaims) { c["iss"] = "evil-idp"; expired(c) }))},
+		{"kid of no key", sign(t, priv, "k9", claims(nil))},
+		{"no kid, another key", sign(t, other, "", claims(nil))},
+		{"kid not a string", signHeader(t, priv, map[string]any{"kid": 1}, claims(nil))},
+		{"HS256", hsTok},
+	} {
+		_, err := v.Verify(c.tok, "shop")
+		if err == nil {
+			t.Fatalf("%s: verified", c.name)
+		}
+		ch := Challenge("gatehouse", err, "")
+		if want == "" {
+			want = ch
+		} else if ch != want {
+			t.Errorf("%s: challenge %q, want the same as every untrusted token's, %q", c.name, ch, want)
+		}
+	}
+	if !strings.Contains(want, "signature does not verify") {
+		t.Errorf("untrusted tokens' challenge %q does not say the signature does not verify", want)
 	}
 }
