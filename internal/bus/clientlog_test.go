@@ -87,3 +87,54 @@ func TestEmbeddedBoundsClientLines(t *testing.T) {
 		t.Errorf("the server's shutdown lines were held back:\n%s", logs.String())
 	}
 }
+
+// TestEmbeddedOwnConnectionLinesPass: the server's lines about the
+// gateway's own connection (its in-process one: a slow consumer, a
+// refused subscription) are the operator's to see, so a client that has
+// spent the bound on lines about itself does not hold them back.
+func TestEmbeddedOwnConnectionLinesPass(t *testing.T) {
+	var logs testutil.SyncBuffer
+	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Name: "test",
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The clock stands still: no line about a client earns a token back.
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b.SetServerLogNow(func() time.Time { return now })
+	t.Cleanup(b.Close)
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var pe permErrs
+	anon := pe.connect(t, b.ClientURL())
+	for i := range 3 * bus.ClientLogBurst {
+		if err := anon.Publish("not.a.host.subject."+strconv.Itoa(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := anon.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "Publish Violation"); n != bus.ClientLogBurst {
+		t.Fatalf("%d lines about the flooding client, want the bound, %d", n, bus.ClientLogBurst)
+	}
+	// The gateway's own connection subscribes past the server's bound: the
+	// server refuses it, with a line, before it answers the Flush's PING.
+	nc := b.Conn()
+	for i := range bus.MaxSubscriptions + 1 {
+		if _, err := nc.SubscribeSync("own.subject." + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	own := false
+	for _, l := range strings.Split(logs.String(), "\n") {
+		own = own || strings.Contains(l, `"component":"nats-server"`) && strings.Contains(l, "maximum subscriptions exceeded")
+	}
+	if !own {
+		t.Errorf("the server's line about the gateway's own connection was held back:\n%s", logs.String())
+	}
+}

@@ -36,12 +36,17 @@ type serverLog struct {
 // connection (nats-server's "ip:port - cid:N" prefix) at info level and
 // above share one token bucket: clientLogBurst at once, then one every
 // clientLogEvery (10 a minute); the next line logged counts those held
-// back (not_logged). The server's lines about itself are never held back;
-// at debug level, chosen for a close look, nothing is.
+// back (not_logged). The server's lines about itself are never held back,
+// nor those about the gateway's own in-process connection (a slow
+// consumer, a refused subscription): the server names a connection by its
+// remote address first, and only this process can open one over a pipe,
+// whose address is "pipe", so a client cannot pass for it. At debug
+// level, chosen for a close look, nothing is held back.
 const (
 	clientLogBurst = 10
 	clientLogEvery = 6 * time.Second
 	clientMark     = " - cid:"
+	inProcessMark  = "pipe" + clientMark
 )
 
 func (l *serverLog) logf(lvl slog.Level, format string, v []any) {
@@ -50,7 +55,7 @@ func (l *serverLog) logf(lvl slog.Level, format string, v []any) {
 		return
 	}
 	msg := fmt.Sprintf(format, v...)
-	if lvl < slog.LevelInfo || !strings.Contains(msg, clientMark) {
+	if lvl < slog.LevelInfo || !strings.Contains(msg, clientMark) || strings.HasPrefix(msg, inProcessMark) {
 		l.log.Log(ctx, lvl, msg)
 		return
 	}
