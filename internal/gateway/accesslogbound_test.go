@@ -15,8 +15,10 @@ import (
 // TestAccessLogBoundsClientValues: the access log repeats a client's
 // Host, path and method, each of which can be as long as the header
 // block; past a bound each is logged cut, with a marker naming its
-// length, so a request cannot write a log line of its own size. Values
-// within the bounds are logged as sent.
+// length, so a request cannot write a log line of its own size; the cut
+// value, marker and all, is within the bound, so never longer than sent,
+// a value just past its bound too. Values within the bounds are logged as
+// sent.
 func TestAccessLogBoundsClientValues(t *testing.T) {
 	long := func(n int, unit string) string { return strings.Repeat(unit, n/len(unit)) }
 	tests := []struct {
@@ -28,6 +30,9 @@ func TestAccessLogBoundsClientValues(t *testing.T) {
 		{name: "huge host", method: "GET", host: long(20000, "a") + ".apps.test", path: "/", field: "host"},
 		{name: "huge path", method: "GET", host: "hello.apps.test", path: "/" + long(20000, "é"), field: "path"},
 		{name: "huge method", method: "M" + long(5000, "X"), host: "hello.apps.test", path: "/", field: "method"},
+		{name: "path just past its bound", method: "GET", host: "hello.apps.test", path: "/" + long(maxLoggedPath, "p"), field: "path"},
+		{name: "host just past its bound", method: "GET", host: long(maxLoggedHost-9, "a") + ".apps.test", path: "/", field: "host"},
+		{name: "method just past its bound", method: "M" + long(maxLoggedMethod, "X"), host: "hello.apps.test", path: "/", field: "method"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,9 +61,9 @@ func TestAccessLogBoundsClientValues(t *testing.T) {
 				}
 				marker := "...[truncated from " + strconv.Itoa(len(v)) + " bytes]"
 				kept, ok := strings.CutSuffix(got, marker)
-				if !ok || !strings.HasPrefix(v, kept) || len(kept) > bound[k] || len(kept) < bound[k]-utf8.UTFMax || !utf8.ValidString(kept) {
-					t.Errorf("%s logged as %d bytes ending %q; want at most %d bytes of it, cut at a character, then %q",
-						k, len(got), got[max(0, len(got)-60):], bound[k], marker)
+				if !ok || !strings.HasPrefix(v, kept) || len(got) > bound[k] || len(kept) < bound[k]-len(marker)-utf8.UTFMax || !utf8.ValidString(kept) {
+					t.Errorf("%s of %d bytes logged as %d bytes ending %q; want at most %d bytes: as much of it as fits, cut at a character, then %q",
+						k, len(v), len(got), got[max(0, len(got)-60):], bound[k], marker)
 				}
 			}
 		})

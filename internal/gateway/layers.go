@@ -305,17 +305,25 @@ const (
 	maxLoggedPath   = 2048
 )
 
-// logged returns s if it fits in n bytes, or else its first n bytes at
-// most, cut before a character, and a marker with s's length. A value
-// that fits costs nothing.
+// logged returns s if it fits in n bytes, or else as much of its start
+// as fits in n bytes with a marker naming s's length, cut before a
+// character. Marker and all, the value stays within n bytes, so a cut is
+// never longer than what was sent, even for a value just past the bound.
+// A value that fits costs nothing.
 func logged(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	const before, after = "...[truncated from ", " bytes]"
+	var num [20]byte
+	size := strconv.AppendInt(num[:0], int64(len(s)), 10)
+	n -= len(before) + len(size) + len(after)
+	// A byte no character begins with may be in the middle of one; an
+	// invalid run of them is cut before, which only keeps less.
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "...[truncated from " + strconv.Itoa(len(s)) + " bytes]"
+	return s[:max(n, 0)] + before + string(size) + after
 }
 
 func appLabel(m route.Match) string {
