@@ -832,11 +832,20 @@ func (cn *conn) endWriting() net.Conn {
 	return c
 }
 
-// cut is Server.Close's close: a lingering connection closes too.
+// cut is Server.Close's close: a lingering connection closes too. An
+// open one's socket is closed beneath TLS, as endLinger's is, with no
+// close_notify: the TLS Close writes one first, which on a client that
+// reads nothing (its socket full, no write in progress to fail it) waits
+// up to crypto/tls's 5 s, and Close cuts each connection in turn with
+// the server's lock held. Once shut has failed, done is set and so is
+// lingering if it will ever be: endLinger then sees a linger that began
+// since.
 func (cn *conn) cut() {
-	if !cn.endLinger() {
-		cn.close(errServerClosed)
+	if cn.shut(errServerClosed, false) {
+		_ = cn.socket().Close()
+		return
 	}
+	cn.endLinger()
 }
 
 // endLinger closes the connection if it lingers, and reports whether it
@@ -849,13 +858,17 @@ func (cn *conn) endLinger() bool {
 	lingering := cn.done && cn.lingering
 	cn.mu.Unlock()
 	if lingering {
-		c := cn.c
-		if tc, ok := c.(*tls.Conn); ok {
-			c = tc.NetConn()
-		}
-		_ = c.Close()
+		_ = cn.socket().Close()
 	}
 	return lingering
+}
+
+// socket is the connection beneath TLS, or the connection itself.
+func (cn *conn) socket() net.Conn {
+	if tc, ok := cn.c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return cn.c
 }
 
 // shut ends the connection's streams, and reports whether it was open;

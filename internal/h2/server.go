@@ -358,7 +358,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 // Close closes every connection at once and waits for their handlers to
-// return. No connection is served after it.
+// return. No connection is served after it. A TLS connection's socket is
+// closed beneath TLS, with no close_notify: one to a client that reads
+// nothing would wait (conn.cut).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true

@@ -222,3 +222,77 @@ func TestShutdownEndsALingerStuckOnCloseNotify(t *testing.T) {
 		t.Fatal("the lingering connection was not closed as Shutdown's context ended")
 	}
 }
+
+// TestCloseEndsTLSConnectionsStuckOnCloseNotify: Close closes a TLS
+// connection whose client reads nothing (its socket full, no write in
+// progress) and returns, whether the connection was still open or
+// lingering after a drain's GOAWAY. An open one was closed through the
+// TLS connection, whose Close wrote close_notify first: on a real socket
+// that waited up to crypto/tls's 5 s for each such connection in turn
+// (here, until the socket closed), with the server's lock held.
+func TestCloseEndsTLSConnectionsStuckOnCloseNotify(t *testing.T) {
+	cert, pool := testutil.SelfSigned(t, "a.example")
+	for _, tc := range []struct {
+		name  string
+		drain bool // Shutdown first: the idle connection lingers after its GOAWAY
+	}{
+		{"open", false},
+		{"lingering", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			accepted := make(chan *heldConn, 1)
+			s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
+				hc := &heldConn{Conn: c, waiting: make(chan struct{}), closed: make(chan struct{})}
+				accepted <- hc
+				// TLS 1.2: its alerts are records of their own type,
+				// which heldConn tells apart.
+				tc := tls.Server(hc, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}, MaxVersion: tls.VersionTLS12})
+				_ = tc.Handshake()
+				return tc
+			})
+			c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "a.example", NextProtos: []string{"h2"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := rawOver(t, c)
+			rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
+				sf, ok := f.(*http2.SettingsFrame)
+				return ok && sf.IsAck()
+			})
+			hc := <-accepted
+			t.Cleanup(func() { _ = hc.Close() }) // before the server's cleanup, which waits for it
+			hc.alerts.Store(true)
+
+			if tc.drain {
+				ctx, cancel := context.WithCancel(context.Background())
+				shut := make(chan error, 1)
+				go func() { shut <- s.Shutdown(ctx) }()
+				defer func() { cancel(); <-shut }()
+				rc.until("the GOAWAY", func(f http2.Frame) bool {
+					_, ok := f.(*http2.GoAwayFrame)
+					return ok
+				})
+				select {
+				case <-hc.waiting: // it lingers: its close_notify waits
+				case <-time.After(10 * time.Second):
+					t.Fatal("the connection wrote no close_notify")
+				}
+			}
+
+			closed := make(chan struct{})
+			go func() { defer close(closed); _ = s.Close() }()
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				_ = hc.Close() // let the server go
+				<-closed
+				t.Fatal("Close did not return: it waited on the connection's close_notify")
+			}
+			select {
+			case <-hc.closed:
+			default:
+				t.Fatal("Close returned with the connection open")
+			}
+		})
+	}
+}
