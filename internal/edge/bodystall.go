@@ -26,6 +26,24 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 			return
 		}
 		b := &stallBody{ReadCloser: r.Body, rc: http.NewResponseController(w), stall: stall}
+		if r.ProtoMajor == 1 {
+			// Armed before the handler runs, not at its first read: a
+			// handler that answers without reading the body (412, 401,
+			// 413) leaves net/http to read up to 256 KiB of it, to reuse
+			// the connection, as the answer's head is written (at the
+			// handler's first flush, or after it returns) and in the
+			// body's Close (Expect: 100-continue with no 100 sent
+			// too), with no deadline of its own (the server has no
+			// ReadTimeout): a client that declared a body and sent
+			// none held the connection for ever. A client that sends it
+			// within the bound keeps its connection. Not after the
+			// handler returns: the connection may be hijacked by then,
+			// and Hijack has lifted this one. Not over HTTP/2, whose
+			// server reads no body after its handler, and whose
+			// stream read deadline would end the body while the
+			// handler still runs.
+			b.arm()
+		}
 		// A copy carries the wrapper: net/http reads its own request's
 		// Body after the handler, and only as its own type does it see a
 		// body closed before its end and close the connection (golang
@@ -53,6 +71,7 @@ type stallBody struct {
 	until    time.Time // the deadline armed last; zero: none
 	returned bool      // the handler returned
 	expired  bool      // a read hit the deadline
+	ended    bool      // a read returned an error, io.EOF included
 }
 
 func (b *stallBody) Read(p []byte) (int, error) {
@@ -64,9 +83,19 @@ func (b *stallBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close keeps the deadline over the body's own Close, which reads up to
+// 256 KiB of a body not read to its end (net/http's, to reuse the
+// connection), and lifts it after.
 func (b *stallBody) Close() error {
-	b.clear(nil)
-	return b.ReadCloser.Close()
+	b.mu.Lock()
+	ended := b.ended
+	b.mu.Unlock()
+	if !ended {
+		b.arm()
+	}
+	err := b.ReadCloser.Close()
+	b.clear(err)
+	return err
 }
 
 // arm sets the deadline a stall from now when less than half of one is
@@ -93,6 +122,9 @@ func (b *stallBody) clear(err error) {
 	defer b.mu.Unlock()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		b.expired = true
+	}
+	if err != nil {
+		b.ended = true
 	}
 	if b.returned || b.until.IsZero() || b.expired {
 		return
