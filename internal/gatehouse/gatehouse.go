@@ -75,6 +75,9 @@ type Gatehouse struct {
 	// apps' state (route.Forget); zero is its defaults. Tests shorten
 	// them.
 	forgetGrace, forgetEvery time.Duration
+	// placementWait bounds a start's wait for JetStream to place the
+	// buckets' replicas (openBuckets); zero is 30 s. Tests shorten it.
+	placementWait time.Duration
 	// bus is the gateway's bus once Run made it, for the
 	// gatehouse_bus_connected gauge; nil before.
 	bus atomic.Pointer[bus.Bus]

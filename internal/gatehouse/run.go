@@ -438,10 +438,17 @@ func (g *Gatehouse) openStore(ctx context.Context, eg *errgroup.Group, b *bus.Bu
 // the bus itself; a gateway started beside a recovering cluster stopped
 // at its first 5 s timeout. A server with no JetStream (no responders)
 // and any refusal still end the start.
+//
+// "No suitable peers for placement" is waited for too, but only for
+// g.placementWait from the first time JetStream says it (a cluster
+// electing leaders for long before does not use the bound up): a meta
+// leader just elected, or one of the nodes still coming back, lifts it
+// within seconds, and the start ended on it at once; a cluster with
+// fewer JetStream servers than the buckets' replicas never lifts it.
 func (g *Gatehouse) openBuckets(ctx context.Context, b *bus.Bus, opts store.Options) (*store.Store, error) {
 	wait := 250 * time.Millisecond
 	began := time.Now()
-	var logged time.Time
+	var logged, placingSince time.Time
 	for {
 		st, err := store.Open(ctx, b.JetStream(), opts)
 		if opts.Replicas > 1 && notClustered(err) {
@@ -451,11 +458,25 @@ func (g *Gatehouse) openBuckets(ctx context.Context, b *bus.Bus, opts store.Opti
 			opts.Replicas = 0
 			st, err = store.Open(ctx, b.JetStream(), opts)
 		}
-		if err == nil || !bucketsRecovering(err) || ctx.Err() != nil {
+		placing := noPlacement(err)
+		if err == nil || !placing && !bucketsRecovering(err) || ctx.Err() != nil {
 			return st, err
 		}
-		if now := time.Now(); now.Sub(logged) >= 10*time.Second {
-			g.log.Warn("waiting for the routing buckets (a NATS cluster electing their leaders?)", "waited", now.Sub(began).Round(time.Second), "err", err)
+		now := time.Now()
+		if placing && placingSince.IsZero() {
+			placingSince = now
+		}
+		if placing && now.Sub(placingSince) >= g.placementBound() {
+			n := max(opts.Replicas, 1)
+			return nil, fmt.Errorf("gatehouse: store: no NATS servers to place the routing buckets' %d replicas on after %s: check that all the cluster's nodes are up and routed to each other, and that it has at least %d JetStream servers with storage to spare: %w",
+				n, g.placementBound(), n, err)
+		}
+		if now.Sub(logged) >= 10*time.Second {
+			msg := "waiting for the routing buckets (a NATS cluster electing their leaders?)"
+			if placing {
+				msg = "waiting for the routing buckets (a NATS cluster node down or restarting?)"
+			}
+			g.log.Warn(msg, "waited", now.Sub(began).Round(time.Second), "err", err)
 			logged = now
 		}
 		t := time.NewTimer(wait)
@@ -494,21 +515,57 @@ func bucketsRecovering(err error) bool {
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return false
 	}
-	var je jetstream.JetStreamError
-	if errors.As(err, &je) && je.APIError() != nil {
-		return je.APIError().ErrorCode == errCodeClusterNotAvailable
-	}
-	var ne nats.JetStreamError
-	if errors.As(err, &ne) && ne.APIError() != nil {
-		return ne.APIError().ErrorCode == errCodeClusterNotAvailable
+	if code, ok := apiErrorCode(err); ok {
+		return code == errCodeClusterNotAvailable
 	}
 	return true // a timeout, the connection between servers
 }
 
-// errCodeClusterNotAvailable is JetStream's "JetStream system temporarily
-// unavailable" (nats-server's JSClusterNotAvailErr), what a stream or the
-// meta layer without a leader answers; nats.go names no constant for it.
-const errCodeClusterNotAvailable = 10008
+// noPlacement reports whether err is JetStream finding no servers to
+// place a bucket's replicas on (openBuckets).
+func noPlacement(err error) bool {
+	code, ok := apiErrorCode(err)
+	return ok && code == errCodeClusterNoPeers
+}
+
+// apiErrorCode is the JetStream error code in err, from either of
+// nats.go's JetStream layers; ok is false when err holds none.
+func apiErrorCode(err error) (code jetstream.ErrorCode, ok bool) {
+	var je jetstream.JetStreamError
+	if errors.As(err, &je) && je.APIError() != nil {
+		return je.APIError().ErrorCode, true
+	}
+	var ne nats.JetStreamError
+	if errors.As(err, &ne) && ne.APIError() != nil {
+		return jetstream.ErrorCode(ne.APIError().ErrorCode), true
+	}
+	return 0, false
+}
+
+// JetStream's error codes that nats.go names no constant for.
+const (
+	// errCodeClusterNotAvailable is "JetStream system temporarily
+	// unavailable" (nats-server's JSClusterNotAvailErr), what a stream or
+	// the meta layer without a leader answers.
+	errCodeClusterNotAvailable jetstream.ErrorCode = 10008
+	// errCodeClusterNoPeers is "no suitable peers for placement"
+	// (JSClusterNoPeersErrF, a 400): the meta leader knows too few servers
+	// able to take a stream's replicas, the cluster's size or a node down,
+	// or one it has not heard from yet.
+	errCodeClusterNoPeers jetstream.ErrorCode = 10005
+)
+
+// defaultPlacementWait bounds how long a start waits for JetStream to
+// find servers for the buckets' replicas (openBuckets).
+const defaultPlacementWait = 30 * time.Second
+
+// placementBound is g.placementWait, zero being defaultPlacementWait.
+func (g *Gatehouse) placementBound() time.Duration {
+	if g.placementWait > 0 {
+		return g.placementWait
+	}
+	return defaultPlacementWait
+}
 
 // embeddedOpenTimeout bounds opening the routing buckets on the embedded
 // bus, which a stop does not cut short (openStore).
