@@ -36,12 +36,12 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 			// too), with no deadline of its own (the server has no
 			// ReadTimeout): a client that declared a body and sent
 			// none held the connection for ever. A client that sends it
-			// within the bound keeps its connection. Not after the
-			// handler returns: the connection may be hijacked by then,
-			// and Hijack has lifted this one. Not over HTTP/2, whose
-			// server reads no body after its handler, and whose
-			// stream read deadline would end the body while the
-			// handler still runs.
+			// within the bound keeps its connection. Renewed as the
+			// handler returns (rearm), unless it hijacked the
+			// connection, which Hijack lifted this one from. Not over
+			// HTTP/2, whose server reads no body after its handler,
+			// and whose stream read deadline would end the body while
+			// the handler still runs.
 			b.arm()
 		}
 		// A copy carries the wrapper: net/http reads its own request's
@@ -53,6 +53,9 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 		r2 := *r
 		r2.Body = b
 		next.ServeHTTP(w, &r2)
+		if r.ProtoMajor == 1 {
+			b.rearm(w)
+		}
 		b.mu.Lock()
 		b.returned = true // net/http sets the next request's deadlines
 		b.mu.Unlock()
@@ -72,6 +75,7 @@ type stallBody struct {
 	returned bool      // the handler returned
 	expired  bool      // a read hit the deadline
 	ended    bool      // a read returned an error, io.EOF included
+	closed   bool      // Close was called
 }
 
 func (b *stallBody) Read(p []byte) (int, error) {
@@ -89,6 +93,7 @@ func (b *stallBody) Read(p []byte) (int, error) {
 func (b *stallBody) Close() error {
 	b.mu.Lock()
 	ended := b.ended
+	b.closed = true
 	b.mu.Unlock()
 	if !ended {
 		b.arm()
@@ -96,6 +101,28 @@ func (b *stallBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.clear(err)
 	return err
+}
+
+// rearm renews the deadline as the handler returns with its body neither
+// read to its end nor closed: net/http reads what is left of it next (up
+// to 256 KiB, to reuse the connection), and the deadline armed as the
+// handler started may have passed while it worked, failing that read on
+// bytes the client sent at once and closing a connection it would have
+// kept. A zero-byte Write is how net/http tells a hijacked connection
+// (ErrHijacked, nothing else done), which Hijack cleared of deadlines and
+// the handler now owns; otherwise it writes the head net/http would write
+// as the handler returns (200 if none was), and no byte.
+func (b *stallBody) rearm(w http.ResponseWriter) {
+	b.mu.Lock()
+	done := b.ended || b.closed || b.expired
+	b.mu.Unlock()
+	if done {
+		return
+	}
+	if _, err := w.Write(nil); errors.Is(err, http.ErrHijacked) {
+		return
+	}
+	b.arm()
 }
 
 // arm sets the deadline a stall from now when less than half of one is
