@@ -421,6 +421,12 @@ func spacedEnds(s string) int {
 	if s == "" {
 		return 0
 	}
+	// Most segments begin and end in printable ASCII other than a dot:
+	// nothing to trim at either end, before or after the trailing
+	// reading, and no rune to decode.
+	if c0, c1 := s[0], s[len(s)-1]; c0 > ' ' && c0 < 0x7f && c1 > ' ' && c1 < 0x7f && c1 != '.' {
+		return 0
+	}
 	spaced := false
 	for _, t := range [...]string{s, strings.TrimRight(s, ". ")} {
 		if t == "" {
