@@ -106,7 +106,7 @@ func TestForgedAnnounceOfNewHostDoesNotHoldItBack(t *testing.T) {
 	}
 
 	anon := tu.Connect(t, hostURL)
-	forged := tu.FreeAddr(t) // nothing answers there
+	forged := tu.RefusedAddr(t) // nothing answers there
 	n := e.failures("unreachable")
 	b, _ := json.Marshal(announce("web-1", forged, pub, "hello"))
 	if err := anon.Publish(host.AnnounceSubject(cluster), b); err != nil {

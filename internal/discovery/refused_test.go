@@ -56,7 +56,7 @@ func TestForgedClaimsDoNotCutAHost(t *testing.T) {
 
 			// Someone else announces the id with claims the enrolment refuses.
 			before := e.failures(c.reason)
-			e.publish(host.KindAnnounce, c.forged(tu.FreeAddr(t), pub))
+			e.publish(host.KindAnnounce, c.forged(tu.RefusedAddr(t), pub))
 			tu.WaitFor(t, 5*time.Second, func() bool { return e.failures(c.reason) > before }, "the forged claims were not checked")
 			if refused(e, "web-1") {
 				t.Fatalf("forged claims cut the host's connections: %+v", e.info("web-1"))

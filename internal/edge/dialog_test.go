@@ -21,9 +21,7 @@ import (
 // name: a client choosing a new one for each connection must not get a
 // line each.
 func TestPassthroughDialFailureLogBounded(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.RefusedAddr(t)
 	const clients = 20
 	for _, tc := range []struct {
 		name  string

@@ -261,9 +261,7 @@ func TestPassthroughIdleTimeout(t *testing.T) {
 func TestPassthroughNoHostCloses(t *testing.T) {
 	// The app is passthrough but its only host is gone: the client is
 	// closed, and the gateway never terminates TLS for it.
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testutil.RefusedAddr(t)
 	e := start(t, Options{Passthrough: RoutePassthrough(table(addr), nil)})
 	_, err := dialTLS(t, e.https, &tls.Config{ServerName: "secure." + zone, InsecureSkipVerify: true})
 	if err == nil {

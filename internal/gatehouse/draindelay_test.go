@@ -343,7 +343,7 @@ func TestDrainDelayStopBeforeReady(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.DrainDelay = 10 * time.Minute
 	cfg.Management.Addr = testutil.FreeAddr(t)
-	cfg.Bus.URL = []string{"nats://" + testutil.FreeAddr(t)} // nothing listens
+	cfg.Bus.URL = []string{"nats://" + testutil.RefusedAddr(t)} // nothing listens
 	logs := new(testutil.SyncBuffer)
 	g, err := New(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if err != nil {

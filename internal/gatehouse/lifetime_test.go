@@ -145,8 +145,8 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 func TestStopWhileWaitingForExternalBus(t *testing.T) {
 	cfg := fixedConfig(t)
 	cfg.Bus.Listen = ""
-	cfg.Bus.URL = []string{"nats://" + testutil.FreeAddr(t)} // nothing listens
-	stopAfter(t, cfg, 500*time.Millisecond)                  // the listeners are up, the bus dialled
+	cfg.Bus.URL = []string{"nats://" + testutil.RefusedAddr(t)} // nothing listens
+	stopAfter(t, cfg, 500*time.Millisecond)                     // the listeners are up, the bus dialled
 }
 
 // TestStopAtEachPhaseOfStart: a stop that comes at any point of the

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -134,4 +135,30 @@ func ephemeralLow() int {
 		return 0
 	}
 	return n
+}
+
+// RefusedAddr returns a loopback TCP address every connection to is
+// refused, for as long as the test runs: a host that is down. A port
+// that was listened on and closed is not that: another test binary
+// running alongside (go test runs packages in parallel) may listen on it
+// next and answer. This one holds a socket bound to the port and never
+// listens on it, so the kernel answers each SYN with a reset and nothing
+// else can bind the port; the socket closes when the test ends.
+func RefusedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("testutil: socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	// No SO_REUSEADDR: a listener that sets it (Go's do) could bind a
+	// port whose holder set it too.
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("testutil: bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("testutil: getsockname: %v", err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }

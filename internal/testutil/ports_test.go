@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"errors"
 	"net"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -29,5 +31,25 @@ func TestFreePortOutsideEphemeral(t *testing.T) {
 			t.Fatalf("port %d cannot be bound: %v", port, err)
 		}
 		l.Close()
+	}
+}
+
+// TestRefusedAddr: a connection to the address is refused, and no
+// listener can take its port while the test runs.
+func TestRefusedAddr(t *testing.T) {
+	addr := RefusedAddr(t)
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			t.Fatalf("a connection to %s was accepted", addr)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial %s: %v, want connection refused", addr, err)
+		}
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("a listener took %s", addr)
 	}
 }
