@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,12 +104,7 @@ func TestDemoPortTaken(t *testing.T) {
 // another program and named a config key the demo cannot set
 // ("config: http.addr: listen tcp ...: address already in use").
 func TestDemoSameAddressTwice(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // free: only the demo's own two listeners would clash
+	addr := testutil.FreeAddr(t) // free: only the demo's own two listeners would clash
 	tests := []struct{ a, b string }{
 		{"-http", "-management"},
 		{"-https", "-bus-listen"},
@@ -144,12 +140,7 @@ func TestDemoSameAddressTwice(t *testing.T) {
 // key the demo has no flag for ("config: https.addr: listen tcp
 // 127.0.0.1:P: bind: address already in use").
 func TestDemoSamePortSpelledTwice(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close() // free: only the demo's own two listeners would clash
+	port := strconv.Itoa(testutil.FreePort(t)) // free: only the demo's own two listeners would clash
 	tests := []struct{ a, addrA, b, addrB string }{
 		{"-http", "127.0.0.1:" + port, "-https", "localhost:" + port},
 		{"-management", ":" + port, "-bus-listen", "127.0.0.1:" + port},

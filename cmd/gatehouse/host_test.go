@@ -385,12 +385,7 @@ func TestHostSidecarSaysBusUnreachable(t *testing.T) {
 	if err := host.WriteKey(keyFile, k); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nobody := ln.Addr().String()
-	ln.Close()
+	nobody := testutil.RefusedAddr(t)
 
 	ctx, sigterm := context.WithCancel(context.Background())
 	var stdout, stderr testutil.SyncBuffer

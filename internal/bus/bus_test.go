@@ -202,12 +202,7 @@ func TestExternal(t *testing.T) {
 }
 
 func TestExternalUnreachableBoundedByContext(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testutil.RefusedAddr(t) // nothing listens there
 	b, err := bus.New(bus.Options{URL: "nats://" + addr})
 	if err != nil {
 		t.Fatal(err)
@@ -223,12 +218,7 @@ func TestExternalUnreachableBoundedByContext(t *testing.T) {
 
 func TestExternalConnectsOnceServerAppears(t *testing.T) {
 	// A gateway started before its NATS keeps trying until ctx ends.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testutil.FreeAddr(t)
 	// The operator chose the embedded bus's secret beforehand.
 	dir := t.TempDir()
 	const secret = "chosen-by-the-operator"

@@ -196,13 +196,7 @@ func readResponse(t testing.TB, br *bufio.Reader) *http.Response {
 // deadURL is a loopback address nothing listens on.
 func deadURL(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
+	return "http://" + testutil.RefusedAddr(t)
 }
 
 func routeContext(r *http.Request, rq *route.Request) context.Context {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"log/slog"
-	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,12 +16,7 @@ import (
 // the count of the lines left out, not once a request, on both proxy
 // paths.
 func TestUpstreamFailuresLogBounded(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := testutil.RefusedAddr(t)
 	for _, disable := range []bool{false, true} {
 		var logs testutil.SyncBuffer
 		var mu sync.Mutex

@@ -200,12 +200,7 @@ func TestDomainHTTP(t *testing.T) {
 	client := clientTo(srv.Listener.Addr().String())
 	opts := verify.DomainOptions{HTTPClient: client, Timeout: 2 * time.Second}
 
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := testutil.RefusedAddr(t)
 
 	tests := []struct {
 		name   string
