@@ -20,8 +20,10 @@
 // (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
 // TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0
 // FORMERR, for every name: the resolve API refuses the same types
-// ([ParseQuestion]). The server knows no TSIG key: a signed query gets
-// NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945 §5.2.2); over UDP,
+// ([ParseQuestion]). The server knows no TSIG key: a signed message of
+// any opcode gets NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945
+// §5.2.2), the key checked before the opcode, the question count and the
+// record counts are, after the EDNS version; over UDP,
 // when the reply with it passes the size, TC is set and the question cut
 // so that the TSIG fits (§5.3), the TSIG itself only when it alone passes.
 // A query whose TSIG is not the last record gets FORMERR.

@@ -19,7 +19,9 @@ import (
 // not serve: NOTIMP; not one question, more records than a query holds:
 // FORMERR) with the query's question and, when the query had one, an OPT:
 // RFC 6891 §7 asks for OPT in every reply to a query with OPT, and
-// miekg/dns sends a bare header. A message screen answers reaches
+// miekg/dns sends a bare header. A whole one of those with an EDNS
+// version other than 0 gets BADVERS, and one signed NOTAUTH with a
+// BADKEY TSIG, as [Server.serve] answers the queries it reads. A message screen answers reaches
 // miekg/dns marked as a response, which it drops (DefaultMsgAcceptFunc),
 // so nothing answers it twice.
 //
@@ -128,15 +130,45 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 		}
 		req.Question = []mdns.Question{{Name: name, Qtype: binary.BigEndian.Uint16(m[off:]), Qclass: binary.BigEndian.Uint16(m[off+2:])}}
 	}
-	resp := new(mdns.Msg).SetRcode(req, rcode)
-	resp.RecursionAvailable = s.mayRecurse(from)
+	var opt *mdns.OPT
 	if w.opt >= 0 {
 		// as [Server.serve] does: a bad OPT (badOPT) gets no OPT back
 		if rr, _, err := mdns.UnpackRR(m, w.opt); err == nil && rr.Header().Name == "." {
-			if opt, ok := rr.(*mdns.OPT); ok {
-				resp.SetEdns0(ednsSize, opt.Do())
+			opt, _ = rr.(*mdns.OPT)
+		}
+	}
+	var badKey *mdns.TSIG
+	if w.end == len(m) {
+		// What the header refuses is read after the EDNS version and the
+		// TSIG, in [Server.serve]'s order: RFC 6891 §6.1.3 answers a
+		// version we do not speak BADVERS, and RFC 8945 §5.2 has the TSIG
+		// checked before the message is processed, a TSIG in every reply
+		// to a signed one. An UPDATE signed with a key we do not know is
+		// answered BADKEY as a signed QUERY or NOTIFY is, not NOTIMP: the
+		// client would take an unsigned NOTIMP for a forgery.
+		switch {
+		case opt != nil && opt.Version() != 0:
+			rcode = mdns.RcodeBadVers
+		case w.tsig == tsigMisplaced:
+			rcode = mdns.RcodeFormatError
+		case w.tsig >= 0:
+			rr, _, err := mdns.UnpackRR(m, w.tsig)
+			if badKey, _ = rr.(*mdns.TSIG); err != nil || badKey == nil {
+				// RFC 8945 §5.2: a TSIG that cannot be read is FORMERR.
+				badKey, rcode = nil, mdns.RcodeFormatError
+			} else {
+				rcode = mdns.RcodeNotAuth
 			}
 		}
+	}
+	resp := new(mdns.Msg).SetRcode(req, rcode)
+	resp.RecursionAvailable = s.mayRecurse(from)
+	if opt != nil {
+		resp.SetEdns0(ednsSize, opt.Do())
+	}
+	if badKey != nil {
+		_, tcp := from.(*net.TCPAddr)
+		appendBadKey(resp, req.Question, badKey, !tcp, replySize(opt))
 	}
 	b, err := resp.Pack()
 	if err != nil {
@@ -197,7 +229,15 @@ const headerLen = 12
 // additional section).
 type walked struct {
 	end, opt int
+	// tsig is the offset of the TSIG record, the last of the additional
+	// section; -1: none; tsigMisplaced: one elsewhere, or more than one,
+	// which RFC 8945 §5.2 answers FORMERR (badTSIG).
+	tsig int
 }
+
+// tsigMisplaced is [walked].tsig for a message whose TSIG is not where
+// RFC 8945 §5.2 puts it.
+const tsigMisplaced = -2
 
 // walk steps over m's question and records as its header counts them,
 // reading no more than their lengths, so a 64 KiB message of thousands
@@ -212,7 +252,7 @@ func walk(m []byte, h mdns.Header) (walked, bool) {
 		}
 		off += 4 // type, class
 	}
-	w := walked{opt: -1}
+	w := walked{opt: -1, tsig: -1}
 	opts := 0
 	n := int(h.Ancount) + int(h.Nscount) + int(h.Arcount)
 	for i := range n {
@@ -221,7 +261,14 @@ func walk(m []byte, h mdns.Header) (walked, bool) {
 		if off, ok = skipName(m, off); !ok || off+10 > len(m) {
 			return walked{}, false
 		}
-		if binary.BigEndian.Uint16(m[off:]) == mdns.TypeOPT {
+		switch binary.BigEndian.Uint16(m[off:]) {
+		case mdns.TypeTSIG:
+			if i == n-1 && i >= int(h.Ancount)+int(h.Nscount) && w.tsig == -1 {
+				w.tsig = start
+			} else {
+				w.tsig = tsigMisplaced
+			}
+		case mdns.TypeOPT:
 			opts++
 			if i >= int(h.Ancount)+int(h.Nscount) {
 				w.opt = start

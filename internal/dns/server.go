@@ -208,10 +208,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	// source offering 64 KiB must not buy a reply that large, and one
 	// past the path MTU is fragmented (RFC 9715 §3.2). The client asks
 	// again over TCP for the rest.
-	size := mdns.MinMsgSize
-	if opt != nil {
-		size = min(max(int(opt.UDPSize()), mdns.MinMsgSize), ednsSize)
-	}
+	size := replySize(opt)
 	if udp {
 		resp.Truncate(size)
 	} else {
@@ -222,41 +219,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		resp.Compress = true
 	}
 	if badKey != nil {
-		// Last of the additional section, after the OPT, and past the
-		// cut (Truncate leaves a message with a TSIG whole). No MAC (RFC
-		// 8945 §5.3.2); the time is ours, as BIND's is.
-		resp.Extra = append(resp.Extra, &mdns.TSIG{
-			Hdr:       mdns.RR_Header{Name: badKey.Hdr.Name, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
-			Algorithm: badKey.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: badKey.Fudge,
-			OrigId: badKey.OrigId, Error: mdns.RcodeBadKey,
-		})
-		if udp && resp.Len() > size {
-			// RFC 8945 §5.3: a reply the TSIG would push past the size
-			// is altered so that the TSIG is in it, TC set: without it
-			// the signing client cannot tell "no such key" from a
-			// forgery. Only the OPT (RFC 6891 §7) stays beside it: the
-			// question goes too if the TSIG fits only without it (the
-			// key's and the question's names, 255 bytes each, pass 512).
-			tsig, opt := resp.Extra[len(resp.Extra)-1], resp.IsEdns0()
-			resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
-			if opt != nil {
-				resp.Extra = append(resp.Extra, opt)
-			}
-			resp.Extra = append(resp.Extra, tsig)
-			resp.Truncated = true
-			if resp.Len() > size {
-				resp.Question = nil
-			}
-			if resp.Len() > size {
-				// With a long algorithm name too (up to 255 bytes, as the
-				// key's), the TSIG alone passes 512: it is cut as any
-				// record past the size is (RFC 1035 §4.1.1), the question
-				// back, and the client asks again over TCP, where the
-				// whole reply goes.
-				resp.Question = req.Question
-				resp.Extra = resp.Extra[:len(resp.Extra)-1]
-			}
-		}
+		appendBadKey(resp, req.Question, badKey, udp, size)
 	}
 	if err := w.WriteMsg(resp); err != nil {
 		// A reply that cannot be packed (a record set past 64 KiB) would
@@ -266,6 +229,57 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 			fail.SetEdns0(ednsSize, opt.Do())
 		}
 		_ = w.WriteMsg(fail)
+	}
+}
+
+// replySize is the most a UDP reply to a query with opt (nil: none) may
+// hold: what the query offers, 512 at least (RFC 6891 §6.2.5), never
+// past the size our OPT states.
+func replySize(opt *mdns.OPT) int {
+	if opt == nil {
+		return mdns.MinMsgSize
+	}
+	return min(max(int(opt.UDPSize()), mdns.MinMsgSize), ednsSize)
+}
+
+// appendBadKey appends to resp, a reply to a query signed with ts whose
+// question was question, the unsigned TSIG saying BADKEY (RFC 8945
+// §5.2.2). Over UDP the reply then still fits size.
+func appendBadKey(resp *mdns.Msg, question []mdns.Question, ts *mdns.TSIG, udp bool, size int) {
+	// Last of the additional section, after the OPT, and past the cut
+	// (Truncate leaves a message with a TSIG whole). No MAC (RFC 8945
+	// §5.3.2); the time is ours, as BIND's is.
+	resp.Extra = append(resp.Extra, &mdns.TSIG{
+		Hdr:       mdns.RR_Header{Name: ts.Hdr.Name, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+		Algorithm: ts.Algorithm, TimeSigned: uint64(time.Now().Unix()), Fudge: ts.Fudge,
+		OrigId: ts.OrigId, Error: mdns.RcodeBadKey,
+	})
+	if !udp || resp.Len() <= size {
+		return
+	}
+	// RFC 8945 §5.3: a reply the TSIG would push past the size is
+	// altered so that the TSIG is in it, TC set: without it the signing
+	// client cannot tell "no such key" from a forgery. Only the OPT (RFC
+	// 6891 §7) stays beside it: the question goes too if the TSIG fits
+	// only without it (the key's and the question's names, 255 bytes
+	// each, pass 512).
+	tsig, opt := resp.Extra[len(resp.Extra)-1], resp.IsEdns0()
+	resp.Answer, resp.Ns, resp.Extra = nil, nil, nil
+	if opt != nil {
+		resp.Extra = append(resp.Extra, opt)
+	}
+	resp.Extra = append(resp.Extra, tsig)
+	resp.Truncated = true
+	if resp.Len() > size {
+		resp.Question = nil
+	}
+	if resp.Len() > size {
+		// With a long algorithm name too (up to 255 bytes, as the key's),
+		// the TSIG alone passes 512: it is cut as any record past the
+		// size is (RFC 1035 §4.1.1), the question back, and the client
+		// asks again over TCP, where the whole reply goes.
+		resp.Question = question
+		resp.Extra = resp.Extra[:len(resp.Extra)-1]
 	}
 }
 
