@@ -14,8 +14,9 @@
 // with EDNS(0), OPT. A response (QR set) is never answered. A reply too large
 // to pack is SERVFAIL. A UDP reply is at most the size the query's OPT
 // offers (512 without one) and never past 1232 bytes, the size our OPT
-// states: what does not fit is cut and TC set. An ANY question over UDP
-// gets one RRset (RFC 8482), over TCP all of them. A name outside every
+// states: what does not fit is cut, whole RRsets at a time (no part of
+// one is sent, which RFC 2181 §9 allows), and TC set. An ANY question
+// over UDP gets one RRset (RFC 8482), over TCP all of them. A name outside every
 // zone gets REFUSED: the gateway is not an open resolver. A zone transfer
 // (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
 // TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0

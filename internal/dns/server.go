@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,7 +212,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	// again over TCP for the rest.
 	size := replySize(opt)
 	if udp {
-		resp.Truncate(size)
+		truncateRRsets(resp, size)
 	} else {
 		// Truncate compresses a UDP reply when it must; over TCP the
 		// names are compressed always, as other servers send them: an
@@ -230,6 +232,61 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		}
 		_ = w.WriteMsg(fail)
 	}
+}
+
+// truncateRRsets cuts resp to size as [mdns.Msg.Truncate] does, record by
+// record with TC set, and then drops what is left of every RRset it cut
+// into. RFC 2181 §9 allows either: a partial RRset "may be left" in a
+// reply with TC set, which the client "should ignore". Whole sets or none
+// is the safer of the two for a client that uses such a reply anyway (a
+// stub, a resolver whose TCP is blocked): it would take part of a set for
+// all of it, and cache it so. The sets that fit whole stay (a CNAME
+// before the set it leads to, say); the client asks again over TCP.
+func truncateRRsets(resp *mdns.Msg, size int) {
+	answer, ns, extra := resp.Answer, resp.Ns, resp.Extra
+	if len(extra) > 1 {
+		// Truncate takes the OPT out of Extra in place; one record alone
+		// is a whole set, cut or not.
+		extra = slices.Clone(extra)
+	}
+	resp.Truncate(size)
+	resp.Answer = wholeRRsets(resp.Answer, answer)
+	resp.Ns = wholeRRsets(resp.Ns, ns)
+	resp.Extra = wholeRRsets(resp.Extra, extra)
+}
+
+// wholeRRsets returns kept, what Truncate left of the section all, less
+// the records of every RRset it cut some of.
+func wholeRRsets(kept, all []mdns.RR) []mdns.RR {
+	if len(kept) >= len(all) {
+		return kept // nothing cut: the common case costs nothing
+	}
+	n := rrsetCounts(all)
+	for _, rr := range kept {
+		n[keyOf(rr)]--
+	}
+	return slices.DeleteFunc(kept, func(rr mdns.RR) bool { return n[keyOf(rr)] != 0 })
+}
+
+// rrsetKey names an RRset: its owner (lowercased: names compare without
+// case), class and type.
+type rrsetKey struct {
+	name         string
+	class, rtype uint16
+}
+
+func keyOf(rr mdns.RR) rrsetKey {
+	h := rr.Header()
+	return rrsetKey{strings.ToLower(h.Name), h.Class, h.Rrtype}
+}
+
+// rrsetCounts counts the records of each RRset in rrs.
+func rrsetCounts(rrs []mdns.RR) map[rrsetKey]int {
+	n := make(map[rrsetKey]int, 1)
+	for _, rr := range rrs {
+		n[keyOf(rr)]++
+	}
+	return n
 }
 
 // replySize is the most a UDP reply to a query with opt (nil: none) may

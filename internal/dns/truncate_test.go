@@ -1,0 +1,85 @@
+package dns
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	mdns "github.com/miekg/dns"
+)
+
+// rrsetSizes counts the records of each RRset (owner, type, class) in rrs.
+func rrsetSizes(rrs []mdns.RR) map[string]int {
+	n := map[string]int{}
+	for _, rr := range rrs {
+		h := rr.Header()
+		if h.Rrtype == mdns.TypeOPT {
+			continue
+		}
+		n[fmt.Sprintf("%s %s %s", strings.ToLower(h.Name), mdns.ClassToString[h.Class], mdns.TypeToString[h.Rrtype])]++
+	}
+	return n
+}
+
+// TestTruncatedReplyHoldsWholeRRsets: a UDP reply too large for what the
+// query offers (512 without EDNS, else its size up to 1232) has TC set and
+// holds no part of an RRset. RFC 2181 §9 allows a partial one there (the
+// client should ignore a reply with TC), but one that uses what came (a
+// stub, a resolver whose TCP is blocked) would take part of a set for all
+// of it and cache it so. The RRsets that fit whole stay: a CNAME before a
+// set too large for the size, here. Over TCP the whole of every set comes.
+func TestTruncatedReplyHoldsWholeRRsets(t *testing.T) {
+	addrs := make([]string, 120)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("192.0.2.%d", i+1)
+	}
+	txts := make([]string, 20)
+	for i := range txts {
+		txts[i] = strings.Repeat(string(rune('a'+i)), 100)
+	}
+	addr := startServerFor(t, []Zone{{Name: "z.test", Gateways: testZones[0].Gateways, Records: []Record{
+		{Name: "big.z.test", Type: "A", Values: addrs},
+		{Name: "txt.z.test", Type: "TXT", Values: txts},
+		{Name: "alias.z.test", Type: "CNAME", Values: []string{"big.z.test"}},
+	}}})
+	for _, tt := range []struct {
+		name  string
+		qtype uint16
+		all   int // the records of the whole answer
+	}{
+		{"big.z.test.", mdns.TypeA, 120},
+		{"txt.z.test.", mdns.TypeTXT, 20},
+		{"alias.z.test.", mdns.TypeA, 121},
+	} {
+		full := ask(t, "tcp", addr, tt.name, tt.qtype, 0)
+		want := rrsetSizes(full.Answer)
+		if full.Truncated || len(full.Answer) != tt.all {
+			t.Fatalf("TCP %s: TC=%v with %d answers, want all %d", tt.name, full.Truncated, len(full.Answer), tt.all)
+		}
+		for _, edns := range []uint16{0, 512, 1232} {
+			t.Run(fmt.Sprintf("%s/edns=%d", tt.name, edns), func(t *testing.T) {
+				q := new(mdns.Msg)
+				q.SetQuestion(tt.name, tt.qtype)
+				if edns != 0 {
+					q.SetEdns0(edns, false)
+				}
+				wire := rawUDP(t, addr, q)
+				r := new(mdns.Msg)
+				if err := r.Unpack(wire); err != nil {
+					t.Fatal(err)
+				}
+				if limit := max(int(edns), mdns.MinMsgSize); !r.Truncated || len(wire) > limit {
+					t.Errorf("%d bytes, TC=%v; want TC, at most %d bytes", len(wire), r.Truncated, limit)
+				}
+				for set, n := range rrsetSizes(append(append(r.Answer, r.Ns...), r.Extra...)) {
+					if n != want[set] {
+						t.Errorf("%s: %d of its %d records; a truncated reply holds an RRset whole or not at all", set, n, want[set])
+					}
+				}
+				if tt.name == "alias.z.test." && (len(r.Answer) != 1 || r.Answer[0].Header().Rrtype != mdns.TypeCNAME) {
+					t.Errorf("answer %v: want the CNAME, which fits whole", r.Answer)
+				}
+			})
+		}
+	}
+}
