@@ -121,3 +121,58 @@ func TestSignedMessageGetsBADKEYWhateverItsOpcode(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedOpcodeCheckedInServesOrder: a message of an opcode the
+// server does not serve is answered as a QUERY with the same flaw is, in
+// the same order: two OPT records FORMERR (RFC 6891 §6.1.1), then an
+// EDNS version other than 0 BADVERS, then a TSIG that is not last
+// FORMERR (RFC 8945 §5.2), then a TSIG with a key unknown here BADKEY,
+// and only then NOTIMP.
+func TestRefusedOpcodeCheckedInServesOrder(t *testing.T) {
+	addr := startServer(t)
+	tsig := func(q *mdns.Msg) mdns.RR {
+		return &mdns.TSIG{Hdr: mdns.RR_Header{Name: "platform-key.", Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+			Algorithm: mdns.HmacSHA256, TimeSigned: uint64(time.Now().Unix()), Fudge: 300, OrigId: q.Id}
+	}
+	opt := func(v uint8) mdns.RR {
+		o := &mdns.OPT{Hdr: mdns.RR_Header{Name: ".", Rrtype: mdns.TypeOPT}}
+		o.SetUDPSize(1232)
+		o.SetVersion(v)
+		return o
+	}
+	for _, tt := range []struct {
+		name  string
+		extra func(q *mdns.Msg) []mdns.RR
+		rcode int
+	}{
+		{"two OPTs, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), opt(0), tsig(q)} }, mdns.RcodeFormatError},
+		{"EDNS version 1, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(1), tsig(q)} }, mdns.RcodeBadVers},
+		{"TSIG before the OPT", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{tsig(q), opt(0)} }, mdns.RcodeFormatError},
+		{"signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), tsig(q)} }, mdns.RcodeNotAuth},
+		{"EDNS version 0", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0)} }, -1},
+	} {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, op := range []int{mdns.OpcodeQuery, mdns.OpcodeNotify, mdns.OpcodeUpdate, mdns.OpcodeStatus} {
+				q := new(mdns.Msg)
+				q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+				q.Opcode = op
+				q.Extra = tt.extra(q)
+				b, err := q.Pack()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := tt.rcode
+				if want == -1 { // no flaw: answered, or NOTIMP
+					want = mdns.RcodeNotImplemented
+					if op == mdns.OpcodeQuery {
+						want = mdns.RcodeSuccess
+					}
+				}
+				if r := rawExchange(t, network, addr, b); r.Rcode != want || r.Opcode != op {
+					t.Errorf("%s %s, opcode %d: %s (%d) with opcode %d, want %s (%d) with the request's", network, tt.name, op,
+						mdns.RcodeToString[r.Rcode], r.Rcode, r.Opcode, mdns.RcodeToString[want], want)
+				}
+			}
+		}
+	}
+}

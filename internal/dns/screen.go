@@ -21,9 +21,9 @@ import (
 // RFC 6891 §7 asks for OPT in every reply to a query with OPT, and
 // miekg/dns sends a bare header. A whole one of those with an EDNS
 // version other than 0 gets BADVERS, and one signed NOTAUTH with a
-// BADKEY TSIG, as [Server.serve] answers the queries it reads. A message screen answers reaches
-// miekg/dns marked as a response, which it drops (DefaultMsgAcceptFunc),
-// so nothing answers it twice.
+// BADKEY TSIG, as [Server.serve] answers the queries it reads. A
+// message screen answers reaches miekg/dns marked as a response, which
+// it drops (DefaultMsgAcceptFunc), so nothing answers it twice.
 //
 // A response (QR set) is never answered, by screen or miekg/dns: a reply
 // to a spoofed "response" would reflect it. A message that does not parse
@@ -131,11 +131,14 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 		req.Question = []mdns.Question{{Name: name, Qtype: binary.BigEndian.Uint16(m[off:]), Qclass: binary.BigEndian.Uint16(m[off+2:])}}
 	}
 	var opt *mdns.OPT
+	badOPT := w.badOPT
 	if w.opt >= 0 {
 		// as [Server.serve] does: a bad OPT (badOPT) gets no OPT back
-		if rr, _, err := mdns.UnpackRR(m, w.opt); err == nil && rr.Header().Name == "." {
+		rr, _, err := mdns.UnpackRR(m, w.opt)
+		if err == nil && rr.Header().Name == "." {
 			opt, _ = rr.(*mdns.OPT)
 		}
+		badOPT = badOPT || opt == nil
 	}
 	var badKey *mdns.TSIG
 	if w.end == len(m) {
@@ -147,6 +150,8 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 		// answered BADKEY as a signed QUERY or NOTIFY is, not NOTIMP: the
 		// client would take an unsigned NOTIMP for a forgery.
 		switch {
+		case badOPT:
+			rcode = mdns.RcodeFormatError
 		case opt != nil && opt.Version() != 0:
 			rcode = mdns.RcodeBadVers
 		case w.tsig == tsigMisplaced:
@@ -233,6 +238,9 @@ type walked struct {
 	// section; -1: none; tsigMisplaced: one elsewhere, or more than one,
 	// which RFC 8945 §5.2 answers FORMERR (badTSIG).
 	tsig int
+	// badOPT: the OPT records break RFC 6891 §6.1.1 (more than one, or
+	// one outside the additional section); opt is then -1.
+	badOPT bool
 }
 
 // tsigMisplaced is [walked].tsig for a message whose TSIG is not where
@@ -282,7 +290,7 @@ func walk(m []byte, h mdns.Header) (walked, bool) {
 		}
 	}
 	if opts > 1 {
-		w.opt = -1
+		w.opt, w.badOPT = -1, true
 	}
 	w.end = off
 	return w, true

@@ -146,8 +146,9 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		// outside the additional section or owned by a name other than
 		// the root is not one (BIND answers them FORMERR too). Which one
 		// holds the requester's size and flags is unknown, so the reply
-		// has none.
-		resp = new(mdns.Msg).SetRcodeFormatError(req)
+		// has none. SetRcode, not SetRcodeFormatError, which says QUERY
+		// whatever the request's opcode (RFC 1035 §4.1.1: copied).
+		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeFormatError)
 		resp.RecursionAvailable = ra
 		opt = nil
 	case opt != nil && opt.Version() != 0:
@@ -158,7 +159,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	case badTSIG(req):
 		// RFC 8945 §5.2: a TSIG anywhere but last in the additional
 		// section is FORMERR; so are two of them.
-		resp = new(mdns.Msg).SetRcodeFormatError(req)
+		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeFormatError)
 		resp.RecursionAvailable = ra
 	case req.IsTsig() != nil:
 		// RFC 8945 §5.2.2: a server that does not know the key answers
