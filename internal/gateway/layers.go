@@ -674,6 +674,18 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if status, detail := methodRefusal(r.Method); status != 0 {
+			if status == http.StatusBadRequest && r.ProtoMajor == 1 {
+				// As after any malformed request line (nginx closes
+				// too): a client that sends one may be probing how the
+				// parsers on its path differ. An HTTP/2 stream's method
+				// is one field of a well-framed block: the other
+				// streams go on.
+				w.Header()["Connection"] = closeConn
+			}
+			problem.Write(w, status, detail)
+			return
+		}
 		if r.Method == http.MethodConnect {
 			// A reverse proxy has no tunnel to offer (ReverseProxy makes
 			// none), and a host asked to open one would be asked by the
@@ -688,6 +700,59 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// maxMethod bounds a request's method. The longest methods IANA registers
+// (UPDATEREDIRECTREF, 17 bytes; BASELINE-CONTROL, VERSION-CONTROL) fit
+// with room for extension methods, and the access log never cuts one
+// (maxLoggedMethod). Unbounded, a method could fill the request line (8
+// KiB): net/http takes any token, and passed 5,000 bytes of one to hosts
+// whose parsers bound it far lower (nginx refuses such a line).
+const maxMethod = 32
+
+// methodRefusal returns the status and detail of the answer to a request
+// with method m, or 0 when m goes on down the chain.
+//
+// A method is a case-sensitive token (RFC 9110 §9.1), and every method a
+// layer here keys on is upper case: the CORS preflight (OPTIONS), the
+// replayable methods of failover, the proxy's fast path, the metrics'
+// labels. A host framework that folds case (Express routes by
+// req.method.toLowerCase()) would serve "get" as GET, and answer an
+// "options" preflight that the CORS layer, reading no OPTIONS, let
+// through past its allow-list; so a method with a lower-case letter is
+// refused (400), as is one over maxMethod. The policy folds case in its
+// rules (policy.Rule), which stays consistent: the methods that reach it
+// are all upper case.
+//
+// TRACE asks the last recipient to echo the request as it received it:
+// a host's echo would show the client the fields the gateway adds
+// (X-Gatehouse-* context, forwarded identity, verified token claims) and
+// any cookie a script cannot read (cross-site tracing). The gateway
+// serves TRACE for no resource of any app, so the answer is 501 (RFC 9110
+// §15.6.2: the method is not supported for any resource), not 405, which
+// is about one target resource and must carry an Allow listing what that
+// resource supports, which only the app knows. Max-Forwards, which only
+// TRACE and OPTIONS heed (RFC 9110 §7.6.2), changes nothing: whatever its
+// value the request is answered here, as its final recipient.
+func methodRefusal(m string) (status int, detail string) {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return 0, "" // the common case, at the cost of a compare
+	case http.MethodTrace:
+		return http.StatusNotImplemented, "TRACE is not served: a host's echo of the request would show the fields the gateway adds to it"
+	}
+	if len(m) > maxMethod {
+		return http.StatusBadRequest, "the method is longer than 32 bytes"
+	}
+	if m == "" {
+		return http.StatusBadRequest, "the method is not an upper-case token"
+	}
+	for i := 0; i < len(m); i++ {
+		if c := m[i]; 'a' <= c && c <= 'z' || !tokenByte(c) {
+			return http.StatusBadRequest, "the method is not an upper-case token"
+		}
+	}
+	return 0, ""
 }
 
 // allowed is the Allow field of the 405 to CONNECT and of the answer to
