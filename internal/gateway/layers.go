@@ -683,6 +683,9 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 				// streams go on.
 				w.Header()["Connection"] = closeConn
 			}
+			if status == http.StatusMethodNotAllowed {
+				w.Header()["Allow"] = allowed
+			}
 			problem.Write(w, status, detail)
 			return
 		}
@@ -727,11 +730,12 @@ const maxMethod = 32
 // TRACE asks the last recipient to echo the request as it received it:
 // a host's echo would show the client the fields the gateway adds
 // (X-Gatehouse-* context, forwarded identity, verified token claims) and
-// any cookie a script cannot read (cross-site tracing). The gateway
-// serves TRACE for no resource of any app, so the answer is 501 (RFC 9110
-// §15.6.2: the method is not supported for any resource), not 405, which
-// is about one target resource and must carry an Allow listing what that
-// resource supports, which only the app knows. Max-Forwards, which only
+// any cookie a script cannot read (cross-site tracing). The answer is
+// 405 with the Allow that CONNECT's gets (the methods the gateway passes
+// on), as nginx answers TRACE, not 501 (RFC 9110 §15.6.2, "not supported
+// for any resource"), which would be as true: a 5xx counts against the
+// app's error rate, and every scanner that probes for TRACE would page
+// an operator who alerts on it. Max-Forwards, which only
 // TRACE and OPTIONS heed (RFC 9110 §7.6.2), changes nothing: whatever its
 // value the request is answered here, as its final recipient.
 func methodRefusal(m string) (status int, detail string) {
@@ -739,7 +743,7 @@ func methodRefusal(m string) (status int, detail string) {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
 		return 0, "" // the common case, at the cost of a compare
 	case http.MethodTrace:
-		return http.StatusNotImplemented, "TRACE is not served: a host's echo of the request would show the fields the gateway adds to it"
+		return http.StatusMethodNotAllowed, "TRACE is not served: a host's echo of the request would show the fields the gateway adds to it"
 	}
 	if len(m) > maxMethod {
 		return http.StatusBadRequest, "the method is longer than 32 bytes"

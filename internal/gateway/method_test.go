@@ -174,7 +174,7 @@ func waitLogged(t *testing.T, e *env, method string, status, want int) {
 // (plaintext, where the lane hands it to net/http behind the guard; and
 // over TLS) and on HTTP/2: a host's echo of it would show the client the
 // fields the gateway adds (X-Gatehouse-*, forwarded identity, verified
-// claims), cross-site tracing's leak. Each gets a 501 problem, whatever
+// claims), cross-site tracing's leak. Each gets a 405 problem, whatever
 // Max-Forwards says and with a body or none, is counted under method
 // TRACE and access-logged; the connection then serves the next request.
 func TestTraceRefusedAtTheEdge(t *testing.T) {
@@ -196,10 +196,15 @@ func TestTraceRefusedAtTheEdge(t *testing.T) {
 		if tc.tls {
 			addr = httpsAddr
 		}
-		wantProblemAnswer(t, tc.name, h1Answer(t, addr, tc.tls, tc.raw), http.StatusNotImplemented, "TRACE")
+		a := h1Answer(t, addr, tc.tls, tc.raw)
+		wantProblemAnswer(t, tc.name, a, http.StatusMethodNotAllowed, "TRACE")
+		wantAllow(t, tc.name, a)
 	}
-	wantProblemAnswer(t, "h2", h2Answer(t, httpsAddr, "TRACE", ""), http.StatusNotImplemented, "TRACE")
-	wantProblemAnswer(t, "h2 with a body", h2Answer(t, httpsAddr, "TRACE", "abc"), http.StatusNotImplemented, "TRACE")
+	for _, body := range []string{"", "abc"} {
+		a := h2Answer(t, httpsAddr, "TRACE", body)
+		wantProblemAnswer(t, "h2 with body "+strconv.Quote(body), a, http.StatusMethodNotAllowed, "TRACE")
+		wantAllow(t, "h2 with body "+strconv.Quote(body), a)
+	}
 
 	// The same connection goes on: the refusal is an answer, not a fault.
 	c := dialTo(t, httpAddr, false)
@@ -207,7 +212,7 @@ func TestTraceRefusedAtTheEdge(t *testing.T) {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	_, _ = io.WriteString(c, head+"Content-Length: 2\r\n\r\nhiGET /after HTTP/1.1\r\nHost: hello."+testZone+"\r\n\r\n")
 	br := bufio.NewReader(c)
-	for i, want := range []int{http.StatusNotImplemented, http.StatusOK} {
+	for i, want := range []int{http.StatusMethodNotAllowed, http.StatusOK} {
 		res := readResponse(t, br)
 		_, _ = io.Copy(io.Discard, res.Body)
 		if res.StatusCode != want {
@@ -218,9 +223,9 @@ func TestTraceRefusedAtTheEdge(t *testing.T) {
 	if got := host.list(); len(got) != 1 || got[0] != "GET /after" {
 		t.Fatalf("the host received %q, want only the GET after the refusals", got)
 	}
-	waitLogged(t, e, "TRACE", http.StatusNotImplemented, 6)
-	if n := promtest.ToFloat64(e.gw.Metrics().Requests.WithLabelValues("hello", "5xx", "TRACE")); n != 6 {
-		t.Errorf("http_requests_total{app=hello,code=5xx,method=TRACE} = %v, want 6", n)
+	waitLogged(t, e, "TRACE", http.StatusMethodNotAllowed, 6)
+	if n := promtest.ToFloat64(e.gw.Metrics().Requests.WithLabelValues("hello", "4xx", "TRACE")); n != 6 {
+		t.Errorf("http_requests_total{app=hello,code=4xx,method=TRACE} = %v, want 6", n)
 	}
 }
 
@@ -283,5 +288,14 @@ func TestMethodMustBeAnUpperCaseToken(t *testing.T) {
 		if a := h2Answer(t, httpsAddr, m, ""); a.status != http.StatusOK || a.body != "host answered "+m {
 			t.Fatalf("h2 %s: %d %q, want the host's answer", m, a.status, a.body)
 		}
+	}
+}
+
+// wantAllow: a 405 names the methods the gateway passes on (RFC 9110
+// §15.5.6 requires an Allow), TRACE not among them.
+func wantAllow(t *testing.T, what string, a answer) {
+	t.Helper()
+	if got := a.header.Get("Allow"); !strings.Contains(got, "GET") || strings.Contains(got, "TRACE") {
+		t.Fatalf("%s: Allow %q, want the methods passed on, TRACE not among them", what, got)
 	}
 }
