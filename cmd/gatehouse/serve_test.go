@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -345,5 +346,45 @@ func TestServeStartRefusalsNameTheFlag(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%q: %v, want an error beginning %q", c.args, err, c.want)
 		}
+	}
+}
+
+// TestServeEmptyConfigFile: a -config or GATEHOUSE_CONFIG file that
+// holds no settings (empty, or only comments: a deploy that failed, a
+// write cut short) stops serve at once, exit 1, naming the file, with
+// nothing started: the gateway ran on its defaults without a word. No
+// file at all is still the defaults, and so is a file of {}.
+func TestServeEmptyConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	for i, c := range []struct{ name, body string }{
+		{"empty", ""},
+		{"comments", "# gatehouse.yaml\n# zone: apps.example.com\n\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, c.name+".yaml")
+			if err := os.WriteFile(file, []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// Loopback listeners and a data_dir of its own: the code
+			// before the fix started the gateway here.
+			data := filepath.Join(dir, fmt.Sprintf("data-%d", i))
+			args := []string{"serve", "-config", file, "-data", data,
+				"-http", "127.0.0.1:0", "-https", "127.0.0.1:0", "-dns", "127.0.0.1:0",
+				"-management", "127.0.0.1:0", "-bus-listen", "127.0.0.1:0"}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var stderr bytes.Buffer
+			err := run(ctx, args, io.Discard, &stderr)
+			want := "config: " + file + ": holds no settings (the file is empty, or only comments): write its settings, or {} to start on the defaults"
+			if err == nil || err.Error() != want || exitCode(err, io.Discard) != 1 {
+				t.Fatalf("serve -config %s: %v\nwant %s, exit 1", c.name, err, want)
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("serve logged before refusing: %s", stderr.String())
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("data_dir made by a start that was refused: %v", err)
+			}
+		})
 	}
 }

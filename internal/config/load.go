@@ -242,6 +242,12 @@ func loadFile(cfg *Config, path string) error {
 	if err := checkShape(b); err != nil {
 		return fmt.Errorf("config: %s: %v", path, err)
 	}
+	// A file named but empty is most often a deploy that failed or a
+	// write cut short, not a wish for the defaults: taken, it started the
+	// gateway on them without a word. {} asks for them in so many words.
+	if documents(b) == 0 {
+		return fmt.Errorf("config: %s: holds no settings (the file is empty, or only comments): write its settings, or {} to start on the defaults", path)
+	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		// goccy's message is "[line:col] detail" and a source excerpt;
