@@ -86,32 +86,21 @@ func Load(args []string, env []string) (Config, error) {
 		// No value is repeated that may hold a secret, as error lines
 		// end up in logs: what follows "=", a control token, a bus URL's
 		// credential.
-		took := func(flag, val string) {
-			name, _, assigned := strings.Cut(strings.TrimLeft(val, "-"), "=")
-			if !strings.HasPrefix(val, "-") || fs.Lookup(name) == nil {
-				return
-			}
-			shown := val
-			if assigned {
-				shown = val[:strings.Index(val, "=")+1] + "…"
-			} else if name == "control-token" {
+		if sw, ok := SwallowedFlag(fs, args); ok {
+			hint = sw.Hint()
+			// Given as -name=value, the taken flag's value is not the
+			// stray argument.
+			switch {
+			case strings.Contains(sw.Took, "="):
+			case sw.TookFlag == "control-token":
 				stray = "(the value of -control-token, not shown)"
-			} else if name == "bus" {
+			case sw.TookFlag == "bus":
 				urls := strings.Split(fs.Arg(0), ",")
 				for i, u := range urls {
 					urls[i] = RedactURL(u)
 				}
 				stray = fmt.Sprintf("%q", strings.Join(urls, ","))
 			}
-			hint = fmt.Sprintf("-%s took %q as its value: give it one, as -%s VALUE", flag, shown, flag)
-		}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "config" {
-				took("config", f.Value.String())
-			}
-		})
-		for _, fu := range uses.list {
-			took(fu.k.flag, fu.val)
 		}
 		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %s (%s)", stray, hint)}
 	}

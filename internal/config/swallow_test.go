@@ -24,6 +24,11 @@ func TestFlagWithoutItsValue(t *testing.T) {
 		{[]string{"-http-mode", "-bus", "nats://gw:s3cret@nats:4222,nats://gw:s3cret@nats-2:4222"}, `config: unexpected argument "nats://xxxxx@nats:4222,nats://xxxxx@nats-2:4222" (-http-mode took "-bus" as its value: give it one, as -http-mode VALUE)`},
 		{[]string{"-config", "-data", "d"}, `config: unexpected argument "d" (-config took "-data" as its value: give it one, as -config VALUE)`},
 		{[]string{"-zone", "a.example", "x"}, `config: unexpected argument "x" (flags come as -name value)`},
+		// Two flags without their values: the one named is the one whose
+		// taken flag's value is left over, so a token stays unshown.
+		{[]string{"-zone", "-http", "-http-mode", "-control-token", "s3cret-0123456789"}, `config: unexpected argument (the value of -control-token, not shown) (-http-mode took "-control-token" as its value: give it one, as -http-mode VALUE)`},
+		// -h, which the flag package takes for help, taken as a value.
+		{[]string{"-config", "-h", "x"}, `config: unexpected argument "x" (-config took "-h" as its value: give it one, as -config VALUE)`},
 	} {
 		_, err := Load(tc.args, nil)
 		var ue *UsageError
