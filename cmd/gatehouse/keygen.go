@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"strings"
 
 	"github.com/gatehouse-dev/gatehouse/host"
 )
@@ -58,27 +57,4 @@ func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	_, err = fmt.Fprintln(stdout, host.PublicKeyString(k.Public().(ed25519.PublicKey)))
 	return err
-}
-
-// parseFlags parses args with fs, turning its error into one line: for
-// -h it prints fs's usage once, to help (stdout: asked for, it is the
-// command's output, as serve's is), and for a bad flag it returns the
-// message for main to print. fs.Usage must write to fs.Output(): the
-// flag package calls it during Parse too, while output is discarded.
-func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(help)
-		fs.Usage()
-		fs.SetOutput(out)
-		return flag.ErrHelp
-	}
-	if err != nil {
-		// run prefixes "gatehouse: " already
-		return usagef("%s: %v", strings.TrimPrefix(fs.Name(), "gatehouse "), err)
-	}
-	return nil
 }

@@ -122,3 +122,36 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", s.name, s.help)
 	}
 }
+
+// parseFlags parses args with fs, turning its error into one line: for
+// -h it prints fs's usage once, to help (stdout: asked for, it is the
+// command's output, as serve's is), and for a bad flag it returns the
+// message for main to print. fs.Usage must write to fs.Output(): the
+// flag package calls it during Parse too, while output is discarded.
+//
+// A flag given no value takes the next flag as its value ("-key -bus
+// URL"): it is refused naming both, as serve's are (config.Load), whether
+// or not Parse then failed, rather than go on with the flag's name as a
+// value, or say only that the other flag's value is an unexpected
+// argument, which repeated a bus URL's password or a token.
+func parseFlags(fs *flag.FlagSet, args []string, help io.Writer) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(help)
+		fs.Usage()
+		fs.SetOutput(out)
+		return flag.ErrHelp
+	}
+	// run prefixes "gatehouse: " already
+	name := strings.TrimPrefix(fs.Name(), "gatehouse ")
+	if sw, ok := config.SwallowedFlag(fs, args); ok {
+		return usagef("%s: %s", name, sw.Hint())
+	}
+	if err != nil {
+		return usagef("%s: %v", name, err)
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runCmd runs the binary's run with args and returns stdout, stderr and
@@ -213,5 +214,53 @@ func TestExitCodePrefixOnce(t *testing.T) {
 		if got := out.String(); strings.Count(got, "gatehouse: ") != 1 || !strings.HasSuffix(got, strings.TrimPrefix(err.Error(), "gatehouse: ")+"\n") {
 			t.Errorf("%v printed %q", err, got)
 		}
+	}
+}
+
+// TestSwallowedFlagNamed: a flag given no value takes the next flag as
+// its value, as Go's flags do. serve named it; host, demo, ctl and keygen
+// said only "unexpected argument" with the value left over, which for
+// host was the bus URL with its password, or took the flag's name as the
+// value and went on: ctl sent "-api" as its token, and said the resource
+// was unknown. Each names the flag now, exit 2, with nothing started or
+// sent and no secret repeated.
+func TestSwallowedFlagNamed(t *testing.T) {
+	hostArgs := func(args ...string) []string {
+		return append([]string{"host", "-cluster", "c1", "-id", "web-1", "-app", "hello",
+			"-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}, args...)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{hostArgs("-key", "-bus", "nats://gw:s3cret@127.0.0.1:4222"), `host: -key took "-bus" as its value: give it one, as -key VALUE`},
+		{hostArgs("-key", "k", "-app", "--addr=127.0.0.1:0", "x"), `host: -app took "--addr=…" as its value: give it one, as -app VALUE`},
+		{[]string{"demo", "-http", "-dns", "127.0.0.1:0"}, `demo: -http took "-dns" as its value: give it one, as -http VALUE`},
+		{[]string{"demo", "-management", "-bus-listen=127.0.0.1:0", "x"}, `demo: -management took "-bus-listen=…" as its value: give it one, as -management VALUE`},
+		{[]string{"ctl", "-api", "-token", "s3cret-0123456789", "apps", "list"}, `ctl: -api took "-token" as its value: give it one, as -api VALUE`},
+		{[]string{"ctl", "-token", "-api", "http://127.0.0.1:1", "apps", "list"}, `ctl: -token took "-api" as its value: give it one, as -token VALUE`},
+		{[]string{"ctl", "-timeout", "-api", "http://127.0.0.1:1", "apps", "list"}, `ctl: -timeout took "-api" as its value: give it one, as -timeout VALUE`},
+		// after the positional words too
+		{[]string{"ctl", "-api", "http://127.0.0.1:1", "apps", "list", "-after", "-limit", "5"}, `ctl: -after took "-limit" as its value: give it one, as -after VALUE`},
+		{[]string{"keygen", "-out", "-out", "k"}, `keygen: -out took "-out" as its value: give it one, as -out VALUE`},
+		// -h taken as a value: keygen wrote its key to a file named "-h"
+		{[]string{"keygen", "-out", "-h"}, `keygen: -out took "-h" as its value: give it one, as -out VALUE`},
+	} {
+		t.Run(strings.Join(c.args[:2], " "), func(t *testing.T) {
+			t.Chdir(t.TempDir()) // keygen's -out, if taken as given
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var out, errb bytes.Buffer
+			err := run(ctx, c.args, &out, &errb)
+			if err == nil || err.Error() != c.want || exitCode(err, io.Discard) != 2 {
+				t.Errorf("%q: %v\nwant %s, exit 2", c.args, err, c.want)
+			}
+			if out.Len()+errb.Len() != 0 {
+				t.Errorf("%q printed %q and %q", c.args, out.String(), errb.String())
+			}
+			if ents, _ := os.ReadDir("."); len(ents) != 0 {
+				t.Errorf("%q wrote %s", c.args, ents[0].Name())
+			}
+		})
 	}
 }

@@ -95,21 +95,19 @@ func ignoreHangup(log *slog.Logger) (stop func()) {
 // program holds (8080 is Traefik's default) can be moved.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a := gatehouse.DefaultDemoAddrs()
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := flag.NewFlagSet("gatehouse demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.StringVar(&a.HTTP, "http", a.HTTP, "plaintext HTTP listen address, serve mode")
 	fs.StringVar(&a.HTTPS, "https", a.HTTPS, "HTTPS listen address (empty: off)")
 	fs.StringVar(&a.Management, "management", a.Management, "management listen address: dashboard, healthz, readyz, metrics, control API")
 	fs.StringVar(&a.BusListen, "bus-listen", a.BusListen, "embedded NATS client listen address")
 	fs.StringVar(&a.DNS, "dns", a.DNS, "DNS listen address, udp+tcp (empty: off; taken: any free port)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stdout, "usage: gatehouse demo [-http ADDR] [-https ADDR] [-management ADDR] [-bus-listen ADDR] [-dns ADDR]\n\nRuns a gateway, an embedded NATS and two verified hosts of the app \"hello\"\non loopback, and prints the URLs to try. Ctrl-C stops it.\n\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return flag.ErrHelp
-		}
-		return usagef("demo: %w", err)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gatehouse demo [-http ADDR] [-https ADDR] [-management ADDR] [-bus-listen ADDR] [-dns ADDR]\n\nRuns a gateway, an embedded NATS and two verified hosts of the app \"hello\"\non loopback, and prints the URLs to try. Ctrl-C stops it.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("demo: unexpected argument %q", fs.Arg(0))
