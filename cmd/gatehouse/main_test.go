@@ -155,6 +155,13 @@ func TestBadInvocations(t *testing.T) {
 		// deadline exceeded", which reads as a gateway that did not answer.
 		{[]string{"ctl", "-timeout", "0", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: -timeout must be positive, got 0s", 1},
 		{[]string{"ctl", "-timeout", "-5s", "-api", "http://127.0.0.1:1", "apps", "list"}, "ctl: -timeout must be positive, got -5s", 1},
+		// a flag missing its value, last on the line: every subcommand
+		// names it, exit 2, before anything starts
+		{[]string{"serve", "-http"}, "config: flag needs an argument: -http", 2},
+		{[]string{"demo", "-http"}, "demo: flag needs an argument: -http", 2},
+		{[]string{"host", "-id"}, "host: flag needs an argument: -id", 2},
+		{[]string{"ctl", "apps", "list", "-limit"}, "ctl: flag needs an argument: -limit", 2},
+		{[]string{"keygen", "-out"}, "keygen: flag needs an argument: -out", 2},
 	}
 	for _, c := range cases {
 		_, _, err := runCmd(t, c.args...)
