@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -26,13 +27,13 @@ func TestAccessLogBoundsClientValues(t *testing.T) {
 		method, host, path string
 		field              string // the field logged cut; the others as sent
 	}{
-		{name: "within bounds", method: "GET", host: "hello.apps.test", path: "/" + long(maxLoggedPath-1, "p")},
+		{name: "within bounds", method: "GET", host: "hello.apps.test", path: "/" + long(logcut.MaxPath-1, "p")},
 		{name: "huge host", method: "GET", host: long(20000, "a") + ".apps.test", path: "/", field: "host"},
 		{name: "huge path", method: "GET", host: "hello.apps.test", path: "/" + long(20000, "é"), field: "path"},
 		{name: "huge method", method: "M" + long(5000, "X"), host: "hello.apps.test", path: "/", field: "method"},
-		{name: "path just past its bound", method: "GET", host: "hello.apps.test", path: "/" + long(maxLoggedPath, "p"), field: "path"},
-		{name: "host just past its bound", method: "GET", host: long(maxLoggedHost-9, "a") + ".apps.test", path: "/", field: "host"},
-		{name: "method just past its bound", method: "M" + long(maxLoggedMethod, "X"), host: "hello.apps.test", path: "/", field: "method"},
+		{name: "path just past its bound", method: "GET", host: "hello.apps.test", path: "/" + long(logcut.MaxPath, "p"), field: "path"},
+		{name: "host just past its bound", method: "GET", host: long(logcut.MaxHost-9, "a") + ".apps.test", path: "/", field: "host"},
+		{name: "method just past its bound", method: "M" + long(logcut.MaxMethod, "X"), host: "hello.apps.test", path: "/", field: "method"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,7 +51,7 @@ func TestAccessLogBoundsClientValues(t *testing.T) {
 				return false
 			}, "no access log line")
 			sent := map[string]string{"method": tt.method, "host": tt.host, "path": tt.path}
-			bound := map[string]int{"method": maxLoggedMethod, "host": maxLoggedHost, "path": maxLoggedPath}
+			bound := map[string]int{"method": logcut.MaxMethod, "host": logcut.MaxHost, "path": logcut.MaxPath}
 			for k, v := range sent {
 				got, _ := line[k].(string)
 				if k != tt.field {

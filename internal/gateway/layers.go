@@ -10,17 +10,16 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cors"
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
@@ -281,9 +280,9 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 		client = x.Req.ClientIP.String()
 	}
 	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", logged(r.Method, maxLoggedMethod)),
-		slog.String("host", logged(r.Host, maxLoggedHost)),
-		slog.String("path", logged(r.URL.Path, maxLoggedPath)),
+		slog.String("method", logcut.Method(r.Method)),
+		slog.String("host", logcut.Host(r.Host)),
+		slog.String("path", logcut.Path(r.URL.Path)),
 		slog.Int("status", status),
 		slog.Int64("bytes", x.w.bytes),
 		slog.Duration("duration", d),
@@ -291,39 +290,6 @@ func (g *Gateway) record(x *exchange, r *http.Request) {
 		slog.String("request_id", x.Req.ID),
 		slog.String("client_ip", client),
 	)
-}
-
-// Bounds on the client's values an access log line repeats. A method,
-// Host or path may be as long as the header block (64 KiB by default, up
-// to 8 MiB), and every request that sends one, an unknown host's 404 or
-// 429 too, would write a line that long: as much log as traffic. A host
-// name is at most 253 bytes (and a port), a method a short token; a path
-// is kept well past what an operator reads.
-const (
-	maxLoggedMethod = 64
-	maxLoggedHost   = 512
-	maxLoggedPath   = 2048
-)
-
-// logged returns s if it fits in n bytes, or else as much of its start
-// as fits in n bytes with a marker naming s's length, cut before a
-// character. Marker and all, the value stays within n bytes, so a cut is
-// never longer than what was sent, even for a value just past the bound.
-// A value that fits costs nothing.
-func logged(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const before, after = "...[truncated from ", " bytes]"
-	var num [20]byte
-	size := strconv.AppendInt(num[:0], int64(len(s)), 10)
-	n -= len(before) + len(size) + len(after)
-	// A byte no character begins with may be in the middle of one; an
-	// invalid run of them is cut before, which only keeps less.
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:max(n, 0)] + before + string(size) + after
 }
 
 func appLabel(m route.Match) string {
