@@ -17,11 +17,13 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/cluster"
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 	"github.com/gatehouse-dev/gatehouse/internal/metrics"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/proxy"
@@ -418,7 +420,11 @@ func (g *Gateway) verifyForward(r *http.Request) (clientIP netip.Addr, fromClust
 	}
 	if !found {
 		g.metrics.ForwardMarksRefused.WithLabelValues("_unknown").Inc()
-		g.log.Debug("gateway: forward mark naming no peer stripped", "from", fwd)
+		if g.log.Enabled(r.Context(), slog.LevelDebug) {
+			// The client's fields as sent, which may be as long as the
+			// header block: cut, and joined only for a line written.
+			g.log.Debug("gateway: forward mark naming no peer stripped", "from", logcut.Value(strings.Join(fwd, ", ")))
+		}
 		return netip.Addr{}, "", false
 	}
 	var ip netip.Addr
@@ -550,7 +556,7 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 		// times (DESIGN §5.2); an owner that fails is worth a warning.
 		if a.outcome == outcomeMoveOn && !a.noHost && st.warnAllowed("owner", owner, g.now()) {
 			g.log.Warn("gateway: the owner cluster could not take a request for its app (one line per owner every 10 s; gatehouse_cluster_forwards_total counts them)",
-				"app", rq.Match.App.ID, "owner", owner, "method", r.Method, "served_here", resend, "err", a.err)
+				"app", rq.Match.App.ID, "owner", owner, "method", logcut.Method(r.Method), "served_here", resend, "err", a.err)
 		}
 		switch {
 		case a.outcome == outcomeMoveOn && resend:
@@ -888,7 +894,7 @@ func (g *Gateway) peerStalled(r *http.Request, a *peerAttempt) {
 	g.clusters.health.stalled(a.target)
 	if g.clusters.warnAllowed("deadline", a.peer.ID, g.now()) {
 		g.log.Warn("gateway: a peer cluster did not answer a forward within cluster.deadline; it is skipped for a cool-down (one line per peer every 10 s; gatehouse_cluster_forwards_total{result=\"deadline\"} counts them)",
-			"cluster", a.peer.ID, "failover", a.failover, "method", r.Method, "deadline", g.clusters.deadline)
+			"cluster", a.peer.ID, "failover", a.failover, "method", logcut.Method(r.Method), "deadline", g.clusters.deadline)
 	}
 }
 
