@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gatehouse-dev/gatehouse/internal/jsontext"
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 )
 
@@ -215,7 +216,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// fail answers err: the one place where API errors become statuses.
+// fail answers err: the one place where API errors become statuses. The
+// lines it logs cut the method and path as the access log does (logcut): a
+// route may read the store before it checks the path's every segment.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var bi *errBadInput
 	var se *statusError
@@ -230,18 +233,18 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, a.o.NotFound), errors.Is(err, errNotFound):
 		problem.Write(w, http.StatusNotFound, "not found")
 	case a.badValue(err):
-		a.o.Logger.Error("api: bad stored value", "method", r.Method, "path", r.URL.Path, "err", err)
+		a.o.Logger.Error("api: bad stored value", "method", logcut.Method(r.Method), "path", logcut.Path(r.URL.Path), "err", err)
 		problem.Write(w, http.StatusInternalServerError, "the stored value does not read (written around this API?); PUT a new one or DELETE it")
 	case a.o.TooLarge != nil && errors.Is(err, a.o.TooLarge):
 		// Retrying cannot help: the stored form (JSON) of what was sent
 		// is past the store's bound, though the body was not past ours.
 		problem.Write(w, http.StatusRequestEntityTooLarge, "too large to store: at most 1 MiB once stored as JSON")
 	case a.o.Unavailable != nil && a.o.Unavailable(err):
-		a.o.Logger.Warn("api: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		a.o.Logger.Warn("api: store unavailable", "method", logcut.Method(r.Method), "path", logcut.Path(r.URL.Path), "err", err)
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, http.StatusServiceUnavailable, "the store (NATS JetStream) cannot answer now; try again")
 	default:
-		a.o.Logger.Error("api: store failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		a.o.Logger.Error("api: store failed", "method", logcut.Method(r.Method), "path", logcut.Path(r.URL.Path), "err", err)
 		problem.Write(w, http.StatusInternalServerError, "the store failed; try again")
 	}
 }
