@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 	"github.com/gatehouse-dev/gatehouse/internal/problem"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 )
@@ -289,7 +290,7 @@ func (e *Edge) recoverPanics(next http.Handler) http.Handler {
 				return
 			}
 			if v != http.ErrAbortHandler {
-				e.log.Error("edge: panic serving a management request", "method", r.Method, "path", r.URL.Path,
+				e.log.Error("edge: panic serving a management request", "method", logcut.Method(r.Method), "path", logcut.Path(r.URL.Path),
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			}
 			if v == http.ErrAbortHandler || pw.wrote {
