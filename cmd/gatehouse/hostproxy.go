@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 )
 
 // sidecarProxy forwards to up, keeping the Host the gateway sent (the
@@ -110,13 +111,13 @@ func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logg
 				// gets x/net's "client conn could not be established".
 				err = fmt.Errorf("%w (the upstream does not speak h2c: -scheme h2c speaks HTTP/2 cleartext to an http:// -upstream; for an HTTP/1.1 app give -scheme http)", err)
 			}
-			logger.Warn("host: upstream failed", "err", err, "path", r.URL.Path)
+			logger.Warn("host: upstream failed", "err", err, "path", logcut.Path(r.URL.Path))
 			writeProblem(w, http.StatusBadGateway, `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the app behind this host did not answer"}`)
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if viaNames(r.Header["Via"], via) {
-			logger.Warn("host: a request came back to this sidecar: -upstream leads back to it", "upstream", up.String(), "path", r.URL.Path)
+			logger.Warn("host: a request came back to this sidecar: -upstream leads back to it", "upstream", up.String(), "path", logcut.Path(r.URL.Path))
 			writeProblem(w, http.StatusLoopDetected, `{"type":"about:blank","title":"Loop Detected","status":508,"detail":"the request came back to the sidecar that forwarded it: its -upstream leads back to it"}`)
 			return
 		}
