@@ -259,19 +259,49 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	srv := sidecarServer(h.Wrap(counted(&inflight, sidecarProxy(up, f.scheme, logger))), f.scheme, sidecarDefaults)
+	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
+		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, redactBus(f.bus))
+	return serveSidecar(ctx, srv, ln, h, f, &inflight, logger)
+}
+
+// sidecarTimeouts bound how long a client of the sidecar may hold a
+// connection without sending what it must. Gateways are its clients, but
+// its port is open to whatever reaches its network.
+type sidecarTimeouts struct {
+	readHeader time.Duration // a request's head, from its first byte (a new connection's: from the accept)
+	idle       time.Duration // between requests; an h2c connection with no stream
+}
+
+// sidecarDefaults are the gateway's own listeners' defaults
+// (listeners.read_header_timeout, listeners.idle_timeout). A gateway sends
+// a head at once, and keeps an idle connection to a host 90 s (the
+// proxy's IdleConnTimeout), under idle: it closes its end first, so it
+// never sends a request on a connection the sidecar is closing.
+var sidecarDefaults = sidecarTimeouts{readHeader: 10 * time.Second, idle: 120 * time.Second}
+
+// sidecarServer is the sidecar's server for h, speaking scheme. There is
+// no ReadTimeout or WriteTimeout: each would bound a whole request or
+// answer, and cut a long upload, an event stream or an upgraded
+// connection (a WebSocket) the sidecar proxies; an upgraded connection,
+// hijacked, has no deadline left from the server.
+func sidecarServer(h http.Handler, scheme string, t sidecarTimeouts) *http.Server {
 	srv := &http.Server{
-		Handler:           h.Wrap(counted(&inflight, sidecarProxy(up, f.scheme, logger))),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		// Without it an idle keep-alive connection (and one that sent
+		// under 4 bytes of its next request, which net/http peeks
+		// before the head's deadline starts) or an h2c connection
+		// with no stream was held for ever.
+		IdleTimeout: t.idle,
+		ErrorLog:    log.New(io.Discard, "", 0),
 	}
-	if f.scheme == host.SchemeH2C {
+	if scheme == host.SchemeH2C {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
-	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
-		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, redactBus(f.bus))
-	return serveSidecar(ctx, srv, ln, h, f, &inflight, logger)
+	return srv
 }
 
 // selfLoop reports whether up is listen, the sidecar's own -addr, so that
