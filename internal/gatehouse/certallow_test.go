@@ -1,9 +1,11 @@
 package gatehouse
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/tlsmgr"
 )
 
 // The on-demand hook orders a certificate only for a verified custom
@@ -29,6 +31,35 @@ func TestCertificateOnlyForTerminatedApps(t *testing.T) {
 	} {
 		if err := g.allowCert(t.Context(), name); (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed %v", name, err, ok)
+		}
+	}
+}
+
+// A suspended app's custom domain keeps the certificate it has but gets
+// no order (tlsmgr.ErrNoNewOrder); a retired app's gets nothing.
+func TestCertificateNotOrderedForClosedApps(t *testing.T) {
+	g := &Gatehouse{}
+	b := route.NewBuilder(&g.live)
+	for id, st := range map[string]route.Status{"on": route.StatusActive, "legacy": "", "paused": route.StatusSuspended, "gone": route.StatusRetired} {
+		b.PutApp(&route.App{ID: id, Mode: route.ModeHTTP, Status: st})
+		b.PutDomain(&route.Domain{Domain: id + ".example", App: id, Verified: true})
+	}
+	for name, want := range map[string]string{
+		"on.example":     "order",
+		"legacy.example": "order",
+		"paused.example": "keep",
+		"gone.example":   "refuse",
+	} {
+		err := g.allowCert(t.Context(), name)
+		got := "refuse"
+		switch {
+		case err == nil:
+			got = "order"
+		case errors.Is(err, tlsmgr.ErrNoNewOrder):
+			got = "keep"
+		}
+		if got != want {
+			t.Errorf("%s: %s (%v), want %s", name, got, err, want)
 		}
 	}
 }

@@ -685,18 +685,34 @@ func (g *Gatehouse) newPeers(b *bus.Bus, key ed25519.PrivateKey) (*peers.Peers, 
 }
 
 // allowCert is tlsmgr's on-demand hook: a certificate only for a
-// verified custom domain of an app whose TLS the gateway terminates. A
-// passthrough app's host holds its key, never the gateway (DESIGN §3): a
-// hello the edge terminates anyway (a gateway's own challenge, a
-// suspended app, a classical client under pq_only) must not order one.
+// verified custom domain of an active app whose TLS the gateway
+// terminates. A passthrough app's host holds its key, never the gateway
+// (DESIGN §3): a hello the edge terminates anyway (a gateway's own
+// challenge, a suspended app, a classical client under pq_only) must not
+// order one.
+//
+// A suspended app's domain keeps the certificate it has, and gets no new
+// one (tlsmgr.ErrNoNewOrder): suspension is reversible and its clients
+// are answered 503 (DESIGN §2), which they can read only over a
+// handshake they trust; an order or renewal meanwhile would spend the
+// CA's rate limits on an app that may never come back. A retired app's
+// domain gets nothing: retirement is final, the domain may be another's
+// by now, and the gateway no longer speaks for it.
 func (g *Gatehouse) allowCert(_ context.Context, name string) error {
 	tbl := g.live.Load()
 	d := tbl.Domain(name)
 	if d == nil || !d.Verified {
 		return fmt.Errorf("gatehouse: %s is not a verified custom domain", name)
 	}
-	if a := tbl.App(d.App); a == nil || a.Mode == route.ModePassthrough {
+	a := tbl.App(d.App)
+	if a == nil || a.Mode == route.ModePassthrough {
 		return fmt.Errorf("gatehouse: %s maps to no app whose TLS the gateway terminates", name)
+	}
+	switch a.Status {
+	case route.StatusRetired:
+		return fmt.Errorf("gatehouse: %s maps to app %s, which is retired", name, a.ID)
+	case route.StatusSuspended:
+		return fmt.Errorf("%w: %s maps to app %s, which is suspended", tlsmgr.ErrNoNewOrder, name, a.ID)
 	}
 	return nil
 }

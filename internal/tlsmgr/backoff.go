@@ -3,6 +3,7 @@ package tlsmgr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -96,6 +97,13 @@ type handshakeEnd context.CancelFunc
 // allowed name that is not cached: not a refusal, but "not in this
 // context".
 var errOrderInBackground = errors.New("tlsmgr: on-demand certificate is loaded or ordered in the background")
+
+// errLoadOnly is the decision's answer to a handshake for a name kept
+// without orders (ErrNoNewOrder) that is not cached: GetCertificate loads
+// it from storage, or serves the bootstrap certificate. It wraps
+// errOrderInBackground, which the paths that take that as "no answer in
+// this context" (orderOnDemand's retries, noteUnloaded) see alike.
+var errLoadOnly = fmt.Errorf("%w: stored certificate only, no order", errOrderInBackground)
 
 // handshakeObtainBudget bounds how long a handshake waits for its name's
 // on-demand order: under the listeners' 10 s handshake bound

@@ -37,7 +37,8 @@ type Options struct {
 	// Allow decides whether a custom domain may get a certificate on demand;
 	// it is asked during the handshake of a name that is not one of Names,
 	// before any ACME traffic. Wire it to "mapping verified". nil refuses
-	// every name.
+	// every name. An error wrapping ErrNoNewOrder keeps the name the
+	// certificate it has but orders and renews none.
 	Allow func(ctx context.Context, name string) error
 
 	// PQOnly (tls.pq_only) accepts only clients offering X25519MLKEM768.

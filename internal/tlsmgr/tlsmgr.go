@@ -29,6 +29,12 @@ var (
 	ErrCustomDomainsOff = errors.New("tlsmgr: custom domains are off")
 	ErrNotAllowed       = errors.New("tlsmgr: name not allowed for on-demand certificates")
 	ErrBackoff          = errors.New("tlsmgr: on-demand order failed lately; backing off")
+	// ErrNoNewOrder, wrapped in what Options.Allow returns, keeps a custom
+	// domain the certificate it has (cached, or stored by any gateway of
+	// the cluster) while it is valid, and orders it none: no first order,
+	// no renewal. Its handshakes get that certificate, or the bootstrap
+	// certificate when there is none.
+	ErrNoNewOrder = errors.New("tlsmgr: name keeps the certificate it has but gets no new one")
 )
 
 // Manager serves certificates. Create it with New; TLSConfig,
@@ -170,10 +176,13 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	}
 	if od != nil && !isChallenge {
 		if due := m.dueOnDemand(hello.ServerName); due != nil {
-			if !m.stillAllowed(hello, due.Leaf) {
+			serve, renew := m.stillAllowed(hello, due.Leaf)
+			if !serve {
 				return m.boot.Load(), nil
 			}
-			m.renewDue(od, hello.ServerName)
+			if renew {
+				m.renewDue(od, hello.ServerName)
+			}
 			return &due.Certificate, nil
 		}
 	}
@@ -190,14 +199,21 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	if isChallenge {
 		return cert, err // never a fallback for a challenge
 	}
-	if od != nil && errors.Is(err, errOrderInBackground) {
+	switch {
+	case od == nil:
+	case errors.Is(err, errLoadOnly):
+		cert, err = m.loadHeld(ctx, od, hello.ServerName)
+	case errors.Is(err, errOrderInBackground):
 		cert, err = m.loadOrOrder(ctx, od, hello)
 	}
 	if err != nil && od != nil && !errors.Is(err, errOrderInBackground) {
 		m.noteUnloaded(hello.Context(), hello.ServerName, err)
 	}
 	if err == nil && cert != nil && cert.Leaf != nil && cert.Leaf.VerifyHostname(hello.ServerName) == nil {
-		if od == nil || !m.onDemand(cert.Leaf) || m.stillAllowed(hello, cert.Leaf) {
+		if od == nil || !m.onDemand(cert.Leaf) {
+			return cert, nil
+		}
+		if serve, _ := m.stillAllowed(hello, cert.Leaf); serve {
 			return cert, nil
 		}
 		return m.boot.Load(), nil
@@ -248,6 +264,19 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 	case <-ctx.Done():
 		return nil, errOrderInBackground
 	}
+}
+
+// loadHeld gets the certificate of a custom domain that the decision
+// keeps without orders (ErrNoNewOrder) and that is not cached: from
+// storage, in the handshake, as loadOrOrder would, but never an order.
+// One expired is not served: its renewal would be an order.
+// errLoadOnly: none to serve.
+func (m *Manager) loadHeld(ctx context.Context, od *certmagic.Config, name string) (*tls.Certificate, error) {
+	c, err := od.CacheManagedCertificate(ctx, strings.ToLower(name))
+	if err != nil || c.Expired() {
+		return nil, errLoadOnly
+	}
+	return &c.Certificate, nil
 }
 
 // orderOnDemand loads from storage or orders name's certificate for
@@ -481,16 +510,18 @@ func (m *Manager) onDemand(leaf *x509.Certificate) bool {
 }
 
 // stillAllowed asks the on-demand decision again for a cached on-demand
-// certificate. certmagic asks only before it loads or orders one, and
+// certificate, and reports whether the handshake is served it and
+// whether it may be renewed (not when the decision says ErrNoNewOrder).
+// certmagic asks only before it loads or orders one, and
 // then serves it from its cache until it is due for renewal (weeks): a
 // deleted mapping would go on being served by every gateway that had
 // handshaked it, while the others refuse it. Refused, the certificate
 // leaves the cache (it stays in storage, where a later allowed handshake
 // loads it again), and the handshake gets what any unknown name gets.
-func (m *Manager) stillAllowed(hello *tls.ClientHelloInfo, leaf *x509.Certificate) bool {
+func (m *Manager) stillAllowed(hello *tls.ClientHelloInfo, leaf *x509.Certificate) (serve, renew bool) {
 	err := m.allowed(hello.Context(), strings.ToLower(hello.ServerName))
-	if err == nil {
-		return true
+	if err == nil || errors.Is(err, ErrNoNewOrder) {
+		return true, err == nil
 	}
 	if c := m.cache.Load(); c != nil {
 		gone := make([]certmagic.SubjectIssuer, len(leaf.DNSNames))
@@ -500,7 +531,7 @@ func (m *Manager) stillAllowed(hello *tls.ClientHelloInfo, leaf *x509.Certificat
 		c.RemoveManaged(gone)
 	}
 	m.log.Info("tlsmgr: on-demand certificate no longer allowed; removed from the cache", "name", hello.ServerName, "err", err)
-	return false
+	return false, false
 }
 
 // HTTPHandler answers ACME HTTP-01 challenges (for this gateway or, through
@@ -951,9 +982,15 @@ func LoadRoots(file string) (*x509.CertPool, error) {
 // refused name costs a map lookup or two. Asked from a handshake
 // (handshakeEnd), an allowed name is refused too, with
 // errOrderInBackground: certmagic would load or order the certificate in
-// the handshake's context, cut at the handshake's budget.
+// the handshake's context, cut at the handshake's budget; and a name
+// kept without orders (ErrNoNewOrder) with errLoadOnly, for
+// GetCertificate to load what storage holds (loadHeld). Asked elsewhere
+// (certmagic's renewal of a cached one), that name is refused.
 func (m *Manager) decide(ctx context.Context, name string) error {
 	if err := m.allowed(ctx, name); err != nil {
+		if _, ok := ctx.Value(handshakeObtain{}).(handshakeEnd); ok && errors.Is(err, ErrNoNewOrder) {
+			return errLoadOnly
+		}
 		return err
 	}
 	if until, ok := m.failed.blocked(name, m.opts.now()); ok {
@@ -987,7 +1024,8 @@ func (m *Manager) allow(ctx context.Context, name string) error {
 		return ErrNotAllowed
 	}
 	if err := m.opts.Allow(ctx, name); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrNotAllowed, name, err)
+		// %w twice: ErrNoNewOrder in err must reach the callers.
+		return fmt.Errorf("%w: %s: %w", ErrNotAllowed, name, err)
 	}
 	return nil
 }
