@@ -58,6 +58,15 @@ func TestWildcardCertificateByDNS01(t *testing.T) {
 	if !slices.Equal(api.DNSNames, []string{"*.test.local"}) {
 		t.Fatalf("api.test.local served %v, want the wildcard *.test.local", api.DNSNames)
 	}
+	// A client that sends no SNI (it dials the IP address) gets the same
+	// wildcard, the gateway's default certificate, not the bootstrap one.
+	def, err := r.handshake("", nil)
+	if err != nil {
+		t.Fatalf("no SNI: %v", err)
+	}
+	if !def.Equal(api) {
+		t.Fatalf("no SNI: served %v issued by %q, want the wildcard", def.DNSNames, def.Issuer.CommonName)
+	}
 	// Past several of manageNames' 2 s rounds since the app was made, and
 	// long after an order placed beside the wildcard's at Run.
 	time.Sleep(5 * time.Second)

@@ -11,7 +11,10 @@
 // the cache, so a deleted mapping's certificate is no longer served); else
 // the bootstrap certificate. A custom domain that Options.Allow answers
 // with ErrNoNewOrder (a suspended app's) is served the certificate it
-// has, cached or stored, while it is valid, and never ordered or renewed. A custom domain whose on-demand order failed
+// has, cached or stored, while it is valid, and never ordered or renewed.
+// A hello without SNI gets the ACME certificate of the first of
+// Options.Names (gatehouse's *.{zone}) once it is held, as the default
+// certificate; the bootstrap certificate until then. A custom domain whose on-demand order failed
 // is served the bootstrap certificate, without ACME traffic, for a window
 // that doubles from 1 minute to 1 hour (backoff.go). A custom domain's
 // certificate due for renewal is served while the Manager renews it among

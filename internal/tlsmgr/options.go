@@ -18,7 +18,9 @@ type Options struct {
 	// covers api.{zone} and every {app}.{zone}. The bootstrap certificate
 	// covers them, and with a Directory each gets an ACME certificate. More
 	// can be added later with Manage. Empty means only "localhost" for the
-	// bootstrap.
+	// bootstrap. The first is the default certificate's: a hello without
+	// SNI gets its ACME certificate once one is held, the bootstrap
+	// certificate until then.
 	Names []string
 
 	// Directory is the ACME directory URL (tls.acme.directory). Empty: no

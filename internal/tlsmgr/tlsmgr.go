@@ -146,8 +146,8 @@ func (m *Manager) TLSConfig() *tls.Config {
 // from a real handshake: certmagic reads hello.Conn): an ACME
 // TLS-ALPN-01 challenge certificate, else what certmagic holds or may
 // obtain on demand for the name, else the bootstrap certificate (also for
-// no SNI and unknown names, which therefore see the gateway's default
-// certificate, never a pipe). A custom domain's on-demand certificate is
+// unknown names, which therefore see the gateway's default certificate,
+// never a pipe). A hello without SNI gets defaultCert. A custom domain's on-demand certificate is
 // served only while the decision still allows the name. One not cached is
 // loaded from storage, else ordered in the background (loadOrOrder), one
 // order per name at a time, which the handshake waits for up to
@@ -167,8 +167,11 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	if od != nil {
 		cfg = od // same cache: managed names hit it too
 	}
-	if cfg == nil || hello.ServerName == "" {
+	if cfg == nil {
 		return m.boot.Load(), nil
+	}
+	if hello.ServerName == "" {
+		return m.defaultCert(), nil
 	}
 	isChallenge := len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == ACMETLS1
 	if isChallenge && !m.challengeable(hello.Context(), hello.ServerName) {
@@ -223,6 +226,28 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 		return cert, nil // certmagic's default beats a bootstrap that does not cover the name either
 	}
 	return boot, nil
+}
+
+// defaultCert is the certificate of a hello without SNI: the ACME
+// certificate of the first of Options.Names (gatehouse's *.{zone}) while
+// the cache holds a valid one, as most gateways serve one default
+// certificate; else the bootstrap certificate. A client that names no
+// server is most often a load balancer's check or one dialling an IP
+// literal, which may then verify the zone's name; the bootstrap
+// certificate, self-signed, verifies for nobody. The name alone is
+// looked up, never an order or the storage: no SNI costs a map lookup.
+func (m *Manager) defaultCert() *tls.Certificate {
+	cache := m.cache.Load()
+	if cache == nil || len(m.opts.Names) == 0 {
+		return m.boot.Load()
+	}
+	name := strings.ToLower(m.opts.Names[0])
+	for _, c := range cache.AllMatchingCertificates(name) {
+		if c.Leaf != nil && !c.Expired() && slices.ContainsFunc(c.Leaf.DNSNames, func(n string) bool { return strings.EqualFold(n, name) }) {
+			return &c.Certificate
+		}
+	}
+	return m.boot.Load()
 }
 
 // loadOrOrder gets the certificate of a custom domain that the decision
