@@ -32,19 +32,28 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 	src := e.conns.sourceOf(c.RemoteAddr()) // as counted at accept
 	hello, pc, err := sni.Peek(c, e.opts.ReadHeaderTimeout)
 	if err != nil {
+		e.countHello(helloFailure(err))
 		e.log.Debug("edge: client hello", "remote", c.RemoteAddr(), "err", err)
 		e.refuseHello(c, err)
 		c.Close()
 		e.conns.doneRaw(c, src)
 		return
 	}
+	posture := e.meetsPosture(hello)
 	// A gateway's own host challenge is never piped on (httpwire.ChallengeALPN):
 	// terminated here, it meets the L7 refusal of challenges.
-	if hello.ServerName != "" && e.opts.Passthrough != nil && e.meetsPosture(hello) && !slices.Contains(hello.ALPN, httpwire.ChallengeALPN) {
+	if hello.ServerName != "" && e.opts.Passthrough != nil && posture && !slices.Contains(hello.ALPN, httpwire.ChallengeALPN) {
 		if dial, ok := e.opts.Passthrough(hello.ServerName); ok {
 			e.passthrough(c, src, pc.Peeked(), hello.ServerName, dial)
 			return
 		}
+	}
+	// Below the posture, the handshake below refuses it (TLS's config
+	// holds the same floor).
+	if posture {
+		e.countHello(HelloOK)
+	} else {
+		e.countHello(HelloRefusedPosture)
 	}
 	// Terminated from here on: no splice, so the raw system calls of a
 	// sock.Conn serve it.
@@ -85,6 +94,44 @@ func (e *Edge) serveTLSConn(c net.Conn, l7 *chanListener, fast *lane.Server) {
 		return
 	}
 	l7.hand(e.wrapTLS(conn))
+}
+
+// Outcomes of a connection's ClientHello on the https listener, the
+// values Options.Hello is given: one per connection.
+const (
+	HelloOK             = "ok"              // a whole hello, handed to the gateway's handshake or piped to a passthrough host
+	HelloTimeout        = "timeout"         // no whole hello within ReadHeaderTimeout
+	HelloMalformed      = "malformed"       // bytes that are no ClientHello (answered with an alert)
+	HelloPlainHTTP      = "plain_http"      // a plain HTTP request (answered 400)
+	HelloClosed         = "closed"          // the client closed or reset the connection, or sent an alert, before a whole hello
+	HelloRefusedPosture = "refused_posture" // below the listener's floor (TLS 1.2; with PQOnly, X25519MLKEM768): the handshake refuses it
+	HelloNoRoute        = "no_route"        // a passthrough app's name whose hosts could not be dialled: closed
+)
+
+// HelloOutcomes are every Hello* value, for a caller that sets up its
+// counters ahead.
+var HelloOutcomes = [...]string{HelloOK, HelloTimeout, HelloMalformed, HelloPlainHTTP, HelloClosed, HelloRefusedPosture, HelloNoRoute}
+
+// helloFailure is the outcome of a hello sni.Peek refused with err.
+func helloFailure(err error) string {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return HelloTimeout
+	case errors.Is(err, sni.ErrPlainHTTP):
+		return HelloPlainHTTP
+	case errors.Is(err, sni.ErrTruncated), errors.Is(err, sni.ErrAlert):
+		return HelloClosed
+	case errors.Is(err, sni.ErrInvalid):
+		return HelloMalformed
+	}
+	return HelloClosed // a read error: reset, or closed under us at drain
+}
+
+// countHello tells Options.Hello a hello's outcome.
+func (e *Edge) countHello(outcome string) {
+	if e.opts.Hello != nil {
+		e.opts.Hello(outcome)
+	}
 }
 
 // plainHTTPAnswer is the https listener's answer to a plain HTTP request:
@@ -200,6 +247,7 @@ func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, di
 	host, held, err := dial(ctx)
 	cancel()
 	if err != nil {
+		e.countHello(HelloNoRoute)
 		// Said once per routed name: the client picks the spelling
 		// (case, a trailing dot), and a key per spelling would give a
 		// client that changes it at each connection a line each.
@@ -213,6 +261,7 @@ func (e *Edge) passthrough(c net.Conn, src source, hello []byte, name string, di
 		c.Close()
 		return
 	}
+	e.countHello(HelloOK)
 	defer held.Release()
 	st, err := pipe.Join(e.pipeCtx, c, host, hello, e.opts.PipeIdleTimeout)
 	if errors.Is(err, pipe.ErrIdle) {

@@ -181,6 +181,11 @@ type Options struct {
 	// ConnsRefused counts the connections closed at either cap; nil: not
 	// counted (they are still logged, once per 10 s).
 	ConnsRefused Counter
+	// Hello, when set, is told the outcome of each https connection's
+	// ClientHello, one of HelloOutcomes (a metric label), on the
+	// connection's goroutine. nil: not counted (the failures are still
+	// logged at debug level).
+	Hello func(outcome string)
 	// Logger; nil discards.
 	Logger *slog.Logger
 }

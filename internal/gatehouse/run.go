@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gatehouse-dev/gatehouse/internal/api"
@@ -213,6 +214,12 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 	if err != nil {
 		return nil, err
 	}
+	hellos := make(map[string]prometheus.Counter, len(edge.HelloOutcomes))
+	for _, o := range edge.HelloOutcomes {
+		// Every outcome is exported from the start, at 0: an alert on
+		// a rate of timeouts needs the series before the first one.
+		hellos[o] = g.metrics.TLSHellos.WithLabelValues(o)
+	}
 	return edge.New(edge.Options{
 		HTTPAddr:       cfg.HTTP.Addr,
 		HTTPSAddr:      cfg.HTTPS.Addr,
@@ -255,6 +262,7 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		SourceExempt:            cfg.TrustedPrefixes(),
 		ConnsRefused:            g.metrics.ConnectionsRefused,
 		LaneHandoff:             func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
+		Hello:                   func(outcome string) { hellos[outcome].Inc() },
 		RequestContext:          requestContext(l7),
 		RequestDone:             requestDone(l7),
 		Logger:                  g.log,

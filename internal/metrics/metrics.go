@@ -70,6 +70,10 @@ type Set struct {
 	// for one that names no peer (a client's forgery; its id is not a
 	// label, as anyone can make one up).
 	ForwardMarksRefused *prometheus.CounterVec
+	// TLSHellos counts the https listener's connections by how their
+	// ClientHello ended (internal/edge's Hello* values: ok, timeout,
+	// malformed, plain_http, closed, refused_posture, no_route).
+	TLSHellos *prometheus.CounterVec
 
 	apps sync.Map // app id -> *App, see [Set.App]
 }
@@ -112,6 +116,10 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: "gatehouse", Name: "forward_marks_refused_total",
 			Help: "Forward marks (X-Gatehouse-Forwarded, X-Gatehouse-Client) that did not verify, by the peer cluster they name (_unknown: none).",
 		}, []string{"from"}),
+		TLSHellos: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "gatehouse", Name: "tls_hellos_total",
+			Help: "Connections to the https listener, by the outcome of their ClientHello (ok, timeout, malformed, plain_http, closed, refused_posture, no_route).",
+		}, []string{"outcome"}),
 	}
 	if reg == nil {
 		return s, nil
@@ -129,7 +137,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 		}
 		return m.GetGauge().GetValue()
 	})
-	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs, s.ConnectionsRefused, s.ClusterForwards, s.ForwardMarksRefused} {
+	for _, c := range []prometheus.Collector{s.Requests, s.Duration, s.UpstreamErrors, s.ActiveConnections, design, s.FastPathHandoffs, s.ConnectionsRefused, s.ClusterForwards, s.ForwardMarksRefused, s.TLSHellos} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
