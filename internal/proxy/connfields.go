@@ -38,8 +38,10 @@ import (
 // HEAD, a 204) is back in it before ModifyResponse runs. And not the
 // first read of the answer: net/http takes a failure there, on a
 // kept-alive connection, for the host having closed it, and sends a GET
-// again on a new one. Field names are compared as net/http's client reads
-// them: one with a space before its colon is another field.
+// again on a new one. A head with a field name holding a space (before
+// its colon, say) is refused the same way (errFieldSpace): net/http's
+// client keeps it as another field, which a "Content-Length : 7" then
+// does not frame.
 
 // connFields is what a headConn noted of one exchange's response heads:
 // the names each head's Connection listed, the 1xx ones first. Written
@@ -86,24 +88,31 @@ type headConn struct {
 	status  int
 	names   []string
 	inConn  bool
-	// The head being scanned has a Content-Length, a Transfer-Encoding.
-	length, coding bool
-	// refused: a head was, and every read fails (errFastFraming).
+	// The head being scanned has a Content-Length, a Transfer-Encoding,
+	// a field name with white space before its colon.
+	length, coding, spaced bool
+	// peer: a peer gateway's connection (FramingDial), whose heads may
+	// have a space in a field's name (it passes a host's head on as
+	// net/http's client read it, such a field dropped).
+	peer bool
+	// refused: a head was, and every read fails with why
+	// (errFastFraming, errFieldSpace), written before refused is set.
 	refused atomic.Bool
+	why     error
 }
 
 // begin starts the record of the exchange about to run on c.
 func (c *headConn) begin() *connFields {
 	f := new(connFields)
 	c.mu.Lock()
-	c.cur, c.line, c.started, c.names, c.inConn, c.length, c.coding = f, c.line[:0], false, nil, false, false, false
+	c.cur, c.line, c.started, c.names, c.inConn, c.length, c.coding, c.spaced = f, c.line[:0], false, nil, false, false, false, false
 	c.mu.Unlock()
 	return f
 }
 
 func (c *headConn) Read(p []byte) (int, error) {
 	if c.refused.Load() {
-		return 0, errFastFraming
+		return 0, c.why
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
@@ -114,7 +123,7 @@ func (c *headConn) Read(p []byte) (int, error) {
 		}
 		c.mu.Unlock()
 		if cut == 0 {
-			return 0, errFastFraming
+			return 0, c.why
 		}
 		if cut > 0 {
 			return cut, nil // the refused head's bytes less its end: the next read fails
@@ -193,9 +202,12 @@ func (c *headConn) headLine(line []byte) {
 			c.status = c.status*10 + int(d-'0')
 		}
 	case len(line) == 0: // the head's end
-		if c.length && c.coding {
-			c.refused.Store(true)
-			c.cur = nil
+		switch {
+		case c.length && c.coding:
+			c.refuse(errFastFraming)
+			return
+		case c.spaced:
+			c.refuse(errFieldSpace)
 			return
 		}
 		f.heads = append(f.heads, c.names)
@@ -210,6 +222,9 @@ func (c *headConn) headLine(line []byte) {
 		}
 	default:
 		k, v, ok := bytes.Cut(line, []byte(":"))
+		// net/http's client takes a name with a space as another field
+		// (a tab fails the exchange already).
+		c.spaced = c.spaced || ok && !c.peer && bytes.IndexByte(k, ' ') >= 0
 		c.length = c.length || ok && httpwire.EqualFold(k, "content-length")
 		c.coding = c.coding || ok && httpwire.EqualFold(k, "transfer-encoding")
 		c.inConn = ok && httpwire.EqualFold(k, "connection")
@@ -217,6 +232,14 @@ func (c *headConn) headLine(line []byte) {
 			c.names = addNames(c.names, v)
 		}
 	}
+}
+
+// refuse ends the scan: the read that ends the head fails with why, and
+// every read after it.
+func (c *headConn) refuse(why error) {
+	c.why = why
+	c.refused.Store(true)
+	c.cur = nil
 }
 
 // httpVersion reports whether v is a version net/http's client takes
@@ -238,14 +261,14 @@ func addNames(names []string, v []byte) []string {
 	return names
 }
 
-// headDial wraps dial's connections in a headConn.
-func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// headDial wraps dial's connections in a headConn (peer: FramingDial's).
+func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), peer bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return &headConn{Conn: conn}, nil
+		return &headConn{Conn: conn, peer: peer}, nil
 	}
 }
 
@@ -256,7 +279,7 @@ func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, er
 // plaintext. A connection that negotiated HTTP/2 (a peer gateway's, see
 // FramingDialTLS) is returned as the *tls.Conn, which net/http's
 // transport needs to speak HTTP/2 on it: its streams frame themselves.
-func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration, peer bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		name, _, err := net.SplitHostPort(addr) // the URL's, before pinnedDial moves addr
 		if err != nil {
@@ -290,7 +313,7 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
 			return tc, nil
 		}
-		return &headConn{Conn: tc}, nil
+		return &headConn{Conn: tc, peer: peer}, nil
 	}
 }
 
@@ -300,7 +323,7 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 // head with both Content-Length and Transfer-Encoding fails the round
 // trip, and the connection is closed, as on the h1 transport to hosts.
 func FramingDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return headDial(dial)
+	return headDial(dial, true)
 }
 
 // FramingDialTLS is FramingDial for a transport's DialTLSContext: dial,
@@ -310,7 +333,7 @@ func FramingDial(dial func(ctx context.Context, network, addr string) (net.Conn,
 // *tls.Conn, for net/http's transport to speak HTTP/2 on. The transport
 // ignores its TLSClientConfig and TLSHandshakeTimeout then.
 func FramingDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return headDialTLS(dial, conf, timeout)
+	return headDialTLS(dial, conf, timeout, true)
 }
 
 // WatchFraming has r's exchange checked on a FramingDial connection: the

@@ -91,7 +91,7 @@ func TestHeadDialTLSSaysHandshakeTimedOut(t *testing.T) {
 		}
 	}()
 	var d net.Dialer
-	dial := headDialTLS(d.DialContext, &tls.Config{}, 200*time.Millisecond)
+	dial := headDialTLS(d.DialContext, &tls.Config{}, 200*time.Millisecond, false)
 	addr := ln.Addr().String()
 
 	_, err = dial(context.Background(), "tcp", addr)

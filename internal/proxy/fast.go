@@ -486,7 +486,15 @@ var (
 	// and the gateway disagree on where its answer ends would have the
 	// rest read as the next client's answer.
 	errFastFraming = fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errFastHead)
-	aLongTimeAgo   = time.Unix(1, 0)
+	// errFieldSpace is a head with white space in a field's name, before
+	// its colon, on every HTTP/1 path to a host. RFC 9112 §5.1 has a
+	// proxy remove it; net/http's client keeps such a name as another
+	// field, so "Content-Length : 7" framed nothing and the body was read
+	// to the close, which a host's server that reads the field as the
+	// length (nginx answers 502) ends elsewhere: the rest is the next
+	// answer on its side. No honest server writes one.
+	errFieldSpace = fmt.Errorf("%w: white space before a field's colon", errFastHead)
+	aLongTimeAgo  = time.Unix(1, 0)
 )
 
 // serveFast is one attempt of the fast path at a.host, answering w like
@@ -937,8 +945,7 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 			return errFastHead
 		}
 		if key == "" {
-			folds = dropFold
-			continue // a name with a space: net/http reads it, and its server never writes it
+			return errFieldSpace
 		}
 		switch key {
 		case "Connection":
@@ -1174,7 +1181,8 @@ func commonKey(b []byte) (string, bool) {
 
 // canonicalKey returns the canonical form of a header name, interned when
 // common; false for a name that is not a token, "" for one with a space
-// (which net/http's client accepts and its server never writes).
+// (which net/http's client accepts and its server never writes: a head
+// with one is refused, errFieldSpace).
 func canonicalKey(b []byte) (string, bool) {
 	canonical := true
 	upper := true
