@@ -91,6 +91,24 @@ type headConn struct {
 	// The head being scanned has a Content-Length, a Transfer-Encoding,
 	// a field name with white space before its colon.
 	length, coding, spaced bool
+	// Where the answers end (unsolicited.go): phase, and in it the body
+	// bytes left (a length, a chunk's data or its CRLF); the head being
+	// scanned's framing (its version, Content-Length, whether its coding
+	// is chunked alone, the request's method); begin's record, which the
+	// request's first Write arms (await); whether an answer ended on c.
+	phase   phase
+	left    int64
+	http1x  int // the head's HTTP/1 minor version, or -1
+	clen    int64
+	clenBad bool
+	chunked int // Transfer-Encoding fields: -1 when one is not "chunked"
+	method  string
+	next    *connFields
+	await   bool
+	reused  bool
+	raw     net.Conn // the TCP connection (under a TLS one), for pending
+	dirty   bool     // over TLS: the host sent records while no request was out
+
 	// peer: a peer gateway's connection (FramingDial), whose heads may
 	// have a space in a field's name (it passes a host's head on as
 	// net/http's client read it, such a field dropped).
@@ -101,13 +119,30 @@ type headConn struct {
 	why     error
 }
 
-// begin starts the record of the exchange about to run on c.
-func (c *headConn) begin() *connFields {
+// begin starts the record of the exchange about to run on c, a request
+// of method. While c follows where answers end (unsolicited.go) the
+// scan of its heads starts when the request goes out, and bytes before
+// that are no answer to it.
+func (c *headConn) begin(method string) *connFields {
 	f := new(connFields)
 	c.mu.Lock()
-	c.cur, c.line, c.started, c.names, c.inConn, c.length, c.coding, c.spaced = f, c.line[:0], false, nil, false, false, false, false
+	c.method = method
+	if c.phase == phaseIdle {
+		c.next, c.await = f, true
+	} else {
+		// An answer c did not see end (or does not follow): the heads
+		// are scanned from here, as before the tracking.
+		c.phase = phaseLost
+		c.arm(f)
+	}
 	c.mu.Unlock()
 	return f
+}
+
+// arm starts the scan of the heads into f. Under mu.
+func (c *headConn) arm(f *connFields) {
+	c.cur, c.line, c.started, c.names, c.inConn, c.length, c.coding, c.spaced = f, c.line[:0], false, nil, false, false, false, false
+	c.http1x, c.clen, c.clenBad, c.chunked = -1, -1, false, 0
 }
 
 func (c *headConn) Read(p []byte) (int, error) {
@@ -117,16 +152,15 @@ func (c *headConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		cut := -1
-		if c.cur != nil {
-			cut = c.scan(p[:n])
-		}
+		cut := c.scan(p[:n])
 		c.mu.Unlock()
 		if cut == 0 {
 			return 0, c.why
 		}
 		if cut > 0 {
-			return cut, nil // the refused head's bytes less its end: the next read fails
+			// The refused head's bytes less its end, or the answer's
+			// bytes without what came after it: the next read fails.
+			return cut, nil
 		}
 	}
 	return n, err
@@ -144,19 +178,33 @@ func (c *headConn) CloseWrite() error {
 	return fmt.Errorf("CloseWrite: %w", errors.ErrUnsupported)
 }
 
-// scan runs b, the next bytes of the heads, through the record. It
-// returns where in b the line end is that ended a head it refused, or -1.
+// scan runs b, the next bytes read, through the record and the answer's
+// framing. It returns where in b the line end is that ended a head it
+// refused, or where bytes no request asked for begin, or -1.
 func (c *headConn) scan(b []byte) int {
 	off := 0
-	for len(b) > 0 && c.cur != nil {
+	for len(b) > 0 {
+		if c.cur == nil {
+			k, done := c.body(b)
+			if k < 0 {
+				return off // unsolicited
+			}
+			off, b = off+k, b[k:]
+			if done {
+				continue
+			}
+		}
+		// A line of a head, a chunk's size or a trailer section.
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
 			if len(c.line)+len(b) > maxFastHead {
-				c.cur = nil // the transport refuses such a head itself
-				return -1
+				// The transport refuses such a head itself, and such a
+				// chunk line or trailer section.
+				c.cur, c.phase = nil, phaseLost
+				break
 			}
 			c.line = append(c.line, b...)
-			return -1
+			break
 		}
 		line := b[:i]
 		if len(c.line) > 0 {
@@ -164,7 +212,14 @@ func (c *headConn) scan(b []byte) int {
 			line = c.line
 		}
 		b = b[i+1:]
-		c.headLine(bytes.TrimSuffix(line, []byte("\r")))
+		if c.cur != nil {
+			c.headLine(bytes.TrimSuffix(line, []byte("\r")))
+			if c.cur == nil && c.phase == phaseHead {
+				c.phase = c.framing()
+			}
+		} else {
+			c.bodyLine(line)
+		}
 		c.line = c.line[:0]
 		if c.refused.Load() {
 			return off + i
@@ -190,13 +245,16 @@ func (c *headConn) headLine(line []byte) {
 		proto, rest, _ := bytes.Cut(line, []byte(" "))
 		code, _, _ := bytes.Cut(bytes.TrimLeft(rest, " "), []byte(" "))
 		if !httpVersion(proto) || len(code) != 3 {
-			c.cur = nil
+			c.cur, c.phase = nil, phaseLost
 			return
 		}
 		c.started, c.status = true, 0
+		if c.http1x = -1; proto[5] == '1' && (proto[7] == '0' || proto[7] == '1') {
+			c.http1x = int(proto[7] - '0')
+		}
 		for _, d := range code {
 			if d < '0' || d > '9' {
-				c.cur = nil
+				c.cur, c.phase = nil, phaseLost
 				return
 			}
 			c.status = c.status*10 + int(d-'0')
@@ -211,11 +269,13 @@ func (c *headConn) headLine(line []byte) {
 			return
 		}
 		f.heads = append(f.heads, c.names)
-		c.started, c.names, c.inConn, c.length, c.coding = false, nil, false, false, false
 		if c.status < 100 || c.status > 199 || c.status == http.StatusSwitchingProtocols {
 			f.status, f.done = c.status, true
-			c.cur = nil // the body follows: not scanned
+			c.cur = nil // the body follows: scan reads its framing from the fields below
+			return
 		}
+		c.started, c.names, c.inConn, c.length, c.coding = false, nil, false, false, false
+		c.http1x, c.clen, c.clenBad, c.chunked = -1, -1, false, 0
 	case line[0] == ' ' || line[0] == '\t': // obs-fold: more of the last field
 		if c.inConn {
 			c.names = addNames(c.names, line)
@@ -225,8 +285,20 @@ func (c *headConn) headLine(line []byte) {
 		// net/http's client takes a name with a space as another field
 		// (a tab fails the exchange already).
 		c.spaced = c.spaced || ok && !c.peer && bytes.IndexByte(k, ' ') >= 0
-		c.length = c.length || ok && httpwire.EqualFold(k, "content-length")
-		c.coding = c.coding || ok && httpwire.EqualFold(k, "transfer-encoding")
+		if ok && httpwire.EqualFold(k, "content-length") {
+			c.length = true
+			n, valid := httpwire.ParseLength(httpwire.TrimOWS(v))
+			c.clenBad = c.clenBad || !valid || c.clen >= 0 && n != c.clen
+			c.clen = n
+		}
+		if ok && httpwire.EqualFold(k, "transfer-encoding") {
+			c.coding = true
+			if c.chunked >= 0 && httpwire.EqualFold(httpwire.TrimOWS(v), "chunked") {
+				c.chunked++
+			} else {
+				c.chunked = -1
+			}
+		}
 		c.inConn = ok && httpwire.EqualFold(k, "connection")
 		if c.inConn {
 			c.names = addNames(c.names, v)
@@ -237,8 +309,10 @@ func (c *headConn) headLine(line []byte) {
 // refuse ends the scan: the read that ends the head fails with why, and
 // every read after it.
 func (c *headConn) refuse(why error) {
-	c.why = why
-	c.refused.Store(true)
+	if !c.refused.Load() { // the first reason stands: reads outside mu return it
+		c.why = why
+		c.refused.Store(true)
+	}
 	c.cur = nil
 }
 
@@ -268,7 +342,7 @@ func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, er
 		if err != nil {
 			return nil, err
 		}
-		return &headConn{Conn: conn, peer: peer}, nil
+		return &headConn{Conn: conn, peer: peer, raw: conn}, nil
 	}
 }
 
@@ -293,7 +367,8 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 		if cfg.ServerName == "" {
 			cfg.ServerName = name
 		}
-		tc := tls.Client(raw, cfg)
+		hc := &headConn{peer: peer, raw: raw}
+		tc := tls.Client(rawWatch{Conn: raw, c: hc}, cfg)
 		hctx := ctx
 		if timeout > 0 { // zero is none, as the transport's TLSHandshakeTimeout
 			var cancel context.CancelFunc
@@ -313,7 +388,8 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
 			return tc, nil
 		}
-		return &headConn{Conn: tc, peer: peer}, nil
+		hc.Conn = tc
+		return hc, nil
 	}
 }
 
@@ -352,7 +428,7 @@ func WatchFraming(r *http.Request) {
 			prev(info)
 		}
 		if hc, ok := info.Conn.(*headConn); ok {
-			hc.begin()
+			hc.begin(r.Method)
 		}
 	}
 }
@@ -373,7 +449,7 @@ func (a *attempt) noteConnFields(r *http.Request) {
 			prev(info)
 		}
 		if hc, ok := info.Conn.(*headConn); ok {
-			a.fields = hc.begin()
+			a.fields = hc.begin(r.Method)
 		} else {
 			a.fields = nil
 		}

@@ -39,7 +39,9 @@ func TestHeadConnNotesConnectionNames(t *testing.T) {
 	for _, tt := range tests {
 		for _, size := range []int{1, 2, 7, len(tt.in)} {
 			c := new(headConn)
-			f := c.begin()
+			f := c.begin("GET")
+			c.phase, c.await = phaseHead, false // as the request's write does
+			c.arm(f)
 			for b := []byte(tt.in); len(b) > 0; {
 				n := min(size, len(b))
 				c.scan(b[:n])
