@@ -15,6 +15,12 @@
 // with the head is gathered before it is written, so that it leaves with
 // its head in one write. Options.DisableFastPath turns it off.
 //
+// A pooled connection to a host is never handed bytes the host sent
+// after its answer ended: on the fast path a look before each request,
+// on the transport's connections a reading of each answer's framing
+// (unsolicited.go); either way the connection is dropped and the request
+// goes on a new one.
+//
 // Selection is round robin per app over the table's pool, skipping hosts
 // that cool down after a connect failure ([route.Health]); when every host
 // cools down the least recently failed one is tried rather than refusing.
