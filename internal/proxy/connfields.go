@@ -108,6 +108,11 @@ type headConn struct {
 	reused  bool
 	raw     net.Conn // the TCP connection (under a TLS one), for pending
 	dirty   bool     // over TLS: the host sent records while no request was out
+	// rawN is how many bytes were read from raw (counted by rawWatch
+	// over TLS, by Read otherwise), endN what it was when the last
+	// answer ended.
+	rawN, endN uint64
+	tls        bool
 
 	// peer: a peer gateway's connection (FramingDial), whose heads may
 	// have a space in a field's name (it passes a host's head on as
@@ -152,6 +157,9 @@ func (c *headConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
+		if !c.tls {
+			c.rawN += uint64(n)
+		}
 		cut := c.scan(p[:n])
 		c.mu.Unlock()
 		if cut == 0 {
@@ -367,7 +375,7 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 		if cfg.ServerName == "" {
 			cfg.ServerName = name
 		}
-		hc := &headConn{peer: peer, raw: raw}
+		hc := &headConn{peer: peer, raw: raw, tls: true}
 		tc := tls.Client(rawWatch{Conn: raw, c: hc}, cfg)
 		hctx := ctx
 		if timeout > 0 { // zero is none, as the transport's TLSHandshakeTimeout

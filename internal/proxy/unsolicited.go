@@ -32,13 +32,15 @@ import (
 // when it may (a GET), else a 502. And the first write of a request on a
 // reused connection looks at the socket first: a byte already there
 // came before the request, and the write fails, nothing sent (net/http
-// sends again what it may); over TLS, so does a record the TLS layer
-// read from the socket while no request was out (rawWatch), which it may
-// not have decrypted yet. What the look cannot see is a byte net/http's
-// reader took from the socket a moment before the look and has not yet
-// handed over, and, over TLS, the plaintext of the answer's last record
-// after the answer's end that net/http's reader has not asked for yet
-// (the TLS layer keeps it). An answer whose
+// sends again what it may); so does a count of the bytes the socket
+// received (Linux's tcpi_bytes_received) past those read when the answer
+// ended, which sees bytes a reader took from the socket a moment before
+// the look and has not handed over yet; and over TLS, a record the TLS
+// layer read while no request was out (rawWatch). What none of them
+// sees, over TLS, is plaintext after the answer's end that the TLS layer
+// read with the answer (one write of the host's) and keeps until
+// net/http's reader asks: that reader asks at once, and finds it, unless
+// a request took the connection in between. An answer whose
 // end is not known this way (read until the close, an upgrade, framing
 // net/http refuses) is not followed: the connection keeps net/http's
 // own look, or is not reused anyway.
@@ -83,7 +85,7 @@ func (c *headConn) framing() phase {
 
 // ended is the phase after an answer's end.
 func (c *headConn) ended() phase {
-	c.reused = true
+	c.reused, c.endN = true, c.rawN
 	return phaseIdle
 }
 
@@ -172,12 +174,22 @@ func (r rawWatch) Read(p []byte) (int, error) {
 	n, err := r.Conn.Read(p)
 	if n > 0 {
 		r.c.mu.Lock()
+		r.c.rawN += uint64(n)
 		if r.c.phase == phaseIdle && r.c.reused {
 			r.c.dirty = true
 		}
 		r.c.mu.Unlock()
 	}
 	return n, err
+}
+
+// arrivedSince reports whether the socket received bytes past where
+// the last answer ended, read or not: a byte net/http's reader (or the
+// TLS layer's) took from the socket a moment before pending looked, and
+// has not handed over yet, counts too. Under mu.
+func (c *headConn) arrivedSince() bool {
+	n, ok := received(c.raw)
+	return ok && n > c.endN
 }
 
 // Write writes a request (or the rest of one). The first write of the
@@ -188,7 +200,7 @@ func (c *headConn) Write(p []byte) (int, error) {
 	switch {
 	case c.await:
 		c.await = false
-		if c.reused && (c.dirty || pending(c.raw)) {
+		if c.reused && (c.dirty || pending(c.raw) || c.arrivedSince()) {
 			c.refuse(errUnsolicited)
 		} else {
 			c.phase = phaseHead

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -309,4 +310,51 @@ func keptAliveRun(t *testing.T, conf *tls.Config, answers []struct{ method, resp
 		return false
 	}
 	return true
+}
+
+// TestHeadConnCountsWhatCameBeforeTheRequest: bytes the host sent after
+// its answer fail the next request's write even when a reader already
+// took them from the socket and has not handed them over (net/http's
+// reader, woken a moment before the write): the socket's count of bytes
+// received says they came. Nothing of the request is sent.
+func TestHeadConnCountsWhatCameBeforeTheRequest(t *testing.T) {
+	cc, peer := testutil.TCPPair(t)
+	if _, ok := received(cc); !ok {
+		t.Skip("no tcpi_bytes_received here")
+	}
+	c := &headConn{Conn: cc, raw: cc}
+	_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = peer.SetDeadline(time.Now().Add(10 * time.Second))
+	c.begin("GET")
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	head := make([]byte, 4096)
+	if _, err := io.ReadAtLeast(peer, head, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(peer, answer); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(answer))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != answer {
+		t.Fatalf("the answer read %q, %v", got, err)
+	}
+	// The forged answer comes, and a reader takes it behind c's back.
+	const forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged"
+	if _, err := io.WriteString(peer, forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(cc, make([]byte, len(forged))); err != nil {
+		t.Fatal(err)
+	}
+	c.begin("GET")
+	if n, err := io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n"); n != 0 || !errors.Is(err, errUnsolicited) {
+		t.Fatalf("the next request's write: %d bytes, %v; want none written, errUnsolicited", n, err)
+	}
+	_ = cc.Close()
+	if rest, _ := io.ReadAll(peer); len(rest) != 0 {
+		t.Fatalf("the host got %q after its answer", rest)
+	}
 }
