@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,7 +186,10 @@ func TestRejectOverPacketConn(t *testing.T) {
 }
 
 // FuzzReject: whatever bytes arrive, the screen does not panic, and what
-// it answers is a reply to them: their id, QR set, and FORMERR or NOTIMP.
+// it answers over UDP is a reply to them: their id, QR set, FORMERR or
+// NOTIMP, BADVERS with an OPT, or NOTAUTH with an unsigned BADKEY TSIG
+// (TC set, when the TSIG alone passes the size), and no larger than the
+// query offers.
 func FuzzReject(f *testing.F) {
 	q := new(mdns.Msg)
 	q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
@@ -197,6 +201,37 @@ func FuzzReject(f *testing.F) {
 	q.Opcode = mdns.OpcodeUpdate
 	b, _ = q.Pack()
 	f.Add(b)
+	// Refused from the header, so screen answers them: BADVERS, and
+	// NOTAUTH with a BADKEY TSIG, which fits what the query offers over
+	// UDP (1232, 512 or, without OPT, 512), the question cut (long
+	// names) or the TSIG too (longer ones).
+	q.IsEdns0().SetVersion(1)
+	b, _ = q.Pack()
+	f.Add(b)
+	label := strings.Repeat("k", 62) + "."
+	for _, tt := range []struct {
+		keyLabels int
+		longAlg   bool
+	}{{1, false}, {4, false}, {4, true}} {
+		for _, size := range []uint16{0, 512, 1232} {
+			q := new(mdns.Msg)
+			q.SetQuestion(strings.Repeat(label, 3)+"apps.example.com.", mdns.TypeA)
+			q.Opcode = mdns.OpcodeUpdate
+			if size != 0 {
+				q.SetEdns0(size, false)
+			}
+			key := strings.Repeat(label, tt.keyLabels)
+			q.SetTsig(key, mdns.HmacSHA256, 300, 1)
+			if tt.longAlg {
+				q.IsTsig().Algorithm = key
+			}
+			b, err := q.Pack()
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
 	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return nil }})
 	if err != nil {
 		f.Fatal(err)
@@ -211,8 +246,40 @@ func FuzzReject(f *testing.F) {
 		if err := r.Unpack(reply); err != nil {
 			t.Fatalf("reply does not parse: %v", err)
 		}
-		if r.Id != binary.BigEndian.Uint16(m) || !r.Response || (r.Rcode != mdns.RcodeFormatError && r.Rcode != mdns.RcodeNotImplemented) {
+		if r.Id != binary.BigEndian.Uint16(m) || !r.Response {
 			t.Fatalf("reply %v to %x", r, m)
+		}
+		ts := r.IsTsig()
+		switch r.Rcode {
+		case mdns.RcodeFormatError, mdns.RcodeNotImplemented:
+			if ts != nil {
+				t.Fatalf("%s with a TSIG: %v to %x", mdns.RcodeToString[r.Rcode], r, m)
+			}
+		case mdns.RcodeBadVers:
+			if r.IsEdns0() == nil || ts != nil {
+				t.Fatalf("BADVERS without its OPT, or with a TSIG: %v to %x", r, m)
+			}
+		case mdns.RcodeNotAuth:
+			// The TSIG is cut only when it alone passes the size.
+			if ts == nil && !r.Truncated || ts != nil && (ts.Error != mdns.RcodeBadKey || ts.MAC != "") {
+				t.Fatalf("NOTAUTH without an unsigned BADKEY TSIG: %v to %x", r, m)
+			}
+		default:
+			t.Fatalf("rcode %s: %v to %x", mdns.RcodeToString[r.Rcode], r, m)
+		}
+		// No reply passes what the query offers: its OPT's size (our
+		// cap, 1232, at most), 512 without one.
+		limit := mdns.MinMsgSize
+		if r.IsEdns0() != nil {
+			q := new(mdns.Msg)
+			if q.Unpack(m) == nil && q.IsEdns0() != nil {
+				limit = replySize(q.IsEdns0())
+			} else {
+				limit = ednsSize
+			}
+		}
+		if len(reply) > limit {
+			t.Fatalf("%d bytes, past %d: %v to %x", len(reply), limit, r, m)
 		}
 	})
 }
