@@ -127,7 +127,10 @@ func TestSignedMessageGetsBADKEYWhateverItsOpcode(t *testing.T) {
 // the same order: two OPT records FORMERR (RFC 6891 §6.1.1), then an
 // EDNS version other than 0 BADVERS, then a TSIG that is not last
 // FORMERR (RFC 8945 §5.2), then a TSIG with a key unknown here BADKEY,
-// and only then NOTIMP.
+// and only then NOTIMP. Bytes after the last record are read before all
+// of them, FORMERR (screen): a message that is not what its header says
+// is not read further, whatever its opcode. A signed UPDATE with them
+// got an unsigned NOTIMP, which its client takes for a forgery.
 func TestRefusedOpcodeCheckedInServesOrder(t *testing.T) {
 	addr := startServer(t)
 	tsig := func(q *mdns.Msg) mdns.RR {
@@ -141,15 +144,19 @@ func TestRefusedOpcodeCheckedInServesOrder(t *testing.T) {
 		return o
 	}
 	for _, tt := range []struct {
-		name  string
-		extra func(q *mdns.Msg) []mdns.RR
-		rcode int
+		name     string
+		extra    func(q *mdns.Msg) []mdns.RR
+		rcode    int
+		trailing bool // bytes after the last record
 	}{
-		{"two OPTs, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), opt(0), tsig(q)} }, mdns.RcodeFormatError},
-		{"EDNS version 1, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(1), tsig(q)} }, mdns.RcodeBadVers},
-		{"TSIG before the OPT", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{tsig(q), opt(0)} }, mdns.RcodeFormatError},
-		{"signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), tsig(q)} }, mdns.RcodeNotAuth},
-		{"EDNS version 0", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0)} }, -1},
+		{"two OPTs, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), opt(0), tsig(q)} }, mdns.RcodeFormatError, false},
+		{"EDNS version 1, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(1), tsig(q)} }, mdns.RcodeBadVers, false},
+		{"TSIG before the OPT", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{tsig(q), opt(0)} }, mdns.RcodeFormatError, false},
+		{"signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), tsig(q)} }, mdns.RcodeNotAuth, false},
+		{"EDNS version 0", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0)} }, -1, false},
+		{"trailing bytes", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0)} }, mdns.RcodeFormatError, true},
+		{"trailing bytes, signed", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), tsig(q)} }, mdns.RcodeFormatError, true},
+		{"trailing bytes, EDNS version 1", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(1)} }, mdns.RcodeFormatError, true},
 	} {
 		for _, network := range []string{"udp", "tcp"} {
 			for _, op := range []int{mdns.OpcodeQuery, mdns.OpcodeNotify, mdns.OpcodeUpdate, mdns.OpcodeStatus} {
@@ -160,6 +167,9 @@ func TestRefusedOpcodeCheckedInServesOrder(t *testing.T) {
 				b, err := q.Pack()
 				if err != nil {
 					t.Fatal(err)
+				}
+				if tt.trailing {
+					b = append(b, 0, 0, 0)
 				}
 				want := tt.rcode
 				if want == -1 { // no flaw: answered, or NOTIMP

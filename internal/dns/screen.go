@@ -12,7 +12,7 @@ import (
 // screen is the mdns.Server's DecorateReader: it sees each message as it
 // is read, before miekg/dns decides anything, and answers itself the
 // queries miekg/dns would get wrong. It answers FORMERR to one with
-// bytes after its last record: miekg/dns parses what the
+// bytes after its last record, of any opcode: miekg/dns parses what the
 // counts say and ignores the rest, but such a message is not what its
 // header describes (BIND and Knot answer it FORMERR too). And it answers
 // the queries miekg/dns refuses from the header alone (an opcode it does
@@ -114,11 +114,15 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 	}
 	rcode := mdns.RcodeFormatError
 	switch {
-	case action == mdns.MsgRejectNotImplemented:
-		rcode = mdns.RcodeNotImplemented
-	case action == mdns.MsgAccept && w.end == len(m):
+	case w.end != len(m):
+		// Not what its header says, whatever its opcode: FORMERR, read
+		// no further, as BIND's parser refuses it before the opcode is
+		// looked at. NOTIMP would be unsigned to a signed UPDATE.
+	case action == mdns.MsgAccept:
 		// Well formed: the handler answers it, if its records parse.
 		return s.unparsed(m, action, from)
+	case action == mdns.MsgRejectNotImplemented:
+		rcode = mdns.RcodeNotImplemented
 	}
 	req := &mdns.Msg{MsgHdr: mdns.MsgHdr{Id: h.Id, Opcode: int(h.Bits>>11) & 0xF,
 		RecursionDesired: h.Bits&(1<<8) != 0, CheckingDisabled: h.Bits&(1<<4) != 0}}
