@@ -24,10 +24,11 @@
 // ([ParseQuestion]). The server knows no TSIG key: a signed message of
 // any opcode gets NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945
 // §5.2.2), the key checked before the opcode, the question count and the
-// record counts are, after the EDNS version; over UDP,
-// when the reply with it passes the size, TC is set and the question cut
-// so that the TSIG fits (§5.3), the TSIG itself only when it alone passes.
-// A query whose TSIG is not the last record gets FORMERR.
+// record counts are, after the OPT records and the EDNS version; over
+// UDP, when the reply with it passes the size, TC is set and the question
+// cut so that the TSIG fits (§5.3), the TSIG itself only when it alone
+// passes. A query whose TSIG is not the last record, or has no RDATA,
+// gets FORMERR.
 //
 // Recursion is the operator's opt-in, for the platform only: with a
 // [Forwarder], a query with RD set from a source network in

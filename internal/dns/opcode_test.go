@@ -1,6 +1,7 @@
 package dns
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -182,6 +183,40 @@ func TestRefusedOpcodeCheckedInServesOrder(t *testing.T) {
 					t.Errorf("%s %s, opcode %d: %s (%d) with opcode %d, want %s (%d) with the request's", network, tt.name, op,
 						mdns.RcodeToString[r.Rcode], r.Rcode, r.Opcode, mdns.RcodeToString[want], want)
 				}
+			}
+		}
+	}
+}
+
+// TestTSIGWithoutRDATAGetsFORMERR: a TSIG whose RDATA is empty (RDLENGTH
+// 0) cannot be understood, which RFC 8945 §5.2 answers FORMERR, without
+// a TSIG, over UDP and TCP, whatever the opcode (QUERY reaches the
+// handler; UPDATE is screen's). miekg/dns reads it as a TSIG of empty
+// fields, and its BADKEY reply went out with an algorithm name of no
+// bytes at all: a reply no client can parse.
+func TestTSIGWithoutRDATAGetsFORMERR(t *testing.T) {
+	addr := startServer(t)
+	for _, network := range []string{"udp", "tcp"} {
+		for _, op := range []int{mdns.OpcodeQuery, mdns.OpcodeNotify, mdns.OpcodeUpdate} {
+			q := new(mdns.Msg)
+			q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+			q.Opcode = op
+			q.SetEdns0(1232, false)
+			b, err := q.Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[11]++ // ARCOUNT: the TSIG below
+			b = append(b, 12)
+			b = append(b, "platform"...)
+			b = append(b, 3, 'k', 'e', 'y', 0)
+			b = binary.BigEndian.AppendUint16(b, mdns.TypeTSIG)
+			b = binary.BigEndian.AppendUint16(b, mdns.ClassANY)
+			b = append(b, 0, 0, 0, 0, 0, 0) // TTL, RDLENGTH 0
+			r := rawExchange(t, network, addr, b)
+			if r.Rcode != mdns.RcodeFormatError || r.Opcode != op || r.IsTsig() != nil {
+				t.Errorf("%s opcode %d: %s (%d), opcode %d, TSIG %v; want FORMERR, the request's opcode, no TSIG",
+					network, op, mdns.RcodeToString[r.Rcode], r.Rcode, r.Opcode, r.IsTsig())
 			}
 		}
 	}

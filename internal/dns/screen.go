@@ -162,7 +162,7 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 			rcode = mdns.RcodeFormatError
 		case w.tsig >= 0:
 			rr, _, err := mdns.UnpackRR(m, w.tsig)
-			if badKey, _ = rr.(*mdns.TSIG); err != nil || badKey == nil {
+			if badKey, _ = rr.(*mdns.TSIG); err != nil || badKey == nil || unreadableTSIG(badKey) {
 				// RFC 8945 §5.2: a TSIG that cannot be read is FORMERR.
 				badKey, rcode = nil, mdns.RcodeFormatError
 			} else {

@@ -158,7 +158,8 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		resp.RecursionAvailable = ra
 	case badTSIG(req):
 		// RFC 8945 §5.2: a TSIG anywhere but last in the additional
-		// section is FORMERR; so are two of them.
+		// section is FORMERR; so are two of them, and one that cannot be
+		// understood.
 		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeFormatError)
 		resp.RecursionAvailable = ra
 	case req.IsTsig() != nil:
@@ -384,11 +385,15 @@ func badOPT(req *mdns.Msg) bool {
 }
 
 // badTSIG reports whether req's TSIG records break RFC 8945 §5.2: one
-// in the answer or authority section, more than one, or one that is not
-// the last record of the additional section. [mdns.Msg.IsTsig] looks at
-// the last record alone, so without this a misplaced TSIG would be
-// ignored and the query answered as if unsigned.
+// in the answer or authority section, more than one, one that is not
+// the last record of the additional section, or one without RDATA
+// ([unreadableTSIG]). [mdns.Msg.IsTsig] looks at the last record alone,
+// so without this a misplaced TSIG would be ignored and the query
+// answered as if unsigned.
 func badTSIG(req *mdns.Msg) bool {
+	if ts := req.IsTsig(); ts != nil && unreadableTSIG(ts) {
+		return true
+	}
 	for _, sec := range [][]mdns.RR{req.Answer, req.Ns} {
 		for _, rr := range sec {
 			if rr.Header().Rrtype == mdns.TypeTSIG {
@@ -403,6 +408,14 @@ func badTSIG(req *mdns.Msg) bool {
 	}
 	return false
 }
+
+// unreadableTSIG reports whether ts, as miekg/dns read it, is one RFC
+// 8945 §5.2 cannot understand, FORMERR: one whose RDATA is empty, which
+// miekg/dns reads without error as a TSIG of empty fields. Its BADKEY
+// reply would carry an algorithm name of no bytes at all, not even the
+// root's, and no client could parse it. A name read from the wire is
+// never "" otherwise: the root is ".".
+func unreadableTSIG(ts *mdns.TSIG) bool { return ts.Algorithm == "" }
 
 // mayRecurse reports whether a query from addr may recurse: recursion is
 // on and addr is in an allowed prefix.
