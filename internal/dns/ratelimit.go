@@ -346,7 +346,9 @@ func (s *Server) limits(from net.Addr) bool {
 
 // limitReject is screen's reply (an error) to a UDP query from from,
 // rate limited: nil when dropped, with TC set when slipped. Such a reply
-// holds the question and an OPT at most, so TC alone makes it the slip.
+// holds the question, an OPT and a BADKEY TSIG at most, what serve's
+// slip of the same error holds (slipped keeps the question and OPT, and
+// the TSIG is appended after it), so TC alone makes it the slip.
 func (s *Server) limitReject(reply []byte, from net.Addr) []byte {
 	if !s.limits(from) {
 		return reply

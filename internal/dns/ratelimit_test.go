@@ -775,3 +775,34 @@ func TestRateLimitQueriesRefusedByTheirHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestSlippedBADKEYSameFromScreenAndServe: a signed message over the
+// limit, slipped, gets the same reply whether serve answers it (a QUERY)
+// or screen does (an UPDATE): NOTAUTH with TC set, the question, the OPT
+// and the unsigned BADKEY TSIG, nothing else. Errors share one count per
+// network, so the first message spends the budget and both after it slip.
+func TestSlippedBADKEYSameFromScreenAndServe(t *testing.T) {
+	addr, _, limited := rrlServer(t, Options{RateLimit: 1, RateLimitSlip: 1})
+	signed := func(op int) *mdns.Msg {
+		q := new(mdns.Msg)
+		q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+		q.Opcode = op
+		q.SetEdns0(1232, false)
+		return q
+	}
+	if r := exchangeSigned(t, "udp", addr, signed(mdns.OpcodeQuery), "platform-key."); r.Rcode != mdns.RcodeNotAuth || r.Truncated {
+		t.Fatalf("first: %v, want NOTAUTH in full", r)
+	}
+	for _, op := range []int{mdns.OpcodeQuery, mdns.OpcodeUpdate} {
+		q := signed(op)
+		r := exchangeSigned(t, "udp", addr, q, "platform-key.")
+		ts := r.IsTsig()
+		if r.Rcode != mdns.RcodeNotAuth || !r.Truncated || r.Opcode != op || len(r.Question) != 1 || r.IsEdns0() == nil ||
+			ts == nil || ts.Error != mdns.RcodeBadKey || len(r.Answer)+len(r.Ns) != 0 || len(r.Extra) != 2 {
+			t.Errorf("opcode %d over the limit: %v; want NOTAUTH, TC, the question, OPT and BADKEY TSIG", op, r)
+		}
+		if a := <-limited; a != "truncated" {
+			t.Errorf("opcode %d: counted %q, want truncated", op, a)
+		}
+	}
+}
