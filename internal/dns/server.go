@@ -247,8 +247,10 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 func truncateRRsets(resp *mdns.Msg, size int) {
 	answer, ns, extra := resp.Answer, resp.Ns, resp.Extra
 	if len(extra) > 1 {
-		// Truncate takes the OPT out of Extra in place; one record alone
-		// is a whole set, cut or not.
+		// Truncate takes the OPT out of Extra and appends it after the
+		// records it keeps, in place: over the first one it cut, which
+		// the set counts must still read. One record alone is a whole
+		// set, cut or not.
 		extra = slices.Clone(extra)
 	}
 	resp.Truncate(size)

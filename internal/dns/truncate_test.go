@@ -83,3 +83,42 @@ func TestTruncatedReplyHoldsWholeRRsets(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncateRRsetsKeepsOPTWhenAdditionalCut: a forwarded reply whose
+// additional section (the upstream's records, then our OPT) is cut keeps
+// its OPT (RFC 6891 §7) and no part of an RRset there. Truncate puts the
+// OPT back in place after the records it keeps, over one it cut: read
+// from that slice, the set counts would take the OPT for cut and drop it.
+func TestTruncateRRsetsKeepsOPTWhenAdditionalCut(t *testing.T) {
+	q := new(mdns.Msg)
+	q.SetQuestion("www.example.org.", mdns.TypeNS)
+	resp := new(mdns.Msg).SetReply(q)
+	for i := range 6 {
+		ns := fmt.Sprintf("ns%d.%s.example.org.", i, strings.Repeat("n", 60))
+		rr, _ := mdns.NewRR("www.example.org. 60 IN NS " + ns)
+		resp.Answer = append(resp.Answer, rr)
+		for j := range 6 {
+			rr, _ := mdns.NewRR(fmt.Sprintf("%s 60 IN A 192.0.2.%d", ns, 10*i+j))
+			resp.Extra = append(resp.Extra, rr)
+		}
+	}
+	resp.SetEdns0(ednsSize, false)
+	all := rrsetSizes(resp.Extra)
+	truncateRRsets(resp, mdns.MinMsgSize)
+	b, err := resp.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := new(mdns.Msg)
+	if err := r.Unpack(b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > mdns.MinMsgSize || !r.Truncated || r.IsEdns0() == nil || len(r.Answer) != 6 {
+		t.Errorf("%d bytes, TC=%v, OPT %v, %d answers; want at most 512, TC, the OPT, all 6 NS", len(b), r.Truncated, r.IsEdns0(), len(r.Answer))
+	}
+	for set, n := range rrsetSizes(r.Extra) {
+		if n != all[set] {
+			t.Errorf("%s: %d of its %d records", set, n, all[set])
+		}
+	}
+}
