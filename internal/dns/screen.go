@@ -146,11 +146,12 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 	}
 	var badKey *mdns.TSIG
 	if w.end == len(m) {
-		// What the header refuses is read after the EDNS version and the
-		// TSIG, in [Server.serve]'s order: RFC 6891 §6.1.3 answers a
-		// version we do not speak BADVERS, and RFC 8945 §5.2 has the TSIG
-		// checked before the message is processed, a TSIG in every reply
-		// to a signed one. An UPDATE signed with a key we do not know is
+		// What the header refuses is read after the OPT records, the EDNS
+		// version and the TSIG, in [Server.serve]'s order: RFC 6891
+		// §6.1.1 answers more than one OPT FORMERR, §6.1.3 a version we
+		// do not speak BADVERS, and RFC 8945 §5.2 has the TSIG checked
+		// before the message is processed, a TSIG in every reply to a
+		// signed one. An UPDATE signed with a key we do not know is
 		// answered BADKEY as a signed QUERY or NOTIFY is, not NOTIMP: the
 		// client would take an unsigned NOTIMP for a forgery.
 		switch {
