@@ -191,7 +191,11 @@ func environ(env []string) (map[string]string, error) {
 }
 
 // documents counts the YAML documents in b that hold something: a lone
-// "---" at the start or end of the file opens no second one.
+// "---" at the start or end of the file opens no second one. The parser
+// gives a directive ("%YAML 1.2") a document of its own, though it only
+// heads the next: counted, a file of a directive and its keys was refused
+// as two documents, and one of a directive and nothing else was taken for
+// settings.
 func documents(b []byte) int {
 	f, err := parser.ParseBytes(b, 0)
 	if err != nil {
@@ -199,7 +203,7 @@ func documents(b []byte) int {
 	}
 	n := 0
 	for _, d := range f.Docs {
-		if d != nil && d.Body != nil {
+		if d != nil && d.Body != nil && d.Body.Type() != ast.DirectiveType {
 			n++
 		}
 	}
