@@ -59,7 +59,9 @@ func parseHostFlags(args []string, stdout, stderr io.Writer) (*hostFlags, error)
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, usagef("host: unexpected argument %q", fs.Arg(0))
+		// A bus list split at a space after its comma leaves a URL
+		// over, whose password is not repeated.
+		return nil, usagef("host: unexpected argument %s", config.StrayArg(fs, args))
 	}
 	for name, v := range map[string]string{"-cluster": f.cluster, "-id": f.id, "-key": f.keyFile, "-addr": f.addr, "-upstream": f.upstream} {
 		if v == "" {

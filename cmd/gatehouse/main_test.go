@@ -271,3 +271,35 @@ func TestSwallowedFlagNamed(t *testing.T) {
 		})
 	}
 }
+
+// TestStrayArgumentNoSecret: an argument left over is quoted in the
+// error line, which ends up in logs. A bus list written with a space
+// after its comma, or -bus= with the URL after a space, left a bus URL
+// over, and host and serve repeated its password; serve repeated a
+// token given as -control-token= TOKEN. Exit 2, nothing started.
+func TestStrayArgumentNoSecret(t *testing.T) {
+	hostArgs := func(args ...string) []string {
+		return append([]string{"host", "-cluster", "c1", "-id", "web-1", "-app", "hello", "-key", "k",
+			"-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1"}, args...)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{hostArgs("-bus", "nats://gw:s3cret@127.0.0.1:1,", "nats://gw:s3cret@127.0.0.1:2"), `host: unexpected argument "nats://xxxxx@127.0.0.1:2"`},
+		{hostArgs("-bus=", "nats://gw:s3cret@127.0.0.1:1"), `host: unexpected argument "nats://xxxxx@127.0.0.1:1"`},
+		{[]string{"serve", "-bus", "nats://gw:s3cret@127.0.0.1:1,", "nats://gw:s3cret@127.0.0.1:2"}, `config: unexpected argument "nats://xxxxx@127.0.0.1:2" (flags come as -name value)`},
+		{[]string{"serve", "-control-token=", "s3cret-0123456789"}, `config: unexpected argument (the value of -control-token, not shown) (flags come as -name value)`},
+	} {
+		t.Run(c.args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), c.args, &out, &errb)
+			if err == nil || err.Error() != c.want || exitCode(err, io.Discard) != 2 {
+				t.Errorf("%q: %v\nwant %s, exit 2", c.args, err, c.want)
+			}
+			if out.Len()+errb.Len() != 0 {
+				t.Errorf("%q printed %q and %q", c.args, out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -80,7 +80,6 @@ func Load(args []string, env []string) (Config, error) {
 			// "-cluster-affinity false": a boolean flag ends at its name.
 			hint = "a boolean flag takes its value after =, as -name=false"
 		}
-		stray := fmt.Sprintf("%q", fs.Arg(0))
 		// "-http-mode -http :80": a flag left without its value took the
 		// next flag as one, and that flag's value is the stray argument.
 		// No value is repeated that may hold a secret, as error lines
@@ -88,21 +87,8 @@ func Load(args []string, env []string) (Config, error) {
 		// credential.
 		if sw, ok := SwallowedFlag(fs, args); ok {
 			hint = sw.Hint()
-			// Given as -name=value, the taken flag's value is not the
-			// stray argument.
-			switch {
-			case strings.Contains(sw.Took, "="):
-			case sw.TookFlag == "control-token":
-				stray = "(the value of -control-token, not shown)"
-			case sw.TookFlag == "bus":
-				urls := strings.Split(fs.Arg(0), ",")
-				for i, u := range urls {
-					urls[i] = RedactURL(u)
-				}
-				stray = fmt.Sprintf("%q", strings.Join(urls, ","))
-			}
 		}
-		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %s (%s)", stray, hint)}
+		return Config{}, &UsageError{fmt.Errorf("config: unexpected argument %s (%s)", StrayArg(fs, args, "control-token"), hint)}
 	}
 	vars, err := environ(env)
 	if err != nil {

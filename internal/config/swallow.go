@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -86,4 +87,43 @@ func flagName(arg string) (name string, assigned, ok bool) {
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// StrayArg quotes the first argument fs left over from args (after a
+// Parse that succeeded), for an error line, with nothing shown that may
+// be a secret, as error lines end up in logs: a URL's user and password
+// are xxxxx ("-bus URL, URL" split by a space after its comma, "-bus=
+// URL"), and an argument that comes right after one of the secret flags,
+// or after its value, or after its name taken as another flag's value, is
+// not shown at all: it is most likely the value, or the part of it the
+// shell split off ("-control-token= TOKEN", "-control-token $T" with a
+// space in T).
+func StrayArg(fs *flag.FlagSet, args []string, secret ...string) string {
+	stray := len(args) - fs.NArg()
+	// owner: the flag whose name or value args[stray-1] is, as fs read it.
+	owner := ""
+	for i := 0; i < stray; i++ {
+		name, assigned, ok := flagName(args[i])
+		f := fs.Lookup(name)
+		if !ok || f == nil {
+			break // "--", which ends the flags
+		}
+		owner = name
+		if assigned || isBoolFlag(f) {
+			continue
+		}
+		if i++; i == stray-1 {
+			if took, tookAssigned, ok := flagName(args[i]); ok && !tookAssigned && slices.Contains(secret, took) {
+				owner = took
+			}
+		}
+	}
+	if slices.Contains(secret, owner) {
+		return fmt.Sprintf("(the value of -%s, not shown)", owner)
+	}
+	urls := strings.Split(fs.Arg(0), ",")
+	for i, u := range urls {
+		urls[i] = RedactURL(u)
+	}
+	return fmt.Sprintf("%q", strings.Join(urls, ","))
 }

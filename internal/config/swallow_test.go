@@ -29,6 +29,16 @@ func TestFlagWithoutItsValue(t *testing.T) {
 		{[]string{"-zone", "-http", "-http-mode", "-control-token", "s3cret-0123456789"}, `config: unexpected argument (the value of -control-token, not shown) (-http-mode took "-control-token" as its value: give it one, as -http-mode VALUE)`},
 		// -h, which the flag package takes for help, taken as a value.
 		{[]string{"-config", "-h", "x"}, `config: unexpected argument "x" (-config took "-h" as its value: give it one, as -config VALUE)`},
+		// No flag without its value, and still a secret left over: a bus
+		// list split by a space after its comma, a -bus= or
+		// -control-token= with its value after a space, a token the
+		// shell split at a space; and a swallow that is not the one the
+		// stray argument comes from.
+		{[]string{"-bus", "nats://gw:s3cret@nats:4222,", "nats://gw:s3cret@nats-2:4222"}, `config: unexpected argument "nats://xxxxx@nats-2:4222" (flags come as -name value)`},
+		{[]string{"-bus=", "nats://gw:s3cret@nats:4222"}, `config: unexpected argument "nats://xxxxx@nats:4222" (flags come as -name value)`},
+		{[]string{"-zone", "-http", "-bus", "nats://gw:s3cret@nats:4222,", "nats://gw:s3cret@nats-2:4222"}, `config: unexpected argument "nats://xxxxx@nats-2:4222" (-zone took "-http" as its value: give it one, as -zone VALUE)`},
+		{[]string{"-control-token=", "s3cret-0123456789"}, `config: unexpected argument (the value of -control-token, not shown) (flags come as -name value)`},
+		{[]string{"--control-token", "s3cret-0123", "456789"}, `config: unexpected argument (the value of -control-token, not shown) (flags come as -name value)`},
 	} {
 		_, err := Load(tc.args, nil)
 		var ue *UsageError
