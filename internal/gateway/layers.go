@@ -652,6 +652,15 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			if status == http.StatusMethodNotAllowed {
 				w.Header()["Allow"] = allowed
 			}
+			// A browser sends some of these: fetch() upper-cases only the
+			// six methods of the Fetch standard, so {method: "patch"}
+			// goes out as "patch", after a preflight the cors layer
+			// admitted. This layer runs before that one, and without its
+			// fields the page would read a network error, not the detail
+			// that says what to change (as appClosedCORS's 503).
+			if rq := route.RequestFrom(ctx); rq != nil && rq.Match.App != nil {
+				corsPolicy(rq.Match.App.CORS).Respond(requestOrigin(r), w.Header())
+			}
 			problem.Write(w, status, detail)
 			return
 		}
