@@ -706,8 +706,9 @@ const maxMethod = 32
 // a host's echo would show the client the fields the gateway adds
 // (X-Gatehouse-* context, forwarded identity, verified token claims) and
 // any cookie a script cannot read (cross-site tracing). The answer is
-// 405 with the Allow that CONNECT's gets (the methods the gateway passes
-// on), as nginx answers TRACE, not 501 (RFC 9110 §15.6.2, "not supported
+// 405 with the Allow that CONNECT's gets (the standard methods: the
+// extension methods an app serves pass too, but only the app could name
+// them), as nginx answers TRACE, not 501 (RFC 9110 §15.6.2, "not supported
 // for any resource"), which would be as true: a 5xx counts against the
 // app's error rate, and every scanner that probes for TRACE would page
 // an operator who alerts on it. Max-Forwards, which only

@@ -291,7 +291,7 @@ func TestMethodMustBeAnUpperCaseToken(t *testing.T) {
 	}
 }
 
-// wantAllow: a 405 names the methods the gateway passes on (RFC 9110
+// wantAllow: a 405 names the standard methods the gateway passes on (RFC 9110
 // §15.5.6 requires an Allow), TRACE not among them.
 func wantAllow(t *testing.T, what string, a answer) {
 	t.Helper()
