@@ -67,10 +67,10 @@ func h1Answer(t *testing.T, addr string, tlsOn bool, raw string) answer {
 	return answer{res.StatusCode, res.Header, string(b)}
 }
 
-// h2Answer sends one HTTP/2 request over TLS to addr with method and
-// body (none when empty) and reads its answer frame by frame, as the
-// gateway's own h2 server writes it.
-func h2Answer(t *testing.T, addr, method, body string) answer {
+// h2Answer sends one HTTP/2 request over TLS to addr with method, body
+// (none when empty) and the extra fields (lower-case names), and reads
+// its answer frame by frame, as the gateway's own h2 server writes it.
+func h2Answer(t *testing.T, addr, method, body string, extra ...[2]string) answer {
 	t.Helper()
 	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "hello." + testZone, NextProtos: []string{"h2"}})
 	if err != nil {
@@ -89,6 +89,7 @@ func h2Answer(t *testing.T, addr, method, body string) answer {
 	if body != "" {
 		fields = append(fields, [2]string{"content-length", strconv.Itoa(len(body))})
 	}
+	fields = append(fields, extra...)
 	for _, f := range fields {
 		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}

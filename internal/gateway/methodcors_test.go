@@ -57,6 +57,11 @@ func TestMethodRefusalReadableCrossOrigin(t *testing.T) {
 			}
 		}
 	}
+	a := h2Answer(t, httpsAddr, "patch", "", [2]string{"origin", allowed})
+	wantProblemAnswer(t, "h2 patch", a, http.StatusBadRequest, "")
+	if got := a.header.Get("Access-Control-Allow-Origin"); got != allowed {
+		t.Errorf("h2 patch from an allowed origin: Access-Control-Allow-Origin %q, want %q", got, allowed)
+	}
 	if got := host.list(); len(got) != 0 {
 		t.Fatalf("the host received %q", got)
 	}
