@@ -45,8 +45,8 @@ type conn struct {
 
 	// gmu orders the GOAWAYs: one naming the last stream never goes out
 	// before one naming 2^31-1 (goAwayGracefully), as a GOAWAY may not
-	// name a higher stream than an earlier one did (RFC 9113 §6.8), and
-	// a connection error's (fail) goes out last.
+	// name a higher stream than an earlier one did (RFC 9113 §6.8). A
+	// connection error's (fail) goes out last without it: see fail.
 	gmu sync.Mutex
 
 	// The writing side. wmu orders frames on the wire, and guards enc:
@@ -412,14 +412,16 @@ func (cn *conn) readError(err error) error {
 
 // fail sends GOAWAY with code and returns the error that ends serve.
 // Nothing is written after that GOAWAY: the connection ends (linger).
-// Under gmu, so that a GOAWAY 2^31-1 on its way (goAwayGracefully) is
-// queued before it and none after, and behind the control frames queued
-// before it: written straight to the wire, it went out ahead of a
-// GOAWAY 2^31-1 still in the queue (RFC 9113 §6.8: no GOAWAY may name a
-// higher stream than an earlier one did).
+// It goes out behind the control frames queued before it (a GOAWAY
+// 2^31-1 among them: RFC 9113 §6.8, no GOAWAY may name a higher stream
+// than an earlier one did), and a frame queued after it is dropped
+// (errGoneAway). Not under gmu: fail waits for the write lock, which a
+// write stuck on a client that reads nothing holds, and gmu held
+// meanwhile stopped every other GOAWAY's sender (a handler's Connection:
+// close, a drain, the grace's end) with it. A GOAWAY on its way under gmu
+// is queued before fail's or finds goaway set, and is then not sent or
+// dropped: mu and the queue order them, gmu is not needed.
 func (cn *conn) fail(code http2.ErrCode, why string) error {
-	cn.gmu.Lock()
-	defer cn.gmu.Unlock()
 	cn.mu.Lock()
 	last := cn.lastID
 	if cn.goaway {
@@ -435,12 +437,13 @@ func (cn *conn) fail(code http2.ErrCode, why string) error {
 	cn.mu.Unlock()
 	// Queued under wmu, not before taking it: a handler holding wmu
 	// would send the GOAWAY with its own frames (unlockWrite), then write
-	// on, taking wmu again before fail did.
+	// on, taking wmu again before fail did. Queued and written in one
+	// hold of cmu: a frame queued between the two went out after the
+	// GOAWAY.
 	cn.wmu.Lock()
 	cn.cmu.Lock()
 	_ = cn.cf.WriteGoAway(last, code, nil)
-	cn.cmu.Unlock()
-	cn.writeControl()
+	cn.writeControlLocked()
 	if cn.werr == nil {
 		// A handler's frame, a drain's GOAWAY queued before the
 		// connection ends, is dropped; the connection is not closed at
@@ -759,6 +762,11 @@ func (cn *conn) unlockWrite() {
 // writeControl writes the queued control frames and flushes. Under wmu.
 func (cn *conn) writeControl() {
 	cn.cmu.Lock()
+	cn.writeControlLocked()
+}
+
+// writeControlLocked is writeControl with cmu held; it lets go of it.
+func (cn *conn) writeControlLocked() {
 	if cn.cbuf.Len() > 0 && cn.werr == nil {
 		_, err := cn.bw.Write(cn.cbuf.Bytes())
 		if err != nil {

@@ -327,11 +327,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	zero := s.zero
 	// Each GOAWAY is written on a goroutine of its own: a connection
-	// whose writer is stuck (a client that reads nothing) holds its write
-	// lock, or its gmu behind a connection error's GOAWAY, until the
-	// write fails, and Shutdown must neither wait past ctx for that nor
-	// hold back the other connections' GOAWAYs behind it. Added under mu
-	// unless closed, so that Close's wait for them follows every Add.
+	// whose writer is stuck (a client that reads nothing) holds the
+	// GOAWAY's write, or the write lock a full control queue waits for,
+	// until the write fails, and Shutdown must neither wait past ctx
+	// for that nor hold back the other connections' GOAWAYs behind it.
+	// Added under mu unless closed, so that Close's wait for them
+	// follows every Add.
 	if !s.closed {
 		s.sends.Add(len(drains))
 		for _, d := range drains {
