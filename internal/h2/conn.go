@@ -71,10 +71,12 @@ type conn struct {
 	peerMaxFrame atomic.Uint32
 
 	// Control frames queued by the reader while a handler holds wmu (see
-	// sendControl): encoded into cbuf by cf.
+	// sendControl): encoded into cbuf by cf. cout, under wmu, holds them
+	// as they are written (takeControlLocked): the two buffers swap.
 	cmu  sync.Mutex
 	cbuf bytes.Buffer
 	cf   *http2.Framer
+	cout bytes.Buffer
 
 	// mu guards the stream table, flow control on both sides and the
 	// connection's state.
@@ -437,13 +439,15 @@ func (cn *conn) fail(code http2.ErrCode, why string) error {
 	cn.mu.Unlock()
 	// Queued under wmu, not before taking it: a handler holding wmu
 	// would send the GOAWAY with its own frames (unlockWrite), then write
-	// on, taking wmu again before fail did. Queued and written in one
-	// hold of cmu: a frame queued between the two went out after the
-	// GOAWAY.
+	// on, taking wmu again before fail did. Queued and taken from the
+	// queue in one hold of cmu: a frame queued between the two went out
+	// after the GOAWAY.
 	cn.wmu.Lock()
 	cn.cmu.Lock()
 	_ = cn.cf.WriteGoAway(last, code, nil)
-	cn.writeControlLocked()
+	cn.takeControlLocked()
+	cn.cmu.Unlock()
+	cn.flushControl()
 	if cn.werr == nil {
 		// A handler's frame, a drain's GOAWAY queued before the
 		// connection ends, is dropped; the connection is not closed at
@@ -762,22 +766,31 @@ func (cn *conn) unlockWrite() {
 // writeControl writes the queued control frames and flushes. Under wmu.
 func (cn *conn) writeControl() {
 	cn.cmu.Lock()
-	cn.writeControlLocked()
+	cn.takeControlLocked()
+	cn.cmu.Unlock()
+	cn.flushControl()
 }
 
-// writeControlLocked is writeControl with cmu held; it lets go of it.
-func (cn *conn) writeControlLocked() {
-	if cn.cbuf.Len() > 0 && cn.werr == nil {
-		_, err := cn.bw.Write(cn.cbuf.Bytes())
+// takeControlLocked moves the queued control frames to cout, for
+// flushControl to write with cmu let go: a write stuck on a client that
+// reads nothing then holds only wmu, and the reader (sendControl) goes on
+// queueing. Under wmu and cmu.
+func (cn *conn) takeControlLocked() {
+	cn.cbuf, cn.cout = cn.cout, cn.cbuf
+}
+
+// flushControl writes what takeControlLocked took and flushes. Under wmu.
+func (cn *conn) flushControl() {
+	if cn.cout.Len() > 0 && cn.werr == nil {
+		_, err := cn.bw.Write(cn.cout.Bytes())
 		if err != nil {
 			cn.werr = err
 		}
 	}
-	cn.cbuf.Reset()
-	if cn.cbuf.Cap() > keepControlBuf {
-		cn.cbuf = bytes.Buffer{} // a burst's buffer goes with the burst
+	cn.cout.Reset()
+	if cn.cout.Cap() > keepControlBuf {
+		cn.cout = bytes.Buffer{} // a burst's buffer goes with the burst
 	}
-	cn.cmu.Unlock()
 	if cn.bw.Buffered() > 0 && cn.werr == nil {
 		if err := cn.bw.Flush(); err != nil {
 			cn.werr = err

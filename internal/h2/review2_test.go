@@ -417,9 +417,11 @@ func TestControlQueueLetsGo(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for cn := range s.conns {
+		cn.wmu.Lock() // cout's, and cbuf's while it swaps with it
 		cn.cmu.Lock()
-		held := cn.cbuf.Cap()
+		held := max(cn.cbuf.Cap(), cn.cout.Cap())
 		cn.cmu.Unlock()
+		cn.wmu.Unlock()
 		if held > 4<<10 {
 			t.Fatalf("the control queue holds a %d-byte buffer after it was sent", held)
 		}
