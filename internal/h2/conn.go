@@ -45,8 +45,10 @@ type conn struct {
 
 	// gmu orders the GOAWAYs: one naming the last stream never goes out
 	// before one naming 2^31-1 (goAwayGracefully), as a GOAWAY may not
-	// name a higher stream than an earlier one did (RFC 9113 §6.8). A
-	// connection error's (fail) goes out last without it: see fail.
+	// name a higher stream than an earlier one did (RFC 9113 §6.8). It
+	// orders their queueing (queueControl) and is let go before any
+	// write or wait for wmu. A connection error's (fail) goes out last
+	// without it: see fail.
 	gmu sync.Mutex
 
 	// The writing side. wmu orders frames on the wire, and guards enc:
@@ -726,16 +728,37 @@ func (cn *conn) onReset(f *http2.RSTStreamFrame) error {
 // The queue is bounded: past maxControlQueue the caller waits for the
 // lock, so a client that floods and does not read stops being read.
 func (cn *conn) sendControl(write func(*http2.Framer) error) {
-	cn.cmu.Lock()
-	_ = write(cn.cf)
-	full := cn.cbuf.Len() > maxControlQueue
-	cn.cmu.Unlock()
-	if full {
+	if cn.queueControl(write) {
 		cn.wmu.Lock()
-	} else if !cn.wmu.TryLock() {
+		cn.unlockWrite()
 		return
 	}
-	cn.unlockWrite()
+	cn.pushControl()
+}
+
+// queueControl queues write's frame, and reports whether the queue is
+// past maxControlQueue. The GOAWAYs' senders queue theirs under gmu, and
+// push it (pushControl) or leave it to the write lock's holder with gmu
+// let go, never waiting for the lock: what they add past the bound is a
+// few frames, once in the connection's life, and a write stuck on a
+// client that reads nothing, waited for or made under gmu, held every
+// other GOAWAY's sender with it (a handler's Connection: close in
+// WriteHeader).
+func (cn *conn) queueControl(write func(*http2.Framer) error) (full bool) {
+	cn.cmu.Lock()
+	defer cn.cmu.Unlock()
+	_ = write(cn.cf)
+	return cn.cbuf.Len() > maxControlQueue
+}
+
+// pushControl sends the queued control frames if the write lock is free;
+// otherwise its holder does, before it lets go (unlockWrite). A full
+// queue has a holder, or a sendControl on its way to the lock, that sends
+// it all.
+func (cn *conn) pushControl() {
+	if cn.wmu.TryLock() {
+		cn.unlockWrite()
+	}
 }
 
 // unlockWrite sends the queued control frames, flushes, and lets go of
@@ -962,20 +985,21 @@ func (cn *conn) markDrainLocked() (d drain, ok bool) {
 	return drain{cn, cn.lastID, cn.handlers == 0}, true
 }
 
-// send writes the GOAWAY; it may wait for a write in progress.
+// send writes the GOAWAY, or leaves it to a write in progress.
 func (d drain) send() {
 	d.cn.gmu.Lock()
-	d.write()
+	d.queue()
 	d.cn.gmu.Unlock()
+	d.cn.pushControl()
 	if d.idle {
 		d.cn.closeSoon()
 	}
 }
 
-// write is send's write, under gmu.
-func (d drain) write() {
+// queue queues the GOAWAY, under gmu; pushControl sends it.
+func (d drain) queue() {
 	last := d.last
-	d.cn.sendControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	d.cn.queueControl(func(w *http2.Framer) error { return w.WriteGoAway(last, http2.ErrCodeNo, nil) })
 }
 
 // goAwayGracefully has the connection go away without refusing a stream
@@ -991,28 +1015,31 @@ func (d drain) write() {
 // once, as it would have.
 func (cn *conn) goAwayGracefully() {
 	cn.gmu.Lock()
-	defer cn.gmu.Unlock()
 	cn.mu.Lock()
 	if !cn.settled {
 		// No stream is open yet: the drain waits for the SETTINGS, as
 		// markDrain's does.
 		cn.drainLater = true
 		cn.mu.Unlock()
+		cn.gmu.Unlock()
 		return
 	}
 	if cn.goaway || cn.graceful || cn.done {
 		cn.mu.Unlock()
+		cn.gmu.Unlock()
 		return
 	}
 	cn.graceful = true
 	cn.graceTimer = time.AfterFunc(graceWait, func() { cn.endGrace() })
 	cn.mu.Unlock()
-	cn.sendControl(func(w *http2.Framer) error {
+	cn.queueControl(func(w *http2.Framer) error {
 		if err := w.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil); err != nil {
 			return err
 		}
 		return w.WritePing(false, [8]byte([]byte(gracePing)))
 	})
+	cn.gmu.Unlock()
+	cn.pushControl()
 }
 
 // gracePing is the payload of goAwayGracefully's PING; graceWait bounds
@@ -1040,9 +1067,12 @@ func (cn *conn) endGrace() bool {
 	}
 	cn.mu.Unlock()
 	if ok {
-		d.write()
+		d.queue()
 	}
 	cn.gmu.Unlock()
+	if ok {
+		cn.pushControl()
+	}
 	if ok && d.idle {
 		cn.closeSoon()
 	}

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -122,4 +123,104 @@ func waitPath(t *testing.T, entered <-chan string, path string) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the handler of %s never ran: the connection is not read", path)
 	}
+}
+
+// TestGoAwayNeverWaitsForAFullControlQueue: a GOAWAY's sender queues it
+// past the control queue's bound rather than wait for the write lock as
+// the reader does there: it holds gmu, and waiting for a write stuck on a
+// client that reads nothing held every other GOAWAY's sender with it. A
+// handler answering Connection: close stayed in WriteHeader. The client
+// here floods the queue with PINGs within its allowance (two for each
+// DATA frame it was sent, a hundred more) and reads nothing.
+func TestGoAwayNeverWaitsForAFullControlQueue(t *testing.T) {
+	const chunks = 2200 // DATA frames: an allowance of 4500 PINGs
+	entered, answer, answered := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/many":
+			for range chunks {
+				_, _ = w.Write([]byte("x"))
+				w.(http.Flusher).Flush()
+			}
+		case "/big":
+			_, _ = w.Write([]byte("held")) // waits for the client, the write lock held
+		case "/close":
+			entered <- struct{}{}
+			<-answer
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusNoContent)
+			close(answered)
+		}
+	})
+	accepted := make(chan *stuckConn, 1)
+	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
+		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
+		accepted <- sc
+		return sc
+	})
+	rc := dialRaw(t, addr)
+	sc := <-accepted
+	t.Cleanup(sc.free)
+	rc.headers(1, true, reqFields("GET", "/many")...)
+	rc.until("stream 1's end", endOf(1))
+	rc.headers(3, true, reqFields("GET", "/close")...)
+	waitEntered(t, entered)
+	sc.stick()
+	rc.headers(5, true, reqFields("GET", "/big")...)
+	select {
+	case <-sc.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler wrote nothing")
+	}
+	// 4000 ACKs of 17 bytes: past the queue's 64 KiB, the reader waits.
+	for i := range 4000 {
+		if err := rc.fr.WritePing(false, [8]byte{byte(i >> 8), byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGoroutine(t, "(*conn).sendControl", "[sync.Mutex.Lock")
+	close(answer)
+	waitAnswered(t, answered)
+}
+
+// TestStuckGoAwayHoldsBackNoOtherGoAway: a drain's GOAWAY whose write is
+// stuck on a client that reads nothing (its socket full, the write lock
+// free as the GOAWAY was queued) holds back no other GOAWAY's sender: a
+// handler answering Connection: close goes on. Its sender wrote it
+// holding gmu, which that answer (goAwayGracefully) waited for.
+func TestStuckGoAwayHoldsBackNoOtherGoAway(t *testing.T) {
+	entered, answer, answered := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-answer
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusNoContent)
+		close(answered)
+	})
+	accepted := make(chan *heldConn, 1)
+	s, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
+		hc := &heldConn{Conn: c, waiting: make(chan struct{}), closed: make(chan struct{})}
+		accepted <- hc
+		return hc
+	})
+	rc := dialRaw(t, addr)
+	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		return ok && sf.IsAck()
+	})
+	hc := <-accepted
+	rc.headers(1, true, reqFields("GET", "/")...)
+	waitEntered(t, entered)
+	hc.held.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	defer func() { cancel(); <-shut }()
+	select {
+	case <-hc.waiting: // the GOAWAY's write waits for the client
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown wrote no GOAWAY")
+	}
+	close(answer)
+	waitAnswered(t, answered)
 }

@@ -327,10 +327,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	zero := s.zero
 	// Each GOAWAY is written on a goroutine of its own: a connection
-	// whose writer is stuck (a client that reads nothing) holds the
-	// GOAWAY's write, or the write lock a full control queue waits for,
-	// until the write fails, and Shutdown must neither wait past ctx
-	// for that nor hold back the other connections' GOAWAYs behind it.
+	// whose socket takes no more (a client that reads nothing) holds the
+	// GOAWAY's write until it fails, and Shutdown must neither wait past
+	// ctx for that nor hold back the other connections' GOAWAYs behind
+	// it.
 	// Added under mu unless closed, so that Close's wait for them
 	// follows every Add.
 	if !s.closed {
