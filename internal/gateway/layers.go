@@ -683,7 +683,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 // maxMethod bounds a request's method. The longest methods IANA registers
 // (UPDATEREDIRECTREF, 17 bytes; BASELINE-CONTROL, VERSION-CONTROL) fit
 // with room for extension methods, and the access log never cuts one
-// (maxLoggedMethod). Unbounded, a method could fill the request line (8
+// (logcut.MaxMethod). Unbounded, a method could fill the request line (8
 // KiB): net/http takes any token, and passed 5,000 bytes of one to hosts
 // whose parsers bound it far lower (nginx refuses such a line).
 const maxMethod = 32
