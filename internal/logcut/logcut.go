@@ -37,7 +37,9 @@ func Value(v string) string { return String(v, MaxValue) }
 // String returns s if it fits in n bytes, or else as much of its start
 // as fits in n bytes with a marker naming s's length, cut before a
 // character. Marker and all, the value stays within n bytes, so a cut is
-// never longer than what was sent, even for a value just past the bound.
+// never longer than what was sent, even for a value just past the bound;
+// that needs room for the marker, at most 46 bytes (a 20-digit length),
+// which every bound here leaves: a smaller n gives the marker alone.
 // A value that fits costs nothing.
 func String(s string, n int) string {
 	if len(s) <= n {
