@@ -257,3 +257,54 @@ func (u *unloaded) take() []string {
 	u.m = nil
 	return names
 }
+
+// heldMissWait is how long a custom domain kept without orders
+// (ErrNoNewOrder) that had no certificate to serve (none stored, the
+// stored one expired, or the store did not answer) is answered the
+// bootstrap certificate without a look in the storage (loadHeld). Any
+// client can send the name at the rate it likes, and nothing orders one
+// meanwhile, so the storage is read once a window, not once a handshake;
+// short, as another gateway's store write or a store back up is then seen
+// within it.
+const heldMissWait = time.Minute
+
+// maxHeldMisses bounds the names heldMisses remembers: only names Allow
+// keeps without orders get there, but a platform may map many. Past it, a
+// name's handshakes read the storage as before.
+const maxHeldMisses = 1000
+
+// heldMisses remembers, for heldMissWait, the names loadHeld found no
+// certificate to serve for. Safe for concurrent use; its methods take now
+// from the caller.
+type heldMisses struct {
+	mu sync.Mutex
+	m  map[string]time.Time // lower-case name: no look in the storage before this
+}
+
+// recent reports whether name missed less than heldMissWait before now.
+func (h *heldMisses) recent(name string, now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	until, ok := h.m[name]
+	return ok && now.Before(until)
+}
+
+// miss notes that name had no certificate to serve at now. Windows that
+// ended are forgotten here, so the map holds only recent misses.
+func (h *heldMisses) miss(name string, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]time.Time{}
+	}
+	if len(h.m) >= maxHeldMisses {
+		for n, until := range h.m {
+			if !now.Before(until) {
+				delete(h.m, n)
+			}
+		}
+	}
+	if _, ok := h.m[name]; ok || len(h.m) < maxHeldMisses {
+		h.m[name] = now.Add(heldMissWait)
+	}
+}

@@ -11,7 +11,9 @@
 // the cache, so a deleted mapping's certificate is no longer served); else
 // the bootstrap certificate. A custom domain that Options.Allow answers
 // with ErrNoNewOrder (a suspended app's) is served the certificate it
-// has, cached or stored, while it is valid, and never ordered or renewed.
+// has, cached or stored, while it is valid, and never ordered or renewed;
+// one found without a valid certificate is not looked up in the storage
+// again for heldMissWait (1 minute).
 // A hello without SNI gets the ACME certificate of the first of
 // Options.Names (gatehouse's *.{zone}) once it is held, as the default
 // certificate; the bootstrap certificate until then. A custom domain whose on-demand order failed

@@ -51,9 +51,10 @@ type Manager struct {
 	iss   atomic.Pointer[certmagic.ACMEIssuer]
 	cache atomic.Pointer[certmagic.Cache] // set while ACME is on
 
-	failed   failures // on-demand names whose last order failed (backoff.go)
-	orders   orders   // on-demand orders running in the background (backoff.go)
-	unloaded unloaded // on-demand names an allowed handshake got no certificate for
+	failed   failures   // on-demand names whose last order failed (backoff.go)
+	orders   orders     // on-demand orders running in the background (backoff.go)
+	unloaded unloaded   // on-demand names an allowed handshake got no certificate for
+	missed   heldMisses // names kept without orders that had no certificate lately (loadHeld)
 
 	mu    sync.Mutex
 	names map[string]bool               // managed names (lower case)
@@ -296,12 +297,28 @@ func (m *Manager) loadOrOrder(ctx context.Context, od *certmagic.Config, hello *
 // storage, in the handshake, as loadOrOrder would, but never an order.
 // One expired is not served: its renewal would be an order.
 // errLoadOnly: none to serve.
+//
+// A miss is remembered for heldMissWait (missed), in which the name's
+// handshakes read nothing: nothing orders its certificate meanwhile, and
+// any client could otherwise make each of its handshakes a read of the
+// shared storage. An expired one leaves the cache again: cached, each
+// handshake went to certmagic's renewal of it, which the decision
+// refuses (two errors logged), and was loaded again: 7 reads of the
+// storage a handshake.
 func (m *Manager) loadHeld(ctx context.Context, od *certmagic.Config, name string) (*tls.Certificate, error) {
-	c, err := od.CacheManagedCertificate(ctx, strings.ToLower(name))
-	if err != nil || c.Expired() {
+	name = strings.ToLower(name)
+	if m.missed.recent(name, m.opts.now()) {
 		return nil, errLoadOnly
 	}
-	return &c.Certificate, nil
+	c, err := od.CacheManagedCertificate(ctx, name)
+	if err == nil && !c.Expired() {
+		return &c.Certificate, nil
+	}
+	if cache := m.cache.Load(); err == nil && cache != nil {
+		cache.Remove([]string{c.Hash()})
+	}
+	m.missed.miss(name, m.opts.now())
+	return nil, errLoadOnly
 }
 
 // orderOnDemand loads from storage or orders name's certificate for
