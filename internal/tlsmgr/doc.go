@@ -13,10 +13,10 @@
 // with ErrNoNewOrder (a suspended app's) is served the certificate it
 // has, cached or stored, while it is valid, and never ordered or renewed;
 // one found without a valid certificate is not looked up in the storage
-// again for heldMissWait (1 minute).
-// A hello without SNI gets the ACME certificate of the first of
-// Options.Names (gatehouse's *.{zone}) once it is held, as the default
-// certificate; the bootstrap certificate until then. A custom domain whose on-demand order failed
+// again for heldMissWait (1 minute). A hello without SNI gets the ACME
+// certificate of the first of Options.Names (gatehouse's *.{zone}) once
+// it is held, as the default certificate; the bootstrap certificate until
+// then. A custom domain whose on-demand order failed
 // is served the bootstrap certificate, without ACME traffic, for a window
 // that doubles from 1 minute to 1 hour (backoff.go). A custom domain's
 // certificate due for renewal is served while the Manager renews it among

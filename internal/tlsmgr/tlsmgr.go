@@ -148,8 +148,9 @@ func (m *Manager) TLSConfig() *tls.Config {
 // TLS-ALPN-01 challenge certificate, else what certmagic holds or may
 // obtain on demand for the name, else the bootstrap certificate (also for
 // unknown names, which therefore see the gateway's default certificate,
-// never a pipe). A hello without SNI gets defaultCert. A custom domain's on-demand certificate is
-// served only while the decision still allows the name. One not cached is
+// never a pipe). A hello without SNI gets defaultCert. A custom domain's
+// on-demand certificate is served only while the decision still allows
+// the name (kept without orders, see loadHeld). One not cached is
 // loaded from storage, else ordered in the background (loadOrOrder), one
 // order per name at a time, which the handshake waits for up to
 // obtainWait: an order often takes longer, and goes on for the handshakes
