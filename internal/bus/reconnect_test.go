@@ -69,7 +69,10 @@ func (l *logBuf) String() string {
 }
 
 // userServer starts a NATS server on addr ("127.0.0.1:0" for any port)
-// that accepts the user gw with password.
+// that accepts the user gw with password. A test that shuts it down and
+// starts it again at its address gives it a testutil.FreeAddr: a port
+// from 0 is free for any other test binary to take while it is down, and
+// the restart then fails, or the reconnects reach that binary's listener.
 func userServer(t *testing.T, addr, password string) *server.Server {
 	t.Helper()
 	host, port, _ := strings.Cut(addr, ":")
@@ -98,7 +101,7 @@ const reconnectFailed = `msg="nats reconnect failed"`
 // reconnect loop trying four times a second logs that once per 10 s, and
 // the count of the attempts it left out is told when it reconnects.
 func TestReconnectFailuresSayWhy(t *testing.T) {
-	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	ns := userServer(t, testutil.FreeAddr(t), "pw-0123456789")
 	addr := ns.Addr().String()
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + addr, Logger: logs.logger()})
@@ -238,7 +241,7 @@ func TestStartWaitingSaysSo(t *testing.T) {
 // often that it is still down, for how long and why, and stops saying so
 // once it is back.
 func TestStillDisconnectedSaysSo(t *testing.T) {
-	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	ns := userServer(t, testutil.FreeAddr(t), "pw-0123456789")
 	addr := ns.Addr().String()
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + addr, Logger: logs.logger()})
@@ -316,7 +319,7 @@ func TestStartWaitingSaysRefused(t *testing.T) {
 // says it is still down because the dial is refused, not that no
 // handshake completed. Connected follows the connection.
 func TestStillDisconnectedSaysRefused(t *testing.T) {
-	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
+	ns := userServer(t, testutil.FreeAddr(t), "pw-0123456789")
 	addr := ns.Addr().String()
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + addr, Logger: logs.logger()})

@@ -29,7 +29,9 @@ type link struct {
 
 func newLink(t *testing.T, target string) *link {
 	l := &link{t: t, target: target}
-	l.up("127.0.0.1:0")
+	// Not port 0: while the link is down any other test binary could
+	// listen on such a port, or dial from it, and the link not come back.
+	l.up(tu.FreeAddr(t))
 	t.Cleanup(func() { l.down(); l.wg.Wait() })
 	return l
 }
