@@ -404,16 +404,23 @@ func TestAsyncErrorsThrottled(t *testing.T) {
 		}
 		return out
 	}
+	began := time.Now()
 	flood()
-	time.Sleep(300 * time.Millisecond)
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(asyncLines("slow.a")) > 0 && len(asyncLines("slow.b")) > 0 },
+		"no line at once:\n"+logs.String())
+	time.Sleep(300 * time.Millisecond) // more lines, if the bound let them through
+	// On a loaded machine the flood's errors go on past the period (they
+	// did for over a second under -race): one line per period begun since the
+	// flood, where an unbounded log writes one per error, a dozen here.
+	allowed := 1 + int(time.Since(began)/time.Second)
 	for _, subj := range []string{"slow.a", "slow.b"} {
-		if got := asyncLines(subj); len(got) != 1 || !strings.Contains(got[0], "not_logged=0") {
-			t.Fatalf("%s: want one line at once, got:\n%s", subj, logs.String())
+		if got := asyncLines(subj); len(got) > allowed || !strings.Contains(got[0], "not_logged=0") {
+			t.Fatalf("%s: want one line at once and at most %d in all, got:\n%s", subj, allowed, logs.String())
 		}
 	}
 	time.Sleep(time.Second)
 	flood()
-	testutil.WaitFor(t, 5*time.Second, func() bool { return len(asyncLines("slow.a")) == 2 }, "no second line after the period:\n"+logs.String())
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(asyncLines("slow.a")) >= 2 }, "no second line after the period:\n"+logs.String())
 	m := regexp.MustCompile(`not_logged=(\d+)`).FindStringSubmatch(asyncLines("slow.a")[1])
 	if n, _ := strconv.Atoi(m[1]); n < 1 {
 		t.Fatalf("the second line does not count those left out:\n%s", logs.String())
