@@ -45,8 +45,13 @@ func TestDrainCutLogsWhatWasSent(t *testing.T) {
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}
+	atWait := make(chan struct{}, 1)
 	startHost(t, r, "h1", "hello", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path == "/wait" {
+			select {
+			case atWait <- struct{}{}:
+			default:
+			}
 			<-req.Context().Done()
 			return
 		}
@@ -81,7 +86,14 @@ func TestDrainCutLogsWhatWasSent(t *testing.T) {
 			go func() { _, _ = io.Copy(io.Discard, br) }()
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // both requests at the host
+	// /events answered, so it is at the host; /wait sends no answer, so
+	// wait for the host to have it: a drain begun before the edge read it
+	// cut a request nobody had seen, and no line said 499.
+	select {
+	case <-atWait:
+	case <-time.After(10 * time.Second):
+		t.Fatal("/wait did not reach the host")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
