@@ -300,7 +300,7 @@ func TestRunAnnouncesHeartbeatsLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(HeartbeatSubject("c1")) >= 2 }, "no heartbeats")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(HeartbeatSubject("c1")) >= 2 }, "no heartbeats")
 	a, err := ParseAnnounce(rec.last(AnnounceSubject("c1")).Data)
 	if err != nil {
 		t.Fatal(err)
@@ -319,13 +319,13 @@ func TestRunAnnouncesHeartbeatsLeaves(t *testing.T) {
 	if err := watch.Publish(m.Reply, []byte("announce")); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) > before }, "no announce after a gateway asked")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) > before }, "no announce after a gateway asked")
 
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(LeaveSubject("c1")) == 1 }, "no leave")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(LeaveSubject("c1")) == 1 }, "no leave")
 	l, err := ParseLeave(rec.last(LeaveSubject("c1")).Data)
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +404,7 @@ func TestRunReannouncesAfterReconnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	testutil.WaitFor(t, 2*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) == 1 }, "no first announce")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) == 1 }, "no first announce")
 	cut.cut()
 	testutil.WaitFor(t, 5*time.Second, func() bool { return rec.count(AnnounceSubject("c1")) == 2 }, "no announce after reconnect")
 	cancel()

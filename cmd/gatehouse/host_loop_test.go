@@ -104,7 +104,7 @@ func TestHostSidecarAnswersALoop508(t *testing.T) {
 		!strings.Contains(string(b), `"status":508`) {
 		t.Errorf("looping request: %d %q %s, want a problem+json 508", res.StatusCode, res.Header.Get("Content-Type"), b)
 	}
-	testutil.WaitFor(t, 2*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return strings.Contains(stderr.String(), `"msg":"host: a request came back to this sidecar: -upstream leads back to it"`)
 	}, "the loop was not logged")
 	testutil.CheckJSONLog(t, stderr.String())

@@ -96,7 +96,7 @@ func TestHostSidecar(t *testing.T) {
 	routable := func() bool {
 		return slices.ContainsFunc(live.Load().Pool("hello"), func(h *route.Host) bool { return h.ID == "side-1" })
 	}
-	testutil.WaitFor(t, 3*time.Second, routable, "sidecar not verified")
+	testutil.WaitFor(t, 10*time.Second, routable, "sidecar not verified")
 	if !strings.Contains(stdout.String(), "gatehouse host side-1: serving 127.0.0.1:") {
 		t.Fatalf("stdout %q", stdout.String())
 	}
@@ -133,7 +133,7 @@ func TestHostSidecar(t *testing.T) {
 	}()
 	<-slowStarted
 	sigterm()
-	testutil.WaitFor(t, 2*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		hi, _ := d.Host("side-1")
 		return hi.State == route.HostDraining && !routable()
 	}, "not draining after SIGTERM")
@@ -395,7 +395,7 @@ func TestHostSidecarSaysBusUnreachable(t *testing.T) {
 			"-app", "hello", "-addr", "127.0.0.1:0", "-upstream", "http://127.0.0.1:1", "-leave-grace", "0s"}, &stdout, &stderr)
 	}()
 	defer func() { sigterm(); <-exited }()
-	testutil.WaitFor(t, 3*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return strings.Contains(stderr.String(), "bus unreachable")
 	}, "nothing said about the unreachable bus")
 	if strings.Contains(stderr.String(), "s3cret") {
@@ -789,7 +789,7 @@ func TestHostLeaveGraceNotNegative(t *testing.T) {
 func sidecarAddr(t *testing.T, stdout *testutil.SyncBuffer) string {
 	t.Helper()
 	var addr string
-	testutil.WaitFor(t, 2*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		_, rest, ok := strings.Cut(stdout.String(), "serving ")
 		addr, _, _ = strings.Cut(rest, " ")
 		return ok && addr != ""

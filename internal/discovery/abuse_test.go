@@ -298,7 +298,7 @@ func testOneAddress(t *testing.T, spellings func(ip, port string) []string) {
 		}
 	}
 	e.handled(anon)
-	tu.WaitFor(t, 2*time.Second, func() bool { return held() > 0 }, "no check reached the tarpit")
+	tu.WaitFor(t, 5*time.Second, func() bool { return held() > 0 }, "no check reached the tarpit")
 
 	for _, id := range []string{"real-1", fmt.Sprintf("web-%d", ids-1)} {
 		k, realPub := newKey(t)

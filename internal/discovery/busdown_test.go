@@ -92,7 +92,7 @@ func TestGatewayBusOutageKeepsHosts(t *testing.T) {
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 
 	l.down()
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.nc.Status() != nats.CONNECTED }, "gateway still connected")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.nc.Status() != nats.CONNECTED }, "gateway still connected")
 	// The host's heartbeats cannot reach us for 10 intervals; it stays.
 	until := time.Now().Add(10 * hbEvery)
 	tu.WaitFor(t, 20*hbEvery, func() bool {
@@ -105,11 +105,11 @@ func TestGatewayBusOutageKeepsHosts(t *testing.T) {
 	l.up(l.addr)
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.nc.Status() == nats.CONNECTED }, "gateway did not reconnect")
 	hb := e.info("web-1").LastHeartbeat
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.info("web-1").LastHeartbeat.After(hb) }, "heartbeats did not resume")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").LastHeartbeat.After(hb) }, "heartbeats did not resume")
 	if !e.routable("hello", "web-1") {
 		t.Fatal("dropped after reconnect")
 	}
 	// And aging works again: a host that stops is dropped.
 	stopHost()
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1") }, "leave not seen after reconnect")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").State == route.HostDraining && !e.routable("hello", "web-1") }, "leave not seen after reconnect")
 }

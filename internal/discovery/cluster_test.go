@@ -31,7 +31,7 @@ func TestThreeNodeClusterLosesOneNode(t *testing.T) {
 	k1, pub1 := newKey(t)
 	e.keys.enrol("web-1", pub1, "hello")
 	runHost(t, urls(0, 1, 2), "web-1", k1, []string{"hello"}, nats.DontRandomize())
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.routable("hello", "web-1") }, "host not routable on a healthy cluster")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "host not routable on a healthy cluster")
 	first := e.info("web-1").VerifiedAt
 
 	servers[0].Shutdown()
@@ -40,11 +40,11 @@ func TestThreeNodeClusterLosesOneNode(t *testing.T) {
 	k2, pub2 := newKey(t)
 	e.keys.enrol("web-2", pub2, "hello")
 	runHost(t, urls(2, 1), "web-2", k2, []string{"hello"}, nats.DontRandomize())
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.routable("hello", "web-2") }, "new host not routable with one node down")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-2") }, "new host not routable with one node down")
 
 	// Heartbeats keep flowing: both stay routable over several intervals.
 	lastHB := e.info("web-1").LastHeartbeat
-	tu.WaitFor(t, 2*time.Second, func() bool {
+	tu.WaitFor(t, 5*time.Second, func() bool {
 		if !e.routable("hello", "web-1") || !e.routable("hello", "web-2") {
 			t.Fatal("a host dropped with one node down")
 		}

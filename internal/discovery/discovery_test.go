@@ -295,12 +295,12 @@ func TestReverifyRevokes(t *testing.T) {
 	_, _ = runHost(t, e.url, "web-1", k, []string{"hello"})
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "not routable")
 	first := e.info("web-1").VerifiedAt
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.info("web-1").VerifiedAt.After(first) }, "not re-verified")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.info("web-1").VerifiedAt.After(first) }, "not re-verified")
 	if hi := e.info("web-1"); hi.LastError != "" || hi.State == route.HostProvisional {
 		t.Fatalf("re-verification failed an honest host: %+v", hi)
 	}
 	e.keys.revoke("web-1")
-	tu.WaitFor(t, 2*time.Second, func() bool { return !e.routable("hello", "web-1") }, "still routable after revocation")
+	tu.WaitFor(t, 5*time.Second, func() bool { return !e.routable("hello", "web-1") }, "still routable after revocation")
 	if !strings.Contains(e.info("web-1").LastError, "no enrolment") {
 		t.Fatalf("last error %q", e.info("web-1").LastError)
 	}
@@ -333,7 +333,7 @@ func TestClaimChangeNeedsProof(t *testing.T) {
 	forged := nowhere.Listener.Addr().String()
 	before := e.failures("bad_response")
 	e.publish(host.KindAnnounce, announce("web-1", forged, pub, "hello"))
-	tu.WaitFor(t, 2*time.Second, func() bool {
+	tu.WaitFor(t, 5*time.Second, func() bool {
 		neverAt(forged)()
 		if !e.routable("hello", "web-1") {
 			t.Fatal("a forged announce took the host out of rotation")
@@ -347,7 +347,7 @@ func TestClaimChangeNeedsProof(t *testing.T) {
 	// A real move (and a new app) is proven, then routed.
 	cs2 := newChallengeServer(t, "web-1", k)
 	e.publish(host.KindAnnounce, announce("web-1", cs2.addr, pub, "hello", "shop"))
-	tu.WaitFor(t, 2*time.Second, func() bool {
+	tu.WaitFor(t, 5*time.Second, func() bool {
 		p := e.live.Load().Pool("shop")
 		return len(p) == 1 && p[0].Addr == cs2.addr && e.live.Load().Pool("hello")[0].Addr == cs2.addr
 	}, "proven move not routed")
@@ -364,7 +364,7 @@ func TestLateGatewayLearnsRunningHosts(t *testing.T) {
 	runHost(t, url, "web-1", k, []string{"hello"})
 	e := start(t, url, nil)
 	e.keys.enrol("web-1", pub, "hello")
-	tu.WaitFor(t, 2*time.Second, func() bool { return e.routable("hello", "web-1") }, "late gateway never learned the host")
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "late gateway never learned the host")
 }
 
 func TestActiveHealthProbe(t *testing.T) {

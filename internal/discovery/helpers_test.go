@@ -115,7 +115,7 @@ func (e *env) run() {
 		}
 	})
 	// The subscription is live once the server has seen it.
-	tu.WaitFor(e.t, 2*time.Second, func() bool { return e.d != nil && e.nc.NumSubscriptions() > 0 && e.nc.Flush() == nil }, "discovery did not subscribe")
+	tu.WaitFor(e.t, 5*time.Second, func() bool { return e.d != nil && e.nc.NumSubscriptions() > 0 && e.nc.Flush() == nil }, "discovery did not subscribe")
 }
 
 func (e *env) routable(app, id string) bool {

@@ -320,7 +320,7 @@ func TestCopiedAnnounceCannotMoveTheLeaveRule(t *testing.T) {
 			// The second run's own leave drains it. Two leaves of one key
 			// in one second are the same bytes, a replay for all anyone
 			// can tell: let the second come a second later.
-			tu.WaitFor(t, 2*time.Second, func() bool { return time.Now().Unix() > captured.TS }, "clock")
+			tu.WaitFor(t, 5*time.Second, func() bool { return time.Now().Unix() > captured.TS }, "clock")
 			n := e.dropped("unsigned_leave") + e.dropped("bad_signature") + e.dropped("stale_leave")
 			stop2()
 			tu.WaitFor(t, 5*time.Second, func() bool {

@@ -65,7 +65,7 @@ func TestCustomDomainProvenByTXT(t *testing.T) {
 		code, _ := r.control(t, "POST", "/api/v3/domains/www.shop.example/verify", `{"method":"txt"}`)
 		return code == 200
 	}, "txt proof never passed")
-	testutil.WaitFor(t, 2*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		resp, body := r.get(t, "www.shop.example", "/", nil)
 		return resp.StatusCode == 200 && body == "shop"
 	}, "verified domain does not route")

@@ -226,7 +226,7 @@ func TestWatchersOutliveLoadTimeout(t *testing.T) {
 		if err := st.PutApp(t.Context(), &route.App{ID: id}); err != nil {
 			t.Fatal(err)
 		}
-		testutil.WaitFor(t, 2*time.Second, func() bool { return live.Load().App(id) != nil }, id+" not applied")
+		testutil.WaitFor(t, 5*time.Second, func() bool { return live.Load().App(id) != nil }, id+" not applied")
 	}
 	if n := logs.count("watch") - before; n != 0 {
 		t.Fatalf("the session failed %d times after its load: %v", n, logs.msgs)
