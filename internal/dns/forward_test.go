@@ -10,6 +10,8 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // upstream is a real resolver on loopback, UDP and TCP on one port, that
@@ -127,11 +129,7 @@ func listenPair(t *testing.T) (net.PacketConn, net.Listener) {
 // deadAddr is a loopback address where nothing listens, UDP or TCP.
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	pc, ln := listenPair(t)
-	addr := pc.LocalAddr().String()
-	pc.Close()
-	ln.Close()
-	return addr
+	return testutil.FreeUDPAddr(t)
 }
 
 // startGateway serves testZones with the given recursion settings.

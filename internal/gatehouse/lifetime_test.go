@@ -33,21 +33,6 @@ func leakOpts() []goleak.Option {
 	}
 }
 
-// udpTCPAddr is a 127.0.0.1 port free over both TCP and UDP, for the DNS
-// listener, which binds both.
-func udpTCPAddr(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		addr := testutil.FreeAddr(t)
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no port free over both TCP and UDP")
-	return ""
-}
-
 // assertReleased binds every address a stopped gateway was given, so a
 // socket it left open fails the test by its key.
 func assertReleased(t *testing.T, cfg config.Config) {
@@ -82,7 +67,7 @@ func assertReleased(t *testing.T, cfg config.Config) {
 func fixedConfig(t *testing.T) config.Config {
 	cfg := testConfig(t)
 	cfg.Management.Addr, cfg.HTTP.Addr, cfg.HTTPS.Addr = testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
-	cfg.DNS.Addr, cfg.Bus.Listen = udpTCPAddr(t), testutil.FreeAddr(t)
+	cfg.DNS.Addr, cfg.Bus.Listen = testutil.FreeUDPAddr(t), testutil.FreeAddr(t)
 	return cfg
 }
 

@@ -50,6 +50,24 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// FreeUDPAddr is FreeAddr free over UDP as well: for a part that binds
+// both (a DNS server), or for an address that must refuse both, a DNS
+// server that is down. A UDP port from 0 closed again is no such thing:
+// any test binary running alongside may bind it next, a DNS server of its
+// own among them, and answer.
+func FreeUDPAddr(t testing.TB) string {
+	t.Helper()
+	for range 20 {
+		addr := FreeAddr(t)
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("testutil: no port free over both TCP and UDP")
+	return ""
+}
+
 // ListenTwin listens on 127.0.0.1 and on 127.0.0.2 at one port: two
 // addresses one host name may point at in turn, for tests of what
 // follows a name that moves. It skips the test where 127.0.0.2 is not a

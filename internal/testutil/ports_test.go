@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestFreePortOutsideEphemeral: where the kernel says its ephemeral range,
@@ -51,5 +52,34 @@ func TestRefusedAddr(t *testing.T) {
 	if l, err := net.Listen("tcp", addr); err == nil {
 		l.Close()
 		t.Fatalf("a listener took %s", addr)
+	}
+}
+
+// TestFreeUDPAddr: both protocols can bind the address, and a datagram
+// sent there with nothing bound is refused, as a DNS server that is down
+// refuses it.
+func TestFreeUDPAddr(t *testing.T) {
+	addr := FreeUDPAddr(t)
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatalf("udp %s: %v", addr, err)
+	}
+	pc.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("tcp %s: %v", addr, err)
+	}
+	l.Close()
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("read from %s: %v, want connection refused", addr, err)
 	}
 }

@@ -97,15 +97,7 @@ func TestDomainDNS(t *testing.T) {
 }
 
 // deadUDP returns a loopback UDP address nobody listens on.
-func deadUDP(t *testing.T) string {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := pc.LocalAddr().String()
-	pc.Close()
-	return addr
-}
+func deadUDP(t *testing.T) string { return testutil.FreeUDPAddr(t) }
 
 var sentinels = []error{verify.ErrBadDomain, verify.ErrUnknownMethod, verify.ErrNotProven, verify.ErrDomainUnreachable}
 
