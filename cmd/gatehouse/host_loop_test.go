@@ -234,17 +234,24 @@ func TestSidecarUpstreamPath(t *testing.T) {
 // IPv4 address the name has), so an app on [::1]:P is another socket,
 // not the sidecar: the start goes on, and requests reach that app.
 func TestHostLocalhostAddrTakesAnIPv6LoopbackUpstream(t *testing.T) {
-	ln, err := net.Listen("tcp", "[::1]:0")
+	probe, err := net.Listen("tcp", "[::1]:0")
 	if err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	probe, err := net.Listen("tcp", "127.0.0.1:"+port)
-	if err != nil {
-		ln.Close()
-		t.Skipf("127.0.0.1:%s is taken: %v", port, err)
-	}
 	probe.Close()
+	// The sidecar binds 127.0.0.1 at the app's port later: a FreePort, as
+	// a port from 0 is free for any test binary alongside to take first.
+	var ln net.Listener
+	var port string
+	for range 20 {
+		port = strconv.Itoa(testutil.FreePort(t))
+		if ln, err = net.Listen("tcp", "[::1]:"+port); err == nil {
+			break
+		}
+	}
+	if ln == nil {
+		t.Fatalf("no port free on both [::1] and 127.0.0.1: %v", err)
+	}
 	app := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "the app on ::1") })}
 	go app.Serve(ln)
 	defer app.Close()
