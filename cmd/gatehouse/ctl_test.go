@@ -441,7 +441,10 @@ func TestCtlAnswerTooLarge(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"last"}]}`))
 	}))
 	defer srv.Close()
-	out, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "apps", "list")
+	// Reading 64 MiB costs some 7 s of CPU under -race; with every
+	// package's tests alongside on two cores that took past the default
+	// -timeout (30 s), and the answer's size was never reached.
+	out, _, err := runCmd(t, "ctl", "-api", srv.URL, "-token", ctlToken, "-timeout", "5m", "apps", "list")
 	if err == nil || !strings.Contains(err.Error(), "larger than 64 MiB; list in pages with -limit and -after") {
 		t.Errorf("ctl with a 64 MiB answer: %v", err)
 	}
