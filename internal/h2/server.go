@@ -138,7 +138,10 @@ const (
 	// server does: a client sends a handful (RFC 9113 defines six).
 	maxSettings = 100
 	// maxControlQueue bounds the control frames queued while a handler
-	// holds the write lock; past it the reader waits for the lock.
+	// holds the write lock; past it the reader waits for the lock. A
+	// batch taken from the queue is written with the queue's lock let
+	// go (conn.cout), so up to twice this may be held, and the GOAWAYs'
+	// senders, which never wait, add a few frames past it.
 	maxControlQueue = 64 << 10
 	// keepControlBuf is the largest buffer the control queue keeps once
 	// sent: a few frames' worth, for the usual ACK or WINDOW_UPDATE.
