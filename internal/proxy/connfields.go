@@ -98,7 +98,7 @@ type headConn struct {
 	// request's first Write arms (await); whether an answer ended on c.
 	phase   phase
 	left    int64
-	http1x  int // the head's HTTP/1 minor version, or -1
+	http1x  int // 0: HTTP/1.0; 1: any later version (read as 1.1); -1: 0.x
 	clen    int64
 	clenBad bool
 	chunked int // Transfer-Encoding fields: -1 when one is not "chunked"
@@ -257,8 +257,16 @@ func (c *headConn) headLine(line []byte) {
 			return
 		}
 		c.started, c.status = true, 0
-		if c.http1x = -1; proto[5] == '1' && (proto[7] == '0' || proto[7] == '1') {
-			c.http1x = int(proto[7] - '0')
+		// net/http's client reads every version but 0.x and 1.0 as 1.1
+		// (HTTP/1.2, HTTP/2.0 kept alive, chunked): following only 1.1
+		// left such a host's connection in the pool unfollowed.
+		switch {
+		case proto[5] == '0':
+			c.http1x = -1
+		case proto[5] == '1' && proto[7] == '0':
+			c.http1x = 0
+		default:
+			c.http1x = 1
 		}
 		for _, d := range code {
 			if d < '0' || d > '9' {
@@ -295,7 +303,12 @@ func (c *headConn) headLine(line []byte) {
 		c.spaced = c.spaced || ok && !c.peer && bytes.IndexByte(k, ' ') >= 0
 		if ok && httpwire.EqualFold(k, "content-length") {
 			c.length = true
-			n, valid := httpwire.ParseLength(httpwire.TrimOWS(v))
+			// net/http's client takes any number of leading zeros.
+			cl := httpwire.TrimOWS(v)
+			for len(cl) > 1 && cl[0] == '0' {
+				cl = cl[1:]
+			}
+			n, valid := httpwire.ParseLength(cl)
 			c.clenBad = c.clenBad || !valid || c.clen >= 0 && n != c.clen
 			c.clen = n
 		}

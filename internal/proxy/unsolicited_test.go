@@ -93,6 +93,11 @@ func TestHostUnsolicitedResponse(t *testing.T) {
 		{"chunked, same write", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n" + forged},
 		{"HEAD, same write", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" + forged},
 		{"204, same write", "HTTP/1.1 204 No Content\r\n\r\n" + forged},
+		// Framing net/http's client takes and keeps the connection
+		// after: HTTP/1.x past 1.1 is read as 1.1, and a length's leading
+		// zeros are no limit.
+		{"HTTP/1.2, later write", "HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok\x00pause" + forged},
+		{"long length, later write", "HTTP/1.1 200 OK\r\nContent-Length: 00000000000000000002\r\n\r\nok\x00pause" + forged},
 	}
 	for _, tc := range cases {
 		for _, path := range paths {
@@ -167,6 +172,10 @@ func TestHeadConnEndsAnswers(t *testing.T) {
 		{"chunked with trailers", "GET", "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\nTrailer: X-Sum\r\n\r\n2\r\nok\r\n0\r\nX-Sum: 1\r\nX-B: 2\r\n\r\n", true},
 		{"HTTP/1.0 kept alive", "GET", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", true},
 		{"LF line ends", "GET", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", true},
+		{"HTTP/1.2", "GET", "HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok", true},
+		{"HTTP/2.0 chunked", "GET", "HTTP/2.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", true},
+		{"length with 19 digits", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 0000000000000000002\r\n\r\nok", true},
+		{"HTTP/0.9", "GET", "HTTP/0.9 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
 		{"until the close", "GET", "HTTP/1.1 200 OK\r\n\r\nhello", false},
 		{"closes", "GET", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", false},
 		{"HTTP/1.0", "GET", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
