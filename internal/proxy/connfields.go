@@ -106,8 +106,9 @@ type headConn struct {
 	next    *connFields
 	await   bool
 	reused  bool
-	raw     net.Conn // the TCP connection (under a TLS one), for pending
-	dirty   bool     // over TLS: the host sent records while no request was out
+	raw     net.Conn // the TCP connection (under a TLS one), for look
+	look    sockLook
+	dirty   bool // over TLS: the host sent records while no request was out
 	// rawN is how many bytes were read from raw (counted by rawWatch
 	// over TLS, by Read otherwise), endN what it was when the last
 	// answer ended.

@@ -183,15 +183,6 @@ func (r rawWatch) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// arrivedSince reports whether the socket received bytes past where
-// the last answer ended, read or not: a byte net/http's reader (or the
-// TLS layer's) took from the socket a moment before pending looked, and
-// has not handed over yet, counts too. Under mu.
-func (c *headConn) arrivedSince() bool {
-	n, ok := received(c.raw)
-	return ok && n > c.endN
-}
-
 // Write writes a request (or the rest of one). The first write of the
 // request begin announced starts the scan of its answer's heads, once a
 // look at a reused connection found nothing the host sent before it.
@@ -200,7 +191,7 @@ func (c *headConn) Write(p []byte) (int, error) {
 	switch {
 	case c.await:
 		c.await = false
-		if c.reused && (c.dirty || pending(c.raw) || c.arrivedSince()) {
+		if c.reused && (c.dirty || c.look.arrived(c.raw, c.endN)) {
 			c.refuse(errUnsolicited)
 		} else {
 			c.phase = phaseHead
