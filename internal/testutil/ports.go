@@ -164,10 +164,11 @@ func ephemeralLow() int {
 // else can bind the port; the socket closes when the test ends.
 func RefusedAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatalf("testutil: socket: %v", err)
 	}
+	syscall.CloseOnExec(fd) // a flag of socket(2) on Linux only
 	t.Cleanup(func() { syscall.Close(fd) })
 	// No SO_REUSEADDR: a listener that sets it (Go's do) could bind a
 	// port whose holder set it too.
