@@ -29,17 +29,20 @@ type CertKV struct {
 	js    jetstream.JetStream
 	kv    jetstream.KeyValue
 	locks jetstream.KeyValue
-	ttl   time.Duration
-	poll  time.Duration
-	log   *slog.Logger
-	owner string
+	// leader reads kv's keys where every acknowledged write is seen: a
+	// certificate just stored by the gateway that obtained it.
+	leader *leaderGets
+	ttl    time.Duration
+	poll   time.Duration
+	log    *slog.Logger
+	owner  string
 
 	mu   sync.Mutex
 	held map[string]*heldLock
 }
 
 func newCertKV(js jetstream.JetStream, kv, locks jetstream.KeyValue, ttl time.Duration, log *slog.Logger) *CertKV {
-	return &CertKV{js: js, kv: kv, locks: locks, ttl: ttl, poll: min(250*time.Millisecond, ttl/4),
+	return &CertKV{js: js, kv: kv, locks: locks, leader: newLeaderGets(js), ttl: ttl, poll: min(250*time.Millisecond, ttl/4),
 		log: log, owner: randomID(), held: make(map[string]*heldLock)}
 }
 
@@ -61,7 +64,7 @@ func (c *CertKV) Load(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.kv.Get(ctx, k)
+	e, err := c.leader.get(ctx, c.kv.Bucket(), k)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, notExist(key)
 	}
@@ -121,7 +124,7 @@ func (c *CertKV) Stat(ctx context.Context, key string) (modified time.Time, size
 	if err != nil {
 		return time.Time{}, 0, false, err
 	}
-	e, err := c.kv.Get(ctx, k)
+	e, err := c.leader.get(ctx, c.kv.Bucket(), k)
 	switch {
 	case err == nil:
 		return e.Created(), int64(len(e.Value())), true, nil

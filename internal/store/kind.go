@@ -27,6 +27,14 @@ type kind[T any] struct {
 	valid func(v *T) error
 	// conn is the bus connection under kv.
 	conn *nats.Conn
+	// leader reads kv's keys where every acknowledged write is seen.
+	leader *leaderGets
+}
+
+// latest is key's latest entry, as kv.Get returns it, read from the
+// stream's leader (leaderGets): a write acknowledged before is in it.
+func (k kind[T]) latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return k.leader.get(ctx, k.kv.Bucket(), key)
 }
 
 // reachable fails a call at once while the bus connection is down: the
@@ -67,7 +75,7 @@ func (k kind[T]) get(ctx context.Context, key string) (*T, error) {
 	if err := k.reachable("get", key); err != nil {
 		return nil, err
 	}
-	e, err := k.kv.Get(ctx, key)
+	e, err := k.latest(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, k.what, key)
 	}
@@ -110,7 +118,7 @@ func (k kind[T]) del(ctx context.Context, key string) error {
 	if err := k.reachable("delete", key); err != nil {
 		return err
 	}
-	_, err := k.kv.Get(ctx, key)
+	_, err := k.latest(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return fmt.Errorf("%w: %s %s", ErrNotFound, k.what, key)
 	}

@@ -12,11 +12,12 @@ import (
 
 // A value written straight to a routing bucket (not through the store)
 // with delete headers the KV library does not read as a delete is a put
-// to every reader of the bucket: Get, the lists, a load. Its republished
-// copy must be read the same way, or a gateway that applied that copy
-// first (it usually comes before the watch's) drops the key while the
-// store, the API and every gateway started later serve it. Each case is
-// a real write, read back by the watch and by the republished copy.
+// to every reader of the bucket: Get (nats.go's, and the store's own from
+// the stream leader), the lists, a load. Its republished copy must be
+// read the same way, or a gateway that applied that copy first (it
+// usually comes before the watch's) drops the key while the store, the
+// API and every gateway started later serve it. Each case is a real
+// write, read back by both Gets, the watch and the republished copy.
 func TestRepublishedOpIsTheWatchersOp(t *testing.T) {
 	ns := testutil.StartBus(t)
 	nc := testutil.Connect(t, ns.ClientURL())
@@ -72,8 +73,15 @@ func TestRepublishedOpIsTheWatchersOp(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("no republished copy")
 			}
-			// What the store reads: Get, and the watch a load makes.
-			_, getErr := kv.Get(ctx, "a")
+			// What the store reads: Get (the library's, and the store's
+			// own from the stream leader: the same), and the watch a load
+			// makes.
+			ge, getErr := kv.Get(ctx, "a")
+			le, leaderErr := s.apps.latest(ctx, "a")
+			if leaderErr != getErr || ge != nil && (le.Operation() != ge.Operation() || le.Revision() != ge.Revision() ||
+				string(le.Value()) != string(ge.Value()) || !le.Created().Equal(ge.Created())) {
+				t.Fatalf("the leader's read: %v %v, the library's Get: %v %v", le, leaderErr, ge, getErr)
+			}
 			w, err := kv.Watch(ctx, "a")
 			if err != nil {
 				t.Fatal(err)

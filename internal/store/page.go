@@ -61,7 +61,7 @@ func (k kind[T]) page(ctx context.Context, js jetstream.JetStream, filter, after
 	sort.Slice(all, func(i, j int) bool { return all[i].sort < all[j].sort })
 	out := make([]*T, 0, min(limit, len(all)))
 	for _, o := range all {
-		e, err := k.kv.Get(ctx, o.key)
+		e, err := k.latest(ctx, o.key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			continue
 		}

@@ -122,8 +122,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	s.zones = zoneKind(kvs[bucketZones])
 	s.records = recordKind(kvs[bucketRecords])
 	s.hostKeys = hostKeyKind(kvs[bucketHostKeys])
-	nc := js.Conn()
+	nc, lg := js.Conn(), newLeaderGets(js)
 	s.apps.conn, s.domains.conn, s.zones.conn, s.records.conn, s.hostKeys.conn = nc, nc, nc, nc, nc
+	s.apps.leader, s.domains.leader, s.zones.leader, s.records.leader, s.hostKeys.leader = lg, lg, lg, lg, lg
 	s.certs = newCertKV(js, kvs[bucketCerts], kvs[bucketLocks], opts.lockTTL(), s.log)
 	return s, nil
 }

@@ -30,7 +30,7 @@ func (k kind[T]) update(ctx context.Context, key string, fn func(cur *T) (*T, er
 			cur *T
 			rev uint64
 		)
-		e, err := k.kv.Get(ctx, key)
+		e, err := k.latest(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		case err != nil:
