@@ -350,3 +350,30 @@ func TestAppStoredWithSpacedRulePathStillReads(t *testing.T) {
 	}
 	e.okIf(200, "PUT", "/api/v3/apps/shop", `{"policy":[{"action":"deny","path":"/admin/*"}]}`, "If-Match", r.header.Get("ETag"))
 }
+
+// A routing bucket deleted under a running gateway (an operator's slip
+// with the nats CLI; the next Open makes it again) is the store not
+// answering, as with its server gone: a read answers 503 with
+// Retry-After as a write does, not a 500 that reads as the gateway's
+// bug. The store's reads ask the stream's leader, which answers "stream
+// not found" where the direct get they replaced had no responder.
+func TestBucketDeletedIs503(t *testing.T) {
+	e, js, _, _ := startBusEnv(t)
+	e.ok("PUT", "/api/v3/apps/before", `{}`, 200)
+	if err := js.DeleteKeyValue(t.Context(), "gatehouse_apps"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"PUT", "/api/v3/apps/during", `{}`},
+		{"GET", "/api/v3/apps/before", nil},
+		{"DELETE", "/api/v3/apps/before", nil},
+	} {
+		r := e.do(c.method, c.path, token, c.body)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" {
+			t.Errorf("%s %s with the bucket deleted: %d %s, Retry-After %q; want 503 and 1", c.method, c.path, r.status, r.body, r.header.Get("Retry-After"))
+		}
+	}
+}

@@ -97,6 +97,14 @@ func (l *leaderGets) get(ctx context.Context, bucket, key string) (jetstream.Key
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
 		return nil, jetstream.ErrKeyNotFound
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeStreamNotFound:
+		// A bucket deleted under a running gateway is the store not
+		// answering, as a write to it says (no stream acknowledges
+		// it) and the direct get this replaced said (no responders):
+		// Unavailable, so the control API answers 503 and discovery
+		// keeps its hosts, not a 500 or every host refused as not
+		// enrolled. The next Open makes the bucket again.
+		return nil, fmt.Errorf("%w: %w", jetstream.ErrNoStreamResponse, resp.Error)
 	case resp.Error != nil:
 		return nil, resp.Error
 	case resp.Message == nil || resp.Message.Subject != subject:

@@ -215,3 +215,36 @@ func TestGetsAskTheStreamLeader(t *testing.T) {
 		t.Errorf("%d direct gets, %d leader gets; want 0 and at least 5 (get, update, delete, load, stat)", direct.Load(), leader.Load())
 	}
 }
+
+// A bucket deleted under a running gateway (an operator's slip; the next
+// Open makes it again) is the store not answering for each of the
+// leader's reads, as for a write there: Unavailable, which keeps
+// discovery's hosts in the pool (a host key read that fails otherwise
+// refuses the host as not enrolled) and answers the control API 503. The
+// leader answers such a read "stream not found", where the direct get it
+// replaced found no responder.
+func TestReadOfDeletedBucketIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	s := open(t, j, store.Options{})
+	ctx := t.Context()
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "a"}))
+	mustPut(t, s.PutHostKey(ctx, &route.HostKey{HostID: "h", PublicKey: testHostKey, Apps: []string{"a"}}))
+	const cert = "certificates/x/a.test/a.test.crt"
+	mustPut(t, s.Certs().Store(ctx, cert, []byte("pem")))
+	for _, b := range []string{"gatehouse_apps", "gatehouse_hostkeys", "gatehouse_certs"} {
+		if err := j.DeleteKeyValue(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, appErr := s.GetApp(ctx, "a")
+	_, keyErr := s.GetHostKey(ctx, "h")
+	_, loadErr := s.Certs().Load(ctx, cert)
+	_, _, _, statErr := s.Certs().Stat(ctx, cert)
+	for what, err := range map[string]error{"get app": appErr, "get host key": keyErr, "cert load": loadErr, "cert stat": statErr} {
+		if !store.Unavailable(err) {
+			t.Errorf("%s with its bucket deleted: %v; want an error Unavailable says is one", what, err)
+		}
+	}
+}
