@@ -29,9 +29,10 @@ import (
 // direct gets never served.
 //
 // Cost: one request to the leader per read, a hop more from a follower's
-// node; while the stream has no leader (an election), reads go
-// unanswered until their deadline (Unavailable), where a replica would
-// have answered from its copy.
+// node; while the stream has no leader (an election), a read fails
+// (Unavailable): the replicas answer "temporarily unavailable" (503) at
+// once, or none does until its deadline while a server is in its first
+// seconds, where a replica would have answered from its copy.
 type leaderGets struct {
 	nc *nats.Conn
 	// api is the JetStream API prefix the store's JetStream uses.
