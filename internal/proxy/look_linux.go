@@ -31,8 +31,12 @@ type sockLook struct {
 // kernel, a socket not TCP's). The peer's end of the stream counts one
 // (its FIN's sequence number): a reused connection the host closed fails
 // the write, nothing sent, and net/http sends again what it may.
+//
+// A count below endN is none: more was read from the socket than it says
+// it received (gVisor's TCP_INFO is full length, the count 0), and
+// trusting it would skip the peek and miss a byte already waiting.
 func (s *sockLook) look(fd uintptr) {
-	if s.count(fd) {
+	if s.count(fd) && s.info.Bytes_received >= s.endN {
 		s.got = s.info.Bytes_received > s.endN
 		return
 	}
