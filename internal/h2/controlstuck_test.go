@@ -152,15 +152,7 @@ func TestGoAwayNeverWaitsForAFullControlQueue(t *testing.T) {
 			close(answered)
 		}
 	})
-	accepted := make(chan *stuckConn, 1)
-	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
-		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
-		accepted <- sc
-		return sc
-	})
-	rc := dialRaw(t, addr)
-	sc := <-accepted
-	t.Cleanup(sc.free)
+	rc, sc := serveStuck(t, h)
 	rc.headers(1, true, reqFields("GET", "/many")...)
 	rc.until("stream 1's end", endOf(1))
 	rc.headers(3, true, reqFields("GET", "/close")...)

@@ -120,3 +120,24 @@ func TestShutdownRefusesEverywhereFirst(t *testing.T) {
 		}
 	}
 }
+
+// serveStuck serves h on a connection whose writes stick at sc.stick()
+// until sc.free() (at the test's end at the latest), and returns a raw
+// client of it past the server's SETTINGS ACK.
+func serveStuck(t *testing.T, h http.Handler) (*rawClient, *stuckConn) {
+	t.Helper()
+	accepted := make(chan *stuckConn, 1)
+	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
+		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
+		accepted <- sc
+		return sc
+	})
+	rc := dialRaw(t, addr)
+	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		return ok && sf.IsAck()
+	})
+	sc := <-accepted
+	t.Cleanup(sc.free)
+	return rc, sc
+}

@@ -26,19 +26,7 @@ func TestNothingAfterConnectionErrorGoAway(t *testing.T) {
 		_, _ = io.WriteString(w, "late")
 		w.(http.Flusher).Flush()
 	})
-	accepted := make(chan *stuckConn, 1)
-	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
-		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
-		accepted <- sc
-		return sc
-	})
-	rc := dialRaw(t, addr)
-	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
-		sf, ok := f.(*http2.SettingsFrame)
-		return ok && sf.IsAck()
-	})
-	sc := <-accepted
-	t.Cleanup(sc.free)
+	rc, sc := serveStuck(t, h)
 	t.Cleanup(func() { close(write) })
 	rc.headers(1, true, reqFields("GET", "/")...)
 	waitEntered(t, entered)
@@ -109,19 +97,7 @@ func TestNothingAfterConnectionErrorGoAwayMidWrite(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	accepted := make(chan *stuckConn, 1)
-	_, addr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {
-		sc := &stuckConn{Conn: c, gate: make(chan struct{}), entered: make(chan struct{})}
-		accepted <- sc
-		return sc
-	})
-	rc := dialRaw(t, addr)
-	rc.until("the server's SETTINGS ACK", func(f http2.Frame) bool {
-		sf, ok := f.(*http2.SettingsFrame)
-		return ok && sf.IsAck()
-	})
-	sc := <-accepted
-	t.Cleanup(sc.free)
+	rc, sc := serveStuck(t, h)
 	rc.headers(1, true, reqFields("GET", "/")...)
 	waitEntered(t, entered)
 	sc.stick()
