@@ -36,7 +36,8 @@ func (w *captured) WriteMsg(m *mdns.Msg) error {
 
 // FuzzScreenAgreesWithServe: a message serve answers with an error read
 // before the opcode (two OPTs or a misplaced OPT or TSIG: FORMERR; EDNS
-// version other than 0: BADVERS; a TSIG: NOTAUTH with BADKEY) gets the
+// version other than 0: BADVERS; a TSIG: NOTAUTH with BADKEY, and the
+// BADKEY TSIG with the first two when the TSIG is in place) gets the
 // same reply from screen when its opcode is one screen refuses (UPDATE):
 // the same rcode, TC, question, OPT and TSIG. Any other message serve
 // reads gets NOTIMP from screen as an UPDATE.
@@ -56,6 +57,7 @@ func FuzzScreenAgreesWithServe(f *testing.F) {
 		{nil, nil, {opt(0, "."), opt(0, ".")}}, {{opt(0, ".")}, nil, nil}, {nil, {opt(0, ".")}, {opt(0, ".")}},
 		{nil, nil, {opt(0, "."), tsig}}, {nil, nil, {tsig, opt(0, ".")}}, {nil, nil, {opt(1, "."), tsig}},
 		{{tsig}, nil, nil}, {nil, {tsig}, {opt(0, ".")}}, {nil, nil, {tsig, tsig}},
+		{{opt(0, ".")}, nil, {tsig}}, {nil, nil, {opt(0, "x."), tsig}},
 	} {
 		q := new(mdns.Msg)
 		q.SetQuestion("hello.apps.example.com.", mdns.TypeA)

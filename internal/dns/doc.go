@@ -24,7 +24,8 @@
 // ([ParseQuestion]). The server knows no TSIG key: a signed message of
 // any opcode gets NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945
 // §5.2.2), the key checked before the opcode, the question count and the
-// record counts are, after the OPT records and the EDNS version; over
+// record counts are, after the OPT records and the EDNS version, whose
+// BADVERS or FORMERR to a signed query carries that TSIG too; over
 // UDP, when the reply with it passes the size, TC is set and the question
 // cut so that the TSIG fits (§5.3), the TSIG itself only when it alone
 // passes. A query whose TSIG is not the last record, or has no RDATA,

@@ -21,7 +21,8 @@ import (
 // RFC 6891 §7 asks for OPT in every reply to a query with OPT, and
 // miekg/dns sends a bare header. A whole one of those with an EDNS
 // version other than 0 gets BADVERS, and one signed NOTAUTH with a
-// BADKEY TSIG, as [Server.serve] answers the queries it reads. A
+// BADKEY TSIG (its BADVERS, or FORMERR for a bad OPT, that TSIG too),
+// as [Server.serve] answers the queries it reads. A
 // message screen answers reaches miekg/dns marked as a response, which
 // it drops (DefaultMsgAcceptFunc), so nothing answers it twice.
 //
@@ -153,22 +154,21 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 		// before the message is processed, a TSIG in every reply to a
 		// signed one. An UPDATE signed with a key we do not know is
 		// answered BADKEY as a signed QUERY or NOTIFY is, not NOTIMP: the
-		// client would take an unsigned NOTIMP for a forgery.
+		// client would take an unsigned NOTIMP for a forgery. The BADVERS
+		// and the FORMERR for a bad OPT carry the BADKEY TSIG too, when
+		// the TSIG is in place and can be read ([signedBy]).
+		ts, unreadable := tsigAt(m, w.tsig)
 		switch {
 		case badOPT:
-			rcode = mdns.RcodeFormatError
+			rcode, badKey = mdns.RcodeFormatError, ts
 		case opt != nil && opt.Version() != 0:
-			rcode = mdns.RcodeBadVers
-		case w.tsig == tsigMisplaced:
+			rcode, badKey = mdns.RcodeBadVers, ts
+		case w.tsig == tsigMisplaced || unreadable:
+			// RFC 8945 §5.2: a TSIG out of place, or one that cannot be
+			// read, is FORMERR.
 			rcode = mdns.RcodeFormatError
-		case w.tsig >= 0:
-			rr, _, err := mdns.UnpackRR(m, w.tsig)
-			if badKey, _ = rr.(*mdns.TSIG); err != nil || badKey == nil || unreadableTSIG(badKey) {
-				// RFC 8945 §5.2: a TSIG that cannot be read is FORMERR.
-				badKey, rcode = nil, mdns.RcodeFormatError
-			} else {
-				rcode = mdns.RcodeNotAuth
-			}
+		case ts != nil:
+			rcode, badKey = mdns.RcodeNotAuth, ts
 		}
 	}
 	resp := new(mdns.Msg).SetRcode(req, rcode)
@@ -185,6 +185,20 @@ func (s *Server) reject(m []byte, from net.Addr) []byte {
 		return nil
 	}
 	return b
+}
+
+// tsigAt reads the TSIG at off in m, the offset walk found ([walked].tsig):
+// nil when there is none there (off < 0), and unreadable when it cannot
+// be read ([unreadableTSIG]).
+func tsigAt(m []byte, off int) (ts *mdns.TSIG, unreadable bool) {
+	if off < 0 {
+		return nil, false
+	}
+	rr, _, err := mdns.UnpackRR(m, off)
+	if ts, _ = rr.(*mdns.TSIG); err != nil || ts == nil || unreadableTSIG(ts) {
+		return nil, true
+	}
+	return ts, false
 }
 
 // unparsed is the reply to m, a UDP query screen would leave to miekg/dns,

@@ -186,9 +186,10 @@ func TestRejectOverPacketConn(t *testing.T) {
 }
 
 // FuzzReject: whatever bytes arrive, the screen does not panic, and what
-// it answers over UDP is a reply to them: their id, QR set, FORMERR or
-// NOTIMP, BADVERS with an OPT, or NOTAUTH with an unsigned BADKEY TSIG
-// (TC set, when the TSIG alone passes the size), and no larger than the
+// it answers over UDP is a reply to them: their id, QR set, NOTIMP,
+// FORMERR, BADVERS with an OPT, or NOTAUTH with an unsigned BADKEY TSIG
+// (TC set, when the TSIG alone passes the size), the TSIG of the FORMERR
+// for a bad OPT and of BADVERS that one too, and no larger than the
 // query offers.
 func FuzzReject(f *testing.F) {
 	q := new(mdns.Msg)
@@ -250,18 +251,26 @@ func FuzzReject(f *testing.F) {
 			t.Fatalf("reply %v to %x", r, m)
 		}
 		ts := r.IsTsig()
+		if ts != nil && (ts.Error != mdns.RcodeBadKey || ts.MAC != "") {
+			t.Fatalf("a TSIG other than the unsigned BADKEY one: %v to %x", r, m)
+		}
 		switch r.Rcode {
-		case mdns.RcodeFormatError, mdns.RcodeNotImplemented:
+		case mdns.RcodeNotImplemented:
 			if ts != nil {
-				t.Fatalf("%s with a TSIG: %v to %x", mdns.RcodeToString[r.Rcode], r, m)
+				t.Fatalf("NOTIMP with a TSIG: %v to %x", r, m)
+			}
+		case mdns.RcodeFormatError:
+			// A TSIG only for a bad OPT, which then is not in the reply.
+			if ts != nil && r.IsEdns0() != nil {
+				t.Fatalf("FORMERR with a TSIG and an OPT: %v to %x", r, m)
 			}
 		case mdns.RcodeBadVers:
-			if r.IsEdns0() == nil || ts != nil {
-				t.Fatalf("BADVERS without its OPT, or with a TSIG: %v to %x", r, m)
+			if r.IsEdns0() == nil {
+				t.Fatalf("BADVERS without its OPT: %v to %x", r, m)
 			}
 		case mdns.RcodeNotAuth:
 			// The TSIG is cut only when it alone passes the size.
-			if ts == nil && !r.Truncated || ts != nil && (ts.Error != mdns.RcodeBadKey || ts.MAC != "") {
+			if ts == nil && !r.Truncated {
 				t.Fatalf("NOTAUTH without an unsigned BADKEY TSIG: %v to %x", r, m)
 			}
 		default:

@@ -137,7 +137,7 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 	_, udp := w.RemoteAddr().(*net.UDPAddr)
 	var resp *mdns.Msg
 	opt := req.IsEdns0()
-	var badKey *mdns.TSIG // the query's TSIG, when it is answered BADKEY
+	var badKey *mdns.TSIG // the query's TSIG, when its reply carries BADKEY
 	var found asked       // what answer found, when it answers
 	ra := s.mayRecurse(w.RemoteAddr())
 	switch {
@@ -151,11 +151,13 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeFormatError)
 		resp.RecursionAvailable = ra
 		opt = nil
+		badKey = signedBy(req)
 	case opt != nil && opt.Version() != 0:
 		// RFC 6891 §6.1.3: a version we do not speak is answered BADVERS,
 		// whose OPT (added below) tells the requester the one we do.
 		resp = new(mdns.Msg).SetRcode(req, mdns.RcodeBadVers)
 		resp.RecursionAvailable = ra
+		badKey = signedBy(req)
 	case badTSIG(req):
 		// RFC 8945 §5.2: a TSIG anywhere but last in the additional
 		// section is FORMERR; so are two of them, and one that cannot be
@@ -409,6 +411,19 @@ func badTSIG(req *mdns.Msg) bool {
 		}
 	}
 	return false
+}
+
+// signedBy returns req's TSIG when it is in place and can be read, else
+// nil. A reply to such a request carries a TSIG whatever its rcode (RFC
+// 8945 §5.2: REQUIRED), the BADKEY one here even when the request is
+// refused before its key is looked at (BADVERS, a bad OPT): §5.3 forbids
+// signing with a key the server does not know, and a client that gets
+// no TSIG back takes the reply for a forgery.
+func signedBy(req *mdns.Msg) *mdns.TSIG {
+	if badTSIG(req) {
+		return nil // FORMERR's own: a TSIG out of place is not read
+	}
+	return req.IsTsig()
 }
 
 // unreadableTSIG reports whether ts, as miekg/dns read it, is one RFC

@@ -299,3 +299,68 @@ func TestTSIGBadKeyUDPKeepsTSIG(t *testing.T) {
 		})
 	}
 }
+
+// TestTSIGEarlyErrorsCarryBADKEY: a signed request refused before its
+// TSIG is looked at, BADVERS for an EDNS version other than 0 or FORMERR
+// for OPT records that break RFC 6891 §6.1.1, still gets a TSIG back: RFC
+// 8945 §5.2 REQUIRES one in the response to a request whose TSIG is in
+// place and can be read, and §5.3 forbids signing it with a key the
+// server does not know, so it is the unsigned one saying BADKEY (§5.3.2),
+// as the NOTAUTH reply's is. Without it the signing client reads the
+// reply as a forgery. Whoever answers, serve (QUERY) or screen (UPDATE),
+// over UDP and TCP. A TSIG out of place is FORMERR without one.
+func TestTSIGEarlyErrorsCarryBADKEY(t *testing.T) {
+	addr := startServer(t)
+	const key = "platform-key."
+	opt := func(v uint8) mdns.RR {
+		o := &mdns.OPT{Hdr: mdns.RR_Header{Name: ".", Rrtype: mdns.TypeOPT}}
+		o.SetUDPSize(1232)
+		o.SetVersion(v)
+		return o
+	}
+	tsig := func(q *mdns.Msg) mdns.RR {
+		return &mdns.TSIG{Hdr: mdns.RR_Header{Name: key, Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+			Algorithm: mdns.HmacSHA256, TimeSigned: uint64(time.Now().Unix()), Fudge: 300, MACSize: 32,
+			MAC: strings.Repeat("ab", 32), OrigId: q.Id}
+	}
+	for _, tt := range []struct {
+		name  string
+		extra func(q *mdns.Msg) []mdns.RR
+		rcode int
+		tsig  bool // the reply carries the BADKEY TSIG
+		opt   bool // and an OPT
+	}{
+		{"EDNS version 1", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(1), tsig(q)} }, mdns.RcodeBadVers, true, true},
+		{"two OPTs", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{opt(0), opt(0), tsig(q)} }, mdns.RcodeFormatError, true, false},
+		{"OPT in the answer", func(q *mdns.Msg) []mdns.RR { q.Answer = []mdns.RR{opt(0)}; return []mdns.RR{tsig(q)} }, mdns.RcodeFormatError, true, false},
+		{"two OPTs, the TSIG before them", func(q *mdns.Msg) []mdns.RR { return []mdns.RR{tsig(q), opt(0), opt(0)} }, mdns.RcodeFormatError, false, false},
+	} {
+		for _, network := range []string{"udp", "tcp"} {
+			for _, op := range []int{mdns.OpcodeQuery, mdns.OpcodeUpdate} {
+				q := new(mdns.Msg)
+				q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+				q.Opcode = op
+				q.Extra = tt.extra(q)
+				b, err := q.Pack()
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := rawExchange(t, network, addr, b)
+				name := fmt.Sprintf("%s %s opcode %d", tt.name, network, op)
+				if r.Rcode != tt.rcode || r.Id != q.Id || r.Opcode != op || len(r.Question) != 1 || (r.IsEdns0() != nil) != tt.opt {
+					t.Errorf("%s: %s (%d), OPT %v:\n%v\nwant %s, the question, OPT %v", name, mdns.RcodeToString[r.Rcode], r.Rcode, r.IsEdns0(), r, mdns.RcodeToString[tt.rcode], tt.opt)
+				}
+				ts := r.IsTsig()
+				if !tt.tsig {
+					if ts != nil {
+						t.Errorf("%s: TSIG %v, want none", name, ts)
+					}
+					continue
+				}
+				if ts == nil || ts.Hdr.Name != key || ts.Algorithm != mdns.HmacSHA256 || ts.Error != mdns.RcodeBadKey || ts.MACSize != 0 || ts.MAC != "" || ts.OrigId != q.Id {
+					t.Errorf("%s: TSIG %v, want the unsigned BADKEY one for %s, original id %d", name, ts, key, q.Id)
+				}
+			}
+		}
+	}
+}
