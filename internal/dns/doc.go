@@ -15,21 +15,23 @@
 // to pack is SERVFAIL. A UDP reply is at most the size the query's OPT
 // offers (512 without one) and never past 1232 bytes, the size our OPT
 // states: what does not fit is cut, whole RRsets at a time (no part of
-// one is sent, which RFC 2181 §9 allows), and TC set. An ANY question
-// over UDP gets one RRset (RFC 8482), over TCP all of them. A name outside every
-// zone gets REFUSED: the gateway is not an open resolver. A zone transfer
-// (AXFR, IXFR) gets REFUSED too, and a question for a meta-type (OPT,
-// TSIG, TKEY, the rest of 128-254 but ANY) or the reserved type 0
-// FORMERR, for every name: the resolve API refuses the same types
-// ([ParseQuestion]). The server knows no TSIG key: a signed message of
-// any opcode gets NOTAUTH with an unsigned TSIG saying BADKEY (RFC 8945
-// §5.2.2), the key checked before the opcode, the question count and the
-// record counts are, after the OPT records and the EDNS version, whose
-// BADVERS or FORMERR to a signed query carries that TSIG too; over
-// UDP, when the reply with it passes the size, TC is set and the question
-// cut so that the TSIG fits (§5.3), the TSIG itself only when it alone
-// passes. A query whose TSIG is not the last record, or has no RDATA,
-// gets FORMERR.
+// one is sent, which RFC 2181 §9 allows), and TC set when an answer or
+// authority record is among it, or a referral's in-domain glue (RFC 9471
+// §3.1), not when it is only additional records (RFC 2181 §9). An ANY
+// question over UDP gets one RRset (RFC 8482), over TCP all of them. A
+// name outside every zone gets REFUSED: the gateway is not an open
+// resolver. A zone transfer (AXFR, IXFR) gets REFUSED too, and a
+// question for a meta-type (OPT, TSIG, TKEY, the rest of 128-254 but
+// ANY) or the reserved type 0 FORMERR, for every name: the resolve API
+// refuses the same types ([ParseQuestion]). The server knows no TSIG
+// key: a signed message of any opcode gets NOTAUTH with an unsigned
+// TSIG saying BADKEY (RFC 8945 §5.2.2), the key checked before the
+// opcode, the question count and the record counts are, after the OPT
+// records and the EDNS version, whose BADVERS or FORMERR to a signed
+// query carries that TSIG too; over UDP, when the reply with it passes
+// the size, TC is set and the question cut so that the TSIG fits
+// (§5.3), the TSIG itself only when it alone passes. A query whose TSIG
+// is not the last record, or has no RDATA, gets FORMERR.
 //
 // Recursion is the operator's opt-in, for the platform only: with a
 // [Forwarder], a query with RD set from a source network in

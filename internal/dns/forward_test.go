@@ -50,7 +50,10 @@ var bigTXT = func() []string {
 
 // startUpstream serves on 127.0.0.1:0 until the test ends: example.org A
 // 192.0.2.80, big.example.org TXT (truncated over UDP), NXDOMAIN for
-// nx.example.org, and rcode fail for anything else when fail is set.
+// nx.example.org, ns.example.org NS with the servers' addresses
+// ([delegation]), referrals for www.sub.example.org (to servers in
+// sub.example.org) and www.out.example.org (to servers elsewhere), and
+// rcode fail for anything else when fail is set.
 func startUpstream(t *testing.T, fail int) *upstream {
 	t.Helper()
 	u := &upstream{asked: map[string]int{}}
@@ -79,6 +82,12 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			}
 		case q.Name == "nx.example.org.":
 			resp.Rcode = mdns.RcodeNameError
+		case q.Name == "ns.example.org." && q.Qtype == mdns.TypeNS:
+			resp.Answer, resp.Extra = delegation(q.Name, "ns%d.example.net.")
+		case q.Name == "www.sub.example.org.":
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+		case q.Name == "www.out.example.org.":
+			resp.Ns, resp.Extra = delegation("out.example.org.", "ns%d.example.net.")
 		}
 		if udp {
 			size := mdns.MinMsgSize

@@ -239,15 +239,23 @@ func (s *Server) serve(ctx context.Context, w mdns.ResponseWriter, req *mdns.Msg
 }
 
 // truncateRRsets cuts resp to size as [mdns.Msg.Truncate] does, record by
-// record with TC set, and then drops what is left of every RRset it cut
-// into. RFC 2181 §9 allows either: a partial RRset "may be left" in a
-// reply with TC set, which the client "should ignore". Whole sets or none
-// is the safer of the two for a client that uses such a reply anyway (a
-// stub, a resolver whose TCP is blocked): it would take part of a set for
-// all of it, and cache it so. The sets that fit whole stay (a CNAME
-// before the set it leads to, say); the client asks again over TCP.
+// record, and then drops what is left of every RRset it cut into. RFC
+// 2181 §9 allows either: a partial RRset "may be left" in a reply with
+// TC set, which the client "should ignore". Whole sets or none is the
+// safer of the two for a client that uses such a reply anyway (a stub, a
+// resolver whose TCP is blocked): it would take part of a set for all of
+// it, and cache it so. The sets that fit whole stay (a CNAME before the
+// set it leads to, say); the client asks again over TCP.
+//
+// TC is set only when an answer or authority record was cut, or a
+// referral's in-domain glue ([inDomainGlue]), as RFC 2181 §9 and RFC 9471
+// §3.1 ask; Truncate sets it for any record cut. Additional records
+// beyond that (a forwarded reply's addresses of the name servers it
+// names) are extra information: the reply goes without the sets that do
+// not fit and TC clear, and a client that wants them asks for them.
 func truncateRRsets(resp *mdns.Msg, size int) {
 	answer, ns, extra := resp.Answer, resp.Ns, resp.Extra
+	tc := resp.Truncated // a slipped reply's
 	if len(extra) > 1 {
 		// Truncate takes the OPT out of Extra and appends it after the
 		// records it keeps, in place: over the first one it cut, which
@@ -259,6 +267,38 @@ func truncateRRsets(resp *mdns.Msg, size int) {
 	resp.Answer = wholeRRsets(resp.Answer, answer)
 	resp.Ns = wholeRRsets(resp.Ns, ns)
 	resp.Extra = wholeRRsets(resp.Extra, extra)
+	cut := len(resp.Answer) < len(answer) || len(resp.Ns) < len(ns)
+	if !cut && len(resp.Extra) < len(extra) {
+		cut = inDomainGlue(answer, ns, resp.Extra) < inDomainGlue(answer, ns, extra)
+	}
+	resp.Truncated = tc || cut
+}
+
+// inDomainGlue counts the address records in extra of the in-domain name
+// servers of a referral: a reply with no answer and NS records in its
+// authority section ns, whose servers at or below the delegated name
+// cannot be found without those addresses. RFC 9471 §3.1: a referral
+// that cannot hold all of them MUST have TC set. 0 for any other reply.
+func inDomainGlue(answer, ns, extra []mdns.RR) int {
+	if len(answer) != 0 {
+		return 0
+	}
+	var servers map[string]bool
+	for _, rr := range ns {
+		if n, ok := rr.(*mdns.NS); ok && mdns.IsSubDomain(n.Hdr.Name, n.Ns) {
+			if servers == nil {
+				servers = map[string]bool{}
+			}
+			servers[strings.ToLower(n.Ns)] = true
+		}
+	}
+	count := 0
+	for _, rr := range extra {
+		if h := rr.Header(); (h.Rrtype == mdns.TypeA || h.Rrtype == mdns.TypeAAAA) && servers[strings.ToLower(h.Name)] {
+			count++
+		}
+	}
+	return count
 }
 
 // wholeRRsets returns kept, what Truncate left of the section all, less

@@ -2,6 +2,7 @@ package dns
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -113,12 +114,78 @@ func TestTruncateRRsetsKeepsOPTWhenAdditionalCut(t *testing.T) {
 	if err := r.Unpack(b); err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > mdns.MinMsgSize || !r.Truncated || r.IsEdns0() == nil || len(r.Answer) != 6 {
-		t.Errorf("%d bytes, TC=%v, OPT %v, %d answers; want at most 512, TC, the OPT, all 6 NS", len(b), r.Truncated, r.IsEdns0(), len(r.Answer))
+	// TC clear: the answer is whole (TestTruncatedAdditionalIsNotTC).
+	if len(b) > mdns.MinMsgSize || r.Truncated || r.IsEdns0() == nil || len(r.Answer) != 6 {
+		t.Errorf("%d bytes, TC=%v, OPT %v, %d answers; want at most 512, no TC, the OPT, all 6 NS", len(b), r.Truncated, r.IsEdns0(), len(r.Answer))
 	}
 	for set, n := range rrsetSizes(r.Extra) {
 		if n != all[set] {
 			t.Errorf("%s: %d of its %d records", set, n, all[set])
+		}
+	}
+}
+
+// delegation is owner's four NS records, to the servers named by target
+// (a format of their number), and ten addresses of each: together past
+// 512 bytes, the NS records alone far under.
+func delegation(owner, target string) (ns, addrs []mdns.RR) {
+	for i := range 4 {
+		server := fmt.Sprintf(target, i)
+		ns = append(ns, &mdns.NS{Hdr: mdns.RR_Header{Name: owner, Rrtype: mdns.TypeNS, Class: mdns.ClassINET, Ttl: 300}, Ns: server})
+		for j := range 10 {
+			addrs = append(addrs, &mdns.A{Hdr: mdns.RR_Header{Name: server, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 300},
+				A: net.IPv4(192, 0, 2, byte(10*i+j))})
+		}
+	}
+	return ns, addrs
+}
+
+// TestTruncatedAdditionalIsNotTC: a forwarded reply too large for UDP
+// only by its additional records (the NS servers' addresses) loses
+// whole RRsets of them but is not marked TC: RFC 2181 §9 sets TC only
+// when an RRset the reply needs does not fit, never "merely because some
+// extra information could have been included", additional section
+// processing included. A client that gets TC asks again over TCP for
+// nothing, and miekg/dns's Truncate sets it for any record cut. A
+// referral is the exception (RFC 9471 §3.1): the addresses of name
+// servers inside the delegated zone (in-domain glue) are needed, and
+// when they do not all fit TC is set; those of servers elsewhere are not.
+func TestTruncatedAdditionalIsNotTC(t *testing.T) {
+	up := startUpstream(t, 0)
+	gw := startGateway(t, forwarder(t, up.addr), "127.0.0.1/32")
+	for _, tt := range []struct {
+		name  string
+		qtype uint16
+		tc    bool
+	}{
+		{"ns.example.org.", mdns.TypeNS, false},
+		{"www.out.example.org.", mdns.TypeA, false},
+		{"www.sub.example.org.", mdns.TypeA, true},
+	} {
+		full := query(t, "tcp", gw, tt.name, tt.qtype, true)
+		if full.Truncated || len(full.Answer)+len(full.Ns) != 4 || len(full.Extra) != 40 {
+			t.Fatalf("%s over TCP: TC=%v, want 4 NS and their 40 addresses:\n%v", tt.name, full.Truncated, full)
+		}
+		q := new(mdns.Msg)
+		q.SetQuestion(tt.name, tt.qtype)
+		q.RecursionDesired = true
+		wire := rawUDP(t, gw, q)
+		r := new(mdns.Msg)
+		if err := r.Unpack(wire); err != nil {
+			t.Fatal(err)
+		}
+		if len(wire) > mdns.MinMsgSize || r.Rcode != mdns.RcodeSuccess || len(r.Answer)+len(r.Ns) != 4 || len(r.Extra) >= 40 {
+			t.Errorf("%s over UDP: %d bytes, %s, %d NS, %d addresses; want at most 512, NOERROR, all 4 NS, fewer than 40",
+				tt.name, len(wire), mdns.RcodeToString[r.Rcode], len(r.Answer)+len(r.Ns), len(r.Extra))
+		}
+		if r.Truncated != tt.tc {
+			t.Errorf("%s over UDP: TC=%v, want %v:\n%v", tt.name, r.Truncated, tt.tc, r)
+		}
+		want := rrsetSizes(full.Extra)
+		for set, n := range rrsetSizes(r.Extra) {
+			if n != want[set] {
+				t.Errorf("%s: %s: %d of its %d records", tt.name, set, n, want[set])
+			}
 		}
 	}
 }
