@@ -29,8 +29,9 @@ import (
 // A response (QR set) is never answered, by screen or miekg/dns: a reply
 // to a spoofed "response" would reflect it. A message that does not parse
 // is left to miekg/dns as before (its OPT cannot be found), but for a UDP
-// one from a rate limited source: screen sends miekg/dns's reply itself,
-// for the limiter to count it ([Server.unparsed]).
+// one from a rate limited source, and a NOTIFY: screen sends miekg/dns's
+// reply itself, for the limiter to count it, and with the NOTIFY's
+// opcode where miekg/dns says QUERY ([Server.unparsed]).
 func (s *Server) screen(inner mdns.Reader) mdns.Reader {
 	return screened{s: s, inner: inner}
 }
@@ -201,20 +202,27 @@ func tsigAt(m []byte, off int) (ts *mdns.TSIG, unreadable bool) {
 	return ts, false
 }
 
-// unparsed is the reply to m, a UDP query screen would leave to miekg/dns,
+// unparsed is the reply to m, a query screen would leave to miekg/dns,
 // when m does not parse (a record cut short, an address of three bytes, a
 // name pointing past the message): the FORMERR or NOTIMP that miekg/dns
-// would send, byte for byte. That has the question when miekg/dns read
-// one: for a query it accepts from its header, one the unpack got to;
-// for one it refuses from its header (an opcode it does not serve, not
-// one question), none, as it reads no further. miekg/dns writes
-// that reply itself, past the handler and so past the rate limit: an
-// endless stream of replies to a forged source, which the limiter must
-// count with every other error. nil when miekg/dns would hand m to the
-// handler (an accepted query that parses), when it came over TCP, or when
-// its source is not limited: miekg/dns answers it as before.
+// would send, byte for byte but for the opcode, the request's. That has
+// the question when miekg/dns read one: for a query it accepts from its
+// header, one the unpack got to; for one it refuses from its header (an
+// opcode it does not serve, not one question), none, as it reads no
+// further. miekg/dns writes that reply itself, past the handler and so
+// past the rate limit: an endless stream of replies to a forged source,
+// which the limiter must count with every other error. And its FORMERR
+// says QUERY whatever the request's opcode (SetRcodeFormatError), where
+// RFC 1035 §4.1.1 has a reply copy it: a NOTIFY, the other opcode it
+// reads, gets its FORMERR from here, over TCP too. nil when miekg/dns
+// would hand m to the handler (an accepted query that parses), or when
+// its reply is right and m came over TCP or from a source that is not
+// limited: miekg/dns answers it as before, and a QUERY, the common case,
+// is not unpacked twice.
 func (s *Server) unparsed(m []byte, action mdns.MsgAcceptAction, from net.Addr) []byte {
-	if _, tcp := from.(*net.TCPAddr); tcp || !s.limits(from) {
+	// Past DefaultMsgAcceptFunc, the one opcode but QUERY not refused NOTIMP.
+	notify := action != mdns.MsgRejectNotImplemented && int(m[2]>>3)&0xF != mdns.OpcodeQuery
+	if _, tcp := from.(*net.TCPAddr); !notify && (tcp || !s.limits(from)) {
 		return nil
 	}
 	req := new(mdns.Msg)
@@ -229,12 +237,13 @@ func (s *Server) unparsed(m []byte, action mdns.MsgAcceptAction, from net.Addr) 
 		return nil
 	}
 	// As miekg/dns builds it: the query turned into its reply, the
-	// question kept if it read one, every record dropped.
+	// question kept if it read one, every record dropped; the opcode
+	// the query's.
 	opcode := req.Opcode
 	req.SetRcodeFormatError(req)
-	req.Zero = false
+	req.Zero, req.Opcode = false, opcode
 	if action == mdns.MsgRejectNotImplemented {
-		req.Opcode, req.Rcode = opcode, mdns.RcodeNotImplemented
+		req.Rcode = mdns.RcodeNotImplemented
 	}
 	req.Answer, req.Ns, req.Extra = nil, nil, nil
 	b, err := req.Pack()

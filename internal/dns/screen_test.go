@@ -292,3 +292,52 @@ func FuzzReject(f *testing.F) {
 		}
 	})
 }
+
+// TestUnparsedNOTIFYKeepsOpcode: a NOTIFY that does not parse (a record
+// of the wrong length, its last record cut short, a name pointing past
+// the message, no question and nothing after the header) gets FORMERR
+// with its own opcode and id, as RFC 1035 §4.1.1 has a reply copy them,
+// over UDP and TCP, from a rate limited server or not. miekg/dns's
+// SetRcodeFormatError says QUERY whatever the request was, and a client
+// matching the reply to its NOTIFY by opcode drops it.
+func TestUnparsedNOTIFYKeepsOpcode(t *testing.T) {
+	notify := func(edit func(b []byte) []byte) []byte {
+		m := new(mdns.Msg)
+		m.SetNotify("apps.example.com.")
+		m.SetEdns0(1232, false)
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return edit(b)
+	}
+	for _, tt := range []struct {
+		name string
+		b    []byte
+	}{
+		{"A record of three bytes", notify(func(b []byte) []byte {
+			b[7] = 1 // ANCOUNT, before the OPT: an A of the root with three bytes of address
+			i := len(b) - 11
+			return append(b[:i:i], append([]byte{0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 3, 192, 0, 2}, b[i:]...)...)
+		})},
+		{"last record cut short", notify(func(b []byte) []byte { return b[:len(b)-3] })},
+		{"question name pointing past the message", notify(func(b []byte) []byte {
+			b[10], b[11] = 0, 0 // ARCOUNT: the OPT goes
+			return append(b[:12:12], 0xC0, 0xFF, 0, 6, 0, 1)
+		})},
+		{"no question, the header alone", notify(func(b []byte) []byte { b[5] = 0; return b[:12] })},
+	} {
+		limitedAddr, _, _ := rrlServer(t, Options{RateLimit: 100})
+		for server, addr := range map[string]string{"plain": startServer(t), "rate limited": limitedAddr} {
+			for _, network := range []string{"udp", "tcp"} {
+				id := mdns.Id()
+				binary.BigEndian.PutUint16(tt.b, id)
+				r := rawExchange(t, network, addr, tt.b)
+				if r.Rcode != mdns.RcodeFormatError || r.Opcode != mdns.OpcodeNotify || r.Id != id || !r.Response {
+					t.Errorf("%s, %s server, %s: %s (%d) opcode %d id %d; want FORMERR, opcode NOTIFY (%d), id %d",
+						tt.name, server, network, mdns.RcodeToString[r.Rcode], r.Rcode, r.Opcode, r.Id, mdns.OpcodeNotify, id)
+				}
+			}
+		}
+	}
+}
