@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,14 +130,16 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	return s, nil
 }
 
-// bucket binds to cfg.Bucket, creating it if missing, rescales it when
-// Options.Replicas asks for a different replica count, and adds the
-// republish a routing bucket made before it (or by another tool) lacks.
+// bucket binds to cfg.Bucket, creating it if missing, and gives a bucket
+// that exists what the gateway needs of it (shape).
 func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := s.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		cfg.Replicas = max(s.opts.Replicas, 1)
 		kv, err = s.js.CreateKeyValue(ctx, cfg)
+		if err == nil {
+			return kv, nil
+		}
 		if errors.Is(err, jetstream.ErrBucketExists) { // another gateway won the race
 			kv, err = s.js.KeyValue(ctx, cfg.Bucket)
 		}
@@ -144,30 +147,66 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 	if err != nil {
 		return nil, fmt.Errorf("store: bucket %s (replicas %d): %w", cfg.Bucket, max(s.opts.Replicas, 1), err)
 	}
-	if s.opts.Replicas == 0 && cfg.RePublish == nil {
+	return s.shape(ctx, kv, cfg)
+}
+
+// shape updates the stream of kv, an existing bucket, for what the
+// gateway needs of it, and only for that: Options.Replicas as a floor (an
+// operator who raised a bucket past it, R5 on a 5-node cluster, keeps
+// that), want's republish on the routing buckets (the followers read its
+// copies: a bucket made before buckets republished, or by another tool,
+// lacks it, and one another tool pointed elsewhere or cut to headers
+// feeds them nothing, or empty values), rollups (every delete is a purge,
+// which is one; but see below) and, on the locks bucket, per-message TTLs
+// (every lock has one). Every other setting is the operator's and stays:
+// direct gets, limits, history, placement, metadata. The update starts from
+// the stream's own configuration, not from a jetstream.KeyValueConfig:
+// UpdateKeyValue rebuilds the whole stream from one, which turned direct
+// gets back on, limits back to none and deletes back to denied, and
+// failed the start on a history past the 64 that config can say. A
+// stream that needs nothing is sent no update.
+func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	stream, err := s.js.Stream(ctx, "KV_"+want.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
+	}
+	have := stream.CachedInfo().Config
+	cfg := have
+	var changed []string
+	if cfg.Replicas < s.opts.Replicas {
+		s.log.Info("store: raising a bucket's replicas", "bucket", want.Bucket, "from", have.Replicas, "to", s.opts.Replicas)
+		cfg.Replicas = s.opts.Replicas
+		changed = append(changed, fmt.Sprintf("%d replicas", cfg.Replicas))
+	}
+	if r := want.RePublish; r != nil && (cfg.RePublish == nil || *cfg.RePublish != *r) {
+		if have.RePublish != nil {
+			s.log.Warn("store: replacing a bucket's republish with the one every gateway reads", "bucket", want.Bucket,
+				"from", have.RePublish.Destination, "headers_only", have.RePublish.HeadersOnly, "to", r.Destination)
+		}
+		cfg.RePublish = r
+		changed = append(changed, "republishing")
+	}
+	// A stream that denies purges cannot allow rollups (the server refuses
+	// the update) and no update can lift the denial: it keeps both, and
+	// its deletes fail, as they did, instead of the start.
+	if !cfg.AllowRollup && !cfg.DenyPurge {
+		cfg.AllowRollup = true
+		changed = append(changed, "rollups")
+	}
+	if want.LimitMarkerTTL > 0 && !cfg.AllowMsgTTL {
+		cfg.AllowMsgTTL = true
+		changed = append(changed, "per-message TTLs")
+	}
+	if len(changed) == 0 {
 		return kv, nil
 	}
-	st, err := kv.Status(ctx)
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("store: bucket %s: update to %s: %w", want.Bucket, strings.Join(changed, ", "), err)
+	}
+	// Bound again: a KeyValue keeps what it read of the stream when bound.
+	kv, err = s.js.KeyValue(ctx, want.Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("store: bucket %s: %w", cfg.Bucket, err)
-	}
-	have := st.Config()
-	// Options.Replicas is a floor: an operator who raised a bucket past
-	// it (R5 on a 5-node cluster) keeps that through every restart.
-	replicas := max(have.Replicas, s.opts.Replicas)
-	if have.Replicas == replicas && (cfg.RePublish == nil || have.RePublish != nil) {
-		return kv, nil
-	}
-	if have.Replicas != replicas {
-		s.log.Info("store: raising a bucket's replicas", "bucket", cfg.Bucket, "from", have.Replicas, "to", replicas)
-	}
-	have.Replicas = replicas
-	if have.RePublish == nil {
-		have.RePublish = cfg.RePublish
-	}
-	kv, err = s.js.UpdateKeyValue(ctx, have)
-	if err != nil {
-		return nil, fmt.Errorf("store: bucket %s: update to %d replicas, republishing: %w", cfg.Bucket, replicas, err)
+		return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
 	}
 	return kv, nil
 }

@@ -1,0 +1,148 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/store"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// operatorStream is a bucket's stream as an operator may have made or
+// tuned it: no direct gets, more history than nats.go's KeyValueConfig
+// can say (it stops at 64), limits of their own, no republish and no
+// rollups.
+func operatorStream(bucket string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: "KV_" + bucket, Subjects: []string{"$KV." + bucket + ".>"}, Description: "ops",
+		Storage: jetstream.FileStorage, Replicas: 1, MaxMsgsPerSubject: 100, MaxMsgs: 100000, MaxBytes: 64 << 20,
+		MaxMsgSize: 1 << 20, MaxConsumers: 50, Duplicates: 30 * time.Second, Discard: jetstream.DiscardOld,
+		DenyDelete: true, AllowDirect: false, Metadata: map[string]string{"owner": "ops"},
+	}
+}
+
+// Open owns of a bucket's stream only what the gateway needs, and leaves
+// every other setting as the operator made it: the replica floor, the
+// republish its followers read (DESIGN §10, docs/config.md), rollups
+// (every delete is a purge) and, on the locks bucket, per-message TTLs
+// (every lock). It rebuilt the whole stream from nats.go's KeyValueConfig
+// whenever it changed one of them, turning direct gets back on, limits
+// back to none and deletes back to denied; a stream with more history than
+// that config can say made the start fail ("history too large").
+func TestOpenKeepsOperatorBucketSettings(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	ctx := t.Context()
+	buckets := []string{"gatehouse_apps", "gatehouse_domains", "gatehouse_locks"}
+	for _, b := range buckets {
+		cfg := operatorStream(b)
+		if b == "gatehouse_domains" {
+			// Cut to headers, the republish gave the followers every
+			// write as an empty value, which they dropped.
+			cfg.RePublish = &jetstream.RePublish{Source: "$KV." + b + ".>", Destination: "gatehouse._store." + b + ".>", HeadersOnly: true}
+		}
+		if _, err := j.CreateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := store.Open(ctx, j, store.Options{})
+	if err != nil {
+		t.Fatalf("Open over an operator's streams: %v", err)
+	}
+	for _, b := range buckets {
+		st, err := j.Stream(ctx, "KV_"+b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := st.CachedInfo().Config, operatorStream(b)
+		want.AllowRollup = true
+		if b == "gatehouse_locks" {
+			want.AllowMsgTTL = true
+		} else {
+			want.RePublish = &jetstream.RePublish{Source: "$KV." + b + ".>", Destination: "gatehouse._store." + b + ".>"}
+		}
+		// What the server fills in itself.
+		want.Retention, want.Metadata = got.Retention, got.Metadata
+		if got.Metadata["owner"] != "ops" {
+			t.Errorf("%s: metadata %v, the operator's lost", b, got.Metadata)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s after Open:\n got %+v\nwant %+v", b, got, want)
+		}
+	}
+	g := run(t, s)
+	mustPut(t, s.PutZone(ctx, &route.Zone{Name: "z.test"}))
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "a"}))
+	mustPut(t, s.PutDomain(ctx, &route.Domain{Domain: "www.a.test", App: "a", Verified: true}))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return g.routes("www.a.test", "a") }, "the custom domain is not routed")
+	if err := s.DeleteApp(ctx, "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteApp(missing) = %v", err)
+	}
+	mustPut(t, s.PutApp(ctx, &route.App{ID: "b"}))
+	if err := s.DeleteApp(ctx, "b"); err != nil {
+		t.Errorf("DeleteApp on a bucket made without rollups: %v", err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Certs().Lock(lctx, "issue"); err != nil {
+		t.Fatalf("Lock on a bucket made without per-message TTLs: %v", err)
+	}
+	if err := s.Certs().Unlock(ctx, "issue"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An Open that has nothing to change sends no stream update: an update
+// the server applies is a stream advisory, a round of the stream's
+// replicas and a reset of whatever it rewrites, at every start.
+func TestOpenSendsNoNeedlessUpdate(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, nc := js(t, ns.ClientURL())
+	ctx := t.Context()
+	// An operator's stream that Open reshapes once.
+	cfg := operatorStream("gatehouse_domains")
+	cfg.MaxMsgsPerSubject = 5
+	if _, err := j.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	open(t, j, store.Options{})
+	ch := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	open(t, j, store.Options{})
+	// A sentinel update, whose advisory comes after any Open caused.
+	sentinel := jetstream.StreamConfig{Name: "SENTINEL", Subjects: []string{"sentinel"}}
+	if _, err := j.CreateStream(ctx, sentinel); err != nil {
+		t.Fatal(err)
+	}
+	sentinel.Description = "updated"
+	if _, err := j.UpdateStream(ctx, sentinel); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case m := <-ch:
+			if strings.HasSuffix(m.Subject, ".SENTINEL") {
+				return
+			}
+			t.Errorf("the second Open updated a stream: %s", m.Subject)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no advisory for the sentinel's update")
+		}
+	}
+}
