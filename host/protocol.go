@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ChallengePath is the path a gateway POSTs a [ChallengeRequest] to.
@@ -211,24 +212,45 @@ func validHostname(h string) bool {
 	return true
 }
 
+// maxQuoted bounds how much of a field a validation error quotes. The
+// field is whatever the message's sender wrote, as long as the message
+// may be (MaxMessageSize), and gateways log the error of every message
+// they drop: quoted whole (%q takes four bytes for one it escapes), one
+// message made a line of up to 256 KiB. Over a host id's 128 bytes, so
+// that a host id of a valid length is quoted whole.
+const maxQuoted = 160
+
+// quoted is s quoted as %q does, its first maxQuoted bytes at most (cut
+// at a character's start) and then its length.
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
 // Validate reports the first thing wrong with a, naming the field.
 func (a *Announce) Validate() error {
 	if !ValidHostID(a.HostID) {
-		return fmt.Errorf("host_id %q invalid", a.HostID)
+		return fmt.Errorf("host_id %s invalid", quoted(a.HostID))
 	}
 	if len(a.Apps) == 0 || len(a.Apps) > maxApps {
 		return fmt.Errorf("apps must list 1 to %d apps", maxApps)
 	}
 	for _, app := range a.Apps {
 		if !ValidApp(app) {
-			return fmt.Errorf("app %q invalid", app)
+			return fmt.Errorf("app %s invalid", quoted(app))
 		}
 	}
 	if err := CheckAddr(a.Addr); err != nil {
 		return err
 	}
 	if !ValidScheme(a.Scheme) {
-		return fmt.Errorf("scheme %q invalid (http, h2c, https or tls)", a.Scheme)
+		return fmt.Errorf("scheme %s invalid (http, h2c, https or tls)", quoted(a.Scheme))
 	}
 	if _, err := ParsePublicKey(a.PublicKey); err != nil {
 		return err
@@ -242,7 +264,7 @@ func (a *Announce) Validate() error {
 // Validate reports the first thing wrong with hb.
 func (hb *Heartbeat) Validate() error {
 	if !ValidHostID(hb.HostID) {
-		return fmt.Errorf("host_id %q invalid", hb.HostID)
+		return fmt.Errorf("host_id %s invalid", quoted(hb.HostID))
 	}
 	if hb.TS <= 0 {
 		return errors.New("ts missing")
@@ -258,7 +280,7 @@ func (hb *Heartbeat) Validate() error {
 // says so apart from a malformed one.
 func (l *Leave) Validate() error {
 	if !ValidHostID(l.HostID) {
-		return fmt.Errorf("host_id %q invalid", l.HostID)
+		return fmt.Errorf("host_id %s invalid", quoted(l.HostID))
 	}
 	if l.TS <= 0 {
 		return errors.New("ts missing")
@@ -280,7 +302,7 @@ var sigLen = base64.StdEncoding.EncodedLen(ed25519.SignatureSize)
 // base64 of 16 to 64 bytes; the gateway id 1 to 253 printable bytes.
 func (r *ChallengeRequest) Validate() error {
 	if !ValidHostID(r.HostID) {
-		return fmt.Errorf("host_id %q invalid", r.HostID)
+		return fmt.Errorf("host_id %s invalid", quoted(r.HostID))
 	}
 	if len(r.Nonce) > 2*maxNonceSize {
 		return errors.New("nonce too long")

@@ -197,3 +197,47 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateQuotesABoundedField: a field a message's sender made as
+// long as a message may be is quoted in part, with its length, in the
+// error gateways log (and a challenge's 400 answers with); one of a
+// host id's length is quoted whole.
+func TestValidateQuotesABoundedField(t *testing.T) {
+	long := strings.Repeat("\x01", MaxMessageSize-100)
+	msgs := map[string]string{
+		"announce host_id":  `{"host_id":"` + strings.Repeat(`\u0001`, 10000) + `"}`,
+		"heartbeat host_id": `{"host_id":"` + strings.Repeat("é", 30000) + `","ts":1}`,
+		"leave host_id":     `{"host_id":"` + strings.Repeat("-", 60000) + `","ts":1}`,
+		"app":               `{"host_id":"web-1","apps":["` + strings.Repeat("a", 60000) + `"]}`,
+		"scheme":            `{"host_id":"web-1","apps":["hello"],"addr":"10.0.0.5:80","scheme":"` + strings.Repeat("a", 60000) + `"}`,
+	}
+	for name, m := range msgs {
+		var err error
+		switch {
+		case strings.HasPrefix(name, "heartbeat"):
+			_, err = ParseHeartbeat([]byte(m))
+		case strings.HasPrefix(name, "leave"):
+			_, err = ParseLeave([]byte(m))
+		default:
+			_, err = ParseAnnounce([]byte(m))
+		}
+		if err == nil || len(err.Error()) > 1<<10 || !strings.Contains(err.Error(), " bytes)") {
+			t.Errorf("%s of ~60 KiB: error of %d bytes: %.200v", name, len(fmtErr(err)), err)
+		}
+	}
+	r := ChallengeRequest{HostID: long}
+	if err := r.Validate(); err == nil || len(err.Error()) > 1<<10 {
+		t.Errorf("challenge host_id of %d bytes: error of %d bytes", len(long), len(fmtErr(err)))
+	}
+	id := "-" + strings.Repeat("a", 127) // 128 bytes, invalid at its first
+	if _, err := ParseLeave([]byte(`{"host_id":"` + id + `","ts":1}`)); err == nil || !strings.Contains(err.Error(), `"`+id+`" invalid`) {
+		t.Errorf("a 128-byte host_id is not quoted whole: %v", err)
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/logcut"
 	"github.com/gatehouse-dev/gatehouse/internal/route"
 	"github.com/gatehouse-dev/gatehouse/internal/verify"
 )
@@ -616,9 +617,16 @@ func (d *Discovery) handle(m *nats.Msg) {
 	}
 }
 
+// maxErrLog bounds the error text of a dropped message's line: room for
+// host's longest, a field quoted at its bound with every byte escaped.
+const maxErrLog = 1 << 10
+
 func (d *Discovery) drop(reason, subject string, err error) {
 	d.m.dropped.WithLabelValues(reason).Inc()
-	d.drops.warn(d.opts.Now(), reason, "discovery: dropped bus message", "reason", reason, "subject", subject, "err", err)
+	// err may quote the message's fields, which a bus client writes as
+	// long as a message may be: host's errors bound what they quote, and
+	// this bounds the line whatever a later error quotes.
+	d.drops.warn(d.opts.Now(), reason, "discovery: dropped bus message", "reason", reason, "subject", subject, "err", logcut.String(err.Error(), maxErrLog))
 }
 
 func (d *Discovery) announce(a host.Announce) {

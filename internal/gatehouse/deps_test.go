@@ -16,7 +16,7 @@ var allowed = map[string][]string{
 	"internal/verify":    {"host"},
 	"internal/route":     {"internal/policy"}, // STYLE §6.1 allows cors, limit, auth, policy
 	"internal/store":     {"host", "internal/edkey", "internal/jsontext", "internal/route"},
-	"internal/discovery": {"host", "internal/route", "internal/verify"},
+	"internal/discovery": {"host", "internal/logcut", "internal/route", "internal/verify"},
 	"internal/peers":     {"internal/cluster", "internal/problem"},
 	"internal/proxy":     {"internal/deadline", "internal/httpwire", "internal/metrics", "internal/problem", "internal/route", "internal/sock"},
 	"internal/gateway": {"internal/auth", "internal/cluster", "internal/cors", "internal/httpwire", "internal/limit", "internal/logcut", "internal/metrics",
