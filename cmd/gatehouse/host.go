@@ -264,7 +264,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	srv := sidecarServer(h.Wrap(counted(&inflight, sidecarProxy(up, f.scheme, logger))), f.scheme, sidecarDefaults)
 	fmt.Fprintf(stdout, "gatehouse host %s: serving %s (announced as %s://%s) for %s, proxying to %s, cluster %s on %s\n",
 		f.id, ln.Addr(), f.scheme, addr, strings.Join(f.apps, ","), up, f.cluster, redactBus(f.bus))
-	return serveSidecar(ctx, srv, ln, h, f, &inflight, logger)
+	return serveSidecar(ctx, srv, sidecarListener(ln, sidecarDefaults), h, f, &inflight, logger)
 }
 
 // sidecarTimeouts bound how long a client of the sidecar may hold a
@@ -273,6 +273,9 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 type sidecarTimeouts struct {
 	readHeader time.Duration // a request's head, from its first byte (a new connection's: from the accept)
 	idle       time.Duration // between requests; an h2c connection with no stream
+	// stall bounds one wait of an exchange under way (hoststall.go): a
+	// read of a request body, a write of an answer, with nothing moving.
+	stall time.Duration
 }
 
 // sidecarDefaults are the gateway's own listeners' defaults
@@ -280,16 +283,22 @@ type sidecarTimeouts struct {
 // a head at once, and keeps an idle connection to a host 90 s (the
 // proxy's IdleConnTimeout), under idle: it closes its end first, so it
 // never sends a request on a connection the sidecar is closing.
-var sidecarDefaults = sidecarTimeouts{readHeader: 10 * time.Second, idle: 120 * time.Second}
+//
+// stall is the gateway's own bound on its clients' stalls, which it takes
+// from listeners.idle_timeout too (internal/edge): a gateway in front
+// stalls no longer than its client did, and cuts that client first.
+var sidecarDefaults = sidecarTimeouts{readHeader: 10 * time.Second, idle: 120 * time.Second, stall: 120 * time.Second}
 
-// sidecarServer is the sidecar's server for h, speaking scheme. There is
-// no ReadTimeout or WriteTimeout: each would bound a whole request or
-// answer, and cut a long upload, an event stream or an upgraded
-// connection (a WebSocket) the sidecar proxies; an upgraded connection,
-// hijacked, has no deadline left from the server.
+// sidecarServer is the sidecar's server for h, speaking scheme, to serve
+// a sidecarListener. There is no ReadTimeout or WriteTimeout: each would
+// bound a whole request or answer, and cut a long upload, an event
+// stream or an upgraded connection (a WebSocket) the sidecar proxies; an
+// upgraded connection, hijacked, has no deadline left from the server.
+// The stall bound takes their place: one read of a body, or one write,
+// that waits that long (stallBodies, sidecarListener).
 func sidecarServer(h http.Handler, scheme string, t sidecarTimeouts) *http.Server {
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           stallBodies(h, t.stall),
 		ReadHeaderTimeout: t.readHeader,
 		// Without it an idle keep-alive connection (and one that sent
 		// under 4 bytes of its next request, which net/http peeks

@@ -15,12 +15,12 @@ import (
 	"github.com/gatehouse-dev/gatehouse/host"
 )
 
-// TestSidecarBoundsCutNoLongExchange: the sidecar's head and idle bounds
-// (sidecarTimeouts) cut no exchange that is under way: an upload that
-// trickles for longer than both, over HTTP/1.1 and over h2c, and an h2c
-// answer that streams for longer than both (its stream open, the
-// connection is not idle), after which the same h2c connection serves
-// another request.
+// TestSidecarBoundsCutNoLongExchange: the sidecar's head, idle and stall
+// bounds (sidecarTimeouts) cut no exchange that is under way: an upload
+// that trickles for longer than all three, over HTTP/1.1 and over h2c,
+// its bytes coming within the stall bound, and an answer that streams as
+// long (over h2c its stream open, the connection is not idle), after
+// which the same h2c connection serves another request.
 func TestSidecarBoundsCutNoLongExchange(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,13 +54,14 @@ func TestSidecarBoundsCutNoLongExchange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, sidecarTimeouts{readHeader: bound, idle: bound})
+			tm := sidecarTimeouts{readHeader: bound, idle: bound, stall: bound}
+			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			served := make(chan struct{})
-			go func() { defer close(served); _ = srv.Serve(ln) }()
+			go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
 			t.Cleanup(func() { srv.Close(); <-served })
 
 			tr := &http.Transport{Protocols: new(http.Protocols)}

@@ -99,6 +99,19 @@ func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logg
 			}
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if stalled(r) {
+				// The client's upload stopped coming for the stall
+				// bound: its 408, as the gateway answers one, not the
+				// app's failure. First, as net/http cancels an HTTP/1
+				// request whose body's deadline fired, and taken for
+				// the client leaving it got net/http's empty 200. Where
+				// its next request would start is unknown: none is read.
+				if r.ProtoMajor == 1 {
+					w.Header().Set("Connection", "close")
+				}
+				writeProblem(w, http.StatusRequestTimeout, `{"type":"about:blank","title":"Request Timeout","status":408,"detail":"the request body stopped coming"}`)
+				return
+			}
 			if errors.Is(err, context.Canceled) {
 				return
 			}

@@ -26,7 +26,8 @@ import (
 // request line, one idle after an answer (or with the start of the next
 // request alone), and an h2c connection with no stream are closed within
 // the bounds. An answer that streams for longer than them, and an
-// upgraded connection idle longer than them, are not cut.
+// upgraded connection idle longer than them (the stall bound on too),
+// are not cut.
 func TestSidecarClosesSilentClients(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,13 +57,14 @@ func TestSidecarClosesSilentClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := func(t *testing.T, scheme string) string {
-		srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, sidecarTimeouts{readHeader: bound, idle: bound})
+		tm := sidecarTimeouts{readHeader: bound, idle: bound, stall: bound}
+		srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		served := make(chan struct{})
-		go func() { defer close(served); _ = srv.Serve(ln) }()
+		go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
 		t.Cleanup(func() { srv.Close(); <-served })
 		return ln.Addr().String()
 	}
@@ -167,6 +169,11 @@ func TestSidecarTimeoutsAreTheGatewaysDefaults(t *testing.T) {
 	if sidecarDefaults.readHeader != l.ReadHeaderTimeout || sidecarDefaults.idle != l.IdleTimeout {
 		t.Errorf("sidecar read header %s, idle %s; the gateway's listeners %s, %s",
 			sidecarDefaults.readHeader, sidecarDefaults.idle, l.ReadHeaderTimeout, l.IdleTimeout)
+	}
+	// The gateway bounds its clients' stalled uploads and unread answers
+	// by its idle timeout (internal/edge).
+	if sidecarDefaults.stall != l.IdleTimeout {
+		t.Errorf("sidecar stall %s; the gateway's listeners' %s", sidecarDefaults.stall, l.IdleTimeout)
 	}
 	if sidecarDefaults.idle <= 90*time.Second {
 		t.Errorf("sidecar idle %s: a gateway keeps an idle connection to a host 90 s, and would send on one the sidecar closes", sidecarDefaults.idle)

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatehouse-dev/gatehouse/host"
+)
+
+// TestSidecarCutsStalledExchanges: a client that reaches the sidecar
+// directly cannot hold a request's handler, and the app's, for ever by
+// stalling it once under way: an upload whose next bytes do not come is
+// answered 408 and its connection closed, and an answer the client stops
+// reading is given up (the app's handler returns), over HTTP/1.1 and
+// h2c, within a few stall bounds. (That an honest slow upload, a long
+// answer and a quiet upgraded connection are not cut by the same bound
+// is TestSidecarBoundsCutNoLongExchange's and
+// TestSidecarClosesSilentClients'.)
+func TestSidecarCutsStalledExchanges(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	// Long enough that a failure here is the stall bound's, short enough
+	// that an unbounded wait fails the test rather than hangs it.
+	const within = 10 * time.Second
+	for _, scheme := range []string{host.SchemeHTTP, host.SchemeH2C} {
+		t.Run(scheme, func(t *testing.T) {
+			endless := make(chan error, 1) // the app's endless answer, once given up
+			app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/count":
+					n, err := io.Copy(io.Discard, r.Body)
+					if err != nil {
+						http.Error(w, err.Error(), http.StatusBadRequest)
+						return
+					}
+					_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+				case "/endless":
+					buf := make([]byte, 32<<10)
+					for {
+						if _, err := w.Write(buf); err != nil {
+							endless <- err
+							return
+						}
+					}
+				}
+			}))
+			app.Config.Protocols = new(http.Protocols)
+			app.Config.Protocols.SetHTTP1(true)
+			app.Config.Protocols.SetUnencryptedHTTP2(true)
+			app.Start()
+			t.Cleanup(app.Close)
+			up, err := url.Parse(app.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The head and idle bounds far off: what ends these is the
+			// stall bound.
+			tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
+			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan struct{})
+			go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
+			t.Cleanup(func() { srv.Close(); <-served })
+			base := "http://" + ln.Addr().String()
+
+			t.Run("stalled upload", func(t *testing.T) {
+				// An upload that stops after 4 of its 100 bytes.
+				var stalledRes *http.Response
+				if scheme == host.SchemeHTTP {
+					c, err := net.Dial("tcp", ln.Addr().String())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(within))
+					if _, err := io.WriteString(c, "POST /count HTTP/1.1\r\nHost: hello.test\r\nContent-Length: 100\r\n\r\n0123"); err != nil {
+						t.Fatal(err)
+					}
+					br := bufio.NewReader(c)
+					if stalledRes, err = http.ReadResponse(br, nil); err != nil {
+						t.Fatalf("an upload stalled after 4 bytes: no answer within %s (bound %s): %v", within, bound, err)
+					}
+					_, _ = io.Copy(io.Discard, stalledRes.Body)
+					if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
+						t.Errorf("the stalled upload's connection is still open %s on (bound %s)", within, bound)
+					}
+				} else {
+					pr, pw := io.Pipe()
+					defer pw.Close()
+					go func() { _, _ = io.WriteString(pw, "0123") }()
+					req, err := http.NewRequest(http.MethodPost, base+"/count", pr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.ContentLength = 100
+					if stalledRes, err = h2cClient(t, within).Do(req); err != nil {
+						t.Fatalf("an upload stalled after 4 bytes: no answer within %s (bound %s): %v", within, bound, err)
+					}
+					stalledRes.Body.Close()
+				}
+				if stalledRes.StatusCode != http.StatusRequestTimeout || !strings.Contains(stalledRes.Header.Get("Content-Type"), "problem+json") {
+					t.Errorf("an upload stalled after 4 bytes: %d %s, want a 408 problem", stalledRes.StatusCode, stalledRes.Header.Get("Content-Type"))
+				}
+
+			})
+			t.Run("unread answer", func(t *testing.T) {
+				// An endless answer the client stops reading after its head.
+				var body io.ReadCloser
+				if scheme == host.SchemeHTTP {
+					c, err := net.Dial("tcp", ln.Addr().String())
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					if _, err := io.WriteString(c, "GET /endless HTTP/1.1\r\nHost: hello.test\r\n\r\n"); err != nil {
+						t.Fatal(err)
+					}
+					body = c
+				} else {
+					res, err := h2cClient(t, 0).Get(base + "/endless")
+					if err != nil {
+						t.Fatal(err)
+					}
+					body = res.Body
+				}
+				defer body.Close()
+				select {
+				case <-endless:
+				case <-time.After(within):
+					t.Fatalf("an answer its client stopped reading: the app still writes it %s on (bound %s)", within, bound)
+				}
+			})
+		})
+	}
+}
+
+// h2cClient is an HTTP/2-cleartext client giving up after timeout (zero:
+// never).
+func h2cClient(t *testing.T, timeout time.Duration) *http.Client {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// TestSidecarUnreadBodyStallIsBounded: a handler that answers without
+// reading the body (the challenge's 405, a 508) leaves net/http to read
+// what is left of it, up to 256 KiB, before its answer goes out, with no
+// deadline of its own: a client that declared a body and sent 4 bytes of
+// it held the connection, unanswered, for ever. The stall bound covers
+// that read too; a client that sends its body gets the answer on a
+// connection that goes on.
+func TestSidecarUnreadBodyStallIsBounded(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	const within = 10 * time.Second
+	tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
+	srv := sidecarServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodGet)
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}), host.SchemeHTTP, tm)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(within))
+	br := bufio.NewReader(c)
+	post := "POST /x HTTP/1.1\r\nHost: hello.test\r\nContent-Length: 10\r\n\r\n"
+	// Sent whole, the body is read past and the connection kept.
+	if _, err := io.WriteString(c, post+"0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusMethodNotAllowed || res.Close {
+		t.Fatalf("a whole body: %v %v, want a 405 on a kept connection", res, err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	// 4 bytes of 10, then nothing.
+	if _, err := io.WriteString(c, post+"0123"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = http.ReadResponse(br, nil); err != nil {
+		t.Fatalf("a body stalled after 4 bytes: no answer within %s (bound %s): %v", within, bound, err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the stalled body's connection is still open %s on (bound %s)", within, bound)
+	}
+}
