@@ -8,10 +8,16 @@
 //
 //	h, err := host.New(host.Options{Conn: nc, Cluster: "prod", HostID: "web-1",
 //		Key: key, Apps: []string{"hello"}, Addr: "10.0.0.5:8080"})
-//	srv := &http.Server{Addr: ":8080", Handler: h.Wrap(app)}
+//	srv := &http.Server{Addr: ":8080", Handler: h.Wrap(app),
+//		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 //	go srv.ListenAndServe()
 //	err = h.Run(ctx)       // announce, heartbeat, re-announce on reconnect, leave when ctx ends
 //	srv.Shutdown(drainCtx) // after the leave: gateways stop picking this host, then drain
+//
+// The server's timeouts are the app's to choose; those above are the
+// ones `gatehouse host` uses (and the gateway's own listeners): without
+// them a client that opens connections and sends nothing, or leaves them
+// idle, holds a goroutine and a socket each for as long as it likes.
 //
 // Run returns once its leave is on the bus (or after 2 s trying). Wait for
 // it before the process exits: a host that exits with Run still going may
