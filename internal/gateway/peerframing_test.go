@@ -78,8 +78,9 @@ func (p *framingPeer) serve(c net.Conn) {
 // peer that offers no HTTP/2. Before, the answer was read as chunked
 // (200 "hello") and the connection reused. Its neighbours, which
 // net/http's client refuses itself, are no answer either: differing or
-// invalid lengths, a coding other than chunked. A field name with a space
-// before its colon frames nothing: the body is read until the close.
+// invalid lengths, a coding other than chunked; nor is a field name with
+// a space before its colon, which a peer's server (net/http's) never
+// writes, and which framed nothing: the body was read until the close.
 func TestPeerResponseFraming(t *testing.T) {
 	t.Parallel()
 	bads := map[string]string{
@@ -125,7 +126,7 @@ func TestPeerResponseFraming(t *testing.T) {
 				{"lengths", refused},
 				{"signed", refused},
 				{"gzip", refused},
-				{"spaced", map[string]want{http.MethodGet: {http.StatusOK, "hello"}, http.MethodPost: {http.StatusOK, "hello"}}},
+				{"spaced", refused},
 			}
 			sent := int32(0)
 			for _, tt := range tests {

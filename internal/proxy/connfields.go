@@ -115,10 +115,6 @@ type headConn struct {
 	rawN, endN uint64
 	tls        bool
 
-	// peer: a peer gateway's connection (FramingDial), whose heads may
-	// have a space in a field's name (it passes a host's head on as
-	// net/http's client read it, such a field dropped).
-	peer bool
 	// refused: a head was, and every read fails with why
 	// (errFastFraming, errFieldSpace), written before refused is set.
 	refused atomic.Bool
@@ -300,8 +296,11 @@ func (c *headConn) headLine(line []byte) {
 	default:
 		k, v, ok := bytes.Cut(line, []byte(":"))
 		// net/http's client takes a name with a space as another field
-		// (a tab fails the exchange already).
-		c.spaced = c.spaced || ok && !c.peer && bytes.IndexByte(k, ' ') >= 0
+		// (a tab fails the exchange already). A peer gateway's head is
+		// read no differently: its server (net/http's) drops a field
+		// with such a name rather than write it, so a peer that sends one
+		// is no gatehouse gateway, and what it framed is no answer.
+		c.spaced = c.spaced || ok && bytes.IndexByte(k, ' ') >= 0
 		if ok && httpwire.EqualFold(k, "content-length") {
 			c.length = true
 			// net/http's client takes any number of leading zeros.
@@ -357,14 +356,14 @@ func addNames(names []string, v []byte) []string {
 	return names
 }
 
-// headDial wraps dial's connections in a headConn (peer: FramingDial's).
-func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, error), peer bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// headDial wraps dial's connections in a headConn.
+func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return &headConn{Conn: conn, peer: peer, raw: conn}, nil
+		return &headConn{Conn: conn, raw: conn}, nil
 	}
 }
 
@@ -375,7 +374,7 @@ func headDial(dial func(ctx context.Context, network, addr string) (net.Conn, er
 // plaintext. A connection that negotiated HTTP/2 (a peer gateway's, see
 // FramingDialTLS) is returned as the *tls.Conn, which net/http's
 // transport needs to speak HTTP/2 on it: its streams frame themselves.
-func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration, peer bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		name, _, err := net.SplitHostPort(addr) // the URL's, before pinnedDial moves addr
 		if err != nil {
@@ -389,7 +388,7 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 		if cfg.ServerName == "" {
 			cfg.ServerName = name
 		}
-		hc := &headConn{peer: peer, raw: raw, tls: true}
+		hc := &headConn{raw: raw, tls: true}
 		tc := tls.Client(rawWatch{Conn: raw, c: hc}, cfg)
 		hctx := ctx
 		if timeout > 0 { // zero is none, as the transport's TLSHandshakeTimeout
@@ -421,7 +420,7 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 // head with both Content-Length and Transfer-Encoding fails the round
 // trip, and the connection is closed, as on the h1 transport to hosts.
 func FramingDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return headDial(dial, true)
+	return headDial(dial)
 }
 
 // FramingDialTLS is FramingDial for a transport's DialTLSContext: dial,
@@ -431,7 +430,7 @@ func FramingDial(dial func(ctx context.Context, network, addr string) (net.Conn,
 // *tls.Conn, for net/http's transport to speak HTTP/2 on. The transport
 // ignores its TLSClientConfig and TLSHandshakeTimeout then.
 func FramingDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn, error), conf *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return headDialTLS(dial, conf, timeout, true)
+	return headDialTLS(dial, conf, timeout)
 }
 
 // WatchFraming has r's exchange checked on a FramingDial connection: the

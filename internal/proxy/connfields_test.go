@@ -93,7 +93,7 @@ func TestHeadDialTLSSaysHandshakeTimedOut(t *testing.T) {
 		}
 	}()
 	var d net.Dialer
-	dial := headDialTLS(d.DialContext, &tls.Config{}, 200*time.Millisecond, false)
+	dial := headDialTLS(d.DialContext, &tls.Config{}, 200*time.Millisecond)
 	addr := ln.Addr().String()
 
 	_, err = dial(context.Background(), "tcp", addr)

@@ -60,8 +60,8 @@ func newTransport(o *Options) *transport {
 		// Connection lists (connfields.go), an https one over its TLS,
 		// which the transport then leaves to DialTLSContext: handshake
 		// and timeout are the same as its own.
-		DialContext:           headDial(pinnedDial(d.DialContext), false),
-		DialTLSContext:        headDialTLS(pinnedDial(d.DialContext), hostTLS, o.DialTimeout, false),
+		DialContext:           headDial(pinnedDial(d.DialContext)),
+		DialTLSContext:        headDialTLS(pinnedDial(d.DialContext), hostTLS, o.DialTimeout),
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds each host
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
 		IdleConnTimeout:       o.IdleConnTimeout,
