@@ -96,13 +96,16 @@ func TestHostConnectionCloseNamesDropped(t *testing.T) {
 }
 
 // TestHostConnectionCloseNamesDroppedAnyStatusLine: net/http's client
-// takes a status line with more than one space before the code, and an
-// HTTP version other than 1.x ("HTTP/2.0" over HTTP/1.1 framing), and
+// takes a status line with a minor version past 1, or no reason, and
 // drops a Connection that says close from either; what that Connection
-// named is dropped as well on the ReverseProxy path (a POST).
+// named is dropped as well on the ReverseProxy path (a POST). One it also
+// takes, with more than one space before the code or an HTTP version
+// other than 1.x ("HTTP/2.0" over HTTP/1.1 framing), is a 502, as on the
+// fast path: RFC 9112 §4 allows neither.
 func TestHostConnectionCloseNamesDroppedAnyStatusLine(t *testing.T) {
 	t.Parallel()
-	for _, status := range []string{"HTTP/1.1  200 OK", "HTTP/1.1   200", "HTTP/2.0 200 OK", "HTTP/1.2 200 OK"} {
+	for _, status := range []string{"HTTP/1.1  200 OK", "HTTP/1.1   200", "HTTP/2.0 200 OK", "HTTP/1.2 200 OK", "HTTP/1.1 200"} {
+		refused := strings.Contains(status, "  ") || strings.HasPrefix(status, "HTTP/2")
 		addr := rawHost(t, func(c net.Conn, br *bufio.Reader) {
 			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			req, err := http.ReadRequest(br)
@@ -125,6 +128,18 @@ func TestHostConnectionCloseNamesDroppedAnyStatusLine(t *testing.T) {
 		}
 		b := readBody(t, res)
 		res.Body.Close()
+		if refused {
+			if res.StatusCode != http.StatusBadGateway || strings.Contains(b, "ok") {
+				t.Errorf("%q: %d %q, want a 502", status, res.StatusCode, b)
+			}
+			continue
+		}
+		if refused {
+			if res.StatusCode != http.StatusBadGateway || strings.Contains(b, "ok") {
+				t.Errorf("%q: %d %q, want a 502", status, res.StatusCode, b)
+			}
+			continue
+		}
 		if res.StatusCode != http.StatusOK || b != "ok" || res.Header.Get("X-App") != "kept" {
 			t.Errorf("%q: %d %q, X-App %q", status, res.StatusCode, b, res.Header.Get("X-App"))
 		}

@@ -242,35 +242,29 @@ func (c *headConn) headLine(line []byte) {
 	f := c.cur
 	switch {
 	case !c.started:
-		// As net/http's ReadResponse reads it: "HTTP/d.d", one or more
-		// spaces, three digits. It takes "HTTP/1.1  200" and "HTTP/2.0
-		// 200" (and drops their Connection for a close): a stricter
-		// reading here let what they named through. Anything else is no
-		// head (net/http fails the exchange), and nothing is noted.
+		// A line not shaped as net/http's ReadResponse needs ("HTTP/d.d",
+		// one or more spaces, three bytes of code) fails the exchange
+		// there: nothing is noted. One it takes and statusLine
+		// does not ("HTTP/1.1  200", "HTTP/2.0 200") is refused here, as
+		// the fast path refuses it; it is never empty, so never the
+		// answer's first read (see refuse).
 		proto, rest, _ := bytes.Cut(line, []byte(" "))
 		code, _, _ := bytes.Cut(bytes.TrimLeft(rest, " "), []byte(" "))
 		if !httpVersion(proto) || len(code) != 3 {
 			c.cur, c.phase = nil, phaseLost
 			return
 		}
-		c.started, c.status = true, 0
-		// net/http's client reads every version but 0.x and 1.0 as 1.1
-		// (HTTP/1.2, HTTP/2.0 kept alive, chunked): following only 1.1
-		// left such a host's connection in the pool unfollowed.
-		switch {
-		case proto[5] == '0':
-			c.http1x = -1
-		case proto[5] == '1' && proto[7] == '0':
-			c.http1x = 0
-		default:
-			c.http1x = 1
+		status, ok := statusLine(line)
+		if !ok {
+			c.refuse(errStatusLine)
+			return
 		}
-		for _, d := range code {
-			if d < '0' || d > '9' {
-				c.cur, c.phase = nil, phaseLost
-				return
-			}
-			c.status = c.status*10 + int(d-'0')
+		// net/http's client reads every 1.x past 1.0 as 1.1 (chunked,
+		// kept alive): following only 1.1 left such a host's connection
+		// in the pool unfollowed.
+		c.started, c.status, c.http1x = true, status, 1
+		if line[7] == '0' {
+			c.http1x = 0
 		}
 	case len(line) == 0: // the head's end
 		switch {
@@ -343,8 +337,6 @@ func httpVersion(v []byte) bool {
 	return len(v) == len("HTTP/1.1") && bytes.HasPrefix(v, []byte("HTTP/")) &&
 		isDigit(v[5]) && v[6] == '.' && isDigit(v[7])
 }
-
-func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // addNames appends the field names a Connection value lists, canonical.
 func addNames(names []string, v []byte) []string {

@@ -494,8 +494,36 @@ var (
 	// length (nginx answers 502) ends elsewhere: the rest is the next
 	// answer on its side. No honest server writes one.
 	errFieldSpace = fmt.Errorf("%w: white space before a field's colon", errFastHead)
+	// errStatusLine is a status line statusLine refuses, on every HTTP/1
+	// path to a host.
+	errStatusLine = fmt.Errorf("%w: a status line not HTTP/1.x, a space and three digits", errFastHead)
 	aLongTimeAgo  = time.Unix(1, 0)
 )
+
+// statusLine reads a host's status line (without its line end) as every
+// HTTP/1 path does: RFC 9112 §4's "HTTP/1." and a digit, one space, three
+// digits, and then nothing or a space and the reason (a server that
+// leaves out the reason's space is taken). A minor version past 1 is
+// read as 1.1 (RFC 9112 §2.3), as net/http's client reads it. What the
+// grammar does not allow is refused, though net/http's client takes it:
+// spaces before the code (a recipient MAY read them as one, and "lenient
+// parsing can result in response splitting", §4), another major version
+// ("HTTP/2.0" in HTTP/1.1's framing), a sign before the code.
+func statusLine(line []byte) (status int, ok bool) {
+	if len(line) < len("HTTP/1.1 200") || string(line[:7]) != "HTTP/1." || !isDigit(line[7]) || line[8] != ' ' ||
+		len(line) > 12 && line[12] != ' ' {
+		return 0, false
+	}
+	for _, d := range line[9:12] {
+		if !isDigit(d) {
+			return 0, false
+		}
+		status = status*10 + int(d-'0')
+	}
+	return status, true
+}
+
+func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // serveFast is one attempt of the fast path at a.host, answering w like
 // p.rp.ServeHTTP would (errors through p.errorHandler). r's context is
@@ -873,17 +901,11 @@ func readFastHead(br *bufio.Reader, res *fastResp) error {
 	if err != nil {
 		return err
 	}
-	// HTTP/1.x SP 3DIGIT [SP reason]
-	if len(line) < 12 || string(line[:7]) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ' ||
-		(len(line) > 12 && line[12] != ' ') {
-		return errFastHead
+	status, ok := statusLine(line)
+	if !ok {
+		return errStatusLine
 	}
-	for _, d := range line[9:12] {
-		if d < '0' || d > '9' {
-			return errFastHead
-		}
-		res.status = res.status*10 + int(d-'0')
-	}
+	res.status = status
 	// RFC 9110 §15: a status code is 100-599. net/http's client takes
 	// any three digits, and its server writes up to 999: a code past 599
 	// would reach the client as the host sent it, which no client knows

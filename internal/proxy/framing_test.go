@@ -155,6 +155,17 @@ func TestHostResponseFraming(t *testing.T) {
 		{"a space inside a name", "GET", "HTTP/1.1 200 OK\r\nContent Length: 5\r\nContent-Length: 5\r\n\r\nhello", fail, ""},
 		{"a tab before the colon", "GET", "HTTP/1.1 200 OK\r\nContent-Length\t: 5\r\n\r\nhello", fail, ""},
 		{"a space before the colon, the head split", "GET", "HTTP/1.1 200 OK\r\nContent-Length \x00split: 5\r\n\r\x00split\nhello\x00close", fail, ""},
+		// The status line (RFC 9112 §4), read alike on every path: what
+		// its grammar allows, a minor version past 1 read as 1.1; not
+		// what net/http's client takes beyond it.
+		{"HTTP/1.2", "GET", "HTTP/1.2 200 OK\r\nX-A: 1\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
+		{"no reason", "GET", "HTTP/1.1 200\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
+		{"two spaces before the code", "GET", "HTTP/1.1  200 OK\r\nContent-Length: 5\r\n\r\nhello", fail, ""},
+		{"two spaces before the code, the line split", "GET", "HTTP/1.1  200 O\x00splitK\r\x00split\nContent-Length: 5\r\n\r\nhello", fail, ""},
+		{"HTTP/2.0", "GET", "HTTP/2.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", fail, ""},
+		{"HTTP/0.9", "GET", "HTTP/0.9 200 OK\r\n\r\nhello, until close\x00close", fail, ""},
+		{"a sign before the code", "GET", "HTTP/1.1 +99 OK\r\nContent-Length: 5\r\n\r\nhello", fail, ""},
+		{"two spaces before a 1xx's code", "GET", "HTTP/1.1  103 Early Hints\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", fail, ""},
 	}
 	cert, _ := testutil.SelfSigned(t, "127.0.0.1")
 	hostTLS := &tls.Config{Certificates: []tls.Certificate{cert}}
