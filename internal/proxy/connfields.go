@@ -114,6 +114,13 @@ type headConn struct {
 	// answer ended.
 	rawN, endN uint64
 	tls        bool
+	// Over TLS: whether, since the last answer's end, net/http's reader
+	// asked the TLS layer for more and it had to read the socket (so it
+	// held nothing decoded); whether a request's first write waits for
+	// that (awaitReader); whether c was closed. cond (L: &mu) tells of
+	// each, and of a refusal.
+	drained, waiting, closed bool
+	cond                     sync.Cond
 
 	// refused: a head was, and every read fails with why
 	// (errFastFraming, errFieldSpace), written before refused is set.
@@ -329,6 +336,7 @@ func (c *headConn) refuse(why error) {
 		c.refused.Store(true)
 	}
 	c.cur = nil
+	c.cond.Broadcast() // a write waiting for the reader fails (awaitReader)
 }
 
 // httpVersion reports whether v is a version net/http's client takes
@@ -381,6 +389,7 @@ func headDialTLS(dial func(ctx context.Context, network, addr string) (net.Conn,
 			cfg.ServerName = name
 		}
 		hc := &headConn{raw: raw, tls: true}
+		hc.cond.L = &hc.mu
 		tc := tls.Client(rawWatch{Conn: raw, c: hc}, cfg)
 		hctx := ctx
 		if timeout > 0 { // zero is none, as the transport's TLSHandshakeTimeout

@@ -36,11 +36,12 @@ import (
 // received (Linux's tcpi_bytes_received) past those read when the answer
 // ended, which sees bytes a reader took from the socket a moment before
 // the look and has not handed over yet; and over TLS, a record the TLS
-// layer read while no request was out (rawWatch). What none of them
-// sees, over TLS, is plaintext after the answer's end that the TLS layer
-// read with the answer (one write of the host's) and keeps until
-// net/http's reader asks: that reader asks at once, and finds it, unless
-// a request took the connection in between. An answer whose
+// layer read while no request was out (rawWatch). None of them sees
+// what the TLS layer read with the answer and keeps until net/http's
+// reader asks for more (plaintext after the answer's end in its record,
+// a record after it in the same read of the socket): so over TLS the
+// write also waits for that reader to have asked (awaitReader), which
+// it does as soon as the connection is back in the pool. An answer whose
 // end is not known this way (read until the close, an upgrade, framing
 // net/http refuses) is not followed: the connection keeps net/http's
 // own look, or is not reused anyway.
@@ -85,7 +86,7 @@ func (c *headConn) framing() phase {
 
 // ended is the phase after an answer's end.
 func (c *headConn) ended() phase {
-	c.reused, c.endN = true, c.rawN
+	c.reused, c.endN, c.drained = true, c.rawN, false
 	return phaseIdle
 }
 
@@ -171,6 +172,15 @@ type rawWatch struct {
 }
 
 func (r rawWatch) Read(p []byte) (int, error) {
+	r.c.mu.Lock()
+	if r.c.phase == phaseIdle && r.c.reused && !r.c.drained {
+		// The TLS layer reads the socket only when it holds no record
+		// whole and nothing decoded: all that came with the answer was
+		// handed to c, which cut it off there.
+		r.c.drained = true
+		r.c.cond.Broadcast()
+	}
+	r.c.mu.Unlock()
 	n, err := r.Conn.Read(p)
 	if n > 0 {
 		r.c.mu.Lock()
@@ -191,9 +201,14 @@ func (c *headConn) Write(p []byte) (int, error) {
 	switch {
 	case c.await:
 		c.await = false
-		if c.reused && (c.dirty || c.look.arrived(c.raw, c.endN)) {
+		if c.reused && c.tls {
+			c.awaitReader()
+		}
+		switch {
+		case c.refused.Load():
+		case c.reused && (c.dirty || c.look.arrived(c.raw, c.endN)):
 			c.refuse(errUnsolicited)
-		} else {
+		default:
 			c.phase = phaseHead
 			c.arm(c.next)
 		}
@@ -206,4 +221,31 @@ func (c *headConn) Write(p []byte) (int, error) {
 		return 0, c.why
 	}
 	return c.Conn.Write(p)
+}
+
+// awaitReader waits, over TLS, until net/http's reader has asked for the
+// bytes after the last answer, unless it did already. What the TLS layer
+// read with the answer (the rest of one record, a record after it in the
+// same read of the socket) reaches c, and is found unsolicited, only
+// when that reader asks; a request sent before would have it read as its
+// answer. The reader asks as soon as it has put the connection back in
+// the pool, so the wait is short; c refused, or closed, ends it. Under mu.
+func (c *headConn) awaitReader() {
+	if c.cond.L == nil {
+		c.cond.L = &c.mu
+	}
+	c.waiting = true
+	for !c.drained && !c.refused.Load() && !c.closed {
+		c.cond.Wait()
+	}
+	c.waiting = false
+}
+
+// Close closes the connection, and ends a write's wait (awaitReader).
+func (c *headConn) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	return c.Conn.Close()
 }

@@ -414,3 +414,116 @@ func TestHeadConnLookAllocatesNothing(t *testing.T) {
 		t.Errorf("an exchange on a reused connection allocates %v times, %v with the look skipped: the look allocates", with, without)
 	}
 }
+
+// TestHeadConnTLSPlaintextWithTheAnswer: a TLS host writes its answer and
+// a forged one in one record; the TLS layer decodes both, and a read of
+// exactly the answer leaves the forged bytes with it, where no look at
+// the socket sees them. A request that takes the connection before
+// net/http's reader asks for more (its look, right after the answer) is
+// not sent: its write waits for that reader, which finds the forged
+// bytes; neither the request nor the forged answer goes anywhere. After
+// an honest answer the same wait ends when the reader finds nothing, and
+// the request goes out and is answered.
+func TestHeadConnTLSPlaintextWithTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, forged := range []string{"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged", ""} {
+		tlsPlaintextAfter(t, forged)
+	}
+}
+
+// tlsPlaintextAfter is one case of TestHeadConnTLSPlaintextWithTheAnswer:
+// forged written with the answer, or nothing ("").
+func tlsPlaintextAfter(t *testing.T, forged string) {
+	t.Helper()
+	cc, peer := testutil.TCPPair(t)
+	_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = peer.SetDeadline(time.Now().Add(10 * time.Second))
+	cert, _ := testutil.SelfSigned(t, "127.0.0.1")
+	host := tls.Server(peer, &tls.Config{Certificates: []tls.Certificate{cert}})
+	c := &headConn{raw: cc, tls: true}
+	c.cond.L = &c.mu
+	tc := tls.Client(rawWatch{Conn: cc, c: c}, &tls.Config{InsecureSkipVerify: true})
+	shook := make(chan error, 1)
+	go func() { shook <- host.Handshake() }()
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-shook; err != nil {
+		t.Fatal(err)
+	}
+	c.Conn = tc
+	c.begin("GET")
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	hr := bufio.NewReader(host)
+	if _, err := http.ReadRequest(hr); err != nil {
+		t.Fatal(err)
+	}
+	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	if _, err := io.WriteString(host, answer+forged); err != nil { // one record
+		t.Fatal(err)
+	}
+	got := make([]byte, len(answer))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != answer {
+		t.Fatalf("the answer read %q, %v", got, err)
+	}
+	// The next request takes the connection now, before the reader asks.
+	type wrote struct {
+		n   int
+		err error
+	}
+	done := make(chan wrote, 1)
+	c.begin("GET")
+	const next = "GET /next HTTP/1.1\r\nHost: a\r\n\r\n"
+	go func() {
+		n, err := io.WriteString(c, next)
+		done <- wrote{n, err}
+	}()
+	var w wrote
+	returned := false
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		select {
+		case w = <-done:
+			returned = true
+			return true
+		default:
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.waiting
+	}, "the request's write neither returned nor waited")
+	// net/http's reader asks for what follows the answer.
+	read := make(chan string, 1)
+	go func() {
+		b := make([]byte, 4096)
+		n, err := c.Read(b)
+		read <- fmt.Sprintf("%q, %v", b[:n], err)
+	}()
+	if !returned {
+		w = <-done
+	}
+	if forged == "" {
+		if w.n != len(next) || w.err != nil {
+			t.Fatalf("after an honest answer, the next request's write: %d bytes, %v", w.n, w.err)
+		}
+		if req, err := http.ReadRequest(hr); err != nil || req.URL.Path != "/next" {
+			t.Fatalf("the host read %v, %v; want the next request", req, err)
+		}
+		_, _ = io.WriteString(host, answer)
+		if r, want := <-read, fmt.Sprintf("%q, <nil>", answer); r != want {
+			t.Fatalf("the next answer read %s, want %s", r, want)
+		}
+		return
+	}
+	if r, want := <-read, `"", `+errUnsolicited.Error(); r != want {
+		t.Errorf("the read after the answer: %s; want %s", r, want)
+	}
+	if w.n != 0 || !errors.Is(w.err, errUnsolicited) {
+		t.Errorf("the next request's write: %d bytes, %v; want none written, errUnsolicited", w.n, w.err)
+	}
+	_ = c.Close()
+	if rest, _ := io.ReadAll(hr); len(rest) != 0 {
+		t.Errorf("the host got %q after its answer", rest)
+	}
+}
