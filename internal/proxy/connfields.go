@@ -121,6 +121,11 @@ type headConn struct {
 	// each, and of a refusal.
 	drained, waiting, closed bool
 	cond                     sync.Cond
+	// Over TLS: where the bytes read from raw are in their records (the
+	// header bytes seen of the next, its length so far, what is left of
+	// its body): a record begun but not whole when the answer is known
+	// to have ended came after it.
+	recHdr, recLen, recLeft int
 
 	// refused: a head was, and every read fails with why
 	// (errFastFraming, errFieldSpace), written before refused is set.

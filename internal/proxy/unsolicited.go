@@ -41,7 +41,9 @@ import (
 // reader asks for more (plaintext after the answer's end in its record,
 // a record after it in the same read of the socket): so over TLS the
 // write also waits for that reader to have asked (awaitReader), which
-// it does as soon as the connection is back in the pool. An answer whose
+// it does as soon as the connection is back in the pool; and a record
+// then begun and not whole (records) came after the answer too, before
+// the request, though every byte of it was read. An answer whose
 // end is not known this way (read until the close, an upgrade, framing
 // net/http refuses) is not followed: the connection keeps net/http's
 // own look, or is not reused anyway.
@@ -184,6 +186,7 @@ func (r rawWatch) Read(p []byte) (int, error) {
 	n, err := r.Conn.Read(p)
 	if n > 0 {
 		r.c.mu.Lock()
+		r.c.records(p[:n])
 		r.c.rawN += uint64(n)
 		if r.c.phase == phaseIdle && r.c.reused {
 			r.c.dirty = true
@@ -191,6 +194,30 @@ func (r rawWatch) Read(p []byte) (int, error) {
 		r.c.mu.Unlock()
 	}
 	return n, err
+}
+
+// records follows b, the next bytes read from raw, through their TLS
+// records (5 bytes of header, the last two the body's length). When the
+// reader has asked for what follows an answer (awaitReader), every
+// record that came whole was decoded and handed over; one begun and not
+// whole was sent after the answer, before the request: no look at the
+// socket sees it, all its bytes read already. Under mu.
+func (c *headConn) records(b []byte) {
+	for len(b) > 0 {
+		if c.recLeft > 0 {
+			k := min(len(b), c.recLeft)
+			c.recLeft, b = c.recLeft-k, b[k:]
+			continue
+		}
+		switch c.recHdr {
+		case 3:
+			c.recLen = int(b[0]) << 8
+		case 4:
+			c.recLeft, c.recHdr = c.recLen|int(b[0]), -1
+		}
+		c.recHdr++
+		b = b[1:]
+	}
 }
 
 // Write writes a request (or the rest of one). The first write of the
@@ -206,7 +233,7 @@ func (c *headConn) Write(p []byte) (int, error) {
 		}
 		switch {
 		case c.refused.Load():
-		case c.reused && (c.dirty || c.look.arrived(c.raw, c.endN)):
+		case c.reused && (c.dirty || c.recHdr > 0 || c.recLeft > 0 || c.look.arrived(c.raw, c.endN)):
 			c.refuse(errUnsolicited)
 		default:
 			c.phase = phaseHead

@@ -527,3 +527,98 @@ func tlsPlaintextAfter(t *testing.T, forged string) {
 		t.Errorf("the host got %q after its answer", rest)
 	}
 }
+
+// TestHeadConnTLSRecordBegunAfterTheAnswer: a TLS host's forged answer
+// whose record begins in the same read of the socket as the answer's
+// last record, and ends only after the next request went out, is no
+// answer to it: the request's write fails, nothing sent, though every
+// byte that came before it was read (so no look at the socket sees
+// them) and the TLS layer decoded none of them.
+func TestHeadConnTLSRecordBegunAfterTheAnswer(t *testing.T) {
+	t.Parallel()
+	cc, peer := testutil.TCPPair(t)
+	_ = cc.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = peer.SetDeadline(time.Now().Add(10 * time.Second))
+	cert, _ := testutil.SelfSigned(t, "127.0.0.1")
+	held := &heldWrites{Conn: peer}
+	host := tls.Server(held, &tls.Config{Certificates: []tls.Certificate{cert}})
+	c := &headConn{raw: cc, tls: true}
+	c.cond.L = &c.mu
+	tc := tls.Client(rawWatch{Conn: cc, c: c}, &tls.Config{InsecureSkipVerify: true})
+	shook := make(chan error, 1)
+	go func() { shook <- host.Handshake() }()
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-shook; err != nil {
+		t.Fatal(err)
+	}
+	c.Conn = tc
+	c.begin("GET")
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	hr := bufio.NewReader(host)
+	if _, err := http.ReadRequest(hr); err != nil {
+		t.Fatal(err)
+	}
+	// The records of the answer and of the forged one, sent so: the
+	// answer's and the forged one's first 10 bytes in one write.
+	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	held.hold = true
+	_, _ = io.WriteString(host, answer)
+	rec := len(held.buf)
+	_, _ = io.WriteString(host, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+	records := held.buf
+	if _, err := peer.Write(records[:rec+10]); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(answer))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != answer {
+		t.Fatalf("the answer read %q, %v", got, err)
+	}
+	c.begin("GET")
+	done := make(chan error, 1)
+	go func() {
+		n, err := io.WriteString(c, "GET /next HTTP/1.1\r\nHost: a\r\n\r\n")
+		if n != 0 || !errors.Is(err, errUnsolicited) {
+			err = fmt.Errorf("%d bytes, %v", n, err)
+		} else {
+			err = nil
+		}
+		done <- err
+	}()
+	// net/http's reader asks for what follows the answer; the rest of the
+	// forged record comes once the request has been written, if it is.
+	read := make(chan string, 1)
+	go func() {
+		b := make([]byte, 4096)
+		n, err := c.Read(b)
+		read <- fmt.Sprintf("%q, %v", b[:n], err)
+	}()
+	if err := <-done; err != nil {
+		_, _ = peer.Write(records[rec+10:])
+		t.Fatalf("the next request's write: %v; want none written, errUnsolicited (the reader then read %s)", err, <-read)
+	}
+	_ = c.Close()
+	<-read
+	if rest, _ := io.ReadAll(hr); len(rest) != 0 {
+		t.Errorf("the host got %q after its answer", rest)
+	}
+}
+
+// heldWrites is a host's connection whose writes, once hold is set, are
+// kept in buf, for the test to send as it likes.
+type heldWrites struct {
+	net.Conn
+	hold bool
+	buf  []byte
+}
+
+func (h *heldWrites) Write(p []byte) (int, error) {
+	if h.hold {
+		h.buf = append(h.buf, p...)
+		return len(p), nil
+	}
+	return h.Conn.Write(p)
+}
