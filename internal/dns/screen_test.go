@@ -154,6 +154,11 @@ func TestResponseNeverAnswered(t *testing.T) {
 		"UPDATE response":          packed(t, true, func(q *mdns.Msg) { q.Response = true; q.Opcode = mdns.OpcodeUpdate }),
 		"response, no question":    packed(t, true, func(q *mdns.Msg) { q.Response = true; q.Question = nil }),
 	}
+	// A NOTIFY that does not parse is answered by screen itself, over
+	// TCP too (unparsed); a NOTIFY response that does not parse is not.
+	notify := packed(t, true, func(q *mdns.Msg) { q.Response = true; q.Opcode = mdns.OpcodeNotify })
+	responses["NOTIFY response, cut short"] = notify[:len(notify)-3]
+	responses["NOTIFY response, the header alone"] = notify[:headerLen]
 	for _, network := range []string{"udp", "tcp"} {
 		for name, resp := range responses {
 			q := packed(t, false, func(q *mdns.Msg) { q.Id = 4321 })
