@@ -265,9 +265,14 @@ func FuzzReject(f *testing.F) {
 				t.Fatalf("NOTIMP with a TSIG: %v to %x", r, m)
 			}
 		case mdns.RcodeFormatError:
-			// A TSIG only for a bad OPT, which then is not in the reply.
+			// A TSIG only for a bad OPT, which then is not in the reply:
+			// never for trailing bytes, a misplaced or unreadable TSIG, or
+			// what the header refuses (a signed one of those is NOTAUTH).
 			if ts != nil && r.IsEdns0() != nil {
 				t.Fatalf("FORMERR with a TSIG and an OPT: %v to %x", r, m)
+			}
+			if q := new(mdns.Msg); ts != nil && q.Unpack(m) == nil && (!badOPT(q) || badTSIG(q)) {
+				t.Fatalf("FORMERR with a TSIG to a query whose OPT records are fine or whose TSIG is not: %v to %x", r, m)
 			}
 		case mdns.RcodeBadVers:
 			if r.IsEdns0() == nil {
