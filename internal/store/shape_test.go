@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -144,5 +145,35 @@ func TestOpenSendsNoNeedlessUpdate(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no advisory for the sentinel's update")
 		}
+	}
+}
+
+// A republish that differs from the gateway's only in its source (a
+// republish made without one has the server's ">", whose copies arrive
+// as gatehouse._store.<bucket>.$KV.<bucket>.<key>) is replaced, and the
+// warning says what it was: it said only the destination, the same as
+// the one it was replaced with.
+func TestOpenNamesTheRepublishItReplaces(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	ctx := t.Context()
+	cfg := operatorStream("gatehouse_apps")
+	cfg.RePublish = &jetstream.RePublish{Source: ">", Destination: "gatehouse._store.gatehouse_apps.>"}
+	if _, err := j.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	if _, err := store.Open(ctx, j, store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	var warn string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "replacing a bucket's republish") {
+			warn = line
+		}
+	}
+	if !strings.Contains(warn, "from_source=>") || !strings.Contains(warn, "to_source=$KV.gatehouse_apps.>") {
+		t.Errorf("the warning does not say which source was replaced: %q", warn)
 	}
 }

@@ -180,8 +180,10 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 	}
 	if r := want.RePublish; r != nil && (cfg.RePublish == nil || *cfg.RePublish != *r) {
 		if have.RePublish != nil {
+			// Both ends: a republish may differ in its source alone.
 			s.log.Warn("store: replacing a bucket's republish with the one every gateway reads", "bucket", want.Bucket,
-				"from", have.RePublish.Destination, "headers_only", have.RePublish.HeadersOnly, "to", r.Destination)
+				"from_source", have.RePublish.Source, "from", have.RePublish.Destination, "headers_only", have.RePublish.HeadersOnly,
+				"to_source", r.Source, "to", r.Destination)
 		}
 		cfg.RePublish = r
 		changed = append(changed, "republishing")
