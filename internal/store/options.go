@@ -9,9 +9,12 @@ import (
 // Options configure a [Store].
 type Options struct {
 	// Replicas is the number of JetStream replicas of each bucket: 3 on an
-	// external NATS cluster. 0 means 1 when a bucket is created and leaves
-	// an existing bucket as it is; a positive value also rescales an
-	// existing bucket to it.
+	// external NATS cluster. A bucket is created with it (0 means 1); an
+	// existing bucket with fewer is raised to it, and one with more (an
+	// operator's R5) keeps its count: 0 leaves every count as it is.
+	// Whatever it is, Open gives an existing bucket what the gateway needs
+	// of it besides (its republish, rollups, the locks bucket's per-message
+	// TTLs) and leaves the rest of its settings alone.
 	Replicas int
 	// Resync is how often Run checks the table against the store, the
 	// safety net under the watchers: it compares each routing bucket's
