@@ -177,3 +177,41 @@ func TestOpenNamesTheRepublishItReplaces(t *testing.T) {
 		t.Errorf("the warning does not say which source was replaced: %q", warn)
 	}
 }
+
+// A bucket that denies purges cannot be given rollups, and every delete
+// from it fails ("rollup not permitted"): the start goes on, and says so
+// once, naming the bucket, rather than leave the operator to find out at
+// the first delete (or at every ACME lock held until its TTL, when it is
+// the locks bucket).
+func TestOpenWarnsOfABucketThatDeniesPurges(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	ctx := t.Context()
+	cfg := operatorStream("gatehouse_locks")
+	cfg.DenyPurge = true
+	if _, err := j.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	s, err := store.Open(ctx, j, store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "denies purges") {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "bucket=gatehouse_locks") {
+		t.Errorf("warnings of a bucket that denies purges: %q", warned)
+	}
+	// What the warning is for.
+	if err := s.Certs().Lock(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Certs().Unlock(ctx, "x"); err == nil || !strings.Contains(err.Error(), "rollup not permitted") {
+		t.Errorf("Unlock on a bucket that denies purges: %v", err)
+	}
+}

@@ -194,6 +194,11 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 	if !cfg.AllowRollup && !cfg.DenyPurge {
 		cfg.AllowRollup = true
 		changed = append(changed, "rollups")
+	} else if !cfg.AllowRollup {
+		// Said at the start: a delete only says "rollup not permitted",
+		// and on the locks bucket every lock outlives its Unlock by its TTL.
+		s.log.Warn("store: a bucket denies purges, so every delete from it fails; make it again without deny_purge",
+			"bucket", want.Bucket)
 	}
 	if want.LimitMarkerTTL > 0 && !cfg.AllowMsgTTL {
 		cfg.AllowMsgTTL = true
