@@ -183,7 +183,7 @@ func (s *Store) DeleteRecords(ctx context.Context, zone string) error {
 	if err != nil {
 		return fmt.Errorf("store: delete records: zone is required")
 	}
-	keys, err := keysUnder(ctx, s.js.Conn(), s.records.kv, z+".>")
+	keys, err := keysUnder(ctx, s.records.leader, s.records.kv, z+".>")
 	if err != nil {
 		return fmt.Errorf("store: delete records of %s: %w", zone, err)
 	}

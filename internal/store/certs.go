@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -99,7 +98,7 @@ func (c *CertKV) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	keys, err := keysUnder(ctx, c.js.Conn(), c.kv, k, k+".>")
+	keys, err := keysUnder(ctx, c.leader, c.kv, k, k+".>")
 	if err != nil {
 		return fmt.Errorf("store: certs delete %s: %w", key, err)
 	}
@@ -131,7 +130,7 @@ func (c *CertKV) Stat(ctx context.Context, key string) (modified time.Time, size
 	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
 		return time.Time{}, 0, false, fmt.Errorf("store: certs stat %s: %w", key, err)
 	}
-	keys, err := keysUnder(ctx, c.js.Conn(), c.kv, k+".>")
+	keys, err := keysUnder(ctx, c.leader, c.kv, k+".>")
 	if err != nil {
 		return time.Time{}, 0, false, fmt.Errorf("store: certs stat %s: %w", key, err)
 	}
@@ -154,7 +153,7 @@ func (c *CertKV) List(ctx context.Context, path string, recursive bool) ([]strin
 		}
 		filter, prefix = k+".>", path+"/"
 	}
-	keys, err := keysUnder(ctx, c.js.Conn(), c.kv, filter)
+	keys, err := keysUnder(ctx, c.leader, c.kv, filter)
 	if err != nil {
 		return nil, fmt.Errorf("store: certs list %s: %w", path, err)
 	}
@@ -187,31 +186,16 @@ func (c *CertKV) List(ctx context.Context, path string, recursive bool) ([]strin
 	return out, nil
 }
 
-// keysUnder lists the live keys matching any of filters.
-func keysUnder(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, filters ...string) ([]string, error) {
-	w, err := kv.WatchFiltered(ctx, append([]string(nil), filters...), jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+// keysUnder lists the live keys matching any of filters (see loadAll).
+func keysUnder(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, filters ...string) ([]string, error) {
+	entries, err := loadAll(ctx, leader, kv, true, filters...)
 	if err != nil {
 		return nil, err
 	}
-	defer stopWatch(nc, w)
-	seen := make(map[string]bool)
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("watcher closed during listing")
-			}
-			if e == nil {
-				out := make([]string, 0, len(seen))
-				for k := range seen {
-					out = append(out, k)
-				}
-				sort.Strings(out)
-				return out, nil
-			}
-			seen[e.Key()] = true
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	out := make([]string, 0, len(entries))
+	for k := range entries {
+		out = append(out, k)
 	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -137,7 +137,7 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 	if err := k.reachable("list", filter); err != nil {
 		return nil, err
 	}
-	entries, err := loadAll(ctx, k.conn, k.kv, filter)
+	entries, err := loadAll(ctx, k.leader, k.kv, false, filter)
 	if err != nil {
 		return nil, fmt.Errorf("store: list %s: %w", k.what, err)
 	}
@@ -158,14 +158,45 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 	return out, nil
 }
 
-// loadAll reads the latest value of every live key matching filter.
-func loadAll(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, filter string) (map[string]jetstream.KeyValueEntry, error) {
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+// loadAll reads the latest entry of every live key matching any of
+// filters (metaOnly: without its value), with every write acknowledged
+// before it began.
+//
+// A watch is an ordered consumer, which the server places on any replica
+// of the bucket's stream, one that may not have applied the writes
+// acknowledged just before: a list right after a put missed it now and
+// then on a 3-node cluster (the control API's neighbour check passed a
+// record set it should have refused, an app delete's reference check
+// missed a domain just made for it). So the stream's leader, which
+// applies a write before acknowledging it, says first which entry under
+// filters is the latest, and the load reads the watch past its initial
+// values until it has delivered that entry or a later one, deletes
+// counted: a replica behind delivers the writes it lacked as updates
+// then. A key deleted meanwhile is dropped as its marker comes.
+//
+// The wait is bounded by ctx or, without a deadline, by the JetStream
+// API timeout: the entry can vanish before the replica delivers it (the
+// sweep purging a marker that was the latest), and nothing later may
+// come.
+func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, metaOnly bool, filters ...string) (map[string]jetstream.KeyValueEntry, error) {
+	want, err := leader.lastSeq(ctx, kv.Bucket(), filters...)
 	if err != nil {
 		return nil, err
 	}
-	defer stopWatch(nc, w)
+	var opts []jetstream.WatchOpt
+	if metaOnly {
+		opts = append(opts, jetstream.MetaOnly())
+	}
+	// WatchFiltered rewrites the slice it is given.
+	w, err := kv.WatchFiltered(ctx, append([]string(nil), filters...), opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch(leader.nc, w)
 	out := make(map[string]jetstream.KeyValueEntry)
+	var seen uint64
+	initial := true
+	var late <-chan time.Time
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -173,9 +204,25 @@ func loadAll(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, filter s
 				return nil, errors.New("watcher closed during load")
 			}
 			if e == nil {
+				initial = false
+				if _, ok := ctx.Deadline(); !ok && leader.timeout > 0 {
+					t := time.NewTimer(leader.timeout)
+					defer t.Stop()
+					late = t.C
+				}
+			} else {
+				seen = max(seen, e.Revision())
+				if isDelete(e) {
+					delete(out, e.Key())
+				} else {
+					out[e.Key()] = e
+				}
+			}
+			if !initial && seen >= want {
 				return out, nil
 			}
-			out[e.Key()] = e
+		case <-late:
+			return nil, fmt.Errorf("the watch's replica delivered up to sequence %d, the leader has %d: %w", seen, want, context.DeadlineExceeded)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,8 +26,9 @@ import (
 // them on, would find no responder for its reads until it restarted: a
 // rolling upgrade would take certificates and the control API from the
 // nodes not yet upgraded. So the streams keep them, and the store's own
-// reads ask the leader. Watches and full loads are consumers, which
-// direct gets never served.
+// reads ask the leader. Watches and lists are consumers, which direct
+// gets never served, but which a replica serves too: a list asks the
+// leader how far it must read (lastSeq, loadAll).
 //
 // Cost: one request to the leader per read, a hop more from a follower's
 // node; while the stream has no leader (an election), a read fails
@@ -65,13 +67,7 @@ func newLeaderGets(js jetstream.JetStream) *leaderGets {
 // msgGetResponse is the JetStream API's answer to STREAM.MSG.GET.
 type msgGetResponse struct {
 	Error   *jetstream.APIError `json:"error"`
-	Message *struct {
-		Subject string    `json:"subject"`
-		Seq     uint64    `json:"seq"`
-		Hdrs    []byte    `json:"hdrs"`
-		Data    []byte    `json:"data"`
-		Time    time.Time `json:"time"`
-	} `json:"message"`
+	Message *storedMsg          `json:"message"`
 }
 
 // get returns key's latest entry in bucket as nats.go's KeyValue.Get
@@ -84,6 +80,57 @@ func (l *leaderGets) get(ctx context.Context, bucket, key string) (jetstream.Key
 		return nil, jetstream.ErrInvalidKey
 	}
 	subject := "$KV." + bucket + "." + key
+	msg, err := l.last(ctx, bucket, subject)
+	if err != nil {
+		return nil, err
+	}
+	if msg.Subject != subject {
+		return nil, jetstream.ErrInvalidJetStreamResponse
+	}
+	if len(msg.Hdrs) > 0 {
+		h, err := nats.DecodeHeadersMsg(msg.Hdrs)
+		if err != nil {
+			return nil, fmt.Errorf("bad message get answer: %v", err)
+		}
+		if deleteHeader(h) {
+			return nil, jetstream.ErrKeyNotFound
+		}
+	}
+	return &leaderEntry{bucket: bucket, key: key, value: msg.Data, rev: msg.Seq, created: msg.Time}, nil
+}
+
+// lastSeq returns the stream sequence of the latest entry, put or marker,
+// under any of filters (keys, wildcards allowed) in bucket: 0 when there
+// is none. Every write under them acknowledged before the call is at
+// that sequence or before it.
+func (l *leaderGets) lastSeq(ctx context.Context, bucket string, filters ...string) (uint64, error) {
+	var seq uint64
+	for _, f := range filters {
+		msg, err := l.last(ctx, bucket, "$KV."+bucket+"."+f)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		seq = max(seq, msg.Seq)
+	}
+	return seq, nil
+}
+
+// storedMsg is a message as the JetStream API's STREAM.MSG.GET answers it.
+type storedMsg struct {
+	Subject string    `json:"subject"`
+	Seq     uint64    `json:"seq"`
+	Hdrs    []byte    `json:"hdrs"`
+	Data    []byte    `json:"data"`
+	Time    time.Time `json:"time"`
+}
+
+// last asks bucket's stream leader for the latest message under subject,
+// which may hold wildcards (the stores' LoadLastMsg take them):
+// ErrKeyNotFound when there is none.
+func (l *leaderGets) last(ctx context.Context, bucket, subject string) (*storedMsg, error) {
 	req, err := json.Marshal(struct {
 		LastBySubj string `json:"last_by_subj"`
 	}{subject})
@@ -116,19 +163,10 @@ func (l *leaderGets) get(ctx context.Context, bucket, key string) (jetstream.Key
 		return nil, fmt.Errorf("%w: %w", jetstream.ErrNoStreamResponse, resp.Error)
 	case resp.Error != nil:
 		return nil, resp.Error
-	case resp.Message == nil || resp.Message.Subject != subject:
+	case resp.Message == nil:
 		return nil, jetstream.ErrInvalidJetStreamResponse
 	}
-	if len(resp.Message.Hdrs) > 0 {
-		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
-		if err != nil {
-			return nil, fmt.Errorf("bad message get answer: %v", err)
-		}
-		if deleteHeader(h) {
-			return nil, jetstream.ErrKeyNotFound
-		}
-	}
-	return &leaderEntry{bucket: bucket, key: key, value: resp.Message.Data, rev: resp.Message.Seq, created: resp.Message.Time}, nil
+	return resp.Message, nil
 }
 
 // validKey is nats.go's check of a KV key: [-/_=.a-zA-Z0-9], no empty
