@@ -130,10 +130,10 @@ func TestListSeesWriteOnCluster(t *testing.T) {
 	open(t, j, store.Options{Replicas: 3})
 	j, _ = js(t, leadsNone(t, servers, "gatehouse_records", "gatehouse_certs").ClientURL())
 	s := open(t, j, store.Options{Replicas: 3})
-	const n = 300
-	m := listsAfterWrites(t, s, n, 4*time.Second)
+	const n = 200
+	m := listsAfterWrites(t, s, n, 2*time.Second)
 	t.Logf("%d rounds", m.rounds)
-	if m.rounds < 10 {
+	if m.rounds < 5 {
 		t.Fatalf("only %d of %d write-then-list rounds in time", m.rounds, n)
 	}
 	if m.records+m.certs+m.deletes > 0 {
