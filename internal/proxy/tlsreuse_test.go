@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,5 +86,81 @@ func TestTLSHostAnswersReuseOneConnection(t *testing.T) {
 		if n := conns.Load(); n != 1 {
 			t.Fatalf("tls %x: 6 requests over %d connections to the host, want 1", max, n)
 		}
+	}
+}
+
+// TestTLSHostAnswersWithoutBodyReuseOneConnection: the answers net/http's
+// reader ends otherwise than by a body read to its end (a HEAD's, a 204,
+// a 304, whose connection is back in the pool before the answer is
+// handed on; a 103 before the answer; a 100 Continue the request's body
+// waits for) leave a TLS host's connection to the next request, whose
+// write waits for that reader's look (awaitReader) and is answered: no
+// request waits on a reader that is not coming.
+func TestTLSHostAnswersWithoutBodyReuseOneConnection(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	host := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.WriteHeader(http.StatusNotModified)
+		case "/103":
+			w.WriteHeader(http.StatusEarlyHints)
+			_, _ = io.WriteString(w, "after 103")
+		default:
+			w.Header().Set("Content-Length", strconv.Itoa(len(r.Method)+1+len(b)))
+			_, _ = io.WriteString(w, r.Method+":"+string(b))
+		}
+	}))
+	host.TLS = &tls.Config{NextProtos: []string{"http/1.1"}}
+	host.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	host.StartTLS()
+	t.Cleanup(host.Close)
+	p, _ := New(Options{ClusterID: "c1", DisableFastPath: true})
+	t.Cleanup(func() { _ = p.Close() })
+	srv := proxyServer(t, p, host.URL)
+	client := srv.Client()
+	client.Timeout = 5 * time.Second // a request left waiting fails here, not at the suite's timeout
+	cases := []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"HEAD", "/", "", http.StatusOK, ""},
+		{"GET", "/204", "", http.StatusNoContent, ""},
+		{"GET", "/304", "", http.StatusNotModified, ""},
+		{"GET", "/103", "", http.StatusOK, "after 103"},
+		{"PUT", "/", "continue", http.StatusOK, "PUT:continue"},
+	}
+	for round := range 3 {
+		for _, c := range cases {
+			var body io.Reader
+			if c.body != "" {
+				body = io.MultiReader(strings.NewReader(c.body)) // not sent twice by net/http
+			}
+			req, _ := http.NewRequest(c.method, srv.URL+c.path, body)
+			req.Host = "hello.apps.test"
+			if c.method == "PUT" {
+				req.Header.Set("Expect", "100-continue")
+			}
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("round %d, %s %s: %v", round, c.method, c.path, err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != c.status || string(b) != c.want {
+				t.Fatalf("round %d, %s %s: %d %q, want %d %q", round, c.method, c.path, res.StatusCode, b, c.status, c.want)
+			}
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d requests over %d connections to the host, want 1", 3*len(cases), n)
 	}
 }
