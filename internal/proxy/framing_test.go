@@ -160,6 +160,8 @@ func TestHostResponseFraming(t *testing.T) {
 		// what net/http's client takes beyond it.
 		{"HTTP/1.2", "GET", "HTTP/1.2 200 OK\r\nX-A: 1\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
 		{"no reason", "GET", "HTTP/1.1 200\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
+		{"a reason with obs-text and a tab", "GET", "HTTP/1.1 200 D\xe9j\xe0\tvu\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
+		{"HTTP/1.0, no reason", "GET", "HTTP/1.0 200\r\n\r\nhello, until close\x00close", http.StatusOK, "hello, until close"},
 		{"two spaces before the code", "GET", "HTTP/1.1  200 OK\r\nContent-Length: 5\r\n\r\nhello", fail, ""},
 		{"two spaces before the code, the line split", "GET", "HTTP/1.1  200 O\x00splitK\r\x00split\nContent-Length: 5\r\n\r\nhello", fail, ""},
 		{"HTTP/2.0", "GET", "HTTP/2.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", fail, ""},
