@@ -88,6 +88,17 @@ func resyncStore(b *testing.B, apps int) *Store {
 	return s
 }
 
+// resyncSizes are the table sizes the resync benchmarks measure: under
+// -short (make bench, CI's one run that keeps them compiling and
+// running) only the smaller, as filling 100,000 apps takes longer than
+// everything else the benchmarks do.
+func resyncSizes() []int {
+	if testing.Short() {
+		return []int{10000}
+	}
+	return []int{10000, 100000}
+}
+
 // BenchmarkResync measures what one full resync costs a gateway holding
 // 10,000 and 100,000 apps: the load (new watchers reading every value of
 // every routing bucket) and the Replace of the whole table, apart.
@@ -96,7 +107,7 @@ func resyncStore(b *testing.B, apps int) *Store {
 //
 //	go test -run '^$' -bench Resync -benchmem -benchtime 5x ./internal/store/
 func BenchmarkResync(b *testing.B) {
-	for _, apps := range []int{10000, 100000} {
+	for _, apps := range resyncSizes() {
 		b.Run("apps="+strconv.Itoa(apps), func(b *testing.B) {
 			s := resyncStore(b, apps)
 			bld := route.NewBuilder(new(route.Live))
@@ -142,7 +153,7 @@ func BenchmarkResync(b *testing.B) {
 //
 //	go test -run '^$' -bench ResyncCheck -benchmem ./internal/store/
 func BenchmarkResyncCheck(b *testing.B) {
-	for _, apps := range []int{10000, 100000} {
+	for _, apps := range resyncSizes() {
 		b.Run("apps="+strconv.Itoa(apps), func(b *testing.B) {
 			s := resyncStore(b, apps)
 			feeds := s.feeds()
