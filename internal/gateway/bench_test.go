@@ -13,10 +13,15 @@ import (
 	"testing"
 
 	"github.com/gatehouse-dev/gatehouse/internal/httpwire"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 	"go.uber.org/goleak"
 )
 
+// TestMain fails the package if a test leaves a goroutine behind. Its
+// parallel tests mostly wait (for tokens to expire, deadlines to pass):
+// more of them run at once than the CPUs (testutil.ParallelWaits).
 func TestMain(m *testing.M) {
+	testutil.ParallelWaits(4)
 	goleak.VerifyTestMain(m)
 	os.Exit(0)
 }
