@@ -132,6 +132,7 @@ func TestReusedAfterDrainNoStaleBound(t *testing.T) {
 // first: neither the bound armed for the body as the handler started nor
 // the one renewed as it returns ends the taken connection.
 func TestHijackWithUnreadBody(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	const idle = 500 * time.Millisecond
 	taken := make(chan struct{}) // closed as the connection's goroutine ends
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,7 @@ import (
 // 100-continue). A client that sends its body at once after the handler
 // answered keeps its connection: its next request is answered on it.
 func TestEarlyAnswerUnsentBodyIsBounded(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	const idle = time.Second
 	// The bound for the failure only: the connection ends about idle
 	// after the answer, or never.

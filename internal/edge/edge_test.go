@@ -204,6 +204,7 @@ func TestPassthroughEndToEnd(t *testing.T) {
 // PipeIdleTimeout is closed and no longer counted; one whose client keeps
 // talking, each gap shorter than the timeout, is kept past it.
 func TestPassthroughIdleTimeout(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	if runtime.GOOS != "linux" {
 		t.Skip("the pipe's idle timeout asks the socket (TCP_INFO), Linux only")
 	}
@@ -770,6 +771,7 @@ func (c *slowClient) Write(p []byte) (int, error) {
 // start: a client that spends most of it sending the hello does not get
 // the whole timeout again to finish the handshake.
 func TestHandshakeBoundedWithTheHello(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	const budget = 2 * time.Second
 	e := start(t, Options{ReadHeaderTimeout: budget})
 	raw, err := net.Dial("tcp", e.https)

@@ -87,6 +87,7 @@ func TestH2ExpectContinue(t *testing.T) {
 // for IdleTimeout is closed (after a GOAWAY NO_ERROR, if any), and the
 // edge stops counting it.
 func TestH2IdleConnectionClosed(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	forEachH2(t, func(t *testing.T, impl h2Impl) {
 		e := impl.start(t, Options{Handler: http.HandlerFunc(okHandler), IdleTimeout: 500 * time.Millisecond})
 		cl := dialRawH2(t, e.https)

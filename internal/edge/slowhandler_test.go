@@ -22,6 +22,7 @@ import (
 // listener net/http serves HTTP/1 on, a body net/http holds already (a
 // few bytes) and one still in the socket (past net/http's 4 KiB buffer).
 func TestSlowHandlerPromptBody(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	const idle = 500 * time.Millisecond
 	const work = 3 * idle // the handler's, before it touches the body
 	listeners := []struct {

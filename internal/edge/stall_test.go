@@ -247,6 +247,8 @@ func TestHTTP2StreamThatStopsReadingIsReset(t *testing.T) {
 // it about IdleTimeout, and the handler's write fails. The management
 // listener's connections are still not counted in active_connections.
 func TestManagementClientThatStopsReadingIsClosed(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
+
 	const idle = time.Second // as TestClientThatStopsReadingIsClosed
 	chunk := []byte(strings.Repeat("x", 64<<10))
 	wrote := make(chan error, 1)
