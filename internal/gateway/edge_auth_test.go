@@ -289,6 +289,8 @@ func TestClaimLimitsRPSAndConnections(t *testing.T) {
 // TestClaimByteRates measures that a response and an upload over their
 // byte rate are slowed to it (throughput ≈ rate), and arrive whole.
 func TestClaimByteRates(t *testing.T) {
+	t.Parallel() // mostly waits on its byte rates; its own servers, no process-wide state
+
 	const rate = 32 << 10 // bytes per second
 	const size = 64 << 10
 	e := newEdgeEnv(t, "apps.test", authApps(), nil)
@@ -341,6 +343,8 @@ func TestClaimByteRates(t *testing.T) {
 // rates: after the 101 the proxy copies a hijacked connection, not the
 // request body and response writer, and the budget must follow it there.
 func TestClaimByteRatesOnUpgrade(t *testing.T) {
+	t.Parallel() // mostly waits on its byte rates; its own servers, no process-wide state
+
 	const rate = 32 << 10 // bytes per second
 	const size = 64 << 10
 	e := newEdgeEnv(t, "apps.test", authApps(), nil)
@@ -568,6 +572,7 @@ func TestClaimByteRatesOnUpgradeHalfClose(t *testing.T) {
 // An unfinished event longer than the gateway holds back (maxHeld) was
 // passed on: the client still gets an event typed auth-expired.
 func TestSSEAuthExpiredMidEvent(t *testing.T) {
+	t.Parallel() // waits out token lives; its own servers, no process-wide state
 	long := "data: unfin" + strings.Repeat("x", maxHeld)
 	for _, tail := range []string{
 		"data: unfini",           // mid-line

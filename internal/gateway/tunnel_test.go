@@ -66,6 +66,7 @@ func tunnelHost(t *testing.T, talk bool, recv chan<- byte, gone chan<- struct{})
 // never sooner; one that carries bytes, in either direction alone, stays
 // open for as long as they flow, then closes once idle.
 func TestTunnelIdleTimeout(t *testing.T) {
+	t.Parallel() // mostly waits out bounds; its own servers, no process-wide state
 	for _, tc := range []struct {
 		name              string
 		clientTalks, host bool
@@ -75,6 +76,7 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		{"host sends", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each waits out the idle bound
 			e := newEnv(t, func(o *Options) { o.TunnelIdleTimeout = testTunnelIdle })
 			recv, gone := make(chan byte, 2*ticks), make(chan struct{})
 			e.backend("h1", "hello", tunnelHost(t, tc.host, recv, gone))
