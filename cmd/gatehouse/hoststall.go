@@ -238,12 +238,37 @@ func (b *stallBody) rearm(w http.ResponseWriter) {
 func (b *stallBody) arm() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.armLocked()
+}
+
+func (b *stallBody) armLocked() {
 	if b.returned {
 		return
 	}
 	if now := time.Now(); b.until.Sub(now) < b.stall {
 		b.until = now.Add(b.stall + b.stall/2)
 		_ = b.rc.SetReadDeadline(b.until)
+	}
+}
+
+// answered renews the deadline of r's body, if it has one neither read
+// to its end nor closed, as the app's answer comes, before its head goes
+// out: net/http then reads what is left of the body (up to 256 KiB, all
+// of a chunked one's), with the deadline the last read armed, which may
+// have passed while the app, taking no more of the upload, worked. That
+// read failing cancelled the request, and an honest client's answer was
+// cut. Checked and armed under one lock: a body that ended has its
+// deadline lifted, and one armed after would fall on net/http's read
+// that watches for the client leaving.
+func answered(r *http.Request) {
+	b, ok := r.Context().Value(stallKey{}).(*stallBody)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.ended && !b.closed && !b.expired {
+		b.armLocked()
 	}
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
 // TestSidecarCutsStalledExchanges: a client that reaches the sidecar
@@ -206,5 +209,82 @@ func TestSidecarUnreadBodyStallIsBounded(t *testing.T) {
 	_, _ = io.Copy(io.Discard, res.Body)
 	if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("the stalled body's connection is still open %s on (bound %s)", within, bound)
+	}
+}
+
+// TestSidecarEarlyAnswerToAPausedUploadIsWhole: an app that answers an
+// upload without taking all of it, after a pause longer than the stall
+// bound (the sidecar's copy of the upload held up by the app, not by the
+// client, which sent at once), has its answer reach the client whole.
+// net/http reads what is left of the upload as the answer's head goes
+// out; with the deadline the last read armed, long passed, that read
+// failed, the request was cancelled and the answer cut.
+func TestSidecarEarlyAnswerToAPausedUploadIsWhole(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	answer := strings.Repeat("a", 64<<10)
+	aln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An app that reads a request's head and none of its body.
+	testutil.ServeConns(t, aln, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		time.Sleep(3 * bound)
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n", len(answer), answer)
+		time.Sleep(bound)
+		_, _ = io.WriteString(c, "0\r\n\r\n")
+	})
+	up, err := url.Parse("http://" + aln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
+	srv := sidecarServer(sidecarProxy(up, host.SchemeHTTP, slog.New(slog.DiscardHandler)), host.SchemeHTTP, tm)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
+	t.Cleanup(func() {
+		// Shutdown, not Close: it waits for the connection net/http
+		// lingers on after an upload it did not read to its end.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-served
+	})
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// 32 MiB, chunked, sent as fast as the connection takes it: more
+	// than the sockets between the sidecar and the app hold.
+	sent := make(chan struct{})
+	t.Cleanup(func() { c.Close(); <-sent })
+	go func() {
+		defer close(sent)
+		chunk := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat("u", 64<<10))
+		if _, err := io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: hello.test\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+			return
+		}
+		for range 512 {
+			if _, err := io.WriteString(c, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(c, "0\r\n\r\n")
+	}()
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || string(b) != answer || err != nil {
+		t.Errorf("an answer to an upload the app paused %s: %d, %d of %d bytes, %v", 3*bound, res.StatusCode, len(b), len(answer), err)
 	}
 }
