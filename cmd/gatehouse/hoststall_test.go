@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
@@ -286,5 +287,96 @@ func TestSidecarEarlyAnswerToAPausedUploadIsWhole(t *testing.T) {
 	b, err := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || string(b) != answer || err != nil {
 		t.Errorf("an answer to an upload the app paused %s: %d, %d of %d bytes, %v", 3*bound, res.StatusCode, len(b), len(answer), err)
+	}
+}
+
+// TestSidecarStallBoundCutsNoSlowApp: the stall bound is the client's,
+// not the app's. An app that takes an upload only after thinking for
+// longer than the bound (the client waiting meanwhile for the 100
+// Continue it asked for, over HTTP/1.1), thinks again after it, then
+// answers in two parts with a gap longer than the bound (an event
+// stream's), has its answer reach the client whole, and the connection
+// serves the next request: no read deadline is armed ahead of a read that
+// waits on the app, over h2c none at all, and a write deadline only
+// while a write waits.
+func TestSidecarStallBoundCutsNoSlowApp(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		think := r.URL.Path == "/think"
+		if think {
+			time.Sleep(3 * bound)
+		}
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if think {
+			time.Sleep(3 * bound)
+		}
+		_, _ = fmt.Fprintf(w, "%d;", n)
+		w.(http.Flusher).Flush()
+		if think {
+			time.Sleep(3 * bound)
+		}
+		_, _ = io.WriteString(w, "done")
+	}))
+	app.Config.Protocols = new(http.Protocols)
+	app.Config.Protocols.SetHTTP1(true)
+	app.Config.Protocols.SetUnencryptedHTTP2(true)
+	app.Start()
+	t.Cleanup(app.Close)
+	up, err := url.Parse(app.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scheme := range []string{host.SchemeHTTP, host.SchemeH2C} {
+		t.Run(scheme, func(t *testing.T) {
+			t.Parallel()
+			tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
+			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan struct{})
+			go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
+			t.Cleanup(func() { srv.Close(); <-served })
+
+			tr := &http.Transport{Protocols: new(http.Protocols), ExpectContinueTimeout: time.Minute}
+			if scheme == host.SchemeH2C {
+				tr.Protocols.SetUnencryptedHTTP2(true)
+			} else {
+				tr.Protocols.SetHTTP1(true)
+			}
+			t.Cleanup(tr.CloseIdleConnections)
+			cl := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+			var conns []string
+			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+				conns = append(conns, i.Conn.LocalAddr().String())
+			}}
+			for i, path := range []string{"/think", "/"} {
+				body := path + "0123456789"
+				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, "http://"+ln.Addr().String()+path, strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					req.Header.Set("Expect", "100-continue")
+				}
+				res, err := cl.Do(req)
+				if err != nil {
+					t.Fatalf("POST %s to an app slower than the stall bound (%s): %v", path, bound, err)
+				}
+				b, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if want := strconv.Itoa(len(body)) + ";done"; res.StatusCode != http.StatusOK || string(b) != want || err != nil {
+					t.Fatalf("POST %s to an app slower than the stall bound (%s): %d %q %v, want 200 %q", path, bound, res.StatusCode, b, err, want)
+				}
+			}
+			if len(conns) != 2 || conns[0] != conns[1] {
+				t.Errorf("connections used %v, want one", conns)
+			}
+		})
 	}
 }
