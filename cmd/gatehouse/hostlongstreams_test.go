@@ -54,7 +54,10 @@ func TestSidecarBoundsCutNoLongExchange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tm := sidecarTimeouts{readHeader: bound, idle: bound, stall: bound}
+			// The stall bound at two: the gaps (0.4 bound) then have a wide
+			// margin on a loaded machine, and the exchanges (4 bounds) still
+			// outlast it.
+			tm := sidecarTimeouts{readHeader: bound, idle: bound, stall: 2 * bound}
 			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
