@@ -21,6 +21,7 @@ import (
 // gateway and the host holding the request for as long as the client
 // likes.
 func TestStalledUploadGets408(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	cfg := testConfig(t)
 	cfg.Listeners.IdleTimeout = time.Second
 	r := start(t, cfg)
@@ -72,6 +73,7 @@ func TestStalledUploadGets408(t *testing.T) {
 // a request (smuggling past the framing guard), and a stalled upload held
 // its connection until the client left, or got an empty 200.
 func TestBrokenUploadsEndTheConnection(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	cfg := testConfig(t)
 	cfg.Listeners.IdleTimeout = time.Second
 	r := start(t, cfg)

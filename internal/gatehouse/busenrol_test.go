@@ -143,6 +143,7 @@ func TestBusClientCannotEnrolItself(t *testing.T) {
 // heartbeat, be asked to announce again, and leave. A client with the
 // gateway credential has full rights.
 func TestBusAnonymousHostProtocol(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/hello", `{"mode":"http"}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)
@@ -229,6 +230,7 @@ func TestBusAnonymousHostProtocol(t *testing.T) {
 // a subject the host could not publish to itself: a KV key, a JetStream
 // API subject, the store's republish or cluster announcements.
 func TestBusHeartbeatReplyIsNotAConfusedDeputy(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	r := start(t, testConfig(t))
 	if code, body := r.control(t, "PUT", "/api/v3/apps/victim", `{"mode":"http"}`); code != 200 {
 		t.Fatalf("put app: %d %s", code, body)

@@ -23,6 +23,7 @@ import (
 // requests, says both: it said they all log 499, and the cut streams were
 // not among the 499s.
 func TestDrainCutLogsWhatWasSent(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	cfg := testConfig(t)
 	cfg.DrainTimeout = time.Second
 	logs := new(testutil.SyncBuffer)

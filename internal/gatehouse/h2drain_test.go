@@ -31,8 +31,10 @@ import (
 // if sent before it read its own GOAWAY): it fails cleanly (the listener
 // is closed) without reaching the host.
 func TestH2Drain(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	for _, impl := range h2Impls {
 		t.Run(impl.name, func(t *testing.T) {
+			t.Parallel() // each HTTP/2 server on a gateway of its own
 			e := newH2Env(t, impl.fast, false)
 			k := func(s string) string { return "drain-" + s + "-" + t.Name() }
 			sse, up, late, down, lateTr := e.probe(k("sse")), e.probe(k("up")), e.probe(k("late")), e.probe(k("down")), e.probe(k("late-tr"))

@@ -329,8 +329,10 @@ func newReq(t *testing.T, ctx context.Context, method, url string, body io.Reade
 // hosts that fail or answer early, large header blocks, and the gateway's
 // own answers (refusals, OPTIONS *) as HTTP/1.1 gets them.
 func TestH2EndToEnd(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	for _, impl := range h2Impls {
 		t.Run(impl.name, func(t *testing.T) {
+			t.Parallel() // each HTTP/2 server on a gateway of its own
 			e := newH2Env(t, impl.fast, true)
 			t.Run("grpc", e.testGRPC)
 			t.Run("grpc full duplex", e.testGRPCDuplex)

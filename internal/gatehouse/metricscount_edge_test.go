@@ -21,6 +21,7 @@ import (
 // and bearer tokens. Each round sends its own values of each; the
 // gatehouse_* series after the first round are all there are after five.
 func TestMetricsCardinalityBoundedOffHTTP(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	cfg := testConfig(t)
 	cfg.Limits.UnknownRequests = 100000 // the unknown-host budget's 429s are a series of their own
 	cfg.DNS.RateLimit = 0               // as are the limiter's, which the rounds' pace decides

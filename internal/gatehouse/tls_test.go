@@ -21,6 +21,7 @@ import (
 // app on the same listener is terminated by the gateway; a passthrough
 // pipe left silent is closed after tls.passthrough_idle_timeout.
 func TestHTTPSPassthroughAndTerminate(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	cfg := testConfig(t)
 	cfg.TLS.PassthroughIdleTimeout = time.Second
 	r := start(t, cfg)
