@@ -161,6 +161,12 @@ func TestCutOffBusNodeMovesGateway(t *testing.T) {
 	servers, cut := startCuttableCluster(t)
 	cfg := testConfig(t)
 	cfg.Bus.URL = urlsOf(servers, 2, 0, 1)
+	// Heartbeats every second rather than 5: the host is surely out of
+	// rotation long before the move (3 missed, 3 s, against the 10 s and
+	// more the cut-off watch takes), so its being served after the move
+	// shows heartbeats reaching the gateway again, and the wait for the
+	// next one after the move is 2 s, not 6.
+	cfg.HeartbeatInterval = time.Second
 	r, logs := startLogging(t, cfg)
 	if code, body := r.control(t, "PUT", "/api/v3/apps/part", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
