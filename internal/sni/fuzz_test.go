@@ -17,6 +17,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(refragment(f, raw, 64))
 		f.Add(raw[:len(raw)/2])
 	}
+	f.Add(padded(f, "big.example", 20<<10)) // over one record, as a large hello comes
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Add([]byte{22, 3, 1, 0x40, 0, 1, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -171,7 +171,7 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestParseTooLarge(t *testing.T) {
-	// A 16 KiB+ hello split across many small records stops at the cap.
+	// A hello over the cap split across many small records stops at it.
 	n := MaxHelloBytes + 100
 	body := append([]byte{1, byte(n >> 16), byte(n >> 8), byte(n)}, make([]byte, n)...)
 	var in []byte
@@ -184,9 +184,9 @@ func TestParseTooLarge(t *testing.T) {
 	if _, _, err := Parse(bytes.NewReader(in)); err != ErrTooLarge {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
-	// A legal size announced, but spread over one-byte records, hits the
-	// raw cap too.
-	m := 8000
+	// A legal size announced, but spread over one-byte records (six
+	// bytes read for each), hits the raw cap too.
+	m := maxRawBytes / 5
 	body = append([]byte{1, 0, byte(m >> 8), byte(m)}, make([]byte, m)...)
 	in = nil
 	for _, b := range body {

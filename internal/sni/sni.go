@@ -11,11 +11,22 @@ import (
 // Limits on what Parse reads.
 const (
 	// MaxHelloBytes caps the ClientHello handshake message (its 4-byte
-	// header included). Real hellos, post-quantum key shares included, are
-	// about 2 KiB.
-	MaxHelloBytes = 16<<10 + 4
-	// maxRawBytes caps every byte read, record headers included: 16 KiB of
-	// hello plus room for headers of a hello split into small records.
+	// header included) where crypto/tls does (its maxHandshake: 64 KiB of
+	// body), as the gateway's own handshake reads what Peek passes on.
+	// Most hellos are about 2 KiB, in one record; a client with several
+	// post-quantum key shares, many extensions or PSKs sends more, in
+	// records of 2^14 bytes.
+	//
+	// Cost per connection: while a hello arrives, Peek holds the bytes
+	// read and no copy of them, in a buffer grown as they come (to at
+	// most twice what arrived, or one record, 16 KiB, past it) up to
+	// maxRawBytes, ~68 KiB; a hello of several records is then copied
+	// once into a buffer of its size for the parse, dropped when Peek
+	// returns. The Conn keeps the bytes read until it has replayed them.
+	MaxHelloBytes = 64<<10 + 4
+	// maxRawBytes caps every byte read, record headers included: a whole
+	// hello plus room for the headers of one split into small records
+	// (crypto/tls's largest takes 5).
 	maxRawBytes = MaxHelloBytes + 4<<10
 	// maxRecordLen is the largest TLSPlaintext fragment (RFC 8446 §5.1).
 	maxRecordLen = 1 << 14
@@ -192,12 +203,15 @@ func Parse(r io.Reader) (*Hello, []byte, error) {
 	return h, rr.raw, nil
 }
 
-// recordReader reassembles the handshake stream from TLS records.
+// recordReader reads the TLS records of the handshake stream. It keeps
+// no copy of their payload while they arrive (a slow client's pending
+// hello holds only raw): the message is put together once it is whole.
 type recordReader struct {
-	r   io.Reader
-	raw []byte // every byte read
-	pos int    // how much of raw the records took
-	hs  []byte // handshake payload reassembled from records
+	r       io.Reader
+	raw     []byte  // every byte read
+	pos     int     // how much of raw the records took: raw[:pos] is whole records
+	payload int     // handshake bytes in those records
+	head    [4]byte // the first 4 of them: the message's header
 }
 
 // helloMessage returns the ClientHello body (without its 4-byte header).
@@ -205,22 +219,23 @@ func (rr *recordReader) helloMessage() ([]byte, error) {
 	if err := rr.fill(4); err != nil {
 		return nil, err
 	}
-	if rr.hs[0] != typeClientHello {
-		return nil, fmt.Errorf("%w: handshake type %d", ErrUnexpected, rr.hs[0])
+	if rr.head[0] != typeClientHello {
+		return nil, fmt.Errorf("%w: handshake type %d", ErrUnexpected, rr.head[0])
 	}
-	n := int(rr.hs[1])<<16 | int(rr.hs[2])<<8 | int(rr.hs[3])
+	n := int(rr.head[1])<<16 | int(rr.head[2])<<8 | int(rr.head[3])
 	if n+4 > MaxHelloBytes {
 		return nil, ErrTooLarge
 	}
 	if err := rr.fill(4 + n); err != nil {
 		return nil, err
 	}
-	return rr.hs[4 : 4+n], nil
+	return rr.message(4 + n)[4:], nil
 }
 
-// fill reads records until the handshake payload holds at least n bytes.
+// fill reads records until they carry at least n bytes of handshake
+// payload.
 func (rr *recordReader) fill(n int) error {
-	for len(rr.hs) < n {
+	for rr.payload < n {
 		if err := rr.record(); err != nil {
 			return err
 		}
@@ -228,7 +243,25 @@ func (rr *recordReader) fill(n int) error {
 	return nil
 }
 
-// record reads one TLS record and appends its payload.
+// message returns the first n bytes of handshake payload, which the
+// records read hold: in place when the first record holds them all (a
+// hello's usual one record), else gathered from the records into a
+// buffer of n bytes.
+func (rr *recordReader) message(n int) []byte {
+	first := int(rr.raw[3])<<8 | int(rr.raw[4])
+	if first >= n {
+		return rr.raw[5 : 5+n : 5+n]
+	}
+	msg := make([]byte, 0, n)
+	for r := rr.raw[:rr.pos]; len(msg) < n; {
+		k := int(r[3])<<8 | int(r[4])
+		msg = append(msg, r[5:5+min(k, n-len(msg))]...)
+		r = r[5+k:]
+	}
+	return msg
+}
+
+// record reads one TLS record and counts its payload.
 func (rr *recordReader) record() error {
 	hdr, err := rr.read(5)
 	if err != nil {
@@ -268,7 +301,10 @@ func (rr *recordReader) record() error {
 	if err != nil {
 		return err
 	}
-	rr.hs = append(rr.hs, body...)
+	if rr.payload < len(rr.head) {
+		copy(rr.head[rr.payload:], body)
+	}
+	rr.payload += n
 	return nil
 }
 
