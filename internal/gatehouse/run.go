@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -214,12 +215,6 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 	if err != nil {
 		return nil, err
 	}
-	hellos := make(map[string]prometheus.Counter, len(edge.HelloOutcomes))
-	for _, o := range edge.HelloOutcomes {
-		// Every outcome is exported from the start, at 0: an alert on
-		// a rate of timeouts needs the series before the first one.
-		hellos[o] = g.metrics.TLSHellos.WithLabelValues(o)
-	}
 	return edge.New(edge.Options{
 		HTTPAddr:       cfg.HTTP.Addr,
 		HTTPSAddr:      cfg.HTTPS.Addr,
@@ -262,11 +257,37 @@ func (g *Gatehouse) newEdge(l7, apiH *atomic.Pointer[http.Handler], certs *atomi
 		SourceExempt:            cfg.TrustedPrefixes(),
 		ConnsRefused:            g.metrics.ConnectionsRefused,
 		LaneHandoff:             func(reason string) { g.metrics.FastPathHandoffs.WithLabelValues(reason).Inc() },
-		Hello:                   func(outcome string) { hellos[outcome].Inc() },
+		Hello:                   helloCounter(g.metrics.TLSHellos, g.log),
 		RequestContext:          requestContext(l7),
 		RequestDone:             requestDone(l7),
 		Logger:                  g.log,
 	})
+}
+
+// helloCounter returns edge's Options.Hello, counting in vec. An outcome
+// not in edge.HelloOutcomes (one edge added and the list missed) is
+// counted under its own name all the same, and logged at error once: a
+// lookup that panicked would do so on the connection's goroutine, which
+// nothing recovers, and take the gateway down. Outcomes are edge's
+// constants, never the client's, so the series stay few.
+func helloCounter(vec *prometheus.CounterVec, log *slog.Logger) func(outcome string) {
+	hellos := make(map[string]prometheus.Counter, len(edge.HelloOutcomes))
+	for _, o := range edge.HelloOutcomes {
+		// Every outcome is exported from the start, at 0: an alert on
+		// a rate of timeouts needs the series before the first one.
+		hellos[o] = vec.WithLabelValues(o)
+	}
+	var unlisted sync.Map // outcome -> struct{}: logged
+	return func(outcome string) {
+		if c, ok := hellos[outcome]; ok {
+			c.Inc()
+			return
+		}
+		if _, seen := unlisted.LoadOrStore(outcome, struct{}{}); !seen {
+			log.Error("gatehouse: a tls hello outcome not in edge.HelloOutcomes, so not exported until it occurs", "outcome", outcome)
+		}
+		vec.WithLabelValues(outcome).Inc()
+	}
 }
 
 // startParts brings up the bus, the store, the table and the parts that
