@@ -35,5 +35,6 @@
 // the four setsockopt calls net makes after every accept.
 //
 // Linux only: elsewhere Wrap returns the connection as it is and Listen is
-// net's.
+// net's. So does Wrap on 32-bit x86 before Linux 4.3, which has no
+// recvfrom(2) or sendto(2) of their own there.
 package sock

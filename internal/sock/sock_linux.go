@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Conn is a *net.TCPConn whose Read and Write are raw system calls.
@@ -59,7 +61,7 @@ type Conn struct {
 // Wrap returns c as a Conn when it is a *net.TCPConn, else c unchanged.
 func Wrap(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	if !ok || !directCalls() {
 		return c
 	}
 	rc, err := tc.SyscallConn()
@@ -78,7 +80,7 @@ func (c *Conn) read(fd uintptr) bool {
 	}
 	for {
 		c.calls++
-		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.rp))), uintptr(len(c.rp)), 0, 0, 0)
+		n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.rp))), uintptr(len(c.rp)), 0, 0, 0)
 		switch e {
 		case 0:
 			c.rn, c.rerr = int(n), 0
@@ -302,7 +304,7 @@ func (c *Conn) write(fd uintptr) bool {
 func peek(fd uintptr) syscall.Errno {
 	var b [1]byte
 	for {
-		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+		_, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 		if e != syscall.EINTR {
 			return e
@@ -316,7 +318,7 @@ func writeAll(fd uintptr, p []byte) (int, syscall.Errno) {
 	n := 0
 	for n < len(p) {
 		q := p[n:]
-		k, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(unsafe.SliceData(q))), uintptr(len(q)), syscall.MSG_NOSIGNAL, 0, 0)
+		k, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(unsafe.SliceData(q))), uintptr(len(q)), syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
 		case 0:
 			n += int(k)

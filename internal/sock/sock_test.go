@@ -18,6 +18,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
@@ -559,7 +561,7 @@ func BenchmarkSocketCalls(b *testing.B) {
 		sixArgument bool
 	}{
 		{"read-write", syscall.SYS_WRITE, syscall.SYS_READ, 0, false},
-		{"recvfrom-sendto", syscall.SYS_SENDTO, syscall.SYS_RECVFROM, syscall.MSG_NOSIGNAL, true},
+		{"recvfrom-sendto", unix.SYS_SENDTO, unix.SYS_RECVFROM, syscall.MSG_NOSIGNAL, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			c, peer := pair(b, func(c net.Conn) net.Conn { return c })
@@ -629,7 +631,7 @@ func BenchmarkEmptyCalls(b *testing.B) {
 	}{
 		{"getpid", func() syscall.Errno { _, _, e := syscall.RawSyscall(syscall.SYS_GETPID, 0, 0, 0); return e }},
 		{"recvfrom-eagain", func() syscall.Errno {
-			_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), syscall.MSG_DONTWAIT, 0, 0)
+			_, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), syscall.MSG_DONTWAIT, 0, 0)
 			return e
 		}},
 		{"peek-eagain", func() syscall.Errno { return peek(fd) }},
