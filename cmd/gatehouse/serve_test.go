@@ -375,7 +375,7 @@ func TestServeEmptyConfigFile(t *testing.T) {
 			defer cancel()
 			var stderr bytes.Buffer
 			err := run(ctx, args, io.Discard, &stderr)
-			want := "config: " + file + ": holds no settings (the file is empty, or only comments): write its settings, or {} to start on the defaults"
+			want := "config: " + file + `: holds no settings (the file is empty, or only comments): write its settings, or {} to start on the defaults (or give -config "" for no file)`
 			if err == nil || err.Error() != want || exitCode(err, io.Discard) != 1 {
 				t.Fatalf("serve -config %s: %v\nwant %s, exit 1", c.name, err, want)
 			}

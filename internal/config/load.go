@@ -223,9 +223,12 @@ func loadFile(cfg *Config, path string) error {
 	}
 	// A file named but empty is most often a deploy that failed or a
 	// write cut short, not a wish for the defaults: taken, it started the
-	// gateway on them without a word. {} asks for them in so many words.
+	// gateway on them without a word. {} asks for them in so many words,
+	// and so does -config "" (no file), which also overrides a
+	// GATEHOUSE_CONFIG: an operator who meant /dev/null as "no file" is
+	// told both.
 	if documents(b) == 0 {
-		return fmt.Errorf("config: %s: holds no settings (the file is empty, or only comments): write its settings, or {} to start on the defaults", path)
+		return fmt.Errorf(`config: %s: holds no settings (the file is empty, or only comments): write its settings, or {} to start on the defaults (or give -config "" for no file)`, path)
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(b, &doc); err != nil {
