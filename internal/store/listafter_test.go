@@ -168,22 +168,29 @@ func TestListsAskTheStreamLeader(t *testing.T) {
 	if err := watcher.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for name, call := range map[string]func() error{
-		"list apps":      func() error { _, err := s.ListApps(ctx); return err },
-		"list records":   func() error { _, err := s.ListRecords(ctx, "z.test"); return err },
-		"records at":     func() error { _, err := s.RecordsAt(ctx, "z.test", "www"); return err },
-		"cert list":      func() error { _, err := c.List(ctx, "certificates", true); return err },
-		"cert delete":    func() error { return c.Delete(ctx, "certificates/x") },
-		"delete records": func() error { return s.DeleteRecords(ctx, "z.test") },
+	// In order: the deletes empty what the lists before them read.
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"list apps", func() error { _, err := s.ListApps(ctx); return err }},
+		{"list records", func() error { _, err := s.ListRecords(ctx, "z.test"); return err }},
+		{"records at", func() error { _, err := s.RecordsAt(ctx, "z.test", "www"); return err }},
+		{"cert list", func() error { _, err := c.List(ctx, "certificates", true); return err }},
+		{"cert delete", func() error { return c.Delete(ctx, "certificates/x") }},
+		{"delete records", func() error { return s.DeleteRecords(ctx, "z.test") }},
 	} {
+		name := tc.name
 		before := leader.Load()
-		if err := call(); err != nil {
+		if err := tc.call(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		// Counted before the publish: the sentinel may be in before
+		// Publish returns.
+		want := sentinel.Load() + 1
 		if err := nc.Publish("sentinel", nil); err != nil {
 			t.Fatal(err)
 		}
-		want := sentinel.Load() + 1
 		// The store's connection delivers in order: once the
 		// sentinel is in, so is every request it made before.
 		testutil.WaitFor(t, 5*time.Second, func() bool { return sentinel.Load() == want }, "sentinel never arrived")
