@@ -174,10 +174,13 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 // counted: a replica behind delivers the writes it lacked as updates
 // then. A key deleted meanwhile is dropped as its marker comes.
 //
-// The wait is bounded by ctx or, without a deadline, by the JetStream
-// API timeout: the entry can vanish before the replica delivers it (the
-// sweep purging a marker that was the latest), and nothing later may
-// come.
+// The entry can vanish before the replica delivers it (the sweep purging
+// a marker that was the latest), and nothing later may come: from its
+// initial values on, the load asks the leader again, recheckFirst after
+// them and then twice as long each time, and is done once the leader's
+// latest is one the watch has delivered (none newer remains). The wait
+// is bounded by ctx or, without a deadline, by the JetStream API
+// timeout.
 func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, metaOnly bool, filters ...string) (map[string]jetstream.KeyValueEntry, error) {
 	want, err := leader.lastSeq(ctx, kv.Bucket(), filters...)
 	if err != nil {
@@ -197,6 +200,10 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 	var seen uint64
 	initial := true
 	var late <-chan time.Time
+	recheck := time.NewTimer(recheckFirst)
+	recheck.Stop()
+	defer recheck.Stop()
+	wait := recheckFirst
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -210,6 +217,7 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 					defer t.Stop()
 					late = t.C
 				}
+				recheck.Reset(wait)
 			} else {
 				seen = max(seen, e.Revision())
 				if isDelete(e) {
@@ -221,6 +229,19 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 			if !initial && seen >= want {
 				return out, nil
 			}
+		case <-recheck.C:
+			// A write since the load began is as good as the entry it
+			// waits for, once delivered; none newer than seen means
+			// the rest are gone. A failed ask (an election) leaves the
+			// watch to deliver, as before it.
+			if now, err := leader.lastSeq(ctx, kv.Bucket(), filters...); err == nil {
+				want = min(want, now)
+				if seen >= want {
+					return out, nil
+				}
+			}
+			wait = min(2*wait, recheckMax)
+			recheck.Reset(wait)
 		case <-late:
 			return nil, fmt.Errorf("the watch's replica delivered up to sequence %d, the leader has %d: %w", seen, want, context.DeadlineExceeded)
 		case <-ctx.Done():
@@ -228,6 +249,15 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 		}
 	}
 }
+
+// recheckFirst and recheckMax bound how long loadAll waits on a watch
+// that delivers nothing before it asks the leader again whether the
+// entry it waits for is still there: a replica behind catches up within
+// milliseconds, and a list whose entry was swept is held no longer.
+const (
+	recheckFirst = 50 * time.Millisecond
+	recheckMax   = time.Second
+)
 
 // stopWatch unsubscribes w and drains its channel until the library
 // closes it: its delivery goroutine blocks on a full channel and would
