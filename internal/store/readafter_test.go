@@ -72,18 +72,26 @@ func readsAfterWrites(t *testing.T, s *store.Store, prefix string, n int) (misse
 	return misses, done, first
 }
 
-// A Get right after the Put that was acknowledged finds what it wrote, on
-// a 3-node cluster with the replicas a gateway uses there (R3), through a
-// node that does not lead the bucket. JetStream KV buckets answered Gets
-// from any replica (direct gets), one of which may not have applied the
-// write yet: the control API answered 404 for an app just made, and
-// refused a host enrolment naming it.
-func TestGetSeesPutOnCluster(t *testing.T) {
+// Reads right after the write acknowledged before them see it, on a
+// 3-node cluster with the replicas a gateway uses there (R3): gets and
+// lists. One cluster for both: its start is most of their time.
+func TestReadsSeeWritesOnCluster(t *testing.T) {
 	t.Parallel()
 	servers := testutil.StartCluster(t, 3)
 	j, _ := js(t, testutil.ClusterURLs(servers))
 	open(t, j, store.Options{Replicas: 3})
-	j, _ = js(t, follower(t, servers).ClientURL())
+	t.Run("get", func(t *testing.T) { getSeesPutOnCluster(t, servers) })
+	t.Run("list", func(t *testing.T) { listSeesWriteOnCluster(t, servers) })
+}
+
+// A Get right after the Put that was acknowledged finds what it wrote,
+// on servers (TestReadsSeeWritesOnCluster), through a node that does not
+// lead the bucket. JetStream KV buckets answered Gets from any replica
+// (direct gets), one of which may not have applied the write yet: the
+// control API answered 404 for an app just made, and refused a host
+// enrolment naming it.
+func getSeesPutOnCluster(t *testing.T, servers []*server.Server) {
+	j, _ := js(t, follower(t, servers).ClientURL())
 	s := open(t, j, store.Options{Replicas: 3})
 	const n = 300
 	misses, done, first := readsAfterWrites(t, s, "app", n)
@@ -173,7 +181,7 @@ func TestGetsUseTheAPIPrefix(t *testing.T) {
 // it (get, the read of a conditional update, a delete's, a certificate's
 // load and stat) asks the stream leader (STREAM.MSG.GET), never the
 // direct get subjects any replica answers. Counted on the bus, so this
-// holds every time, where TestGetSeesPutOnCluster's stale replica shows
+// holds every time, where TestReadsSeeWritesOnCluster's stale replica shows
 // only now and then.
 func TestGetsAskTheStreamLeader(t *testing.T) {
 	t.Parallel()
