@@ -228,7 +228,7 @@ func TestParseRefusalKinds(t *testing.T) {
 		{"alert record of 3 bytes", []byte{21, 3, 1, 0, 3, 2, 40, 0}, ErrUnexpected},
 		{"empty alert record", []byte{21, 3, 1, 0, 0}, ErrUnexpected},
 		{"garbage hello", append([]byte{22, 3, 1, 0, 8, 1, 0, 0, 4}, 0xde, 0xad, 0xbe, 0xef), nil},
-		{"record version 2", []byte{22, 2, 0, 0, 1, 1}, nil},
+		{"record version 0x1000", []byte{22, 0x10, 0, 0, 1, 1}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

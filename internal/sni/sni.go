@@ -288,7 +288,10 @@ func (rr *recordReader) record() error {
 	default:
 		return fmt.Errorf("%w: record type %d", ErrUnexpected, hdr[0])
 	}
-	if hdr[1] != 3 {
+	// crypto/tls reads the hello's records before it has a version, so
+	// it takes any below 0x1000 (the hello's own field is what counts):
+	// refusing more would refuse a hello the gateway's handshake reads.
+	if hdr[1] >= 0x10 {
 		return fmt.Errorf("%w: record version %#02x%02x", ErrInvalid, hdr[1], hdr[2])
 	}
 	if n == 0 {
