@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(refragment(f, raw, 1))
 		f.Add(refragment(f, raw, 64))
 		f.Add(raw[:len(raw)/2])
+		f.Add(append([]byte{21, 3, 1, 0, 2, 1, 112}, refragment(f, raw, 200)...)) // a warning alert Parse drops
 	}
 	f.Add(padded(f, "big.example", 20<<10)) // over one record, as a large hello comes
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))

@@ -31,9 +31,15 @@ const (
 	// maxRecordLen is the largest TLSPlaintext fragment (RFC 8446 §5.1).
 	maxRecordLen = 1 << 14
 
+	// maxIgnored is crypto/tls's maxUselessRecords: the warning alerts
+	// in a row it drops before a hello's records, then refuses.
+	maxIgnored = 16
+
 	recordTypeAlert     = 21
 	recordTypeHandshake = 22
 	typeClientHello     = 1
+	alertLevelWarning   = 1
+	alertCloseNotify    = 0
 )
 
 // DefaultTimeout bounds Peek when it is given no timeout.
@@ -59,8 +65,9 @@ var (
 	ErrRecordOverflow = fmt.Errorf("%w: record overflow", ErrInvalid)
 	ErrSSLv2          = fmt.Errorf("%w: an SSL 2.0 hello", ErrInvalid)
 	// ErrAlert: the client sent an alert (a record of 2 bytes), not a
-	// hello. After a fatal alert both sides close at once (RFC 8446
-	// §6.2): it is not answered.
+	// hello: a fatal one, or close_notify (a warning one crypto/tls
+	// drops, and Parse too, up to 16 in a row). After a fatal alert both
+	// sides close at once (RFC 8446 §6.2): it is not answered.
 	ErrAlert = fmt.Errorf("%w: an alert", ErrInvalid)
 )
 
@@ -211,6 +218,7 @@ type recordReader struct {
 	raw     []byte  // every byte read
 	pos     int     // how much of raw the records took: raw[:pos] is whole records
 	payload int     // handshake bytes in those records
+	ignored int     // warning alerts since the last handshake record
 	head    [4]byte // the first 4 of them: the message's header
 }
 
@@ -244,18 +252,23 @@ func (rr *recordReader) fill(n int) error {
 }
 
 // message returns the first n bytes of handshake payload, which the
-// records read hold: in place when the first record holds them all (a
-// hello's usual one record), else gathered from the records into a
-// buffer of n bytes.
+// records read hold: in place when the first handshake record holds them
+// all (a hello's usual one record), else gathered from the handshake
+// records (not the alerts dropped between them) into a buffer of n bytes.
 func (rr *recordReader) message(n int) []byte {
-	first := int(rr.raw[3])<<8 | int(rr.raw[4])
-	if first >= n {
-		return rr.raw[5 : 5+n : 5+n]
+	r := rr.raw[:rr.pos]
+	for r[0] != recordTypeHandshake {
+		r = r[5+(int(r[3])<<8|int(r[4])):]
+	}
+	if first := int(r[3])<<8 | int(r[4]); first >= n {
+		return r[5 : 5+n : 5+n]
 	}
 	msg := make([]byte, 0, n)
-	for r := rr.raw[:rr.pos]; len(msg) < n; {
+	for len(msg) < n {
 		k := int(r[3])<<8 | int(r[4])
-		msg = append(msg, r[5:5+min(k, n-len(msg))]...)
+		if r[0] == recordTypeHandshake {
+			msg = append(msg, r[5:5+min(k, n-len(msg))]...)
+		}
 		r = r[5+k:]
 	}
 	return msg
@@ -280,7 +293,7 @@ func (rr *recordReader) record() error {
 		// lengths crypto/tls answers unexpected_message.
 		return fmt.Errorf("%w: alert record length %d", ErrUnexpected, n)
 	case hdr[0] == recordTypeAlert:
-		return ErrAlert
+		return rr.alert()
 	case first && looksLikeHTTP(hdr):
 		return ErrPlainHTTP
 	case first && looksLikeSSLv2(hdr):
@@ -308,6 +321,26 @@ func (rr *recordReader) record() error {
 		copy(rr.head[rr.payload:], body)
 	}
 	rr.payload += n
+	rr.ignored = 0
+	return nil
+}
+
+// alert reads an alert record's 2 bytes. crypto/tls's server, which has
+// no version before the hello (so none is TLS 1.3's), drops a warning
+// alert other than close_notify, before the hello or between its
+// records, up to maxIgnored in a row: the record stays in raw, to be
+// replayed, and the hello is read on.
+func (rr *recordReader) alert() error {
+	body, err := rr.read(2)
+	if err != nil {
+		return err
+	}
+	if body[0] != alertLevelWarning || body[1] == alertCloseNotify {
+		return ErrAlert
+	}
+	if rr.ignored++; rr.ignored > maxIgnored {
+		return fmt.Errorf("%w: more than %d alerts in a row", ErrUnexpected, maxIgnored)
+	}
 	return nil
 }
 
