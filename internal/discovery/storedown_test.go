@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -34,6 +35,10 @@ func TestStoreDownKeepsVerifiedHost(t *testing.T) {
 		o.Keys = st
 		o.KeysUnavailable = store.Unavailable
 		quiet(o)
+		// A disabled JetStream answers no lookup: a check's lookup fails
+		// only when VerifyTimeout ends it, which must come within the
+		// watch below for the test to see what the check made of that.
+		o.VerifyTimeout = time.Second
 	})
 	k, pub := newKey(t)
 	if err := st.PutHostKey(t.Context(), &route.HostKey{HostID: "web-1", PublicKey: host.PublicKeyString(pub), Apps: []string{"hello"}}); err != nil {
@@ -47,7 +52,9 @@ func TestStoreDownKeepsVerifiedHost(t *testing.T) {
 	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "host not routable")
 
 	ns.DisableJetStream()
-	if _, err := st.GetHostKey(t.Context(), "web-1"); !store.Unavailable(err) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second) // nats.go's 5 s otherwise
+	defer cancel()
+	if _, err := st.GetHostKey(ctx, "web-1"); !store.Unavailable(err) {
 		t.Fatalf("with JetStream disabled, a lookup: %v; want an unavailable store", err)
 	}
 	if err := e.d.Reverify("web-1"); err != nil {
@@ -57,7 +64,8 @@ func TestStoreDownKeepsVerifiedHost(t *testing.T) {
 	e.publish(host.KindAnnounce, announce("web-2", cs.addr, pub2, "hello"))
 	e.handled(e.nc)
 	out, forgot := false, false
-	for end := time.Now().Add(10 * hbEvery); time.Now().Before(end) && !(out && forgot); time.Sleep(hbEvery / 10) {
+	// Twice VerifyTimeout: the checks' lookups have failed by then.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && !(out && forgot); time.Sleep(hbEvery / 10) {
 		out = out || !e.routable("hello", "web-1")
 		_, known := e.d.Host("web-2")
 		forgot = forgot || !known
