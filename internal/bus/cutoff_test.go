@@ -54,7 +54,7 @@ func TestCutOffHealthyClusterStays(t *testing.T) {
 	servers := testutil.StartCluster(t, 3)
 	b, logs := cutOffBus(t, testutil.ClusterURLs(servers), 500*time.Millisecond, time.Second)
 	on := b.Conn().ConnectedServerId()
-	time.Sleep(3 * time.Second) // some 30 probes, six times the bound
+	time.Sleep(1500 * time.Millisecond) // some 15 probes, three times the bound
 	if n := len(logs.lines(movedMsg)); n != 0 || b.Conn().ConnectedServerId() != on {
 		t.Fatalf("moved %d times on a healthy cluster:\n%s", n, logs.String())
 	}
