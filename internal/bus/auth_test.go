@@ -94,6 +94,7 @@ func (p *permErrs) has(subject string) bool {
 // host-key bucket, forge the store's republished changes or announce a
 // cluster.
 func TestEmbeddedHostPermissions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := startEmbeddedIn(t, dir, "127.0.0.1:0")
 	// The gateway's own JetStream calls write through to disk (SyncAlways):
@@ -271,6 +272,7 @@ func TestEmbeddedHostPermissions(t *testing.T) {
 // The secret is generated once with mode 0600, reused on restart and
 // never logged; a readable or malformed file stops the start.
 func TestEmbeddedCredentialFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs bytes.Buffer
 	var mu sync.Mutex
@@ -356,6 +358,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // A URL's user info is accepted, used, and never repeated in ClientURL
 // (what hosts are told) or in an error.
 func TestExternalCredential(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-s3cret-s3cret"
 	for _, u := range []string{"nats://gatehouse:" + secret + "@[::1", "http://gatehouse:" + secret + "@a.example:4222", "nats://" + secret + "@a.example:99999",
 		// Without "//" the user info parses as an opaque part.

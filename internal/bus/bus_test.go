@@ -16,6 +16,7 @@ import (
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name string
@@ -50,6 +51,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestNewAcceptsGoodOptions(t *testing.T) {
+	t.Parallel()
 	for _, o := range []bus.Options{
 		{DataDir: t.TempDir()},
 		{DataDir: t.TempDir(), Listen: "[::1]:0"},
@@ -79,6 +81,7 @@ func startEmbeddedIn(t *testing.T, dir, listen string) *bus.Bus {
 }
 
 func TestEmbeddedStartStop(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := startEmbeddedIn(t, dir, "127.0.0.1:0")
 	if !b.Embedded() {
@@ -119,6 +122,7 @@ func TestEmbeddedStartStop(t *testing.T) {
 }
 
 func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for i := range 2 {
 		b, err := bus.New(bus.Options{DataDir: dir, Listen: "127.0.0.1:0"})
@@ -149,6 +153,7 @@ func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
 // JetStream write reaches the disk before it is acknowledged, not at
 // NATS's default two-minute sync.
 func TestEmbeddedSyncsEveryWrite(t *testing.T) {
+	t.Parallel()
 	b := startEmbeddedIn(t, t.TempDir(), "127.0.0.1:0")
 	sync, err := b.SyncAlways()
 	if err != nil {
@@ -160,6 +165,7 @@ func TestEmbeddedSyncsEveryWrite(t *testing.T) {
 }
 
 func TestEmbeddedPortTaken(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +190,7 @@ func TestEmbeddedPortTaken(t *testing.T) {
 }
 
 func TestExternal(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	b, err := bus.New(bus.Options{URL: ns.ClientURL()})
 	if err != nil {
@@ -202,6 +209,7 @@ func TestExternal(t *testing.T) {
 }
 
 func TestExternalUnreachableBoundedByContext(t *testing.T) {
+	t.Parallel()
 	addr := testutil.RefusedAddr(t) // nothing listens there
 	b, err := bus.New(bus.Options{URL: "nats://" + addr})
 	if err != nil {
@@ -217,6 +225,7 @@ func TestExternalUnreachableBoundedByContext(t *testing.T) {
 }
 
 func TestExternalConnectsOnceServerAppears(t *testing.T) {
+	t.Parallel()
 	// A gateway started before its NATS keeps trying until ctx ends.
 	addr := testutil.FreeAddr(t)
 	// The operator chose the embedded bus's secret beforehand.
@@ -250,6 +259,7 @@ func TestExternalConnectsOnceServerAppears(t *testing.T) {
 // credential, no empty JetStream store; and what an earlier run left
 // there, credential and data, is kept.
 func TestEmbeddedFailedStartLeavesNothing(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +334,7 @@ func TestEmbeddedFailedStartLeavesNothing(t *testing.T) {
 // the server's word for it, not only "context deadline exceeded": the
 // connection retries quietly, and the operator was left to guess why.
 func TestExternalWrongCredentialSaysSo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := startEmbeddedIn(t, dir, "127.0.0.1:0")
 	addr := strings.TrimPrefix(srv.ClientURL(), "nats://")
@@ -347,6 +358,7 @@ func TestExternalWrongCredentialSaysSo(t *testing.T) {
 // key once (the server's once carried "component" twice), and a clean
 // Close warns about nothing.
 func TestEmbeddedLogsCleanJSON(t *testing.T) {
+	t.Parallel()
 	var logs testutil.SyncBuffer
 	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Name: "test",
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -374,6 +386,7 @@ func TestEmbeddedLogsCleanJSON(t *testing.T) {
 // is refused, saying why, and changes nothing of the first one's bus;
 // once the first has stopped, the directory starts again.
 func TestEmbeddedDataDirInUse(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := startEmbeddedIn(t, dir, "127.0.0.1:0")
 	kv, err := first.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})

@@ -20,6 +20,7 @@ import (
 // then one per period, the next one logged counting those held back
 // (not_logged); the server's lines about itself are never held back.
 func TestEmbeddedBoundsClientLines(t *testing.T) {
+	t.Parallel()
 	var logs testutil.SyncBuffer
 	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Name: "test",
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
@@ -93,6 +94,7 @@ func TestEmbeddedBoundsClientLines(t *testing.T) {
 // refused subscription) are the operator's to see, so a client that has
 // spent the bound on lines about itself does not hold them back.
 func TestEmbeddedOwnConnectionLinesPass(t *testing.T) {
+	t.Parallel()
 	var logs testutil.SyncBuffer
 	b, err := bus.New(bus.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Name: "test",
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})

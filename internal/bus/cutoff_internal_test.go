@@ -9,6 +9,7 @@ import (
 // whole bound, counts from the start of the first failed probe, starts
 // over on a pass or another server, and moves at most once per bound.
 func TestCutOffWatch(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	type probe struct {

@@ -51,6 +51,7 @@ func cutOffBus(t *testing.T, urls string, after, every time.Duration) (*bus.Bus,
 
 // A bus on a healthy cluster never moves: every probe passes.
 func TestCutOffHealthyClusterStays(t *testing.T) {
+	t.Parallel()
 	servers := testutil.StartCluster(t, 3)
 	b, logs := cutOffBus(t, testutil.ClusterURLs(servers), 500*time.Millisecond, time.Second)
 	on := b.Conn().ConnectedServerId()
@@ -64,6 +65,7 @@ func TestCutOffHealthyClusterStays(t *testing.T) {
 // left fails every probe) moves the bus at most once per bound, not round
 // and round its servers; and a move lands on a server again.
 func TestCutOffNoQuorumMovesOncePerBound(t *testing.T) {
+	t.Parallel()
 	servers := testutil.StartCluster(t, 3)
 	b, logs := cutOffBus(t, testutil.ClusterURLs(servers), 300*time.Millisecond, 2*time.Second)
 	servers[0].Shutdown()
@@ -94,6 +96,7 @@ func TestCutOffNoQuorumMovesOncePerBound(t *testing.T) {
 // fails every probe (here: it has no JetStream) stays, as does the
 // embedded bus, the one server there is.
 func TestCutOffOneServerStays(t *testing.T) {
+	t.Parallel()
 	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
 	b, logs := cutOffBus(t, "nats://gw:pw-0123456789@"+ns.Addr().String(), 200*time.Millisecond, 200*time.Millisecond)
 	time.Sleep(time.Second)
@@ -124,6 +127,7 @@ func TestCutOffOneServerStays(t *testing.T) {
 // from one name of the server to another: it has no JetStream), nor as it
 // reconnects there.
 func TestCutOffTokenNotLogged(t *testing.T) {
+	t.Parallel()
 	const token = "tok-0123456789abcdef"
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Authorization: token})
 	if err != nil {

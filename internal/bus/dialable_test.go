@@ -3,6 +3,7 @@ package bus
 import "testing"
 
 func TestDialable(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"nats://0.0.0.0:4222":   "nats://127.0.0.1:4222",
 		"nats://[::]:4222":      "nats://[::1]:4222",

@@ -101,6 +101,7 @@ const reconnectFailed = `msg="nats reconnect failed"`
 // reconnect loop trying four times a second logs that once per 10 s, and
 // the count of the attempts it left out is told when it reconnects.
 func TestReconnectFailuresSayWhy(t *testing.T) {
+	t.Parallel()
 	ns := userServer(t, testutil.FreeAddr(t), "pw-0123456789")
 	addr := ns.Addr().String()
 	var logs logBuf
@@ -142,6 +143,7 @@ func TestReconnectFailuresSayWhy(t *testing.T) {
 // once the operator put a credential it holds back. It keeps trying, says
 // why once, and reconnects when the server takes the credential again.
 func TestReconnectSurvivesRefusedCredential(t *testing.T) {
+	t.Parallel()
 	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
 		Users: []*server.User{{Username: "gw", Password: "old-0123456789"}}}
 	ns, err := server.NewServer(opts)
@@ -213,6 +215,7 @@ func acceptAndClose(t *testing.T, addr string) net.Listener {
 // nothing: the start says every so often that it is still waiting, and
 // why, instead of waiting in silence with readiness at 503.
 func TestStartWaitingSaysSo(t *testing.T) {
+	t.Parallel()
 	ln := acceptAndClose(t, "127.0.0.1:0")
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + ln.Addr().String(), Logger: logs.logger()})
@@ -241,6 +244,7 @@ func TestStartWaitingSaysSo(t *testing.T) {
 // often that it is still down, for how long and why, and stops saying so
 // once it is back.
 func TestStillDisconnectedSaysSo(t *testing.T) {
+	t.Parallel()
 	ns := userServer(t, testutil.FreeAddr(t), "pw-0123456789")
 	addr := ns.Addr().String()
 	var logs logBuf
@@ -287,6 +291,7 @@ func TestStillDisconnectedSaysSo(t *testing.T) {
 // (LastError is nil), so the line used to guess "no NATS handshake
 // completed (an address that accepts and closes…)".
 func TestStartWaitingSaysRefused(t *testing.T) {
+	t.Parallel()
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://" + testutil.FreeAddr(t), Logger: logs.logger()})
 	if err != nil {
@@ -319,6 +324,7 @@ func TestStartWaitingSaysRefused(t *testing.T) {
 // says it is still down because the dial is refused, not that no
 // handshake completed. Connected follows the connection.
 func TestStillDisconnectedSaysRefused(t *testing.T) {
+	t.Parallel()
 	ns := userServer(t, testutil.FreeAddr(t), "pw-0123456789")
 	addr := ns.Addr().String()
 	var logs logBuf
@@ -366,6 +372,7 @@ func TestStillDisconnectedSaysRefused(t *testing.T) {
 // down, "consumer not active" every few seconds per consumer) is logged
 // once per period per subject, and the next line counts those left out.
 func TestAsyncErrorsThrottled(t *testing.T) {
+	t.Parallel()
 	ns := userServer(t, "127.0.0.1:0", "pw-0123456789")
 	var logs logBuf
 	b, err := bus.New(bus.Options{URL: "nats://gw:pw-0123456789@" + ns.Addr().String(), Logger: logs.logger()})
@@ -433,6 +440,7 @@ func TestAsyncErrorsThrottled(t *testing.T) {
 // the certificate is not trusted and how to trust the CA, since
 // gatehouse has no setting of its own for it.
 func TestStartUntrustedCASaysHow(t *testing.T) {
+	t.Parallel()
 	cert, _ := testutil.PrivateCA(t, "127.0.0.1")
 	ns := testutil.StartBusTLS(t, cert)
 	var logs logBuf
@@ -482,6 +490,7 @@ func TestStartUntrustedCASaysHow(t *testing.T) {
 // it said only nats.go's word for its first round of dials, "no servers
 // available for connection", which names neither.
 func TestStartFirstFailureNamesURLAndDial(t *testing.T) {
+	t.Parallel()
 	const secret = "pw-0123456789"
 	a, c := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	var logs logBuf
@@ -518,6 +527,7 @@ func TestStartFirstFailureNamesURLAndDial(t *testing.T) {
 // bus was not logged for up to 10 s and then counted the start's
 // attempts (the first of them held back and so never logged at all).
 func TestStartFailuresNotCarriedIntoLaterOutage(t *testing.T) {
+	t.Parallel()
 	addr := testutil.FreeAddr(t)
 	dir := t.TempDir()
 	const secret = "chosen-by-the-operator"

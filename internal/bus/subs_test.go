@@ -18,6 +18,7 @@ import (
 // subscribing without end (each subscription a few hundred bytes of the
 // server's memory) must not take the gateway's memory with it.
 func TestEmbeddedBoundsSubscriptionsPerConnection(t *testing.T) {
+	t.Parallel()
 	b := startEmbeddedIn(t, t.TempDir(), "127.0.0.1:0")
 	var mu sync.Mutex
 	var errs []string

@@ -16,6 +16,7 @@ import (
 // (docs/config.md; internal/config accepts them), and the client
 // connects over them.
 func TestExternalWebSocket(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "ws", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
