@@ -25,6 +25,7 @@ import (
 // every reply: the real host, whose claims were replaced, is asked and
 // becomes routable.
 func TestHeartbeatFloodCannotTakeTheAsk(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 20*time.Second })
 	k, pub := newKey(t)
@@ -56,6 +57,7 @@ func TestHeartbeatFloodCannotTakeTheAsk(t *testing.T) {
 // gateway's by a few seconds would have its signed leave refused as
 // stale_leave and stay routed while it shuts down.
 func TestClaimsBackDoNotMoveTheLeaveFloor(t *testing.T) {
+	t.Parallel()
 	const lag = 2 * time.Second
 	for _, c := range []struct {
 		name  string
@@ -65,6 +67,7 @@ func TestClaimsBackDoNotMoveTheLeaveFloor(t *testing.T) {
 		{"another addr, then a copy with a huge ts", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each on its own buses; both wait out the lag
 			gatewayURL, hostURL := startGatewayBus(t)
 			e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 50, 20*time.Second })
 			k, pub := newKey(t)
@@ -120,6 +123,7 @@ func TestClaimsBackDoNotMoveTheLeaveFloor(t *testing.T) {
 // holds every worker for VerifyTimeout with a single id, and every other
 // host's check waits.
 func TestOneIDCannotHoldEveryWorker(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	e := start(t, gatewayURL, func(o *discovery.Options) { o.Workers, o.VerifyTimeout = 8, 5*time.Second })
 	_, pub := newKey(t)
@@ -260,6 +264,7 @@ func tarpit(t *testing.T) (addr string, held func() int) {
 // its own). Nor may other spellings of the address (IPv4-mapped IPv6,
 // written out in full or with its hex groups) count as other addresses.
 func TestOneAddressCannotHoldEveryWorker(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		spellings func(ip, port string) []string
@@ -320,6 +325,7 @@ func testOneAddress(t *testing.T, spellings func(ip, port string) []string) {
 // holds for the host and are what every retry checks: unasked, the real
 // host stayed out until it reconnected.
 func TestForgedClaimsTheEnrolmentRefusesDoNotStrandAHost(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		forged func(addr string, pub, other ed25519.PublicKey) host.Announce

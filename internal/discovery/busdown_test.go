@@ -83,6 +83,7 @@ func (l *link) down() {
 // nothing about hosts: they stay routable (DESIGN §10), and are aged
 // again from a fresh start once the gateway is back.
 func TestGatewayBusOutageKeepsHosts(t *testing.T) {
+	t.Parallel()
 	busURL := tu.StartBus(t).ClientURL()
 	l := newLink(t, strings.TrimPrefix(busURL, "nats://"))
 	e := start(t, "nats://"+l.addr, func(o *discovery.Options) {})

@@ -13,6 +13,7 @@ import (
 // flowing: a host on the lost node reconnects, announces again and is
 // re-verified; a new host is verified; heartbeats keep hosts routable.
 func TestThreeNodeClusterLosesOneNode(t *testing.T) {
+	t.Parallel()
 	servers := tu.StartCluster(t, 3)
 	urls := func(order ...int) string {
 		s := ""

@@ -22,6 +22,7 @@ import (
 // heartbeat of a host the gateway does not know is answered "announce",
 // and it announces again.
 func TestHostEnrolledAfterItsFirstAnnounce(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	e := start(t, gatewayURL, func(o *discovery.Options) { o.HostTTL = time.Minute })
 	k, pub := newKey(t)
@@ -94,6 +95,8 @@ func flood(t *testing.T, hostURL string, n int) (stop func()) {
 // verified, is never evicted for the flood's ids. The log stays bounded
 // however many ids the flood makes up.
 func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
+	// Not parallel: its flood takes all the CPU it gets, and would
+	// starve the waits of tests beside it; run serially, it runs alone.
 	gatewayURL, hostURL := startGatewayBus(t)
 	const maxHosts, maxUnverified = 100, 10
 	var logs tu.SyncBuffer

@@ -20,6 +20,7 @@ import (
 )
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", nil)
 	good := discovery.Options{Conn: e.nc, Cluster: "c1", GatewayID: "gw", Builder: e.b, Keys: e.keys}
 	if _, err := discovery.New(good); err != nil {
@@ -55,6 +56,7 @@ func TestNewValidates(t *testing.T) {
 // An honest host.Host is routable within 1 s of announcing, end to end
 // over the bus and the challenge path, and drains on leave.
 func TestHonestHostEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", nil)
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello", "shop")
@@ -95,6 +97,7 @@ func TestHonestHostEndToEnd(t *testing.T) {
 
 // None of these may ever become routable.
 func TestDishonestHostsNeverRoutable(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", quiet)
 	kHonest, pubHonest := newKey(t)
 	kOther, pubOther := newKey(t)
@@ -181,6 +184,7 @@ func TestDishonestHostsNeverRoutable(t *testing.T) {
 }
 
 func TestHeartbeatsKeepAndStop(t *testing.T) {
+	t.Parallel()
 	const every = 200 * time.Millisecond
 	var logs tu.SyncBuffer
 	e := start(t, "", func(o *discovery.Options) {
@@ -226,6 +230,7 @@ func TestHeartbeatsKeepAndStop(t *testing.T) {
 }
 
 func TestBadMessagesChangeNothing(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	cs := newChallengeServer(t, "web-1", k)
@@ -289,6 +294,7 @@ func mustJSON(v any) string {
 
 // A revoked enrolment stops routing at the next periodic verification.
 func TestReverifyRevokes(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { o.Reverify = 300 * time.Millisecond })
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
@@ -310,6 +316,7 @@ func TestReverifyRevokes(t *testing.T) {
 // fail, the host stays routed by the claims it proved: a forged announce
 // neither reaches an unproven address nor takes the host out.
 func TestClaimChangeNeedsProof(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello", "shop")
@@ -359,6 +366,7 @@ func TestClaimChangeNeedsProof(t *testing.T) {
 // A gateway that starts after its hosts asks them to announce, through
 // the heartbeat's reply subject.
 func TestLateGatewayLearnsRunningHosts(t *testing.T) {
+	t.Parallel()
 	url := tu.StartBus(t).ClientURL()
 	k, pub := newKey(t)
 	runHost(t, url, "web-1", k, []string{"hello"})
@@ -368,6 +376,7 @@ func TestLateGatewayLearnsRunningHosts(t *testing.T) {
 }
 
 func TestActiveHealthProbe(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", quiet)
 	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(50 * time.Millisecond)}})
 	k, pub := newKey(t)

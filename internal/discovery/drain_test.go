@@ -94,6 +94,7 @@ func startHost(t *testing.T, url, id string, k ed25519.PrivateKey, apps []string
 // has begun to leave refuses challenges, and a re-check that reaches it
 // then must not make the gateway ignore the leave that follows.
 func TestLeaveDrainsAfterAFailedCheck(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
 	k, pub := newKey(t)
@@ -124,6 +125,7 @@ func TestLeaveDrainsAfterAFailedCheck(t *testing.T) {
 // within a few heartbeats, even if its first challenge fails (its app not
 // up yet) and whatever copies came before.
 func TestDrainEndsOnlyThroughAPassingChallenge(t *testing.T) {
+	t.Parallel()
 	for _, firstFails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restart's first check fails=%v", firstFails), func(t *testing.T) {
 			gatewayURL, hostURL := startGatewayBus(t)
@@ -224,6 +226,7 @@ func TestDrainEndsOnlyThroughAPassingChallenge(t *testing.T) {
 // also while a client without credentials floods heartbeats for the id,
 // which must not take the host's own replies.
 func TestRestartedHostBackWhenTheOldLeaveComesLate(t *testing.T) {
+	t.Parallel()
 	for _, flood := range []bool{false, true} {
 		t.Run(map[bool]string{false: "quiet", true: "heartbeat flood"}[flood], func(t *testing.T) {
 			gatewayURL, hostURL := startGatewayBus(t)

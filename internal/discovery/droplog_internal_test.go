@@ -13,6 +13,7 @@ import (
 // than the burst saved up, one bucket per reason, and a clock set back
 // neither refills nor stalls it.
 func TestDropLogBucket(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		at     time.Duration // from the start
 		reason string
@@ -68,6 +69,7 @@ func TestDropLogBucket(t *testing.T) {
 // comes at most every dropSummaryEvery (by a clock that may be set back),
 // and says nothing when nothing was held back.
 func TestDropLogSummary(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	l := newDropLog(slog.New(slog.NewJSONHandler(&buf, nil)), dropsNotLogged)
 	t0 := time.Unix(1700000000, 0)

@@ -88,6 +88,7 @@ func readDropLog(t *testing.T, s string) dropLog {
 // lines each held back; once the interval has passed (on the injected
 // clock) a reason logs again.
 func TestDroppedMessagesLogIsBounded(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	var logs tu.SyncBuffer
 	clk := &clock{t: time.Now()}

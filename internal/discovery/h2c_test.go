@@ -20,6 +20,7 @@ import (
 // exists for and the protocol the proxy speaks to it, verifies and passes
 // its app's health probe.
 func TestH2COnlyHost(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", nil)
 	// The interval is also each probe's timeout: 50 ms failed probes on a
 	// loaded machine under -race, a full second does not.

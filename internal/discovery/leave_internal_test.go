@@ -34,6 +34,7 @@ func (o oneKey) GetHostKey(_ context.Context, id string) (*route.HostKey, error)
 // checked against a key the host no longer holds, or for an entry since
 // removed, drains nothing.
 func TestLeaveSignatureCheckedOutsideTheLock(t *testing.T) {
+	t.Parallel()
 	ns := testutil.StartBus(t)
 	nc := testutil.Connect(t, ns.ClientURL())
 	k, err := host.GenerateKey()

@@ -110,6 +110,7 @@ func (e *env) refused(t *testing.T, nc *nats.Conn, l host.Leave, reason string) 
 // previous life) changes nothing, is counted and logged; the leave a real
 // host.Host sends on shutdown drains it.
 func TestLeaveMustBeSignedByTheHost(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	var logs tu.SyncBuffer
 	gk := &gatedKeys{held: make(chan struct{}, 1)}
@@ -206,6 +207,7 @@ func TestLeaveMustBeSignedByTheHost(t *testing.T) {
 // bad_signature, which a host that failed its challenge would otherwise
 // add to at every shutdown.
 func TestLeaveForUnverifiedHostRefused(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	kOther, _ := newKey(t)
@@ -240,6 +242,7 @@ func TestLeaveForUnverifiedHostRefused(t *testing.T) {
 // routed by may be long past; a signed leave must still be within a minute
 // of the gateway's clock, either way.
 func TestLeaveOutsideClockWindow(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 100, time.Minute })
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
@@ -262,6 +265,7 @@ func TestLeaveOutsideClockWindow(t *testing.T) {
 // its real leave stale nor lets a leave captured from its previous run
 // drain it again.
 func TestCopiedAnnounceCannotMoveTheLeaveRule(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		ts   int64 // of the copy
@@ -338,6 +342,7 @@ func TestCopiedAnnounceCannotMoveTheLeaveRule(t *testing.T) {
 // ts): the leave drains it, and is no replay. Leaves of either run
 // replayed against the run after remain refused.
 func TestNewKeyLeavesInTheOldRunsSecond(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	e := start(t, gatewayURL, func(o *discovery.Options) { o.MissedHeartbeats, o.HostTTL = 20, 10*time.Second })
 	k1, pub1 := newKey(t)

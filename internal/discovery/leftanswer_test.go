@@ -21,6 +21,7 @@ import (
 // that has left is gone, and a drain is no outage of a host that might
 // come back. The host's server stays up, so nothing but the leave says so.
 func TestAppWhoseOnlyHostLeftIsUnavailableAtOnce(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute }) // far past the test: only the leave acts
 	e.b.Replace(route.State{Zones: []*route.Zone{{Name: "apps.test"}},
 		Apps: []*route.App{{ID: "hello", Mode: route.ModeHTTP, Status: route.StatusActive}}})

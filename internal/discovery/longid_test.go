@@ -19,6 +19,7 @@ import (
 // one line of a few KiB at most, not the id quoted whole (four times its
 // size for bytes %q escapes).
 func TestLongHostIDLogLineIsBounded(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	var logs tu.SyncBuffer
 	e := start(t, gatewayURL, func(o *discovery.Options) {

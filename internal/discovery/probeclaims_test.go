@@ -45,6 +45,7 @@ func blackhole(t *testing.T) string {
 // anyone who keeps announcing the host's id at an address that never
 // answers keeps a host whose app fails its health check in rotation.
 func TestOtherClaimsDoNotSpareTheProbe(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { quiet(o); o.VerifyTimeout = 2 * time.Second })
 	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(50 * time.Millisecond)}})
 	k, pub := newKey(t)

@@ -47,6 +47,7 @@ func slowChallenger(t *testing.T, id string, k ed25519.PrivateKey) (addr string,
 // verified by the first challenge it answers, however often the same
 // claims are announced meanwhile.
 func TestRepeatedAnnounceDoesNotStarveVerification(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", quiet)
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
@@ -88,6 +89,7 @@ func TestRepeatedAnnounceDoesNotStarveVerification(t *testing.T) {
 // heartbeats unanswered: it stayed provisional until it reconnected. Its
 // heartbeats are now answered "announce", and it gets in.
 func TestForgedAnnounceOfNewHostDoesNotHoldItBack(t *testing.T) {
+	t.Parallel()
 	gatewayURL, hostURL := startGatewayBus(t)
 	gk := &gatedKeys{held: make(chan struct{}, 1)}
 	e := start(t, gatewayURL, func(o *discovery.Options) {
@@ -125,6 +127,7 @@ func TestForgedAnnounceOfNewHostDoesNotHoldItBack(t *testing.T) {
 // A host whose check failed is asked to announce at most once a
 // heartbeat interval, however many heartbeats anyone sends for it.
 func TestFailedHostAskedAtMostOncePerInterval(t *testing.T) {
+	t.Parallel()
 	const every = time.Hour // one ask in the test's life
 	e := start(t, "", func(o *discovery.Options) { o.HeartbeatInterval, o.HostTTL = every, 4*every })
 	_, pub := newKey(t)
@@ -162,6 +165,7 @@ func TestFailedHostAskedAtMostOncePerInterval(t *testing.T) {
 // host routed at an address that stopped answering its challenge, past
 // every Reverify.
 func TestAnnounceStreamCannotSkipReverification(t *testing.T) {
+	t.Parallel()
 	// Forged claims at addresses that refuse at once, and at ones that
 	// never answer (the host is then never seen verified between them).
 	t.Run("refusing addresses", func(t *testing.T) {
@@ -233,6 +237,7 @@ func testAnnounceStream(t *testing.T, forgedAddr func(*testing.T) string) {
 // a probe passes. An announce of the same claims, which anyone may copy,
 // says nothing about its health and must not put it back meanwhile.
 func TestCopiedAnnounceDoesNotEndAFailedProbe(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute })
 	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(50 * time.Millisecond)}})
 	k, pub := newKey(t)
@@ -279,6 +284,7 @@ func TestCopiedAnnounceDoesNotEndAFailedProbe(t *testing.T) {
 // may send at bus speed, must not turn into as many challenges at the
 // host: checks of the same claims come at most once a heartbeat interval.
 func TestAnnounceCopiesDoNotFloodTheHostWithChallenges(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute })
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
@@ -328,6 +334,7 @@ func TestAnnounceCopiesDoNotFloodTheHostWithChallenges(t *testing.T) {
 // passed is held to one check a heartbeat interval, as a copy is; the
 // host stays routed meanwhile.
 func TestFlippedClaimsDoNotFloodTheHostWithChallenges(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", func(o *discovery.Options) { o.HostTTL = time.Minute })
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")

@@ -64,6 +64,7 @@ func (s *namedServer) serve(t testing.TB, ln net.Listener, id, addr string, k ed
 // name again and moves the host only when the challenge passes at the new
 // address; until then, one that fails there takes the host out.
 func TestRebindingMovesNothingUntilAChallengePasses(t *testing.T) {
+	t.Parallel()
 	const name = "web.rebind.test"
 	res := tu.StartResolver(t, map[string]string{name + ".": "127.0.0.1"})
 	e := start(t, "", func(o *discovery.Options) { o.Resolver = res.NetResolver() })

@@ -19,6 +19,7 @@ import (
 // undo the revocation when it completes: the revoking check (queued by
 // the store's host-key watch through Reverify) is the one that counts.
 func TestRevocationNotUndoneByInFlightCheck(t *testing.T) {
+	t.Parallel()
 	e := start(t, "", nil)
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
@@ -123,6 +124,7 @@ func heldChallenger(t *testing.T, id string, k ed25519.PrivateKey) (addr string,
 // same id: a new entry's claims were never challenged, whatever the old
 // check proved.
 func TestCheckOfRemovedEntryIgnored(t *testing.T) {
+	t.Parallel()
 	// One worker: the old check's result is handled before the next check
 	// starts, so that start tells the test the result has landed.
 	e := start(t, "", func(o *discovery.Options) {
@@ -164,6 +166,7 @@ func TestCheckOfRemovedEntryIgnored(t *testing.T) {
 // announce of other claims would otherwise put it back until the next
 // check of the old ones, and a stream of them would keep it in.
 func TestEnrolmentChangeNotUndoneByFailedNewClaims(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		change func(e *env, pub2 ed25519.PublicKey)

@@ -15,6 +15,7 @@ import (
 // takes the traffic while the old run still heartbeats. Before, the app
 // had no host until the old run stopped.
 func TestKeyRotatedWhileTheOldRunRuns(t *testing.T) {
+	t.Parallel()
 	e := startOn(t, "")
 	k1, pub1 := newKey(t)
 	k2, pub2 := newKey(t)

@@ -19,6 +19,7 @@ import (
 // so the operator sees the mismatch rather than a host that flaps for no
 // reason given.
 func TestHeartbeatAfterSilenceSaysHowLong(t *testing.T) {
+	t.Parallel()
 	const every = 200 * time.Millisecond
 	var logs tu.SyncBuffer
 	e := start(t, "", func(o *discovery.Options) {

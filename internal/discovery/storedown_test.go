@@ -22,6 +22,7 @@ import (
 // and take it out of the pool; a new host must stay to be checked again,
 // not be forgotten.
 func TestStoreDownKeepsVerifiedHost(t *testing.T) {
+	t.Parallel()
 	ns := tu.StartBus(t)
 	js, err := jetstream.New(tu.Connect(t, ns.ClientURL()))
 	if err != nil {
