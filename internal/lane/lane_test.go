@@ -305,6 +305,7 @@ func get(path string, extra ...string) string {
 // asserts that the handler saw the same requests and the client the same
 // responses; and that the lane, not net/http, served the ones it takes.
 func TestSameAsNetHTTP(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		raw     string
@@ -453,6 +454,7 @@ func TestSameAsNetHTTP(t *testing.T) {
 // (http.ReadResponse refuses such a response whole, so TestSameAsNetHTTP
 // cannot tell the two apart.)
 func TestTrailersAsNetHTTP(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	plain, laneAddr, _ := servers(t, th, Options{})
 	trailers := func(addr string) []string {
@@ -486,6 +488,7 @@ func TestTrailersAsNetHTTP(t *testing.T) {
 // TestMaxHeaderBytes: a head over the configured limit goes to net/http,
 // which applies the limit (431), even when it fits the lane's buffer.
 func TestMaxHeaderBytes(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	_, addr, _ := servers(t, th, Options{MaxHeaderBytes: 100})
 	got, _ := roundTrip(t, addr, get("/", "X-Pad: "+strings.Repeat("p", 200)+"\r\n"), []string{"GET"})
@@ -505,6 +508,7 @@ func TestMaxHeaderBytes(t *testing.T) {
 // TestSlowHead: a head that arrives in pieces is served once whole; one
 // that stops arriving is closed after ReadHeaderTimeout.
 func TestSlowHead(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	_, addr, _ := servers(t, th, Options{ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: 2 * time.Second})
 	c, err := net.Dial("tcp", addr)
@@ -542,6 +546,7 @@ func TestSlowHead(t *testing.T) {
 // than warmFor) or moves to a fresh one (longer): the fresh goroutine's
 // wait counts the warm one's time, and a request in either is served.
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	for _, idle := range []time.Duration{400 * time.Millisecond, warmFor + 500*time.Millisecond} {
 		t.Run(idle.String(), func(t *testing.T) {
 			th := &testHandler{}
@@ -592,6 +597,7 @@ func TestIdleTimeout(t *testing.T) {
 // head is bounded by ReadHeaderTimeout (as with net/http), not by the idle
 // wait it began in.
 func TestHeadSpanningTheIdleWait(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		idle  time.Duration // IdleTimeout
@@ -640,6 +646,7 @@ func TestHeadSpanningTheIdleWait(t *testing.T) {
 // TestShutdown: idle connections close at once; one in a request finishes
 // it, told Connection: close; new connections are refused.
 func TestShutdown(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	entered := make(chan struct{})
 	var s *Server
@@ -744,6 +751,7 @@ func TestShutdown(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
+	t.Parallel()
 	h := http.NotFoundHandler()
 	hand := func(net.Conn) {}
 	for _, o := range []Options{{}, {Handler: h}, {Handoff: hand}, {Handler: h, Handoff: hand, IdleTimeout: -1}, {Handler: h, Handoff: hand, MaxHeaderBytes: -1}} {
@@ -778,6 +786,7 @@ func servePipe(t *testing.T, o Options) (client net.Conn, s *Server, done <-chan
 // carries net/http's values and the checked mark, and which Close
 // cancels.
 func TestRequestContext(t *testing.T) {
+	t.Parallel()
 	type key struct{}
 	var made atomic.Int64
 	got := make(chan context.Context, 1)
@@ -818,6 +827,7 @@ func TestRequestContext(t *testing.T) {
 // TestCloseCancels: Close cancels the context of a request in flight (a
 // handler waiting on it returns) and closes its connection.
 func TestCloseCancels(t *testing.T) {
+	t.Parallel()
 	entered := make(chan struct{})
 	returned := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -844,6 +854,7 @@ func TestCloseCancels(t *testing.T) {
 // TestHandoffReasons: each handed-over connection is reported once, with
 // why (the gatehouse_fast_path_handoffs_total label).
 func TestHandoffReasons(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []string
 	th := &testHandler{}
@@ -892,6 +903,7 @@ func TestHandoffReasons(t *testing.T) {
 // watch starts as for a bodiless request, or a host's stream for a client
 // long gone would stay open until the host wrote to it.
 func TestClientLeaves(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		before bool
 		body   string
@@ -971,6 +983,7 @@ func testClientLeaves(t *testing.T, before bool, body string) {
 // the next request's, and both are answered.
 // With a body too: the watch starts once the handler has read it.
 func TestSlowRequestThenNext(t *testing.T) {
+	t.Parallel()
 	for _, first := range []string{get("/slow"), "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"} {
 		t.Run(strings.Fields(first)[0], func(t *testing.T) { testSlowRequestThenNext(t, first) })
 	}
@@ -1007,6 +1020,7 @@ func testSlowRequestThenNext(t *testing.T, first string) {
 // detector sees the pooled exchanges, the reused URLs and header maps and
 // the idle goroutines change hands; every answer must be the right one.
 func TestConcurrentConnections(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	_, addr, _ := servers(t, th, Options{})
 	const conns, rounds = 16, 25
@@ -1070,6 +1084,7 @@ func TestConcurrentConnections(t *testing.T) {
 // is served, whether the POST was the connection's first request or came
 // after a pause that, counted from the request before it, is longer.
 func TestIdleAfterBlankLineAfterPost(t *testing.T) {
+	t.Parallel()
 	const idle = 2 * time.Second
 	post := "POST /post HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n"
 	for _, tc := range []struct {
@@ -1117,6 +1132,7 @@ func TestIdleAfterBlankLineAfterPost(t *testing.T) {
 // port, say), go to net/http at once; the lane waited for a line end
 // until ReadHeaderTimeout.
 func TestHandoffAtOnceForNoMethod(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", // a TLS hello's start
 		"\x00junk",

@@ -14,6 +14,7 @@ import (
 // too, and the handler sees the request net/http would give it. Before,
 // the lane handed every "OPTIONS *" off.
 func TestOptionsStarAsNetHTTP(t *testing.T) {
+	t.Parallel()
 	const raw = "OPTIONS * HTTP/1.1\r\nHost: a.test\r\n\r\n"
 	for _, tc := range []struct {
 		name      string

@@ -53,6 +53,7 @@ func newTestOut(w *recorder) *out {
 // response head and body come in; the bytes always arrive whole and in
 // order.
 func TestOut(t *testing.T) {
+	t.Parallel()
 	head := strings.Repeat("h", 300)
 	for _, tc := range []struct {
 		name string
@@ -98,6 +99,7 @@ func TestOut(t *testing.T) {
 // TestOutError: the first failed write is every later call's answer, and
 // Reset starts clean.
 func TestOutError(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	rec := &recorder{fail: boom}
 	o := newTestOut(rec)
@@ -144,6 +146,7 @@ func (c countConn) Write(p []byte) (int, error) {
 // piece leaves in one write with its head, up to joinSize; past that, in
 // a joinSize piece and the rest.
 func TestResponseInOneWrite(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		size   int
 		writes int32

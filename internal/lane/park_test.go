@@ -68,6 +68,8 @@ func goroutinesSettle(want int) int {
 // every one is served again when its next request comes, however many
 // wait together.
 func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
+	// Not parallel: it counts the process's goroutines, and every
+	// parallel test waits until the serial ones are done.
 	const n = 200
 	th := &testHandler{}
 	_, addr, s := servers(t, th, Options{IdleTimeout: 30 * time.Second})
@@ -121,6 +123,7 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 // wait (the third), or to the parker (the rest, each after an idle spell):
 // not by a fresh goroutine that grows its stack anew.
 func TestResumedOnReusedGoroutine(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	_, addr, s := servers(t, th, Options{IdleTimeout: 30 * time.Second})
 	cl := dialClients(t, addr, 1)[0]
@@ -162,6 +165,7 @@ func TestResumedOnReusedGoroutine(t *testing.T) {
 // timeout (about on time), by Shutdown (at once) and by Close; and a
 // request sent just as the connection parks is not lost.
 func TestParkedConnectionEnds(t *testing.T) {
+	t.Parallel()
 	const idle = 2 * time.Second
 	cases := []struct {
 		name string
@@ -259,6 +263,7 @@ func BenchmarkIdleConnection(b *testing.B) {
 // Shutdown and Close return (no connection is lost between the parker and
 // its goroutines).
 func TestParkerStress(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	_, addr, s := servers(t, th, Options{IdleTimeout: 400 * time.Millisecond})
 	const clients = 40
@@ -435,6 +440,7 @@ func processCPU(tb testing.TB) time.Duration {
 // (here: modified before it was ever added) is not parked, so its
 // goroutine keeps waiting instead of the connection going deaf.
 func TestParkRefusesWhatItCannotWatch(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	s, err := New(Options{Handler: h, Handoff: func(c net.Conn) { c.Close() }})
 	if err != nil {
@@ -466,6 +472,8 @@ func TestParkRefusesWhatItCannotWatch(t *testing.T) {
 // the parker, not one goroutine each for the rest of IdleTimeout, and are
 // served when their next request comes.
 func TestBlankLineAfterPostKeepsConnectionsParked(t *testing.T) {
+	// Not parallel: it counts the process's goroutines, and every
+	// parallel test waits until the serial ones are done.
 	const n = 100
 	th := &testHandler{}
 	_, addr, _ := servers(t, th, Options{IdleTimeout: 30 * time.Second})

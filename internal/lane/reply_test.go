@@ -153,6 +153,7 @@ func answerPaths(release <-chan struct{}) http.Handler {
 // parker finds it when the warm wait ends, and the connection replies no
 // more).
 func TestReply(t *testing.T) {
+	t.Parallel()
 	for _, overTLS := range []bool{false, true} {
 		for _, idle := range []time.Duration{0, 200 * time.Millisecond} {
 			// With an idle timeout under the warm wait, a wait that ends
@@ -198,6 +199,7 @@ func testReply(t *testing.T, overTLS bool, idle time.Duration) {
 // answer is a reply: it gets what net/http would send, whatever the
 // framing, and the connection closes where net/http's does.
 func TestReplyOneAtATime(t *testing.T) {
+	t.Parallel()
 	th := &testHandler{}
 	plain, laneAddr, _ := servers(t, th, Options{})
 	// Each sequence ends its connection: a short answer, a panic, the
@@ -274,6 +276,7 @@ func TestReplyOneAtATime(t *testing.T) {
 // which the handler wrote; the next request is then served. (A reply
 // that finds the socket full is sock's TestAsk/reply-full-socket.)
 func TestReplyAfterALongAnswer(t *testing.T) {
+	t.Parallel()
 	const size = 4 << 20
 	chunk := []byte(strings.Repeat("z", 64<<10))
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -318,6 +321,7 @@ func TestReplyAfterALongAnswer(t *testing.T) {
 // as it is without replies, not dropped with the connection (a reset,
 // with its bytes unread) because the replying wait did not see it.
 func TestReplyDrain(t *testing.T) {
+	t.Parallel()
 	for _, overTLS := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", overTLS), func(t *testing.T) { testReplyDrain(t, overTLS) })
 	}
