@@ -396,13 +396,14 @@ func TestSameAsNetHTTP(t *testing.T) {
 		{"no method after a blank line after a post", "POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n\x16\x03\x01 x\r\n\r\n", []string{"POST", "GET"}, 1},
 		{"blank line after a put", "PUT / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabc\r\n" + get("/next"), []string{"PUT", "GET"}, 1},
 	}
-	th := &testHandler{}
-	plain, laneAddr, _ := servers(t, th, Options{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			th.mu.Lock()
-			th.seen = nil
-			th.mu.Unlock()
+			// Each case waits 100 ms twice to tell a close from a kept
+			// connection: in parallel, on servers of its own (the
+			// handler's counts and the requests it saw are the case's).
+			t.Parallel()
+			th := &testHandler{}
+			plain, laneAddr, _ := servers(t, th, Options{})
 			checked := th.checked.Load()
 			want, wantClosed := roundTrip(t, plain, tc.raw, tc.methods)
 			th.mu.Lock()
