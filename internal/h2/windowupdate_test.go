@@ -74,6 +74,7 @@ func TestLargeDownloadsWithSmallWindows(t *testing.T) {
 		{"64 KiB windows", &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10}, 4 << 10, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each its own client and connection
 			tr := &http.Transport{Protocols: new(http.Protocols), HTTP2: tt.conf}
 			tr.Protocols.SetUnencryptedHTTP2(true)
 			defer tr.CloseIdleConnections()

@@ -134,6 +134,7 @@ func TestManySmallDownloads(t *testing.T) {
 		{"20 KiB, small windows", &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 10, MaxReceiveBufferPerConnection: 64 << 10}, 20 << 10, 100, 8},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each its own client and connection
 			tr := &http.Transport{Protocols: new(http.Protocols), HTTP2: tt.conf}
 			tr.Protocols.SetUnencryptedHTTP2(true)
 			defer tr.CloseIdleConnections()
