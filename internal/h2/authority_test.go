@@ -68,6 +68,7 @@ func (rc *rawClient) answer(id uint32) string {
 // where the handler could read a name other than r.Host (net/http keeps
 // it out of the map too).
 func TestAuthorityAndHost(t *testing.T) {
+	t.Parallel()
 	var served atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)

@@ -17,6 +17,7 @@ import (
 // body in flight is ignored. The first case was a stream error, and the
 // second and the last reset one ignored.
 func TestDataOnClosedStream(t *testing.T) {
+	t.Parallel()
 	get := reqFields("GET", "/")
 	for _, tt := range []struct {
 		name string

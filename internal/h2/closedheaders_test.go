@@ -18,6 +18,7 @@ import (
 // closed cases were answered GOAWAY PROTOCOL_ERROR, and the first lost
 // the client its connection for an error that was the stream's alone.
 func TestHeadersOnClosedStream(t *testing.T) {
+	t.Parallel()
 	get := reqFields("GET", "/")
 	for _, tt := range []struct {
 		name string

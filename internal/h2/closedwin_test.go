@@ -22,6 +22,7 @@ import (
 // on closed streams counts as frames without progress do, and the
 // client is told to go away.
 func TestBankedClosedWindowBounded(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}) // the body unread
 	_, dial := serveTLS(t, Options{Handler: h})
 	rc := dial()
@@ -104,6 +105,7 @@ func TestBankedClosedWindowBounded(t *testing.T) {
 // PROTOCOL_ERROR, not the flood bound. A client that banked more than the
 // bound and sends them all is told to go away as any flood is.
 func TestBankedTrailersCounted(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	_, dial := serveTLS(t, Options{Handler: h})
 	rc := dial()
@@ -127,6 +129,7 @@ func TestBankedTrailersCounted(t *testing.T) {
 // whole connection window of DATA spread over them before it reads the
 // answers. Every frame of it is ignored: no RST_STREAM, no GOAWAY.
 func TestWindowInFlightOnClosedStreams(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
 	_, dial := serveTLS(t, Options{Handler: h})
 	rc := dial()

@@ -58,6 +58,7 @@ func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 // connection goes on where the error is the stream's alone. Each case
 // runs on a fresh connection over a real TLS handshake (ALPN h2).
 func TestProtocolConformance(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/hold": // the stream stays open until reset
@@ -245,6 +246,7 @@ func hpackField(name, value string) hpack.HeaderField {
 // of another length than the one it declared, whether the DATA falls
 // short at END_STREAM, runs over, or is cut short by trailers.
 func TestContentLengthMismatchNoWholeBody(t *testing.T) {
+	t.Parallel()
 	got := make(chan string, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(r.Body)
@@ -294,6 +296,7 @@ func TestContentLengthMismatchNoWholeBody(t *testing.T) {
 // it. Answering with the RST_STREAM alone left the handler running and
 // writing a response on a stream the client had been told was closed.
 func TestPriorityOnItselfResetsAnOpenStream(t *testing.T) {
+	t.Parallel()
 	cancelled := make(chan bool, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -336,6 +339,7 @@ func TestPriorityOnItselfResetsAnOpenStream(t *testing.T) {
 // PROTOCOL_ERROR, a GOAWAY before the close, whatever else is wrong with
 // the frame, not a stream's reset followed by a bare close.
 func TestFirstFrameNotSettings(t *testing.T) {
+	t.Parallel()
 	_, addr := serve(t, Options{Handler: http.NotFoundHandler()})
 	for _, tt := range []struct {
 		name string

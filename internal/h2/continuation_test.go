@@ -17,6 +17,7 @@ import (
 // list's bound, must meet the same end, not be read for as long as the
 // client sends them (ReadHeaderTimeout is off here, as it may be).
 func TestEmptyContinuationsBounded(t *testing.T) {
+	t.Parallel()
 	var served atomic.Int32
 	_, dial := serveTLS(t, Options{
 		Handler:        http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }),

@@ -18,6 +18,7 @@ import (
 // then waits without writing, so nothing else would carry the GOAWAY,
 // and the client, which has a stream open, must still be told to go.
 func TestGoAwayLeftToTheHolderMidFlush(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

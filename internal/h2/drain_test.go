@@ -46,6 +46,7 @@ func (c *stuckConn) Write(p []byte) (int, error) {
 // server's map order picks which come after it, so the stuck one is one
 // of several, and the test takes a few rounds.
 func TestShutdownRefusesEverywhereFirst(t *testing.T) {
+	t.Parallel()
 	const others = 6
 	for round := range 4 {
 		var reached atomic.Int32

@@ -23,6 +23,7 @@ import (
 // client sending nothing else is told to go away (GOAWAY
 // ENHANCE_YOUR_CALM), not served RST_STREAMs for as long as it likes.
 func TestFloodsOfRefusedFramesBounded(t *testing.T) {
+	t.Parallel()
 	_, dial := serveTLS(t, Options{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})})
 	for _, tt := range []struct {
 		name string
@@ -98,6 +99,7 @@ func (rc *rawClient) writeHeaders(id uint32, fields ...string) error {
 // against the bound on frames without progress as those on a closed
 // stream do, so a client repeating them is told to go away.
 func TestFloodsOnAResetStreamBounded(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
 	_, dial := serveTLS(t, Options{Handler: h})
@@ -137,6 +139,7 @@ func TestFloodsOnAResetStreamBounded(t *testing.T) {
 // progress: a client opening stream after stream on a draining
 // connection meets the flood bound as on any other.
 func TestStreamsAfterGoawayBounded(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
 	_, dial := serveTLS(t, Options{Handler: h})
@@ -200,6 +203,7 @@ func flood(t *testing.T, rc *rawClient, n int, send func(i int) error, want http
 // when the server ended a stream early is not counted (see
 // TestSmallFramesAfterEarlyAnswer).
 func TestDataOnClosedStreamsBounded(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
@@ -234,6 +238,7 @@ func TestDataOnClosedStreamsBounded(t *testing.T) {
 // frames are ignored, neither answered one by one nor counted as a
 // flood, and the connection goes on.
 func TestBodyInFlightOnARefusedStream(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
 	_, dial := serveTLS(t, Options{Handler: h, MaxConcurrentStreams: 1})
@@ -278,6 +283,7 @@ func TestBodyInFlightOnARefusedStream(t *testing.T) {
 // against the bound on frames without progress, and the stream is reset
 // once.
 func TestWindowUpdatesOnAnOverflowedStreamBounded(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
 	_, dial := serveTLS(t, Options{Handler: h})
@@ -305,6 +311,7 @@ func TestWindowUpdatesOnAnOverflowedStreamBounded(t *testing.T) {
 // the client itself ended, or a second one, still is; one on a stream the
 // client reset is that stream's error (STREAM_CLOSED, RFC 9113 §5.1).
 func TestTrailersInFlightOnAClosedStream(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/hold":

@@ -77,6 +77,7 @@ func isTimeout(err error) bool {
 // GOAWAY naming the last stream read at once refused the stream that
 // crossed it (REFUSED_STREAM).
 func TestConnectionCloseRefusesNothingInFlight(t *testing.T) {
+	t.Parallel()
 	for _, ack := range []bool{true, false} {
 		name := map[bool]string{true: "client answers the PING", false: "client ignores the PING"}[ack]
 		t.Run(name, func(t *testing.T) {
@@ -143,6 +144,7 @@ func TestConnectionCloseRefusesNothingInFlight(t *testing.T) {
 // PING answered, then GOAWAY 1) and the client's own GOAWAY (the drain's:
 // GOAWAY 1 at once).
 func TestGoAwayNeverNamesAHigherStream(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		close bool // the handler says Connection: close; else the client sends GOAWAY
@@ -214,6 +216,7 @@ func TestGoAwayNeverNamesAHigherStream(t *testing.T) {
 // not to) is refused, not served as within the grace's bound (graceWait)
 // it would be.
 func TestGraceEndsWithThePingAnswer(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -72,6 +72,7 @@ func client(t testing.TB) *http.Client {
 }
 
 func TestRequestsAndResponses(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/echo":
@@ -254,6 +255,7 @@ func (b *trailerBody) Close() error { return nil }
 // TestConcurrentStreams: many streams on one connection at once each get
 // their own answer, and a reset stream's handler sees its context end.
 func TestConcurrentStreams(t *testing.T) {
+	t.Parallel()
 	var cancelled atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hang" {
@@ -307,6 +309,7 @@ func TestConcurrentStreams(t *testing.T) {
 // TestShutdownFinishesStreams: Shutdown sends GOAWAY; a stream in flight
 // finishes, and Shutdown returns once the connection is gone.
 func TestShutdownFinishesStreams(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -354,6 +357,7 @@ func TestShutdownFinishesStreams(t *testing.T) {
 // it comes (gRPC's bidirectional streams, a tunnel) works in lockstep with
 // a client that sends the next piece only after it has the last answer.
 func TestFullDuplex(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
@@ -396,6 +400,7 @@ func TestFullDuplex(t *testing.T) {
 // is (200, no body), and reaches the handler only when the Server asks
 // for that (DisableGeneralOptionsHandler).
 func TestOptionsStar(t *testing.T) {
+	t.Parallel()
 	for _, disable := range []bool{false, true} {
 		t.Run(fmt.Sprint("DisableGeneralOptionsHandler=", disable), func(t *testing.T) {
 			var seen atomic.Value
@@ -430,6 +435,7 @@ func TestOptionsStar(t *testing.T) {
 // the chunks the writer lets go of the lock between, while another
 // stream of the same connection is answered beside it.
 func TestLargeWrite(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
@@ -474,6 +480,7 @@ func TestLargeWrite(t *testing.T) {
 // every handler still running on it sees its request's context end, the
 // connection's end as the cause, though no stream was reset.
 func TestConnectionEndCancelsHandlers(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 3)
 	causes := make(chan error, 3)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

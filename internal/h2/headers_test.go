@@ -92,6 +92,7 @@ func with(fields ...string) []string { return append(slices.Clone(getFields), fi
 // list, the stream and connection errors and their codes), block after
 // block on one connection, where the field slice is reused.
 func TestBlockReaderAsFramer(t *testing.T) {
+	t.Parallel()
 	long := string(bytes.Repeat([]byte("v"), 200)) // under the list's size, the longest string the decoder takes
 	var wide []string                              // a 1.1 KB block: '~' is longer Huffman-coded, so sent as is
 	for i := range 11 {
@@ -139,6 +140,7 @@ func TestBlockReaderAsFramer(t *testing.T) {
 // HPACK table, before and after the one that broke the budget, decodes
 // as sent.
 func TestBlockReaderKeepsTheConnection(t *testing.T) {
+	t.Parallel()
 	long := string(bytes.Repeat([]byte("v"), 200))
 	next := with("x-a", "1", "x-b", "2")
 	cases := []struct {

@@ -72,6 +72,7 @@ func encodeAll(t testing.TB, blocks [][]field, limits map[int]uint32) []int {
 // bytes, its fields indexed, but never the credentials, which go as
 // "never indexed" literals every time.
 func TestEncoderRepeats(t *testing.T) {
+	t.Parallel()
 	resp := func(id string) []field {
 		return []field{
 			{k: "Content-Type", v: "text/plain; charset=utf-8"},
@@ -115,6 +116,7 @@ func TestEncoderRepeats(t *testing.T) {
 // some large enough to evict, some invalid, many names (past maxNames and
 // maxHeld), and the client's table limit lowered now and then.
 func TestEncoderAgainstDecoder(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel() // each seed its own encoder and decoder
@@ -187,6 +189,7 @@ func FuzzEncoder(f *testing.F) {
 // its name would point to spells the name out (RFC 7541 §4.4 cautions
 // decoders about such references; x/net's copes, others may not).
 func TestEncoderNamesEvictedEntry(t *testing.T) {
+	t.Parallel()
 	e := &encoder{max: maxTable}
 	v := func(c string) string { return strings.Repeat(c, maxTable/4-32-3) } // a quarter of the table with a 3-byte name
 	for _, k := range []string{"X-A", "X-B", "X-C", "X-D"} {
@@ -216,6 +219,7 @@ func TestEncoderNamesEvictedEntry(t *testing.T) {
 // head as its handler set it. An encoding out of the wire's order fails
 // the connection (COMPRESSION_ERROR) or shows another stream's fields.
 func TestResponseFieldsInterleaved(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := r.URL.Query().Get("n")
 		hdr := w.Header()
@@ -278,6 +282,7 @@ func TestResponseFieldsInterleaved(t *testing.T) {
 // the next header block, the update that lowers our table to it, and
 // every block after decodes with its decoder held to the new size.
 func TestTableLoweredMidConnection(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Same", "the same value on every response")
 		_, _ = io.WriteString(w, "ok")
@@ -337,6 +342,7 @@ func TestTableLoweredMidConnection(t *testing.T) {
 // out of an interim head and a final one alike; a client such as nghttp2
 // fails a response that carries a connection-specific field.
 func TestConnectionFieldsLeftOut(t *testing.T) {
+	t.Parallel()
 	left := []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Upgrade", "Te"}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()

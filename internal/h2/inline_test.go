@@ -70,6 +70,7 @@ func inlineEnded(t *testing.T, s *Server) {
 // its reading goroutine once loneFirst of them came one at a time, and
 // not again until loneFirst more have after streams opened side by side.
 func TestInlineOnlyAfterLoneRequests(t *testing.T) {
+	t.Parallel()
 	second := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -133,6 +134,7 @@ func TestInlineOnlyAfterLoneRequests(t *testing.T) {
 // handler. The bound is set to a minute, so only the look can move the
 // reading on.
 func TestInlineHandlerHoldsNothingUp(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		send func(rc *rawClient)
@@ -213,6 +215,7 @@ func (blindConn) Pending() bool { return false }
 // cannot see what came, the reading moves on at the bound, and not
 // before.
 func TestInlineHandlerLooks(t *testing.T) {
+	t.Parallel()
 	t.Run("quiet client", func(t *testing.T) {
 		const slow = 60 * time.Millisecond
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -274,6 +277,7 @@ func TestInlineHandlerLooks(t *testing.T) {
 // must wait, so the client's WINDOW_UPDATEs are read; it does not wait
 // for the timer (set to a minute here).
 func TestInlineResponseOverTheWindow(t *testing.T) {
+	t.Parallel()
 	want := strings.Repeat("0123456789abcdef", 1024) // 16 KiB
 	s, addr := serve(t, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/warm" {
@@ -318,6 +322,7 @@ func TestInlineResponseOverTheWindow(t *testing.T) {
 // answer and ACK comes, the connection is in the watcher's list once,
 // and out of it once it has ended.
 func TestInlineMovesOverAndOver(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(time.Millisecond)
 		_, _ = io.WriteString(w, "ok")

@@ -18,6 +18,7 @@ import (
 // after is refused with REFUSED_STREAM (never served, so the client may
 // retry it elsewhere), and the connection closes once they are done.
 func TestShutdownGoawayNamesTheLastStream(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var served atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,6 +95,7 @@ func TestShutdownGoawayNamesTheLastStream(t *testing.T) {
 // is reset (CANCEL) and its handler returns; the connection, idle then,
 // is told to go away and closed after IdleTimeout.
 func TestShutWindowClientLetGo(t *testing.T) {
+	t.Parallel()
 	var running atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		running.Add(1)

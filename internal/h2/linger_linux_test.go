@@ -27,6 +27,7 @@ import (
 // has not sent yet: the client read the ACKs and then "connection reset
 // by peer", never the reason. Over TCP and under TLS, as the edge serves.
 func TestConnectionErrorGoAwayOutlivesUnreadFrames(t *testing.T) {
+	t.Parallel()
 	cert, pool := testutil.SelfSigned(t, "a.example")
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for _, tt := range []struct {
@@ -101,6 +102,7 @@ func TestConnectionErrorGoAwayOutlivesUnreadFrames(t *testing.T) {
 // server ends its side first and reads out the client's frames, so the
 // client reads the whole response, then GOAWAY NO_ERROR, then the end.
 func TestGoingAwayOutlivesClientFrames(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 10 // more than the client's receive buffer holds
 	for _, tt := range []struct {
 		name string

@@ -46,6 +46,7 @@ func (c *wakeRace) SetReadDeadline(t time.Time) error {
 // it would wait for the client's next frame for ever, and the drain with
 // it, the client never told by the connection's end.
 func TestDrainWakesAReaderClearingItsDeadline(t *testing.T) {
+	t.Parallel()
 	accepted := make(chan *wakeRace, 1)
 	s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
 		wc := &wakeRace{TCPConn: c.(*net.TCPConn), atZero: make(chan struct{}), woke: make(chan struct{})}
@@ -118,6 +119,7 @@ func (c *lingerOn) SetReadDeadline(t time.Time) error {
 // every other: it does not wait for the linger's end, which a client that
 // keeps its side open puts off to the linger's bound.
 func TestCloseCutsALinger(t *testing.T) {
+	t.Parallel()
 	accepted := make(chan *lingerOn, 1)
 	s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
 		lc := newLingerOn(c)
@@ -149,6 +151,7 @@ func TestCloseCutsALinger(t *testing.T) {
 // and the edge logged a drain that had answered every request as one
 // that cut connections.
 func TestShutdownDeadlineEndsALinger(t *testing.T) {
+	t.Parallel()
 	accepted := make(chan *lingerOn, 1)
 	s, addr := serveWrapped(t, Options{Handler: http.NotFoundHandler()}, func(c net.Conn) net.Conn {
 		lc := newLingerOn(c)

@@ -17,6 +17,7 @@ import (
 // (wakeToEnd), which a reader stuck in a write never meets: its write
 // gets a deadline as well.
 func TestGoingAwayFromAClientThatReadsNothing(t *testing.T) {
+	t.Parallel()
 	s, err := New(Options{Handler: http.NotFoundHandler(), IdleTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

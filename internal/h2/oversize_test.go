@@ -56,6 +56,7 @@ func noise(seed uint64, n int) string {
 // the connection ended (GOAWAY COMPRESSION_ERROR or PROTOCOL_ERROR) and
 // took the open stream with it.
 func TestOversizedHeaderListAnsweredOnItsStream(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10 // the gateway's default max_header_bytes
 	var many []string      // ~200 KB of 1 KB fields
 	for i := range 200 {
@@ -127,6 +128,7 @@ func mustResponse(rc *rawClient, id uint32) []string {
 // trailer block in one frame) or end the connection (one over
 // CONTINUATIONs); the connection goes on.
 func TestOversizedTrailersResetTheStream(t *testing.T) {
+	t.Parallel()
 	const limit = 8 << 10
 	cases := []struct {
 		name string
@@ -173,6 +175,7 @@ func TestOversizedTrailersResetTheStream(t *testing.T) {
 // HPACK decoder would buffer it whole and keep that memory for the
 // connection's life, so the bound on a string is the list's own.
 func TestOversizedFieldEndsTheConnection(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	_, addr := serve(t, Options{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), MaxHeaderBytes: limit})
 	rc := dialRaw(t, addr)

@@ -20,6 +20,7 @@ import (
 // A plain path skips url.ParseRequestURI (parseRequestURI); the shapes
 // on either side of what counts as plain are here.
 func TestOddPathsAsNetHTTP(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := r.URL
 		w.Header().Set("X-U", strconv.Quote(fmt.Sprintf("%q %q %q %v %q %q %q %s", u.Path, u.RawPath, u.RawQuery, u.ForceQuery, u.Fragment, u.Opaque, r.RequestURI, u)))
@@ -68,6 +69,7 @@ func outcome(t *testing.T, addr, method, path string) string {
 // line, and "GET /public?a /admin HTTP/1.1" is /admin to a host that
 // splits at the last space, while the gateway's policy read /public.
 func TestRequestLineSafe(t *testing.T) {
+	t.Parallel()
 	var served atomic.Int32
 	_, addr := serve(t, Options{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) })})
 	for _, tt := range []struct{ method, path, want string }{
@@ -91,6 +93,7 @@ func TestRequestLineSafe(t *testing.T) {
 // 9113 §8.3.1, RFC 9110 §7.1): with another method the stream is refused,
 // where net/http's server hands the host "GET * HTTP/1.1".
 func TestAsteriskOnlyForOptions(t *testing.T) {
+	t.Parallel()
 	_, addr := serve(t, Options{Handler: http.NotFoundHandler()})
 	for _, tt := range []struct{ method, want string }{
 		{"GET", "RST_STREAM PROTOCOL_ERROR"},
@@ -107,6 +110,7 @@ func TestAsteriskOnlyForOptions(t *testing.T) {
 // the client sends (the gateway derives X-Forwarded-Proto from it), and
 // one over cleartext is not, as with net/http's server.
 func TestTLSFromTheConnection(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Header().Set("X-U", strconv.FormatBool(r.TLS != nil)) })
 	cert, pool := testutil.SelfSigned(t, "a.example")
 	_, tlsAddr := serveWrapped(t, Options{Handler: h}, func(c net.Conn) net.Conn {

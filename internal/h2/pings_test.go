@@ -18,6 +18,7 @@ import (
 // stream makes progress all along: it must end whole, however many
 // frames it took, never in GOAWAY.
 func TestStreamingClientWithUpdatesAndPings(t *testing.T) {
+	t.Parallel()
 	const messages = 30000
 	msg := strings.Repeat("m", 100)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +107,7 @@ func TestStreamingClientWithUpdatesAndPings(t *testing.T) {
 // ENHANCE_YOUR_CALM; alongside a download, one of twenty PINGs for each
 // DATA frame read is too.
 func TestPingFloodsBounded(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/wait" {

@@ -23,6 +23,7 @@ type tagged struct{ context.Context }
 // cancellation still reaches it: RequestContext is given a parent that
 // ends with the stream (here, the client's reset).
 func TestHandlerGetsRequestContext(t *testing.T) {
+	t.Parallel()
 	got := make(chan error, 1)
 	o := Options{
 		RequestContext: func(ctx context.Context) context.Context { return &tagged{ctx} },

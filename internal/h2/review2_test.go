@@ -30,6 +30,7 @@ func takeWakes(s *Server) int {
 // over and over would otherwise buy O(streams) work for 13 bytes. The
 // bytes still go out, one stream after another.
 func TestConnWindowUpdateWakesOne(t *testing.T) {
+	t.Parallel()
 	const streams, updates, each = 50, 100, 64 << 10
 	body := bytes.Repeat([]byte("x"), each)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
@@ -89,6 +90,7 @@ func pattern(seed, n int) []byte {
 // server's view of the connection's window is the client's: window a
 // reset stream had reserved went back, none was lost.
 func TestLargeResponsesUnderFlowControl(t *testing.T) {
+	t.Parallel()
 	const streams, maxFrame = 16, 20000
 	size := func(id uint32) int { return 150<<10 + int(id)*997 }
 	sizes := []int{1, 100, 4096, 5000, 17000, 70000, 3}
@@ -236,6 +238,7 @@ func commonPrefix(a, b []byte) int {
 // over a long-lived connection such refusals add up: they must not, past
 // a lifetime total, end the connection as the rapid reset attack would.
 func TestRefusalsDoNotAddUpOverALifetime(t *testing.T) {
+	t.Parallel()
 	entered := make(chan struct{}, 1)
 	release, stop := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -285,6 +288,7 @@ func TestRefusalsDoNotAddUpOverALifetime(t *testing.T) {
 // it (RFC 9113 §6.5.3); a handler that read the old size and waited for
 // the write lock while the ACK went out must use the new one.
 func TestLoweredMaxFrameSize(t *testing.T) {
+	t.Parallel()
 	const big, small, each, chunk = 1 << 20, 16384, 16 << 20, 1 << 20
 	stop := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -345,6 +349,7 @@ func TestLoweredMaxFrameSize(t *testing.T) {
 // them back with the body until the window opens: that client waits
 // for headers, the server for window, until WriteStall resets the stream.
 func TestHeadersBeforeWindow(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{100, 64 << 10} { // held until the handler returns; written at once
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			body := pattern(size, size)
@@ -392,6 +397,7 @@ func TestHeadersBeforeWindow(t *testing.T) {
 // connection holds no buffer (bufWriter), and this one should not hold
 // one the size of its largest burst for as long as it stays open.
 func TestControlQueueLetsGo(t *testing.T) {
+	t.Parallel()
 	const size, pings = 8 << 20, 600
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(make([]byte, size)) })
 	s, addr := serve(t, Options{Handler: h})
@@ -434,6 +440,7 @@ func TestControlQueueLetsGo(t *testing.T) {
 // and downloads one large response would make its connection hold
 // megabytes while idle. Frames stay at 16 KiB, which every client takes.
 func TestFramesStaySmall(t *testing.T) {
+	t.Parallel()
 	const size = 4 << 20
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Big", strings.Repeat("h", 64<<10))
@@ -468,6 +475,7 @@ func TestFramesStaySmall(t *testing.T) {
 // for a window the client keeps shut, gets an error once the handler has
 // returned, instead of waiting for a window update that may never come.
 func TestLeftBehindWriterWakes(t *testing.T) {
+	t.Parallel()
 	result := make(chan error, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -497,6 +505,7 @@ func TestLeftBehindWriterWakes(t *testing.T) {
 // timeout has passed since the last one ended, does not drain the
 // connection early, and the connection does drain once it has passed.
 func TestIdleTimeoutCountsFromTheLastStream(t *testing.T) {
+	t.Parallel()
 	// Timings are wide so that a test process stalled a few hundred
 	// milliseconds cannot pass for an early drain: the timer armed at
 	// the start comes due 600 ms after the request begins, so an early

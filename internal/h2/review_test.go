@@ -74,6 +74,7 @@ func reqFields(method, path string, extra ...string) []string {
 // return when the body is closed or the handler returns, as net/http's
 // does; otherwise that goroutine waits for DATA that never comes.
 func TestBodyReadUnblocks(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"close", "return"} {
 		t.Run(how, func(t *testing.T) {
 			readDone := make(chan error, 1)
@@ -110,6 +111,7 @@ func TestBodyReadUnblocks(t *testing.T) {
 // proxy streams an upload): the first Read's 100 Continue must not race
 // the response's header block (-race), nor follow it on the wire.
 func TestContinueWhileResponding(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := make(chan []byte, 1)
 		go func() {
@@ -189,6 +191,7 @@ func (rc *rawClient) until(what string, stop func(http2.Frame) bool) {
 // the limit (RFC 9113 §5.1.2: that stream is closed for it), so it must
 // be neither refused nor, refusals adding up, told to go away.
 func TestNoRefusalAfterEndStream(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	})
@@ -218,6 +221,7 @@ func TestNoRefusalAfterEndStream(t *testing.T) {
 // would (RFC 9110 §9.3.2), the sniffed Content-Type included, as
 // net/http's server sends them.
 func TestHeadSniffsContentType(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "<html><body>hello</body></html>")
 	})
@@ -240,6 +244,7 @@ func TestHeadSniffsContentType(t *testing.T) {
 // drained; what the handler has read must still be let go, so that the
 // body's buffer stays about the stream's window however long the upload.
 func TestBodyBufferBounded(t *testing.T) {
+	t.Parallel()
 	const size = 16 << 20
 	most := make(chan int, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -286,6 +291,7 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // goroutine writing it then is a concurrent map access, which crashes
 // the process (-race shows it every time).
 func TestTrailersReachTheHandlerAtEOF(t *testing.T) {
+	t.Parallel()
 	got := make(chan string, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(50 * time.Millisecond) // the trailers are in by now
@@ -311,6 +317,7 @@ func TestTrailersReachTheHandlerAtEOF(t *testing.T) {
 // §4.2); nghttp2-based clients (curl, h2load) fail the connection with
 // COMPRESSION_ERROR without one. net/http's encoder sends it.
 func TestTableSizeUpdateAfterLoweredSetting(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	_, addr := serve(t, Options{Handler: h})
 	rc := dialRaw(t, addr, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
@@ -338,6 +345,7 @@ func TestTableSizeUpdateAfterLoweredSetting(t *testing.T) {
 // §5.1, §5.4.2): not even the HEADERS of a bodiless response its handler
 // ends with.
 func TestNoFramesAfterReset(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		poke func(rc *rawClient)
@@ -411,6 +419,7 @@ func handlersRunning(s *Server) int {
 // request does (a GC pause, a busy machine, a RequestContext hook that
 // takes its time).
 func TestShutdownKeepsStreamBeingOpened(t *testing.T) {
+	t.Parallel()
 	const pastCloseSoon = 200 * time.Millisecond
 	for _, tc := range []struct {
 		name           string
@@ -485,6 +494,7 @@ func draining(s *Server) bool {
 // stream runs and no other starts is not flooding: the bound on frames
 // without a request is a rate, not a lifetime total.
 func TestKeepalivePingsOnALongStream(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
@@ -539,6 +549,7 @@ func TestKeepalivePingsOnALongStream(t *testing.T) {
 // have been read (their handlers waiting for more, as a proxy streaming
 // an upload does) must not each keep a window's worth of buffer.
 func TestDrainedBodiesLetGo(t *testing.T) {
+	t.Parallel()
 	const each, streams = 512 << 10, 16
 	read := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -593,6 +604,7 @@ func TestDrainedBodiesLetGo(t *testing.T) {
 // GOAWAY first is a protocol error to the client (net/http's Transport
 // fails the request), not a clean "go elsewhere".
 func TestDrainingConnectionStartsWithSettings(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
@@ -633,6 +645,7 @@ func TestDrainingConnectionStartsWithSettings(t *testing.T) {
 // window given back; they are not a flood of frames without a request,
 // and the connection goes on.
 func TestSmallFramesAfterEarlyAnswer(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) })
 	_, addr := serve(t, Options{Handler: h})
 	rc := dialRaw(t, addr)
@@ -664,6 +677,7 @@ func TestSmallFramesAfterEarlyAnswer(t *testing.T) {
 // closes the connection after ReadHeaderTimeout, as an HTTP/1 head that
 // never ends does, not after the idle timeout.
 func TestTrickledHeadBounded(t *testing.T) {
+	t.Parallel()
 	_, addr := serve(t, Options{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 300 * time.Millisecond, IdleTimeout: time.Hour})
 	rc := dialRaw(t, addr)
 	rc.hb.Reset()

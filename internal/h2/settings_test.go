@@ -19,6 +19,7 @@ import (
 // PROTOCOL_ERROR), as x/net's server has it. Up to that, a setting may
 // come more than once (h2spec 6.5.3/1: taken in order).
 func TestSettingsFrameBounded(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

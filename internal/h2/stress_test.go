@@ -23,6 +23,7 @@ import (
 // response carries its own stream's fields and bytes only. Under -race,
 // a map or buffer reused while held is also a report.
 func TestStreamsSeeOnlyTheirOwn(t *testing.T) {
+	t.Parallel()
 	const n, workers = 240, 8
 	var left sync.WaitGroup
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

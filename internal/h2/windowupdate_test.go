@@ -22,6 +22,7 @@ import (
 // updates while its handler waits is told to go away (GOAWAY
 // ENHANCE_YOUR_CALM) after a bounded number, not read for ever.
 func TestWindowUpdateFloodsBounded(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hold })
 	_, dial := serveTLS(t, Options{Handler: h})
@@ -50,6 +51,7 @@ func TestWindowUpdateFloodsBounded(t *testing.T) {
 // WINDOW_UPDATEs (TestWindowUpdateFloodsBounded), whatever its windows
 // and the size of its reads.
 func TestLargeDownloadsWithSmallWindows(t *testing.T) {
+	t.Parallel()
 	const size = 8 << 20
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4<<10) // 64 KiB
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 // own bookkeeping after each answer of HEAD requests and 204s, which
 // carry no DATA, one at a time or in batches at the concurrency limit.
 func TestWindowUpdatesOfClientsWithoutData(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/204" {
 			w.WriteHeader(http.StatusNoContent)
@@ -117,6 +118,7 @@ func (rc *rawClient) nextOf(what string) http2.Frame {
 // the connection each 4 KiB read, one for a stream when its window runs
 // low) must never add up to a GOAWAY.
 func TestManySmallDownloads(t *testing.T) {
+	t.Parallel()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var size int
 		_, _ = fmt.Sscanf(r.URL.Query().Get("n"), "%d", &size)
