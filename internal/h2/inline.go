@@ -79,10 +79,16 @@ func (cn *conn) serveInline(st *stream) error {
 }
 
 // moveReading hands the connection's reading to a pooled goroutine if st
-// is running inline.
+// is running inline. Only once serveInline has given the block reader
+// back (busy): the watcher picks st under the locks and moves it after
+// letting them go, and by then st's handler may have ended and st,
+// pooled, be the next request's, set inline by the reader that has not
+// yet given the block back; a reader started then would decode the next
+// header block into it meanwhile (a data race -race reported in
+// TestManySmallDownloads).
 func (cn *conn) moveReading(st *stream) {
 	cn.mu.Lock()
-	if st == nil || cn.inline != st {
+	if st == nil || cn.inline != st || !cn.busy.Load() {
 		cn.mu.Unlock()
 		return
 	}
