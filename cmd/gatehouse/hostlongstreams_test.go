@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -58,14 +57,7 @@ func TestSidecarBoundsCutNoLongExchange(t *testing.T) {
 			// margin on a loaded machine, and the exchanges (4 bounds) still
 			// outlast it.
 			tm := sidecarTimeouts{readHeader: bound, idle: bound, stall: 2 * bound}
-			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			served := make(chan struct{})
-			go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
-			t.Cleanup(func() { srv.Close(); <-served })
+			addr := runSidecar(t, sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
 
 			tr := &http.Transport{Protocols: new(http.Protocols)}
 			if scheme == host.SchemeH2C {
@@ -75,7 +67,7 @@ func TestSidecarBoundsCutNoLongExchange(t *testing.T) {
 			}
 			t.Cleanup(tr.CloseIdleConnections)
 			cl := &http.Client{Transport: tr, Timeout: 20 * time.Second}
-			base := "http://" + ln.Addr().String()
+			base := "http://" + addr
 			do := func(req *http.Request, want string) {
 				t.Helper()
 				res, err := cl.Do(req)

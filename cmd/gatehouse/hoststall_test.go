@@ -70,21 +70,14 @@ func TestSidecarCutsStalledExchanges(t *testing.T) {
 			// The head and idle bounds far off: what ends these is the
 			// stall bound.
 			tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
-			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			served := make(chan struct{})
-			go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
-			t.Cleanup(func() { srv.Close(); <-served })
-			base := "http://" + ln.Addr().String()
+			addr := runSidecar(t, sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
+			base := "http://" + addr
 
 			t.Run("stalled upload", func(t *testing.T) {
 				// An upload that stops after 4 of its 100 bytes.
 				var stalledRes *http.Response
 				if scheme == host.SchemeHTTP {
-					c, err := net.Dial("tcp", ln.Addr().String())
+					c, err := net.Dial("tcp", addr)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -124,7 +117,7 @@ func TestSidecarCutsStalledExchanges(t *testing.T) {
 				// An endless answer the client stops reading after its head.
 				var body io.ReadCloser
 				if scheme == host.SchemeHTTP {
-					c, err := net.Dial("tcp", ln.Addr().String())
+					c, err := net.Dial("tcp", addr)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -171,19 +164,12 @@ func TestSidecarUnreadBodyStallIsBounded(t *testing.T) {
 	const bound = 100 * time.Millisecond
 	const within = 10 * time.Second
 	tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
-	srv := sidecarServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := runSidecar(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodGet)
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	}), host.SchemeHTTP, tm)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
-	t.Cleanup(func() { srv.Close(); <-served })
 
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,14 +320,7 @@ func TestSidecarStallBoundCutsNoSlowApp(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			t.Parallel()
 			tm := sidecarTimeouts{readHeader: time.Minute, idle: time.Minute, stall: bound}
-			srv := sidecarServer(sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			served := make(chan struct{})
-			go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
-			t.Cleanup(func() { srv.Close(); <-served })
+			addr := runSidecar(t, sidecarProxy(up, scheme, slog.New(slog.DiscardHandler)), scheme, tm)
 
 			tr := &http.Transport{Protocols: new(http.Protocols), ExpectContinueTimeout: time.Minute}
 			if scheme == host.SchemeH2C {
@@ -357,7 +336,7 @@ func TestSidecarStallBoundCutsNoSlowApp(t *testing.T) {
 			}}
 			for i, path := range []string{"/think", "/"} {
 				body := path + "0123456789"
-				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, "http://"+ln.Addr().String()+path, strings.NewReader(body))
+				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, "http://"+addr+path, strings.NewReader(body))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -379,4 +358,20 @@ func TestSidecarStallBoundCutsNoSlowApp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runSidecar serves h as the sidecar does (sidecarServer on a
+// sidecarListener, with tm) on a loopback port until the test ends, and
+// returns its address.
+func runSidecar(t *testing.T, h http.Handler, scheme string, tm sidecarTimeouts) string {
+	t.Helper()
+	srv := sidecarServer(h, scheme, tm)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(sidecarListener(ln, tm)) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+	return ln.Addr().String()
 }
