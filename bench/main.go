@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench is gatehouse's side-by-side load harness (issue 6): it
 // starts a fixed backend, gatehouse, nginx and HAProxy on loopback with
 // equivalent configurations and measures them in interleaved rounds with
