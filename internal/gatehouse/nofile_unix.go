@@ -11,5 +11,6 @@ func fileLimit() (uint64, bool) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
 		return 0, false
 	}
-	return r.Cur, true
+	// Rlimit.Cur is int64 on the BSDs, uint64 on Linux and Darwin.
+	return uint64(r.Cur), true
 }
