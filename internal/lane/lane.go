@@ -715,7 +715,7 @@ func (cn *conn) waitWarm() (got, ok bool) {
 		// before it). It came before the drain, so it is served (its
 		// answer says Connection: close) rather than cut with a reset:
 		// one more read, which tries before it waits, briefly.
-		cn.setReadDeadline(time.Now().Add(drainLook), true)
+		cn.setReadDeadline(time.Now().Add(lookFor), true)
 		if k, _ := cn.c.Read(cn.buf); k > 0 {
 			cn.n = k
 			return true, true
@@ -758,9 +758,11 @@ type holder interface {
 	Release() error
 }
 
-// drainLook bounds the read a drain makes on a connection whose replying
-// wait it woke (see waitWarm): what was sent before it is there already.
-const drainLook = 50 * time.Millisecond
+// lookFor bounds a read for bytes that, if sent in time, are there
+// already: the read a drain makes on a connection whose replying wait it
+// woke (see waitWarm), and a wait for the next request whose end passed
+// before its read began (see readHead).
+const lookFor = 50 * time.Millisecond
 
 // replySize is the reply buffer: the out buffer's worth, and room for a
 // TLS record's overhead.
@@ -826,9 +828,14 @@ func (cn *conn) readHead(first bool) bool {
 	if first {
 		timeout = cn.s.opts.ReadHeaderTimeout
 	} else if timeout > 0 {
-		// The warm wait counts; a deadline is due at once if it is over
-		// (zero would mean none).
-		timeout = max(timeout-time.Since(cn.idleSince), time.Nanosecond)
+		// The warm wait counts. What is left may be over before the read
+		// begins though the request came in time: the parker woke the
+		// connection for it, and the goroutine that reads ran late. A
+		// deadline already past fails a read without a try, so the read
+		// gets lookFor: what came in time is there, and its head then has
+		// ReadHeaderTimeout (see read), as net/http gives a request whose
+		// first byte came before the idle timeout.
+		timeout = max(timeout-time.Since(cn.idleSince), lookFor)
 	}
 	cn.setDeadline(timeout, !first)
 	cn.state.Store(stateIdle)
@@ -891,7 +898,9 @@ func (cn *conn) read(timeout time.Duration) bool {
 // setDeadline arms the read deadline timeout from now; idle says it bounds
 // a wait for a next request's first byte. A deadline is a timer operation,
 // so one of the same kind that would move later by less than a second is
-// left: the wait may end up to a second early, never late.
+// left: the wait may end up to a second early, never late. One due within
+// lookFor is moved all the same, so that the read that follows gets at
+// least that long to begin.
 func (cn *conn) setDeadline(timeout time.Duration, idle bool) {
 	if timeout <= 0 {
 		if !cn.deadline.IsZero() || cn.idleDeadline != idle {
@@ -901,7 +910,7 @@ func (cn *conn) setDeadline(timeout time.Duration, idle bool) {
 	}
 	now := cn.s.clock.Now()
 	d := now.Add(timeout)
-	if cn.idleDeadline != idle || cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) || !cn.deadline.After(now) {
+	if cn.idleDeadline != idle || cn.deadline.IsZero() || d.Sub(cn.deadline) > time.Second || d.Before(cn.deadline) || cn.deadline.Sub(now) < lookFor {
 		cn.setReadDeadline(d, idle)
 	}
 }

@@ -506,3 +506,73 @@ func TestBlankLineAfterPostKeepsConnectionsParked(t *testing.T) {
 		t.Fatalf("lane served %d requests, want %d", got, 2*n)
 	}
 }
+
+// parkedSince waits until s's parker holds a connection and returns when
+// that connection fell idle.
+func parkedSince(t *testing.T, s *Server) time.Time {
+	t.Helper()
+	p := s.parker
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		p.mu.Lock()
+		for _, cn := range p.parked {
+			since := cn.idleSince
+			p.mu.Unlock()
+			return since
+		}
+		p.mu.Unlock()
+	}
+	t.Fatal("the connection was not parked")
+	return time.Time{}
+}
+
+// TestRequestAtTheIdleEdge: a request that reaches a parked connection
+// before IdleTimeout runs out is served, as net/http serves a request
+// whose first byte came in time, however late the lane gets to read it.
+// Here the reused goroutine that resumes the connection runs only after
+// the timeout: on a busy machine, a scheduling delay.
+func TestRequestAtTheIdleEdge(t *testing.T) {
+	t.Parallel()
+	const idle = warmFor + 350*time.Millisecond // parked after warmFor
+	for attempt := 1; ; attempt++ {
+		th := &testHandler{}
+		_, addr, s := servers(t, th, Options{IdleTimeout: idle})
+		cl := dialClients(t, addr, 1)[0]
+		cl.roundTrip(t, "/one")
+		since := parkedSince(t, s)
+		// resume takes s.mu to start the goroutine that serves the
+		// connection: the parker that took the event waits for it.
+		s.mu.Lock()
+		_, err := io.WriteString(cl.c, get("/edge"))
+		woken, left := false, time.Duration(0)
+		for err == nil && !woken && time.Since(since) < idle {
+			s.parker.mu.Lock()
+			woken, left = len(s.parker.parked) == 0, idle-time.Since(since)
+			s.parker.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Until(since.Add(idle + 20*time.Millisecond)))
+		s.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !woken {
+			// Too slow a machine: the request was not seen before the
+			// timeout, so it proves nothing either way.
+			if attempt < 5 {
+				continue
+			}
+			t.Fatalf("%d tries: the parker never took a request before IdleTimeout", attempt)
+		}
+		res, err := http.ReadResponse(cl.br, nil)
+		if err != nil {
+			t.Fatalf("a request that woke the parked connection %v before IdleTimeout: %v, want it served", left, err)
+		}
+		if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || string(b) != "GET /edge" {
+			t.Fatalf("status %d, body %q", res.StatusCode, b)
+		}
+		if n := th.lane.Load(); n != 2 {
+			t.Fatalf("lane served %d requests, want 2", n)
+		}
+		return
+	}
+}
