@@ -21,7 +21,8 @@ import (
 // The woken goroutine reads first, as any new wait does, so a wake-up for
 // nothing (a stale event) costs a read, never a lost request. The idle
 // timeout is the parker's: a sweep closes connections idle past it, up to
-// a sweep period late.
+// a sweep period late, but first looks at the set: a connection whose
+// request came before the sweep is served, not closed with it unread.
 type parker struct {
 	s *Server
 
@@ -169,20 +170,27 @@ func (p *parker) loop(f *os.File, rc syscall.RawConn, done chan struct{}) {
 			p.mu.Unlock()
 			return
 		}
-		var woken []*conn
-		for _, ev := range events[:n] {
-			if cn := p.parked[ev.Fd]; cn != nil {
-				delete(p.parked, ev.Fd)
-				woken = append(woken, cn)
-			}
-		}
+		woken := p.take(nil, events[:n])
 		var expired []*conn
 		if now := time.Now(); !now.Before(next) {
 			next = now.Add(every)
 			_ = f.SetReadDeadline(next)
 			if t := p.s.opts.IdleTimeout; t > 0 {
+				var due []int32
 				for fd, cn := range p.parked {
 					if now.Sub(cn.idleSince) >= t {
+						due = append(due, fd)
+					}
+				}
+				if len(due) > 0 {
+					// A request that came before now may be in the set
+					// unseen: the wait's deadline can end it before it
+					// looked (the runtime runs due timers before it polls
+					// the network). Its connection is not idle.
+					woken = p.look(woken, events)
+				}
+				for _, fd := range due {
+					if cn := p.parked[fd]; cn != nil {
 						delete(p.parked, fd)
 						expired = append(expired, cn)
 					}
@@ -195,6 +203,33 @@ func (p *parker) loop(f *os.File, rc syscall.RawConn, done chan struct{}) {
 		}
 		for _, cn := range expired {
 			cn.end()
+		}
+	}
+}
+
+// take moves the parked connections that events name to woken; under p.mu.
+func (p *parker) take(woken []*conn, events []syscall.EpollEvent) []*conn {
+	for _, ev := range events {
+		if cn := p.parked[ev.Fd]; cn != nil {
+			delete(p.parked, ev.Fd)
+			woken = append(woken, cn)
+		}
+	}
+	return woken
+}
+
+// look takes what the set has ready now, without waiting; under p.mu. A
+// one-shot event comes once until its socket is parked again, which needs
+// p.mu: the set runs dry.
+func (p *parker) look(woken []*conn, events []syscall.EpollEvent) []*conn {
+	for {
+		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+		if e != 0 || r == 0 {
+			return woken
+		}
+		woken = p.take(woken, events[:r])
+		if int(r) < len(events) {
+			return woken
 		}
 	}
 }

@@ -576,3 +576,54 @@ func TestRequestAtTheIdleEdge(t *testing.T) {
 		return
 	}
 }
+
+// TestRequestAtTheIdleSweep: a request that reaches a parked connection
+// before IdleTimeout runs out is served when the parker's sweep falls due
+// before the parker has looked at the request: on a busy machine the
+// deadline of its wait on the epoll set can fire first (the runtime runs
+// due timers before it polls the network), and a sweep that took the
+// connection for idle would close it with the request unread.
+func TestRequestAtTheIdleSweep(t *testing.T) {
+	t.Parallel()
+	const idle = warmFor + 350*time.Millisecond // parked after warmFor
+	for attempt := 1; ; attempt++ {
+		th := &testHandler{}
+		_, addr, s := servers(t, th, Options{IdleTimeout: idle})
+		cl := dialClients(t, addr, 1)[0]
+		cl.roundTrip(t, "/one")
+		since := parkedSince(t, s)
+		p := s.parker
+		p.mu.Lock()
+		// Each wait of the loop now ends at once, before it looks at the
+		// set, until a sweep sets the next deadline; and no sweep runs
+		// before p.mu is let go, once the timeout is over and one is due.
+		_ = p.file.SetReadDeadline(aLongTimeAgo)
+		locked := time.Now()
+		_, err := io.WriteString(cl.c, get("/edge"))
+		left := idle - time.Since(since)
+		time.Sleep(max(time.Until(since.Add(idle)), time.Until(locked.Add(p.sweepEvery()))) + 20*time.Millisecond)
+		p.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left <= 0 {
+			// Too slow a machine: the request came after the timeout, so
+			// it proves nothing either way.
+			if attempt < 5 {
+				continue
+			}
+			t.Fatalf("%d tries: no request sent before IdleTimeout", attempt)
+		}
+		res, err := http.ReadResponse(cl.br, nil)
+		if err != nil {
+			t.Fatalf("a request sent to the parked connection %v before IdleTimeout: %v, want it served", left, err)
+		}
+		if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || string(b) != "GET /edge" {
+			t.Fatalf("status %d, body %q", res.StatusCode, b)
+		}
+		if n := th.lane.Load(); n != 2 {
+			t.Fatalf("lane served %d requests, want 2", n)
+		}
+		return
+	}
+}
