@@ -151,9 +151,10 @@ type conn struct {
 	// registered says the socket is in the parker's epoll set.
 	registered bool
 	deadline   time.Time // the read deadline last set
-	// idleDeadline says deadline ends a wait for the next request (idle
-	// or warm): a head that began in it gets ReadHeaderTimeout from its
-	// next read instead.
+	// idleDeadline says deadline bounds no head begun: it ends a wait for
+	// the next request (idle or warm), or was the last request's when the
+	// next is pipelined. That head gets ReadHeaderTimeout from its next
+	// read instead.
 	idleDeadline bool
 	// idleSince is when the connection last fell idle: the idle timeout
 	// counts from it across the warm wait and the fresh goroutine's.
@@ -625,6 +626,10 @@ func (cn *conn) serve(first bool) (handed net.Conn, idle, moved bool) {
 		}
 		if cn.n > 0 {
 			cn.pipelines = true // the next request came before its answer went
+			// The deadline is the last head's (or its body's), perhaps
+			// past after a long handler: the next head's own bound starts
+			// at its next read, as net/http's starts at each request.
+			cn.idleDeadline = true
 		}
 		// The held answer rides on the warm wait's Read; anything else
 		// comes first (a pipelined request, the first request's wait on

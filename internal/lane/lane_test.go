@@ -1016,6 +1016,49 @@ func testSlowRequestThenNext(t *testing.T, first string) {
 	}
 }
 
+// TestPipelinedHeadAfterASlowRequest: a request pipelined behind one whose
+// handler ran past ReadHeaderTimeout, its head only begun in what the
+// lane read with the first, is served once the rest comes: as net/http
+// does, each head has ReadHeaderTimeout from when the server gets to it,
+// not the deadline the one before it was read under.
+func TestPipelinedHeadAfterASlowRequest(t *testing.T) {
+	t.Parallel()
+	const rht = 100 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(rht + 150*time.Millisecond) // short of watchDelay: no watch
+		}
+		_, _ = io.WriteString(w, "done "+r.URL.Path)
+	})
+	addr, _ := serveTCP(t, Options{Handler: h, ReadHeaderTimeout: rht, IdleTimeout: 5 * time.Second})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// One write, one read: the next head begins in the first's buffer.
+	if _, err := io.WriteString(c, get("/slow")+"GET /next HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for _, want := range []string{"done /slow", "done /next"} {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading the answer for %q: %v", want, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if string(b) != want {
+			t.Fatalf("got %q, want %q", b, want)
+		}
+		if want == "done /slow" {
+			if _, err := io.WriteString(c, "Host: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestConcurrentConnections runs many connections at once through one
 // Server, mixing plain requests, bodies and handovers, so that the race
 // detector sees the pooled exchanges, the reused URLs and header maps and
