@@ -607,6 +607,13 @@ func asterisk(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusBadRequest, "the request target * is for OPTIONS only")
 		return
 	}
+	serverOptions(w)
+}
+
+// serverOptions is the gateway's answer, as a request's final recipient,
+// to an OPTIONS about the server rather than a resource: "OPTIONS *"
+// (asterisk) and an OPTIONS whose Max-Forwards is spent (maxForwards).
+func serverOptions(w http.ResponseWriter) {
 	h := w.Header()
 	h["Allow"] = allowed // what the 405 to CONNECT names
 	h.Set("Content-Length", "0")
@@ -619,6 +626,9 @@ func asterisk(w http.ResponseWriter, r *http.Request) {
 // host (400, connection closed), strips every client X-Gatehouse-* header
 // and, unless the peer is a trusted proxy, every Forwarded/X-Forwarded-*;
 // then it sets X-Forwarded-For/Proto/Host and the request's client IP.
+// It refuses CONNECT and TRACE and methods no host may fold
+// (methodRefusal), and spends a hop of an OPTIONS's Max-Forwards
+// (maxForwards).
 //
 // net/http's server refuses most desync attempts itself before any
 // handler runs (differing Content-Lengths and bad header bytes: 400;
@@ -658,9 +668,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			// admitted. This layer runs before that one, and without its
 			// fields the page would read a network error, not the detail
 			// that says what to change (as appClosedCORS's 503).
-			if rq := route.RequestFrom(ctx); rq != nil && rq.Match.App != nil {
-				corsPolicy(rq.Match.App.CORS).Respond(requestOrigin(r), w.Header())
-			}
+			appCORS(w, r, route.RequestFrom(ctx))
 			problem.Write(w, status, detail)
 			return
 		}
@@ -672,12 +680,111 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			problem.Write(w, http.StatusMethodNotAllowed, "CONNECT is not served: the gateway is a reverse proxy")
 			return
 		}
+		if r.Method == http.MethodOptions && !maxForwards(w, r) {
+			return
+		}
 		if g.clean(r, route.RequestFrom(ctx), exchangeFrom(ctx)) && (g.tunnelIdle > 0 || g.conns != nil) {
 			g.tunnel(next, w, r) // tunnel.go
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// appCORS gives an answer of step 4 to a request for an app the CORS
+// fields step 5 would, as appClosedCORS does step 3's 503: a page on an
+// allowed origin then reads it rather than a network error.
+func appCORS(w http.ResponseWriter, r *http.Request, rq *route.Request) {
+	if rq != nil && rq.Match.App != nil {
+		corsPolicy(rq.Match.App.CORS).Respond(requestOrigin(r), w.Header())
+	}
+}
+
+// maxForwards checks and updates the Max-Forwards of an OPTIONS r that
+// is to be forwarded, as every intermediary must (RFC 9110 §7.6.2), and
+// reports whether r goes on. At 0 the gateway may not forward it and
+// answers as its final recipient, as it answers "OPTIONS *"
+// (serverOptions); any other value goes on one less, so the host sees
+// N-1 (and a peer gateway that r is forwarded to, an intermediary too,
+// takes one more). A value that is not a decimal, or fields that
+// disagree, get 400: the gateway cannot tell how many hops the client
+// meant, and passed on as sent, each recipient behind would read a number
+// of its own.
+//
+// Only requests for an app are forwarded: the API is the gateway's own
+// and is their final recipient whatever the field says. A CORS preflight
+// is not forwarded either: step 5 answers every one itself, so one
+// with Max-Forwards 0 is still a preflight and gets its 204 or 403, where
+// serverOptions's 200, with no Access-Control-Allow-* field, would fail
+// it. Both reach this layer's next with the field as sent.
+//
+// Answered here, before steps 6 to 8, the 0 answer costs no rate limit
+// and needs no token: it says only what "OPTIONS *" says (the same Allow
+// for every app and path), answered before them too.
+func maxForwards(w http.ResponseWriter, r *http.Request) bool {
+	vs, ok := r.Header["Max-Forwards"]
+	if !ok {
+		return true
+	}
+	rq := route.RequestFrom(r.Context())
+	if rq == nil || rq.Match.Kind != route.KindApp || cors.IsPreflight(r) {
+		return true
+	}
+	n, ok := oneDecimal(vs)
+	switch {
+	case !ok:
+		appCORS(w, r, rq)
+		problem.Write(w, http.StatusBadRequest, "Max-Forwards is not one decimal number")
+		return false
+	case n == "0":
+		appCORS(w, r, rq)
+		serverOptions(w)
+		return false
+	}
+	r.Header["Max-Forwards"] = []string{decremented(n)}
+	return true
+}
+
+// oneDecimal returns the number the fields vs say, in decimal without
+// leading zeros, and whether they say one: each is 1*DIGIT (RFC 9110
+// §7.6.2), of any length (no bound of a number type makes a value
+// invalid), and all are the same number. The field is no list, so
+// "1, 1" is not a number.
+func oneDecimal(vs []string) (n string, ok bool) {
+	for i, v := range vs {
+		if v == "" {
+			return "", false
+		}
+		for j := 0; j < len(v); j++ {
+			if v[j] < '0' || v[j] > '9' {
+				return "", false
+			}
+		}
+		v = strings.TrimLeft(v, "0")
+		if v == "" {
+			v = "0"
+		}
+		if i > 0 && v != n {
+			return "", false
+		}
+		n = v
+	}
+	return n, true
+}
+
+// decremented is n-1, for n a decimal without leading zeros above 0.
+func decremented(n string) string {
+	b := []byte(n)
+	i := len(b) - 1
+	for b[i] == '0' {
+		b[i] = '9'
+		i--
+	}
+	b[i]--
+	if b[0] == '0' && len(b) > 1 {
+		b = b[1:]
+	}
+	return string(b)
 }
 
 // maxMethod bounds a request's method. The longest methods IANA registers
@@ -711,9 +818,11 @@ const maxMethod = 32
 // them), as nginx answers TRACE, not 501 (RFC 9110 §15.6.2, "not supported
 // for any resource"), which would be as true: a 5xx counts against the
 // app's error rate, and every scanner that probes for TRACE would page
-// an operator who alerts on it. Max-Forwards, which only
-// TRACE and OPTIONS heed (RFC 9110 §7.6.2), changes nothing: whatever its
-// value the request is answered here, as its final recipient.
+// an operator who alerts on it. Max-Forwards, which only TRACE and
+// OPTIONS heed (RFC 9110 §7.6.2), changes nothing for TRACE: whatever its
+// value the request is answered here, as its final recipient, and is
+// never forwarded. An OPTIONS's is checked and updated once the method
+// passes (maxForwards).
 func methodRefusal(m string) (status int, detail string) {
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
