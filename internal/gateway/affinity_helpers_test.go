@@ -84,6 +84,7 @@ type seenReq struct {
 	Proto                           string // X-Forwarded-Proto
 	RequestID                       string // X-Request-Id
 	AcceptEncoding                  []string
+	MaxForwards                     string
 }
 
 func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -104,6 +105,7 @@ func (h *clHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Proto:          r.Header.Get("X-Forwarded-Proto"),
 		RequestID:      r.Header.Get("X-Request-Id"),
 		AcceptEncoding: r.Header.Values("Accept-Encoding"),
+		MaxForwards:    r.Header.Get("Max-Forwards"),
 	})
 	h.mu.Unlock()
 	if r.URL.Path == "/upgrade" && h.mode.Load() == hostOK {

@@ -220,3 +220,34 @@ func TestOptionsMaxForwardsAPI(t *testing.T) {
 		t.Fatalf("the API got %q, want %q", got, want)
 	}
 }
+
+// TestOptionsMaxForwardsAcrossClusters: a gateway that forwards an
+// OPTIONS to the app's owner cluster is an intermediary, and so is the
+// owner's: each takes one from Max-Forwards. With 2 the owner's host gets
+// 0; with 1 the owner's gateway gets 0 and answers itself; with 0 the
+// gateway reached answers, and nothing is forwarded.
+func TestOptionsMaxForwardsAcrossClusters(t *testing.T) {
+	t.Parallel()
+	cs := startClusters(t, clusterSetup{ids: threeIDs})
+	cl := clClient(t)
+	app := ownedBy(t, "us", threeIDs)
+	res, body := send(t, cl, cs["ap"], "OPTIONS", app, "/m", http.Header{"Max-Forwards": {"2"}})
+	if res.StatusCode != http.StatusOK || body != "served by us" {
+		t.Fatalf("OPTIONS with Max-Forwards 2 via ap: %d %q, want the owner's host's answer", res.StatusCode, body)
+	}
+	for _, tc := range []struct{ mf, by string }{{"1", "us"}, {"0", "ap"}} {
+		res, body := send(t, cl, cs["ap"], "OPTIONS", app, "/m", http.Header{"Max-Forwards": {tc.mf}})
+		if res.StatusCode != http.StatusOK || res.Header.Get("Allow") == "" || body != "" || res.Header.Get("X-Gatehouse-Cluster") != tc.by {
+			t.Fatalf("OPTIONS with Max-Forwards %s via ap: %d %v %q, want %s's own 200 with Allow", tc.mf, res.StatusCode, res.Header, body, tc.by)
+		}
+	}
+	var got []string
+	for _, c := range cs {
+		for _, r := range c.host.requests() {
+			got = append(got, c.id+" "+r.Method+" "+r.MaxForwards)
+		}
+	}
+	if want := []string{"us OPTIONS 0"}; !slices.Equal(got, want) {
+		t.Fatalf("hosts saw %q, want %q", got, want)
+	}
+}
