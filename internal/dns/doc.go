@@ -17,7 +17,8 @@
 // states: what does not fit is cut, whole RRsets at a time (no part of
 // one is sent, which RFC 2181 §9 allows), and TC set when an answer or
 // authority record is among it, or a referral's in-domain glue (RFC 9471
-// §3.1), not when it is only additional records (RFC 2181 §9). An ANY
+// §3.1; after a CNAME into the delegated zone too), not when it is only
+// additional records (RFC 2181 §9). An ANY
 // question over UDP gets one RRset (RFC 8482), over TCP all of them. A
 // name outside every zone gets REFUSED: the gateway is not an open
 // resolver. A zone transfer (AXFR, IXFR) gets REFUSED too, and a

@@ -52,8 +52,11 @@ var bigTXT = func() []string {
 // 192.0.2.80, big.example.org TXT (truncated over UDP), NXDOMAIN for
 // nx.example.org, ns.example.org NS with the servers' addresses
 // ([delegation]), referrals for www.sub.example.org (to servers in
-// sub.example.org) and www.out.example.org (to servers elsewhere), and
-// rcode fail for anything else when fail is set.
+// sub.example.org) and www.out.example.org (to servers elsewhere), a
+// CNAME to www.sub.example.org at alias.example.org with that referral,
+// and at answered.example.org with its A answered beside it, one out of
+// the zone at cname.sub.example.org with the zone's NS beside it, and rcode
+// fail for anything else when fail is set.
 func startUpstream(t *testing.T, fail int) *upstream {
 	t.Helper()
 	u := &upstream{asked: map[string]int{}}
@@ -88,6 +91,22 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
 		case q.Name == "www.out.example.org.":
 			resp.Ns, resp.Extra = delegation("out.example.org.", "ns%d.example.net.")
+		case q.Name == "alias.example.org." || q.Name == "answered.example.org.":
+			// A CNAME into sub.example.org, delegated: alias's answer
+			// ends there, a referral for its target (RFC 1034 §4.3.2 step
+			// 3b); answered's A is answered, the NS and their addresses
+			// beside it only additional information.
+			target := "www.sub.example.org."
+			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeCNAME, Class: mdns.ClassINET, Ttl: 300}, Target: target})
+			if q.Name == "answered.example.org." && q.Qtype == mdns.TypeA {
+				resp.Answer = append(resp.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: target, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 99)})
+			}
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+		case q.Name == "cname.sub.example.org.":
+			// sub.example.org's own answer, as BIND's without minimal
+			// responses: a CNAME out of the zone, the zone's NS beside it.
+			resp.Answer = append(resp.Answer, &mdns.CNAME{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeCNAME, Class: mdns.ClassINET, Ttl: 300}, Target: "www.example.net."})
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
 		}
 		if udp {
 			size := mdns.MinMsgSize

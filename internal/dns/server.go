@@ -269,23 +269,28 @@ func truncateRRsets(resp *mdns.Msg, size int) {
 	resp.Extra = wholeRRsets(resp.Extra, extra)
 	cut := len(resp.Answer) < len(answer) || len(resp.Ns) < len(ns)
 	if !cut && len(resp.Extra) < len(extra) {
-		cut = inDomainGlue(answer, ns, resp.Extra) < inDomainGlue(answer, ns, extra)
+		cut = inDomainGlue(resp.Question, answer, ns, resp.Extra) < inDomainGlue(resp.Question, answer, ns, extra)
 	}
 	resp.Truncated = tc || cut
 }
 
 // inDomainGlue counts the address records in extra of the in-domain name
-// servers of a referral: a reply with no answer and NS records in its
-// authority section ns, whose servers at or below the delegated name
-// cannot be found without those addresses. RFC 9471 §3.1: a referral
-// that cannot hold all of them MUST have TC set. 0 for any other reply.
-func inDomainGlue(answer, ns, extra []mdns.RR) int {
-	if len(answer) != 0 {
+// servers of a referral: a reply with NS records in its authority section
+// ns for a zone that holds the name it refers for ([referredName]), whose
+// servers at or below the delegated name cannot be found without those
+// addresses. RFC 9471 §3.1: a referral that cannot hold all of them MUST
+// have TC set. 0 for any other reply.
+func inDomainGlue(question []mdns.Question, answer, ns, extra []mdns.RR) int {
+	name, ok := referredName(question, answer)
+	if !ok {
 		return 0
 	}
 	var servers map[string]bool
 	for _, rr := range ns {
-		if n, ok := rr.(*mdns.NS); ok && mdns.IsSubDomain(n.Hdr.Name, n.Ns) {
+		if rr.Header().Rrtype == mdns.TypeSOA {
+			return 0 // an NXDOMAIN or NODATA's, which the SOA says
+		}
+		if n, ok := rr.(*mdns.NS); ok && mdns.IsSubDomain(n.Hdr.Name, name) && mdns.IsSubDomain(n.Hdr.Name, n.Ns) {
 			if servers == nil {
 				servers = map[string]bool{}
 			}
@@ -299,6 +304,45 @@ func inDomainGlue(answer, ns, extra []mdns.RR) int {
 		}
 	}
 	return count
+}
+
+// referredName is the name a reply with answer to question would be a
+// referral for: the question's name when answer is empty; when it holds
+// only CNAMEs (and the DNAMEs they come of), not asked for, the end of
+// their chain, whose records a server that delegated it leaves to the
+// delegated zone's (RFC 1034 §4.3.2 step 3b: BIND answers so). ok is
+// false when answer answers the question.
+func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok bool) {
+	if len(question) != 1 {
+		return "", false
+	}
+	name = question[0].Name
+	if len(answer) == 0 {
+		return name, true
+	}
+	if qt := question[0].Qtype; qt == mdns.TypeCNAME || qt == mdns.TypeANY {
+		return "", false
+	}
+	targets := make(map[string]string, len(answer))
+	for _, rr := range answer {
+		switch rr := rr.(type) {
+		case *mdns.CNAME:
+			targets[strings.ToLower(rr.Hdr.Name)] = rr.Target
+		case *mdns.DNAME:
+		default:
+			return "", false
+		}
+	}
+	// Each CNAME leads on from the one before; a loop ends in as many
+	// steps as there are records.
+	for range answer {
+		next, ok := targets[strings.ToLower(name)]
+		if !ok {
+			break
+		}
+		name = next
+	}
+	return name, true
 }
 
 // wholeRRsets returns kept, what Truncate left of the section all, less
