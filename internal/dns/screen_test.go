@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -346,6 +347,118 @@ func TestUnparsedNOTIFYKeepsOpcode(t *testing.T) {
 				if r.Rcode != mdns.RcodeFormatError || r.Opcode != mdns.OpcodeNotify || r.Id != id || !r.Response {
 					t.Errorf("%s, %s server, %s: %s (%d) opcode %d id %d; want FORMERR, opcode NOTIFY (%d), id %d",
 						tt.name, server, network, mdns.RcodeToString[r.Rcode], r.Rcode, r.Opcode, r.Id, mdns.OpcodeNotify, id)
+				}
+			}
+		}
+	}
+}
+
+// capturedFrom is [captured] for a source of any transport.
+type capturedFrom struct {
+	captured
+	from net.Addr
+}
+
+func (w *capturedFrom) RemoteAddr() net.Addr { return w.from }
+
+// TestParsedNOTIFYAnsweredAsTheHandlerWould: a NOTIFY that parses is
+// answered by screen, which has unpacked it whole to know that it
+// parses, with the reply serve gives it (NOTIMP, or FORMERR, BADVERS or
+// NOTAUTH with its BADKEY TSIG first, the question and OPT kept, RA to a
+// source that may recurse, the limiter's drop and slip): handed on, it
+// was unpacked a second time, by miekg/dns, to be answered the same.
+func TestParsedNOTIFYAnsweredAsTheHandlerWould(t *testing.T) {
+	t.Parallel()
+	soa, _ := mdns.NewRR("apps.example.com. 60 IN SOA ns.apps.example.com. hostmaster.apps.example.com. 7 3600 600 86400 60")
+	opt := func(v uint8, do bool) *mdns.OPT {
+		o := &mdns.OPT{Hdr: mdns.RR_Header{Name: ".", Rrtype: mdns.TypeOPT}}
+		o.SetUDPSize(4096)
+		o.SetVersion(v)
+		if do {
+			o.SetDo()
+		}
+		return o
+	}
+	tsig := &mdns.TSIG{Hdr: mdns.RR_Header{Name: "platform-key.", Rrtype: mdns.TypeTSIG, Class: mdns.ClassANY},
+		Algorithm: mdns.HmacSHA256, Fudge: 300, OrigId: 7}
+	cases := map[string]func(m *mdns.Msg){
+		"plain": func(m *mdns.Msg) {},
+		"with its SOA, RD and CD": func(m *mdns.Msg) {
+			m.Answer, m.RecursionDesired, m.CheckingDisabled = []mdns.RR{soa}, true, true
+		},
+		"EDNS, DO":          func(m *mdns.Msg) { m.Extra = []mdns.RR{opt(0, true)} },
+		"EDNS version 1":    func(m *mdns.Msg) { m.Extra = []mdns.RR{opt(1, false)} },
+		"two OPTs":          func(m *mdns.Msg) { m.Extra = []mdns.RR{opt(0, false), opt(0, false)} },
+		"OPT in the answer": func(m *mdns.Msg) { m.Answer = []mdns.RR{opt(0, false)} },
+		"signed":            func(m *mdns.Msg) { m.Extra = []mdns.RR{opt(0, false), tsig} },
+		"signed, version 1": func(m *mdns.Msg) { m.Extra = []mdns.RR{opt(1, false), tsig} },
+		"TSIG first":        func(m *mdns.Msg) { m.Extra = []mdns.RR{tsig, opt(0, false)} },
+	}
+	recursing := netip.MustParsePrefix("10.0.0.0/8")
+	fwd, err := NewForwarder(ForwarderOptions{Upstreams: []string{"192.0.2.53:53"}}) // never asked
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]net.Addr{
+		"udp":              &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353},
+		"udp, may recurse": &net.UDPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5353},
+		"tcp":              &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353},
+	}
+	// Each server's own limiter, stopped: 1 a second, one in two past it
+	// slipped, so that the second of each is the slip and the third
+	// dropped.
+	server := func() *Server {
+		s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return testZones }, RateLimit: 1, RateLimitSlip: 2,
+			Forwarder: fwd, RecursionAllow: []netip.Prefix{recursing}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rrl.now = func() int64 { return int64(time.Hour) }
+		return s
+	}
+	for name, edit := range cases {
+		for source, from := range sources {
+			screen, handler := server(), server()
+			for i := range 3 {
+				q := new(mdns.Msg)
+				q.SetNotify("Apps.Example.com.")
+				q.Id = 7
+				edit(q)
+				m, err := q.Pack()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := new(mdns.Msg)
+				if err := want.Unpack(m); err != nil {
+					t.Fatal(err)
+				}
+				w := &capturedFrom{from: from}
+				handler.serve(context.Background(), w, want)
+				got := screen.reject(m, from)
+				if got == nil {
+					t.Errorf("%s, %s, #%d: screen leaves it to miekg/dns, which unpacks it again; the handler's reply:\n%v", name, source, i, w.reply)
+					continue
+				}
+				if _, udp := from.(*net.UDPAddr); udp {
+					got = screen.limitReject(got, from) // as ReadUDP does
+				}
+				if got == nil || w.reply == nil {
+					if got != nil || w.reply != nil {
+						t.Errorf("%s, %s, #%d: screen's reply dropped: %v; the handler's: %v", name, source, i, got == nil, w.reply == nil)
+					}
+					continue
+				}
+				g := new(mdns.Msg)
+				if err := g.Unpack(got); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range []*mdns.Msg{g, w.reply} {
+					if ts := r.IsTsig(); ts != nil {
+						ts.TimeSigned = 0 // the server's clock
+					}
+				}
+				if g.String() != w.reply.String() {
+					t.Errorf("%s, %s, #%d: screen replies\n%v\nthe handler\n%v", name, source, i, g, w.reply)
 				}
 			}
 		}
