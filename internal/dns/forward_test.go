@@ -55,8 +55,9 @@ var bigTXT = func() []string {
 // sub.example.org) and www.out.example.org (to servers elsewhere), a
 // CNAME to www.sub.example.org at alias.example.org with that referral,
 // and at answered.example.org with its A answered beside it, one out of
-// the zone at cname.sub.example.org with the zone's NS beside it, and rcode
-// fail for anything else when fail is set.
+// the zone at cname.sub.example.org and a DNAME at dname.sub.example.org,
+// each with the zone's NS beside it, and rcode fail for anything else
+// when fail is set.
 func startUpstream(t *testing.T, fail int) *upstream {
 	t.Helper()
 	u := &upstream{asked: map[string]int{}}
@@ -101,6 +102,10 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			if q.Name == "answered.example.org." && q.Qtype == mdns.TypeA {
 				resp.Answer = append(resp.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: target, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 99)})
 			}
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+		case q.Name == "dname.sub.example.org." && q.Qtype == mdns.TypeDNAME:
+			// The DNAME asked for, the zone's NS beside it.
+			resp.Answer = append(resp.Answer, &mdns.DNAME{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeDNAME, Class: mdns.ClassINET, Ttl: 300}, Target: "example.net."})
 			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
 		case q.Name == "cname.sub.example.org.":
 			// sub.example.org's own answer, as BIND's without minimal

@@ -320,11 +320,15 @@ func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok b
 	if len(answer) == 0 {
 		return name, true
 	}
-	if qt := question[0].Qtype; qt == mdns.TypeCNAME || qt == mdns.TypeANY {
+	qt := question[0].Qtype
+	if qt == mdns.TypeANY {
 		return "", false
 	}
 	targets := make(map[string]string, len(answer))
 	for _, rr := range answer {
+		if rr.Header().Rrtype == qt {
+			return "", false // a CNAME or DNAME asked for
+		}
 		switch rr := rr.(type) {
 		case *mdns.CNAME:
 			targets[strings.ToLower(rr.Hdr.Name)] = rr.Target
