@@ -56,8 +56,9 @@ var bigTXT = func() []string {
 // CNAME to www.sub.example.org at alias.example.org with that referral,
 // and at answered.example.org with its A answered beside it, one out of
 // the zone at cname.sub.example.org and a DNAME at dname.sub.example.org,
-// each with the zone's NS beside it, and rcode fail for anything else
-// when fail is set.
+// each with the zone's NS beside it, as beside NODATA's SOA at
+// nodata.sub.example.org, and rcode fail for anything else when fail is
+// set.
 func startUpstream(t *testing.T, fail int) *upstream {
 	t.Helper()
 	u := &upstream{asked: map[string]int{}}
@@ -107,6 +108,11 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			// The DNAME asked for, the zone's NS beside it.
 			resp.Answer = append(resp.Answer, &mdns.DNAME{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeDNAME, Class: mdns.ClassINET, Ttl: 300}, Target: "example.net."})
 			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+		case q.Name == "nodata.sub.example.org.":
+			// NODATA, its SOA with the zone's NS beside it: no referral.
+			soa, _ := mdns.NewRR("sub.example.org. 300 IN SOA ns0.sub.example.org. hostmaster.sub.example.org. 1 3600 600 86400 300")
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+			resp.Ns = append([]mdns.RR{soa}, resp.Ns...)
 		case q.Name == "cname.sub.example.org.":
 			// sub.example.org's own answer, as BIND's without minimal
 			// responses: a CNAME out of the zone, the zone's NS beside it.
