@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/http"
@@ -144,6 +146,17 @@ func (r *rig) issued(t *testing.T, p *tlsmgrtest.Pebble, m *Manager, name string
 	return leaf
 }
 
+// own returns name made t's own: its second-level label gets a suffix
+// from t's name ("api.example.test" becomes "api.example-1a2b3c4d.test").
+// certmagic keeps a name's challenge, its loads and orders under way and
+// its storage locks in process-wide maps keyed by the name alone, so tests
+// that run in parallel must not share a name.
+func own(t *testing.T, name string) string {
+	h := fnv.New32a()
+	h.Write([]byte(t.Name()))
+	return fmt.Sprintf("%s-%08x.test", strings.TrimSuffix(name, ".test"), h.Sum32())
+}
+
 func acmeOptions(p *tlsmgrtest.Pebble, r *rig, storageDir string, names ...string) Options {
 	hp, tp := r.ports()
 	return Options{Names: names, Directory: p.Directory, CARoot: p.CARoot, Email: "ops@example.test",
@@ -151,19 +164,17 @@ func acmeOptions(p *tlsmgrtest.Pebble, r *rig, storageDir string, names ...strin
 }
 
 func TestACMEChallenges(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		noHTTP, noTLS bool
 	}{{"http-01", false, true}, {"tls-alpn-01", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Not parallel: certmagic keeps active challenges in one process-wide
-			// map keyed by name, and these tests issue the same names.
+			t.Parallel()
 			r := newRig(t)
 			hp, tp := r.ports()
 			p := tlsmgrtest.Start(t, hp, tp)
-			opts := acmeOptions(p, r, t.TempDir(), "app.example.test")
+			opts := acmeOptions(p, r, t.TempDir(), own(t, "app.example.test"))
 			opts.DisableHTTPChallenge, opts.DisableTLSALPNChallenge = tc.noHTTP, tc.noTLS
 			m, err := New(opts)
 			if err != nil {
@@ -171,12 +182,12 @@ func TestACMEChallenges(t *testing.T) {
 			}
 			// Before ACME delivers, the bootstrap certificate serves.
 			addr := serveTLS(t, m.TLSConfig())
-			if _, _, err := handshake(addr, &tls.Config{ServerName: "app.example.test", RootCAs: p.Roots}); err == nil {
+			if _, _, err := handshake(addr, &tls.Config{ServerName: own(t, "app.example.test"), RootCAs: p.Roots}); err == nil {
 				t.Fatal("pebble-trusted handshake before Run")
 			}
 			r.start(t, m)
-			leaf := r.issued(t, p, m, "app.example.test")
-			if leaf.Issuer.CommonName == "" || leaf.DNSNames[0] != "app.example.test" {
+			leaf := r.issued(t, p, m, own(t, "app.example.test"))
+			if leaf.Issuer.CommonName == "" || leaf.DNSNames[0] != own(t, "app.example.test") {
 				t.Fatalf("issued %v for %v", leaf.Issuer, leaf.DNSNames)
 			}
 			if n := p.Orders(); n != 1 {
@@ -187,17 +198,16 @@ func TestACMEChallenges(t *testing.T) {
 }
 
 func TestACMEOnDemand(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	var asked atomic.Int32
-	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, name string) error {
 		asked.Add(1)
-		if name == "shop.customer.test" {
+		if name == own(t, "shop.customer.test") {
 			return nil
 		}
 		return errors.New("not a verified mapping")
@@ -207,12 +217,12 @@ func TestACMEOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start(t, m)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	before := p.Orders()
 
 	// A refused name: the bootstrap certificate, no ACME traffic.
 	addr := serveTLS(t, m.TLSConfig())
-	leaf, _, err := handshake(addr, &tls.Config{ServerName: "evil.customer.test", InsecureSkipVerify: true})
+	leaf, _, err := handshake(addr, &tls.Config{ServerName: own(t, "evil.customer.test"), InsecureSkipVerify: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +230,7 @@ func TestACMEOnDemand(t *testing.T) {
 		t.Fatalf("refused name: bootstrap=%v orders %d->%d asked=%d", leaf.Equal(m.boot.Load().Leaf), before, p.Orders(), asked.Load())
 	}
 	// An allowed custom domain is issued during its first handshake.
-	r.issued(t, p, m, "shop.customer.test")
+	r.issued(t, p, m, own(t, "shop.customer.test"))
 	if n := p.Orders(); n != before+1 {
 		t.Fatalf("orders %d, want %d", n, before+1)
 	}
@@ -233,18 +243,17 @@ func TestACMEOnDemand(t *testing.T) {
 // storage (no new order). A managed name's certificate is served without
 // asking the decision.
 func TestACMEOnDemandFollowsMapping(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	var mapped atomic.Bool
 	var asked atomic.Int32
-	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, name string) error {
 		asked.Add(1)
-		if name == "shop.customer.test" && mapped.Load() {
+		if name == own(t, "shop.customer.test") && mapped.Load() {
 			return nil
 		}
 		return errors.New("not a verified mapping")
@@ -255,8 +264,8 @@ func TestACMEOnDemandFollowsMapping(t *testing.T) {
 	}
 	mapped.Store(true)
 	r.start(t, m)
-	api := r.issued(t, p, m, "api.example.test")
-	shop := r.issued(t, p, m, "shop.customer.test")
+	api := r.issued(t, p, m, own(t, "api.example.test"))
+	shop := r.issued(t, p, m, own(t, "shop.customer.test"))
 	orders := p.Orders()
 	addr := serveTLS(t, m.TLSConfig())
 
@@ -267,12 +276,12 @@ func TestACMEOnDemandFollowsMapping(t *testing.T) {
 		want    *x509.Certificate // nil: the bootstrap certificate
 		decides bool              // whether the handshake asks Allow
 	}{
-		{"managed name", true, "api.example.test", api, false},
-		{"mapped", true, "shop.customer.test", shop, true},
-		{"mapping deleted", false, "shop.customer.test", nil, true},
-		{"still deleted", false, "shop.customer.test", nil, true},
-		{"managed name while deleted", false, "api.example.test", api, false},
-		{"mapped again", true, "shop.customer.test", shop, true},
+		{"managed name", true, own(t, "api.example.test"), api, false},
+		{"mapped", true, own(t, "shop.customer.test"), shop, true},
+		{"mapping deleted", false, own(t, "shop.customer.test"), nil, true},
+		{"still deleted", false, own(t, "shop.customer.test"), nil, true},
+		{"managed name while deleted", false, own(t, "api.example.test"), api, false},
+		{"mapped again", true, own(t, "shop.customer.test"), shop, true},
 	} {
 		mapped.Store(step.mapped)
 		before := asked.Load()
@@ -298,22 +307,21 @@ func TestACMEOnDemandFollowsMapping(t *testing.T) {
 }
 
 func TestACMECustomDomainsOff(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "api.example.test"))
 	opts.Allow = func(context.Context, string) error { return nil } // would allow, but off wins
 	m, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.start(t, m)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	addr := serveTLS(t, m.TLSConfig())
 	for i := 0; i < 3; i++ {
-		leaf, _, err := handshake(addr, &tls.Config{ServerName: "shop.customer.test", InsecureSkipVerify: true})
+		leaf, _, err := handshake(addr, &tls.Config{ServerName: own(t, "shop.customer.test"), InsecureSkipVerify: true})
 		if err != nil || !leaf.Equal(m.boot.Load().Leaf) {
 			t.Fatalf("custom domain with custom_domains off: %v", err)
 		}
@@ -322,10 +330,10 @@ func TestACMECustomDomainsOff(t *testing.T) {
 		t.Fatalf("pebble saw %d orders, want 1 (api only)", n)
 	}
 	// A name added while running (a new app) is ordered and served.
-	if err := m.Manage("new-app.example.test"); err != nil {
+	if err := m.Manage(own(t, "new-app.example.test")); err != nil {
 		t.Fatal(err)
 	}
-	r.issued(t, p, m, "new-app.example.test")
+	r.issued(t, p, m, own(t, "new-app.example.test"))
 	if n := p.Orders(); n != 2 {
 		t.Fatalf("pebble saw %d orders, want 2", n)
 	}
@@ -335,23 +343,22 @@ func TestACMECustomDomainsOff(t *testing.T) {
 // exactly one order, and both serve the certificate. Challenges are
 // answered in turn by either gateway.
 func TestACMETwoGatewaysSharedStorage(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
-	a, err := New(acmeOptions(p, r, dir, "app.example.test"))
+	a, err := New(acmeOptions(p, r, dir, own(t, "app.example.test")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(acmeOptions(p, r, dir, "app.example.test"))
+	b, err := New(acmeOptions(p, r, dir, own(t, "app.example.test")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.start(t, a, b)
-	la := r.issued(t, p, a, "app.example.test")
-	lb := r.issued(t, p, b, "app.example.test")
+	la := r.issued(t, p, a, own(t, "app.example.test"))
+	lb := r.issued(t, p, b, own(t, "app.example.test"))
 	if !la.Equal(lb) {
 		t.Fatal("the two gateways serve different certificates")
 	}
@@ -365,13 +372,12 @@ func TestACMETwoGatewaysSharedStorage(t *testing.T) {
 // provider, validated by Pebble against them), and any app name under the
 // zone is served from the wildcard.
 func TestACMEWildcardDNS01(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	p.DNS.AddZone("example.test")
-	opts := acmeOptions(p, r, t.TempDir(), "*.example.test", "api.example.test")
+	p.DNS.AddZone(own(t, "example.test"))
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "*.example.test"), own(t, "api.example.test"))
 	opts.DNSProvider = p.DNS
 	opts.DNSResolvers = []string{p.DNSAddr}
 	m, err := New(opts)
@@ -379,18 +385,18 @@ func TestACMEWildcardDNS01(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start(t, m)
-	leaf := r.issued(t, p, m, "any-app.example.test")
-	if !slices.Contains(leaf.DNSNames, "*.example.test") {
+	leaf := r.issued(t, p, m, own(t, "any-app.example.test"))
+	if !slices.Contains(leaf.DNSNames, own(t, "*.example.test")) {
 		t.Fatalf("served %v, want the wildcard", leaf.DNSNames)
 	}
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	// The wildcard already covers api.example.test, so that name can be
 	// served before its own order is even placed: wait for the order.
 	testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool { return p.Orders() >= 2 }, "api.example.test never ordered")
 	if n := p.Orders(); n != 2 {
 		t.Fatalf("pebble saw %d orders, want 2", n)
 	}
-	if txt := p.DNS.TXT("_acme-challenge.example.test"); len(txt) != 0 {
+	if txt := p.DNS.TXT(own(t, "_acme-challenge.example.test")); len(txt) != 0 {
 		t.Fatalf("challenge records left behind: %v", txt)
 	}
 }
@@ -422,20 +428,19 @@ func (c *clock) Add(d time.Duration) { c.now.Add(int64(d)) }
 // backoff window has passed. Once the domain points at the gateways, the
 // first handshake after the window is issued its certificate.
 func TestACMEOnDemandFailureBacksOff(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	const name = "broken.customer.test"
+	name := own(t, "broken.customer.test")
 	p.DNS.PointAway(name, true)
 	clk := newClock()
-	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(context.Context, string) error { return nil } // a verified mapping
 	opts.Now = clk.Now
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())
@@ -482,6 +487,7 @@ func TestACMEOnDemandFailureBacksOff(t *testing.T) {
 // client gets the bootstrap certificate.
 // Before, crypto/tls's background context let certmagic wait ~90 s.
 func TestACMEHungCAFreesTheHandshake(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -522,7 +528,7 @@ func TestACMEHungCAFreesTheHandshake(t *testing.T) {
 	addr := serveTLS(t, m.TLSConfig())
 	start := time.Now()
 	c, err := tls.DialWithDialer(&net.Dialer{Deadline: time.Now().Add(20 * time.Second)}, "tcp", addr,
-		&tls.Config{ServerName: "hung.customer.test", InsecureSkipVerify: true})
+		&tls.Config{ServerName: own(t, "hung.customer.test"), InsecureSkipVerify: true})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("handshake after %v: %v", took, err)
@@ -555,14 +561,13 @@ func certmagicLines(log string) string {
 // the order ran in the handshake's context, was cancelled with it, and
 // opened the backoff window: the next attempt was cut the same way.
 func TestACMEOnDemandOutlastsTheHandshake(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
-	const name = "slow.customer.test"
+	t.Parallel()
+	name := own(t, "slow.customer.test")
 	r := newRig(t)
 	r.slowHost, r.slowBy = name, 3*time.Second
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.DisableTLSALPNChallenge = true // HTTP-01 only, so every validation is slow
 	opts.Allow = func(_ context.Context, n string) error {
@@ -579,7 +584,7 @@ func TestACMEOnDemandOutlastsTheHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start(t, m)
-	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())
@@ -619,9 +624,8 @@ func TestACMEOnDemandOutlastsTheHandshake(t *testing.T) {
 // client sent the bootstrap certificate for a name that has a good one
 // gets a certificate error.
 func TestACMEOnDemandStoredLoadsPastBusyOrders(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
-	const slow, stored = "slow.customer.test", "stored.customer.test"
+	t.Parallel()
+	slow, stored := own(t, "slow.customer.test"), own(t, "stored.customer.test")
 	r := newRig(t)
 	r.slowHost, r.slowBy = slow, 3*time.Second
 	hp, tp := r.ports()
@@ -675,13 +679,12 @@ func TestACMEOnDemandStoredLoadsPastBusyOrders(t *testing.T) {
 // waiting for it then get the bootstrap certificate at once, and the name
 // no order until another handshake comes.
 func TestACMEOnDemandOrderNotEndedByAHandshakesRefusal(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
-	const name = "busy.customer.test"
+	t.Parallel()
+	name := own(t, "busy.customer.test")
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	opts := acmeOptions(p, r, t.TempDir(), "api.example.test")
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	var hold atomic.Bool
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -702,7 +705,7 @@ func TestACMEOnDemandOrderNotEndedByAHandshakesRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start(t, m)
-	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())

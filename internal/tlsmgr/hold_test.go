@@ -21,8 +21,7 @@ import (
 // stored; allowed again, the stored one is served, still without an
 // order.
 func TestACMEOnDemandNoNewOrder(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -30,7 +29,7 @@ func TestACMEOnDemandNoNewOrder(t *testing.T) {
 	status.Store("active")
 	allow := func(_ context.Context, name string) error {
 		switch s := status.Load().(string); {
-		case name != "shop.customer.test" && name != "new.customer.test":
+		case name != own(t, "shop.customer.test") && name != own(t, "new.customer.test"):
 			return errors.New("not a verified mapping")
 		case s == "suspended":
 			return fmt.Errorf("%w: app suspended", ErrNoNewOrder)
@@ -40,7 +39,7 @@ func TestACMEOnDemandNoNewOrder(t *testing.T) {
 		return nil
 	}
 	dir := t.TempDir()
-	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = allow
 	a, err := New(opts)
@@ -52,9 +51,9 @@ func TestACMEOnDemandNoNewOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start(t, a, b)
-	r.issued(t, p, a, "api.example.test")
-	r.issued(t, p, b, "api.example.test")
-	shop := r.issued(t, p, a, "shop.customer.test") // cached by a only
+	r.issued(t, p, a, own(t, "api.example.test"))
+	r.issued(t, p, b, own(t, "api.example.test"))
+	shop := r.issued(t, p, a, own(t, "shop.customer.test")) // cached by a only
 	orders := p.Orders()
 	addrA, addrB := serveTLS(t, a.TLSConfig()), serveTLS(t, b.TLSConfig())
 
@@ -64,14 +63,14 @@ func TestACMEOnDemandNoNewOrder(t *testing.T) {
 		addr, sni    string
 		want         *x509.Certificate // nil: the bootstrap certificate
 	}{
-		{"suspended, cached", "suspended", a, addrA, "shop.customer.test", shop},
-		{"suspended, cached, again", "suspended", a, addrA, "shop.customer.test", shop},
-		{"suspended, stored", "suspended", b, addrB, "shop.customer.test", shop},
-		{"suspended, none", "suspended", a, addrA, "new.customer.test", nil},
-		{"suspended, none, again", "suspended", b, addrB, "new.customer.test", nil},
-		{"retired, cached", "retired", a, addrA, "shop.customer.test", nil},
-		{"retired, none", "retired", b, addrB, "new.customer.test", nil},
-		{"active again", "active", a, addrA, "shop.customer.test", shop},
+		{"suspended, cached", "suspended", a, addrA, own(t, "shop.customer.test"), shop},
+		{"suspended, cached, again", "suspended", a, addrA, own(t, "shop.customer.test"), shop},
+		{"suspended, stored", "suspended", b, addrB, own(t, "shop.customer.test"), shop},
+		{"suspended, none", "suspended", a, addrA, own(t, "new.customer.test"), nil},
+		{"suspended, none, again", "suspended", b, addrB, own(t, "new.customer.test"), nil},
+		{"retired, cached", "retired", a, addrA, own(t, "shop.customer.test"), nil},
+		{"retired, none", "retired", b, addrB, own(t, "new.customer.test"), nil},
+		{"active again", "active", a, addrA, own(t, "shop.customer.test"), shop},
 	} {
 		status.Store(step.status)
 		leaf, _, err := handshake(step.addr, &tls.Config{ServerName: step.sni, InsecureSkipVerify: true})
@@ -99,13 +98,14 @@ func TestACMEOnDemandNoNewOrder(t *testing.T) {
 // renewal of a name kept without orders is served, loaded from storage
 // and then from the cache, and not renewed: no order starts for it.
 func TestACMEOnDemandNoNewOrderNoRenewal(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
-	const name = "held.customer.test"
+	name := own(t, "held.customer.test")
 	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
-	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, n string) error {
 		if n == name {
@@ -114,7 +114,7 @@ func TestACMEOnDemandNoNewOrderNoRenewal(t *testing.T) {
 		return errors.New("not a verified mapping")
 	}
 	m, _ := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	orders := p.Orders()
 	addr := serveTLS(t, m.TLSConfig())
 	for i := range 3 {

@@ -7,5 +7,10 @@ import (
 )
 
 // TestMain fails the package if a test leaves a goroutine behind
-// (certmagic's own aside: testutil.VerifyNoLeaks).
-func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+// (certmagic's own aside: testutil.VerifyNoLeaks). Its parallel tests
+// mostly wait on Pebble's validations and orders, and on the handshake
+// bounds: more of them run at once than the CPUs (testutil.ParallelWaits).
+func TestMain(m *testing.M) {
+	testutil.ParallelWaits(8)
+	testutil.VerifyNoLeaks(m)
+}

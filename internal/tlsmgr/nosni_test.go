@@ -13,13 +13,12 @@ import (
 // default certificate, the first managed name's: the bootstrap
 // certificate until ACME holds it, then the CA's *.{zone}, as with SNI.
 func TestACMENoSNIGetsTheWildcard(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name, and these tests issue the same names.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	p.DNS.AddZone("example.test")
-	opts := acmeOptions(p, r, t.TempDir(), "*.example.test")
+	p.DNS.AddZone(own(t, "example.test"))
+	opts := acmeOptions(p, r, t.TempDir(), own(t, "*.example.test"))
 	opts.DNSProvider = p.DNS
 	opts.DNSResolvers = []string{p.DNSAddr}
 	m, err := New(opts)
@@ -36,7 +35,7 @@ func TestACMENoSNIGetsTheWildcard(t *testing.T) {
 		t.Fatalf("before ACME: served %v issued by %q, want the bootstrap certificate", leaf.DNSNames, leaf.Issuer.CommonName)
 	}
 	r.start(t, m)
-	wildcard := r.issued(t, p, m, "any-app.example.test")
+	wildcard := r.issued(t, p, m, own(t, "any-app.example.test"))
 	leaf, st, err = handshake(addr, noSNI)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +50,7 @@ func TestACMENoSNIGetsTheWildcard(t *testing.T) {
 	for _, c := range st.PeerCertificates[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: p.Roots, Intermediates: inter, DNSName: "web.example.test"}); err != nil {
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: p.Roots, Intermediates: inter, DNSName: own(t, "web.example.test")}); err != nil {
 		t.Fatalf("no SNI: %v", err)
 	}
 }

@@ -92,12 +92,13 @@ func seedDueWildcard(t *testing.T, dir, directory, name string) *x509.Certificat
 // certificate from the next handshake on. The wildcard is renewed by the
 // managed names' own maintenance (DNS-01), and served until then.
 func TestACMEDueWildcardSurvivesOnDemand(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
-	seeded := seedDueWildcard(t, dir, p.Directory, "*.example.test")
-	opts := acmeOptions(p, r, dir, "*.example.test")
+	seeded := seedDueWildcard(t, dir, p.Directory, own(t, "*.example.test"))
+	opts := acmeOptions(p, r, dir, own(t, "*.example.test"))
 	opts.DNSProvider = failingDNS{}
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(context.Context, string) error { return errors.New("not a verified mapping") }
@@ -107,7 +108,7 @@ func TestACMEDueWildcardSurvivesOnDemand(t *testing.T) {
 	}
 	r.start(t, m)
 	addr := serveTLS(t, m.TLSConfig())
-	cfg := &tls.Config{ServerName: "web.example.test", InsecureSkipVerify: true}
+	cfg := &tls.Config{ServerName: own(t, "web.example.test"), InsecureSkipVerify: true}
 	testutil.WaitFor(t, 30*time.Second, func() bool {
 		leaf, _, err := handshake(addr, cfg)
 		return err == nil && leaf.Equal(seeded)
@@ -132,6 +133,7 @@ func TestACMEDueWildcardSurvivesOnDemand(t *testing.T) {
 // leaves the name its certificate, is logged once, and is not tried again
 // at the handshakes of its window.
 func TestACMEOnDemandDueIsRenewed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		away bool // the CA cannot validate the name
@@ -140,26 +142,28 @@ func TestACMEOnDemandDueIsRenewed(t *testing.T) {
 		{"stuck.customer.test", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			name := own(t, tc.name)
 			r := newRig(t)
 			hp, tp := r.ports()
 			p := tlsmgrtest.Start(t, hp, tp)
 			dir := t.TempDir()
-			seeded := seedDueWildcard(t, dir, p.Directory, tc.name) // 10 of 70 days left
-			opts := acmeOptions(p, r, dir, "api.example.test")
+			seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
+			opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 			opts.CustomDomains = CustomDomainsAuto
 			opts.Allow = func(_ context.Context, n string) error {
-				if n == tc.name {
+				if n == name {
 					return nil
 				}
 				return errors.New("not a verified mapping")
 			}
 			m, logs := r.startLogged(t, opts, 0)
-			r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+			r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 			before := p.Orders()
-			p.DNS.PointAway(tc.name, tc.away)
+			p.DNS.PointAway(name, tc.away)
 
 			addr := serveTLS(t, m.TLSConfig())
-			cfg := &tls.Config{ServerName: tc.name, InsecureSkipVerify: true}
+			cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true}
 			leaf, _, err := handshake(addr, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -169,7 +173,7 @@ func TestACMEOnDemandDueIsRenewed(t *testing.T) {
 			}
 			if !tc.away {
 				testutil.WaitFor(t, tlsmgrtest.IssueTimeout, func() bool {
-					_, _, err := handshake(addr, &tls.Config{ServerName: tc.name, RootCAs: p.Roots})
+					_, _, err := handshake(addr, &tls.Config{ServerName: name, RootCAs: p.Roots})
 					return err == nil
 				}, "the renewed certificate was never served")
 				if n := p.Orders() - before; n != 1 {
@@ -232,13 +236,14 @@ func (s *readsFailAfterSave) Load(ctx context.Context, key string) ([]byte, erro
 // one: the domain's clients got the bootstrap certificate while a valid
 // certificate of theirs was there to serve.
 func TestACMEOnDemandRenewalKeepsItsCertificateUntilTheRenewedLoads(t *testing.T) {
-	const name = "renewed.customer.test"
+	t.Parallel()
+	name := own(t, "renewed.customer.test")
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
 	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
-	opts := acmeOptions(p, r, "", "api.example.test")
+	opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
 	opts.Storage = &readsFailAfterSave{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, prefix: certmagic.StorageKeys.CertsSitePrefix(iss, name)}
 	opts.CustomDomains = CustomDomainsAuto
@@ -250,7 +255,7 @@ func TestACMEOnDemandRenewalKeepsItsCertificateUntilTheRenewedLoads(t *testing.T
 	}
 	opts.HandshakeTimeout = time.Second
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 
 	addr := serveTLS(t, m.TLSConfig())
 	cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true}
@@ -285,7 +290,8 @@ func TestACMEOnDemandRenewalKeepsItsCertificateUntilTheRenewedLoads(t *testing.T
 // failed renewal, and the log says so. It said the name got the
 // bootstrap certificate, which its clients never did.
 func TestACMEFailedRenewalWithoutStoredItemsKeepsTheCertificate(t *testing.T) {
-	const name = "vanished.customer.test"
+	t.Parallel()
+	name := own(t, "vanished.customer.test")
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -293,7 +299,7 @@ func TestACMEFailedRenewalWithoutStoredItemsKeepsTheCertificate(t *testing.T) {
 	dir := t.TempDir()
 	seeded := seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
 	clk := newClock()
-	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, n string) error {
 		if n == name {
@@ -303,7 +309,7 @@ func TestACMEFailedRenewalWithoutStoredItemsKeepsTheCertificate(t *testing.T) {
 	}
 	opts.Now = clk.Now
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	addr := serveTLS(t, m.TLSConfig())
 	cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true}
 	served := func(step string) {

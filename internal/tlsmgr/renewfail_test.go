@@ -30,21 +30,20 @@ import (
 // certificate at once and place no order. Before, renewals were left out
 // of the backoff, and every handshake ordered again (4 orders each).
 func TestACMEFailedRenewalBacksOff(t *testing.T) {
-	// Not parallel: certmagic keeps active challenges in one process-wide
-	// map keyed by name.
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	const name = "expired.customer.test"
+	name := own(t, "expired.customer.test")
 	p.DNS.PointAway(name, true)
 	dir := t.TempDir()
 	writeExpired(t, dir, p.Directory, name)
 
-	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(context.Context, string) error { return nil } // a verified mapping
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())
@@ -115,10 +114,11 @@ func siteMeta(name string) []byte { return []byte(`{"sans":["` + name + `"]}`) }
 // the bootstrap certificate until an operator deleted it by hand. The
 // manager now says so, deletes it and orders a new one, which is served.
 func TestACMEUnusableStoredCertIsReplaced(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	const name = "api.example.test"
+	name := own(t, "api.example.test")
 	dir := t.TempDir()
 	st := &certmagic.FileStorage{Path: dir}
 	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
@@ -145,10 +145,11 @@ func TestACMEUnusableStoredCertIsReplaced(t *testing.T) {
 // which name does not load, every checkEvery, as it did before it
 // deleted any.
 func TestACMEStoredCertNotLoadingSaysSo(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	const name = "api.example.test"
+	name := own(t, "api.example.test")
 	dir := t.TempDir()
 	st := &certmagic.FileStorage{Path: dir}
 	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
@@ -296,16 +297,17 @@ func (f failingLoad) Load(ctx context.Context, key string) ([]byte, error) {
 // for a managed name, the manager says so, deletes it once judged so
 // twice and orders a new one at the next handshake.
 func TestACMEUnusableStoredOnDemandCertIsReplaced(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	const name = "shop.customer.test"
+	name := own(t, "shop.customer.test")
 	dir := t.TempDir()
 	st := &certmagic.FileStorage{Path: dir}
 	iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
 	garbage := []byte("garbage")
 	storeSite(t, st, iss, name, garbage, garbage, garbage)
-	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, n string) error {
 		if n == name {
@@ -343,14 +345,15 @@ func TestACMEUnusableStoredOnDemandCertIsReplaced(t *testing.T) {
 // minutes and deaf to their context: past the listener's bound, each
 // holding its goroutine, and answered by a closed connection.
 func TestACMEExpiredRenewalKeepsTheHandshakeBound(t *testing.T) {
-	const name = "lapsed.customer.test"
+	t.Parallel()
+	name := own(t, "lapsed.customer.test")
 	r := newRig(t)
 	r.slowHost, r.slowBy = name, time.Minute // Pebble gives up after 10 s
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
 	writeExpired(t, dir, p.Directory, name)
-	opts := acmeOptions(p, r, dir, "api.example.test")
+	opts := acmeOptions(p, r, dir, own(t, "api.example.test"))
 	opts.CustomDomains = CustomDomainsAuto
 	opts.DisableTLSALPNChallenge = true // HTTP-01 only: the slow one
 	opts.Allow = func(_ context.Context, n string) error {
@@ -361,7 +364,7 @@ func TestACMEExpiredRenewalKeepsTheHandshakeBound(t *testing.T) {
 	}
 	opts.HandshakeTimeout = time.Second
 	m, _ := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 	addr := serveTLS(t, m.TLSConfig())
 
 	type result struct {
@@ -431,14 +434,15 @@ func (s *orderAfterHandshake) Load(ctx context.Context, key string) ([]byte, err
 // It was handed to certmagic, which made it wait for the renewal as long
 // as it ran (renewDynamicCertificate), deaf to its bound.
 func TestACMEExpiredRenewalBoundsAHandshakeThatLoadedIt(t *testing.T) {
-	const name = "lapsed.customer.test"
+	t.Parallel()
+	name := own(t, "lapsed.customer.test")
 	r := newRig(t)
 	r.slowHost, r.slowBy = name, time.Minute // Pebble gives up after 10 s
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
 	writeExpired(t, dir, p.Directory, name)
-	opts := acmeOptions(p, r, "", "api.example.test")
+	opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 	var before atomic.Int64
 	before.Store(1 << 30)
 	st := &orderAfterHandshake{
@@ -458,7 +462,7 @@ func TestACMEExpiredRenewalBoundsAHandshakeThatLoadedIt(t *testing.T) {
 	}
 	opts.HandshakeTimeout = time.Second
 	m, _ := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 	before.Store(int64(p.Orders()))
 	addr := serveTLS(t, m.TLSConfig())
 	bound := m.obtainWait + 2*time.Second

@@ -46,6 +46,7 @@ func (s *writesFail) Store(ctx context.Context, key string, v []byte) error {
 // the attempt's budget started another one, each issuance counted against
 // the CA's duplicate-certificate limit.
 func TestACMEOnDemandStoreFailureBacksOff(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		due    bool   // a due certificate is stored: a renewal; else a first order
@@ -55,32 +56,34 @@ func TestACMEOnDemandStoreFailureBacksOff(t *testing.T) {
 		{"new.customer.test", false, "on-demand certificate failed; the name gets the bootstrap certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			name := own(t, tc.name)
 			r := newRig(t)
 			hp, tp := r.ports()
 			p := tlsmgrtest.Start(t, hp, tp)
 			dir := t.TempDir()
 			var seeded *x509.Certificate
 			if tc.due {
-				seeded = seedDueWildcard(t, dir, p.Directory, tc.name) // 10 of 70 days left
+				seeded = seedDueWildcard(t, dir, p.Directory, name) // 10 of 70 days left
 			}
 			iss := (&certmagic.ACMEIssuer{CA: p.Directory}).IssuerKey()
-			st := &writesFail{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, prefix: certmagic.StorageKeys.CertsSitePrefix(iss, tc.name)}
-			opts := acmeOptions(p, r, "", "api.example.test")
+			st := &writesFail{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, prefix: certmagic.StorageKeys.CertsSitePrefix(iss, name)}
+			opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 			opts.Storage = st
 			opts.CustomDomains = CustomDomainsAuto
 			opts.Allow = func(_ context.Context, n string) error {
-				if n == tc.name {
+				if n == name {
 					return nil
 				}
 				return errors.New("not a verified mapping")
 			}
 			opts.HandshakeTimeout = time.Second
 			m, logs := r.startLogged(t, opts, 0)
-			r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+			r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 			before := p.Orders()
 
 			addr := serveTLS(t, m.TLSConfig())
-			cfg := &tls.Config{ServerName: tc.name, InsecureSkipVerify: true}
+			cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true}
 			served := func(step string) {
 				t.Helper()
 				leaf, _, err := handshake(addr, cfg)
@@ -97,7 +100,7 @@ func TestACMEOnDemandStoreFailureBacksOff(t *testing.T) {
 			}
 			served("first handshake") // starts the order
 			testutil.WaitFor(t, 30*time.Second, func() bool {
-				return strings.Contains(logs.String(), tc.failed) && m.orders.running(tc.name) == nil
+				return strings.Contains(logs.String(), tc.failed) && m.orders.running(name) == nil
 			}, "the attempt the store could not save did not end as failed")
 			if !strings.Contains(logs.String(), "store refuses writes") {
 				t.Errorf("the failure does not name the store's error:\n%s", logs.String())
@@ -155,7 +158,8 @@ func (s *lockGate) Lock(ctx context.Context, name string) error {
 // validation counted against the CA's limits, and a "renewal failed"
 // error and backoff window for a name nobody maps.
 func TestACMEOnDemandRenewalEndsWhenTheMappingGoes(t *testing.T) {
-	const name = "leaving.customer.test"
+	t.Parallel()
+	name := own(t, "leaving.customer.test")
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
@@ -170,7 +174,7 @@ func TestACMEOnDemandRenewalEndsWhenTheMappingGoes(t *testing.T) {
 	st := &lockGate{fileKV: fileKV{&certmagic.FileStorage{Path: dir}}, key: issueLock(name), waiting: make(chan struct{}, 1), open: make(chan struct{})}
 	var mapped atomic.Bool
 	mapped.Store(true)
-	opts := acmeOptions(p, r, "", "api.example.test")
+	opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 	opts.Storage = st
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, n string) error {
@@ -180,7 +184,7 @@ func TestACMEOnDemandRenewalEndsWhenTheMappingGoes(t *testing.T) {
 		return errors.New("not a verified mapping")
 	}
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test") // the ACME account exists: orders from here on are the name's
+	r.issued(t, p, m, own(t, "api.example.test")) // the ACME account exists: orders from here on are the name's
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())
@@ -224,12 +228,13 @@ func TestACMEOnDemandRenewalEndsWhenTheMappingGoes(t *testing.T) {
 // the order as failed all the same: "the name gets the bootstrap
 // certificate" logged, at error, for a name served its certificate.
 func TestACMEOnDemandStapleWriteIsNoFailedOrder(t *testing.T) {
-	const name = "stapled.customer.test"
+	t.Parallel()
+	name := own(t, "stapled.customer.test")
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.StartWithOCSP(t, hp, tp)
 	st := &writesFail{fileKV: fileKV{&certmagic.FileStorage{Path: t.TempDir()}}, prefix: "ocsp/"}
-	opts := acmeOptions(p, r, "", "api.example.test")
+	opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 	opts.Storage = st
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, n string) error {
@@ -239,7 +244,7 @@ func TestACMEOnDemandStapleWriteIsNoFailedOrder(t *testing.T) {
 		return errors.New("not a verified mapping")
 	}
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	stapled := st.n.Load() // the managed name's staple write
 
 	r.issued(t, p, m, name)
@@ -261,14 +266,15 @@ func TestACMEOnDemandStapleWriteIsNoFailedOrder(t *testing.T) {
 // other certificate lines say it. certmagic's cert_obtaining of an order
 // carries no "renewal": the line said renewal=<nil>.
 func TestACMEOnDemandOrderEndsWhenTheMappingGoes(t *testing.T) {
-	const name = "gone.customer.test"
+	t.Parallel()
+	name := own(t, "gone.customer.test")
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	st := &lockGate{fileKV: fileKV{&certmagic.FileStorage{Path: t.TempDir()}}, key: issueLock(name), waiting: make(chan struct{}, 1), open: make(chan struct{})}
 	var mapped atomic.Bool
 	mapped.Store(true)
-	opts := acmeOptions(p, r, "", "api.example.test")
+	opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 	opts.Storage = st
 	opts.CustomDomains = CustomDomainsAuto
 	opts.Allow = func(_ context.Context, n string) error {
@@ -279,7 +285,7 @@ func TestACMEOnDemandOrderEndsWhenTheMappingGoes(t *testing.T) {
 	}
 	opts.HandshakeTimeout = time.Second
 	m, logs := r.startLogged(t, opts, 0)
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())

@@ -61,11 +61,12 @@ func (s *slowCleanup) DeleteRecords(ctx context.Context, zone string, recs []lib
 // bus under it, and the record was left for the next sweep while the
 // goroutines ran on for up to certmagic's two-minute cleanup timeout.
 func TestStopWaitsForOrderCleanup(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
-	p.DNS.AddZone("example.test")
-	opts := acmeOptions(p, r, "", "*.example.test")
+	p.DNS.AddZone(own(t, "example.test"))
+	opts := acmeOptions(p, r, "", own(t, "*.example.test"))
 	opts.Storage = fileKV{&certmagic.FileStorage{Path: t.TempDir()}}
 	dns := &slowCleanup{Zones: p.DNS, appended: make(chan struct{}, 1)}
 	opts.DNSProvider = dns
@@ -98,7 +99,7 @@ func TestStopWaitsForOrderCleanup(t *testing.T) {
 	if !dns.deleted.Load() {
 		t.Fatal("Run returned before the stopped order removed its challenge record")
 	}
-	if txt := p.DNS.TXT("_acme-challenge.example.test"); len(txt) != 0 {
+	if txt := p.DNS.TXT(own(t, "_acme-challenge.example.test")); len(txt) != 0 {
 		t.Fatalf("challenge records left behind: %v", txt)
 	}
 }
@@ -114,6 +115,9 @@ func TestStopWaitsForOrderCleanup(t *testing.T) {
 // background order rather than the handshake (the handshake's read of
 // the store failed once): certmagic's load in the order started the same
 // renewal of its own.
+//
+// Not parallel: renewalsRunning reads every goroutine of the process, and
+// another test's renewal would be taken for this one's.
 func TestStopDuringOnDemandRenewal(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -235,14 +239,15 @@ func renewalsRunning() string {
 // and so do the handshakes, rather than when their bound ends while the
 // order goes on.
 func TestStopDuringOnDemandOrderReleasesHandshakes(t *testing.T) {
-	const name = "lapsed.customer.test"
+	t.Parallel()
+	name := own(t, "lapsed.customer.test")
 	r := newRig(t)
 	r.slowHost, r.slowBy = name, time.Minute // Pebble gives up after 10 s
 	hp, tp := r.ports()
 	p := tlsmgrtest.Start(t, hp, tp)
 	dir := t.TempDir()
 	writeExpired(t, dir, p.Directory, name)
-	opts := acmeOptions(p, r, "", "api.example.test")
+	opts := acmeOptions(p, r, "", own(t, "api.example.test"))
 	opts.Storage = fileKV{&certmagic.FileStorage{Path: dir}}
 	opts.CustomDomains = CustomDomainsAuto
 	opts.DisableTLSALPNChallenge = true
@@ -262,7 +267,7 @@ func TestStopDuringOnDemandOrderReleasesHandshakes(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	r.issued(t, p, m, "api.example.test")
+	r.issued(t, p, m, own(t, "api.example.test"))
 	before := p.Orders()
 
 	addr := serveTLS(t, m.TLSConfig())
