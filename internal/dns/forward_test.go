@@ -54,7 +54,8 @@ var bigTXT = func() []string {
 // ([delegation]), referrals for www.sub.example.org (to servers in
 // sub.example.org) and www.out.example.org (to servers elsewhere), a
 // CNAME to www.sub.example.org at alias.example.org with that referral,
-// and at answered.example.org with its A answered beside it, one out of
+// the same signed (with the CNAME's RRSIG) at signed.example.org, and at
+// answered.example.org with its A answered beside it, one out of
 // the zone at cname.sub.example.org and a DNAME at dname.sub.example.org,
 // each with the zone's NS beside it, as beside NODATA's SOA at
 // nodata.sub.example.org, and rcode fail for anything else when fail is
@@ -103,6 +104,15 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			if q.Name == "answered.example.org." && q.Qtype == mdns.TypeA {
 				resp.Answer = append(resp.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: target, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 99)})
 			}
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+		case q.Name == "signed.example.org.":
+			// alias's referral as a signed zone answers a query with
+			// DO: the CNAME with its RRSIG.
+			resp.Answer = append(resp.Answer,
+				&mdns.CNAME{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeCNAME, Class: mdns.ClassINET, Ttl: 300}, Target: "www.sub.example.org."},
+				&mdns.RRSIG{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeRRSIG, Class: mdns.ClassINET, Ttl: 300}, TypeCovered: mdns.TypeCNAME,
+					Algorithm: mdns.ECDSAP256SHA256, Labels: 3, OrigTtl: 300, Expiration: 2000000000, Inception: 1700000000, KeyTag: 7,
+					SignerName: "example.org.", Signature: strings.Repeat("A", 88)})
 			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
 		case q.Name == "dname.sub.example.org." && q.Qtype == mdns.TypeDNAME:
 			// The DNAME asked for, the zone's NS beside it.

@@ -308,10 +308,10 @@ func inDomainGlue(question []mdns.Question, answer, ns, extra []mdns.RR) int {
 
 // referredName is the name a reply with answer to question would be a
 // referral for: the question's name when answer is empty; when it holds
-// only CNAMEs (and the DNAMEs they come of), not asked for, the end of
-// their chain, whose records a server that delegated it leaves to the
-// delegated zone's (RFC 1034 §4.3.2 step 3b: BIND answers so). ok is
-// false when answer answers the question.
+// only CNAMEs (and the DNAMEs they come of, and their RRSIGs), not asked
+// for, the end of their chain, whose records a server that delegated it
+// leaves to the delegated zone's (RFC 1034 §4.3.2 step 3b: BIND answers
+// so). ok is false when answer answers the question.
 func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok bool) {
 	if len(question) != 1 {
 		return "", false
@@ -327,12 +327,14 @@ func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok b
 	targets := make(map[string]string, len(answer))
 	for _, rr := range answer {
 		if rr.Header().Rrtype == qt {
-			return "", false // a CNAME or DNAME asked for
+			return "", false // a CNAME, DNAME or RRSIG asked for
 		}
 		switch rr := rr.(type) {
 		case *mdns.CNAME:
 			targets[strings.ToLower(rr.Hdr.Name)] = rr.Target
-		case *mdns.DNAME:
+		case *mdns.DNAME, *mdns.RRSIG:
+			// A signed zone's chain, to a query with DO, holds each
+			// CNAME's and DNAME's RRSIG (RFC 4035 §3.1.1): no answer.
 		default:
 			return "", false
 		}

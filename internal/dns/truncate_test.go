@@ -168,6 +168,7 @@ func TestTruncatedAdditionalIsNotTC(t *testing.T) {
 		{"www.out.example.org.", mdns.TypeA, false},
 		{"www.sub.example.org.", mdns.TypeA, true},
 		{"alias.example.org.", mdns.TypeA, true},
+		{"signed.example.org.", mdns.TypeA, true},
 		{"alias.example.org.", mdns.TypeCNAME, false},
 		{"answered.example.org.", mdns.TypeA, false},
 		{"cname.sub.example.org.", mdns.TypeA, false},
