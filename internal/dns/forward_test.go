@@ -55,11 +55,12 @@ var bigTXT = func() []string {
 // sub.example.org) and www.out.example.org (to servers elsewhere), a
 // CNAME to www.sub.example.org at alias.example.org with that referral,
 // the same signed (with the CNAME's RRSIG) at signed.example.org, and at
-// answered.example.org with its A answered beside it, one out of
-// the zone at cname.sub.example.org and a DNAME at dname.sub.example.org,
-// each with the zone's NS beside it, as beside NODATA's SOA at
-// nodata.sub.example.org, and rcode fail for anything else when fail is
-// set.
+// answered.example.org with its A answered beside it, the same referral
+// after dname.example.org's DNAME to a DNAME asked for at
+// www.dname.example.org, one out of the zone at cname.sub.example.org and
+// a DNAME at dname.sub.example.org, each with the zone's NS beside it, as
+// beside NODATA's SOA at nodata.sub.example.org, and rcode fail for
+// anything else when fail is set.
 func startUpstream(t *testing.T, fail int) *upstream {
 	t.Helper()
 	u := &upstream{asked: map[string]int{}}
@@ -113,6 +114,14 @@ func startUpstream(t *testing.T, fail int) *upstream {
 				&mdns.RRSIG{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeRRSIG, Class: mdns.ClassINET, Ttl: 300}, TypeCovered: mdns.TypeCNAME,
 					Algorithm: mdns.ECDSAP256SHA256, Labels: 3, OrigTtl: 300, Expiration: 2000000000, Inception: 1700000000, KeyTag: 7,
 					SignerName: "example.org.", Signature: strings.Repeat("A", 88)})
+			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
+		case q.Name == "www.dname.example.org." && q.Qtype == mdns.TypeDNAME:
+			// A DNAME asked for below a DNAME, which is applied (RFC 6672
+			// §3.2 step 3c): its CNAME leads into sub.example.org, whose
+			// referral follows.
+			resp.Answer = append(resp.Answer,
+				&mdns.DNAME{Hdr: mdns.RR_Header{Name: "dname.example.org.", Rrtype: mdns.TypeDNAME, Class: mdns.ClassINET, Ttl: 300}, Target: "sub.example.org."},
+				&mdns.CNAME{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeCNAME, Class: mdns.ClassINET, Ttl: 300}, Target: "www.sub.example.org."})
 			resp.Ns, resp.Extra = delegation("sub.example.org.", "ns%d.sub.example.org.")
 		case q.Name == "dname.sub.example.org." && q.Qtype == mdns.TypeDNAME:
 			// The DNAME asked for, the zone's NS beside it.

@@ -308,10 +308,11 @@ func inDomainGlue(question []mdns.Question, answer, ns, extra []mdns.RR) int {
 
 // referredName is the name a reply with answer to question would be a
 // referral for: the question's name when answer is empty; when it holds
-// only CNAMEs (and the DNAMEs they come of, and their RRSIGs), not asked
-// for, the end of their chain, whose records a server that delegated it
-// leaves to the delegated zone's (RFC 1034 §4.3.2 step 3b: BIND answers
-// so). ok is false when answer answers the question.
+// only CNAMEs (and the DNAMEs they come of, and their RRSIGs), the end of
+// their chain, whose records a server that delegated it leaves to the
+// delegated zone's (RFC 1034 §4.3.2 step 3b: BIND answers so). ok is
+// false when answer answers the question: a record of the type asked at
+// a name of the chain (a CNAME or DNAME asked for is one), or ANY.
 func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok bool) {
 	if len(question) != 1 {
 		return "", false
@@ -325,9 +326,13 @@ func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok b
 		return "", false
 	}
 	targets := make(map[string]string, len(answer))
+	var asked []string // the owners of the records of type qt
 	for _, rr := range answer {
-		if rr.Header().Rrtype == qt {
-			return "", false // a CNAME, DNAME or RRSIG asked for
+		if h := rr.Header(); h.Rrtype == qt {
+			// A DNAME asked for below another is no answer: that one is
+			// applied (RFC 6672 §3.2 step 3c), its CNAME leading on.
+			asked = append(asked, h.Name)
+			continue
 		}
 		switch rr := rr.(type) {
 		case *mdns.CNAME:
@@ -341,14 +346,16 @@ func referredName(question []mdns.Question, answer []mdns.RR) (name string, ok b
 	}
 	// Each CNAME leads on from the one before; a loop ends in as many
 	// steps as there are records.
-	for range answer {
+	for i := 0; ; i++ {
+		if slices.ContainsFunc(asked, func(o string) bool { return strings.EqualFold(o, name) }) {
+			return "", false
+		}
 		next, ok := targets[strings.ToLower(name)]
-		if !ok {
-			break
+		if !ok || i == len(answer) {
+			return name, true
 		}
 		name = next
 	}
-	return name, true
 }
 
 // wholeRRsets returns kept, what Truncate left of the section all, less

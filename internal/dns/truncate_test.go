@@ -154,8 +154,9 @@ func delegation(owner, target string) (ns, addrs []mdns.RR) {
 // for the target (RFC 1034 §4.3.2 step 3b), and needs that glue as much;
 // once the target is answered, or is outside the zone of the NS beside
 // the CNAME, those NS and addresses are only additional information, and
-// a CNAME (or DNAME) asked for, or ANY, answers the question. NS beside
-// NODATA's SOA are no referral either.
+// a CNAME (or DNAME) asked for, or ANY, answers the question; a DNAME
+// asked for below another DNAME does not, that one's CNAME leading on
+// into the zone. NS beside NODATA's SOA are no referral either.
 func TestTruncatedAdditionalIsNotTC(t *testing.T) {
 	up := startUpstream(t, 0)
 	gw := startGateway(t, forwarder(t, up.addr), "127.0.0.1/32")
@@ -174,6 +175,7 @@ func TestTruncatedAdditionalIsNotTC(t *testing.T) {
 		{"answered.example.org.", mdns.TypeA, false},
 		{"cname.sub.example.org.", mdns.TypeA, false},
 		{"dname.sub.example.org.", mdns.TypeDNAME, false},
+		{"www.dname.example.org.", mdns.TypeDNAME, true},
 		{"nodata.sub.example.org.", mdns.TypeA, false},
 	} {
 		full := query(t, "tcp", gw, tt.name, tt.qtype, true)
