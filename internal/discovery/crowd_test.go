@@ -44,10 +44,14 @@ func TestHostEnrolledAfterItsFirstAnnounce(t *testing.T) {
 
 // flood announces n made-up host ids from a bus client without
 // credentials, and heartbeats them, over and over until the returned stop
-// is called. Each round ends with a heartbeat for an unknown id, whose
-// "announce" reply says the gateway has handled the round: the flood runs
-// as fast as the gateway takes it, without piling up in its subscription
-// (which would hold up every host's messages alike, a different matter).
+// is called. Every floodSync ids it sends a heartbeat for an unknown id,
+// whose "announce" reply says the gateway has handled what came before:
+// the flood runs as fast as the gateway takes it, without piling up in its
+// subscription (which would hold up every host's messages alike, a
+// different matter). One reply per round of 3000 ids let them pile up:
+// under -race on a loaded machine the gateway took some 400 ids a second,
+// so 7 s a round, and a verified host's heartbeats queued behind one
+// for the 2 s that make it stale.
 func flood(t *testing.T, hostURL string, n int) (stop func()) {
 	t.Helper()
 	nc, err := nats.Connect(hostURL)
@@ -70,15 +74,18 @@ func flood(t *testing.T, hostURL string, n int) (stop func()) {
 			for i := range anns {
 				nc.Publish(host.AnnounceSubject(cluster), anns[i])
 				nc.Publish(host.HeartbeatSubject(cluster), hbs[i])
-			}
-			if _, err := nc.Request(host.HeartbeatSubject(cluster), end, 10*time.Second); err != nil {
-				t.Errorf("flood: the gateway did not take a round: %v", err)
-				return
-			}
-			select {
-			case <-quit:
-				return
-			default:
+				if (i+1)%floodSync != 0 && i+1 < len(anns) {
+					continue
+				}
+				if _, err := nc.Request(host.HeartbeatSubject(cluster), end, 10*time.Second); err != nil {
+					t.Errorf("flood: the gateway did not take %d ids: %v", floodSync, err)
+					return
+				}
+				select {
+				case <-quit:
+					return
+				default:
+				}
 			}
 		}
 	}()
@@ -87,6 +94,10 @@ func flood(t *testing.T, hostURL string, n int) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// floodSync is how many made-up ids the flood sends between waits for the
+// gateway to have handled them (two messages each).
+const floodSync = 100
 
 // An anonymous client announces 3000 made-up host ids and keeps
 // announcing and heartbeating them. The hosts that never verified stay
@@ -112,7 +123,9 @@ func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
 		}
 	}
 	stop := flood(t, hostURL, 3000)
-	tu.WaitFor(t, 10*time.Second, func() bool { bounded(0); return e.failures("unenrolled") >= 3000 }, "flood not under way")
+	// The waits on the flood's progress end once the count is in; under
+	// -race at load 30 the gateway refused 200 made-up ids a second.
+	tu.WaitFor(t, time.Minute, func() bool { bounded(0); return e.failures("unenrolled") >= 3000 }, "flood not under way")
 
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
@@ -123,7 +136,7 @@ func TestUnverifiedFloodCannotCrowdOutEnrolledHost(t *testing.T) {
 
 	// Verified, it stays, however many more made-up ids come.
 	evicted := e.dropped("too_many_unverified")
-	tu.WaitFor(t, 10*time.Second, func() bool {
+	tu.WaitFor(t, time.Minute, func() bool {
 		bounded(1)
 		if !e.routable("hello", "web-1") {
 			t.Fatal("the flood took the verified host out")
