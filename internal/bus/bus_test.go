@@ -389,11 +389,16 @@ func TestEmbeddedDataDirInUse(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	first := startEmbeddedIn(t, dir, "127.0.0.1:0")
-	kv, err := first.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+	// The JetStream calls write through to disk (SyncAlways): a bound of
+	// their own, not nats.go's 5 s default, which a loaded machine can
+	// outlast (creating the bucket took 2.2 s under -race at load 28).
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	kv, err := first.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -409,17 +414,17 @@ func TestEmbeddedDataDirInUse(t *testing.T) {
 	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("error does not say the data dir is in use: %v", err)
 	}
-	if _, err := kv.Put(t.Context(), "k", []byte("w")); err != nil {
+	if _, err := kv.Put(ctx, "k", []byte("w")); err != nil {
 		t.Fatalf("the first bus after the refused start: %v", err)
 	}
 
 	first.Close()
 	again := startEmbeddedIn(t, dir, "127.0.0.1:0")
-	kv, err = again.JetStream().KeyValue(t.Context(), "t")
+	kv, err = again.JetStream().KeyValue(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := kv.Get(t.Context(), "k"); err != nil || string(e.Value()) != "w" {
+	if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "w" {
 		t.Fatalf("after a restart: %v %v", e, err)
 	}
 }
