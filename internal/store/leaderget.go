@@ -36,13 +36,12 @@ import (
 // once, or none does until its deadline while a server is in its first
 // seconds, where a replica would have answered from its copy.
 //
-// A page (MaxPage values) is as many reads, one after the other: ~150 ms
-// for 1000 on one loopback server (BenchmarkPageApps1000), a round trip
-// each on a network. nats-server (2.15) has no batched read the leader
-// alone answers: the message get refuses batch and max_bytes, and its
-// multi_last is the direct get's, which every replica answers, up_to_seq
-// included (a replica behind it answers with what it has, without the
-// write).
+// A page (MaxPage values) is as many reads, up to pageReaders at a time
+// (readInOrder), a round trip each on a network. nats-server (2.15) has
+// no batched read the leader alone answers: the message get refuses
+// batch and max_bytes, and its multi_last is the direct get's, which
+// every replica answers, up_to_seq included (a replica behind it answers
+// with what it has, without the write).
 type leaderGets struct {
 	nc *nats.Conn
 	// api is the JetStream API prefix the store's JetStream uses.

@@ -59,26 +59,41 @@ func (k kind[T]) page(ctx context.Context, js jetstream.JetStream, filter, after
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].sort < all[j].sort })
-	out := make([]*T, 0, min(limit, len(all)))
-	for _, o := range all {
-		e, err := k.latest(ctx, o.key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("store: list %s: %w", k.what, err)
-		}
-		v, err := k.decode(o.key, e.Value())
-		if err != nil {
-			bad(err)
-			continue
-		}
-		if len(out) == limit {
-			return out, true, nil // read one past the page: "more" promises a value
-		}
-		out = append(out, v)
+	type value struct {
+		v             *T
+		err, badValue error
 	}
-	return out, false, nil
+	read := func(ctx context.Context, i int) value {
+		e, err := k.latest(ctx, all[i].key)
+		if err != nil {
+			return value{err: err}
+		}
+		v, err := k.decode(all[i].key, e.Value())
+		return value{v: v, badValue: err}
+	}
+	out := make([]*T, 0, min(limit, len(all)))
+	var more bool
+	var failed error
+	readInOrder(ctx, len(all), limit+1, read, func(r value) int {
+		switch {
+		case errors.Is(r.err, jetstream.ErrKeyNotFound) || errors.Is(r.err, jetstream.ErrKeyDeleted):
+		case r.err != nil:
+			failed = r.err
+			return 0
+		case r.badValue != nil:
+			bad(r.badValue)
+		case len(out) == limit:
+			more = true // read one past the page: "more" promises a value
+			return 0
+		default:
+			out = append(out, r.v)
+		}
+		return limit + 1 - len(out)
+	})
+	if failed != nil {
+		return nil, false, fmt.Errorf("store: list %s: %w", k.what, failed)
+	}
+	return out, more, nil
 }
 
 // PageApps returns up to limit (1 to MaxPage) apps whose ids sort after

@@ -74,26 +74,40 @@ func tablePage[T any](ctx context.Context, s *Store, k kind[T], bucket string, c
 	if i < len(names) && names[i] == after {
 		i++
 	}
-	out = make([]*T, 0, min(limit, len(names)-i))
-	for _, name := range names[i:] {
-		key, err := nameKey(name)
+	names = names[i:]
+	type value struct {
+		v    *T
+		err  error
+		skip bool // not a name the store keeps; page could not list it either
+	}
+	read := func(ctx context.Context, i int) value {
+		key, err := nameKey(names[i])
 		if err != nil {
-			continue // not a name the store keeps; page could not list it either
+			return value{skip: true}
 		}
 		v, err := k.get(ctx, key)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			continue
-		case errors.Is(err, ErrBadValue):
-			s.logBad(err)
-			continue
-		case err != nil:
-			return nil, false, true, fmt.Errorf("store: list %s: %w", k.what, err)
-		}
-		if len(out) == limit {
-			return out, true, true, nil // read one past the page: "more" promises a value
-		}
-		out = append(out, v)
+		return value{v: v, err: err}
 	}
-	return out, false, true, nil
+	out = make([]*T, 0, min(limit, len(names)))
+	var failed error
+	readInOrder(ctx, len(names), limit+1, read, func(r value) int {
+		switch {
+		case r.skip, errors.Is(r.err, ErrNotFound):
+		case errors.Is(r.err, ErrBadValue):
+			s.logBad(r.err)
+		case r.err != nil:
+			failed = r.err
+			return 0
+		case len(out) == limit:
+			more = true // read one past the page: "more" promises a value
+			return 0
+		default:
+			out = append(out, r.v)
+		}
+		return limit + 1 - len(out)
+	})
+	if failed != nil {
+		return nil, false, true, fmt.Errorf("store: list %s: %w", k.what, failed)
+	}
+	return out, more, true, nil
 }
