@@ -5,12 +5,14 @@ import (
 	"sync"
 )
 
-// pageReaders bounds the leader reads one page has in flight. A page's
-// reads, one after the other, took a round trip each: 149 ms for 1000 on
-// one loopback server, where the same 1000 reads 32 at a time took 60 ms
-// (BenchmarkPageApps1000). The API runs at most four pages at once
-// (internal/api's maxPageLists), so a gateway sends a stream leader at
-// most 128 of them.
+// pageReaders bounds the leader reads one page has in flight. One after
+// the other, a page's reads wait a round trip each: a page of 1000 on
+// one loopback server took 115-130 ms so and 46-57 ms 32 at a time, with
+// a third less CPU, the server's included (BenchmarkPageReads, 2 cores;
+// 1.0-1.4x while other processes held both). The API runs at most four
+// pages at once (internal/api's maxPageLists), so a gateway sends a
+// stream leader at most 128 of them. A read's own timeout (leaderGets'
+// when ctx has none) counts its wait behind the page's other reads.
 const pageReaders = 32
 
 // readInOrder calls read for indexes 0 to n-1, up to pageReaders at once,
