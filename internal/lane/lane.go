@@ -838,8 +838,9 @@ func (cn *conn) readHead(first bool) bool {
 		// connection for it, and the goroutine that reads ran late. A
 		// deadline already past fails a read without a try, so the read
 		// gets lookFor: what came in time is there, and its head then has
-		// ReadHeaderTimeout (see read), as net/http gives a request whose
-		// first byte came before the idle timeout.
+		// ReadHeaderTimeout (see read). net/http's idle wait is a Peek(4):
+		// it asks four bytes in time where the lane asks one, then gives
+		// the head ReadHeaderTimeout as the lane does.
 		timeout = max(timeout-time.Since(cn.idleSince), lookFor)
 	}
 	cn.setDeadline(timeout, !first)
@@ -878,9 +879,11 @@ func (cn *conn) skipBlanks() bool {
 }
 
 // read reads more of a head begun, within timeout of now. The head of a
-// request that began during a wait for the next request (idle or warm) is
-// bounded by timeout from here (net/http bounds it from its first byte),
-// not by the end of that wait.
+// request that began during a wait for the next request (idle or warm), or
+// was only begun in what the lane read with the one before (pipelined), is
+// bounded by timeout from here, not by the end of that wait nor by the
+// last head's deadline: net/http arms ReadHeaderTimeout when its idle
+// wait's Peek(4) returns, which for a pipelined head is at once.
 func (cn *conn) read(timeout time.Duration) bool {
 	switch {
 	case cn.idleDeadline:

@@ -527,7 +527,7 @@ func parkedSince(t *testing.T, s *Server) time.Time {
 
 // TestRequestAtTheIdleEdge: a request that reaches a parked connection
 // before IdleTimeout runs out is served, as net/http serves a request
-// whose first byte came in time, however late the lane gets to read it.
+// that came in time, however late the lane gets to read it.
 // Here the reused goroutine that resumes the connection runs only after
 // the timeout: on a busy machine, a scheduling delay.
 func TestRequestAtTheIdleEdge(t *testing.T) {
