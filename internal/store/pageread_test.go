@@ -71,16 +71,17 @@ func putApps(t *testing.T, j jetstream.JetStream, s *store.Store, n int) []strin
 	return want
 }
 
-// TestPagesOfThousands: pages of 2500 apps, with deleted ones and values
+// TestPagesOfThousands: pages of 1250 apps, with deleted ones and values
 // that do not read among them, walk every app once and in id order, as
 // ListApps lists them, whether the pages list the bucket's keys (at the
-// largest size) or take the names from the routing table (at a size that
-// ends pages next to skipped keys too).
+// largest size: 1038 apps, two pages, more than pageReaders reads in
+// flight) or take the names from the routing table (at a size that ends
+// three of its six pages next to skipped keys).
 func TestPagesOfThousands(t *testing.T) {
 	t.Parallel()
 	ns := testutil.StartBus(t)
 	j, _ := js(t, ns.ClientURL())
-	want := putApps(t, j, open(t, j, store.Options{}), 2500)
+	want := putApps(t, j, open(t, j, store.Options{}), 1250)
 	lister := open(t, j, store.Options{}) // no table: pages list the keys
 	follower := open(t, j, store.Options{})
 	run(t, follower)
@@ -89,7 +90,7 @@ func TestPagesOfThousands(t *testing.T) {
 		name  string
 		s     *store.Store
 		limit int
-	}{{"list", lister, store.MaxPage}, {"table", follower, 251}} {
+	}{{"list", lister, store.MaxPage}, {"table", follower, 202}} {
 		list, err := c.s.ListApps(ctx)
 		if err != nil {
 			t.Fatal(err)
