@@ -370,6 +370,7 @@ func TestBucketDeletedIs503(t *testing.T) {
 		{"PUT", "/api/v3/apps/during", `{}`},
 		{"GET", "/api/v3/apps/before", nil},
 		{"DELETE", "/api/v3/apps/before", nil},
+		{"GET", "/api/v3/apps?limit=10", nil},
 	} {
 		r := e.do(c.method, c.path, token, c.body)
 		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" {

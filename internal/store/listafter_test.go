@@ -229,3 +229,33 @@ func TestListOfDeletedBucketIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// A page of a bucket deleted under a running gateway is the store not
+// answering too, whether it lists the bucket's keys or takes the names
+// from the routing table: the control API answers it 503, as it answers
+// a list or a get there, not 500.
+func TestPageOfDeletedBucketIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	lister := open(t, j, store.Options{}) // no table: pages list the keys
+	follower := open(t, j, store.Options{})
+	run(t, follower)
+	ctx := t.Context()
+	mustPut(t, lister.PutApp(ctx, &route.App{ID: "a"}))
+	mustPut(t, lister.PutDomain(ctx, &route.Domain{Domain: "a.test", App: "a"}))
+	for _, b := range []string{"gatehouse_apps", "gatehouse_domains"} {
+		if err := j.DeleteKeyValue(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, s := range map[string]*store.Store{"list": lister, "table": follower} {
+		_, _, appsErr := s.PageApps(ctx, "", store.MaxPage)
+		_, _, domainsErr := s.PageDomains(ctx, "", store.MaxPage)
+		for what, err := range map[string]error{"apps": appsErr, "domains": domainsErr} {
+			if !store.Unavailable(err) {
+				t.Errorf("%s page of %s with its bucket deleted: %v; want an error Unavailable says is one", name, what, err)
+			}
+		}
+	}
+}

@@ -151,12 +151,12 @@ func (s *Store) PageRecords(ctx context.Context, zone, after string, limit int) 
 func subjectKeys(ctx context.Context, js jetstream.JetStream, bucket, filter string) ([]string, error) {
 	st, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
-		return nil, err
+		return nil, streamGone(err)
 	}
 	prefix := "$KV." + bucket + "."
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
 	if err != nil {
-		return nil, err
+		return nil, streamGone(err)
 	}
 	keys := make([]string, 0, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
@@ -165,4 +165,14 @@ func subjectKeys(ctx context.Context, js jetstream.JetStream, bucket, filter str
 		}
 	}
 	return keys, nil
+}
+
+// streamGone makes a bucket deleted under a running gateway the store not
+// answering (Unavailable), as leaderGets' reads of it are: a page answers
+// 503, as a list or a get of that bucket does, not 500.
+func streamGone(err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: %w", jetstream.ErrNoStreamResponse, err)
+	}
+	return err
 }

@@ -67,7 +67,7 @@ func tablePage[T any](ctx context.Context, s *Store, k kind[T], bucket string, c
 	}
 	t, ok, err := s.caughtUp(ctx, bucket)
 	if !ok {
-		return nil, false, false, err
+		return nil, false, false, streamGone(err)
 	}
 	names := c.of(t)
 	i := sort.SearchStrings(names, after)
