@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -563,16 +564,7 @@ func TestRequestAtTheIdleEdge(t *testing.T) {
 			}
 			t.Fatalf("%d tries: the parker never took a request before IdleTimeout", attempt)
 		}
-		res, err := http.ReadResponse(cl.br, nil)
-		if err != nil {
-			t.Fatalf("a request that woke the parked connection %v before IdleTimeout: %v, want it served", left, err)
-		}
-		if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || string(b) != "GET /edge" {
-			t.Fatalf("status %d, body %q", res.StatusCode, b)
-		}
-		if n := th.lane.Load(); n != 2 {
-			t.Fatalf("lane served %d requests, want 2", n)
-		}
+		wantEdgeServed(t, cl, th, fmt.Sprintf("a request that woke the parked connection %v before IdleTimeout", left))
 		return
 	}
 }
@@ -614,16 +606,23 @@ func TestRequestAtTheIdleSweep(t *testing.T) {
 			}
 			t.Fatalf("%d tries: no request sent before IdleTimeout", attempt)
 		}
-		res, err := http.ReadResponse(cl.br, nil)
-		if err != nil {
-			t.Fatalf("a request sent to the parked connection %v before IdleTimeout: %v, want it served", left, err)
-		}
-		if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || string(b) != "GET /edge" {
-			t.Fatalf("status %d, body %q", res.StatusCode, b)
-		}
-		if n := th.lane.Load(); n != 2 {
-			t.Fatalf("lane served %d requests, want 2", n)
-		}
+		wantEdgeServed(t, cl, th, fmt.Sprintf("a request sent to the parked connection %v before IdleTimeout", left))
 		return
+	}
+}
+
+// wantEdgeServed: the request for /edge, what says how it came, was
+// answered, and it was the lane's second on the connection.
+func wantEdgeServed(t *testing.T, cl *client, th *testHandler, what string) {
+	t.Helper()
+	res, err := http.ReadResponse(cl.br, nil)
+	if err != nil {
+		t.Fatalf("%s: %v, want it served", what, err)
+	}
+	if b, _ := io.ReadAll(res.Body); res.StatusCode != http.StatusOK || string(b) != "GET /edge" {
+		t.Fatalf("status %d, body %q", res.StatusCode, b)
+	}
+	if n := th.lane.Load(); n != 2 {
+		t.Fatalf("lane served %d requests, want 2", n)
 	}
 }
