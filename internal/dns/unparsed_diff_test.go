@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"strings"
 	"testing"
 
 	mdns "github.com/miekg/dns"
@@ -64,6 +65,38 @@ func FuzzUnparsedAsMiekg(f *testing.F) {
 	f.Add(b[:len(b)-3])
 	f.Add([]byte("000000000000"))                                                             // a header alone, refused
 	f.Add([]byte("\x30\x30\x30\x30\x00\x01\x00\x00\x00\x00\x00\x00\xd2\x30\x30\x30\x30\x30")) // a pointer past the end
+	// At the edges of what unpacks vouches for without unpacking: a name
+	// of 255 bytes with the root (miekg/dns reads it) and of 256 (it
+	// does not: its budget is spent), an OPT whose options it reads from
+	// any bytes, of any length, and ones it does not take so, each
+	// alone and cut short.
+	long := func(n int) string { // a name of n bytes, the root's included
+		var name string
+		for r := n - 1; r > 0; { // each label costs its length and one
+			l := min(63, r-1)
+			name += strings.Repeat("a", l) + "."
+			r -= l + 1
+		}
+		return name
+	}
+	for _, n := range []int{254, 255, 256} {
+		q := new(mdns.Msg)
+		q.SetQuestion(long(n), mdns.TypeA)
+		b, _ := q.Pack()
+		f.Add(b)
+	}
+	for _, opt := range [][]byte{
+		{0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8}, {0, 10, 0, 1, 1}, {0, 10, 0, 0}, {0, 12, 0, 3, 0, 0, 0}, {0, 3, 0, 0},
+		{0xFE, 0x47, 0, 0}, {0, 10, 0, 9, 1}, {0, 10, 0}, {0, 8, 0, 4, 0, 3, 24, 0}, {0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2},
+		{0, 11, 0, 1, 0}, {0, 9, 0, 2, 0, 0}, {0, 15, 0, 1, 0}, {0, 10, 0, 0, 0, 12, 0, 1, 0, 8, 0, 4, 0, 3, 24, 0},
+	} {
+		q := new(mdns.Msg)
+		q.SetQuestion("hello.apps.example.com.", mdns.TypeA)
+		q.SetEdns0(1232, false)
+		b, _ := q.Pack()
+		b = b[:len(b)-2] // the OPT's RDLENGTH, 0: these options instead
+		f.Add(append(binary.BigEndian.AppendUint16(b, uint16(len(opt))), opt...))
+	}
 	s, err := New(Options{Addr: "127.0.0.1:0", Zones: func() []Zone { return nil }, RateLimit: 1000, RateLimitSlip: 2})
 	if err != nil {
 		f.Fatal(err)
