@@ -38,7 +38,9 @@
 // [Forwarder], a query with RD set from a source network in
 // Options.RecursionAllow for a name outside every zone is forwarded to the
 // upstreams and their answer relayed with RA set (SERVFAIL when none
-// answers). Names in a zone are always answered here, never forwarded, as
+// answers); the query's AD, CD and DO bits go upstream with it, and the
+// upstream's AD comes back to a query that set AD or DO (RFC 6840
+// §5.7-5.8). Names in a zone are always answered here, never forwarded, as
 // are the zone transfers and meta-types above; and a query another
 // gatehouse forwarded (it carries an EDNS mark) is never forwarded again,
 // so upstreams that lead back to a gatehouse cannot loop.

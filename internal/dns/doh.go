@@ -92,6 +92,9 @@ func ResolveRecursive(ctx context.Context, q DoHQuestion, zones []Zone, f *Forwa
 	req := new(mdns.Msg)
 	req.SetQuestion(q.Name, q.Type)
 	req.CheckingDisabled = q.CheckingDisabled
+	// The answer's JSON always carries AD, which its client reads: ask
+	// for it (RFC 6840 §5.7), as a DNS client that understands it does.
+	req.AuthenticatedData = true
 	var resp *mdns.Msg
 	switch {
 	case f != nil && recursable(req, zones):

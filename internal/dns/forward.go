@@ -109,6 +109,10 @@ func (f *Forwarder) Forward(ctx context.Context, req *mdns.Msg, network string) 
 	out.Question[0].Qclass = q.Qclass
 	out.RecursionDesired = true
 	out.CheckingDisabled = req.CheckingDisabled
+	// RFC 6840 §5.7: AD in a query asks for AD in the answer, without the
+	// DNSSEC records DO asks for, and §5.8 has a validating upstream set
+	// it only then: dropped here, the client would never get it.
+	out.AuthenticatedData = req.AuthenticatedData
 	do := false
 	if o := req.IsEdns0(); o != nil {
 		do = o.Do()
@@ -189,14 +193,21 @@ func usable(m, r *mdns.Msg) error {
 }
 
 // relay turns an upstream's answer into the reply to req: req's id and
-// question, RA set, never authoritative, and an OPT record only if req
-// had one.
+// question, RA set, never authoritative, AD as the upstream says when req
+// asked for it, and an OPT record only if req had one.
 func relay(req, r *mdns.Msg) *mdns.Msg {
 	resp := new(mdns.Msg)
 	resp.SetReply(req)
 	resp.Rcode = r.Rcode
 	resp.RecursionAvailable = true
-	resp.AuthenticatedData = r.AuthenticatedData
+	// RFC 6840 §5.8: AD only to a query with AD or DO set, which says the
+	// client understands it, "to protect legacy stub resolvers and
+	// middleboxes"; an upstream from before RFC 6840 sets it for all.
+	do := false
+	if o := req.IsEdns0(); o != nil {
+		do = o.Do()
+	}
+	resp.AuthenticatedData = r.AuthenticatedData && (req.AuthenticatedData || do)
 	resp.Answer = r.Answer
 	resp.Ns = r.Ns
 	for _, rr := range r.Extra {

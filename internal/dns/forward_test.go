@@ -49,7 +49,8 @@ var bigTXT = func() []string {
 }()
 
 // startUpstream serves on 127.0.0.1:0 until the test ends: example.org A
-// 192.0.2.80, big.example.org TXT (truncated over UDP), NXDOMAIN for
+// 192.0.2.80, secure.example.org and legacy.example.org A, validated
+// (AD set: [TestRecursionAD]), big.example.org TXT (truncated over UDP), NXDOMAIN for
 // nx.example.org, ns.example.org NS with the servers' addresses
 // ([delegation]), referrals for www.sub.example.org (to servers in
 // sub.example.org) and www.out.example.org (to servers elsewhere), a
@@ -83,6 +84,13 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			resp.Rcode = fail
 		case q.Name == "example.org." && q.Qtype == mdns.TypeA:
 			resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr, A: net.IPv4(192, 0, 2, 80)})
+		case q.Name == "secure.example.org." || q.Name == "legacy.example.org.":
+			// A name the upstream validated: secure's AD is set as RFC
+			// 6840 §5.8 has a validating resolver set it, only for a query
+			// with AD or DO set; legacy's always, as before RFC 6840.
+			resp.Answer = append(resp.Answer, &mdns.A{Hdr: hdr, A: net.IPv4(192, 0, 2, 81)})
+			o := req.IsEdns0()
+			resp.AuthenticatedData = q.Name == "legacy.example.org." || req.AuthenticatedData || o != nil && o.Do()
 		case q.Name == "big.example.org." && q.Qtype == mdns.TypeTXT:
 			for _, v := range bigTXT {
 				resp.Answer = append(resp.Answer, &mdns.TXT{Hdr: hdr, Txt: []string{v}})
@@ -421,5 +429,60 @@ func TestRecursionNoLoop(t *testing.T) {
 	time.Sleep(time.Second)
 	if n := up.count("udp", "example.org.") + up.count("tcp", "example.org."); n != 2 {
 		t.Errorf("the upstream was asked %d times for 2 queries: the gateway forwards its own forwards", n)
+	}
+}
+
+// TestRecursionAD: a forward carries the client's AD bit to the upstream
+// and brings the upstream's back only to a client that set AD or DO. RFC
+// 6840 §5.7 makes AD in a query the signal that the client wants AD in
+// the answer (without DNSSEC records, which DO asks for), and §5.8 has a
+// validating resolver set AD only for a query with AD or DO: a forward
+// that drops the bit leaves such a client, as systemd-resolved and glibc
+// with trust-ad are, without AD for a name its upstream validated. And
+// an upstream that sets AD for every query (legacy: before RFC 6840)
+// must not reach, through the gateway, a client that asked for neither.
+func TestRecursionAD(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, 0)
+	gw := startGateway(t, forwarder(t, up.addr), "127.0.0.1/32")
+	for _, network := range []string{"udp", "tcp"} {
+		for _, tt := range []struct {
+			name   string
+			ad, do bool
+			want   bool
+		}{
+			{"secure.example.org.", true, false, true},
+			{"secure.example.org.", false, true, true},
+			{"secure.example.org.", true, true, true},
+			{"secure.example.org.", false, false, false},
+			{"legacy.example.org.", true, false, true},
+			{"legacy.example.org.", false, true, true},
+			{"legacy.example.org.", false, false, false},
+		} {
+			q := new(mdns.Msg)
+			q.SetQuestion(tt.name, mdns.TypeA)
+			q.RecursionDesired = true
+			q.AuthenticatedData = tt.ad
+			if tt.do {
+				q.SetEdns0(1232, true)
+			}
+			r, _, err := (&mdns.Client{Net: network, Timeout: 10 * time.Second}).Exchange(q, gw)
+			if err != nil {
+				t.Fatalf("%s %s: %v", network, tt.name, err)
+			}
+			if r.Rcode != mdns.RcodeSuccess || len(r.Answer) != 1 || r.AuthenticatedData != tt.want {
+				t.Errorf("%s %s asked with AD=%v DO=%v: %s, %d answers, AD=%v; want NOERROR, 1 answer, AD=%v",
+					network, tt.name, tt.ad, tt.do, mdns.RcodeToString[r.Rcode], len(r.Answer), r.AuthenticatedData, tt.want)
+			}
+		}
+	}
+	// A DoH JSON answer always says AD: its client reads the bit, so the
+	// forward asks for it, as a client setting AD does.
+	q, err := ParseQuestion("secure.example.org", "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ResolveRecursive(context.Background(), q, testZones, forwarder(t, up.addr)); d.Status != 0 || len(d.Answer) != 1 || !d.AD {
+		t.Errorf("resolve API: %+v, want the answer with AD", d)
 	}
 }
