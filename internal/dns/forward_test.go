@@ -51,7 +51,9 @@ var bigTXT = func() []string {
 // startUpstream serves on 127.0.0.1:0 until the test ends: example.org A
 // 192.0.2.80, secure.example.org and legacy.example.org A, validated
 // (AD set: [TestRecursionAD]), big.example.org TXT (truncated over UDP), NXDOMAIN for
-// nx.example.org, ns.example.org NS with the servers' addresses
+// nx.example.org (and for nxns.example.org, with NS and addresses
+// where its SOA would be), an upward referral to the root at
+// up.example.org, ns.example.org NS with the servers' addresses
 // ([delegation]), referrals for www.sub.example.org (to servers in
 // sub.example.org) and www.out.example.org (to servers elsewhere), a
 // CNAME to www.sub.example.org at alias.example.org with that referral,
@@ -97,6 +99,16 @@ func startUpstream(t *testing.T, fail int) *upstream {
 			}
 		case q.Name == "nx.example.org.":
 			resp.Rcode = mdns.RcodeNameError
+		case q.Name == "nxns.example.org.":
+			// NXDOMAIN without the SOA, example.org's NS and their
+			// addresses in its place: no referral.
+			resp.Rcode = mdns.RcodeNameError
+			resp.Ns, resp.Extra = delegation("example.org.", "ns%d.example.org.")
+		case q.Name == "up.example.org.":
+			// An upward referral, to the root's servers (RFC 9499:
+			// what authoritative servers once answered for names they
+			// were not authoritative for).
+			resp.Ns, resp.Extra = delegation(".", "ns%d.root-servers.example.")
 		case q.Name == "ns.example.org." && q.Qtype == mdns.TypeNS:
 			resp.Answer, resp.Extra = delegation(q.Name, "ns%d.example.net.")
 		case q.Name == "www.sub.example.org.":

@@ -269,18 +269,24 @@ func truncateRRsets(resp *mdns.Msg, size int) {
 	resp.Extra = wholeRRsets(resp.Extra, extra)
 	cut := len(resp.Answer) < len(answer) || len(resp.Ns) < len(ns)
 	if !cut && len(resp.Extra) < len(extra) {
-		cut = inDomainGlue(resp.Question, answer, ns, resp.Extra) < inDomainGlue(resp.Question, answer, ns, extra)
+		cut = inDomainGlue(resp.Rcode, resp.Question, answer, ns, resp.Extra) < inDomainGlue(resp.Rcode, resp.Question, answer, ns, extra)
 	}
 	resp.Truncated = tc || cut
 }
 
 // inDomainGlue counts the address records in extra of the in-domain name
-// servers of a referral: a reply with NS records in its authority section
-// ns for a zone that holds the name it refers for ([referredName]), whose
-// servers at or below the delegated name cannot be found without those
-// addresses. RFC 9471 §3.1: a referral that cannot hold all of them MUST
-// have TC set. 0 for any other reply.
-func inDomainGlue(question []mdns.Question, answer, ns, extra []mdns.RR) int {
+// servers of a referral: a NOERROR reply with NS records in its authority
+// section ns for a zone that holds the name it refers for
+// ([referredName]), whose servers at or below the delegated name cannot
+// be found without those addresses. RFC 9471 §3.1: a referral that
+// cannot hold all of them MUST have TC set. 0 for any other reply: an
+// NXDOMAIN says the name is not there, which needs no name server's
+// address, whatever NS come with it (RFC 2181 §9). An upward referral,
+// to the root's servers, counts: every name is in the root's domain.
+func inDomainGlue(rcode int, question []mdns.Question, answer, ns, extra []mdns.RR) int {
+	if rcode != mdns.RcodeSuccess {
+		return 0
+	}
 	name, ok := referredName(question, answer)
 	if !ok {
 		return 0

@@ -207,6 +207,46 @@ func TestTruncatedAdditionalIsNotTC(t *testing.T) {
 	}
 }
 
+// TestTruncatedGlueOfNoReferral: TC is set for cut glue only in a
+// referral (RFC 9471 §3.1), which is NOERROR: an NXDOMAIN whose
+// authority section holds NS records and the additional section their
+// addresses, in place of the SOA, is whole without them (RFC 2181 §9),
+// and one cut of some of them is sent without TC, not sent to TCP for
+// nothing. An upward referral, to the root's servers, is a referral (RFC
+// 9499) whose servers are in the root's domain, as every name is: its
+// glue cut, it has TC set, as any referral's.
+func TestTruncatedGlueOfNoReferral(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, 0)
+	gw := startGateway(t, forwarder(t, up.addr), "127.0.0.1/32")
+	for _, tt := range []struct {
+		name  string
+		rcode int
+		tc    bool
+	}{
+		{"nxns.example.org.", mdns.RcodeNameError, false},
+		{"up.example.org.", mdns.RcodeSuccess, true},
+	} {
+		full := query(t, "tcp", gw, tt.name, mdns.TypeA, true)
+		if full.Rcode != tt.rcode || full.Truncated || countNS(full.Ns) != 4 || len(full.Extra) != 40 {
+			t.Fatalf("%s over TCP: %s TC=%v, want %s, 4 NS and their 40 addresses:\n%v", tt.name,
+				mdns.RcodeToString[full.Rcode], full.Truncated, mdns.RcodeToString[tt.rcode], full)
+		}
+		q := new(mdns.Msg)
+		q.SetQuestion(tt.name, mdns.TypeA)
+		q.RecursionDesired = true
+		wire := rawUDP(t, gw, q)
+		r := new(mdns.Msg)
+		if err := r.Unpack(wire); err != nil {
+			t.Fatal(err)
+		}
+		if len(wire) > mdns.MinMsgSize || r.Rcode != tt.rcode || countNS(r.Ns) != 4 || len(r.Extra) >= 40 || r.Truncated != tt.tc {
+			t.Errorf("%s over UDP: %d bytes, %s, %d NS, %d addresses, TC=%v; want at most 512, %s, all 4 NS, fewer than 40, TC=%v",
+				tt.name, len(wire), mdns.RcodeToString[r.Rcode], countNS(r.Ns), len(r.Extra), r.Truncated, mdns.RcodeToString[tt.rcode], tt.tc)
+		}
+	}
+}
+
 // countNS counts the NS records in rrs.
 func countNS(rrs []mdns.RR) int {
 	n := 0
