@@ -311,9 +311,28 @@ func sidecarServer(h http.Handler, scheme string, t sidecarTimeouts) *http.Serve
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
+		srv.HTTP2 = &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     sidecarStreamWindow,
+			MaxReceiveBufferPerConnection: sidecarConnWindow,
+		}
 	}
 	return srv
 }
+
+// The h2c server's receive windows. A stream's unread upload holds its
+// part of the connection's window until its handler reads it, and a
+// gateway sends all its requests to the host on one connection: with
+// net/http's defaults, 1 MiB each, one request whose app took none of
+// its upload (and stayed open) left every other stream of the gateway's
+// unable to send a byte, and the stall bound answered their uploads 408.
+// Six streams' windows: five such streams leave the others a stream's
+// window, and a connection holds at most 3 MiB of uploads the app has not
+// taken (net/http's documented bound on the connection's is under 4 MiB).
+// 512 KiB a stream still moves an upload at 500 MB/s a millisecond away.
+const (
+	sidecarStreamWindow = 512 << 10
+	sidecarConnWindow   = 6 * sidecarStreamWindow
+)
 
 // selfLoop reports whether up is listen, the sidecar's own -addr, so that
 // it would forward every request to itself, each hop holding a connection
