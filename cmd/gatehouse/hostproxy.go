@@ -78,15 +78,8 @@ func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logg
 		rt = connNamesTransport{tr}
 	}
 	rp := &httputil.ReverseProxy{
-		Transport: rt,
-		ModifyResponse: func(res *http.Response) error {
-			if res.StatusCode != http.StatusSwitchingProtocols {
-				// Not a 101's: Hijack lifts the deadlines, and the
-				// tunnel has none.
-				answered(res.Request)
-			}
-			return checkAnswer(res)
-		},
+		Transport:      rt,
+		ModifyResponse: checkAnswer,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.Out.Host = pr.In.Host

@@ -140,7 +140,7 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 		// with the deadline rearm leaves.
 		r2 := r.WithContext(context.WithValue(r.Context(), stallKey{}, b))
 		r2.Body = b
-		next.ServeHTTP(w, r2)
+		next.ServeHTTP(stallWriter{w, b}, r2)
 		b.rearm(w)
 		b.mu.Lock()
 		b.returned = true // net/http sets the next request's deadlines
@@ -251,18 +251,22 @@ func (b *stallBody) armLocked() {
 	}
 }
 
-// answered renews the deadline of r's body, if it has one neither read
-// to its end nor closed, as the app's answer comes, before its head goes
-// out: net/http then reads what is left of the body (up to 256 KiB, all
-// of a chunked one's), with the deadline the last read armed, which may
-// have passed while the app, taking no more of the upload, worked. That
-// read failing cancelled the request, and an honest client's answer was
-// cut. Checked and armed under one lock: a body that ended has its
-// deadline lifted, and one armed after would fall on net/http's read
-// that watches for the client leaving.
-func answered(r *http.Request) {
-	b, ok := r.Context().Value(stallKey{}).(*stallBody)
-	if !ok {
+// answering renews the deadline as the handler writes or flushes its
+// answer, which may send the answer's head: net/http then reads what is
+// left of the body (up to 256 KiB, all of a chunked one's), with the
+// deadline the last read armed, which may have passed while the app,
+// taking no more of the upload, worked. The head goes out at the answer's
+// first bytes (at once only for one of unknown length, which ReverseProxy
+// flushes), and an app may send its head and its body far apart: renewed
+// at the app's head, the deadline passed before its body. That read
+// failing cancelled the request, and an honest client got a head and a
+// cut body. Not while a read of the body waits: its deadline is for the
+// client's stall, which writes of the answer must not put off. Checked
+// and armed under one lock: a body that ended has its deadline lifted,
+// and one armed after would fall on net/http's read that watches for the
+// client leaving.
+func (b *stallBody) answering() {
+	if b.reads.Load() > 0 {
 		return
 	}
 	b.mu.Lock()
@@ -271,6 +275,28 @@ func answered(r *http.Request) {
 		b.armLocked()
 	}
 }
+
+// stallWriter is the ResponseWriter of an HTTP/1 request with a body
+// (stallBodies). Unwrap keeps the rest of http.ResponseController (a
+// 101's Hijack) reaching net/http's.
+type stallWriter struct {
+	http.ResponseWriter
+	b *stallBody
+}
+
+func (w stallWriter) Write(p []byte) (int, error) {
+	w.b.answering()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w stallWriter) FlushError() error {
+	w.b.answering()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w stallWriter) Flush() { _ = w.FlushError() }
+
+func (w stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // clear lifts the deadline once the body is done with: a read that waits
 // after it (net/http's watch for the client leaving during a long

@@ -202,26 +202,55 @@ func TestSidecarUnreadBodyStallIsBounded(t *testing.T) {
 // TestSidecarEarlyAnswerToAPausedUploadIsWhole: an app that answers an
 // upload without taking all of it, after a pause longer than the stall
 // bound (the sidecar's copy of the upload held up by the app, not by the
-// client, which sent at once), has its answer reach the client whole.
-// net/http reads what is left of the upload as the answer's head goes
-// out; with the deadline the last read armed, long passed, that read
-// failed, the request was cancelled and the answer cut.
+// client, which sent at once), has its answer reach the client whole;
+// so does one whose head comes at once, or after such a pause, and whose
+// body comes after another. net/http reads what is left of the upload as
+// the answer's head goes out to the client, and the head of an answer
+// whose length the app gave goes out with its first bytes, not as it
+// comes from the app. With the deadline armed before, long passed, that
+// read failed, the request was cancelled and the answer cut after its
+// head: a 200 and part of a body, for a client that stalled nothing.
 func TestSidecarEarlyAnswerToAPausedUploadIsWhole(t *testing.T) {
-	const bound = 100 * time.Millisecond
+	t.Parallel()
+	// Long enough that the client's upload, sent as fast as the sidecar
+	// takes it, never waits that long on a loaded machine.
+	const bound = 200 * time.Millisecond
+	for _, pause := range []struct {
+		name         string
+		head, answer time.Duration // before the app's head; between it and its body
+	}{
+		// Past a stall and a half, the longest deadline armed.
+		{"before the head", 2 * bound, 0},
+		// The sidecar may read the upload for a while after the app's
+		// head, until the sockets to the app are full.
+		{"after the head", 0, 3 * bound},
+		{"before and after the head", 2 * bound, 3 * bound},
+	} {
+		t.Run(pause.name, func(t *testing.T) {
+			t.Parallel()
+			earlyAnswerToAPausedUpload(t, bound, pause.head, pause.answer)
+		})
+	}
+}
+
+func earlyAnswerToAPausedUpload(t *testing.T, bound, headPause, answerPause time.Duration) {
 	answer := strings.Repeat("a", 64<<10)
 	aln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// An app that reads a request's head and none of its body.
+	// An app that reads a request's head and none of its body, and
+	// answers in two parts.
 	testutil.ServeConns(t, aln, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
-		time.Sleep(3 * bound)
-		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n", len(answer), answer)
-		time.Sleep(bound)
-		_, _ = io.WriteString(c, "0\r\n\r\n")
+		time.Sleep(headPause)
+		_, _ = fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(answer))
+		time.Sleep(answerPause)
+		_, _ = io.WriteString(c, answer[:len(answer)/2])
+		time.Sleep(bound / 2)
+		_, _ = io.WriteString(c, answer[len(answer)/2:])
 	})
 	up, err := url.Parse("http://" + aln.Addr().String())
 	if err != nil {
@@ -272,7 +301,7 @@ func TestSidecarEarlyAnswerToAPausedUploadIsWhole(t *testing.T) {
 	}
 	b, err := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || string(b) != answer || err != nil {
-		t.Errorf("an answer to an upload the app paused %s: %d, %d of %d bytes, %v", 3*bound, res.StatusCode, len(b), len(answer), err)
+		t.Errorf("an answer to an upload the app paused (%s before its head, %s after): %d, %d of %d bytes, %v", headPause, answerPause, res.StatusCode, len(b), len(answer), err)
 	}
 }
 
