@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -165,21 +166,80 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 // gets back on, limits back to none and deletes back to denied, and
 // failed the start on a history past the 64 that config can say. A
 // stream that needs nothing is sent no update.
+//
+// nats-server answers an update only from the stream's leader as it
+// applies it, and an update that lands while the stream is between
+// leaders (another gateway's raise from one replica to three, started a
+// moment before) is applied with no answer at all: gateways started
+// together waited out their whole context on it. So each update waits
+// for its answer at most updateAttempt, and one that got none is
+// followed by the stream's own configuration, read again: an update
+// applied meanwhile leaves nothing to change, and one not yet applied is
+// sent again. The update is the same either way, and ctx bounds the tries.
 func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	stream, err := s.js.Stream(ctx, "KV_"+want.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
+	sent := false
+	// Without a deadline of ctx's, the tries are bounded as one update
+	// was, by the JetStream API timeout: a start retries a failed Open,
+	// saying why, and a server that answers no update (its meta leader
+	// without quorum) is named there rather than waited on in silence.
+	tries := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		if d := s.js.Options().DefaultTimeout; d > 0 {
+			var cancel context.CancelFunc
+			tries, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
 	}
-	have := stream.CachedInfo().Config
+	for try := 0; ; try++ {
+		stream, err := s.js.Stream(ctx, "KV_"+want.Bucket)
+		if err != nil {
+			return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
+		}
+		cfg, changed := s.reshape(stream.CachedInfo().Config, want, try == 0)
+		if len(changed) == 0 && !sent {
+			return kv, nil
+		}
+		if len(changed) > 0 {
+			sent = true
+			actx, cancel := context.WithTimeout(tries, updateAttempt)
+			_, err = s.js.UpdateStream(actx, cfg)
+			cancel()
+			if err != nil && tries.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("store: bucket %s: update to %s: %w", want.Bucket, strings.Join(changed, ", "), err)
+			}
+		}
+		// Bound again: a KeyValue keeps what it read of the stream when bound.
+		kv, err = s.js.KeyValue(ctx, want.Bucket)
+		if err != nil {
+			return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
+		}
+		return kv, nil
+	}
+}
+
+// updateAttempt bounds the wait for the answer to one update of a
+// bucket's stream (shape). An update is answered within milliseconds when
+// it is answered at all; this leaves a loaded server room.
+const updateAttempt = 2 * time.Second
+
+// reshape is have with what the gateway needs of a bucket like want
+// (shape), and what it changed, for the update's error; with say, it
+// logs what it changes and warns of a bucket that denies purges.
+func (s *Store) reshape(have jetstream.StreamConfig, want jetstream.KeyValueConfig, say bool) (jetstream.StreamConfig, []string) {
 	cfg := have
 	var changed []string
 	if cfg.Replicas < s.opts.Replicas {
-		s.log.Info("store: raising a bucket's replicas", "bucket", want.Bucket, "from", have.Replicas, "to", s.opts.Replicas)
+		if say {
+			s.log.Info("store: raising a bucket's replicas", "bucket", want.Bucket, "from", have.Replicas, "to", s.opts.Replicas)
+		}
 		cfg.Replicas = s.opts.Replicas
 		changed = append(changed, fmt.Sprintf("%d replicas", cfg.Replicas))
 	}
 	if r := want.RePublish; r != nil && (cfg.RePublish == nil || *cfg.RePublish != *r) {
-		if have.RePublish != nil {
+		if have.RePublish != nil && say {
 			// Both ends: a republish may differ in its source alone.
 			s.log.Warn("store: replacing a bucket's republish with the one every gateway reads", "bucket", want.Bucket,
 				"from_source", have.RePublish.Source, "from", have.RePublish.Destination, "headers_only", have.RePublish.HeadersOnly,
@@ -194,7 +254,7 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 	if !cfg.AllowRollup && !cfg.DenyPurge {
 		cfg.AllowRollup = true
 		changed = append(changed, "rollups")
-	} else if !cfg.AllowRollup {
+	} else if !cfg.AllowRollup && say {
 		// Said at the start: a delete only says "rollup not permitted",
 		// and on the locks bucket every lock outlives its Unlock by its TTL.
 		s.log.Warn("store: a bucket denies purges, so every delete from it fails; make it again without deny_purge",
@@ -204,18 +264,7 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 		cfg.AllowMsgTTL = true
 		changed = append(changed, "per-message TTLs")
 	}
-	if len(changed) == 0 {
-		return kv, nil
-	}
-	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("store: bucket %s: update to %s: %w", want.Bucket, strings.Join(changed, ", "), err)
-	}
-	// Bound again: a KeyValue keeps what it read of the stream when bound.
-	kv, err = s.js.KeyValue(ctx, want.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
-	}
-	return kv, nil
+	return cfg, changed
 }
 
 // Certs returns the certificate storage and ACME locks for certmagic.
