@@ -215,3 +215,38 @@ func TestOpenWarnsOfABucketThatDeniesPurges(t *testing.T) {
 		t.Errorf("Unlock on a bucket that denies purges: %v", err)
 	}
 }
+
+// A start retries a failed Open with the same logger (internal/gatehouse:
+// on a server with a cluster name but no cluster, at once with one
+// replica; while a cluster elects leaders or a node is down, every few
+// seconds for as long as that lasts), and each try said again what it
+// found: the warning of a bucket that denies purges, and the raise or the
+// republish replaced, whose update had failed. Each is said once: the
+// condition once the buckets are bound, a change once it is done, and a
+// change never done not at all.
+func TestOpenRetriedSaysEachNoteOnce(t *testing.T) {
+	t.Parallel()
+	ns := testutil.StartBus(t)
+	j, _ := js(t, ns.ClientURL())
+	ctx := t.Context()
+	cfg := operatorStream("gatehouse_apps")
+	cfg.DenyPurge = true
+	cfg.RePublish = &jetstream.RePublish{Source: ">", Destination: "elsewhere.>"}
+	if _, err := j.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	logs := new(logCount)
+	o := store.Options{Replicas: 3, Logger: slogger(logs)}
+	if _, err := store.Open(ctx, j, o); err == nil {
+		t.Fatal("Open with 3 replicas on a server with no cluster: no error")
+	}
+	o.Replicas = 0
+	if _, err := store.Open(ctx, j, o); err != nil {
+		t.Fatal(err)
+	}
+	for note, want := range map[string]int{"denies purges": 1, "replacing a bucket's republish": 1, "raising a bucket's replicas": 0} {
+		if n := logs.count(note); n != want {
+			t.Errorf("a failed Open and its retry logged %q %d times, want %d; logged: %q", note, n, want, logs.msgs)
+		}
+	}
+}

@@ -103,6 +103,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	s := &Store{js: js, opts: opts, log: opts.logger().With("component", "store"), resync: opts.resync(), synced: make(chan struct{}),
 		sortedApps: sortedNames{pick: appNames}, sortedDomains: sortedNames{pick: domainNames}}
 	kvs := make(map[string]jetstream.KeyValue)
+	var denyPurges []string
 	for _, name := range []string{bucketApps, bucketDomains, bucketZones, bucketRecords, bucketHostKeys, bucketCerts, bucketLocks} {
 		cfg := jetstream.KeyValueConfig{Bucket: name, History: 1, MaxValueSize: maxValueSize, Storage: jetstream.FileStorage}
 		if watchedBuckets[name] {
@@ -113,11 +114,24 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 			// with no clock shared between gateways.
 			cfg.LimitMarkerTTL = time.Minute
 		}
-		kv, err := s.bucket(ctx, cfg)
+		kv, denies, err := s.bucket(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}
 		kvs[name] = kv
+		if denies {
+			denyPurges = append(denyPurges, name)
+		}
+	}
+	// Said once every bucket is bound: a start retries a failed Open
+	// (internal/gatehouse, while a cluster elects leaders or a node is
+	// down), and each try found the same bucket denying purges, so the
+	// warning came again every few seconds for as long as the wait.
+	for _, name := range denyPurges {
+		// Said at the start: a delete only says "rollup not permitted",
+		// and on the locks bucket every lock outlives its Unlock by its TTL.
+		s.log.Warn("store: a bucket denies purges, so every delete from it fails; make it again without deny_purge",
+			"bucket", name)
 	}
 	s.apps = appKind(kvs[bucketApps])
 	s.domains = domainKind(kvs[bucketDomains])
@@ -132,21 +146,22 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 }
 
 // bucket binds to cfg.Bucket, creating it if missing, and gives a bucket
-// that exists what the gateway needs of it (shape).
-func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+// that exists what the gateway needs of it (shape), saying whether it
+// denies purges.
+func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, bool, error) {
 	kv, err := s.js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		cfg.Replicas = max(s.opts.Replicas, 1)
 		kv, err = s.js.CreateKeyValue(ctx, cfg)
 		if err == nil {
-			return kv, nil
+			return kv, false, nil
 		}
 		if errors.Is(err, jetstream.ErrBucketExists) { // another gateway won the race
 			kv, err = s.js.KeyValue(ctx, cfg.Bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: bucket %s (replicas %d): %w", cfg.Bucket, max(s.opts.Replicas, 1), err)
+		return nil, false, fmt.Errorf("store: bucket %s (replicas %d): %w", cfg.Bucket, max(s.opts.Replicas, 1), err)
 	}
 	return s.shape(ctx, kv, cfg)
 }
@@ -158,14 +173,15 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 // copies: a bucket made before buckets republished, or by another tool,
 // lacks it, and one another tool pointed elsewhere or cut to headers
 // feeds them nothing, or empty values), rollups (every delete is a purge,
-// which is one; but see below) and, on the locks bucket, per-message TTLs
-// (every lock has one). Every other setting is the operator's and stays:
-// direct gets, limits, history, placement, metadata. The update starts from
-// the stream's own configuration, not from a jetstream.KeyValueConfig:
-// UpdateKeyValue rebuilds the whole stream from one, which turned direct
-// gets back on, limits back to none and deletes back to denied, and
-// failed the start on a history past the 64 that config can say. A
-// stream that needs nothing is sent no update.
+// which is one; but see reshape) and, on the locks bucket, per-message
+// TTLs (every lock has one). Every other setting is the operator's and
+// stays: direct gets, limits, history, placement, metadata. The update
+// starts from the stream's own configuration, not from a
+// jetstream.KeyValueConfig: UpdateKeyValue rebuilds the whole stream from
+// one, which turned direct gets back on, limits back to none and deletes
+// back to denied, and failed the start on a history past the 64 that
+// config can say. A stream that needs nothing is sent no update. It
+// reports a stream that denies purges, for Open to warn of.
 //
 // nats-server answers an update only from the stream's leader as it
 // applies it, and an update that lands while the stream is between
@@ -176,7 +192,8 @@ func (s *Store) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 // followed by the stream's own configuration, read again: an update
 // applied meanwhile leaves nothing to change, and one not yet applied is
 // sent again. The update is the same either way, and ctx bounds the tries.
-func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream.KeyValueConfig) (jetstream.KeyValue, bool, error) {
+	var notes []func() // what the first try found to change
 	sent := false
 	// Without a deadline of ctx's, the tries are bounded as one update
 	// was, by the JetStream API timeout: a start retries a failed Open,
@@ -193,11 +210,15 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 	for try := 0; ; try++ {
 		stream, err := s.js.Stream(ctx, "KV_"+want.Bucket)
 		if err != nil {
-			return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
+			return nil, false, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
 		}
-		cfg, changed := s.reshape(stream.CachedInfo().Config, want, try == 0)
+		cfg, changed, found := s.reshape(stream.CachedInfo().Config, want)
+		denies := !cfg.AllowRollup
+		if try == 0 {
+			notes = found
+		}
 		if len(changed) == 0 && !sent {
-			return kv, nil
+			return kv, denies, nil
 		}
 		if len(changed) > 0 {
 			sent = true
@@ -208,15 +229,20 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("store: bucket %s: update to %s: %w", want.Bucket, strings.Join(changed, ", "), err)
+				return nil, false, fmt.Errorf("store: bucket %s: update to %s: %w", want.Bucket, strings.Join(changed, ", "), err)
 			}
+		}
+		// Said once done, not when about to be: an update that failed
+		// was said again by every retry of the start.
+		for _, note := range notes {
+			note()
 		}
 		// Bound again: a KeyValue keeps what it read of the stream when bound.
 		kv, err = s.js.KeyValue(ctx, want.Bucket)
 		if err != nil {
-			return nil, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
+			return nil, false, fmt.Errorf("store: bucket %s: %w", want.Bucket, err)
 		}
-		return kv, nil
+		return kv, denies, nil
 	}
 }
 
@@ -226,45 +252,44 @@ func (s *Store) shape(ctx context.Context, kv jetstream.KeyValue, want jetstream
 const updateAttempt = 2 * time.Second
 
 // reshape is have with what the gateway needs of a bucket like want
-// (shape), and what it changed, for the update's error; with say, it
-// logs what it changes and warns of a bucket that denies purges.
-func (s *Store) reshape(have jetstream.StreamConfig, want jetstream.KeyValueConfig, say bool) (jetstream.StreamConfig, []string) {
+// (shape), what it changed, for the update's error, and the notes to log
+// once the update is done.
+func (s *Store) reshape(have jetstream.StreamConfig, want jetstream.KeyValueConfig) (jetstream.StreamConfig, []string, []func()) {
 	cfg := have
 	var changed []string
+	var notes []func()
 	if cfg.Replicas < s.opts.Replicas {
-		if say {
-			s.log.Info("store: raising a bucket's replicas", "bucket", want.Bucket, "from", have.Replicas, "to", s.opts.Replicas)
-		}
+		to := s.opts.Replicas
+		notes = append(notes, func() {
+			s.log.Info("store: raising a bucket's replicas", "bucket", want.Bucket, "from", have.Replicas, "to", to)
+		})
 		cfg.Replicas = s.opts.Replicas
 		changed = append(changed, fmt.Sprintf("%d replicas", cfg.Replicas))
 	}
 	if r := want.RePublish; r != nil && (cfg.RePublish == nil || *cfg.RePublish != *r) {
-		if have.RePublish != nil && say {
-			// Both ends: a republish may differ in its source alone.
-			s.log.Warn("store: replacing a bucket's republish with the one every gateway reads", "bucket", want.Bucket,
-				"from_source", have.RePublish.Source, "from", have.RePublish.Destination, "headers_only", have.RePublish.HeadersOnly,
-				"to_source", r.Source, "to", r.Destination)
+		if from := have.RePublish; from != nil {
+			notes = append(notes, func() {
+				// Both ends: a republish may differ in its source alone.
+				s.log.Warn("store: replacing a bucket's republish with the one every gateway reads", "bucket", want.Bucket,
+					"from_source", from.Source, "from", from.Destination, "headers_only", from.HeadersOnly,
+					"to_source", r.Source, "to", r.Destination)
+			})
 		}
 		cfg.RePublish = r
 		changed = append(changed, "republishing")
 	}
 	// A stream that denies purges cannot allow rollups (the server refuses
 	// the update) and no update can lift the denial: it keeps both, and
-	// its deletes fail, as they did, instead of the start.
+	// its deletes fail, as they did, instead of the start (Open warns).
 	if !cfg.AllowRollup && !cfg.DenyPurge {
 		cfg.AllowRollup = true
 		changed = append(changed, "rollups")
-	} else if !cfg.AllowRollup && say {
-		// Said at the start: a delete only says "rollup not permitted",
-		// and on the locks bucket every lock outlives its Unlock by its TTL.
-		s.log.Warn("store: a bucket denies purges, so every delete from it fails; make it again without deny_purge",
-			"bucket", want.Bucket)
 	}
 	if want.LimitMarkerTTL > 0 && !cfg.AllowMsgTTL {
 		cfg.AllowMsgTTL = true
 		changed = append(changed, "per-message TTLs")
 	}
-	return cfg, changed
+	return cfg, changed, notes
 }
 
 // Certs returns the certificate storage and ACME locks for certmagic.
