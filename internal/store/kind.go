@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/host"
@@ -181,6 +182,17 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 // latest is one the watch has delivered (none newer remains). The wait
 // is bounded by ctx or, without a deadline, by the JetStream API
 // timeout.
+//
+// A replica can also stay behind for seconds (one restarted behind
+// 100,000 writes took 10 to 20 s to catch up), and a list it served
+// waited out the bound and failed as the store not answering (503),
+// though the leader held every write. So with those asks the load also
+// reads from the leader what the watch has not delivered (readBehind),
+// and is done once it has: a replica a few entries behind costs a few
+// requests, and one further behind than behindMax is waited for as
+// before. Serving the
+// replica's copy instead would miss writes acknowledged before the list,
+// which the control API's reference and neighbour checks rely on.
 func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, metaOnly bool, filters ...string) (map[string]jetstream.KeyValueEntry, error) {
 	want, err := leader.lastSeq(ctx, kv.Bucket(), filters...)
 	if err != nil {
@@ -204,6 +216,7 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 	recheck.Stop()
 	defer recheck.Stop()
 	wait := recheckFirst
+	tooFar := false
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -240,6 +253,14 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 					return out, nil
 				}
 			}
+			if !tooFar {
+				switch err := readBehind(ctx, leader, kv.Bucket(), filters, seen, out); {
+				case err == nil:
+					return out, nil
+				case errors.Is(err, errTooFarBehind):
+					tooFar = true
+				}
+			}
 			wait = min(2*wait, recheckMax)
 			recheck.Reset(wait)
 		case <-late:
@@ -249,6 +270,77 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 		}
 	}
 }
+
+// readBehind reads from bucket's stream leader every entry under filters
+// after sequence seen, the latest the watch has delivered, and applies
+// them to out, in stream order, as the watch would have: out is then
+// every live key as the leader has it, with every write acknowledged
+// before the load began. It reads to the stream's end, not to the entry
+// the load waits for: with one entry per key kept, a key written again
+// since has only its newer entry, and out would keep the replica's older
+// one. It reads at most behindMax entries (errTooFarBehind past them: a
+// replica that far behind, a new one, is waited for as before), and
+// leaves out as it was when it fails.
+func readBehind(ctx context.Context, leader *leaderGets, bucket string, filters []string, seen uint64, out map[string]jetstream.KeyValueEntry) error {
+	var msgs []*storedMsg
+	for _, f := range filters {
+		subject := "$KV." + bucket + "." + f
+		for from := seen + 1; ; {
+			m, err := leader.next(ctx, bucket, subject, from)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if len(msgs) == behindMax {
+				return errTooFarBehind
+			}
+			msgs = append(msgs, m)
+			from = m.Seq + 1
+		}
+	}
+	// Filters may overlap: the later entry of a key wins, whichever
+	// filter found it.
+	sort.SliceStable(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
+	type change struct {
+		key string
+		e   jetstream.KeyValueEntry // nil: a delete
+	}
+	changes := make([]change, 0, len(msgs))
+	prefix := "$KV." + bucket + "."
+	for _, m := range msgs {
+		key, ok := strings.CutPrefix(m.Subject, prefix)
+		if !ok {
+			return jetstream.ErrInvalidJetStreamResponse
+		}
+		if len(m.Hdrs) > 0 {
+			h, err := nats.DecodeHeadersMsg(m.Hdrs)
+			if err != nil {
+				return fmt.Errorf("bad message get answer: %v", err)
+			}
+			if deleteHeader(h) {
+				changes = append(changes, change{key: key})
+				continue
+			}
+		}
+		changes = append(changes, change{key, &leaderEntry{bucket: bucket, key: key, value: m.Data, rev: m.Seq, created: m.Time}})
+	}
+	for _, c := range changes {
+		if c.e == nil {
+			delete(out, c.key)
+		} else {
+			out[c.key] = c.e
+		}
+	}
+	return nil
+}
+
+// behindMax bounds the entries readBehind reads from the leader, one
+// request each: a thousand take a fraction of a second.
+const behindMax = 1000
+
+var errTooFarBehind = errors.New("the watch's replica is too far behind to read the rest from the leader")
 
 // recheckFirst and recheckMax bound how long loadAll waits on a watch
 // that delivers nothing before it asks the leader again whether the

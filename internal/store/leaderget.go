@@ -28,7 +28,8 @@ import (
 // nodes not yet upgraded. So the streams keep them, and the store's own
 // reads ask the leader. Watches and lists are consumers, which direct
 // gets never served, but which a replica serves too: a list asks the
-// leader how far it must read (lastSeq, loadAll).
+// leader how far it must read (lastSeq, loadAll), and what a replica
+// that stays behind has not delivered (next, readBehind).
 //
 // Cost: one request to the leader per read, a hop more from a follower's
 // node; while the stream has no leader (an election), a read fails
@@ -130,9 +131,24 @@ type storedMsg struct {
 // which may hold wildcards (the stores' LoadLastMsg take them):
 // ErrKeyNotFound when there is none.
 func (l *leaderGets) last(ctx context.Context, bucket, subject string) (*storedMsg, error) {
-	req, err := json.Marshal(struct {
+	return l.msgGet(ctx, bucket, struct {
 		LastBySubj string `json:"last_by_subj"`
 	}{subject})
+}
+
+// next asks bucket's stream leader for the first message at or after
+// sequence seq under subject, which may hold wildcards: ErrKeyNotFound
+// when there is none.
+func (l *leaderGets) next(ctx context.Context, bucket, subject string, seq uint64) (*storedMsg, error) {
+	return l.msgGet(ctx, bucket, struct {
+		Seq        uint64 `json:"seq"`
+		NextBySubj string `json:"next_by_subj"`
+	}{seq, subject})
+}
+
+// msgGet sends bucket's stream leader the message get req.
+func (l *leaderGets) msgGet(ctx context.Context, bucket string, r any) (*storedMsg, error) {
+	req, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
