@@ -294,6 +294,7 @@ func (d *Discovery) verifyHost(ctx context.Context, s *started) {
 			d.markLocked(id) // re-pinned: publish where it is dialed now
 		}
 		e.provenKey, e.passed, e.dial = pub, ann, dial
+		d.provenLocked(id)
 		e.verifiedAt = now
 		e.lastErr = ""
 		e.nextVerify = now.Add(d.opts.Reverify)
@@ -319,6 +320,7 @@ func (d *Discovery) proofLocked(now time.Time, s *started, dial string, err erro
 			d.markLocked(id) // re-pinned: publish where it is dialed now
 		}
 		e.provenKey, e.passed, e.dial, e.verifiedAt = s.pub, s.ann, dial, now
+		d.provenLocked(id)
 		if e.proven == nil {
 			e.nextVerify = now.Add(d.opts.Reverify)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatehouse-dev/gatehouse/host"
 	"github.com/gatehouse-dev/gatehouse/internal/logcut"
@@ -45,6 +46,15 @@ type Discovery struct {
 	queue    chan job      // verifications and probes of hosts that verified once
 	pendingc chan struct{} // wakes a worker for d.pending; capacity 1
 	flushc   chan struct{} // wakes the flusher; capacity 1
+
+	// provenLane and unprovenLane hold the bus messages dispatch
+	// queued; provenIDs the ids whose entry has a provenKey, which
+	// dispatch reads without d.mu (lanes.go). It is written with d.mu
+	// held too.
+	provenLane, unprovenLane *lane
+	queueFull                prometheus.Counter // dropped{reason="queue_full"}
+	provenMu                 sync.RWMutex
+	provenIDs                map[string]struct{}
 
 	maxUnproven int // the cap on d.unproven, see unproven.go
 
@@ -210,21 +220,25 @@ func New(opts Options) (*Discovery, error) {
 		return nil, fmt.Errorf("discovery: metrics: %w", err)
 	}
 	return &Discovery{
-		opts:        opts,
-		verifySig:   ed25519.Verify,
-		m:           m,
-		drops:       newDropLog(opts.Logger, dropsNotLogged),
-		fails:       newDropLog(opts.Logger, failuresNotLogged),
-		health:      newDropLog(opts.Logger, healthNotLogged),
-		queue:       make(chan job, queueSize),
-		pendingc:    make(chan struct{}, 1),
-		flushc:      make(chan struct{}, 1),
-		maxUnproven: maxUnproven(opts.MaxHosts),
-		hosts:       map[string]*entry{},
-		left:        map[string][]leftBy{},
-		dirty:       map[string]struct{}{},
-		checking:    map[string]int{},
-		parked:      map[string]*list.List{},
+		opts:         opts,
+		verifySig:    ed25519.Verify,
+		m:            m,
+		drops:        newDropLog(opts.Logger, dropsNotLogged),
+		fails:        newDropLog(opts.Logger, failuresNotLogged),
+		health:       newDropLog(opts.Logger, healthNotLogged),
+		queue:        make(chan job, queueSize),
+		pendingc:     make(chan struct{}, 1),
+		flushc:       make(chan struct{}, 1),
+		provenLane:   newLane("proven", max(laneMsgs, opts.MaxHosts), provenLaneBytes),
+		unprovenLane: newLane("unproven", laneMsgs, laneBytes),
+		queueFull:    m.dropped.WithLabelValues(dropQueueFull),
+		provenIDs:    map[string]struct{}{},
+		maxUnproven:  maxUnproven(opts.MaxHosts),
+		hosts:        map[string]*entry{},
+		left:         map[string][]leftBy{},
+		dirty:        map[string]struct{}{},
+		checking:     map[string]int{},
+		parked:       map[string]*list.List{},
 	}, nil
 }
 
@@ -235,15 +249,21 @@ func (d *Discovery) Run(ctx context.Context) error {
 	if !d.ran.CompareAndSwap(false, true) {
 		return errors.New("discovery: Run called twice")
 	}
-	sub, err := d.opts.Conn.Subscribe(host.WildcardSubject(d.opts.Cluster), d.handle)
+	sub, err := d.opts.Conn.Subscribe(host.WildcardSubject(d.opts.Cluster), d.dispatch)
 	if err != nil {
 		return fmt.Errorf("discovery: subscribe: %w", err)
 	}
-	// A fleet reconnecting at once is a burst; keep it rather than drop it.
-	sub.SetPendingLimits(1<<20, 256<<20)
+	// A fleet reconnecting at once is a burst; keep it rather than drop
+	// it. dispatch takes each message in a scan and a map lookup, so the
+	// backlog here stays short even under a flood (the lanes bound what
+	// waits for a parse); the limits bound its memory if it does not.
+	sub.SetPendingLimits(1<<18, 64<<20)
 	defer sub.Unsubscribe()
 
 	var wg sync.WaitGroup
+	for _, l := range []*lane{d.provenLane, d.unprovenLane} {
+		wg.Go(func() { d.drain(ctx, l) })
+	}
 	for range d.opts.Workers {
 		wg.Go(func() { d.work(ctx) })
 	}
@@ -570,19 +590,22 @@ func (d *Discovery) removeLocked(id string, e *entry, why string) {
 func (d *Discovery) deleteLocked(id string, e *entry) {
 	d.m.move(e.state, "")
 	delete(d.hosts, id)
+	d.forgetProvenLocked(id)
 	d.unprovenDoneLocked(e)
 	d.unparkLocked(e)
 	d.markLocked(id)
 }
 
-// handle is the subscription callback: parse, update, queue; never block.
-func (d *Discovery) handle(m *nats.Msg) {
-	kind := m.Subject[len(host.WildcardSubject(d.opts.Cluster))-1:]
-	if len(m.Data) > host.MaxMessageSize {
-		d.drop("oversized", m.Subject, fmt.Errorf("%d bytes", len(m.Data)))
-		return
-	}
-	switch kind {
+// kind is the last token of a hosts subject: announce, heartbeat, leave.
+func (d *Discovery) kind(subject string) string {
+	return subject[len(host.WildcardSubject(d.opts.Cluster))-1:]
+}
+
+// handleMsg handles one bus message, in its lane or, for a proven host's
+// heartbeat, in dispatch: parse (unless dispatch did: hb), update, queue
+// checks; never block.
+func (d *Discovery) handleMsg(m *nats.Msg, hb *host.Heartbeat) {
+	switch d.kind(m.Subject) {
 	case host.KindAnnounce:
 		a, err := host.ParseAnnounce(m.Data)
 		if err != nil {
@@ -591,10 +614,13 @@ func (d *Discovery) handle(m *nats.Msg) {
 		}
 		d.announce(a)
 	case host.KindHeartbeat:
-		hb, err := host.ParseHeartbeat(m.Data)
-		if err != nil {
-			d.drop("malformed", m.Subject, err)
-			return
+		if hb == nil {
+			p, err := host.ParseHeartbeat(m.Data)
+			if err != nil {
+				d.drop("malformed", m.Subject, err)
+				return
+			}
+			hb = &p
 		}
 		// Ask the host to announce when we do not know it or its claims
 		// failed, on its inbox only. The reply subject is the sender's
@@ -602,7 +628,7 @@ func (d *Discovery) handle(m *nats.Msg) {
 		// else ($KV.…, $JS.API.…) a host could make us write what it may
 		// not.
 		inbox := strings.HasPrefix(m.Reply, nats.InboxPrefix)
-		if d.heartbeat(hb, inbox, m.Reply) && inbox {
+		if d.heartbeat(*hb, inbox, m.Reply) && inbox {
 			d.opts.Conn.Publish(m.Reply, []byte("announce"))
 		}
 	case host.KindLeave:

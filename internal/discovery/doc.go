@@ -79,8 +79,15 @@
 // a fresh grace period on reconnect, so the gateway keeps serving from
 // what it had (DESIGN §10).
 //
-// Concurrency: the subscription handler only updates the in-memory map and
-// queues work; verifications and probes run on a fixed pool of workers,
+// A flood of made-up ids cannot hold up the hosts that verified: the
+// subscription's callback takes a verified host's heartbeat at once and
+// sorts every other message into one of two bounded lanes, the verified
+// hosts' and the others', each handled in order by a goroutine of its own;
+// a message that finds its lane full is dropped and counted as queue_full
+// (lanes.go).
+//
+// Concurrency: the subscription callback and the lanes only update the
+// in-memory map and queue work; verifications and probes run on a fixed pool of workers,
 // each bounded by VerifyTimeout, at most two verifications at one
 // announced address at a time (peraddr.go); one flusher publishes batched
 // changes to the builder; one sweeper (Run's own goroutine) ages hosts.

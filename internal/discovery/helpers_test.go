@@ -280,11 +280,13 @@ func runHostWith(t testing.TB, url, id string, k ed25519.PrivateKey, apps []stri
 
 // handled returns once the gateway has handled every message nc sent
 // before: it asks about a host it does not know, and the gateway's answer
-// comes from the same subscription, in order.
+// comes from the unproven lane once the subscription has sorted every
+// earlier message into its lane; then it waits for both lanes.
 func (e *env) handled(nc *nats.Conn) {
 	e.t.Helper()
 	b, _ := json.Marshal(heartbeat("nobody-sync", 0))
 	if _, err := nc.Request(host.HeartbeatSubject(cluster), b, 5*time.Second); err != nil {
 		e.t.Fatalf("gateway did not answer a heartbeat of an unknown host: %v", err)
 	}
+	discovery.SyncLanes(e.d)
 }

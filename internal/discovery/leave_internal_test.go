@@ -108,12 +108,12 @@ func TestLeaveSignatureCheckedOutsideTheLock(t *testing.T) {
 			defer func() { cancel(); <-done }()
 
 			a, _ := json.Marshal(host.Announce{HostID: "web-1", Apps: []string{"hello"}, Addr: addr, Scheme: "http", PublicKey: host.PublicKeyString(pub), TS: time.Now().Unix()})
-			d.handle(&nats.Msg{Subject: host.AnnounceSubject("c1"), Data: a})
+			d.handleMsg(&nats.Msg{Subject: host.AnnounceSubject("c1"), Data: a}, nil)
 			testutil.WaitFor(t, 5*time.Second, func() bool { hi, _ := d.Host("web-1"); return hi.State == route.HostVerified }, "host not verified")
 
 			ts := time.Now().Unix()
 			l, _ := json.Marshal(host.Leave{HostID: "web-1", TS: ts, Sig: host.SignLeave(k, "web-1", ts)})
-			d.handle(&nats.Msg{Subject: host.LeaveSubject("c1"), Data: l})
+			d.handleMsg(&nats.Msg{Subject: host.LeaveSubject("c1"), Data: l}, nil)
 			if checks == 0 || locked > 0 {
 				t.Fatalf("%d of %d signature checks ran with d.mu held", locked, checks)
 			}

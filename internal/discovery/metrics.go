@@ -13,7 +13,8 @@ import (
 //	    app_not_allowed, bad_claim, unreachable, timeout, bad_response, bad_signature, other
 //	gatehouse_host_messages_dropped_total{reason}       counter: oversized, malformed, unknown_subject, too_many_hosts,
 //	    too_many_unverified (a never-verified host's announce, forgotten for a newer one),
-//	    unsigned_leave, bad_signature, unverified_leave, stale_leave (a leave that may not drain its host)
+//	    unsigned_leave, bad_signature, unverified_leave, stale_leave (a leave that may not drain its host),
+//	    queue_full (a message that found its lane full, see lanes.go)
 type metrics struct {
 	hosts    *prometheus.GaugeVec
 	failures *prometheus.CounterVec
