@@ -74,7 +74,7 @@ func (k kind[T]) page(ctx context.Context, js jetstream.JetStream, filter, after
 	out := make([]*T, 0, min(limit, len(all)))
 	var more bool
 	var failed error
-	readInOrder(ctx, len(all), limit+1, read, func(r value) int {
+	err = readInOrder(ctx, len(all), limit+1, read, func(r value) int {
 		switch {
 		case errors.Is(r.err, jetstream.ErrKeyNotFound) || errors.Is(r.err, jetstream.ErrKeyDeleted):
 		case r.err != nil:
@@ -90,6 +90,9 @@ func (k kind[T]) page(ctx context.Context, js jetstream.JetStream, filter, after
 		}
 		return limit + 1 - len(out)
 	})
+	if err != nil {
+		failed = err
+	}
 	if failed != nil {
 		return nil, false, fmt.Errorf("store: list %s: %w", k.what, failed)
 	}

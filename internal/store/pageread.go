@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -24,14 +26,20 @@ const pageReaders = 32
 // cancelled when readInOrder returns, and it returns only once every read
 // has: a read's error reaches use in its turn, and use stops the rest by
 // returning 0.
-func readInOrder[R any](ctx context.Context, n, want int, read func(ctx context.Context, i int) R, use func(r R) (want int)) {
+//
+// A read that panics ends the page in its turn, as an error readInOrder
+// returns (with the panic's value and stack, for the log): the reads run
+// in goroutines of their own, which net/http's recovery of a handler's
+// panic does not cover, so a panic there would end the process.
+func readInOrder[R any](ctx context.Context, n, want int, read func(ctx context.Context, i int) R, use func(r R) (want int)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	type slot struct {
-		r    R
-		done chan struct{}
+		r        R
+		panicked error
+		done     chan struct{}
 	}
 	ring := make([]slot, min(n, pageReaders))
 	next := 0 // the first index not started
@@ -41,12 +49,21 @@ func readInOrder[R any](ctx context.Context, n, want int, read func(ctx context.
 			s.done = done
 			wg.Go(func() {
 				defer close(done)
+				defer func() {
+					if p := recover(); p != nil {
+						s.panicked = fmt.Errorf("read %d of the page panicked: %v\n%s", j, p, debug.Stack())
+					}
+				}()
 				s.r = read(ctx, j)
 			})
 			next++
 		}
 		s := &ring[i%len(ring)]
 		<-s.done
+		if s.panicked != nil {
+			return s.panicked
+		}
 		want = use(s.r)
 	}
+	return nil
 }

@@ -90,7 +90,7 @@ func tablePage[T any](ctx context.Context, s *Store, k kind[T], bucket string, c
 	}
 	out = make([]*T, 0, min(limit, len(names)))
 	var failed error
-	readInOrder(ctx, len(names), limit+1, read, func(r value) int {
+	err = readInOrder(ctx, len(names), limit+1, read, func(r value) int {
 		switch {
 		case r.skip, errors.Is(r.err, ErrNotFound):
 		case errors.Is(r.err, ErrBadValue):
@@ -106,6 +106,9 @@ func tablePage[T any](ctx context.Context, s *Store, k kind[T], bucket string, c
 		}
 		return limit + 1 - len(out)
 	})
+	if err != nil {
+		failed = err
+	}
 	if failed != nil {
 		return nil, false, true, fmt.Errorf("store: list %s: %w", k.what, failed)
 	}
