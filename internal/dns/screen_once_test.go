@@ -1,9 +1,9 @@
 package dns
 
 import (
+	"math"
 	"net"
 	"testing"
-	"time"
 
 	mdns "github.com/miekg/dns"
 )
@@ -11,10 +11,16 @@ import (
 // TestScreenLeavesWellFormedQueriesUnparsed: a well-formed query from a
 // rate limited UDP source (the default) is unpacked once, by miekg/dns
 // for the handler, not also by screen: as miekg/dns's client sends it
-// over loopback (no EDNS, an OPT alone, an OPT with a DNS COOKIE, with
-// padding, with an NSID request), screen reads it without allocating.
-// What screen leaves to miekg/dns unread is checked against
-// miekg/dns's own unpack (FuzzUnparsedAsMiekg).
+// (no EDNS, an OPT alone, an OPT with a DNS COOKIE, with padding, with an
+// NSID request), screen reads it without allocating. What screen leaves
+// to miekg/dns unread is checked against miekg/dns's own unpack
+// (FuzzUnparsedAsMiekg).
+//
+// The query is the bytes miekg/dns's client writes to a UDP socket
+// (Conn.WriteMsg: Msg.Pack), handed to screen directly: read off a
+// loopback socket, it could be another process's datagram to a port
+// freed a moment before, and a read deadline could pass on a loaded
+// machine, failing the test for nothing.
 //
 // Not parallel: testing.AllocsPerRun refuses to run beside other tests.
 func TestScreenLeavesWellFormedQueriesUnparsed(t *testing.T) {
@@ -22,16 +28,10 @@ func TestScreenLeavesWellFormedQueriesUnparsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40053}
+	if !s.limits(from) {
+		t.Fatalf("%v is not rate limited", from)
 	}
-	defer pc.Close()
-	co, err := mdns.Dial("udp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer co.Close()
 	withOpt := func(opts ...mdns.EDNS0) func(*mdns.Msg) {
 		return func(q *mdns.Msg) {
 			q.SetEdns0(1232, true)
@@ -52,25 +52,33 @@ func TestScreenLeavesWellFormedQueriesUnparsed(t *testing.T) {
 		q := new(mdns.Msg)
 		q.SetQuestion("www.apps.example.com.", mdns.TypeA)
 		tt.edit(q)
-		if err := co.WriteMsg(q); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 1232)
-		pc.SetReadDeadline(time.Now().Add(3 * time.Second))
-		n, from, err := pc.ReadFrom(buf)
+		m, err := q.Pack()
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := buf[:n]
-		if !s.limits(from) {
-			t.Fatalf("%s: %v is not rate limited", tt.name, from)
+		if reply := s.reject(m, from); reply != nil {
+			t.Errorf("%s: screen answers %x; want it left to the handler", tt.name, reply)
 		}
-		// AllocsPerRun counts every goroutine's allocations, and a test
-		// before this one may leave some winding down: over 1000 runs a
-		// few of theirs round away, while one unpack a query is 1000.
-		var reply []byte
-		if allocs := testing.AllocsPerRun(1000, func() { reply = s.reject(m, from) }); allocs != 0 || reply != nil {
-			t.Errorf("%s: screen: %v allocations a query, reply %x; want none and none: the query unpacked twice", tt.name, allocs, reply)
+		if allocs := leastAllocs(func() { s.reject(m, from) }); allocs != 0 {
+			t.Errorf("%s: screen: %v allocations a query; want none: the query unpacked twice", tt.name, allocs)
 		}
 	}
+}
+
+// leastAllocs is f's allocations a call, as [testing.AllocsPerRun]
+// counts them, the least of a few measurements. AllocsPerRun counts
+// every goroutine's allocations: one of an earlier test still winding
+// down, given the processor for a time slice in the middle of a
+// measurement, adds its own (with -race about one measurement in a
+// hundred of a thousand calls). Another goroutine never takes any away,
+// so the least measurement is f's, and a function that allocates on
+// every call reads so in each.
+func leastAllocs(f func()) float64 {
+	least := math.Inf(1)
+	for range 5 {
+		if least = min(least, testing.AllocsPerRun(100, f)); least == 0 {
+			break
+		}
+	}
+	return least
 }
