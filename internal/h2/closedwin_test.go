@@ -38,11 +38,11 @@ func TestBankedClosedWindowBounded(t *testing.T) {
 		})
 	}
 	// Spend it on stream 1, closed: 1 KiB frames, within the connection's
-	// window as the server gives it back, past one window by twice the
+	// window as the server gives it back, past that window by twice the
 	// flood bound, well within the bank.
 	const frame = 1 << 10
-	n := recvWindow/frame + 2*maxEmptyFrames
-	if n*frame >= banked*recvWindow {
+	n := connWindow/frame + 2*maxEmptyFrames
+	if n*frame >= banked*streamWindow {
 		t.Fatal("the test spends more than it banked")
 	}
 	credit := make(chan int64, 1024)
@@ -51,7 +51,7 @@ func TestBankedClosedWindowBounded(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		win := int64(recvWindow) // the server's SETTINGS and first WINDOW_UPDATE
+		win := int64(connWindow) // 65,535 and the server's first WINDOW_UPDATE
 		payload := make([]byte, frame)
 		for range n {
 			for win < frame {
@@ -144,7 +144,7 @@ func TestWindowInFlightOnClosedStreams(t *testing.T) {
 	}
 	const frame = 1 << 10
 	payload := make([]byte, frame)
-	for i := range recvWindow / frame { // the connection's window, all of it
+	for i := range connWindow / frame { // the connection's window, all of it
 		if err := rc.fr.WriteData(uint32(1+2*(i%streams)), false, payload); err != nil {
 			t.Fatal(err)
 		}

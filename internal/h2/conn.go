@@ -354,10 +354,10 @@ func (cn *conn) readFrame() (http2.Frame, error) {
 }
 
 // writeSettings sends the server's SETTINGS and opens the connection's
-// receive window to recvWindow.
+// receive window to connWindow.
 func (cn *conn) writeSettings() error {
 	cn.mu.Lock()
-	cn.recvWin = recvWindow
+	cn.recvWin = connWindow
 	cn.mu.Unlock()
 	cn.wmu.Lock()
 	defer cn.unlockWrite()
@@ -366,12 +366,12 @@ func (cn *conn) writeSettings() error {
 	}
 	err := cn.wf.WriteSettings(
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cn.s.opts.MaxConcurrentStreams},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: recvWindow},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
 		http2.Setting{ID: http2.SettingMaxFrameSize, Val: maxFrameRead},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: cn.s.maxList},
 	)
 	if err == nil {
-		err = cn.wf.WriteWindowUpdate(0, recvWindow-65535)
+		err = cn.wf.WriteWindowUpdate(0, connWindow-65535)
 	}
 	if err == nil {
 		err = cn.bw.Flush()
@@ -390,8 +390,8 @@ func (cn *conn) readError(err error) error {
 	case errors.As(err, &se):
 		cn.mu.Lock()
 		if se.StreamID%2 == 1 && se.StreamID > cn.lastID {
-			cn.lastID = se.StreamID         // a malformed head still uses its id
-			cn.bankClosedLocked(recvWindow) // and its body may be on the way (see onHeaders)
+			cn.lastID = se.StreamID           // a malformed head still uses its id
+			cn.bankClosedLocked(streamWindow) // and its body may be on the way (see onHeaders)
 			cn.closedHeads++
 		}
 		st := cn.streams[se.StreamID]
@@ -660,7 +660,7 @@ func (cn *conn) windowUpdateLocked() bool {
 // it would let a client that left many bodies unsent spend it later on
 // small DATA frames on closed streams, uncounted. Called with cn.mu held.
 func (cn *conn) bankClosedLocked(n int64) {
-	cn.closedWin = min(cn.closedWin+n, recvWindow)
+	cn.closedWin = min(cn.closedWin+n, connWindow)
 }
 
 // recentClosed is how many closed streams a connection remembers: a
@@ -855,7 +855,7 @@ func (cn *conn) linger(err error) {
 // may have in flight.
 const (
 	lingerFor   = time.Second
-	lingerBytes = recvWindow
+	lingerBytes = connWindow
 )
 
 // endWriting ends the server's side of the connection, and returns the

@@ -73,7 +73,7 @@
 // ends after its GOAWAY (a connection error's, the last frame written; a
 // drain's; the idle timeout's) ends the server's side first
 // (close_notify, FIN), and what the client still sends is read and
-// dropped for up to a second (1 MiB) before the close, so that the
+// dropped for up to a second (4 MiB) before the close, so that the
 // client reads the GOAWAY and the last response whole, not a reset;
 // Close, or the end of Shutdown's context, cuts that short. It does not push, and does not take
 // extended CONNECT.

@@ -141,7 +141,7 @@ func (cn *conn) newStream(f *http2.MetaHeadersFrame) (*stream, http2.ErrCode) {
 	sendWin := cn.peerInitWin
 	cn.mu.Unlock()
 	st.run = cn.s.opts.Handler
-	st.sendWin, st.recvWin = sendWin, recvWindow
+	st.sendWin, st.recvWin = sendWin, streamWindow
 	if ended {
 		st.recvWin, st.peerDone = 0, true // the client may send no DATA (see conn.closedWin)
 	}

@@ -275,8 +275,8 @@ func TestBodyBufferBounded(t *testing.T) {
 	if string(got) != fmt.Sprint(size) {
 		t.Fatalf("the handler read %s bytes of %d", got, size)
 	}
-	if peak := <-most; peak > 4*recvWindow {
-		t.Fatalf("the body's buffer grew to %d bytes for a %d-byte window", peak, recvWindow)
+	if peak := <-most; peak > 4*streamWindow {
+		t.Fatalf("the body's buffer grew to %d bytes for a %d-byte window", peak, streamWindow)
 	}
 }
 
@@ -593,7 +593,7 @@ func TestDrainedBodiesLetGo(t *testing.T) {
 		cn.mu.Unlock()
 	}
 	s.mu.Unlock()
-	if held > 2*recvWindow {
+	if held > 2*streamWindow {
 		t.Fatalf("%d streams whose bodies were read hold %d bytes of buffer", streams, held)
 	}
 }

@@ -78,14 +78,26 @@ type Options struct {
 	peekEvery, inlineMax time.Duration
 }
 
-// Defaults and bounds. The windows match net/http's (1 MiB a stream and a
-// connection), so that an upload goes as fast as before; they are filled
-// only by clients that send, and a connection's total is the connection
-// window.
+// Defaults and bounds.
 const (
 	defaultMaxStreams = 250
-	recvWindow        = 1 << 20 // advertised, per stream and per connection
-	maxFrameRead      = 16 << 10
+	// streamWindow and connWindow are the receive windows advertised: a
+	// stream's (SETTINGS_INITIAL_WINDOW_SIZE) and the connection's. A
+	// stream's upload that its handler does not read (a host that does
+	// not take it, the request held open) keeps its part of the
+	// connection's window until it is read or dropped: with a connection
+	// window no larger than a stream's (net/http's, 1 MiB each), one such
+	// stream left every other stream on the connection unable to send a
+	// byte, and BodyStall failed their uploads. Four streams' windows:
+	// three such streams leave the others a stream's window. A stream's
+	// is net/http's, so that one upload goes as fast as before (a
+	// stream's window a round trip). The windows are filled only by
+	// clients that send, and buffers are taken as DATA comes: what a
+	// connection holds of uploads no handler has read is at most
+	// connWindow.
+	streamWindow = 1 << 20
+	connWindow   = 4 * streamWindow
+	maxFrameRead = 16 << 10
 	// maxFrameWrite caps the frames written, whatever larger size the
 	// client allows: the framer's buffer grows to the largest frame it
 	// ever wrote and keeps it for the connection's life (16 MiB for a

@@ -149,7 +149,7 @@ func (cn *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	// (bankClosedLocked) that would make taking it back lose some.
 	var body int64
 	if !f.StreamEnded() {
-		body = recvWindow
+		body = streamWindow
 		cn.closedHeads++
 	}
 	if cn.goaway {
@@ -419,7 +419,9 @@ func (cn *conn) onData(f *http2.DataFrame) error {
 
 // consumed returns n bytes of receive window, taken by a handler's reads
 // or dropped, to the connection and (st non-nil) the stream, in
-// WINDOW_UPDATEs of at least a quarter window so that a body costs few.
+// WINDOW_UPDATEs of at least a quarter of a stream's window so that a
+// body costs few: the connection's as often as a lone upload's stream's,
+// never holding back window the stream has.
 func (cn *conn) consumed(st *stream, n int64) {
 	if n <= 0 {
 		return
@@ -427,13 +429,13 @@ func (cn *conn) consumed(st *stream, n int64) {
 	var connInc, stInc int64
 	cn.mu.Lock()
 	cn.recvUnacked += n
-	if cn.recvUnacked >= recvWindow/4 {
+	if cn.recvUnacked >= streamWindow/4 {
 		connInc, cn.recvUnacked = cn.recvUnacked, 0
 		cn.recvWin += connInc
 	}
 	if st != nil && !st.remoteDone {
 		st.recvUnacked += n
-		if st.recvUnacked >= recvWindow/4 {
+		if st.recvUnacked >= streamWindow/4 {
 			stInc, st.recvUnacked = st.recvUnacked, 0
 			st.recvWin += stInc
 		}
