@@ -281,6 +281,14 @@ func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, met
 // one. It reads at most behindMax entries (errTooFarBehind past them: a
 // replica that far behind, a new one, is waited for as before), and
 // leaves out as it was when it fails.
+//
+// Not caught: a key the leader lost with no later entry to read. A delete
+// whose marker the sweep has removed since (the replica is MarkerAge or
+// more behind) or a subject an operator purged leaves the replica's last
+// value in out. Waiting need not drop it either: a replica catching up from
+// the leader's snapshot removes the key without delivering a delete.
+// Checking every key of out with the leader would cost a list a request
+// per key.
 func readBehind(ctx context.Context, leader *leaderGets, bucket string, filters []string, seen uint64, out map[string]jetstream.KeyValueEntry) error {
 	var msgs []*storedMsg
 	for _, f := range filters {
