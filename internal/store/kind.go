@@ -190,9 +190,9 @@ func (k kind[T]) list(ctx context.Context, filter string, bad func(error)) ([]*T
 // reads from the leader what the watch has not delivered (readBehind),
 // and is done once it has: a replica a few entries behind costs a few
 // requests, and one further behind than behindMax is waited for as
-// before. Serving the
-// replica's copy instead would miss writes acknowledged before the list,
-// which the control API's reference and neighbour checks rely on.
+// before. Serving the replica's copy instead would miss writes
+// acknowledged before the list, which the control API's reference and
+// neighbour checks rely on.
 func loadAll(ctx context.Context, leader *leaderGets, kv jetstream.KeyValue, metaOnly bool, filters ...string) (map[string]jetstream.KeyValueEntry, error) {
 	want, err := leader.lastSeq(ctx, kv.Bucket(), filters...)
 	if err != nil {
