@@ -134,6 +134,18 @@ func sidecarProxyTrusting(up *url.URL, scheme string, roots *x509.CertPool, logg
 			writeProblem(w, http.StatusLoopDetected, `{"type":"about:blank","title":"Loop Detected","status":508,"detail":"the request came back to the sidecar that forwarded it: its -upstream leads back to it"}`)
 			return
 		}
+		if r.ProtoMajor == 1 && r.ContentLength != 0 {
+			// The upload goes on to the app while its answer comes
+			// back: net/http's HTTP/1 server otherwise reads and throws
+			// away up to 256 KiB of what is left of the body as the
+			// answer's head goes out, bytes the app never got (a gap in
+			// a chunked upload, the end of one of known length and the
+			// app's request cut with it). What the app leaves unread
+			// net/http still reads (up to 256 KiB) after the handler,
+			// under the stall bound (stallBody.rearm), to reuse the
+			// connection.
+			_ = http.NewResponseController(w).EnableFullDuplex()
+		}
 		rp.ServeHTTP(answerWriter{w}, r)
 	})
 }

@@ -264,7 +264,9 @@ func (b *stallBody) armLocked() {
 // client's stall, which writes of the answer must not put off. Checked
 // and armed under one lock: a body that ended has its deadline lifted,
 // and one armed after would fall on net/http's read that watches for the
-// client leaving.
+// client leaving. The proxy now works in full duplex (hostproxy.go), and
+// net/http reads none of its upload as the head goes out: this keeps a
+// handler that does not (the host's challenge, a 508) from the same cut.
 func (b *stallBody) answering() {
 	if b.reads.Load() > 0 {
 		return
