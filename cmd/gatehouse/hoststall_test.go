@@ -251,6 +251,15 @@ func earlyAnswerToAPausedUpload(t *testing.T, bound, headPause, answerPause time
 		_, _ = io.WriteString(c, answer[:len(answer)/2])
 		time.Sleep(bound / 2)
 		_, _ = io.WriteString(c, answer[len(answer)/2:])
+		// Then a half close, and the rest of the upload taken until the
+		// sidecar closes its end, as a server that answered without
+		// reading a body ends its connection (net/http's lingering
+		// close): closed with the upload unread, the connection is
+		// reset, and the reset may come before the sidecar has read the
+		// answer's end, which it then never gets (RFC 9112 §9.6).
+		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.Copy(io.Discard, c)
 	})
 	up, err := url.Parse("http://" + aln.Addr().String())
 	if err != nil {
