@@ -91,23 +91,27 @@ func TestEmbeddedStartStop(t *testing.T) {
 	if !strings.HasPrefix(url, "nats://127.0.0.1:") || strings.HasSuffix(url, ":0") {
 		t.Fatalf("ClientURL = %q", url)
 	}
+	// JetStream calls write through to disk (SyncAlways): a bound of their
+	// own, not nats.go's 5 s default, which a loaded machine can outlast.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	// JetStream works on the in-process connection.
-	kv, err := b.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+	kv, err := b.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	// Another gateway connecting over TCP with the credential sees the
 	// same bucket (a host without it cannot: auth_test.go).
 	nc := testutil.Connect(t, gatewayURL(t, dir, url))
 	js, _ := jetstream.New(nc)
-	kv2, err := js.KeyValue(t.Context(), "t")
+	kv2, err := js.KeyValue(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := kv2.Get(t.Context(), "k"); err != nil || string(e.Value()) != "v" {
+	if e, err := kv2.Get(ctx, "k"); err != nil || string(e.Value()) != "v" {
 		t.Fatalf("get over tcp: %v %v", e, err)
 	}
 	b.Close()
@@ -124,6 +128,10 @@ func TestEmbeddedStartStop(t *testing.T) {
 func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	// JetStream calls write through to disk (SyncAlways): a bound of their
+	// own, not nats.go's 5 s default, which a loaded machine can outlast.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	for i := range 2 {
 		b, err := bus.New(bus.Options{DataDir: dir, Listen: "127.0.0.1:0"})
 		if err != nil {
@@ -132,14 +140,14 @@ func TestEmbeddedKeepsDataAcrossRestart(t *testing.T) {
 		if err := b.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		kv, err := b.JetStream().CreateOrUpdateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+		kv, err := b.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			_, err = kv.Put(t.Context(), "k", []byte("v"))
+			_, err = kv.Put(ctx, "k", []byte("v"))
 		} else {
-			_, err = kv.Get(t.Context(), "k")
+			_, err = kv.Get(ctx, "k")
 		}
 		b.Close()
 		if err != nil {
@@ -304,11 +312,15 @@ func TestEmbeddedFailedStartLeavesNothing(t *testing.T) {
 
 	used := t.TempDir()
 	b := startEmbeddedIn(t, used, "127.0.0.1:0")
-	kv, err := b.JetStream().CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "t"})
+	// JetStream calls write through to disk (SyncAlways): a bound of their
+	// own, not nats.go's 5 s default, which a loaded machine can outlast.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	kv, err := b.JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(t.Context(), "k", []byte("v")); err != nil {
+	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
@@ -321,11 +333,11 @@ func TestEmbeddedFailedStartLeavesNothing(t *testing.T) {
 		t.Fatalf("a failed start changed the existing credential: %v", err)
 	}
 	b = startEmbeddedIn(t, used, "127.0.0.1:0")
-	kv, err = b.JetStream().KeyValue(t.Context(), "t")
+	kv, err = b.JetStream().KeyValue(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := kv.Get(t.Context(), "k"); err != nil || string(e.Value()) != "v" {
+	if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "v" {
 		t.Fatalf("a failed start lost the existing data: %v", err)
 	}
 }
