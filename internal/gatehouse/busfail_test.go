@@ -430,22 +430,42 @@ func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 			return c2 != nil && (ns2 != ns || c2.Cid != c.Cid) && r.g.bus.Load().Connected()
 		}, "gateway did not reconnect")
 	}
-	settle := func() (goroutines int, subs uint32) {
-		time.Sleep(2 * time.Second)
+	// now is the process's goroutines and the gateway's subscriptions.
+	now := func() (goroutines int, subs uint32) {
+		t.Helper()
 		_, c := gatewayConn(servers, name)
 		if c == nil {
 			t.Fatal("gateway connection not found")
 		}
 		return runtime.NumGoroutine(), c.NumSubs
 	}
-	flap() // the first reconnect may start what later ones reuse
-	g0, s0 := settle()
 	const flaps = 8
+	flap() // the first reconnect may start what later ones reuse
+	// The baseline is taken once both have held still for a second (what
+	// a reconnect does for a moment, resubscribing, is over): a baseline
+	// taken mid-way would be high, and let a leak pass.
+	g0, s0 := now()
+	for still, deadline := time.Now(), time.Now().Add(10*time.Second); time.Since(still) < time.Second; {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines and gateway subscriptions still moving 10 s after a reconnect: %d, %d", g0, s0)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if g, s := now(); g != g0 || s != s0 {
+			g0, s0, still = g, s, time.Now()
+		}
+	}
 	for range flaps {
 		flap()
 		time.Sleep(300 * time.Millisecond)
 	}
-	g1, s1 := settle()
+	// What the flaps started for a moment gets 10 s to end; what every
+	// reconnect leaves behind never does.
+	var g1 int
+	var s1 uint32
+	testutil.Eventually(10*time.Second, func() bool {
+		g1, s1 = now()
+		return s1 <= s0+1 && g1 < g0+flaps
+	})
 	t.Logf("after %d flaps: goroutines %d -> %d, gateway subscriptions %d -> %d", flaps, g0, g1, s0, s1)
 	// One more is a check or a request in flight; one per reconnect is
 	// a leak.
