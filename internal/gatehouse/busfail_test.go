@@ -439,7 +439,7 @@ func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 		}
 		return runtime.NumGoroutine(), c.NumSubs
 	}
-	const flaps = 8
+	const flaps = 16
 	flap() // the first reconnect may start what later ones reuse
 	// The baseline is taken once both have held still for a second (what
 	// a reconnect does for a moment, resubscribing, is over): a baseline
@@ -456,7 +456,7 @@ func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 	}
 	for range flaps {
 		flap()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
 	}
 	// What the flaps started for a moment gets 10 s to end; what every
 	// reconnect leaves behind never does.
@@ -464,15 +464,19 @@ func TestBusFlapsLeaveNothingBehind(t *testing.T) {
 	var s1 uint32
 	testutil.Eventually(10*time.Second, func() bool {
 		g1, s1 = now()
-		return s1 <= s0+1 && g1 < g0+flaps
+		return s1 <= s0+1 && g1 < g0+flaps/2
 	})
 	t.Logf("after %d flaps: goroutines %d -> %d, gateway subscriptions %d -> %d", flaps, g0, g1, s0, s1)
 	// One more is a check or a request in flight; one per reconnect is
-	// a leak.
+	// a leak. The process's goroutines are not the gateway's alone (the
+	// three NATS servers' are there too): 3 or 4 come and go whatever
+	// the gateway does, so one leaked per reconnect showed 8 flaps as
+	// 330 -> 337, under the bound of one per reconnect, and as 333 ->
+	// 337. Half a goroutine per reconnect over 16 is the bound.
 	if s1 > s0+1 {
 		t.Errorf("gateway subscriptions grew from %d to %d over %d reconnects", s0, s1, flaps)
 	}
-	if g1 >= g0+flaps {
+	if g1 >= g0+flaps/2 {
 		t.Errorf("goroutines grew from %d to %d over %d reconnects", g0, g1, flaps)
 	}
 	if len(r.g.Live().Load().Pool("flap")) != 1 {
