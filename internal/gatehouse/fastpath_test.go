@@ -24,6 +24,7 @@ import (
 // The sequence ends with a chunked PUT, which the fast path hands over to
 // net/http, and a GET on the connection net/http then keeps.
 func TestFastPathSameAsNetHTTP(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	type result struct {
 		Status int
 		Header http.Header

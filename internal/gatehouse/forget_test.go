@@ -22,6 +22,7 @@ func appLines(t *testing.T, r *running, app string) int {
 // /metrics once the table's sweep has seen it gone for its grace; an app
 // still there keeps its series.
 func TestDeletedAppLeavesMetrics(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	r := startWith(t, testConfig(t), func(g *Gatehouse) {
 		g.forgetGrace, g.forgetEvery = 300*time.Millisecond, 50*time.Millisecond
 	})

@@ -88,6 +88,7 @@ func background(k string) bool {
 // that dies mid-request (502), an app with no host, a method of the
 // client's own. Real requests to a real gateway, a real scrape.
 func TestMetricsCountEachRefusal(t *testing.T) {
+	t.Parallel() // a gateway of its own; bounds no time, counts nothing process-wide
 	r := start(t, testConfig(t))
 	apps := map[string]string{
 		"hello":  `{}`,
