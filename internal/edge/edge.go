@@ -360,6 +360,13 @@ func (e *Edge) Run(ctx context.Context) error {
 		// and logs, counts and stamps it as any request (gateway's
 		// asterisk), rather than answering it out of sight.
 		l7.DisableGeneralOptionsHandler = true
+		// net/http's HTTP/2 (DisableLane) takes internal/h2's windows.
+		// At its defaults a connection's window is no larger than a
+		// stream's (1 MiB each), and a connection's credit comes back
+		// only as handlers read: one request whose host takes none of
+		// its upload filled it, and every other upload on that client's
+		// connection stalled until IdleTimeout failed it (408).
+		l7.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 1 << 20, MaxReceiveBufferPerConnection: 4 << 20}
 		l7ln = newChanListener(e.ln.Addr())
 		if !e.opts.DisableLane {
 			// HTTP/1.1 over TLS takes the lane too; h2 goes straight to
