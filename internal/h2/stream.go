@@ -826,6 +826,18 @@ func (b *reqBody) Read(p []byte) (int, error) {
 				// connection holds follows its window, not the number
 				// of streams that once had a window's worth.
 				b.buf, b.off = nil, 0
+			} else if left := len(b.buf) - b.off; cap(b.buf) > 4*keepBodyBuf && left <= cap(b.buf)/8 {
+				// Mostly read: what is left moves to a buffer twice
+				// its size, or a body left short of its end (a host
+				// that stopped taking it) would keep the most of it
+				// that ever waited, up to a window's worth on each of
+				// the connection's streams. Only a large buffer, and
+				// only when an eighth of it is left, so that an upload
+				// read as it comes seldom pays for it: the copies come
+				// to a sixth of the buffer's size at most.
+				nb := make([]byte, left, max(2*left, keepBodyBuf))
+				copy(nb, b.buf[b.off:])
+				b.buf, b.off = nb, 0
 			}
 			b.mu.Unlock()
 			b.st.cn.consumed(b.st, int64(n))
