@@ -29,8 +29,8 @@ import (
 //     handles its lane in order.
 //
 // The unproven lane holds at most laneMsgs messages and laneBytes bytes
-// of body, the proven lane one message per host MaxHosts allows and
-// provenLaneBytes (a fleet that reconnects at once announces once each,
+// (as the bus carried them, headers and all: see push), the proven lane
+// one message per host MaxHosts allows and provenLaneBytes (a fleet that reconnects at once announces once each,
 // and those announces are kept); a message that finds its lane full is
 // dropped and counted (queue_full). A flood of made-up ids fills the
 // unproven lane alone and costs the callback a scan a message, so the
@@ -55,12 +55,13 @@ type lane struct {
 	name     string
 	c        chan laneMsg
 	maxBytes int64
-	bytes    atomic.Int64 // of the bodies in c
+	bytes    atomic.Int64 // of the messages in c, as push counts them
 }
 
 type laneMsg struct {
-	m  *nats.Msg
-	hb *host.Heartbeat // parsed by dispatch already, for a heartbeat
+	m    *nats.Msg
+	hb   *host.Heartbeat // parsed by dispatch already, for a heartbeat
+	size int64           // what l.bytes counts for m (see push)
 	// done, if not nil, is closed by the lane in m's stead: every message
 	// queued before it has been handled (tests wait on it).
 	done chan struct{}
@@ -73,8 +74,17 @@ func newLane(name string, msgs int, maxBytes int64) *lane {
 // push queues lm on l, or drops it if l is full; it never blocks. A
 // flood drops most of what it sends here, so a drop costs a counter and
 // the log's bucket, and its line is formatted only when it is written.
+//
+// A message is counted at its size as the bus carried it (Size: subject,
+// reply, headers and body; the subscription's pending limit counts its
+// headers too), not its body's: the body keeps the buffer its headers
+// came in, up to the bus's max_payload (1 MiB by default) where the body
+// alone is at most 64 KiB, and anyone may add headers. Their decoded map
+// is let go: nothing here reads it, and many short headers take many
+// times the bytes they came in.
 func (d *Discovery) push(l *lane, lm laneMsg) {
-	n := int64(len(lm.m.Data))
+	n := int64(lm.m.Size())
+	lm.m.Header, lm.size = nil, n
 	if l.bytes.Add(n) <= l.maxBytes {
 		select {
 		case l.c <- lm:
@@ -101,7 +111,7 @@ func (d *Discovery) drain(ctx context.Context, l *lane) {
 				close(lm.done)
 				continue
 			}
-			l.bytes.Add(-int64(len(lm.m.Data)))
+			l.bytes.Add(-lm.size)
 			d.handleMsg(lm.m, lm.hb)
 		}
 	}
