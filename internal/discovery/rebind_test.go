@@ -69,10 +69,12 @@ func TestRebindingMovesNothingUntilAChallengePasses(t *testing.T) {
 	res := tu.StartResolver(t, map[string]string{name + ".": "127.0.0.1"})
 	// quiet: a busy machine that holds up the heartbeats below for a
 	// few hundred milliseconds must not make the host stale, which would
-	// take it out for a reason this test is not about (and pass the wait
-	// for its failed challenge before the challenge is made).
+	// take it out for a reason this test is not about. Nor may a probe:
+	// each waits at most its interval (100 ms; at 20 ms, a loaded
+	// machine timed them out), and one that does takes the host out
+	// until the next passes, so the test waits for what it checks.
 	e := start(t, "", func(o *discovery.Options) { quiet(o); o.Resolver = res.NetResolver() })
-	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(20 * time.Millisecond)}})
+	e.b.PutApp(&route.App{ID: "hello", Status: route.StatusActive, Health: &route.HealthCheck{Path: "/healthz", Interval: route.Duration(100 * time.Millisecond)}})
 	k, pub := newKey(t)
 	e.keys.enrol("web-1", pub, "hello")
 	lnReal, lnOther, port := tu.ListenTwin(t)
@@ -127,21 +129,23 @@ func TestRebindingMovesNothingUntilAChallengePasses(t *testing.T) {
 	if o, c := other.requests(); len(o) != 0 || c != 0 {
 		t.Fatalf("the address the name was pointed at got %d challenges and requests %q", c, o)
 	}
-	if h := published(); h.Dial != "127.0.0.1:"+port || !e.routable("hello", "web-1") {
+	if h := published(); h.Dial != "127.0.0.1:"+port {
 		t.Fatalf("after the name moved: published %+v", h)
 	}
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") && published().Dial == "127.0.0.1:"+port },
+		"host not routable at the pinned address after the name moved")
 
 	// A check resolves the name again: the challenge goes to the new
 	// address, fails there, and the host is out, not moved.
 	if err := e.d.Reverify("web-1"); err != nil {
 		t.Fatal(err)
 	}
-	tu.WaitFor(t, 5*time.Second, func() bool { return !e.routable("hello", "web-1") }, "host still routable after failing its challenge at the new address")
-	if _, c := other.requests(); c == 0 {
-		t.Fatal("the reverify did not challenge the address the name resolves to now")
-	}
-	if le := e.info("web-1").LastError; !strings.Contains(le, "127.0.0.2:"+port) {
-		t.Fatalf("last error %q does not name the address challenged", le)
+	tu.WaitFor(t, 5*time.Second, func() bool {
+		_, c := other.requests()
+		return c > 0 && !e.routable("hello", "web-1") && strings.Contains(e.info("web-1").LastError, "127.0.0.2:"+port)
+	}, "host not taken out by its challenge failing at the address the name resolves to now (challenged there, unroutable, its last error naming it)")
+	if h := published(); h.Dial != "127.0.0.1:"+port {
+		t.Fatalf("the host failed its challenge at the new address and was moved there: published %+v", h)
 	}
 	time.Sleep(100 * time.Millisecond) // room for any probe or dial to go astray
 	if o, _ := other.requests(); len(o) != 0 {
