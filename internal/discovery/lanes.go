@@ -22,7 +22,8 @@ import (
 // host id they name, and does little else:
 //
 //   - a heartbeat of an id that proved a key here is taken at once, in
-//     the callback: it is one parse and a few fields under d.mu;
+//     the callback: it is one parse of at most maxInlineHeartbeat bytes
+//     and a few fields under d.mu;
 //   - any other message of such an id (announce, leave) waits in the
 //     proven lane, and everything else (made-up ids, hosts not verified
 //     yet, malformed bodies) in the unproven lane; a goroutine each
@@ -47,6 +48,14 @@ const (
 	laneBytes       = 8 << 20
 	provenLaneBytes = 64 << 20
 )
+
+// maxInlineHeartbeat bounds a heartbeat dispatch parses itself. The host
+// package writes at most ~330 bytes (a 253-byte id and two integers);
+// anyone else may write up to host.MaxMessageSize, and a flood of such
+// bodies naming a verified id first, each parsed in the callback, held a
+// verified host's heartbeats 3.5 s under -race
+// (TestLongDecoyHeartbeatsCannotDelayEnrolledHeartbeats).
+const maxInlineHeartbeat = 1 << 10
 
 // dropQueueFull counts a message dropped because its lane was full.
 const dropQueueFull = "queue_full"
@@ -135,6 +144,13 @@ func (d *Discovery) dispatch(m *nats.Msg) {
 	}
 	if d.kind(m.Subject) != host.KindHeartbeat {
 		d.push(d.provenLane, laneMsg{m: m})
+		return
+	}
+	if len(m.Data) > maxInlineHeartbeat {
+		// No heartbeat a host writes; perhaps a made-up id's, padded
+		// behind a verified one's name: its parse must not hold up the
+		// callback, so it waits with the rest (the parse there decides).
+		d.push(d.unprovenLane, laneMsg{m: m})
 		return
 	}
 	hb, err := host.ParseHeartbeat(m.Data)

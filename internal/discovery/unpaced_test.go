@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,80 @@ func TestHeartbeatReadAsJSONReadsIt(t *testing.T) {
 	e.handled(e.nc)
 	if hi := e.info("web-1"); hi.Inflight != 5 || !hi.LastHeartbeat.After(before.LastHeartbeat) {
 		t.Fatalf("web-1's heartbeat written with spaces not taken: inflight %d, last heartbeat %v (was %v)", hi.Inflight, hi.LastHeartbeat, before.LastHeartbeat)
+	}
+}
+
+// The same flood, of heartbeats of made-up ids as long as a message may
+// be, each naming a verified host's id first ({"host_id":"web-1",
+// <padding>,"host_id":"bogus-N"}: encoding/json reads the last), as anyone
+// who knows one verified id may send. The gateway's quick look for an id
+// finds web-1's and must not parse each in the subscription's callback,
+// where web-1's own heartbeats wait behind them.
+func TestLongDecoyHeartbeatsCannotDelayEnrolledHeartbeats(t *testing.T) {
+	// Not parallel: its flood takes all the CPU it gets.
+	const (
+		floodFor = 3 * time.Second
+		bodies   = 64
+		bound    = 10 * hbEvery
+	)
+	gatewayURL, hostURL := startGatewayBus(t)
+	e := start(t, gatewayURL, func(o *discovery.Options) {
+		o.MaxHosts = 100
+		o.MissedHeartbeats, o.HostTTL = 50, 20*time.Second // the bound below is what the test checks
+	})
+	k, pub := newKey(t)
+	cs := newChallengeServer(t, "web-1", k)
+	e.keys.enrol("web-1", pub, "hello")
+	hc := tu.Connect(t, hostURL)
+	a, _ := json.Marshal(announce("web-1", cs.addr, pub, "hello"))
+	if err := hc.Publish(host.AnnounceSubject(cluster), a); err != nil {
+		t.Fatal(err)
+	}
+	tu.WaitFor(t, 5*time.Second, func() bool { return e.routable("hello", "web-1") }, "web-1 not routable")
+
+	anon := tu.Connect(t, hostURL)
+	pad := strings.Repeat("x", host.MaxMessageSize-200)
+	var decoys [][]byte
+	for i := range bodies {
+		decoys = append(decoys, fmt.Appendf(nil, `{"host_id":"web-1","pad":"%s","host_id":"bogus-%d","ts":%d}`, pad, i, time.Now().Unix()))
+	}
+	sent := make(chan int, 1)
+	began := time.Now()
+	go func() {
+		n := 0
+		for ; time.Since(began) < floodFor; n++ {
+			anon.Publish(host.HeartbeatSubject(cluster), decoys[n%bodies])
+		}
+		anon.Flush()
+		sent <- n
+	}()
+
+	hb, _ := json.Marshal(heartbeat("web-1", 0))
+	var worst time.Duration
+	n, ended := 0, time.Time{}
+	for ended.IsZero() || time.Since(ended) < time.Second {
+		at := time.Now()
+		if err := hc.Publish(host.HeartbeatSubject(cluster), hb); err != nil {
+			t.Fatal(err)
+		}
+		for e.info("web-1").LastHeartbeat.Before(at) && time.Since(at) < 3*floodFor {
+			time.Sleep(5 * time.Millisecond)
+		}
+		took := e.info("web-1").LastHeartbeat.Sub(at)
+		if took < 0 {
+			took = time.Since(at)
+		}
+		worst = max(worst, took)
+		select {
+		case n = <-sent:
+			ended = time.Now()
+		default:
+		}
+		time.Sleep(hbEvery)
+	}
+	t.Logf("flood of %d decoys in %v; web-1's heartbeats taken at worst %v after they were sent; %v dropped as queue_full",
+		n, ended.Sub(began).Round(time.Millisecond), worst.Round(time.Millisecond), e.dropped("queue_full"))
+	if worst > bound {
+		t.Errorf("a heartbeat of web-1 was taken %v after it was sent, during a flood of long heartbeats naming it first; want at most %v", worst, bound)
 	}
 }
