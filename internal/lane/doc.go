@@ -28,8 +28,10 @@
 // the start (its 400, 414, 431 and 501 included). The handler cannot tell
 // the two servers apart: the *http.Request it gets carries the same
 // fields, its body reads the same bytes (an unread rest up to 256 KiB is
-// dropped so the connection goes on; more closes it, after a half-close
-// that lets the response arrive), and the response on the wire has the
+// dropped so the connection goes on, as the response's head is written or,
+// once the handler has asked for full duplex, after it returned; more
+// closes it, after a half-close that lets the response arrive), and the
+// response on the wire has the
 // same status, headers (in map order rather than sorted), framing and
 // Date.
 //

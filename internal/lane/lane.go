@@ -1003,6 +1003,12 @@ func (cn *conn) exchange(x *exchange, b *body) (keep bool) {
 	if err != nil {
 		return false
 	}
+	if b != nil && w.duplex {
+		// What the head left to the handler, as net/http's server does
+		// after a full-duplex handler: with the answer out, for a client
+		// that sends the rest only once it has it.
+		_ = b.Close()
+	}
 	if b != nil && !b.end() {
 		return false // the rest of the body is still on the wire
 	}

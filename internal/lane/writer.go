@@ -44,6 +44,9 @@ type writer struct {
 	held []byte
 	snap []field
 	body *body // the request's; nil when it has none
+	// duplex: the handler reads the body while it answers (EnableFullDuplex),
+	// so what it has not read yet is left to it as the head goes out.
+	duplex bool
 
 	// The snapshot's fields that decide the framing, recorded by
 	// takeSnap: first values, and whether each field is there.
@@ -257,6 +260,16 @@ func (w *writer) FlushError() error {
 	return w.err
 }
 
+// EnableFullDuplex is http.ResponseController's, as net/http's: the
+// unread rest of the body is no longer read and dropped as the head goes
+// out, but after the handler returns (conn.exchange): a proxy still
+// sending the upload on as its host's answer comes would otherwise lose
+// what was dropped, and its host get the upload cut short.
+func (w *writer) EnableFullDuplex() error {
+	w.duplex = true
+	return nil
+}
+
 // SetWriteDeadline and SetReadDeadline serve http.ResponseController.
 func (w *writer) SetWriteDeadline(t time.Time) error { return w.cn.c.SetWriteDeadline(t) }
 func (w *writer) SetReadDeadline(t time.Time) error  { return w.cn.c.SetReadDeadline(t) }
@@ -368,7 +381,7 @@ func (w *writer) commit(done bool, p []byte) {
 	if w.chunked {
 		w.del("Content-Length")
 	}
-	if w.body != nil && !w.closeAfter && !w.body.beforeResponse() {
+	if w.body != nil && !w.closeAfter && !w.duplex && !w.body.beforeResponse() {
 		w.closeAfter = true // a large unread body: net/http closes too
 	}
 	if w.closeAfter && !hasToken(conn, "close") && w.status != http.StatusSwitchingProtocols {
