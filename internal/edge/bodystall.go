@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -37,7 +38,7 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 			// ReadTimeout): a client that declared a body and sent
 			// none held the connection for ever. A client that sends it
 			// within the bound keeps its connection. Renewed as the
-			// handler returns (rearm), unless it hijacked the
+			// handler returns (finish), unless it hijacked the
 			// connection, which Hijack lifted this one from. Not over
 			// HTTP/2, whose server reads no body after its handler,
 			// and whose stream read deadline would end the body while
@@ -54,7 +55,7 @@ func stallBodies(next http.Handler, stall time.Duration) http.Handler {
 		r2.Body = b
 		next.ServeHTTP(w, &r2)
 		if r.ProtoMajor == 1 {
-			b.rearm(w)
+			b.finish(w, r)
 		}
 		b.mu.Lock()
 		b.returned = true // net/http sets the next request's deadlines
@@ -75,6 +76,7 @@ type stallBody struct {
 	returned bool      // the handler returned
 	expired  bool      // a read hit the deadline
 	ended    bool      // a read returned an error, io.EOF included
+	broken   bool      // a read or the Close returned an error other than io.EOF
 	closed   bool      // Close was called
 }
 
@@ -103,26 +105,58 @@ func (b *stallBody) Close() error {
 	return err
 }
 
-// rearm renews the deadline as the handler returns with its body neither
-// read to its end nor closed: net/http reads what is left of it next (up
-// to 256 KiB, to reuse the connection), and the deadline armed as the
-// handler started may have passed while it worked, failing that read on
-// bytes the client sent at once and closing a connection it would have
-// kept. A zero-byte Write is how net/http tells a hijacked connection
+// finish deals with what is left of the body as the handler returns.
+//
+// Neither read to its end nor closed, it is closed here, which reads up
+// to 256 KiB of it (net/http's body Close) to reuse the connection, under
+// a renewed deadline: the one armed as the handler started may have
+// passed while it worked, failing that read on bytes the client sent at
+// once and closing a connection it would have kept. Not left to net/http
+// after the handler: for a handler in full duplex (the proxy, which
+// sends the upload on as its host answers), whose answer's head went out
+// with the body unread, net/http then read it after it had stopped its
+// watch for the client leaving, and the watch the body's end started
+// was left running: the next request on the connection panicked
+// (golang/go#68560), unanswered. An Expect: 100-continue body is left to
+// net/http, which answers first and then closes the connection.
+//
+// A body that failed (a stall, a broken chunk) or could not be read to
+// its end has net/http close the connection after the answer: where the
+// next request starts is unknown. net/http decides so as the head goes
+// out, never for a full-duplex handler's.
+//
+// A zero-byte Write is how net/http tells a hijacked connection
 // (ErrHijacked, nothing else done), which Hijack cleared of deadlines and
 // the handler now owns; otherwise it writes the head net/http would write
 // as the handler returns (200 if none was), and no byte.
-func (b *stallBody) rearm(w http.ResponseWriter) {
-	b.mu.Lock()
-	done := b.ended || b.closed || b.expired
-	b.mu.Unlock()
-	if done {
-		return
-	}
+func (b *stallBody) finish(w http.ResponseWriter, r *http.Request) {
 	if _, err := w.Write(nil); errors.Is(err, http.ErrHijacked) {
 		return
 	}
-	b.arm()
+	b.mu.Lock()
+	done := b.ended || b.closed || b.expired
+	b.mu.Unlock()
+	if !done {
+		if _, ok := r.Header["Expect"]; ok {
+			b.arm()
+			return
+		}
+		_ = b.Close()
+	}
+	b.mu.Lock()
+	broken := b.broken || b.expired
+	b.mu.Unlock()
+	if broken {
+		closeAfterAnswer(w)
+	}
+}
+
+// closeAfterAnswer has net/http close the connection after the answer,
+// even one whose head went out: a read past http.MaxBytesReader's limit
+// tells its ResponseWriter so (net/http's own, which stallBodies gets).
+func closeAfterAnswer(w http.ResponseWriter) {
+	var p [1]byte
+	_, _ = http.MaxBytesReader(w, io.NopCloser(strings.NewReader("x")), 0).Read(p[:])
 }
 
 // arm sets the deadline a stall from now when less than half of one is
@@ -152,6 +186,7 @@ func (b *stallBody) clear(err error) {
 	}
 	if err != nil {
 		b.ended = true
+		b.broken = b.broken || err != io.EOF
 	}
 	if b.returned || b.until.IsZero() || b.expired {
 		return
