@@ -15,6 +15,11 @@
 // with the head is gathered before it is written, so that it leaves with
 // its head in one write. Options.DisableFastPath turns it off.
 //
+// An HTTP/1 upload is read in full duplex (http.ResponseController's
+// EnableFullDuplex): the host's answer may go out while the transport
+// still sends the upload on, and no byte of it is dropped as the head
+// goes out.
+//
 // A pooled connection to a host is never handed bytes the host sent
 // after its answer ended: on the fast path a look before each request,
 // on the transport's connections a reading of each answer's framing

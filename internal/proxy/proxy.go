@@ -325,6 +325,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.vals[2] = rq.ID
 	if r.Body != nil && r.Body != http.NoBody {
 		a.body = &trackedBody{ReadCloser: r.Body}
+		if r.ProtoMajor == 1 && r.ContentLength != 0 {
+			// The transport sends the upload on as the host's answer
+			// comes. An HTTP/1 server otherwise reads what is left of
+			// it as the answer's head goes out and drops it (net/http's
+			// up to 256 KiB, the lane's too): the host got a body of
+			// known length cut short, and a chunked one (sent on
+			// chunked) with 256 KiB missing from its middle, well
+			// framed, as if whole. That read also ran under the
+			// deadline the last read of the body armed, long passed if
+			// the host had paused the upload, and its failure cancelled
+			// the request: a head and a cut answer for a client that
+			// sent its whole upload at once. The servers read and drop
+			// the rest as the handler returns instead (the edge's
+			// stallBodies, the lane).
+			_ = http.NewResponseController(w).EnableFullDuplex()
+		}
 	}
 	var in *http.Request // r with the attempt as its context, for ReverseProxy: built when first needed
 	var tried [maxTries]*route.Host
