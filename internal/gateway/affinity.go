@@ -545,6 +545,17 @@ func (g *Gateway) affinity(next http.Handler) http.Handler {
 			} else {
 				body.ReadCloser = r.Body
 				r.Body = body
+				if r.ProtoMajor == 1 {
+					// The forward sends the upload on as the owner's
+					// answer comes, as the proxy does to a host, and for
+					// the same reason (internal/proxy): an HTTP/1 server
+					// otherwise reads what is left of it as the answer's
+					// head goes out and drops it, up to 256 KiB. The
+					// owner's host got a chunked upload with that much
+					// missing from its middle, as if whole, and one of
+					// known length cut.
+					_ = http.NewResponseController(w).EnableFullDuplex()
+				}
 			}
 		}
 		a := g.tryPeer(w, r, rq, peer, false)
