@@ -101,3 +101,71 @@ func TestFullDuplexEarlyAnswerKeepsTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestFullDuplexStalledRestIsNoRequest: after a full-duplex handler's
+// early answer, a client that stalls its upload past the bound and then
+// sends the rest, request heads in it, and a request of its own gets
+// none of them answered: where its next request starts is unknown, so
+// the connection closes after the answer. net/http decides to close as
+// the head goes out, which for a full-duplex handler's it does not:
+// left open, the rest of the body was read as requests (smuggling), and
+// a client that never sent it only met the idle timeout.
+func TestFullDuplexStalledRestIsNoRequest(t *testing.T) {
+	t.Parallel()
+	const idle = 500 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			io.WriteString(w, "answered "+r.URL.Path)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
+		io.WriteString(w, "early")
+		_ = rc.Flush()
+	})
+	inner := strings.Repeat("GET /smuggled HTTP/1.1\r\nHost: app."+zone+"\r\n\r\n", 20)
+	part := strings.Repeat("u", 1000)
+	for _, tc := range []struct {
+		name          string
+		lane, chunked bool
+	}{
+		{"net/http, a length", false, false},
+		{"net/http, chunked", false, true},
+		{"lane, a length", true, false},
+		{"lane, chunked", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := start(t, Options{HTTPMode: ModeServe, Handler: h, DisableLane: !tc.lane, IdleTimeout: idle, DrainTimeout: idle})
+			c := dialPlain(t, e.http)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			head := fmt.Sprintf("POST /up HTTP/1.1\r\nHost: app.%s\r\nContent-Length: %d\r\n\r\n%s", zone, len(part)+len(inner), part)
+			rest := inner
+			if tc.chunked {
+				head = fmt.Sprintf("POST /up HTTP/1.1\r\nHost: app.%s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", zone, len(part), part)
+				rest = fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(inner), inner)
+			}
+			if _, err := io.WriteString(c, head); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(3 * idle / 2) // past the bound
+				_, _ = io.WriteString(c, rest+"GET /next HTTP/1.1\r\nHost: app."+zone+"\r\n\r\n")
+			}()
+			br := bufio.NewReader(c)
+			var got []string
+			for {
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					break
+				}
+				b, _ := io.ReadAll(res.Body)
+				got = append(got, fmt.Sprintf("%d %s", res.StatusCode, b))
+			}
+			if len(got) != 1 || got[0] != "200 early" {
+				t.Fatalf("answers on a connection whose upload stalled after an early answer: %q; want only 200 early", got)
+			}
+		})
+	}
+}
