@@ -186,7 +186,9 @@ func (b *stallBody) clear(err error) {
 	}
 	if err != nil {
 		b.ended = true
-		b.broken = b.broken || err != io.EOF
+		// A read after a Close (a transport's goroutine, late) says
+		// nothing of the body: the Close's own error does.
+		b.broken = b.broken || (err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose))
 	}
 	if b.returned || b.until.IsZero() || b.expired {
 		return

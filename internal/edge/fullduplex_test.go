@@ -30,8 +30,14 @@ func TestFullDuplexEarlyAnswerKeepsTheConnection(t *testing.T) {
 			return
 		}
 		_ = http.NewResponseController(w).EnableFullDuplex()
-		if r.URL.Path == "/closed" {
+		switch r.URL.Path {
+		case "/closed":
 			r.Body.Close() // as a proxy's transport may, done with it
+		case "/late":
+			// A read after the Close (a transport's goroutine, late):
+			// the body is not broken, and the connection is kept.
+			r.Body.Close()
+			_, _ = r.Body.Read(make([]byte, 1))
 		}
 		io.WriteString(w, "early")
 	})
@@ -45,6 +51,7 @@ func TestFullDuplexEarlyAnswerKeepsTheConnection(t *testing.T) {
 	}{
 		{"net/http, a length", false, false, "/early", false},
 		{"net/http, a length, closed", false, false, "/closed", false},
+		{"net/http, a length, read after closed", false, false, "/late", false},
 		{"net/http, chunked", false, true, "/early", false},
 		{"lane, a length", true, false, "/early", false},
 		{"lane, a length, the rest never sent", true, false, "/early", true},
