@@ -49,6 +49,22 @@ func duplexHost(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
 }
 
+// startDuplex starts a gateway with the stall bound earlyBound and the
+// lane on or off, and app web with duplexHost its one host.
+func startDuplex(t *testing.T, fast bool) *running {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Listeners.FastPath = fast
+	cfg.Listeners.IdleTimeout = earlyBound
+	r := start(t, cfg)
+	if code, body := r.control(t, "PUT", "/api/v3/apps/web", `{}`); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	startHost(t, r, "web-1", "web", http.HandlerFunc(duplexHost))
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("web")) == 1 }, "host not routable")
+	return r
+}
+
 // TestEarlyAnswerLeavesTheUploadWhole: a host that answers an upload
 // while it still reads it gets all of it, byte for byte, whichever
 // server took it from the client (the lane, net/http over HTTP/1.1, an
@@ -67,15 +83,7 @@ func TestEarlyAnswerLeavesTheUploadWhole(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast_path=%v", fast), func(t *testing.T) {
 			t.Parallel()
-			cfg := testConfig(t)
-			cfg.Listeners.FastPath = fast
-			cfg.Listeners.IdleTimeout = earlyBound
-			r := start(t, cfg)
-			if code, body := r.control(t, "PUT", "/api/v3/apps/web", `{}`); code != 200 {
-				t.Fatalf("put: %d %s", code, body)
-			}
-			startHost(t, r, "web-1", "web", http.HandlerFunc(duplexHost))
-			testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("web")) == 1 }, "host not routable")
+			r := startDuplex(t, fast)
 			for _, client := range []string{"h1 length", "h1 chunked", "h2"} {
 				for _, up := range []struct {
 					name  string
@@ -127,15 +135,7 @@ func TestEarlyAnswerKeepsTheConnection(t *testing.T) {
 	for _, fast := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fast_path=%v", fast), func(t *testing.T) {
 			t.Parallel()
-			cfg := testConfig(t)
-			cfg.Listeners.FastPath = fast
-			cfg.Listeners.IdleTimeout = earlyBound
-			r := start(t, cfg)
-			if code, body := r.control(t, "PUT", "/api/v3/apps/web", `{}`); code != 200 {
-				t.Fatalf("put: %d %s", code, body)
-			}
-			startHost(t, r, "web-1", "web", http.HandlerFunc(duplexHost))
-			testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("web")) == 1 }, "host not routable")
+			r := startDuplex(t, fast)
 			for _, chunked := range []bool{false, true} {
 				t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
 					t.Parallel()
