@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,41 +15,8 @@ import (
 	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
 
-// duplexHost reads pre= bytes of an upload, sends its answer's head,
-// and then reads the rest, answering the length and SHA-256 of all it
-// read, or the error that ended its read.
-// At /early it answers at once, reading none of the upload; a GET gets
-// "next".
-func duplexHost(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		io.WriteString(w, "next")
-		return
-	}
-	pre, _ := strconv.ParseInt(r.URL.Query().Get("pre"), 10, 64)
-	rc := http.NewResponseController(w)
-	_ = rc.EnableFullDuplex()
-	if r.URL.Path == "/early" {
-		io.WriteString(w, "early")
-		return
-	}
-	h := sha256.New()
-	n, err := io.CopyN(h, r.Body, pre)
-	if err == nil {
-		w.WriteHeader(http.StatusOK)
-		_ = rc.Flush()
-		var m int64
-		m, err = io.Copy(h, r.Body)
-		n += m
-	}
-	if err != nil {
-		fmt.Fprintf(w, "after %d bytes: %v", n, err)
-		return
-	}
-	fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
-}
-
 // startDuplex starts a gateway with the stall bound earlyBound and the
-// lane on or off, and app web with duplexHost its one host.
+// lane on or off, and app web with testutil.DuplexHost its one host.
 func startDuplex(t *testing.T, fast bool) *running {
 	t.Helper()
 	cfg := testConfig(t)
@@ -60,7 +26,7 @@ func startDuplex(t *testing.T, fast bool) *running {
 	if code, body := r.control(t, "PUT", "/api/v3/apps/web", `{}`); code != 200 {
 		t.Fatalf("put: %d %s", code, body)
 	}
-	startHost(t, r, "web-1", "web", http.HandlerFunc(duplexHost))
+	startHost(t, r, "web-1", "web", http.HandlerFunc(testutil.DuplexHost))
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(r.g.Live().Load().Pool("web")) == 1 }, "host not routable")
 	return r
 }

@@ -12,42 +12,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gatehouse-dev/gatehouse/internal/route"
+	"github.com/gatehouse-dev/gatehouse/internal/testutil"
 )
-
-// duplexHost answers an upload as it reads it: its head goes out, alone,
-// once it has read pre= bytes (none by default), and then it reads the
-// rest and answers the length and SHA-256 of all it read, or the error
-// that ended its read. A GET gets "next".
-func duplexHost(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		io.WriteString(w, "next")
-		return
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.EnableFullDuplex() // else its own server drops the upload's rest as its head goes out
-	pre, _ := strconv.ParseInt(r.URL.Query().Get("pre"), 10, 64)
-	h := sha256.New()
-	n, err := io.CopyN(h, r.Body, pre)
-	if err == nil {
-		w.WriteHeader(http.StatusOK)
-		err = rc.Flush()
-	}
-	if err == nil {
-		var m int64
-		m, err = io.Copy(h, r.Body)
-		n += m
-	}
-	if err != nil {
-		fmt.Fprintf(w, "after %d bytes: %v", n, err)
-		return
-	}
-	fmt.Fprintf(w, "%d %x", n, h.Sum(nil))
-}
 
 // headWait is how long a duplex client waits for the answer's head
 // before it sends the rest of its upload anyway.
@@ -79,7 +49,7 @@ func TestForwardLeavesTheUploadWhole(t *testing.T) {
 		t.Run(fmt.Sprintf("tls=%v", overTLS), func(t *testing.T) {
 			t.Parallel()
 			cs := startClusters(t, clusterSetup{ids: ids, tls: overTLS})
-			host := httptest.NewServer(http.HandlerFunc(duplexHost))
+			host := httptest.NewServer(http.HandlerFunc(testutil.DuplexHost))
 			t.Cleanup(host.Close)
 			u, _ := url.Parse(host.URL)
 			cs["ap"].b.SetHost(&route.Host{ID: "ap-h1", Apps: slices.Clone(clApps), Addr: u.Host, Scheme: "http", URL: u, State: route.HostVerified})

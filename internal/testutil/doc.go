@@ -4,6 +4,7 @@
 // place of sleeps, a test server's life from its start to the test's end,
 // a buffer that goroutines may write to while the test reads it, the
 // heap reading of memory benchmarks, and the receive windows an HTTP/2
-// server advertises with the held upload they must leave room beside. It
-// is imported by tests only.
+// server advertises with the held upload they must leave room beside, and
+// a host that answers an upload before it has read it all. It is imported
+// by tests only.
 package testutil
