@@ -65,7 +65,7 @@ func dialH2C(t *testing.T, gw http.Handler, within time.Duration) *http2.Framer 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: gw, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: asEdge(gw), Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientAddr)}, Timeout: 5 * time.Second}

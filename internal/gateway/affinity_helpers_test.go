@@ -334,7 +334,7 @@ func (c *testCluster) startGateway(t testing.TB, s clusterSetup) {
 		t.Fatalf("gateway %s: %v", c.id, err)
 	}
 	c.gw = gw
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: asEdge(gw), ReadHeaderTimeout: 5 * time.Second}
 	c.srv = srv
 	done := make(chan struct{})
 	if s.cert != nil {

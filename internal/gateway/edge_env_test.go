@@ -117,7 +117,7 @@ func newEdgeEnv(t *testing.T, zone string, apps []*route.App, edit func(*Options
 		t.Fatalf("New: %v", err)
 	}
 	e.gw = gw
-	e.srv = httptest.NewServer(gw)
+	e.srv = httptest.NewServer(asEdge(gw))
 	for _, a := range apps {
 		rc := &edgeRecording{}
 		e.seen[a.ID] = rc

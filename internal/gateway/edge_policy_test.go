@@ -392,7 +392,7 @@ func TestPolicyOpaqueTargetH2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: e.gw, Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: asEdge(e.gw), Protocols: &p, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	for _, c := range []struct{ path, status string }{

@@ -25,7 +25,7 @@ import (
 // and returns its address. edit, if any, changes the server first.
 func guardedGateway(t testing.TB, e *env, edit ...func(*http.Server)) string {
 	t.Helper()
-	s := httptest.NewUnstartedServer(e.gw)
+	s := httptest.NewUnstartedServer(asEdge(e.gw))
 	s.Listener = GuardListener(s.Listener)
 	for _, f := range edit {
 		f(s.Config)
@@ -358,7 +358,7 @@ func TestGuardRefusalWaitsForTheAnswerBefore(t *testing.T) {
 		_, _ = io.WriteString(w, strings.Repeat("first", 2000)) // more than one write's worth
 	}))
 	conns := make(chan *guardConn, 1)
-	s := httptest.NewUnstartedServer(e.gw)
+	s := httptest.NewUnstartedServer(asEdge(e.gw))
 	s.Listener = capturing{s.Listener, conns}
 	GuardServer(s.Config)
 	s.Start()

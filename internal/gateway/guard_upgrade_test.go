@@ -139,7 +139,7 @@ func TestGuardPipelinedUpgradeKeepsFrameBytes(t *testing.T) {
 			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
 	)
 	reached := make(chan struct{})
-	s := httptest.NewUnstartedServer(e.gw)
+	s := httptest.NewUnstartedServer(asEdge(e.gw))
 	s.Listener = GuardListener(tapListener{s.Listener, len(a) + len(ws), reached})
 	GuardServer(s.Config)
 	s.Start()

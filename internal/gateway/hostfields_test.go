@@ -82,7 +82,7 @@ func TestHostCannotSpeakInTheGatewaysName(t *testing.T) {
 		s := h2cServer(forgingHost())
 		t.Cleanup(s.Close)
 		e.addHost("h1", "hello", scheme, strings.Replace(s.URL, "http:", scheme+":", 1))
-		gw := h2cServer(e.gw)
+		gw := h2cServer(asEdge(e.gw))
 		t.Cleanup(gw.Close)
 		for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
 			tr := &http.Transport{Protocols: new(http.Protocols)}
